@@ -1,0 +1,204 @@
+"""The `bytesup` command line: run the course's lessons against a llama.cpp server and keep the results."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from .errors import BytesupError
+
+app = typer.Typer(
+    help=(
+        "Companion code of the course LLM Basics. Each lesson script measures a real llama.cpp "
+        "server (and this host) and writes dated JSON and Markdown under outputs/<date>/.\n\n"
+        "Typical use: scripts/start_server.sh, then `bytesup run-all`; or simply `make run`."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+server_app = typer.Typer(help="Start, stop or inspect a llama.cpp server (same logic as scripts/start_server.sh).", no_args_is_help=True)
+model_app = typer.Typer(help="Build the default models: llama-architecture GGUFs with seeded random weights and a real BPE tokenizer.", no_args_is_help=True)
+app.add_typer(server_app, name="server")
+app.add_typer(model_app, name="model")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def fail(exc: BytesupError) -> typer.Exit:
+    err.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+    return typer.Exit(exc.exit_code)
+
+
+# --- lessons ---------------------------------------------------------------------------
+
+@app.command("lessons")
+def lessons_cmd() -> None:
+    """List the lessons with their ids and titles."""
+    from .runner import discover_lessons, lesson_title, load_lesson
+
+    table = RichTable(title="lessons")
+    table.add_column("id")
+    table.add_column("title")
+    for lid in discover_lessons():
+        table.add_row(lid, lesson_title(load_lesson(lid)))
+    out.print(table)
+
+
+ServerOpt = Annotated[Optional[str], typer.Option("--server", help="llama-server URL (default $BYTESUP_SERVER or http://127.0.0.1:8099)")]
+ModelOpt = Annotated[Optional[Path], typer.Option("--model", help="the GGUF the server runs (default: /props model_path when readable here)")]
+OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder (default outputs/<UTC date>/; BYTESUP_OUTPUTS moves outputs/)")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="replace lesson results that already exist in the run folder")]
+ResumeOpt = Annotated[bool, typer.Option("--resume", help="continue an incomplete run: skip lessons already saved")]
+ReplayOpt = Annotated[Optional[Path], typer.Option("--replay", help="serve the lessons from a recorded run folder instead of a server")]
+RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="repetitions of each timed measurement")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option("--api-key", envvar="BYTESUP_API_KEY", help="API key of the server (never written to outputs)")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds to wait for one server answer")]
+BandwidthOpt = Annotated[Optional[float], typer.Option("--bandwidth-gbs", help="a memory bandwidth (GB/s) to compute the decode ceiling for, besides this host's measured one")]
+SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help="capstone: comma-separated model presets to sweep (see `bytesup model build --list`)")]
+PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
+
+
+def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables) -> None:
+    from .runner import RunOptions, run_lessons
+
+    lesson_options = {}
+    if bandwidth_gbs is not None:
+        lesson_options["bandwidth_gbs"] = bandwidth_gbs
+    if sizes:
+        lesson_options["sizes"] = [s.strip() for s in sizes.split(",") if s.strip()]
+    options = RunOptions(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume,
+                         replay=replay, repeat=repeat, timeout=timeout, lesson_options=lesson_options)
+    try:
+        code = run_lessons(lesson_ids, options, console=err)
+    except BytesupError as exc:
+        raise fail(exc)
+    if print_tables:
+        _print_results(options, lesson_ids)
+    raise typer.Exit(code)
+
+
+def _print_results(options, lesson_ids: list[str]) -> None:
+    from rich.markdown import Markdown
+
+    from .runner import today_folder
+
+    run_dir = (options.out or today_folder()).resolve()
+    for lid in lesson_ids:
+        md = run_dir / f"{lid}.md"
+        if md.is_file():
+            out.print(Markdown(md.read_text(encoding="utf-8")))
+
+
+@app.command("run")
+def run_cmd(
+    lessons: Annotated[list[str], typer.Argument(help="lesson ids, e.g. 04_next_token (see `bytesup lessons`)")],
+    server: ServerOpt = None, model: ModelOpt = None, out_dir: OutOpt = None, force: ForceOpt = False,
+    resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
+    timeout: TimeoutOpt = 600.0, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
+) -> None:
+    """Run some lessons against a server (or a recorded run) and save them into a run folder.
+
+    Existing results are never overwritten without --force; the command then exits non-zero
+    before sending any request.
+    """
+    _run(lessons, server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables)
+
+
+@app.command("run-all")
+def run_all_cmd(
+    server: ServerOpt = None, model: ModelOpt = None, out_dir: OutOpt = None, force: ForceOpt = False,
+    resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
+    timeout: TimeoutOpt = 600.0, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
+) -> None:
+    """Run every lesson in order into one run folder (what `make run` does)."""
+    from .runner import discover_lessons
+
+    _run(list(discover_lessons()), server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables)
+
+
+# --- server ----------------------------------------------------------------------------
+
+@server_app.command("start", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def server_start(ctx: typer.Context, model: Annotated[Optional[Path], typer.Argument(help="GGUF model (default: the built default model)")] = None) -> None:
+    """Start a server in the background; extra llama-server flags (e.g. --port 8100 -t 2) replace the defaults."""
+    from . import engine
+
+    try:
+        started = engine.start_server(model, list(ctx.args))
+    except BytesupError as exc:
+        raise fail(exc)
+    out.print(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, pid {started.pid}; log {started.log_path}")
+
+
+@server_app.command("stop")
+def server_stop(port: Annotated[int, typer.Option(help="port of the server to stop")] = 8099) -> None:
+    """Stop the server bytesup started on PORT (by its pid file; nothing else is touched)."""
+    from . import engine
+
+    out.print(f"stopped the server on port {port}" if engine.stop_server(port) else f"no server started by bytesup on port {port}")
+
+
+@server_app.command("status")
+def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8099) -> None:
+    """Show what bytesup recorded about the server on PORT, and whether it answers."""
+    from . import engine
+    from .client import LlamaServer
+
+    status = engine.server_status(port)
+    url = status.get("url") or f"http://127.0.0.1:{port}"
+    try:
+        with LlamaServer(url, timeout=5) as client:
+            status["health"] = client.health().status
+            status["build_info"] = client.props().build_info
+    except BytesupError as exc:
+        status["health"] = f"not answering: {exc}"
+    out.print_json(json.dumps(status))
+
+
+# --- models ----------------------------------------------------------------------------
+
+@model_app.command("build")
+def model_build(
+    preset: Annotated[Optional[str], typer.Argument(help="preset name (default: the default model)")] = None,
+    out_path: Annotated[Optional[Path], typer.Option("--out", help="where to write the GGUF (default models/<preset>.gguf)")] = None,
+    list_presets: Annotated[bool, typer.Option("--list", help="show the presets with parameter count and file size")] = False,
+    force: Annotated[bool, typer.Option("--force", help="rebuild even if the file exists")] = False,
+) -> None:
+    """Build a default model deterministically (the same preset gives the same bytes everywhere)."""
+    from . import models
+    from .render import fmt
+
+    if list_presets:
+        table = RichTable(title="model presets")
+        rows = models.preset_rows()
+        for key in rows[0]:
+            table.add_column(key)
+        for row in rows:
+            table.add_row(*(fmt(v) for v in row.values()))
+        out.print(table)
+        return
+    name = preset or models.DEFAULT_PRESET
+    if name not in models.PRESETS:
+        raise fail(BytesupError(f"There is no preset {name!r}. Presets: {', '.join(models.PRESETS)}."))
+    path = out_path or models.default_model_path(name)
+    if path.exists() and not force:
+        out.print(f"{path} exists (sha256 {models.file_sha256(path)}); --force rebuilds it")
+        return
+    built = models.build_model(name, path)
+    out.print(f"built {built} ({built.stat().st_size:,} bytes, sha256 {models.file_sha256(built)})")
+
+
+def main() -> None:  # pragma: no cover - console script entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

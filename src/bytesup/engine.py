@@ -1,0 +1,348 @@
+"""Start and stop llama.cpp servers: the logic behind scripts/start_server.sh, scripts/stop_server.sh
+and `bytesup server`.
+
+Engine choice: $LLAMA_SERVER if set, else `llama-server` on PATH, else the embedded engine
+(`python -m bytesup.server`, llama.cpp's server through xllamacpp). Each started server gets a
+state folder `.run/server-<port>/` with its pid, its log and `engine.json` (engine, build, flags),
+which the run manifest reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import httpx
+
+from .errors import ServerStartError
+from .paths import server_state_dir
+
+# The course's server settings; flags given by the user replace these one by one.
+DEFAULT_FLAGS = ["--host", "127.0.0.1", "--port", "8099", "-c", "2048", "-ngl", "99", "--parallel", "1", "--metrics"]
+
+# llama-server spellings of the same option -> one canonical name; None: the option takes no value.
+_ALIASES = {
+    "-m": "--model", "--model": "--model",
+    "--host": "--host", "--port": "--port",
+    "-c": "--ctx-size", "--ctx-size": "--ctx-size",
+    "-ngl": "--n-gpu-layers", "--n-gpu-layers": "--n-gpu-layers", "--gpu-layers": "--n-gpu-layers",
+    "-np": "--parallel", "--parallel": "--parallel",
+    "-t": "--threads", "--threads": "--threads",
+    "-tb": "--threads-batch", "--threads-batch": "--threads-batch",
+    "-b": "--batch-size", "--batch-size": "--batch-size",
+    "-ub": "--ubatch-size", "--ubatch-size": "--ubatch-size",
+    "-cram": "--cache-ram", "--cache-ram": "--cache-ram",
+    "--api-key": "--api-key",
+}
+_SWITCHES = {"--metrics", "--no-slots", "--no-warmup", "--slots", "--props"}
+_SECRET_FLAGS = {"--api-key"}
+
+STATE_FILE = "engine.json"
+
+
+def parse_flags(argv: list[str]) -> dict[str, str | None]:
+    """llama-server flags -> {canonical flag: value or None}. Unknown flags are kept as given."""
+    flags: dict[str, str | None] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if "=" in arg and arg.startswith("--"):
+            name, value = arg.split("=", 1)
+            flags[_ALIASES.get(name, name)] = value
+        elif arg in _SWITCHES:
+            flags[arg] = None
+        elif arg in _ALIASES or (arg.startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("-")):
+            if i + 1 >= len(argv):
+                raise ServerStartError(f"The flag {arg} needs a value. Example: scripts/start_server.sh --port 8100")
+            flags[_ALIASES.get(arg, arg)] = argv[i + 1]
+            i += 1
+        else:
+            flags[arg] = None
+        i += 1
+    return flags
+
+
+def merge_flags(user_argv: list[str]) -> dict[str, str | None]:
+    merged = parse_flags(DEFAULT_FLAGS)
+    merged.update(parse_flags(user_argv))
+    return merged
+
+
+def flags_to_argv(flags: dict[str, str | None]) -> list[str]:
+    argv: list[str] = []
+    for name, value in flags.items():
+        argv.append(name)
+        if value is not None:
+            argv.append(value)
+    return argv
+
+
+def redacted(flags: dict[str, str | None]) -> dict[str, str | None]:
+    return {k: ("***" if k in _SECRET_FLAGS and v else v) for k, v in flags.items()}
+
+
+def choose_engine() -> tuple[str, list[str]]:
+    """('llama-server' | 'embedded', the command before the flags)."""
+    explicit = os.environ.get("LLAMA_SERVER")
+    if explicit:
+        path = shutil.which(explicit) or explicit
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise ServerStartError(
+                f"LLAMA_SERVER is set to {explicit!r}, which is not an executable file. "
+                "Point it at your llama-server binary, or unset it to use the embedded engine."
+            )
+        return "llama-server", [path]
+    found = shutil.which("llama-server")
+    if found:
+        return "llama-server", [found]
+    return "embedded", [sys.executable, "-m", "bytesup.server"]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def state_dir_for(port: int) -> Path:
+    return server_state_dir() / f"server-{port}"
+
+
+@dataclass
+class StartedServer:
+    url: str
+    pid: int
+    port: int
+    state_dir: Path
+    info: dict
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / "server.log"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(text[-lines:])
+
+
+def _engine_build(kind: str, props: dict) -> str:
+    build = str(props.get("build_info") or "unknown")
+    if kind == "embedded" and ("unknown" in build or build.startswith("b0")):
+        import xllamacpp
+
+        return f"xllamacpp {xllamacpp.__version__}"
+    return build
+
+
+def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, ...] = (), wait_s: float = 180.0) -> StartedServer:
+    """Start a server in the background, wait for /health, and record what was started."""
+    from .gguf_read import check_gguf
+    from .models import ensure_model
+
+    merged = merge_flags(list(flags))
+    if model is None and merged.get("--model"):
+        model = merged["--model"]
+    if model is None:
+        model = ensure_model()
+    model = Path(model).expanduser().resolve()
+    check_gguf(model)
+    merged["--model"] = str(model)
+
+    host = merged.get("--host") or "127.0.0.1"
+    try:
+        port = int(merged.get("--port") or 8099)
+    except ValueError:
+        raise ServerStartError(f"--port must be a number, not {merged.get('--port')!r}.") from None
+    state = state_dir_for(port)
+    pid_file = state / "pid"
+    if pid_file.exists():
+        old = int(pid_file.read_text().strip() or 0)
+        if old and _pid_alive(old):
+            raise ServerStartError(
+                f"A server started by bytesup is already running on port {port} (pid {old}). "
+                f"Use it, stop it with `scripts/stop_server.sh --port {port}`, or start another with --port."
+            )
+    if not port_is_free(host, port):
+        raise ServerStartError(
+            f"Port {port} on {host} is already in use by another program. Stop that program, or "
+            f"start on another port (`scripts/start_server.sh --port {port + 1}`) and pass "
+            f"`--server http://{host}:{port + 1}` to the lessons."
+        )
+
+    kind, command = choose_engine()
+    argv = command + flags_to_argv(merged)
+    state.mkdir(parents=True, exist_ok=True)
+    log_path = state / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    pid_file.write_text(f"{proc.pid}\n")
+
+    connect_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    url = f"http://{connect_host}:{port}"
+    headers = {"Authorization": f"Bearer {merged['--api-key']}"} if merged.get("--api-key") else {}
+    deadline = time.monotonic() + wait_s
+    props: dict = {}
+    while True:
+        if proc.poll() is not None:
+            pid_file.unlink(missing_ok=True)
+            raise ServerStartError(
+                f"The {kind} server exited with code {proc.returncode} before it was ready "
+                f"(model {model}). Last lines of {log_path}:\n{_log_tail(log_path)}"
+            )
+        try:
+            h = httpx.get(f"{url}/health", headers=headers, timeout=2.0)
+            if h.status_code == 200 and h.json().get("status") == "ok":
+                props = httpx.get(f"{url}/props", headers=headers, timeout=10.0).json()
+                break
+        except (httpx.HTTPError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            _terminate(proc.pid)
+            pid_file.unlink(missing_ok=True)
+            raise ServerStartError(
+                f"The {kind} server did not become ready within {wait_s:g} s (model {model}). "
+                f"It was stopped. Last lines of {log_path}:\n{_log_tail(log_path)}"
+            )
+        time.sleep(0.25)
+
+    info = {
+        "engine": kind,
+        "command": command[0] if kind == "llama-server" else "python -m bytesup.server",
+        "build": _engine_build(kind, props),
+        "build_info": props.get("build_info"),
+        "flags": redacted(merged),
+        "model": str(model),
+        "url": url,
+        "pid": proc.pid,
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    (state / STATE_FILE).write_text(json.dumps(info, indent=2) + "\n")
+    return StartedServer(url=url, pid=proc.pid, port=port, state_dir=state, info=info)
+
+
+def _terminate(pid: int, grace_s: float = 10.0) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return
+        except ChildProcessError:
+            if not _pid_alive(pid):
+                return
+        time.sleep(0.1)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def stop_server(port: int = 8099) -> bool:
+    """Stop the server we started on `port`, by its pid file. False when there was none."""
+    state = state_dir_for(port)
+    pid_file = state / "pid"
+    if not pid_file.exists():
+        return False
+    pid = int(pid_file.read_text().strip() or 0)
+    if pid and _pid_alive(pid):
+        _terminate(pid)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
+def read_engine_info(port: int) -> dict | None:
+    """What was recorded about the server we started on `port`, if it is still running."""
+    state = state_dir_for(port)
+    try:
+        info = json.loads((state / STATE_FILE).read_text())
+        pid = int((state / "pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return info if _pid_alive(pid) and info.get("pid") == pid else None
+
+
+def server_status(port: int = 8099) -> dict:
+    info = read_engine_info(port)
+    return {"port": port, "running": info is not None, **(info or {})}
+
+
+def _port_from(argv: list[str], default: int = 8099) -> int:
+    flags = parse_flags(argv)
+    return int(flags.get("--port") or default)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bytesup.engine start [MODEL] [flags…] | stop [--port N] | status [--port N]`."""
+    from .errors import BytesupError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        print("usage: start_server.sh [MODEL.gguf] [llama-server flags…]; stop_server.sh [--port N]")
+        print(f"default flags: {' '.join(DEFAULT_FLAGS)}")
+        return 0
+    action, rest = argv[0], argv[1:]
+    try:
+        if action == "start":
+            model = rest.pop(0) if rest and not rest[0].startswith("-") else None
+            started = start_server(model, rest)
+            print(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, pid {started.pid}")
+            print(f"model {started.info['model']}; log {started.log_path}")
+            return 0
+        if action == "stop":
+            port = _port_from(rest)
+            if stop_server(port):
+                print(f"stopped the server on port {port}")
+            else:
+                print(f"no server started by bytesup on port {port} (nothing to stop)")
+            return 0
+        if action == "status":
+            print(json.dumps(server_status(_port_from(rest)), indent=2))
+            return 0
+    except BytesupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(f"unknown action {action!r}: use start, stop or status", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

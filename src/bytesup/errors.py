@@ -1,0 +1,81 @@
+"""Typed errors. Each message is one paragraph that says what went wrong and what to do."""
+
+from __future__ import annotations
+
+
+class BytesupError(Exception):
+    """Base of every error we expect a user to see; the CLI prints it without a traceback."""
+
+    exit_code = 1
+
+
+class ServerUnreachable(BytesupError):
+    def __init__(self, url: str, detail: str = ""):
+        self.url = url
+        super().__init__(
+            f"No llama.cpp server answers at {url}{f' ({detail})' if detail else ''}. "
+            "Start one with `scripts/start_server.sh` (or `bytesup server start`), "
+            "or point at a running server with `--server URL` or the BYTESUP_SERVER variable."
+        )
+
+
+class ServerTimeout(BytesupError):
+    def __init__(self, url: str, path: str, timeout_s: float):
+        super().__init__(
+            f"The server at {url} did not answer {path} within {timeout_s:g} s. "
+            "It may be busy with a long prompt or stuck; check its log (under .run/ for servers "
+            "started by scripts/start_server.sh), or raise the limit with --timeout."
+        )
+
+
+class ServerHTTPError(BytesupError):
+    def __init__(self, url: str, method: str, path: str, status: int, body: str):
+        self.status = status
+        self.body = body
+        hint = (
+            "The server wants an API key: pass --api-key or set BYTESUP_API_KEY."
+            if status in (401, 403)
+            else "Check that the server build supports this request, and read its log."
+        )
+        super().__init__(f"{method} {path} on {url} failed with HTTP {status}: {body[:500]!r}. {hint}")
+
+
+class MalformedResponse(BytesupError):
+    def __init__(self, url: str, path: str, detail: str, body: str = ""):
+        super().__init__(
+            f"The answer to {path} from {url} is not what a llama.cpp server sends ({detail}). "
+            f"First bytes: {body[:200]!r}. Is {url} really a llama-server? If it is, its build may be "
+            "too old or too new for bytesup: report the build shown by `bytesup server status`."
+        )
+
+
+class MissingField(BytesupError):
+    def __init__(self, path: str, field: str, build: str | None):
+        self.field = field
+        super().__init__(
+            f"The server's answer to {path} has no field `{field}`, which this lesson needs "
+            f"(server build: {build or 'unknown'}). Newer and older llama.cpp builds rename fields "
+            "now and then: try the build the course was made with, or report the build and the field."
+        )
+
+
+class ReplayMiss(BytesupError):
+    def __init__(self, request: str, nearest: list[str]):
+        near = "; ".join(nearest[:3]) or "none"
+        super().__init__(
+            f"Replay has no recorded answer for {request}. The lesson asked for something the "
+            f"recorded run did not (nearest recorded: {near}). Re-record the run against a live "
+            "server, or replay a run made by the same version of the lesson."
+        )
+
+
+class ServerStartError(BytesupError):
+    pass
+
+
+class RunFolderError(BytesupError):
+    pass
+
+
+class SchemaError(BytesupError):
+    pass

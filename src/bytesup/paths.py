@@ -1,0 +1,39 @@
+"""Where things live: the repository's folders, each movable by an environment variable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# src/bytesup/paths.py -> the repository root is two folders above the package.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env_path(name: str, default: Path) -> Path:
+    value = os.environ.get(name)
+    return Path(value).expanduser() if value else default
+
+
+def models_dir() -> Path:
+    """Built models (git-ignored). BYTESUP_MODELS moves it."""
+    return _env_path("BYTESUP_MODELS", REPO_ROOT / "models")
+
+
+def outputs_root() -> Path:
+    """Dated run folders. BYTESUP_OUTPUTS moves it."""
+    return _env_path("BYTESUP_OUTPUTS", REPO_ROOT / "outputs")
+
+
+def lessons_dir() -> Path:
+    """The lesson scripts. BYTESUP_LESSONS moves it."""
+    return _env_path("BYTESUP_LESSONS", REPO_ROOT / "lessons")
+
+
+def server_state_dir() -> Path:
+    """Pid files, logs and engine facts of servers we started (git-ignored). BYTESUP_STATE moves it."""
+    return _env_path("BYTESUP_STATE", REPO_ROOT / ".run")
+
+
+def data_dir() -> Path:
+    """Files shipped inside the package: tokenizer, corpus."""
+    return Path(__file__).resolve().parent / "data"

@@ -1,0 +1,48 @@
+"""Draw a lesson's plots (PNG and SVG) from the plot records in its JSON."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from .render import plot_files
+from .results import LessonResult, Plot
+from .storage import write_bytes_atomic
+
+
+def _figure(plot: Plot):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for s in plot.series:
+        style = {"line": "-o", "points": "o", "dashed": "--"}.get(s.style, "-o")
+        ax.plot(s.x, s.y, style, label=s.label, markersize=4)
+        if s.y_min is not None and s.y_max is not None:
+            ax.fill_between(s.x, s.y_min, s.y_max, alpha=0.2)
+    if plot.log_x:
+        ax.set_xscale("log")
+    if plot.log_y:
+        ax.set_yscale("log")
+    ax.set_title(plot.title)
+    ax.set_xlabel(plot.x_label)
+    ax.set_ylabel(plot.y_label)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig, plt
+
+
+def write_plots(result: LessonResult, run_dir: Path) -> list[Path]:
+    written = []
+    for plot in result.plots:
+        fig, plt = _figure(plot)
+        for rel, fmt, meta in zip(plot_files(result, plot.name), ("png", "svg"), ({"Software": None}, {"Date": None})):
+            buf = io.BytesIO()
+            fig.savefig(buf, format=fmt, metadata=meta)
+            write_bytes_atomic(run_dir / rel, buf.getvalue())
+            written.append(run_dir / rel)
+        plt.close(fig)
+    return written

@@ -1,0 +1,183 @@
+"""One pydantic model per llama-server response, fields spelled as the server spells them.
+
+`extra="allow"` keeps whatever a newer server adds. The fields lessons rely on are required,
+so a response without one fails with the field's name (see `parse`).
+Speeds are derived from raw timings in one place: `prefill_tokens_per_s` and `decode_tokens_per_s`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import MalformedResponse, MissingField
+
+
+class ServerRecord(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Health(ServerRecord):
+    status: str
+
+
+class Props(ServerRecord):
+    build_info: str | None = None
+    model_path: str | None = None
+    total_slots: int | None = None
+    default_generation_settings: dict[str, Any] | None = None
+
+
+class TokenPiece(ServerRecord):
+    id: int
+    # Pieces that are not valid UTF-8 arrive as a list of byte values: kept as they came.
+    piece: str | list[int]
+
+    @property
+    def piece_bytes(self) -> bytes:
+        return bytes(self.piece) if isinstance(self.piece, list) else self.piece.encode("utf-8")
+
+
+class Tokenized(ServerRecord):
+    tokens: list[TokenPiece] | list[int]
+
+    @property
+    def ids(self) -> list[int]:
+        return [t.id if isinstance(t, TokenPiece) else t for t in self.tokens]
+
+
+class Detokenized(ServerRecord):
+    content: str
+
+
+class TopLogprob(ServerRecord):
+    id: int
+    token: str
+    bytes: list[int] | None = None
+    logprob: float
+
+
+class TopProb(ServerRecord):
+    id: int
+    token: str
+    bytes: list[int] | None = None
+    prob: float
+
+
+class TokenProbabilities(ServerRecord):
+    """One generated position. Two shapes: full softmax (`post_sampling_probs: false`)
+    gives logprob/top_logprobs; after the sampler chain (`true`) gives prob/top_probs."""
+
+    id: int
+    token: str
+    bytes: list[int] | None = None
+    logprob: float | None = None
+    top_logprobs: list[TopLogprob] | None = None
+    prob: float | None = None
+    top_probs: list[TopProb] | None = None
+
+    def candidates(self) -> list[tuple[int, str, list[int] | None, float]]:
+        """(id, token, bytes, probability) for the listed candidates, whichever shape came."""
+        if self.top_logprobs is not None:
+            return [(c.id, c.token, c.bytes, math.exp(c.logprob)) for c in self.top_logprobs]
+        if self.top_probs is not None:
+            return [(c.id, c.token, c.bytes, c.prob) for c in self.top_probs]
+        return []
+
+
+class Timings(ServerRecord):
+    cache_n: int = 0
+    prompt_n: int
+    prompt_ms: float
+    prompt_per_token_ms: float | None = None
+    prompt_per_second: float | None = None
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_token_ms: float | None = None
+    predicted_per_second: float | None = None
+
+
+class Completion(ServerRecord):
+    content: str
+    tokens: list[int] = []
+    stop_type: str | None = None
+    tokens_evaluated: int | None = None
+    tokens_cached: int | None = None
+    generation_settings: dict[str, Any] | None = None
+    timings: Timings
+    completion_probabilities: list[TokenProbabilities] = []
+
+
+class ModelList(ServerRecord):
+    data: list[dict[str, Any]] = []
+
+
+# --- speeds: the one place where raw timings become tokens per second -------------------
+
+def prefill_tokens_per_s(t: Timings) -> float:
+    """Prompt tokens evaluated per second (`prompt_n` tokens in `prompt_ms`)."""
+    return t.prompt_n / t.prompt_ms * 1000.0 if t.prompt_ms > 0 else float("nan")
+
+
+def decode_passes(t: Timings) -> int:
+    """Decode passes inside `predicted_ms`.
+
+    The first generated token is sampled from the logits of the prompt pass, and `prompt_ms`
+    runs until that token is sampled; so `predicted_ms` holds `predicted_n - 1` passes.
+    Builds from 2026 compute `predicted_per_token_ms` the same way; older ones divided by
+    `predicted_n`. We apply one rule to every build so that runs compare; the server's own
+    `predicted_per_second` stays in the raw record.
+    """
+    return max(t.predicted_n - 1, 0)
+
+
+def decode_ms_per_token(t: Timings) -> float:
+    n = decode_passes(t)
+    return t.predicted_ms / n if n > 0 else float("nan")
+
+
+def decode_tokens_per_s(t: Timings) -> float:
+    ms = decode_ms_per_token(t)
+    return 1000.0 / ms if ms and ms > 0 and not math.isnan(ms) else float("nan")
+
+
+# --- parsing ----------------------------------------------------------------------------
+
+R = TypeVar("R", bound=ServerRecord)
+
+
+def parse(model: type[R], data: Any, *, path: str, url: str = "", build: str | None = None) -> R:
+    """Validate a decoded JSON body; a missing field is named, any other mismatch is 'malformed'."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            if err["type"] == "missing":
+                field = ".".join(str(p) for p in err["loc"])
+                raise MissingField(path, field, build) from None
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the body"
+        raise MalformedResponse(url, path, f"{where}: {first['msg']}", str(data)) from None
+
+
+_METRIC_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*(?:\{[^}]*\})?)\s+(\S+)")
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text exposition -> {name (with labels): value}."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _METRIC_LINE.match(line)
+        if not m:
+            continue
+        try:
+            values[m.group(1)] = float(m.group(2))
+        except ValueError:
+            continue
+    return values

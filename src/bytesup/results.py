@@ -1,0 +1,127 @@
+"""The lesson result record (what `<lesson>.json` holds) and its schema versions.
+
+JSON is the source of truth; Markdown and plots are rendered from it (see `render`, `plots`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import SchemaError
+
+SCHEMA_VERSION = 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Measurement(Strict):
+    """A measured quantity with every sample; compare joins runs on (lesson, name, unit, settings)."""
+
+    name: str = Field(description="stable identifier, units in the name where it helps")
+    unit: str
+    samples: list[float]
+    median: float
+    min: float
+    max: float
+    description: str = ""
+    settings: dict[str, Any] = Field(default_factory=dict, description="what identifies the configuration measured")
+    higher_is_better: bool | None = Field(default=None, description="None: a fact, not a score")
+
+    @classmethod
+    def of(cls, name: str, unit: str, samples: list[float], **kw: Any) -> "Measurement":
+        if not samples:
+            raise ValueError(f"measurement {name} has no samples")
+        values = [float(s) for s in samples]
+        return cls(name=name, unit=unit, samples=values, median=statistics.median(values),
+                   min=min(values), max=max(values), **kw)
+
+
+class Column(Strict):
+    name: str
+    unit: str = ""
+
+
+class Table(Strict):
+    name: str
+    title: str
+    columns: list[Column]
+    rows: list[list[Any]]
+    notes: list[str] = Field(default_factory=list, description="sentences computed from the rows")
+
+
+class Series(Strict):
+    label: str
+    x: list[float]
+    y: list[float]
+    y_min: list[float] | None = None
+    y_max: list[float] | None = None
+    style: str = "line"  # line | points | dashed
+
+
+class Plot(Strict):
+    name: str
+    title: str
+    x_label: str
+    y_label: str
+    series: list[Series]
+    log_x: bool = False
+    log_y: bool = False
+
+
+class LessonResult(Strict):
+    schema_version: int = SCHEMA_VERSION
+    lesson_id: str
+    title: str
+    started_at: str
+    finished_at: str
+    model: dict[str, Any] = Field(default_factory=dict, description="the served model's identity")
+    server: dict[str, Any] = Field(default_factory=dict, description="engine and build")
+    settings: dict[str, Any] = Field(default_factory=dict, description="pinned request settings and options")
+    measurements: list[Measurement] = Field(default_factory=list)
+    tables: list[Table] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    plots: list[Plot] = Field(default_factory=list)
+    host_values: dict[str, Any] = Field(default_factory=dict, description="host measurements, replayed as recorded")
+    exchanges: str | None = Field(default=None, description="the lesson's HTTP exchanges, relative to the run folder")
+    exchange_count: int = 0
+
+    def table(self, name: str) -> Table:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def measurement(self, name: str) -> Measurement:
+        for m in self.measurements:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+
+# Step-by-step upgrades of older JSON: UPGRADES[n] turns version n into n + 1.
+UPGRADES: dict[int, Any] = {}
+
+
+def upgrade(data: dict[str, Any], kind: str, where: str, current: int = SCHEMA_VERSION) -> dict[str, Any]:
+    version = data.get("schema_version")
+    if not isinstance(version, int):
+        raise SchemaError(f"{where} has no integer schema_version: it is not a bytesup {kind}. "
+                          "Point at a file written by `bytesup run`.")
+    if version > current:
+        raise SchemaError(
+            f"{where} was written with {kind} schema version {version}, newer than this bytesup "
+            f"understands ({current}). Update bytesup (git pull, then make install) to read it."
+        )
+    while version < current:
+        data = UPGRADES[version](data)
+        version = data["schema_version"]
+    return data
+
+
+def load_result(data: dict[str, Any], where: str) -> LessonResult:
+    return LessonResult.model_validate(upgrade(data, "lesson result", where))
