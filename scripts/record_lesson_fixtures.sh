@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Re-record the lessons' test fixtures from the real embedded engine on the tiny default model.
+#   scripts/record_lesson_fixtures.sh [LESSON_ID…]     (default: every lesson)
+# Each lesson is recorded into tests/fixtures/runs/<id>/ with --repeat 2 (small files, same code path).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+py="$root/.venv/bin/python"
+port="${PORT:-$("$py" -c 'from bytesup.engine import free_port; print(free_port())')}"
+ids=("$@")
+if [ ${#ids[@]} -eq 0 ]; then
+  mapfile -t ids < <(ls lessons | sed -n 's/^\([0-9][0-9]_[a-z0-9_]*\)\.py$/\1/p')
+fi
+"$py" -m bytesup model build >/dev/null
+scripts/start_server.sh --port "$port" >/dev/null
+trap 'scripts/stop_server.sh --port "$port" >/dev/null' EXIT INT TERM
+for id in "${ids[@]}"; do
+  rm -rf "tests/fixtures/runs/$id"
+  "$py" -m bytesup run "$id" --server "http://127.0.0.1:$port" --out "tests/fixtures/runs/$id" --repeat 2
+done

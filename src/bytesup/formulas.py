@@ -1,0 +1,56 @@
+"""The course's arithmetic, in one place, so lessons and checks compute it the same way."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+GB = 1e9  # bandwidths and sizes in the course are decimal gigabytes
+
+
+def bytes_per_token(model_info: dict[str, Any]) -> int:
+    """Bytes read from memory per decoded token: every weight once (lesson 1's rule).
+
+    Strictly, the embedding table contributes one row per token, not all of it; the course
+    counts the whole file's tensors, and so do we, so ceilings match the published ones.
+    """
+    return int(model_info["tensor_bytes"])
+
+
+def ceiling_tokens_per_s(bandwidth_bytes_per_s: float, bytes_per_tok: float) -> float:
+    """The bandwidth ceiling: no decode can be faster than reading every weight once per token."""
+    return bandwidth_bytes_per_s / bytes_per_tok
+
+
+def flops_per_token(n_params: int) -> float:
+    """About 2 FLOPs (one multiply, one add) per parameter per token."""
+    return 2.0 * n_params
+
+
+def kv_bytes_per_token(n_layer: int, n_head_kv: int, head_dim: int, bytes_per_element: float) -> float:
+    """K and V (the 2) for every layer, KV head and head dimension."""
+    return 2 * n_layer * n_head_kv * head_dim * bytes_per_element
+
+
+def ridge_point(flops_per_s: float, bytes_per_s: float) -> float:
+    """FLOPs per byte where a kernel stops being memory-bound and becomes compute-bound."""
+    return flops_per_s / bytes_per_s
+
+
+def efficiency(measured: float, ceiling: float) -> float:
+    return measured / ceiling if ceiling > 0 else math.nan
+
+
+def server_threads(flags: dict[str, Any] | None) -> int:
+    """Threads the server decodes with: its --threads flag, else llama.cpp's default (the cores here)."""
+    value = (flags or {}).get("--threads")
+    try:
+        n = int(value) if value is not None else -1
+    except ValueError:
+        n = -1
+    return n if n > 0 else (os.cpu_count() or 1)
+
+
+def percent(x: float) -> float:
+    return 100.0 * x

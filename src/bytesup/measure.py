@@ -1,0 +1,48 @@
+"""Timed requests shared by the lessons: repeated completions whose raw timings become speeds.
+
+Settings are pinned so that repeats measure the same work:
+- temperature 0 and a fixed seed: the same tokens every time;
+- cache_prompt false: every repeat prefills the whole prompt (no reuse of the previous one);
+- ignore_eos: a model may not stop early, so n_predict tokens are always decoded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .client import LlamaServer
+from .paths import data_dir
+from .records import Completion, decode_tokens_per_s, prefill_tokens_per_s
+
+PINNED = {"temperature": 0, "seed": 42, "cache_prompt": False, "ignore_eos": True}
+
+
+def corpus_text() -> str:
+    """The text the repository carries (also the tokenizer's training text)."""
+    return (data_dir() / "corpus.txt").read_text(encoding="utf-8")
+
+
+def long_prompt_tokens(server: LlamaServer, n_tokens: int) -> list[int]:
+    """Exactly `n_tokens` token ids of the carried text, tokenized by the served model."""
+    ids = server.tokenize(corpus_text(), with_pieces=False).ids
+    if not ids:
+        raise ValueError("the server tokenized the corpus into no tokens")
+    while len(ids) < n_tokens:
+        ids = ids + ids
+    return ids[:n_tokens]
+
+
+def timed_completions(server: LlamaServer, prompt: str | list[int], n_predict: int, repeat: int,
+                      track=None, **settings: Any) -> list[Completion]:
+    """`repeat` identical completions; `track` is an optional progress wrapper over the repeats."""
+    body = {**PINNED, **settings, "n_predict": n_predict}
+    rounds = range(repeat) if track is None else track(range(repeat))
+    return [server.completion(prompt, **body) for _ in rounds]
+
+
+def prefill_samples(completions: list[Completion]) -> list[float]:
+    return [prefill_tokens_per_s(c.timings) for c in completions]
+
+
+def decode_samples(completions: list[Completion]) -> list[float]:
+    return [decode_tokens_per_s(c.timings) for c in completions]

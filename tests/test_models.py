@@ -1,0 +1,257 @@
+"""The default model builder: determinism, sizes, parameter counts and a real tokenizer."""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bytesup import models
+from bytesup.models import DEFAULT_PRESET, PRESETS, Preset, build_model, file_sha256
+
+TINY = "tiny-q8_0"
+
+# The same bytes on every machine. This changes only when the builder, the preset
+# or the shipped tokenizer changes on purpose; then update it from file_sha256().
+TINY_SHA256 = "88941aab315a91020f29b722a0ff18b5c0068d1845177e5251299f310adb7842"
+
+ROUND_TRIP_TEXTS = [
+    "The capital of France is Paris",
+    "def fibonacci(n):\n    if n == 0:",
+    "x == y",
+    "café 東京 123",
+    "for (int i = 0; i < n; i++) {\n\ttotal += a[i];\n}",
+    "  two leading spaces, a trailing one ",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    return build_model(TINY, tmp_path_factory.mktemp("tiny") / f"{TINY}.gguf")
+
+
+def _reader(path: Path):
+    import gguf
+
+    return gguf.GGUFReader(path)
+
+
+# --------------------------------------------------------------------------- presets
+
+
+def test_presets_are_consistent():
+    assert DEFAULT_PRESET in PRESETS
+    for name, p in PRESETS.items():
+        size, wtype = name.split("-")
+        assert p.name == name
+        assert wtype == p.weight_type.lower()
+        assert p.n_ctx == 4096
+        assert p.head_dim * p.n_head == p.n_embd
+        assert p.n_vocab == 4096
+        # Same shapes for both weight types of a size; only the bytes differ.
+        twin = PRESETS[f"{size}-{'f16' if wtype == 'q8_0' else 'q8_0'}"]
+        assert (p.n_layer, p.n_embd, p.n_ff, p.n_params) == (twin.n_layer, twin.n_embd, twin.n_ff, twin.n_params)
+    mb = {n: p.est_file_bytes / 1e6 for n, p in PRESETS.items()}
+    assert mb["tiny-q8_0"] < 10
+    assert 30 <= mb["small-q8_0"] <= 60
+    assert 200 <= mb["medium-q8_0"] <= 300
+    assert 900 <= mb["large-q8_0"] <= 1500
+
+
+def test_preset_validation():
+    with pytest.raises(ValueError):
+        Preset("bad", n_layer=1, n_embd=100, n_head=3, n_head_kv=3, n_ff=256)
+    with pytest.raises(ValueError):  # Q8_0 needs widths that divide by 32
+        Preset("bad", n_layer=1, n_embd=256, n_head=4, n_head_kv=4, n_ff=688, weight_type="Q8_0")
+    Preset("ok", n_layer=1, n_embd=256, n_head=4, n_head_kv=4, n_ff=688, weight_type="F16")
+    with pytest.raises(KeyError):
+        models.get_preset("no-such-model")
+
+
+def test_default_model_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("BYTESUP_MODELS", str(tmp_path))
+    assert models.default_model_path() == tmp_path / f"{DEFAULT_PRESET}.gguf"
+    assert models.default_model_path("small-f16") == tmp_path / "small-f16.gguf"
+
+
+def test_preset_rows():
+    rows = models.preset_rows()
+    assert [r["name"] for r in rows] == list(PRESETS)
+    assert sum(r["default"] for r in rows) == 1
+    for r in rows:
+        assert {"weight_type", "n_layer", "n_embd", "n_head", "n_ff", "n_params", "est_file_bytes", "description"} <= r.keys()
+
+
+# --------------------------------------------------------------------------- the file
+
+
+def test_build_is_deterministic(tmp_path, tiny_model):
+    other = build_model(TINY, tmp_path / "elsewhere" / "copy.gguf")
+    assert other != tiny_model
+    assert file_sha256(other) == file_sha256(tiny_model) == TINY_SHA256
+    # Nothing but the final file is left behind.
+    assert [f.name for f in other.parent.iterdir()] == ["copy.gguf"]
+
+
+def test_sizes_match_the_preset(tiny_model):
+    p = PRESETS[TINY]
+    reader = _reader(tiny_model)
+    assert sum(int(t.n_bytes) for t in reader.tensors) == p.tensor_bytes
+    # The estimate covers the metadata too, to within a few hundred bytes.
+    assert abs(tiny_model.stat().st_size - p.est_file_bytes) < 4096
+
+
+def test_params_and_shapes_match(tiny_model):
+    import gguf
+
+    p = PRESETS[TINY]
+    reader = _reader(tiny_model)
+    assert sum(int(t.n_elements) for t in reader.tensors) == p.n_params
+    expected = dict(models.tensor_shapes(p))
+    assert [t.name for t in reader.tensors] == list(expected)
+    for t in reader.tensors:
+        # GGUF lists dimensions innermost first: the reverse of the NumPy shape.
+        assert tuple(int(x) for x in t.shape) == tuple(reversed(expected[t.name]))
+        want = gguf.GGMLQuantizationType.F32 if t.name.endswith("norm.weight") else gguf.GGMLQuantizationType.Q8_0
+        assert t.tensor_type == want
+
+
+def test_metadata(tiny_model):
+    reader = _reader(tiny_model)
+    p = PRESETS[TINY]
+
+    def value(key):
+        return reader.get_field(key).contents()
+
+    assert value("general.architecture") == "llama"
+    assert value("general.name") == f"bytesup-{TINY}"
+    assert value("llama.context_length") == p.n_ctx
+    assert value("llama.embedding_length") == p.n_embd
+    assert value("llama.block_count") == p.n_layer
+    assert value("llama.feed_forward_length") == p.n_ff
+    assert value("llama.attention.head_count") == p.n_head
+    assert value("llama.attention.head_count_kv") == p.n_head_kv
+    assert value("llama.rope.dimension_count") == p.head_dim
+    assert value("tokenizer.ggml.model") == "gpt2"
+    assert value("tokenizer.ggml.pre") == "gpt-2"
+    tokens = value("tokenizer.ggml.tokens")
+    assert len(tokens) == p.n_vocab
+    assert tokens[value("tokenizer.ggml.bos_token_id")] == "<s>"
+    assert tokens[value("tokenizer.ggml.eos_token_id")] == "</s>"
+    assert len(value("tokenizer.ggml.merges")) == len(models.load_tokenizer().merges)
+
+
+def test_weights_look_random(tiny_model):
+    import gguf
+
+    reader = _reader(tiny_model)
+    t = next(t for t in reader.tensors if t.name == "blk.0.ffn_up.weight")
+    w = gguf.quants.dequantize(t.data, t.tensor_type)
+    assert w.shape == (PRESETS[TINY].n_ff, PRESETS[TINY].n_embd)
+    assert abs(float(w.mean())) < 1e-3
+    assert math.isclose(float(w.std()), models.INIT_STD, rel_tol=0.02)
+    norm = next(t for t in reader.tensors if t.name == "output_norm.weight")
+    assert np.all(norm.data == 1.0)
+
+
+def test_interrupted_build_leaves_nothing(tmp_path):
+    def stop(message, fraction):
+        if fraction > 0.5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_model(TINY, tmp_path / "m.gguf", progress=stop)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ensure_model_builds_once(tmp_path):
+    out = tmp_path / "m.gguf"
+    assert models.ensure_model(TINY, out) == out
+    mtime = out.stat().st_mtime_ns
+    assert models.ensure_model(TINY, out) == out
+    assert out.stat().st_mtime_ns == mtime
+
+
+def test_shipped_tokenizer_matches_hf_tokenizers():
+    """The vocabulary and merges, loaded by the reference implementation, encode like GPT-2."""
+    tokenizers = pytest.importorskip("tokenizers")
+    folder = models.data_dir() / "tokenizer"
+    bpe = tokenizers.models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt"))
+    tok = tokenizers.Tokenizer(bpe)
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    for text in ROUND_TRIP_TEXTS:
+        assert tok.decode(tok.encode(text).ids) == text
+    assert tok.encode(" Paris").ids != tok.encode("Paris").ids
+
+
+# --------------------------------------------------------------------------- llama.cpp
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama_server(tiny_model):
+    xllamacpp = pytest.importorskip("xllamacpp")
+    httpx = pytest.importorskip("httpx")
+    p = xllamacpp.CommonParams()
+    p.model.path = str(tiny_model)
+    p.hostnames = ["127.0.0.1"]
+    p.port = _free_port()
+    p.n_ctx = 512
+    p.n_parallel = 1
+    p.cpuparams.n_threads = 1
+    p.cpuparams_batch.n_threads = 1
+    p.endpoint_props = True
+    server = xllamacpp.Server(p)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{p.port}", timeout=30)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if client.get("/health").status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("llama.cpp server did not become healthy")
+        time.sleep(0.1)
+    yield client
+    client.close()
+    del server
+
+
+def _tokenize(client, text: str) -> list[int]:
+    r = client.post("/tokenize", json={"content": text, "with_pieces": True})
+    r.raise_for_status()
+    items = r.json()["tokens"]
+    return [item["id"] if isinstance(item, dict) else item for item in items]
+
+
+@pytest.mark.integration
+def test_llama_cpp_round_trip(llama_server, tiny_model):
+    client = llama_server
+    for text in ROUND_TRIP_TEXTS:
+        ids = _tokenize(client, text)
+        assert ids and all(0 <= i < PRESETS[TINY].n_vocab for i in ids)
+        r = client.post("/detokenize", json={"tokens": ids})
+        r.raise_for_status()
+        assert r.json()["content"] == text, (text, ids)
+    assert _tokenize(client, " Paris") != _tokenize(client, "Paris")
+    # A real BPE: common words are single tokens, not bytes.
+    assert len(_tokenize(client, "The capital of France is Paris")) <= 8
+
+
+@pytest.mark.integration
+def test_llama_cpp_props(llama_server):
+    r = llama_server.get("/props")
+    r.raise_for_status()
+    props = r.json()
+    assert props["default_generation_settings"]["n_ctx"] == 512
