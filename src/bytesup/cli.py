@@ -196,6 +196,12 @@ def model_build(
     out.print(f"built {built} ({built.stat().st_size:,} bytes, sha256 {models.file_sha256(built)})")
 
 
+# compare, check and report live in their own module.
+from .cli_reports import register as _register_reports  # noqa: E402
+
+_register_reports(app)
+
+
 def main() -> None:  # pragma: no cover - console script entry
     app()
 

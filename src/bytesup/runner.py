@@ -88,6 +88,23 @@ class RunOptions:
     command: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
+def redact_command(argv: list[str]) -> list[str]:
+    """The command line as recorded in the manifest: an API key is never written to outputs."""
+    shown, hide_next = [], False
+    for arg in argv:
+        if hide_next:
+            shown.append("***")
+            hide_next = False
+        elif arg == "--api-key":
+            shown.append(arg)
+            hide_next = True
+        elif arg.startswith("--api-key="):
+            shown.append("--api-key=***")
+        else:
+            shown.append(arg)
+    return shown
+
+
 def today_folder() -> Path:
     return outputs_root() / datetime.now(timezone.utc).date().isoformat()
 
@@ -382,7 +399,7 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
         "date": run_dir.name,
         "created_at": manifest.get("created_at", now),
         "updated_at": now,
-        "command": options.command,
+        "command": redact_command(options.command),
         "status": "incomplete",
         "load_average_before": environment.load_average(),
         **base,

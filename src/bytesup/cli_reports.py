@@ -1,0 +1,9 @@
+"""`bytesup compare`, `bytesup check`, `bytesup report`."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    pass

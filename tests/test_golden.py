@@ -1,0 +1,30 @@
+"""Golden replays: every run folder committed under outputs/ regenerates, from its own recordings,
+every lesson's JSON and Markdown byte for byte."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bytesup.runner import RunOptions, run_lessons
+
+OUTPUTS = Path(__file__).resolve().parents[1] / "outputs"
+RUNS = sorted(p.parent for p in OUTPUTS.glob("*/manifest.json"))
+
+
+def test_a_reference_run_is_committed():
+    assert RUNS, "commit one reference run made with `make run` under outputs/"
+
+
+@pytest.mark.parametrize("run_dir", RUNS, ids=[p.name for p in RUNS])
+def test_replay_matches_committed_files(run_dir, tmp_path):
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    ok = [lid for lid, e in manifest["lessons"].items() if e["status"] == "ok"]
+    assert ok
+    out = tmp_path / "replay"
+    assert run_lessons(ok, RunOptions(replay=run_dir, out=out, command=["golden"])) == 0
+    for lid in ok:
+        for name in (f"{lid}.json", f"{lid}.md"):
+            assert (out / name).read_text(encoding="utf-8") == (run_dir / name).read_text(encoding="utf-8"), f"{run_dir.name}/{name}"

@@ -1,0 +1,199 @@
+"""The runner: run folders, no overwrites, a server dying mid-run, resume, replay, schema versions.
+
+The server is played by pytest-httpx with responses recorded from the real engine; the lessons
+are two small lessons written into a temporary folder (BYTESUP_LESSONS)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from bytesup.cli import app
+from bytesup.errors import RunFolderError, SchemaError
+from bytesup.results import SCHEMA_VERSION, load_result
+from bytesup.runner import RunOptions, run_lessons
+
+from conftest import load_fixture
+
+URL = "http://127.0.0.1:8099"
+
+LESSON_TOKENS = '''"""Tokens lesson for tests."""
+from bytesup.runner import script_main
+TITLE = "Tokens (test)"
+def main(ctx):
+    tok = ctx.server.tokenize("The capital of France is Paris")
+    n = ctx.host("a_host_number", lambda: 1.5)
+    ctx.table("ids", "Token ids", [("id", ""), ("piece", "")], [[t.id, t.piece] for t in tok.tokens], notes=[f"{len(tok.tokens)} tokens, host value {n}"])
+    return ctx.finish()
+'''
+
+LESSON_DECODE = '''"""Decode lesson for tests."""
+from bytesup.records import decode_tokens_per_s
+TITLE = "Decode (test)"
+def main(ctx):
+    done = [ctx.server.completion("def fibonacci(n):\\n    if n", n_predict=16, temperature=0, seed=42, cache_prompt=False, ignore_eos=True) for _ in range(2)]
+    ctx.measure("decode_tokens_per_s", "tokens/s", [decode_tokens_per_s(d.timings) for d in done], higher_is_better=True)
+    return ctx.finish()
+'''
+
+
+@pytest.fixture
+def lessons(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "lessons"
+    folder.mkdir()
+    (folder / "01_tokens.py").write_text(LESSON_TOKENS)
+    (folder / "02_decode.py").write_text(LESSON_DECODE)
+    monkeypatch.setenv("BYTESUP_LESSONS", str(folder))
+    return folder
+
+
+def serve(httpx_mock, *, decode: bool = True) -> None:
+    for name, path in [("health", "/health"), ("props", "/props"), ("v1_models", "/v1/models"), ("tokenize_paris", "/tokenize")]:
+        httpx_mock.add_response(url=URL + path, json=load_fixture(name)["response"], is_reusable=True, is_optional=True)
+    if decode:
+        httpx_mock.add_response(url=URL + "/completion", json=load_fixture("completion_decode")["response"], is_reusable=True, is_optional=True)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_run_writes_a_complete_folder(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    out = tmp_path / "run"
+    assert run_lessons(["01_tokens", "02_decode"], RunOptions(server_url=URL, out=out)) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["schema_version"] == 1
+    assert {k: v["status"] for k, v in manifest["lessons"].items()} == {"01_tokens": "ok", "02_decode": "ok"}
+    for key in ("host", "packages", "repository", "engine", "model", "load_average_before", "load_average_after", "command"):
+        assert key in manifest
+    assert manifest["engine"]["props"]["model_path"].endswith(".gguf")
+    result = load_result(json.loads((out / "02_decode.json").read_text()), "02_decode")
+    assert len(result.measurement("decode_tokens_per_s").samples) == 2
+    exchanges = [json.loads(l) for l in (out / "http" / "02_decode.jsonl").read_text().splitlines()]
+    assert [e["path"] for e in exchanges] == ["/completion", "/completion"] and exchanges[0]["status"] == 200
+    assert "[Tokens (test)](01_tokens.md)" in (out / "README.md").read_text()
+    assert "| id | piece |" in (out / "01_tokens.md").read_text()
+
+
+def test_existing_results_are_never_overwritten(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    out = tmp_path / "run"
+    run_lessons(["01_tokens"], RunOptions(server_url=URL, out=out))
+    before = snapshot(out)
+    requests_before = len(httpx_mock.get_requests())
+    with pytest.raises(RunFolderError, match="--force"):
+        run_lessons(["01_tokens"], RunOptions(server_url=URL, out=out))
+    assert snapshot(out) == before
+    assert len(httpx_mock.get_requests()) == requests_before  # refused before any request
+
+
+def test_cli_refusal_exits_non_zero(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    out = tmp_path / "run"
+    runner = CliRunner()
+    first = runner.invoke(app, ["run", "01_tokens", "--server", URL, "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(app, ["run", "01_tokens", "--server", URL, "--out", str(out)])
+    assert again.exit_code != 0 and "already holds results" in again.output
+
+
+def test_server_dying_mid_run_keeps_finished_lessons_and_resumes(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock, decode=False)
+    httpx_mock.add_exception(httpx.ConnectError("connection refused"), url=URL + "/completion")
+    out = tmp_path / "run"
+    assert run_lessons(["01_tokens", "02_decode"], RunOptions(server_url=URL, out=out)) == 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "incomplete"
+    assert manifest["lessons"]["01_tokens"]["status"] == "ok"
+    assert manifest["lessons"]["02_decode"]["status"] == "failed"
+    assert "No llama.cpp server answers" in manifest["lessons"]["02_decode"]["error"]
+    assert not (out / "02_decode.json").exists()
+    load_result(json.loads((out / "01_tokens.json").read_text()), "01_tokens")  # still valid
+    kept = (out / "01_tokens.json").read_bytes()
+
+    # The server is back: --resume runs only what did not finish.
+    httpx_mock.add_response(url=URL + "/completion", json=load_fixture("completion_decode")["response"], is_reusable=True)
+    assert run_lessons(["01_tokens", "02_decode"], RunOptions(server_url=URL, out=out, resume=True)) == 0
+    assert (out / "01_tokens.json").read_bytes() == kept
+    assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_replay_regenerates_identical_results(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    live = tmp_path / "live"
+    run_lessons(["01_tokens", "02_decode"], RunOptions(server_url=URL, out=live))
+    replayed = tmp_path / "replayed"
+    assert run_lessons(["01_tokens", "02_decode"], RunOptions(replay=live, out=replayed)) == 0
+    for name in ("01_tokens.json", "01_tokens.md", "02_decode.json", "02_decode.md", "http/02_decode.jsonl"):
+        assert (replayed / name).read_text() == (live / name).read_text(), name
+
+
+def test_replay_of_an_unrecorded_request_fails_loudly(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    live = tmp_path / "live"
+    run_lessons(["02_decode"], RunOptions(server_url=URL, out=live))
+    (lessons / "02_decode.py").write_text(LESSON_DECODE.replace("n_predict=16", "n_predict=17"))
+    replayed = tmp_path / "replayed"
+    assert run_lessons(["02_decode"], RunOptions(replay=live, out=replayed)) == 1
+    error = json.loads((replayed / "manifest.json").read_text())["lessons"]["02_decode"]["error"]
+    assert "no recorded answer" in error and '"n_predict": 17' in error
+
+
+def test_newer_schema_is_refused(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    live = tmp_path / "live"
+    run_lessons(["01_tokens"], RunOptions(server_url=URL, out=live))
+    data = json.loads((live / "01_tokens.json").read_text())
+    data["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(SchemaError, match="newer"):
+        load_result(data, "01_tokens.json")
+
+
+def test_older_schema_is_upgraded_step_by_step(monkeypatch):
+    from bytesup import results
+
+    data = {"schema_version": 0, "lesson": "01_x", "title": "T", "started_at": "a", "finished_at": "b"}
+
+    def zero_to_one(d):
+        d = dict(d)
+        d["lesson_id"] = d.pop("lesson")
+        d["schema_version"] = 1
+        return d
+
+    monkeypatch.setitem(results.UPGRADES, 0, zero_to_one)
+    assert load_result(data, "old.json").lesson_id == "01_x"
+
+
+def test_api_key_never_written(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    out = tmp_path / "run"
+    options = RunOptions(server_url=URL, out=out, api_key="sk-secret-123456789", command=["bytesup", "run", "--api-key", "sk-secret-123456789"])
+    assert run_lessons(["01_tokens"], options) == 0
+    assert all(r.headers["Authorization"] == "Bearer sk-secret-123456789" for r in httpx_mock.get_requests())
+    for path, content in snapshot(out).items():
+        assert b"sk-secret" not in content, path
+
+
+def test_unknown_lesson_lists_valid_ids(lessons):
+    res = CliRunner().invoke(app, ["run", "99_nothing"])
+    assert res.exit_code == 2
+    assert "01_tokens" in res.output and "02_decode" in res.output
+
+
+def test_server_down_before_start_is_a_clear_error(lessons, tmp_path, httpx_mock):
+    httpx_mock.add_exception(httpx.ConnectError("refused"))
+    res = CliRunner().invoke(app, ["run", "01_tokens", "--server", URL, "--out", str(tmp_path / "run")])
+    assert res.exit_code == 1 and "scripts/start_server.sh" in res.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_not_a_run_folder_for_replay(lessons, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(app, ["run", "01_tokens", "--replay", str(empty), "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0 and "not a bytesup run folder" in res.output
