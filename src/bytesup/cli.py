@@ -158,6 +158,11 @@ def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8
         with LlamaServer(url, timeout=5) as client:
             status["health"] = client.health().status
             status["build_info"] = client.props().build_info
+            # One real answer, so a glance shows the engine computes (greedy, pinned seed, no cache).
+            probe = "The capital of France is"
+            done = client.completion(probe, n_predict=4, temperature=0, seed=42, cache_prompt=False)
+            status["answer"] = {"prompt": probe, "content": done.content, "prompt_ms": done.timings.prompt_ms,
+                                "predicted_n": done.timings.predicted_n, "predicted_ms": done.timings.predicted_ms}
     except BytesupError as exc:
         status["health"] = f"not answering: {exc}"
     out.print_json(json.dumps(status))
