@@ -109,6 +109,9 @@ def choose_engine() -> tuple[str, list[str]]:
 
 def port_is_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # SO_REUSEADDR: a port left in TIME_WAIT by a server we just stopped is free to use;
+        # a port where something listens still refuses the bind.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

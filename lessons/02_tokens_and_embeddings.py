@@ -1,0 +1,237 @@
+"""Lesson 2 — Tokens and embeddings
+
+A model never sees characters: the tokenizer cuts text into pieces from a fixed vocabulary and
+hands the model their ids. This script sends short texts through the server's /tokenize (with
+pieces) and back through /detokenize, so the pieces show how spacing, code, numbers and non-ASCII
+text are cut (a space belongs to the token after it; bytes of a character can land in separate
+tokens). It reads the vocabulary size from the model file and from the server, then follows one
+id into the model: the id selects one row of the token_embd matrix, a vector as wide as the model,
+read here straight from the GGUF file.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bytesup.gguf_read import embedding_row, read_model_info
+from bytesup.records import TokenPiece, Tokenized
+from bytesup.runner import LessonContext, script_main
+
+TITLE = "Tokens and embeddings"
+
+# The texts of the lesson: spacing, code, numbers, non-ASCII. Tokenizing samples nothing, so there
+# is no seed, temperature or prompt cache to pin; add_special=False keeps BOS out of the counts.
+TEXTS = [
+    "Paris",
+    " Paris",
+    "The capital of France is Paris",
+    "a==b",
+    "a == b",
+    "def fibonacci(n):\n    if n == 0:",
+    "3.14159",
+    "2026",
+    "café",
+    "Zürich",
+    "🦙",
+]
+EMBEDDING_TEXTS = (" Paris", "Paris")  # the two whose rows are read and compared
+SHOW_NUMBERS = 8  # leading numbers of an embedding row shown in the table
+
+
+# --- pure helpers (tested on their own) -------------------------------------------------
+
+def piece_text(piece: TokenPiece) -> str:
+    """A piece with its spacing visible: repr of the text, or of the bytes when not valid UTF-8."""
+    return repr(bytes(piece.piece)) if isinstance(piece.piece, list) else repr(piece.piece)
+
+
+def piece_hex(piece: TokenPiece) -> str:
+    return piece.piece_bytes.hex(" ")
+
+
+def pieces_of(tok: Tokenized) -> list[TokenPiece]:
+    if not all(isinstance(t, TokenPiece) for t in tok.tokens):
+        raise ValueError("the server returned ids without pieces; this lesson asks /tokenize for with_pieces")
+    return list(tok.tokens)  # type: ignore[arg-type]
+
+
+def l2_norm(values: list[float]) -> float:
+    return math.sqrt(math.fsum(v * v for v in values))
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return math.fsum(x * y for x, y in zip(a, b)) / (l2_norm(a) * l2_norm(b))
+
+
+def find_key(data: Any, key: str) -> Any:
+    """The first value stored under `key` anywhere in nested dicts/lists, else None."""
+    if isinstance(data, dict):
+        if key in data:
+            return data[key]
+        items = data.values()
+    elif isinstance(data, list):
+        items = data
+    else:
+        return None
+    for v in items:
+        found = find_key(v, key)
+        if found is not None:
+            return found
+    return None
+
+
+def model_facts(path) -> dict:
+    """What this lesson needs from the GGUF header (the full tensor list stays in lesson 1)."""
+    info = read_model_info(path)
+    shapes = {t["name"]: t for t in info["tensors"] if t["name"] in ("token_embd.weight", "output.weight")}
+    return {
+        "name": info["name"],
+        "description": info["metadata"].get("general.description"),
+        "hyperparameters": info["hyperparameters"],
+        "tokens_in_vocabulary": info["metadata"].get("tokenizer.ggml.tokens", {}).get("length"),
+        "token_embd": shapes.get("token_embd.weight"),
+        "output": shapes.get("output.weight"),
+    }
+
+
+# --- the lesson ---------------------------------------------------------------------------
+
+def main(ctx: LessonContext):
+    ctx.settings.update({"with_pieces": True, "add_special": False})
+
+    # 1. Text -> ids and pieces -> text.
+    ctx.step("tokenizing and detokenizing the lesson's texts")
+    results = {}
+    for text in ctx.track(TEXTS, "texts"):
+        pieces = pieces_of(ctx.server.tokenize(text, with_pieces=True, add_special=False))
+        back = ctx.server.detokenize([p.id for p in pieces]).content
+        results[text] = (pieces, back)
+
+    summary = []
+    for text, (pieces, back) in results.items():
+        summary.append([repr(text), len(text), len(text.encode("utf-8")), len(pieces),
+                        len(text) / len(pieces), [piece_text(p) for p in pieces], repr(back), back == text])
+    n_chars = sum(r[1] for r in summary)
+    n_tokens = sum(r[3] for r in summary)
+    ids = {t: [p.id for p in results[t][0]] for t in TEXTS}
+    eq = {t: _pieces_with(results, t, b"=") for t in ("a==b", "a == b")}
+    fib = next(t for t in TEXTS if t.startswith("def "))
+    fib_ws = [piece_text(p) for p in results[fib][0] if p.piece_bytes.strip() == b""]
+    ctx.table(
+        "tokenization", "Text → tokens → text",
+        [("text", ""), ("characters", ""), ("UTF-8 bytes", ""), ("tokens", ""), ("characters per token", ""),
+         ("pieces", ""), ("detokenized", ""), ("round trip ok", "")],
+        summary,
+        notes=[
+            f"{sum(r[7] for r in summary)} of {len(summary)} texts came back unchanged from /detokenize.",
+            f"'Paris' is ids {ids['Paris']} and ' Paris' is ids {ids[' Paris']}: "
+            f"{'different' if ids['Paris'] != ids[' Paris'] else 'the same'} ids; the leading space is part of the token.",
+            f"'a==b' took {len(ids['a==b'])} tokens and 'a == b' took {len(ids['a == b'])}; their '=' pieces are "
+            f"{', '.join(eq['a==b'][0])} and {', '.join(eq['a == b'][0])}, "
+            f"{'with no id in common' if not set(eq['a==b'][1]) & set(eq['a == b'][1]) else 'sharing some ids'}.",
+            f"In the code line, whitespace-only pieces: {', '.join(fib_ws) or 'none'} (newline and indentation are tokens too).",
+            f"'3.14159' took {len(ids['3.14159'])} tokens and '2026' took {len(ids['2026'])}.",
+            f"Over all {len(summary)} texts: {n_chars} characters in {n_tokens} tokens, "
+            f"{n_chars / n_tokens:.2f} characters per token.",
+        ],
+    )
+
+    # 2. Every token: id, piece and its bytes.
+    token_rows = []
+    for text, (pieces, _) in results.items():
+        for i, p in enumerate(pieces):
+            token_rows.append([repr(text), i, p.id, piece_text(p), piece_hex(p), isinstance(p.piece, list)])
+    emoji = TEXTS[-1]
+    emoji_pieces = results[emoji][0]
+    joined = b"".join(p.piece_bytes for p in emoji_pieces)
+    as_bytes = sum(isinstance(p.piece, list) for p in emoji_pieces)
+    ctx.table(
+        "tokens", "Every token: id, piece and bytes",
+        [("text", ""), ("position", ""), ("id", ""), ("piece", ""), ("piece bytes", "hex"), ("piece sent as bytes", "")],
+        token_rows,
+        notes=[
+            f"{emoji!r} is {len(emoji.encode('utf-8'))} UTF-8 bytes in {len(emoji_pieces)} token(s); "
+            f"{as_bytes} piece(s) are not valid UTF-8 on their own and arrive as byte lists; joined they "
+            f"{'are' if joined == emoji.encode('utf-8') else 'are NOT'} the character's bytes.",
+            f"Largest id seen: {max(r[2] for r in token_rows)}.",
+        ] + [
+            f"{t!r}: {len(t)} characters, {len(t.encode('utf-8'))} UTF-8 bytes, {len(results[t][0])} token(s): "
+            f"{', '.join(piece_text(p) for p in results[t][0])}."
+            for t in ("café", "Zürich")
+        ],
+    )
+
+    # 3. Vocabulary size: the file and the server.
+    facts = ctx.host("model_info", lambda: model_facts(ctx.require_model()))
+    hp = facts["hyperparameters"]
+    props = ctx.server.props().model_dump(mode="json")
+    models = ctx.server.models().model_dump(mode="json")
+    meta = (models.get("data") or [{}])[0].get("meta") or {}
+    embd = facts["token_embd"]
+    out = facts["output"]
+    vocab_rows = [
+        ["GGUF: tokenizer.ggml.tokens (entries)", facts["tokens_in_vocabulary"]],
+        ["GGUF: token_embd rows", embd["shape"][1] if embd else None],
+        ["GGUF: output rows (one score per entry)", out["shape"][1] if out else None],
+        ["server: /v1/models meta n_vocab", meta.get("n_vocab")],
+        ["server: /props n_vocab", find_key(props, "n_vocab")],
+    ]
+    reported = [r[1] for r in vocab_rows if r[1] is not None]
+    ctx.table(
+        "vocabulary", "Vocabulary size",
+        [("source", ""), ("entries", "")],
+        vocab_rows,
+        notes=[
+            f"{len(reported)} sources report a size; they {'all agree' if len(set(reported)) == 1 else 'disagree'}: "
+            f"{', '.join(f'{v:,}' for v in sorted(set(reported)))}.",
+            f"Every id in this lesson is below {hp['n_vocab']:,}: "
+            f"{'yes' if max(r[2] for r in token_rows) < hp['n_vocab'] else 'no'}.",
+        ] + ([] if find_key(props, "n_vocab") is not None else ["/props does not report n_vocab in this build."]),
+    )
+
+    # 4. An id selects one row of token_embd.
+    ctx.step("reading embedding rows from the GGUF")
+    chosen = []
+    for text in EMBEDDING_TEXTS:
+        pieces = results[text][0]
+        chosen.append((text, pieces[0], len(pieces)))  # a one-token text, else its first token
+    rows_by_id = ctx.host("embedding_rows", lambda: {
+        str(p.id): embedding_row(ctx.require_model(), p.id) for _, p, _ in chosen})
+    width = hp["n_embd"]
+    emb_rows = []
+    for text, p, n in chosen:
+        row = rows_by_id[str(p.id)]
+        emb_rows.append([repr(text), p.id, piece_text(p), len(row), width, len(row) == width,
+                         row[:SHOW_NUMBERS], l2_norm(row), l2_norm(row[:SHOW_NUMBERS])])
+    a, b = (rows_by_id[str(p.id)] for _, p, _ in chosen)
+    cos = cosine(a, b)
+    row_bytes = embd["n_bytes"] // embd["shape"][1]
+    notes = [
+        f"token_embd is {embd['shape'][1]:,} rows of {embd['shape'][0]:,} numbers stored as {embd['type']}; "
+        f"looking up one id reads one {row_bytes:,}-byte row.",
+        f"Both rows have {width:,} numbers, the model width: "
+        f"{'yes' if all(r[5] for r in emb_rows) else 'no'}.",
+        f"Ids {chosen[0][1].id} and {chosen[1][1].id} select rows whose cosine similarity is {cos:.4f} "
+        f"(1 = same direction, 0 = unrelated).",
+    ] + [f"{t!r} is {n} tokens; the row shown is its first token's." for t, _, n in chosen if n > 1]
+    if facts.get("description") and "random" in facts["description"].lower():
+        notes.append(f"The file describes itself as {facts['description']!r}: its rows carry no meaning, only shape.")
+    ctx.table(
+        "embedding_rows", "One id, one row of token_embd",
+        [("text", ""), ("id", ""), ("piece", ""), ("row length", ""), ("model width", ""), ("length = width", ""),
+         (f"first {SHOW_NUMBERS} numbers", ""), ("L2 norm of the row", ""), (f"L2 norm of the first {SHOW_NUMBERS}", "")],
+        emb_rows,
+        notes=notes,
+    )
+    return ctx.finish()
+
+
+def _pieces_with(results: dict, text: str, part: bytes) -> tuple[list[str], list[int]]:
+    """Pieces (shown) and ids of the tokens of `text` whose bytes contain `part`."""
+    hits = [p for p in results[text][0] if part in p.piece_bytes]
+    return [piece_text(p) for p in hits], [p.id for p in hits]
+
+
+if __name__ == "__main__":
+    script_main(__file__)

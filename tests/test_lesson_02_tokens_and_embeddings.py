@@ -1,0 +1,113 @@
+"""Lesson 2 replayed from its recorded run, with its tokenization and embedding arithmetic rechecked."""
+
+from __future__ import annotations
+
+import ast
+import math
+
+import pytest
+from lessonkit import replay
+
+from bytesup.gguf_read import embedding_row
+from bytesup.models import build_model, get_preset
+from bytesup.records import TokenPiece
+from bytesup.runner import load_lesson
+
+LESSON = "02_tokens_and_embeddings"
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return load_lesson(LESSON)
+
+
+@pytest.fixture
+def result(tmp_path):
+    return replay(LESSON, tmp_path)
+
+
+def table(result, name):
+    t = result.table(name)
+    cols = [c.name for c in t.columns]
+    return [dict(zip(cols, row)) for row in t.rows]
+
+
+def tokens_of(result, text):
+    return [r for r in table(result, "tokens") if r["text"] == repr(text)]
+
+
+def test_every_text_round_trips(result, lesson):
+    rows = table(result, "tokenization")
+    assert [r["text"] for r in rows] == [repr(t) for t in lesson.TEXTS]
+    for r in rows:
+        assert r["round trip ok"] is True, r["text"]
+        assert r["detokenized"] == r["text"]
+
+
+def test_ids_and_pieces_are_counted_alike(result):
+    for r in table(result, "tokenization"):
+        toks = tokens_of(result, ast.literal_eval(r["text"]))  # the text column is repr(text)
+        assert r["tokens"] == len(r["pieces"]) == len(toks), r["text"]
+        assert [t["position"] for t in toks] == list(range(len(toks)))
+        assert [t["piece"] for t in toks] == r["pieces"]
+        assert r["characters per token"] == pytest.approx(r["characters"] / r["tokens"])
+        # The pieces' bytes rebuild the text.
+        assert b"".join(bytes.fromhex(t["piece bytes"]) for t in toks) == ast.literal_eval(r["text"]).encode("utf-8")
+
+
+def test_a_leading_space_makes_another_token(result):
+    assert [t["id"] for t in tokens_of(result, " Paris")] != [t["id"] for t in tokens_of(result, "Paris")]
+
+
+def test_the_emoji_arrives_as_byte_lists_that_rebuild_it(result):
+    toks = tokens_of(result, "🦙")
+    as_bytes = [t for t in toks if t["piece sent as bytes"]]
+    assert as_bytes, "the recorded emoji had no byte-list pieces"
+    for t in as_bytes:
+        assert t["piece"].startswith("b'")
+    assert b"".join(bytes.fromhex(t["piece bytes"]) for t in toks) == "🦙".encode("utf-8")
+
+
+def test_vocabulary_sources_agree(result):
+    rows = table(result, "vocabulary")
+    sizes = {r["entries"] for r in rows if r["entries"] is not None}
+    assert len(sizes) == 1
+    assert result.host_values["model_info"]["hyperparameters"]["n_vocab"] in sizes
+    assert max(r["id"] for r in table(result, "tokens")) < sizes.pop()
+
+
+def test_embedding_rows_have_the_model_width(result, lesson):
+    width = result.host_values["model_info"]["hyperparameters"]["n_embd"]
+    rows = table(result, "embedding_rows")
+    assert [r["text"] for r in rows] == [repr(t) for t in lesson.EMBEDDING_TEXTS]
+    for r in rows:
+        full = result.host_values["embedding_rows"][str(r["id"])]
+        assert r["row length"] == len(full) == r["model width"] == width
+        first = r[f"first {lesson.SHOW_NUMBERS} numbers"]
+        assert first == full[: lesson.SHOW_NUMBERS]
+        assert r["L2 norm of the row"] == pytest.approx(math.sqrt(sum(v * v for v in full)))
+        assert r[f"L2 norm of the first {lesson.SHOW_NUMBERS}"] == pytest.approx(math.sqrt(sum(v * v for v in first)))
+        assert r["L2 norm of the row"] >= r[f"L2 norm of the first {lesson.SHOW_NUMBERS}"]
+        # The id shown is the text's own (first) token.
+        assert r["id"] == tokens_of(result, ast.literal_eval(r["text"]))[0]["id"]
+    assert rows[0]["id"] != rows[1]["id"]
+
+
+def test_pure_helpers(lesson):
+    assert lesson.piece_text(TokenPiece(id=1, piece=" Paris")) == "' Paris'"
+    assert lesson.piece_text(TokenPiece(id=2, piece=[240])) == "b'\\xf0'"
+    assert lesson.piece_hex(TokenPiece(id=3, piece="é")) == "c3 a9"
+    assert lesson.l2_norm([3.0, 4.0]) == 5.0
+    assert lesson.cosine([1.0, 0.0], [0.0, 2.0]) == 0.0
+    assert lesson.cosine([1.0, 2.0], [2.0, 4.0]) == pytest.approx(1.0)
+    assert lesson.find_key({"a": [{"b": 1}, {"n_vocab": 7}]}, "n_vocab") == 7
+    assert lesson.find_key({"a": 1}, "n_vocab") is None
+
+
+def test_model_facts_on_a_model_built_here(tmp_path, lesson):
+    preset = get_preset("tiny-q8_0")
+    path = build_model(preset, tmp_path / "m.gguf")
+    facts = lesson.model_facts(path)
+    assert facts["tokens_in_vocabulary"] == preset.n_vocab
+    assert facts["token_embd"]["shape"] == [preset.n_embd, preset.n_vocab]
+    assert len(embedding_row(path, preset.n_vocab - 1)) == facts["hyperparameters"]["n_embd"] == preset.n_embd
