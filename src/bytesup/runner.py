@@ -123,7 +123,6 @@ class LessonContext:
         self.title = title
         self.server = server
         self.options = options
-        self.repeat = max(1, options.repeat)
         self._model_path = model_path
         self._sink = sink
         self._replay = replay
@@ -136,6 +135,16 @@ class LessonContext:
         self.notes: list[str] = []
         self.plots: list[Plot] = []
         self.identity: dict[str, Any] = {}
+
+    @property
+    def repeat(self) -> int:
+        """Repetitions of each timed measurement (--repeat). Recorded like a host value, so a
+        replay asks for exactly the requests the recorded run made, whatever --repeat it is given."""
+        return self.host("repeat", lambda: max(1, self.options.repeat))
+
+    @repeat.setter
+    def repeat(self, value: int) -> None:
+        self.options.repeat = self.host_values["repeat"] = int(value)
 
     @property
     def replaying(self) -> bool:
@@ -390,8 +399,8 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
             "packages": environment.package_versions(),
             "repository": environment.repository_state(),
             "engine": _engine_facts(url, props, models) if todo else manifest.get("engine", {}),
-            "model": ({"path": str(model_path), **environment.file_digest(model_path)} if model_path else
-                      {"path": props.get("model_path"), "readable_here": False}),
+            "model": ({"path": str(model_path), **environment.file_digest(model_path)} if model_path and model_path.is_file() else
+                      {"path": str(model_path) if model_path else props.get("model_path"), "readable_here": False}),
         }
     manifest.update({
         "schema_version": MANIFEST_SCHEMA_VERSION,
