@@ -127,12 +127,18 @@ def run_all_cmd(
 # --- server ----------------------------------------------------------------------------
 
 @server_app.command("start", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def server_start(ctx: typer.Context, model: Annotated[Optional[Path], typer.Argument(help="GGUF model (default: the built default model)")] = None) -> None:
-    """Start a server in the background; extra llama-server flags (e.g. --port 8100 -t 2) replace the defaults."""
+def server_start(ctx: typer.Context) -> None:
+    """Start a server in the background: `bytesup server start [MODEL.gguf] [llama-server flags…]`.
+
+    MODEL defaults to the built default model. Flags (e.g. --port 8100 -t 2 -c 4096) replace the
+    course defaults --host 127.0.0.1 --port 8099 -c 2048 -ngl 99 --parallel 1 --metrics.
+    """
     from . import engine
 
+    args = list(ctx.args)
+    model = Path(args.pop(0)) if args and not args[0].startswith("-") else None
     try:
-        started = engine.start_server(model, list(ctx.args))
+        started = engine.start_server(model, args)
     except BytesupError as exc:
         raise fail(exc)
     out.print(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, pid {started.pid}; log {started.log_path}")
