@@ -1,0 +1,211 @@
+"""Lesson 5 replayed from its recorded run: the loop's pass count, the samplers against the server's
+post-sampling probabilities (from the result and straight from the recorded exchanges), seeded
+sampling and the latency model's arithmetic."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import numpy as np
+import pytest
+from lessonkit import recorded, replay
+
+from bytesup import sampling
+from bytesup.runner import load_lesson
+
+LESSON = "05_generating_text"
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return load_lesson(LESSON)
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    return replay(LESSON, tmp_path_factory.mktemp("replay"))
+
+
+@pytest.fixture(scope="module")
+def exchanges():
+    path = recorded(LESSON) / "http" / f"{LESSON}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def table(result, name):
+    t = result.table(name)
+    return [c.name + (f" ({c.unit})" if c.unit else "") for c in t.columns], t.rows
+
+
+# --- the loop --------------------------------------------------------------------------
+
+def test_one_pass_per_token(result, lesson):
+    _, rows = table(result, "one_pass_per_token")
+    assert [r[0] for r in rows] == list(range(1, lesson.LOOP_TOKENS + 1))
+    assert all(0 < r[3] <= 1 for r in rows)
+
+
+def test_metrics_count_one_decode_per_token(result, lesson):
+    """Checked live: a short prompt goes through in one llama_decode call that also yields the
+    first token, then one call per further token: n calls for n tokens."""
+    _, rows = table(result, "metrics_delta")
+    delta = {r[0]: r[3] for r in rows}
+    for r in rows:
+        assert r[3] == pytest.approx(r[2] - r[1])
+    assert delta["llamacpp:tokens_predicted_total"] == lesson.LOOP_TOKENS
+    assert delta["llamacpp:n_decode_total"] == lesson.LOOP_TOKENS
+
+
+def test_metrics_delta_matches_the_recorded_exchanges(exchanges, lesson):
+    metrics = [e for e in exchanges if e["path"] == "/metrics"]
+    assert len(metrics) == 2
+    from bytesup.records import parse_metrics
+    before, after = (parse_metrics(m["response_text"]) for m in metrics)
+    loop = next(e for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == lesson.LOOP_PROMPT
+                and e["request"]["n_predict"] == lesson.LOOP_TOKENS and e["request"].get("n_probs") == 1)
+    n = loop["response"]["timings"]["predicted_n"]
+    assert n == lesson.LOOP_TOKENS
+    assert after["llamacpp:n_decode_total"] - before["llamacpp:n_decode_total"] == n
+    assert after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"] == n
+    assert after["llamacpp:prompt_tokens_total"] - before["llamacpp:prompt_tokens_total"] == loop["response"]["timings"]["prompt_n"]
+
+
+# --- samplers vs the server ----------------------------------------------------------------
+
+def test_every_setting_agrees_within_the_tolerance(result, lesson):
+    cols, rows = table(result, "sampler_check")
+    assert len(rows) == len(lesson.SAMPLER_SETTINGS)
+    for r in rows:
+        label, kept_ours, kept_server, listed, same, drawn_ok, max_rel, tol, verdict = (
+            r[0], r[2], r[3], r[4], r[5], r[7], r[9], r[10], r[11])
+        assert tol == lesson.REL_TOL
+        assert verdict.startswith("agree"), r
+        assert same and drawn_ok, label
+        assert max_rel <= tol, label
+        if kept_server is not None:          # the server listed its whole kept set
+            assert kept_server == kept_ours, label
+            assert listed == kept_server
+
+
+def test_expected_kept_counts(result):
+    _, rows = table(result, "sampler_check")
+    by = {r[0]: r for r in rows}
+    assert by["greedy"][2] == by["greedy"][3] == 1
+    assert by["top-k 5"][2] == by["top-k 5"][3] == 5
+    assert by["top-k 10"][2] == by["top-k 10"][3] == 10
+    assert by["top-p 0.5"][2] < by["top-p 0.9"][2]
+
+
+def test_applied_table_matches_the_check(result):
+    _, applied = table(result, "samplers_applied")
+    _, check = table(result, "sampler_check")
+    for a, c in zip(applied, check):
+        assert a[0] == c[0]
+        if a[2] is not None and c[2] is not None:
+            assert a[2] == c[2]
+
+
+def _reference(exchanges, lesson):
+    refs = [e for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == lesson.SAMPLING_PROMPT
+            and e["request"].get("post_sampling_probs") is False]
+    ref = max(refs, key=lambda e: e["request"]["n_probs"])
+    top = ref["response"]["completion_probabilities"][0]["top_logprobs"]
+    return [t["id"] for t in top], np.array([math.exp(t["logprob"]) for t in top])
+
+
+def test_samplers_against_the_recorded_exchanges(exchanges, lesson):
+    """Recomputed from the raw recordings, independent of the lesson's tables."""
+    ids, probs = _reference(exchanges, lesson)
+    meta = next(e for e in exchanges if e["path"] == "/v1/models")["response"]["data"][0]["meta"]
+    complete = len(ids) >= meta["n_vocab"]
+    pos = {t: i for i, t in enumerate(ids)}
+    posts = [e for e in exchanges if e["path"] == "/completion" and e["request"].get("post_sampling_probs") is True]
+    assert len(posts) == len(lesson.SAMPLER_SETTINGS)
+    for e in posts:
+        req = e["request"]
+        assert req["top_k"] if "top_k" in req["samplers"] else req["top_k"] == 0
+        steps = [(name, req[name]) for name in req["samplers"]]
+        ours = sampling.apply_chain(probs, steps, total=None if complete else 1.0)
+        step = e["response"]["completion_probabilities"][0]
+        listed = [(t["id"], t["prob"]) for t in step["top_probs"]]
+        kept_ids = [ids[i] for i in sampling.kept_indices(ours)]
+        if len(listed) < req["n_probs"]:
+            assert {t for t, _ in listed} == set(kept_ids), req["samplers"]
+        else:
+            assert {t for t, _ in listed} == set(kept_ids[:len(listed)]), req["samplers"]
+        for tid, q in listed:
+            assert abs(ours[pos[tid]] - q) <= lesson.REL_TOL * q, (req["samplers"], tid)
+        assert ours[pos[step["id"]]] > 0      # the token the server drew is one we keep
+
+
+def test_samplers_are_pinned_in_every_post_sampling_request(exchanges):
+    for e in exchanges:
+        req = e["request"]
+        if e["path"] == "/completion" and req.get("post_sampling_probs") is True:
+            assert req["seed"] is not None and req["cache_prompt"] is False
+            assert req["min_p"] == 0.0
+            assert req["top_p"] == 1.0 or "top_p" in req["samplers"]
+            assert req["top_k"] == 0 or "top_k" in req["samplers"]
+
+
+# --- seeded sampling -------------------------------------------------------------------------
+
+def test_same_seed_same_text(result):
+    _, rows = table(result, "seeded_sampling")
+    assert rows[0][1] == rows[1][1] != rows[2][1]
+    assert rows[0][2] == rows[1][2] and rows[0][3] == rows[1][3]
+    assert rows[0][3] != rows[2][3]
+
+
+# --- latency model --------------------------------------------------------------------------
+
+def test_latency_model_arithmetic(result, lesson):
+    ttft = result.measurement("time_to_first_token_ms").median
+    tpot = result.measurement("decode_ms_per_token").median
+    _, rows = table(result, "latency_model")
+    assert [r[0] for r in rows] == sorted({lesson.FIT_N, *lesson.PREDICT_N})
+    for n, kind, predicted, measured, lo, hi, err, predicted_n in rows:
+        assert predicted == pytest.approx(ttft + tpot * (n - 1))
+        assert lo <= measured <= hi
+        assert err == pytest.approx(100 * (predicted - measured) / measured)
+        assert predicted_n == [n] * len(predicted_n)
+    errors = [m for m in result.measurements if m.name == "latency_model_error_pct"]
+    assert sorted(m.settings["n_predict"] for m in errors) == sorted(lesson.PREDICT_N)
+
+
+def test_latency_fit_comes_from_the_recorded_timings(exchanges, lesson, result):
+    fit = [e["response"]["timings"] for e in exchanges if e["path"] == "/completion"
+           and e["request"]["prompt"] == lesson.LOOP_PROMPT and e["request"]["n_predict"] == lesson.FIT_N]
+    assert result.measurement("time_to_first_token_ms").samples == [t["prompt_ms"] for t in fit]
+    per_token = [t["predicted_ms"] / (t["predicted_n"] - 1) for t in fit]
+    assert result.measurement("decode_ms_per_token").samples == pytest.approx(per_token)
+    assert result.measurement("decode_ms_per_token").median == pytest.approx(statistics.median(per_token))
+
+
+# --- pure helpers ---------------------------------------------------------------------------------
+
+def test_token_text(lesson):
+    assert lesson.token_text(" Paris", [32, 80, 97, 114, 105, 115]) == "' Paris'"
+    assert lesson.token_text("\ufffd", [0xF0]) == "b'\\xf0'"
+    assert lesson.token_text("x", None) == "'x'"
+
+
+def test_speculative_tokens_per_pass(lesson):
+    assert lesson.speculative_tokens_per_pass(4, 0.0) == 1
+    assert lesson.speculative_tokens_per_pass(4, 1.0) == 5
+    assert lesson.speculative_tokens_per_pass(2, 0.5) == pytest.approx(1.75)
+
+
+def test_compare_with_server_flags_a_wrong_kept_set(lesson):
+    ids = [10, 11, 12, 13]
+    ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)
+    ok = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 10)
+    assert ok["agree"] and ok["kept_server"] == 2 and ok["kept_ours"] == 2
+    three = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.9), (11, 0.3 / 0.9), (12, 0.2 / 0.9)], 3, 10)
+    assert not three["agree"] and not three["same_set"]
+    off = lesson.compare_with_server(ids, ours, [(10, 0.58), (11, 0.42)], 3, 10)
+    assert not off["agree"] and off["max_rel"] > lesson.REL_TOL
+    drawn_elsewhere = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13)
+    assert not drawn_elsewhere["agree"]

@@ -1,0 +1,181 @@
+"""Lesson 6 replayed from its recorded run: KV cache arithmetic, decode vs depth, the prompt cache and
+the cost of generating without a cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lessonkit import recorded, replay
+
+from bytesup import formulas
+from bytesup.runner import load_lesson
+
+LESSON = "06_attention_kv_cache"
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return load_lesson(LESSON)
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    return replay(LESSON, tmp_path_factory.mktemp("replay"))
+
+
+@pytest.fixture(scope="module")
+def exchanges():
+    path = recorded(LESSON) / "http" / f"{LESSON}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def rows(result, name):
+    return result.table(name).rows
+
+
+# --- KV cache size --------------------------------------------------------------------------
+
+def test_kv_bytes_for_the_70b_example(result, lesson):
+    big = next(r for r in rows(result, "kv_cache_size") if r[0].startswith("70B"))
+    assert big[1:4] == [80, 8, 128]
+    assert big[6] == 327_680 == lesson.PUBLISHED_70B_KV_BYTES
+    assert big[7] == 320.0
+    assert big[6] / lesson.PODCAST_70B_KV_BYTES == 10.0
+
+
+def test_kv_bytes_for_the_course_model(result):
+    course = next(r for r in rows(result, "kv_cache_size") if r[0].startswith("deepseek"))
+    assert course[6] == 2 * 32 * 32 * 128 * 2 == 524_288
+    assert course[9] == pytest.approx(1024.0)  # MiB at 2,048 tokens
+
+
+def test_kv_bytes_for_the_served_model_recompute(result, lesson):
+    served = rows(result, "kv_cache_size")[0]
+    hp = result.host_values["model_info"]["hyperparameters"]
+    assert served[1:4] == [hp["n_layer"], hp["n_head_kv"], hp["head_dim"]]
+    assert served[5] == lesson.bytes_per_element(result.settings["cache_type_k"])
+    assert served[6] == 2 * served[1] * served[2] * served[3] * served[5]
+    assert served[6] == formulas.kv_bytes_per_token(hp["n_layer"], hp["n_head_kv"], hp["head_dim"], served[5])
+    assert served[8] == result.settings["n_ctx"]
+    assert served[9] == pytest.approx(served[6] * served[8] / 2**20)
+    assert result.measurement("kv_bytes_per_token").samples == [served[6]]
+
+
+def test_context_size_comes_from_the_server(result, exchanges):
+    slots = next(e for e in exchanges if e["path"] == "/slots")["response"]
+    assert result.settings["n_ctx"] == slots[0]["n_ctx"]
+
+
+# --- decode vs depth --------------------------------------------------------------------------
+
+def test_depths_cover_the_context(result):
+    table = rows(result, "decode_vs_depth")
+    depths = [r[0] for r in table]
+    n_ctx = result.settings["n_ctx"]
+    assert len(depths) >= 5 and depths == sorted(depths) and depths[0] == 0
+    assert depths[-1] >= n_ctx // 2 and depths[-1] < n_ctx
+    assert table[0][1] == 1                      # depth 0: a one-token prompt
+    assert [r[1] for r in table[1:]] == depths[1:]
+
+
+def test_tokens_per_second_is_1000_over_ms_per_token(result):
+    for depth, _, ms_med, ms, tps_med, lo, hi, tps, _ in rows(result, "decode_vs_depth"):
+        assert tps == pytest.approx([1000.0 / m for m in ms])
+        assert min(tps) == lo and max(tps) == hi and lo <= tps_med <= hi
+        m = next(x for x in result.measurements
+                 if x.name == "decode_tokens_per_s_at_depth" and x.settings["depth"] == depth)
+        assert m.samples == pytest.approx(tps) and m.median == pytest.approx(tps_med)
+
+
+# --- the prompt cache --------------------------------------------------------------------------
+
+def test_second_cached_request_reuses_the_prompt(result):
+    table = rows(result, "prompt_cache")
+    first = [r for r in table if r[1] == "first, cache_prompt true"]
+    second = [r for r in table if r[1] == "second, cache_prompt true"]
+    off = [r for r in table if not r[2]]
+    assert first and len(first) == len(second)
+    assert all(r[3] == 0 for r in first)                 # started cold
+    assert all(r[3] > 0 and r[3] + r[4] == first[0][4] for r in second)
+    assert all(r[3] == 0 for r in off)                   # cache_prompt false never reuses
+    assert result.measurement("ttft_ms_cached").samples == [r[5] for r in second]
+    assert result.measurement("ttft_ms_uncached").samples == [r[5] for r in off]
+
+
+def test_every_cache_request_pins_its_slot_and_sampling(exchanges):
+    long = [e for e in exchanges if e["path"] == "/completion" and "id_slot" in e["request"]]
+    assert long
+    for e in long:
+        req = e["request"]
+        assert req["id_slot"] == 0 and req["temperature"] == 0 and "seed" in req and "cache_prompt" in req
+
+
+# --- cost without a cache -------------------------------------------------------------------------
+
+def test_no_cache_token_sum_is_the_arithmetic_series(result, lesson):
+    steps = rows(result, "no_cache_requests")
+    p, n = lesson.COST_PROMPT_TOKENS, lesson.COST_N
+    assert [r[1] for r in steps] == [p + i for i in range(n)]
+    assert [r[2] for r in steps] == [p + i for i in range(n)]      # each pass re-read the whole text
+    assert sum(r[2] for r in steps) == n * p + n * (n - 1) // 2 == lesson.tokens_without_cache(p, n)
+    ways = rows(result, "cache_vs_no_cache")
+    assert ways[0][2] == lesson.tokens_with_cache(p, n)
+    assert ways[1][2] == sum(r[2] for r in steps)
+    assert ways[1][3] == pytest.approx(sum(r[3] for r in steps))
+
+
+def test_no_cache_series_from_the_recorded_exchanges(exchanges, lesson):
+    singles = [e for e in exchanges if e["path"] == "/completion" and e["request"].get("n_predict") == 1
+               and e["request"].get("return_tokens")]
+    assert len(singles) == lesson.COST_N
+    for a, b in zip(singles, singles[1:]):  # each request re-sends the previous text plus its token
+        assert b["request"]["prompt"] == a["request"]["prompt"] + a["response"]["tokens"]
+    total = sum(e["response"]["timings"]["prompt_n"] for e in singles)
+    p = len(singles[0]["request"]["prompt"])
+    assert total == sum(p + i for i in range(lesson.COST_N))
+    assert all(e["response"]["timings"]["cache_n"] == 0 for e in singles)
+
+
+def test_cost_formula_table(result, lesson):
+    p = lesson.COST_PROMPT_TOKENS
+    for n, passes, w, wo, ratio, aw, awo, aratio in rows(result, "cost_formula"):
+        assert passes == n and w == p + n - 1
+        assert wo == sum(p + i - 1 for i in range(1, n + 1))
+        assert ratio == pytest.approx(wo / w) and aratio == pytest.approx(awo / aw)
+
+
+# --- pure helpers ---------------------------------------------------------------------------------
+
+def test_attention_pairs_by_brute_force(lesson):
+    for p, n in ((1, 1), (3, 4), (16, 8)):
+        with_cache = sum(i + 1 for i in range(p))           # the prompt: position i sees i + 1 positions
+        seq = p
+        for _ in range(n - 1):                               # each new position sees itself and all before
+            seq += 1
+            with_cache += seq
+        without = sum(sum(i + 1 for i in range(p + k)) for k in range(n))
+        assert lesson.attention_pairs_with_cache(p, n) == with_cache
+        assert lesson.attention_pairs_without_cache(p, n) == without
+
+
+def test_growth_exponent(lesson):
+    assert lesson.growth_exponent(10, 100.0, 100, 10_000.0) == pytest.approx(2.0)
+
+
+def test_depth_plan(lesson):
+    plan = lesson.depth_plan(2048, 16)
+    assert plan[0] == 0 and plan[-1] == int(0.93 * 2048) and len(plan) == 6
+    assert max(lesson.depth_plan(64, 16)) <= 64 - 16 - 1
+
+
+def test_bytes_per_element(lesson):
+    assert lesson.bytes_per_element("f16") == 2
+    assert lesson.bytes_per_element("F32") == 4
+    assert lesson.bytes_per_element("q8_0") == 34 / 32
+
+
+def test_kv_cache_types(lesson):
+    assert lesson.kv_cache_types({}, [{"id": 0}], {})[:2] == ("f16", "f16")
+    assert lesson.kv_cache_types({}, None, {"--cache-type-k": "q8_0"})[:2] == ("q8_0", "f16")
+    assert lesson.kv_cache_types({"x": {"cache_type_k": "Q4_0", "cache_type_v": "q4_0"}}, None, {}) == ("q4_0", "q4_0", "/props")
