@@ -144,8 +144,7 @@ MATMUL_COLUMNS = [("matrix", ""), ("M", "rows"), ("K", "columns"), ("N", "tokens
 
 
 def main(ctx: LessonContext):
-    # Recorded, because a replay's ctx.repeat is the replaying command's, not the recorded run's.
-    repeat = ctx.host("repeat", lambda: ctx.repeat)
+    repeat = ctx.repeat
     ctx.settings = {"dtype": DTYPE, "token_counts": TOKEN_COUNTS, "max_flops_per_product": MAX_FLOPS,
                     "repeats": repeat, "worked_example_seed": SEED}
 

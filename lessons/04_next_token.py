@@ -128,9 +128,7 @@ def _model_info(ctx: LessonContext) -> dict | None:
 
 
 def main(ctx: LessonContext):
-    # At least two runs of each timed request, as published. Recorded, because a replay's
-    # ctx.repeat is the replaying command's, not the recorded run's.
-    repeat = ctx.host("repeat", lambda: max(2, ctx.repeat))
+    repeat = max(2, ctx.repeat)  # at least two runs of each timed request, as published
     info = ctx.host("model_info", lambda: _model_info(ctx))
     n_vocab = info["hyperparameters"]["n_vocab"] if info else None
 

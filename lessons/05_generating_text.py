@@ -145,8 +145,6 @@ def speculative_tokens_per_pass(draft: int, accept: float) -> float:
 # --- the lesson ---------------------------------------------------------------------------
 
 def main(ctx: LessonContext):
-    # The number of repeats is recorded: a replay's ctx.repeat is the replaying command's, not the run's.
-    ctx.repeat = ctx.host("repeat", lambda: ctx.repeat)
     ctx.settings.update({"seed": SEED, "loop_prompt": LOOP_PROMPT, "sampling_prompt": SAMPLING_PROMPT,
                          "rel_tol": REL_TOL})
     _the_loop(ctx)

@@ -135,8 +135,6 @@ def model_facts(path) -> dict:
 # --- the lesson ---------------------------------------------------------------------------
 
 def main(ctx: LessonContext):
-    # The number of repeats is recorded: a replay's ctx.repeat is the replaying command's, not the run's.
-    ctx.repeat = ctx.host("repeat", lambda: ctx.repeat)
     n_ctx = _kv_cache_size(ctx)
     ids = long_prompt_tokens(ctx.server, max(depth_plan(n_ctx, DECODE_N)[-1], _cache_prompt_len(n_ctx), 1))
     _decode_vs_depth(ctx, n_ctx, ids)
