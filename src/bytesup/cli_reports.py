@@ -2,8 +2,141 @@
 
 from __future__ import annotations
 
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
+from rich.console import Console
+
+from .errors import BytesupError
+from .storage import write_text_atomic
+
+
+class CompareFormat(str, Enum):
+    table = "table"
+    md = "md"
+    json = "json"
+
+
+def _fail(exc: BytesupError) -> typer.Exit:
+    Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True, markup=True)
+    return typer.Exit(exc.exit_code)
+
+
+RunArg = Annotated[Path, typer.Argument(help="a run folder written by `bytesup run` (e.g. outputs/2026-10-12)", show_default=False)]
+ReferenceOpt = Annotated[Optional[list[Path]], typer.Option(
+    "--reference", "-r",
+    help="a reference file of published figures (JSON, see references/); repeat for several. "
+         "Default: every references/*.json")]
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    @app.command("compare")
+    def compare_cmd(
+        run_a: Annotated[Path, typer.Argument(help="the baseline run folder (A)", show_default=False)],
+        run_b: Annotated[Path, typer.Argument(help="the run folder to judge against it (B)", show_default=False)],
+        threshold: Annotated[str, typer.Option(
+            "--threshold", "-t",
+            help="smallest change that counts, as a percentage of A (e.g. 10%). Smaller changes, and changes "
+                 "whose samples' min–max ranges overlap, are 'within noise'")] = "5%",
+        format_: Annotated[CompareFormat, typer.Option(
+            "--format", "-f",
+            help="table: a Rich table in the terminal; md: Markdown ready to paste; json: the full comparison")] = CompareFormat.table,
+        output: Annotated[Optional[Path], typer.Option(
+            "--output", "-o",
+            help="write the report to FILE (md or json; with --format table the file's suffix picks: .json gives JSON, "
+                 "anything else Markdown) instead of printing it")] = None,
+        fail_on_regression: Annotated[bool, typer.Option(
+            "--fail-on-regression",
+            help="exit with status 3 when any measurement is worse beyond the threshold (for scripts and CI)")] = False,
+    ) -> None:
+        """Compare two runs measurement by measurement: A, B, B ÷ A and a verdict.
+
+        Rows are joined on the lesson and the measurement's name, settings and unit. Verdicts: better / worse (beyond the threshold, in the direction the measurement calls better), within noise (the samples' min–max ranges overlap, or the change is under the threshold), same / changed (facts such as byte counts), not comparable (another model, other settings or units: the row says which).
+
+        Above the table: only what differs between the runs (host, CPU, engine build, flags, packages, model). Next-token tables (top8_*) are compared token by token: set and order of the top tokens, the largest |Δ logprob|, the top token's probability.
+
+        Example, after a llama.cpp upgrade: bytesup compare outputs/2026-10-12 outputs/2026-11-30 --threshold 10% --format md --output changes.md
+        """
+        from . import compare as cmp
+
+        out, err = Console(), Console(stderr=True)
+        try:
+            limit = cmp.parse_threshold(threshold)
+            a, b = cmp.load_run(run_a), cmp.load_run(run_b)
+            comparison = cmp.compare_runs(a, b, limit)
+        except BytesupError as exc:
+            raise _fail(exc)
+        fmt_ = format_
+        if output is not None and fmt_ is CompareFormat.table:
+            fmt_ = CompareFormat.json if output.suffix.lower() == ".json" else CompareFormat.md
+        if fmt_ is CompareFormat.table:
+            cmp.print_rich(comparison, out)
+        else:
+            text = cmp.markdown(comparison) if fmt_ is CompareFormat.md else json.dumps(comparison.to_json(), indent=2, ensure_ascii=False) + "\n"
+            if output is not None:
+                write_text_atomic(output, text)
+                err.print(f"wrote {output} ({cmp.summary_line(comparison)})", highlight=False, soft_wrap=True)
+            else:
+                typer.echo(text, nl=False)
+        for problem in a.problems + b.problems:
+            err.print(f"[yellow]note:[/yellow] {problem}", highlight=False, soft_wrap=True)
+        if fail_on_regression and comparison.regressions:
+            names = ", ".join(f"{r.lesson}/{r.label}" for r in comparison.regressions)
+            err.print(f"[bold red]{len(comparison.regressions)} regression(s) beyond {limit:.0%}:[/bold red] {names}", highlight=False, soft_wrap=True)
+            raise typer.Exit(3)
+
+    @app.command("check")
+    def check_cmd(
+        run: RunArg,
+        reference: ReferenceOpt = None,
+        write: Annotated[bool, typer.Option("--write/--no-write", help="write check.md and check.json into the run folder")] = True,
+    ) -> None:
+        """Check a run against what the course states, and against its published figures.
+
+        General claims hold for any model on any host and are checked from whatever lessons the run holds: probabilities equal e^logprob and the top eight share at most 1, prefill is faster per token than decode, decode slows as the context grows, the KV-cache bytes formula, the sampler re-implementation agrees with the server, decode efficiency lies between 0 and 1.
+
+        Published figures come from reference files (references/*.json) with their scope (model, quantization, hardware, engine, server flags) and a tolerance; a run outside the scope gets "not applicable" with what differs.
+
+        Each claim ends as pass, fail (both numbers and the tolerance) or not applicable. Exit status 1 when any claim fails. Writes check.md and check.json into the run folder.
+        """
+        from . import check as checks
+        from .compare import load_run
+
+        out, err = Console(), Console(stderr=True)
+        try:
+            loaded = load_run(run)
+            report = checks.check_run(loaded, reference)
+            paths = checks.write_report(report) if write else None
+        except BytesupError as exc:
+            raise _fail(exc)
+        checks.print_rich(report, out)
+        for problem in loaded.problems:
+            err.print(f"[yellow]note:[/yellow] {problem}", highlight=False, soft_wrap=True)
+        if paths:
+            err.print(f"wrote {paths[0]} and {paths[1].name}", highlight=False, soft_wrap=True)
+        if report.failed:
+            raise typer.Exit(1)
+
+    @app.command("report")
+    def report_cmd(
+        run: RunArg,
+        reference: ReferenceOpt = None,
+        run_checks: Annotated[bool, typer.Option("--checks/--no-checks", help="run `bytesup check` and embed its results (also writes check.md, check.json)")] = True,
+    ) -> None:
+        """Write the run's README.md as one readable page: what ran where, every lesson, the checks.
+
+        The page starts with the manifest's summary (host, engine and flags, model, code commit, status), then every lesson's tables, measurements and plots in lesson order, then the results of `bytesup check`. Open it in any Markdown viewer; plot links point into plots/ beside it.
+        """
+        from .report import write_run_report
+
+        err = Console(stderr=True)
+        try:
+            readme, report = write_run_report(run, reference, run_checks)
+        except BytesupError as exc:
+            raise _fail(exc)
+        Console().print(f"wrote {readme}" + (f" (checks: {report.summary()})" if report else ""), highlight=False, soft_wrap=True)
+        if report is not None and report.failed:
+            err.print("[yellow]some checks failed: see the Checks section of the page[/yellow]")

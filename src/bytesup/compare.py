@@ -1,0 +1,657 @@
+"""`bytesup compare RUN_A RUN_B`: what changed between two run folders.
+
+Measurements are joined on their identity inside a lesson (name, settings, unit); the model
+is a property of the whole run, so a different model makes every row "not comparable".
+Each row gets A, B, B ÷ A and a verdict:
+
+- better / worse: the change is beyond the threshold and the samples' [min, max] ranges do not
+  overlap; the direction comes from `higher_is_better`;
+- within noise: the ranges overlap, or the change is under the threshold;
+- same / changed: for facts (`higher_is_better` is None), e.g. a byte count;
+- not comparable: a different model, or the same measurement with other settings or units.
+
+Next-token tables (`top8_*`) are compared token by token: did the set or the order of the top
+tokens change, the largest |Δ logprob| over tokens present in both, the top token's probability.
+
+The run folder loader (`load_run`) lives here too; `check` and `report` use it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import BytesupError, RunFolderError
+from .render import fmt
+from .results import LessonResult, Measurement, Table, load_result
+
+LESSON_JSON = re.compile(r"^(\d\d_[a-z0-9_]+)\.json$")
+DEFAULT_THRESHOLD = 0.05
+
+
+# --- run folders ------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    """A run folder read back: its manifest (when it has one) and its lesson results, in order."""
+
+    path: Path
+    manifest: dict[str, Any] | None
+    results: dict[str, LessonResult]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def lesson(self, lesson_id: str) -> LessonResult | None:
+        return self.results.get(lesson_id)
+
+    def model_identity(self) -> dict[str, Any]:
+        """file, size_bytes, sha256 of the served model: from the manifest, else from a lesson."""
+        mdl = (self.manifest or {}).get("model") or {}
+        ident: dict[str, Any] = {}
+        if mdl.get("path"):
+            ident["file"] = Path(str(mdl["path"])).name
+        for key in ("size_bytes", "sha256"):
+            if mdl.get(key) is not None:
+                ident[key] = mdl[key]
+        for result in self.results.values():
+            for key in ("file", "size_bytes", "sha256", "name"):
+                if ident.get(key) is None and result.model.get(key) is not None:
+                    ident[key] = result.model[key]
+        return ident
+
+
+def load_run(path: Path) -> Run:
+    """Read a run folder written by `bytesup run`; every problem is one clear BytesupError."""
+    from .runner import read_manifest
+
+    path = Path(path)
+    if not path.exists():
+        raise RunFolderError(f"{path} does not exist. Pass a run folder written by `bytesup run` (e.g. outputs/<date>/).")
+    if not path.is_dir():
+        raise RunFolderError(f"{path} is a file, not a run folder. Pass the folder that holds manifest.json and the lessons' <id>.json files.")
+    try:
+        manifest = read_manifest(path)
+    except json.JSONDecodeError as exc:
+        raise RunFolderError(f"{path / 'manifest.json'} is not valid JSON ({exc}). The run folder is damaged: re-run the lessons into a new folder.") from None
+    if manifest is not None and manifest.get("kind") not in (None, "bytesup-run"):
+        raise RunFolderError(f"{path / 'manifest.json'} is a {manifest.get('kind')!r} file, not a bytesup run manifest. Pass a folder written by `bytesup run`.")
+
+    files = sorted(p for p in path.iterdir() if p.is_file() and LESSON_JSON.match(p.name))
+    if manifest is None and not files:
+        raise RunFolderError(
+            f"{path} is not a bytesup run folder: it has no manifest.json and no lesson results "
+            "(<id>.json such as 04_next_token.json). Pass a folder written by `bytesup run`, "
+            "e.g. outputs/<date>/."
+        )
+    order = list((manifest or {}).get("lessons", {}))
+    order += [LESSON_JSON.match(p.name).group(1) for p in files if LESSON_JSON.match(p.name).group(1) not in order]
+    results: dict[str, LessonResult] = {}
+    problems: list[str] = []
+    for lid in sorted(order):
+        json_path = path / f"{lid}.json"
+        entry = (manifest or {}).get("lessons", {}).get(lid, {})
+        if not json_path.is_file():
+            status = entry.get("status", "missing")
+            problems.append(f"{lid}: {status}" + (f" ({entry['error'][:200]})" if entry.get("error") else ", no result file"))
+            continue
+        try:
+            data = json.loads(json_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise RunFolderError(f"{json_path} is not valid JSON ({exc}). Re-run that lesson with `bytesup run {lid} --out {path} --force`.") from None
+        try:
+            results[lid] = load_result(data, str(json_path))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise RunFolderError(
+                f"{json_path} is not a lesson result this bytesup can read: {'.'.join(map(str, first['loc']))}: {first['msg']}. "
+                "It may come from a modified bytesup; re-run the lesson, or read it with the bytesup that wrote it."
+            ) from None
+    return Run(path=path, manifest=manifest, results=results, problems=problems)
+
+
+# --- identities: what differs between two runs -------------------------------------------
+
+IGNORED_FLAGS = {"--port", "--host", "--model", "-m", "--api-key", "--log-file"}
+
+
+def run_identity(run: Run) -> dict[str, Any]:
+    """Flat {label: value} of what identifies a run's configuration (host, engine, model…)."""
+    m = run.manifest or {}
+    host = m.get("host") or {}
+    eng = m.get("engine") or {}
+    first = next(iter(run.results.values()), None)
+    server = first.server if first else {}
+    ident: dict[str, Any] = {
+        "host": host.get("hostname"),
+        "CPU": host.get("cpu"),
+        "cores": host.get("cores"),
+        "memory": host.get("memory_bytes"),
+        "GPUs": ", ".join(host.get("gpus") or []) or ("none" if host else None),
+        "OS": host.get("os"),
+        "python": host.get("python"),
+        "engine": eng.get("engine") or server.get("engine"),
+        "engine build": eng.get("build") or server.get("build"),
+        "server build_info": eng.get("build_info"),
+        "repository commit": (m.get("repository") or {}).get("commit"),
+        "repository dirty": (m.get("repository") or {}).get("dirty"),
+    }
+    model = run.model_identity()
+    ident["model file"] = model.get("file")
+    ident["model size (bytes)"] = model.get("size_bytes")
+    ident["model sha256"] = model.get("sha256")
+    flags = eng.get("flags") if eng.get("flags") is not None else server.get("flags")
+    for name, value in sorted((flags or {}).items()):
+        if name not in IGNORED_FLAGS:
+            ident[f"flag {name}"] = "(set)" if value is None else value
+    for name, version in sorted((m.get("packages") or {}).items()):
+        ident[f"package {name}"] = version
+    return ident
+
+
+def identity_differences(a: Run, b: Run) -> list[tuple[str, Any, Any]]:
+    ia, ib = run_identity(a), run_identity(b)
+    rows = []
+    for key in list(ia) + [k for k in ib if k not in ia]:
+        va, vb = ia.get(key), ib.get(key)
+        if key.startswith("flag ") and (va is None or vb is None):
+            va, vb = ("(not set)" if va is None else va), ("(not set)" if vb is None else vb)
+        if va != vb:
+            rows.append((key, va, vb))
+    return rows
+
+
+# --- measurements --------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    lesson: str
+    name: str
+    settings: dict[str, Any]
+    unit: str
+    a: Measurement | None
+    b: Measurement | None
+    ratio: float | None
+    verdict: str
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        if not self.settings:
+            return self.name
+        return f"{self.name} [{', '.join(f'{k}={fmt(v)}' for k, v in sorted(self.settings.items()))}]"
+
+    def to_json(self) -> dict[str, Any]:
+        def stats(m: Measurement | None):
+            return None if m is None else {"median": m.median, "min": m.min, "max": m.max, "samples": m.samples, "unit": m.unit, "settings": m.settings}
+        return {"lesson": self.lesson, "name": self.name, "settings": self.settings, "unit": self.unit,
+                "a": stats(self.a), "b": stats(self.b), "ratio": self.ratio, "verdict": self.verdict, "reason": self.reason}
+
+
+def parse_threshold(text: str | float) -> float:
+    """'10%' or '10' -> 0.10 (a percentage, the sign ignored)."""
+    s = str(text).strip().rstrip("%").strip()
+    try:
+        value = abs(float(s))
+    except ValueError:
+        raise BytesupError(f"--threshold {text!r} is not a percentage. Write it like 5% or 10%.") from None
+    if not math.isfinite(value):
+        raise BytesupError(f"--threshold {text!r} is not a finite percentage. Write it like 5% or 10%.")
+    return value / 100.0
+
+
+def _settings_key(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            flat.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            flat[f"{prefix}{k}"] = v
+    return flat
+
+
+def _short(value: Any) -> str:
+    text = fmt(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
+def _settings_diff(a: dict[str, Any], b: dict[str, Any]) -> str:
+    fa, fb = _flatten(a), _flatten(b)
+    parts = []
+    for k in sorted(set(fa) | set(fb)):
+        if fa.get(k) != fb.get(k):
+            parts.append(f"{k} {_short(fa[k]) if k in fa else '(not set)'} vs {_short(fb[k]) if k in fb else '(not set)'}")
+    return ", ".join(parts)
+
+
+def ranges_overlap(a: Measurement, b: Measurement) -> bool:
+    return a.min <= b.max and b.min <= a.max
+
+
+def ratio_of(a: Measurement, b: Measurement) -> float | None:
+    if a.median == 0 or not all(math.isfinite(x) for x in (a.median, b.median)):
+        return None
+    return b.median / a.median
+
+
+def verdict(a: Measurement, b: Measurement, threshold: float) -> tuple[str, str]:
+    """(verdict, reason) for two comparable measurements."""
+    missing = [side for side, m in (("A", a), ("B", b)) if not math.isfinite(m.median)]
+    if missing:
+        return "not comparable", f"no finite value in {' and '.join(missing)}"
+    ratio = ratio_of(a, b)
+    higher = a.higher_is_better if a.higher_is_better is not None else b.higher_is_better
+    if a.samples == b.samples or (a.median == b.median and a.min == b.min and a.max == b.max):
+        return "same", ""
+    change = None if ratio is None else ratio - 1.0
+    if ranges_overlap(a, b):
+        return "within noise", "the [min, max] ranges overlap"
+    if change is not None and abs(change) < threshold:
+        return "within noise", f"change {change:+.1%} is under the {threshold:.0%} threshold"
+    if higher is None:
+        return "changed", "" if change is None else f"change {change:+.1%}"
+    if change is None:
+        better = (b.median > a.median) == higher
+    else:
+        better = (change > 0) == higher
+    return ("better" if better else "worse"), ("" if change is None else f"change {change:+.1%}")
+
+
+def _model_label(run: Run) -> str:
+    m = run.model_identity()
+    return str(m.get("file") or m.get("name") or "unknown model")
+
+
+def models_differ(a: Run, b: Run) -> str:
+    """'' when the runs served the same model, else a phrase naming both."""
+    ma, mb = a.model_identity(), b.model_identity()
+    if ma.get("sha256") and mb.get("sha256"):
+        same = ma["sha256"] == mb["sha256"]
+    else:
+        same = (ma.get("file"), ma.get("size_bytes")) == (mb.get("file"), mb.get("size_bytes"))
+    if same:
+        return ""
+    la, lb = _model_label(a), _model_label(b)
+    if la == lb:
+        return f"different model: {la} with sha256 {str(ma.get('sha256'))[:12]}… vs {str(mb.get('sha256'))[:12]}…"
+    return f"different model: {la} vs {lb}"
+
+
+def compare_measurements(lesson: str, ra: LessonResult, rb: LessonResult, threshold: float, model_diff: str) -> list[Row]:
+    rows: list[Row] = []
+    names = list(dict.fromkeys([m.name for m in ra.measurements] + [m.name for m in rb.measurements]))
+    for name in names:
+        ma = [m for m in ra.measurements if m.name == name]
+        mb = [m for m in rb.measurements if m.name == name]
+        unmatched_b = list(mb)
+        pairs: list[tuple[Measurement | None, Measurement | None]] = []
+        leftover_a = []
+        for m in ma:
+            twin = next((x for x in unmatched_b if _settings_key(x.settings) == _settings_key(m.settings) and x.unit == m.unit), None)
+            if twin is None:
+                leftover_a.append(m)
+            else:
+                unmatched_b.remove(twin)
+                pairs.append((m, twin))
+        for m, twin in pairs:
+            ratio = ratio_of(m, twin)
+            if model_diff:
+                rows.append(Row(lesson, name, m.settings, m.unit, m, twin, ratio, "not comparable", model_diff))
+            else:
+                v, why = verdict(m, twin, threshold)
+                rows.append(Row(lesson, name, m.settings, m.unit, m, twin, ratio, v, why))
+        # Same name, other settings or unit: pair them one to one when that is unambiguous.
+        if len(leftover_a) == 1 and len(unmatched_b) == 1:
+            m, twin = leftover_a[0], unmatched_b[0]
+            whys = []
+            if m.unit != twin.unit:
+                whys.append(f"units differ: {m.unit or '(none)'} vs {twin.unit or '(none)'}")
+            if _settings_key(m.settings) != _settings_key(twin.settings):
+                whys.append(f"settings differ: {_settings_diff(m.settings, twin.settings)}")
+            if model_diff:
+                whys.insert(0, model_diff)
+            rows.append(Row(lesson, name, m.settings, m.unit, m, twin, ratio_of(m, twin), "not comparable", "; ".join(whys)))
+        else:
+            for m in leftover_a:
+                rows.append(Row(lesson, name, m.settings, m.unit, m, None, None, "not comparable", "only in A"))
+            for m in unmatched_b:
+                rows.append(Row(lesson, name, m.settings, m.unit, None, m, None, "not comparable", "only in B"))
+    return rows
+
+
+# --- next-token tables -----------------------------------------------------------------------
+
+def column_index(table: Table, *names: str) -> int | None:
+    lowered = [c.name.strip().lower() for c in table.columns]
+    for name in names:
+        if name in lowered:
+            return lowered.index(name)
+    return None
+
+
+def token_text(value: Any) -> str:
+    """A token cell back to its text: lessons store repr()-style quoted strings such as "' Paris'"."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        try:
+            parsed = ast.literal_eval(value)
+            if isinstance(parsed, (str, bytes)):
+                return parsed if isinstance(parsed, str) else repr(parsed)
+        except (ValueError, SyntaxError):
+            pass
+    return str(value)
+
+
+def probability_fraction(value: float, unit: str) -> float:
+    return float(value) / 100.0 if unit.strip() in ("%", "percent") else float(value)
+
+
+@dataclass
+class TopTokens:
+    tokens: list[str]
+    logprobs: list[float | None]
+    probabilities: list[float | None]  # fractions of 1
+
+
+def top_tokens(table: Table) -> TopTokens | None:
+    """The ranked tokens of a next-token table, or None when it lacks a token column."""
+    ti = column_index(table, "token", "piece")
+    if ti is None:
+        return None
+    li = column_index(table, "logprob", "log probability")
+    pi = column_index(table, "probability", "prob", "p")
+    ri = column_index(table, "rank")
+    rows = list(table.rows)
+    if ri is not None:
+        try:
+            rows.sort(key=lambda r: float(r[ri]))
+        except (TypeError, ValueError):
+            pass
+    unit = table.columns[pi].unit if pi is not None else ""
+
+    def num(r, i):
+        try:
+            return None if i is None or r[i] is None else float(r[i])
+        except (TypeError, ValueError):
+            return None
+
+    probs = [num(r, pi) for r in rows]
+    probs = [None if p is None else probability_fraction(p, unit) for p in probs]
+    logprobs = [num(r, li) for r in rows]
+    probs = [p if p is not None else (math.exp(lp) if lp is not None else None) for p, lp in zip(probs, logprobs)]
+    return TopTokens([token_text(r[ti]) for r in rows], logprobs, probs)
+
+
+@dataclass
+class TableRow:
+    lesson: str
+    table: str
+    title: str
+    change: str
+    max_abs_dlogprob: float | None
+    max_token: str | None
+    top_a: tuple[str, float | None] | None
+    top_b: tuple[str, float | None] | None
+    verdict: str
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lesson": self.lesson, "table": self.table, "title": self.title, "change": self.change,
+                "max_abs_delta_logprob": self.max_abs_dlogprob, "max_delta_token": self.max_token,
+                "top_a": list(self.top_a) if self.top_a else None, "top_b": list(self.top_b) if self.top_b else None,
+                "verdict": self.verdict, "reason": self.reason}
+
+
+LOGPROB_SAME = 1e-6
+
+
+def compare_token_table(lesson: str, ta: Table, tb: Table, model_diff: str) -> TableRow:
+    xa, xb = top_tokens(ta), top_tokens(tb)
+    if xa is None or xb is None:
+        return TableRow(lesson, ta.name, ta.title, "no token column", None, None, None, None, "not comparable", "the table has no token column")
+    if xa.tokens == xb.tokens:
+        change = "same tokens, same order"
+    elif set(xa.tokens) == set(xb.tokens):
+        change = "same tokens, order changed"
+    else:
+        gone = [t for t in xa.tokens if t not in xb.tokens]
+        new = [t for t in xb.tokens if t not in xa.tokens]
+        change = f"set changed: −{', '.join(map(repr, gone))}; +{', '.join(map(repr, new))}"
+    best, best_tok = None, None
+    for tok, lp in zip(xa.tokens, xa.logprobs):
+        if tok in xb.tokens and lp is not None:
+            other = xb.logprobs[xb.tokens.index(tok)]
+            if other is not None and (best is None or abs(other - lp) > best):
+                best, best_tok = abs(other - lp), tok
+    top_a = (xa.tokens[0], xa.probabilities[0]) if xa.tokens else None
+    top_b = (xb.tokens[0], xb.probabilities[0]) if xb.tokens else None
+    if model_diff:
+        v, why = "not comparable", model_diff
+    elif change == "same tokens, same order" and (best is None or best <= LOGPROB_SAME):
+        v, why = "same", ""
+    elif change == "same tokens, same order":
+        v, why = "within noise" if best is not None and best < 0.01 else "changed", "logprobs moved"
+    else:
+        v, why = "changed", change
+    return TableRow(lesson, ta.name, ta.title, change, best, best_tok, top_a, top_b, v, why)
+
+
+def is_token_table(table: Table) -> bool:
+    return table.name.startswith("top8_") or table.name.startswith("top_")
+
+
+# --- the comparison ---------------------------------------------------------------------------
+
+@dataclass
+class Comparison:
+    a: Run
+    b: Run
+    threshold: float
+    identity: list[tuple[str, Any, Any]]
+    rows: list[Row]
+    tables: list[TableRow]
+    only_a: list[str]
+    only_b: list[str]
+    lesson_notes: list[str]
+    model_diff: str
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.verdict == "worse"]
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.rows:
+            counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        return counts
+
+    def missing_paragraph(self) -> str:
+        parts = []
+        if self.only_a:
+            parts.append(f"only in A ({self.a.path}): {', '.join(self.only_a)}")
+        if self.only_b:
+            parts.append(f"only in B ({self.b.path}): {', '.join(self.only_b)}")
+        if not parts:
+            return ""
+        return ("Some lessons are in one run only, so they are not compared: " + "; ".join(parts) +
+                ". Run the missing lessons into that folder (`bytesup run LESSON --out RUN --resume`) to compare them.")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1, "kind": "bytesup-compare",
+            "a": str(self.a.path), "b": str(self.b.path), "threshold": self.threshold,
+            "differences": [{"what": k, "a": va, "b": vb} for k, va, vb in self.identity],
+            "model_difference": self.model_diff or None,
+            "lessons_only_in_a": self.only_a, "lessons_only_in_b": self.only_b,
+            "lesson_notes": self.lesson_notes,
+            "measurements": [r.to_json() for r in self.rows],
+            "token_tables": [t.to_json() for t in self.tables],
+            "counts": self.counts(),
+            "regressions": len(self.regressions),
+        }
+
+
+def compare_runs(a: Run, b: Run, threshold: float = DEFAULT_THRESHOLD) -> Comparison:
+    common = [lid for lid in a.results if lid in b.results]
+    only_a = [lid for lid in a.results if lid not in b.results]
+    only_b = [lid for lid in b.results if lid not in a.results]
+    if not common:
+        raise RunFolderError(
+            f"The two runs have no lesson in common, so there is nothing to compare: "
+            f"A ({a.path}) holds {', '.join(a.results) or 'no lesson results'}; "
+            f"B ({b.path}) holds {', '.join(b.results) or 'no lesson results'}. "
+            "Run the same lessons into both folders first."
+        )
+    model_diff = models_differ(a, b)
+    rows: list[Row] = []
+    tables: list[TableRow] = []
+    notes: list[str] = []
+    for lid in common:
+        ra, rb = a.results[lid], b.results[lid]
+        if ra.settings != rb.settings:
+            notes.append(f"{lid}: lesson settings differ ({_settings_diff(ra.settings, rb.settings)})")
+        rows.extend(compare_measurements(lid, ra, rb, threshold, model_diff))
+        tb_by_name = {t.name: t for t in rb.tables}
+        for ta in ra.tables:
+            if is_token_table(ta) and ta.name in tb_by_name:
+                tables.append(compare_token_table(lid, ta, tb_by_name[ta.name], model_diff))
+    return Comparison(a, b, threshold, identity_differences(a, b), rows, tables, only_a, only_b, notes, model_diff)
+
+
+# --- rendering ----------------------------------------------------------------------------------
+
+def _ratio_text(r: float | None) -> str:
+    return "—" if r is None else f"{r:.3f}×"
+
+
+def _measure_text(m: Measurement | None) -> str:
+    if m is None:
+        return "—"
+    if m.min == m.max:
+        return fmt(m.median)
+    return f"{fmt(m.median)} ({fmt(m.min)}–{fmt(m.max)})"
+
+
+def _prob_text(top: tuple[str, float | None] | None) -> str:
+    if top is None:
+        return "—"
+    tok, p = top
+    return f"{tok!r} {'—' if p is None else f'{100 * p:.4g}%'}"
+
+
+def _md_cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", "⏎")
+
+
+def markdown(c: Comparison) -> str:
+    lines = [f"# bytesup compare: {c.a.name} → {c.b.name}", "",
+             f"A: `{c.a.path}` · B: `{c.b.path}` · threshold {c.threshold:.0%} · B ÷ A of the medians "
+             "(min–max of the samples in brackets)", ""]
+    if c.identity:
+        lines += ["## What differs between the runs", "", "| | A | B |", "|---|---|---|"]
+        lines += [f"| {_md_cell(k)} | {_md_cell(fmt(va))} | {_md_cell(fmt(vb))} |" for k, va, vb in c.identity]
+        lines.append("")
+    else:
+        lines += ["The two runs share host, engine, flags, packages and model.", ""]
+    if c.missing_paragraph():
+        lines += [c.missing_paragraph(), ""]
+    if c.lesson_notes:
+        lines += [f"- {n}" for n in c.lesson_notes] + [""]
+    if load_line(c):
+        lines += [load_line(c), ""]
+    lines += ["## Measurements", "", "| lesson | measurement | unit | A | B | B ÷ A | verdict |", "|---|---|---|---|---|---|---|"]
+    for r in c.rows:
+        v = r.verdict + (f" ({r.reason})" if r.reason else "")
+        lines.append(f"| {r.lesson} | {_md_cell(r.label)} | {_md_cell(r.unit)} | {_md_cell(_measure_text(r.a))} | "
+                     f"{_md_cell(_measure_text(r.b))} | {_ratio_text(r.ratio)} | {_md_cell(v)} |")
+    lines.append("")
+    if c.tables:
+        lines += ["## Next-token tables", "", "| lesson | table | top tokens | max \\|Δ logprob\\| | top token A | top token B | verdict |",
+                  "|---|---|---|---|---|---|---|"]
+        for t in c.tables:
+            lines.append(f"| {t.lesson} | {_md_cell(t.table)} | {_md_cell(t.change)} | {_md_cell(_delta_text(t))} | "
+                         f"{_md_cell(_prob_text(t.top_a))} | {_md_cell(_prob_text(t.top_b))} | {_md_cell(t.verdict)} |")
+        lines.append("")
+    lines.append(summary_line(c))
+    return "\n".join(lines) + "\n"
+
+
+def summary_line(c: Comparison) -> str:
+    counts = c.counts()
+    order = ["better", "worse", "within noise", "same", "changed", "not comparable"]
+    parts = [f"{counts[k]} {k}" for k in order if counts.get(k)]
+    return f"{len(c.rows)} measurements compared: " + (", ".join(parts) if parts else "none") + "."
+
+
+VERDICT_STYLE = {"better": "green", "worse": "bold red", "within noise": "dim", "same": "dim",
+                 "changed": "yellow", "not comparable": "magenta"}
+
+
+def _delta_text(t: TableRow) -> str:
+    if t.max_abs_dlogprob is None:
+        return "—"
+    if t.max_abs_dlogprob == 0:
+        return "0"
+    return f"{t.max_abs_dlogprob:.4g} ({t.max_token!r})"
+
+
+def load_line(c: Comparison) -> str:
+    """The machines' load while each run was made: context for reading noise, not an identity."""
+    la = (c.a.manifest or {}).get("load_average_before")
+    lb = (c.b.manifest or {}).get("load_average_before")
+    if la is None and lb is None:
+        return ""
+    return f"Load average (1, 5, 15 min) before the run: A {fmt(la)} · B {fmt(lb)}."
+
+
+def print_rich(c: Comparison, console) -> None:
+    from rich.markup import escape as esc
+    from rich.table import Table as RichTable
+
+    console.print(f"[bold]A[/bold] {c.a.path}\n[bold]B[/bold] {c.b.path}", highlight=False)
+    if c.identity:
+        t = RichTable(title="what differs between the runs", title_justify="left")
+        t.add_column("")
+        t.add_column("A")
+        t.add_column("B")
+        for k, va, vb in c.identity:
+            t.add_row(esc(k), esc(fmt(va)), esc(fmt(vb)))
+        console.print(t)
+    else:
+        console.print("The two runs share host, engine, flags, packages and model.")
+    if c.missing_paragraph():
+        console.print(f"[yellow]{esc(c.missing_paragraph())}[/yellow]", highlight=False)
+    for n in c.lesson_notes:
+        console.print(f"[yellow]{esc(n)}[/yellow]", highlight=False)
+    if load_line(c):
+        console.print(load_line(c), highlight=False)
+    t = RichTable(title=f"measurements (threshold {c.threshold:.0%}; median, min–max in brackets)", title_justify="left")
+    for col in ("lesson", "measurement", "unit", "A", "B", "B ÷ A", "verdict"):
+        t.add_column(col, justify="right" if col in ("A", "B", "B ÷ A") else "left")
+    for r in c.rows:
+        style = VERDICT_STYLE.get(r.verdict, "")
+        v = f"[{style}]{r.verdict}[/{style}]" + (esc(f" ({r.reason})") if r.reason else "")
+        t.add_row(r.lesson, esc(r.label), esc(r.unit), _measure_text(r.a), _measure_text(r.b), _ratio_text(r.ratio), v)
+    console.print(t)
+    if c.tables:
+        t = RichTable(title="next-token tables", title_justify="left")
+        for col in ("lesson", "table", "top tokens", "max |Δ logprob|", "top token A", "top token B", "verdict"):
+            t.add_column(col)
+        for x in c.tables:
+            style = VERDICT_STYLE.get(x.verdict, "")
+            t.add_row(x.lesson, esc(x.table), esc(x.change), esc(_delta_text(x)), esc(_prob_text(x.top_a)), esc(_prob_text(x.top_b)),
+                      f"[{style}]{x.verdict}[/{style}]" + (esc(f" ({x.reason})") if x.reason and x.reason != x.change else ""))
+        console.print(t)
+    console.print(summary_line(c))

@@ -1,0 +1,296 @@
+"""`bytesup check` on recorded lesson runs, on doctored copies and on small constructed results."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from test_compare import L4, assemble_run, edit_manifest, invoke, read_result, write_result
+
+from bytesup import check
+from bytesup.compare import load_run
+from bytesup.errors import BytesupError
+from bytesup.results import LessonResult, Measurement
+
+ALL = ["01_model_on_disk", "02_tokens_and_embeddings", "03_layer_is_matmul", L4, "05_generating_text",
+       "06_attention_kv_cache", "07_hardware_fit", "08_capstone_decode_memory_bound"]
+SPARK = "lesson 4 on the DGX Spark"
+
+
+def claims(report: check.CheckReport, claim_id: str) -> list[check.ClaimResult]:
+    return [r for r in report.results if r.id == claim_id]
+
+
+def only(report: check.CheckReport, claim_id: str) -> check.ClaimResult:
+    found = claims(report, claim_id)
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.fixture
+def full_run(tmp_path) -> Path:
+    return assemble_run(tmp_path / "run", *ALL)
+
+
+# --- the recorded runs ----------------------------------------------------------------------
+
+def test_recorded_runs_pass_the_general_claims(full_run):
+    report = check.check_run(load_run(full_run))
+    general = [r for r in report.results if r.source == "general"]
+    # Arithmetic claims hold exactly on any run of any model.
+    for claim_id in ("probability_is_exp_logprob", "top8_share_at_most_one", "kv_bytes_formula",
+                     "sampler_matches_server", "ridge_point_formula"):
+        assert only(report, claim_id).status == check.PASS, only(report, claim_id)
+    # Timing claims: the verdict must follow from the recorded numbers, computed here again.
+    l4 = read_result(full_run, L4)
+    prefill = l4.measurement("prefill_tokens_per_s_long_prompt").median
+    decode = max(l4.measurement("decode_tokens_per_s_short_prompt").median, l4.measurement("decode_tokens_per_s_long_prompt").median)
+    assert only(report, "prefill_faster_than_decode").status == (check.PASS if prefill > decode else check.FAIL)
+    l6 = read_result(full_run, "06_attention_kv_cache")
+    depths = sorted((m for m in l6.measurements if m.name == "decode_tokens_per_s_at_depth"), key=lambda m: m.settings["depth"])
+    slows = [r for r in claims(report, "decode_slows_with_context") if r.lesson.startswith("06")]
+    assert slows[0].status == (check.PASS if depths[-1].min <= depths[0].max else check.FAIL)
+    effs = claims(report, "decode_efficiency_in_unit_interval")
+    assert len(effs) == 1 + sum(m.name == "decode_efficiency" for m in read_result(full_run, "08_capstone_decode_memory_bound").measurements)
+    short, long = l4.measurement("decode_tokens_per_s_short_prompt"), l4.measurement("decode_tokens_per_s_long_prompt")
+    slows4 = [r for r in claims(report, "decode_slows_with_context") if r.lesson == L4]
+    assert slows4[0].status == (check.PASS if long.min <= short.max else check.FAIL)
+    # None is "not applicable": every lesson the claims need is in this run.
+    assert [r for r in general if r.status == check.NA] == []
+    # Timings recorded on a busy machine could honestly fail; these recordings pass.
+    assert {r.status for r in general} == {check.PASS}, (
+        "a general claim fails on the recorded fixtures: if it is a timing claim, the fixture was "
+        f"recorded on a busy machine; re-record it. {[r for r in general if r.status != check.PASS]}")
+
+
+def test_the_dgx_spark_figures_do_not_apply_to_the_tiny_model(full_run):
+    result = invoke("check", full_run)
+    assert result.exit_code == 0, result.output
+    report = json.loads((full_run / "check.json").read_text(encoding="utf-8"))
+    spark = [c for c in report["claims"] if c["source"] == SPARK]
+    assert len(spark) == 12
+    assert {c["status"] for c in spark} == {check.NA}
+    for c in spark:
+        assert "model is tiny-q8_0.gguf" in c["detail"]
+        assert "reference is deepseek-coder-6.7b-instruct Q8_0" in c["detail"]
+    md = (full_run / "check.md").read_text(encoding="utf-8")
+    assert "All 12 figures: ➖ not applicable: model is tiny-q8_0.gguf" in md
+    assert "| \" Paris\" after \"The capital of France is\": logprob | 04_next_token | -0.0756 | ±0.02 |" in md
+    assert "0 fail" in md and "Source: LLM Basics, lesson 4" in md
+
+
+def test_a_probability_that_is_not_e_to_the_logprob_fails(tmp_path):
+    run = assemble_run(tmp_path / "run", L4)
+    result = read_result(run, L4)
+    table = result.table("top8_fibonacci")
+    p = [c.name for c in table.columns].index("probability")
+    table.rows[2][p] *= 1.01
+    write_result(run, result)
+    cli = invoke("check", run)
+    assert cli.exit_code == 1
+    data = json.loads((run / "check.json").read_text(encoding="utf-8"))
+    claim = next(c for c in data["claims"] if c["id"] == "probability_is_exp_logprob")
+    assert claim["status"] == check.FAIL
+    assert "top8_fibonacci" in claim["expected"] and "0.01" in claim["observed"]
+    assert "❌ fail" in (run / "check.md").read_text(encoding="utf-8")
+
+
+def test_a_top8_share_above_one_fails(tmp_path):
+    run = assemble_run(tmp_path / "run", L4)
+    result = read_result(run, L4)
+    table = result.table("top8_cat_sat")
+    cols = [c.name for c in table.columns]
+    table.rows[0][cols.index("logprob")] = 0.0           # certainty, on top of seven others
+    table.rows[0][cols.index("probability")] = 100.0
+    write_result(run, result)
+    report = check.check_run(load_run(run))
+    assert only(report, "top8_share_at_most_one").status == check.FAIL
+    assert only(report, "probability_is_exp_logprob").status == check.PASS
+
+
+def test_missing_lessons_are_named_not_crashed_on(tmp_path):
+    run = assemble_run(tmp_path / "run", "01_model_on_disk")
+    report = check.check_run(load_run(run))
+    assert {r.status for r in report.results} == {check.NA}
+    details = " ".join(r.detail for r in report.results)
+    for lesson in ("04_next_token", "05_generating_text", "06_attention_kv_cache", "07_hardware_fit"):
+        assert f"lesson {lesson} not in this run" in details
+    assert invoke("check", run).exit_code == 0
+
+
+def test_a_failed_lesson_is_reported_as_such(tmp_path):
+    run = assemble_run(tmp_path / "run", L4)
+    (run / f"{L4}.json").unlink()
+    edit_manifest(run, lambda m: m["lessons"][L4].update(status="failed", error="ServerTimeout: too slow"))
+    report = check.check_run(load_run(run))
+    claim = only(report, "prefill_faster_than_decode")
+    assert claim.status == check.NA and "did not finish" in claim.detail and "too slow" in claim.detail
+
+
+def test_check_on_a_folder_that_is_not_a_run(tmp_path):
+    result = invoke("check", tmp_path)
+    assert result.exit_code == 1 and "is not a bytesup run folder" in result.output
+
+
+# --- references in scope ------------------------------------------------------------------
+
+def as_if_on_the_spark(run: Path) -> None:
+    """Doctor a run's identity into the published scope (model, GPU, engine, flags)."""
+    def edit(m):
+        m["model"] = {"path": "/models/deepseek-coder-6.7b-instruct.Q8_0.gguf", "size_bytes": 7_161_089_728, "sha256": "f" * 64}
+        m["host"]["gpus"] = ["NVIDIA GB10, [N/A], 580.95.05"]
+        m["engine"]["engine"] = "llama-server"
+    edit_manifest(run, edit)
+
+
+def test_in_scope_figures_are_compared_with_their_tolerance(tmp_path):
+    run = assemble_run(tmp_path / "run", L4)
+    as_if_on_the_spark(run)
+    result = read_result(run, L4)
+    table = result.table("top8_capital_of_france")
+    cols = [c.name for c in table.columns]
+    table.rows[0][cols.index("token")] = repr(" Paris")
+    table.rows[0][cols.index("logprob")] = -0.08
+    table.rows[0][cols.index("probability")] = 100 * math.exp(-0.08)   # 92.3%: within 1 point of 92.7
+    speed = result.measurement("decode_tokens_per_s_short_prompt")
+    speed.samples, speed.median, speed.min, speed.max = [30.0, 31.0], 30.5, 30.0, 31.0   # 8% under 33.2: within 10%
+    long = result.measurement("decode_tokens_per_s_long_prompt")
+    long.samples, long.median, long.min, long.max = [20.0, 21.0], 20.5, 20.0, 21.0       # 31% under 29.6: fails
+    write_result(run, result)
+    report = check.check_run(load_run(run))
+    got = {r.id: r for r in report.results if r.source == SPARK}
+    assert got["paris_logprob"].status == check.PASS and got["paris_logprob"].observed == "-0.08"
+    assert got["paris_probability"].status == check.PASS
+    assert got["decode_short"].status == check.PASS
+    assert got["decode_long"].status == check.FAIL
+    assert got["decode_long"].observed == "20.5 tokens/s" and got["decode_long"].expected == "29.6 tokens/s"
+    assert got["decode_long"].tolerance == "±10% of the published value" and "-9.1" in got["decode_long"].detail
+    # The tiny model's tables hold no " mat": the figure cannot be found, so it does not apply.
+    assert got["mat_probability"].status == check.NA and "no row with token ' mat'" in got["mat_probability"].detail
+    # The prefill figure is for a 1,921-token prompt: the recorded run used the same length.
+    assert got["prefill_1921"].status in (check.PASS, check.FAIL)
+    assert got["prefill_1921"].expected == "2,379 and 2,408 tokens/s (median 2,394)"
+    assert invoke("check", run).exit_code == 1
+
+
+def test_scope_differences_name_each_difference(tmp_path):
+    run = assemble_run(tmp_path / "run", L4)
+    as_if_on_the_spark(run)
+    edit_manifest(run, lambda m: m["engine"]["flags"].update({"--ctx-size": "4096"}))
+    ref = check.load_reference(check.references_dir() / "lesson04_dgx_spark.json")
+    diffs = check.scope_differences(load_run(run), ref.scope)
+    assert diffs == ["server flags differ: --ctx-size 4096 (reference 2048)"]
+    edit_manifest(run, lambda m: m["host"].update(gpus=[]))
+    diffs = check.scope_differences(load_run(run), ref.scope)
+    assert diffs[0].startswith("hardware is ") and diffs[0].endswith("no GPU, reference is NVIDIA DGX Spark (GB10)")
+
+
+def test_a_broken_reference_file_gets_a_clear_message(tmp_path, full_run):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"name": "x", "source": "y", "scope": {}, "figures": []}))
+    with pytest.raises(BytesupError, match="scope.model"):
+        check.load_reference(bad)
+    result = invoke("check", full_run, "--reference", bad)
+    assert result.exit_code == 1 and "does not have the reference layout" in result.output
+    assert invoke("check", full_run, "--reference", tmp_path / "none.json").exit_code == 1
+
+
+def test_the_shipped_references_load():
+    files = check.default_references()
+    assert files, "references/*.json missing"
+    for path in files:
+        ref = check.load_reference(path)
+        assert ref.source and ref.figures
+        for fig in ref.figures:
+            assert fig.measurement or fig.table
+
+
+# --- constructed results: each claim's failing side -------------------------------------------
+
+def m(name: str, unit: str, samples: list[float], **kw) -> Measurement:
+    return Measurement.of(name, unit, samples, **kw)
+
+
+def lesson(lesson_id: str, measurements=(), tables=(), host_values=None) -> LessonResult:
+    return LessonResult(lesson_id=lesson_id, title=lesson_id, started_at="2026-01-01T00:00:00+00:00",
+                        finished_at="2026-01-01T00:00:01+00:00", measurements=list(measurements),
+                        tables=list(tables), host_values=host_values or {})
+
+
+def run_of(tmp_path: Path, *results: LessonResult):
+    folder = tmp_path / "made"
+    folder.mkdir(exist_ok=True)
+    for r in results:
+        write_result(folder, r)
+    return load_run(folder)
+
+
+def depth(d: int, samples: list[float]) -> Measurement:
+    return m("decode_tokens_per_s_at_depth", "tokens/s", samples, settings={"depth": d}, higher_is_better=True)
+
+
+@pytest.mark.parametrize("shallow,deep,status", [
+    ([100, 110], [50, 60], check.PASS),        # slower at depth
+    ([100, 110], [105, 130], check.PASS),      # faster median, but within the spread
+    ([100, 110], [120, 130], check.FAIL),      # every deep sample is faster
+])
+def test_decode_slows_with_context(tmp_path, shallow, deep, status):
+    run = run_of(tmp_path, lesson("06_attention_kv_cache", [depth(0, shallow), depth(512, [80.0]), depth(1900, deep)]))
+    claim = only(check.check_run(run, []), "decode_slows_with_context")
+    assert claim.status == status
+    assert "depth 1,900" in claim.observed and "depth 0" in claim.expected
+
+
+def test_kv_bytes_formula_recomputes_the_measurement_and_the_table(tmp_path):
+    from bytesup.results import Column, Table
+
+    hp = {"model_info": {"hyperparameters": {"n_layer": 32, "n_head": 32, "n_head_kv": 32, "head_dim": 128}}}
+    table = Table(name="kv_cache_size", title="KV", columns=[Column(name=n, unit=u) for n, u in [
+        ("model", ""), ("layers", ""), ("KV heads", ""), ("head width", ""), ("bytes per element", ""), ("per token", "bytes"), ("per token", "KiB")]],
+        rows=[["70B example", 80, 8, 128, 2.0, 327680, 320.0]])
+    good = lesson("06_attention_kv_cache", [m("kv_bytes_per_token", "bytes", [524288], settings={"cache_type_k": "f16", "cache_type_v": "f16"})], [table], hp)
+    assert only(check.check_run(run_of(tmp_path, good), []), "kv_bytes_formula").status == check.PASS
+    q8 = lesson("06_attention_kv_cache", [m("kv_bytes_per_token", "bytes", [524288 * 0.5 * (1 + 34 / 64)], settings={"cache_type_k": "q8_0", "cache_type_v": "f16"})], [], hp)
+    assert only(check.check_run(run_of(tmp_path, q8), []), "kv_bytes_formula").status == check.PASS
+    table.rows[0][5] = 32768    # the podcast's figure
+    bad = lesson("06_attention_kv_cache", [], [table], hp)
+    claim = only(check.check_run(run_of(tmp_path, bad), []), "kv_bytes_formula")
+    assert claim.status == check.FAIL and "32,768" in claim.observed and "327,680" in claim.expected
+
+
+def test_sampler_verdicts_and_their_numbers(tmp_path):
+    from bytesup.results import Column, Table
+
+    cols = [Column(name=n, unit=u) for n, u in [("setting", ""), ("same tokens", ""), ("max |Δp| / p", ""), ("tolerance", "relative"), ("verdict", "")]]
+    ok = Table(name="sampler_check", title="s", columns=cols, rows=[["greedy", True, 0.0, 1e-5, "agree"], ["top_k 40", None, None, 1e-5, "not checked"]])
+    claim = only(check.check_run(run_of(tmp_path, lesson("05_generating_text", tables=[ok])), []), "sampler_matches_server")
+    assert claim.status == check.PASS and "1 of 1" in claim.observed and "1 not checked" in claim.detail
+    lying = Table(name="sampler_check", title="s", columns=cols, rows=[["top_p 0.9", True, 3e-3, 1e-5, "agree"]])
+    claim = only(check.check_run(run_of(tmp_path, lesson("05_generating_text", tables=[lying])), []), "sampler_matches_server")
+    assert claim.status == check.FAIL and "0.003 > tolerance" in claim.detail
+
+
+@pytest.mark.parametrize("eff,unit,bandwidth,status", [
+    ([0.7, 0.8], "fraction", None, check.PASS),
+    ([95.0, 105.0], "%", None, check.PASS),            # median 100%: at most 1
+    ([1.05, 1.2], "fraction", [20.0, 22.0, 25.0], check.PASS),   # bandwidth max/median 1.136 allows 1.05
+    ([1.3, 1.4], "fraction", [20.0, 22.0, 25.0], check.FAIL),
+    ([-0.1, -0.2], "fraction", None, check.FAIL),
+])
+def test_decode_efficiency_between_0_and_1(tmp_path, eff, unit, bandwidth, status):
+    ms = [m("decode_efficiency", unit, eff, higher_is_better=True)]
+    if bandwidth:
+        ms.append(m("read_bandwidth_gb_per_s", "GB/s", bandwidth))
+    report = check.check_run(run_of(tmp_path, lesson("04_next_token", ms)), [])
+    claim = next(r for r in claims(report, "decode_efficiency_in_unit_interval") if r.lesson == "04_next_token")
+    assert claim.status == status
+
+
+def test_ridge_point_is_peak_over_bandwidth(tmp_path):
+    ms = [m("matmul_peak_gflop_per_s", "GFLOP/s", [90.0, 100.0]), m("read_bandwidth_gb_per_s", "GB/s", [20.0, 25.0])]
+    ok = lesson("07_hardware_fit", ms + [m("ridge_point_flops_per_byte", "FLOPs/byte", [95.0 / 22.5])])
+    assert only(check.check_run(run_of(tmp_path, ok), []), "ridge_point_formula").status == check.PASS
+    wrong = lesson("07_hardware_fit", ms + [m("ridge_point_flops_per_byte", "FLOPs/byte", [95.0 / 22.5 * 8])])   # bits, not bytes
+    assert only(check.check_run(run_of(tmp_path, wrong), []), "ridge_point_formula").status == check.FAIL
