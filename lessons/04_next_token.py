@@ -234,7 +234,7 @@ def main(ctx: LessonContext):
     per_thread = max(32 * hostbench.MiB, min(256 * hostbench.MiB, 4096 * hostbench.MiB // threads))
     bw = ctx.host("read_bandwidth", lambda: hostbench.measure_read_bandwidth(threads=threads, bytes_per_thread=per_thread,
                                                                              repeats=max(3, repeat)))
-    given_gbs = ctx.host("bandwidth_gbs_option", lambda: ctx.option("bandwidth_gbs"))
+    given_gbs = ctx.option("bandwidth_gbs")
     bw_samples = bw["gb_per_s"]["samples"]
     ceilings = [formulas.ceiling_tokens_per_s(b * formulas.GB, per_token) for b in bw_samples]
     ceiling = statistics.median(ceilings)

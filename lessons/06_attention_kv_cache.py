@@ -182,7 +182,7 @@ def _kv_cache_size(ctx: LessonContext) -> int:
          ("per request at that context", "MiB"), ("source", "")],
         rows,
         notes=[
-            f"The 2 is K and V: every layer stores a key and a value vector of head width for every KV head.",
+            "The 2 is K and V: every layer stores a key and a value vector of head width for every KV head.",
             f"{served[0]}: 2 × {served[1]} × {served[2]} × {served[3]} × {served[5]:g} = {per_token:,} bytes per token; "
             f"a full {n_ctx:,}-token context holds {served[9]:.4g} MiB, "
             f"{100 * per_token * n_ctx / weights:.3g}% of the model's {weights:,} bytes of weights.",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import re
+import shutil
 import sys
-import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,7 +32,6 @@ from .render import lesson_md
 from .replay import RecordingTransport, ReplayTransport
 from .results import LessonResult, Measurement, Plot, Series, Table, Column, load_result
 from .storage import read_jsonl, write_json_atomic, write_jsonl_atomic, write_text_atomic
-import json
 
 MANIFEST_SCHEMA_VERSION = 1
 LESSON_FILE = re.compile(r"^(\d\d)_[a-z0-9_]+\.py$")
@@ -151,7 +151,8 @@ class LessonContext:
         return self._replay is not None
 
     def option(self, name: str, default: Any = None) -> Any:
-        return self.options.lesson_options.get(name, default)
+        """A lesson option (--bandwidth-gbs, --sizes); recorded, so a replay sees the recorded run's."""
+        return self.host(f"option_{name}", lambda: self.options.lesson_options.get(name, default))
 
     # host measurements -----------------------------------------------------------------
     def host(self, name: str, measure: Callable[[], Any]) -> Any:
@@ -194,6 +195,8 @@ class LessonContext:
         finally:
             client.close()
             engine.stop_server(port)
+            # A throwaway port's state folder (pid, log) has nothing left to tell once stopped.
+            shutil.rmtree(started.state_dir, ignore_errors=True)
 
     # building the result -----------------------------------------------------------------
     def step(self, text: str) -> None:

@@ -1,0 +1,426 @@
+"""Lesson 7 — The hardware fit
+
+A machine has two ceilings: how fast it computes (FLOP/s) and how fast it reads memory (bytes/s).
+Their ratio, the ridge point, is the arithmetic intensity (FLOPs per byte) a piece of work needs
+before compute, not memory, limits it. This script measures both ceilings on this host (a
+multi-threaded memory read and a numpy matmul), sets them beside the published H100 example and
+the DGX Spark, and places the served model's decode (about 2 FLOPs per parameter over the bytes
+of one parameter) and its prefill of N tokens (N times that) on the roofline. Then it shows
+batching flip the bottleneck: servers with 1, 2, 4 and 8 slots decode that many sequences at once,
+reading the weights once per step for all of them, and the aggregate tokens/s is measured against
+the speed of each sequence, with the server's /metrics counters as witness.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlparse
+
+from bytesup import formulas, hostbench, measure
+from bytesup.errors import BytesupError
+from bytesup.gguf_read import read_model_info
+from bytesup.records import decode_tokens_per_s
+from bytesup.results import Series
+from bytesup.runner import LessonContext, script_main
+
+TITLE = "The hardware fit"
+
+GB = formulas.GB
+MiB = 2**20
+
+# Published reference values. Only ever shown labelled as published (or as an assumption).
+H100_PEAK_FLOP_S = 989e12  # OUTLINE.md lesson 7: "the published H100 example (989 TFLOP/s ÷ 3.35 TB/s)"
+H100_BANDWIDTH_B_S = 3.35e12  # same source
+SPARK_BANDWIDTH_B_S = 273e9  # OUTLINE.md: DGX Spark, "about 273 GB/s memory bandwidth"
+# NOT a course figure: the course gives no FP16 dense FLOP/s for the DGX Spark. This is an
+# assumption (NVIDIA's "1 PFLOP" FP4-with-sparsity figure ÷ 2 for sparsity ÷ 2 for FP8 ÷ 2 for
+# FP16), shown only in a row labelled "assumed" so the Spark's ridge point can be drawn at all.
+SPARK_ASSUMED_FP16_DENSE_FLOP_S = 125e12
+
+PREFILL_TOKENS = (16, 128, 512, 2048)  # prompt lengths placed on the roofline besides decode (N = 1)
+PARALLEL = (1, 2, 4, 8)  # slots (sequences decoded together) in the batching sweep
+CTX_PER_SLOT = 512  # each slot's context: the short prompt plus the generated tokens fit easily
+BATCH_N_PREDICT = 64  # tokens each sequence generates in one batch
+BATCH_PROMPT = "The cat sat on the"
+BATCH_SEED_BASE = 7000  # each request gets its own seed so recorded requests stay distinct
+MATMUL_SIZE = 2048  # square float32 matmul for the compute ceiling: long enough to time reliably
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+# --- pure helpers (tested on their own) -------------------------------------------------
+
+def decode_intensity(n_params: float, n_bytes: float) -> float:
+    """FLOPs per byte of one decoded token: ~2 FLOPs per parameter, every weight byte read once."""
+    return formulas.flops_per_token(n_params) / n_bytes
+
+
+def attainable_flop_s(intensity: float, peak_flop_s: float, bandwidth_b_s: float) -> float:
+    """The roofline: the lower of the compute ceiling and what the memory can feed."""
+    return min(peak_flop_s, intensity * bandwidth_b_s)
+
+
+def bound(intensity: float, ridge: float) -> str:
+    """Which ceiling limits work of this intensity on a machine with this ridge point."""
+    return "memory" if intensity < ridge else "compute"
+
+
+def tokens_to_cross(ridge: float, intensity_per_token: float) -> int:
+    """Smallest number of tokens per weight read whose intensity reaches the ridge."""
+    return max(1, math.ceil(ridge / intensity_per_token))
+
+
+def aggregate_tokens_per_s(generated: list[int], wall_s: float) -> float:
+    """All tokens the batch generated ÷ the batch's wall time."""
+    return sum(generated) / wall_s
+
+
+def parallel_levels(total_slots: int, wanted: tuple[int, ...] = PARALLEL) -> list[int]:
+    """Powers of two up to the slots a remote server offers, and that count itself."""
+    levels = [p for p in wanted if p <= total_slots]
+    p = max(wanted) * 2
+    while p <= min(total_slots, 64):
+        levels.append(p)
+        p *= 2
+    if total_slots not in levels and total_slots <= 64:
+        levels.append(total_slots)
+    return sorted(set(levels)) or [1]
+
+
+def bandwidth_bytes_per_thread(threads: int) -> int:
+    """256 MiB per thread, at most 2 GiB in all, never under 64 MiB (well past any cache)."""
+    return max(64 * MiB, min(256 * MiB, 2048 * MiB // max(threads, 1)))
+
+
+def summary(samples: list[float]) -> dict:
+    return hostbench.summarize(samples)
+
+
+# --- where the user's server is, and what it serves -------------------------------------
+
+def locality(ctx: LessonContext) -> dict:
+    """Local (we may start our own servers on its model) or remote (measure what it offers)."""
+    url_host = urlparse(ctx.server.base_url).hostname or ""
+    try:
+        model = str(ctx.require_model())
+    except BytesupError:
+        model = None
+    return {"url_host": url_host, "model_path": model,
+            "local": url_host in LOCAL_HOSTS and model is not None}
+
+
+def model_summary(ctx: LessonContext, where: dict) -> dict:
+    """Parameters and weight bytes: from the GGUF when it is readable here, else /v1/models."""
+    if where["model_path"]:
+        info = ctx.host("model_info", lambda: _gguf_summary(where["model_path"]))
+        return info
+    data = ctx.server.models().data
+    meta = (data[0].get("meta") if data else None) or {}
+    if not meta.get("n_params") or not meta.get("size"):
+        raise BytesupError(
+            "Lesson 7 needs the served model's parameter count and size: the model file is not readable "
+            "here and the server's /v1/models gives no meta.n_params / meta.size. Pass --model PATH.gguf."
+        )
+    name = data[0].get("id") or "served model"
+    return {"source": "/v1/models meta", "name": str(name).rsplit("/", 1)[-1].removesuffix(".gguf"), "n_params": int(meta["n_params"]),
+            "tensor_bytes": int(meta["size"]), "weight_type": meta.get("ftype")}
+
+
+def _gguf_summary(path: str) -> dict:
+    info = read_model_info(path)
+    return {"source": "GGUF header", "name": path.rsplit("/", 1)[-1].removesuffix(".gguf"), "n_params": info["n_params"],
+            "tensor_bytes": info["tensor_bytes"], "weight_type": ((info["file_type"] or {}).get("name") or "").removeprefix("MOSTLY_") or None,
+            "bytes_by_type": info["bytes_by_type"]}
+
+
+def _thread_flags(ctx: LessonContext) -> list[str]:
+    """Our servers decode with the user's --threads when it set one (else llama.cpp's default)."""
+    threads = (ctx.identity.get("server", {}).get("flags") or {}).get("--threads")
+    return ["--threads", str(threads)] if threads not in (None, "", "-1") else []
+
+
+def served_slots(server) -> int:
+    """How many sequences the user's server decodes at once: /props total_slots, else /slots."""
+    total = server.props().total_slots
+    if total:
+        return int(total)
+    try:
+        return max(1, len(server.slots()))
+    except BytesupError:  # /slots disabled (--no-slots): one slot is all we may assume
+        return 1
+
+
+def _metrics(server) -> dict | None:
+    """/metrics counters, or None when the server does not serve them (no --metrics)."""
+    try:
+        return server.metrics()
+    except BytesupError:
+        return None
+
+
+def _delta(after: dict | None, before: dict | None, key: str) -> float | None:
+    if after is None or before is None or key not in after:
+        return None
+    return after[key] - before.get(key, 0.0)
+
+
+def run_batch(server, P: int, r: int) -> tuple[list, float, dict | None, dict | None]:
+    """P concurrent completions, one per slot; returns (completions, live wall s, metrics before, after)."""
+    # temperature 0 and cache_prompt false as measure.PINNED: every batch does the same work
+    # (a full prefill, n_predict decoded tokens); only the seed differs, so each request is distinct.
+    def one(i: int):
+        return server.completion(BATCH_PROMPT, **{**measure.PINNED, "n_predict": BATCH_N_PREDICT,
+                                                  "seed": BATCH_SEED_BASE + 1000 * P + 100 * r + i,
+                                                  "id_slot": i})
+
+    before = _metrics(server)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=P) as pool:
+        done = list(pool.map(one, range(P)))
+    wall = time.perf_counter() - t0
+    after = _metrics(server)
+    return done, wall, before, after
+
+
+# --- the lesson ---------------------------------------------------------------------------
+
+def main(ctx: LessonContext):
+    where = ctx.host("user_server", lambda: locality(ctx))
+    # Recorded, because a replay's repeat is the replaying command's, not the recorded run's.
+    repeat = ctx.host("repeat", lambda: ctx.repeat)
+    ctx.settings.update({"pinned": measure.PINNED, "local": where["local"], "repeat": repeat})
+    info = model_summary(ctx, where)
+    n_params, n_bytes = info["n_params"], formulas.bytes_per_token(info)
+
+    # 1. This host's roofline: bandwidth, FLOP/s, ridge point; and the published machines.
+    ctx.step("measuring this host's memory read bandwidth")
+    threads = formulas.server_threads(ctx.identity.get("server", {}).get("flags"))
+    bw = ctx.host("read_bandwidth", lambda: hostbench.measure_read_bandwidth(
+        threads=threads, bytes_per_thread=bandwidth_bytes_per_thread(threads), repeats=repeat + 2))
+    ctx.step("measuring this host's matmul FLOP/s")
+    blas = ctx.host("blas_info", hostbench.blas_info)
+    mm = ctx.host("matmul_peak", lambda: hostbench.measure_matmul_peak(MATMUL_SIZE, repeats=repeat + 2))
+    bw_gbs, peak_gflops = bw["gb_per_s"], mm["gflop_per_s"]
+    host_bw = bw_gbs["median"] * GB
+    host_peak = peak_gflops["median"] * 1e9
+    host_ridge = formulas.ridge_point(host_peak, host_bw)
+    lib = blas.get("blas") or {}
+    lib_text = f"{lib.get('internal_api', 'unknown BLAS')} {lib.get('version') or ''}".strip()
+    ctx.table(
+        "host_ceilings", "This host's two ceilings, measured",
+        [("quantity", ""), ("median", ""), ("min", ""), ("max", ""), ("unit", ""), ("samples", ""), ("how", "")],
+        [
+            ["memory read bandwidth", bw_gbs["median"], bw_gbs["min"], bw_gbs["max"], "GB/s", len(bw_gbs["samples"]),
+             f"{bw['threads']} threads × {bw['bytes_per_thread'] / MiB:,.0f} MiB, np.add.reduce"],
+            ["matmul compute", peak_gflops["median"], peak_gflops["min"], peak_gflops["max"], "GFLOP/s",
+             len(peak_gflops["samples"]), f"{mm['dtype']} {mm['m']}×{mm['k']} @ {mm['k']}×{mm['n']}, {lib_text}, "
+             f"{lib.get('num_threads')} threads"],
+        ],
+        notes=[
+            f"Reading memory: {bw_gbs['median']:.3g} GB/s (median of {len(bw_gbs['samples'])}, "
+            f"{bw_gbs['min']:.3g}–{bw_gbs['max']:.3g}) with {bw['threads']} threads, as many as the server decodes with.",
+            f"Computing: a {mm['m']}-square {mm['dtype']} matmul does {mm['flops'] / 1e9:.4g} GFLOP in "
+            f"{mm['seconds']['median'] * 1e3:.4g} ms (median): {peak_gflops['median']:.4g} GFLOP/s through {lib_text} "
+            f"on {blas.get('logical_cpus')} logical CPUs.",
+            f"This is the CPU's {mm['dtype']} ceiling, measured as lesson 3 measured its matmuls; the server multiplies "
+            f"{info.get('weight_type') or 'its'} weights with its own kernels (on a GPU when it offloads layers), "
+            f"so its own compute ceiling can differ.",
+        ],
+    )
+    ctx.measure("read_bandwidth_gb_per_s", "GB/s", bw_gbs["samples"], higher_is_better=None,
+                settings={"threads": bw["threads"], "bytes_per_thread": bw["bytes_per_thread"]}, description=bw["method"])
+    ctx.measure("matmul_peak_gflop_per_s", "GFLOP/s", peak_gflops["samples"], higher_is_better=None,
+                settings={"size": mm["size"], "dtype": mm["dtype"], "blas": lib_text},
+                description="square matmul with numpy: the compute ceiling of this host's roofline")
+    ctx.measure("ridge_point_flops_per_byte", "FLOPs/byte", [host_ridge], higher_is_better=None,
+                description="median matmul FLOP/s ÷ median read bandwidth")
+
+    machines = [
+        ("this host", "measured (medians)", host_peak, host_bw),
+        ("H100", "published", H100_PEAK_FLOP_S, H100_BANDWIDTH_B_S),
+        ("DGX Spark", "published bandwidth; FLOP/s assumed (not in the course)", SPARK_ASSUMED_FP16_DENSE_FLOP_S,
+         SPARK_BANDWIDTH_B_S),
+    ]
+    roof_rows = [[name, source, peak / 1e9, bwb / GB, formulas.ridge_point(peak, bwb),
+                  formulas.ceiling_tokens_per_s(bwb, n_bytes)] for name, source, peak, bwb in machines]
+    h100_ridge, spark_ridge = roof_rows[1][4], roof_rows[2][4]
+    ctx.table(
+        "rooflines", "Rooflines: ridge point = peak FLOP/s ÷ memory bytes/s",
+        [("machine", ""), ("source", ""), ("peak compute", "GFLOP/s"), ("memory bandwidth", "GB/s"),
+         ("ridge point", "FLOPs/byte"), (f"decode ceiling, {info['name']}", "tokens/s")],
+        roof_rows,
+        notes=[
+            f"This host: {peak_gflops['median']:.4g} GFLOP/s ÷ {bw_gbs['median']:.3g} GB/s = {host_ridge:.3g} FLOPs per byte; "
+            f"work doing fewer FLOPs per byte read waits on memory.",
+            f"H100: {H100_PEAK_FLOP_S / 1e12:g} TFLOP/s ÷ {H100_BANDWIDTH_B_S / 1e12:g} TB/s = {h100_ridge:.0f} FLOPs per byte, "
+            f"{h100_ridge / host_ridge:.3g} × this host's ridge.",
+            f"DGX Spark: {SPARK_BANDWIDTH_B_S / GB:g} GB/s is published; its {SPARK_ASSUMED_FP16_DENSE_FLOP_S / 1e12:g} TFLOP/s "
+            f"is an assumption of this script, giving a ridge of {spark_ridge:.0f} FLOPs per byte.",
+            f"The last column is each machine's bandwidth ÷ the {n_bytes:,} bytes of {info['name']}: the most tokens/s "
+            f"decode could reach there.",
+        ],
+    )
+
+    # 2. Where decode and prefill sit: intensity = N tokens × 2 FLOPs per parameter ÷ weight bytes.
+    dec_i = decode_intensity(n_params, n_bytes)
+    flops_tok = formulas.flops_per_token(n_params)
+    points = []
+    for N in (1, *PREFILL_TOKENS):
+        inten = N * dec_i
+        att = attainable_flop_s(inten, host_peak, host_bw)
+        points.append(["decode" if N == 1 else f"prefill of {N}", N, inten, att / 1e9, bound(inten, host_ridge),
+                       att / flops_tok, bound(inten, h100_ridge), bound(inten, spark_ridge)])
+    dec_row = points[0]
+    cross_here = tokens_to_cross(host_ridge, dec_i)
+    cross_h100 = tokens_to_cross(h100_ridge, dec_i)
+    prefill_best = points[-1]
+    ctx.table(
+        "roofline_points", f"Decode and prefill of {info['name']} on this host's roofline",
+        [("phase", ""), ("tokens per weight read", "N"), ("arithmetic intensity", "FLOPs/byte"),
+         ("attainable here", "GFLOP/s"), ("bound here", ""), ("roofline speed here", "tokens/s"),
+         ("bound on H100", ""), ("bound on DGX Spark", "")],
+        points,
+        notes=[
+            f"Decode: 2 × {n_params:,} parameters ÷ {n_bytes:,} bytes ({info.get('weight_type') or 'weights'}) = "
+            f"{dec_i:.3g} FLOPs per byte, {'below' if dec_i < host_ridge else 'at or above'} this host's ridge of "
+            f"{host_ridge:.3g}: {dec_row[4]}-bound, "
+            f"at most {dec_row[3]:.4g} GFLOP/s ({100 * dec_row[3] * 1e9 / host_peak:.1f}% of the matmul peak).",
+            f"A prefill reads each weight once for all N prompt tokens, so its intensity is N × {dec_i:.3g}; from "
+            f"N = {cross_here} on it reaches this host's ridge, and on the H100 from N = {cross_h100}.",
+            f"The roofline speed column is attainable FLOP/s ÷ {flops_tok / 1e9:.4g} GFLOP per token: "
+            f"{dec_row[5]:,.0f} tokens/s for decode, {prefill_best[5]:,.0f} tokens/s for a {prefill_best[1]}-token "
+            f"prefill ({prefill_best[5] / dec_row[5]:.3g} × faster per token).",
+        ],
+    )
+    lo = min(0.1, dec_i / 2)
+    hi = max(4 * PREFILL_TOKENS[-1] * dec_i, 4 * host_ridge)
+    ctx.plot(
+        "roofline", f"This host's roofline with {info['name']}", "arithmetic intensity (FLOPs/byte)",
+        "attainable GFLOP/s",
+        [
+            Series(label=f"roofline: {bw_gbs['median']:.3g} GB/s, {peak_gflops['median']:.4g} GFLOP/s",
+                   x=[lo, host_ridge, hi], y=[lo * host_bw / 1e9, host_peak / 1e9, host_peak / 1e9], style="dashed"),
+            Series(label="decode (N = 1)", x=[dec_row[2]], y=[dec_row[3]], style="points"),
+            Series(label="prefill (N tokens)", x=[p[2] for p in points[1:]], y=[p[3] for p in points[1:]],
+                   style="points"),
+        ],
+        log_x=True, log_y=True,
+    )
+
+    # 3. Batching flips the bottleneck: P sequences share each read of the weights.
+    if where["local"]:
+        levels = list(PARALLEL)
+    else:
+        levels = parallel_levels(served_slots(ctx.server))
+    ctx.settings.update({"parallel": levels, "batch_n_predict": BATCH_N_PREDICT, "ctx_per_slot": CTX_PER_SLOT})
+    batches: dict[int, dict[str, Any]] = {}
+    for P in levels:
+        ctx.step(f"decoding {P} sequence(s) at once")
+        if where["local"]:
+            flags = ["--parallel", str(P), "-c", str(CTX_PER_SLOT * P), *_thread_flags(ctx)]
+            with ctx.local_server(f"parallel-{P}", where["model_path"], flags) as srv:
+                runs = [run_batch(srv, P, r) for r in ctx.track(range(repeat), f"{P} at once")]
+        else:
+            runs = [run_batch(ctx.server, P, r) for r in ctx.track(range(repeat), f"{P} at once")]
+        walls = ctx.host(f"batch_wall_s_parallel_{P}", lambda: [w for _, w, _, _ in runs])
+        generated = [[c.timings.predicted_n for c in done] for done, _, _, _ in runs]
+        agg = [aggregate_tokens_per_s(g, w) for g, w in zip(generated, walls)]
+        per_seq = [decode_tokens_per_s(c.timings) for done, _, _, _ in runs for c in done]
+        d_pred = [_delta(a, b, "llamacpp:tokens_predicted_total") for _, _, b, a in runs]
+        d_dec = [_delta(a, b, "llamacpp:n_decode_total") for _, _, b, a in runs]
+        batches[P] = {"walls": walls, "generated": generated, "agg": agg, "per_seq": per_seq,
+                      "d_pred": None if None in d_pred else sum(d_pred), "d_dec": None if None in d_dec else sum(d_dec)}
+        ctx.measure("batch_aggregate_decode_tokens_per_s", "tokens/s", agg, higher_is_better=True,
+                    settings={"parallel": P}, description="tokens generated by the batch ÷ its wall time (host clock)")
+        ctx.measure("batch_per_sequence_decode_tokens_per_s", "tokens/s", per_seq, higher_is_better=True,
+                    settings={"parallel": P}, description="each sequence's decode speed from its own timings")
+
+    base = levels[0]
+    rows = []
+    for P in levels:
+        b = batches[P]
+        a, s = summary(b["agg"]), summary(b["per_seq"])
+        per_call = b["d_pred"] / b["d_dec"] if b["d_pred"] is not None and b["d_dec"] else None
+        rows.append([P, len(b["walls"]), sum(b["generated"][0]), 1e3 * summary(b["walls"])["median"],
+                     a["median"], a["min"], a["max"], s["median"], s["min"], s["max"],
+                     a["median"] / summary(batches[base]["agg"])["median"], sum(map(sum, b["generated"])),
+                     b["d_pred"], per_call, P * dec_i, bound(P * dec_i, host_ridge)])
+    first, last = rows[0], rows[-1]
+    notes = []
+    if len(rows) > 1:
+        notes += [
+            f"With {last[0]} sequences at once the server generated {last[4]:,.0f} tokens/s in all, "
+            f"{last[10]:.2f} × the {first[4]:,.0f} tokens/s of {first[0]}; each sequence ran at {last[7]:,.0f} "
+            f"tokens/s, {100 * last[7] / first[7]:.0f}% of its speed alone.",
+            _batch_verdict(rows),
+        ]
+    else:
+        notes.append(f"The server offers {first[0]} slot, so no batch of more than {first[0]} sequence could be "
+                     f"measured: {first[4]:,.0f} tokens/s.")
+    notes += [
+        f"One step for P sequences reads the weights once and does P tokens of arithmetic: intensity P × {dec_i:.3g} "
+        f"FLOPs/byte, which reaches this host's ridge ({host_ridge:.3g}) from P = {cross_here} on "
+        f"(the H100's from P = {cross_h100}).",
+        "Aggregate = tokens generated ÷ the batch's wall time on this host's clock (it includes the prefill and "
+        "the HTTP round trips); per sequence = (predicted_n − 1) ÷ predicted_ms from each response.",
+    ]
+    spread = _spread_note(rows)
+    if spread:
+        notes.append(spread)
+    if last[13] is not None and last[0] > 1:
+        together = (f"on average {last[13]:.1f} sequences shared each step, and so each read of the weights"
+                    if last[13] >= 1.5 else "the sequences mostly ran one at a time, each step with its own weight read")
+        notes.append(f"/metrics: tokens_predicted_total rose by {last[12]:,.0f} over the {last[1]} batches of "
+                     f"{last[0]} (the responses say {last[11]:,}), {last[13]:.2f} generated tokens per llama_decode "
+                     f"call (at most {last[0]}): {together}.")
+    if not where["local"]:
+        notes.append(f"The server at {where['url_host']} is not one this script can restart (remote, or its model is "
+                     f"not readable here): it was measured as it runs, with up to {levels[-1]} of its slots.")
+    ctx.table(
+        "batching", "Batching: P sequences decoded at once",
+        [("parallel sequences", "P"), ("batches", ""), ("tokens per batch", ""), ("batch wall time", "ms"),
+         ("aggregate decode", "tokens/s"), ("aggregate min", "tokens/s"), ("aggregate max", "tokens/s"),
+         ("per sequence", "tokens/s"), ("per sequence min", "tokens/s"), ("per sequence max", "tokens/s"),
+         (f"aggregate ÷ P = {base}", "×"), ("tokens generated (responses)", ""),
+         ("tokens_predicted_total Δ (/metrics)", ""), ("tokens per llama_decode call", ""),
+         ("intensity of one step", "FLOPs/byte"), ("bound here (roofline)", "")],
+        rows, notes=notes,
+    )
+    ctx.plot(
+        "batching", f"Batching {info['name']}: aggregate vs per-sequence decode", "parallel sequences P", "tokens/s",
+        [
+            Series(label="aggregate (all sequences)", x=[r[0] for r in rows], y=[r[4] for r in rows],
+                   y_min=[r[5] for r in rows], y_max=[r[6] for r in rows]),
+            Series(label="per sequence", x=[r[0] for r in rows], y=[r[7] for r in rows],
+                   y_min=[r[8] for r in rows], y_max=[r[9] for r in rows]),
+        ],
+    )
+    return ctx.finish()
+
+
+def _batch_verdict(rows: list[list[Any]]) -> str:
+    """What the sweep shows, in words chosen by its numbers."""
+    best = max(rows, key=lambda r: r[4])
+    first = rows[0]
+    if best[0] != first[0] and best[10] > 1.1:
+        return (f"Batching paid: the best aggregate, {best[4]:,.0f} tokens/s at P = {best[0]}, is {best[10]:.2f} × P = "
+                f"{first[0]}'s: one read of the weights now serves up to {best[0]} tokens, while each sequence ran at "
+                f"{100 * best[7] / first[7]:.0f}% of its speed alone.")
+    return (f"Batching did not pay in this run: no P beat P = {first[0]} by more than 10% (best ×{best[10]:.2f} at "
+            f"P = {best[0]}); sharing each read of the weights saved less than the extra arithmetic, scheduling "
+            f"and waiting cost.")
+
+
+def _spread_note(rows: list[list[Any]]) -> str | None:
+    """A warning when a level's aggregate samples differ by more than 1.5 ×: the host was busy."""
+    noisy = [r for r in rows if r[5] > 0 and r[6] / r[5] > 1.5]
+    if not noisy:
+        return None
+    return ("The aggregate samples scatter widely (" + ", ".join(f"P = {r[0]}: {r[5]:,.0f}–{r[6]:,.0f} tokens/s" for r in noisy)
+            + "): other work shared this host's cores; rerun on a quiet machine before reading much into the shape.")
+
+
+if __name__ == "__main__":
+    script_main(__file__)

@@ -1,0 +1,151 @@
+"""Lesson 7 replayed from its recorded run: the roofline arithmetic and the batching sums."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+from lessonkit import recorded, replay
+
+from bytesup.records import Timings, decode_tokens_per_s
+from bytesup.runner import load_lesson
+
+LESSON = "07_hardware_fit"
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return load_lesson(LESSON)
+
+
+@pytest.fixture()
+def result(tmp_path):
+    return replay(LESSON, tmp_path)
+
+
+def col(table, name: str) -> int:
+    return [c.name for c in table.columns].index(name)
+
+
+def test_ridge_is_flops_over_bandwidth(result):
+    t = result.table("rooflines")
+    peak, bw, ridge = col(t, "peak compute"), col(t, "memory bandwidth"), col(t, "ridge point")
+    for row in t.rows:
+        assert row[ridge] == pytest.approx(row[peak] / row[bw])  # GFLOP/s ÷ GB/s = FLOPs per byte
+    host = next(r for r in t.rows if r[0] == "this host")
+    h100 = next(r for r in t.rows if r[0] == "H100")
+    assert h100[ridge] == pytest.approx(295.2, abs=0.1)
+    assert host[peak] == pytest.approx(result.measurement("matmul_peak_gflop_per_s").median)
+    assert host[bw] == pytest.approx(result.measurement("read_bandwidth_gb_per_s").median)
+    assert result.measurement("ridge_point_flops_per_byte").samples == [pytest.approx(host[ridge])]
+    # The host values the replay used are the recorded measurements.
+    assert result.host_values["read_bandwidth"]["gb_per_s"]["median"] == pytest.approx(host[bw])
+
+
+def test_decode_intensity_and_attainable(result):
+    info = result.host_values["model_info"]
+    roof = result.table("rooflines")
+    host = next(r for r in roof.rows if r[0] == "this host")
+    peak_gflops, bw_gbs, ridge = host[2], host[3], host[4]
+    t = result.table("roofline_points")
+    n, inten, att, bound_here = col(t, "tokens per weight read"), col(t, "arithmetic intensity"), \
+        col(t, "attainable here"), col(t, "bound here")
+    decode = t.rows[0]
+    assert decode[n] == 1
+    assert decode[inten] == pytest.approx(2 * info["n_params"] / info["tensor_bytes"])
+    for row in t.rows:
+        assert row[inten] == pytest.approx(row[n] * decode[inten])
+        assert row[att] == pytest.approx(min(peak_gflops, row[inten] * bw_gbs))
+        assert row[bound_here] == ("memory" if row[inten] < ridge else "compute")
+        tokens_s = row[col(t, "roofline speed here")]
+        assert tokens_s == pytest.approx(row[att] * 1e9 / (2 * info["n_params"]))
+    assert {r[n] for r in t.rows} >= {1, 16, 128, 512, 2048}
+
+
+def _recorded_completions():
+    """Completions of the recorded run, grouped by server label and repeat (from the seed)."""
+    path = recorded(LESSON) / "http" / f"{LESSON}.jsonl"
+    by = defaultdict(list)
+    for line in path.read_text(encoding="utf-8").splitlines():
+        e = json.loads(line)
+        if e["path"] == "/completion":
+            P = int(e["server"].split("-")[1])
+            r = (e["request"]["seed"] - 7000 - 1000 * P) // 100
+            by[(P, r)].append(e)
+    return by
+
+
+def test_aggregate_is_tokens_over_wall_time(result):
+    t = result.table("batching")
+    groups = _recorded_completions()
+    levels = [r[0] for r in t.rows]
+    assert levels == [1, 2, 4, 8]
+    for P in levels:
+        walls = result.host_values[f"batch_wall_s_parallel_{P}"]
+        agg = next(m for m in result.measurements
+                   if m.name == "batch_aggregate_decode_tokens_per_s" and m.settings == {"parallel": P})
+        per_seq = next(m for m in result.measurements
+                       if m.name == "batch_per_sequence_decode_tokens_per_s" and m.settings == {"parallel": P})
+        expected, speeds = [], []
+        for r, wall in enumerate(walls):
+            batch = groups[(P, r)]
+            assert len(batch) == P  # P distinct requests per batch
+            assert sorted(e["request"]["id_slot"] for e in batch) == list(range(P))
+            assert all(e["request"]["temperature"] == 0 and e["request"]["cache_prompt"] is False for e in batch)
+            expected.append(sum(e["response"]["timings"]["predicted_n"] for e in batch) / wall)
+            speeds += [decode_tokens_per_s(Timings(**e["response"]["timings"])) for e in batch]
+        assert agg.samples == pytest.approx(expected)
+        assert sorted(per_seq.samples) == pytest.approx(sorted(speeds))
+        row = next(x for x in t.rows if x[0] == P)
+        assert row[col(t, "tokens generated (responses)")] == sum(
+            e["response"]["timings"]["predicted_n"] for r in range(len(walls)) for e in groups[(P, r)])
+        # The /metrics counter agrees with the responses.
+        assert row[col(t, "tokens_predicted_total Δ (/metrics)")] == row[col(t, "tokens generated (responses)")]
+        assert row[col(t, "aggregate ÷ P = 1")] == pytest.approx(row[col(t, "aggregate decode")] / t.rows[0][col(t, "aggregate decode")])
+
+
+def test_plots(result):
+    names = {p.name: p for p in result.plots}
+    assert names["roofline"].log_x and names["roofline"].log_y
+    assert {s.label.split(":")[0] for s in names["roofline"].series} >= {"roofline", "decode (N = 1)", "prefill (N tokens)"}
+    assert [s.x for s in names["batching"].series][0] == [1, 2, 4, 8]
+
+
+# --- pure helpers --------------------------------------------------------------------------
+
+def test_helpers(lesson):
+    assert lesson.decode_intensity(6.74e9, 7.16e9) == pytest.approx(2 * 6.74 / 7.16)
+    assert lesson.attainable_flop_s(2.0, 100.0, 10.0) == 20.0
+    assert lesson.attainable_flop_s(50.0, 100.0, 10.0) == 100.0
+    assert lesson.bound(1.9, 5.0) == "memory" and lesson.bound(5.0, 5.0) == "compute"
+    assert lesson.tokens_to_cross(295.2, 1.88) == 158
+    assert lesson.tokens_to_cross(1.0, 2.0) == 1
+    assert lesson.aggregate_tokens_per_s([64, 64], 0.5) == 256.0
+    assert lesson.parallel_levels(1) == [1]
+    assert lesson.parallel_levels(6) == [1, 2, 4, 6]
+    assert lesson.parallel_levels(32) == [1, 2, 4, 8, 16, 32]
+
+
+def test_batch_verdict_follows_the_numbers(lesson):
+    # columns used: 0 P, 4 aggregate, 7 per sequence, 10 ratio to P=1
+    def row(P, agg, per, ratio):
+        r = [None] * 16
+        r[0], r[4], r[7], r[10] = P, agg, per, ratio
+        return r
+
+    paid = lesson._batch_verdict([row(1, 100, 100, 1.0), row(4, 300, 75, 3.0)])
+    assert paid.startswith("Batching paid") and "3.00" in paid and "75%" in paid
+    flat = lesson._batch_verdict([row(1, 100, 100, 1.0), row(4, 105, 26, 1.05)])
+    assert flat.startswith("Batching did not pay")
+
+
+def test_spread_note(lesson):
+    def row(P, lo, hi):
+        r = [None] * 16
+        r[0], r[5], r[6] = P, lo, hi
+        return r
+
+    assert lesson._spread_note([row(1, 100, 110), row(2, 200, 220)]) is None
+    note = lesson._spread_note([row(1, 100, 110), row(8, 100, 400)])
+    assert "P = 8: 100–400" in note and "P = 1" not in note

@@ -1,0 +1,185 @@
+"""Lesson 8 replayed from its recorded run: ceilings, efficiencies, the fit, and the size span."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+from lessonkit import recorded, replay
+
+from bytesup.errors import BytesupError
+from bytesup.records import Timings, decode_tokens_per_s
+from bytesup.runner import load_lesson
+
+LESSON = "08_capstone_decode_memory_bound"
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return load_lesson(LESSON)
+
+
+@pytest.fixture()
+def result(tmp_path):
+    return replay(LESSON, tmp_path)
+
+
+def col(table, name: str) -> int:
+    return [c.name for c in table.columns].index(name)
+
+
+def measured_rows(result):
+    return [r for r in result.table("decode_vs_ceiling").rows if "published" not in r[0]]
+
+
+def test_ceiling_and_efficiency_every_row(result):
+    t = result.table("decode_vs_ceiling")
+    bw = result.measurement("read_bandwidth_gb_per_s").median
+    for row in t.rows:
+        ceiling = row[col(t, "bandwidth")] * 1e9 / row[col(t, "bytes per token")]
+        assert row[col(t, "ceiling")] == pytest.approx(ceiling)
+        assert row[col(t, "efficiency")] == pytest.approx(100 * row[col(t, "measured")] / ceiling)
+        assert row[col(t, "effective bandwidth")] == pytest.approx(row[col(t, "measured")] * row[col(t, "bytes per token")] / 1e9)
+    for row in measured_rows(result):
+        assert row[col(t, "bandwidth")] == pytest.approx(bw)
+        assert row[col(t, "efficiency min")] == pytest.approx(100 * row[col(t, "measured min")] / row[col(t, "ceiling")])
+    published = next(r for r in t.rows if "published" in r[0])
+    assert published[col(t, "ceiling")] == pytest.approx(273 / 7.16)
+    assert published[col(t, "efficiency")] == pytest.approx(100 * 33.2 / (273 / 7.16))
+
+
+def test_measurements_match_rows_and_responses(result):
+    t = result.table("decode_vs_ceiling")
+    path = recorded(LESSON) / "http" / f"{LESSON}.jsonl"
+    speeds = defaultdict(list)
+    for line in path.read_text(encoding="utf-8").splitlines():
+        e = json.loads(line)
+        if e["path"] == "/completion":
+            assert e["request"]["temperature"] == 0 and e["request"]["cache_prompt"] is False
+            speeds[e["server"].removeprefix("preset-")].append(decode_tokens_per_s(Timings(**e["response"]["timings"])))
+    for row in measured_rows(result):
+        name, b = row[0], row[col(t, "bytes per token")]
+        m = next(x for x in result.measurements if x.name == "decode_tokens_per_s" and x.settings["preset"] == name)
+        assert m.settings["bytes_per_token"] == b
+        assert m.samples == pytest.approx(speeds[name])
+        assert row[col(t, "measured")] == pytest.approx(m.median)
+        eff = next(x for x in result.measurements if x.name == "decode_efficiency" and x.settings["preset"] == name)
+        assert eff.samples == pytest.approx([100 * s / row[col(t, "ceiling")] for s in m.samples])
+        assert b == result.host_values[f"model_{name}"]["tensor_bytes"]
+
+
+def test_fit_recomputed_from_rows(result):
+    t = result.table("decode_vs_ceiling")
+    rows = measured_rows(result)
+    x = [1 / r[col(t, "bytes per token")] for r in rows]
+    y = [r[col(t, "measured")] for r in rows]
+    slope = sum(a * b for a, b in zip(x, y)) / sum(a * a for a in x)
+    mean = sum(y) / len(y)
+    r2 = 1 - sum((b - slope * a) ** 2 for a, b in zip(x, y)) / sum((b - mean) ** 2 for b in y)
+    assert result.measurement("fit_bandwidth_gb_per_s").samples == [pytest.approx(slope / 1e9)]
+    fit = result.table("bandwidth_fit")
+    first = fit.rows[0]
+    assert first[col(fit, "effective bandwidth")] == pytest.approx(slope / 1e9)
+    assert first[col(fit, "R²")] == pytest.approx(r2)
+    assert first[col(fit, "of measured bandwidth")] == pytest.approx(
+        100 * slope / 1e9 / result.measurement("read_bandwidth_gb_per_s").median)
+    # The conclusion quotes this run's numbers.
+    notes = " ".join(t.notes)
+    assert f"B = {slope / 1e9:.3g} GB/s" in notes
+    assert "Verdict:" in notes
+
+
+def test_sizes_span_ten_times_one_family(result):
+    models = result.table("models")
+    sizes = [r[col(models, "bytes per token")] for r in models.rows]
+    assert len(sizes) >= 3
+    assert max(sizes) / min(sizes) >= 10
+    assert len({(r[col(models, "architecture")], r[col(models, "weights")]) for r in models.rows}) == 1
+    assert result.settings["sizes"] == ["tiny-q8_0", "small-q8_0", "medium-q8_0"]
+
+
+def test_plot_is_log_log(result):
+    p = next(p for p in result.plots if p.name == "decode_vs_bytes")
+    assert p.log_x and p.log_y
+    measured = p.series[0]
+    assert measured.y_min is not None and all(lo <= y <= hi for lo, y, hi in zip(measured.y_min, measured.y, measured.y_max))
+
+
+# --- pure helpers --------------------------------------------------------------------------
+
+def test_fit_through_origin(lesson):
+    slope, r2 = lesson.fit_through_origin([1.0, 2.0, 4.0], [3.0, 6.0, 12.0])
+    assert slope == pytest.approx(3.0) and r2 == pytest.approx(1.0)
+    slope, r2 = lesson.fit_through_origin([2.0], [5.0])
+    assert slope == pytest.approx(2.5) and r2 is None
+    _, r2 = lesson.fit_through_origin([1.0, 2.0, 3.0], [5.0, 1.0, 5.0])
+    assert r2 < 0.5
+
+
+def test_fit_line(lesson):
+    a, b, r2 = lesson.fit_line([1.0, 2.0, 3.0], [2.5, 3.0, 3.5])
+    assert a == pytest.approx(2.0) and b == pytest.approx(0.5) and r2 == pytest.approx(1.0)
+    assert lesson.fit_line([1.0], [1.0]) is None
+    assert lesson.fit_line([1.0, 1.0], [1.0, 2.0]) is None
+
+
+def test_parse_sizes(lesson):
+    assert lesson.parse_sizes(None) == ["tiny-q8_0", "small-q8_0", "medium-q8_0"]
+    assert lesson.parse_sizes("tiny-q8_0, small-q8_0") == ["tiny-q8_0", "small-q8_0"]
+    assert lesson.parse_sizes(["medium-f16"]) == ["medium-f16"]
+    with pytest.raises(BytesupError, match="huge-q8_0"):
+        lesson.parse_sizes("tiny-q8_0,huge-q8_0")
+
+
+def _rows(lesson, speeds: dict[str, tuple[float, float]], bw: float = 10.0):
+    sizes = {"a": 5e6, "b": 50e6, "c": 500e6}
+    return [lesson.decode_row(n, sizes[n], bw, list(s)) for n, s in speeds.items()]
+
+
+def _fits(lesson, rows):
+    C = lesson.C
+    slope, r2 = lesson.fit_through_origin([1 / r[C["bytes per token"]] for r in rows], [r[C["measured"]] for r in rows])
+    line = lesson.fit_line([r[C["bytes per token"]] for r in rows], [r[C["time per token"]] for r in rows])
+    return slope / 1e9, r2, line
+
+
+def test_conclusion_memory_bound(lesson):
+    # Exactly bandwidth-limited at 80% of 10 GB/s: 1600, 160, 16 tokens/s.
+    rows = _rows(lesson, {"a": (1600, 1600), "b": (160, 160), "c": (16, 16)})
+    text = " ".join(lesson.conclusion(rows, 10.0, *_fits(lesson, rows)))
+    assert "80–80%" in text and "follows the bandwidth line" in text and "8 GB/s, 80%" in text
+
+
+def test_conclusion_overhead_dominated(lesson):
+    # A fixed 1 ms per token on top of 10 GB/s reads: small models fall far below their ceilings.
+    speeds = {n: (1000 / (1 + b / 1e7),) * 2 for n, b in {"a": 5e6, "b": 50e6, "c": 500e6}.items()}
+    rows = _rows(lesson, speeds)
+    text = " ".join(lesson.conclusion(rows, 10.0, *_fits(lesson, rows)))
+    assert "less than the 100 ×" in text
+    assert "1 ms + bytes ÷ 10 GB/s" in text and "67% of a" in text
+    assert "Efficiency rises with size" in text
+    assert "memory-bound for the largest model" in text
+
+
+def test_conclusion_noisy_and_single(lesson):
+    rows = _rows(lesson, {"a": (100, 400)})
+    slope_gbs, r2, line = _fits(lesson, rows)
+    assert line is None
+    text = " ".join(lesson.conclusion(rows, 10.0, slope_gbs, r2, line))
+    assert "One model was measured" in text and "scatter widely" in text and "one model cannot" in text.lower()
+
+
+def test_conclusion_when_the_smallest_misses_the_line(lesson):
+    # Bandwidth-limited at 10 GB/s for b and c, but a runs 3 × faster than that (cache-resident).
+    rows = _rows(lesson, {"a": (6000, 6000), "b": (200, 200), "c": (20, 20)})
+    text = " ".join(lesson.conclusion(rows, 10.0, *_fits(lesson, rows)))
+    assert "misses a by +" in text and "no fixed per-token cost is read" in text
+    assert "a decoded faster than the ceiling allows" in text
+
+
+def test_conclusion_scales_but_far_below_ceiling(lesson):
+    # Bandwidth-limited at 3 GB/s while the bandwidth test read 10 GB/s: speed follows size at 30%.
+    rows = _rows(lesson, {"a": (600, 600), "b": (60, 60), "c": (6, 6)})
+    text = " ".join(lesson.conclusion(rows, 10.0, *_fits(lesson, rows)))
+    assert "speed follows size" in text and "30–30% of the ceiling" in text and "effective 3 GB/s" in text
