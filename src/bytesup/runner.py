@@ -226,13 +226,17 @@ class LessonContext:
     def finish(self) -> LessonResult:
         finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
         started = self.started_at
+        host_values = self.host_values
         if self._replay is not None:
             started, finished = self._replay.result.started_at, self._replay.result.finished_at
+            # Every host value of a replay is a recorded one; keep the recording's set and order
+            # (a value read inside another's measurement is never asked for when replaying).
+            host_values = self._replay.result.host_values
         return LessonResult(
             lesson_id=self.lesson_id, title=self.title, started_at=started, finished_at=finished,
             model=self.identity.get("model", {}), server=self.identity.get("server", {}),
             settings=self.settings, measurements=self.measurements, tables=self.tables,
-            notes=self.notes, plots=self.plots, host_values=self.host_values,
+            notes=self.notes, plots=self.plots, host_values=host_values,
             exchanges=f"http/{self.lesson_id}.jsonl", exchange_count=len(self._sink),
         )
 
