@@ -12,4 +12,4 @@ py="$root/.venv/bin/python"
 scripts/start_server.sh --port "$port"
 trap 'scripts/stop_server.sh --port "$port" >/dev/null' EXIT INT TERM
 "$py" -m bytesup server status --port "$port"
-"$py" -m bytesup run-all --server "http://127.0.0.1:$port" "$@"
+"$py" -m bytesup run-all --server "http://127.0.0.1:$port" --report "$@"

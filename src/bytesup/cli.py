@@ -66,7 +66,7 @@ SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help="capstone: comm
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
 
 
-def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables) -> None:
+def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report=False) -> None:
     from .runner import RunOptions, run_lessons
 
     lesson_options = {}
@@ -82,6 +82,15 @@ def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, r
         raise fail(exc)
     if print_tables:
         _print_results(options, lesson_ids)
+    if report:
+        from .report import write_run_report
+        from .runner import today_folder
+
+        try:
+            readme, checks = write_run_report((options.out or today_folder()).resolve(), None, True)
+        except BytesupError as exc:
+            raise fail(exc)
+        err.print(f"report: {readme}" + (f" (checks: {checks.summary()})" if checks else ""), highlight=False)
     raise typer.Exit(code)
 
 
@@ -117,11 +126,12 @@ def run_all_cmd(
     server: ServerOpt = None, model: ModelOpt = None, out_dir: OutOpt = None, force: ForceOpt = False,
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = 600.0, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="then run the checks and write the run's README.md as one page (`bytesup report`)")] = False,
 ) -> None:
-    """Run every lesson in order into one run folder (what `make run` does)."""
+    """Run every lesson in order into one run folder (what `make run` does, with --report)."""
     from .runner import discover_lessons
 
-    _run(list(discover_lessons()), server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables)
+    _run(list(discover_lessons()), server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report)
 
 
 # --- server ----------------------------------------------------------------------------

@@ -85,7 +85,17 @@ class RunOptions:
     repeat: int = 3
     timeout: float = 600.0
     lesson_options: dict[str, Any] = field(default_factory=dict)
-    command: list[str] = field(default_factory=lambda: list(sys.argv))
+    command: list[str] = field(default_factory=lambda: shown_command(sys.argv))
+
+
+def shown_command(argv: list[str]) -> list[str]:
+    """sys.argv as a person typed it: `python -m bytesup` and the console script both read `bytesup`."""
+    if not argv:
+        return []
+    first = Path(argv[0])
+    if first.name in ("__main__.py", "bytesup"):
+        return ["bytesup", *argv[1:]]
+    return [str(first.relative_to(Path.cwd())) if first.is_absolute() and first.is_relative_to(Path.cwd()) else argv[0], *argv[1:]]
 
 
 def redact_command(argv: list[str]) -> list[str]:
