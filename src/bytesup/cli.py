@@ -198,12 +198,15 @@ def model_build(
     from .render import fmt
 
     if list_presets:
-        table = RichTable(title="model presets")
-        rows = models.preset_rows()
-        for key in rows[0]:
-            table.add_column(key)
-        for row in rows:
-            table.add_row(*(fmt(v) for v in row.values()))
+        table = RichTable(title="model presets: one tokenizer, the course model's proportions, random weights",
+                          caption="* the default model (make run, tests)")
+        for column in ("preset", "layers", "width", "heads", "ff", "parameters", "file", "built"):
+            table.add_column(column, justify="left" if column == "preset" else "right", no_wrap=True)
+        for row in models.preset_rows():
+            built = models.default_model_path(row["name"]).exists()
+            table.add_row(row["name"] + (" *" if row["default"] else ""), fmt(row["n_layer"]), fmt(row["n_embd"]),
+                          fmt(row["n_head"]), fmt(row["n_ff"]), f"{row['n_params'] / 1e6:,.1f} M",
+                          f"{row['est_file_bytes'] / 1e6:,.1f} MB", "yes" if built else "no")
         out.print(table)
         return
     name = preset or models.DEFAULT_PRESET
