@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import BytesupError, RunFolderError
-from .render import fmt
+from .render import fmt, measurement_label
 from .results import LessonResult, Measurement, Table, load_result
 
 LESSON_JSON = re.compile(r"^(\d\d_[a-z0-9_]+)\.json$")
@@ -186,9 +186,7 @@ class Row:
 
     @property
     def label(self) -> str:
-        if not self.settings:
-            return self.name
-        return f"{self.name} [{', '.join(f'{k}={fmt(v)}' for k, v in sorted(self.settings.items()))}]"
+        return measurement_label(self.name, self.settings)
 
     def to_json(self) -> dict[str, Any]:
         def stats(m: Measurement | None):

@@ -49,10 +49,17 @@ def table_md(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measurement_label(name: str, settings: dict[str, Any]) -> str:
+    """The name plus the settings that tell apart measurements of the same name."""
+    if not settings:
+        return name
+    return f"{name} [" + ", ".join(f"{k}={fmt(v)}" for k, v in sorted(settings.items())) + "]"
+
+
 def measurements_md(ms: list[Measurement]) -> str:
     lines = ["### Measurements", "", "| measurement | unit | median | min | max | samples |", "|---|---|---|---|---|---|"]
     for m in ms:
-        lines.append(f"| {cell(m.name)} | {cell(m.unit)} | {fmt(m.median)} | {fmt(m.min)} | {fmt(m.max)} | {len(m.samples)} |")
+        lines.append(f"| {cell(measurement_label(m.name, m.settings))} | {cell(m.unit)} | {fmt(m.median)} | {fmt(m.min)} | {fmt(m.max)} | {len(m.samples)} |")
     return "\n".join(lines) + "\n"
 
 
