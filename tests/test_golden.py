@@ -4,14 +4,23 @@ every lesson's JSON and Markdown byte for byte."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from bytesup.runner import RunOptions, run_lessons
 
-OUTPUTS = Path(__file__).resolve().parents[1] / "outputs"
-RUNS = sorted(p.parent for p in OUTPUTS.glob("*/manifest.json"))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def committed_runs() -> list[Path]:
+    """Run folders tracked by git under outputs/ (a local, uncommitted run is not a reference)."""
+    listed = subprocess.run(["git", "ls-files", "outputs/*/manifest.json"], cwd=ROOT, capture_output=True, text=True)
+    return sorted((ROOT / line).parent for line in listed.stdout.splitlines() if line.strip())
+
+
+RUNS = committed_runs()
 
 
 def test_a_reference_run_is_committed():

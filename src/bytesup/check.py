@@ -571,8 +571,9 @@ def scope_differences(run: Run, scope: Scope) -> list[str]:
         diffs.append(f"engine is {engine or 'unknown'}, reference is {scope.engine.name}")
     flags = eng.get("flags") if eng.get("flags") is not None else (first.server.get("flags") if first else None)
     flags = flags or {}
-    differing = [f"{k} {flags.get(k, '(not set)')} (reference {v})" for k, v in scope.flags.items()
-                 if str(flags.get(k, "(not set)")) != str(v)]
+    # A flag the run did not record (a server started outside bytesup) is unknown, not different.
+    differing = [f"{k} {flags[k]} (reference {v})" for k, v in scope.flags.items()
+                 if k in flags and str(flags[k]) != str(v)]
     if differing:
         diffs.append("server flags differ: " + ", ".join(differing))
     return diffs

@@ -55,6 +55,21 @@ def gpus() -> list[str]:
     return [line.strip() for line in out.splitlines()] if out else []
 
 
+def accelerators(engine: str | None) -> list[str]:
+    """Devices other than the CPU that the server's engine can offload layers to."""
+    if engine == "embedded":
+        try:
+            import xllamacpp
+
+            return [f"{d['name']} ({d['description']})" for d in xllamacpp.get_device_info() if d["name"] != "CPU"]
+        except Exception:
+            return []
+    found = gpus()
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        found.append("Apple GPU (Metal)")
+    return found
+
+
 def load_average() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]

@@ -122,6 +122,16 @@ def measure_read_bandwidth(threads: int, bytes_per_thread: int = 256 * MiB, repe
     }
 
 
+def host_bandwidth(threads: int, repeats: int = 3) -> dict:
+    """The lessons' one reading of this host's memory bandwidth (lessons 1, 4, 7 and 8 share it).
+
+    256 MiB per thread, at most 2 GiB in all and never under 64 MiB per thread: far past any
+    cache, so the reads come from memory; at least 3 samples.
+    """
+    per_thread = max(64 * MiB, min(256 * MiB, 2048 * MiB // max(threads, 1)))
+    return measure_read_bandwidth(threads=threads, bytes_per_thread=per_thread, repeats=max(3, repeats))
+
+
 def _check_memory(nbytes: int) -> None:
     """Refuse a test that would take more than half of the available memory."""
     try:

@@ -51,3 +51,33 @@ def prefill_samples(completions: list[Completion]) -> list[float]:
 
 def decode_samples(completions: list[Completion]) -> list[float]:
     return [decode_tokens_per_s(c.timings) for c in completions]
+
+
+def context_size(server: LlamaServer) -> int:
+    """Tokens of context one request may use: /props' generation settings, else the first slot."""
+    from .errors import BytesupError
+
+    n_ctx = (server.props().default_generation_settings or {}).get("n_ctx")
+    if not n_ctx:
+        slots = server.slots()
+        n_ctx = slots[0].get("n_ctx") if slots else None
+    if not n_ctx:
+        raise BytesupError(
+            f"The server at {server.base_url} reports no context size in /props or /slots, so prompts "
+            "cannot be sized to fit. Check that it is a llama.cpp llama-server with /props enabled."
+        )
+    return int(n_ctx)
+
+
+def concurrent_completions(server: LlamaServer, prompt: str | list[int], bodies: list[dict[str, Any]]) -> tuple[list[Completion], float]:
+    """One request per body, all sent at once (one thread each); returns them and the wall time in seconds.
+
+    The wall time is a host measurement: lessons pass it through ctx.host so a replay is exact.
+    """
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, len(bodies))) as pool:
+        done = list(pool.map(lambda body: server.completion(prompt, **body), bodies))
+    return done, time.perf_counter() - started

@@ -14,6 +14,8 @@ def _figure(plot: Plot):
     import matplotlib
 
     matplotlib.use("Agg")
+    # A fixed salt makes SVG element ids the same on every rendering, so replays rewrite identical files.
+    matplotlib.rcParams["svg.hashsalt"] = "bytesup"
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)

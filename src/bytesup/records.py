@@ -110,6 +110,23 @@ class Completion(ServerRecord):
     timings: Timings
     completion_probabilities: list[TokenProbabilities] = []
 
+    def first_position(self, build: str | None = None) -> TokenProbabilities:
+        """Probabilities of the first generated token; a request with n_probs must have them."""
+        if not self.completion_probabilities:
+            raise MissingField("/completion", "completion_probabilities", build)
+        return self.completion_probabilities[0]
+
+
+def shown_token(token: str, raw: list[int] | None = None) -> str:
+    """A token with its spacing visible: the repr of its text, or of its bytes when they are not UTF-8."""
+    if raw is not None:
+        data = bytes(raw)
+        try:
+            return repr(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            return repr(data)
+    return repr(token)
+
 
 class ModelList(ServerRecord):
     data: list[dict[str, Any]] = []

@@ -34,6 +34,10 @@ from .results import LessonResult, Measurement, Plot, Series, Table, Column, loa
 from .storage import read_jsonl, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
 MANIFEST_SCHEMA_VERSION = 1
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Flags of the user's server that a lesson's own servers set for themselves.
+NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key"}
+INDEX_MARK = "<!-- bytesup index -->"
 LESSON_FILE = re.compile(r"^(\d\d)_[a-z0-9_]+\.py$")
 
 
@@ -185,10 +189,42 @@ class LessonContext:
             )
         return self._model_path
 
+    # where the user's server runs -----------------------------------------------------------
+    def server_facts(self) -> dict[str, Any]:
+        """Where the user's server runs, decided once and recorded: on this host or not, on the CPU
+        or an accelerator, and so whether this host's measured memory bandwidth bounds its decode."""
+        return self.host("server_facts", self._server_facts)
+
+    def _server_facts(self) -> dict[str, Any]:
+        from urllib.parse import urlparse
+
+        url_host = urlparse(self.server.base_url).hostname or ""
+        local = url_host in LOOPBACK
+        server = self.identity.get("server", {})
+        ngl = (server.get("flags") or {}).get("--n-gpu-layers")
+        offloads = ngl is None or str(ngl) != "0"  # llama.cpp offloads by default where it can
+        devices = environment.accelerators(server.get("engine")) if local else []
+        on_accelerator = local and offloads and bool(devices)
+        if not local:
+            reason = f"the server runs on {url_host}, not on this host"
+        elif on_accelerator:
+            reason = f"the server offloads layers (--n-gpu-layers {ngl or 'default'}) to {devices[0]}, whose memory feeds decode"
+        else:
+            reason = "the server decodes on this host's CPU, from this host's memory"
+        return {"url_host": url_host, "local": local, "model_readable": bool(self._model_path and self._model_path.is_file()),
+                "accelerators": devices, "on_accelerator": on_accelerator,
+                "host_bandwidth_applies": local and not on_accelerator, "reason": reason}
+
+    def inherited_flags(self) -> list[str]:
+        """The user's server flags (threads, GPU layers, cache types…) for servers a lesson starts."""
+        flags = self.identity.get("server", {}).get("flags") or {}
+        return engine.flags_to_argv({k: v for k, v in flags.items() if k not in NOT_INHERITED})
+
     # servers of the lesson's own --------------------------------------------------------
     @contextlib.contextmanager
     def local_server(self, label: str, model: Path | None, flags: list[str]) -> Iterator[LlamaServer]:
-        """Start a server of our own on a free port (lessons 7 and 8), recorded under `label`."""
+        """Start a server of our own on a free port (lessons 7 and 8), recorded under `label`.
+        It runs with the user's server flags (see `inherited_flags`), then `flags`."""
         if self._replay is not None:
             client = LlamaServer("http://replay", transport=ReplayTransport(self._replay.exchanges, label, self._sink))
             try:
@@ -197,7 +233,7 @@ class LessonContext:
                 client.close()
             return
         port = engine.free_port()
-        started = engine.start_server(model, ["--port", str(port), *flags])
+        started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags])
         client = LlamaServer(started.url, timeout=self.options.timeout,
                              transport=RecordingTransport(self._sink, label))
         try:
@@ -314,7 +350,7 @@ def read_manifest(run_dir: Path) -> dict | None:
 
 
 def run_readme(run_dir: Path, manifest: dict) -> str:
-    lines = [f"# bytesup run {run_dir.name}", ""]
+    lines = [INDEX_MARK, f"# bytesup run {run_dir.name}", ""]
     host = manifest.get("host", {})
     eng = manifest.get("engine", {})
     model = manifest.get("model", {})
@@ -343,9 +379,21 @@ def _engine_facts(url: str, props: dict, models: dict | None) -> dict:
     if m:
         port = int(m.group(1))
     info = engine.read_engine_info(port) if port and re.match(r"https?://(127\.0\.0\.1|localhost)", url) else None
-    facts = dict(info) if info else {"engine": "unknown (not started by bytesup)", "build": props.get("build_info")}
+    facts = dict(info) if info else _observed_engine(props)
     facts.update({"url": url, "props": props, "v1_models": models})
     return facts
+
+
+def _observed_engine(props: dict) -> dict:
+    """What /props tells of a server started outside bytesup; flags it does not show stay unknown."""
+    build = props.get("build_info")
+    n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
+    slots = props.get("total_slots")
+    flags = {}
+    if n_ctx and slots:
+        flags = {"--ctx-size": str(int(n_ctx) * int(slots)), "--parallel": str(slots)}
+    return {"engine": "embedded" if build == "b0-unknown" else "llama-server", "started_by": "not bytesup",
+            "build": build, "flags": flags, "flags_source": "observed in /props; other flags unknown"}
 
 
 def _model_path_from(props: dict, explicit: Path | None) -> Path | None:
@@ -434,10 +482,14 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
     for lid in todo:
         lessons_state[lid] = {"status": "pending", "title": lesson_title(load_lesson(lid))}
 
+    readme = run_dir / "README.md"
+    had_report = readme.is_file() and INDEX_MARK not in readme.read_text(encoding="utf-8")
+
     def save_manifest() -> None:
         manifest["updated_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         write_json_atomic(run_dir / "manifest.json", manifest)
-        write_text_atomic(run_dir / "README.md", run_readme(run_dir, manifest))
+        if not had_report:  # the one-page report (`bytesup report`) is refreshed at the end instead
+            write_text_atomic(readme, run_readme(run_dir, manifest))
 
     run_dir.mkdir(parents=True, exist_ok=True)
     save_manifest()
@@ -504,6 +556,10 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
     manifest["status"] = "complete" if all(s == "ok" for s in statuses) else "incomplete"
     manifest["load_average_after"] = environment.load_average()
     save_manifest()
+    if had_report:
+        from .report import write_run_report
+
+        write_run_report(run_dir, None, run_checks=(run_dir / "check.json").exists())
     print_summary(console, run_dir, manifest, todo)
     if interrupted:
         return 130

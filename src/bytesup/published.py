@@ -1,0 +1,44 @@
+"""Figures published in the course *LLM Basics*, for rows and notes labelled "published".
+
+Lessons compute their own numbers; these are only the references they are set beside.
+Sources: the course outline and lesson 4's text (DGX Spark, deepseek-coder-6.7b-instruct Q8_0,
+llama-server `-c 2048 -ngl 99 --parallel 1`, 2026-10-12), and the lesson 6 and 7 examples of
+the outline. `references/lesson04_dgx_spark.json` holds the lesson-4 figures with their scope
+and tolerances for `bytesup check`.
+"""
+
+from __future__ import annotations
+
+# The specimen model of the published course.
+SPECIMEN_NAME = "deepseek-coder-6.7b-instruct Q8_0"
+SPECIMEN = {
+    "n_layer": 32, "n_embd": 4096, "n_head": 32, "n_ff": 11008, "n_vocab": 32256,
+    "n_params": 6.74e9,        # "6.74 billion parameters"
+    "file_bytes": 7.16e9,      # "about 7.16 GB"
+}
+
+# The published host.
+SPARK_NAME = "DGX Spark"
+SPARK_BANDWIDTH_GB_PER_S = 273.0   # "about 273 GB/s memory bandwidth"
+
+# Lesson 4's observed figures on the DGX Spark.
+LESSON4 = {
+    "paris_logprob": -0.0756,
+    "paris_percent": 92.7,
+    "mat_percent": 98.5,
+    "fibonacci_top_two_percent": [31.0, 28.0],
+    "for_loop_top8_share_percent": 58.0,
+    "long_prompt_tokens": 1921,
+    "prefill_tokens_per_s": [2379.0, 2408.0],   # two runs
+    "decode_short_tokens_per_s": 33.2,
+    "decode_long_tokens_per_s": 29.6,
+    "ceiling_tokens_per_s": 39.0,
+    "decode_efficiency_percent": 85.0,
+    "prefill_decode_ratio": 72.0,               # "~72×"
+}
+
+# Lesson 6's worked example: a 70B model with 80 layers, 8 KV heads, head width 128, FP16.
+KV_70B = {"n_layer": 80, "n_head_kv": 8, "head_dim": 128, "bytes_per_element": 2, "bytes_per_token": 327_680}
+
+# Lesson 7's roofline example.
+H100 = {"peak_flop_s": 989e12, "bandwidth_bytes_per_s": 3.35e12, "ridge_flops_per_byte": 295.0}
