@@ -197,3 +197,45 @@ def test_not_a_run_folder_for_replay(lessons, tmp_path):
     empty.mkdir()
     res = CliRunner().invoke(app, ["run", "01_tokens", "--replay", str(empty), "--out", str(tmp_path / "o")])
     assert res.exit_code != 0 and "not a bytesup run folder" in res.output
+
+
+LESSON_FACTS = '''"""Server facts lesson for tests."""
+TITLE = "Facts (test)"
+def main(ctx):
+    facts = ctx.server_facts()
+    ctx.table("facts", "Facts", [("key", ""), ("value", "")], [[k, str(v)] for k, v in sorted(facts.items())])
+    ctx.settings["inherited"] = ctx.inherited_flags()
+    return ctx.finish()
+'''
+
+
+def facts_of(out: Path) -> dict:
+    result = load_result(json.loads((out / "03_facts.json").read_text()), "03_facts")
+    return result.host_values["server_facts"] | {"inherited": result.settings["inherited"]}
+
+
+def test_server_on_this_host_decodes_from_this_hosts_memory(lessons, tmp_path, httpx_mock):
+    (lessons / "03_facts.py").write_text(LESSON_FACTS)
+    serve(httpx_mock)
+    out = tmp_path / "run"
+    assert run_lessons(["03_facts"], RunOptions(server_url=URL, out=out)) == 0
+    facts = facts_of(out)
+    assert facts["local"] is True and facts["url_host"] == "127.0.0.1"
+    # This machine has no accelerator: decode reads this host's memory.
+    assert facts["host_bandwidth_applies"] is True and "CPU" in facts["reason"]
+    # A server started outside bytesup: what /props shows is recorded, the rest stays unknown.
+    engine_facts = json.loads((out / "manifest.json").read_text())["engine"]
+    assert engine_facts["started_by"] == "not bytesup" and engine_facts["flags"]["--ctx-size"] == "2048"
+    assert facts["inherited"] == []  # --ctx-size and --parallel are set by each lesson's own servers
+
+
+def test_remote_server_is_not_bounded_by_this_host(lessons, tmp_path, httpx_mock):
+    (lessons / "03_facts.py").write_text(LESSON_FACTS)
+    remote = "http://10.20.30.40:8099"
+    for name, path in [("health", "/health"), ("props", "/props"), ("v1_models", "/v1/models")]:
+        httpx_mock.add_response(url=remote + path, json=load_fixture(name)["response"])
+    out = tmp_path / "run"
+    assert run_lessons(["03_facts"], RunOptions(server_url=remote, out=out)) == 0
+    facts = facts_of(out)
+    assert facts["local"] is False and facts["host_bandwidth_applies"] is False
+    assert "10.20.30.40" in facts["reason"]
