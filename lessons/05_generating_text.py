@@ -17,9 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from bytesup import sampling
+from bytesup import measure, sampling
 from bytesup.errors import BytesupError
-from bytesup.records import Completion, TokenProbabilities, decode_ms_per_token
+from bytesup.records import (
+    Completion,
+    TokenProbabilities,
+    decode_ms_per_token,
+    shown_token,
+)
 from bytesup.results import Series
 from bytesup.runner import LessonContext, script_main
 
@@ -65,19 +70,6 @@ PODCAST_FLOOR_S = 2.5
 
 
 # --- pure helpers (tested on their own) -------------------------------------------------
-
-def token_text(token: str, raw: list[int] | None) -> str:
-    """A token with its spacing visible; bytes that are not valid UTF-8 are shown as bytes."""
-    if raw is not None:
-        b = bytes(raw)
-        try:
-            if b.decode("utf-8") == token:
-                return repr(token)
-        except UnicodeDecodeError:
-            pass
-        return repr(b)
-    return repr(token)
-
 
 def steps_of(samplers: list[str], params: dict[str, float]) -> list[tuple[str, float]]:
     return [(name, params[name]) for name in samplers]
@@ -131,6 +123,25 @@ def compare_with_server(ref_ids: list[int], ours: np.ndarray, server: list[tuple
     }
 
 
+def decode_calls_note(n_decode: float, predicted_n: int, prompt_n: int) -> str:
+    """What the rise of n_decode_total (llama_decode calls) says about passes, from the counts alone.
+
+    After the first token every further token needs its own pass, so predicted_n − 1 calls are
+    decode; whatever is left over went to the prompt (the last of those calls also gives the first token).
+    """
+    later = max(predicted_n - 1, 0)
+    prompt_calls = n_decode - later
+    head = f"n_decode_total (calls of llama_decode) rose by {n_decode:g} for {predicted_n} tokens"
+    if prompt_calls == 1:
+        return (f"{head}: one pass per token. The {prompt_n}-token prompt went through in one pass that also gave "
+                f"the first token, then {later} passes of one token each.")
+    if prompt_calls > 1:
+        return (f"{head}: {later} passes for the tokens after the first leave {prompt_calls:g} for the "
+                f"{prompt_n}-token prompt: the server split it into batches, one pass each, the last giving the first token.")
+    return (f"{head}: fewer calls than the {later + 1} a one-token-per-pass loop needs, so some pass produced more "
+            "than one token.")
+
+
 def latency_prediction(ttft_ms: float, tpot_ms: float, n: int) -> float:
     """Total time ≈ time to first token + time per output token × (n − 1)."""
     return ttft_ms + tpot_ms * (n - 1)
@@ -169,7 +180,7 @@ def _the_loop(ctx: LessonContext) -> None:
     rows = []
     for i, step in enumerate(done.completion_probabilities, start=1):
         p = math.exp(step.logprob) if step.logprob is not None else None
-        rows.append([i, token_text(step.token, step.bytes), step.id, p])
+        rows.append([i, shown_token(step.token, step.bytes), step.id, p])
     t = done.timings
     ctx.table(
         "one_pass_per_token", f"The loop: {LOOP_TOKENS} tokens after {LOOP_PROMPT!r}, one per pass",
@@ -197,11 +208,7 @@ def _the_loop(ctx: LessonContext) -> None:
                      f"{'equal to' if d['llamacpp:tokens_predicted_total'] == t.predicted_n else 'not'} "
                      f"predicted_n = {t.predicted_n}.")
     if "llamacpp:n_decode_total" in d:
-        n_dec = d["llamacpp:n_decode_total"]
-        notes.append(f"n_decode_total (calls of llama_decode, one per pass) rose by {n_dec:g} for {t.predicted_n} "
-                     f"tokens: the prompt's {t.prompt_n} tokens went through in one pass that also gave the first "
-                     f"token, then {t.predicted_n - 1} passes of one token each "
-                     f"({'matches' if n_dec == t.predicted_n else 'does not match'} one pass per token).")
+        notes.append(decode_calls_note(d["llamacpp:n_decode_total"], t.predicted_n, t.prompt_n))
     if "llamacpp:prompt_tokens_total" in d:
         notes.append(f"prompt_tokens_total rose by {d['llamacpp:prompt_tokens_total']:g} "
                      f"(prompt_n = {t.prompt_n}).")
@@ -221,7 +228,7 @@ def _sampling(ctx: LessonContext) -> None:
     meta = _server_meta(ctx)
     n_vocab = meta.get("n_vocab")
     ref = _reference(ctx, REFERENCE_PROBS)
-    cands = ref.completion_probabilities[0].candidates()
+    cands = ref.first_position().candidates()
 
     def needs_more(cands) -> bool:
         probs = [c[3] for c in cands]
@@ -239,10 +246,10 @@ def _sampling(ctx: LessonContext) -> None:
         bigger = min(n_vocab or MAX_REFERENCE_PROBS, MAX_REFERENCE_PROBS)
         asked.append(bigger)
         ref = _reference(ctx, bigger)
-        cands = ref.completion_probabilities[0].candidates()
+        cands = ref.first_position().candidates()
     ids = [c[0] for c in cands]
     probs = np.array([c[3] for c in cands])
-    text_of = {c[0]: token_text(c[1], c[2]) for c in cands}
+    text_of = {c[0]: shown_token(c[1], c[2]) for c in cands}
     complete = n_vocab is not None and len(cands) >= n_vocab
     total = None if complete else 1.0
     listed_mass = float(probs.sum())
@@ -317,11 +324,11 @@ def _sampling(ctx: LessonContext) -> None:
         n_ask = min(MAX_POST_PROBS, len(ids)) if relative else min(n_kept + 1, MAX_POST_PROBS)
         body = post_sampling_body(samplers, params, n_ask)
         done = ctx.server.completion(SAMPLING_PROMPT, **body)
-        step: TokenProbabilities = done.completion_probabilities[0]
+        step: TokenProbabilities = done.first_position()
         server = [(c[0], c[3]) for c in step.candidates()]
         cmp = compare_with_server(ids, ours, server, n_ask, step.id, relative=relative)
         check_rows.append([label, " → ".join(samplers), cmp["kept_ours"], cmp["kept_server"], cmp["listed"],
-                           cmp["same_set"], token_text(step.token, step.bytes), cmp["sampled_in_kept"],
+                           cmp["same_set"], shown_token(step.token, step.bytes), cmp["sampled_in_kept"],
                            cmp["max_abs"], cmp["max_rel"], REL_TOL,
                            ("agree" if cmp["agree"] else "mismatch") + (" (relative)" if relative else "")])
     checked = [r for r in check_rows if r[4] is not None]
@@ -395,9 +402,9 @@ def _seeded(ctx: LessonContext) -> None:
 
 
 def _timed(ctx: LessonContext, n: int) -> list[Completion]:
-    # Greedy, seeded, ignore_eos, no prompt cache (measure.PINNED-like): every repeat does the same work.
-    return [ctx.server.completion(LOOP_PROMPT, n_predict=n, temperature=0, seed=SEED, cache_prompt=False,
-                                  ignore_eos=True) for _ in ctx.track(range(ctx.repeat), f"n = {n}")]
+    # measure.PINNED (greedy, seeded, ignore_eos, no prompt cache): every repeat does the same work.
+    return measure.timed_completions(ctx.server, LOOP_PROMPT, n, ctx.repeat,
+                                     track=lambda r: ctx.track(r, f"n = {n}"), seed=SEED)
 
 
 def _latency_model(ctx: LessonContext) -> tuple[float, float]:

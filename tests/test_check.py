@@ -85,7 +85,8 @@ def test_a_probability_that_is_not_e_to_the_logprob_fails(tmp_path):
     run = assemble_run(tmp_path / "run", L4)
     result = read_result(run, L4)
     table = result.table("top8_fibonacci")
-    p = [c.name for c in table.columns].index("probability")
+    # The server's own probability is the independent number the claim compares with e^logprob.
+    p = [c.name for c in table.columns].index("server probability")
     table.rows[2][p] *= 1.01
     write_result(run, result)
     cli = invoke("check", run)
@@ -104,6 +105,7 @@ def test_a_top8_share_above_one_fails(tmp_path):
     cols = [c.name for c in table.columns]
     table.rows[0][cols.index("logprob")] = 0.0           # certainty, on top of seven others
     table.rows[0][cols.index("probability")] = 100.0
+    table.rows[0][cols.index("server probability")] = 100.0
     write_result(run, result)
     report = check.check_run(load_run(run))
     assert only(report, "top8_share_at_most_one").status == check.FAIL

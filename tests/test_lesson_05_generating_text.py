@@ -56,6 +56,9 @@ def test_metrics_count_one_decode_per_token(result, lesson):
         assert r[3] == pytest.approx(r[2] - r[1])
     assert delta["llamacpp:tokens_predicted_total"] == lesson.LOOP_TOKENS
     assert delta["llamacpp:n_decode_total"] == lesson.LOOP_TOKENS
+    notes = result.table("metrics_delta").notes
+    assert lesson.decode_calls_note(delta["llamacpp:n_decode_total"], lesson.LOOP_TOKENS,
+                                    int(delta["llamacpp:prompt_tokens_total"])) in notes
 
 
 def test_metrics_delta_matches_the_recorded_exchanges(exchanges, lesson):
@@ -186,10 +189,13 @@ def test_latency_fit_comes_from_the_recorded_timings(exchanges, lesson, result):
 
 # --- pure helpers ---------------------------------------------------------------------------------
 
-def test_token_text(lesson):
-    assert lesson.token_text(" Paris", [32, 80, 97, 114, 105, 115]) == "' Paris'"
-    assert lesson.token_text("\ufffd", [0xF0]) == "b'\\xf0'"
-    assert lesson.token_text("x", None) == "'x'"
+def test_decode_calls_note(lesson):
+    one = lesson.decode_calls_note(16, 16, 5)
+    assert "one pass per token" in one and "5-token prompt went through in one pass" in one and "15 passes" in one
+    split = lesson.decode_calls_note(18, 16, 1200)
+    assert "leave 3 for the 1200-token prompt" in split and "one pass that" not in split
+    fewer = lesson.decode_calls_note(10, 16, 5)
+    assert "more than one token" in fewer and "one pass per token" not in fewer
 
 
 def test_speculative_tokens_per_pass(lesson):
@@ -209,3 +215,12 @@ def test_compare_with_server_flags_a_wrong_kept_set(lesson):
     assert not off["agree"] and off["max_rel"] > lesson.REL_TOL
     drawn_elsewhere = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13)
     assert not drawn_elsewhere["agree"]
+
+
+def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
+    from bytesup.measure import PINNED
+    timed = [e["request"] for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == lesson.LOOP_PROMPT
+             and e["request"]["n_predict"] in {lesson.FIT_N, *lesson.PREDICT_N} and "n_probs" not in e["request"]]
+    assert len(timed) == len({lesson.FIT_N, *lesson.PREDICT_N}) * 2  # fixtures are recorded with --repeat 2
+    for req in timed:
+        assert {k: req[k] for k in PINNED} == {**PINNED, "seed": lesson.SEED}
