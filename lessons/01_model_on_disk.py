@@ -3,23 +3,25 @@
 A GGUF file is a header (the architecture and its hyperparameters, the tokenizer) followed by
 tensors: named, shaped arrays of numbers in some storage type. This script reads the header of the
 served model without loading any weights, lists every tensor, counts the parameters, adds up the
-bytes by storage type and by part of the network (embedding, attention, feed-forward, norms,
-output), and computes the work of one decoded token: every weight is read once, about two
+bytes by storage type and the parameters by part of the network (embedding, attention,
+feed-forward, norms, output), and computes the work of one decoded token: every weight is read once, about two
 floating-point operations are done per weight. Dividing a memory bandwidth by the bytes read per
 token gives the bandwidth ceiling, the most tokens per second decode can reach. The bandwidth is
 measured on this host (its main memory, read by as many threads as the server decodes with),
-optionally given with --bandwidth-gbs, and shown for the course's published example.
+which bounds the server only when it decodes on this host's CPU; the server's own bandwidth can
+be given with --bandwidth-gbs; the course's published example is shown beside them.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from bytesup import formulas, hostbench
+from bytesup import formulas, hostbench, published
 from bytesup.errors import BytesupError
-from bytesup.gguf_read import _group, read_model_info
+from bytesup.gguf_read import read_model_info
 from bytesup.runner import LessonContext, script_main
 
 TITLE = "What a model is on disk"
@@ -27,22 +29,37 @@ TITLE = "What a model is on disk"
 GB = formulas.GB
 MiB = 2**20
 
-# Published reference values (course OUTLINE.md, "the specimen model of the published course"):
-# deepseek-coder-6.7b-instruct Q8_0 served on a DGX Spark. Only ever shown labelled "published".
-PUBLISHED_MODEL = "deepseek-coder-6.7b-instruct Q8_0 (published)"
-PUBLISHED_HOST = "DGX Spark (published)"
-PUBLISHED_BANDWIDTH_GBS = 273.0  # OUTLINE.md: "about 273 GB/s memory bandwidth"
-PUBLISHED_MODEL_BYTES = 7.16e9  # OUTLINE.md: "about 7.16 GB"
-PUBLISHED_N_PARAMS = 6.74e9  # OUTLINE.md: "6.74 billion parameters"
-PUBLISHED_CEILING_TOKENS_PER_S = 39.0  # OUTLINE.md, lesson 4 figures: "ceiling 39 tokens/s"
-PUBLISHED_SHAPE = {  # OUTLINE.md: 32 blocks, width 4,096, 32 heads, feed-forward 11,008, vocabulary 32,256
-    "n_layer": 32, "n_embd": 4096, "n_head": 32, "n_ff": 11008, "n_vocab": 32256,
-}
+# Published reference values come from bytesup.published (the course outline); they are only
+# ever shown labelled "published".
+SPECIMEN = published.SPECIMEN
+PUBLISHED_MODEL = f"{published.SPECIMEN_NAME} (published)"
+PUBLISHED_HOST = f"{published.SPARK_NAME} (published)"
+PUBLISHED_CEILING = published.LESSON4["ceiling_tokens_per_s"]
 
 GROUPS = ("embedding", "attention", "feed_forward", "norms", "output", "other")
+NOT_IN_FILE = "not in the file"
 
 
 # --- pure helpers (tested on their own) -------------------------------------------------
+
+def number(value: Any) -> int | float | None:
+    """A hyperparameter as one number, or None when it is missing or not a single number
+    (some architectures store a per-layer list)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def shown(value: Any) -> Any:
+    """A hyperparameter for a table cell or a note: the number, a per-layer range, or "not in the file"."""
+    if value is None:
+        return NOT_IN_FILE
+    if isinstance(value, list):
+        nums = [v for v in value if number(v) is not None]
+        if nums and len(nums) == len(value):
+            low, high = min(nums), max(nums)
+            return f"per layer: {low:,}" if low == high else f"per layer: {low:,}–{high:,}"
+        return f"a list of {len(value)} values"
+    return value
+
 
 def shape_text(shape: list[int]) -> str:
     """'256 × 4096': llama.cpp's order, the row length first."""
@@ -55,86 +72,160 @@ def tensor_rows(info: dict) -> list[list[Any]]:
 
 
 def bytes_by_type_rows(info: dict) -> list[list[Any]]:
-    """Per storage type: tensors, parameters, bytes, bits per parameter, block layout, share of bytes."""
-    total = sum(t["n_bytes"] for t in info["tensors"])
-    by_type: dict[str, list[int]] = {}
-    for t in info["tensors"]:
-        acc = by_type.setdefault(t["type"], [0, 0, 0])
-        acc[0] += 1
-        acc[1] += t["n_elements"]
-        acc[2] += t["n_bytes"]
+    """Per storage type (read_model_info's bytes_by_type and params_by_type): tensors, parameters,
+    bytes, bits per parameter, block layout, share of bytes."""
+    counts = Counter(t["type"] for t in info["tensors"])
+    total = info["tensor_bytes"]
     rows = []
-    for name, (count, params, nbytes) in sorted(by_type.items(), key=lambda kv: -kv[1][2]):
+    for name, nbytes in info["bytes_by_type"].items():
+        params = info["params_by_type"][name]
         block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType[name]]
-        rows.append([name, count, params, nbytes, 8 * nbytes / params, block, block_bytes, 100 * nbytes / total])
+        rows.append([name, counts[name], params, nbytes, 8 * nbytes / params, block, block_bytes, 100 * nbytes / total])
     return rows
 
 
-def _group_of(info: dict) -> dict[str, str]:
-    """Tensor name -> part of the network, by gguf_read's one definition of the groups."""
-    return {t["name"]: _group(t["name"]) for t in info["tensors"]}
-
-
 def group_rows(info: dict) -> list[list[Any]]:
-    """Per part of the network: tensors, parameters, % of parameters, bytes, % of bytes."""
-    groups = _group_of(info)
-    n_params = sum(t["n_elements"] for t in info["tensors"])
-    total_bytes = sum(t["n_bytes"] for t in info["tensors"])
-    acc = {g: [0, 0, 0] for g in GROUPS}
-    for t in info["tensors"]:
-        a = acc[groups[t["name"]]]
-        a[0] += 1
-        a[1] += t["n_elements"]
-        a[2] += t["n_bytes"]
+    """Per part of the network (read_model_info's params_by_group): parameters and % of parameters.
+    "other" is listed only when some tensor falls into it."""
+    n_params = info["n_params"]
+    groups = info["params_by_group"]
     return [
-        [g.replace("_", "-"), c, p, 100 * p / n_params, b, 100 * b / total_bytes]
-        for g, (c, p, b) in acc.items()
-        if c or g != "other"
+        [g.replace("_", "-"), groups.get(g, 0), 100 * groups.get(g, 0) / n_params]
+        for g in GROUPS
+        if groups.get(g, 0) or g != "other"
     ]
+
+
+def token_embd(info: dict) -> dict | None:
+    """The token_embd.weight entry of the tensor list, when it is a 2-D matrix."""
+    t = next((t for t in info["tensors"] if t["name"] == "token_embd.weight"), None)
+    return t if t is not None and len(t["shape"]) == 2 else None
+
+
+def embedding_row_bytes(info: dict) -> int | None:
+    """Bytes of one row of token_embd: its bytes ÷ its own row count (shape is [n_embd, n_rows],
+    and n_rows may exceed the vocabulary when the table is padded)."""
+    t = token_embd(info)
+    return t["n_bytes"] // t["shape"][1] if t and t["shape"][1] else None
 
 
 def hyperparameter_rows(info: dict) -> list[list[Any]]:
     """property, this model, published specimen (where the course states it), GGUF source."""
     hp = info["hyperparameters"]
     arch = info["architecture"]
-    rope_note = lambda flag: " (absent: llama.cpp's default)" if hp[flag] else ""  # noqa: E731
+    rope_note = lambda flag: " (absent: llama.cpp's default)" if hp.get(flag) else ""  # noqa: E731
     return [
-        ["architecture", arch, None, "general.architecture"],
-        ["blocks (layers)", hp["n_layer"], PUBLISHED_SHAPE["n_layer"], f"{arch}.block_count"],
-        ["model width", hp["n_embd"], PUBLISHED_SHAPE["n_embd"], f"{arch}.embedding_length"],
-        ["attention heads", hp["n_head"], PUBLISHED_SHAPE["n_head"], f"{arch}.attention.head_count"],
-        ["KV heads", hp["n_head_kv"], None, f"{arch}.attention.head_count_kv"],
-        ["head width", hp["head_dim"], None, "model width ÷ heads, or attention.key_length"],
-        ["feed-forward width", hp["n_ff"], PUBLISHED_SHAPE["n_ff"], f"{arch}.feed_forward_length"],
-        ["vocabulary", hp["n_vocab"], PUBLISHED_SHAPE["n_vocab"], "tokenizer.ggml.tokens (length)"],
-        ["context length (training)", hp["n_ctx_train"], None, f"{arch}.context_length"],
-        ["RoPE base", hp["rope_freq_base"], None, f"{arch}.rope.freq_base" + rope_note("rope_freq_base_default")],
-        ["RoPE dimensions", hp["rope_dimension_count"], None,
+        ["architecture", shown(arch), None, "general.architecture"],
+        ["blocks (layers)", shown(hp.get("n_layer")), SPECIMEN["n_layer"], f"{arch}.block_count"],
+        ["model width", shown(hp.get("n_embd")), SPECIMEN["n_embd"], f"{arch}.embedding_length"],
+        ["attention heads", shown(hp.get("n_head")), SPECIMEN["n_head"], f"{arch}.attention.head_count"],
+        ["KV heads", shown(hp.get("n_head_kv")), None, f"{arch}.attention.head_count_kv"],
+        ["head width", shown(hp.get("head_dim")), None, "model width ÷ heads, or attention.key_length"],
+        ["feed-forward width", shown(hp.get("n_ff")), SPECIMEN["n_ff"], f"{arch}.feed_forward_length"],
+        ["vocabulary", shown(hp.get("n_vocab")), SPECIMEN["n_vocab"], "tokenizer.ggml.tokens (length)"],
+        ["context length (training)", shown(hp.get("n_ctx_train")), None, f"{arch}.context_length"],
+        ["RoPE base", shown(hp.get("rope_freq_base")), None, f"{arch}.rope.freq_base" + rope_note("rope_freq_base_default")],
+        ["RoPE dimensions", shown(hp.get("rope_dimension_count")), None,
          f"{arch}.rope.dimension_count" + rope_note("rope_dimension_count_default")],
-        ["file type", (info["file_type"] or {}).get("name"), "Q8_0", "general.file_type"],
-        ["file size", info["file_size_bytes"], PUBLISHED_MODEL_BYTES, "bytes on disk"],
+        ["file type", shown((info["file_type"] or {}).get("name")), None, "general.file_type"],
+        ["file size", info["file_size_bytes"], SPECIMEN["file_bytes"], "bytes on disk"],
         ["GGUF version", info["gguf_version"], None, "header"],
     ]
 
 
+def hyperparameter_notes(model_name: str, hp: dict) -> list[str]:
+    """The shape sentences under the hyperparameter table; a missing or per-layer value is said to be."""
+    n_embd, n_head, n_kv, head_dim, n_ff = (
+        number(hp.get(k)) for k in ("n_embd", "n_head", "n_head_kv", "head_dim", "n_ff"))
+    notes = [f"{model_name}: {shown(hp.get('n_layer'))} blocks of width {shown(hp.get('n_embd'))}."]
+    if n_head and head_dim and n_embd:
+        product = n_head * head_dim
+        notes.append(f"{n_head} heads × {head_dim} = {product} "
+                     f"({'equals' if product == n_embd else 'differs from'} the model width).")
+    else:
+        notes.append("Heads × head width cannot be checked against the model width: "
+                     f"heads {shown(hp.get('n_head'))}, head width {shown(hp.get('head_dim'))}.")
+    if n_head and n_kv:
+        notes.append(f"{n_head} query heads and {n_kv} KV heads: {n_head / n_kv:g} query head(s) per KV head.")
+    else:
+        notes.append(f"Query heads {shown(hp.get('n_head'))}, KV heads {shown(hp.get('n_head_kv'))}: "
+                     "no single ratio of query heads to KV heads.")
+    published_ratio = SPECIMEN["n_ff"] / SPECIMEN["n_embd"]
+    if n_ff and n_embd:
+        notes.append(f"The feed-forward width is {n_ff / n_embd:.4g} × the model width "
+                     f"(published specimen: {published_ratio:.4g} ×).")
+    else:
+        notes.append(f"Feed-forward width {shown(hp.get('n_ff'))}, model width {shown(hp.get('n_embd'))}: "
+                     f"no single ratio (published specimen: {published_ratio:.4g} ×).")
+    return notes
+
+
+def block_counts(info: dict) -> dict[int, int]:
+    """Tensors per block, from the names blk.N.*."""
+    counts: Counter[int] = Counter()
+    for t in info["tensors"]:
+        parts = t["name"].split(".")
+        if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit():
+            counts[int(parts[1])] += 1
+    return dict(sorted(counts.items()))
+
+
 def ceiling_rows(bytes_per_tok: int, measured_gbs: dict | None, given_gbs: float | None,
-                 model_name: str) -> list[list[Any]]:
-    """source, model, bandwidth (GB/s), bytes per token, ceiling (tokens/s) = bandwidth ÷ bytes."""
+                 model_name: str, host_applies: bool = True) -> list[list[Any]]:
+    """source, model, bandwidth (GB/s), bytes per token, ceiling (tokens/s) = bandwidth ÷ bytes.
+
+    When the server does not decode on this host's CPU (host_applies False) the measured rows
+    stay, labelled as a ceiling for CPU decode on this host, not for the server."""
     def row(source: str, model: str, gbs: float, nbytes: float) -> list[Any]:
         return [source, model, gbs, nbytes, formulas.ceiling_tokens_per_s(gbs * GB, nbytes)]
 
-    rows = [row(PUBLISHED_HOST, PUBLISHED_MODEL, PUBLISHED_BANDWIDTH_GBS, PUBLISHED_MODEL_BYTES)]
+    rows = [row(PUBLISHED_HOST, PUBLISHED_MODEL, published.SPARK_BANDWIDTH_GB_PER_S, SPECIMEN["file_bytes"])]
     if given_gbs is not None:
         rows.append(row("given (--bandwidth-gbs)", model_name, float(given_gbs), bytes_per_tok))
     if measured_gbs is not None:
+        scope = "" if host_applies else ", CPU decode here, not the server"
         for stat in ("median", "min", "max"):
-            rows.append(row(f"this host, measured ({stat})", model_name, measured_gbs[stat], bytes_per_tok))
+            rows.append(row(f"this host, measured ({stat}{scope})", model_name, measured_gbs[stat], bytes_per_tok))
     return rows
 
 
-def bandwidth_bytes_per_thread(threads: int) -> int:
-    """256 MiB per thread, at most 2 GiB in all, never under 64 MiB (well past any cache here)."""
-    return max(64 * MiB, min(256 * MiB, 2048 * MiB // max(threads, 1)))
+def ceiling_notes(*, model_name: str, bw: dict, bytes_per_tok: int, flops: float, given: float | None,
+                  facts: dict, row_bytes: int | None, embd_bytes: int | None) -> list[str]:
+    """The sentences under the ceiling table; which ones apply depends on where the server decodes."""
+    gbs = bw["gb_per_s"]
+    applies = bool(facts.get("host_bandwidth_applies"))
+    host_ceiling = formulas.ceiling_tokens_per_s(gbs["median"] * GB, bytes_per_tok)
+    read = (f"This host read {gbs['median']:.3g} GB/s (median of {len(gbs['samples'])}, "
+            f"{gbs['min']:.3g}–{gbs['max']:.3g}) with {bw['threads']} threads over {bw['bytes_per_sample'] / MiB:,.0f} MiB")
+    notes = []
+    if applies:
+        notes.append(f"{read}; {facts.get('reason', 'the server decodes on this CPU')}, "
+                     f"so decoding {model_name} there cannot beat {host_ceiling:,.0f} tokens/s.")
+    else:
+        notes.append(f"{read}: {host_ceiling:,.0f} tokens/s is a ceiling for CPU decode on this host, not for the "
+                     f"server, because {facts.get('reason', 'the server does not decode on this CPU')}.")
+        if given is None:
+            notes.append("Pass --bandwidth-gbs with the memory bandwidth of the device the server decodes on "
+                         "to get the server's ceiling.")
+    if given is not None:
+        given_ceiling = formulas.ceiling_tokens_per_s(float(given) * GB, bytes_per_tok)
+        notes.append(f"With the given {float(given):g} GB/s, decoding {model_name} cannot beat "
+                     f"{given_ceiling:,.0f} tokens/s, {given_ceiling / host_ceiling:.3g} × this host's measured CPU ceiling.")
+    # The reference for the remaining sentences: the server's own bandwidth where known.
+    if applies or given is None:
+        ref_gbs, ref_label = gbs["median"], ("this host's median" if applies else "this host's CPU median")
+    else:
+        ref_gbs, ref_label = float(given), "the given bandwidth"
+    ref_ceiling = formulas.ceiling_tokens_per_s(ref_gbs * GB, bytes_per_tok)
+    if row_bytes is not None and embd_bytes:
+        strict = bytes_per_tok - embd_bytes + row_bytes
+        notes.append(f"Strictly, decode reads one {row_bytes:,}-byte row of token_embd per token, not all "
+                     f"{embd_bytes:,} bytes of it: {strict:,} bytes per token, a ceiling of "
+                     f"{formulas.ceiling_tokens_per_s(ref_gbs * GB, strict):,.0f} tokens/s at {ref_label} "
+                     f"({100 * embd_bytes / bytes_per_tok:.1f}% of the bytes are the embedding table).")
+    notes.append(f"At {ref_label} ceiling of {ref_ceiling:,.0f} tokens/s the arithmetic is "
+                 f"{ref_ceiling * flops / 1e9:,.4g} GFLOP/s ({flops / 1e9:.4g} GFLOP per token).")
+    return notes
 
 
 # --- the lesson ---------------------------------------------------------------------------
@@ -147,44 +238,40 @@ def main(ctx: LessonContext):
     model_name = info.get("name") or ctx.identity.get("model", {}).get("name") or "this model"
     ctx.settings["model_file"] = ctx.identity.get("model", {}).get("file")
 
-    heads_ok = isinstance(hp["head_dim"], int) and hp["head_dim"] * hp["n_head"] == hp["n_embd"]
     ctx.table(
         "architecture", "Architecture and hyperparameters",
-        [("property", ""), ("this model", ""), ("published specimen", ""), ("read from", "")],
+        [("property", ""), ("this model", ""), (f"published specimen ({published.SPECIMEN_NAME})", ""), ("read from", "")],
         hyperparameter_rows(info),
-        notes=[
-            f"{model_name}: {hp['n_layer']} blocks of width {hp['n_embd']}; "
-            f"{hp['n_head']} heads × {hp['head_dim']} = {hp['n_head'] * hp['head_dim']} "
-            f"({'equals' if heads_ok else 'differs from'} the model width).",
-            f"{hp['n_head']} query heads and {hp['n_head_kv']} KV heads: "
-            f"{hp['n_head'] / hp['n_head_kv']:g} query head(s) per KV head."
-            if hp["n_head_kv"] else "The file gives no KV head count.",
-            f"The feed-forward width is {hp['n_ff'] / hp['n_embd']:.4g} × the model width "
-            f"(published specimen: {PUBLISHED_SHAPE['n_ff'] / PUBLISHED_SHAPE['n_embd']:.4g} ×).",
-        ],
+        notes=hyperparameter_notes(model_name, hp),
     )
 
     # 2. Every tensor.
     rows = tensor_rows(info)
     biggest = max(rows, key=lambda r: r[4])
-    per_block = [r for r in rows if r[0].startswith("blk.0.")]
+    per_block = block_counts(info)
+    in_blocks = sum(per_block.values())
+    embd = token_embd(info)
+    if not per_block:
+        blocks_text = "none of them in numbered blocks."
+    elif min(per_block.values()) == max(per_block.values()):
+        blocks_text = f"{min(per_block.values())} in each of the {len(per_block)} blocks, {len(rows) - in_blocks} outside them."
+    else:
+        blocks_text = (f"{min(per_block.values())}–{max(per_block.values())} in each of the {len(per_block)} blocks, "
+                       f"{len(rows) - in_blocks} outside them.")
     ctx.table(
         "tensors", "Every tensor in the file",
         [("name", ""), ("shape", "elements"), ("type", ""), ("elements", ""), ("bytes", "")],
         rows,
         notes=[
-            f"{len(rows)} tensors: {len(per_block)} in each of the {hp['n_layer']} blocks, "
-            f"{len(rows) - len(per_block) * hp['n_layer']} outside them.",
-            f"Shapes are in llama.cpp's order, row length first: token_embd is "
-            f"{shape_text(next((t['shape'] for t in info['tensors'] if t['name'] == 'token_embd.weight'), []))}, "
-            f"one row of width {hp['n_embd']} per vocabulary entry.",
+            f"{len(rows)} tensors: {blocks_text}",
+            _embedding_shape_note(embd, hp),
             f"The largest tensor is {biggest[0]} ({biggest[4]:,} bytes, "
             f"{100 * biggest[4] / info['tensor_bytes']:.1f}% of all tensor bytes).",
         ],
     )
 
     # 3. Parameter count and bytes.
-    n_params = sum(r[3] for r in rows)
+    n_params = info["n_params"]
     bytes_per_tok = formulas.bytes_per_token(info)
     server_meta = _server_meta(ctx)
     overhead = info["file_size_bytes"] - bytes_per_tok
@@ -192,18 +279,18 @@ def main(ctx: LessonContext):
         "totals", "Parameters and bytes",
         [("quantity", ""), ("this model", ""), ("server's /v1/models", ""), ("published specimen", "")],
         [
-            ["parameters (sum of tensor elements)", n_params, server_meta.get("n_params"), PUBLISHED_N_PARAMS],
+            ["parameters (sum of tensor elements)", n_params, server_meta.get("n_params"), SPECIMEN["n_params"]],
             ["tensor bytes", bytes_per_tok, server_meta.get("size"), None],
-            ["file size (bytes)", info["file_size_bytes"], None, PUBLISHED_MODEL_BYTES],
+            ["file size (bytes)", info["file_size_bytes"], None, SPECIMEN["file_bytes"]],
             ["header and padding (bytes)", overhead, None, None],
-            ["average bits per parameter", 8 * bytes_per_tok / n_params, None, 8 * PUBLISHED_MODEL_BYTES / PUBLISHED_N_PARAMS],
+            ["average bits per parameter", 8 * bytes_per_tok / n_params, None, 8 * SPECIMEN["file_bytes"] / SPECIMEN["n_params"]],
         ],
         notes=[
             f"{n_params:,} parameters ({n_params / 1e6:,.4g} million) in {bytes_per_tok:,} bytes of tensor data.",
             f"The header (metadata, tokenizer, tensor index) and alignment padding take {overhead:,} bytes, "
             f"{100 * overhead / info['file_size_bytes']:.2f}% of the file.",
             _server_agreement(server_meta, n_params, bytes_per_tok),
-            f"This model has {n_params / PUBLISHED_N_PARAMS:.3g} × the published specimen's parameters.",
+            f"This model has {n_params / SPECIMEN['n_params']:.3g} × the published specimen's parameters.",
         ],
     )
     ctx.measure("n_params", "parameters", [n_params], higher_is_better=None,
@@ -225,30 +312,31 @@ def main(ctx: LessonContext):
 
     # 5. Where the parameters are.
     grows = group_rows(info)
-    top = max(grows, key=lambda r: r[2])
+    share = {r[0]: r[2] for r in grows}
+    top = max(grows, key=lambda r: r[1])
     ctx.table(
         "parameter_groups", "Where the parameters are",
-        [("part", ""), ("tensors", ""), ("parameters", ""), ("share of parameters", "%"), ("bytes", ""),
-         ("share of bytes", "%")],
+        [("part", ""), ("parameters", ""), ("share of parameters", "%")],
         grows,
         notes=[
-            f"The {top[0]} part holds the most parameters: {top[3]:.1f}%.",
-            f"Attention and feed-forward together, the {hp['n_layer']} blocks: "
-            f"{sum(r[3] for r in grows if r[0] in ('attention', 'feed-forward')):.1f}%; "
-            f"embedding and output, the two vocabulary-sized matrices: "
-            f"{sum(r[3] for r in grows if r[0] in ('embedding', 'output')):.1f}%.",
-        ],
+            f"The {top[0]} part holds the most parameters: {top[2]:.1f}%.",
+            f"Attention and feed-forward together, the {len(per_block) or shown(hp.get('n_layer'))} blocks: "
+            f"{share.get('attention', 0) + share.get('feed-forward', 0):.1f}%; "
+            f"embedding and output, the vocabulary-sized matrices: "
+            f"{share.get('embedding', 0) + share.get('output', 0):.1f}%.",
+        ] + ([] if share.get("output") else
+             ["The file has no output.weight: the logits reuse token_embd (tied embeddings), so the output part is empty."]),
     )
 
     # 6. The work of one decoded token: every weight read once, ~2 FLOPs per weight.
     flops = formulas.flops_per_token(n_params)
-    pub_flops = formulas.flops_per_token(PUBLISHED_N_PARAMS)
+    pub_flops = formulas.flops_per_token(SPECIMEN["n_params"])
     ctx.table(
         "work_per_token", "Work per decoded token",
         [("model", ""), ("parameters", ""), ("bytes read", "bytes"), ("FLOPs", "GFLOP"), ("FLOPs per byte", "")],
         [
             [model_name, n_params, bytes_per_tok, flops / 1e9, flops / bytes_per_tok],
-            [PUBLISHED_MODEL, PUBLISHED_N_PARAMS, PUBLISHED_MODEL_BYTES, pub_flops / 1e9, pub_flops / PUBLISHED_MODEL_BYTES],
+            [PUBLISHED_MODEL, SPECIMEN["n_params"], SPECIMEN["file_bytes"], pub_flops / 1e9, pub_flops / SPECIMEN["file_bytes"]],
         ],
         notes=[
             f"One token reads all {bytes_per_tok:,} bytes of weights and does about 2 × {n_params:,} = "
@@ -260,55 +348,57 @@ def main(ctx: LessonContext):
 
     # 7. The bandwidth ceiling: bandwidth ÷ bytes per token.
     ctx.step("measuring this host's memory read bandwidth")
+    facts = ctx.server_facts()
     threads = formulas.server_threads(ctx.identity.get("server", {}).get("flags"))
-    bw = ctx.host("read_bandwidth", lambda: hostbench.measure_read_bandwidth(
-        threads=threads, bytes_per_thread=bandwidth_bytes_per_thread(threads), repeats=ctx.repeat + 2))
+    repeat = ctx.repeat
+    bw = ctx.host("read_bandwidth", lambda: hostbench.host_bandwidth(threads, repeat))
     given = ctx.option("bandwidth_gbs")
     ctx.settings["bandwidth_gbs"] = given
-    bw_settings = {"threads": bw["threads"], "bytes_per_thread": bw["bytes_per_thread"]}
-    ctx.settings["read_bandwidth"] = bw_settings
+    ctx.settings["read_bandwidth"] = {"threads": bw["threads"], "bytes_per_thread": bw["bytes_per_thread"]}
     gbs = bw["gb_per_s"]
-    ceil_rows = ceiling_rows(bytes_per_tok, gbs, given, model_name)
-    published = ceil_rows[0]
-    host_median = next(r for r in ceil_rows if r[0].endswith("(median)"))
-    embd_bytes = next((t["n_bytes"] for t in info["tensors"] if t["name"] == "token_embd.weight"), 0)
-    one_row = embd_bytes // hp["n_vocab"] if hp["n_vocab"] else 0
-    strict_bytes = bytes_per_tok - embd_bytes + one_row
+    applies = bool(facts["host_bandwidth_applies"])
+    ceil_rows = ceiling_rows(bytes_per_tok, gbs, given, model_name, host_applies=applies)
+    pub = ceil_rows[0]
+    embd_bytes = embd["n_bytes"] if embd else None
     ctx.table(
         "bandwidth_ceiling", "The bandwidth ceiling: tokens/s ≤ bandwidth ÷ bytes per token",
         [("bandwidth source", ""), ("model", ""), ("bandwidth", "GB/s"), ("bytes per token", "bytes"),
          ("ceiling", "tokens/s")],
         ceil_rows,
         notes=[
-            f"Published example: {published[2]:g} GB/s ÷ {published[3] / GB:g} GB = {published[4]:.1f} tokens/s "
-            f"(the course quotes {PUBLISHED_CEILING_TOKENS_PER_S:g}; computed ÷ quoted = "
-            f"{published[4] / PUBLISHED_CEILING_TOKENS_PER_S:.3f}).",
-            f"This host read {gbs['median']:.3g} GB/s (median of {len(gbs['samples'])}, "
-            f"{gbs['min']:.3g}–{gbs['max']:.3g}) with {bw['threads']} threads over {bw['bytes_per_sample'] / MiB:,.0f} MiB, "
-            f"so decoding {model_name} here cannot beat {host_median[4]:,.0f} tokens/s.",
-            f"Strictly, decode reads one {one_row:,}-byte row of token_embd per token, not all "
-            f"{embd_bytes:,} bytes of it: {strict_bytes:,} bytes per token, a ceiling of "
-            f"{formulas.ceiling_tokens_per_s(gbs['median'] * GB, strict_bytes):,.0f} tokens/s at the median "
-            f"({100 * embd_bytes / bytes_per_tok:.1f}% of the bytes are the embedding table).",
-            f"At that ceiling the arithmetic is {host_median[4] * flops / 1e9:,.0f} GFLOP/s "
-            f"({flops / 1e9:.4g} GFLOP per token).",
-        ] + [
-            f"With the given {r[2]:g} GB/s the ceiling is {r[4]:,.0f} tokens/s, "
-            f"{r[4] / host_median[4]:.3g} × this host's measured one."
-            for r in ceil_rows if r[0].startswith("given")
-        ],
+            f"Published example: {pub[2]:g} GB/s ÷ {pub[3] / GB:g} GB = {pub[4]:.1f} tokens/s "
+            f"(the course quotes {PUBLISHED_CEILING:g}; computed ÷ quoted = {pub[4] / PUBLISHED_CEILING:.3f}).",
+        ] + ceiling_notes(model_name=model_name, bw=bw, bytes_per_tok=bytes_per_tok, flops=flops, given=given,
+                          facts=facts, row_bytes=embedding_row_bytes(info), embd_bytes=embd_bytes),
     )
-    ctx.measure("read_bandwidth_gb_per_s", "GB/s", gbs["samples"], higher_is_better=None,
+    bw_settings = {"threads": threads}
+    ctx.measure("read_bandwidth_gb_per_s", "GB/s", gbs["samples"], higher_is_better=True,
                 settings=bw_settings, description=bw["method"])
-    ctx.measure("decode_ceiling_tokens_per_s_measured_bandwidth", "tokens/s",
-                [formulas.ceiling_tokens_per_s(s * GB, bytes_per_tok) for s in gbs["samples"]],
+    ctx.measure("decode_ceiling_tokens_per_s_measured_bandwidth" if applies else "host_cpu_decode_ceiling_tokens_per_s",
+                "tokens/s", [formulas.ceiling_tokens_per_s(s * GB, bytes_per_tok) for s in gbs["samples"]],
                 higher_is_better=None, settings=bw_settings,
-                description="each bandwidth sample ÷ bytes per token")
+                description="each bandwidth sample ÷ bytes per token"
+                + ("" if applies else f": CPU decode on this host, not the server ({facts['reason']})"))
     if given is not None:
         ctx.measure("decode_ceiling_tokens_per_s_given_bandwidth", "tokens/s",
                     [formulas.ceiling_tokens_per_s(float(given) * GB, bytes_per_tok)], higher_is_better=None,
                     settings={"bandwidth_gbs": float(given)}, description="--bandwidth-gbs ÷ bytes per token")
     return ctx.finish()
+
+
+def _embedding_shape_note(embd: dict | None, hp: dict) -> str:
+    if embd is None:
+        return "Shapes are in llama.cpp's order, row length first; this file has no 2-D token_embd."
+    width, n_rows = embd["shape"]
+    n_vocab = number(hp.get("n_vocab"))
+    if n_vocab is None or n_rows == n_vocab:
+        vocab = "one per token id"
+    elif n_rows > n_vocab:
+        vocab = f"{n_rows - n_vocab:,} more than the vocabulary's {n_vocab:,} entries (padding)"
+    else:
+        vocab = f"{n_vocab - n_rows:,} fewer than the vocabulary's {n_vocab:,} entries"
+    return (f"Shapes are in llama.cpp's order, row length first: token_embd is {shape_text(embd['shape'])}, "
+            f"{n_rows:,} rows of width {width:,}, {vocab}.")
 
 
 def _server_meta(ctx: LessonContext) -> dict:

@@ -4,9 +4,10 @@ A model never sees characters: the tokenizer cuts text into pieces from a fixed 
 hands the model their ids. This script sends short texts through the server's /tokenize (with
 pieces) and back through /detokenize, so the pieces show how spacing, code, numbers and non-ASCII
 text are cut (a space belongs to the token after it; bytes of a character can land in separate
-tokens). It reads the vocabulary size from the model file and from the server, then follows one
-id into the model: the id selects one row of the token_embd matrix, a vector as wide as the model,
-read here straight from the GGUF file.
+tokens). It reads the vocabulary size from the server and, where the model file is readable
+here, from the file, then follows one id into the model: the id selects one row of the token_embd
+matrix, a vector as wide as the model, read straight from the GGUF file. Against a remote server
+without --model only the server's side is shown.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bytesup.errors import BytesupError
 from bytesup.gguf_read import embedding_row, read_model_info
-from bytesup.records import TokenPiece, Tokenized
+from bytesup.records import Tokenized, TokenPiece, shown_token
 from bytesup.runner import LessonContext, script_main
 
 TITLE = "Tokens and embeddings"
@@ -43,7 +45,9 @@ SHOW_NUMBERS = 8  # leading numbers of an embedding row shown in the table
 
 def piece_text(piece: TokenPiece) -> str:
     """A piece with its spacing visible: repr of the text, or of the bytes when not valid UTF-8."""
-    return repr(bytes(piece.piece)) if isinstance(piece.piece, list) else repr(piece.piece)
+    if isinstance(piece.piece, list):
+        return shown_token("", piece.piece)
+    return shown_token(piece.piece)
 
 
 def piece_hex(piece: TokenPiece) -> str:
@@ -95,6 +99,46 @@ def model_facts(path) -> dict:
     }
 
 
+def readable_model_facts(ctx: LessonContext) -> dict | None:
+    """model_facts of the served model, or None when no model file is readable here (a remote
+    server without --model). A file that is there but is not a valid GGUF still fails loudly."""
+    try:
+        path = ctx.require_model()
+    except BytesupError:
+        return None
+    return model_facts(path)
+
+
+def leading_space_note(ids: dict[str, list[int]]) -> str:
+    plain, spaced = ids["Paris"], ids[" Paris"]
+    if plain != spaced:
+        return (f"'Paris' is ids {plain} and ' Paris' is ids {spaced}: different ids, "
+                "so the leading space is part of the token.")
+    return f"'Paris' and ' Paris' are both ids {plain}: this tokenizer gives the leading space no token of its own here."
+
+
+def whitespace_note(pieces: list[TokenPiece]) -> str:
+    """What became of the code line's newline and indentation."""
+    alone = [piece_text(p) for p in pieces if p.piece_bytes and p.piece_bytes.strip() == b""]
+    if alone:
+        return f"In the code line, whitespace-only pieces: {', '.join(alone)}: newline and indentation are tokens too."
+    carrying = [piece_text(p) for p in pieces if b"\n" in p.piece_bytes or p.piece_bytes.startswith(b"  ")]
+    if carrying:
+        return ("In the code line no piece is whitespace alone; the newline and indentation ride inside "
+                f"{', '.join(carrying)}.")
+    return "In the code line no piece holds the newline or the indentation."
+
+
+def vocabulary_note(reported: list[int]) -> str:
+    sizes = sorted(set(reported))
+    if not sizes:
+        return "No source reports a vocabulary size."
+    if len(reported) == 1:
+        return f"One source reports a size: {sizes[0]:,}."
+    verdict = "all agree" if len(sizes) == 1 else "disagree"
+    return f"{len(reported)} sources report a size; they {verdict}: {', '.join(f'{v:,}' for v in sizes)}."
+
+
 # --- the lesson ---------------------------------------------------------------------------
 
 def main(ctx: LessonContext):
@@ -117,7 +161,6 @@ def main(ctx: LessonContext):
     ids = {t: [p.id for p in results[t][0]] for t in TEXTS}
     eq = {t: _pieces_with(results, t, b"=") for t in ("a==b", "a == b")}
     fib = next(t for t in TEXTS if t.startswith("def "))
-    fib_ws = [piece_text(p) for p in results[fib][0] if p.piece_bytes.strip() == b""]
     ctx.table(
         "tokenization", "Text → tokens → text",
         [("text", ""), ("characters", ""), ("UTF-8 bytes", ""), ("tokens", ""), ("characters per token", ""),
@@ -125,12 +168,11 @@ def main(ctx: LessonContext):
         summary,
         notes=[
             f"{sum(r[7] for r in summary)} of {len(summary)} texts came back unchanged from /detokenize.",
-            f"'Paris' is ids {ids['Paris']} and ' Paris' is ids {ids[' Paris']}: "
-            f"{'different' if ids['Paris'] != ids[' Paris'] else 'the same'} ids; the leading space is part of the token.",
+            leading_space_note(ids),
             f"'a==b' took {len(ids['a==b'])} tokens and 'a == b' took {len(ids['a == b'])}; their '=' pieces are "
-            f"{', '.join(eq['a==b'][0])} and {', '.join(eq['a == b'][0])}, "
+            f"{', '.join(eq['a==b'][0]) or 'none'} and {', '.join(eq['a == b'][0]) or 'none'}, "
             f"{'with no id in common' if not set(eq['a==b'][1]) & set(eq['a == b'][1]) else 'sharing some ids'}.",
-            f"In the code line, whitespace-only pieces: {', '.join(fib_ws) or 'none'} (newline and indentation are tokens too).",
+            whitespace_note(results[fib][0]),
             f"'3.14159' took {len(ids['3.14159'])} tokens and '2026' took {len(ids['2026'])}.",
             f"Over all {len(summary)} texts: {n_chars} characters in {n_tokens} tokens, "
             f"{n_chars / n_tokens:.2f} characters per token.",
@@ -162,35 +204,47 @@ def main(ctx: LessonContext):
         ],
     )
 
-    # 3. Vocabulary size: the file and the server.
-    facts = ctx.host("model_info", lambda: model_facts(ctx.require_model()))
-    hp = facts["hyperparameters"]
+    # 3. Vocabulary size: the server, and the file where it is readable here.
+    facts = ctx.host("model_info", lambda: readable_model_facts(ctx))
     props = ctx.server.props().model_dump(mode="json")
     models = ctx.server.models().model_dump(mode="json")
     meta = (models.get("data") or [{}])[0].get("meta") or {}
-    embd = facts["token_embd"]
-    out = facts["output"]
-    vocab_rows = [
-        ["GGUF: tokenizer.ggml.tokens (entries)", facts["tokens_in_vocabulary"]],
-        ["GGUF: token_embd rows", embd["shape"][1] if embd else None],
-        ["GGUF: output rows (one score per entry)", out["shape"][1] if out else None],
+    embd = facts["token_embd"] if facts else None
+    out = facts["output"] if facts else None
+    vocab_rows = []
+    if facts:
+        vocab_rows += [
+            ["GGUF: tokenizer.ggml.tokens (entries)", facts["tokens_in_vocabulary"]],
+            ["GGUF: token_embd rows", embd["shape"][1] if embd else None],
+            ["GGUF: output rows (one score per entry)", out["shape"][1] if out else None],
+        ]
+    vocab_rows += [
         ["server: /v1/models meta n_vocab", meta.get("n_vocab")],
         ["server: /props n_vocab", find_key(props, "n_vocab")],
     ]
-    reported = [r[1] for r in vocab_rows if r[1] is not None]
-    ctx.table(
-        "vocabulary", "Vocabulary size",
-        [("source", ""), ("entries", "")],
-        vocab_rows,
-        notes=[
-            f"{len(reported)} sources report a size; they {'all agree' if len(set(reported)) == 1 else 'disagree'}: "
-            f"{', '.join(f'{v:,}' for v in sorted(set(reported)))}.",
-            f"Every id in this lesson is below {hp['n_vocab']:,}: "
-            f"{'yes' if max(r[2] for r in token_rows) < hp['n_vocab'] else 'no'}.",
-        ] + ([] if find_key(props, "n_vocab") is not None else ["/props does not report n_vocab in this build."]),
-    )
+    reported = [r[1] for r in vocab_rows if isinstance(r[1], int)]
+    hp = facts["hyperparameters"] if facts else {}
+    n_vocab = hp.get("n_vocab") if isinstance(hp.get("n_vocab"), int) else meta.get("n_vocab")
+    largest_id = max(r[2] for r in token_rows)
+    vocab_notes = [vocabulary_note(reported)]
+    if isinstance(n_vocab, int):
+        vocab_notes.append(f"Every id in this lesson is below {n_vocab:,}: {'yes' if largest_id < n_vocab else 'no'} "
+                           f"(largest {largest_id:,}).")
+    if find_key(props, "n_vocab") is None:
+        vocab_notes.append("/props does not report n_vocab in this build.")
+    if facts is None:
+        vocab_notes.append(f"The model file is not readable here ({_skipped_reason(ctx)}), so the file's vocabulary "
+                           "is not listed; pass --model PATH.gguf, the file the server runs, to add it.")
+    elif embd and out is None:
+        vocab_notes.append("The file has no output.weight: the logits reuse token_embd's rows (tied embeddings).")
+    ctx.table("vocabulary", "Vocabulary size", [("source", ""), ("entries", "")], vocab_rows, notes=vocab_notes)
 
     # 4. An id selects one row of token_embd.
+    if facts is None or embd is None or len(embd["shape"]) != 2:
+        why = (f"the model file is not readable here ({_skipped_reason(ctx)})" if facts is None
+               else "the file has no 2-D token_embd.weight")
+        ctx.note(f"The embedding rows are skipped: {why}.")
+        return ctx.finish()
     ctx.step("reading embedding rows from the GGUF")
     chosen = []
     for text in EMBEDDING_TEXTS:
@@ -198,7 +252,7 @@ def main(ctx: LessonContext):
         chosen.append((text, pieces[0], len(pieces)))  # a one-token text, else its first token
     rows_by_id = ctx.host("embedding_rows", lambda: {
         str(p.id): embedding_row(ctx.require_model(), p.id) for _, p, _ in chosen})
-    width = hp["n_embd"]
+    width = hp.get("n_embd") if isinstance(hp.get("n_embd"), int) else embd["shape"][0]
     emb_rows = []
     for text, p, n in chosen:
         row = rows_by_id[str(p.id)]
@@ -206,14 +260,17 @@ def main(ctx: LessonContext):
                          row[:SHOW_NUMBERS], l2_norm(row), l2_norm(row[:SHOW_NUMBERS])])
     a, b = (rows_by_id[str(p.id)] for _, p, _ in chosen)
     cos = cosine(a, b)
-    row_bytes = embd["n_bytes"] // embd["shape"][1]
+    n_rows = embd["shape"][1]
+    row_bytes = embd["n_bytes"] // n_rows
+    same = chosen[0][1].id == chosen[1][1].id
     notes = [
-        f"token_embd is {embd['shape'][1]:,} rows of {embd['shape'][0]:,} numbers stored as {embd['type']}; "
+        f"token_embd is {n_rows:,} rows of {embd['shape'][0]:,} numbers stored as {embd['type']}; "
         f"looking up one id reads one {row_bytes:,}-byte row.",
         f"Both rows have {width:,} numbers, the model width: "
         f"{'yes' if all(r[5] for r in emb_rows) else 'no'}.",
-        f"Ids {chosen[0][1].id} and {chosen[1][1].id} select rows whose cosine similarity is {cos:.4f} "
-        f"(1 = same direction, 0 = unrelated).",
+        (f"Both texts start with id {chosen[0][1].id}: the same row." if same else
+         f"Ids {chosen[0][1].id} and {chosen[1][1].id} select rows whose cosine similarity is {cos:.4f} "
+         f"(1 = same direction, 0 = unrelated)."),
     ] + [f"{t!r} is {n} tokens; the row shown is its first token's." for t, _, n in chosen if n > 1]
     if facts.get("description") and "random" in facts["description"].lower():
         notes.append(f"The file describes itself as {facts['description']!r}: its rows carry no meaning, only shape.")
@@ -225,6 +282,14 @@ def main(ctx: LessonContext):
         notes=notes,
     )
     return ctx.finish()
+
+
+def _skipped_reason(ctx: LessonContext) -> str:
+    """Why the model file is not read: where the server runs and whether a file was named."""
+    facts = ctx.server_facts()
+    if not facts["local"]:
+        return f"the server runs on {facts['url_host']}"
+    return "the server did not name a file that this host can read"
 
 
 def _pieces_with(results: dict, text: str, part: bytes) -> tuple[list[str], list[int]]:

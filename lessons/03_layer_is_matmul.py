@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bytesup import gguf_read, hostbench
+from bytesup import gguf_read, hostbench, published
 from bytesup.errors import BytesupError
 from bytesup.results import Series
 from bytesup.runner import LessonContext, script_main
@@ -23,14 +23,19 @@ TITLE = "A layer is matrix multiplication"
 
 # Tokens per product: 1 is one token (matvec); the rest are batches of tokens (matmul).
 TOKEN_COUNTS = [1, 8, 64, 512, 2048]
-# The course's specimen (deepseek-coder-6.7b) has model width 4,096: a course-sized matrix.
-COURSE_WIDTH = 4096
+# The published specimen's model width (4,096 for deepseek-coder-6.7b): a course-sized matrix.
+COURSE_WIDTH = published.SPECIMEN["n_embd"]
 # Products larger than the course-sized 4,096 × 4,096 × 2,048 one (about 69 GFLOP, under half a
 # second on the course's 2-core host) are skipped, so the lesson stays quick with big models.
-MAX_FLOPS = 2 * COURSE_WIDTH * COURSE_WIDTH * 2048
+MAX_FLOPS = 2 * COURSE_WIDTH * COURSE_WIDTH * max(TOKEN_COUNTS)
 DTYPE = "float32"
 SEED = 3  # the worked examples' random matrices
 RMS_EPS = 1e-6  # RMSNorm's epsilon; llama models store theirs in the GGUF, typically 1e-5 or 1e-6
+# Each timed sample repeats the product until one batch lasts this long (hostbench's min_time_s):
+# a single small product is shorter than the timer's noise.
+MIN_SAMPLE_S = 0.05
+# Worked-example differences below this are floating-point rounding; above it, a real change.
+ROUNDING = 1e-9
 
 # The model's matrices, as (label, tensor name); block 0 stands for every block.
 MODEL_MATRICES = [
@@ -131,11 +136,30 @@ def row_for(label: str, bench: dict, base_ms_per_token: float) -> list[Any]:
 
 
 def _model_info(ctx: LessonContext) -> dict | None:
-    """The served model's GGUF facts, or None when the file is not readable here."""
+    """The served model's GGUF facts, or None when no model file is readable here (a remote
+    server without --model). A file that is there but is not a valid GGUF raises its GGUFError."""
     try:
-        return gguf_read.read_model_info(ctx.require_model())
+        path = ctx.require_model()
     except BytesupError:
         return None
+    return gguf_read.read_model_info(path)
+
+
+def shown(value: Any) -> str:
+    """A hyperparameter for a note: the number, a per-layer range, or "not in the file"."""
+    if isinstance(value, bool) or value is None:
+        return "not in the file"
+    if isinstance(value, (int, float)):
+        return f"{value:,}"
+    if isinstance(value, list) and value and all(isinstance(v, (int, float)) for v in value):
+        low, high = min(value), max(value)
+        return f"per layer {low:,}" if low == high else f"per layer {low:,}–{high:,}"
+    return "not in the file as a number"
+
+
+def sample_ms(bench: dict) -> list[float]:
+    """How long each timed sample lasted: time per product × products per sample, in ms."""
+    return [t * bench["products_per_sample"] * 1000.0 for t in bench["seconds"]["samples"]]
 
 
 MATMUL_COLUMNS = [("matrix", ""), ("M", "rows"), ("K", "columns"), ("N", "tokens"), ("time", "ms, median"),
@@ -146,7 +170,7 @@ MATMUL_COLUMNS = [("matrix", ""), ("M", "rows"), ("K", "columns"), ("N", "tokens
 def main(ctx: LessonContext):
     repeat = ctx.repeat
     ctx.settings = {"dtype": DTYPE, "token_counts": TOKEN_COUNTS, "max_flops_per_product": MAX_FLOPS,
-                    "repeats": repeat, "worked_example_seed": SEED}
+                    "repeats": repeat, "min_sample_s": MIN_SAMPLE_S, "worked_example_seed": SEED}
 
     # 1. y = Wx + b on numbers small enough to check by hand -------------------------------
     ctx.step("worked examples")
@@ -176,8 +200,8 @@ def main(ctx: LessonContext):
     shapes = matrix_shapes(info)
     if info:
         hp = info["hyperparameters"]
-        about = (f"The served model has width {hp['n_embd']:,}, feed-forward width {hp['n_ff']:,} and "
-                 f"a vocabulary of {hp['n_vocab']:,}; a matrix of M rows turns K numbers per token into M.")
+        about = (f"The served model has width {shown(hp.get('n_embd'))}, feed-forward width {shown(hp.get('n_ff'))} "
+                 f"and a vocabulary of {shown(hp.get('n_vocab'))}; a matrix of M rows turns K numbers per token into M.")
     else:
         about = "The model file is not readable here (pass --model PATH.gguf), so only the course-sized matrix is timed."
     ctx.table("matrix_shapes", "The matrices timed: the served model's own, and a course-sized one",
@@ -188,7 +212,7 @@ def main(ctx: LessonContext):
                  for s in shapes if s["duplicate"]])
 
     # 4. Matvec (one token) versus matmul (N tokens) ---------------------------------------
-    rows, skipped, series_gflops, series_rel = [], [], [], []
+    rows, skipped, series_gflops, series_rel, all_benches = [], [], [], [], []
     for s in shapes:
         if s["duplicate"]:
             continue
@@ -197,9 +221,10 @@ def main(ctx: LessonContext):
         skipped += [(s["label"], n) for n in skip]
         benches = []
         for n in ctx.track(counts, f"{s['label']}: {m} × {k}"):
-            benches.append(ctx.host(f"matmul_{m}x{k}x{n}",
-                                    lambda n=n: hostbench.measure_matmul(m, k, n, dtype=DTYPE, repeats=repeat)))
+            benches.append(ctx.host(f"matmul_{m}x{k}x{n}", lambda m=m, k=k, n=n: hostbench.measure_matmul(
+                m, k, n, dtype=DTYPE, repeats=repeat, min_time_s=MIN_SAMPLE_S)))
         base = benches[0]["seconds"]["median"] * 1000.0  # N = 1 comes first
+        all_benches += benches
         shape_rows = [row_for(s["label"], b, base) for b in benches]
         rows += shape_rows
         for b in benches:
@@ -220,16 +245,25 @@ def main(ctx: LessonContext):
                          f"{last[3]:,} tokens together run at {last[5]:,.1f} GFLOP/s ({last[8]:,.0f} FLOP/byte), "
                          f"so each token costs {last[10]:.3f}× the time of a lone token ({1 / last[10]:,.1f}× cheaper).")
     matvec = [r for r in rows if r[3] == 1]
+    batched = [r for r in rows if r[3] > 1]
     biggest = max(matvec, key=lambda r: r[6])
+    best_one, best_many = max(r[5] for r in matvec), max((r[5] for r in batched), default=None)
     notes.append(f"One token at a time, every matrix runs at under {max(r[8] for r in matvec):.2f} FLOP/byte: a matrix-vector "
-                 "product reads each weight to do two FLOPs with it, so memory, not arithmetic, sets its speed. "
-                 f"The largest, {biggest[0]} ({biggest[6] / 2**20:,.1f} MiB), streamed at {biggest[7]:,.1f} GB/s"
-                 + (f"; smaller ones, which can stay in the CPU caches between repeats, reached up to {max(r[7] for r in matvec):,.1f} GB/s."
-                    if max(r[7] for r in matvec) > biggest[7] else "."))
+                 "product reads each weight to do two FLOPs with it."
+                 + ("" if best_many is None else
+                    f" The fastest of them, {best_one:,.1f} GFLOP/s, is {best_one / best_many:.1%} of the fastest batched product's "
+                    f"{best_many:,.1f} GFLOP/s, " + ("so reading the weights, not the arithmetic, holds a lone token back."
+                                                      if best_one < best_many / 2 else
+                                                      "so on this host the lone token is not held back much.")))
+    notes.append(f"The largest, {biggest[0]} ({biggest[6] / 2**20:,.1f} MiB), streamed at {biggest[7]:,.1f} GB/s"
+                 + (f"; smaller ones, which can stay in the CPU caches between repeats, reached up to "
+                    f"{max(r[7] for r in matvec):,.1f} GB/s." if max(r[7] for r in matvec) > biggest[7] else "."))
     if skipped:
         notes.append("Skipped to keep the lesson quick (products above "
                      f"{MAX_FLOPS / 1e9:,.0f} GFLOP): " + "; ".join(f"{label} at N = {n:,}" for label, n in skipped) + ".")
-    notes.append(f"Times are medians of {repeat} samples; each sample repeats the product until it lasts at least 50 ms. "
+    lasted = [ms for b in all_benches for ms in sample_ms(b)]
+    notes.append(f"Times are medians of {repeat} samples; each sample repeats the product enough times to last about "
+                 f"{MIN_SAMPLE_S * 1000:g} ms (measured: {min(lasted):,.0f}–{max(lasted):,.0f} ms). "
                  f"Bytes moved count W, X and Y once each, in {DTYPE}.")
     ctx.table("matvec_vs_matmul", "One token (matvec) versus N tokens (matmul), measured with numpy on this host",
               MATMUL_COLUMNS, rows, notes=notes)
@@ -244,7 +278,9 @@ def main(ctx: LessonContext):
               [("vector", ""), ("values", ""), ("root mean square", "")],
               [["before", rn["v"], rn["rms_before"]], ["after", rn["normed"], rn["rms_after"]]],
               notes=[f"The root mean square goes from {rn['rms_before']:.4f} to {rn['rms_after']:.6f} "
-                     f"(1 up to the epsilon {rn['eps']:g}); a model then multiplies by its learned scale (attn_norm, ffn_norm)."])
+                     + (f"(1 up to the epsilon {rn['eps']:g})" if abs(rn["rms_after"] - 1) < 10 * rn["eps"] else
+                        f"(not 1: the epsilon {rn['eps']:g} matters for a vector this small)")
+                     + "; a model then multiplies by its learned scale (attn_norm, ffn_norm)."])
 
     # 6. Two linear maps are one linear map; a nonlinearity between them is not ------------
     c = ex["composition"]
@@ -255,10 +291,15 @@ def main(ctx: LessonContext):
                ["max abs difference", c["max_abs_difference"]],
                ["W2 SiLU(W1x): a nonlinearity between", c["with_silu"]],
                ["max abs difference from (W2W1)x", c["silu_max_abs_difference"]]],
-              notes=[f"Without a nonlinearity the two layers equal the single matrix W2W1 to {c['max_abs_difference']:.1e} "
-                     "(floating-point rounding): stacking linear layers adds no depth.",
-                     f"With SiLU between them the result moves by up to {c['silu_max_abs_difference']:.3f}, and no single "
-                     "matrix reproduces it for every x: the nonlinearity is what makes depth."])
+              notes=[(f"Without a nonlinearity the two layers equal the single matrix W2W1 to {c['max_abs_difference']:.1e} "
+                      "(floating-point rounding): stacking linear layers adds no depth."
+                      if c["max_abs_difference"] < ROUNDING else
+                      f"Without a nonlinearity the two steps differ from W2W1 by {c['max_abs_difference']:.3g}, more than "
+                      "rounding: check the example."),
+                     (f"With SiLU between them the result moves by up to {c['silu_max_abs_difference']:.3f}, and no single "
+                      "matrix reproduces it for every x: the nonlinearity is what makes depth."
+                      if c["silu_max_abs_difference"] > ROUNDING else
+                      "With SiLU between them this x gives the same result as W2W1: try another x to see them part.")])
     return ctx.finish()
 
 

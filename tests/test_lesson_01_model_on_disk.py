@@ -7,10 +7,10 @@ import math
 import pytest
 from lessonkit import replay
 
-from bytesup import formulas
+from bytesup import formulas, published
+from bytesup.client import LlamaServer
 from bytesup.gguf_read import GGUFError, read_model_info
 from bytesup.models import build_model, get_preset
-from bytesup.client import LlamaServer
 from bytesup.runner import LessonContext, Reporter, RunOptions, load_lesson
 
 LESSON = "01_model_on_disk"
@@ -60,9 +60,9 @@ def test_parameter_groups_split_the_whole(result):
     cols, rows = rows_of(result, "parameter_groups")
     n_params = result.measurement("n_params").samples[0]
     assert sum(r[cols.index("parameters")] for r in rows) == n_params
-    assert sum(r[3] for r in rows) == pytest.approx(100)
-    assert sum(r[5] for r in rows) == pytest.approx(100)
-    assert sum(r[1] for r in rows) == len(result.table("tensors").rows)
+    assert sum(r[cols.index("share of parameters")] for r in rows) == pytest.approx(100)
+    by_group = result.host_values["model_info"]["params_by_group"]
+    assert {r[0]: r[1] for r in rows} == {k.replace("_", "-"): v for k, v in by_group.items() if v or k != "other"}
     parts = {r[0] for r in rows}
     assert {"embedding", "attention", "feed-forward", "norms", "output"} <= parts
 
@@ -72,9 +72,10 @@ def test_every_ceiling_is_bandwidth_over_bytes(result):
     assert rows, "no ceiling rows"
     for source, _model, gbs, nbytes, ceiling in rows:
         assert ceiling == pytest.approx(gbs * 1e9 / nbytes), source
-    # The published example is computed from the published constants: 273 GB/s over 7.16 GB.
-    published = rows[0]
-    assert published[4] == pytest.approx(273 / 7.16)
+    # The published example is computed from the published figures (bytesup.published).
+    first = rows[0]
+    assert first[2] == published.SPARK_BANDWIDTH_GB_PER_S and first[3] == published.SPECIMEN["file_bytes"]
+    assert first[4] == pytest.approx(published.SPARK_BANDWIDTH_GB_PER_S * 1e9 / published.SPECIMEN["file_bytes"])
     # The measured rows are the bandwidth measurement's median, min and max.
     bw = result.measurement("read_bandwidth_gb_per_s")
     measured = {r[0]: r[2] for r in rows if r[0].startswith("this host")}
@@ -83,7 +84,21 @@ def test_every_ceiling_is_bandwidth_over_bytes(result):
     ceiling = result.measurement("decode_ceiling_tokens_per_s_measured_bandwidth")
     assert ceiling.samples == pytest.approx([s * 1e9 / bpt for s in bw.samples])
     assert bw.samples == result.host_values["read_bandwidth"]["gb_per_s"]["samples"]
-    assert len(bw.samples) >= 2
+    assert bw.higher_is_better is True and bw.unit == "GB/s"
+    assert bw.settings == {"threads": result.host_values["read_bandwidth"]["threads"]}
+    assert len(bw.samples) >= 3  # host_bandwidth takes at least three samples
+    # The recorded server decodes on this host's CPU, so the host's ceiling is the server's.
+    assert result.host_values["server_facts"]["host_bandwidth_applies"] is True
+    assert any("cannot beat" in n for n in result.table("bandwidth_ceiling").notes)
+
+
+def test_strict_note_uses_one_row_of_token_embd(result):
+    info = result.host_values["model_info"]
+    embd = next(t for t in info["tensors"] if t["name"] == "token_embd.weight")
+    row_bytes = embd["n_bytes"] // embd["shape"][1]
+    strict = info["tensor_bytes"] - embd["n_bytes"] + row_bytes
+    note = next(n for n in result.table("bandwidth_ceiling").notes if n.startswith("Strictly"))
+    assert f"one {row_bytes:,}-byte row" in note and f"{strict:,} bytes per token" in note
 
 
 def test_work_per_token_is_two_flops_per_parameter(result):
@@ -100,7 +115,7 @@ def test_table_builders_on_a_model_built_here(tmp_path, lesson):
     assert sum(r[3] for r in rows) == preset.n_params
     assert sum(r[3] for r in rows) == info["n_params"]
     assert sum(r[3] for r in lesson.bytes_by_type_rows(info)) == preset.tensor_bytes == formulas.bytes_per_token(info)
-    groups = {r[0]: r[2] for r in lesson.group_rows(info)}
+    groups = {r[0]: r[1] for r in lesson.group_rows(info)}
     assert groups == {k.replace("_", "-"): v for k, v in info["params_by_group"].items() if v or k != "other"}
     assert groups["embedding"] == groups["output"] == preset.n_vocab * preset.n_embd
     hp = {r[0]: r[1] for r in lesson.hyperparameter_rows(info)}
@@ -113,6 +128,58 @@ def test_ceiling_rows_with_a_given_bandwidth(lesson):
     assert by_source["given (--bandwidth-gbs)"] == pytest.approx(50_000)
     assert by_source["this host, measured (min)"] == pytest.approx(10_000)
     assert len(lesson.ceiling_rows(1_000_000, None, None, "m")) == 1  # only the published example
+    remote = lesson.ceiling_rows(1_000_000, {"median": 20.0, "min": 10.0, "max": 30.0}, None, "m", host_applies=False)
+    host = [r[0] for r in remote if r[0].startswith("this host")]
+    assert len(host) == 3 and all("not the server" in label for label in host)
+
+
+BW = {"threads": 2, "bytes_per_sample": 2**29, "gb_per_s": {"samples": [9.0, 10.0, 11.0], "median": 10.0, "min": 9.0, "max": 11.0}}
+LOCAL = {"host_bandwidth_applies": True, "reason": "the server decodes on this host's CPU, from this host's memory"}
+REMOTE = {"host_bandwidth_applies": False, "reason": "the server runs on gpu-box, not on this host"}
+
+
+def _notes(lesson, facts, given=None):
+    return lesson.ceiling_notes(model_name="m", bw=BW, bytes_per_tok=1_000_000, flops=2e6, given=given, facts=facts,
+                                row_bytes=100, embd_bytes=10_000)
+
+
+def test_ceiling_notes_claim_a_server_bound_only_where_it_applies(lesson):
+    local = _notes(lesson, LOCAL)
+    assert "cannot beat 10,000 tokens/s" in local[0]
+    remote = _notes(lesson, REMOTE)
+    assert not any("cannot beat" in n for n in remote)
+    assert "not for the server" in remote[0] and REMOTE["reason"] in remote[0]
+    assert any("--bandwidth-gbs" in n for n in remote)
+    assert "this host's CPU median" in remote[-1]
+    given = _notes(lesson, REMOTE, given=50.0)
+    assert any("cannot beat 50,000 tokens/s" in n for n in given)
+    # With a given bandwidth the strict and arithmetic sentences use it, not this host's CPU.
+    strict = next(n for n in given if n.startswith("Strictly"))
+    assert f"{50e9 / (1_000_000 - 10_000 + 100):,.0f} tokens/s at the given bandwidth" in strict
+    assert "the given bandwidth ceiling of 50,000 tokens/s" in given[-1]
+
+
+def test_embedding_row_bytes_use_the_tables_own_rows(lesson):
+    # A padded table: 4,160 rows for a vocabulary of 4,096; shape is [n_embd, n_rows].
+    info = {"tensors": [{"name": "token_embd.weight", "shape": [256, 4160], "n_bytes": 272 * 4160}],
+            "hyperparameters": {"n_vocab": 4096}}
+    assert lesson.embedding_row_bytes(info) == 272
+    assert lesson.embedding_row_bytes({"tensors": []}) is None
+    note = lesson._embedding_shape_note(lesson.token_embd(info), info["hyperparameters"])
+    assert "4,160 rows of width 256" in note and "64 more than the vocabulary's 4,096" in note
+
+
+def test_missing_or_per_layer_hyperparameters_are_said_to_be(lesson):
+    hp = {"n_layer": 4, "n_embd": 256, "n_head": [4, 4, 8, 8], "n_head_kv": None, "head_dim": 64, "n_ff": None}
+    notes = lesson.hyperparameter_notes("m", hp)
+    text = " ".join(notes)
+    assert "per layer: 4–8" in text and "not in the file" in text
+    assert "query head(s) per KV head" not in text
+    assert lesson.shown(None) == "not in the file" and lesson.shown([3, 3]) == "per layer: 3"
+    assert lesson.number(True) is None and lesson.number(7) == 7
+    full = lesson.hyperparameter_notes("m", {"n_layer": 2, "n_embd": 64, "n_head": 8, "n_head_kv": 2, "head_dim": 8, "n_ff": 176})
+    assert "8 query heads and 2 KV heads: 4 query head(s) per KV head." in full
+    assert "2.75 × the model width" in " ".join(full)
 
 
 def test_a_file_that_is_not_gguf_fails_before_any_request(tmp_path, lesson):
@@ -125,9 +192,3 @@ def test_a_file_that_is_not_gguf_fails_before_any_request(tmp_path, lesson):
         lesson.main(ctx)
     server.close()
 
-
-def test_bandwidth_buffer_stays_within_bounds(lesson):
-    for threads in (1, 2, 16, 72, 256):
-        per = lesson.bandwidth_bytes_per_thread(threads)
-        assert 64 * 2**20 <= per <= 256 * 2**20
-        assert per * threads <= max(2048 * 2**20, 64 * 2**20 * threads)

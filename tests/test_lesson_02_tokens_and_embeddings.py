@@ -111,3 +111,64 @@ def test_model_facts_on_a_model_built_here(tmp_path, lesson):
     assert facts["tokens_in_vocabulary"] == preset.n_vocab
     assert facts["token_embd"]["shape"] == [preset.n_embd, preset.n_vocab]
     assert len(embedding_row(path, preset.n_vocab - 1)) == facts["hyperparameters"]["n_embd"] == preset.n_embd
+
+
+def test_notes_follow_the_data(lesson):
+    assert "different ids, so the leading space is part of the token" in lesson.leading_space_note({"Paris": [1], " Paris": [2]})
+    same = lesson.leading_space_note({"Paris": [1], " Paris": [1]})
+    assert "part of the token" not in same and "no token of its own" in same
+    ws = lesson.whitespace_note([TokenPiece(id=1, piece="x"), TokenPiece(id=2, piece="\n"), TokenPiece(id=3, piece="   ")])
+    assert "'\\n', '   '" in ws and "tokens too" in ws
+    inside = lesson.whitespace_note([TokenPiece(id=1, piece=":\n"), TokenPiece(id=2, piece="    if")])
+    assert "tokens too" not in inside and "':\\n', '    if'" in inside
+    assert "no piece holds" in lesson.whitespace_note([TokenPiece(id=1, piece="x")])
+    assert lesson.vocabulary_note([]) == "No source reports a vocabulary size."
+    assert lesson.vocabulary_note([5]) == "One source reports a size: 5."
+    assert "all agree" in lesson.vocabulary_note([5, 5]) and "disagree: 5, 6" in lesson.vocabulary_note([5, 6])
+
+
+def _ctx(lesson, model_path):
+    from bytesup.client import LlamaServer
+    from bytesup.runner import LessonContext, Reporter, RunOptions
+
+    return LessonContext(LESSON, lesson.TITLE, server=LlamaServer("http://127.0.0.1:9"), options=RunOptions(),
+                         model_path=model_path, sink=[], replay=None, progress=Reporter(None, LESSON))
+
+
+def test_model_facts_are_optional_but_a_bad_file_fails(tmp_path, lesson):
+    from bytesup.gguf_read import GGUFError
+
+    assert lesson.readable_model_facts(_ctx(lesson, None)) is None
+    assert lesson.readable_model_facts(_ctx(lesson, tmp_path / "missing.gguf")) is None
+    bad = tmp_path / "bad.gguf"
+    bad.write_text("not a model\n" * 10)
+    with pytest.raises(GGUFError, match="bad.gguf"):
+        lesson.readable_model_facts(_ctx(lesson, bad))
+
+
+def test_a_remote_server_without_the_model_file_still_gets_its_tables(lesson):
+    """The recorded exchanges replayed as if the server ran elsewhere and no GGUF were readable here."""
+    from lessonkit import recorded
+
+    from bytesup.client import LlamaServer
+    from bytesup.replay import ReplayTransport
+    from bytesup.runner import LessonContext, Reporter, RunOptions, load_replay
+
+    source = load_replay(recorded(LESSON), LESSON)
+    values = source.result.host_values
+    values["model_info"] = None
+    values.pop("embedding_rows", None)
+    values["server_facts"] = {"url_host": "gpu-box", "local": False, "model_readable": False, "accelerators": [],
+                              "on_accelerator": False, "host_bandwidth_applies": False,
+                              "reason": "the server runs on gpu-box, not on this host"}
+    server = LlamaServer("http://replay", transport=ReplayTransport(source.exchanges, "main", []))
+    ctx = LessonContext(LESSON, lesson.TITLE, server=server, options=RunOptions(), model_path=None, sink=[],
+                        replay=source, progress=Reporter(None, LESSON))
+    ctx.identity = values["identity"]
+    result = lesson.main(ctx)
+    server.close()
+    assert [t.name for t in result.tables] == ["tokenization", "tokens", "vocabulary"]
+    vocab = result.table("vocabulary")
+    assert all(r[0].startswith("server:") for r in vocab.rows)
+    assert any("gpu-box" in n and "--model" in n for n in vocab.notes)
+    assert any(n.startswith("The embedding rows are skipped") and "gpu-box" in n for n in result.notes)

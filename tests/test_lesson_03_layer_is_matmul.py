@@ -85,7 +85,7 @@ def test_measurements_match_the_table(result):
         assert len(g.samples) == result.settings["repeats"]
 
 
-def test_shapes_come_from_the_model(result):
+def test_shapes_come_from_the_model(result, lesson):
     info = result.host_values["model_info"]
     hp = info["hyperparameters"]
     shapes = {r["tensor"]: (r["M (rows)"], r["K (columns)"]) for r in _rows(result, "matrix_shapes")}
@@ -93,7 +93,7 @@ def test_shapes_come_from_the_model(result):
     assert shapes["blk.0.ffn_up.weight"] == (hp["n_ff"], hp["n_embd"])
     assert shapes["blk.0.ffn_down.weight"] == (hp["n_embd"], hp["n_ff"])
     assert shapes["output.weight"] == (hp["n_vocab"], hp["n_embd"])
-    assert shapes["—"] == (4096, 4096)
+    assert shapes["—"] == (lesson.COURSE_WIDTH, lesson.COURSE_WIDTH)
 
 
 def test_plot_has_one_series_per_timed_matrix(result):
@@ -167,7 +167,7 @@ def test_matrix_shapes_read_gguf_order_and_tied_output(lesson):
     assert got["blk.0.ffn_up.weight"] == (176, 64)  # [K, M] in the file is an M × K matrix
     assert got["blk.0.ffn_down.weight"] == (64, 176)
     assert got["token_embd.weight"] == (1000, 64)  # no output.weight: the logits reuse the embeddings
-    assert got[None] == (4096, 4096)
+    assert got[None] == (lesson.COURSE_WIDTH, lesson.COURSE_WIDTH)
     assert not any(s["duplicate"] for s in shapes)
 
 
@@ -176,7 +176,7 @@ def test_matrix_shapes_mark_duplicates_and_work_without_a_model(lesson):
     shapes = lesson.matrix_shapes(info)
     assert [s["duplicate"] for s in shapes] == [False, False, True]  # the course shape repeats attn_q
     only = lesson.matrix_shapes(None)
-    assert [(s["m"], s["k"]) for s in only] == [(4096, 4096)]
+    assert [(s["m"], s["k"]) for s in only] == [(lesson.COURSE_WIDTH, lesson.COURSE_WIDTH)]
 
 
 def test_planned_counts_skip_only_oversized_products(lesson):
@@ -195,3 +195,40 @@ def test_row_for(lesson):
     assert row[8] == pytest.approx(1600 / 1280)        # FLOP/byte
     assert row[9] == pytest.approx(0.5) and row[10] == pytest.approx(0.5)
     assert len(row) == len(lesson.MATMUL_COLUMNS)
+
+
+def test_sample_length_note_comes_from_the_setting_and_the_data(result, lesson):
+    assert result.settings["min_sample_s"] == lesson.MIN_SAMPLE_S
+    note = next(n for n in result.table("matvec_vs_matmul").notes if n.startswith("Times are medians"))
+    assert f"about {lesson.MIN_SAMPLE_S * 1000:g} ms" in note
+    benches = [v for k, v in result.host_values.items() if k.startswith("matmul_")]
+    lasted = [ms for b in benches for ms in lesson.sample_ms(b)]
+    assert f"(measured: {min(lasted):,.0f}–{max(lasted):,.0f} ms)" in note
+
+
+def test_sample_ms_and_shown(lesson):
+    bench = {"products_per_sample": 10, "seconds": {"samples": [0.001, 0.002]}}
+    assert lesson.sample_ms(bench) == pytest.approx([10.0, 20.0])
+    assert lesson.shown(4096) == "4,096"
+    assert lesson.shown(None) == "not in the file"
+    assert lesson.shown([11008, 11008]) == "per layer 11,008"
+    assert lesson.shown([8, 16]) == "per layer 8–16"
+
+
+def _ctx(lesson, model_path):
+    from bytesup.client import LlamaServer
+    from bytesup.runner import LessonContext, Reporter, RunOptions
+
+    return LessonContext(LESSON, lesson.TITLE, server=LlamaServer("http://127.0.0.1:9"), options=RunOptions(),
+                         model_path=model_path, sink=[], replay=None, progress=Reporter(None, LESSON))
+
+
+def test_model_info_skips_only_a_missing_model(tmp_path, lesson):
+    from bytesup.gguf_read import GGUFError
+
+    assert lesson._model_info(_ctx(lesson, None)) is None
+    assert lesson._model_info(_ctx(lesson, tmp_path / "missing.gguf")) is None
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 12)  # a GGUF magic with a header cut short
+    with pytest.raises(GGUFError):
+        lesson._model_info(_ctx(lesson, bad))
