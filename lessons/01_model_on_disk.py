@@ -85,14 +85,15 @@ def bytes_by_type_rows(info: dict) -> list[list[Any]]:
 
 
 def group_rows(info: dict) -> list[list[Any]]:
-    """Per part of the network (read_model_info's params_by_group): parameters and % of parameters.
-    "other" is listed only when some tensor falls into it."""
-    n_params = info["n_params"]
-    groups = info["params_by_group"]
+    """Per part of the network (read_model_info's *_by_group): parameters, % of parameters, tensors,
+    bytes, % of bytes. "other" is listed only when some tensor falls into it."""
+    n_params, n_bytes = info["n_params"], info["tensor_bytes"]
+    params, nbytes, counts = info["params_by_group"], info["bytes_by_group"], info["tensors_by_group"]
     return [
-        [g.replace("_", "-"), groups.get(g, 0), 100 * groups.get(g, 0) / n_params]
+        [g.replace("_", "-"), params.get(g, 0), 100 * params.get(g, 0) / n_params,
+         counts.get(g, 0), nbytes.get(g, 0), 100 * nbytes.get(g, 0) / n_bytes]
         for g in GROUPS
-        if groups.get(g, 0) or g != "other"
+        if params.get(g, 0) or g != "other"
     ]
 
 
@@ -316,7 +317,8 @@ def main(ctx: LessonContext):
     top = max(grows, key=lambda r: r[1])
     ctx.table(
         "parameter_groups", "Where the parameters are",
-        [("part", ""), ("parameters", ""), ("share of parameters", "%")],
+        [("part", ""), ("parameters", ""), ("share of parameters", "%"), ("tensors", ""), ("bytes", "bytes"),
+         ("share of bytes", "%")],
         grows,
         notes=[
             f"The {top[0]} part holds the most parameters: {top[2]:.1f}%.",

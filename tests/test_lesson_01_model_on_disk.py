@@ -118,6 +118,10 @@ def test_table_builders_on_a_model_built_here(tmp_path, lesson):
     groups = {r[0]: r[1] for r in lesson.group_rows(info)}
     assert groups == {k.replace("_", "-"): v for k, v in info["params_by_group"].items() if v or k != "other"}
     assert groups["embedding"] == groups["output"] == preset.n_vocab * preset.n_embd
+    grows = lesson.group_rows(info)
+    assert sum(r[4] for r in grows) == preset.tensor_bytes  # bytes by part add up to every tensor's bytes
+    assert sum(r[3] for r in grows) == len(info["tensors"])
+    assert sum(r[5] for r in grows) == pytest.approx(100)
     hp = {r[0]: r[1] for r in lesson.hyperparameter_rows(info)}
     assert (hp["blocks (layers)"], hp["model width"], hp["feed-forward width"]) == (preset.n_layer, preset.n_embd, preset.n_ff)
 

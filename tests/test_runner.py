@@ -239,3 +239,11 @@ def test_remote_server_is_not_bounded_by_this_host(lessons, tmp_path, httpx_mock
     facts = facts_of(out)
     assert facts["local"] is False and facts["host_bandwidth_applies"] is False
     assert "10.20.30.40" in facts["reason"]
+
+
+def test_missing_model_file_is_refused_before_any_request(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    res = CliRunner().invoke(app, ["run", "01_tokens", "--server", URL, "--model", str(tmp_path / "gone.gguf"),
+                                   "--out", str(tmp_path / "run")])
+    assert res.exit_code == 1 and "gone.gguf is not a file here" in res.output
+    assert not (tmp_path / "run").exists() and not httpx_mock.get_requests()

@@ -55,6 +55,17 @@ def gpus() -> list[str]:
     return [line.strip() for line in out.splitlines()] if out else []
 
 
+def own_addresses() -> set[str]:
+    """This host's own IP addresses: a server reached at one of them runs here."""
+    try:
+        import psutil
+
+        return {a.address.split("%")[0] for addrs in psutil.net_if_addrs().values() for a in addrs
+                if a.family in (socket.AF_INET, socket.AF_INET6)}
+    except Exception:
+        return set()
+
+
 def accelerators(engine: str | None) -> list[str]:
     """Devices other than the CPU that the server's engine can offload layers to."""
     if engine == "embedded":

@@ -349,15 +349,22 @@ def read_model_info(path: str | os.PathLike) -> dict:
             file_type = {"name": f"UNKNOWN_{ftype}", "id": ftype}
 
     tensors, bytes_by_type, params_by_type = [], {}, {}
-    groups = dict.fromkeys(("embedding", "attention", "feed_forward", "norms", "output", "other"), 0)
+    group_names = ("embedding", "attention", "feed_forward", "norms", "output", "other")
+    groups = dict.fromkeys(group_names, 0)
+    group_bytes = dict.fromkeys(group_names, 0)
+    group_tensors = dict.fromkeys(group_names, 0)
     for t in h.tensors:
         tname = t.qtype.name
+        group = _group(t.name)
         tensors.append(
-            {"name": t.name, "shape": list(t.shape), "type": tname, "n_elements": t.n_elements, "n_bytes": t.n_bytes, "offset": t.offset}
+            {"name": t.name, "shape": list(t.shape), "type": tname, "n_elements": t.n_elements, "n_bytes": t.n_bytes,
+             "offset": t.offset, "group": group}
         )
         bytes_by_type[tname] = bytes_by_type.get(tname, 0) + t.n_bytes
         params_by_type[tname] = params_by_type.get(tname, 0) + t.n_elements
-        groups[_group(t.name)] += t.n_elements
+        groups[group] += t.n_elements
+        group_bytes[group] += t.n_bytes
+        group_tensors[group] += 1
 
     return {
         "path": str(h.path.resolve()),
@@ -389,6 +396,8 @@ def read_model_info(path: str | os.PathLike) -> dict:
         "bytes_by_type": dict(sorted(bytes_by_type.items(), key=lambda kv: -kv[1])),
         "params_by_type": dict(sorted(params_by_type.items(), key=lambda kv: -kv[1])),
         "params_by_group": groups,
+        "bytes_by_group": group_bytes,
+        "tensors_by_group": group_tensors,
         "metadata": {k: (v.to_json() if isinstance(v, _Array) else v) for k, v in md.items()},
     }
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["summarize", "blas_info", "measure_read_bandwidth", "measure_matmul", "measure_matmul_peak"]
+__all__ = ["summarize", "blas_info", "measure_read_bandwidth", "host_bandwidth", "measure_matmul", "measure_matmul_peak"]
 
 MiB = 2**20
 GB = 1e9  # decimal, as bandwidth is usually quoted

@@ -42,3 +42,20 @@ KV_70B = {"n_layer": 80, "n_head_kv": 8, "head_dim": 128, "bytes_per_element": 2
 
 # Lesson 7's roofline example.
 H100 = {"peak_flop_s": 989e12, "bandwidth_bytes_per_s": 3.35e12, "ridge_flops_per_byte": 295.0}
+
+# Lesson 4's published run served the specimen with `-c 2048` (lesson-04-the-forward-pass.txt).
+LESSON4_CONTEXT_TOKENS = 2048
+
+# The specimen's KV heads, for lesson 6's worked example. Not stated in the course text: read from
+# the specimen's GGUF metadata (attention.head_count_kv = 32, equal to its 32 heads: no grouped-query attention).
+SPECIMEN_N_HEAD_KV = 32
+
+# The podcast's claims about the same 70B example (podcast-what-is-a-forward-pass.txt). The podcast's
+# KV figure is WRONG (the outline: "the podcast's '32 KB' is ten times too small"): lessons show these
+# only labelled as the podcast's, beside the computed value.
+PODCAST_KV_70B = {
+    "kilobytes_per_token": 32,     # "about thirty-two kilobytes per token per request"
+    "tokens_per_megabyte": 30,     # "roughly one megabyte per thirty tokens"
+    "batch_requests": 64,          # "a batch of sixty-four requests"
+    "context_tokens": 4096,        # "each with a four-thousand-token context" (4K, taken as 4,096)
+}

@@ -199,7 +199,7 @@ class LessonContext:
         from urllib.parse import urlparse
 
         url_host = urlparse(self.server.base_url).hostname or ""
-        local = url_host in LOOPBACK
+        local = url_host in LOOPBACK or url_host in environment.own_addresses()
         server = self.identity.get("server", {})
         ngl = (server.get("flags") or {}).get("--n-gpu-layers")
         offloads = ngl is None or str(ngl) != "0"  # llama.cpp offloads by default where it can
@@ -441,6 +441,11 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
     if options.replay is not None and replay_manifest is None and not any((options.replay / f"{l}.json").exists() for l in todo):
         raise RunFolderError(f"{options.replay} is not a bytesup run folder (no manifest.json, no lesson results). Pass a folder written by `bytesup run`.")
 
+    if options.model is not None and options.replay is None and not options.model.is_file():
+        raise BytesupError(
+            f"--model {options.model} is not a file here. Pass the GGUF the server runs (the lessons read "
+            "its header and weights), or leave --model out to use the path the server reports in /props."
+        )
     url = options.server_url or default_base_url()
     props: dict = {}
     models: dict | None = None
