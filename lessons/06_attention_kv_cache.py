@@ -3,10 +3,11 @@
 Attention is where positions interact: each new token's query is compared with the keys of every
 earlier position and takes a weighted sum of their values. Those keys and values are kept, layer
 by layer, in the KV cache, so a new token costs one pass over the new position instead of the
-whole sequence. This script computes the cache's size per token from the model's own metadata and
-for worked examples (and checks the podcast's figure), measures decode speed as the context grows,
-times a long prompt with and without the server's prompt cache, and counts the tokens generation
-would process without a cache, by formula and by re-sending the growing text to the server.
+whole sequence. This script computes the cache's size per token from the served model's metadata
+(when its file is readable here) and for worked examples (and checks the podcast's figure),
+measures decode speed as the context grows, times a long prompt with and without the server's
+prompt cache, and counts the tokens generation would process without a cache, by formula and by
+re-sending the growing text to the server.
 """
 
 from __future__ import annotations
@@ -17,13 +18,12 @@ import random
 import statistics
 from typing import Any
 
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
-from bytesup import environment, formulas
+from bytesup import environment, formulas, published
+from bytesup.check import CACHE_TYPE_BYTES
 from bytesup.errors import BytesupError
 from bytesup.gguf_read import read_model_info
-from bytesup.measure import PINNED, long_prompt_tokens, timed_completions
-from bytesup.records import decode_ms_per_token, decode_tokens_per_s, prefill_tokens_per_s
+from bytesup.measure import PINNED, context_size, long_prompt_tokens, timed_completions
+from bytesup.records import decode_ms_per_token, decode_passes, decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.results import Series
 from bytesup.runner import LessonContext, script_main
 
@@ -33,21 +33,11 @@ KiB, MiB, GiB = 2**10, 2**20, 2**30
 SEED = PINNED["seed"]
 DEFAULT_CACHE_TYPE = "f16"  # llama.cpp's default for --cache-type-k and --cache-type-v
 
-# Worked examples, given as parameters (layers, KV heads, head width, cache type, context):
-# - the course's specimen, deepseek-coder-6.7b-instruct (OUTLINE.md: 32 blocks, 32 heads, width 4,096,
-#   so head width 4,096 / 32 = 128; no grouped-query attention), served with -c 2048 (lesson 4);
-# - the 70B example of OUTLINE.md and the podcast: 80 layers, 8 KV heads, head width 128, FP16, at the
-#   podcast's "four-thousand-token context".
-EXAMPLES = [
-    ("deepseek-coder-6.7b (published specimen)", 32, 32, 128, "f16", 2048),
-    ("70B example (published)", 80, 8, 128, "f16", 4096),
-]
-PUBLISHED_70B_KV_BYTES = 327_680          # OUTLINE.md: "327,680 bytes ≈ 320 KiB per token"
-PODCAST_70B_KV_BYTES = 32 * KiB           # podcast: "about thirty-two kilobytes per token per request"
-PODCAST_TOKENS_PER_MB = 30                # podcast: "roughly one megabyte per thirty tokens"
-PODCAST_BATCH, PODCAST_CONTEXT = 64, 4096  # podcast: "sixty-four requests, each with a four-thousand-token context"
-# Lesson 4's published decode speeds (DGX Spark): after a short prompt and after the 1,921-token one.
-PUBLISHED_DECODE_SHORT, PUBLISHED_DECODE_LONG = 33.2, 29.6
+# Worked examples, from bytesup.published: the course's specimen (deepseek-coder-6.7b-instruct, head width
+# = width ÷ heads, at lesson 4's 2,048-token context) and the 70B example of the outline and the podcast
+# (at the podcast's four-thousand-token context). The podcast's KV figure is its (wrong) claim.
+SPEC, BIG, PODCAST, LESSON4 = published.SPECIMEN, published.KV_70B, published.PODCAST_KV_70B, published.LESSON4
+PODCAST_KV_BYTES = PODCAST["kilobytes_per_token"] * KiB   # the podcast's "32 KB", read as KiB
 
 DECODE_N = 16                 # tokens decoded at each depth
 DEPTH_FRACTIONS = (0.0, 0.125, 0.25, 0.5, 0.75, 0.93)
@@ -60,10 +50,12 @@ COST_TABLE_N = (8, 64, 512, 4096)
 
 # --- pure helpers (tested on their own) -------------------------------------------------
 
-def bytes_per_element(cache_type: str) -> float:
-    """Bytes per stored number for a ggml type name (f16: 2, f32: 4, q8_0: 34/32 …)."""
-    block, nbytes = GGML_QUANT_SIZES[GGMLQuantizationType[cache_type.upper()]]
-    return nbytes / block
+def element_bytes(cache_type: str) -> float:
+    """Bytes per stored number of a llama.cpp KV cache type (the table bytesup check uses)."""
+    try:
+        return CACHE_TYPE_BYTES[cache_type.lower()]
+    except KeyError:
+        raise BytesupError(f"Unknown KV cache type {cache_type!r}; known: {', '.join(CACHE_TYPE_BYTES)}.") from None
 
 
 def kv_cache_types(props: dict, slots: list[dict] | None, flags: dict | None) -> tuple[str, str, str]:
@@ -149,17 +141,17 @@ def _cache_prompt_len(n_ctx: int) -> int:
 
 def _kv_cache_size(ctx: LessonContext) -> int:
     ctx.step("KV cache bytes per token")
-    info = ctx.host("model_info", lambda: model_facts(ctx.require_model()))
-    hp = info["hyperparameters"]
+    # The served model's shape needs its GGUF; everything after this table needs only the server.
+    readable = ctx.server_facts()["model_readable"]
+    info = ctx.host("model_info", lambda: model_facts(ctx.require_model())) if readable else None
     props = ctx.server.props().model_dump(mode="json")
     try:
         slots = ctx.server.slots()
-    except BytesupError:
+    except BytesupError:  # /slots disabled (--no-slots)
         slots = None
-    n_ctx = (slots[0].get("n_ctx") if slots else None) or (props.get("default_generation_settings") or {}).get("n_ctx")
+    n_ctx = context_size(ctx.server)
     type_k, type_v, type_source = kv_cache_types(props, slots, ctx.identity.get("server", {}).get("flags"))
-    elem = (bytes_per_element(type_k) + bytes_per_element(type_v)) / 2
-    name = info.get("name") or ctx.identity.get("model", {}).get("name") or "served model"
+    elem = (element_bytes(type_k) + element_bytes(type_v)) / 2  # K and V each hold half of the 2
 
     def row(model, layers, kv_heads, head_dim, ctype, elem_bytes, context, source):
         per_token = formulas.kv_bytes_per_token(layers, kv_heads, head_dim, elem_bytes)
@@ -167,51 +159,70 @@ def _kv_cache_size(ctx: LessonContext) -> int:
                 context, per_token * context / MiB, source]
 
     ctype = type_k.upper() if type_k == type_v else f"K {type_k.upper()}, V {type_v.upper()}"
-    rows = [row(f"{name} (served)", hp["n_layer"], hp["n_head_kv"], hp["head_dim"], ctype, elem, n_ctx,
-                f"GGUF; cache type: {type_source}; context: /slots")]
-    for model, layers, kv_heads, head_dim, t, context in EXAMPLES:
-        rows.append(row(model, layers, kv_heads, head_dim, t.upper(), bytes_per_element(t), context, "parameters"))
-    served, course, big = rows
-    per_token = served[6]
-    weights = info["tensor_bytes"]
-    podcast_mb_tokens = MiB / big[6]
+    course = row(f"{published.SPECIMEN_NAME} (published specimen)", SPEC["n_layer"], published.SPECIMEN_N_HEAD_KV,
+                 SPEC["n_embd"] // SPEC["n_head"], "F16", element_bytes("f16"), published.LESSON4_CONTEXT_TOKENS,
+                 "published; head width = width ÷ heads; lesson 4's context")
+    big = row("70B example (published)", BIG["n_layer"], BIG["n_head_kv"], BIG["head_dim"], "F16",
+              BIG["bytes_per_element"], PODCAST["context_tokens"], "published; the podcast's context")
+    rows, notes = [course, big], ["The 2 is K and V: every layer stores a key and a value vector of head width for "
+                                  "every KV head."]
+    if info is not None:
+        hp = info["hyperparameters"]
+        name = info.get("name") or ctx.identity.get("model", {}).get("name") or "served model"
+        served = row(f"{name} (served)", hp["n_layer"], hp["n_head_kv"], hp["head_dim"], ctype, elem, n_ctx,
+                     f"GGUF; cache type: {type_source}; context: the server")
+        rows.insert(0, served)
+        per_token, weights = served[6], info["tensor_bytes"]
+        groups = hp["n_head"] / hp["n_head_kv"]
+        notes += [
+            f"{served[0]}: 2 × {served[1]} × {served[2]} × {served[3]} × {served[5]:g} = {per_token:,} bytes per token; "
+            f"a full {n_ctx:,}-token context holds {served[9]:.4g} MiB, "
+            f"{100 * per_token * n_ctx / weights:.3g}% of the model's {weights:,} bytes of weights.",
+            (f"{hp['n_head']} query heads share {hp['n_head_kv']} KV heads ({groups:g} per KV head, grouped-query "
+             f"attention): the cache is {groups:g} × smaller than one K and V per query head."
+             if groups > 1 else
+             f"Each of the {hp['n_head']} query heads has its own K and V (no grouped-query attention)."),
+            f"Cache type {ctype}: {type_source}.",
+        ]
+        ctx.measure("kv_bytes_per_token", "bytes", [per_token], higher_is_better=None,
+                    settings={"cache_type_k": type_k, "cache_type_v": type_v},
+                    description="2 × layers × KV heads × head width × bytes per element, from the GGUF")
+    else:
+        notes.append("The served model's file is not readable here (pass --model PATH.gguf, the file the server runs), "
+                     "so its layers and KV heads are unknown and only the worked examples are computed; the rest of "
+                     "the lesson needs only the server.")
+
+    pod_decimal = PODCAST["kilobytes_per_token"] * 1000
+    ratio = big[6] / PODCAST_KV_BYTES
+    per_mb = PODCAST["tokens_per_megabyte"] * PODCAST_KV_BYTES        # the podcast's tokens × its own per-token figure
+    follows = min(abs(per_mb / MiB - 1), abs(per_mb / 1e6 - 1)) <= 0.1
+    batch = PODCAST["batch_requests"] * PODCAST["context_tokens"]
+    notes += [
+        f"{course[0]}: {course[6]:,} bytes ({course[7]:g} KiB) per token, {course[9] / 1024:.3g} GiB at "
+        f"its {course[8]:,}-token context.",
+        f"70B example: {big[6]:,} bytes = {big[7]:g} KiB per token "
+        f"({'equals' if big[6] == BIG['bytes_per_token'] else 'differs from'} the published {BIG['bytes_per_token']:,}). "
+        f"The podcast says about {PODCAST['kilobytes_per_token']} KB ({PODCAST_KV_BYTES:,} bytes): "
+        + (f"{ratio:.3g}× too small ({big[6] / pod_decimal:.3g}× if KB means 1,000 bytes)." if ratio > 1 else
+           f"{1 / ratio:.3g}× too large." if ratio < 1 else "the same."),
+        f"The podcast's \"one megabyte per {PODCAST['tokens_per_megabyte']} tokens\": {PODCAST['tokens_per_megabyte']} × "
+        f"its {PODCAST['kilobytes_per_token']} KB = {per_mb / MiB:.3g} MiB ({per_mb / 1e6:.3g} MB), "
+        + ("so it follows from the podcast's own per-token figure" if follows else
+           "which is not one megabyte either")
+        + f"; computed, 1 MiB holds {MiB / big[6]:.3g} tokens of the 70B cache, and {PODCAST['tokens_per_megabyte']} "
+        f"tokens take {PODCAST['tokens_per_megabyte'] * big[6] / MiB:.4g} MiB.",
+        f"The podcast's batch of {PODCAST['batch_requests']} requests × {PODCAST['context_tokens']:,} tokens needs "
+        f"{batch * big[6] / GiB:.4g} GiB of 70B KV cache ({batch * PODCAST_KV_BYTES / GiB:.4g} GiB by its own figure).",
+    ]
     ctx.table(
         "kv_cache_size", "KV cache bytes per token = 2 × layers × KV heads × head width × bytes per element",
         [("model", ""), ("layers", ""), ("KV heads", ""), ("head width", ""), ("cache type", ""),
          ("bytes per element", ""), ("per token", "bytes"), ("per token", "KiB"), ("context", "tokens"),
          ("per request at that context", "MiB"), ("source", "")],
-        rows,
-        notes=[
-            "The 2 is K and V: every layer stores a key and a value vector of head width for every KV head.",
-            f"{served[0]}: 2 × {served[1]} × {served[2]} × {served[3]} × {served[5]:g} = {per_token:,} bytes per token; "
-            f"a full {n_ctx:,}-token context holds {served[9]:.4g} MiB, "
-            f"{100 * per_token * n_ctx / weights:.3g}% of the model's {weights:,} bytes of weights.",
-            f"{hp['n_head']} query heads share {hp['n_head_kv']} KV heads "
-            f"({hp['n_head'] / hp['n_head_kv']:g} per KV head); the cache scales with the KV heads only.",
-            f"Cache type {ctype}: {type_source}.",
-            f"{course[0]}: {course[6]:,} bytes ({course[7]:g} KiB) per token, {course[9] / 1024:.3g} GiB at "
-            f"its {course[8]:,}-token context.",
-            f"70B example: {big[6]:,} bytes = {big[7]:g} KiB per token "
-            f"({'equals' if big[6] == PUBLISHED_70B_KV_BYTES else 'differs from'} the published {PUBLISHED_70B_KV_BYTES:,}). "
-            f"The podcast says about {PODCAST_70B_KV_BYTES // KiB} KB ({PODCAST_70B_KV_BYTES:,} bytes): "
-            f"{big[6] / PODCAST_70B_KV_BYTES:.3g}× too small "
-            f"({big[6] / (PODCAST_70B_KV_BYTES // KiB * 1000):.3g}× if KB means 1,000 bytes).",
-            f"The podcast's \"one megabyte per {PODCAST_TOKENS_PER_MB} tokens\" follows from its wrong figure; "
-            f"computed, 1 MiB holds {podcast_mb_tokens:.3g} tokens of the 70B cache, and "
-            f"{PODCAST_TOKENS_PER_MB} tokens take {PODCAST_TOKENS_PER_MB * big[6] / MiB:.4g} MiB.",
-            f"The podcast's batch of {PODCAST_BATCH} requests × {PODCAST_CONTEXT:,} tokens needs "
-            f"{PODCAST_BATCH * PODCAST_CONTEXT * big[6] / GiB:.4g} GiB of 70B KV cache "
-            f"({PODCAST_BATCH * PODCAST_CONTEXT * PODCAST_70B_KV_BYTES / GiB:.4g} GiB by its own figure).",
-        ],
+        rows, notes=notes,
     )
-    ctx.note(f"Podcast check: the 70B example's KV cache is {big[6]:,} bytes ({big[7]:g} KiB) per token, not the "
-             f"podcast's \"about {PODCAST_70B_KV_BYTES // KiB} KB\" ({PODCAST_70B_KV_BYTES:,} bytes): "
-             f"{big[6] / PODCAST_70B_KV_BYTES:.3g}× larger.")
-    ctx.measure("kv_bytes_per_token", "bytes", [per_token], higher_is_better=None,
-                settings={"cache_type_k": type_k, "cache_type_v": type_v},
-                description="2 × layers × KV heads × head width × bytes per element, from the GGUF")
     ctx.settings.update({"n_ctx": n_ctx, "cache_type_k": type_k, "cache_type_v": type_v,
-                         "cache_type_source": type_source})
+                         "cache_type_source": type_source, "model_readable": readable})
     return n_ctx
 
 
@@ -241,7 +252,8 @@ def _decode_vs_depth(ctx: LessonContext, n_ctx: int, ids: list[int]) -> None:
     cores = ctx.host("cpu_count", os.cpu_count)
     first, last = rows[0], rows[-1]
     change = 100 * (last[4] - first[4]) / first[4]
-    pub_change = 100 * (PUBLISHED_DECODE_LONG - PUBLISHED_DECODE_SHORT) / PUBLISHED_DECODE_SHORT
+    pub_short, pub_long = LESSON4["decode_short_tokens_per_s"], LESSON4["decode_long_tokens_per_s"]
+    pub_change = 100 * (pub_long - pub_short) / pub_short
     ctx.table(
         "decode_vs_depth", f"Decode speed as the context grows ({DECODE_N} tokens decoded at each depth)",
         [("depth", "tokens"), ("prompt_n", "tokens"), ("decode median", "ms/token"), ("decode samples", "ms/token"),
@@ -253,8 +265,8 @@ def _decode_vs_depth(ctx: LessonContext, n_ctx: int, ids: list[int]) -> None:
             f"position, so each pass reads more of the KV cache the deeper it is.",
             f"From depth {first[0]} to {last[0]:,} the median decode speed went from {first[4]:.4g} to "
             f"{last[4]:.4g} tokens/s ({change:+.3g}%); per token {first[2]:.4g} → {last[2]:.4g} ms.",
-            f"Published (lesson 4, DGX Spark): {PUBLISHED_DECODE_SHORT} → {PUBLISHED_DECODE_LONG} tokens/s after a "
-            f"1,921-token prompt, {pub_change:+.3g}%.",
+            f"Published (lesson 4, {published.SPARK_NAME}): {pub_short:g} → {pub_long:g} tokens/s after a "
+            f"{LESSON4['long_prompt_tokens']:,}-token prompt, {pub_change:+.3g}%.",
             f"tokens/s = 1000 ÷ ms per token, sample by sample; {ctx.repeat} repeats per depth. The widest spread "
             f"at one depth is {spread:.3g}× (max ÷ min, at depth {widest[0]:,}): differences smaller than that are "
             f"noise" + (f"; the host's load average was {load[0]:g} on {cores} cores." if load and cores else "."),
@@ -307,9 +319,13 @@ def _prompt_cache(ctx: LessonContext, n_ctx: int, ids: list[int]) -> None:
             f"({'cold, as intended' if all(x[3] == 0 for x in first) else 'NOT cold'}); the second: cache_n = "
             f"{', '.join(str(x[3]) for x in second)} of {length:,}, prompt_n = {', '.join(str(x[4]) for x in second)}.",
             f"Time to first token: {statistics.median(cached_ms):.4g} ms cached vs {statistics.median(uncached_ms):.4g} ms "
-            f"with cache_prompt false (medians), {speedup:.3g}× faster: the cached prefix skips prefill.",
-            f"Even on a full match the second request processed {min(x[4] for x in second)} token(s): the server "
-            f"re-evaluates the last prompt position so that it has logits to sample the first token from.",
+            f"with cache_prompt false (medians): "
+            + (f"{speedup:.3g}× faster, the cached prefix skipping prefill." if speedup > 1 else
+               f"the cached request was not faster ({speedup:.3g}×)."),
+        ] + ([
+            "Even on a full match the second request processed 1 token: the server re-evaluates the last prompt "
+            "position so that it has logits to sample the first token from."
+        ] if all(x[4] == 1 and x[3] + x[4] == length for x in second) else []) + [
             f"After another prompt used the slot, the first prompt came back with cache_n = {restored:,}"
             + (": the server restored it from its host-memory prompt cache, so a different prompt alone does not "
                "make a cache cold." if restored > 0 else ": the slot's cache had been replaced."),
@@ -356,6 +372,7 @@ def _cost_without_cache(ctx: LessonContext, ids: list[int]) -> None:
         generated.extend(done.tokens)
         seq = seq + done.tokens
     t = one.timings
+    with_n = t.prompt_n + decode_passes(t)  # the prompt once, then one position per decode pass
     sum_n = sum(s[2] for s in steps)
     sum_ms = sum(s[3] for s in steps)
     with_ms = t.prompt_ms + t.predicted_ms
@@ -374,17 +391,19 @@ def _cost_without_cache(ctx: LessonContext, ids: list[int]) -> None:
         "cache_vs_no_cache", f"Generating {COST_N} tokens with and without the KV cache",
         [("way", ""), ("requests", ""), ("positions processed", ""), ("time", "ms"), ("tokens", "ids")],
         [
-            ["one request (KV cache across passes)", 1, t.prompt_n + t.predicted_n - 1, with_ms, one.tokens],
+            ["one request (KV cache across passes)", 1, with_n, with_ms, one.tokens],
             ["re-send the growing text (no cache)", COST_N, sum_n, sum_ms, generated],
         ],
         notes=[
-            f"With the cache: prompt_n {t.prompt_n} + {t.predicted_n - 1} decode passes = "
-            f"{t.prompt_n + t.predicted_n - 1} positions (formula: {tokens_with_cache(p, COST_N)}); without: {sum_n:,}, "
-            f"{sum_n / (t.prompt_n + t.predicted_n - 1):.3g}× as many.",
+            f"With the cache: prompt_n {t.prompt_n} + {decode_passes(t)} decode passes = {with_n} positions "
+            f"(formula: {tokens_with_cache(p, COST_N)}); without: {sum_n:,}, {sum_n / with_n:.3g}× as many.",
             f"Time: {with_ms:.4g} ms (prompt_ms + predicted_ms) vs {sum_ms:.4g} ms (sum of prompt_ms): "
-            f"{sum_ms / with_ms:.3g}× the time for {sum_n / (t.prompt_n + t.predicted_n - 1):.3g}× the positions.",
-            f"The {COST_N} tokens are {'the same' if same else 'NOT the same'} both ways: the cache changes the cost, "
-            f"not the result.",
+            f"{sum_ms / with_ms:.3g}× the time for {sum_n / with_n:.3g}× the positions.",
+            (f"The {COST_N} tokens are the same both ways: here the cache changed the cost, not the result."
+             if same else
+             f"The tokens differ between the two ways from generated token "
+             f"{next(i for i, (a, b) in enumerate(zip(generated + [None], one.tokens + [None]), 1) if a != b)} on, "
+             f"although both decode greedily from the same prompt."),
         ],
     )
 

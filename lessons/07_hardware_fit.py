@@ -2,26 +2,23 @@
 
 A machine has two ceilings: how fast it computes (FLOP/s) and how fast it reads memory (bytes/s).
 Their ratio, the ridge point, is the arithmetic intensity (FLOPs per byte) a piece of work needs
-before compute, not memory, limits it. This script measures both ceilings on this host (a
+before compute, not memory, limits it. This script measures both ceilings on this host's CPU (a
 multi-threaded memory read and a numpy matmul), sets them beside the published H100 example and
-the DGX Spark, and places the served model's decode (about 2 FLOPs per parameter over the bytes
-of one parameter) and its prefill of N tokens (N times that) on the roofline. Then it shows
-batching flip the bottleneck: servers with 1, 2, 4 and 8 slots decode that many sequences at once,
-reading the weights once per step for all of them, and the aggregate tokens/s is measured against
-the speed of each sequence, with the server's /metrics counters as witness.
+the DGX Spark's published bandwidth, and places the served model's decode (about 2 FLOPs per
+parameter over the bytes of one parameter) and its prefill of N tokens (N times that) on the
+roofline. Then it shows batching flip the bottleneck: servers with 1, 2, 4 and 8 slots decode that
+many sequences at once, reading the weights once per step for all of them, and the aggregate
+tokens/s is measured against the speed of each sequence, with the server's /metrics counters as
+witness.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import urlparse
 
-from bytesup import formulas, hostbench, measure
+from bytesup import formulas, hostbench, measure, published
 from bytesup.errors import BytesupError
-from bytesup.gguf_read import read_model_info
 from bytesup.records import decode_tokens_per_s
 from bytesup.results import Series
 from bytesup.runner import LessonContext, script_main
@@ -30,15 +27,7 @@ TITLE = "The hardware fit"
 
 GB = formulas.GB
 MiB = 2**20
-
-# Published reference values. Only ever shown labelled as published (or as an assumption).
-H100_PEAK_FLOP_S = 989e12  # OUTLINE.md lesson 7: "the published H100 example (989 TFLOP/s ÷ 3.35 TB/s)"
-H100_BANDWIDTH_B_S = 3.35e12  # same source
-SPARK_BANDWIDTH_B_S = 273e9  # OUTLINE.md: DGX Spark, "about 273 GB/s memory bandwidth"
-# NOT a course figure: the course gives no FP16 dense FLOP/s for the DGX Spark. This is an
-# assumption (NVIDIA's "1 PFLOP" FP4-with-sparsity figure ÷ 2 for sparsity ÷ 2 for FP8 ÷ 2 for
-# FP16), shown only in a row labelled "assumed" so the Spark's ridge point can be drawn at all.
-SPARK_ASSUMED_FP16_DENSE_FLOP_S = 125e12
+H100 = published.H100  # the course's roofline example (published)
 
 PREFILL_TOKENS = (16, 128, 512, 2048)  # prompt lengths placed on the roofline besides decode (N = 1)
 PARALLEL = (1, 2, 4, 8)  # slots (sequences decoded together) in the batching sweep
@@ -47,7 +36,7 @@ BATCH_N_PREDICT = 64  # tokens each sequence generates in one batch
 BATCH_PROMPT = "The cat sat on the"
 BATCH_SEED_BASE = 7000  # each request gets its own seed so recorded requests stay distinct
 MATMUL_SIZE = 2048  # square float32 matmul for the compute ceiling: long enough to time reliably
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+PAID = 1.1  # "batching paid" when the best aggregate beats P = 1 by more than 10%
 
 
 # --- pure helpers (tested on their own) -------------------------------------------------
@@ -89,56 +78,19 @@ def parallel_levels(total_slots: int, wanted: tuple[int, ...] = PARALLEL) -> lis
     return sorted(set(levels)) or [1]
 
 
-def bandwidth_bytes_per_thread(threads: int) -> int:
-    """256 MiB per thread, at most 2 GiB in all, never under 64 MiB (well past any cache)."""
-    return max(64 * MiB, min(256 * MiB, 2048 * MiB // max(threads, 1)))
+# --- the server and what it serves -------------------------------------------------------
 
-
-def summary(samples: list[float]) -> dict:
-    return hostbench.summarize(samples)
-
-
-# --- where the user's server is, and what it serves -------------------------------------
-
-def locality(ctx: LessonContext) -> dict:
-    """Local (we may start our own servers on its model) or remote (measure what it offers)."""
-    url_host = urlparse(ctx.server.base_url).hostname or ""
-    try:
-        model = str(ctx.require_model())
-    except BytesupError:
-        model = None
-    return {"url_host": url_host, "model_path": model,
-            "local": url_host in LOCAL_HOSTS and model is not None}
-
-
-def model_summary(ctx: LessonContext, where: dict) -> dict:
-    """Parameters and weight bytes: from the GGUF when it is readable here, else /v1/models."""
-    if where["model_path"]:
-        info = ctx.host("model_info", lambda: _gguf_summary(where["model_path"]))
-        return info
+def served_model(ctx: LessonContext) -> dict:
+    """Parameters and weight bytes as the server reports them (/v1/models meta: n_params, and size,
+    the bytes of all its tensors); no model file is needed here."""
     data = ctx.server.models().data
     meta = (data[0].get("meta") if data else None) or {}
     if not meta.get("n_params") or not meta.get("size"):
-        raise BytesupError(
-            "Lesson 7 needs the served model's parameter count and size: the model file is not readable "
-            "here and the server's /v1/models gives no meta.n_params / meta.size. Pass --model PATH.gguf."
-        )
-    name = data[0].get("id") or "served model"
-    return {"source": "/v1/models meta", "name": str(name).rsplit("/", 1)[-1].removesuffix(".gguf"), "n_params": int(meta["n_params"]),
-            "tensor_bytes": int(meta["size"]), "weight_type": meta.get("ftype")}
-
-
-def _gguf_summary(path: str) -> dict:
-    info = read_model_info(path)
-    return {"source": "GGUF header", "name": path.rsplit("/", 1)[-1].removesuffix(".gguf"), "n_params": info["n_params"],
-            "tensor_bytes": info["tensor_bytes"], "weight_type": ((info["file_type"] or {}).get("name") or "").removeprefix("MOSTLY_") or None,
-            "bytes_by_type": info["bytes_by_type"]}
-
-
-def _thread_flags(ctx: LessonContext) -> list[str]:
-    """Our servers decode with the user's --threads when it set one (else llama.cpp's default)."""
-    threads = (ctx.identity.get("server", {}).get("flags") or {}).get("--threads")
-    return ["--threads", str(threads)] if threads not in (None, "", "-1") else []
+        raise BytesupError("Lesson 7 needs the served model's parameter count and size, and the server's "
+                           "/v1/models gives no meta.n_params / meta.size. Is it a llama.cpp llama-server?")
+    name = str(data[0].get("id") or "served model").rsplit("/", 1)[-1].removesuffix(".gguf")
+    return {"name": name, "n_params": int(meta["n_params"]), "tensor_bytes": int(meta["size"]),
+            "weight_type": meta.get("ftype")}
 
 
 def served_slots(server) -> int:
@@ -166,50 +118,50 @@ def _delta(after: dict | None, before: dict | None, key: str) -> float | None:
     return after[key] - before.get(key, 0.0)
 
 
-def run_batch(server, P: int, r: int) -> tuple[list, float, dict | None, dict | None]:
-    """P concurrent completions, one per slot; returns (completions, live wall s, metrics before, after)."""
+def run_batch(ctx: LessonContext, server, P: int, r: int) -> tuple[list, float, dict | None, dict | None]:
+    """P completions sent at once, one per slot; returns (completions, wall s, /metrics before, after)."""
     # temperature 0 and cache_prompt false as measure.PINNED: every batch does the same work
     # (a full prefill, n_predict decoded tokens); only the seed differs, so each request is distinct.
-    def one(i: int):
-        return server.completion(BATCH_PROMPT, **{**measure.PINNED, "n_predict": BATCH_N_PREDICT,
-                                                  "seed": BATCH_SEED_BASE + 1000 * P + 100 * r + i,
-                                                  "id_slot": i})
-
+    bodies = [{**measure.PINNED, "n_predict": BATCH_N_PREDICT, "seed": BATCH_SEED_BASE + 1000 * P + 100 * r + i,
+               "id_slot": i} for i in range(P)]
     before = _metrics(server)
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=P) as pool:
-        done = list(pool.map(one, range(P)))
-    wall = time.perf_counter() - t0
-    after = _metrics(server)
-    return done, wall, before, after
+    done, live_wall = measure.concurrent_completions(server, BATCH_PROMPT, bodies)
+    wall = ctx.host(f"batch_wall_s_p{P}_r{r}", lambda: live_wall)
+    return done, wall, before, _metrics(server)
 
 
 # --- the lesson ---------------------------------------------------------------------------
 
 def main(ctx: LessonContext):
-    where = ctx.host("user_server", lambda: locality(ctx))
-    # Recorded, because a replay's repeat is the replaying command's, not the recorded run's.
-    repeat = ctx.host("repeat", lambda: ctx.repeat)
-    ctx.settings.update({"pinned": measure.PINNED, "local": where["local"], "repeat": repeat})
-    info = model_summary(ctx, where)
+    facts = ctx.server_facts()
+    # Our own servers with 1…8 slots need the model file and a server on this host.
+    own = facts["local"] and facts["model_readable"]
+    ctx.settings.update({"pinned": measure.PINNED, "own_servers": own, "repeat": ctx.repeat})
+    info = served_model(ctx)
     n_params, n_bytes = info["n_params"], formulas.bytes_per_token(info)
+    elsewhere = None if facts["host_bandwidth_applies"] else facts["reason"]
 
-    # 1. This host's roofline: bandwidth, FLOP/s, ridge point; and the published machines.
+    # 1. This host's CPU roofline: bandwidth, FLOP/s, ridge point; and the published machines.
     ctx.step("measuring this host's memory read bandwidth")
     threads = formulas.server_threads(ctx.identity.get("server", {}).get("flags"))
-    bw = ctx.host("read_bandwidth", lambda: hostbench.measure_read_bandwidth(
-        threads=threads, bytes_per_thread=bandwidth_bytes_per_thread(threads), repeats=repeat + 2))
+    bw = ctx.host("read_bandwidth", lambda: hostbench.host_bandwidth(threads, ctx.repeat))
     ctx.step("measuring this host's matmul FLOP/s")
     blas = ctx.host("blas_info", hostbench.blas_info)
-    mm = ctx.host("matmul_peak", lambda: hostbench.measure_matmul_peak(MATMUL_SIZE, repeats=repeat + 2))
+    mm = ctx.host("matmul_peak", lambda: hostbench.measure_matmul_peak(MATMUL_SIZE, repeats=ctx.repeat + 2))
     bw_gbs, peak_gflops = bw["gb_per_s"], mm["gflop_per_s"]
     host_bw = bw_gbs["median"] * GB
     host_peak = peak_gflops["median"] * 1e9
     host_ridge = formulas.ridge_point(host_peak, host_bw)
     lib = blas.get("blas") or {}
     lib_text = f"{lib.get('internal_api', 'unknown BLAS')} {lib.get('version') or ''}".strip()
+    if facts["on_accelerator"]:
+        where_server = f"on {facts['accelerators'][0]}, not on this CPU"
+    elif not facts["local"]:
+        where_server = f"on {facts['url_host']}, not on this host"
+    else:
+        where_server = "on this CPU"
     ctx.table(
-        "host_ceilings", "This host's two ceilings, measured",
+        "host_ceilings", "This host's CPU: its two ceilings, measured",
         [("quantity", ""), ("median", ""), ("min", ""), ("max", ""), ("unit", ""), ("samples", ""), ("how", "")],
         [
             ["memory read bandwidth", bw_gbs["median"], bw_gbs["min"], bw_gbs["max"], "GB/s", len(bw_gbs["samples"]),
@@ -220,47 +172,52 @@ def main(ctx: LessonContext):
         ],
         notes=[
             f"Reading memory: {bw_gbs['median']:.3g} GB/s (median of {len(bw_gbs['samples'])}, "
-            f"{bw_gbs['min']:.3g}–{bw_gbs['max']:.3g}) with {bw['threads']} threads, as many as the server decodes with.",
+            f"{bw_gbs['min']:.3g}–{bw_gbs['max']:.3g}) with {bw['threads']} threads, the server's thread count.",
             f"Computing: a {mm['m']}-square {mm['dtype']} matmul does {mm['flops'] / 1e9:.4g} GFLOP in "
             f"{mm['seconds']['median'] * 1e3:.4g} ms (median): {peak_gflops['median']:.4g} GFLOP/s through {lib_text} "
             f"on {blas.get('logical_cpus')} logical CPUs.",
             f"This is the CPU's {mm['dtype']} ceiling, measured as lesson 3 measured its matmuls; the server multiplies "
-            f"{info.get('weight_type') or 'its'} weights with its own kernels (on a GPU when it offloads layers), "
-            f"so its own compute ceiling can differ.",
+            f"{info.get('weight_type') or 'its'} weights with its own kernels {where_server}, so its compute ceiling "
+            f"can differ.",
         ],
     )
-    ctx.measure("read_bandwidth_gb_per_s", "GB/s", bw_gbs["samples"], higher_is_better=None,
-                settings={"threads": bw["threads"], "bytes_per_thread": bw["bytes_per_thread"]}, description=bw["method"])
+    ctx.measure("read_bandwidth_gb_per_s", "GB/s", bw_gbs["samples"], higher_is_better=True,
+                settings={"threads": threads}, description=bw["method"])
     ctx.measure("matmul_peak_gflop_per_s", "GFLOP/s", peak_gflops["samples"], higher_is_better=None,
                 settings={"size": mm["size"], "dtype": mm["dtype"], "blas": lib_text},
-                description="square matmul with numpy: the compute ceiling of this host's roofline")
+                description="square matmul with numpy: the compute ceiling of this host's CPU roofline")
     ctx.measure("ridge_point_flops_per_byte", "FLOPs/byte", [host_ridge], higher_is_better=None,
-                description="median matmul FLOP/s ÷ median read bandwidth")
+                description="median matmul FLOP/s ÷ median read bandwidth, this host's CPU")
 
-    machines = [
-        ("this host", "measured (medians)", host_peak, host_bw),
-        ("H100", "published", H100_PEAK_FLOP_S, H100_BANDWIDTH_B_S),
-        ("DGX Spark", "published bandwidth; FLOP/s assumed (not in the course)", SPARK_ASSUMED_FP16_DENSE_FLOP_S,
-         SPARK_BANDWIDTH_B_S),
+    h100_ridge = formulas.ridge_point(H100["peak_flop_s"], H100["bandwidth_bytes_per_s"])
+    spark_bw = published.SPARK_BANDWIDTH_GB_PER_S * GB
+    roof_rows = [
+        ["this host's CPU", "measured (medians)", host_peak / 1e9, host_bw / GB, host_ridge,
+         formulas.ceiling_tokens_per_s(host_bw, n_bytes)],
+        ["H100", "published", H100["peak_flop_s"] / 1e9, H100["bandwidth_bytes_per_s"] / GB, h100_ridge,
+         formulas.ceiling_tokens_per_s(H100["bandwidth_bytes_per_s"], n_bytes)],
+        [published.SPARK_NAME, "published bandwidth only", None, spark_bw / GB, None,
+         formulas.ceiling_tokens_per_s(spark_bw, n_bytes)],
     ]
-    roof_rows = [[name, source, peak / 1e9, bwb / GB, formulas.ridge_point(peak, bwb),
-                  formulas.ceiling_tokens_per_s(bwb, n_bytes)] for name, source, peak, bwb in machines]
-    h100_ridge, spark_ridge = roof_rows[1][4], roof_rows[2][4]
+    roof_notes = [
+        f"This host's CPU: {peak_gflops['median']:.4g} GFLOP/s ÷ {bw_gbs['median']:.3g} GB/s = {host_ridge:.3g} FLOPs "
+        f"per byte; work doing fewer FLOPs per byte read waits on memory.",
+        f"H100: {H100['peak_flop_s'] / 1e12:g} TFLOP/s ÷ {H100['bandwidth_bytes_per_s'] / 1e12:g} TB/s = "
+        f"{h100_ridge:.1f} FLOPs per byte (the course rounds it to {H100['ridge_flops_per_byte']:g}), "
+        f"{h100_ridge / host_ridge:.3g} × this CPU's ridge.",
+        f"{published.SPARK_NAME}: the course publishes its {published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s but no FLOP/s, "
+        f"so it gets a decode ceiling and no ridge point.",
+        f"The last column is each machine's bandwidth ÷ the {n_bytes:,} bytes of {info['name']}: the most tokens/s "
+        f"decode could reach there.",
+    ]
+    if elsewhere:
+        roof_notes.append(f"The server does not decode on this CPU ({elsewhere}): its own roofline is that "
+                          f"machine's, and this CPU's row and the points below describe this host only.")
     ctx.table(
         "rooflines", "Rooflines: ridge point = peak FLOP/s ÷ memory bytes/s",
         [("machine", ""), ("source", ""), ("peak compute", "GFLOP/s"), ("memory bandwidth", "GB/s"),
          ("ridge point", "FLOPs/byte"), (f"decode ceiling, {info['name']}", "tokens/s")],
-        roof_rows,
-        notes=[
-            f"This host: {peak_gflops['median']:.4g} GFLOP/s ÷ {bw_gbs['median']:.3g} GB/s = {host_ridge:.3g} FLOPs per byte; "
-            f"work doing fewer FLOPs per byte read waits on memory.",
-            f"H100: {H100_PEAK_FLOP_S / 1e12:g} TFLOP/s ÷ {H100_BANDWIDTH_B_S / 1e12:g} TB/s = {h100_ridge:.0f} FLOPs per byte, "
-            f"{h100_ridge / host_ridge:.3g} × this host's ridge.",
-            f"DGX Spark: {SPARK_BANDWIDTH_B_S / GB:g} GB/s is published; its {SPARK_ASSUMED_FP16_DENSE_FLOP_S / 1e12:g} TFLOP/s "
-            f"is an assumption of this script, giving a ridge of {spark_ridge:.0f} FLOPs per byte.",
-            f"The last column is each machine's bandwidth ÷ the {n_bytes:,} bytes of {info['name']}: the most tokens/s "
-            f"decode could reach there.",
-        ],
+        roof_rows, notes=roof_notes,
     )
 
     # 2. Where decode and prefill sit: intensity = N tokens × 2 FLOPs per parameter ÷ weight bytes.
@@ -271,24 +228,24 @@ def main(ctx: LessonContext):
         inten = N * dec_i
         att = attainable_flop_s(inten, host_peak, host_bw)
         points.append(["decode" if N == 1 else f"prefill of {N}", N, inten, att / 1e9, bound(inten, host_ridge),
-                       att / flops_tok, bound(inten, h100_ridge), bound(inten, spark_ridge)])
+                       att / flops_tok, bound(inten, h100_ridge)])
     dec_row = points[0]
     cross_here = tokens_to_cross(host_ridge, dec_i)
     cross_h100 = tokens_to_cross(h100_ridge, dec_i)
     prefill_best = points[-1]
     ctx.table(
-        "roofline_points", f"Decode and prefill of {info['name']} on this host's roofline",
+        "roofline_points", f"Decode and prefill of {info['name']} on this host's CPU roofline",
         [("phase", ""), ("tokens per weight read", "N"), ("arithmetic intensity", "FLOPs/byte"),
-         ("attainable here", "GFLOP/s"), ("bound here", ""), ("roofline speed here", "tokens/s"),
-         ("bound on H100", ""), ("bound on DGX Spark", "")],
+         ("attainable on this CPU", "GFLOP/s"), ("bound on this CPU", ""), ("roofline speed on this CPU", "tokens/s"),
+         ("bound on H100", "")],
         points,
         notes=[
             f"Decode: 2 × {n_params:,} parameters ÷ {n_bytes:,} bytes ({info.get('weight_type') or 'weights'}) = "
-            f"{dec_i:.3g} FLOPs per byte, {'below' if dec_i < host_ridge else 'at or above'} this host's ridge of "
+            f"{dec_i:.3g} FLOPs per byte, {'below' if dec_i < host_ridge else 'at or above'} this CPU's ridge of "
             f"{host_ridge:.3g}: {dec_row[4]}-bound, "
             f"at most {dec_row[3]:.4g} GFLOP/s ({100 * dec_row[3] * 1e9 / host_peak:.1f}% of the matmul peak).",
             f"A prefill reads each weight once for all N prompt tokens, so its intensity is N × {dec_i:.3g}; from "
-            f"N = {cross_here} on it reaches this host's ridge, and on the H100 from N = {cross_h100}.",
+            f"N = {cross_here} on it reaches this CPU's ridge, and on the H100 from N = {cross_h100}.",
             f"The roofline speed column is attainable FLOP/s ÷ {flops_tok / 1e9:.4g} GFLOP per token: "
             f"{dec_row[5]:,.0f} tokens/s for decode, {prefill_best[5]:,.0f} tokens/s for a {prefill_best[1]}-token "
             f"prefill ({prefill_best[5] / dec_row[5]:.3g} × faster per token).",
@@ -297,10 +254,10 @@ def main(ctx: LessonContext):
     lo = min(0.1, dec_i / 2)
     hi = max(4 * PREFILL_TOKENS[-1] * dec_i, 4 * host_ridge)
     ctx.plot(
-        "roofline", f"This host's roofline with {info['name']}", "arithmetic intensity (FLOPs/byte)",
+        "roofline", f"This host's CPU roofline with {info['name']}", "arithmetic intensity (FLOPs/byte)",
         "attainable GFLOP/s",
         [
-            Series(label=f"roofline: {bw_gbs['median']:.3g} GB/s, {peak_gflops['median']:.4g} GFLOP/s",
+            Series(label=f"roofline: {bw_gbs['median']:.3g} GB/s, {peak_gflops['median']:.4g} GFLOP/s (this CPU)",
                    x=[lo, host_ridge, hi], y=[lo * host_bw / 1e9, host_peak / 1e9, host_peak / 1e9], style="dashed"),
             Series(label="decode (N = 1)", x=[dec_row[2]], y=[dec_row[3]], style="points"),
             Series(label="prefill (N tokens)", x=[p[2] for p in points[1:]], y=[p[3] for p in points[1:]],
@@ -310,21 +267,19 @@ def main(ctx: LessonContext):
     )
 
     # 3. Batching flips the bottleneck: P sequences share each read of the weights.
-    if where["local"]:
-        levels = list(PARALLEL)
-    else:
-        levels = parallel_levels(served_slots(ctx.server))
+    levels = list(PARALLEL) if own else parallel_levels(served_slots(ctx.server))
+    # Recorded: a replay starts no server and has no model file.
+    model = ctx.host("model_path", lambda: str(ctx.require_model())) if own else None
     ctx.settings.update({"parallel": levels, "batch_n_predict": BATCH_N_PREDICT, "ctx_per_slot": CTX_PER_SLOT})
     batches: dict[int, dict[str, Any]] = {}
     for P in levels:
         ctx.step(f"decoding {P} sequence(s) at once")
-        if where["local"]:
-            flags = ["--parallel", str(P), "-c", str(CTX_PER_SLOT * P), *_thread_flags(ctx)]
-            with ctx.local_server(f"parallel-{P}", where["model_path"], flags) as srv:
-                runs = [run_batch(srv, P, r) for r in ctx.track(range(repeat), f"{P} at once")]
+        if own:
+            with ctx.local_server(f"parallel-{P}", model, ["--parallel", str(P), "-c", str(CTX_PER_SLOT * P)]) as srv:
+                runs = [run_batch(ctx, srv, P, r) for r in ctx.track(range(ctx.repeat), f"{P} at once")]
         else:
-            runs = [run_batch(ctx.server, P, r) for r in ctx.track(range(repeat), f"{P} at once")]
-        walls = ctx.host(f"batch_wall_s_parallel_{P}", lambda: [w for _, w, _, _ in runs])
+            runs = [run_batch(ctx, ctx.server, P, r) for r in ctx.track(range(ctx.repeat), f"{P} at once")]
+        walls = [w for _, w, _, _ in runs]
         generated = [[c.timings.predicted_n for c in done] for done, _, _, _ in runs]
         agg = [aggregate_tokens_per_s(g, w) for g, w in zip(generated, walls)]
         per_seq = [decode_tokens_per_s(c.timings) for done, _, _, _ in runs for c in done]
@@ -341,11 +296,11 @@ def main(ctx: LessonContext):
     rows = []
     for P in levels:
         b = batches[P]
-        a, s = summary(b["agg"]), summary(b["per_seq"])
+        a, s = hostbench.summarize(b["agg"]), hostbench.summarize(b["per_seq"])
         per_call = b["d_pred"] / b["d_dec"] if b["d_pred"] is not None and b["d_dec"] else None
-        rows.append([P, len(b["walls"]), sum(b["generated"][0]), 1e3 * summary(b["walls"])["median"],
+        rows.append([P, len(b["walls"]), sum(b["generated"][0]), 1e3 * hostbench.summarize(b["walls"])["median"],
                      a["median"], a["min"], a["max"], s["median"], s["min"], s["max"],
-                     a["median"] / summary(batches[base]["agg"])["median"], sum(map(sum, b["generated"])),
+                     a["median"] / hostbench.summarize(batches[base]["agg"])["median"], sum(map(sum, b["generated"])),
                      b["d_pred"], per_call, P * dec_i, bound(P * dec_i, host_ridge)])
     first, last = rows[0], rows[-1]
     notes = []
@@ -361,7 +316,7 @@ def main(ctx: LessonContext):
                      f"measured: {first[4]:,.0f} tokens/s.")
     notes += [
         f"One step for P sequences reads the weights once and does P tokens of arithmetic: intensity P × {dec_i:.3g} "
-        f"FLOPs/byte, which reaches this host's ridge ({host_ridge:.3g}) from P = {cross_here} on "
+        f"FLOPs/byte, which reaches this CPU's ridge ({host_ridge:.3g}) from P = {cross_here} on "
         f"(the H100's from P = {cross_h100}).",
         "Aggregate = tokens generated ÷ the batch's wall time on this host's clock (it includes the prefill and "
         "the HTTP round trips); per sequence = (predicted_n − 1) ÷ predicted_ms from each response.",
@@ -375,9 +330,14 @@ def main(ctx: LessonContext):
         notes.append(f"/metrics: tokens_predicted_total rose by {last[12]:,.0f} over the {last[1]} batches of "
                      f"{last[0]} (the responses say {last[11]:,}), {last[13]:.2f} generated tokens per llama_decode "
                      f"call (at most {last[0]}): {together}.")
-    if not where["local"]:
-        notes.append(f"The server at {where['url_host']} is not one this script can restart (remote, or its model is "
-                     f"not readable here): it was measured as it runs, with up to {levels[-1]} of its slots.")
+    if elsewhere:
+        notes.append(f"These batches decoded {where_server}: the last column places them on this CPU's roofline "
+                     f"only for comparison.")
+    if not own:
+        why = (f"it runs on {facts['url_host']}" if not facts["local"] else
+               "its model file is not readable here (pass --model PATH.gguf)")
+        notes.append(f"This script cannot start servers of its own for the sweep ({why}): the user's server was "
+                     f"measured as it runs, with up to {levels[-1]} of its slots.")
     ctx.table(
         "batching", "Batching: P sequences decoded at once",
         [("parallel sequences", "P"), ("batches", ""), ("tokens per batch", ""), ("batch wall time", "ms"),
@@ -385,7 +345,7 @@ def main(ctx: LessonContext):
          ("per sequence", "tokens/s"), ("per sequence min", "tokens/s"), ("per sequence max", "tokens/s"),
          (f"aggregate ÷ P = {base}", "×"), ("tokens generated (responses)", ""),
          ("tokens_predicted_total Δ (/metrics)", ""), ("tokens per llama_decode call", ""),
-         ("intensity of one step", "FLOPs/byte"), ("bound here (roofline)", "")],
+         ("intensity of one step", "FLOPs/byte"), ("bound on this CPU's roofline", "")],
         rows, notes=notes,
     )
     ctx.plot(
@@ -401,25 +361,23 @@ def main(ctx: LessonContext):
 
 
 def _batch_verdict(rows: list[list[Any]]) -> str:
-    """What the sweep shows, in words chosen by its numbers."""
+    """What the sweep shows, in words chosen by its numbers (only what the numbers say)."""
     best = max(rows, key=lambda r: r[4])
     first = rows[0]
-    if best[0] != first[0] and best[10] > 1.1:
+    if best[0] != first[0] and best[10] > PAID:
         return (f"Batching paid: the best aggregate, {best[4]:,.0f} tokens/s at P = {best[0]}, is {best[10]:.2f} × P = "
-                f"{first[0]}'s: one read of the weights now serves up to {best[0]} tokens, while each sequence ran at "
-                f"{100 * best[7] / first[7]:.0f}% of its speed alone.")
-    return (f"Batching did not pay in this run: no P beat P = {first[0]} by more than 10% (best ×{best[10]:.2f} at "
-            f"P = {best[0]}); sharing each read of the weights saved less than the extra arithmetic, scheduling "
-            f"and waiting cost.")
+                f"{first[0]}'s.")
+    return (f"Batching did not pay in this run: no P beat P = {first[0]} by more than {100 * (PAID - 1):.0f}% "
+            f"(best ×{best[10]:.2f} at P = {best[0]}).")
 
 
 def _spread_note(rows: list[list[Any]]) -> str | None:
-    """A warning when a level's aggregate samples differ by more than 1.5 ×: the host was busy."""
+    """A warning when a level's aggregate samples differ by more than 1.5 ×."""
     noisy = [r for r in rows if r[5] > 0 and r[6] / r[5] > 1.5]
     if not noisy:
         return None
     return ("The aggregate samples scatter widely (" + ", ".join(f"P = {r[0]}: {r[5]:,.0f}–{r[6]:,.0f} tokens/s" for r in noisy)
-            + "): other work shared this host's cores; rerun on a quiet machine before reading much into the shape.")
+            + "): read the shape with care, or rerun with more repeats on a quiet machine.")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ import json
 import pytest
 from lessonkit import recorded, replay
 
-from bytesup import formulas
+from bytesup import formulas, published
+from bytesup.check import CACHE_TYPE_BYTES
+from bytesup.errors import BytesupError
 from bytesup.runner import load_lesson
 
 LESSON = "06_attention_kv_cache"
@@ -39,14 +41,27 @@ def rows(result, name):
 def test_kv_bytes_for_the_70b_example(result, lesson):
     big = next(r for r in rows(result, "kv_cache_size") if r[0].startswith("70B"))
     assert big[1:4] == [80, 8, 128]
-    assert big[6] == 327_680 == lesson.PUBLISHED_70B_KV_BYTES
+    assert big[6] == 327_680 == published.KV_70B["bytes_per_token"]
     assert big[7] == 320.0
-    assert big[6] / lesson.PODCAST_70B_KV_BYTES == 10.0
+    assert big[6] / lesson.PODCAST_KV_BYTES == 10.0
+    assert big[8] == published.PODCAST_KV_70B["context_tokens"]
+
+
+def test_podcast_notes_are_computed(result):
+    notes = " ".join(result.table("kv_cache_size").notes)
+    assert "10× too small (10.2× if KB means 1,000 bytes)" in notes
+    # 30 × 32 KiB = 983,040 bytes: 0.938 MiB, 0.983 MB, so about the podcast's "one megabyte".
+    assert "30 × its 32 KB = 0.938 MiB (0.983 MB), so it follows" in notes
+    assert "30 tokens take 9.375 MiB" in notes
+    assert "80 GiB of 70B KV cache (8 GiB by its own figure)" in notes
+    assert not any("Podcast check" in n for n in result.notes)
 
 
 def test_kv_bytes_for_the_course_model(result):
-    course = next(r for r in rows(result, "kv_cache_size") if r[0].startswith("deepseek"))
+    course = next(r for r in rows(result, "kv_cache_size") if r[0].startswith(published.SPECIMEN_NAME))
+    assert course[1:4] == [32, 32, 128]
     assert course[6] == 2 * 32 * 32 * 128 * 2 == 524_288
+    assert course[8] == published.LESSON4_CONTEXT_TOKENS
     assert course[9] == pytest.approx(1024.0)  # MiB at 2,048 tokens
 
 
@@ -54,7 +69,7 @@ def test_kv_bytes_for_the_served_model_recompute(result, lesson):
     served = rows(result, "kv_cache_size")[0]
     hp = result.host_values["model_info"]["hyperparameters"]
     assert served[1:4] == [hp["n_layer"], hp["n_head_kv"], hp["head_dim"]]
-    assert served[5] == lesson.bytes_per_element(result.settings["cache_type_k"])
+    assert served[5] == CACHE_TYPE_BYTES[result.settings["cache_type_k"]]
     assert served[6] == 2 * served[1] * served[2] * served[3] * served[5]
     assert served[6] == formulas.kv_bytes_per_token(hp["n_layer"], hp["n_head_kv"], hp["head_dim"], served[5])
     assert served[8] == result.settings["n_ctx"]
@@ -63,8 +78,8 @@ def test_kv_bytes_for_the_served_model_recompute(result, lesson):
 
 
 def test_context_size_comes_from_the_server(result, exchanges):
-    slots = next(e for e in exchanges if e["path"] == "/slots")["response"]
-    assert result.settings["n_ctx"] == slots[0]["n_ctx"]
+    props = next(e for e in exchanges if e["path"] == "/props")["response"]
+    assert result.settings["n_ctx"] == props["default_generation_settings"]["n_ctx"]
 
 
 # --- decode vs depth --------------------------------------------------------------------------
@@ -82,6 +97,7 @@ def test_depths_cover_the_context(result):
 def test_tokens_per_second_is_1000_over_ms_per_token(result):
     for depth, _, ms_med, ms, tps_med, lo, hi, tps, _ in rows(result, "decode_vs_depth"):
         assert tps == pytest.approx([1000.0 / m for m in ms])
+        assert ms_med == pytest.approx(sorted(ms)[len(ms) // 2] if len(ms) % 2 else sum(sorted(ms)[len(ms) // 2 - 1:len(ms) // 2 + 1]) / 2)
         assert min(tps) == lo and max(tps) == hi and lo <= tps_med <= hi
         m = next(x for x in result.measurements
                  if x.name == "decode_tokens_per_s_at_depth" and x.settings["depth"] == depth)
@@ -169,13 +185,57 @@ def test_depth_plan(lesson):
     assert max(lesson.depth_plan(64, 16)) <= 64 - 16 - 1
 
 
-def test_bytes_per_element(lesson):
-    assert lesson.bytes_per_element("f16") == 2
-    assert lesson.bytes_per_element("F32") == 4
-    assert lesson.bytes_per_element("q8_0") == 34 / 32
+def test_element_bytes(lesson):
+    assert lesson.element_bytes("f16") == 2
+    assert lesson.element_bytes("F32") == 4
+    assert lesson.element_bytes("q8_0") == 34 / 32
+    with pytest.raises(BytesupError, match="q3_k"):
+        lesson.element_bytes("q3_k")
 
 
 def test_kv_cache_types(lesson):
     assert lesson.kv_cache_types({}, [{"id": 0}], {})[:2] == ("f16", "f16")
     assert lesson.kv_cache_types({}, None, {"--cache-type-k": "q8_0"})[:2] == ("q8_0", "f16")
     assert lesson.kv_cache_types({"x": {"cache_type_k": "Q4_0", "cache_type_v": "q4_0"}}, None, {}) == ("q4_0", "q4_0", "/props")
+
+
+# --- without the model file or a context size -------------------------------------------------------
+
+class _Server:
+    """Just enough of a server for the KV table: /props with or without n_ctx, /slots disabled."""
+    base_url = "http://gpu-box:8080"
+
+    def __init__(self, n_ctx, slots=None):
+        self.n_ctx, self._slots = n_ctx, slots
+
+    def props(self):
+        from bytesup.records import Props
+        return Props(default_generation_settings={"n_ctx": self.n_ctx} if self.n_ctx else {})
+
+    def slots(self):
+        if self._slots is None:
+            raise BytesupError("/slots is disabled")
+        return self._slots
+
+
+def _ctx(n_ctx, slots=None, model=None):
+    from bytesup.runner import LessonContext, Reporter, RunOptions
+    ctx = LessonContext(LESSON, "t", server=_Server(n_ctx, slots), options=RunOptions(command=[]), model_path=model,
+                        sink=[], replay=None, progress=Reporter(None, LESSON))
+    ctx.identity = {"server": {"flags": {}}}
+    return ctx
+
+
+def test_kv_table_without_the_model_file(lesson):
+    ctx = _ctx(4096)
+    assert lesson._kv_cache_size(ctx) == 4096
+    table = ctx.tables[0]
+    assert [r[0].split(" (")[0] for r in table.rows] == [published.SPECIMEN_NAME, "70B example"]
+    assert any("not readable here" in n for n in table.notes)
+    assert not any(m.name == "kv_bytes_per_token" for m in ctx.measurements)
+    assert ctx.settings["model_readable"] is False
+
+
+def test_no_context_size_is_a_clear_error(lesson):
+    with pytest.raises(BytesupError, match="no context size"):
+        lesson._kv_cache_size(_ctx(None, slots=[{"id": 0}]))

@@ -377,10 +377,13 @@ def claim_decode_efficiency_in_unit_interval(run: Run) -> list[ClaimResult]:
                                        detail=f"lesson {lesson.lesson_id} has no decode_efficiency measurement"))
             continue
         bws = _measurements(lesson, "read_bandwidth_gb_per_s")
-        allowance = 1.0
+        bandwidth_allowance = 1.0
         if bws and bws[0].max > 0:
-            allowance = bws[0].max / bws[0].median
+            bandwidth_allowance = bws[0].max / bws[0].median
         for m in effs:
+            # A ceiling from a stated bandwidth (--bandwidth-gbs) has no measured spread to allow for.
+            given = m.settings.get("bandwidth_gbs") is not None
+            allowance = 1.0 if given else bandwidth_allowance
             factor = 0.01 if m.unit.strip() in ("%", "percent") else 1.0
             med, lo, hi = m.median * factor, m.min * factor, m.max * factor
             label = text + measurement_label("", m.settings)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .client import LlamaServer
+from .errors import BytesupError
 from .paths import data_dir
 from .records import Completion, decode_tokens_per_s, prefill_tokens_per_s
 
@@ -55,11 +56,12 @@ def decode_samples(completions: list[Completion]) -> list[float]:
 
 def context_size(server: LlamaServer) -> int:
     """Tokens of context one request may use: /props' generation settings, else the first slot."""
-    from .errors import BytesupError
-
     n_ctx = (server.props().default_generation_settings or {}).get("n_ctx")
     if not n_ctx:
-        slots = server.slots()
+        try:
+            slots = server.slots()
+        except BytesupError:  # /slots may be switched off; the message below says what matters
+            slots = None
         n_ctx = slots[0].get("n_ctx") if slots else None
     if not n_ctx:
         raise BytesupError(

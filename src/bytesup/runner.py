@@ -34,7 +34,6 @@ from .results import LessonResult, Measurement, Plot, Series, Table, Column, loa
 from .storage import read_jsonl, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
 MANIFEST_SCHEMA_VERSION = 1
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # Flags of the user's server that a lesson's own servers set for themselves.
 NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key"}
 INDEX_MARK = "<!-- bytesup index -->"
@@ -199,7 +198,7 @@ class LessonContext:
         from urllib.parse import urlparse
 
         url_host = urlparse(self.server.base_url).hostname or ""
-        local = url_host in LOOPBACK or url_host in environment.own_addresses()
+        local = _is_loopback(url_host) or url_host in environment.own_addresses()
         server = self.identity.get("server", {})
         ngl = (server.get("flags") or {}).get("--n-gpu-layers")
         offloads = ngl is None or str(ngl) != "0"  # llama.cpp offloads by default where it can
@@ -382,6 +381,17 @@ def _engine_facts(url: str, props: dict, models: dict | None) -> dict:
     facts = dict(info) if info else _observed_engine(props)
     facts.update({"url": url, "props": props, "v1_models": models})
     return facts
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _observed_engine(props: dict) -> dict:
