@@ -180,7 +180,7 @@ def test_other_settings_units_or_model_are_not_comparable(two_runs):
     a, b = two_runs
     result = read_result(b, L4)
     result.measurement("prefill_tokens_per_s_long_prompt").settings["prompt_tokens"] = 1000
-    result.measurement("decode_efficiency").unit = "%"
+    result.measurement("decode_efficiency").unit = "fraction"
     write_result(b, result)
     c = cmp.compare_runs(cmp.load_run(a), cmp.load_run(b))
     pre = row(c, "prefill_tokens_per_s_long_prompt")
