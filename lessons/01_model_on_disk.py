@@ -404,13 +404,11 @@ def _embedding_shape_note(embd: dict | None, hp: dict) -> str:
 
 
 def _server_meta(ctx: LessonContext) -> dict:
-    """The served model's `meta` from /v1/models (n_params, size, n_vocab…), or {} if not served."""
+    """The served model's `meta` from /v1/models, or {} where the server lists none."""
     try:
-        data = ctx.server.models().data
+        return ctx.server.served_model().get("meta", {})
     except BytesupError:
         return {}
-    meta = data[0].get("meta") if data else None
-    return meta if isinstance(meta, dict) else {}
 
 
 def _server_agreement(meta: dict, n_params: int, tensor_bytes: int) -> str:

@@ -478,13 +478,11 @@ def _speculative_note(ctx: LessonContext, ttft: float, tpot: float) -> None:
 
 
 def _server_meta(ctx: LessonContext) -> dict:
-    """The served model's `meta` from /v1/models (n_vocab…), or {} if not served."""
+    """The served model's `meta` from /v1/models, or {} where the server lists none."""
     try:
-        data = ctx.server.models().data
+        return ctx.server.served_model().get("meta", {})
     except BytesupError:
         return {}
-    meta = data[0].get("meta") if data else None
-    return meta if isinstance(meta, dict) else {}
 
 
 if __name__ == "__main__":

@@ -83,13 +83,12 @@ def parallel_levels(total_slots: int, wanted: tuple[int, ...] = PARALLEL) -> lis
 def served_model(ctx: LessonContext) -> dict:
     """Parameters and weight bytes as the server reports them (/v1/models meta: n_params, and size,
     the bytes of all its tensors); no model file is needed here."""
-    data = ctx.server.models().data
-    meta = (data[0].get("meta") if data else None) or {}
+    served = ctx.server.served_model()
+    meta = served.get("meta", {})
     if not meta.get("n_params") or not meta.get("size"):
         raise BytesupError("Lesson 7 needs the served model's parameter count and size, and the server's "
                            "/v1/models gives no meta.n_params / meta.size. Is it a llama.cpp llama-server?")
-    name = str(data[0].get("id") or "served model").rsplit("/", 1)[-1].removesuffix(".gguf")
-    return {"name": name, "n_params": int(meta["n_params"]), "tensor_bytes": int(meta["size"]),
+    return {"name": served["name"], "n_params": int(meta["n_params"]), "tensor_bytes": int(meta["size"]),
             "weight_type": meta.get("ftype")}
 
 

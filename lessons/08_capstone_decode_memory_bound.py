@@ -279,13 +279,12 @@ def served_model(ctx: LessonContext, facts: dict) -> dict:
     """The user's model: from its GGUF when readable here, else from the server's /v1/models meta."""
     if facts["model_readable"]:
         return ctx.host("model_info", lambda: _summary(str(ctx.require_model()), None))
-    data = ctx.server.models().data
-    meta = (data[0].get("meta") if data else None) or {}
+    served = ctx.server.served_model()
+    meta = served.get("meta", {})
     if not meta.get("n_params") or not meta.get("size"):
         raise BytesupError("Lesson 8 needs the served model's size: its file is not readable here and /v1/models "
                            "gives no meta.size. Pass --model PATH.gguf.")
-    name = str(data[0].get("id") or "served model").rsplit("/", 1)[-1].removesuffix(".gguf")
-    return {"preset": None, "name": name, "architecture": None, "n_embd": meta.get("n_embd"),
+    return {"preset": None, "name": served["name"], "architecture": None, "n_embd": meta.get("n_embd"),
             "n_params": int(meta["n_params"]), "tensor_bytes": int(meta["size"]), "weight_type": meta.get("ftype")}
 
 

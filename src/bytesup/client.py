@@ -107,3 +107,14 @@ class LlamaServer:
 
     def models(self) -> r.ModelList:
         return self._get(r.ModelList, "GET", "/v1/models")
+
+    def served_model(self) -> dict[str, Any]:
+        """The first model of /v1/models: its id, a short name (the file's stem) and llama.cpp's
+        `meta` (n_params, size = bytes of all tensors, n_vocab, n_ctx_train…); {} when none is listed."""
+        data = self.models().data
+        if not data:
+            return {}
+        model_id = str(data[0].get("id") or "served model")
+        meta = data[0].get("meta")
+        return {"id": model_id, "name": model_id.rsplit("/", 1)[-1].removesuffix(".gguf"),
+                "meta": meta if isinstance(meta, dict) else {}}
