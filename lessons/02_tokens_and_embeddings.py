@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bytesup.errors import BytesupError
 from bytesup.gguf_read import embedding_row, read_model_info
 from bytesup.records import Tokenized, TokenPiece, shown_token
 from bytesup.runner import LessonContext, script_main
@@ -102,11 +101,8 @@ def model_facts(path) -> dict:
 def readable_model_facts(ctx: LessonContext) -> dict | None:
     """model_facts of the served model, or None when no model file is readable here (a remote
     server without --model). A file that is there but is not a valid GGUF still fails loudly."""
-    try:
-        path = ctx.require_model()
-    except BytesupError:
-        return None
-    return model_facts(path)
+    path = ctx.readable_model()
+    return model_facts(path) if path else None
 
 
 def leading_space_note(ids: dict[str, list[int]]) -> str:

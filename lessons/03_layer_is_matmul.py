@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from bytesup import gguf_read, hostbench, published
-from bytesup.errors import BytesupError
 from bytesup.results import Series
 from bytesup.runner import LessonContext, script_main
 
@@ -138,11 +137,8 @@ def row_for(label: str, bench: dict, base_ms_per_token: float) -> list[Any]:
 def _model_info(ctx: LessonContext) -> dict | None:
     """The served model's GGUF facts, or None when no model file is readable here (a remote
     server without --model). A file that is there but is not a valid GGUF raises its GGUFError."""
-    try:
-        path = ctx.require_model()
-    except BytesupError:
-        return None
-    return gguf_read.read_model_info(path)
+    path = ctx.readable_model()
+    return gguf_read.read_model_info(path) if path else None
 
 
 def shown(value: Any) -> str:

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from bytesup import formulas, gguf_read, hostbench, measure, published
-from bytesup.errors import BytesupError
 from bytesup.records import Completion, shown_token
 from bytesup.runner import LessonContext, script_main
 
@@ -130,11 +129,10 @@ def ceiling_figures(decode: list[float], bytes_per_tok: float, bandwidth_samples
 
 
 def _model_info(ctx: LessonContext) -> dict | None:
-    """The served model's GGUF facts, or None when the file is not readable here."""
-    try:
-        return gguf_read.read_model_info(ctx.require_model())
-    except BytesupError:
-        return None
+    """The served model's GGUF facts, or None when the file is not readable here. A file that is
+    there but is not a valid GGUF raises its GGUFError."""
+    path = ctx.readable_model()
+    return gguf_read.read_model_info(path) if path else None
 
 
 def main(ctx: LessonContext):

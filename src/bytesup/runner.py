@@ -179,6 +179,11 @@ class LessonContext:
         self.host_values[name] = value
         return value
 
+    def readable_model(self) -> Path | None:
+        """The served model's file when it is readable here; None for a remote server without --model.
+        (A file that is there but is not a valid GGUF still fails when a lesson reads it.)"""
+        return self._model_path if self._model_path is not None and self._model_path.is_file() else None
+
     def require_model(self) -> Path:
         if self._model_path is None or not self._model_path.is_file():
             raise BytesupError(
