@@ -1,0 +1,34 @@
+"""A lesson run live against pytest-httpx serving its recorded exchanges (strict: every recorded
+answer must be asked for, and nothing else), so the lesson's requests and the recording agree."""
+
+from __future__ import annotations
+
+import json
+
+from bytesup.models import ensure_model
+from bytesup.results import load_result
+from bytesup.runner import RunOptions, run_lessons
+
+from lessonkit import recorded
+
+URL = "http://127.0.0.1:8099"
+LESSON = "02_tokens_and_embeddings"
+
+
+def test_lesson_asks_exactly_the_recorded_requests(httpx_mock, tmp_path):
+    source = recorded(LESSON)
+    manifest = json.loads((source / "manifest.json").read_text(encoding="utf-8"))
+    # The runner's own look at the server before the lesson: the manifest's snapshots.
+    httpx_mock.add_response(method="GET", url=f"{URL}/health", json={"status": "ok"})
+    httpx_mock.add_response(method="GET", url=f"{URL}/props", json=manifest["engine"]["props"])
+    httpx_mock.add_response(method="GET", url=f"{URL}/v1/models", json=manifest["engine"]["v1_models"])
+    for line in (source / "http" / f"{LESSON}.jsonl").read_text(encoding="utf-8").splitlines():
+        e = json.loads(line)
+        httpx_mock.add_response(method=e["method"], url=URL + e["path"], status_code=e["status"], json=e["response"],
+                                match_json=e["request"] if e["method"] == "POST" else None)
+    out = tmp_path / "live"
+    # The default model builds byte for byte the same everywhere, so the GGUF read here is the recorded one.
+    assert run_lessons([LESSON], RunOptions(server_url=URL, model=ensure_model(), out=out)) == 0
+    live = load_result(json.loads((out / f"{LESSON}.json").read_text(encoding="utf-8")), LESSON)
+    kept = load_result(json.loads((source / f"{LESSON}.json").read_text(encoding="utf-8")), LESSON)
+    assert [t.model_dump() for t in live.tables] == [t.model_dump() for t in kept.tables]
