@@ -172,9 +172,10 @@ def test_older_schema_is_upgraded_step_by_step(monkeypatch):
 def test_api_key_never_written(lessons, tmp_path, httpx_mock):
     serve(httpx_mock)
     out = tmp_path / "run"
-    options = RunOptions(server_url=URL, out=out, api_key="sk-secret-123456789", command=["bytesup", "run", "--api-key", "sk-secret-123456789"])
+    secret = "sk-secret-123456789"  # a made-up key: it must reach the server and nothing on disk
+    options = RunOptions(server_url=URL, out=out, api_key=secret, command=["bytesup", "run", "--api-key", secret])
     assert run_lessons(["01_tokens"], options) == 0
-    assert all(r.headers["Authorization"] == "Bearer sk-secret-123456789" for r in httpx_mock.get_requests())
+    assert all(r.headers["Authorization"] == f"Bearer {secret}" for r in httpx_mock.get_requests())
     for path, content in snapshot(out).items():
         assert b"sk-secret" not in content, path
 
