@@ -248,3 +248,17 @@ def test_missing_model_file_is_refused_before_any_request(lessons, tmp_path, htt
                                    "--out", str(tmp_path / "run")])
     assert res.exit_code == 1 and "gone.gguf is not a file here" in res.output
     assert not (tmp_path / "run").exists() and not httpx_mock.get_requests()
+
+
+def test_resume_with_nothing_left_keeps_the_recorded_facts(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    out = tmp_path / "run"
+    run_lessons(["01_tokens"], RunOptions(server_url=URL, out=out))
+    before = json.loads((out / "manifest.json").read_text())
+    requests = len(httpx_mock.get_requests())
+    assert run_lessons(["01_tokens"], RunOptions(server_url=URL, out=out, resume=True)) == 0
+    after = json.loads((out / "manifest.json").read_text())
+    assert len(httpx_mock.get_requests()) == requests  # nothing asked of the server
+    for key in ("engine", "model", "host", "repository"):
+        assert after[key] == before[key], key
+    assert after["status"] == "complete"

@@ -496,7 +496,8 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
         "command": redact_command(options.command),
         "status": "incomplete",
         "load_average_before": environment.load_average(),
-        **base,
+        # With nothing left to run, the facts recorded when the lessons ran stay as they were.
+        **(base if todo or "host" not in manifest else {}),
     })
     lessons_state = manifest.setdefault("lessons", {})
     for lid in todo:
@@ -545,7 +546,9 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
             ctx = LessonContext(lid, title, server=client, options=options, model_path=model_path,
                                 sink=sink, replay=replay, progress=reporter)
             entry = lessons_state[lid]
-            entry.update({"status": "running", "started_at": ctx.started_at})
+            # The commit per lesson too: a resumed run may hold lessons made by different code.
+            entry.update({"status": "running", "started_at": ctx.started_at,
+                          "commit": (manifest.get("repository") or {}).get("commit")})
             try:
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident
@@ -588,6 +591,10 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
 
 def print_summary(console: Console, run_dir: Path, manifest: dict, ran: list[str]) -> None:
     from rich.table import Table as RichTable
+
+    if not ran:
+        console.print(f"Nothing to run: every lesson asked for is already saved in {run_dir}.")
+        return
 
     table = RichTable(title=f"run folder {run_dir}")
     table.add_column("lesson")
