@@ -23,3 +23,34 @@ def load_fixture(name: str) -> dict:
     A missing fixture fails the test: fixtures are never written by tests."""
     path = FIXTURES / "server" / f"{name}.json"
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+# Fixtures of the lesson tests: each test module names its lesson in a module-level LESSON.
+
+@pytest.fixture(scope="module")
+def lesson(request):
+    """The lesson's module, loaded the way the runner loads it."""
+    from bytesup.runner import load_lesson
+
+    return load_lesson(request.module.LESSON)
+
+
+@pytest.fixture(scope="module")
+def _replayed(request, tmp_path_factory):
+    from lessonkit import replay
+
+    return replay(request.module.LESSON, tmp_path_factory.mktemp("replay"))
+
+
+@pytest.fixture
+def result(_replayed):
+    """The lesson replayed from its recording (checked identical to it); a copy per test, so a
+    test that edits it leaves the others alone."""
+    return _replayed.model_copy(deep=True)
+
+
+@pytest.fixture(scope="module")
+def exchanges(request):
+    from lessonkit import recorded_exchanges
+
+    return recorded_exchanges(request.module.LESSON)

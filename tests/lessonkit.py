@@ -31,3 +31,10 @@ def replay(lesson_id: str, tmp_path: Path) -> LessonResult:
     for name in (f"{lesson_id}.json", f"{lesson_id}.md"):
         assert (out / name).read_text(encoding="utf-8") == (source / name).read_text(encoding="utf-8"), name
     return load_result(json.loads((out / f"{lesson_id}.json").read_text(encoding="utf-8")), lesson_id)
+
+
+def recorded_exchanges(lesson_id: str) -> list[dict]:
+    """Every HTTP exchange of the lesson's recorded run, in order."""
+    from bytesup.storage import read_jsonl
+
+    return read_jsonl(recorded(lesson_id) / "http" / f"{lesson_id}.jsonl")

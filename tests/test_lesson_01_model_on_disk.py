@@ -5,25 +5,14 @@ from __future__ import annotations
 import math
 
 import pytest
-from lessonkit import replay
 
 from bytesup import formulas, published
 from bytesup.client import LlamaServer
 from bytesup.gguf_read import GGUFError, read_model_info
 from bytesup.models import build_model, get_preset
-from bytesup.runner import LessonContext, Reporter, RunOptions, load_lesson
+from bytesup.runner import LessonContext, Reporter, RunOptions
 
 LESSON = "01_model_on_disk"
-
-
-@pytest.fixture(scope="module")
-def lesson():
-    return load_lesson(LESSON)
-
-
-@pytest.fixture
-def result(tmp_path):
-    return replay(LESSON, tmp_path)
 
 
 def rows_of(result, name):

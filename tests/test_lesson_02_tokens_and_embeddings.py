@@ -6,24 +6,12 @@ import ast
 import math
 
 import pytest
-from lessonkit import replay
 
 from bytesup.gguf_read import embedding_row
 from bytesup.models import build_model, get_preset
 from bytesup.records import TokenPiece
-from bytesup.runner import load_lesson
 
 LESSON = "02_tokens_and_embeddings"
-
-
-@pytest.fixture(scope="module")
-def lesson():
-    return load_lesson(LESSON)
-
-
-@pytest.fixture
-def result(tmp_path):
-    return replay(LESSON, tmp_path)
 
 
 def table(result, name):

@@ -6,21 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from lessonkit import replay
 
-from bytesup.runner import load_lesson
 
 LESSON = "03_layer_is_matmul"
-
-
-@pytest.fixture(scope="module")
-def lesson():
-    return load_lesson(LESSON)
-
-
-@pytest.fixture()
-def result(tmp_path):
-    return replay(LESSON, tmp_path)
 
 
 def _rows(result, name):

@@ -8,12 +8,12 @@ import shutil
 import statistics
 
 import pytest
-from lessonkit import recorded, replay
+from lessonkit import recorded, recorded_exchanges
 
 from bytesup import published
 from bytesup.records import Completion
 from bytesup.results import load_result
-from bytesup.runner import RunOptions, load_lesson, run_lessons
+from bytesup.runner import RunOptions, run_lessons
 
 LESSON = "04_next_token"
 TOP8_TABLES = ["top8_capital_of_france", "top8_cat_sat", "top8_fibonacci", "top8_for_loop"]
@@ -24,19 +24,8 @@ MEASUREMENTS = ["prefill_tokens_per_s_long_prompt", "decode_tokens_per_s_short_p
                 "prefill_decode_ratio", "decode_ceiling_tokens_per_s", "decode_efficiency", "read_bandwidth_gb_per_s"]
 
 
-@pytest.fixture(scope="module")
-def lesson():
-    return load_lesson(LESSON)
-
-
-@pytest.fixture()
-def result(tmp_path):
-    return replay(LESSON, tmp_path)
-
-
 def _exchanges():
-    path = recorded(LESSON) / "http" / f"{LESSON}.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return recorded_exchanges(LESSON)
 
 
 # --- top eight ----------------------------------------------------------------------------------

@@ -4,34 +4,15 @@ sampling and the latency model's arithmetic."""
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 
 import numpy as np
 import pytest
-from lessonkit import recorded, replay
 
 from bytesup import sampling
-from bytesup.runner import load_lesson
 
 LESSON = "05_generating_text"
-
-
-@pytest.fixture(scope="module")
-def lesson():
-    return load_lesson(LESSON)
-
-
-@pytest.fixture(scope="module")
-def result(tmp_path_factory):
-    return replay(LESSON, tmp_path_factory.mktemp("replay"))
-
-
-@pytest.fixture(scope="module")
-def exchanges():
-    path = recorded(LESSON) / "http" / f"{LESSON}.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def table(result, name):

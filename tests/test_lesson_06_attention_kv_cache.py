@@ -3,33 +3,14 @@ the cost of generating without a cache."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
-from lessonkit import recorded, replay
 
 from bytesup import formulas, published
 from bytesup.check import CACHE_TYPE_BYTES
 from bytesup.errors import BytesupError
-from bytesup.runner import load_lesson
 
 LESSON = "06_attention_kv_cache"
-
-
-@pytest.fixture(scope="module")
-def lesson():
-    return load_lesson(LESSON)
-
-
-@pytest.fixture(scope="module")
-def result(tmp_path_factory):
-    return replay(LESSON, tmp_path_factory.mktemp("replay"))
-
-
-@pytest.fixture(scope="module")
-def exchanges():
-    path = recorded(LESSON) / "http" / f"{LESSON}.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def rows(result, name):

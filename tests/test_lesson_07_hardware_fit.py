@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
 import pytest
-from lessonkit import recorded, replay
+from lessonkit import recorded_exchanges
 
 from bytesup import published
 from bytesup.records import Timings, decode_tokens_per_s
-from bytesup.runner import load_lesson
 
 LESSON = "07_hardware_fit"
-
-
-@pytest.fixture(scope="module")
-def lesson():
-    return load_lesson(LESSON)
-
-
-@pytest.fixture()
-def result(tmp_path):
-    return replay(LESSON, tmp_path)
 
 
 def col(table, name: str) -> int:
@@ -54,9 +42,7 @@ def test_ridge_is_flops_over_bandwidth(result):
 
 def _served_meta():
     """The /v1/models meta of the recorded run: the lesson's parameter count and weight bytes."""
-    path = recorded(LESSON) / "http" / f"{LESSON}.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines():
-        e = json.loads(line)
+    for e in recorded_exchanges(LESSON):
         if e["path"] == "/v1/models":
             return e["response"]["data"][0]["meta"]
     raise AssertionError("no /v1/models exchange")
@@ -87,10 +73,8 @@ def test_decode_intensity_and_attainable(result):
 
 def _recorded_completions():
     """Completions of the recorded run, grouped by server label and repeat (from the seed)."""
-    path = recorded(LESSON) / "http" / f"{LESSON}.jsonl"
     by = defaultdict(list)
-    for line in path.read_text(encoding="utf-8").splitlines():
-        e = json.loads(line)
+    for e in recorded_exchanges(LESSON):
         if e["path"] == "/completion":
             P = int(e["server"].split("-")[1])
             r = (e["request"]["seed"] - 7000 - 1000 * P) // 100

@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
 import pytest
-from lessonkit import recorded, replay
+from lessonkit import recorded_exchanges
 
 from bytesup import published
 from bytesup.errors import BytesupError
 from bytesup.records import Timings, decode_tokens_per_s
-from bytesup.runner import load_lesson
 
 LESSON = "08_capstone_decode_memory_bound"
-
-
-@pytest.fixture(scope="module")
-def lesson():
-    return load_lesson(LESSON)
-
-
-@pytest.fixture()
-def result(tmp_path):
-    return replay(LESSON, tmp_path)
 
 
 def col(table, name: str) -> int:
@@ -54,10 +42,8 @@ def test_ceiling_and_efficiency_every_row(result):
 
 def test_measurements_match_rows_and_responses(result):
     t = result.table("decode_vs_ceiling")
-    path = recorded(LESSON) / "http" / f"{LESSON}.jsonl"
     speeds = defaultdict(list)
-    for line in path.read_text(encoding="utf-8").splitlines():
-        e = json.loads(line)
+    for e in recorded_exchanges(LESSON):
         if e["path"] == "/completion":
             assert e["request"]["temperature"] == 0 and e["request"]["cache_prompt"] is False
             speeds[e["server"].removeprefix("preset-")].append(decode_tokens_per_s(Timings(**e["response"]["timings"])))
