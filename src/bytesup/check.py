@@ -101,6 +101,13 @@ def _token_tables(run: Run) -> list[tuple[str, Table, int, int, str]]:
     return found
 
 
+def _no_token_tables(run: Run) -> str:
+    """Why a run has no next-token tables to check."""
+    if _find_lesson(run, "04_") is None:
+        return _missing(run, "04_", "04_next_token")
+    return "lesson 04 has no top8_ table with probability and logprob columns"
+
+
 # The server computes probabilities and logprobs in float32: e^logprob and its probability
 # agree to about 1e-6 relative; 1e-4 leaves room for that and still catches a wrong softmax.
 EXP_RELATIVE_TOLERANCE = 1e-4
@@ -110,7 +117,7 @@ def claim_probability_is_exp_logprob(run: Run) -> list[ClaimResult]:
     text = "each probability in a next-token table equals e^logprob"
     tables = _token_tables(run)
     if not tables:
-        why = _missing(run, "04_", "04_next_token") if _find_lesson(run, "04_") is None else "lesson 04 has no top8_ table with probability and logprob columns"
+        why = _no_token_tables(run)
         return [ClaimResult("probability_is_exp_logprob", "general", "04", text, NA, detail=why)]
     worst, where, n = -1.0, "", 0
     worst_pair = (math.nan, math.nan)
@@ -143,7 +150,7 @@ def claim_top8_share_at_most_one(run: Run) -> list[ClaimResult]:
     text = "the top eight tokens hold at most all of the probability (share ≤ 1)"
     tables = _token_tables(run)
     if not tables:
-        why = _missing(run, "04_", "04_next_token") if _find_lesson(run, "04_") is None else "lesson 04 has no top8_ table with probability and logprob columns"
+        why = _no_token_tables(run)
         return [ClaimResult("top8_share_at_most_one", "general", "04", text, NA, detail=why)]
     shares = []
     for lid, t, pi, li, unit in tables:

@@ -20,11 +20,6 @@ class CompareFormat(str, Enum):
     json = "json"
 
 
-def _fail(exc: BytesupError) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True, markup=True)
-    return typer.Exit(exc.exit_code)
-
-
 RunArg = Annotated[Path, typer.Argument(help="a run folder written by `bytesup run` (e.g. outputs/2026-10-12)", show_default=False)]
 ReferenceOpt = Annotated[Optional[list[Path]], typer.Option(
     "--reference", "-r",
@@ -33,6 +28,9 @@ ReferenceOpt = Annotated[Optional[list[Path]], typer.Option(
 
 
 def register(app: typer.Typer) -> None:
+    # cli.py calls this at its end, after its one error printer is defined.
+    from .cli import fail as _fail
+
     @app.command("compare")
     def compare_cmd(
         run_a: Annotated[Path, typer.Argument(help="the baseline run folder (A)", show_default=False)],
