@@ -20,7 +20,6 @@ from typing import Any
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from bytesup import formulas, hostbench, published
-from bytesup.errors import BytesupError
 from bytesup.gguf_read import read_model_info
 from bytesup.runner import LessonContext, script_main
 
@@ -274,7 +273,7 @@ def main(ctx: LessonContext):
     # 3. Parameter count and bytes.
     n_params = info["n_params"]
     bytes_per_tok = formulas.bytes_per_token(info)
-    server_meta = _server_meta(ctx)
+    server_meta = ctx.server.served_meta()
     overhead = info["file_size_bytes"] - bytes_per_tok
     ctx.table(
         "totals", "Parameters and bytes",
@@ -401,14 +400,6 @@ def _embedding_shape_note(embd: dict | None, hp: dict) -> str:
         vocab = f"{n_vocab - n_rows:,} fewer than the vocabulary's {n_vocab:,} entries"
     return (f"Shapes are in llama.cpp's order, row length first: token_embd is {shape_text(embd['shape'])}, "
             f"{n_rows:,} rows of width {width:,}, {vocab}.")
-
-
-def _server_meta(ctx: LessonContext) -> dict:
-    """The served model's `meta` from /v1/models, or {} where the server lists none."""
-    try:
-        return ctx.server.served_model().get("meta", {})
-    except BytesupError:
-        return {}
 
 
 def _server_agreement(meta: dict, n_params: int, tensor_bytes: int) -> str:

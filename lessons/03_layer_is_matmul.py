@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bytesup import gguf_read, hostbench, published
+from bytesup import hostbench, published
 from bytesup.results import Series
 from bytesup.runner import LessonContext, script_main
 
@@ -134,13 +134,6 @@ def row_for(label: str, bench: dict, base_ms_per_token: float) -> list[Any]:
             ms_per_token / base_ms_per_token]
 
 
-def _model_info(ctx: LessonContext) -> dict | None:
-    """The served model's GGUF facts, or None when no model file is readable here (a remote
-    server without --model). A file that is there but is not a valid GGUF raises its GGUFError."""
-    path = ctx.readable_model()
-    return gguf_read.read_model_info(path) if path else None
-
-
 def shown(value: Any) -> str:
     """A hyperparameter for a note: the number, a per-layer range, or "not in the file"."""
     if isinstance(value, bool) or value is None:
@@ -192,7 +185,7 @@ def main(ctx: LessonContext):
                      f"running {lib.get('num_threads', '?')} thread(s) on {blas.get('logical_cpus')} logical CPU(s)."])
 
     # 3. The model's own matrices ----------------------------------------------------------
-    info = ctx.host("model_info", lambda: _model_info(ctx))
+    info = ctx.model_info()
     shapes = matrix_shapes(info)
     if info:
         hp = info["hyperparameters"]

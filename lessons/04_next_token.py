@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from bytesup import formulas, gguf_read, hostbench, measure, published
+from bytesup import formulas, hostbench, measure, published
 from bytesup.records import Completion, shown_token
 from bytesup.runner import LessonContext, script_main
 
@@ -128,16 +128,9 @@ def ceiling_figures(decode: list[float], bytes_per_tok: float, bandwidth_samples
     return out
 
 
-def _model_info(ctx: LessonContext) -> dict | None:
-    """The served model's GGUF facts, or None when the file is not readable here. A file that is
-    there but is not a valid GGUF raises its GGUFError."""
-    path = ctx.readable_model()
-    return gguf_read.read_model_info(path) if path else None
-
-
 def main(ctx: LessonContext):
     repeat = max(2, ctx.repeat)  # at least two runs of each timed request, as published
-    info = ctx.host("model_info", lambda: _model_info(ctx))
+    info = ctx.model_info()
     n_vocab = info["hyperparameters"]["n_vocab"] if info else None
 
     # 1. Softmax: scores become probabilities -----------------------------------------------

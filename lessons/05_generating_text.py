@@ -225,7 +225,7 @@ def _reference(ctx: LessonContext, n_probs: int) -> Completion:
 
 def _sampling(ctx: LessonContext) -> None:
     ctx.step("the next-token distribution before sampling")
-    meta = _server_meta(ctx)
+    meta = ctx.server.served_meta()
     n_vocab = meta.get("n_vocab")
     ref = _reference(ctx, REFERENCE_PROBS)
     cands = ref.first_position().candidates()
@@ -475,14 +475,6 @@ def _speculative_note(ctx: LessonContext, ttft: float, tpot: float) -> None:
             f"{per_pass:.3g} tokens on average, so {n} tokens need about {passes + 1} big-model passes instead of {n}: "
             f"{latency_prediction(ttft, tpot, passes + 1):.4g} ms instead of {plain:.4g} ms with this run's "
             f"TTFT and TPOT, before the draft model's own time.")
-
-
-def _server_meta(ctx: LessonContext) -> dict:
-    """The served model's `meta` from /v1/models, or {} where the server lists none."""
-    try:
-        return ctx.server.served_model().get("meta", {})
-    except BytesupError:
-        return {}
 
 
 if __name__ == "__main__":

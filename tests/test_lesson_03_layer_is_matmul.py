@@ -214,9 +214,9 @@ def _ctx(lesson, model_path):
 def test_model_info_skips_only_a_missing_model(tmp_path, lesson):
     from bytesup.gguf_read import GGUFError
 
-    assert lesson._model_info(_ctx(lesson, None)) is None
-    assert lesson._model_info(_ctx(lesson, tmp_path / "missing.gguf")) is None
+    assert _ctx(lesson, None).model_info() is None
+    assert _ctx(lesson, tmp_path / "missing.gguf").model_info() is None
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 12)  # a GGUF magic with a header cut short
     with pytest.raises(GGUFError):
-        lesson._model_info(_ctx(lesson, bad))
+        _ctx(lesson, bad).model_info()

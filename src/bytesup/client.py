@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from . import records as r
-from .errors import MalformedResponse, ServerHTTPError, ServerTimeout, ServerUnreachable
+from .errors import BytesupError, MalformedResponse, ServerHTTPError, ServerTimeout, ServerUnreachable
 
 DEFAULT_URL = "http://127.0.0.1:8099"
 
@@ -107,6 +107,14 @@ class LlamaServer:
 
     def models(self) -> r.ModelList:
         return self._get(r.ModelList, "GET", "/v1/models")
+
+    def served_meta(self) -> dict[str, Any]:
+        """llama.cpp's `meta` of the served model, or {} where the server lists none: for lessons
+        that show it beside their own numbers and go on without it."""
+        try:
+            return self.served_model().get("meta", {})
+        except BytesupError:
+            return {}
 
     def served_model(self) -> dict[str, Any]:
         """The first model of /v1/models: its id, a short name (the file's stem) and llama.cpp's

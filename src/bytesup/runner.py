@@ -184,6 +184,13 @@ class LessonContext:
         (A file that is there but is not a valid GGUF still fails when a lesson reads it.)"""
         return self._model_path if self._model_path is not None and self._model_path.is_file() else None
 
+    def model_info(self) -> dict[str, Any] | None:
+        """The served model's GGUF facts (`gguf_read.read_model_info`), recorded as a host value;
+        None when no model file is readable here. A corrupt file raises its GGUFError."""
+        from .gguf_read import read_model_info
+
+        return self.host("model_info", lambda: read_model_info(p) if (p := self.readable_model()) else None)
+
     def require_model(self) -> Path:
         if self._model_path is None or not self._model_path.is_file():
             raise BytesupError(
