@@ -296,3 +296,61 @@ def test_ridge_point_is_peak_over_bandwidth(tmp_path):
     assert only(check.check_run(run_of(tmp_path, ok), []), "ridge_point_formula").status == check.PASS
     wrong = lesson("07_hardware_fit", ms + [m("ridge_point_flops_per_byte", "FLOPs/byte", [95.0 / 22.5 * 8])])   # bits, not bytes
     assert only(check.check_run(run_of(tmp_path, wrong), []), "ridge_point_formula").status == check.FAIL
+
+
+# --- the default model's own reference -------------------------------------------------------
+
+OWN = "lesson 4 on SmolLM2-135M-Instruct Q4_1 (bytesup's own reference, CPU)"
+OWN_FILE = Path(__file__).resolve().parents[1] / "references" / "smollm2-135m-q4_1_cpu.json"
+
+
+def test_the_default_models_reference_applies_to_a_default_run_and_passes(tmp_path):
+    run = assemble_run(tmp_path / "run", L4)
+    ref = check.load_reference(OWN_FILE)
+    assert ref.scope.model.sha256 == json.loads((run / "manifest.json").read_text())["model"]["sha256"]
+    results = check.check_reference(load_run(run), ref)
+    assert len(results) == 16 and all(r.status == check.PASS for r in results), [r for r in results if r.status != check.PASS]
+    paris = next(r for r in results if r.id == "paris_top_token")
+    assert paris.observed == "' Paris'" and paris.expected == "' Paris'"
+
+
+def _doctor_top8(run: Path, table: str, edit) -> None:
+    result = read_result(run, L4)
+    t = next(t for t in result.tables if t.name == table)
+    edit(t.rows)
+    write_result(run, result)
+
+
+def test_a_doctored_default_run_fails_the_reference(tmp_path):
+    ref = check.load_reference(OWN_FILE)
+    run = assemble_run(tmp_path / "run", L4)
+    # ' Paris' pushed down to rank 2 and ' the' made the top token; one more token of the eight replaced.
+    def swap(rows):
+        rows[0][0], rows[1][0] = 2, 1
+        rows[7][1] = "' Berlin'"
+        rows[6][1] = "' Rome'"
+    _doctor_top8(run, "top8_capital_of_france", swap)
+    by_id = {r.id: r for r in check.check_reference(load_run(run), ref)}
+    assert by_id["paris_top_token"].status == check.FAIL and "' the'" in by_id["paris_top_token"].detail
+    assert by_id["paris_top_probability"].status == check.FAIL  # the top token's probability is now ' the''s
+    assert by_id["paris_top8"].status == check.FAIL  # two of the eight absent, one allowed
+    assert by_id["cat_sat_top_token"].status == check.PASS
+
+
+def test_one_absent_token_of_eight_is_within_the_tolerance(tmp_path):
+    ref = check.load_reference(OWN_FILE)
+    run = assemble_run(tmp_path / "run", L4)
+    _doctor_top8(run, "top8_cat_sat", lambda rows: rows[7].__setitem__(1, "' dog'"))
+    by_id = {r.id: r for r in check.check_reference(load_run(run), ref)}
+    assert by_id["cat_sat_top8"].status == check.PASS and "' dog'" not in by_id["cat_sat_top8"].detail
+    assert "absent" in by_id["cat_sat_top8"].detail
+
+
+def test_the_reference_is_out_of_scope_for_another_file_or_a_gpu_host(tmp_path):
+    ref = check.load_reference(OWN_FILE)
+    run = assemble_run(tmp_path / "run", L4)
+    edit_manifest(run, lambda m: m["model"].update(sha256="0" * 64))
+    assert all(r.status == check.NA and "sha256 000000000000" in r.detail for r in check.check_reference(load_run(run), ref))
+    run2 = assemble_run(tmp_path / "run2", L4)
+    edit_manifest(run2, lambda m: m["host"].update(gpus=["NVIDIA H200"]))
+    assert all(r.status == check.NA and "reference is any CPU" in r.detail for r in check.check_reference(load_run(run2), ref))

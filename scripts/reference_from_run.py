@@ -1,0 +1,96 @@
+"""Write the project's own reference for the default model from a recorded run of lesson 4.
+
+    .venv/bin/python scripts/reference_from_run.py outputs/<run folder> [references/smollm2-135m-q4_1_cpu.json]
+
+For each of lesson 4's four prompts it takes, from the run's tables, the top token, its probability
+and the set of the top eight tokens, with tolerances that cover float differences between CPUs
+(llama.cpp's CPU kernels round differently on AVX2, AVX-512 and NEON), and a scope that names the
+model file by sha256 and any host without a GPU. `bytesup check` then applies it to every run of
+the default model on a CPU. It is labelled as this project's reference, not a published figure.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from bytesup.compare import load_run, token_text
+from bytesup.storage import write_json_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = "04_next_token"
+PROMPTS = {  # table name -> (short id, prompt shown in the claim)
+    "top8_capital_of_france": ("paris", "The capital of France is"),
+    "top8_cat_sat": ("cat_sat", "The cat sat on the"),
+    "top8_fibonacci": ("fibonacci", "def fibonacci(n):\\n    if n"),
+    "top8_for_loop": ("for_loop", "for (int i = 0; i <"),
+}
+PROBABILITY_TOLERANCE_PP = 2.0  # percentage points: CPU-to-CPU float differences stay well inside
+SHARE_TOLERANCE_PP = 3.0
+
+
+def main(run_dir: Path, out: Path) -> int:
+    run = load_run(run_dir)
+    result = run.results.get(LESSON)
+    if result is None:
+        print(f"error: {run_dir} has no {LESSON} result; run `bytesup run {LESSON}` on the default model first", file=sys.stderr)
+        return 1
+    model = (run.manifest or {}).get("model") or {}
+    host = (run.manifest or {}).get("host") or {}
+    if host.get("gpus"):
+        print(f"error: {run_dir} ran on a host with a GPU; this reference is for llama.cpp's CPU backend", file=sys.stderr)
+        return 1
+    figures = []
+    for table in result.tables:
+        if table.name not in PROMPTS:
+            continue
+        short, prompt = PROMPTS[table.name]
+        cols = [c.name for c in table.columns]
+        rows = sorted(table.rows, key=lambda r: r[cols.index("rank")])
+        tokens = [token_text(r[cols.index("token")]) for r in rows]
+        top_p = rows[0][cols.index("probability")]
+        figures += [
+            {"id": f"{short}_top_token", "claim": f"most probable token after {prompt!r}", "lesson": LESSON,
+             "table": table.name, "row": {"rank": 1}, "column": "token", "published": tokens[0],
+             "tolerance": {}},
+            {"id": f"{short}_top_probability", "claim": f"probability of the most probable token after {prompt!r}",
+             "lesson": LESSON, "table": table.name, "row": {"rank": 1}, "column": "probability",
+             "published": round(top_p, 2), "unit": "%", "tolerance": {"absolute": PROBABILITY_TOLERANCE_PP}},
+            {"id": f"{short}_top8", "claim": f"the eight most probable tokens after {prompt!r}", "lesson": LESSON,
+             "table": table.name, "column": "token", "aggregate": "set", "rows": 8, "published": tokens[:8],
+             "tolerance": {"missing": 1}},
+            {"id": f"{short}_top8_share", "claim": f"share of the top eight tokens after {prompt!r}", "lesson": LESSON,
+             "table": table.name, "column": "probability", "aggregate": "sum", "rows": 8,
+             "published": round(sum(r[cols.index("probability")] for r in rows[:8]), 2), "unit": "%",
+             "tolerance": {"absolute": SHARE_TOLERANCE_PP}},
+        ]
+    if len(figures) != 4 * len(PROMPTS):
+        print(f"error: {run_dir}'s {LESSON} lacks some of the tables {', '.join(PROMPTS)}", file=sys.stderr)
+        return 1
+    reference = {
+        "schema_version": 1,
+        "kind": "bytesup-reference",
+        "name": "lesson 4 on SmolLM2-135M-Instruct Q4_1 (bytesup's own reference, CPU)",
+        "source": (f"bytesup's own reference, not a published figure: taken from the recorded run {run_dir.name} "
+                   f"({host.get('cpu') or 'a CPU'}, {host.get('cores') or '?'} cores, engine "
+                   f"{((run.manifest or {}).get('engine') or {}).get('build') or 'unknown'}) by scripts/reference_from_run.py"),
+        "measured_on": (run.manifest or {}).get("date"),
+        "scope": {
+            "model": {"name": "SmolLM2-135M-Instruct", "quantization": "Q4_1", "sha256": model.get("sha256"),
+                      "size_bytes": model.get("size_bytes")},
+            "hardware": {"name": "any CPU (no GPU)", "cpu_only": True},
+            "engine": {"name": "llama.cpp llama-server or the embedded engine", "engines": ["llama-server", "embedded"]},
+        },
+        "figures": figures,
+    }
+    write_json_atomic(out, reference)
+    print(f"wrote {out} ({len(figures)} figures)")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3):
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) == 3 else ROOT / "references" / "smollm2-135m-q4_1_cpu.json"))
