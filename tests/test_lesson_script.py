@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -66,9 +67,9 @@ def state_folder(port: int) -> Path:
 
 # --- a Python without bytesup ----------------------------------------------------------------
 
-def project_copy(tmp_path: Path, venv_python: str | None) -> Path:
+def project_copy(tmp_path: Path, venv_python: list[str] | None) -> Path:
     """lessons/ (one lesson and the guard's helper) in a folder of its own, with a .venv/bin/python
-    that runs `venv_python` when given."""
+    that runs the command `venv_python` when given."""
     root = tmp_path / "project"
     (root / "lessons").mkdir(parents=True)
     for name in ("_venv.py", "02_tokens_and_embeddings.py"):
@@ -76,7 +77,7 @@ def project_copy(tmp_path: Path, venv_python: str | None) -> Path:
     if venv_python is not None:
         python = root / ".venv" / "bin" / "python"
         python.parent.mkdir(parents=True)
-        python.write_text(f"#!/bin/sh\nexec {venv_python} \"$@\"\n")
+        python.write_text(f"#!/bin/sh\nexec {shlex.join(venv_python)} \"$@\"\n")
         python.chmod(0o755)
     return root
 
@@ -89,7 +90,7 @@ def bare_python(script: Path, *args: str, env: dict | None = None) -> subprocess
 
 
 def test_without_bytesup_the_lesson_reruns_with_the_projects_venv(tmp_path):
-    root = project_copy(tmp_path, venv_python=sys.executable)
+    root = project_copy(tmp_path, venv_python=[sys.executable])
     out = tmp_path / "run"
     lesson = root / "lessons" / "02_tokens_and_embeddings.py"
     res = bare_python(lesson, "--replay", str(recorded("02_tokens_and_embeddings")), "--out", str(out),
@@ -112,7 +113,7 @@ def test_without_bytesup_or_venv_it_says_what_to_run(tmp_path):
 
 def test_a_venv_without_bytesup_is_tried_once_then_explained(tmp_path):
     # The .venv's Python cannot import bytesup either: one re-run, then the explanation, no loop.
-    root = project_copy(tmp_path, venv_python=f"{sys.executable} -I -S")
+    root = project_copy(tmp_path, venv_python=[sys.executable, "-I", "-S"])
     res = bare_python(root / "lessons" / "02_tokens_and_embeddings.py")
     assert res.returncode == 1
     assert res.stderr.count("bytesup is not installed for") == 1

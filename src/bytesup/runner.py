@@ -505,9 +505,10 @@ def _spinner(console: Console, text: str) -> Iterator[None]:
 
 
 def _stop_run_server(port: int) -> None:
-    engine.stop_server(port)
     # The folder (pid, log, engine.json) belonged to this run only; the manifest keeps the facts.
-    shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+    # A server that failed to start has no pid file left: its log stays for the error to point at.
+    if engine.stop_server(port):
+        shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
 
 
 @contextlib.contextmanager
