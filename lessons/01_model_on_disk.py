@@ -14,6 +14,12 @@ be given with --bandwidth-gbs; the course's published example is shown beside th
 
 from __future__ import annotations
 
+try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
+    import bytesup  # noqa: F401
+except ImportError:
+    import os, runpy
+    runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
+
 from collections import Counter
 from typing import Any
 

@@ -11,6 +11,12 @@ given with --bandwidth-gbs) and the cost of one pass, about two FLOPs per parame
 
 from __future__ import annotations
 
+try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
+    import bytesup  # noqa: F401
+except ImportError:
+    import os, runpy
+    runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
+
 import math
 import statistics
 from typing import Any

@@ -14,6 +14,12 @@ reference, and the conclusion is worded by this run's numbers.
 
 from __future__ import annotations
 
+try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
+    import bytesup  # noqa: F401
+except ImportError:
+    import os, runpy
+    runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
+
 from typing import Any
 
 from bytesup import formulas, hostbench, measure, models, published

@@ -53,7 +53,7 @@ def lessons_cmd() -> None:
 
 
 ServerOpt = Annotated[Optional[str], typer.Option("--server", help="llama-server URL (default $BYTESUP_SERVER or http://127.0.0.1:8099)")]
-ModelOpt = Annotated[Optional[Path], typer.Option("--model", help="the GGUF the server runs (default: /props model_path when readable here)")]
+ModelOpt = Annotated[Optional[Path], typer.Option("--model", help="the GGUF the server runs (default: /props model_path when readable here); also what a server started for the run loads")]
 OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder (default outputs/<UTC date>/; BYTESUP_OUTPUTS moves outputs/)")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="replace lesson results that already exist in the run folder")]
 ResumeOpt = Annotated[bool, typer.Option("--resume", help="continue an incomplete run: skip lessons already saved")]
@@ -64,9 +64,14 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds to wait fo
 BandwidthOpt = Annotated[Optional[float], typer.Option("--bandwidth-gbs", help="a memory bandwidth (GB/s) to compute the decode ceiling for, besides this host's measured one")]
 SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help="capstone: comma-separated model presets to sweep (see `bytesup model build --list`)")]
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
+StartServerOpt = Annotated[bool, typer.Option(
+    "--start-server/--no-start-server",
+    help="with no --server or BYTESUP_SERVER and nothing answering at the default URL, start the embedded engine "
+         "on the default model (BYTESUP_MODEL: another preset or GGUF) for the length of the run; "
+         "--no-start-server stops with an error instead")]
 
 
-def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report=False) -> None:
+def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report=False, start_server=True) -> None:
     from .runner import RunOptions, run_lessons
 
     lesson_options = {}
@@ -75,7 +80,7 @@ def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, r
     if sizes:
         lesson_options["sizes"] = [s.strip() for s in sizes.split(",") if s.strip()]
     options = RunOptions(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume,
-                         replay=replay, repeat=repeat, timeout=timeout, lesson_options=lesson_options)
+                         replay=replay, repeat=repeat, timeout=timeout, start_server=start_server, lesson_options=lesson_options)
     try:
         code = run_lessons(lesson_ids, options, console=err)
     except BytesupError as exc:
@@ -112,13 +117,15 @@ def run_cmd(
     server: ServerOpt = None, model: ModelOpt = None, out_dir: OutOpt = None, force: ForceOpt = False,
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = 600.0, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
+    start_server: StartServerOpt = True,
 ) -> None:
     """Run some lessons against a server (or a recorded run) and save them into a run folder.
 
     Existing results are never overwritten without --force; the command then exits non-zero
     before sending any request.
     """
-    _run(lessons, server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables)
+    _run(lessons, server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables,
+         start_server=start_server)
 
 
 @app.command("run-all")
@@ -127,11 +134,13 @@ def run_all_cmd(
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = 600.0, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="then run the checks and write the run's README.md as one page (`bytesup report`)")] = False,
+    start_server: StartServerOpt = True,
 ) -> None:
     """Run every lesson in order into one run folder (what `make run` does, with --report)."""
     from .runner import discover_lessons
 
-    _run(list(discover_lessons()), server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report)
+    _run(list(discover_lessons()), server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report,
+         start_server)
 
 
 # --- server ----------------------------------------------------------------------------

@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import os
 import re
 import shutil
+import signal
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,11 +24,12 @@ from types import ModuleType
 from typing import Any, Callable, Iterable, Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from . import engine, environment
 from .client import LlamaServer, default_base_url
-from .errors import BytesupError, ReplayMiss, RunFolderError
+from .errors import BytesupError, ReplayMiss, RunFolderError, ServerUnreachable
 from .paths import lessons_dir, outputs_root
 from .plots import write_plots
 from .render import lesson_md
@@ -87,6 +91,9 @@ class RunOptions:
     replay: Path | None = None
     repeat: int = 3
     timeout: float = 600.0
+    # With no server given (--server, BYTESUP_SERVER) and none answering at the default URL,
+    # start one on the default model for the length of the run (--no-start-server: fail instead).
+    start_server: bool = True
     lesson_options: dict[str, Any] = field(default_factory=dict)
     command: list[str] = field(default_factory=lambda: shown_command(sys.argv))
 
@@ -427,11 +434,110 @@ def _model_path_from(props: dict, explicit: Path | None) -> Path | None:
     return None
 
 
+# --- a server for the run ------------------------------------------------------------------
+
+MODEL_ENV = "BYTESUP_MODEL"
+
+
+def _server_given(options: RunOptions) -> bool:
+    return bool(options.server_url or os.environ.get("BYTESUP_SERVER"))
+
+
+def _answers(url: str, api_key: str | None) -> bool:
+    """False only when nothing listens at `url`. A server that answers, even with an error, is
+    used as it is (the probe that follows reports what is wrong with it)."""
+    with LlamaServer(url, api_key, timeout=30) as probe:
+        try:
+            probe.health()
+        except ServerUnreachable:
+            return False
+        except BytesupError:
+            return True
+    return True
+
+
+def model_for_run(options: RunOptions, console: Console) -> Path:
+    """The GGUF a server started for the run loads: --model, else $BYTESUP_MODEL (a GGUF file or a
+    model preset), else the default model, built or fetched the first time it is needed."""
+    from . import models
+
+    if options.model is not None:
+        return options.model
+    wanted = os.environ.get(MODEL_ENV)
+    if wanted and Path(wanted).expanduser().is_file():
+        return Path(wanted).expanduser()
+    name = wanted or models.DEFAULT_PRESET
+    with _spinner(console, f"model {name}: building or fetching it (once; later runs reuse the file)"):
+        try:
+            return models.ensure_model(name)
+        except KeyError:
+            raise BytesupError(
+                f"{MODEL_ENV}={wanted} is neither a GGUF file nor a model preset. Set it to a .gguf path or "
+                "a preset from `bytesup model build --list`, or unset it to use the default model."
+            ) from None
+
+
+def start_run_server(url: str, options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> engine.StartedServer:
+    """Start a server for this run on a free port (so it never meets another run's or the user's);
+    `cleanup` stops it and removes its state folder when the run ends, also on Ctrl-C or SIGTERM."""
+    model = model_for_run(options, console)
+    cleanup.enter_context(_sigterm_as_interrupt())
+    port = engine.free_port()
+    cleanup.callback(_stop_run_server, port)  # before starting: a start cut short is stopped too
+    with _spinner(console, f"starting a server on {model.name}"):
+        started = engine.start_server(model, ["--port", str(port)])
+    console.print(escape(
+        f"No server answers at {url}: started the {started.info['engine']} engine on {model.name} at {started.url} "
+        "for this run; it stops when the run ends (--no-start-server: stop with an error instead)."
+    ), highlight=False, soft_wrap=True)
+    return started
+
+
+@contextlib.contextmanager
+def _spinner(console: Console, text: str) -> Iterator[None]:
+    """A spinner with the time spent, on a terminal only (elsewhere it would leave blank lines)."""
+    if not console.is_terminal:
+        yield
+        return
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as progress:
+        progress.add_task(escape(text), total=None)
+        yield
+
+
+def _stop_run_server(port: int) -> None:
+    # The folder (pid, log, engine.json) belonged to this run only; the manifest keeps the facts.
+    # A server that failed to start has no pid file left: its log stays for the error to point at.
+    if engine.stop_server(port):
+        shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the run the way Ctrl-C does: the lesson is marked interrupted and cleanup runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 # --- running ---------------------------------------------------------------------------
 
 def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> int:
-    """Run lessons into a run folder. Returns the exit code (0: all ok)."""
-    console = console or Console(stderr=True)
+    """Run lessons into a run folder. Returns the exit code (0: all ok). A server started for the
+    run (`start_run_server`) is stopped when the run ends, however it ends."""
+    with contextlib.ExitStack() as cleanup:
+        return _run_lessons(lesson_ids, options, console or Console(stderr=True), cleanup)
+
+
+def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> int:
     available = discover_lessons()
     for lid in lesson_ids:
         if lid not in available:
@@ -471,7 +577,11 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
     url = options.server_url or default_base_url()
     props: dict = {}
     models: dict | None = None
+    started_for_run = False
     if options.replay is None and todo:
+        if options.start_server and not _server_given(options) and not _answers(url, options.api_key):
+            url = start_run_server(url, options, console, cleanup).url
+            started_for_run = True
         with LlamaServer(url, options.api_key, timeout=30) as probe:
             probe.health()
             props = probe.props().model_dump(mode="json")
@@ -490,7 +600,7 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
             "host": environment.host_facts(),
             "packages": environment.package_versions(),
             "repository": environment.repository_state(),
-            "engine": _engine_facts(url, props, models) if todo else manifest.get("engine", {}),
+            "engine": {**_engine_facts(url, props, models), "started_for_run": started_for_run} if todo else manifest.get("engine", {}),
             "model": ({"path": str(model_path), **environment.file_digest(model_path)} if model_path and model_path.is_file() else
                       {"path": str(model_path) if model_path else props.get("model_path"), "readable_here": False}),
         }
@@ -565,7 +675,7 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
                 entry.pop("error", None)
                 console.print(f"[green]✓[/green] {lid}: {title}")
             except KeyboardInterrupt:
-                entry.update({"status": "interrupted", "error": "stopped by Ctrl-C before the lesson finished"})
+                entry.update({"status": "interrupted", "error": "stopped by Ctrl-C (or SIGTERM) before the lesson finished"})
                 interrupted = True
             except BytesupError as exc:
                 failures += 1
