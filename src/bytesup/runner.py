@@ -466,7 +466,7 @@ def model_for_run(options: RunOptions, console: Console) -> Path:
     wanted = os.environ.get(MODEL_ENV)
     if wanted and Path(wanted).expanduser().is_file():
         return Path(wanted).expanduser()
-    name = wanted or models.DEFAULT_PRESET
+    name = wanted or models.DEFAULT_MODEL
     with _spinner(console, f"model {name}: building or fetching it (once; later runs reuse the file)"):
         try:
             return models.ensure_model(name)
