@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/record_fixtures.py
 
-Starts llama.cpp (through scripts' own start logic) on the tiny default model on a free port,
+Starts llama.cpp (through scripts' own start logic) on the synthetic tiny-q8_0 model (the responses are for parsing tests) on a free port,
 sends each request below, and writes tests/fixtures/server/<name>.json as
 {"request": {...}, "status": ..., "response": ...} (or "response_text" for /metrics).
 No headers are stored, so no API key can end up here.
@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from bytesup import engine
-from bytesup.models import ensure_model
+from bytesup.models import SYNTHETIC_DEFAULT, ensure_model
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "server"
 
@@ -43,7 +43,7 @@ REQUESTS = {
 
 
 def main() -> int:
-    model = ensure_model()
+    model = ensure_model(SYNTHETIC_DEFAULT)
     port = engine.free_port()
     started = engine.start_server(model, ["--port", str(port)])
     OUT.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Re-record the lessons' test fixtures from the real embedded engine on the tiny default model.
+# Re-record the lessons' test fixtures from the real embedded engine on the default model (SmolLM2-135M Q4_1).
 #   scripts/record_lesson_fixtures.sh [LESSON_ID…]     (default: every lesson)
 # Each lesson is recorded into tests/fixtures/runs/<id>/ with --repeat 2 (small files, same code path).
 set -euo pipefail
