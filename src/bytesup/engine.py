@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import BytesupError
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv or argv[0] in ("-h", "--help") or argv[1:2] in (["-h"], ["--help"]):
         print(__doc__)
         print("usage: start_server.sh [MODEL.gguf] [llama-server flags…]; stop_server.sh [--port N]")
         print(f"default flags: {' '.join(DEFAULT_FLAGS)}")

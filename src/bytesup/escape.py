@@ -34,7 +34,7 @@ def md_text(value: Any, newline: str = " ", cell: bool = False) -> str:
     text = str(value).replace("\r\n", "\n").replace("\r", "\n").replace("\n", newline)
     if cell:
         text = _PIPE.sub(lambda m: m.group(1) * 2 + "\\|", text)
-    text = _HTML.sub("&lt;", text)
     text = _ENTITY.sub("&amp;", text)
+    text = _HTML.sub("&lt;", text)
     text = _LINK.sub("\\\\]", text)
     return _BLOCK_START.sub(lambda m: "\\" + m.group(0), text)
