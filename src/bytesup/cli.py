@@ -176,6 +176,9 @@ def server_stop(port: Annotated[int, typer.Option(help="port of the server to st
     """Stop the server bytesup started on PORT (by its pid file; nothing else is touched)."""
     from . import engine
 
+    _, stale = engine.owned_pid(port)
+    if stale:
+        err.print(rich_text(stale), highlight=False, soft_wrap=True)
     out.print(f"stopped the server on port {port}" if engine.stop_server(port) else f"no server started by bytesup on port {port}")
 
 

@@ -225,15 +225,23 @@ def _command_of(pid: int) -> str:
         return "unknown command"
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: the kernel sends SIGTERM to this server when the process that started it dies
-    (even by kill -9), so a lesson's own server never outlives its run."""
+def _die_with_parent():
+    """Linux: a hook for Popen that makes the kernel send SIGTERM to the server when the process
+    that started it dies (even by kill -9), so a lesson's own server never outlives its run.
+    prctl is looked up here, in the parent: the child only calls it (no loading after fork)."""
+    if sys.platform != "linux":
+        return None
     import ctypes
 
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:  # pragma: no cover - runs in the child between fork and exec
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    return hook
 
 
 def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, ...] = (), wait_s: float = 180.0,
@@ -285,7 +293,7 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     log_path = state / "server.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=env, preexec_fn=_die_with_parent if die_with_parent and sys.platform == "linux" else None)
+                                env=env, preexec_fn=_die_with_parent() if die_with_parent else None)
     # The process's start time beside its pid: a pid reused by another program is never taken for it.
     pid_file.write_text(f"{proc.pid}\n{_process_started(proc.pid) or ''}\n")
     try:
