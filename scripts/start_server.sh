@@ -5,9 +5,6 @@
 # Engine: $LLAMA_SERVER, else llama-server on PATH, else llama.cpp embedded through xllamacpp.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-py="${BYTESUP_PYTHON:-$root/.venv/bin/python}"
-if [ ! -x "$py" ]; then
-  echo "error: $py not found. Run 'make install' (or 'make run') first to create the virtual environment." >&2
-  exit 1
-fi
+source "$root/scripts/find_python.sh"
+find_bytesup_python "$root" || exit 1
 exec "$py" -m bytesup.engine start "$@"

@@ -3,9 +3,6 @@
 #   scripts/stop_server.sh [--port N]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-py="${BYTESUP_PYTHON:-$root/.venv/bin/python}"
-if [ ! -x "$py" ]; then
-  echo "error: $py not found. Run 'make install' first." >&2
-  exit 1
-fi
+source "$root/scripts/find_python.sh"
+find_bytesup_python "$root" || exit 1
 exec "$py" -m bytesup.engine stop "$@"

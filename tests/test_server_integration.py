@@ -34,7 +34,7 @@ def test_start_answer_and_stop(tiny_model, tmp_path):
     started = script("start_server.sh", str(tiny_model), "--port", port)
     assert started.returncode == 0, started.stderr + started.stdout
     state = Path(os.environ["BYTESUP_STATE"]) / f"server-{port}"
-    pid = int((state / "pid").read_text())
+    pid = int((state / "pid").read_text().split()[0])
     try:
         url = f"http://127.0.0.1:{port}"
         assert httpx.get(f"{url}/health").json()["status"] == "ok"

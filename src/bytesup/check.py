@@ -31,6 +31,7 @@ from .errors import BytesupError
 from .formulas import kv_bytes_per_token
 from .paths import REPO_ROOT
 from .render import fmt, measurement_label
+from .escape import md_text
 from .results import LessonResult, Measurement, Strict, Table
 from .storage import write_json_atomic, write_text_atomic
 
@@ -817,14 +818,14 @@ def check_run(run: Run, reference_files: list[Path] | None = None) -> CheckRepor
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", "⏎")
+    return md_text(text, newline="⏎", cell=True)
 
 
 MARK = {PASS: "✅ pass", FAIL: "❌ fail", NA: "➖ not applicable"}
 
 
 def markdown(report: CheckReport, heading: str = "#") -> str:
-    lines = [f"{heading} Checks of run {report.run.name}", "",
+    lines = [f"{heading} Checks of run {md_text(report.run.name)}", "",
              f"{report.summary()} · checked {report.checked_at}", ""]
     general = [r for r in report.results if r.source == "general"]
     lines += [f"{heading}# General claims (any model, any host)", "",
@@ -835,17 +836,17 @@ def markdown(report: CheckReport, heading: str = "#") -> str:
     for path, ref in report.references:
         rows = [r for r in report.results if r.source == ref.name]
         scope = ref.scope
-        lines += [f"{heading}# Published figures: {ref.name}", "",
-                  f"Source: {ref.source}" + (f" (measured {ref.measured_on})" if ref.measured_on else ""), "",
-                  f"Scope: {scope.model.name} {scope.model.quantization or ''}".rstrip()
-                  + (f" (sha256 {scope.model.sha256[:12]}…)" if scope.model.sha256 else "")
-                  + (f" · {scope.hardware.name}" if scope.hardware else "")
-                  + (f" · {scope.engine.name}" if scope.engine else "")
-                  + (f" · {' '.join(f'{k} {v}' for k, v in scope.flags.items())}" if scope.flags else "")
-                  + f" · file `{path.name}`", ""]
+        lines += [f"{heading}# Published figures: {md_text(ref.name)}", "",
+                  md_text(f"Source: {ref.source}" + (f" (measured {ref.measured_on})" if ref.measured_on else "")), "",
+                  md_text(f"Scope: {scope.model.name} {scope.model.quantization or ''}".rstrip()
+                          + (f" (sha256 {scope.model.sha256[:12]}…)" if scope.model.sha256 else "")
+                          + (f" · {scope.hardware.name}" if scope.hardware else "")
+                          + (f" · {scope.engine.name}" if scope.engine else "")
+                          + (f" · {' '.join(f'{k} {v}' for k, v in scope.flags.items())}" if scope.flags else ""))
+                  + f" · file `{md_text(path.name)}`", ""]
         na = [r for r in rows if r.status == NA]
         if rows and len(na) == len(rows) and len({r.detail for r in rows}) == 1:
-            lines += [f"All {len(rows)} figures: ➖ not applicable: {rows[0].detail}.", "",
+            lines += [f"All {len(rows)} figures: ➖ not applicable: {md_text(rows[0].detail)}.", "",
                       "| figure | lesson | published | tolerance |", "|---|---|---|---|"]
             lines += [f"| {_cell(r.claim)} | {_cell(r.lesson)} | {_cell(r.expected)} | {_cell(r.tolerance)} |" for r in rows]
         else:
@@ -867,7 +868,7 @@ STATUS_STYLE = {PASS: "green", FAIL: "bold red", NA: "dim"}
 
 
 def print_rich(report: CheckReport, console) -> None:
-    from rich.markup import escape
+    from .escape import rich_text as escape
     from rich.table import Table as RichTable
 
     def table(title: str, caption: str | None, rows: list[ClaimResult], with_detail: bool) -> None:

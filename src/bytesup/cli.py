@@ -11,7 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from .client import DEFAULT_TIMEOUT_S
 from .errors import BytesupError
+from .escape import rich_text
 
 app = typer.Typer(
     help=(
@@ -33,7 +35,7 @@ err = Console(stderr=True)
 
 
 def fail(exc: BytesupError) -> typer.Exit:
-    err.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/bold red] {rich_text(exc)}", highlight=False, soft_wrap=True)
     return typer.Exit(exc.exit_code)
 
 
@@ -48,20 +50,32 @@ def lessons_cmd() -> None:
     table.add_column("id")
     table.add_column("title")
     for lid in discover_lessons():
-        table.add_row(lid, lesson_title(load_lesson(lid)))
+        table.add_row(lid, rich_text(lesson_title(load_lesson(lid))))
     out.print(table)
 
 
 ServerOpt = Annotated[Optional[str], typer.Option("--server", help="llama-server URL (default $BYTESUP_SERVER or http://127.0.0.1:8099)")]
 ModelOpt = Annotated[Optional[Path], typer.Option("--model", help="the GGUF the server runs (default: /props model_path when readable here); also what a server started for the run loads")]
-OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder (default outputs/<UTC date>/; BYTESUP_OUTPUTS moves outputs/)")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="replace lesson results that already exist in the run folder")]
-ResumeOpt = Annotated[bool, typer.Option("--resume", help="continue an incomplete run: skip lessons already saved")]
+OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder (default: a new outputs/<UTC date>/, or outputs/<date>.N when that exists; BYTESUP_OUTPUTS moves outputs/)")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="replace lesson results that already exist in the run folder; with --resume, mix with lessons measured on another configuration")]
+ResumeOpt = Annotated[bool, typer.Option("--resume", help="continue an incomplete run (without --out: the latest unfinished one under outputs/): skip lessons saved, re-run failed and interrupted ones")]
 ReplayOpt = Annotated[Optional[Path], typer.Option("--replay", help="serve the lessons from a recorded run folder instead of a server")]
 RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="repetitions of each timed measurement")]
 ApiKeyOpt = Annotated[Optional[str], typer.Option("--api-key", envvar="BYTESUP_API_KEY", help="API key of the server (never written to outputs)")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds to wait for one server answer")]
-BandwidthOpt = Annotated[Optional[float], typer.Option("--bandwidth-gbs", help="a memory bandwidth (GB/s) to compute the decode ceiling for, besides this host's measured one")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="seconds to wait for one server answer, and for the first contact (default 120: a hung server fails after 2 minutes; raise it for big models on slow machines)")]
+
+
+def _positive_finite(value: Optional[float]) -> Optional[float]:
+    import math
+
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"{value} is not a bandwidth: give a positive number of GB/s, e.g. --bandwidth-gbs 273.")
+    return value
+
+
+BandwidthOpt = Annotated[Optional[float], typer.Option("--bandwidth-gbs", callback=_positive_finite, help="a memory bandwidth (GB/s, a positive number) to compute the decode ceiling for, besides this host's measured one")]
+AllowModifiedOpt = Annotated[bool, typer.Option("--allow-modified", help="with --replay: replay recordings (http/*.jsonl) whose sha256 differs from the one in the run's manifest, i.e. edited on purpose")]
+MismatchOpt = Annotated[bool, typer.Option("--model-mismatch-ok", help="go on when --model differs (parameter count or tensor bytes) from the model the server serves")]
 SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help="capstone: comma-separated model presets to sweep (see `bytesup model build --list`)")]
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
 StartServerOpt = Annotated[bool, typer.Option(
@@ -71,7 +85,8 @@ StartServerOpt = Annotated[bool, typer.Option(
          "--no-start-server stops with an error instead")]
 
 
-def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report=False, start_server=True) -> None:
+def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report=False,
+         start_server=True, allow_modified=False, model_mismatch_ok=False) -> None:
     from .runner import RunOptions, run_lessons
 
     lesson_options = {}
@@ -80,7 +95,8 @@ def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, r
     if sizes:
         lesson_options["sizes"] = [s.strip() for s in sizes.split(",") if s.strip()]
     options = RunOptions(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume,
-                         replay=replay, repeat=repeat, timeout=timeout, start_server=start_server, lesson_options=lesson_options)
+                         replay=replay, repeat=repeat, timeout=timeout, start_server=start_server, lesson_options=lesson_options,
+                         allow_modified=allow_modified, model_mismatch_ok=model_mismatch_ok)
     try:
         code = run_lessons(lesson_ids, options, console=err)
     except BytesupError as exc:
@@ -89,22 +105,19 @@ def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, r
         _print_results(options, lesson_ids)
     if report:
         from .report import write_run_report
-        from .runner import today_folder
 
         try:
-            readme, checks = write_run_report((options.out or today_folder()).resolve(), None, True)
+            readme, checks = write_run_report(options.run_dir, None, True)
         except BytesupError as exc:
             raise fail(exc)
-        err.print(f"report: {readme}" + (f" (checks: {checks.summary()})" if checks else ""), highlight=False)
+        err.print(rich_text(f"report: {readme}" + (f" (checks: {checks.summary()})" if checks else "")), highlight=False)
     raise typer.Exit(code)
 
 
 def _print_results(options, lesson_ids: list[str]) -> None:
     from rich.markdown import Markdown
 
-    from .runner import today_folder
-
-    run_dir = (options.out or today_folder()).resolve()
+    run_dir = options.run_dir
     for lid in lesson_ids:
         md = run_dir / f"{lid}.md"
         if md.is_file():
@@ -116,8 +129,8 @@ def run_cmd(
     lessons: Annotated[list[str], typer.Argument(help="lesson ids, e.g. 04_next_token (see `bytesup lessons`)")],
     server: ServerOpt = None, model: ModelOpt = None, out_dir: OutOpt = None, force: ForceOpt = False,
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
-    timeout: TimeoutOpt = 600.0, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
-    start_server: StartServerOpt = True,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
+    start_server: StartServerOpt = True, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
 ) -> None:
     """Run some lessons against a server (or a recorded run) and save them into a run folder.
 
@@ -125,14 +138,15 @@ def run_cmd(
     before sending any request.
     """
     _run(lessons, server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables,
-         start_server=start_server)
+         start_server=start_server, allow_modified=allow_modified, model_mismatch_ok=model_mismatch_ok)
 
 
 @app.command("run-all")
 def run_all_cmd(
     server: ServerOpt = None, model: ModelOpt = None, out_dir: OutOpt = None, force: ForceOpt = False,
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
-    timeout: TimeoutOpt = 600.0, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
+    allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="then run the checks and write the run's README.md as one page (`bytesup report`)")] = False,
     start_server: StartServerOpt = True,
 ) -> None:
@@ -140,7 +154,7 @@ def run_all_cmd(
     from .runner import discover_lessons
 
     _run(list(discover_lessons()), server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report,
-         start_server)
+         start_server=start_server, allow_modified=allow_modified, model_mismatch_ok=model_mismatch_ok)
 
 
 # --- server ----------------------------------------------------------------------------
@@ -160,7 +174,7 @@ def server_start(ctx: typer.Context) -> None:
         started = engine.start_server(model, args)
     except BytesupError as exc:
         raise fail(exc)
-    out.print(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, pid {started.pid}; log {started.log_path}")
+    out.print(rich_text(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, pid {started.pid}; log {started.log_path}"))
 
 
 @server_app.command("stop")
@@ -168,6 +182,9 @@ def server_stop(port: Annotated[int, typer.Option(help="port of the server to st
     """Stop the server bytesup started on PORT (by its pid file; nothing else is touched)."""
     from . import engine
 
+    _, stale = engine.owned_pid(port)
+    if stale:
+        err.print(rich_text(stale), highlight=False, soft_wrap=True)
     out.print(f"stopped the server on port {port}" if engine.stop_server(port) else f"no server started by bytesup on port {port}")
 
 
@@ -210,7 +227,6 @@ def model_build(
     and -f32 are the same weights re-encoded here with gguf. The synthetic presets (tiny-q8_0, …)
     have random weights, need no index at all, and serve fast tests and sizes beyond the real model.
     """
-    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import models
@@ -226,7 +242,7 @@ def model_build(
             origin = "random weights" if row["synthetic"] else row["description"]
             table.add_row(row["name"] + (" *" if row["default"] else ""), row["weight_type"],
                           f"{row['n_layer']}×{row['n_embd']}", f"{row['tensor_mb']:,.1f}", "yes" if built else "no",
-                          escape(origin))
+                          rich_text(origin))
         out.print(table)
         return
     name = name or models.DEFAULT_MODEL
@@ -235,23 +251,27 @@ def model_build(
                                 "(`bytesup model build --list` describes them)."))
     path = out_path or models.default_model_path(name)
     if path.is_dir():
-        raise fail(BytesupError(f"--out {path} is a folder; give the path of the .gguf file to write, "
-                                f"e.g. {path / (name + '.gguf')}."))
+        raise fail(BytesupError(f"--out {path} is a folder. Give the file to write, e.g. --out {path / (name + '.gguf')}."))
     if path.exists() and not force:
-        out.print(f"{escape(str(path))} exists (sha256 {models.file_sha256(path)}); --force builds it again", highlight=False)
+        out.print(rich_text(f"{path} exists (sha256 {models.file_sha256(path)}); --force builds it again"))
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task(name, total=1.0)
 
         def progress(message: str, fraction: float) -> None:
-            bar.update(task, completed=fraction, description=escape(message[:70]))
+            bar.update(task, completed=fraction, description=rich_text(message[:70]))
 
         try:
             built = models.build(name, path, progress)
         except BytesupError as exc:
             raise fail(exc)
-    out.print(f"built {escape(str(built))} ({built.stat().st_size:,} bytes, sha256 {models.file_sha256(built)})", highlight=False)
+        except OSError as exc:
+            raise fail(BytesupError(
+                f"Could not write the model to {path}: {exc.strerror or exc}. Nothing was left half-written. "
+                "Choose a folder you can write to (--out DIR/model.gguf, or BYTESUP_MODELS=DIR), or free some space."
+            )) from None
+    out.print(rich_text(f"built {built} ({built.stat().st_size:,} bytes, sha256 {models.file_sha256(built)})"))
 
 
 # compare, check and report live in their own module.

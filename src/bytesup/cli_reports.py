@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from .errors import BytesupError
+from .escape import rich_text
 from .storage import write_text_atomic
 
 
@@ -76,14 +77,14 @@ def register(app: typer.Typer) -> None:
             text = cmp.markdown(comparison) if fmt_ is CompareFormat.md else json.dumps(comparison.to_json(), indent=2, ensure_ascii=False) + "\n"
             if output is not None:
                 write_text_atomic(output, text)
-                err.print(f"wrote {output} ({cmp.summary_line(comparison)})", highlight=False, soft_wrap=True)
+                err.print(rich_text(f"wrote {output} ({cmp.summary_line(comparison)})"), highlight=False, soft_wrap=True)
             else:
                 typer.echo(text, nl=False)
         for problem in a.problems + b.problems:
-            err.print(f"[yellow]note:[/yellow] {problem}", highlight=False, soft_wrap=True)
+            err.print(f"[yellow]note:[/yellow] {rich_text(problem)}", highlight=False, soft_wrap=True)
         if fail_on_regression and comparison.regressions:
             names = ", ".join(f"{r.lesson}/{r.label}" for r in comparison.regressions)
-            err.print(f"[bold red]{len(comparison.regressions)} regression(s) beyond {limit:.0%}:[/bold red] {names}", highlight=False, soft_wrap=True)
+            err.print(f"[bold red]{len(comparison.regressions)} regression(s) beyond {limit:.0%}:[/bold red] {rich_text(names)}", highlight=False, soft_wrap=True)
             raise typer.Exit(3)
 
     @app.command("check")
@@ -106,15 +107,21 @@ def register(app: typer.Typer) -> None:
         out, err = Console(), Console(stderr=True)
         try:
             loaded = load_run(run)
+            if not loaded.results:
+                raise BytesupError(
+                    f"{run} holds no lesson results that can be checked"
+                    + (f" ({'; '.join(loaded.problems)})" if loaded.problems else "")
+                    + ". Run the lessons into it first (`bytesup run-all --out RUN --resume`), or pass another run folder."
+                )
             report = checks.check_run(loaded, reference)
             paths = checks.write_report(report) if write else None
         except BytesupError as exc:
             raise _fail(exc)
         checks.print_rich(report, out)
         for problem in loaded.problems:
-            err.print(f"[yellow]note:[/yellow] {problem}", highlight=False, soft_wrap=True)
+            err.print(f"[yellow]note:[/yellow] {rich_text(problem)}", highlight=False, soft_wrap=True)
         if paths:
-            err.print(f"wrote {paths[0]} and {paths[1].name}", highlight=False, soft_wrap=True)
+            err.print(rich_text(f"wrote {paths[0]} and {paths[1].name}"), highlight=False, soft_wrap=True)
         if report.failed:
             raise typer.Exit(1)
 
@@ -135,6 +142,6 @@ def register(app: typer.Typer) -> None:
             readme, report = write_run_report(run, reference, run_checks)
         except BytesupError as exc:
             raise _fail(exc)
-        Console().print(f"wrote {readme}" + (f" (checks: {report.summary()})" if report else ""), highlight=False, soft_wrap=True)
+        Console().print(rich_text(f"wrote {readme}" + (f" (checks: {report.summary()})" if report else "")), highlight=False, soft_wrap=True)
         if report is not None and report.failed:
             err.print("[yellow]some checks failed: see the Checks section of the page[/yellow]")

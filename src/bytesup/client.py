@@ -12,6 +12,9 @@ from . import records as r
 from .errors import BytesupError, MalformedResponse, ServerHTTPError, ServerTimeout, ServerUnreachable
 
 DEFAULT_URL = "http://127.0.0.1:8099"
+# Seconds to wait for one answer. A lesson's longest request (a long prefill on a big model on a
+# slow CPU) takes well under this; a hung server fails after 2 minutes instead of stalling.
+DEFAULT_TIMEOUT_S = 120.0
 
 
 def default_base_url() -> str:
@@ -29,8 +32,9 @@ class LlamaServer:
         self,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float = 600.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
+        build: str | None = None,
     ):
         self.base_url = (base_url or default_base_url()).rstrip("/")
         api_key = api_key if api_key is not None else os.environ.get("BYTESUP_API_KEY")
@@ -39,7 +43,7 @@ class LlamaServer:
         self._http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
-        self._build: str | None = None
+        self._build: str | None = build  # named in MissingField messages; /props sets it too
 
     def close(self) -> None:
         self._http.close()

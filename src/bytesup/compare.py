@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import BytesupError, RunFolderError
+from .escape import md_text
 from .render import fmt, measurement_label
 from .results import LessonResult, Measurement, Table, load_result
 
@@ -103,6 +104,11 @@ def load_run(path: Path) -> Run:
         if not json_path.is_file():
             status = entry.get("status", "missing")
             problems.append(f"{lid}: {status}" + (f" ({entry['error'][:200]})" if entry.get("error") else ", no result file"))
+            continue
+        if entry and entry.get("status") != "ok":
+            # A result the manifest marks failed, interrupted or still running is never shown or checked.
+            problems.append(f"{lid}: {entry.get('status')}; its {json_path.name} is not used"
+                            + (f" ({entry['error'][:200]})" if entry.get("error") else ""))
             continue
         try:
             data = json.loads(json_path.read_text(encoding="utf-8"))
@@ -550,7 +556,7 @@ def _prob_text(top: tuple[str, float | None] | None) -> str:
 
 
 def _md_cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", "⏎")
+    return md_text(text, newline="⏎", cell=True)
 
 
 def markdown(c: Comparison) -> str:
@@ -615,10 +621,10 @@ def load_line(c: Comparison) -> str:
 
 
 def print_rich(c: Comparison, console) -> None:
-    from rich.markup import escape as esc
+    from .escape import rich_text as esc
     from rich.table import Table as RichTable
 
-    console.print(f"[bold]A[/bold] {c.a.path}\n[bold]B[/bold] {c.b.path}", highlight=False)
+    console.print(f"[bold]A[/bold] {esc(str(c.a.path))}\n[bold]B[/bold] {esc(str(c.b.path))}", highlight=False)
     if c.identity:
         t = RichTable(title="what differs between the runs", title_justify="left")
         t.add_column("")

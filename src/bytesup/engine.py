@@ -182,8 +182,88 @@ def _model_progress():
     return report
 
 
-def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, ...] = (), wait_s: float = 180.0) -> StartedServer:
-    """Start a server in the background, wait for /health, and record what was started."""
+def _process_started(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _is_our_server(pid: int, port: int, started: float | None) -> bool:
+    """Whether `pid` is still the server bytesup started on `port`: the same process start time
+    as recorded in the pid file, or (an older pid file without it) `--port PORT` on its command line."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        if started is not None:
+            return abs(proc.create_time() - started) < 0.05
+        cmd = proc.cmdline()
+    except psutil.Error:
+        return False
+    return any(a == "--port" and b == str(port) for a, b in zip(cmd, cmd[1:])) or f"--port={port}" in cmd
+
+
+def owned_pid(port: int) -> tuple[int | None, str | None]:
+    """The pid of the server bytesup started on `port`, checked before it is trusted. A stale pid
+    file (its process gone, or the pid reused by another program) is removed, and the second
+    value says so."""
+    pid_file = state_dir_for(port) / "pid"
+    if not pid_file.exists():
+        return None, None
+    lines = pid_file.read_text().split()
+    try:
+        pid = int(lines[0]) if lines else 0
+        started = float(lines[1]) if len(lines) > 1 else None
+    except ValueError:
+        pid, started = 0, None
+    if pid and _pid_alive(pid) and _is_our_server(pid, port, started):
+        return pid, None
+    pid_file.unlink(missing_ok=True)
+    if pid and _pid_alive(pid):
+        why = f"which is now another program ({_command_of(pid)}), not the server bytesup started"
+    else:
+        why = "which is no longer running"
+    return None, f"Removed the stale pid file {pid_file}: it named pid {pid or '?'}, {why}. No process was signalled."
+
+
+def _command_of(pid: int) -> str:
+    import psutil
+
+    try:
+        return " ".join(psutil.Process(pid).cmdline())[:120] or "unknown command"
+    except psutil.Error:
+        return "unknown command"
+
+
+def _die_with_parent():
+    """Linux: a hook for Popen that makes the kernel send SIGTERM to the server when the process
+    that started it dies (even by kill -9), so a lesson's own server never outlives its run.
+    prctl is looked up here, in the parent: the child only calls it (no loading after fork)."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:  # pragma: no cover - runs in the child between fork and exec
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    return hook
+
+
+def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, ...] = (), wait_s: float = 180.0,
+                 die_with_parent: bool = False) -> StartedServer:
+    """Start a server in the background, wait for /health, and record what was started.
+
+    An API key reaches the engine through the LLAMA_API_KEY environment variable (read by
+    llama-server and by `python -m bytesup.server`), never on its command line, where `ps` shows it.
+    `die_with_parent`: stop the server when this process dies (servers of a lesson's own)."""
     from .gguf_read import check_gguf
     from .models import PRESETS, ensure_model
     from .realmodel import REAL_MODELS
@@ -206,13 +286,14 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
         raise ServerStartError(f"--port must be a number, not {merged.get('--port')!r}.") from None
     state = state_dir_for(port)
     pid_file = state / "pid"
-    if pid_file.exists():
-        old = int(pid_file.read_text().strip() or 0)
-        if old and _pid_alive(old):
-            raise ServerStartError(
-                f"A server started by bytesup is already running on port {port} (pid {old}). "
-                f"Use it, stop it with `scripts/stop_server.sh --port {port}`, or start another with --port."
-            )
+    old, stale = owned_pid(port)
+    if stale:
+        print(stale, file=sys.stderr)
+    if old:
+        raise ServerStartError(
+            f"A server started by bytesup is already running on port {port} (pid {old}). "
+            f"Use it, stop it with `scripts/stop_server.sh --port {port}`, or start another with --port."
+        )
     if not port_is_free(host, port):
         raise ServerStartError(
             f"Port {port} on {host} is already in use by another program. Stop that program, or "
@@ -221,12 +302,29 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
         )
 
     kind, command = choose_engine()
-    argv = command + flags_to_argv(merged)
+    on_command_line = {k: v for k, v in merged.items() if k != "--api-key"}
+    env = {**os.environ, "LLAMA_API_KEY": merged["--api-key"]} if merged.get("--api-key") else None
+    argv = command + flags_to_argv(on_command_line)
     state.mkdir(parents=True, exist_ok=True)
     log_path = state / "server.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    pid_file.write_text(f"{proc.pid}\n")
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=env, preexec_fn=_die_with_parent() if die_with_parent else None)
+    # The process's start time beside its pid: a pid reused by another program is never taken for it.
+    pid_file.write_text(f"{proc.pid}\n{_process_started(proc.pid) or ''}\n")
+    try:
+        return _wait_ready(proc, kind, command, merged, model, host, port, state, wait_s)
+    except BaseException:
+        # Ctrl-C or an error while waiting: the half-started server is not left behind.
+        _terminate(proc.pid)
+        pid_file.unlink(missing_ok=True)
+        raise
+
+
+def _wait_ready(proc: subprocess.Popen, kind: str, command: list[str], merged: dict, model: Path, host: str, port: int,
+                state: Path, wait_s: float) -> StartedServer:
+    pid_file = state / "pid"
+    log_path = state / "server.log"
 
     connect_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     url = f"http://{connect_host}:{port}"
@@ -295,15 +393,13 @@ def _terminate(pid: int, grace_s: float = 10.0) -> None:
 
 
 def stop_server(port: int = 8099) -> bool:
-    """Stop the server we started on `port`, by its pid file. False when there was none."""
-    state = state_dir_for(port)
-    pid_file = state / "pid"
-    if not pid_file.exists():
+    """Stop the server we started on `port`, by its pid file, once the pid is checked to be that
+    server (see `owned_pid`). False when there was none to stop."""
+    pid, _ = owned_pid(port)
+    if pid is None:
         return False
-    pid = int(pid_file.read_text().strip() or 0)
-    if pid and _pid_alive(pid):
-        _terminate(pid)
-    pid_file.unlink(missing_ok=True)
+    _terminate(pid)
+    (state_dir_for(port) / "pid").unlink(missing_ok=True)
     return True
 
 
@@ -312,7 +408,7 @@ def read_engine_info(port: int) -> dict | None:
     state = state_dir_for(port)
     try:
         info = json.loads((state / STATE_FILE).read_text())
-        pid = int((state / "pid").read_text().strip())
+        pid = int((state / "pid").read_text().split()[0])
     except (OSError, ValueError):
         return None
     return info if _pid_alive(pid) and info.get("pid") == pid else None
@@ -333,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import BytesupError
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv or argv[0] in ("-h", "--help") or argv[1:2] in (["-h"], ["--help"]):
         print(__doc__)
         print("usage: start_server.sh [MODEL.gguf] [llama-server flags…]; stop_server.sh [--port N]")
         print(f"default flags: {' '.join(DEFAULT_FLAGS)}")
@@ -348,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if action == "stop":
             port = _port_from(rest)
+            _, stale = owned_pid(port)
+            if stale:
+                print(stale, file=sys.stderr)
             if stop_server(port):
                 print(f"stopped the server on port {port}")
             else:

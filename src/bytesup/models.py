@@ -31,7 +31,6 @@ from typing import Callable
 import numpy as np
 
 from bytesup import realmodel
-from bytesup.errors import BytesupError
 from bytesup.gguf_read import SYNTHETIC_NAME_PREFIX, is_synthetic_metadata
 from bytesup.paths import data_dir, models_dir
 
@@ -477,11 +476,7 @@ def build(name: str = DEFAULT_MODEL, out: Path | None = None, progress: Progress
     if realmodel.is_real(_known(name)):
         source = default_model_path(realmodel.SOURCE)
         return realmodel.build(name, path, source if realmodel.source_is_valid(source) else None, progress)
-    try:
-        return build_model(name, path, progress)
-    except OSError as exc:
-        raise BytesupError(f"Could not write {path}: {exc.strerror or exc}. Choose a writable folder with --out "
-                           "(a file path) or BYTESUP_MODELS, and free some space if the disk is full.") from None
+    return build_model(name, path, progress)
 
 
 def ensure_model(preset: str | Preset = DEFAULT_MODEL, out: Path | None = None,

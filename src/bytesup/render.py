@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .escape import md_text
 from .results import LessonResult, Measurement, Table
 
 
@@ -30,7 +31,7 @@ def fmt(value: Any) -> str:
 
 
 def cell(value: Any) -> str:
-    return fmt(value).replace("|", "\\|").replace("\n", "⏎")
+    return md_text(fmt(value), newline="⏎", cell=True)
 
 
 def header(name: str, unit: str) -> str:
@@ -38,14 +39,14 @@ def header(name: str, unit: str) -> str:
 
 
 def table_md(table: Table) -> str:
-    lines = [f"### {table.title}", ""]
+    lines = [f"### {md_text(table.title)}", ""]
     lines.append("| " + " | ".join(cell(header(c.name, c.unit)) for c in table.columns) + " |")
     lines.append("|" + "|".join("---" for _ in table.columns) + "|")
     for row in table.rows:
         lines.append("| " + " | ".join(cell(v) for v in row) + " |")
     if table.notes:
         lines.append("")
-        lines.extend(f"- {n}" for n in table.notes)
+        lines.extend(f"- {md_text(n)}" for n in table.notes)
     return "\n".join(lines) + "\n"
 
 
@@ -69,12 +70,12 @@ def plot_files(result: LessonResult, name: str) -> tuple[str, str]:
 
 
 def lesson_md(result: LessonResult) -> str:
-    model = result.model.get("name") or result.model.get("file") or "unknown model"
-    build = result.server.get("build") or "unknown build"
+    model = md_text(result.model.get("name") or result.model.get("file") or "unknown model")
+    build = md_text(result.server.get("build") or "unknown build")
     parts = [
-        f"# {result.title}",
+        f"# {md_text(result.title)}",
         "",
-        f"`{result.lesson_id}` · {result.started_at} · model {model} · server {result.server.get('engine', '?')} ({build})",
+        f"`{result.lesson_id}` · {result.started_at} · model {model} · server {md_text(result.server.get('engine', '?'))} ({build})",
         "",
     ]
     for t in result.tables:
@@ -83,7 +84,7 @@ def lesson_md(result: LessonResult) -> str:
         parts.append(measurements_md(result.measurements))
     for p in result.plots:
         png, svg = plot_files(result, p.name)
-        parts.append(f"### {p.title}\n\n![{p.title}]({png}) ([SVG]({svg}))\n")
+        parts.append(f"### {md_text(p.title)}\n\n![{md_text(p.title)}]({png}) ([SVG]({svg}))\n")
     if result.notes:
-        parts.append("### Notes\n\n" + "\n".join(f"- {n}" for n in result.notes) + "\n")
+        parts.append("### Notes\n\n" + "\n".join(f"- {md_text(n)}" for n in result.notes) + "\n")
     return "\n".join(parts)

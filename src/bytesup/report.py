@@ -13,12 +13,13 @@ from typing import Any
 
 from . import check as checks
 from .compare import Run, load_run
+from .escape import md_text
 from .render import fmt, lesson_md
 from .storage import write_text_atomic
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return md_text(text, cell=True)
 
 
 def _size(n: Any) -> str:
@@ -82,7 +83,7 @@ def summary_md(run: Run) -> list[str]:
 
 def report_md(run: Run, check_report: "checks.CheckReport | None") -> str:
     m = run.manifest or {}
-    lines = [f"# bytesup run {run.name}", ""]
+    lines = [f"# bytesup run {md_text(run.name)}", ""]
     lines += summary_md(run) + [""]
     lines += ["## Lessons", "", "| lesson | status | title |", "|---|---|---|"]
     entries = dict(m.get("lessons") or {})
@@ -93,7 +94,7 @@ def report_md(run: Run, check_report: "checks.CheckReport | None") -> str:
         if result is not None:
             title = f"[{_cell(result.title)}](#{_anchor(result.title)})"
         else:
-            title = _cell(entry.get("title", "")) + (f": {entry['error'][:200]}" if entry.get("error") else "")
+            title = _cell(entry.get("title", "") + (f": {entry['error'][:200]}" if entry.get("error") else ""))
         lines.append(f"| `{lid}` | {entry.get('status', '?')} | {title} |")
     if check_report is not None:
         lines.append(f"\nChecks: {check_report.summary()} ([details](#checks-of-run-{_anchor(run.name)})).")

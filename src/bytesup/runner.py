@@ -13,9 +13,7 @@ import json
 import os
 import re
 import shutil
-import signal
 import sys
-import threading
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,14 +26,17 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from . import engine, environment
-from .client import LlamaServer, default_base_url
+from .client import DEFAULT_TIMEOUT_S, LlamaServer, default_base_url
 from .errors import BytesupError, ReplayMiss, RunFolderError, ServerUnreachable
+from .escape import md_text, rich_text
 from .paths import lessons_dir, outputs_root
 from .plots import write_plots
 from .render import lesson_md
 from .replay import RecordingTransport, ReplayTransport
 from .results import LessonResult, Measurement, Plot, Series, Table, Column, load_result
-from .storage import read_jsonl, write_json_atomic, write_jsonl_atomic, write_text_atomic
+from .runfolder import (DISK_FULL, DiskFull, RunLock, Terminated, differences, identity_differences, latest_unfinished,
+                        new_run_dir, resume_command, set_aside, sha256_of, signals_raise)
+from .storage import dumps, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
 MANIFEST_SCHEMA_VERSION = 1
 # Flags of the user's server that a lesson's own servers set for themselves.
@@ -90,12 +91,15 @@ class RunOptions:
     resume: bool = False
     replay: Path | None = None
     repeat: int = 3
-    timeout: float = 600.0
+    timeout: float = DEFAULT_TIMEOUT_S
     # With no server given (--server, BYTESUP_SERVER) and none answering at the default URL,
     # start one on the default model for the length of the run (--no-start-server: fail instead).
     start_server: bool = True
     lesson_options: dict[str, Any] = field(default_factory=dict)
     command: list[str] = field(default_factory=lambda: shown_command(sys.argv))
+    allow_modified: bool = False  # replay recordings whose sha256 no longer matches the manifest's
+    model_mismatch_ok: bool = False  # go on when --model is not the file the server serves
+    run_dir: Path | None = None  # the folder the run wrote to, set by run_lessons
 
 
 def shown_command(argv: list[str]) -> list[str]:
@@ -105,6 +109,9 @@ def shown_command(argv: list[str]) -> list[str]:
     first = Path(argv[0])
     if first.name in ("__main__.py", "bytesup"):
         return ["bytesup", *argv[1:]]
+    if first.suffix == ".py":  # a lesson run as a script
+        shown = first.relative_to(Path.cwd()) if first.is_absolute() and first.is_relative_to(Path.cwd()) else first
+        return ["python", str(shown), *argv[1:]]
     return [str(first.relative_to(Path.cwd())) if first.is_absolute() and first.is_relative_to(Path.cwd()) else argv[0], *argv[1:]]
 
 
@@ -251,16 +258,20 @@ class LessonContext:
                 client.close()
             return
         port = engine.free_port()
-        started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags])
-        client = LlamaServer(started.url, timeout=self.options.timeout,
-                             transport=RecordingTransport(self._sink, label))
+        # Stopped and its state folder removed on every way out: an exception, Ctrl-C, SIGTERM
+        # (see runfolder.signals_raise), and by the kernel if this process is killed outright.
         try:
-            yield client
+            started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags], die_with_parent=True)
+            client = LlamaServer(started.url, timeout=self.options.timeout,
+                                 transport=RecordingTransport(self._sink, label))
+            try:
+                yield client
+            finally:
+                client.close()
         finally:
-            client.close()
             engine.stop_server(port)
             # A throwaway port's state folder (pid, log) has nothing left to tell once stopped.
-            shutil.rmtree(started.state_dir, ignore_errors=True)
+            shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
 
     # building the result -----------------------------------------------------------------
     def step(self, text: str) -> None:
@@ -341,19 +352,49 @@ class Reporter:
 class ReplaySource:
     result: LessonResult
     exchanges: list[dict]
+    recorded: dict = field(default_factory=dict)  # the recorded <id>.json, to compare the replay with
 
 
-def load_replay(run_dir: Path, lesson_id: str) -> ReplaySource:
+def load_replay(run_dir: Path, lesson_id: str, entry: dict | None = None, allow_modified: bool = False) -> ReplaySource:
+    """A recorded lesson: its result and exchanges. The exchanges must still have the sha256 the
+    manifest recorded (`entry`), unless `allow_modified`; a damaged file is a RunFolderError."""
+    from pydantic import ValidationError
+
     json_path = run_dir / f"{lesson_id}.json"
     if not json_path.is_file():
         raise RunFolderError(
             f"{run_dir} has no recorded result for {lesson_id} ({json_path.name} is missing). "
             "Replay a run folder written by `bytesup run` that includes this lesson."
         )
-    result = load_result(json.loads(json_path.read_text(encoding="utf-8")), str(json_path))
+    try:
+        recorded = json.loads(json_path.read_text(encoding="utf-8"))
+        result = load_result(json.loads(json.dumps(recorded)), str(json_path))
+    except (ValueError, ValidationError) as exc:
+        raise RunFolderError(f"{json_path} is damaged ({str(exc).splitlines()[0]}), so {lesson_id} cannot be replayed. "
+                             "The other lessons are replayed; re-record this one against a live server.") from None
     http = run_dir / (result.exchanges or f"http/{lesson_id}.jsonl")
-    exchanges = read_jsonl(http) if http.is_file() else []
-    return ReplaySource(result=result, exchanges=exchanges)
+    if not http.is_file():
+        return ReplaySource(result=result, exchanges=[], recorded=recorded)
+    expected = (entry or {}).get("http_sha256")
+    if expected and not allow_modified and sha256_of(http) != expected:
+        raise RunFolderError(
+            f"{http} has changed since it was recorded (its sha256 differs from the one in the run's "
+            f"manifest.json), so {lesson_id} was not replayed from it. Replay an unmodified copy of the run, "
+            "or pass --allow-modified to replay a recording you edited on purpose."
+        )
+    exchanges = []
+    for n, line in enumerate(http.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            exchanges.append(json.loads(line))
+        except ValueError as exc:
+            raise RunFolderError(
+                f"Line {n} of {http} is not valid JSON ({exc.msg}): the recording is truncated or damaged, "
+                f"so {lesson_id} cannot be replayed. The other lessons are replayed; re-record this one "
+                "against a live server."
+            ) from None
+    return ReplaySource(result=result, exchanges=exchanges, recorded=recorded)
 
 
 # --- the run folder --------------------------------------------------------------------
@@ -368,23 +409,26 @@ def read_manifest(run_dir: Path) -> dict | None:
 
 
 def run_readme(run_dir: Path, manifest: dict) -> str:
-    lines = [INDEX_MARK, f"# bytesup run {run_dir.name}", ""]
+    lines = [INDEX_MARK, f"# bytesup run {md_text(run_dir.name)}", ""]
     host = manifest.get("host", {})
     eng = manifest.get("engine", {})
     model = manifest.get("model", {})
-    lines.append(f"Status: **{manifest.get('status')}** · host {host.get('hostname')} ({host.get('cpu')}, {host.get('cores')} cores)")
-    lines.append(f"· engine {eng.get('engine', '?')} {eng.get('build', '')} · model {model.get('path', '?')}")
+    lines.append(md_text(f"Status: **{manifest.get('status')}** · host {host.get('hostname')} ({host.get('cpu')}, {host.get('cores')} cores)"))
+    lines.append(md_text(f"· engine {eng.get('engine', '?')} {eng.get('build', '')} · model {model.get('path', '?')}"))
     lines.append("")
     lines.append("| lesson | status | result |")
     lines.append("|---|---|---|")
     for lid, entry in sorted(manifest.get("lessons", {}).items()):
-        link = f"[{entry.get('title', lid)}]({lid}.md)" if entry.get("status") == "ok" else entry.get("error", "")[:200].replace("|", "\\|").replace("\n", " ")
+        link = (f"[{md_text(entry.get('title', lid), cell=True)}]({lid}.md)" if entry.get("status") == "ok"
+                else md_text(entry.get("error", "")[:200], cell=True))
         lines.append(f"| `{lid}` | {entry.get('status')} | {link} |")
     return "\n".join(lines) + "\n"
 
 
 def save_lesson(run_dir: Path, result: LessonResult, exchanges: list[dict]) -> None:
-    """Exchanges, plots and Markdown first, the JSON last: a result file means a complete lesson."""
+    """Exchanges, plots and Markdown first, the JSON last: a result file means a complete lesson.
+    The JSON is made first, so a result that cannot be written (NaN) leaves the folder as it was."""
+    dumps(result.model_dump(mode="json"), where=str(run_dir / f"{result.lesson_id}.json"))
     write_jsonl_atomic(run_dir / "http" / f"{result.lesson_id}.jsonl", exchanges)
     write_plots(result, run_dir)
     write_text_atomic(run_dir / f"{result.lesson_id}.md", lesson_md(result))
@@ -480,8 +524,7 @@ def model_for_run(options: RunOptions, console: Console) -> Path:
 def start_run_server(url: str, options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> engine.StartedServer:
     """Start a server for this run on a free port (so it never meets another run's or the user's);
     `cleanup` stops it and removes its state folder when the run ends, also on Ctrl-C or SIGTERM."""
-    model = model_for_run(options, console)
-    cleanup.enter_context(_sigterm_as_interrupt())
+    model = model_for_run(options, console)  # SIGTERM already raises like Ctrl-C here (signals_raise)
     port = engine.free_port()
     cleanup.callback(_stop_run_server, port)  # before starting: a start cut short is stopped too
     with _spinner(console, f"starting a server on {model.name}"):
@@ -511,23 +554,6 @@ def _stop_run_server(port: int) -> None:
         shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends the run the way Ctrl-C does: the lesson is marked interrupted and cleanup runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 # --- running ---------------------------------------------------------------------------
 
 def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> int:
@@ -542,11 +568,59 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
     for lid in lesson_ids:
         if lid not in available:
             raise UnknownLesson(lid, list(available))
-    run_dir = (options.out or today_folder()).resolve()
-    if run_dir.exists() and not run_dir.is_dir():
-        raise RunFolderError(f"{run_dir} exists and is not a folder. Choose another --out.")
+    if options.replay is None:
+        check_server_url(options.server_url or default_base_url())
+    run_dir, created = choose_run_dir(options, console)
+    options.run_dir = run_dir
+    lock = RunLock(run_dir, redact_command(options.command), created=created)
+    taken_over = lock.acquire()
+    try:
+        if taken_over:
+            console.print(f"[yellow]{rich_text(taken_over)}[/yellow]", highlight=False)
+        with signals_raise():
+            return _run_locked(run_dir, lesson_ids, options, console, cleanup)
+    finally:
+        lock.release()
+
+
+def check_server_url(url: str) -> None:
+    if not re.match(r"^https?://[^/]", url):
+        raise BytesupError(
+            f"The server address {url!r} is not a URL: it needs a scheme, as in "
+            f"`--server http://{url.split('://')[-1] or '127.0.0.1:8099'}` (or set BYTESUP_SERVER the same way)."
+        )
+
+
+def choose_run_dir(options: RunOptions, console: Console) -> tuple[Path, bool]:
+    """--out when given; else --resume continues the latest unfinished run under outputs/, and a
+    new run gets the next free outputs/<date>[.N]. Returns (folder, created for this run)."""
+    if options.out is not None:
+        run_dir = options.out.resolve()
+        if run_dir.exists() and not run_dir.is_dir():
+            raise RunFolderError(f"{run_dir} exists and is not a folder. Choose another --out.")
+        return run_dir, False
+    root = outputs_root()
+    if options.resume:
+        found = latest_unfinished(root)
+        if found is None:
+            raise RunFolderError(
+                f"--resume found no unfinished run under {root} to continue. Start a new run without "
+                "--resume, or name the folder to continue with --out DIR."
+            )
+        console.print(f"Resuming {rich_text(found.resolve())}, the latest unfinished run.", highlight=False)
+        return found.resolve(), False
+    today = today_folder()
+    run_dir = new_run_dir(root, today.name).resolve()
+    if run_dir.name != today.name:
+        console.print(f"Writing to {rich_text(run_dir)} ({rich_text(today.name)} already holds a run).", highlight=False)
+    return run_dir, True
+
+
+def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, console: Console,
+                cleanup: contextlib.ExitStack) -> int:
     manifest = read_manifest(run_dir) or {}
-    done = {lid for lid, e in manifest.get("lessons", {}).items() if e.get("status") == "ok"}
+    entries = manifest.get("lessons", {})
+    done = {lid for lid, e in entries.items() if e.get("status") == "ok"}
 
     # Refuse before any request is sent: nothing in the folder changes.
     todo = []
@@ -555,10 +629,16 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
         exists = (run_dir / f"{lid}.json").exists()
         if exists and options.resume and lid in done:
             continue
-        if exists and not options.force:
+        # A result file the manifest marks failed or interrupted is not a result: it is re-run.
+        if exists and (lid in done or lid not in entries) and not options.force:
             clashes.append(lid)
         todo.append(lid)
     if clashes:
+        if options.resume:
+            raise RunFolderError(
+                f"{run_dir} holds results for {', '.join(clashes)} that its manifest does not record. Nothing "
+                "was changed. Replace them with --force, or write to another folder with --out DIR."
+            )
         raise RunFolderError(
             f"{run_dir} already holds results for {', '.join(clashes)}. Nothing was changed. "
             "Write to another folder with --out DIR, continue an interrupted run with --resume, "
@@ -582,13 +662,15 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
         if options.start_server and not _server_given(options) and not _answers(url, options.api_key):
             url = start_run_server(url, options, console, cleanup).url
             started_for_run = True
-        with LlamaServer(url, options.api_key, timeout=30) as probe:
+        with LlamaServer(url, options.api_key, timeout=options.timeout) as probe:
             probe.health()
             props = probe.props().model_dump(mode="json")
             try:
                 models = probe.models().model_dump(mode="json")
             except BytesupError:
                 models = None
+        if options.model is not None and not options.model_mismatch_ok:
+            check_model_matches(options.model, models)
     model_path = _model_path_from(props, options.model)
 
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -604,6 +686,19 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
             "model": ({"path": str(model_path), **environment.file_digest(model_path)} if model_path and model_path.is_file() else
                       {"path": str(model_path) if model_path else props.get("model_path"), "readable_here": False}),
         }
+    base["options"] = {"repeat": options.repeat, "lesson_options": options.lesson_options}
+
+    # Lessons kept from earlier must have measured what this run measures.
+    kept = done - set(todo)
+    if todo and kept and options.replay is None and not options.force:
+        diffs = identity_differences(manifest, base)
+        if diffs:
+            raise RunFolderError(
+                f"{run_dir} holds lessons ({', '.join(sorted(kept))}) measured with another configuration than "
+                f"this run's: {'; '.join(diffs)}. Nothing was changed. Resume against the same server, model and "
+                "settings, write this run to another folder with --out DIR, or mix them anyway with --force."
+            )
+
     manifest.update({
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "kind": "bytesup-run",
@@ -622,12 +717,20 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
 
     readme = run_dir / "README.md"
     had_report = readme.is_file() and INDEX_MARK not in readme.read_text(encoding="utf-8")
+    resume = resume_command(options.command, run_dir)
 
     def save_manifest() -> None:
         manifest["updated_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write_json_atomic(run_dir / "manifest.json", manifest)
-        if not had_report:  # the one-page report (`bytesup report`) is refreshed at the end instead
-            write_text_atomic(readme, run_readme(run_dir, manifest))
+        try:
+            write_json_atomic(run_dir / "manifest.json", manifest)
+            if not had_report:  # the one-page report (`bytesup report`) is refreshed at the end instead
+                write_text_atomic(readme, run_readme(run_dir, manifest))
+        except OSError as exc:
+            if exc.errno in DISK_FULL:
+                raise DiskFull(run_dir, None, resume) from None
+            raise RunFolderError(f"Could not write the manifest of {run_dir}: {exc.strerror or exc}. "
+                                 "Check that the folder is writable, then continue with "
+                                 f"`{resume}`.") from None
 
     run_dir.mkdir(parents=True, exist_ok=True)
     save_manifest()
@@ -645,85 +748,157 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
             })
         return identity_cache
 
+    build = (manifest.get("engine") or {}).get("build") or props.get("build_info")
     failures = 0
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
+    disk_full: DiskFull | None = None
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=True) as progress:
         for lid in todo:
             module = load_lesson(lid)
             title = lesson_title(module)
             sink: list[dict] = []
-            replay = load_replay(options.replay, lid) if options.replay else None
-            if replay is not None:
-                transport = ReplayTransport(replay.exchanges, "main", sink)
-                client = LlamaServer("http://replay", transport=transport)
-            else:
-                client = LlamaServer(url, options.api_key, timeout=options.timeout, transport=RecordingTransport(sink, "main"))
+            client: LlamaServer | None = None
             reporter = Reporter(progress, lid)
-            ctx = LessonContext(lid, title, server=client, options=options, model_path=model_path,
-                                sink=sink, replay=replay, progress=reporter)
             entry = lessons_state[lid]
             # The commit per lesson too: a resumed run may hold lessons made by different code.
-            entry.update({"status": "running", "started_at": ctx.started_at,
+            entry.update({"status": "running", "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                           "commit": (manifest.get("repository") or {}).get("commit")})
             try:
+                save_manifest()
+                replay = None
+                if options.replay is not None:
+                    replay = load_replay(options.replay, lid, (replay_manifest or {}).get("lessons", {}).get(lid, {}),
+                                         options.allow_modified)
+                    client = LlamaServer("http://replay", transport=ReplayTransport(replay.exchanges, "main", sink))
+                else:
+                    client = LlamaServer(url, options.api_key, timeout=options.timeout,
+                                         transport=RecordingTransport(sink, "main"), build=build)
+                ctx = LessonContext(lid, title, server=client, options=options, model_path=model_path,
+                                    sink=sink, replay=replay, progress=reporter)
+                entry["started_at"] = ctx.started_at
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident
                 result = module.main(ctx)
                 save_lesson(run_dir, result, sink)
-                entry.update({"status": "ok", "finished_at": result.finished_at, "json": f"{lid}.json", "markdown": f"{lid}.md"})
-                entry.pop("error", None)
-                console.print(f"[green]✓[/green] {lid}: {title}")
-            except KeyboardInterrupt:
-                entry.update({"status": "interrupted", "error": "stopped by Ctrl-C (or SIGTERM) before the lesson finished"})
-                interrupted = True
+                entry.update({"status": "ok", "finished_at": result.finished_at, "json": f"{lid}.json", "markdown": f"{lid}.md",
+                              "http_sha256": sha256_of(run_dir / "http" / f"{lid}.jsonl")})
+                for key in ("error", "traceback", "failed_exchanges", "set_aside", "replay_differences"):
+                    entry.pop(key, None)
+                console.print(f"[green]✓[/green] {lid}: {rich_text(title)}")
+                if replay is not None:
+                    diffs = differences(replay.recorded, result.model_dump(mode="json"))
+                    if diffs:
+                        entry["replay_differences"] = diffs
+                        console.print(f"[yellow]! {lid}: the replayed result differs from the recorded {lid}.json "
+                                      f"(the recording or the lesson changed):[/yellow] {rich_text('; '.join(diffs))}", highlight=False)
+            except KeyboardInterrupt as exc:
+                how = f"stopped by {exc.args[0]}" if isinstance(exc, Terminated) else "stopped by Ctrl-C"
+                entry.update({"status": "interrupted", "error": f"{how} before the lesson finished"})
+                interrupted = exc
+            except OSError as exc:
+                failures += 1
+                if exc.errno not in DISK_FULL:
+                    entry.update({"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+                    console.print(f"[red]✗ {lid} failed with an unexpected error:[/red] {rich_text(f'{type(exc).__name__}: {exc}')}")
+                else:
+                    disk_full = DiskFull(exc.filename or run_dir, lid, resume)
+                    entry.update({"status": "failed", "error": str(disk_full)})
             except BytesupError as exc:
                 failures += 1
                 entry.update({"status": "failed", "error": str(exc)})
-                console.print(f"[red]✗ {lid} failed:[/red] {exc}")
+                console.print(f"[red]✗ {lid} failed:[/red] {rich_text(exc)}", highlight=False)
             except Exception as exc:  # a bug in a lesson must not lose the other lessons' results
                 failures += 1
                 entry.update({"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
-                console.print(f"[red]✗ {lid} failed with an unexpected error:[/red] {type(exc).__name__}: {exc}")
+                console.print(f"[red]✗ {lid} failed with an unexpected error:[/red] {rich_text(f'{type(exc).__name__}: {exc}')}")
             finally:
-                client.close()
+                if client is not None:
+                    client.close()
                 reporter.done()
-                save_manifest()
-            if interrupted:
+                if entry["status"] != "ok":
+                    _keep_failed(run_dir, lid, entry, sink)
+                try:
+                    save_manifest()
+                except DiskFull as exc:
+                    disk_full = disk_full or exc
+            if interrupted is not None or disk_full is not None:
                 break
 
     statuses = [e.get("status") for e in lessons_state.values()]
     manifest["status"] = "complete" if all(s == "ok" for s in statuses) else "incomplete"
     manifest["load_average_after"] = environment.load_average()
-    save_manifest()
+    try:
+        save_manifest()
+    except DiskFull as exc:
+        disk_full = disk_full or exc
+    if disk_full is not None:
+        raise disk_full
     if had_report:
         from .report import write_run_report
 
         write_run_report(run_dir, None, run_checks=(run_dir / "check.json").exists())
-    print_summary(console, run_dir, manifest, todo)
-    if interrupted:
-        return 130
+    print_summary(console, run_dir, manifest, todo, resume)
+    if interrupted is not None:
+        return 128 + interrupted.signum if isinstance(interrupted, Terminated) else 130
     return 1 if failures else 0
 
 
-def print_summary(console: Console, run_dir: Path, manifest: dict, ran: list[str]) -> None:
+def _keep_failed(run_dir: Path, lesson_id: str, entry: dict, sink: list[dict]) -> None:
+    """A lesson that did not finish: its earlier files go to stale/ (a result is replaced only by a
+    successful one), and its exchanges so far are kept in http/<id>.failed.jsonl for diagnosis."""
+    try:
+        moved = set_aside(run_dir, lesson_id)
+        if moved is not None:
+            entry["set_aside"] = str(moved.relative_to(run_dir))
+        if sink:
+            write_jsonl_atomic(run_dir / "http" / f"{lesson_id}.failed.jsonl", sink)
+            entry["failed_exchanges"] = f"http/{lesson_id}.failed.jsonl"
+    except OSError:
+        pass  # a full disk is reported by the manifest's save; the lesson's status says what happened
+
+
+def check_model_matches(model: Path, models: dict | None) -> None:
+    """--model must be the file the server serves: same parameter count and tensor bytes as the
+    served model's `meta` in /v1/models (where the server lists them)."""
+    from .gguf_read import read_model_info
+
+    data = (models or {}).get("data") or []
+    meta = (data[0].get("meta") if data and isinstance(data[0], dict) else None) or {}
+    served_params, served_bytes = meta.get("n_params"), meta.get("size")
+    if served_params is None and served_bytes is None:
+        return
+    info = read_model_info(model)
+    mine = {"parameters": info["n_params"], "tensor bytes": info["tensor_bytes"]}
+    served = {"parameters": served_params, "tensor bytes": served_bytes}
+    diffs = [f"{k} {mine[k]:,} here, {served[k]:,} served" for k in mine if served[k] is not None and served[k] != mine[k]]
+    if diffs:
+        raise BytesupError(
+            f"--model {model} is not the model the server serves ({data[0].get('id', '?')}): {'; '.join(diffs)}. "
+            "The lessons would mix numbers of two models. Pass the GGUF the server runs, leave --model out "
+            "to use the file the server reports, or go on anyway with --model-mismatch-ok."
+        )
+
+
+def print_summary(console: Console, run_dir: Path, manifest: dict, ran: list[str], resume: str | None = None) -> None:
     from rich.table import Table as RichTable
 
     if not ran:
-        console.print(f"Nothing to run: every lesson asked for is already saved in {run_dir}.")
+        console.print(f"Nothing to run: every lesson asked for is already saved in {rich_text(run_dir)}.", highlight=False)
         return
 
-    table = RichTable(title=f"run folder {run_dir}")
+    table = RichTable(title=f"run folder {rich_text(run_dir)}")
     table.add_column("lesson")
     table.add_column("status")
     table.add_column("files / error")
     for lid in ran:
         e = manifest["lessons"][lid]
         color = {"ok": "green", "failed": "red"}.get(e["status"], "yellow")
-        table.add_row(lid, f"[{color}]{e['status']}[/{color}]", f"{lid}.json, {lid}.md" if e["status"] == "ok" else e.get("error", "")[:160])
+        table.add_row(lid, f"[{color}]{e['status']}[/{color}]", f"{lid}.json, {lid}.md" if e["status"] == "ok" else rich_text(e.get("error", "")[:160]))
     console.print(table)
     if manifest["status"] != "complete":
-        console.print(f"The run is incomplete: `bytesup run-all --out {run_dir} --resume` continues it.")
+        command = resume or resume_command(manifest.get("command") or [], run_dir)
+        console.print(f"The run is incomplete: `{rich_text(command)}` continues it.", highlight=False, soft_wrap=True)
 
 
 # --- a lesson run as a script ----------------------------------------------------------

@@ -5,11 +5,15 @@
 It takes the llama-server flags the course uses and serves the same API (/health, /props,
 /completion, /tokenize, /detokenize, /metrics, /slots, /v1/models) until SIGTERM or Ctrl-C.
 `scripts/start_server.sh` runs it when no `llama-server` binary is found.
+
+An API key is read, as llama-server reads it, from the LLAMA_API_KEY environment variable or from
+--api-key-file (one key per line), so that it never shows in `ps`; --api-key still works.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -32,10 +36,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-ub", "--ubatch-size", type=int, default=None)
     p.add_argument("--metrics", action="store_true", help="serve /metrics")
     p.add_argument("--no-slots", action="store_true", help="do not serve /slots")
-    p.add_argument("--api-key", default=None, help="require this key as a Bearer token")
+    p.add_argument("--api-key", default=None, help="require this key as a Bearer token (visible in `ps`: prefer LLAMA_API_KEY)")
+    p.add_argument("--api-key-file", default=None, help="require the keys in this file, one per line")
     p.add_argument("-cram", "--cache-ram", type=int, default=None, help="prompt cache RAM in MiB")
     p.add_argument("--no-warmup", action="store_true")
     return p
+
+
+def api_keys(args: argparse.Namespace, environ: dict[str, str] | None = None) -> list[str]:
+    """The keys the server requires: --api-key, the lines of --api-key-file, or LLAMA_API_KEY."""
+    environ = os.environ if environ is None else environ
+    keys = [args.api_key] if args.api_key else []
+    if args.api_key_file:
+        with open(args.api_key_file, encoding="utf-8") as f:
+            keys += [line.strip() for line in f if line.strip()]
+    if not keys and environ.get("LLAMA_API_KEY"):
+        keys = [environ["LLAMA_API_KEY"]]
+    return keys
 
 
 def make_params(args: argparse.Namespace):
@@ -57,8 +74,9 @@ def make_params(args: argparse.Namespace):
     params.endpoint_metrics = args.metrics
     params.endpoint_props = True
     params.endpoint_slots = not args.no_slots
-    if args.api_key:
-        params.api_keys = [args.api_key]
+    keys = api_keys(args)
+    if keys:
+        params.api_keys = keys
     if args.cache_ram is not None:
         params.cache_ram_mib = args.cache_ram
     if args.no_warmup:

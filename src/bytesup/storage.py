@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -35,12 +36,33 @@ def _umask() -> int:
     return mask
 
 
-def dumps(data: Any) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+def dumps(data: Any, where: str = "a JSON file") -> str:
+    """JSON text; NaN and infinity are refused (they are not JSON, and no reader agrees on them)."""
+    try:
+        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        from .errors import BytesupError
+
+        raise BytesupError(
+            f"{where} was not written: it would hold a value that is not a finite number (NaN or infinity) "
+            f"at {_first_non_finite(data) or 'some field'}. Check the options that feed it (for example "
+            "--bandwidth-gbs must be a positive number), then run the lesson again."
+        ) from None
+
+
+def _first_non_finite(data: Any, at: str = "") -> str | None:
+    if isinstance(data, float) and not math.isfinite(data):
+        return at or "the top level"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        found = _first_non_finite(value, f"{at}.{key}" if isinstance(key, str) else f"{at}[{key}]")
+        if found:
+            return found.lstrip(".")
+    return None
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, dumps(data))
+    write_text_atomic(path, dumps(data, where=str(path)))
 
 
 def write_jsonl_atomic(path: Path, rows: list[Any]) -> None:

@@ -1,0 +1,320 @@
+"""What keeps a run folder whole: one run at a time (a lock), a fresh folder for each new run,
+a resume that refuses to mix two configurations, failed lessons set aside, recordings verified.
+
+The runner (`runner.run_lessons`) uses these; each piece is small enough to test on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import BytesupError, RunFolderError
+
+LOCK_FILE = ".bytesup.lock"
+DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\.(\d+))?$")
+# Errors that mean the disk cannot take more: the run stops instead of trying every lesson.
+DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --- one run at a time ---------------------------------------------------------------------
+
+class RunLock:
+    """An exclusive lock on a run folder: `.bytesup.lock`, held with flock while the run lives.
+
+    The kernel drops the lock when its process dies (even by kill -9), so a lock file whose lock
+    is free was left by a dead run: it is taken over and `acquire` says so. The file tells who
+    holds it (pid, start time, command), for the message a second run gets."""
+
+    def __init__(self, run_dir: Path, command: list[str], created: bool = False):
+        self.run_dir = run_dir
+        self.path = run_dir / LOCK_FILE
+        self.command = command
+        self.created = created  # the folder was made for this run: removed again if left empty
+        self._fd: int | None = None
+
+    def acquire(self) -> str | None:
+        """Take the lock; returns a sentence when a dead run's lock was taken over."""
+        if not self.run_dir.exists():
+            self.run_dir.mkdir(parents=True)
+            self.created = True
+        for _ in range(5):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                    raise
+                raise RunFolderError(self._held_message(_read_holder(self.path))) from None
+            # The file may have been removed (by the run that held it) between open and flock.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            previous = _read_holder(self.path)
+            os.ftruncate(fd, 0)
+            me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": _now(), "command": self.command}
+            os.write(fd, (json.dumps(me) + "\n").encode())
+            self._fd = fd
+            if previous.get("pid"):
+                return (f"{self.run_dir} was locked by a run that is no longer running (pid {previous.get('pid')}, "
+                        f"started {previous.get('started_at', '?')}); its lock was taken over.")
+            return None
+        raise RunFolderError(f"Could not lock {self.run_dir}: its lock file keeps changing. Another run may be starting; try again.")
+
+    def _held_message(self, holder: dict) -> str:
+        command = " ".join(holder.get("command") or []) or "unknown command"
+        return (
+            f"{self.run_dir} is in use by another bytesup run (pid {holder.get('pid', '?')} on "
+            f"{holder.get('host', '?')}, started {holder.get('started_at', '?')}: {command}). Nothing was changed. "
+            "Wait for that run to finish or stop it, or write this run to another folder with --out DIR."
+        )
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        os.close(self._fd)
+        self._fd = None
+        if self.created:
+            with contextlib.suppress(OSError):
+                self.run_dir.rmdir()  # only when nothing was written into it
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _read_holder(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+# --- which folder ----------------------------------------------------------------------------
+
+def new_run_dir(root: Path, date: str) -> Path:
+    """The next free `<date>`, `<date>.2`, `<date>.3`… under `root`, created (so claimed) here."""
+    root.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        candidate = root / (date if n == 1 else f"{date}.{n}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            n += 1
+
+
+def latest_unfinished(root: Path) -> Path | None:
+    """The most recently updated run folder under `root` whose manifest is not complete."""
+    if not root.is_dir():
+        return None
+    found: list[tuple[str, float, Path]] = []
+    for folder in root.iterdir():
+        manifest = folder / "manifest.json"
+        if not manifest.is_file():
+            continue
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("status") != "complete":
+            found.append((str(data.get("updated_at") or ""), manifest.stat().st_mtime, folder))
+    return max(found)[2] if found else None
+
+
+# --- resuming the same configuration -----------------------------------------------------------
+
+# Flags that do not change what is measured (where the server listens, its key).
+_FLAGS_IGNORED = {"--port", "--host", "--api-key", "--model", "-m"}
+
+
+def measurement_identity(manifest: dict) -> dict[str, Any]:
+    """What the measurements of a run depend on, flat: model digest, engine and build, flags,
+    host, and the run's own settings (repetitions, lesson options)."""
+    model = manifest.get("model") or {}
+    eng = manifest.get("engine") or {}
+    host = manifest.get("host") or {}
+    ident: dict[str, Any] = {
+        "model sha256": model.get("sha256"),
+        "model size (bytes)": model.get("size_bytes"),
+        "model file": Path(str(model.get("path"))).name if model.get("path") else None,
+        "engine": eng.get("engine"),
+        "engine build": eng.get("build"),
+        "host": host.get("hostname"),
+        "CPU": host.get("cpu"),
+    }
+    for name, value in sorted((eng.get("flags") or {}).items()):
+        if name not in _FLAGS_IGNORED:
+            ident[f"server flag {name}"] = value
+    options = manifest.get("options")
+    if options is not None:
+        ident["--repeat"] = options.get("repeat")
+        for name, value in sorted((options.get("lesson_options") or {}).items()):
+            ident[f"--{name.replace('_', '-')}"] = value
+    return ident
+
+
+def identity_differences(old: dict, new: dict) -> list[str]:
+    """`old` vs `new` (two manifests' worth of facts): one line per difference. A fact the old
+    run did not record (None, or an older manifest) is not a difference."""
+    a, b = measurement_identity(old), measurement_identity(new)
+    lines = []
+    for key in sorted(a.keys() | b.keys()):
+        flag = key.startswith("server flag")
+        if key.startswith("--") and "options" not in old:
+            continue
+        if not flag and a.get(key) is None:
+            continue
+        was, now = a.get(key, "(not set)"), b.get(key, "(not set)")
+        if was != now:
+            lines.append(f"{key}: {was if flag else repr(was)} in the folder, {now if flag else repr(now)} now")
+    return lines
+
+
+# --- a failed lesson -------------------------------------------------------------------------
+
+def lesson_files(run_dir: Path, lesson_id: str) -> list[Path]:
+    """A lesson's files in a run folder: result, Markdown, exchanges, plots."""
+    files = [run_dir / f"{lesson_id}.json", run_dir / f"{lesson_id}.md", run_dir / "http" / f"{lesson_id}.jsonl"]
+    plots = run_dir / "plots"
+    if plots.is_dir():
+        files += sorted(p for p in plots.iterdir() if p.name.startswith(f"{lesson_id}-"))
+    return [p for p in files if p.exists()]
+
+
+def set_aside(run_dir: Path, lesson_id: str) -> Path | None:
+    """Move a lesson's earlier files to `stale/<id>-<UTC time>/`, so that no failed lesson leaves
+    a result behind that looks valid. Nothing is deleted. Returns the folder, or None."""
+    files = lesson_files(run_dir, lesson_id)
+    if not files:
+        return None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target = run_dir / "stale" / f"{lesson_id}-{stamp}"
+    n = 1
+    while target.exists():
+        n += 1
+        target = run_dir / "stale" / f"{lesson_id}-{stamp}.{n}"
+    for path in files:
+        dest = target / path.relative_to(run_dir)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(path), dest)
+    return target
+
+
+# --- recordings ------------------------------------------------------------------------------
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def differences(recorded: Any, replayed: Any, where: str = "", limit: int = 5) -> list[str]:
+    """Where two JSON values differ, as `path: recorded → replayed` lines (at most `limit`)."""
+    out: list[str] = []
+
+    def walk(a: Any, b: Any, at: str) -> None:
+        if len(out) >= limit:
+            return
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(a.keys() | b.keys(), key=str):
+                walk(a.get(k, "(absent)"), b.get(k, "(absent)"), f"{at}.{k}" if at else str(k))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b)):
+                walk(x, y, f"{at}[{i}]")
+        elif a != b:
+            out.append(f"{at}: {json.dumps(a, ensure_ascii=False)[:80]} → {json.dumps(b, ensure_ascii=False)[:80]}")
+
+    walk(recorded, replayed, where)
+    return out
+
+
+# --- what to type next -----------------------------------------------------------------------
+
+_DROPPED_WITH_VALUE = {"--out", "--api-key"}
+_DROPPED = {"--force", "--resume"}
+
+
+def resume_command(command: list[str], run_dir: Path) -> str:
+    """The run's own command with `--out RUN_DIR --resume` (its --force, --out and API key dropped:
+    the key comes from BYTESUP_API_KEY or is typed again)."""
+    kept, skip = [], False
+    for arg in command or ["bytesup", "run-all"]:
+        if skip:
+            skip = False
+            continue
+        if arg in _DROPPED_WITH_VALUE:
+            skip = True
+            continue
+        if arg in _DROPPED or any(arg.startswith(f"{flag}=") for flag in _DROPPED_WITH_VALUE):
+            continue
+        kept.append(arg)
+    return shlex.join([*kept, "--out", str(run_dir), "--resume"])
+
+
+class DiskFull(BytesupError):
+    def __init__(self, where: Path | str, lesson_id: str | None, resume: str):
+        at = f" while saving {lesson_id}" if lesson_id else ""
+        super().__init__(
+            f"No space left on the device that holds {where}{at}. The run stopped: every lesson "
+            "finished before is kept, and nothing was overwritten. Free some space (or move outputs/ "
+            f"with BYTESUP_OUTPUTS), then continue with `{resume}`."
+        )
+
+
+# --- signals -----------------------------------------------------------------------------------
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C so that every `finally` (servers of our own, the
+    lock, the manifest) runs before the process exits."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise Terminated(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -1,0 +1,90 @@
+"""Fake servers for bad or abnormal server behaviour (never in place of the real engine for the
+normal path): a llama-server stand-in started as a process through LLAMA_SERVER, and a tiny
+HTTP server in a thread that answers what the test tells it to."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable
+
+# A stand-in for a llama-server binary: answers /health and /props on --port, requires
+# LLAMA_API_KEY as a Bearer token when set, and writes its argv and key to $FAKE_RECORD.
+FAKE_ENGINE = r'''
+import json, os, sys, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+record = os.environ.get("FAKE_RECORD")
+if record:
+    with open(record, "w") as f:
+        json.dump({"argv": sys.argv, "LLAMA_API_KEY": os.environ.get("LLAMA_API_KEY")}, f)
+time.sleep(float(os.environ.get("FAKE_START_DELAY", "0")))
+key = os.environ.get("LLAMA_API_KEY")
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if key and self.headers.get("Authorization") != f"Bearer {key}":
+            self.send_response(401); self.end_headers(); return
+        body = {"/health": {"status": "ok"}, "/props": {"build_info": "b1-fake", "model_path": "fake.gguf"}}.get(self.path)
+        data = json.dumps(body).encode()
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Type", "application/json"); self.send_header("Content-Length", str(len(data)))
+        self.end_headers(); self.wfile.write(data)
+    def log_message(self, *a): pass
+HTTPServer(("127.0.0.1", port), H).serve_forever()
+'''
+
+
+def fake_engine(folder: Path) -> Path:
+    """An executable llama-server stand-in, for LLAMA_SERVER."""
+    path = folder / "fake-llama-server"
+    path.write_text(f"#!{sys.executable}\n{FAKE_ENGINE}")
+    path.chmod(0o755)
+    return path
+
+
+Answer = tuple[int, dict | str]
+
+
+class FakeServer:
+    """An HTTP server in a thread; `answers[path]` gives (status, JSON or text) or a callable."""
+
+    def __init__(self, answers: dict[str, Answer | Callable[[dict | None], Answer]]):
+        self.answers = answers
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self, body: dict | None) -> None:
+                answer = outer.answers.get(self.path.split("?")[0], (404, {"error": "not found"}))
+                status, payload = answer(body) if callable(answer) else answer
+                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain" if isinstance(payload, str) else "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._answer(None)
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                self._answer(json.loads(self.rfile.read(n) or b"null"))
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FakeServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

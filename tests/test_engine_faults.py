@@ -1,0 +1,241 @@
+"""Faults of issue 12 around the processes bytesup starts: servers of a lesson's own stopped on
+any exit (7), pid files checked before anyone is signalled (8), the API key kept out of argv (9),
+the start/stop scripts finding bytesup wherever it is installed (13)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from gguf import GGMLQuantizationType as QT
+
+from bytesup import engine
+from bytesup.engine import free_port
+
+from conftest import load_fixture
+from fakes import FakeServer, fake_engine
+from test_gguf_read import write_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_for(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch) -> Path:
+    """LLAMA_SERVER points at a llama-server stand-in; a small GGUF passes the model check."""
+    path = fake_engine(tmp_path)
+    monkeypatch.setenv("LLAMA_SERVER", str(path))
+    return path
+
+
+@pytest.fixture
+def model(tmp_path) -> Path:
+    path = tmp_path / "small.gguf"
+    write_model(path, QT.F16)
+    return path
+
+
+# --- 7. servers of a lesson's own never outlive the run ------------------------------------------
+
+LESSON_OWN = '''"""Starts a server of its own and uses it for a while."""
+import os, time
+from pathlib import Path
+TITLE = "Own server (test)"
+def main(ctx):
+    with ctx.local_server("own", Path(os.environ["FAKE_MODEL"]), []) as own:
+        own.health()
+        Path(os.environ["MARK"]).write_text(own.base_url)
+        time.sleep(60)
+    return ctx.finish()
+'''
+
+USER_SERVER = {p: (200, load_fixture(n)["response"]) for n, p in
+               [("health", "/health"), ("props", "/props"), ("v1_models", "/v1/models")]}
+
+
+@pytest.mark.parametrize("when", ["starting", "serving"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"])
+def test_a_lessons_own_server_is_stopped_on_a_signal(tmp_path, fake, model, when, sig):
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "07_own.py").write_text(LESSON_OWN)
+    state = Path(os.environ["BYTESUP_STATE"])
+    mark = tmp_path / "mark"
+    env = {**os.environ, "BYTESUP_LESSONS": str(lessons), "FAKE_MODEL": str(model), "MARK": str(mark),
+           "FAKE_START_DELAY": "60" if when == "starting" else "0"}
+    out = tmp_path / "run"
+    with FakeServer(USER_SERVER) as user:
+        run = subprocess.Popen([sys.executable, "-m", "bytesup", "run", "07_own", "--server", user.url, "--out", str(out)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            wait_for(lambda: any(state.glob("server-*/pid")) if when == "starting" else mark.exists())
+            pid_file = next(state.glob("server-*/pid"))
+            server_pid = int(pid_file.read_text().split()[0])
+            assert alive(server_pid)
+            run.send_signal(sig)
+            code = run.wait(timeout=30)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    output = run.stdout.read()
+    wait_for(lambda: not alive(server_pid), timeout=10)  # SIGKILL: the kernel stops it (PDEATHSIG)
+    if sig == signal.SIGKILL:
+        return  # nothing runs in a killed process; the server is gone all the same
+    assert code == (143 if sig == signal.SIGTERM else 130), output
+    assert not pid_file.parent.exists(), output  # its .run/server-<port>/ folder removed
+    entry = json.loads((out / "manifest.json").read_text())["lessons"]["07_own"]
+    assert entry["status"] == "interrupted" and ("SIGTERM" in entry["error"] or "Ctrl-C" in entry["error"])
+
+
+# --- 8. a pid file is checked before anyone is signalled ------------------------------------------
+
+def _stale_pid_file(port: int) -> subprocess.Popen:
+    """A pid file that names an unrelated program: the pid was reused after our server died."""
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    state = engine.state_dir_for(port)
+    state.mkdir(parents=True)
+    (state / "pid").write_text(f"{other.pid}\n")
+    return other
+
+
+def test_stop_never_signals_a_process_that_reused_the_pid(capsys):
+    port = free_port()
+    other = _stale_pid_file(port)
+    try:
+        assert engine.main(["stop", "--port", str(port)]) == 0
+        time.sleep(0.2)
+        assert other.poll() is None  # still running
+        err = capsys.readouterr().err
+        assert "stale pid file" in err and f"pid {other.pid}" in err and "No process was signalled" in err
+        assert not (engine.state_dir_for(port) / "pid").exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_start_replaces_a_stale_pid_file(fake, model, capsys):
+    port = free_port()
+    other = _stale_pid_file(port)
+    try:
+        started = engine.start_server(model, ["--port", str(port)])
+        assert "stale pid file" in capsys.readouterr().err
+        assert engine.stop_server(port)
+        wait_for(lambda: not alive(started.pid), timeout=10)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+# --- 9. the API key never on a command line -----------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["llama-server", "embedded"])
+def test_the_api_key_reaches_the_engine_through_its_environment(fake, model, tmp_path, monkeypatch, kind):
+    if kind == "embedded":  # the same start path, with the embedded engine's command
+        monkeypatch.setattr(engine, "choose_engine", lambda: ("embedded", [str(fake)]))
+    record = tmp_path / "record.json"
+    monkeypatch.setenv("FAKE_RECORD", str(record))
+    secret = "sk-made-up-0123456789"
+    port = free_port()
+    started = engine.start_server(model, ["--port", str(port), "--api-key", secret])  # ready: the key was required
+    try:
+        seen = json.loads(record.read_text())
+        assert seen["LLAMA_API_KEY"] == secret
+        assert secret not in " ".join(seen["argv"]) and "--api-key" not in seen["argv"]
+        assert secret not in " ".join(psutil.Process(started.pid).cmdline())
+        assert started.info["flags"]["--api-key"] == "***"
+        assert secret not in (started.state_dir / "engine.json").read_text()
+    finally:
+        engine.stop_server(port)
+
+
+def test_the_embedded_engine_reads_the_key_from_the_environment_or_a_file(tmp_path, monkeypatch):
+    from bytesup.server import api_keys, build_parser, make_params
+
+    args = build_parser().parse_args(["-m", "x.gguf"])
+    monkeypatch.setenv("LLAMA_API_KEY", "k1")
+    assert list(make_params(args).api_keys) == ["k1"]
+    keys = tmp_path / "keys"
+    keys.write_text("k2\n\nk3\n")
+    assert api_keys(build_parser().parse_args(["-m", "x.gguf", "--api-key-file", str(keys)]), {}) == ["k2", "k3"]
+
+
+# --- 13. the scripts work wherever bytesup is installed ---------------------------------------------
+
+@pytest.fixture
+def checkout_without_venv(tmp_path) -> Path:
+    """The scripts in a folder with no .venv, as in a clone used with pipx or another venv."""
+    copy = tmp_path / "clone"
+    (copy / "scripts").mkdir(parents=True)
+    for name in ("start_server.sh", "stop_server.sh", "find_python.sh"):
+        shutil.copy(ROOT / "scripts" / name, copy / "scripts" / name)
+    return copy
+
+
+def _python_wrapper(folder: Path) -> Path:
+    """An interpreter that has bytesup, at a path of the test's choosing."""
+    folder.mkdir(parents=True)
+    wrapper = folder / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def _stop(checkout: Path, env: dict) -> subprocess.CompletedProcess:
+    port = str(free_port())
+    return subprocess.run(["bash", str(checkout / "scripts" / "stop_server.sh"), "--port", port],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def _bare_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "BYTESUP_PYTHON")}
+    # No python3 with bytesup on PATH: only what the test provides can be found.
+    env["PATH"] = "/usr/bin:/bin"
+    return {**env, **extra}
+
+
+def test_the_scripts_use_an_activated_virtual_environment(checkout_without_venv, tmp_path):
+    _python_wrapper(tmp_path / "venv" / "bin")
+    res = _stop(checkout_without_venv, _bare_env(VIRTUAL_ENV=str(tmp_path / "venv")))
+    assert res.returncode == 0 and "nothing to stop" in res.stdout, res.stderr
+
+
+def test_the_scripts_use_the_python_of_a_bytesup_command_on_path(checkout_without_venv, tmp_path):
+    wrapper = _python_wrapper(tmp_path / "pipx-venv" / "bin")
+    bin_dir = tmp_path / "local-bin"
+    bin_dir.mkdir()
+    (bin_dir / "bytesup").write_text(f"#!{wrapper}\nfrom bytesup.cli import app\napp()\n")
+    (bin_dir / "bytesup").chmod(0o755)
+    env = _bare_env()
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    res = _stop(checkout_without_venv, env)
+    assert res.returncode == 0 and "nothing to stop" in res.stdout, res.stderr
+
+
+def test_the_scripts_say_what_to_do_when_no_bytesup_is_found(checkout_without_venv):
+    res = _stop(checkout_without_venv, _bare_env())
+    if res.returncode == 0:
+        pytest.skip("the system python3 has bytesup installed")
+    assert "no Python with bytesup installed was found" in res.stderr and "BYTESUP_PYTHON" in res.stderr
