@@ -65,18 +65,19 @@ def test_recorded_runs_pass_the_general_claims(full_run):
         f"recorded on a busy machine; re-record it. {[r for r in general if r.status != check.PASS]}")
 
 
-def test_the_dgx_spark_figures_do_not_apply_to_the_tiny_model(full_run):
+def test_the_dgx_spark_figures_do_not_apply_to_the_recorded_model(full_run):
     result = invoke("check", full_run)
     assert result.exit_code == 0, result.output
     report = json.loads((full_run / "check.json").read_text(encoding="utf-8"))
     spark = [c for c in report["claims"] if c["source"] == SPARK]
     assert len(spark) == 12
     assert {c["status"] for c in spark} == {check.NA}
+    model_file = Path(json.loads((full_run / "manifest.json").read_text())["model"]["path"]).name
     for c in spark:
-        assert "model is tiny-q8_0.gguf" in c["detail"]
+        assert f"model is {model_file}" in c["detail"]
         assert "reference is deepseek-coder-6.7b-instruct Q8_0" in c["detail"]
     md = (full_run / "check.md").read_text(encoding="utf-8")
-    assert "All 12 figures: ➖ not applicable: model is tiny-q8_0.gguf" in md
+    assert f"All 12 figures: ➖ not applicable: model is {model_file}" in md
     assert "| \" Paris\" after \"The capital of France is\": logprob | 04_next_token | -0.0756 | ±0.02 |" in md
     assert "0 fail" in md and "Source: LLM Basics, lesson 4" in md
 

@@ -81,13 +81,30 @@ def test_every_ceiling_is_bandwidth_over_bytes(result):
     assert any("cannot beat" in n for n in result.table("bandwidth_ceiling").notes)
 
 
-def test_strict_note_uses_one_row_of_token_embd(result):
+def test_a_tied_output_is_read_whole_once_and_counted_once(result):
     info = result.host_values["model_info"]
+    assert info["tied_output"]  # SmolLM2: no output.weight, the logits reuse token_embd
     embd = next(t for t in info["tensors"] if t["name"] == "token_embd.weight")
-    row_bytes = embd["n_bytes"] // embd["shape"][1]
-    strict = info["tensor_bytes"] - embd["n_bytes"] + row_bytes
-    note = next(n for n in result.table("bandwidth_ceiling").notes if n.startswith("Strictly"))
-    assert f"one {row_bytes:,}-byte row" in note and f"{strict:,} bytes per token" in note
+    note = next(n for n in result.table("bandwidth_ceiling").notes if n.startswith("token_embd is also the output matrix"))
+    assert f"all {embd['n_bytes']:,} bytes of it" in note
+    assert f"({100 * embd['n_bytes'] / info['tensor_bytes']:.1f}% of them)" in note
+    assert not any(n.startswith("Strictly") for n in result.table("bandwidth_ceiling").notes)
+
+
+def test_strict_note_uses_one_row_of_token_embd_when_the_output_is_separate(lesson):
+    # A model with its own output.weight: 1,000 rows of 64 bytes in token_embd, 200,000 bytes in all.
+    bw = {"gb_per_s": {"median": 10.0, "min": 9.0, "max": 11.0, "samples": [9.0, 10.0, 11.0]},
+          "threads": 2, "bytes_per_sample": 2**28}
+    facts = {"host_bandwidth_applies": True, "reason": "the server decodes on this CPU"}
+    notes = lesson.ceiling_notes(model_name="m", bw=bw, bytes_per_tok=200_000, flops=1e6, given=None, facts=facts,
+                                 row_bytes=64, embd_bytes=64_000, tied=False)
+    strict = next(n for n in notes if n.startswith("Strictly"))
+    # 200,000 − 64,000 + 64 = 136,064 bytes; 1e10 ÷ 136,064 = 73,494.8 tokens/s; 64,000 ÷ 200,000 = 32.0%.
+    assert "one 64-byte row" in strict and "136,064 bytes per token" in strict
+    assert "73,495 tokens/s" in strict and "(32.0% of the bytes are the embedding table)" in strict
+    tied = lesson.ceiling_notes(model_name="m", bw=bw, bytes_per_tok=200_000, flops=1e6, given=None, facts=facts,
+                                row_bytes=64, embd_bytes=64_000, tied=True)
+    assert not any(n.startswith("Strictly") for n in tied)
 
 
 def test_work_per_token_is_two_flops_per_parameter(result):

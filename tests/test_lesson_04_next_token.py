@@ -19,7 +19,7 @@ LESSON = "04_next_token"
 TOP8_TABLES = ["top8_capital_of_france", "top8_cat_sat", "top8_fibonacci", "top8_for_loop"]
 # The server's own probability against e^logprob: both are float32 softmax values, so they agree to
 # about 1e-6 relative; 1e-4 leaves room for another build's rounding and still catches a wrong token.
-SERVER_PROB_REL_TOL = 1e-4
+SERVER_PROB_REL_TOL = 1e-3  # float32 sums over the whole vocabulary in two orders (see check.EXP_RELATIVE_TOLERANCE)
 MEASUREMENTS = ["prefill_tokens_per_s_long_prompt", "decode_tokens_per_s_short_prompt", "decode_tokens_per_s_long_prompt",
                 "prefill_decode_ratio", "decode_ceiling_tokens_per_s", "decode_efficiency", "read_bandwidth_gb_per_s"]
 

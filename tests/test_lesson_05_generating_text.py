@@ -107,11 +107,19 @@ def test_samplers_against_the_recorded_exchanges(exchanges, lesson):
     pos = {t: i for i, t in enumerate(ids)}
     posts = [e for e in exchanges if e["path"] == "/completion" and e["request"].get("post_sampling_probs") is True]
     assert len(posts) == len(lesson.SAMPLER_SETTINGS)
+    checked = 0
     for e in posts:
         req = e["request"]
         assert req["top_k"] if "top_k" in req["samplers"] else req["top_k"] == 0
         steps = [(name, req[name]) for name in req["samplers"]]
-        ours = sampling.apply_chain(probs, steps, total=None if complete else 1.0)
+        try:
+            ours = sampling.apply_chain(probs, steps, total=None if complete else 1.0)
+        except sampling.IncompleteDistribution:
+            # Temperature reshapes the whole distribution: with only the listed candidates (not all
+            # 49,152) it cannot be recomputed exactly here, and the lesson says so instead.
+            assert not complete and any(name == "temperature" for name, _ in steps), steps
+            continue
+        checked += 1
         step = e["response"]["completion_probabilities"][0]
         listed = [(t["id"], t["prob"]) for t in step["top_probs"]]
         kept_ids = [ids[i] for i in sampling.kept_indices(ours)]
@@ -122,6 +130,7 @@ def test_samplers_against_the_recorded_exchanges(exchanges, lesson):
         for tid, q in listed:
             assert abs(ours[pos[tid]] - q) <= lesson.REL_TOL * q, (req["samplers"], tid)
         assert ours[pos[step["id"]]] > 0      # the token the server drew is one we keep
+    assert checked >= len(posts) // 2, f"only {checked} of {len(posts)} settings could be recomputed"
 
 
 def test_samplers_are_pinned_in_every_post_sampling_request(exchanges):

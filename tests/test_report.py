@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from test_check import ALL
 from test_compare import L4, assemble_run, edit_manifest, fixture_run, invoke, read_result
@@ -23,7 +24,7 @@ def test_report_writes_one_page_with_summary_lessons_plots_and_checks(tmp_path):
     assert page.startswith("# bytesup run run\n")
     assert f"| status | {manifest['status']} |" in page
     assert manifest["host"]["cpu"] in page and manifest["engine"]["build"] in page
-    assert manifest["model"]["sha256"] in page and "tiny-q8_0.gguf" in page
+    assert manifest["model"]["sha256"] in page and Path(manifest["model"]["path"]).name in page
 
     # Every lesson, in order, under its own section, with the tables its JSON holds.
     sections = [m.group(1) for m in re.finditer(r"^## (.+)$", page, re.M)]
