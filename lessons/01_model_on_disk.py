@@ -145,8 +145,13 @@ def hyperparameter_notes(model_name: str, hp: dict) -> list[str]:
     else:
         notes.append("Heads × head width cannot be checked against the model width: "
                      f"heads {shown(hp.get('n_head'))}, head width {shown(hp.get('head_dim'))}.")
-    if n_head and n_kv:
-        notes.append(f"{n_head} query heads and {n_kv} KV heads: {n_head / n_kv:g} query head(s) per KV head.")
+    if n_head and n_kv and n_kv < n_head:
+        notes.append(f"{n_head} query heads share {n_kv} KV heads, {n_head / n_kv:g} query heads per KV head "
+                     f"(grouped-query attention): the KV cache holds {n_kv} keys and values per layer and token "
+                     f"instead of {n_head}, {n_head / n_kv:g}× less memory (lesson 6).")
+    elif n_head and n_kv:
+        notes.append(f"{n_head} query heads and {n_kv} KV heads: each query head has its own keys and values "
+                     "(no grouped-query attention).")
     else:
         notes.append(f"Query heads {shown(hp.get('n_head'))}, KV heads {shown(hp.get('n_head_kv'))}: "
                      "no single ratio of query heads to KV heads.")
@@ -190,7 +195,7 @@ def ceiling_rows(bytes_per_tok: int, measured_gbs: dict | None, given_gbs: float
 
 
 def ceiling_notes(*, model_name: str, bw: dict, bytes_per_tok: int, flops: float, given: float | None,
-                  facts: dict, row_bytes: int | None, embd_bytes: int | None) -> list[str]:
+                  facts: dict, row_bytes: int | None, embd_bytes: int | None, tied: bool = False) -> list[str]:
     """The sentences under the ceiling table; which ones apply depends on where the server decodes."""
     gbs = bw["gb_per_s"]
     applies = bool(facts.get("host_bandwidth_applies"))
@@ -217,7 +222,11 @@ def ceiling_notes(*, model_name: str, bw: dict, bytes_per_tok: int, flops: float
     else:
         ref_gbs, ref_label = float(given), "the given bandwidth"
     ref_ceiling = formulas.ceiling_tokens_per_s(ref_gbs * GB, bytes_per_tok)
-    if row_bytes is not None and embd_bytes:
+    if tied and embd_bytes:
+        notes.append(f"token_embd is also the output matrix (tied embeddings, no output.weight): every token's logits "
+                     f"multiply by all {embd_bytes:,} bytes of it, so decode reads it whole once per token, and the "
+                     f"bytes per token count it once ({100 * embd_bytes / bytes_per_tok:.1f}% of them).")
+    elif row_bytes is not None and embd_bytes:
         strict = bytes_per_tok - embd_bytes + row_bytes
         notes.append(f"Strictly, decode reads one {row_bytes:,}-byte row of token_embd per token, not all "
                      f"{embd_bytes:,} bytes of it: {strict:,} bytes per token, a ceiling of "
@@ -369,7 +378,8 @@ def main(ctx: LessonContext):
             f"Published example: {pub[2]:g} GB/s ÷ {pub[3] / GB:g} GB = {pub[4]:.1f} tokens/s "
             f"(the course quotes {PUBLISHED_CEILING:g}; computed ÷ quoted = {pub[4] / PUBLISHED_CEILING:.3f}).",
         ] + ceiling_notes(model_name=model_name, bw=bw, bytes_per_tok=bytes_per_tok, flops=flops, given=given,
-                          facts=facts, row_bytes=embedding_row_bytes(info), embd_bytes=embd_bytes),
+                          facts=facts, row_bytes=embedding_row_bytes(info), embd_bytes=embd_bytes,
+                          tied=bool(info.get("tied_output"))),
     )
     bw_settings = {"threads": threads}
     ctx.measure("read_bandwidth_gb_per_s", "GB/s", gbs["samples"], higher_is_better=True,

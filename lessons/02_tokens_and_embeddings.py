@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bytesup.gguf_read import embedding_row, read_model_info
+from bytesup.gguf_read import embedding_row, is_synthetic_metadata, read_model_info
 from bytesup.records import Tokenized, TokenPiece, shown_token
 from bytesup.runner import LessonContext, script_main
 
@@ -268,7 +268,7 @@ def main(ctx: LessonContext):
          f"Ids {chosen[0][1].id} and {chosen[1][1].id} select rows whose cosine similarity is {cos:.4f} "
          f"(1 = same direction, 0 = unrelated)."),
     ] + [f"{t!r} is {n} tokens; the row shown is its first token's." for t, _, n in chosen if n > 1]
-    if facts.get("description") and "random" in facts["description"].lower():
+    if is_synthetic_metadata({"general.name": facts.get("name"), "general.description": facts.get("description")}):
         notes.append(f"The file describes itself as {facts['description']!r}: its rows carry no meaning, only shape.")
     ctx.table(
         "embedding_rows", "One id, one row of token_embd",

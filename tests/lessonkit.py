@@ -22,6 +22,14 @@ def recorded(lesson_id: str) -> Path:
     return folder
 
 
+def recorded_model(lesson_id: str) -> Path:
+    """The model the lesson was recorded on, fetched or built here (every model's bytes are the same everywhere)."""
+    from bytesup.models import ensure_model
+
+    manifest = json.loads((recorded(lesson_id) / "manifest.json").read_text(encoding="utf-8"))
+    return ensure_model(Path(manifest["model"]["path"]).stem)
+
+
 def replay(lesson_id: str, tmp_path: Path) -> LessonResult:
     """Replay the lesson from its recording; the regenerated JSON and Markdown must equal the recorded ones."""
     source = recorded(lesson_id)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from bytesup.cli import app
 from bytesup.engine import free_port
-from bytesup.models import DEFAULT_PRESET, ensure_model, file_sha256
+from bytesup.models import SYNTHETIC_DEFAULT, ensure_model, file_sha256
 
 runner = CliRunner()
 
@@ -27,9 +27,9 @@ def test_lessons_lists_every_lesson_with_its_title():
 
 def test_model_build_list_and_build(tmp_path):
     listed = runner.invoke(app, ["model", "build", "--list"])
-    assert listed.exit_code == 0 and f"{DEFAULT_PRESET} *" in listed.output
+    assert listed.exit_code == 0 and "smollm2-135m-q4_1 *" in listed.output
     out = tmp_path / "m.gguf"
-    built = runner.invoke(app, ["model", "build", DEFAULT_PRESET, "--out", str(out)])
+    built = runner.invoke(app, ["model", "build", SYNTHETIC_DEFAULT, "--out", str(out)])
     assert built.exit_code == 0 and out.is_file()
     assert file_sha256(out) in built.output.replace("\n", "")
 
@@ -42,7 +42,7 @@ def test_model_build_unknown_preset():
 @pytest.mark.integration
 def test_server_start_status_stop(tmp_path):
     port = free_port()
-    started = runner.invoke(app, ["server", "start", str(ensure_model()), "--port", str(port), "-t", "2"])
+    started = runner.invoke(app, ["server", "start", str(ensure_model(SYNTHETIC_DEFAULT)), "--port", str(port), "-t", "2"])
     try:
         assert started.exit_code == 0, started.output
         assert httpx.get(f"http://127.0.0.1:{port}/health").json()["status"] == "ok"

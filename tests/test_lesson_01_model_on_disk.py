@@ -167,11 +167,15 @@ def test_missing_or_per_layer_hyperparameters_are_said_to_be(lesson):
     notes = lesson.hyperparameter_notes("m", hp)
     text = " ".join(notes)
     assert "per layer: 4–8" in text and "not in the file" in text
-    assert "query head(s) per KV head" not in text
+    assert "query heads per KV head" not in text and "own keys and values" not in text
     assert lesson.shown(None) == "not in the file" and lesson.shown([3, 3]) == "per layer: 3"
     assert lesson.number(True) is None and lesson.number(7) == 7
     full = lesson.hyperparameter_notes("m", {"n_layer": 2, "n_embd": 64, "n_head": 8, "n_head_kv": 2, "head_dim": 8, "n_ff": 176})
-    assert "8 query heads and 2 KV heads: 4 query head(s) per KV head." in full
+    # 8 ÷ 2 = 4 query heads per KV head: the KV cache is 4× smaller than with 8 KV heads.
+    assert ("8 query heads share 2 KV heads, 4 query heads per KV head (grouped-query attention): the KV cache "
+            "holds 2 keys and values per layer and token instead of 8, 4× less memory (lesson 6).") in full
+    mha = lesson.hyperparameter_notes("m", {"n_layer": 2, "n_embd": 64, "n_head": 8, "n_head_kv": 8, "head_dim": 8, "n_ff": 176})
+    assert any("each query head has its own keys and values" in n for n in mha)
     assert "2.75 × the model width" in " ".join(full)
 
 

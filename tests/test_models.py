@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bytesup import models
-from bytesup.models import DEFAULT_PRESET, PRESETS, Preset, build_model, file_sha256
+from bytesup.models import DEFAULT_MODEL, PRESETS, SYNTHETIC_DEFAULT, Preset, build_model, file_sha256
 
 TINY = "tiny-q8_0"
 
@@ -44,7 +44,7 @@ def _reader(path: Path):
 
 
 def test_presets_are_consistent():
-    assert DEFAULT_PRESET in PRESETS
+    assert SYNTHETIC_DEFAULT in PRESETS and DEFAULT_MODEL not in PRESETS
     for name, p in PRESETS.items():
         size, wtype = name.split("-")
         assert p.name == name
@@ -74,16 +74,17 @@ def test_preset_validation():
 
 def test_default_model_path(monkeypatch, tmp_path):
     monkeypatch.setenv("BYTESUP_MODELS", str(tmp_path))
-    assert models.default_model_path() == tmp_path / f"{DEFAULT_PRESET}.gguf"
+    assert models.default_model_path() == tmp_path / "smollm2-135m-q4_1.gguf"
     assert models.default_model_path("small-f16") == tmp_path / "small-f16.gguf"
 
 
 def test_preset_rows():
     rows = models.preset_rows()
-    assert [r["name"] for r in rows] == list(PRESETS)
-    assert sum(r["default"] for r in rows) == 1
+    assert [r["name"] for r in rows] == models.model_names() == [*models.realmodel.REAL_MODELS, *PRESETS]
+    assert [r["name"] for r in rows if r["default"]] == [DEFAULT_MODEL]
+    assert [r["name"] for r in rows if r["synthetic"]] == list(PRESETS)
     for r in rows:
-        assert {"weight_type", "n_layer", "n_embd", "n_head", "n_ff", "n_params", "est_file_bytes", "description"} <= r.keys()
+        assert {"weight_type", "n_layer", "n_embd", "n_head", "n_ff", "tensor_mb", "description"} <= r.keys()
 
 
 # --------------------------------------------------------------------------- the file

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-from bytesup.models import ensure_model
 from bytesup.results import load_result
 from bytesup.runner import RunOptions, run_lessons
 
-from lessonkit import recorded
+from lessonkit import recorded, recorded_model
 
 URL = "http://127.0.0.1:8099"
 LESSON = "02_tokens_and_embeddings"
@@ -27,8 +26,8 @@ def test_lesson_asks_exactly_the_recorded_requests(httpx_mock, tmp_path):
         httpx_mock.add_response(method=e["method"], url=URL + e["path"], status_code=e["status"], json=e["response"],
                                 match_json=e["request"] if e["method"] == "POST" else None)
     out = tmp_path / "live"
-    # The default model builds byte for byte the same everywhere, so the GGUF read here is the recorded one.
-    assert run_lessons([LESSON], RunOptions(server_url=URL, model=ensure_model(), out=out)) == 0
+    # Every model is the same bytes everywhere, so the GGUF read here is the recorded one.
+    assert run_lessons([LESSON], RunOptions(server_url=URL, model=recorded_model(LESSON), out=out)) == 0
     live = load_result(json.loads((out / f"{LESSON}.json").read_text(encoding="utf-8")), LESSON)
     kept = load_result(json.loads((source / f"{LESSON}.json").read_text(encoding="utf-8")), LESSON)
     assert [t.model_dump() for t in live.tables] == [t.model_dump() for t in kept.tables]

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from bytesup.engine import free_port
-from bytesup.models import ensure_model
+from bytesup.models import SYNTHETIC_DEFAULT, ensure_model
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.integration
@@ -26,7 +26,7 @@ def script(name: str, *args: str, env: dict | None = None) -> subprocess.Complet
 
 @pytest.fixture(scope="module")
 def tiny_model() -> Path:
-    return ensure_model()
+    return ensure_model(SYNTHETIC_DEFAULT)  # plumbing only: the fast synthetic model
 
 
 def test_start_answer_and_stop(tiny_model, tmp_path):

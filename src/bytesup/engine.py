@@ -169,16 +169,32 @@ def _engine_build(kind: str, props: dict) -> str:
     return build
 
 
+def _model_progress():
+    """A progress printer for fetching or building a model: one line per quarter, on stderr."""
+    shown: set[int] = set()
+
+    def report(message: str, fraction: float) -> None:
+        step = int(fraction * 4)
+        if step not in shown:
+            shown.add(step)
+            print(f"model: {message} ({fraction:.0%})", file=sys.stderr, flush=True)
+
+    return report
+
+
 def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, ...] = (), wait_s: float = 180.0) -> StartedServer:
     """Start a server in the background, wait for /health, and record what was started."""
     from .gguf_read import check_gguf
-    from .models import ensure_model
+    from .models import PRESETS, ensure_model
+    from .realmodel import REAL_MODELS
 
     merged = merge_flags(list(flags))
     if model is None and merged.get("--model"):
         model = merged["--model"]
     if model is None:
-        model = ensure_model()
+        model = ensure_model(progress=_model_progress())
+    elif not Path(model).exists() and (str(model) in REAL_MODELS or str(model) in PRESETS):
+        model = ensure_model(str(model), progress=_model_progress())  # a model's name: fetched, derived or built first when missing
     model = Path(model).expanduser().resolve()
     check_gguf(model)
     merged["--model"] = str(model)

