@@ -33,7 +33,7 @@ GB = formulas.GB
 MB = 1e6
 
 # The sweep, in one place: the widths of one model, then larger synthetic models beyond them.
-DEFAULT_SIZES = ("small-q8_0", "medium-q8_0", "medium-f16", "large-q8_0", "large-f16")
+DEFAULT_SIZES = ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32", "large-q8_0")
 PROMPT = "The capital of France is"  # short: the measurement is the decode after it; its top token is the answer
 N_PREDICT = 32
 CTX = 256  # the short prompt and the generated tokens fit; a small context keeps each server light
@@ -118,11 +118,15 @@ def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, tup
                    + (f", {100 * fit['gbs'] / ref['gbs']:.0f}% of the {ref['gbs']:.3g} GB/s {ref['label']}" if ref else "")
                    + f". On the line (within ±{tol:.0f}% or the point's own spread): {', '.join(on) or 'none'}"
                    + (f"; off it: {', '.join(off)}." if off else "."))
-    same = sorted({a[0] for a in answers.values()})
-    if len(answers) > 1:
+    trained = {n: a for n, a in answers.items() if not models.is_synthetic(n)}
+    if answers:
+        same = sorted({a[0] for a in trained.values()})
         out.append(f"The answer after {PROMPT!r}: " + ", ".join(f"{n} {a[0]} ({a[1]:.1f}%)" for n, a in answers.items())
-                   + (". The same top token at every width" if len(same) == 1 else ". The top token changed between widths")
-                   + " (a synthetic model's random weights give no meaningful answer).")
+                   + "." + (" The same top token at every width of the trained model, for fewer bytes: why people "
+                            "quantize." if len(trained) > 1 and len(same) == 1 else
+                            " The top token changed between widths of the trained model." if len(trained) > 1 else "")
+                   + (" The synthetic models' random weights give no meaningful answer."
+                      if len(trained) < len(answers) else ""))
     by_verdict: dict[str, list[str]] = {}
     for n, v in verdicts.items():
         by_verdict.setdefault(v["verdict"], []).append(n)
@@ -136,10 +140,11 @@ def parse_sizes(value: Any) -> list[str]:
         return list(DEFAULT_SIZES)
     names = value.split(",") if isinstance(value, str) else list(value)
     names = [n.strip() for n in names if n and n.strip()]
-    unknown = [n for n in names if n not in models.PRESETS]
+    known = models.model_names()
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise BytesupError(f"Unknown model preset(s) {', '.join(unknown) or '(none given)'} in --sizes. "
-                           f"Presets: {', '.join(models.PRESETS)}.")
+        raise BytesupError(f"Unknown model(s) {', '.join(unknown) or '(none given)'} in --sizes. "
+                           f"Models: {', '.join(known)}.")
     return names
 
 

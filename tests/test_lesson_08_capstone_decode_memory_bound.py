@@ -94,6 +94,7 @@ def test_spark_context_prediction(lesson):
 
 def test_parse_sizes(lesson):
     assert lesson.parse_sizes(None) == list(lesson.DEFAULT_SIZES)
+    assert lesson.DEFAULT_SIZES[:4] == ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32")
     assert lesson.parse_sizes("tiny-q8_0, small-q8_0") == ["tiny-q8_0", "small-q8_0"]
     assert lesson.parse_sizes(["medium-f16"]) == ["medium-f16"]
     with pytest.raises(BytesupError, match="huge-q8_0"):
@@ -121,7 +122,7 @@ def test_sweep_row_and_sentences(lesson):
     text = " ".join(lesson.verdict_sentences(pts, analysis, answers, ref, 32 * 2**20))
     assert "From f32 to f16" in text and "memory-bound" in text and "partly memory-bound" in text
     assert "tiny: the weights fit in the 32 MiB last-level cache" in text
-    assert "The same top token at every width" in text
+    assert "The same top token at every width" in text and "random weights" not in text
     assert "through f16, f32" in text and "Verdict:" in text
     # Without a bandwidth, no efficiency.
     assert lesson.sweep_row(pts[3], analysis["verdicts"]["f32"], None, None)[C["efficiency"]] is None
