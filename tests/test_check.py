@@ -80,7 +80,7 @@ def test_the_dgx_spark_figures_do_not_apply_to_the_tiny_model(full_run):
         assert "reference is deepseek-coder-6.7b-instruct Q8_0" in c["detail"]
     md = (full_run / "check.md").read_text(encoding="utf-8")
     assert "All 11 figures: ➖ not applicable: model is tiny-q8_0.gguf" in md
-    assert "| \" Paris\" after \"The capital of France is\": logprob | 04_next_token | -0.0756 | ±0.02 |" in md
+    assert "logprob -0.0756, e^-0.0756 = 92.7%" in md and "| 04_next_token | -0.0756 | ±0.011 |" in md
     assert "0 fail" in md and "Source: LLM Basics, lesson 4" in md
 
 
