@@ -326,7 +326,7 @@ def test_last_level_cache_and_physical_cores_from_sys(tmp_path):
 def test_batch_sizes_and_prefill_weight_reads():
     from bytesup import formulas
 
-    assert formulas.batch_sizes({}) == {"n_batch": 2048, "n_ubatch": 512, "source": "llama.cpp's defaults (not reported by /props)"}
+    assert formulas.batch_sizes({}) == {"n_batch": 2048, "n_ubatch": 512, "source": "llama.cpp's defaults; /props does not report them"}
     assert formulas.batch_sizes({"--ctx-size": "1024"})["n_batch"] == 1024
     got = formulas.batch_sizes({"--batch-size": "256", "--ubatch-size": "512"})
     assert got["n_batch"] == 256 and got["n_ubatch"] == 256 and got["source"] == "server flags"

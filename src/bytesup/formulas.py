@@ -72,7 +72,7 @@ def batch_sizes(flags: dict[str, Any] | None) -> dict[str, Any]:
         return value if value and value > 0 else None
 
     n_batch, n_ubatch, n_ctx = flag("--batch-size"), flag("--ubatch-size"), flag("--ctx-size")
-    source = "server flags" if n_batch or n_ubatch else "llama.cpp's defaults (not reported by /props)"
+    source = "server flags" if n_batch or n_ubatch else "llama.cpp's defaults; /props does not report them"
     n_batch = n_batch or DEFAULT_N_BATCH
     if n_ctx:
         n_batch = min(n_batch, n_ctx)
