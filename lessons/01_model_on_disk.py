@@ -206,8 +206,8 @@ def ceiling_notes(*, model_name: str, bw: dict, bytes_per_tok: int, flops: float
     gbs = bw["gb_per_s"]
     applies = bool(facts.get("host_bandwidth_applies"))
     host_ceiling = formulas.ceiling_tokens_per_s(gbs["median"] * GB, bytes_per_tok)
-    read = (f"This host read {gbs['median']:.3g} GB/s (median of {len(gbs['samples'])}, "
-            f"{gbs['min']:.3g}–{gbs['max']:.3g}) with {bw['threads']} threads over {bw['bytes_per_sample'] / MiB:,.0f} MiB")
+    read = hostbench.describe_reading(bw)
+    read = read[0].upper() + read[1:]
     notes = []
     if applies:
         notes.append(f"{read}; {facts.get('reason', 'the server decodes on this CPU')}, "
@@ -365,9 +365,8 @@ def main(ctx: LessonContext):
     # 7. The bandwidth ceiling: bandwidth ÷ bytes per token.
     ctx.step("measuring this host's memory read bandwidth")
     facts = ctx.server_facts()
-    threads = formulas.server_threads(ctx.identity.get("server", {}).get("flags"))
-    repeat = ctx.repeat
-    bw = ctx.host("read_bandwidth", lambda: hostbench.host_bandwidth(threads, repeat))
+    bw = ctx.run_bandwidth()  # the run's one reading, shared by lessons 1, 4, 7 and 8
+    threads = bw["threads"]
     given = ctx.option("bandwidth_gbs")
     ctx.settings["bandwidth_gbs"] = given
     ctx.settings["read_bandwidth"] = {"threads": bw["threads"], "bytes_per_thread": bw["bytes_per_thread"]}

@@ -223,10 +223,14 @@ def main(ctx: LessonContext):
                 description="median prefill tokens/s ÷ median decode tokens/s after the short prompt")
 
     pub_ratio = PUB["prefill_decode_ratio"]
+    batching = formulas.batch_sizes(ctx.identity.get("server", {}).get("flags"))
+    reads = formulas.prefill_weight_reads(prompt_n, batching["n_ubatch"])
     if ratio > 1:
         ratio_note = (f"Prefill processed the prompt {ratio:.1f}× faster per token than decode produced new tokens "
-                      f"(published: about {pub_ratio:.0f}× faster): prefill reads each weight once for all "
-                      f"{prompt_n:,} tokens, decode reads every weight again for each token.")
+                      f"(published: about {pub_ratio:.0f}× faster): prefill multiplies the weights by micro-batches "
+                      f"of up to n_ubatch = {batching['n_ubatch']:,} tokens ({batching['source']}), so it read every "
+                      f"weight ceil({prompt_n:,} ÷ {batching['n_ubatch']:,}) = {reads} time(s) for {prompt_n:,} tokens, "
+                      f"about {prompt_n / reads:,.0f} tokens per read; decode reads every weight again for each token.")
     else:
         ratio_note = (f"Prefill processed the prompt at {ratio:.2f}× the per-token speed of decode: slower, not faster "
                       f"(published: about {pub_ratio:.0f}× faster).")
@@ -267,8 +271,8 @@ def main(ctx: LessonContext):
         return ctx.finish()
     facts = ctx.server_facts()
     applies = bool(facts["host_bandwidth_applies"])
-    threads = formulas.server_threads(ctx.identity.get("server", {}).get("flags"))
-    bw = ctx.host("read_bandwidth", lambda: hostbench.host_bandwidth(threads, repeat))
+    bw = ctx.run_bandwidth()  # the run's one reading, shared by lessons 1, 4, 7 and 8
+    threads = bw["threads"]
     given_gbs = ctx.option("bandwidth_gbs")
     bw_samples = bw["gb_per_s"]["samples"]
     fig = ceiling_figures(decode_short, per_token, bw_samples, applies, given_gbs)
@@ -319,8 +323,8 @@ def main(ctx: LessonContext):
                  f"{formulas.ceiling_tokens_per_s(spark_bw * formulas.GB, pub_bytes):.1f} tokens/s (published: about "
                  f"{pub_ceiling:.0f}); {pub_decode:g} ÷ {pub_ceiling:.0f} = {100 * pub_decode / pub_ceiling:.0f}% "
                  f"(published: {pub_eff:.0f}%). Those figures assume {spark_bw:g} GB/s; compare with them through --bandwidth-gbs.")
-    notes.append(f"Bandwidth: {bw['threads']} thread(s) (the server's thread count) summing {bw['bytes_per_thread'] / hostbench.MiB:.0f} MiB "
-                 f"each, {len(bw_samples)} samples.")
+    reading = hostbench.describe_reading(bw)
+    notes.append(f"Bandwidth: {reading}; ceilings come from each sample.")
     ctx.table("decode_vs_ceiling", "Decode against the bandwidth ceiling of lesson 1",
               [("quantity", ""), ("unit", ""), ("median", ""), ("min", ""), ("max", ""), (f"published ({PUB_HOST})", "")],
               rows, notes=notes)

@@ -135,7 +135,7 @@ def model_facts(path) -> dict:
 def main(ctx: LessonContext):
     n_ctx = _kv_cache_size(ctx)
     ids = long_prompt_tokens(ctx.server, max(depth_plan(n_ctx, DECODE_N)[-1], _cache_prompt_len(n_ctx), 1))
-    _decode_vs_depth(ctx, n_ctx, ids)
+    _decode_vs_depth(ctx, n_ctx, ids, ctx.settings.get("bytes_model"))
     _prompt_cache(ctx, n_ctx, ids)
     _cost_without_cache(ctx, ids)
     return ctx.finish()
@@ -190,6 +190,7 @@ def _kv_cache_size(ctx: LessonContext) -> int:
              f"Each of the {hp['n_head']} query heads has its own K and V (no grouped-query attention)."),
             f"Cache type {ctype}: {type_source}.",
         ]
+        ctx.settings["bytes_model"] = {"weight_bytes": weights, "kv_bytes_per_token": per_token}
         ctx.measure("kv_bytes_per_token", "bytes", [per_token], higher_is_better=None,
                     settings={"cache_type_k": type_k, "cache_type_v": type_v},
                     description="2 × layers × KV heads × head width × bytes per element, from the GGUF")
@@ -232,7 +233,16 @@ def _kv_cache_size(ctx: LessonContext) -> int:
     return n_ctx
 
 
-def _decode_vs_depth(ctx: LessonContext, n_ctx: int, ids: list[int]) -> None:
+def bytes_model_predictions(depths: list[int], measured: list[float], weight_bytes: float,
+                            kv_bytes_per_tok: float) -> tuple[float, list[float]]:
+    """The bytes model of decode with context: the bandwidth that the shallowest depth's decode read,
+    (weight bytes + KV bytes per token × depth) × tokens/s, predicts every depth's tokens/s as
+    bandwidth ÷ (weight bytes + KV bytes per token × depth). Returns (bandwidth in bytes/s, predictions)."""
+    bandwidth = measured[0] * (weight_bytes + kv_bytes_per_tok * depths[0])
+    return bandwidth, [formulas.decode_tokens_per_s_at_depth(bandwidth, weight_bytes, kv_bytes_per_tok, d) for d in depths]
+
+
+def _decode_vs_depth(ctx: LessonContext, n_ctx: int, ids: list[int], bytes_model: dict | None = None) -> None:
     ctx.step("decode speed as the context grows")
     depths = depth_plan(n_ctx, DECODE_N)
     rows, xs, ys, lo, hi = [], [], [], [], []
@@ -278,8 +288,25 @@ def _decode_vs_depth(ctx: LessonContext, n_ctx: int, ids: list[int]) -> None:
             f"noise" + (f"; the host's load average was {load[0]:g} on {cores} cores." if load and cores else "."),
         ],
     )
-    ctx.plot("decode_vs_depth", "Decode speed vs context depth", "context depth (tokens)", "decode tokens/s",
-             [Series(label="median (min–max band)", x=xs, y=ys, y_min=lo, y_max=hi)])
+    series = [Series(label="median (min–max band)", x=xs, y=ys, y_min=lo, y_max=hi)]
+    if bytes_model:
+        w, kv = bytes_model["weight_bytes"], bytes_model["kv_bytes_per_token"]
+        bandwidth, predicted = bytes_model_predictions(xs, ys, w, kv)
+        ctx.table(
+            "bytes_model_with_context", "Decode at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d)",
+            [("depth", "tokens"), ("bytes read per token", "bytes"), ("predicted", "tokens/s"), ("measured median", "tokens/s"),
+             ("measured min", "tokens/s"), ("measured max", "tokens/s"), ("measured ÷ predicted", "×")],
+            [[d, w + kv * d, p, y, a, b, y / p] for d, p, y, a, b in zip(xs, predicted, ys, lo, hi)],
+            notes=[f"Bandwidth from the shallowest depth: {ys[0]:.4g} tokens/s × {(w + kv * xs[0]) / 1e6:.4g} MB = "
+                   f"{bandwidth / 1e9:.3g} GB/s; each deeper token also reads {kv:,} bytes of KV cache per earlier "
+                   f"position, so at depth {xs[-1]:,} it reads {100 * kv * xs[-1] / w:.3g}% more than the weights alone.",
+                   f"Measured ÷ predicted ranges {min(y / p for y, p in zip(ys, predicted)):.3g}–"
+                   f"{max(y / p for y, p in zip(ys, predicted)):.3g}: below 1 where attention's arithmetic or other "
+                   f"per-position work grows faster than its bytes; the capstone applies the same model to the "
+                   f"published DGX Spark figures."],
+        )
+        series.append(Series(label="bytes model: bandwidth ÷ (weights + KV × depth)", x=xs, y=predicted, style="dashed"))
+    ctx.plot("decode_vs_depth", "Decode speed vs context depth", "context depth (tokens)", "decode tokens/s", series)
 
 
 def _prompt_cache(ctx: LessonContext, n_ctx: int, ids: list[int]) -> None:

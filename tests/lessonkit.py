@@ -46,3 +46,11 @@ def recorded_exchanges(lesson_id: str) -> list[dict]:
     from bytesup.storage import read_jsonl
 
     return read_jsonl(recorded(lesson_id) / "http" / f"{lesson_id}.jsonl")
+
+
+def run_bandwidth(lesson_id: str, result: LessonResult) -> dict:
+    """The bandwidth reading the recorded lesson used: the run's one reading in its manifest
+    (`host_bandwidth.before`), or, for a run recorded before readings were shared, its own."""
+    manifest = json.loads((recorded(lesson_id) / "manifest.json").read_text(encoding="utf-8"))
+    before = (manifest.get("host_bandwidth") or {}).get("before")
+    return before if before is not None else result.host_values["read_bandwidth"]

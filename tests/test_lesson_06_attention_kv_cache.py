@@ -220,3 +220,14 @@ def test_kv_table_without_the_model_file(lesson):
 def test_no_context_size_is_a_clear_error(lesson):
     with pytest.raises(BytesupError, match="no context size"):
         lesson._kv_cache_size(_ctx(None, slots=[{"id": 0}]))
+
+
+def test_bytes_model_predictions(lesson):
+    # 100 MB of weights, 1 MB of KV per token: 50 tokens/s at depth 0 reads 5 GB/s; at depth 100 each
+    # token reads 200 MB, so 25 tokens/s.
+    bandwidth, predicted = lesson.bytes_model_predictions([0, 100], [50.0, 30.0], 100e6, 1e6)
+    assert bandwidth == pytest.approx(5e9)
+    assert predicted == pytest.approx([50.0, 25.0])
+    # Starting from a non-zero depth: 40 tokens/s at depth 20 reads 40 × 120 MB = 4.8 GB/s.
+    bandwidth, predicted = lesson.bytes_model_predictions([20, 220], [40.0, 10.0], 100e6, 1e6)
+    assert bandwidth == pytest.approx(4.8e9) and predicted[1] == pytest.approx(4.8e9 / 320e6)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from lessonkit import recorded_exchanges
+from lessonkit import recorded_exchanges, run_bandwidth
 
 from bytesup import published
 from bytesup.records import Timings, decode_tokens_per_s
@@ -37,7 +37,7 @@ def test_ridge_is_flops_over_bandwidth(result):
     assert host[bw] == pytest.approx(result.measurement("read_bandwidth_gb_per_s").median)
     assert result.measurement("ridge_point_flops_per_byte").samples == [pytest.approx(host[ridge])]
     # The host values the replay used are the recorded measurements.
-    assert result.host_values["read_bandwidth"]["gb_per_s"]["median"] == pytest.approx(host[bw])
+    assert run_bandwidth(LESSON, result)["gb_per_s"]["median"] == pytest.approx(host[bw])
 
 
 def _served_meta():
@@ -57,10 +57,14 @@ def test_decode_intensity_and_attainable(result):
     t = result.table("roofline_points")
     n, inten, att, bound_here = col(t, "tokens per weight read"), col(t, "arithmetic intensity"), \
         col(t, "attainable on this CPU"), col(t, "bound on this CPU")
+    N, reads = col(t, "prompt tokens"), col(t, "weight reads")
     decode = t.rows[0]
     assert decode[n] == 1
     assert decode[inten] == pytest.approx(2 * meta["n_params"] / meta["size"])
     for row in t.rows:
+        # llama.cpp's default n_ubatch of 512: a prefill of N tokens reads the weights ceil(N / 512) times.
+        assert row[reads] == -(-row[N] // 512)
+        assert row[n] == pytest.approx(row[N] / row[reads])
         assert row[inten] == pytest.approx(row[n] * decode[inten])
         assert row[att] == pytest.approx(min(peak_gflops, row[inten] * bw_gbs))
         assert row[bound_here] == ("memory" if row[inten] < ridge else "compute")
@@ -68,7 +72,8 @@ def test_decode_intensity_and_attainable(result):
         tokens_s = row[col(t, "roofline speed on this CPU")]
         assert tokens_s == pytest.approx(row[att] * 1e9 / (2 * meta["n_params"]))
     assert "bound on DGX Spark" not in [c.name for c in t.columns]
-    assert {r[n] for r in t.rows} >= {1, 16, 128, 512, 2048}
+    assert {r[N] for r in t.rows} >= {1, 16, 128, 512, 2048}
+    assert next(r for r in t.rows if r[N] == 2048)[reads] == 4
 
 
 def _recorded_completions():
@@ -108,7 +113,15 @@ def test_aggregate_is_tokens_over_wall_time(result):
             e["response"]["timings"]["predicted_n"] for r in range(len(walls)) for e in groups[(P, r)])
         # The /metrics counter agrees with the responses.
         assert row[col(t, "tokens_predicted_total Δ (/metrics)")] == row[col(t, "tokens generated (responses)")]
-        assert row[col(t, "aggregate ÷ P = 1")] == pytest.approx(row[col(t, "aggregate decode")] / t.rows[0][col(t, "aggregate decode")])
+        # One baseline for both ratios: one sequence alone (the per-sequence median at P = 1).
+        baseline = t.rows[0][col(t, "per sequence")]
+        assert row[col(t, "aggregate ÷ baseline")] == pytest.approx(row[col(t, "aggregate decode")] / baseline)
+        assert row[col(t, "per sequence ÷ baseline")] == pytest.approx(row[col(t, "per sequence")] / baseline)
+        # The step's intensity comes from the tokens per llama_decode call /metrics reports, not from P.
+        per_call = row[col(t, "tokens per llama_decode call")]
+        if per_call is not None:
+            decode_i = 2 * _served_meta()["n_params"] / _served_meta()["size"]
+            assert row[col(t, "intensity of one step")] == pytest.approx(per_call * decode_i)
 
 
 def test_plots(result):
@@ -134,9 +147,9 @@ def test_helpers(lesson):
 
 
 def test_batch_verdict_follows_the_numbers(lesson):
-    # columns used: 0 P, 4 aggregate, 7 per sequence, 10 ratio to P=1
+    # columns used: 0 P, 4 aggregate, 7 per sequence, 10 aggregate ÷ the baseline (one sequence alone)
     def row(P, agg, per, ratio):
-        r = [None] * 16
+        r = [None] * 17
         r[0], r[4], r[7], r[10] = P, agg, per, ratio
         return r
 
@@ -150,10 +163,28 @@ def test_batch_verdict_follows_the_numbers(lesson):
 
 def test_spread_note(lesson):
     def row(P, lo, hi):
-        r = [None] * 16
+        r = [None] * 17
         r[0], r[5], r[6] = P, lo, hi
         return r
 
     assert lesson._spread_note([row(1, 100, 110), row(2, 200, 220)]) is None
     note = lesson._spread_note([row(1, 100, 110), row(8, 100, 400)])
     assert "P = 8: 100–400" in note and "P = 1" not in note
+
+
+def test_batch_row_intensity_from_metrics(lesson):
+    b = {"walls": [0.5, 0.5], "generated": [[64, 64], [64, 64]], "d_pred": 256.0, "d_dec": 160.0}
+    agg, per = {"median": 256.0, "min": 250.0, "max": 260.0}, {"median": 90.0, "min": 80.0, "max": 95.0}
+    row = lesson.batch_row(2, b, agg, per, baseline=100.0, dec_i=2.0, ridge=5.0)
+    # 256 tokens over 160 llama_decode calls: 1.6 tokens per call, intensity 1.6 × 2 = 3.2 FLOPs/byte.
+    assert row[14] == pytest.approx(1.6) and row[15] == pytest.approx(3.2) and row[16] == "memory"
+    assert row[10] == pytest.approx(2.56) and row[11] == pytest.approx(0.9)
+    no_metrics = lesson.batch_row(2, {**b, "d_pred": None, "d_dec": None}, agg, per, 100.0, 2.0, 5.0)
+    assert no_metrics[14] is None and no_metrics[15] is None and no_metrics[16] is None
+
+
+def test_decode_attention_intensity(lesson):
+    # One head, S = 4,096 positions of width 128: 4·S·d FLOPs on 2·S·d FP16 numbers (4·S·d bytes).
+    a = lesson.attention_intensity(4096, 128)
+    assert a["flops"] == 4 * 4096 * 128 == a["bytes"] and a["flops_per_byte"] == pytest.approx(1.0)
+    assert lesson.attention_intensity(4096, 128, group=8)["flops_per_byte"] == pytest.approx(8.0)

@@ -262,3 +262,74 @@ def test_resume_with_nothing_left_keeps_the_recorded_facts(lessons, tmp_path, ht
     for key in ("engine", "model", "host", "repository"):
         assert after[key] == before[key], key
     assert after["status"] == "complete"
+
+
+def test_the_run_bandwidth_is_measured_once_and_shared(monkeypatch):
+    from bytesup import hostbench
+    from bytesup.runner import RunShared
+
+    calls = []
+
+    def fake(threads, llc=None, samples=hostbench.RUN_SAMPLES):
+        calls.append(threads)
+        gbs = [30.0, 32.0, 34.0] if len(calls) == 1 else [20.0, 21.0, 22.0]
+        return {"threads": threads, "gb_per_s": hostbench.summarize(gbs), "bytes_per_sample": 2**30,
+                "bytes_per_thread": 2**29, "method": "fake", "llc_bytes": 2**25}
+
+    monkeypatch.setattr(hostbench, "run_bandwidth", fake)
+    manifest, saves = {}, []
+    shared = RunShared(manifest, lambda: saves.append(1))
+    first = shared.bandwidth_before(2)
+    assert shared.bandwidth_before(2) is first and calls == [2]  # every later lesson gets the same reading
+    assert manifest["host_bandwidth"]["before"]["gb_per_s"]["median"] == 32.0 and saves
+    after = shared.bandwidth_after()
+    assert after["gb_per_s"]["median"] == 21.0 and calls == [2, 2]
+    drift = manifest["host_bandwidth"]["drift"]
+    assert drift["change"] == pytest.approx(21 / 32 - 1) and drift["ranges_overlap"] is False
+    # A replay reads the recorded manifest and measures nothing.
+    replayed = RunShared({}, replay_manifest=manifest, replaying=True)
+    assert replayed.bandwidth_before(2) == manifest["host_bandwidth"]["before"]
+    assert replayed.bandwidth_after() == manifest["host_bandwidth"]["after"] and calls == [2, 2]
+    assert RunShared({}, replay_manifest={}, replaying=True).bandwidth_before(2) is None  # an older run: lessons fall back
+
+
+def test_run_bandwidth_plan_reads_four_times_the_cache():
+    from bytesup import hostbench
+
+    plan = hostbench.run_bandwidth_plan(2, 260 * 2**20)
+    assert plan["working_set_bytes"] == 4 * 260 * 2**20 and plan["bytes_per_thread"] == 520 * 2**20
+    small = hostbench.run_bandwidth_plan(3, 8 * 2**20)  # never under 256 MiB, whole MiB per thread
+    assert small["bytes_per_thread"] == 86 * 2**20 and small["working_set_bytes"] >= 256 * 2**20
+    assert hostbench.run_bandwidth_plan(1, None)["working_set_bytes"] == 256 * 2**20
+
+
+def test_last_level_cache_and_physical_cores_from_sys(tmp_path):
+    from bytesup import hostbench
+
+    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
+                                             (3, "Unified", "32768K")]):
+        d = tmp_path / "cpu0" / "cache" / f"index{i}"
+        d.mkdir(parents=True)
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    llc = hostbench.last_level_cache(str(tmp_path))
+    assert llc["bytes"] == 32 * 2**20 and llc["level"] == 3 and llc["source"].endswith("index3/size")
+    # Four logical CPUs, two hyper-threads per core: two physical cores, as llama.cpp counts them.
+    for cpu, siblings in enumerate(["0,2", "1,3", "0,2", "1,3"]):
+        t = tmp_path / f"cpu{cpu}" / "topology"
+        t.mkdir(parents=True, exist_ok=True)
+        (t / "thread_siblings_list").write_text(siblings + "\n")
+    assert hostbench.physical_cores(str(tmp_path)) == 2
+
+
+def test_batch_sizes_and_prefill_weight_reads():
+    from bytesup import formulas
+
+    assert formulas.batch_sizes({}) == {"n_batch": 2048, "n_ubatch": 512, "source": "llama.cpp's defaults; /props does not report them"}
+    assert formulas.batch_sizes({"--ctx-size": "1024"})["n_batch"] == 1024
+    got = formulas.batch_sizes({"--batch-size": "256", "--ubatch-size": "512"})
+    assert got["n_batch"] == 256 and got["n_ubatch"] == 256 and got["source"] == "server flags"
+    assert formulas.prefill_weight_reads(1921, 512) == 4  # the published long prompt: 4 micro-batches
+    assert formulas.prefill_weight_reads(512, 512) == 1 and formulas.prefill_weight_reads(513, 512) == 2
+    assert formulas.server_threads({"--threads": "3"}) == 3

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 GB = 1e9  # bandwidths and sizes in the course are decimal gigabytes
@@ -43,13 +42,55 @@ def efficiency(measured: float, ceiling: float) -> float:
 
 
 def server_threads(flags: dict[str, Any] | None) -> int:
-    """Threads the server decodes with: its --threads flag, else llama.cpp's default (the cores here)."""
+    """Threads the server decodes with: its --threads flag, else llama.cpp's default, the physical
+    cores (cpu_get_num_math), not os.cpu_count()'s logical CPUs."""
+    from .hostbench import physical_cores
+
     value = (flags or {}).get("--threads")
     try:
         n = int(value) if value is not None else -1
     except ValueError:
         n = -1
-    return n if n > 0 else (os.cpu_count() or 1)
+    return n if n > 0 else physical_cores()
+
+
+# llama.cpp's defaults for -b (logical batch) and -ub (micro-batch): /props does not report them.
+DEFAULT_N_BATCH = 2048
+DEFAULT_N_UBATCH = 512
+
+
+def batch_sizes(flags: dict[str, Any] | None) -> dict[str, Any]:
+    """n_batch and n_ubatch the server prefills with: its -b/-ub flags, else llama.cpp's defaults,
+    clamped as llama.cpp clamps them (n_batch ≤ the context, n_ubatch ≤ n_batch)."""
+    flags = flags or {}
+
+    def flag(name: str) -> int | None:
+        try:
+            value = int(flags[name]) if flags.get(name) is not None else None
+        except ValueError:
+            value = None
+        return value if value and value > 0 else None
+
+    n_batch, n_ubatch, n_ctx = flag("--batch-size"), flag("--ubatch-size"), flag("--ctx-size")
+    source = "server flags" if n_batch or n_ubatch else "llama.cpp's defaults; /props does not report them"
+    n_batch = n_batch or DEFAULT_N_BATCH
+    if n_ctx:
+        n_batch = min(n_batch, n_ctx)
+    n_ubatch = min(n_ubatch or DEFAULT_N_UBATCH, n_batch)
+    return {"n_batch": n_batch, "n_ubatch": n_ubatch, "source": source}
+
+
+def prefill_weight_reads(prompt_tokens: int, n_ubatch: int) -> int:
+    """Times a prefill reads every weight: llama.cpp multiplies the weights by one micro-batch of at
+    most n_ubatch tokens at a time, so ceil(prompt tokens ÷ n_ubatch)."""
+    return max(1, math.ceil(prompt_tokens / max(1, n_ubatch)))
+
+
+def decode_tokens_per_s_at_depth(bandwidth_bytes_per_s: float, weight_bytes: float, kv_bytes_per_tok: float,
+                                 depth: float) -> float:
+    """The bytes model of decode with context: each token reads every weight and the KV cache of
+    the `depth` tokens before it, so tokens/s ≈ bandwidth ÷ (weight bytes + KV bytes per token × depth)."""
+    return bandwidth_bytes_per_s / (weight_bytes + kv_bytes_per_tok * depth)
 
 
 def percent(x: float) -> float:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 import time
 from typing import Any
 
 import numpy as np
 
-__all__ = ["summarize", "blas_info", "measure_read_bandwidth", "host_bandwidth", "measure_matmul", "measure_matmul_peak"]
+__all__ = ["summarize", "blas_info", "measure_read_bandwidth", "host_bandwidth", "last_level_cache", "physical_cores",
+           "run_bandwidth_plan", "bandwidth_drift", "measure_matmul", "measure_matmul_peak"]
 
 MiB = 2**20
 GB = 1e9  # decimal, as bandwidth is usually quoted
@@ -122,12 +124,120 @@ def measure_read_bandwidth(threads: int, bytes_per_thread: int = 256 * MiB, repe
     }
 
 
-def host_bandwidth(threads: int, repeats: int = 3) -> dict:
-    """The lessons' one reading of this host's memory bandwidth (lessons 1, 4, 7 and 8 share it).
+SYS_CPU = "/sys/devices/system/cpu"
+CACHE_MULTIPLE = 4          # the bandwidth test reads at least this many times the last-level cache
+MIN_WORKING_SET = 256 * MiB  # and never less than this, whatever /sys says
+RUN_SAMPLES = 15             # samples per reading of the run's bandwidth: enough for a median and a spread
 
-    256 MiB per thread, at most 2 GiB in all and never under 64 MiB per thread: far past any
-    cache, so the reads come from memory; at least 3 samples.
+
+def _parse_size(text: str) -> int | None:
+    """'32768K', '260M', '1G' or a plain byte count (as /sys/.../cache/indexN/size writes them) in bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text or "", re.I)
+    if not m:
+        return None
+    return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2).upper()]
+
+
+def last_level_cache(sys_cpu: str = SYS_CPU) -> dict:
+    """The largest cache level of cpu0 as the OS reports it: {"bytes", "level", "source"} (bytes None if unknown).
+
+    On a virtual machine this is the cache the hypervisor shows, often the whole socket's, shared with
+    other tenants: an upper bound on what a model's weights could find there.
     """
+    best: dict[str, Any] = {"bytes": None, "level": None, "source": None}
+    base = os.path.join(sys_cpu, "cpu0", "cache")
+    try:
+        entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
+    except OSError:
+        return best
+    for entry in entries:
+        folder = os.path.join(base, entry)
+        try:
+            with open(os.path.join(folder, "level")) as f:
+                level = int(f.read().strip())
+            with open(os.path.join(folder, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(folder, "size")) as f:
+                size = _parse_size(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction" or size is None:
+            continue
+        if best["level"] is None or level > best["level"] or (level == best["level"] and size > best["bytes"]):
+            best = {"bytes": size, "level": level, "source": os.path.join(folder, "size")}
+    return best
+
+
+def physical_cores(sys_cpu: str = SYS_CPU) -> int:
+    """Physical cores, as llama.cpp counts them for its default thread count (cpu_get_num_math):
+    distinct thread-sibling sets in /sys, else psutil's physical count, else the logical CPUs."""
+    sets = set()
+    try:
+        for entry in os.listdir(sys_cpu):
+            if re.fullmatch(r"cpu\d+", entry):
+                try:
+                    with open(os.path.join(sys_cpu, entry, "topology", "thread_siblings_list")) as f:
+                        sets.add(f.read().strip())
+                except OSError:
+                    continue
+    except OSError:
+        pass
+    if sets:
+        return len(sets)
+    try:
+        import psutil
+
+        n = psutil.cpu_count(logical=False)
+        if n:
+            return int(n)
+    except Exception:  # psutil cannot always tell on containers
+        pass
+    return os.cpu_count() or 1
+
+
+def run_bandwidth_plan(threads: int, llc_bytes: int | None) -> dict:
+    """How the run's bandwidth reading is taken: a working set of at least CACHE_MULTIPLE × the
+    last-level cache (and MIN_WORKING_SET), split over `threads` threads in whole MiB."""
+    threads = max(1, int(threads))
+    working = max(MIN_WORKING_SET, CACHE_MULTIPLE * (llc_bytes or 0))
+    per_thread = -(-working // threads // MiB) * MiB  # rounded up to whole MiB
+    return {"threads": threads, "llc_bytes": llc_bytes, "cache_multiple": CACHE_MULTIPLE,
+            "bytes_per_thread": per_thread, "working_set_bytes": per_thread * threads, "samples": RUN_SAMPLES}
+
+
+def run_bandwidth(threads: int, llc: dict | None = None, samples: int = RUN_SAMPLES) -> dict:
+    """One reading of the run's bandwidth (see run_bandwidth_plan), with what it was sized by."""
+    llc = llc if llc is not None else last_level_cache()
+    plan = run_bandwidth_plan(threads, llc.get("bytes"))
+    reading = measure_read_bandwidth(plan["threads"], plan["bytes_per_thread"], repeats=samples)
+    return {**reading, "working_set_bytes": plan["working_set_bytes"], "llc_bytes": llc.get("bytes"),
+            "llc_level": llc.get("level"), "llc_source": llc.get("source"), "cache_multiple": CACHE_MULTIPLE}
+
+
+def bandwidth_drift(before: dict, after: dict) -> dict:
+    """How the run's bandwidth moved between its two readings (GB/s summaries): the change of the
+    median, relative to the first, and whether the two readings' [min, max] ranges overlap."""
+    b, a = before["median"], after["median"]
+    return {"before_median": b, "after_median": a, "change": (a - b) / b if b else math.nan,
+            "ranges_overlap": before["min"] <= after["max"] and after["min"] <= before["max"]}
+
+
+def describe_reading(bw: dict) -> str:
+    """The one sentence every lesson prints about the run's bandwidth reading (its figure and how it was taken)."""
+    g = bw["gb_per_s"]
+    text = (f"this host's memory read bandwidth for the run: {g['median']:.3g} GB/s (median of {len(g['samples'])} "
+            f"samples, {g['min']:.3g}–{g['max']:.3g}) with {bw['threads']} thread(s), the server's decode threads, "
+            f"over {bw['bytes_per_sample'] / MiB:,.0f} MiB")
+    llc = bw.get("llc_bytes")
+    if llc:
+        text += (f", {bw['bytes_per_sample'] / llc:.3g} × the {llc / MiB:,.0f} MiB last-level cache "
+                 f"({bw.get('llc_source') or 'reported by the OS'})")
+    return text
+
+
+def host_bandwidth(threads: int, repeats: int = 3) -> dict:
+    """A quick reading of this host's memory bandwidth (lessons share the run's reading instead,
+    `LessonContext.run_bandwidth`): 256 MiB per thread, at most 2 GiB in all, at least 3 samples."""
     per_thread = max(64 * MiB, min(256 * MiB, 2048 * MiB // max(threads, 1)))
     return measure_read_bandwidth(threads=threads, bytes_per_thread=per_thread, repeats=max(3, repeats))
 

@@ -59,3 +59,9 @@ PODCAST_KV_70B = {
     "batch_requests": 64,          # "a batch of sixty-four requests"
     "context_tokens": 4096,        # "each with a four-thousand-token context" (4K, taken as 4,096)
 }
+
+# The podcast's worked example of attention in one decode step (podcast-what-is-a-forward-pass.txt):
+# "head dimension of one hundred twenty-eight and a sequence length of four thousand ninety-six comes
+# out with an arithmetic intensity of about sixty-two". WRONG: lesson 7 recomputes it (about 1 FLOP
+# per byte per query head sharing the K and V) and shows this figure only labelled as the podcast's.
+PODCAST_DECODE_ATTENTION = {"head_dim": 128, "seq_len": 4096, "flops_per_byte": 62}

@@ -136,6 +136,64 @@ def today_folder() -> Path:
     return outputs_root() / datetime.now(timezone.utc).date().isoformat()
 
 
+# --- what a run measures once --------------------------------------------------------
+
+class RunShared:
+    """Facts a run measures once and every lesson of it shares: this host's memory read bandwidth.
+
+    The first lesson that asks takes the reading (before the run's decode work) and it is written to
+    the manifest under "host_bandwidth"; every later lesson gets the same figure. A second reading
+    after the decode work (the capstone's, or the runner's at the end of the run) gives the drift.
+    A replay reads the recorded run's manifest and measures nothing."""
+
+    def __init__(self, manifest: dict, save: Callable[[], None] = lambda: None,
+                 replay_manifest: dict | None = None, replaying: bool = False):
+        self.manifest = manifest
+        self.save = save
+        self.replaying = replaying
+        self.recorded = (replay_manifest or {}).get("host_bandwidth") if replaying else None
+
+    @property
+    def bandwidth_record(self) -> dict | None:
+        return self.recorded if self.replaying else self.manifest.get("host_bandwidth")
+
+    def bandwidth_before(self, threads: int) -> dict | None:
+        """The run's reading; None when replaying a run that recorded none (the caller falls back)."""
+        if self.replaying:
+            return (self.recorded or {}).get("before")
+        record = self.manifest.get("host_bandwidth") or {}
+        if (record.get("before") or {}).get("threads") != threads:
+            from . import hostbench
+
+            reading = hostbench.run_bandwidth(threads)
+            reading["at"] = _now()
+            record = {"before": json.loads(json.dumps(reading))}
+            self.manifest["host_bandwidth"] = record
+            self.save()
+        return record["before"]
+
+    def bandwidth_after(self) -> dict | None:
+        """A second reading after the decode work, with the drift from the first (None without a first)."""
+        if self.replaying:
+            return (self.recorded or {}).get("after")
+        record = self.manifest.get("host_bandwidth") or {}
+        before = record.get("before")
+        if not before:
+            return None
+        from . import hostbench
+
+        reading = hostbench.run_bandwidth(before["threads"])
+        reading["at"] = _now()
+        record["after"] = json.loads(json.dumps(reading))
+        record["drift"] = hostbench.bandwidth_drift(before["gb_per_s"], reading["gb_per_s"])
+        self.save()
+        return record["after"]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 # --- the context a lesson gets -------------------------------------------------------
 
 class LessonContext:
@@ -145,8 +203,9 @@ class LessonContext:
 
     def __init__(self, lesson_id: str, title: str, *, server: LlamaServer, options: RunOptions,
                  model_path: Path | None, sink: list[dict], replay: "ReplaySource | None",
-                 progress: "Reporter"):
+                 progress: "Reporter", shared: RunShared | None = None):
         self.lesson_id = lesson_id
+        self.shared = shared if shared is not None else RunShared({}, replaying=replay is not None)
         self.title = title
         self.server = server
         self.options = options
@@ -192,6 +251,30 @@ class LessonContext:
             value = json.loads(json.dumps(measure()))  # exactly what a replay will see
         self.host_values[name] = value
         return value
+
+    # the run's bandwidth -----------------------------------------------------------------
+    def server_threads(self) -> int:
+        """Threads the user's server decodes with (its --threads, else llama.cpp's physical cores)."""
+        from .formulas import server_threads
+
+        return server_threads(self.identity.get("server", {}).get("flags"))
+
+    def run_bandwidth(self) -> dict:
+        """This host's memory read bandwidth for the whole run (hostbench.run_bandwidth: a working set
+        of at least 4 × the last-level cache, the server's decode threads, RUN_SAMPLES samples),
+        taken once and shared by every lesson; a replay returns the recorded run's. A run recorded
+        before readings were shared replays the lesson's own recorded reading instead."""
+        reading = self.shared.bandwidth_before(self.server_threads())
+        if reading is None:  # replaying a run whose lessons each measured their own
+            return self.host("read_bandwidth", lambda: None)
+        return reading
+
+    def run_bandwidth_after(self) -> dict | None:
+        """The run's second reading, taken now, after the decode work (None when replaying a run without one)."""
+        return self.shared.bandwidth_after()
+
+    def run_bandwidth_drift(self) -> dict | None:
+        return (self.shared.bandwidth_record or {}).get("drift")
 
     def readable_model(self) -> Path | None:
         """The served model's file when it is readable here; None for a remote server without --model.
@@ -443,6 +526,10 @@ def _engine_facts(url: str, props: dict, models: dict | None) -> dict:
     info = engine.read_engine_info(port) if port and re.match(r"https?://(127\.0\.0\.1|localhost)", url) else None
     facts = dict(info) if info else _observed_engine(props)
     facts.update({"url": url, "props": props, "v1_models": models})
+    # Prefill reads the weights once per micro-batch: what n_batch and n_ubatch the server runs with.
+    from .formulas import batch_sizes
+
+    facts["batching"] = batch_sizes(facts.get("flags"))
     return facts
 
 
@@ -675,7 +762,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
 
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if options.replay is not None and replay_manifest is not None:
-        base = {k: replay_manifest.get(k) for k in ("host", "engine", "model", "packages", "repository")}
+        base = {k: replay_manifest.get(k) for k in ("host", "engine", "model", "packages", "repository", "host_bandwidth")
+                if k in replay_manifest or k != "host_bandwidth"}
         base["replayed_from"] = str(options.replay)
     else:
         base = {
@@ -734,6 +822,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
 
     run_dir.mkdir(parents=True, exist_ok=True)
     save_manifest()
+    shared = RunShared(manifest, save_manifest, replay_manifest, replaying=options.replay is not None)
 
     identity_cache: dict[str, Any] = {}
 
@@ -775,7 +864,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                     client = LlamaServer(url, options.api_key, timeout=options.timeout,
                                          transport=RecordingTransport(sink, "main"), build=build)
                 ctx = LessonContext(lid, title, server=client, options=options, model_path=model_path,
-                                    sink=sink, replay=replay, progress=reporter)
+                                    sink=sink, replay=replay, progress=reporter, shared=shared)
                 entry["started_at"] = ctx.started_at
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident
@@ -825,6 +914,13 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             if interrupted is not None or disk_full is not None:
                 break
 
+    # The run's bandwidth again after its decode work, unless a lesson (the capstone) took it already.
+    record = manifest.get("host_bandwidth") or {}
+    if options.replay is None and record.get("before") and not record.get("after") and not interrupted:
+        try:
+            shared.bandwidth_after()
+        except Exception as exc:  # a failed second reading must not lose the run
+            record["after_error"] = f"{type(exc).__name__}: {exc}"
     statuses = [e.get("status") for e in lessons_state.values()]
     manifest["status"] = "complete" if all(s == "ok" for s in statuses) else "incomplete"
     manifest["load_average_after"] = environment.load_average()
