@@ -115,7 +115,13 @@ def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, tup
     cached = [p["name"] for p in points if p["cache_resident"]]
     if cached:
         out.append(f"{', '.join(cached)}: the weights fit in the {llc_bytes / 2**20:,.0f} MiB last-level cache the OS "
-                   f"reports, so they need not come from memory; marked cache-resident and kept out of the fit.")
+                   f"reports and were read faster than memory delivers, so they came from the cache; marked "
+                   f"cache-resident and kept out of the fit.")
+    fitting = [p["name"] for p in points if p["fits_in_cache"] and not p["cache_resident"]]
+    if fitting:
+        out.append(f"{', '.join(fitting)}: the weights fit in that cache by size, yet decode read them no faster than "
+                   "memory delivers, so they are treated as read from memory (the cache is shared, and it holds "
+                   "more than the weights).")
     if fit:
         on = [n for n, v in verdicts.items() if v["on_line"]]
         off = [f"{n} {100 * v['residual']:+.0f}%" for n, v in verdicts.items() if v["on_line"] is False]
@@ -234,21 +240,26 @@ def main(ctx: LessonContext):
     after = ctx.run_bandwidth_after() if bw is not None else None
 
     # 2. The points and their verdicts (bytesup.sweep: stated rules, tested on their own).
+    memory_max = max(bw["gb_per_s"]["max"], (after or {}).get("gb_per_s", {}).get("max", 0)) if bw else None
     points = [sweep.make_point(i["name"], formulas.bytes_per_token(i), s, llc, n_params=i.get("n_params"),
-                               weight_type=i.get("weight_type")) for i, s in zip(infos, samples)]
+                               weight_type=i.get("weight_type"), memory_gbs_max=memory_max)
+              for i, s in zip(infos, samples)]
     analysis = sweep.analyse(points)
     verdicts = analysis["verdicts"]
     ctx.table(
         "models", "The models: widths of one model, and larger models beyond them",
         [("model", ""), ("architecture", ""), ("weights", ""), ("blocks", ""), ("width", ""), ("parameters", ""),
-         ("bytes per token", "bytes"), ("bytes per parameter", ""), ("cache-resident", "")],
+         ("bytes per token", "bytes"), ("bytes per parameter", ""), ("fits in the cache", ""), ("cache-resident", "")],
         [[i["name"], i.get("architecture"), i.get("weight_type"), i.get("n_layer"), i.get("n_embd"), i["n_params"],
-          p["bytes"], p["bytes"] / i["n_params"], "yes" if p["cache_resident"] else "no"] for i, p in zip(infos, points)],
+          p["bytes"], p["bytes"] / i["n_params"], "yes" if p["fits_in_cache"] else "no",
+          "yes" if p["cache_resident"] else "no"] for i, p in zip(infos, points)],
         notes=[f"Widths of one model share its parameters and differ in bytes per parameter; a step between "
                f"neighbouring widths changes only how many bytes decode reads (and the arithmetic to unpack them)."]
-        + ([f"Cache-resident: bytes per token ≤ the {llc / 2**20:,.0f} MiB last-level cache "
+        + ([f"Fits in the cache: bytes per token ≤ the {llc / 2**20:,.0f} MiB last-level cache "
             f"({(bw or {}).get('llc_source') or 'reported by the OS'}); on a virtual machine that is the cache the "
-            f"hypervisor reports, shared with other tenants, so an upper bound on what stays there."] if llc else [])
+            f"hypervisor reports, shared with other tenants, so an upper bound on what stays there. Cache-resident: "
+            f"it fits, and even its slowest sample read faster than the {memory_max:,.3g} GB/s of the run's fastest "
+            f"memory-bandwidth sample, which only a cache can deliver."] if llc and memory_max else [])
         + ([f"Skipped for memory: {', '.join(skipped)}, more than {100 * MEMORY_SHARE:.0f}% of the "
             f"{available / GB:.3g} GB available."] if skipped else [])
         + ([f"Only the one model the user's server serves was measured ({facts['reason']}); the sweep needs servers "

@@ -144,3 +144,16 @@ def test_no_memory_bound_step_fits_every_point_beyond_the_cache():
     assert out["fit"]["gbs"] == pytest.approx((10 * 10 * 8) ** (1 / 3))
     v = {k: x["verdict"] for k, x in out["verdicts"].items()}
     assert v == {"a": sweep.MEMORY, "b": sweep.MEMORY, "c": "below the line"}  # 8 vs 9.28: −14%
+
+
+def test_fitting_in_the_cache_is_not_enough_to_be_cache_resident():
+    # 200 MB of weights under a 260 MiB cache (272.6 MB). Memory's fastest sample: 30 GB/s.
+    slow = sweep.make_point("f16", 200 * MB, [100.0, 110.0, 120.0], 260 * 2**20, memory_gbs_max=30.0)
+    # slowest effective read 100 × 200 MB = 20 GB/s ≤ 30: read at memory speed, not resident.
+    assert slow["fits_in_cache"] and not slow["cache_resident"]
+    fast = sweep.make_point("q4", 200 * MB, [160.0, 170.0], 260 * 2**20, memory_gbs_max=30.0)
+    # slowest effective read 160 × 200 MB = 32 GB/s > 30: only the cache delivers that.
+    assert fast["fits_in_cache"] and fast["cache_resident"]
+    big = sweep.make_point("f32", 400 * MB, [160.0], 260 * 2**20, memory_gbs_max=30.0)
+    assert not big["fits_in_cache"] and not big["cache_resident"]
+    assert sweep.make_point("no reading", 200 * MB, [1.0], 260 * 2**20)["cache_resident"]

@@ -3,8 +3,12 @@
 A point is one model file: its bytes per token and its decode tokens/s samples. From those:
 
 - effective GB/s = bytes per token × tokens/s (what decode would have to read per second);
-- cache-resident: the weights fit in the last-level cache (bytes ≤ LLC), so they need not come from
-  memory; such points are marked and kept out of the fit;
+- cache-resident: the weights fit in the last-level cache (bytes ≤ LLC) and decode read them faster
+  than the run's memory bandwidth reading allows (the point's slowest effective GB/s above the
+  reading's fastest sample), so they came from the cache; such points are marked and kept out of the
+  fit. Fitting by size alone is not enough: a virtual machine reports its host's whole cache (260 MiB
+  on the course's 2-core machines), which other tenants share, and a width that fits but reads at
+  memory speed is not being served from the cache;
 - a step between neighbouring widths of one model (same parameters, fewer bytes per weight) is
   memory-bound when effective GB/s stays flat within the spread (tokens/s follows 1 ÷ bytes),
   compute-bound when fewer bytes are not faster, partly memory-bound in between;
@@ -36,8 +40,12 @@ def spread(samples: list[float]) -> float:
 
 
 def make_point(name: str, bytes_per_token: float, samples: list[float], llc_bytes: int | None,
-               n_params: int | None = None, weight_type: str | None = None) -> dict[str, Any]:
-    """One measured width: tokens/s and effective GB/s (median, min, max), and whether it is cache-resident."""
+               n_params: int | None = None, weight_type: str | None = None,
+               memory_gbs_max: float | None = None) -> dict[str, Any]:
+    """One measured width: tokens/s and effective GB/s (median, min, max), whether its weights fit in
+    the last-level cache, and whether it is cache-resident (fits, and read faster than memory
+    allows: above `memory_gbs_max`, the fastest sample of the run's bandwidth reading; with no
+    reading, fitting is taken as resident)."""
     if not samples or min(samples) <= 0:
         raise ValueError(f"{name}: decode samples must be positive")
     med = statistics.median(samples)
@@ -47,7 +55,9 @@ def make_point(name: str, bytes_per_token: float, samples: list[float], llc_byte
         "spread": spread(samples),
         "gbs": med * bytes_per_token / GB, "gbs_min": min(samples) * bytes_per_token / GB,
         "gbs_max": max(samples) * bytes_per_token / GB,
-        "cache_resident": llc_bytes is not None and bytes_per_token <= llc_bytes,
+        "fits_in_cache": llc_bytes is not None and bytes_per_token <= llc_bytes,
+        "cache_resident": (llc_bytes is not None and bytes_per_token <= llc_bytes
+                           and (memory_gbs_max is None or min(samples) * bytes_per_token / GB > memory_gbs_max)),
     }
 
 
