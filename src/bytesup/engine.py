@@ -42,7 +42,21 @@ _ALIASES = {
     "-ub": "--ubatch-size", "--ubatch-size": "--ubatch-size",
     "-cram": "--cache-ram", "--cache-ram": "--cache-ram",
     "--api-key": "--api-key",
+    # Speculative decoding: llama-server's current spellings first, then its older aliases.
+    "--spec-type": "--spec-type",
+    "--spec-draft-model": "--spec-draft-model", "-md": "--spec-draft-model", "--model-draft": "--spec-draft-model",
+    "--spec-draft-n-max": "--spec-draft-n-max", "--spec-draft-n-min": "--spec-draft-n-min",
+    "--spec-draft-p-min": "--spec-draft-p-min", "--draft-p-min": "--spec-draft-p-min",
+    "--spec-draft-threads": "--spec-draft-threads", "-td": "--spec-draft-threads", "--threads-draft": "--spec-draft-threads",
+    "--spec-draft-threads-batch": "--spec-draft-threads-batch", "-tbd": "--spec-draft-threads-batch",
+    "--threads-batch-draft": "--spec-draft-threads-batch",
+    "--spec-draft-ngl": "--spec-draft-ngl", "-ngld": "--spec-draft-ngl", "--gpu-layers-draft": "--spec-draft-ngl",
+    "--n-gpu-layers-draft": "--spec-draft-ngl",
+    "--spec-ngram-simple-size-n": "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m": "--spec-ngram-simple-size-m",
+    "--spec-ngram-simple-min-hits": "--spec-ngram-simple-min-hits",
 }
+# The flags that make a server speculate (a lesson's own servers decide these for themselves).
+SPECULATIVE_FLAGS = frozenset(v for k, v in _ALIASES.items() if v.startswith("--spec-"))
 _SWITCHES = {"--metrics", "--no-slots", "--no-warmup", "--slots", "--props"}
 _SECRET_FLAGS = {"--api-key"}
 
@@ -198,6 +212,13 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     model = Path(model).expanduser().resolve()
     check_gguf(model)
     merged["--model"] = str(model)
+    draft = merged.get("--spec-draft-model")
+    if draft:  # a draft model, like the model, may be given by name
+        if not Path(draft).exists() and (draft in REAL_MODELS or draft in PRESETS):
+            draft = ensure_model(draft, progress=_model_progress())
+        draft = Path(draft).expanduser().resolve()
+        check_gguf(draft)
+        merged["--spec-draft-model"] = str(draft)
 
     host = merged.get("--host") or "127.0.0.1"
     try:
