@@ -121,6 +121,29 @@ def choose_engine() -> tuple[str, list[str]]:
     return "embedded", [sys.executable, "-m", "bytesup.server"]
 
 
+def speculation_support() -> dict:
+    """Whether the engine `choose_engine` picks can decode speculatively (llama-server's --spec-type),
+    and why not when it cannot. Nothing is started."""
+    kind, command = choose_engine()
+    if kind == "embedded":
+        try:
+            import xllamacpp
+        except ImportError:
+            return {"engine": kind, "supported": False, "reason": "the xllamacpp package is not installed"}
+        version = getattr(xllamacpp, "__version__", "unknown")
+        ok = hasattr(xllamacpp, "common_speculative_type") and hasattr(xllamacpp.CommonParams(), "speculative")
+        return {"engine": kind, "build": f"xllamacpp {version}", "supported": ok,
+                "reason": "" if ok else f"xllamacpp {version} exposes no speculative parameters"}
+    try:
+        shown = subprocess.run([command[0], "--help"], capture_output=True, text=True, timeout=60)
+        text = shown.stdout + shown.stderr
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"engine": kind, "supported": False, "reason": f"{command[0]} --help failed: {exc}"}
+    ok = "--spec-type" in text
+    return {"engine": kind, "supported": ok,
+            "reason": "" if ok else f"{command[0]} --help lists no --spec-type (an older llama-server build)"}
+
+
 def port_is_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         # SO_REUSEADDR: a port left in TIME_WAIT by a server we just stopped is free to use;

@@ -91,3 +91,12 @@ def predicted_speculative_speedup(tokens_per_pass: float, drafted_per_pass: floa
     verify = target_ms if verify_ms is None else verify_ms
     round_ms = drafted_per_pass * draft_ms + verify
     return tokens_per_pass * target_ms / round_ms if round_ms > 0 else math.nan
+
+
+def batch_pass_ms(tokens: float, small: tuple[float, float], large: tuple[float, float], floor_ms: float) -> float:
+    """The time of one pass over `tokens` tokens at once, on the line through two measured passes
+    (tokens, ms) of the same model, e.g. a short and a long prompt's prompt_ms. Never below
+    `floor_ms`, the model's single-token pass: a batch does at least that work."""
+    (n1, t1), (n2, t2) = small, large
+    slope = (t2 - t1) / (n2 - n1) if n2 != n1 else 0.0
+    return max(floor_ms, t1 + slope * (tokens - n1))
