@@ -642,17 +642,18 @@ def _speculative(ctx: LessonContext, ttft: float, tpot: float) -> None:
                           ms_per_token[name], ms_per_token[name] / ms_per_token[SPEC_TARGETS[0]],
                           m["tensor_bytes"] * med / formulas.GB])
     target0 = SPEC_TARGETS[0]
-    # The target's prompt passes: a batch of tokens in one pass, at two sizes (what checking a draft costs).
-    batches = {}
-    for prompt in (SPEC_PROMPT, SPEC_REPETITIVE_PROMPT):
-        timings = [c.timings for c in plain[(target0, prompt)]]
-        batches[prompt] = (timings[0].prompt_n, statistics.median(t.prompt_ms for t in timings))
-    batch_n, batch_ms = batches[SPEC_PROMPT]
-    long_n, long_ms = batches[SPEC_REPETITIVE_PROMPT]
+    # Each target's prompt passes: a batch of tokens in one pass, at two sizes (what checking a draft costs).
+    batches: dict[str, dict[str, tuple[int, float]]] = {}
+    for name in SPEC_TARGETS:
+        for prompt in (SPEC_PROMPT, SPEC_REPETITIVE_PROMPT):
+            timings = [c.timings for c in plain[(name, prompt)]]
+            batches.setdefault(name, {})[prompt] = (timings[0].prompt_n, statistics.median(t.prompt_ms for t in timings))
+    batch_n, batch_ms = batches[target0][SPEC_PROMPT]
+    long_n, long_ms = batches[target0][SPEC_REPETITIVE_PROMPT]
     ctx.table(
         "speculative_costs", f"The cost of one pass: each model alone, {SPEC_TOKENS} tokens after {SPEC_PROMPT!r}",
         [("model", ""), ("role", ""), ("weights", ""), ("bytes per token", "bytes"), ("decode median", "tokens/s"),
-         ("min", "tokens/s"), ("max", "tokens/s"), ("one pass", "ms"), ("÷ target pass", ""),
+         ("min", "tokens/s"), ("max", "tokens/s"), ("one pass", "ms"), ("÷ target pass", target0),
          ("weights read", "GB/s")],
         cost_rows,
         notes=[
@@ -714,13 +715,12 @@ def _speculative(ctx: LessonContext, ttft: float, tpot: float) -> None:
         target_ms = ms_per_token[cfg["target"]]
         ideal = formulas.predicted_speculative_speedup(counts["tokens_per_pass"], counts["drafted_per_pass"],
                                                        draft_ms, target_ms)
-        verify_ms = (formulas.batch_pass_ms(counts["drafted_per_pass"] + 1, batches[SPEC_PROMPT],
-                                            batches[SPEC_REPETITIVE_PROMPT], target_ms)
-                     if cfg["target"] == target0 else target_ms)
+        verify_ms = formulas.batch_pass_ms(counts["drafted_per_pass"] + 1, batches[cfg["target"]][SPEC_PROMPT],
+                                           batches[cfg["target"]][SPEC_REPETITIVE_PROMPT], target_ms)
         predicted = formulas.predicted_speculative_speedup(counts["tokens_per_pass"], counts["drafted_per_pass"],
                                                            draft_ms, target_ms, verify_ms)
         label = f"{cfg['draft']} k={k}" if cfg["draft"] else f"ngram-simple (m-gram ≤ {k})"
-        arith_rows.append([label, a if counts["reported"] else None, k, expected, counts["tokens_per_pass"],
+        arith_rows.append([label, cfg["target"], a if counts["reported"] else None, k, expected, counts["tokens_per_pass"],
                            counts["tokens_per_pass"] / expected if expected else None,
                            draft_ms / target_ms, counts["drafted_per_pass"], verify_ms / target_ms, ideal, predicted,
                            measured, measured / predicted if predicted > 0 else None])
@@ -762,23 +762,26 @@ def _speculative(ctx: LessonContext, ttft: float, tpot: float) -> None:
     )
 
     # Compare with the arithmetic.
-    over = [r for r in arith_rows if r[5] is not None and r[5] > 1 + FORMULA_AGREES]
-    under = [r for r in arith_rows if r[5] is not None and r[5] < 1 - FORMULA_AGREES]
-    agree = [r for r in arith_rows if r[5] is not None and abs(r[5] - 1) <= FORMULA_AGREES]
+    def named(row: list[Any]) -> str:
+        return row[0] if len(SPEC_TARGETS) == 1 else f"{row[0]} on {row[1]}"
+
+    over = [r for r in arith_rows if r[6] is not None and r[6] > 1 + FORMULA_AGREES]
+    under = [r for r in arith_rows if r[6] is not None and r[6] < 1 - FORMULA_AGREES]
+    agree = [r for r in arith_rows if r[6] is not None and abs(r[6] - 1) <= FORMULA_AGREES]
     arith_notes = [
         "Expected tokens per pass 1 + a + … + a^k takes the measured acceptance a and the longest draft k, "
         "and supposes each drafted token is accepted independently with the same a.",
     ]
     if agree:
-        arith_notes.append(f"Within {100 * FORMULA_AGREES:g}% of the formula: {', '.join(r[0] for r in agree)}.")
+        arith_notes.append(f"Within {100 * FORMULA_AGREES:g}% of the formula: {', '.join(named(r) for r in agree)}.")
     if over:
         arith_notes.append(
-            f"Measured above the formula ({', '.join(r[0] for r in over)}): acceptances are not independent. "
+            f"Measured above the formula ({', '.join(named(r) for r in over)}): acceptances are not independent. "
             "Where the text is predictable the draft agrees for many tokens in a row, and where it is not it "
             "misses at once; the same a spread evenly over every position gives fewer long runs.")
     if under:
         arith_notes.append(
-            f"Measured below the formula ({', '.join(r[0] for r in under)}): not every pass has a full draft. "
+            f"Measured below the formula ({', '.join(named(r) for r in under)}): not every pass has a full draft. "
             "Drafts stop at the tokens left to generate, and n-gram drafts exist only where the last tokens "
             "were seen before and are as long as what followed them then.")
     arith_notes.append(
@@ -786,17 +789,17 @@ def _speculative(ctx: LessonContext, ttft: float, tpot: float) -> None:
         "draft's passes are paid in full. With the check costed as one target pass (a memory-bound target "
         "reads its weights once for the whole batch) it is the ideal; with the check costed from the target's "
         "measured prompt passes it is the prediction for this host.")
-    scored = [r for r in arith_rows if r[12] is not None]
+    scored = [r for r in arith_rows if r[13] is not None]
     if scored:
-        lo, hi = min(scored, key=lambda r: r[12]), max(scored, key=lambda r: r[12])
+        lo, hi = min(scored, key=lambda r: r[13]), max(scored, key=lambda r: r[13])
         arith_notes.append(
-            f"Measured ÷ predicted runs from {lo[12]:.3g} ({lo[0]}) to {hi[12]:.3g} ({hi[0]}). What the prediction "
+            f"Measured ÷ predicted runs from {lo[13]:.3g} ({named(lo)}) to {hi[13]:.3g} ({named(hi)}). What the prediction "
             f"leaves out: the draft also reads the accepted tokens before drafting again, each round samples and "
             f"compares on the host, and a check pass of b tokens is not exactly a prompt pass of b tokens.")
-    drafted = [r for r in arith_rows if r[6] > 0]
+    drafted = [r for r in arith_rows if r[7] > 0]
     if drafted:
-        ratios = sorted({round(r[6], 3) for r in drafted})
-        checks = [r[8] for r in drafted]
+        ratios = sorted({round(r[7], 3) for r in drafted})
+        checks = [r[9] for r in drafted]
         arith_notes.append(
             f"When speculation pays: each drafted token costs c = draft pass ÷ target pass "
             f"({', '.join(f'{c:.2g}' for c in ratios)} here) and the check costs v target passes (1 for a "
@@ -808,7 +811,7 @@ def _speculative(ctx: LessonContext, ttft: float, tpot: float) -> None:
             f"pass on a few CPU cores, so even a high acceptance buys less than the tokens per pass suggest.")
     ctx.table(
         "speculative_vs_arithmetic", "Measured against the arithmetic: tokens per pass and speed-up",
-        [("configuration", ""), ("acceptance a", ""), ("k", "draft length"), ("expected tokens per pass", "1 + a + … + a^k"),
+        [("configuration", ""), ("target", ""), ("acceptance a", ""), ("k", "draft length"), ("expected tokens per pass", "1 + a + … + a^k"),
          ("measured tokens per pass", ""), ("measured ÷ expected", ""), ("draft pass ÷ target pass", ""),
          ("drafted per target pass", ""), ("check ÷ target pass", ""), ("ideal speed-up", "×"),
          ("predicted speed-up", "×"), ("measured speed-up", "×"), ("measured ÷ predicted", "")],
