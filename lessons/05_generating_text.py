@@ -681,7 +681,8 @@ def _speculative(ctx: LessonContext, ttft: float, tpot: float) -> None:
                          max(samples), None, None, None, 1.0, 1.0,
                          "reference" if same else "repeats differ"])
             runs_record.append({"label": f"spec-{name}", "target": name, "spec_type": "none", "draft": None,
-                                "draft_n_max": None, "prompt": prompt_name[prompt], "tokens": [c.tokens for c in done]})
+                                "draft_n_max": None, "prompt": prompt_name[prompt], "server_flags": [],
+                                "tokens": [c.tokens for c in done]})
     no_counters, mismatched = [], []
     for cfg, done in spec:
         ref = plain[(cfg["target"], cfg["prompt"])]
@@ -704,6 +705,7 @@ def _speculative(ctx: LessonContext, ttft: float, tpot: float) -> None:
                      counts["acceptance"] if counts["reported"] else None,
                      counts["tokens_per_pass"], measured, check])
         runs_record.append({"label": cfg["label"], **{k: settings[k] for k in ("target", "spec_type", "draft", "draft_n_max", "prompt")},
+                            "server_flags": spec_flags(cfg["spec_type"], cfg["draft"], cfg["draft_n_max"]),
                             "tokens": [c.tokens for c in done],
                             "draft_n": [c.timings.draft_n for c in done],
                             "draft_n_accepted": [c.timings.draft_n_accepted for c in done]})
