@@ -6,7 +6,10 @@ counted by the server's own /metrics), applies greedy, temperature, top-k and to
 next-token distribution with the numpy re-implementations in `bytesup.sampling`, and checks them
 against the probabilities the server itself keeps after its sampler chain. It shows that a seeded
 sampler repeats itself, fits total time = time to first token + time per output token × (n − 1)
-from one length and predicts the others, and ends with a computed note on speculative decoding.
+from one length and predicts the others, and ends with speculative decoding measured on servers
+it starts itself: the f32 model alone, with a draft (its own weights in q4_1 and q8_0) at two draft
+lengths, and with llama.cpp's draft-free n-gram speculation; each beside the arithmetic
+1 + a + … + a^k and a speed-up predicted from the measured cost of each model's pass.
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ except ImportError:
     import os, runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
+import contextlib
 import math
 import statistics
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bytesup import measure, sampling
+from bytesup import engine, formulas, measure, sampling
 from bytesup.errors import BytesupError
 from bytesup.records import (
     Completion,
@@ -64,8 +69,23 @@ SEEDS = (1234, 1234, 5678)    # the same seed twice, then another
 SEEDED_TOKENS = 12
 FIT_N = 32                    # the length the latency model is fitted at
 PREDICT_N = (8, 16, 64, 128)  # the lengths it predicts
-# Speculative decoding, illustrative parameters (not measured here): draft length and the chance
-# that the big model accepts each drafted token.
+# Speculative decoding, measured on servers this script starts (on this host, like lessons 7 and 8).
+# The target is the real model at its widest; the drafts are the same weights quantized.
+SPEC_TARGETS = ("smollm2-135m-f32",)     # "smollm2-135m-f16" adds a second width (about 15 s more)
+SPEC_DRAFTS = ("smollm2-135m-q4_1", "smollm2-135m-q8_0")
+SPEC_DRAFT_LENGTHS = (4, 8)              # --spec-draft-n-max
+SPEC_TOKENS = 64                         # tokens per request: a few seconds each on 2 cores
+SPEC_REPEAT = 2                          # repeats per configuration at most (fewer with a lower --repeat)
+SPEC_CTX = 512                           # context of each server: the longest prompt plus SPEC_TOKENS fit
+SPEC_PROMPT = "The capital of France is"
+# ngram-simple drafts from the text itself: it looks the last 12 tokens up earlier in the context and
+# copies what followed (up to 48 tokens, llama.cpp's defaults). A text that repeats with a period of
+# a few dozen tokens gives it something to find.
+SPEC_REPETITIVE_PROMPT = ("Row, row, row your boat, gently down the stream. "
+                          "Merrily, merrily, merrily, merrily, life is but a dream.\n") * 3
+NGRAM_DRAFT_MAX = 48                     # ngram-simple's m-gram: the most it drafts at once
+FORMULA_AGREES = 0.05                    # measured tokens per pass within 5% of 1 + a + … + a^k: "agrees"
+# Used only when no speculative server can be started here: the arithmetic on illustrative numbers.
 SPEC_DRAFT = 4
 SPEC_ACCEPT = (0.6, 0.8)
 # The podcast's sequential-floor example (podcast-what-is-a-forward-pass.txt): "five milliseconds"
@@ -156,7 +176,40 @@ def latency_prediction(ttft_ms: float, tpot_ms: float, n: int) -> float:
 def speculative_tokens_per_pass(draft: int, accept: float) -> float:
     """Expected tokens per big-model pass with `draft` guesses each accepted with probability
     `accept` (independently): 1 + a + a² + … + a^draft."""
-    return sum(accept ** i for i in range(draft + 1))
+    return formulas.expected_tokens_per_pass(draft, accept)
+
+
+def first_difference(tokens: list[int], reference: list[int]) -> int | None:
+    """The first position where two token lists differ (a shorter list differs where it ends); None if equal."""
+    for i, (a, b) in enumerate(zip(tokens, reference)):
+        if a != b:
+            return i
+    return None if len(tokens) == len(reference) else min(len(tokens), len(reference))
+
+
+def spec_counts(done: list[Completion]) -> dict[str, Any]:
+    """Generated, drafted and accepted tokens over a configuration's repeats, and what follows from
+    them. A server that drafted nothing reports no counters: drafted and accepted are then 0, and
+    `reported` says whether any repeat carried them."""
+    generated = sum(c.timings.predicted_n for c in done)
+    drafted = sum(c.timings.draft_n or 0 for c in done)
+    accepted = sum(c.timings.draft_n_accepted or 0 for c in done)
+    passes = formulas.target_passes(generated, accepted)
+    return {"generated": generated, "drafted": drafted, "accepted": accepted, "passes": passes,
+            "reported": any(c.timings.draft_n is not None for c in done),
+            "acceptance": formulas.acceptance_rate(drafted, accepted),
+            "tokens_per_pass": formulas.tokens_per_target_pass(generated, accepted),
+            "drafted_per_pass": drafted / passes if passes > 0 else math.nan}
+
+
+def spec_flags(spec_type: str, draft: str | None = None, n_max: int | None = None) -> list[str]:
+    """llama-server's flags for one configuration (the same on the embedded engine)."""
+    flags = ["--spec-type", spec_type]
+    if draft is not None:
+        flags += ["--spec-draft-model", draft]
+    if n_max is not None:
+        flags += ["--spec-draft-n-max", str(n_max)]
+    return flags
 
 
 # --- the lesson ---------------------------------------------------------------------------
@@ -168,7 +221,7 @@ def main(ctx: LessonContext):
     _sampling(ctx)
     _seeded(ctx)
     ttft, tpot = _latency_model(ctx)
-    _speculative_note(ctx, ttft, tpot)
+    _speculative(ctx, ttft, tpot)
     return ctx.finish()
 
 
@@ -470,6 +523,7 @@ def _latency_model(ctx: LessonContext) -> tuple[float, float]:
 
 
 def _speculative_note(ctx: LessonContext, ttft: float, tpot: float) -> None:
+    """The arithmetic alone, on illustrative numbers: where no speculative server could run here."""
     n = max(PREDICT_N)
     plain = latency_prediction(ttft, tpot, n)
     for a in SPEC_ACCEPT:
@@ -481,6 +535,290 @@ def _speculative_note(ctx: LessonContext, ttft: float, tpot: float) -> None:
             f"{per_pass:.3g} tokens on average, so {n} tokens need about {passes + 1} big-model passes instead of {n}: "
             f"{latency_prediction(ttft, tpot, passes + 1):.4g} ms instead of {plain:.4g} ms with this run's "
             f"TTFT and TPOT, before the draft model's own time.")
+
+
+def _spec_model(name: str) -> dict[str, Any]:
+    """A course model's file (fetched or derived the first time) and its bytes per token."""
+    from bytesup import models
+    from bytesup.gguf_read import read_model_info
+
+    path = models.ensure_model(name)
+    info = read_model_info(path)
+    return {"name": name, "path": str(path), "tensor_bytes": info["tensor_bytes"],
+            "weight_type": ((info.get("file_type") or {}).get("name") or "").removeprefix("MOSTLY_") or None}
+
+
+def _draft_cost_note(draft: list[Any], target: list[Any]) -> str:
+    """Bytes against time: a draft reading a share of the target's bytes but costing a larger share of its
+    time is not limited by memory reads (its weights read per second stay below the target's)."""
+    share_bytes, share_time = draft[3] / target[3], draft[8]
+    head = (f"{draft[0]} reads {share_bytes:.2g} of the target's bytes per token and costs {share_time:.2g} of its "
+            f"pass, reading {draft[9]:.3g} GB/s against the target's {target[9]:.3g} GB/s")
+    if share_time > share_bytes * 1.2 and draft[9] < target[9]:
+        return head + ": memory is not what limits it; unpacking quantized blocks is work too."
+    return head + "."
+
+
+def _spec_rounds(ctx: LessonContext, servers: list[tuple[str, dict[str, Any], list[str], list[str]]],
+                 repeat: int) -> dict[tuple[str, str], list[Completion]]:
+    """Greedy completions on servers of our own, all started first (label, model, flags, prompts), then
+    asked in turn, one round after another: a change in the machine's load while we measure falls on
+    every configuration alike instead of on whichever ran at that moment."""
+    with contextlib.ExitStack() as stack:
+        clients = {}
+        for label, model, flags, _ in servers:
+            ctx.step(f"speculative decoding: starting {label}")
+            clients[label] = stack.enter_context(
+                ctx.local_server(label, Path(model["path"]), ["-c", str(SPEC_CTX), "--parallel", "1", *flags]))
+        done: dict[tuple[str, str], list[Completion]] = {}
+        ctx.step("speculative decoding: every configuration in turn")
+        for _ in ctx.track(range(repeat), "rounds over every configuration"):
+            for label, _, _, prompts in servers:
+                for prompt in prompts:
+                    # measure.PINNED: temperature 0 and a fixed seed, so every configuration must give the same text.
+                    done.setdefault((label, prompt), []).extend(measure.timed_completions(
+                        clients[label], prompt, SPEC_TOKENS, 1, seed=SEED, return_tokens=True))
+        return done
+
+
+def _speculative(ctx: LessonContext, ttft: float, tpot: float) -> None:
+    facts = ctx.server_facts()
+    if not facts["local"]:
+        ctx.note(f"Speculative decoding was not measured: it needs servers this script starts on this host, and "
+                 f"{facts['reason']}.")
+        _speculative_note(ctx, ttft, tpot)
+        return
+    support = ctx.host("speculation_support", engine.speculation_support)
+    if not support["supported"]:
+        ctx.note(f"Speculative decoding was not measured: the {support['engine']} engine here cannot speculate "
+                 f"({support['reason']}). Run this lesson with an engine that can (a llama-server build whose "
+                 f"--help lists --spec-type, through LLAMA_SERVER) to measure it.")
+        _speculative_note(ctx, ttft, tpot)
+        return
+
+    repeat = min(SPEC_REPEAT, ctx.repeat)
+    prompt_name = {SPEC_PROMPT: "short", SPEC_REPETITIVE_PROMPT: "repetitive"}
+    ctx.step("speculative decoding: the models (derived from the default model once)")
+    spec_models = {n: ctx.host(f"spec_model_{n}", lambda n=n: _spec_model(n)) for n in (*SPEC_TARGETS, *SPEC_DRAFTS)}
+
+    # Each model alone (its decode speed is the cost of one of its passes); the target with a draft
+    # model; the target with n-gram speculation on the text that repeats.
+    servers = [(f"spec-{n}", spec_models[n], [],
+                [SPEC_PROMPT, SPEC_REPETITIVE_PROMPT] if n in SPEC_TARGETS else [SPEC_PROMPT])
+               for n in (*SPEC_TARGETS, *SPEC_DRAFTS)]
+    configs = []
+    for target in SPEC_TARGETS:
+        for draft in SPEC_DRAFTS:
+            for k in SPEC_DRAFT_LENGTHS:
+                configs.append({"target": target, "spec_type": "draft-simple", "draft": draft, "draft_n_max": k,
+                                "prompt": SPEC_PROMPT, "label": f"spec-{target}-draft-{draft}-k{k}"})
+        configs.append({"target": target, "spec_type": "ngram-simple", "draft": None, "draft_n_max": None,
+                        "prompt": SPEC_REPETITIVE_PROMPT, "label": f"spec-{target}-ngram-simple"})
+    for cfg in configs:
+        draft_path = spec_models[cfg["draft"]]["path"] if cfg["draft"] else None
+        servers.append((cfg["label"], spec_models[cfg["target"]], spec_flags(cfg["spec_type"], draft_path, cfg["draft_n_max"]),
+                        [cfg["prompt"]]))
+    done = _spec_rounds(ctx, servers, repeat)
+    plain = {(n, p): done[(f"spec-{n}", p)] for n in (*SPEC_TARGETS, *SPEC_DRAFTS)
+             for p in (SPEC_PROMPT, SPEC_REPETITIVE_PROMPT) if (f"spec-{n}", p) in done}
+    spec = [(cfg, done[(cfg["label"], cfg["prompt"])]) for cfg in configs]
+
+    # The costs of one pass of each model, measured alone.
+    def decode(done: list[Completion]) -> list[float]:
+        return measure.decode_samples(done)
+
+    ms_per_token = {name: 1000.0 / statistics.median(decode(plain[(name, SPEC_PROMPT)]))
+                    for name in (*SPEC_TARGETS, *SPEC_DRAFTS)}
+    cost_rows = []
+    for name in (*SPEC_TARGETS, *SPEC_DRAFTS):
+        samples = decode(plain[(name, SPEC_PROMPT)])
+        m = spec_models[name]
+        med = statistics.median(samples)
+        role = "target" if name in SPEC_TARGETS else "draft"
+        ctx.measure("spec_model_decode_tokens_per_s", "tokens/s", samples, higher_is_better=True,
+                    settings={"model": name, "role": role, "n_predict": SPEC_TOKENS},
+                    description="one model alone: (predicted_n − 1) ÷ predicted_ms, the cost of one of its passes")
+        cost_rows.append([name, role, m["weight_type"], m["tensor_bytes"], med, min(samples), max(samples),
+                          ms_per_token[name], ms_per_token[name] / ms_per_token[SPEC_TARGETS[0]],
+                          m["tensor_bytes"] * med / formulas.GB])
+    target0 = SPEC_TARGETS[0]
+    # Each target's prompt passes: a batch of tokens in one pass, at two sizes (what checking a draft costs).
+    batches: dict[str, dict[str, tuple[int, float]]] = {}
+    for name in SPEC_TARGETS:
+        for prompt in (SPEC_PROMPT, SPEC_REPETITIVE_PROMPT):
+            timings = [c.timings for c in plain[(name, prompt)]]
+            batches.setdefault(name, {})[prompt] = (timings[0].prompt_n, statistics.median(t.prompt_ms for t in timings))
+    batch_n, batch_ms = batches[target0][SPEC_PROMPT]
+    long_n, long_ms = batches[target0][SPEC_REPETITIVE_PROMPT]
+    ctx.table(
+        "speculative_costs", f"The cost of one pass: each model alone, {SPEC_TOKENS} tokens after {SPEC_PROMPT!r}",
+        [("model", ""), ("role", ""), ("weights", ""), ("bytes per token", "bytes"), ("decode median", "tokens/s"),
+         ("min", "tokens/s"), ("max", "tokens/s"), ("one pass", "ms"), ("÷ target pass", target0),
+         ("weights read", "GB/s")],
+        cost_rows,
+        notes=[
+            f"One pass of a model costs 1 ÷ its decode speed. A draft pass costs "
+            + ", ".join(f"{r[8]:.2g} of a target pass ({r[0]})" for r in cost_rows if r[1] == "draft") + ".",
+            *[_draft_cost_note(r, cost_rows[0]) for r in cost_rows if r[1] == "draft"],
+            f"The target's prompt passes take several tokens at once, as checking a draft does: {batch_n} tokens "
+            f"in {batch_ms:.3g} ms ({batch_ms / ms_per_token[target0]:.3g} × one decode pass), {long_n} tokens in "
+            f"{long_ms:.3g} ms ({long_ms / ms_per_token[target0]:.3g} ×). A check of b tokens is costed on the line "
+            f"through these two (never below one decode pass).",
+        ],
+    )
+
+    # The table: every configuration, with its speed, its counters and the equality check.
+    rows, arith_rows, runs_record = [], [], []
+    for name in SPEC_TARGETS:
+        for prompt in (SPEC_PROMPT, SPEC_REPETITIVE_PROMPT):
+            done = plain[(name, prompt)]
+            samples = decode(done)
+            ctx.measure("spec_decode_tokens_per_s", "tokens/s", samples, higher_is_better=True,
+                        settings={"target": name, "spec_type": "none", "draft": None, "draft_n_max": None,
+                                  "prompt": prompt_name[prompt], "n_predict": SPEC_TOKENS})
+            same = all(first_difference(c.tokens, done[0].tokens) is None for c in done)
+            rows.append([name, "none", None, None, prompt_name[prompt], statistics.median(samples), min(samples),
+                         max(samples), None, None, None, 1.0, 1.0,
+                         "reference" if same else "repeats differ"])
+            runs_record.append({"label": f"spec-{name}", "target": name, "spec_type": "none", "draft": None,
+                                "draft_n_max": None, "prompt": prompt_name[prompt], "server_flags": [],
+                                "tokens": [c.tokens for c in done]})
+    no_counters, mismatched = [], []
+    for cfg, done in spec:
+        ref = plain[(cfg["target"], cfg["prompt"])]
+        base = statistics.median(decode(ref))
+        samples = decode(done)
+        counts = spec_counts(done)
+        if not counts["reported"]:
+            no_counters.append(cfg["label"])
+        diffs = [first_difference(c.tokens, ref[0].tokens) for c in done]
+        bad = [d for d in diffs if d is not None]
+        check = "identical" if not bad else f"differ from token {min(bad) + 1}"
+        if bad:
+            mismatched.append(cfg["label"])
+        measured = statistics.median(samples) / base
+        settings = {"target": cfg["target"], "spec_type": cfg["spec_type"], "draft": cfg["draft"],
+                    "draft_n_max": cfg["draft_n_max"], "prompt": prompt_name[cfg["prompt"]], "n_predict": SPEC_TOKENS}
+        ctx.measure("spec_decode_tokens_per_s", "tokens/s", samples, higher_is_better=True, settings=settings)
+        rows.append([cfg["target"], cfg["spec_type"], cfg["draft"], cfg["draft_n_max"], prompt_name[cfg["prompt"]],
+                     statistics.median(samples), min(samples), max(samples), counts["drafted"], counts["accepted"],
+                     counts["acceptance"] if counts["reported"] else None,
+                     counts["tokens_per_pass"], measured, check])
+        runs_record.append({"label": cfg["label"], **{k: settings[k] for k in ("target", "spec_type", "draft", "draft_n_max", "prompt")},
+                            "server_flags": spec_flags(cfg["spec_type"], cfg["draft"], cfg["draft_n_max"]),
+                            "tokens": [c.tokens for c in done],
+                            "draft_n": [c.timings.draft_n for c in done],
+                            "draft_n_accepted": [c.timings.draft_n_accepted for c in done]})
+        # The arithmetic beside it.
+        a = counts["acceptance"]
+        k = cfg["draft_n_max"] if cfg["draft"] else NGRAM_DRAFT_MAX
+        expected = formulas.expected_tokens_per_pass(k, a) if counts["reported"] and not math.isnan(a) else None
+        draft_ms = ms_per_token[cfg["draft"]] if cfg["draft"] else 0.0
+        target_ms = ms_per_token[cfg["target"]]
+        ideal = formulas.predicted_speculative_speedup(counts["tokens_per_pass"], counts["drafted_per_pass"],
+                                                       draft_ms, target_ms)
+        verify_ms = formulas.batch_pass_ms(counts["drafted_per_pass"] + 1, batches[cfg["target"]][SPEC_PROMPT],
+                                           batches[cfg["target"]][SPEC_REPETITIVE_PROMPT], target_ms)
+        predicted = formulas.predicted_speculative_speedup(counts["tokens_per_pass"], counts["drafted_per_pass"],
+                                                           draft_ms, target_ms, verify_ms)
+        label = f"{cfg['draft']} k={k}" if cfg["draft"] else f"ngram-simple (m-gram ≤ {k})"
+        arith_rows.append([label, cfg["target"], a if counts["reported"] else None, k, expected, counts["tokens_per_pass"],
+                           counts["tokens_per_pass"] / expected if expected else None,
+                           draft_ms / target_ms, counts["drafted_per_pass"], verify_ms / target_ms, ideal, predicted,
+                           measured, measured / predicted if predicted > 0 else None])
+
+    ctx.settings["speculative"] = {
+        "n_predict": SPEC_TOKENS, "repeat": repeat, "temperature": 0, "seed": SEED, "ctx_size": SPEC_CTX,
+        "prompts": {"short": SPEC_PROMPT, "repetitive": SPEC_REPETITIVE_PROMPT},
+        "engine": support, "runs": runs_record,
+    }
+    draft_rows = [r for r in rows if r[1] == "draft-simple"]
+    best = max(draft_rows, key=lambda r: r[12]) if draft_rows else None
+    ngram_rows = [r for r in rows if r[1] == "ngram-simple"]
+    notes = [
+        f"All at temperature 0 with seed {SEED}, {SPEC_TOKENS} tokens, {repeat} repeat(s) each, one server per "
+        f"row (llama-server's flags: --spec-type, --spec-draft-model, --spec-draft-n-max). Acceptance = "
+        f"draft_n_accepted ÷ draft_n; tokens per target pass = generated ÷ (generated − accepted); speed-up = "
+        f"decode median ÷ the same target's median without a draft on the same prompt.",
+        ("Check: every speculative run produced exactly the tokens of the plain run." if not mismatched else
+         f"Check FAILED: {', '.join(mismatched)} produced other tokens than the plain run."),
+    ]
+    if best is not None:
+        notes.append(f"The best draft here, {best[2]} at k = {best[3]}: {100 * best[10]:.3g}% accepted, "
+                     f"{best[11]:.3g} tokens per target pass, {best[12]:.3g} × the plain decode speed."
+                     if best[10] is not None else f"{best[2]} at k = {best[3]} reported no draft counters.")
+    if ngram_rows:
+        r = ngram_rows[0]
+        notes.append(f"n-gram speculation drafts from the text itself, at no model cost: on the repeating text "
+                     f"{r[8]} tokens drafted, {r[9]} accepted, {r[11]:.3g} tokens per target pass, "
+                     f"{r[12]:.3g} × plain.")
+    if no_counters:
+        notes.append(f"No draft counters (draft_n) in the answers of {', '.join(no_counters)}: nothing was drafted.")
+    ctx.table(
+        "speculative_measured", "Speculative decoding, measured: target alone, with a draft model, with n-grams",
+        [("target", ""), ("speculation", "--spec-type"), ("draft", ""), ("draft length", "max"), ("prompt", ""),
+         ("decode median", "tokens/s"), ("min", "tokens/s"), ("max", "tokens/s"), ("drafted", "tokens"),
+         ("accepted", "tokens"), ("acceptance", ""), ("tokens per target pass", ""), ("speed-up", "×"),
+         ("same tokens as plain", "")],
+        rows, notes=notes,
+    )
+
+    # Compare with the arithmetic.
+    def named(row: list[Any]) -> str:
+        return row[0] if len(SPEC_TARGETS) == 1 else f"{row[0]} on {row[1]}"
+
+    over = [r for r in arith_rows if r[6] is not None and r[6] > 1 + FORMULA_AGREES]
+    under = [r for r in arith_rows if r[6] is not None and r[6] < 1 - FORMULA_AGREES]
+    agree = [r for r in arith_rows if r[6] is not None and abs(r[6] - 1) <= FORMULA_AGREES]
+    arith_notes = [
+        "Expected tokens per pass 1 + a + … + a^k takes the measured acceptance a and the longest draft k, "
+        "and supposes each drafted token is accepted independently with the same a.",
+    ]
+    if agree:
+        arith_notes.append(f"Within {100 * FORMULA_AGREES:g}% of the formula: {', '.join(named(r) for r in agree)}.")
+    if over:
+        arith_notes.append(
+            f"Measured above the formula ({', '.join(named(r) for r in over)}): acceptances are not independent. "
+            "Where the text is predictable the draft agrees for many tokens in a row, and where it is not it "
+            "misses at once; the same a spread evenly over every position gives fewer long runs.")
+    if under:
+        arith_notes.append(
+            f"Measured below the formula ({', '.join(named(r) for r in under)}): not every pass has a full draft. "
+            "Drafts stop at the tokens left to generate, and n-gram drafts exist only where the last tokens "
+            "were seen before and are as long as what followed them then.")
+    arith_notes.append(
+        "Predicted speed-up = tokens per pass × target pass ÷ (drafted per pass × draft pass + check): the "
+        "draft's passes are paid in full. With the check costed as one target pass (a memory-bound target "
+        "reads its weights once for the whole batch) it is the ideal; with the check costed from the target's "
+        "measured prompt passes it is the prediction for this host.")
+    scored = [r for r in arith_rows if r[13] is not None]
+    if scored:
+        lo, hi = min(scored, key=lambda r: r[13]), max(scored, key=lambda r: r[13])
+        arith_notes.append(
+            f"Measured ÷ predicted runs from {lo[13]:.3g} ({named(lo)}) to {hi[13]:.3g} ({named(hi)}). What the prediction "
+            f"leaves out: the draft also reads the accepted tokens before drafting again, each round samples and "
+            f"compares on the host, and a check pass of b tokens is not exactly a prompt pass of b tokens.")
+    drafted = [r for r in arith_rows if r[7] > 0]
+    if drafted:
+        ratios = sorted({round(r[7], 3) for r in drafted})
+        checks = [r[9] for r in drafted]
+        arith_notes.append(
+            f"When speculation pays: each drafted token costs c = draft pass ÷ target pass "
+            f"({', '.join(f'{c:.2g}' for c in ratios)} here) and the check costs v target passes (1 for a "
+            f"memory-bound target; {min(checks):.3g}–{max(checks):.3g} here), so a round that drafts k tokens pays "
+            f"only if it yields more than k × c + v tokens. It pays most with a draft much cheaper than the target "
+            f"(c near 0, as n-grams are) and a target that is memory-bound, whose pass costs about the same for "
+            f"one token or several because the weights are read once either way (lesson 8 gives that verdict per "
+            f"width). A draft that is the same small model, only quantized, costs a sizeable share of a target "
+            f"pass on a few CPU cores, so even a high acceptance buys less than the tokens per pass suggest.")
+    ctx.table(
+        "speculative_vs_arithmetic", "Measured against the arithmetic: tokens per pass and speed-up",
+        [("configuration", ""), ("target", ""), ("acceptance a", ""), ("k", "draft length"), ("expected tokens per pass", "1 + a + … + a^k"),
+         ("measured tokens per pass", ""), ("measured ÷ expected", ""), ("draft pass ÷ target pass", ""),
+         ("drafted per target pass", ""), ("check ÷ target pass", ""), ("ideal speed-up", "×"),
+         ("predicted speed-up", "×"), ("measured speed-up", "×"), ("measured ÷ predicted", "")],
+        arith_rows, notes=arith_notes,
+    )
 
 
 if __name__ == "__main__":

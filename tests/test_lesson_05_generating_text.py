@@ -214,3 +214,75 @@ def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
     assert len(timed) == len({lesson.FIT_N, *lesson.PREDICT_N}) * 2  # fixtures are recorded with --repeat 2
     for req in timed:
         assert {k: req[k] for k in PINNED} == {**PINNED, "seed": lesson.SEED}
+
+
+# --- speculative decoding, on servers the lesson started --------------------------------------------
+
+def _by_server(exchanges) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    for e in exchanges:
+        if e["server"].startswith("spec-") and e["path"] == "/completion":
+            found.setdefault(e["server"], []).append(e)
+    return found
+
+
+def _decode(timings: dict) -> float:
+    return 1000.0 * (timings["predicted_n"] - 1) / timings["predicted_ms"]
+
+
+def test_speculative_requests_are_greedy_and_pinned(exchanges):
+    spec = [e for answers in _by_server(exchanges).values() for e in answers]
+    assert spec
+    for e in spec:
+        req = e["request"]
+        assert req["temperature"] == 0 and req["seed"] is not None and req["cache_prompt"] is False
+        assert req["ignore_eos"] is True and req["return_tokens"] is True
+
+
+def test_speculative_table_comes_from_the_recorded_counters(result, exchanges, lesson):
+    """Drafted, accepted, acceptance, tokens per target pass, speed-up and the equality check,
+    recomputed from the raw answers of each server."""
+    _, rows = table(result, "speculative_measured")
+    answers = _by_server(exchanges)
+    prompts = {"short": lesson.SPEC_PROMPT, "repetitive": lesson.SPEC_REPETITIVE_PROMPT}
+    for target, kind, draft, k, prompt, median, lo, hi, drafted, accepted, acceptance, per_pass, speedup, same in rows:
+        plain = [e for e in answers[f"spec-{target}"] if e["request"]["prompt"] == prompts[prompt]]
+        plain_speed = statistics.median(_decode(e["response"]["timings"]) for e in plain)
+        if kind == "none":
+            assert median == pytest.approx(plain_speed) and speedup == 1 and per_pass == 1
+            continue
+        label = f"spec-{target}-draft-{draft}-k{k}" if draft else f"spec-{target}-{kind}"
+        mine = answers[label]
+        timings = [e["response"]["timings"] for e in mine]
+        assert drafted == sum(t.get("draft_n", 0) for t in timings)
+        assert accepted == sum(t.get("draft_n_accepted", 0) for t in timings)
+        assert acceptance == pytest.approx(accepted / drafted)
+        generated = sum(t["predicted_n"] for t in timings)
+        assert per_pass == pytest.approx(generated / (generated - accepted))
+        speeds = [_decode(t) for t in timings]
+        assert (median, lo, hi) == pytest.approx((statistics.median(speeds), min(speeds), max(speeds)))
+        assert speedup == pytest.approx(median / plain_speed)
+        identical = all(e["response"]["tokens"] == plain[0]["response"]["tokens"] for e in mine)
+        assert (same == "identical") == identical
+
+
+def test_speculative_output_equals_plain_output(result):
+    """The point of the section: at temperature 0 speculation changes the speed, not the text."""
+    _, rows = table(result, "speculative_measured")
+    assert [r[13] for r in rows if r[1] != "none"] and all(r[13] == "identical" for r in rows if r[1] != "none")
+    assert any(r[9] for r in rows if r[1] != "none")          # something was drafted and accepted
+
+
+def test_speculative_arithmetic_beside_the_measurement(result, lesson):
+    from bytesup import formulas
+
+    _, rows = table(result, "speculative_vs_arithmetic")
+    assert len(rows) == len(lesson.SPEC_TARGETS) * (len(lesson.SPEC_DRAFTS) * len(lesson.SPEC_DRAFT_LENGTHS) + 1)
+    for (label, target, a, k, expected, measured, ratio, cost, drafted, check, ideal, predicted, speedup,
+         measured_over_predicted) in rows:
+        assert expected == pytest.approx(formulas.expected_tokens_per_pass(k, a))
+        assert ratio == pytest.approx(measured / expected)
+        assert ideal == pytest.approx(measured / (drafted * cost + 1))
+        assert predicted == pytest.approx(measured / (drafted * cost + check))
+        assert check >= 1 and predicted <= ideal
+        assert measured_over_predicted == pytest.approx(speedup / predicted)

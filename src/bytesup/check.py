@@ -4,7 +4,8 @@ Two kinds of claims:
 
 - general claims, true for any model on any host, checked on every run from whatever lessons it
   holds (probabilities are e^logprob, prefill beats decode per token, decode slows with context,
-  the KV-cache formula, the sampler re-implementation, decode efficiency in [0, 1]);
+  the KV-cache formula, the sampler re-implementation, speculative output equal to plain output,
+  decode efficiency in [0, 1]);
 - published figures (files under `references/`), each with the scope it was measured in
   (model, quantization, hardware, engine, server flags) and a tolerance. A run outside that
   scope gets "not applicable" with what differs; inside it, the run's number is compared.
@@ -370,6 +371,61 @@ def claim_sampler_matches_server(run: Run) -> list[ClaimResult]:
                         detail="; ".join(bad[:5]) + (f"{'; ' if bad else ''}{len(skipped)} not checked by the lesson" if skipped else ""))]
 
 
+def _first_difference(tokens: list[Any], reference: list[Any]) -> int | None:
+    for i, (a, b) in enumerate(zip(tokens, reference)):
+        if a != b:
+            return i
+    return None if len(tokens) == len(reference) else min(len(tokens), len(reference))
+
+
+def claim_speculative_equals_plain(run: Run) -> list[ClaimResult]:
+    """Lesson 5's speculative runs against its plain runs, token by token, from the token ids the
+    lesson keeps in its settings (`speculative.runs`): a plain run (spec_type none) is the reference
+    for every speculative run of the same target and prompt."""
+    text = "at temperature 0, speculative decoding generates exactly the tokens of plain decoding"
+    cid = "speculative_equals_plain"
+    lesson = _find_lesson(run, "05_")
+    if lesson is None:
+        return [ClaimResult(cid, "general", "05", text, NA, detail=_missing(run, "05_", "05_generating_text"))]
+    spec = lesson.settings.get("speculative")
+    if not isinstance(spec, dict) or not spec.get("runs"):
+        why = next((n for n in lesson.notes if n.startswith("Speculative decoding was not measured")), None)
+        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
+                            detail=why or "lesson 05 recorded no speculative runs (settings.speculative.runs)")]
+    if spec.get("temperature") != 0:
+        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
+                            detail=f"the runs were made at temperature {spec.get('temperature')!r}, not 0")]
+    runs = spec["runs"]
+    plain = {(r.get("target"), r.get("prompt")): r for r in runs if r.get("spec_type") in (None, "none") and r.get("tokens")}
+    compared, bad, unmatched, lengths = 0, [], [], set()
+    for r in runs:
+        if r.get("spec_type") in (None, "none"):
+            continue
+        ref = plain.get((r.get("target"), r.get("prompt")))
+        if ref is None:
+            unmatched.append(r.get("label", "?"))
+            continue
+        reference = ref["tokens"][0]
+        for i, tokens in enumerate(r.get("tokens") or []):
+            compared += 1
+            lengths.add(len(tokens))
+            at = _first_difference(tokens, reference)
+            if at is not None:
+                bad.append(f"{r.get('label', '?')} repeat {i + 1}: first differs at token {at + 1} of {len(reference)}")
+    if compared == 0:
+        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
+                            detail="no speculative run has a plain run of the same target and prompt to compare with"
+                                   + (f" ({', '.join(unmatched)})" if unmatched else ""))]
+    detail = "; ".join(bad[:5])
+    if unmatched:
+        detail += f"{'; ' if detail else ''}without a plain run to compare: {', '.join(unmatched)}"
+    return [ClaimResult(cid, "general", lesson.lesson_id, text, FAIL if bad else PASS,
+                        observed=f"{compared - len(bad)} of {compared} speculative generations identical "
+                                 f"({'/'.join(str(n) for n in sorted(lengths))} tokens each)",
+                        expected="every token equal to the plain run's on the same target and prompt",
+                        tolerance="exact", detail=detail)]
+
+
 def claim_decode_efficiency_in_unit_interval(run: Run) -> list[ClaimResult]:
     """Efficiency = measured ÷ ceiling; the ceiling comes from a measured bandwidth, so its spread
     widens what "at most 1" allows: the lowest efficiency the samples allow is
@@ -478,6 +534,7 @@ GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
     claim_decode_slows_with_context,
     claim_kv_bytes_formula,
     claim_sampler_matches_server,
+    claim_speculative_equals_plain,
     claim_decode_efficiency_in_unit_interval,
     claim_ridge_point,
     claim_bytes_model_with_context,

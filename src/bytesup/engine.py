@@ -42,7 +42,21 @@ _ALIASES = {
     "-ub": "--ubatch-size", "--ubatch-size": "--ubatch-size",
     "-cram": "--cache-ram", "--cache-ram": "--cache-ram",
     "--api-key": "--api-key",
+    # Speculative decoding: llama-server's current spellings first, then its older aliases.
+    "--spec-type": "--spec-type",
+    "--spec-draft-model": "--spec-draft-model", "-md": "--spec-draft-model", "--model-draft": "--spec-draft-model",
+    "--spec-draft-n-max": "--spec-draft-n-max", "--spec-draft-n-min": "--spec-draft-n-min",
+    "--spec-draft-p-min": "--spec-draft-p-min", "--draft-p-min": "--spec-draft-p-min",
+    "--spec-draft-threads": "--spec-draft-threads", "-td": "--spec-draft-threads", "--threads-draft": "--spec-draft-threads",
+    "--spec-draft-threads-batch": "--spec-draft-threads-batch", "-tbd": "--spec-draft-threads-batch",
+    "--threads-batch-draft": "--spec-draft-threads-batch",
+    "--spec-draft-ngl": "--spec-draft-ngl", "-ngld": "--spec-draft-ngl", "--gpu-layers-draft": "--spec-draft-ngl",
+    "--n-gpu-layers-draft": "--spec-draft-ngl",
+    "--spec-ngram-simple-size-n": "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m": "--spec-ngram-simple-size-m",
+    "--spec-ngram-simple-min-hits": "--spec-ngram-simple-min-hits",
 }
+# The flags that make a server speculate (a lesson's own servers decide these for themselves).
+SPECULATIVE_FLAGS = frozenset(v for k, v in _ALIASES.items() if v.startswith("--spec-"))
 _SWITCHES = {"--metrics", "--no-slots", "--no-warmup", "--slots", "--props"}
 _SECRET_FLAGS = {"--api-key"}
 
@@ -105,6 +119,29 @@ def choose_engine() -> tuple[str, list[str]]:
     if found:
         return "llama-server", [found]
     return "embedded", [sys.executable, "-m", "bytesup.server"]
+
+
+def speculation_support() -> dict:
+    """Whether the engine `choose_engine` picks can decode speculatively (llama-server's --spec-type),
+    and why not when it cannot. Nothing is started."""
+    kind, command = choose_engine()
+    if kind == "embedded":
+        try:
+            import xllamacpp
+        except ImportError:
+            return {"engine": kind, "supported": False, "reason": "the xllamacpp package is not installed"}
+        version = getattr(xllamacpp, "__version__", "unknown")
+        ok = hasattr(xllamacpp, "common_speculative_type") and hasattr(xllamacpp.CommonParams(), "speculative")
+        return {"engine": kind, "build": f"xllamacpp {version}", "supported": ok,
+                "reason": "" if ok else f"xllamacpp {version} exposes no speculative parameters"}
+    try:
+        shown = subprocess.run([command[0], "--help"], capture_output=True, text=True, timeout=60)
+        text = shown.stdout + shown.stderr
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"engine": kind, "supported": False, "reason": f"{command[0]} --help failed: {exc}"}
+    ok = "--spec-type" in text
+    return {"engine": kind, "supported": ok,
+            "reason": "" if ok else f"{command[0]} --help lists no --spec-type (an older llama-server build)"}
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -278,6 +315,13 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     model = Path(model).expanduser().resolve()
     check_gguf(model)
     merged["--model"] = str(model)
+    draft = merged.get("--spec-draft-model")
+    if draft:  # a draft model, like the model, may be given by name
+        if not Path(draft).exists() and (draft in REAL_MODELS or draft in PRESETS):
+            draft = ensure_model(draft, progress=_model_progress())
+        draft = Path(draft).expanduser().resolve()
+        check_gguf(draft)
+        merged["--spec-draft-model"] = str(draft)
 
     host = merged.get("--host") or "127.0.0.1"
     try:

@@ -95,3 +95,49 @@ def decode_tokens_per_s_at_depth(bandwidth_bytes_per_s: float, weight_bytes: flo
 
 def percent(x: float) -> float:
     return 100.0 * x
+
+
+# --- speculative decoding ------------------------------------------------------------------
+
+def expected_tokens_per_pass(draft_len: int, accept: float) -> float:
+    """Tokens one target pass yields when `draft_len` drafted tokens are each accepted with
+    probability `accept`, independently, and a rejection ends the run: 1 + a + a² + … + a^k
+    (the 1 is the target's own token after the last accepted one)."""
+    return sum(accept ** i for i in range(draft_len + 1))
+
+
+def acceptance_rate(drafted: int, accepted: int) -> float:
+    """Accepted ÷ drafted (the server's draft_n_accepted ÷ draft_n); NaN when nothing was drafted."""
+    return accepted / drafted if drafted > 0 else math.nan
+
+
+def target_passes(generated: int, accepted: int) -> int:
+    """Target passes for `generated` tokens when `accepted` of them came from accepted drafts:
+    every other token took a pass of its own (the prompt pass gives the first)."""
+    return generated - accepted
+
+
+def tokens_per_target_pass(generated: int, accepted: int) -> float:
+    """generated ÷ (generated − accepted): 1 without speculation."""
+    passes = target_passes(generated, accepted)
+    return generated / passes if passes > 0 else math.nan
+
+
+def predicted_speculative_speedup(tokens_per_pass: float, drafted_per_pass: float,
+                                  draft_ms: float, target_ms: float, verify_ms: float | None = None) -> float:
+    """Speed-up over plain decode, from measured costs: a round drafts `drafted_per_pass` tokens
+    one draft pass each (`draft_ms`), then one target pass checks them (`verify_ms`, by default one
+    plain target pass: the batch costs what one token costs while the target is memory-bound), and
+    yields `tokens_per_pass` tokens. Plain decode makes one token per `target_ms`."""
+    verify = target_ms if verify_ms is None else verify_ms
+    round_ms = drafted_per_pass * draft_ms + verify
+    return tokens_per_pass * target_ms / round_ms if round_ms > 0 else math.nan
+
+
+def batch_pass_ms(tokens: float, small: tuple[float, float], large: tuple[float, float], floor_ms: float) -> float:
+    """The time of one pass over `tokens` tokens at once, on the line through two measured passes
+    (tokens, ms) of the same model, e.g. a short and a long prompt's prompt_ms. Never below
+    `floor_ms`, the model's single-token pass: a batch does at least that work."""
+    (n1, t1), (n2, t2) = small, large
+    slope = (t2 - t1) / (n2 - n1) if n2 != n1 else 0.0
+    return max(floor_ms, t1 + slope * (tokens - n1))

@@ -98,6 +98,10 @@ class Timings(ServerRecord):
     predicted_ms: float
     predicted_per_token_ms: float | None = None
     predicted_per_second: float | None = None
+    # Speculative decoding only (a server started with --spec-type): tokens drafted, and of those
+    # the ones the target model accepted, over the whole generation. Absent when nothing was drafted.
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
 
 
 class Completion(ServerRecord):

@@ -40,7 +40,8 @@ from .storage import dumps, write_json_atomic, write_jsonl_atomic, write_text_at
 
 MANIFEST_SCHEMA_VERSION = 1
 # Flags of the user's server that a lesson's own servers set for themselves.
-NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key"}
+# Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft.
+NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key", *engine.SPECULATIVE_FLAGS}
 INDEX_MARK = "<!-- bytesup index -->"
 LESSON_FILE = re.compile(r"^(\d\d)_[a-z0-9_]+\.py$")
 

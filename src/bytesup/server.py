@@ -8,6 +8,13 @@ It takes the llama-server flags the course uses and serves the same API (/health
 
 An API key is read, as llama-server reads it, from the LLAMA_API_KEY environment variable or from
 --api-key-file (one key per line), so that it never shows in `ps`; --api-key still works.
+
+Speculative decoding takes llama-server's own flags too:
+
+    python -m bytesup.server -m TARGET.gguf -md DRAFT.gguf --spec-type draft-simple --spec-draft-n-max 8
+    python -m bytesup.server -m TARGET.gguf --spec-type ngram-simple
+
+As with llama-server, a draft model without --spec-type is loaded but never used.
 """
 
 from __future__ import annotations
@@ -40,6 +47,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key-file", default=None, help="require the keys in this file, one per line")
     p.add_argument("-cram", "--cache-ram", type=int, default=None, help="prompt cache RAM in MiB")
     p.add_argument("--no-warmup", action="store_true")
+    spec = p.add_argument_group("speculative decoding (llama-server's flag names)")
+    spec.add_argument("--spec-type", type=spec_types, default=None, metavar="TYPE[,TYPE…]",
+                      help="none, draft-simple, ngram-simple, … (comma-separated; default none)")
+    spec.add_argument("-md", "--spec-draft-model", "--model-draft", dest="spec_draft_model", default=None,
+                      metavar="FNAME", help="draft model (used only with a draft-* --spec-type)")
+    spec.add_argument("--spec-draft-n-max", type=int, default=None, help="tokens to draft per step at most")
+    spec.add_argument("--spec-draft-n-min", type=int, default=None, help="tokens to draft per step at least")
+    spec.add_argument("--spec-draft-p-min", "--draft-p-min", dest="spec_draft_p_min", type=float, default=None,
+                      help="stop drafting below this draft probability (greedy)")
+    spec.add_argument("--spec-draft-threads", "-td", "--threads-draft", dest="spec_draft_threads", type=int,
+                      default=None, help="draft decode threads (default: --threads)")
+    spec.add_argument("--spec-draft-threads-batch", "-tbd", "--threads-batch-draft", dest="spec_draft_threads_batch",
+                      type=int, default=None, help="draft prefill threads (default: the draft's --spec-draft-threads)")
+    spec.add_argument("--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", dest="spec_draft_ngl",
+                      type=int, default=None, help="draft layers to offload")
+    spec.add_argument("--spec-ngram-simple-size-n", type=int, default=None, help="ngram-simple: lookup n-gram length")
+    spec.add_argument("--spec-ngram-simple-size-m", type=int, default=None, help="ngram-simple: drafted m-gram length")
+    spec.add_argument("--spec-ngram-simple-min-hits", type=int, default=None, help="ngram-simple: minimum hits")
     return p
 
 
@@ -53,6 +78,56 @@ def api_keys(args: argparse.Namespace, environ: dict[str, str] | None = None) ->
     if not keys and environ.get("LLAMA_API_KEY"):
         keys = [environ["LLAMA_API_KEY"]]
     return keys
+# llama-server's --spec-type values; each is xllamacpp's COMMON_SPECULATIVE_TYPE_<NAME> (dashes as underscores).
+SPEC_TYPES = ("none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
+              "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+
+
+def spec_types(value: str) -> list[str]:
+    """`--spec-type a,b` -> ['a', 'b'], each one llama-server knows."""
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in SPEC_TYPES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown speculative type {', '.join(unknown) or value!r}; "
+                                         f"one or more of {', '.join(SPEC_TYPES)}")
+    return names
+
+
+def spec_type_value(xllamacpp, name: str):
+    """xllamacpp's enum member for a --spec-type name; a clear error where this wheel has none."""
+    enum = getattr(xllamacpp, "common_speculative_type", None)
+    member = getattr(enum, f"COMMON_SPECULATIVE_TYPE_{name.upper().replace('-', '_')}", None) if enum else None
+    if member is None:
+        raise SystemExit(f"bytesup.server: xllamacpp {getattr(xllamacpp, '__version__', '?')} has no speculative "
+                         f"type {name!r}: this engine cannot run --spec-type {name}.")
+    return member
+
+
+def apply_speculative(params, args: argparse.Namespace, xllamacpp) -> None:
+    """The speculative flags onto params.speculative (xllamacpp's mirror of llama.cpp's common_params)."""
+    spec = params.speculative
+    if args.spec_type is not None:
+        spec.types = [spec_type_value(xllamacpp, n) for n in args.spec_type]
+    draft = spec.draft
+    if args.spec_draft_model:
+        draft.mparams.path = args.spec_draft_model
+    if args.spec_draft_n_max is not None:
+        draft.n_max = args.spec_draft_n_max
+    if args.spec_draft_n_min is not None:
+        draft.n_min = args.spec_draft_n_min
+    if args.spec_draft_p_min is not None:
+        draft.p_min = args.spec_draft_p_min
+    # llama-server: the draft decodes with --threads unless told otherwise.
+    threads = args.spec_draft_threads if args.spec_draft_threads is not None else args.threads
+    draft.cpuparams.n_threads = threads
+    draft.cpuparams_batch.n_threads = args.spec_draft_threads_batch if args.spec_draft_threads_batch is not None else threads
+    if args.spec_draft_ngl is not None:
+        draft.n_gpu_layers = args.spec_draft_ngl
+    ngram = spec.ngram_simple
+    for flag, attr in (("spec_ngram_simple_size_n", "size_n"), ("spec_ngram_simple_size_m", "size_m"),
+                       ("spec_ngram_simple_min_hits", "min_hits")):
+        if getattr(args, flag) is not None:
+            setattr(ngram, attr, getattr(args, flag))
 
 
 def make_params(args: argparse.Namespace):
@@ -81,6 +156,7 @@ def make_params(args: argparse.Namespace):
         params.cache_ram_mib = args.cache_ram
     if args.no_warmup:
         params.warmup = False
+    apply_speculative(params, args, xllamacpp)
     return params
 
 

@@ -1,0 +1,233 @@
+"""Speculative decoding: the server flags, the draft counters parsed from recorded answers
+(scripts/record_speculative_fixtures.py), the arithmetic of lesson 5 against hand-computed values,
+and `bytesup check`'s claim that speculation leaves the text unchanged."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bytesup import check, engine, formulas
+from bytesup import records as r
+from bytesup import server
+from bytesup.runner import NOT_INHERITED, load_lesson
+
+from conftest import load_fixture
+from test_check import lesson as made_lesson, only, run_of
+
+
+def completion(name: str) -> r.Completion:
+    return r.parse(r.Completion, load_fixture(name)["response"], path="/completion")
+
+
+@pytest.fixture(scope="module")
+def l5():
+    return load_lesson("05_generating_text")
+
+
+# --- the arithmetic, by hand -------------------------------------------------------------------
+
+def test_expected_tokens_per_pass():
+    assert formulas.expected_tokens_per_pass(4, 0.0) == 1
+    assert formulas.expected_tokens_per_pass(8, 1.0) == 9
+    # 1 + 0.5 + 0.25 + 0.125
+    assert formulas.expected_tokens_per_pass(3, 0.5) == pytest.approx(1.875)
+    # a = 55/62, k = 8: (1 − a⁹) ÷ (1 − a)
+    a = 55 / 62
+    assert formulas.expected_tokens_per_pass(8, a) == pytest.approx((1 - a ** 9) / (1 - a))
+    assert formulas.expected_tokens_per_pass(8, a) == pytest.approx(5.844, abs=5e-4)
+
+
+def test_acceptance_and_tokens_per_target_pass():
+    assert formulas.acceptance_rate(62, 55) == pytest.approx(0.887097, abs=1e-6)
+    assert math.isnan(formulas.acceptance_rate(0, 0))
+    assert formulas.target_passes(64, 55) == 9
+    assert formulas.tokens_per_target_pass(64, 55) == pytest.approx(64 / 9)
+    assert formulas.tokens_per_target_pass(64, 0) == 1          # no speculation: one token a pass
+    assert formulas.tokens_per_target_pass(64, 61) == pytest.approx(64 / 3)
+
+
+def test_predicted_speedup():
+    # Free draft, check costs one pass: the speed-up is the tokens per pass.
+    assert formulas.predicted_speculative_speedup(4.0, 3.0, 0.0, 20.0) == pytest.approx(4.0)
+    # 7 tokens per pass, 7 drafted at 8 ms each, target pass 20 ms: 7 × 20 ÷ (56 + 20)
+    assert formulas.predicted_speculative_speedup(7.0, 7.0, 8.0, 20.0) == pytest.approx(140 / 76)
+    # The check costs 50 ms instead of one 20 ms pass: 7 × 20 ÷ (56 + 50)
+    assert formulas.predicted_speculative_speedup(7.0, 7.0, 8.0, 20.0, 50.0) == pytest.approx(140 / 106)
+    # A draft as dear as the target never pays: at best (every draft accepted) it breaks even.
+    assert formulas.predicted_speculative_speedup(5.0, 4.0, 20.0, 20.0) == pytest.approx(1.0)
+    assert formulas.predicted_speculative_speedup(4.0, 4.0, 20.0, 20.0) == pytest.approx(0.8)
+
+
+def test_batch_pass_cost_on_the_line_through_two_prompt_passes():
+    # 5 tokens in 100 ms, 105 tokens in 600 ms: 5 ms per extra token.
+    assert formulas.batch_pass_ms(9, (5, 100.0), (105, 600.0), 20.0) == pytest.approx(120.0)
+    assert formulas.batch_pass_ms(1, (5, 100.0), (105, 600.0), 20.0) == pytest.approx(80.0)
+    # never below one decode pass
+    assert formulas.batch_pass_ms(1, (5, 30.0), (105, 600.0), 40.0) == 40.0
+
+
+def test_lesson_keeps_its_formula(l5):
+    for k, a in ((4, 0.0), (4, 1.0), (2, 0.5), (8, 55 / 62)):
+        assert l5.speculative_tokens_per_pass(k, a) == formulas.expected_tokens_per_pass(k, a)
+
+
+def test_first_difference(l5):
+    assert l5.first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert l5.first_difference([1, 9, 3], [1, 2, 3]) == 1
+    assert l5.first_difference([1, 2], [1, 2, 3]) == 2
+
+
+def test_spec_flags(l5):
+    assert l5.spec_flags("ngram-simple") == ["--spec-type", "ngram-simple"]
+    assert l5.spec_flags("draft-simple", "/m/d.gguf", 4) == [
+        "--spec-type", "draft-simple", "--spec-draft-model", "/m/d.gguf", "--spec-draft-n-max", "4"]
+
+
+# --- the draft counters in recorded answers ------------------------------------------------------
+
+def test_draft_counters_parsed_from_a_recorded_answer():
+    t = completion("completion_spec_draft_short").timings
+    raw = load_fixture("completion_spec_draft_short")["response"]["timings"]
+    assert (t.draft_n, t.draft_n_accepted) == (raw["draft_n"], raw["draft_n_accepted"])
+    assert 0 < t.draft_n_accepted <= t.draft_n
+    assert t.predicted_n == 64
+    # The raw record keeps every field the server sent.
+    assert set(raw) <= set(t.model_dump())
+
+
+def test_no_counters_without_speculation():
+    for name in ("completion_spec_plain_short", "completion_decode"):
+        t = completion(name).timings
+        assert t.draft_n is None and t.draft_n_accepted is None
+
+
+def test_lesson_counts_from_recorded_answers(l5):
+    draft = completion("completion_spec_draft_short")
+    raw = load_fixture("completion_spec_draft_short")["response"]["timings"]
+    counts = l5.spec_counts([draft, draft])
+    n, d, a = raw["predicted_n"], raw["draft_n"], raw["draft_n_accepted"]
+    assert counts["reported"] and (counts["generated"], counts["drafted"], counts["accepted"]) == (2 * n, 2 * d, 2 * a)
+    assert counts["acceptance"] == pytest.approx(a / d)
+    assert counts["tokens_per_pass"] == pytest.approx(n / (n - a))
+    assert counts["drafted_per_pass"] == pytest.approx(d / (n - a))
+    plain = l5.spec_counts([completion("completion_spec_plain_short")])
+    assert not plain["reported"] and plain["drafted"] == 0 and plain["tokens_per_pass"] == 1
+
+
+@pytest.mark.parametrize("spec,plain", [("completion_spec_draft_short", "completion_spec_plain_short"),
+                                        ("completion_spec_ngram_repetitive", "completion_spec_plain_repetitive")])
+def test_recorded_speculative_text_equals_plain(spec, plain):
+    """Recorded at temperature 0: the speculative answer's tokens are the plain answer's."""
+    s, p = completion(spec), completion(plain)
+    assert load_fixture(spec)["request"]["json"] == load_fixture(plain)["request"]["json"]
+    assert s.tokens and s.tokens == p.tokens and s.content == p.content
+    assert s.timings.draft_n_accepted > 0
+
+
+# --- the server's flags ----------------------------------------------------------------------------
+
+def test_llama_server_spellings_reach_xllamacpp():
+    pytest.importorskip("xllamacpp")
+    import xllamacpp
+
+    args = server.build_parser().parse_args([
+        "-m", "t.gguf", "-t", "2", "-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "8",
+        "--spec-draft-n-min", "2", "--draft-p-min", "0.5", "-td", "1", "--spec-draft-ngl", "0"])
+    p = server.make_params(args)
+    spec = p.speculative
+    assert list(spec.types) == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+    assert spec.draft.mparams.path == "d.gguf"
+    assert (spec.draft.n_max, spec.draft.n_min, spec.draft.n_gpu_layers) == (8, 2, 0)
+    assert spec.draft.p_min == pytest.approx(0.5)
+    assert spec.draft.cpuparams.n_threads == 1 and spec.draft.cpuparams_batch.n_threads == 1
+    for spelling in ("--spec-draft-model", "--model-draft"):
+        assert server.build_parser().parse_args(["-m", "t", spelling, "x.gguf"]).spec_draft_model == "x.gguf"
+
+
+def test_ngram_and_none_and_defaults():
+    pytest.importorskip("xllamacpp")
+    import xllamacpp
+
+    kinds = xllamacpp.common_speculative_type
+    p = server.make_params(server.build_parser().parse_args(
+        ["-m", "t", "-t", "3", "--spec-type", "ngram-simple,ngram-mod", "--spec-ngram-simple-size-n", "4"]))
+    assert list(p.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE, kinds.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
+    assert p.speculative.ngram_simple.size_n == 4
+    assert p.speculative.draft.cpuparams.n_threads == 3           # the draft decodes with --threads
+    plain = server.make_params(server.build_parser().parse_args(["-m", "t", "-md", "d.gguf"]))
+    # As with llama-server: a draft model alone does not turn speculation on.
+    assert list(plain.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NONE]
+
+
+def test_unknown_spec_type_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        server.build_parser().parse_args(["-m", "t", "--spec-type", "draft-magic"])
+    assert "draft-magic" in capsys.readouterr().err
+
+
+def test_engine_aliases_and_what_lessons_inherit():
+    flags = engine.parse_flags(["-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
+                                "--draft-p-min", "0.3", "-td", "2", "-ngld", "0", "--model-draft=e.gguf"])
+    assert flags == {"--spec-draft-model": "e.gguf", "--spec-type": "draft-simple", "--spec-draft-n-max": "4",
+                     "--spec-draft-p-min": "0.3", "--spec-draft-threads": "2", "--spec-draft-ngl": "0"}
+    # Every canonical name is a flag python -m bytesup.server accepts, so the same flags go to either engine.
+    accepted = {s for a in server.build_parser()._actions for s in a.option_strings}
+    assert engine.SPECULATIVE_FLAGS <= accepted
+    # A lesson's own servers decode plainly unless the lesson itself asks for speculation.
+    assert engine.SPECULATIVE_FLAGS <= NOT_INHERITED
+
+
+def test_speculation_support_of_the_embedded_engine(monkeypatch):
+    pytest.importorskip("xllamacpp")
+    monkeypatch.delenv("LLAMA_SERVER", raising=False)
+    monkeypatch.setattr(engine.shutil, "which", lambda name: None)
+    found = engine.speculation_support()
+    assert found["engine"] == "embedded" and found["supported"] is True and found["reason"] == ""
+
+
+# --- the check: speculative output equals plain output -------------------------------------------
+
+def spec_record(tokens_by_label: dict[str, list[list[int]]], temperature=0) -> dict:
+    runs = []
+    for label, tokens in tokens_by_label.items():
+        kind = "none" if label == "plain" else ("ngram-simple" if "ngram" in label else "draft-simple")
+        prompt = "repetitive" if "rep" in label else "short"
+        runs.append({"label": label, "target": "t-f32", "spec_type": kind, "draft": None, "draft_n_max": None,
+                     "prompt": prompt, "tokens": tokens})
+    return {"temperature": temperature, "runs": runs}
+
+
+def with_spec(record: dict | None):
+    res = made_lesson("05_generating_text")
+    if record is not None:
+        res.settings["speculative"] = record
+    return res
+
+
+def test_check_passes_when_every_token_matches(tmp_path):
+    rec = spec_record({"plain": [[1, 2, 3, 4]], "draft-k4": [[1, 2, 3, 4], [1, 2, 3, 4]], "draft-k8": [[1, 2, 3, 4]],
+                       "plain-rep": [[7, 8]], "ngram-rep": [[7, 8]]})
+    rec["runs"][3]["spec_type"] = "none"
+    claim = only(check.check_run(run_of(tmp_path, with_spec(rec)), []), "speculative_equals_plain")
+    assert claim.status == check.PASS, claim
+    assert claim.observed.startswith("4 of 4 speculative generations identical")
+
+
+def test_check_fails_on_one_different_token(tmp_path):
+    rec = spec_record({"plain": [[1, 2, 3, 4]], "draft-k4": [[1, 2, 3, 4], [1, 2, 9, 4]]})
+    claim = only(check.check_run(run_of(tmp_path, with_spec(rec)), []), "speculative_equals_plain")
+    assert claim.status == check.FAIL
+    assert "draft-k4 repeat 2: first differs at token 3 of 4" in claim.detail
+    short = spec_record({"plain": [[1, 2, 3, 4]], "draft-k4": [[1, 2, 3]]})
+    assert only(check.check_run(run_of(tmp_path, with_spec(short)), []), "speculative_equals_plain").status == check.FAIL
+
+
+def test_check_not_applicable_without_speculative_runs(tmp_path):
+    assert only(check.check_run(run_of(tmp_path, with_spec(None)), []), "speculative_equals_plain").status == check.NA
+    warm = spec_record({"plain": [[1]], "draft": [[1]]}, temperature=0.8)
+    assert only(check.check_run(run_of(tmp_path, with_spec(warm)), []), "speculative_equals_plain").status == check.NA
+    lonely = spec_record({"draft": [[1]]})
+    claim = only(check.check_run(run_of(tmp_path, with_spec(lonely)), []), "speculative_equals_plain")
+    assert claim.status == check.NA and "draft" in claim.detail
