@@ -128,7 +128,7 @@ def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, tup
         out.append(f"The line tokens/s = B ÷ bytes through {', '.join(analysis['basis'])} (equal relative weight per "
                    f"point) gives B = {fit['gbs']:.3g} GB/s (one standard error {fit['gbs_low']:.3g}–{fit['gbs_high']:.3g})"
                    + (f", {100 * fit['gbs'] / ref['gbs']:.0f}% of the {ref['gbs']:.3g} GB/s {ref['label']}" if ref else "")
-                   + f". On the line (within ±{tol:.0f}% or the point's own spread): {', '.join(on) or 'none'}"
+                   + f". On the line (within ±{tol:.0f}% or the point's own spread, widened by two standard errors of B): {', '.join(on) or 'none'}"
                    + (f"; off it: {', '.join(off)}." if off else "."))
     trained = {n: a for n, a in answers.items() if not models.is_synthetic(n)}
     if answers:

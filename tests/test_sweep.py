@@ -143,7 +143,12 @@ def test_no_memory_bound_step_fits_every_point_beyond_the_cache():
     assert out["steps"] == [] and out["basis"] == ["a", "b", "c"]
     assert out["fit"]["gbs"] == pytest.approx((10 * 10 * 8) ** (1 / 3))
     v = {k: x["verdict"] for k, x in out["verdicts"].items()}
-    assert v == {"a": sweep.MEMORY, "b": sweep.MEMORY, "c": "below the line"}  # 8 vs 9.28: −14%
+    # c: 8 vs 9.28 GB/s, −14% (|ln| = 0.148), beyond ±10% (0.0953) alone; but B's standard error over three
+    # scattered points is u = sqrt(var(ln 10, ln 10, ln 8) ÷ 3) = 0.0744, and 0.0953 + 2u = 0.244 covers it.
+    assert out["fit"]["u"] == pytest.approx(0.0744, abs=5e-4)
+    assert v == {"a": sweep.MEMORY, "b": sweep.MEMORY, "c": sweep.MEMORY}
+    far = sweep.make_point("d", 800 * MB, [8.0], None)  # 6.4 GB/s: |ln(6.4 / 9.28)| = 0.372 > 0.244
+    assert sweep.on_line(far, out["fit"]) == (False, pytest.approx(6.4 / out["fit"]["gbs"] - 1))
 
 
 def test_fitting_in_the_cache_is_not_enough_to_be_cache_resident():
@@ -157,3 +162,16 @@ def test_fitting_in_the_cache_is_not_enough_to_be_cache_resident():
     big = sweep.make_point("f32", 400 * MB, [160.0], 260 * 2**20, memory_gbs_max=30.0)
     assert not big["fits_in_cache"] and not big["cache_resident"]
     assert sweep.make_point("no reading", 200 * MB, [1.0], 260 * 2**20)["cache_resident"]
+
+
+def test_on_the_line_allows_for_the_uncertainty_of_the_fitted_bandwidth():
+    # B = 11.49 GB/s known to u = 0.0376 (its standard error, in log space); a point reading 10.12 GB/s is
+    # 11.9% below: beyond ±10% alone (ln 1.1 = 0.0953 < |ln(10.12/11.49)| = 0.1270) but within
+    # ±10% widened by two standard errors (0.0953 + 0.0752 = 0.1705).
+    fit = {"gbs": 11.49, "u": 0.0376}
+    p = sweep.make_point("large", 1000 * MB, [10.12, 10.12, 10.12], None)
+    lies, residual = sweep.on_line(p, fit)
+    assert lies and residual == pytest.approx(10.12 / 11.49 - 1)
+    assert not sweep.on_line(p, {"gbs": 11.49, "u": 0.0})[0]
+    # 20% below stays off the line: 0.2231 > 0.1705.
+    assert not sweep.on_line(sweep.make_point("far", 1000 * MB, [9.19] * 3, None), fit)[0]

@@ -13,9 +13,9 @@ A point is one model file: its bytes per token and its decode tokens/s samples. 
   memory-bound when effective GB/s stays flat within the spread (tokens/s follows 1 ÷ bytes),
   compute-bound when fewer bytes are not faster, partly memory-bound in between;
 - the fit: tokens/s = B ÷ bytes with equal relative weight per point (in log space, B is the
-  geometric mean of the points' effective GB/s), with its standard error, over the points the data
+  geometric mean of the points' effective GB/s), with its standard error u, over the points the data
   show memory-bound (see `analyse`); a point lies on the line when its effective GB/s is within the
-  tolerance (or its own spread) of B.
+  tolerance (or its own spread) of B, widened by 2u.
 """
 
 from __future__ import annotations
@@ -143,10 +143,12 @@ def fit_slope(points: list[dict]) -> dict[str, Any] | None:
 
 
 def on_line(point: dict, fit: dict, tolerance: float = TOLERANCE) -> tuple[bool, float]:
-    """(lies on the line, relative residual effective GB/s ÷ B − 1): within the tolerance or the point's spread."""
+    """(lies on the line, relative residual effective GB/s ÷ B − 1): within the tolerance or the point's
+    spread, whichever is wider, widened by two standard errors of B itself (the line is measured too:
+    a point just past ±10% of an uncertain B is not off the line)."""
     residual = point["gbs"] / fit["gbs"] - 1
     allowance = max(tolerance, point["spread"])
-    return abs(math.log(point["gbs"] / fit["gbs"])) <= math.log(1 + allowance), residual
+    return abs(math.log(point["gbs"] / fit["gbs"])) <= math.log(1 + allowance) + 2 * fit["u"], residual
 
 
 def analyse(points: list[dict], tolerance: float = TOLERANCE) -> dict[str, Any]:
