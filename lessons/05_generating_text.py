@@ -657,7 +657,7 @@ def _speculative(ctx: LessonContext, ttft: float, tpot: float) -> None:
          ("weights read", "GB/s")],
         cost_rows,
         notes=[
-            f"One pass of a model costs 1 ÷ its decode speed. A draft pass costs "
+            "One pass of a model costs 1 ÷ its decode speed. A draft pass costs "
             + ", ".join(f"{r[8]:.2g} of a target pass ({r[0]})" for r in cost_rows if r[1] == "draft") + ".",
             *[_draft_cost_note(r, cost_rows[0]) for r in cost_rows if r[1] == "draft"],
             f"The target's prompt passes take several tokens at once, as checking a draft does: {batch_n} tokens "

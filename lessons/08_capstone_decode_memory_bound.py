@@ -253,8 +253,8 @@ def main(ctx: LessonContext):
         [[i["name"], i.get("architecture"), i.get("weight_type"), i.get("n_layer"), i.get("n_embd"), i["n_params"],
           p["bytes"], p["bytes"] / i["n_params"], "yes" if p["fits_in_cache"] else "no",
           "yes" if p["cache_resident"] else "no"] for i, p in zip(infos, points)],
-        notes=[f"Widths of one model share its parameters and differ in bytes per parameter; a step between "
-               f"neighbouring widths changes only how many bytes decode reads (and the arithmetic to unpack them)."]
+        notes=["Widths of one model share its parameters and differ in bytes per parameter; a step between "
+               "neighbouring widths changes only how many bytes decode reads (and the arithmetic to unpack them)."]
         + ([f"Fits in the cache: bytes per token ≤ the {llc / 2**20:,.0f} MiB last-level cache "
             f"({(bw or {}).get('llc_source') or 'reported by the OS'}); on a virtual machine that is the cache the "
             f"hypervisor reports, shared with other tenants, so an upper bound on what stays there. Cache-resident: "

@@ -11,7 +11,6 @@ the default model on a CPU. It is labelled as this project's reference, not a pu
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 

@@ -20,7 +20,6 @@ a random stream whose definition NumPy keeps fixed (see ``_fill_random``).
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 import os
@@ -33,6 +32,7 @@ import numpy as np
 from bytesup import realmodel
 from bytesup.gguf_read import SYNTHETIC_NAME_PREFIX, is_synthetic_metadata
 from bytesup.paths import data_dir, models_dir
+from bytesup.storage import file_sha256  # noqa: F401 - part of this module's API (the CLI and tests use it)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -490,11 +490,3 @@ def ensure_model(preset: str | Preset = DEFAULT_MODEL, out: Path | None = None,
         return path
     return build(preset, path, progress)
 
-
-def file_sha256(path: Path | str) -> str:
-    """Hex sha256 of a file, read in 1 MiB pieces."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

