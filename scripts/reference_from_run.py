@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from bytesup.compare import load_run, token_text
+from bytesup.realmodel import GGUF_SHA256, SOURCE
 from bytesup.storage import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +37,10 @@ def main(run_dir: Path, out: Path) -> int:
         print(f"error: {run_dir} has no {LESSON} result; run `bytesup run {LESSON}` on the default model first", file=sys.stderr)
         return 1
     model = (run.manifest or {}).get("model") or {}
+    if model.get("sha256") != GGUF_SHA256:
+        print(f"error: {run_dir} did not run the default model {SOURCE} (sha256 {model.get('sha256') or 'unknown'}, "
+              f"expected {GGUF_SHA256}); record a run of it first (make run)", file=sys.stderr)
+        return 1
     host = (run.manifest or {}).get("host") or {}
     if host.get("gpus"):
         print(f"error: {run_dir} ran on a host with a GPU; this reference is for llama.cpp's CPU backend", file=sys.stderr)

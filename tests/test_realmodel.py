@@ -143,3 +143,20 @@ def test_synthetic_models_are_told_from_their_gguf(tmp_path):
     info = read_model_info(tiny)
     assert info["synthetic"] and models.is_synthetic_gguf(info["metadata"]) and not info["tied_output"]
     assert not models.is_synthetic_gguf({"general.name": "bytesup-tiny-q8_0", "general.description": "a trained model"})
+
+
+def test_a_width_is_never_derived_from_a_damaged_source(monkeypatch, source, tmp_path):
+    bad = tmp_path / f"{realmodel.SOURCE}.gguf"
+    bad.write_bytes(source.read_bytes()[: 1 << 20])  # a truncated copy where the shipped file belongs
+    fetched: list[Path] = []
+
+    def fetch(out, progress=None):  # stands in for the download: the real file, noted
+        fetched.append(out)
+        out.write_bytes(source.read_bytes())
+        return out
+
+    derived: list[Path] = []
+    monkeypatch.setattr(realmodel, "fetch_source", fetch)
+    monkeypatch.setattr(realmodel, "derive", lambda src, name, out, progress=None: derived.append(src) or out)
+    realmodel.build("smollm2-135m-q8_0", tmp_path / "q8.gguf", source=bad)
+    assert fetched == [bad] and derived == [bad] and realmodel.source_is_valid(bad)

@@ -80,7 +80,7 @@ SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help="capstone: comm
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
 StartServerOpt = Annotated[bool, typer.Option(
     "--start-server/--no-start-server",
-    help="with no --server or BYTESUP_SERVER and nothing answering at the default URL, start the embedded engine "
+    help="with no --server or BYTESUP_SERVER and nothing answering at the default URL, start a server (llama-server when found, else the embedded engine) "
          "on the default model (BYTESUP_MODEL: another preset or GGUF) for the length of the run; "
          "--no-start-server stops with an error instead")]
 

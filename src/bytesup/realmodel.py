@@ -257,9 +257,9 @@ def build(name: str, out: Path, source: Path | None = None, progress: ProgressFn
         raise KeyError(name)
     if name == SOURCE:
         return fetch_source(out, progress)
-    if source is None or not source.is_file():
+    if source is None or not source_is_valid(source):
         source = out.with_name(f"{SOURCE}.gguf")
-        if not source.is_file():
+        if not source_is_valid(source):  # missing, truncated or another file: fetched again, never trusted
             fetch_source(source, progress)
     return derive(source, name, out, progress)
 

@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from . import engine, environment
 from .client import DEFAULT_TIMEOUT_S, LlamaServer, default_base_url
-from .errors import BytesupError, ReplayMiss, RunFolderError, ServerUnreachable
+from .errors import BytesupError, ReplayMiss, RunFolderError, ServerStartError, ServerUnreachable
 from .escape import md_text, rich_text
 from .paths import lessons_dir, outputs_root
 from .plots import write_plots
@@ -344,8 +344,14 @@ class LessonContext:
         port = engine.free_port()
         # Stopped and its state folder removed on every way out: an exception, Ctrl-C, SIGTERM
         # (see runfolder.signals_raise), and by the kernel if this process is killed outright.
+        failed_to_start = False
         try:
-            started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags], die_with_parent=True)
+            try:
+                started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
+                                              die_with_parent=True)
+            except ServerStartError:
+                failed_to_start = True
+                raise
             client = LlamaServer(started.url, timeout=self.options.timeout,
                                  transport=RecordingTransport(self._sink, label))
             try:
@@ -354,8 +360,10 @@ class LessonContext:
                 client.close()
         finally:
             engine.stop_server(port)
-            # A throwaway port's state folder (pid, log) has nothing left to tell once stopped.
-            shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+            # A throwaway port's state folder (pid, log) has nothing left to tell once its server is
+            # stopped; a server that failed to start keeps its log, which the error points at.
+            if not failed_to_start:
+                shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
 
     # building the result -----------------------------------------------------------------
     def step(self, text: str) -> None:
@@ -575,10 +583,10 @@ def _server_given(options: RunOptions) -> bool:
     return bool(options.server_url or os.environ.get("BYTESUP_SERVER"))
 
 
-def _answers(url: str, api_key: str | None) -> bool:
+def _answers(url: str, api_key: str | None, timeout: float) -> bool:
     """False only when nothing listens at `url`. A server that answers, even with an error, is
     used as it is (the probe that follows reports what is wrong with it)."""
-    with LlamaServer(url, api_key, timeout=30) as probe:
+    with LlamaServer(url, api_key, timeout=timeout) as probe:
         try:
             probe.health()
         except ServerUnreachable:
@@ -747,7 +755,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     models: dict | None = None
     started_for_run = False
     if options.replay is None and todo:
-        if options.start_server and not _server_given(options) and not _answers(url, options.api_key):
+        if options.start_server and not _server_given(options) and not _answers(url, options.api_key, options.timeout):
             url = start_run_server(url, options, console, cleanup).url
             started_for_run = True
         with LlamaServer(url, options.api_key, timeout=options.timeout) as probe:
