@@ -31,6 +31,7 @@ from bytesup.runner import RunOptions, run_lessons
 
 from conftest import load_fixture
 from lessonkit import recorded
+from test_runner import LESSON_TOKENS
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
@@ -189,20 +190,13 @@ def test_no_start_server_gives_the_clear_error(tmp_path):
 
 # --- the same for `bytesup run-all`, in-process -------------------------------------------------
 
-TOKENS_LESSON = '''"""Tokens lesson for tests."""
-TITLE = "Tokens (test)"
-def main(ctx):
-    tok = ctx.server.tokenize("The capital of France is Paris")
-    ctx.table("ids", "Token ids", [("id", ""), ("piece", "")], [[t.id, t.piece] for t in tok.tokens])
-    return ctx.finish()
-'''
 
 
 @pytest.fixture
 def one_lesson(tmp_path, monkeypatch) -> Path:
     folder = tmp_path / "lessons"
     folder.mkdir()
-    (folder / "01_tokens.py").write_text(TOKENS_LESSON)
+    (folder / "01_tokens.py").write_text(LESSON_TOKENS)  # the runner tests' tokens lesson
     monkeypatch.setenv("BYTESUP_LESSONS", str(folder))
     return folder
 

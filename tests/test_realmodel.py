@@ -14,6 +14,7 @@ import pytest
 
 from bytesup import models, realmodel
 from bytesup.errors import BytesupError
+from bytesup.gguf_read import is_synthetic_metadata
 from bytesup.models import file_sha256
 
 
@@ -37,7 +38,7 @@ def test_the_shipped_file_is_smollm2_with_grouped_query_attention_and_a_tied_out
     assert (hp["n_layer"], hp["n_embd"], hp["n_head"], hp["n_head_kv"], hp["n_ff"], hp["n_vocab"]) == (30, 576, 9, 3, 1536, 49152)
     assert info["tensor_bytes"] == 96_576_768
     assert info["tied_output"] and not info["synthetic"]
-    assert not models.is_synthetic_gguf(info["metadata"])
+    assert not is_synthetic_metadata(info["metadata"])
 
 
 def test_nothing_is_installed_by_the_fetch():
@@ -141,8 +142,8 @@ def test_synthetic_models_are_told_from_their_gguf(tmp_path):
 
     tiny = models.ensure_model("tiny-q8_0")
     info = read_model_info(tiny)
-    assert info["synthetic"] and models.is_synthetic_gguf(info["metadata"]) and not info["tied_output"]
-    assert not models.is_synthetic_gguf({"general.name": "bytesup-tiny-q8_0", "general.description": "a trained model"})
+    assert info["synthetic"] and is_synthetic_metadata(info["metadata"]) and not info["tied_output"]
+    assert not is_synthetic_metadata({"general.name": "bytesup-tiny-q8_0", "general.description": "a trained model"})
 
 
 def test_a_width_is_never_derived_from_a_damaged_source(monkeypatch, source, tmp_path):

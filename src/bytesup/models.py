@@ -30,13 +30,12 @@ from typing import Callable
 import numpy as np
 
 from bytesup import realmodel
-from bytesup.gguf_read import SYNTHETIC_NAME_PREFIX, is_synthetic_metadata
+from bytesup.gguf_read import SYNTHETIC_NAME_PREFIX
 from bytesup.paths import data_dir, models_dir
 from bytesup.storage import file_sha256  # noqa: F401 - part of this module's API (the CLI and tests use it)
 
 __all__ = [
     "DEFAULT_MODEL",
-    "DEFAULT_PRESET",
     "SYNTHETIC_DEFAULT",
     "PRESETS",
     "Preset",
@@ -46,7 +45,6 @@ __all__ = [
     "file_sha256",
     "get_preset",
     "is_synthetic",
-    "is_synthetic_gguf",
     "load_tokenizer",
     "model_names",
     "preset_rows",
@@ -241,7 +239,6 @@ def _make_presets() -> dict[str, Preset]:
 
 PRESETS: dict[str, Preset] = _make_presets()
 DEFAULT_MODEL = realmodel.SOURCE  # smollm2-135m-q4_1: a trained model, fetched from the package index
-DEFAULT_PRESET = DEFAULT_MODEL  # the name `make run`, start_server.sh and `model build` use by default
 SYNTHETIC_DEFAULT = "tiny-q8_0"  # offline and in fast tests: built here in about a second
 
 
@@ -254,10 +251,6 @@ def is_synthetic(name: str) -> bool:
     """Whether a model name is one of the synthetic presets (random weights)."""
     return name in PRESETS
 
-
-def is_synthetic_gguf(metadata: dict) -> bool:
-    """Whether a GGUF's metadata (``general.*`` keys) marks one of the random-weight presets."""
-    return is_synthetic_metadata(metadata)
 
 
 def get_preset(preset: str | Preset) -> Preset:

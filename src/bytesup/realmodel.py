@@ -19,7 +19,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -266,7 +265,3 @@ def build(name: str, out: Path, source: Path | None = None, progress: ProgressFn
 
 def source_is_valid(path: Path) -> bool:
     return path.is_file() and path.stat().st_size == GGUF_BYTES and file_sha256(path) == GGUF_SHA256
-
-
-def remove_cached_wheel() -> None:
-    shutil.rmtree(cache_dir() / "wheels", ignore_errors=True)
