@@ -54,3 +54,59 @@ def run_bandwidth(lesson_id: str, result: LessonResult) -> dict:
     manifest = json.loads((recorded(lesson_id) / "manifest.json").read_text(encoding="utf-8"))
     before = (manifest.get("host_bandwidth") or {}).get("before")
     return before if before is not None else result.host_values["read_bandwidth"]
+
+
+# --- hand-made answers ------------------------------------------------------------------------
+
+class QueuedServer:
+    """A LlamaServer whose answers are queued by hand, per (method, path), like `llm`'s MockModel.
+
+    `answers["/completion"]` is a list of JSON bodies handed out in order (a callable gets the
+    request JSON and returns the body); `requests` keeps what the lesson sent. A path with no
+    answer left fails the test with the path named, so a lesson that asks for more than the test
+    expects is caught."""
+
+    def __init__(self, answers: dict[str, list]):
+        import httpx
+
+        from bytesup.client import LlamaServer
+
+        self.answers = {path: list(bodies) for path, bodies in answers.items()}
+        self.requests: list[tuple[str, str, object]] = []
+
+        def handle(request: httpx.Request) -> httpx.Response:
+            body = json.loads(request.content) if request.content else None
+            self.requests.append((request.method, request.url.path, body))
+            queue = self.answers.get(request.url.path)
+            if not queue:
+                raise AssertionError(f"no queued answer left for {request.method} {request.url.path}")
+            answer = queue.pop(0)
+            answer = answer(body) if callable(answer) else answer
+            if isinstance(answer, str):
+                return httpx.Response(200, text=answer)
+            return httpx.Response(200, json=answer)
+
+        self.server = LlamaServer("http://queued.invalid", transport=httpx.MockTransport(handle))
+
+    def left(self) -> dict[str, int]:
+        """Answers not asked for, per path (empty when the lesson used every one)."""
+        return {path: len(queue) for path, queue in self.answers.items() if queue}
+
+
+def hand_context(lesson_id: str, server, *, host_values: dict | None = None, bandwidth: dict | None = None,
+                 model_path: Path | None = None, identity: dict | None = None, lesson_options: dict | None = None):
+    """A LessonContext over hand-made answers: `host_values` answer ctx.host(...) (a value not given
+    fails with ReplayMiss naming it), `bandwidth` is the run's bandwidth reading (`host_bandwidth.before`)."""
+    from bytesup.results import LessonResult
+    from bytesup.runner import LessonContext, ReplaySource, Reporter, RunOptions, RunShared
+
+    values = {"repeat": 2, **(host_values or {})}
+    recorded = LessonResult(lesson_id=lesson_id, title="hand-made", started_at="2026-01-01T00:00:00+00:00",
+                            finished_at="2026-01-01T00:00:01+00:00", host_values=values)
+    shared = RunShared({}, replay_manifest={"host_bandwidth": {"before": bandwidth}} if bandwidth else {}, replaying=True)
+    ctx = LessonContext(lesson_id, "hand-made", server=getattr(server, "server", server),
+                        options=RunOptions(command=["test"], lesson_options=lesson_options or {}),
+                        model_path=model_path, sink=[], replay=ReplaySource(result=recorded, exchanges=[]),
+                        progress=Reporter(None, lesson_id), shared=shared)
+    ctx.identity = identity or {}
+    return ctx

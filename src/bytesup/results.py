@@ -86,6 +86,8 @@ class LessonResult(Strict):
     tables: list[Table] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     plots: list[Plot] = Field(default_factory=list)
+    facts: dict[str, Any] = Field(default_factory=dict,
+                                  description="named values `check` and `compare` read: figures the lesson computed and the facts its claims need")
     host_values: dict[str, Any] = Field(default_factory=dict, description="host measurements, replayed as recorded")
     exchanges: str | None = Field(default=None, description="the lesson's HTTP exchanges, relative to the run folder")
     exchange_count: int = 0
@@ -95,6 +97,18 @@ class LessonResult(Strict):
             if t.name == name:
                 return t
         raise KeyError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON written to `<lesson>.json`; a lesson without facts writes no `facts` key."""
+        data = self.model_dump(mode="json")
+        if not data["facts"]:
+            del data["facts"]
+        return data
+
+    def fact(self, name: str) -> Any:
+        if name not in self.facts:
+            raise KeyError(name)
+        return self.facts[name]
 
     def measurement(self, name: str) -> Measurement:
         for m in self.measurements:

@@ -221,6 +221,7 @@ class LessonContext:
         self.measurements: list[Measurement] = []
         self.notes: list[str] = []
         self.plots: list[Plot] = []
+        self.facts: dict[str, Any] = {}
         self.identity: dict[str, Any] = {}
 
     @property
@@ -385,6 +386,12 @@ class LessonContext:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
+    def fact(self, name: str, value: Any) -> Any:
+        """A named value of the result (JSON: numbers, strings, lists, dicts) that `check` and
+        `compare` read by name instead of from a table's presentation."""
+        self.facts[name] = json.loads(json.dumps(value))
+        return self.facts[name]
+
     def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Plot:
         p = Plot(name=name, title=title, x_label=x_label, y_label=y_label, series=series, **kw)
         self.plots.append(p)
@@ -403,7 +410,7 @@ class LessonContext:
             lesson_id=self.lesson_id, title=self.title, started_at=started, finished_at=finished,
             model=self.identity.get("model", {}), server=self.identity.get("server", {}),
             settings=self.settings, measurements=self.measurements, tables=self.tables,
-            notes=self.notes, plots=self.plots, host_values=host_values,
+            notes=self.notes, plots=self.plots, facts=self.facts, host_values=host_values,
             exchanges=f"http/{self.lesson_id}.jsonl", exchange_count=len(self._sink),
         )
 
@@ -520,11 +527,11 @@ def run_readme(run_dir: Path, manifest: dict) -> str:
 def save_lesson(run_dir: Path, result: LessonResult, exchanges: list[dict]) -> None:
     """Exchanges, plots and Markdown first, the JSON last: a result file means a complete lesson.
     The JSON is made first, so a result that cannot be written (NaN) leaves the folder as it was."""
-    dumps(result.model_dump(mode="json"), where=str(run_dir / f"{result.lesson_id}.json"))
+    dumps(result.to_json(), where=str(run_dir / f"{result.lesson_id}.json"))
     write_jsonl_atomic(run_dir / "http" / f"{result.lesson_id}.jsonl", exchanges)
     write_plots(result, run_dir)
     write_text_atomic(run_dir / f"{result.lesson_id}.md", lesson_md(result))
-    write_json_atomic(run_dir / f"{result.lesson_id}.json", result.model_dump(mode="json"))
+    write_json_atomic(run_dir / f"{result.lesson_id}.json", result.to_json())
 
 
 def _engine_facts(url: str, props: dict, models: dict | None) -> dict:
@@ -885,7 +892,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                     entry.pop(key, None)
                 console.print(f"[green]✓[/green] {lid}: {rich_text(title)}")
                 if replay is not None:
-                    diffs = differences(replay.recorded, result.model_dump(mode="json"))
+                    diffs = differences(replay.recorded, result.to_json())
                     if diffs:
                         entry["replay_differences"] = diffs
                         console.print(f"[yellow]! {lid}: the replayed result differs from the recorded {lid}.json "
