@@ -25,7 +25,6 @@ import statistics
 from typing import Any
 
 from bytesup import environment, formulas, published
-from bytesup.check import CACHE_TYPE_BYTES
 from bytesup.errors import BytesupError
 from bytesup.gguf_read import read_model_info
 from bytesup.measure import PINNED, context_size, long_prompt_tokens, timed_completions
@@ -60,9 +59,9 @@ COST_TABLE_N = (8, 64, 512, 4096)
 def element_bytes(cache_type: str) -> float:
     """Bytes per stored number of a llama.cpp KV cache type (the table bytesup check uses)."""
     try:
-        return CACHE_TYPE_BYTES[cache_type.lower()]
+        return formulas.CACHE_TYPE_BYTES[cache_type.lower()]
     except KeyError:
-        raise BytesupError(f"Unknown KV cache type {cache_type!r}; known: {', '.join(CACHE_TYPE_BYTES)}.") from None
+        raise BytesupError(f"Unknown KV cache type {cache_type!r}; known: {', '.join(formulas.CACHE_TYPE_BYTES)}.") from None
 
 
 def kv_cache_types(props: dict, slots: list[dict] | None, flags: dict | None) -> tuple[str, str, str]:

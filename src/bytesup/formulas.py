@@ -7,6 +7,10 @@ from typing import Any
 
 GB = 1e9  # bandwidths and sizes in the course are decimal gigabytes
 
+# Bytes per element of llama.cpp's KV cache types (block types: block bytes ÷ elements per block).
+CACHE_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32,
+                    "q4_1": 20 / 32, "q4_0": 18 / 32, "iq4_nl": 18 / 32}
+
 
 def bytes_per_token(model_info: dict[str, Any]) -> int:
     """Bytes read from memory per decoded token: every weight once (lesson 1's rule).
