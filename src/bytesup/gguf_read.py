@@ -330,6 +330,7 @@ def read_model_info(path: str | os.PathLike) -> dict:
 
     tokens = md.get("tokenizer.ggml.tokens")
     embd = next((t for t in h.tensors if t.name == "token_embd.weight"), None)
+    n_vocab: int | None
     if isinstance(tokens, _Array):
         n_vocab = tokens.length
     elif key("vocab_size") is not None:
@@ -348,7 +349,9 @@ def read_model_info(path: str | os.PathLike) -> dict:
         except ValueError:
             file_type = {"name": f"UNKNOWN_{ftype}", "id": ftype}
 
-    tensors, bytes_by_type, params_by_type = [], {}, {}
+    tensors: list[dict[str, Any]] = []
+    bytes_by_type: dict[str, int] = {}
+    params_by_type: dict[str, int] = {}
     group_names = ("embedding", "attention", "feed_forward", "norms", "output", "other")
     groups = dict.fromkeys(group_names, 0)
     group_bytes = dict.fromkeys(group_names, 0)
@@ -432,7 +435,8 @@ def embedding_row(path: str | os.PathLike, token_id: int) -> list[float]:
             f"so ids run from 0 to {n_vocab - 1}. Tokenize the text with this model's tokenizer to get valid ids."
         )
     if h.byte_order != "<" and embd.qtype not in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-        raise GGUFError(f"{h.path} is a big-endian GGUF with {embd.qtype.name} embeddings, which this reader cannot decode. Use a little-endian model.")
+        raise GGUFError(f"{h.path} is a big-endian GGUF with {embd.qtype.name} embeddings, which this reader cannot decode. "
+                        "Use a little-endian model.")
     block, type_size = GGML_QUANT_SIZES[embd.qtype]
     row_bytes = n_embd // block * type_size
     with open(h.path, "rb") as fh:

@@ -25,7 +25,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -215,7 +215,7 @@ def tensor_shapes(preset: Preset) -> list[tuple[str, tuple[int, ...]]]:
 # Course model for comparison: width 4096, 32 blocks, 32 heads of 128, feed-forward 11008 (2.6875 x width).
 # Ours keep the same recipe: feed-forward = 8/3 x width rounded up to a multiple of 32 (Q8_0 needs whole
 # blocks), which gives 704, 1376, 2752 and 5504 (the last two are exactly 2.6875 x width).
-_SHAPES = {
+_SHAPES: dict[str, dict[str, Any]] = {
     "tiny": dict(n_layer=4, n_embd=256, n_head=4, n_head_kv=4, n_ff=704,
                  description="a few MB; builds in about a second; for tests and quick checks"),
     "small": dict(n_layer=8, n_embd=512, n_head=8, n_head_kv=8, n_ff=1376,

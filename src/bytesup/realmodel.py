@@ -65,9 +65,12 @@ REAL_MODELS: dict[str, RealModel] = {
     for m in (
         RealModel("smollm2-135m-q4_1", "Q4_1", 3, GGUF_SHA256, 96.6,
                   f"pip: {PACKAGE} wheel"),
-        RealModel("smollm2-135m-q8_0", "Q8_0", 7, "2bee9587dc93d258aac88b8abefe479bea465140b6a6ca5da1eba52463be2c3d", 144.8, "derived from q4_1"),
-        RealModel("smollm2-135m-f16", "F16", 1, "bf96b6ccd3424db8cd70940c4fed41eba58a605ac2cb3e9dea76b5d81143cdc6", 270.9, "derived from q4_1"),
-        RealModel("smollm2-135m-f32", "F32", 0, "b89c75c028f12c4213f91818e76d782f99cbd7de4a610a1a420a11ea86c167b9", 539.8, "derived from q4_1"),
+        RealModel("smollm2-135m-q8_0", "Q8_0", 7,
+                  "2bee9587dc93d258aac88b8abefe479bea465140b6a6ca5da1eba52463be2c3d", 144.8, "derived from q4_1"),
+        RealModel("smollm2-135m-f16", "F16", 1,
+                  "bf96b6ccd3424db8cd70940c4fed41eba58a605ac2cb3e9dea76b5d81143cdc6", 270.9, "derived from q4_1"),
+        RealModel("smollm2-135m-f32", "F32", 0,
+                  "b89c75c028f12c4213f91818e76d782f99cbd7de4a610a1a420a11ea86c167b9", 539.8, "derived from q4_1"),
     )
 }
 

@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,15 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def api_keys(args: argparse.Namespace, environ: dict[str, str] | None = None) -> list[str]:
+def api_keys(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> list[str]:
     """The keys the server requires: --api-key, the lines of --api-key-file, or LLAMA_API_KEY."""
-    environ = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     keys = [args.api_key] if args.api_key else []
     if args.api_key_file:
         with open(args.api_key_file, encoding="utf-8") as f:
             keys += [line.strip() for line in f if line.strip()]
-    if not keys and environ.get("LLAMA_API_KEY"):
-        keys = [environ["LLAMA_API_KEY"]]
+    if not keys and env.get("LLAMA_API_KEY"):
+        keys = [env["LLAMA_API_KEY"]]
     return keys
 # llama-server's --spec-type values; each is xllamacpp's COMMON_SPECULATIVE_TYPE_<NAME> (dashes as underscores).
 SPEC_TYPES = ("none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
