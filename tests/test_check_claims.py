@@ -155,10 +155,15 @@ def test_without_recordings_the_shown_tokens_cannot_be_checked(tmp_path):
     assert exp.status == check.PASS and "the lesson's tables" in exp.detail
 
 
-def test_a_malformed_fact_fails(tmp_path):
-    run = run_of(tmp_path / "r", made(L4, {"top_tokens": [1, 2, 3]}), RECORDED)
+@pytest.mark.parametrize("fact,message", [
+    ([1, 2, 3], "top_tokens is a list, not an object of tables"),
+    ({"t": {"prompt": PROMPT, "tokens": [{"token": "' Paris'", "rank": "one"}]}}, "top_tokens['t'].tokens[0] has rank 'one'"),
+    ({"t": {"prompt": PROMPT}}, "top_tokens['t'] has no list of tokens"),
+])
+def test_a_malformed_fact_fails(tmp_path, fact, message):
+    run = run_of(tmp_path / "r", made(L4, {"top_tokens": fact}), RECORDED)
     shown = only(run, "top_tokens_match_server")
-    assert shown.status == check.FAIL and "top_tokens is a list, not an object of tables" in shown.detail
+    assert shown.status == check.FAIL and message in shown.detail
 
 
 def test_an_older_runs_table_is_matched_by_its_tokens(tmp_path):

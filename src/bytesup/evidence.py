@@ -70,8 +70,10 @@ def _tokens_from_fact(fact: Any) -> list[ShownTopTokens]:
             if not isinstance(t, dict) or "token" not in t:
                 raise FactShapeError(f"top_tokens[{key!r}].tokens[{i}] has no token")
             rank = t.get("rank", i + 1)
+            if not isinstance(rank, int) or isinstance(rank, bool):
+                raise FactShapeError(f"top_tokens[{key!r}].tokens[{i}] has rank {rank!r}, not an integer")
             rows.append(ShownToken(
-                rank=int(rank), id=int(t["id"]) if isinstance(t.get("id"), int) else None, token=token_text(t["token"]),
+                rank=rank, id=t["id"] if isinstance(t.get("id"), int) else None, token=token_text(t["token"]),
                 probability=_number(t.get("probability")), logprob=_number(t.get("logprob")),
                 server_probability=_number(t.get("server_probability"))))
         rows.sort(key=lambda r: r.rank)
