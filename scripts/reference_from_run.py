@@ -2,11 +2,19 @@
 
     .venv/bin/python scripts/reference_from_run.py outputs/<run folder> [references/smollm2-135m-q4_1_cpu.json]
 
-For each of lesson 4's four prompts it takes, from the run's tables, the top token, its probability
-and the set of the top eight tokens, with tolerances that cover float differences between CPUs
+For each of lesson 4's four prompts it takes, from the run's fact `top_tokens` (or, in a run made
+before lessons stated it, from the tables of the same names), the top token, its probability and
+the set of the top eight tokens, with tolerances that cover float differences between CPUs
 (llama.cpp's CPU kernels round differently on AVX2, AVX-512 and NEON), and a scope that names the
-model file by sha256 and any host without a GPU. `bytesup check` then applies it to every run of
-the default model on a CPU. It is labelled as this project's reference, not a published figure.
+model file by sha256 and any host without a GPU. Each figure addresses the fact by name
+(`"fact": "top_tokens", "key": <table>, "row": {"rank": 1}, "field": "probability"`).
+
+Units: the fact holds probabilities as fractions of 1; the reference states them in percent
+(`"unit": "%"`, tolerances in percentage points), and `bytesup check` converts the fact's
+fractions to percent before comparing.
+
+`bytesup check` then applies the reference to every run of the default model on a CPU. It is
+labelled as this project's reference, not a published figure.
 """
 
 from __future__ import annotations
@@ -14,7 +22,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bytesup.compare import load_run, token_text
+from bytesup.compare import load_run
+from bytesup.evidence import FactShapeError, shown_top_tokens
 from bytesup.realmodel import GGUF_SHA256, SOURCE
 from bytesup.storage import write_json_atomic
 
@@ -45,32 +54,33 @@ def main(run_dir: Path, out: Path) -> int:
     if host.get("gpus"):
         print(f"error: {run_dir} ran on a host with a GPU; this reference is for llama.cpp's CPU backend", file=sys.stderr)
         return 1
+    try:
+        tables = {t.key: t for t in shown_top_tokens(result)}
+    except FactShapeError as exc:
+        print(f"error: {run_dir}'s {LESSON} fact {exc}", file=sys.stderr)
+        return 1
     figures = []
-    for table in result.tables:
-        if table.name not in PROMPTS:
+    for key, (short, prompt) in PROMPTS.items():
+        shown = tables.get(key)
+        if shown is None or len(shown.tokens) < 8 or any(t.probability is None for t in shown.tokens[:8]):
             continue
-        short, prompt = PROMPTS[table.name]
-        cols = [c.name for c in table.columns]
-        rows = sorted(table.rows, key=lambda r: r[cols.index("rank")])
-        tokens = [token_text(r[cols.index("token")]) for r in rows]
-        top_p = rows[0][cols.index("probability")]
+        tokens = [t.token for t in shown.tokens]
+        percents = [100.0 * t.probability for t in shown.tokens[:8] if t.probability is not None]
+        address = {"lesson": LESSON, "fact": "top_tokens", "key": key}
         figures += [
-            {"id": f"{short}_top_token", "claim": f"most probable token after {prompt!r}", "lesson": LESSON,
-             "table": table.name, "row": {"rank": 1}, "column": "token", "published": tokens[0],
-             "tolerance": {}},
-            {"id": f"{short}_top_probability", "claim": f"probability of the most probable token after {prompt!r}",
-             "lesson": LESSON, "table": table.name, "row": {"rank": 1}, "column": "probability",
-             "published": round(top_p, 2), "unit": "%", "tolerance": {"absolute": PROBABILITY_TOLERANCE_PP}},
-            {"id": f"{short}_top8", "claim": f"the eight most probable tokens after {prompt!r}", "lesson": LESSON,
-             "table": table.name, "column": "token", "aggregate": "set", "rows": 8, "published": tokens[:8],
-             "tolerance": {"missing": 1}},
-            {"id": f"{short}_top8_share", "claim": f"share of the top eight tokens after {prompt!r}", "lesson": LESSON,
-             "table": table.name, "column": "probability", "aggregate": "sum", "rows": 8,
-             "published": round(sum(r[cols.index("probability")] for r in rows[:8]), 2), "unit": "%",
+            {"id": f"{short}_top_token", "claim": f"most probable token after {prompt!r}", **address,
+             "row": {"rank": 1}, "field": "token", "published": tokens[0], "tolerance": {}},
+            {"id": f"{short}_top_probability", "claim": f"probability of the most probable token after {prompt!r}", **address,
+             "row": {"rank": 1}, "field": "probability", "published": round(percents[0], 2), "unit": "%",
+             "tolerance": {"absolute": PROBABILITY_TOLERANCE_PP}},
+            {"id": f"{short}_top8", "claim": f"the eight most probable tokens after {prompt!r}", **address,
+             "field": "token", "aggregate": "set", "rows": 8, "published": tokens[:8], "tolerance": {"missing": 1}},
+            {"id": f"{short}_top8_share", "claim": f"share of the top eight tokens after {prompt!r}", **address,
+             "field": "probability", "aggregate": "sum", "rows": 8, "published": round(sum(percents), 2), "unit": "%",
              "tolerance": {"absolute": SHARE_TOLERANCE_PP}},
         ]
     if len(figures) != 4 * len(PROMPTS):
-        print(f"error: {run_dir}'s {LESSON} lacks some of the tables {', '.join(PROMPTS)}", file=sys.stderr)
+        print(f"error: {run_dir}'s {LESSON} lacks eight tokens with probabilities for some of {', '.join(PROMPTS)}", file=sys.stderr)
         return 1
     reference = {
         "schema_version": 1,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from test_compare import L4, assemble_run, edit_manifest, invoke, read_result, w
 from bytesup import check
 from bytesup.compare import load_run
 from bytesup.errors import BytesupError
-from bytesup.results import LessonResult, Measurement
+from bytesup.results import Column, LessonResult, Measurement, Table
 
 ALL = ["01_model_on_disk", "02_tokens_and_embeddings", "03_layer_is_matmul", L4, "05_generating_text",
        "06_attention_kv_cache", "07_hardware_fit", "08_capstone_decode_memory_bound"]
@@ -40,7 +41,7 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     report = check.check_run(load_run(full_run))
     general = [r for r in report.results if r.source == "general"]
     # Arithmetic claims hold exactly on any run of any model.
-    for claim_id in ("probability_is_exp_logprob", "top8_share_at_most_one", "kv_bytes_formula",
+    for claim_id in ("probability_is_exp_logprob", "top_tokens_match_server", "top8_share_at_most_one", "kv_bytes_formula",
                      "sampler_matches_server", "ridge_point_formula", "bytes_model_with_context"):
         assert only(report, claim_id).status == check.PASS, only(report, claim_id)
     # Timing claims: the verdict must follow from the recorded numbers, computed here again.
@@ -55,7 +56,8 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     assert slows[0].status == (check.PASS if deep.median < shallow.median else
                                check.INCONCLUSIVE if deep.min <= shallow.max else check.FAIL)
     effs = claims(report, "decode_efficiency_in_unit_interval")
-    assert len(effs) == 1 + sum(m.name == "decode_efficiency" for m in read_result(full_run, "08_capstone_decode_memory_bound").measurements)
+    l8 = read_result(full_run, "08_capstone_decode_memory_bound")
+    assert len(effs) == 1 + sum(m.name == "decode_efficiency" for m in l8.measurements)
     short, long = l4.measurement("decode_tokens_per_s_short_prompt"), l4.measurement("decode_tokens_per_s_long_prompt")
     slows4 = [r for r in claims(report, "decode_slows_with_context") if r.lesson == L4]
     assert slows4[0].status == (check.PASS if long.median < short.median else
@@ -85,25 +87,31 @@ def test_the_dgx_spark_figures_do_not_apply_to_the_recorded_model(full_run):
     assert "0 fail" in md and "Source: LLM Basics, lesson 4" in md
 
 
-def test_a_probability_that_is_not_e_to_the_logprob_fails(tmp_path):
+def test_a_shown_server_probability_that_is_not_the_recorded_one_fails(tmp_path):
     run = assemble_run(tmp_path / "run", L4)
     result = read_result(run, L4)
     table = result.table("top8_fibonacci")
-    # The server's own probability is the independent number the claim compares with e^logprob.
+    # An older run (no top_tokens fact): its table is read by column name and set against the
+    # server's answers recorded in http/04_next_token.jsonl.
     p = [c.name for c in table.columns].index("server probability")
     table.rows[2][p] *= 1.01
     write_result(run, result)
     cli = invoke("check", run)
     assert cli.exit_code == 1
     data = json.loads((run / "check.json").read_text(encoding="utf-8"))
-    claim = next(c for c in data["claims"] if c["id"] == "probability_is_exp_logprob")
-    assert claim["status"] == check.FAIL
-    assert "top8_fibonacci" in claim["expected"] and "0.01" in claim["observed"]
+    claims_by_id = {c["id"]: c for c in data["claims"]}
+    shown = claims_by_id["top_tokens_match_server"]
+    assert shown["status"] == check.FAIL
+    assert "top8_fibonacci rank 3 ' <': server probability" in shown["detail"] and "0.01" in shown["observed"]
+    # The server's own numbers, read from the recording, still agree with e^logprob.
+    assert claims_by_id["probability_is_exp_logprob"]["status"] == check.PASS
+    assert "recorded in http/04_next_token.jsonl" in claims_by_id["probability_is_exp_logprob"]["detail"]
     assert "❌ fail" in (run / "check.md").read_text(encoding="utf-8")
 
 
-def test_a_top8_share_above_one_fails(tmp_path):
+def test_a_top8_share_from_the_tables_when_nothing_was_recorded(tmp_path):
     run = assemble_run(tmp_path / "run", L4)
+    shutil.rmtree(run / "http")
     result = read_result(run, L4)
     table = result.table("top8_cat_sat")
     cols = [c.name for c in table.columns]
@@ -112,8 +120,10 @@ def test_a_top8_share_above_one_fails(tmp_path):
     table.rows[0][cols.index("server probability")] = 100.0
     write_result(run, result)
     report = check.check_run(load_run(run))
-    assert only(report, "top8_share_at_most_one").status == check.FAIL
+    share = only(report, "top8_share_at_most_one")
+    assert share.status == check.FAIL and "the lesson's tables" in share.detail
     assert only(report, "probability_is_exp_logprob").status == check.PASS
+    assert only(report, "top_tokens_match_server").status == check.NA
 
 
 def test_missing_lessons_are_named_not_crashed_on(tmp_path):
@@ -211,7 +221,13 @@ def test_the_shipped_references_load():
         ref = check.load_reference(path)
         assert ref.source and ref.figures
         for fig in ref.figures:
-            assert fig.measurement or fig.table
+            assert fig.measurement or fig.fact or fig.table
+    # The shipped files address lesson 4's numbers by fact; their probabilities are in percent.
+    for path in files:
+        for fig in check.load_reference(path).figures:
+            assert fig.table is None, (path.name, fig.id)
+            if fig.fact == "top_tokens" and fig.field == "probability":
+                assert fig.unit == "%", (path.name, fig.id)
 
 
 # --- constructed results: each claim's failing side -------------------------------------------
@@ -250,16 +266,20 @@ def test_decode_slows_with_context(tmp_path, shallow, deep, status):
     assert "depth 1,900" in claim.observed and "depth 0" in claim.expected
 
 
-def test_kv_bytes_formula_recomputes_the_measurement_and_the_table(tmp_path):
-    from bytesup.results import Column, Table
-
+def test_kv_bytes_formula_on_an_older_runs_table(tmp_path):
+    """A run without the kv_examples fact: rows read from a table laid out with KV columns."""
     hp = {"model_info": {"hyperparameters": {"n_layer": 32, "n_head": 32, "n_head_kv": 32, "head_dim": 128}}}
-    table = Table(name="kv_cache_size", title="KV", columns=[Column(name=n, unit=u) for n, u in [
-        ("model", ""), ("layers", ""), ("KV heads", ""), ("head width", ""), ("bytes per element", ""), ("per token", "bytes"), ("per token", "KiB")]],
-        rows=[["70B example", 80, 8, 128, 2.0, 327680, 320.0]])
-    good = lesson("06_attention_kv_cache", [m("kv_bytes_per_token", "bytes", [524288], settings={"cache_type_k": "f16", "cache_type_v": "f16"})], [table], hp)
+    names = [("model", ""), ("layers", ""), ("KV heads", ""), ("head width", ""), ("bytes per element", ""),
+             ("per token", "bytes"), ("per token", "KiB")]
+    table = Table(name="kv_cache_size", title="KV", columns=[Column(name=n, unit=u) for n, u in names],
+                  rows=[["70B example", 80, 8, 128, 2.0, 327680, 320.0]])   # 2 × 80 × 8 × 128 × 2 = 327,680
+    f16 = {"cache_type_k": "f16", "cache_type_v": "f16"}
+    # 2 × 32 × 32 × 128 × 2 = 524,288 bytes
+    good = lesson("06_attention_kv_cache", [m("kv_bytes_per_token", "bytes", [524288], settings=f16)], [table], hp)
     assert only(check.check_run(run_of(tmp_path, good), []), "kv_bytes_formula").status == check.PASS
-    q8 = lesson("06_attention_kv_cache", [m("kv_bytes_per_token", "bytes", [524288 * 0.5 * (1 + 34 / 64)], settings={"cache_type_k": "q8_0", "cache_type_v": "f16"})], [], hp)
+    # K in q8_0 (34 bytes per 32), V in f16: 32 × 32 × 128 × (1.0625 + 2) = 131,072 × 3.0625 = 401,408
+    q8 = lesson("06_attention_kv_cache", [m("kv_bytes_per_token", "bytes", [401408],
+                                            settings={"cache_type_k": "q8_0", "cache_type_v": "f16"})], [], hp)
     assert only(check.check_run(run_of(tmp_path, q8), []), "kv_bytes_formula").status == check.PASS
     table.rows[0][5] = 32768    # the podcast's figure
     bad = lesson("06_attention_kv_cache", [], [table], hp)
@@ -267,16 +287,22 @@ def test_kv_bytes_formula_recomputes_the_measurement_and_the_table(tmp_path):
     assert claim.status == check.FAIL and "32,768" in claim.observed and "327,680" in claim.expected
 
 
-def test_sampler_verdicts_and_their_numbers(tmp_path):
-    from bytesup.results import Column, Table
+def test_sampler_numbers_of_an_older_runs_table(tmp_path):
+    """A run without the sampler_comparisons fact: the numbers of its table, never its verdict text."""
+    names = [("setting", ""), ("same tokens", ""), ("max |Δp| / p", ""), ("tolerance", "relative"), ("verdict", "")]
+    cols = [Column(name=n, unit=u) for n, u in names]
 
-    cols = [Column(name=n, unit=u) for n, u in [("setting", ""), ("same tokens", ""), ("max |Δp| / p", ""), ("tolerance", "relative"), ("verdict", "")]]
-    ok = Table(name="sampler_check", title="s", columns=cols, rows=[["greedy", True, 0.0, 1e-5, "agree"], ["top_k 40", None, None, 1e-5, "not checked"]])
-    claim = only(check.check_run(run_of(tmp_path, lesson("05_generating_text", tables=[ok])), []), "sampler_matches_server")
+    def claim_of(rows):
+        table = Table(name="sampler_check", title="s", columns=cols, rows=rows)
+        return only(check.check_run(run_of(tmp_path, lesson("05_generating_text", tables=[table])), []), "sampler_matches_server")
+
+    claim = claim_of([["greedy", True, 0.0, 1e-5, "agree"], ["top_k 40", None, None, 1e-5, "not checked"]])
     assert claim.status == check.PASS and "1 of 1" in claim.observed and "1 not checked" in claim.detail
-    lying = Table(name="sampler_check", title="s", columns=cols, rows=[["top_p 0.9", True, 3e-3, 1e-5, "agree"]])
-    claim = only(check.check_run(run_of(tmp_path, lesson("05_generating_text", tables=[lying])), []), "sampler_matches_server")
+    claim = claim_of([["top_p 0.9", True, 3e-3, 1e-5, "agree"]])
     assert claim.status == check.FAIL and "0.003 > tolerance" in claim.detail
+    # Numbers within the tolerance pass whatever the verdict says.
+    claim = claim_of([["top_p 0.9", True, 2e-6, 1e-5, "disagree"]])
+    assert claim.status == check.PASS and "from table sampler_check" in claim.detail
 
 
 @pytest.mark.parametrize("eff,unit,bandwidth,status", [
@@ -359,6 +385,8 @@ def test_the_reference_is_out_of_scope_for_another_file_or_a_gpu_host(tmp_path):
     run2 = assemble_run(tmp_path / "run2", L4)
     edit_manifest(run2, lambda m: m["host"].update(gpus=["NVIDIA H200"]))
     assert all(r.status == check.NA and "reference is any CPU" in r.detail for r in check.check_reference(load_run(run2), ref))
+
+
 def test_efficiency_at_most_one_skips_cache_resident_points(tmp_path):
     ms = [m("decode_efficiency", "%", [130.0, 140.0], settings={"preset": "tiny", "cache_resident": True}),
           m("decode_efficiency", "%", [60.0, 70.0], settings={"preset": "big", "cache_resident": False})]
