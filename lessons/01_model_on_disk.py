@@ -37,10 +37,10 @@ MiB = 2**20
 
 # Published reference values come from bytesup.published (the course outline); they are only
 # ever shown labelled "published".
-SPECIMEN = published.SPECIMEN
+SPECIMEN: dict[str, Any] = published.SPECIMEN
 PUBLISHED_MODEL = f"{published.SPECIMEN_NAME} (published)"
 PUBLISHED_HOST = f"{published.SPARK_NAME} (published)"
-PUBLISHED_CEILING = published.LESSON4["ceiling_tokens_per_s"]
+PUBLISHED_CEILING: float = published.LESSON4["ceiling_tokens_per_s"]  # type: ignore[assignment]
 
 GROUPS = ("embedding", "attention", "feed_forward", "norms", "output", "other")
 NOT_IN_FILE = "not in the file"
@@ -218,11 +218,11 @@ class StrictBytes:
 
     row_bytes: int
     embd_bytes: int
-    bytes_per_token: int
+    bytes_per_token: float
     tokens_per_s: float   # the ceiling at the reference bandwidth
 
 
-def strict_bytes(bytes_per_token: int, embd_bytes: int, row_bytes: int, ref_gbs: float) -> StrictBytes:
+def strict_bytes(bytes_per_token: float, embd_bytes: int, row_bytes: int, ref_gbs: float) -> StrictBytes:
     strict = bytes_per_token - embd_bytes + row_bytes
     return StrictBytes(row_bytes, embd_bytes, strict, ceiling.ceiling_at(ref_gbs, strict))
 
