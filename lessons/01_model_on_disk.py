@@ -12,20 +12,21 @@ which bounds the server only when it decodes on this host's CPU; the server's ow
 be given with --bandwidth-gbs; the course's published example is shown beside them.
 """
 
-from __future__ import annotations
-
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
     import bytesup  # noqa: F401
 except ImportError:
-    import os, runpy
+    import os
+    import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from bytesup import formulas, hostbench, published
+from bytesup import ceiling, formulas, hostbench, published
+from bytesup.ceiling import Ceiling
 from bytesup.gguf_read import read_model_info
 from bytesup.runner import LessonContext, script_main
 
@@ -36,16 +37,39 @@ MiB = 2**20
 
 # Published reference values come from bytesup.published (the course outline); they are only
 # ever shown labelled "published".
-SPECIMEN = published.SPECIMEN
+SPECIMEN: dict[str, Any] = published.SPECIMEN
 PUBLISHED_MODEL = f"{published.SPECIMEN_NAME} (published)"
 PUBLISHED_HOST = f"{published.SPARK_NAME} (published)"
-PUBLISHED_CEILING = published.LESSON4["ceiling_tokens_per_s"]
+PUBLISHED_CEILING: float = published.LESSON4["ceiling_tokens_per_s"]  # type: ignore[assignment]
 
 GROUPS = ("embedding", "attention", "feed_forward", "norms", "output", "other")
 NOT_IN_FILE = "not in the file"
 
 
-# --- pure helpers (tested on their own) -------------------------------------------------
+# --- requests: the model file, the server's meta, the run's bandwidth ----------------------------
+
+def read_header(ctx: LessonContext) -> dict[str, Any]:
+    """The served model's GGUF header and tensor index (gguf_read.read_model_info), a host value:
+    read before anything else, so a bad file fails before any request."""
+    return ctx.host("model_info", lambda: read_model_info(ctx.require_model()))
+
+
+@dataclass(frozen=True)
+class BandwidthInputs:
+    """The run's bandwidth reading, where the server decodes, and the bandwidth given with --bandwidth-gbs."""
+
+    reading: dict[str, Any]      # hostbench's reading: gb_per_s {samples, median, min, max}, threads, method…
+    facts: dict[str, Any]        # the lesson's server facts: host_bandwidth_applies, reason
+    given_gbs: float | None
+
+
+def bandwidth_inputs(ctx: LessonContext) -> BandwidthInputs:
+    facts = ctx.server_facts()
+    reading = ctx.run_bandwidth()  # the run's one reading, shared by lessons 1, 4, 7 and 8
+    return BandwidthInputs(reading, facts, ctx.option("bandwidth_gbs"))
+
+
+# --- computation: from the header to named records ---------------------------------------------
 
 def number(value: Any) -> int | float | None:
     """A hyperparameter as one number, or None when it is missing or not a single number
@@ -71,35 +95,78 @@ def shape_text(shape: list[int]) -> str:
     return " × ".join(str(n) for n in shape)
 
 
-def tensor_rows(info: dict) -> list[list[Any]]:
-    """name, shape, type, elements, bytes for every tensor, in file order."""
-    return [[t["name"], shape_text(t["shape"]), t["type"], t["n_elements"], t["n_bytes"]] for t in info["tensors"]]
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    shape: str       # llama.cpp's order, row length first
+    type: str
+    elements: int
+    bytes: int
 
 
-def bytes_by_type_rows(info: dict) -> list[list[Any]]:
-    """Per storage type (read_model_info's bytes_by_type and params_by_type): tensors, parameters,
-    bytes, bits per parameter, block layout, share of bytes."""
+def tensor_entries(info: dict) -> list[TensorEntry]:
+    """Every tensor, in file order."""
+    return [TensorEntry(t["name"], shape_text(t["shape"]), t["type"], t["n_elements"], t["n_bytes"]) for t in info["tensors"]]
+
+
+@dataclass(frozen=True)
+class TypeShare:
+    """One storage type: its tensors, parameters and bytes, and its block layout."""
+
+    type: str
+    tensors: int
+    params: int
+    bytes: int
+    bits_per_param: float
+    block_elements: int
+    block_bytes: int
+    share_percent: float   # of all tensor bytes
+
+
+def type_shares(info: dict) -> list[TypeShare]:
+    """Per storage type (read_model_info's bytes_by_type and params_by_type)."""
     counts = Counter(t["type"] for t in info["tensors"])
     total = info["tensor_bytes"]
-    rows = []
+    shares = []
     for name, nbytes in info["bytes_by_type"].items():
         params = info["params_by_type"][name]
         block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType[name]]
-        rows.append([name, counts[name], params, nbytes, 8 * nbytes / params, block, block_bytes, 100 * nbytes / total])
-    return rows
+        shares.append(TypeShare(name, counts[name], params, nbytes, 8 * nbytes / params, block, block_bytes, 100 * nbytes / total))
+    return shares
 
 
-def group_rows(info: dict) -> list[list[Any]]:
-    """Per part of the network (read_model_info's *_by_group): parameters, % of parameters, tensors,
-    bytes, % of bytes. "other" is listed only when some tensor falls into it."""
+@dataclass(frozen=True)
+class GroupShare:
+    """One part of the network: its parameters, tensors and bytes, and their shares of the whole."""
+
+    part: str              # "feed-forward", not "feed_forward"
+    params: int
+    params_percent: float
+    tensors: int
+    bytes: int
+    bytes_percent: float
+
+
+def group_shares(info: dict) -> list[GroupShare]:
+    """Per part of the network (read_model_info's *_by_group). "other" is listed only when some tensor falls into it."""
     n_params, n_bytes = info["n_params"], info["tensor_bytes"]
     params, nbytes, counts = info["params_by_group"], info["bytes_by_group"], info["tensors_by_group"]
     return [
-        [g.replace("_", "-"), params.get(g, 0), 100 * params.get(g, 0) / n_params,
-         counts.get(g, 0), nbytes.get(g, 0), 100 * nbytes.get(g, 0) / n_bytes]
+        GroupShare(g.replace("_", "-"), params.get(g, 0), 100 * params.get(g, 0) / n_params,
+                   counts.get(g, 0), nbytes.get(g, 0), 100 * nbytes.get(g, 0) / n_bytes)
         for g in GROUPS
         if params.get(g, 0) or g != "other"
     ]
+
+
+def block_counts(info: dict) -> dict[int, int]:
+    """Tensors per block, from the names blk.N.*."""
+    counts: Counter[int] = Counter()
+    for t in info["tensors"]:
+        parts = t["name"].split(".")
+        if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit():
+            counts[int(parts[1])] += 1
+    return dict(sorted(counts.items()))
 
 
 def token_embd(info: dict) -> dict | None:
@@ -114,6 +181,62 @@ def embedding_row_bytes(info: dict) -> int | None:
     t = token_embd(info)
     return t["n_bytes"] // t["shape"][1] if t and t["shape"][1] else None
 
+
+@dataclass(frozen=True)
+class Totals:
+    n_params: int
+    tensor_bytes: int     # the bytes decode reads per token: every weight once
+    file_bytes: int
+    overhead_bytes: int   # header (metadata, tokenizer, tensor index) and alignment padding
+    bits_per_param: float
+
+
+def totals(info: dict) -> Totals:
+    n_params, tensor_bytes = info["n_params"], formulas.bytes_per_token(info)
+    return Totals(n_params, tensor_bytes, info["file_size_bytes"], info["file_size_bytes"] - tensor_bytes,
+                  8 * tensor_bytes / n_params)
+
+
+@dataclass(frozen=True)
+class Work:
+    """The work of one decoded token: every weight read once, ~2 FLOPs per weight."""
+
+    params: int
+    bytes: int
+    flops: float
+    flops_per_byte: float
+
+
+def work_per_token(n_params: int, nbytes: int) -> Work:
+    flops = formulas.flops_per_token(n_params)
+    return Work(n_params, nbytes, flops, flops / nbytes)
+
+
+@dataclass(frozen=True)
+class StrictBytes:
+    """Decode reads one row of token_embd per token, not all of it (when the output matrix is separate)."""
+
+    row_bytes: int
+    embd_bytes: int
+    bytes_per_token: float
+    tokens_per_s: float   # the ceiling at the reference bandwidth
+
+
+def strict_bytes(bytes_per_token: float, embd_bytes: int, row_bytes: int, ref_gbs: float) -> StrictBytes:
+    strict = bytes_per_token - embd_bytes + row_bytes
+    return StrictBytes(row_bytes, embd_bytes, strict, ceiling.ceiling_at(ref_gbs, strict))
+
+
+def reference_bandwidth(ceil: Ceiling) -> tuple[float, str]:
+    """The bandwidth the last ceiling sentences use: the server's own where known (bytesup.ceiling's
+    server_bandwidth), else this host's CPU median, labelled as such."""
+    ref = ceiling.server_bandwidth(ceil.bandwidth.median, host_applies=ceil.host_applies, given_gbs=ceil.given_gbs)
+    if ref is None:
+        return ceil.bandwidth.median, "this host's CPU median"
+    return ref.gbs, ("this host's median" if ref.host_cpu else "the given bandwidth")
+
+
+# --- rendering: tables and their notes ---------------------------------------------------------
 
 def hyperparameter_rows(info: dict) -> list[list[Any]]:
     """property, this model, published specimen (where the course states it), GGUF source."""
@@ -171,238 +294,25 @@ def hyperparameter_notes(model_name: str, hp: dict) -> list[str]:
     return notes
 
 
-def block_counts(info: dict) -> dict[int, int]:
-    """Tensors per block, from the names blk.N.*."""
-    counts: Counter[int] = Counter()
-    for t in info["tensors"]:
-        parts = t["name"].split(".")
-        if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit():
-            counts[int(parts[1])] += 1
-    return dict(sorted(counts.items()))
-
-
-def ceiling_rows(bytes_per_tok: int, measured_gbs: dict | None, given_gbs: float | None,
-                 model_name: str, host_applies: bool = True) -> list[list[Any]]:
-    """source, model, bandwidth (GB/s), bytes per token, ceiling (tokens/s) = bandwidth ÷ bytes.
-
-    When the server does not decode on this host's CPU (host_applies False) the measured rows
-    stay, labelled as a ceiling for CPU decode on this host, not for the server."""
-    def row(source: str, model: str, gbs: float, nbytes: float) -> list[Any]:
-        return [source, model, gbs, nbytes, formulas.ceiling_tokens_per_s(gbs * GB, nbytes)]
-
-    rows = [row(PUBLISHED_HOST, PUBLISHED_MODEL, published.SPARK_BANDWIDTH_GB_PER_S, SPECIMEN["file_bytes"])]
-    if given_gbs is not None:
-        rows.append(row("given (--bandwidth-gbs)", model_name, float(given_gbs), bytes_per_tok))
-    if measured_gbs is not None:
-        scope = "" if host_applies else ", CPU decode here, not the server"
-        for stat in ("median", "min", "max"):
-            rows.append(row(f"this host, measured ({stat}{scope})", model_name, measured_gbs[stat], bytes_per_tok))
-    return rows
-
-
-def ceiling_notes(*, model_name: str, bw: dict, bytes_per_tok: int, flops: float, given: float | None,
-                  facts: dict, row_bytes: int | None, embd_bytes: int | None, tied: bool = False) -> list[str]:
-    """The sentences under the ceiling table; which ones apply depends on where the server decodes."""
-    gbs = bw["gb_per_s"]
-    applies = bool(facts.get("host_bandwidth_applies"))
-    host_ceiling = formulas.ceiling_tokens_per_s(gbs["median"] * GB, bytes_per_tok)
-    read = hostbench.describe_reading(bw)
-    read = read[0].upper() + read[1:]
-    notes = []
-    if applies:
-        notes.append(f"{read}; {facts.get('reason', 'the server decodes on this CPU')}, "
-                     f"so decoding {model_name} there cannot beat {host_ceiling:,.0f} tokens/s.")
-    else:
-        notes.append(f"{read}: {host_ceiling:,.0f} tokens/s is a ceiling for CPU decode on this host, not for the "
-                     f"server, because {facts.get('reason', 'the server does not decode on this CPU')}.")
-        if given is None:
-            notes.append("Pass --bandwidth-gbs with the memory bandwidth of the device the server decodes on "
-                         "to get the server's ceiling.")
-    if given is not None:
-        given_ceiling = formulas.ceiling_tokens_per_s(float(given) * GB, bytes_per_tok)
-        notes.append(f"With the given {float(given):g} GB/s, decoding {model_name} cannot beat "
-                     f"{given_ceiling:,.0f} tokens/s, {given_ceiling / host_ceiling:.3g} × this host's measured CPU ceiling.")
-    # The reference for the remaining sentences: the server's own bandwidth where known.
-    if applies or given is None:
-        ref_gbs, ref_label = gbs["median"], ("this host's median" if applies else "this host's CPU median")
-    else:
-        ref_gbs, ref_label = float(given), "the given bandwidth"
-    ref_ceiling = formulas.ceiling_tokens_per_s(ref_gbs * GB, bytes_per_tok)
-    if tied and embd_bytes:
-        notes.append(f"token_embd is also the output matrix (tied embeddings, no output.weight): every token's logits "
-                     f"multiply by all {embd_bytes:,} bytes of it, so decode reads it whole once per token, and the "
-                     f"bytes per token count it once ({100 * embd_bytes / bytes_per_tok:.1f}% of them).")
-    elif row_bytes is not None and embd_bytes:
-        strict = bytes_per_tok - embd_bytes + row_bytes
-        notes.append(f"Strictly, decode reads one {row_bytes:,}-byte row of token_embd per token, not all "
-                     f"{embd_bytes:,} bytes of it: {strict:,} bytes per token, a ceiling of "
-                     f"{formulas.ceiling_tokens_per_s(ref_gbs * GB, strict):,.0f} tokens/s at {ref_label} "
-                     f"({100 * embd_bytes / bytes_per_tok:.1f}% of the bytes are the embedding table).")
-    notes.append(f"At {ref_label} ceiling of {ref_ceiling:,.0f} tokens/s the arithmetic is "
-                 f"{ref_ceiling * flops / 1e9:,.4g} GFLOP/s ({flops / 1e9:.4g} GFLOP per token).")
-    return notes
-
-
-# --- the lesson ---------------------------------------------------------------------------
-
-def main(ctx: LessonContext):
-    # 1. The header: read before anything else, so a bad file fails before any request.
-    ctx.step("reading the GGUF header")
-    info = ctx.host("model_info", lambda: read_model_info(ctx.require_model()))
-    hp = info["hyperparameters"]
-    model_name = info.get("name") or ctx.identity.get("model", {}).get("name") or "this model"
-    ctx.settings["model_file"] = ctx.identity.get("model", {}).get("file")
-
+def show_hyperparameters(ctx: LessonContext, info: dict, model_name: str) -> None:
     ctx.table(
         "architecture", "Architecture and hyperparameters",
         [("property", ""), ("this model", ""), (f"published specimen ({published.SPECIMEN_NAME})", ""), ("read from", "")],
         hyperparameter_rows(info),
-        notes=hyperparameter_notes(model_name, hp),
+        notes=hyperparameter_notes(model_name, info["hyperparameters"]),
     )
 
-    # 2. Every tensor.
-    rows = tensor_rows(info)
-    biggest = max(rows, key=lambda r: r[4])
-    per_block = block_counts(info)
+
+def blocks_sentence(n_tensors: int, per_block: dict[int, int]) -> str:
     in_blocks = sum(per_block.values())
-    embd = token_embd(info)
     if not per_block:
-        blocks_text = "none of them in numbered blocks."
-    elif min(per_block.values()) == max(per_block.values()):
-        blocks_text = f"{min(per_block.values())} in each of the {len(per_block)} blocks, {len(rows) - in_blocks} outside them."
-    else:
-        blocks_text = (f"{min(per_block.values())}–{max(per_block.values())} in each of the {len(per_block)} blocks, "
-                       f"{len(rows) - in_blocks} outside them.")
-    ctx.table(
-        "tensors", "Every tensor in the file",
-        [("name", ""), ("shape", "elements"), ("type", ""), ("elements", ""), ("bytes", "")],
-        rows,
-        notes=[
-            f"{len(rows)} tensors: {blocks_text}",
-            _embedding_shape_note(embd, hp),
-            f"The largest tensor is {biggest[0]} ({biggest[4]:,} bytes, "
-            f"{100 * biggest[4] / info['tensor_bytes']:.1f}% of all tensor bytes).",
-        ],
-    )
-
-    # 3. Parameter count and bytes.
-    n_params = info["n_params"]
-    bytes_per_tok = formulas.bytes_per_token(info)
-    server_meta = ctx.server.served_meta()
-    overhead = info["file_size_bytes"] - bytes_per_tok
-    ctx.table(
-        "totals", "Parameters and bytes",
-        [("quantity", ""), ("this model", ""), ("server's /v1/models", ""), ("published specimen", "")],
-        [
-            ["parameters (sum of tensor elements)", n_params, server_meta.get("n_params"), SPECIMEN["n_params"]],
-            ["tensor bytes", bytes_per_tok, server_meta.get("size"), None],
-            ["file size (bytes)", info["file_size_bytes"], None, SPECIMEN["file_bytes"]],
-            ["header and padding (bytes)", overhead, None, None],
-            ["average bits per parameter", 8 * bytes_per_tok / n_params, None, 8 * SPECIMEN["file_bytes"] / SPECIMEN["n_params"]],
-        ],
-        notes=[
-            f"{n_params:,} parameters ({n_params / 1e6:,.4g} million) in {bytes_per_tok:,} bytes of tensor data.",
-            f"The header (metadata, tokenizer, tensor index) and alignment padding take {overhead:,} bytes, "
-            f"{100 * overhead / info['file_size_bytes']:.2f}% of the file.",
-            _server_agreement(server_meta, n_params, bytes_per_tok),
-            f"This model has {n_params / SPECIMEN['n_params']:.3g} × the published specimen's parameters.",
-        ],
-    )
-    ctx.measure("n_params", "parameters", [n_params], higher_is_better=None,
-                description="sum of the elements of every tensor in the GGUF")
-
-    # 4. Bytes by storage type.
-    type_rows = bytes_by_type_rows(info)
-    ctx.table(
-        "bytes_by_type", "Bytes by storage type",
-        [("type", ""), ("tensors", ""), ("parameters", ""), ("bytes", ""), ("bits per parameter", ""),
-         ("block", "elements"), ("block", "bytes"), ("share of bytes", "%")],
-        type_rows,
-        notes=[
-            (f"{r[0]} stores blocks of {r[5]} values in {r[6]} bytes" if r[5] > 1 else f"{r[0]} stores each value in {r[6]} bytes")
-            + f": {r[4]:.4g} bits per parameter, {r[7]:.2f}% of the bytes."
-            for r in type_rows
-        ],
-    )
-
-    # 5. Where the parameters are.
-    grows = group_rows(info)
-    share = {r[0]: r[2] for r in grows}
-    top = max(grows, key=lambda r: r[1])
-    ctx.table(
-        "parameter_groups", "Where the parameters are",
-        [("part", ""), ("parameters", ""), ("share of parameters", "%"), ("tensors", ""), ("bytes", "bytes"),
-         ("share of bytes", "%")],
-        grows,
-        notes=[
-            f"The {top[0]} part holds the most parameters: {top[2]:.1f}%.",
-            f"Attention and feed-forward together, the {len(per_block) or shown(hp.get('n_layer'))} blocks: "
-            f"{share.get('attention', 0) + share.get('feed-forward', 0):.1f}%; "
-            f"embedding and output, the vocabulary-sized matrices: "
-            f"{share.get('embedding', 0) + share.get('output', 0):.1f}%.",
-        ] + ([] if share.get("output") else
-             ["The file has no output.weight: the logits reuse token_embd (tied embeddings), so the output part is empty."]),
-    )
-
-    # 6. The work of one decoded token: every weight read once, ~2 FLOPs per weight.
-    flops = formulas.flops_per_token(n_params)
-    pub_flops = formulas.flops_per_token(SPECIMEN["n_params"])
-    ctx.table(
-        "work_per_token", "Work per decoded token",
-        [("model", ""), ("parameters", ""), ("bytes read", "bytes"), ("FLOPs", "GFLOP"), ("FLOPs per byte", "")],
-        [
-            [model_name, n_params, bytes_per_tok, flops / 1e9, flops / bytes_per_tok],
-            [PUBLISHED_MODEL, SPECIMEN["n_params"], SPECIMEN["file_bytes"], pub_flops / 1e9, pub_flops / SPECIMEN["file_bytes"]],
-        ],
-        notes=[
-            f"One token reads all {bytes_per_tok:,} bytes of weights and does about 2 × {n_params:,} = "
-            f"{flops / 1e9:.4g} GFLOP: {flops / bytes_per_tok:.3g} FLOPs per byte read.",
-        ],
-    )
-    ctx.measure("bytes_per_token", "bytes", [bytes_per_tok], higher_is_better=None,
-                description="bytes of weights read per decoded token (every tensor once)")
-
-    # 7. The bandwidth ceiling: bandwidth ÷ bytes per token.
-    ctx.step("measuring this host's memory read bandwidth")
-    facts = ctx.server_facts()
-    bw = ctx.run_bandwidth()  # the run's one reading, shared by lessons 1, 4, 7 and 8
-    threads = bw["threads"]
-    given = ctx.option("bandwidth_gbs")
-    ctx.settings["bandwidth_gbs"] = given
-    ctx.settings["read_bandwidth"] = {"threads": bw["threads"], "bytes_per_thread": bw["bytes_per_thread"]}
-    gbs = bw["gb_per_s"]
-    applies = bool(facts["host_bandwidth_applies"])
-    ceil_rows = ceiling_rows(bytes_per_tok, gbs, given, model_name, host_applies=applies)
-    pub = ceil_rows[0]
-    embd_bytes = embd["n_bytes"] if embd else None
-    ctx.table(
-        "bandwidth_ceiling", "The bandwidth ceiling: tokens/s ≤ bandwidth ÷ bytes per token",
-        [("bandwidth source", ""), ("model", ""), ("bandwidth", "GB/s"), ("bytes per token", "bytes"),
-         ("ceiling", "tokens/s")],
-        ceil_rows,
-        notes=[
-            f"Published example: {pub[2]:g} GB/s ÷ {pub[3] / GB:g} GB = {pub[4]:.1f} tokens/s "
-            f"(the course quotes {PUBLISHED_CEILING:g}; computed ÷ quoted = {pub[4] / PUBLISHED_CEILING:.3f}).",
-        ] + ceiling_notes(model_name=model_name, bw=bw, bytes_per_tok=bytes_per_tok, flops=flops, given=given,
-                          facts=facts, row_bytes=embedding_row_bytes(info), embd_bytes=embd_bytes,
-                          tied=bool(info.get("tied_output"))),
-    )
-    bw_settings = {"threads": threads}
-    ctx.measure("read_bandwidth_gb_per_s", "GB/s", gbs["samples"], higher_is_better=True,
-                settings=bw_settings, description=bw["method"])
-    ctx.measure("decode_ceiling_tokens_per_s_measured_bandwidth" if applies else "host_cpu_decode_ceiling_tokens_per_s",
-                "tokens/s", [formulas.ceiling_tokens_per_s(s * GB, bytes_per_tok) for s in gbs["samples"]],
-                higher_is_better=None, settings=bw_settings,
-                description="each bandwidth sample ÷ bytes per token"
-                + ("" if applies else f": CPU decode on this host, not the server ({facts['reason']})"))
-    if given is not None:
-        ctx.measure("decode_ceiling_tokens_per_s_given_bandwidth", "tokens/s",
-                    [formulas.ceiling_tokens_per_s(float(given) * GB, bytes_per_tok)], higher_is_better=None,
-                    settings={"bandwidth_gbs": float(given)}, description="--bandwidth-gbs ÷ bytes per token")
-    return ctx.finish()
+        return "none of them in numbered blocks."
+    low, high = min(per_block.values()), max(per_block.values())
+    each = f"{low}" if low == high else f"{low}–{high}"
+    return f"{each} in each of the {len(per_block)} blocks, {n_tensors - in_blocks} outside them."
 
 
-def _embedding_shape_note(embd: dict | None, hp: dict) -> str:
+def embedding_shape_note(embd: dict | None, hp: dict) -> str:
     if embd is None:
         return "Shapes are in llama.cpp's order, row length first; this file has no 2-D token_embd."
     width, n_rows = embd["shape"]
@@ -417,7 +327,22 @@ def _embedding_shape_note(embd: dict | None, hp: dict) -> str:
             f"{n_rows:,} rows of width {width:,}, {vocab}.")
 
 
-def _server_agreement(meta: dict, n_params: int, tensor_bytes: int) -> str:
+def show_tensors(ctx: LessonContext, info: dict, tensors: list[TensorEntry]) -> None:
+    biggest = max(tensors, key=lambda t: t.bytes)
+    ctx.table(
+        "tensors", "Every tensor in the file",
+        [("name", ""), ("shape", "elements"), ("type", ""), ("elements", ""), ("bytes", "")],
+        [[t.name, t.shape, t.type, t.elements, t.bytes] for t in tensors],
+        notes=[
+            f"{len(tensors)} tensors: {blocks_sentence(len(tensors), block_counts(info))}",
+            embedding_shape_note(token_embd(info), info["hyperparameters"]),
+            (f"The largest tensor is {biggest.name} ({biggest.bytes:,} bytes, "
+            f"{100 * biggest.bytes / info['tensor_bytes']:.1f}% of all tensor bytes)."),
+        ],
+    )
+
+
+def server_agreement(meta: dict, n_params: int, tensor_bytes: int) -> str:
     if not meta:
         return "The server's /v1/models gives no model meta to compare with."
     parts = []
@@ -427,6 +352,204 @@ def _server_agreement(meta: dict, n_params: int, tensor_bytes: int) -> str:
         else:
             parts.append(f"{label} {'agree' if theirs == mine else f'differ ({theirs:,} vs {mine:,})'}")
     return "The server's /v1/models and this file: " + "; ".join(parts) + "."
+
+
+def show_totals(ctx: LessonContext, tot: Totals, server_meta: dict) -> None:
+    ctx.table(
+        "totals", "Parameters and bytes",
+        [("quantity", ""), ("this model", ""), ("server's /v1/models", ""), ("published specimen", "")],
+        [
+            ["parameters (sum of tensor elements)", tot.n_params, server_meta.get("n_params"), SPECIMEN["n_params"]],
+            ["tensor bytes", tot.tensor_bytes, server_meta.get("size"), None],
+            ["file size (bytes)", tot.file_bytes, None, SPECIMEN["file_bytes"]],
+            ["header and padding (bytes)", tot.overhead_bytes, None, None],
+            ["average bits per parameter", tot.bits_per_param, None, 8 * SPECIMEN["file_bytes"] / SPECIMEN["n_params"]],
+        ],
+        notes=[
+            f"{tot.n_params:,} parameters ({tot.n_params / 1e6:,.4g} million) in {tot.tensor_bytes:,} bytes of tensor data.",
+            (f"The header (metadata, tokenizer, tensor index) and alignment padding take {tot.overhead_bytes:,} bytes, "
+            f"{100 * tot.overhead_bytes / tot.file_bytes:.2f}% of the file."),
+            server_agreement(server_meta, tot.n_params, tot.tensor_bytes),
+            f"This model has {tot.n_params / SPECIMEN['n_params']:.3g} × the published specimen's parameters.",
+        ],
+    )
+
+
+def type_note(s: TypeShare) -> str:
+    layout = (f"{s.type} stores blocks of {s.block_elements} values in {s.block_bytes} bytes" if s.block_elements > 1
+              else f"{s.type} stores each value in {s.block_bytes} bytes")
+    return layout + f": {s.bits_per_param:.4g} bits per parameter, {s.share_percent:.2f}% of the bytes."
+
+
+def show_bytes_by_type(ctx: LessonContext, shares: list[TypeShare]) -> None:
+    ctx.table(
+        "bytes_by_type", "Bytes by storage type",
+        [("type", ""), ("tensors", ""), ("parameters", ""), ("bytes", ""), ("bits per parameter", ""),
+         ("block", "elements"), ("block", "bytes"), ("share of bytes", "%")],
+        [[s.type, s.tensors, s.params, s.bytes, s.bits_per_param, s.block_elements, s.block_bytes, s.share_percent]
+         for s in shares],
+        notes=[type_note(s) for s in shares],
+    )
+
+
+def show_groups(ctx: LessonContext, groups: list[GroupShare], n_blocks: Any) -> None:
+    share = {g.part: g.params_percent for g in groups}
+    top = max(groups, key=lambda g: g.params)
+    notes = [
+        f"The {top.part} part holds the most parameters: {top.params_percent:.1f}%.",
+        (f"Attention and feed-forward together, the {n_blocks} blocks: "
+        f"{share.get('attention', 0) + share.get('feed-forward', 0):.1f}%; "
+        f"embedding and output, the vocabulary-sized matrices: "
+        f"{share.get('embedding', 0) + share.get('output', 0):.1f}%."),
+    ]
+    if not share.get("output"):
+        notes.append("The file has no output.weight: the logits reuse token_embd (tied embeddings), so the output part is empty.")
+    ctx.table(
+        "parameter_groups", "Where the parameters are",
+        [("part", ""), ("parameters", ""), ("share of parameters", "%"), ("tensors", ""), ("bytes", "bytes"),
+         ("share of bytes", "%")],
+        [[g.part, g.params, g.params_percent, g.tensors, g.bytes, g.bytes_percent] for g in groups],
+        notes=notes,
+    )
+
+
+def show_work(ctx: LessonContext, model_name: str, work: Work, published_work: Work) -> None:
+    ctx.table(
+        "work_per_token", "Work per decoded token",
+        [("model", ""), ("parameters", ""), ("bytes read", "bytes"), ("FLOPs", "GFLOP"), ("FLOPs per byte", "")],
+        [[name, w.params, w.bytes, w.flops / 1e9, w.flops_per_byte]
+         for name, w in ((model_name, work), (PUBLISHED_MODEL, published_work))],
+        notes=[
+            (f"One token reads all {work.bytes:,} bytes of weights and does about 2 × {work.params:,} = "
+            f"{work.flops / 1e9:.4g} GFLOP: {work.flops_per_byte:.3g} FLOPs per byte read."),
+        ],
+    )
+
+
+def ceiling_rows(ceil: Ceiling | None, model_name: str) -> list[list[Any]]:
+    """source, model, bandwidth (GB/s), bytes per token, ceiling (tokens/s): the published example,
+    then bytesup.ceiling's sources (the given bandwidth, this host's median, min and max)."""
+    pub_bytes = SPECIMEN["file_bytes"]
+    pub_gbs = published.SPARK_BANDWIDTH_GB_PER_S
+    rows = [[PUBLISHED_HOST, PUBLISHED_MODEL, pub_gbs, pub_bytes, ceiling.ceiling_at(pub_gbs, pub_bytes)]]
+    if ceil is not None:
+        rows += [[s.label, model_name, s.bandwidth_gbs, ceil.bytes_per_token, s.tokens_per_s] for s in ceil.sources()]
+    return rows
+
+
+def ceiling_notes(*, model_name: str, reading: dict, ceil: Ceiling, work: Work, reason: str | None,
+                  strict: StrictBytes | None, tied_embd_bytes: int | None) -> list[str]:
+    """The sentences under the ceiling table; which ones apply depends on where the server decodes."""
+    host_ceiling = ceiling.ceiling_at(ceil.bandwidth.median, ceil.bytes_per_token)
+    read = hostbench.describe_reading(reading)
+    read = read[0].upper() + read[1:]
+    notes = []
+    if ceil.host_applies:
+        notes.append(f"{read}; {reason or 'the server decodes on this CPU'}, "
+                     f"so decoding {model_name} there cannot beat {host_ceiling:,.0f} tokens/s.")
+    else:
+        notes.append(f"{read}: {host_ceiling:,.0f} tokens/s is a ceiling for CPU decode on this host, not for the "
+                     f"server, because {reason or 'the server does not decode on this CPU'}.")
+        if ceil.given_gbs is None:
+            notes.append("Pass --bandwidth-gbs with the memory bandwidth of the device the server decodes on "
+                         "to get the server's ceiling.")
+    if ceil.given_gbs is not None and ceil.given_ceiling is not None:
+        notes.append(f"With the given {ceil.given_gbs:g} GB/s, decoding {model_name} cannot beat "
+                     f"{ceil.given_ceiling:,.0f} tokens/s, {ceil.given_ceiling / host_ceiling:.3g} × this host's measured CPU ceiling.")
+    ref_gbs, ref_label = reference_bandwidth(ceil)
+    ref_ceiling = ceiling.ceiling_at(ref_gbs, ceil.bytes_per_token)
+    if tied_embd_bytes:
+        notes.append(f"token_embd is also the output matrix (tied embeddings, no output.weight): every token's logits "
+                     f"multiply by all {tied_embd_bytes:,} bytes of it, so decode reads it whole once per token, and the "
+                     f"bytes per token count it once ({100 * tied_embd_bytes / ceil.bytes_per_token:.1f}% of them).")
+    elif strict is not None:
+        notes.append(f"Strictly, decode reads one {strict.row_bytes:,}-byte row of token_embd per token, not all "
+                     f"{strict.embd_bytes:,} bytes of it: {strict.bytes_per_token:,} bytes per token, a ceiling of "
+                     f"{strict.tokens_per_s:,.0f} tokens/s at {ref_label} "
+                     f"({100 * strict.embd_bytes / ceil.bytes_per_token:.1f}% of the bytes are the embedding table).")
+    notes.append(f"At {ref_label} ceiling of {ref_ceiling:,.0f} tokens/s the arithmetic is "
+                 f"{ref_ceiling * work.flops / 1e9:,.4g} GFLOP/s ({work.flops / 1e9:.4g} GFLOP per token).")
+    return notes
+
+
+def published_ceiling_note() -> str:
+    pub_gbs, pub_bytes = published.SPARK_BANDWIDTH_GB_PER_S, SPECIMEN["file_bytes"]
+    pub = ceiling.ceiling_at(pub_gbs, pub_bytes)
+    return (f"Published example: {pub_gbs:g} GB/s ÷ {pub_bytes / GB:g} GB = {pub:.1f} tokens/s "
+            f"(the course quotes {PUBLISHED_CEILING:g}; computed ÷ quoted = {pub / PUBLISHED_CEILING:.3f}).")
+
+
+def show_ceiling(ctx: LessonContext, info: dict, model_name: str, inputs: BandwidthInputs, ceil: Ceiling, work: Work) -> None:
+    embd = token_embd(info)
+    tied = bool(info.get("tied_output")) and embd is not None and embd["n_bytes"] > 0
+    row_bytes = embedding_row_bytes(info)
+    strict = None
+    if not tied and embd is not None and embd["n_bytes"] and row_bytes is not None:
+        strict = strict_bytes(ceil.bytes_per_token, embd["n_bytes"], row_bytes, reference_bandwidth(ceil)[0])
+    ctx.table(
+        "bandwidth_ceiling", "The bandwidth ceiling: tokens/s ≤ bandwidth ÷ bytes per token",
+        [("bandwidth source", ""), ("model", ""), ("bandwidth", "GB/s"), ("bytes per token", "bytes"),
+         ("ceiling", "tokens/s")],
+        ceiling_rows(ceil, model_name),
+        notes=[published_ceiling_note()]
+        + ceiling_notes(model_name=model_name, reading=inputs.reading, ceil=ceil, work=work,
+                        reason=inputs.facts.get("reason"), strict=strict,
+                        tied_embd_bytes=embd["n_bytes"] if tied and embd else None),
+    )
+
+
+def measure_ceiling(ctx: LessonContext, inputs: BandwidthInputs, ceil: Ceiling) -> None:
+    bw_settings = {"threads": inputs.reading["threads"]}
+    ctx.measure("read_bandwidth_gb_per_s", "GB/s", list(ceil.bandwidth_gbs), higher_is_better=True,
+                settings=bw_settings, description=inputs.reading["method"])
+    ctx.measure("decode_ceiling_tokens_per_s_measured_bandwidth" if ceil.host_applies else "host_cpu_decode_ceiling_tokens_per_s",
+                "tokens/s", list(ceil.ceilings), higher_is_better=None, settings=bw_settings,
+                description="each bandwidth sample ÷ bytes per token"
+                + ("" if ceil.host_applies else f": CPU decode on this host, not the server ({inputs.facts['reason']})"))
+    if ceil.given_gbs is not None and ceil.given_ceiling is not None:
+        ctx.measure("decode_ceiling_tokens_per_s_given_bandwidth", "tokens/s", [ceil.given_ceiling], higher_is_better=None,
+                    settings={"bandwidth_gbs": ceil.given_gbs}, description="--bandwidth-gbs ÷ bytes per token")
+
+
+# --- the lesson ---------------------------------------------------------------------------
+
+def main(ctx: LessonContext):
+    # 1. The header: hyperparameters, read before any request.
+    ctx.step("reading the GGUF header")
+    info = read_header(ctx)
+    model_name = info.get("name") or ctx.identity.get("model", {}).get("name") or "this model"
+    ctx.settings["model_file"] = ctx.identity.get("model", {}).get("file")
+    show_hyperparameters(ctx, info, model_name)
+
+    # 2. Every tensor: name, shape, type, elements, bytes.
+    show_tensors(ctx, info, tensor_entries(info))
+
+    # 3. Parameter count and bytes, beside the server's own /v1/models meta.
+    tot = totals(info)
+    show_totals(ctx, tot, ctx.server.served_meta())
+    ctx.measure("n_params", "parameters", [tot.n_params], higher_is_better=None,
+                description="sum of the elements of every tensor in the GGUF")
+
+    # 4. Bytes by storage type; 5. where the parameters are.
+    show_bytes_by_type(ctx, type_shares(info))
+    show_groups(ctx, group_shares(info), len(block_counts(info)) or shown(info["hyperparameters"].get("n_layer")))
+
+    # 6. The work of one decoded token: every weight read once, ~2 FLOPs per weight.
+    work = work_per_token(tot.n_params, tot.tensor_bytes)
+    show_work(ctx, model_name, work, work_per_token(SPECIMEN["n_params"], SPECIMEN["file_bytes"]))
+    ctx.measure("bytes_per_token", "bytes", [tot.tensor_bytes], higher_is_better=None,
+                description="bytes of weights read per decoded token (every tensor once)")
+
+    # 7. The bandwidth ceiling: bandwidth ÷ bytes per token (bytesup.ceiling).
+    ctx.step("measuring this host's memory read bandwidth")
+    inputs = bandwidth_inputs(ctx)
+    ctx.settings["bandwidth_gbs"] = inputs.given_gbs
+    ctx.settings["read_bandwidth"] = {"threads": inputs.reading["threads"], "bytes_per_thread": inputs.reading["bytes_per_thread"]}
+    ceil = ceiling.bandwidth_ceiling(tot.tensor_bytes, inputs.reading["gb_per_s"]["samples"],
+                                     host_applies=bool(inputs.facts["host_bandwidth_applies"]), given_gbs=inputs.given_gbs)
+    show_ceiling(ctx, info, model_name, inputs, ceil, work)
+    measure_ceiling(ctx, inputs, ceil)
+    return ctx.finish()
 
 
 if __name__ == "__main__":

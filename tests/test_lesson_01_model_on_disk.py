@@ -7,7 +7,7 @@ import math
 import pytest
 from lessonkit import run_bandwidth
 
-from bytesup import formulas, published
+from bytesup import published
 from bytesup.client import LlamaServer
 from bytesup.gguf_read import GGUFError, read_model_info
 from bytesup.models import build_model, get_preset
@@ -93,82 +93,11 @@ def test_a_tied_output_is_read_whole_once_and_counted_once(result):
     assert not any(n.startswith("Strictly") for n in result.table("bandwidth_ceiling").notes)
 
 
-def test_strict_note_uses_one_row_of_token_embd_when_the_output_is_separate(lesson):
-    # A model with its own output.weight: 1,000 rows of 64 bytes in token_embd, 200,000 bytes in all.
-    bw = {"gb_per_s": {"median": 10.0, "min": 9.0, "max": 11.0, "samples": [9.0, 10.0, 11.0]},
-          "threads": 2, "bytes_per_sample": 2**28}
-    facts = {"host_bandwidth_applies": True, "reason": "the server decodes on this CPU"}
-    notes = lesson.ceiling_notes(model_name="m", bw=bw, bytes_per_tok=200_000, flops=1e6, given=None, facts=facts,
-                                 row_bytes=64, embd_bytes=64_000, tied=False)
-    strict = next(n for n in notes if n.startswith("Strictly"))
-    # 200,000 − 64,000 + 64 = 136,064 bytes; 1e10 ÷ 136,064 = 73,494.8 tokens/s; 64,000 ÷ 200,000 = 32.0%.
-    assert "one 64-byte row" in strict and "136,064 bytes per token" in strict
-    assert "73,495 tokens/s" in strict and "(32.0% of the bytes are the embedding table)" in strict
-    tied = lesson.ceiling_notes(model_name="m", bw=bw, bytes_per_tok=200_000, flops=1e6, given=None, facts=facts,
-                                row_bytes=64, embd_bytes=64_000, tied=True)
-    assert not any(n.startswith("Strictly") for n in tied)
-
-
 def test_work_per_token_is_two_flops_per_parameter(result):
     _, rows = rows_of(result, "work_per_token")
     for _model, params, nbytes, gflop, per_byte in rows:
         assert gflop == pytest.approx(2 * params / 1e9)
         assert per_byte == pytest.approx(2 * params / nbytes)
-
-
-def test_table_builders_on_a_model_built_here(tmp_path, lesson):
-    preset = get_preset("tiny-q8_0")
-    info = read_model_info(build_model(preset, tmp_path / "m.gguf"))
-    rows = lesson.tensor_rows(info)
-    assert sum(r[3] for r in rows) == preset.n_params
-    assert sum(r[3] for r in rows) == info["n_params"]
-    assert sum(r[3] for r in lesson.bytes_by_type_rows(info)) == preset.tensor_bytes == formulas.bytes_per_token(info)
-    groups = {r[0]: r[1] for r in lesson.group_rows(info)}
-    assert groups == {k.replace("_", "-"): v for k, v in info["params_by_group"].items() if v or k != "other"}
-    assert groups["embedding"] == groups["output"] == preset.n_vocab * preset.n_embd
-    grows = lesson.group_rows(info)
-    assert sum(r[4] for r in grows) == preset.tensor_bytes  # bytes by part add up to every tensor's bytes
-    assert sum(r[3] for r in grows) == len(info["tensors"])
-    assert sum(r[5] for r in grows) == pytest.approx(100)
-    hp = {r[0]: r[1] for r in lesson.hyperparameter_rows(info)}
-    assert (hp["blocks (layers)"], hp["model width"], hp["feed-forward width"]) == (preset.n_layer, preset.n_embd, preset.n_ff)
-
-
-def test_ceiling_rows_with_a_given_bandwidth(lesson):
-    rows = lesson.ceiling_rows(1_000_000, {"median": 20.0, "min": 10.0, "max": 30.0}, 50.0, "m")
-    by_source = {r[0]: r[4] for r in rows}
-    assert by_source["given (--bandwidth-gbs)"] == pytest.approx(50_000)
-    assert by_source["this host, measured (min)"] == pytest.approx(10_000)
-    assert len(lesson.ceiling_rows(1_000_000, None, None, "m")) == 1  # only the published example
-    remote = lesson.ceiling_rows(1_000_000, {"median": 20.0, "min": 10.0, "max": 30.0}, None, "m", host_applies=False)
-    host = [r[0] for r in remote if r[0].startswith("this host")]
-    assert len(host) == 3 and all("not the server" in label for label in host)
-
-
-BW = {"threads": 2, "bytes_per_sample": 2**29, "gb_per_s": {"samples": [9.0, 10.0, 11.0], "median": 10.0, "min": 9.0, "max": 11.0}}
-LOCAL = {"host_bandwidth_applies": True, "reason": "the server decodes on this host's CPU, from this host's memory"}
-REMOTE = {"host_bandwidth_applies": False, "reason": "the server runs on gpu-box, not on this host"}
-
-
-def _notes(lesson, facts, given=None):
-    return lesson.ceiling_notes(model_name="m", bw=BW, bytes_per_tok=1_000_000, flops=2e6, given=given, facts=facts,
-                                row_bytes=100, embd_bytes=10_000)
-
-
-def test_ceiling_notes_claim_a_server_bound_only_where_it_applies(lesson):
-    local = _notes(lesson, LOCAL)
-    assert "cannot beat 10,000 tokens/s" in local[0]
-    remote = _notes(lesson, REMOTE)
-    assert not any("cannot beat" in n for n in remote)
-    assert "not for the server" in remote[0] and REMOTE["reason"] in remote[0]
-    assert any("--bandwidth-gbs" in n for n in remote)
-    assert "this host's CPU median" in remote[-1]
-    given = _notes(lesson, REMOTE, given=50.0)
-    assert any("cannot beat 50,000 tokens/s" in n for n in given)
-    # With a given bandwidth the strict and arithmetic sentences use it, not this host's CPU.
-    strict = next(n for n in given if n.startswith("Strictly"))
-    assert f"{50e9 / (1_000_000 - 10_000 + 100):,.0f} tokens/s at the given bandwidth" in strict
-    assert "the given bandwidth ceiling of 50,000 tokens/s" in given[-1]
 
 
 def test_embedding_row_bytes_use_the_tables_own_rows(lesson):
@@ -177,7 +106,7 @@ def test_embedding_row_bytes_use_the_tables_own_rows(lesson):
             "hyperparameters": {"n_vocab": 4096}}
     assert lesson.embedding_row_bytes(info) == 272
     assert lesson.embedding_row_bytes({"tensors": []}) is None
-    note = lesson._embedding_shape_note(lesson.token_embd(info), info["hyperparameters"])
+    note = lesson.embedding_shape_note(lesson.token_embd(info), info["hyperparameters"])
     assert "4,160 rows of width 256" in note and "64 more than the vocabulary's 4,096" in note
 
 
@@ -208,3 +137,173 @@ def test_a_file_that_is_not_gguf_fails_before_any_request(tmp_path, lesson):
         lesson.main(ctx)
     server.close()
 
+
+
+# --- a model made by hand: every number below is worked out in the comments ------------------------
+
+def _tensor(name, shape, type_, n_bytes, group):
+    n = 1
+    for d in shape:
+        n *= d
+    return {"name": name, "shape": shape, "type": type_, "n_elements": n, "n_bytes": n_bytes, "group": group}
+
+
+# Two blocks of width 4, a vocabulary of 10, a separate output matrix; F32 is 4 bytes a value, F16 2.
+HAND_TENSORS = [
+    _tensor("token_embd.weight", [4, 10], "F32", 160, "embedding"),     # 40 values × 4 bytes
+    _tensor("blk.0.attn_q.weight", [4, 4], "F16", 32, "attention"),      # 16 × 2
+    _tensor("blk.0.ffn_up.weight", [4, 8], "F16", 64, "feed_forward"),   # 32 × 2
+    _tensor("blk.0.attn_norm.weight", [4], "F32", 16, "norms"),          # 4 × 4
+    _tensor("blk.1.attn_q.weight", [4, 4], "F16", 32, "attention"),
+    _tensor("blk.1.ffn_up.weight", [4, 8], "F16", 64, "feed_forward"),
+    _tensor("blk.1.attn_norm.weight", [4], "F32", 16, "norms"),
+    _tensor("output.weight", [4, 10], "F16", 80, "output"),              # 40 × 2
+    _tensor("output_norm.weight", [4], "F32", 16, "norms"),
+]
+# Parameters: 40 + 16 + 32 + 4 + 16 + 32 + 4 + 40 + 4 = 188. Tensor bytes: 160 + 32 + 64 + 16 + 32 + 64 + 16 + 80 + 16 = 480.
+# The file is 1,000 bytes: 520 of header and padding. Decode reads the 480, never the 1,000.
+HAND_INFO = {
+    "name": "hand", "architecture": "llama", "file_type": {"name": "MOSTLY_F16", "id": 1}, "gguf_version": 3,
+    "file_size_bytes": 1000, "tensor_bytes": 480, "n_params": 188, "tied_output": False, "tensors": HAND_TENSORS,
+    "hyperparameters": {"n_layer": 2, "n_embd": 4, "n_head": 2, "n_head_kv": 1, "head_dim": 2, "n_ff": 8, "n_vocab": 10,
+                        "n_ctx_train": 64, "rope_freq_base": 10000.0, "rope_dimension_count": 2},
+    "bytes_by_type": {"F32": 208, "F16": 272},        # F32: 160 + 16 × 3; F16: 32 + 64 + 32 + 64 + 80
+    "params_by_type": {"F32": 52, "F16": 136},        # F32: 40 + 4 × 3; F16: 16 + 32 + 16 + 32 + 40
+    "params_by_group": {"embedding": 40, "attention": 32, "feed_forward": 64, "norms": 12, "output": 40, "other": 0},
+    "bytes_by_group": {"embedding": 160, "attention": 64, "feed_forward": 128, "norms": 48, "output": 80, "other": 0},
+    "tensors_by_group": {"embedding": 1, "attention": 2, "feed_forward": 2, "norms": 3, "output": 1, "other": 0},
+}
+# 4.8, 9.6 and 7.2 GB/s ÷ 480 bytes per token = 1e7, 2e7 and 1.5e7 tokens/s; the median is 1.5e7.
+HAND_BW = {"gb_per_s": {"samples": [4.8, 9.6, 7.2], "median": 7.2, "min": 4.8, "max": 9.6},
+           "threads": 2, "bytes_per_thread": 2**28, "bytes_per_sample": 2**29, "method": "np.add.reduce over 2 threads"}
+HAND_LOCAL = {"host_bandwidth_applies": True, "reason": "the server decodes on this host's CPU, from this host's memory"}
+HAND_REMOTE = {"host_bandwidth_applies": False, "reason": "the server runs on gpu-box, not on this host"}
+
+
+def test_hand_model_tensors_types_and_groups(lesson):
+    tensors = lesson.tensor_entries(HAND_INFO)
+    assert [t.shape for t in tensors[:2]] == ["4 × 10", "4 × 4"]
+    assert sum(t.elements for t in tensors) == 188 and sum(t.bytes for t in tensors) == 480
+    shares = {s.type: s for s in lesson.type_shares(HAND_INFO)}
+    # F32: 4 tensors, 52 values, 208 bytes: 8 × 208 ÷ 52 = 32 bits each, 208 ÷ 480 = 43.33% of the bytes.
+    assert (shares["F32"].tensors, shares["F32"].params, shares["F32"].bytes) == (4, 52, 208)
+    assert shares["F32"].bits_per_param == 32.0 and shares["F32"].share_percent == pytest.approx(43.3333, abs=1e-4)
+    # F16: 5 tensors, 136 values, 272 bytes: 16 bits each, 56.67%.
+    assert (shares["F16"].tensors, shares["F16"].bits_per_param, shares["F16"].block_elements, shares["F16"].block_bytes) == (5, 16.0, 1, 2)
+    assert shares["F16"].share_percent == pytest.approx(56.6667, abs=1e-4)
+    groups = {g.part: g for g in lesson.group_shares(HAND_INFO)}
+    assert list(groups) == ["embedding", "attention", "feed-forward", "norms", "output"]  # no "other": it is empty
+    # feed-forward: 64 of 188 parameters = 34.04%, 128 of 480 bytes = 26.67%, 2 tensors.
+    ff = groups["feed-forward"]
+    assert (ff.params, ff.tensors, ff.bytes) == (64, 2, 128)
+    assert ff.params_percent == pytest.approx(34.0426, abs=1e-4) and ff.bytes_percent == pytest.approx(26.6667, abs=1e-4)
+    assert lesson.block_counts(HAND_INFO) == {0: 3, 1: 3}
+    assert lesson.embedding_row_bytes(HAND_INFO) == 16  # 160 bytes ÷ 10 rows
+
+
+def test_hand_model_totals_and_work(lesson):
+    tot = lesson.totals(HAND_INFO)
+    # The bytes read per token are the tensors' 480, not the file's 1,000; 8 × 480 ÷ 188 = 20.43 bits per parameter.
+    assert (tot.n_params, tot.tensor_bytes, tot.file_bytes, tot.overhead_bytes) == (188, 480, 1000, 520)
+    assert tot.bits_per_param == pytest.approx(20.4255, abs=1e-4)
+    work = lesson.work_per_token(188, 480)
+    # 2 × 188 = 376 FLOPs; 376 ÷ 480 = 0.7833 FLOPs per byte.
+    assert (work.flops, work.flops_per_byte) == (376.0, pytest.approx(0.78333, abs=1e-5))
+    # Strictly one 16-byte row of token_embd per token: 480 − 160 + 16 = 336 bytes; 7.2e9 ÷ 336 = 21,428,571 tokens/s.
+    strict = lesson.strict_bytes(480, 160, 16, 7.2)
+    assert strict.bytes_per_token == 336 and strict.tokens_per_s == pytest.approx(21_428_571.43, abs=0.01)
+
+
+def _run_hand(lesson, facts, given=None):
+    from lessonkit import QueuedServer, hand_context
+
+    server = QueuedServer({"/v1/models": [{"data": [{"id": "hand.gguf", "meta": {"n_params": 188, "size": 480}}]}]})
+    ctx = hand_context(LESSON, server, bandwidth=HAND_BW,
+                       host_values={"model_info": HAND_INFO, "server_facts": facts, "option_bandwidth_gbs": given})
+    result = lesson.main(ctx)
+    assert server.left() == {}
+    return result
+
+
+def test_main_on_a_hand_made_model_decoding_on_this_cpu(lesson):
+    result = _run_hand(lesson, HAND_LOCAL)
+    assert result.measurement("n_params").samples == [188]
+    assert result.measurement("bytes_per_token").samples == [480]
+    assert result.measurement("read_bandwidth_gb_per_s").samples == [4.8, 9.6, 7.2]
+    ceiling = result.measurement("decode_ceiling_tokens_per_s_measured_bandwidth")
+    assert ceiling.samples == pytest.approx([1e7, 2e7, 1.5e7])  # 4.8e9, 9.6e9, 7.2e9 ÷ 480
+    rows = {r[0]: r for r in result.table("bandwidth_ceiling").rows}
+    # The published example: 273 GB/s ÷ 7.16e9 bytes = 38.13 tokens/s.
+    assert rows["DGX Spark (published)"][4] == pytest.approx(38.128, abs=1e-3)
+    assert rows["this host, measured (median)"][2:] == [7.2, 480, pytest.approx(1.5e7)]
+    assert rows["this host, measured (min)"][4] == pytest.approx(1e7)
+    assert rows["this host, measured (max)"][4] == pytest.approx(2e7)
+    notes = result.table("bandwidth_ceiling").notes
+    assert "cannot beat 15,000,000 tokens/s" in notes[1]
+    # Strictly 480 − 160 + 16 = 336 bytes per token: 7.2e9 ÷ 336 = 21,428,571 tokens/s.
+    assert any("336 bytes per token, a ceiling of 21,428,571 tokens/s at this host's median" in n for n in notes)
+    # 1.5e7 tokens/s × 376 FLOPs = 5.64 GFLOP/s.
+    assert notes[-1] == ("At this host's median ceiling of 15,000,000 tokens/s the arithmetic is 5.64 GFLOP/s "
+                         "(3.76e-07 GFLOP per token).")
+    totals = {r[0]: r for r in result.table("totals").rows}
+    assert totals["tensor bytes"][1:3] == [480, 480] and totals["header and padding (bytes)"][1] == 520
+    assert "parameters agree; tensor bytes agree" in result.table("totals").notes[2]
+    work = result.table("work_per_token").rows[0]
+    assert work[1:] == [188, 480, pytest.approx(3.76e-7), pytest.approx(0.78333, abs=1e-5)]
+    groups = {r[0]: r for r in result.table("parameter_groups").rows}
+    assert groups["attention"][2] == pytest.approx(17.0213, abs=1e-4)  # 32 ÷ 188
+    # attention + feed-forward: 96 ÷ 188 = 51.1%; embedding + output: 80 ÷ 188 = 42.6%.
+    assert "the 2 blocks: 51.1%; embedding and output, the vocabulary-sized matrices: 42.6%." in result.table("parameter_groups").notes[1]
+    assert result.table("tensors").notes[0] == "9 tensors: 3 in each of the 2 blocks, 3 outside them."
+    assert result.settings == {"model_file": None, "bandwidth_gbs": None,
+                               "read_bandwidth": {"threads": 2, "bytes_per_thread": 2**28}}
+
+
+def test_main_with_a_given_bandwidth_on_a_remote_server(lesson):
+    result = _run_hand(lesson, HAND_REMOTE, given=48.0)
+    names = [m.name for m in result.measurements]
+    assert "decode_ceiling_tokens_per_s_measured_bandwidth" not in names
+    assert result.measurement("host_cpu_decode_ceiling_tokens_per_s").samples == pytest.approx([1e7, 2e7, 1.5e7])
+    given = result.measurement("decode_ceiling_tokens_per_s_given_bandwidth")
+    assert given.samples == [pytest.approx(1e8)] and given.settings == {"bandwidth_gbs": 48.0}  # 48e9 ÷ 480
+    rows = {r[0]: r for r in result.table("bandwidth_ceiling").rows}
+    assert rows["given (--bandwidth-gbs)"][2:] == [48.0, 480, pytest.approx(1e8)]
+    assert "this host, measured (median, CPU decode here, not the server)" in rows
+    notes = result.table("bandwidth_ceiling").notes
+    assert not any("cannot beat 15,000,000" in n for n in notes)
+    assert "not for the server, because the server runs on gpu-box" in notes[1]
+    # 1e8 ÷ 1.5e7 = 6.67 × the host's CPU ceiling; strictly 48e9 ÷ 336 = 142,857,143 tokens/s; 1e8 × 376 = 37.6 GFLOP/s.
+    assert "cannot beat 100,000,000 tokens/s, 6.67 × this host's measured CPU ceiling." in notes[2]
+    assert "a ceiling of 142,857,143 tokens/s at the given bandwidth" in notes[3]
+    assert notes[4].startswith("At the given bandwidth ceiling of 100,000,000 tokens/s the arithmetic is 37.6 GFLOP/s")
+
+
+def test_main_on_a_tied_model_counts_the_embedding_once(lesson):
+    from lessonkit import QueuedServer, hand_context
+
+    tied = {**HAND_INFO, "tied_output": True}
+    server = QueuedServer({"/v1/models": [{"data": []}]})
+    ctx = hand_context(LESSON, server, bandwidth=HAND_BW,
+                       host_values={"model_info": tied, "server_facts": HAND_LOCAL, "option_bandwidth_gbs": None})
+    notes = lesson.main(ctx).table("bandwidth_ceiling").notes
+    # token_embd's 160 bytes are 160 ÷ 480 = 33.3% of the bytes per token.
+    assert any("all 160 bytes of it" in n and "(33.3% of them)" in n for n in notes)
+    assert not any(n.startswith("Strictly") for n in notes)
+
+
+def test_lesson_functions_on_a_model_built_here(tmp_path, lesson):
+    preset = get_preset("tiny-q8_0")
+    info = read_model_info(build_model(preset, tmp_path / "m.gguf"))
+    # Naive sums over the file's tensor index, against the preset's own counts.
+    elements = bytes_ = 0
+    for t in info["tensors"]:
+        elements += math.prod(t["shape"])
+        bytes_ += t["n_bytes"]
+    assert elements == preset.n_params == sum(t.elements for t in lesson.tensor_entries(info))
+    assert bytes_ == preset.tensor_bytes == lesson.totals(info).tensor_bytes
+    assert sum(s.bytes for s in lesson.type_shares(info)) == preset.tensor_bytes
+    groups = {g.part: g for g in lesson.group_shares(info)}
+    assert groups["embedding"].params == groups["output"].params == preset.n_vocab * preset.n_embd
+    assert sum(g.tensors for g in groups.values()) == len(info["tensors"])
+    hp = {r[0]: r[1] for r in lesson.hyperparameter_rows(info)}
+    assert (hp["blocks (layers)"], hp["model width"], hp["feed-forward width"]) == (preset.n_layer, preset.n_embd, preset.n_ff)

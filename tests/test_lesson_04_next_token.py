@@ -8,10 +8,10 @@ import shutil
 import statistics
 
 import pytest
-from lessonkit import recorded, recorded_exchanges
+from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges
 
 from bytesup import published
-from bytesup.records import Completion
+from bytesup.records import Completion, Timings, decode_passes, decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.results import load_result
 from bytesup.runner import RunOptions, run_lessons
 
@@ -31,7 +31,7 @@ def _exchanges():
 # --- top eight ----------------------------------------------------------------------------------
 
 def test_top8_tables_have_the_published_shape(result, lesson):
-    for (name, prompt), expected in zip(lesson.PROMPTS, TOP8_TABLES):
+    for (name, prompt), expected in zip(lesson.PROMPTS, TOP8_TABLES, strict=True):
         assert name == expected
         t = result.table(name)
         assert [(c.name, c.unit) for c in t.columns] == [("rank", ""), ("token", ""), ("probability", "%"),
@@ -81,21 +81,29 @@ def test_top8_requests_pin_their_settings(lesson):
                 body["min_p"], body["cache_prompt"], body["seed"]) == (1, 8, 1.0, ["temperature"], 0, 1.0, 0.0, False, 42)
 
 
-def test_top8_rows_match_the_recorded_responses(lesson):
+def test_top8_rows_match_the_recorded_responses(result, lesson):
     completions = [ex for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("n_probs")]
     top8 = [ex for ex in completions if ex["request"]["post_sampling_probs"] is False]
     server = [ex for ex in completions if ex["request"]["post_sampling_probs"] is True]
     assert [ex["request"]["prompt"] for ex in top8] == [p for _, p in lesson.PROMPTS]
     assert [ex["request"]["prompt"] for ex in server] == [p for _, p in lesson.PROMPTS]
-    for ex, theirs in zip(top8, server):
-        rows = lesson.top_rows(Completion.model_validate(ex["response"]), Completion.model_validate(theirs["response"]))
+    fact = result.fact("top_tokens")
+    assert list(fact) == TOP8_TABLES
+    for (name, prompt), ex, theirs in zip(lesson.PROMPTS, top8, server, strict=True):
         listed = ex["response"]["completion_probabilities"][0]["top_logprobs"]
-        assert sorted(r[4] for r in rows) == sorted(c["logprob"] for c in listed)
         by_id = {c["id"]: c["prob"] for c in theirs["response"]["completion_probabilities"][0]["top_probs"]}
-        by_logprob = {c["logprob"]: c["id"] for c in listed}
-        for r in rows:
-            tid = by_logprob[r[4]]
-            assert r[3] == (100 * by_id[tid] if tid in by_id else None)
+        # The recorded candidates, most probable first, read straight from the raw JSON.
+        expected = sorted(listed, key=lambda c: -c["logprob"])
+        tokens = fact[name]["tokens"]
+        assert fact[name]["prompt"] == prompt
+        assert [t["id"] for t in tokens] == [c["id"] for c in expected]
+        assert [t["rank"] for t in tokens] == list(range(1, len(expected) + 1))
+        for t, c, row in zip(tokens, expected, result.table(name).rows, strict=True):
+            assert t["logprob"] == c["logprob"] == row[4]
+            assert t["probability"] == pytest.approx(math.exp(c["logprob"]), rel=1e-12)
+            assert t["server_probability"] == by_id.get(c["id"])
+            assert t["token"] == row[1] == repr(c["token"])
+            assert row[3] == (pytest.approx(100 * by_id[c["id"]], rel=1e-12) if c["id"] in by_id else None)
 
 
 # --- softmax ----------------------------------------------------------------------------------------
@@ -221,16 +229,6 @@ def test_given_bandwidth_beside_the_host_bandwidth(tmp_path):
     assert res.measurement("decode_ceiling_tokens_per_s_given_bandwidth").median == pytest.approx(100.0 * 1e9 / per_token)
 
 
-def test_ceiling_figures(lesson):
-    fig = lesson.ceiling_figures([10.0, 20.0], 2e9, [4.0, 8.0, 6.0], True, 50.0)
-    assert fig["ceilings"] == [2.0, 4.0, 3.0] and fig["ceiling"] == 3.0
-    assert fig["efficiencies"] == pytest.approx([100 * 10 / 3, 100 * 20 / 3])
-    assert fig["given_ceiling"] == 25.0
-    assert fig["given_efficiencies"] == [40.0, 80.0]
-    off = lesson.ceiling_figures([10.0], 2e9, [4.0], False, None)
-    assert off["efficiencies"] is None and off["given_ceiling"] is None and off["ceilings"] == [2.0]
-
-
 def test_notes_follow_the_data(result):
     prefill = result.measurement("prefill_tokens_per_s_long_prompt")
     short = result.measurement("decode_tokens_per_s_short_prompt")
@@ -253,36 +251,216 @@ def test_cost_of_one_pass_is_two_flops_per_parameter(result):
 
 # --- pure functions ---------------------------------------------------------------------------------------
 
-def test_top_rows_and_largest_gap(lesson):
-    top = Completion.model_validate({"content": "", "timings": {"prompt_n": 1, "prompt_ms": 1, "predicted_n": 1, "predicted_ms": 1},
-                                     "completion_probabilities": [{"id": 1, "token": " a", "logprob": math.log(0.5), "top_logprobs": [
-                                         {"id": 2, "token": "b", "logprob": math.log(0.25)},
-                                         {"id": 1, "token": " a", "logprob": math.log(0.5)}]}]})
-    theirs = Completion.model_validate({"content": "", "timings": {"prompt_n": 1, "prompt_ms": 1, "predicted_n": 1, "predicted_ms": 1},
-                                        "completion_probabilities": [{"id": 1, "token": " a", "prob": 0.5, "top_probs": [
-                                            {"id": 1, "token": " a", "prob": 0.5001}]}]})
-    rows = lesson.top_rows(top, theirs)
-    assert [r[1] for r in rows] == ["' a'", "'b'"]
-    assert rows[0][3] == pytest.approx(50.01) and rows[1][3] is None
-    gap = lesson.largest_gap(rows)
-    assert gap == (pytest.approx(1e-4), pytest.approx(2e-4))
-    assert lesson.largest_gap([r[:3] + [None] + r[4:] for r in rows]) is None
-    assert lesson.top_rows(top)[0][3] is None
-
-
 def test_long_prompt_length(lesson):
     assert lesson.long_prompt_length(2048) == 1921
     assert lesson.long_prompt_length(1024) == 1024 - 32 - 16
     assert lesson.long_prompt_length(10) == 1
 
 
-def test_softmax_example_function(lesson):
-    sm = lesson.softmax_example([0.0, 0.0], shift=5.0)
-    assert sm["probs"] == [0.5, 0.5] and sm["shift_max_abs_difference"] == 0.0
-    assert lesson.softmax_example()["sum"] == pytest.approx(1.0)
-
-
 def test_percent(lesson):
     assert lesson.percent(0.927) == "92.7%"
     assert lesson.percent(0.58) == "58%"
     assert lesson.percent(0.005731) == "0.573%"
+
+
+# --- the computations, against hand arithmetic ------------------------------------------------------
+
+def test_softmax_worked_by_hand(lesson):
+    sm = lesson.softmax_example()
+    # e^2 = 7.389056, e^1 = 2.718282, e^0.1 = 1.105171; their sum 11.212509;
+    # 7.389056 / 11.212509 = 0.6590, 2.718282 / 11.212509 = 0.2424, 1.105171 / 11.212509 = 0.0986.
+    # (At temperature 2 the same logits would give 0.5017, 0.3043, 0.1940.)
+    assert sm.logits == [2.0, 1.0, 0.1]
+    assert sm.exp == pytest.approx([7.389056, 2.718282, 1.105171], abs=1e-6)
+    assert sm.probs == pytest.approx([0.6590, 0.2424, 0.0986], abs=1e-4)
+    assert sm.probs_shifted == pytest.approx([0.6590, 0.2424, 0.0986], abs=1e-4)
+    assert sm.sum == pytest.approx(1.0, abs=1e-12) and sm.shift == 100.0
+    assert sm.gap == 1.0 and sm.p0_over_p1 == pytest.approx(2.718282, abs=1e-6)
+    assert sm.e_to_5 == pytest.approx(148.4132, abs=1e-4)
+    assert sm.shift_max_abs_difference < 1e-12
+    # A naive softmax with explicit loops, on logits of the test's own.
+    logits = [0.5, -1.0, 3.0, 0.0]
+    exps = []
+    for z in logits:
+        exps.append(math.exp(z))
+    total = 0.0
+    for e in exps:
+        total += e
+    assert lesson.softmax_example(logits, shift=7.0).probs == pytest.approx([e / total for e in exps], rel=1e-12)
+    two = lesson.softmax_example([0.0, 0.0], shift=5.0)
+    assert two.probs == [0.5, 0.5] and two.shift_max_abs_difference == 0.0
+
+
+def test_decode_counts_the_passes_after_the_first_token():
+    # 32 tokens in 310 ms: the first token's time belongs to the prompt, so 31 passes in 0.310 s = 100 tokens/s,
+    # the same as the server's own 310 ÷ 31 = 10 ms per token. Counting 32 passes would give 103.2.
+    t = Timings(prompt_n=5, prompt_ms=5.0, predicted_n=32, predicted_ms=310.0, predicted_per_token_ms=10.0)
+    assert decode_passes(t) == 31
+    assert decode_tokens_per_s(t) == pytest.approx(100.0)
+    assert decode_tokens_per_s(t) == pytest.approx(1000.0 / t.predicted_per_token_ms)
+    assert prefill_tokens_per_s(t) == pytest.approx(1000.0)  # 5 tokens in 5 ms
+
+
+def _top_answer(logprobs: dict[int, float], generated: int) -> dict:
+    names = {5: " Paris", 7: " the", 9: " a", 11: " an"}
+    return {"content": names[generated], "timings": {"prompt_n": 5, "prompt_ms": 1, "predicted_n": 1, "predicted_ms": 1},
+            "completion_probabilities": [{"id": generated, "token": names[generated], "logprob": logprobs[generated],
+                                          "top_logprobs": [{"id": i, "token": names[i], "logprob": lp} for i, lp in logprobs.items()]}]}
+
+
+def _server_answer(probs: dict[int, float]) -> dict:
+    names = {5: " Paris", 7: " the", 9: " a", 11: " an"}
+    return {"content": " Paris", "timings": {"prompt_n": 5, "prompt_ms": 1, "predicted_n": 1, "predicted_ms": 1},
+            "completion_probabilities": [{"id": 5, "token": " Paris", "prob": probs[5],
+                                          "top_probs": [{"id": i, "token": names[i], "prob": p} for i, p in probs.items()]}]}
+
+
+# Listed out of order on purpose: " the" 1/4, " Paris" 1/2, " a" 1/8. The server lists " Paris" 0.5002,
+# " the" 0.2499 and " an", not " a".
+HAND_TOP = _top_answer({7: math.log(0.25), 5: math.log(0.5), 9: math.log(0.125)}, generated=5)
+HAND_SERVER = _server_answer({5: 0.5002, 7: 0.2499, 11: 0.1})
+
+
+def test_top_tokens_and_the_largest_gap_by_hand(lesson):
+    tokens = lesson.top_tokens(Completion.model_validate(HAND_TOP), Completion.model_validate(HAND_SERVER))
+    assert [(t.rank, t.id, t.token) for t in tokens] == [(1, 5, "' Paris'"), (2, 7, "' the'"), (3, 9, "' a'")]
+    assert [t.probability for t in tokens] == pytest.approx([0.5, 0.25, 0.125], rel=1e-12)
+    assert [t.server_probability for t in tokens] == [0.5002, 0.2499, None]
+    # |0.5002 − 0.5| = 0.0002 (relative 0.0004); |0.2499 − 0.25| = 0.0001 (relative 0.0004).
+    gap = lesson.largest_gap(tokens)
+    assert gap == (pytest.approx(2e-4), pytest.approx(4e-4))
+    table = lesson.top_table(lesson.TopAnswers("t", "p", Completion.model_validate(HAND_TOP), Completion.model_validate(HAND_SERVER)))
+    assert table.share == pytest.approx(0.875) and table.paired == 2 and table.generated == "' Paris'"
+    alone = lesson.top_tokens(Completion.model_validate(HAND_TOP))
+    assert all(t.server_probability is None for t in alone) and lesson.largest_gap(alone) is None
+
+
+def test_pass_cost_by_hand(lesson):
+    cost = lesson.pass_cost(50_000_000, 100_000_000)
+    # 2 × 50,000,000 = 1e8 FLOPs; ÷ 1e8 bytes = 1 FLOP per byte.
+    assert (cost.flops, cost.flops_per_byte) == (1e8, 1.0)
+
+
+# --- main on hand-made answers ------------------------------------------------------------------------
+
+def _timed(prompt_n: int, prompt_ms: float, predicted_ms: float) -> dict:
+    return {"content": "x", "timings": {"prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 32, "predicted_ms": predicted_ms}}
+
+
+# 100,000,000 bytes per token (the file is 120,000,000 bytes: decode reads the tensors, not the file) and 50,000,000 parameters.
+HAND_INFO = {"hyperparameters": {"n_vocab": 10}, "n_params": 50_000_000, "tensor_bytes": 100_000_000, "file_size_bytes": 120_000_000}
+# 20, 25 and 15 GB/s ÷ 1e8 bytes = 200, 250 and 150 tokens/s; the median ceiling is 200.
+HAND_BW = {"gb_per_s": {"samples": [20.0, 25.0, 15.0], "median": 20.0, "min": 15.0, "max": 25.0},
+           "threads": 2, "bytes_per_thread": 2**28, "bytes_per_sample": 2**29, "method": "np.add.reduce over 2 threads"}
+LOCAL = {"host_bandwidth_applies": True, "reason": "the server decodes on this host's CPU, from this host's memory"}
+REMOTE = {"host_bandwidth_applies": False, "reason": "the server runs on gpu-box, not on this host"}
+
+
+def _run_hand(lesson, facts=LOCAL, given=None):
+    server = QueuedServer({
+        # Four prompts, each asked twice (the full softmax, then the server's own probabilities).
+        "/completion": [HAND_TOP, HAND_SERVER] * 4 + [
+            # The long prompt (52 tokens): 52 in 26 ms = 2,000 tokens/s and in 20.8 ms = 2,500 tokens/s;
+            # decode 31 passes in 620 ms = 50 tokens/s and in 775 ms = 40 tokens/s.
+            _timed(52, 26.0, 620.0), _timed(52, 20.8, 775.0),
+            # The short prompt: 31 passes in 310 ms = 100 tokens/s, in 248 ms = 125 tokens/s.
+            _timed(5, 5.0, 310.0), _timed(5, 5.0, 248.0)],
+        "/props": [{"default_generation_settings": {"n_ctx": 100}}],   # 100 − 32 − 16 = 52 tokens for the long prompt
+        "/tokenize": [{"tokens": list(range(60))}],
+    })
+    ctx = hand_context(LESSON, server, bandwidth=HAND_BW,
+                       host_values={"model_info": HAND_INFO, "server_facts": facts, "option_bandwidth_gbs": given})
+    result = lesson.main(ctx)
+    assert server.left() == {}
+    return result, server
+
+
+def test_main_on_hand_made_answers(lesson):
+    result, server = _run_hand(lesson)
+    # The requests: the pinned top-eight pair per prompt, then the 52-token prompt (the first 52 ids) and the short one.
+    bodies = [body for _, path, body in server.requests if path == "/completion"]
+    assert [b["post_sampling_probs"] for b in bodies[:8]] == [False, True] * 4
+    assert [b["temperature"] for b in bodies[:8]] == [0, 1.0] * 4
+    assert bodies[8]["prompt"] == list(range(52)) and bodies[10]["prompt"] == "The capital of France is"
+
+    # Softmax, recomputed: 0.6590, 0.2424, 0.0986 (see test_softmax_worked_by_hand).
+    assert [r[2] for r in result.table("softmax").rows] == pytest.approx([0.6590, 0.2424, 0.0986], abs=1e-4)
+
+    # The top tokens: 50%, 25%, 12.5%, together 87.5%; the server's own 50.02% and 24.99%.
+    table = result.table("top8_capital_of_france")
+    assert [r[:3] for r in table.rows] == [[1, "' Paris'", pytest.approx(50.0)], [2, "' the'", pytest.approx(25.0)],
+                                           [3, "' a'", pytest.approx(12.5)]]
+    assert [r[3] for r in table.rows] == [pytest.approx(50.02), pytest.approx(24.99), None]
+    assert table.notes[0] == "The top 3 cover 87.5% of the probability; the other 7 vocabulary entries share the remaining 12.5%."
+    assert table.notes[2] == "At temperature 0 the server generated ' Paris', the rank-1 token."
+    assert "for 2 of these 3 tokens" in table.notes[3] and "is 0.0002 (relative: 0.0004)" in table.notes[3]
+    fact = result.fact("top_tokens")
+    assert list(fact) == ["top8_capital_of_france", "top8_cat_sat", "top8_fibonacci", "top8_for_loop"]
+    assert fact["top8_cat_sat"]["prompt"] == "The cat sat on the"
+    assert fact["top8_capital_of_france"]["tokens"] == [
+        {"rank": 1, "id": 5, "token": "' Paris'", "probability": pytest.approx(0.5), "logprob": pytest.approx(math.log(0.5)),
+         "server_probability": 0.5002},
+        {"rank": 2, "id": 7, "token": "' the'", "probability": pytest.approx(0.25), "logprob": pytest.approx(math.log(0.25)),
+         "server_probability": 0.2499},
+        {"rank": 3, "id": 9, "token": "' a'", "probability": pytest.approx(0.125), "logprob": pytest.approx(math.log(0.125)),
+         "server_probability": None}]
+
+    # One pass: 2 × 50,000,000 = 1e8 FLOPs over 1e8 bytes.
+    cost = {r[0]: r[2] for r in result.table("cost_of_one_pass").rows}
+    assert cost["bytes read (every weight once)"] == 100_000_000 and cost["FLOPs per token (2 per parameter)"] == 1e8
+    assert cost["FLOPs per byte read"] == 1.0
+
+    # Speeds: prefill 2,000 and 2,500; decode 100 and 125 after the short prompt, 50 and 40 after the long one.
+    assert result.measurement("prefill_tokens_per_s_long_prompt").samples == pytest.approx([2000.0, 2500.0])
+    assert result.measurement("decode_tokens_per_s_short_prompt").samples == pytest.approx([100.0, 125.0])
+    assert result.measurement("decode_tokens_per_s_long_prompt").samples == pytest.approx([50.0, 40.0])
+    # Ratio: median prefill 2,250 ÷ median decode 112.5 = 20; the spread 2,000 ÷ 125 = 16 to 2,500 ÷ 100 = 25.
+    assert result.measurement("prefill_decode_ratio").samples == pytest.approx([20.0])
+    assert result.table("prefill_vs_decode").rows[3][2:5] == pytest.approx([20.0, 16.0, 25.0])
+    notes = result.table("prefill_vs_decode").notes
+    assert "20.0× faster per token" in notes[0] and "ceil(52 ÷ 512) = 1 time(s) for 52 tokens" in notes[0]
+    # 45 ÷ 112.5 = 40.0%; every long-prompt sample (40, 50) below every short-prompt one (100, 125).
+    assert notes[1].startswith("Decode after the long prompt ran at 40.0% of its speed") and "beyond the spread" in notes[1]
+    # 2,250 tokens/s × 1e8 FLOPs = 225 GFLOP/s; 112.5 × 1e8 = 11.25 GFLOP/s.
+    assert "prefill did 225.00 GFLOP/s of weight arithmetic and decode 11.25 GFLOP/s" in notes[3]
+
+    # The ceiling: 200, 250, 150 tokens/s; efficiency 100 ÷ 200 = 50%, 125 ÷ 200 = 62.5%.
+    assert result.measurement("decode_ceiling_tokens_per_s").samples == pytest.approx([200.0, 250.0, 150.0])
+    assert result.measurement("decode_ceiling_tokens_per_s").settings == {"bytes_per_token": 100_000_000, "threads": 2}
+    assert result.measurement("decode_efficiency").samples == pytest.approx([50.0, 62.5])
+    rows = {r[0]: r for r in result.table("decode_vs_ceiling").rows}
+    assert rows["ceiling, CPU of this host: bandwidth ÷ bytes per token"][2:5] == pytest.approx([200.0, 150.0, 250.0])
+    assert rows["decode ÷ ceiling, CPU of this host"][2:5] == pytest.approx([56.25, 50.0, 62.5])
+    assert "of the 200.0 tokens/s that 20.0 GB/s allows for 0.1 GB per token (samples: 50–62.5%)" in \
+        result.table("decode_vs_ceiling").notes[0]
+    assert "decode_efficiency_given_bandwidth" not in [m.name for m in result.measurements]
+
+
+def test_main_with_a_given_bandwidth_on_a_remote_server(lesson):
+    result, _ = _run_hand(lesson, facts=REMOTE, given=50.0)
+    names = [m.name for m in result.measurements]
+    assert "decode_efficiency" not in names and "decode_ceiling_tokens_per_s" not in names
+    # 50 GB/s ÷ 1e8 bytes = 500 tokens/s; decode 100 and 125 → 20% and 25%.
+    assert result.measurement("decode_ceiling_tokens_per_s_given_bandwidth").samples == pytest.approx([500.0])
+    assert result.measurement("decode_efficiency_given_bandwidth").samples == pytest.approx([20.0, 25.0])
+    rows = {r[0]: r for r in result.table("decode_vs_ceiling").rows}
+    assert rows["ceiling at 50 GB/s (--bandwidth-gbs)"][2:5] == pytest.approx([500.0, 500.0, 500.0])
+    assert rows["decode ÷ ceiling at 50 GB/s"][2:5] == pytest.approx([22.5, 20.0, 25.0])
+    notes = result.table("decode_vs_ceiling").notes
+    assert "does not bound this server's decode: the server runs on gpu-box" in notes[0]
+    assert "computed against --bandwidth-gbs only." in notes[0]
+    assert notes[1].startswith("At the given 50 GB/s (--bandwidth-gbs) the ceiling is 500.0 tokens/s, and decode reached 22.5%")
+
+
+def test_main_without_the_model_file(lesson):
+    server = QueuedServer({
+        "/completion": [HAND_TOP, HAND_SERVER] * 4 + [_timed(52, 26.0, 620.0), _timed(52, 20.8, 775.0),
+                                                      _timed(5, 5.0, 310.0), _timed(5, 5.0, 248.0)],
+        "/props": [{"default_generation_settings": {"n_ctx": 100}}],
+        "/tokenize": [{"tokens": list(range(60))}],
+    })
+    ctx = hand_context(LESSON, server, host_values={"model_info": None})
+    result = lesson.main(ctx)
+    assert [t.name for t in result.tables][-1] == "prefill_vs_decode"
+    assert "not computed" in result.notes[0]
+    assert result.table("top8_cat_sat").notes[0] == "The top 3 cover 87.5% of the probability."
