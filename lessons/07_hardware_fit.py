@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bytesup import formulas, hostbench, measure, published
+from bytesup.ceiling import Spread, ceiling_at
 from bytesup.errors import BytesupError
 from bytesup.records import Completion, decode_tokens_per_s
 from bytesup.results import Series
@@ -103,18 +104,6 @@ class BatchRun:
     wall_s: float
     metrics_before: dict | None
     metrics_after: dict | None
-
-
-@dataclass(frozen=True)
-class Spread:
-    median: float
-    min: float
-    max: float
-
-    @classmethod
-    def of(cls, samples: list[float]) -> "Spread":
-        s = hostbench.summarize(samples)
-        return cls(s["median"], s["min"], s["max"])
 
 
 @dataclass(frozen=True)
@@ -282,18 +271,19 @@ def parallel_levels(total_slots: int, wanted: tuple[int, ...] = PARALLEL) -> lis
 def host_roofline(host: HostCeilings, n_bytes: int) -> Roofline:
     """This host's CPU from its medians: matmul FLOP/s ÷ read bytes/s."""
     peak = host.matmul["gflop_per_s"]["median"] * 1e9
-    bw = host.bandwidth["gb_per_s"]["median"] * GB
+    bw_gbs = host.bandwidth["gb_per_s"]["median"]
+    bw = bw_gbs * GB
     return Roofline("this host's CPU", "measured (medians)", peak, bw, formulas.ridge_point(peak, bw),
-                    formulas.ceiling_tokens_per_s(bw, n_bytes))
+                    ceiling_at(bw_gbs, n_bytes))
 
 
 def published_rooflines(n_bytes: int) -> list[Roofline]:
     """The H100 (published FLOP/s and bandwidth) and the DGX Spark (published bandwidth only)."""
-    h100_bw, spark_bw = H100["bandwidth_bytes_per_s"], published.SPARK_BANDWIDTH_GB_PER_S * GB
+    h100_bw, spark_gbs = H100["bandwidth_bytes_per_s"], published.SPARK_BANDWIDTH_GB_PER_S
     return [Roofline("H100", "published", H100["peak_flop_s"], h100_bw,
-                     formulas.ridge_point(H100["peak_flop_s"], h100_bw), formulas.ceiling_tokens_per_s(h100_bw, n_bytes)),
-            Roofline(published.SPARK_NAME, "published bandwidth only", None, spark_bw, None,
-                     formulas.ceiling_tokens_per_s(spark_bw, n_bytes))]
+                     formulas.ridge_point(H100["peak_flop_s"], h100_bw), ceiling_at(h100_bw / GB, n_bytes)),
+            Roofline(published.SPARK_NAME, "published bandwidth only", None, spark_gbs * GB, None,
+                     ceiling_at(spark_gbs, n_bytes))]
 
 
 def roofline_points(n_params: int, n_bytes: int, n_ubatch: int, host: Roofline, h100_ridge: float) -> list[RooflinePoint]:
