@@ -1,14 +1,15 @@
-"""Lesson 7 replayed from its recorded run: the roofline arithmetic and the batching sums."""
+"""Lesson 7: the roofline arithmetic and the batching sums, on hand-made numbers worked out here and
+replayed from its recorded run."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
 import pytest
-from lessonkit import recorded_exchanges, run_bandwidth
+from lessonkit import QueuedServer, hand_context, recorded_exchanges, run_bandwidth
 
 from bytesup import published
-from bytesup.records import Timings, decode_tokens_per_s
+from bytesup.records import Completion, Timings, decode_tokens_per_s
 
 LESSON = "07_hardware_fit"
 
@@ -132,60 +133,220 @@ def test_plots(result):
     assert [s.x for s in names["batching"].series][0] == [1, 2, 4, 8]
 
 
-# --- pure helpers --------------------------------------------------------------------------
+# --- pure computation, against hand arithmetic -------------------------------------------------
 
-def test_helpers(lesson):
-    assert lesson.decode_intensity(6.74e9, 7.16e9) == pytest.approx(2 * 6.74 / 7.16)
-    assert lesson.attainable_flop_s(2.0, 100.0, 10.0) == 20.0
-    assert lesson.attainable_flop_s(50.0, 100.0, 10.0) == 100.0
+# A hand-made model: 50,000,000 parameters in 100,000,000 bytes, so decode does 2 × 5e7 = 1e8 FLOPs per
+# 1e8 bytes read: exactly 1 FLOP per byte.
+N_PARAMS, N_BYTES = 50_000_000, 100_000_000
+
+
+def test_decode_intensity_by_hand(lesson):
+    assert lesson.decode_intensity(N_PARAMS, N_BYTES) == 1.0
+    # SmolLM2-135M Q4_1: 2 × 134,515,008 = 269,030,016 FLOPs over 96,576,768 bytes = 2.7857 FLOPs per byte.
+    assert lesson.decode_intensity(134_515_008, 96_576_768) == pytest.approx(2.7857, abs=1e-4)
+    assert lesson.decode_intensity(6.74e9, 7.16e9) == pytest.approx(1.8827, abs=1e-4)  # 13.48 ÷ 7.16
+
+
+def test_roofline_helpers_by_hand(lesson):
+    assert lesson.attainable_flop_s(2.0, 100.0, 10.0) == 20.0  # memory feeds 2 × 10 = 20 < 100
+    assert lesson.attainable_flop_s(50.0, 100.0, 10.0) == 100.0  # 50 × 10 = 500 > 100: the compute roof
     assert lesson.bound(1.9, 5.0) == "memory" and lesson.bound(5.0, 5.0) == "compute"
-    assert lesson.tokens_to_cross(295.2, 1.88) == 158
-    assert lesson.tokens_to_cross(1.0, 2.0) == 1
-    assert lesson.aggregate_tokens_per_s([64, 64], 0.5) == 256.0
+    assert lesson.tokens_to_cross(295.2, 1.88) == 158  # 295.2 ÷ 1.88 = 157.02, rounded up
+    assert lesson.tokens_to_cross(12.5, 1.0) == 13 and lesson.tokens_to_cross(1.0, 2.0) == 1
     assert lesson.parallel_levels(1) == [1]
     assert lesson.parallel_levels(6) == [1, 2, 4, 6]
     assert lesson.parallel_levels(32) == [1, 2, 4, 8, 16, 32]
 
 
-def test_batch_verdict_follows_the_numbers(lesson):
-    # columns used: 0 P, 4 aggregate, 7 per sequence, 10 aggregate ÷ the baseline (one sequence alone)
-    def row(P, agg, per, ratio):
-        r = [None] * 17
-        r[0], r[4], r[7], r[10] = P, agg, per, ratio
-        return r
+def test_h100_and_spark_rooflines_by_hand(lesson):
+    h100, spark = lesson.published_rooflines(N_BYTES)
+    # 989 TFLOP/s ÷ 3.35 TB/s = 295.22 FLOPs per byte (the course's 295).
+    assert h100.ridge_flops_per_byte == pytest.approx(295.22, abs=0.005)
+    assert h100.peak_flop_s == 989e12 and h100.bandwidth_bytes_per_s == 3.35e12
+    assert h100.decode_ceiling_tokens_per_s == pytest.approx(33_500.0)  # 3.35e12 ÷ 1e8 bytes
+    # DGX Spark: 273 GB/s and no FLOP/s: 273e9 ÷ 1e8 = 2,730 tokens/s, no ridge.
+    assert spark.peak_flop_s is None and spark.ridge_flops_per_byte is None
+    assert spark.decode_ceiling_tokens_per_s == pytest.approx(2_730.0)
 
-    paid = lesson._batch_verdict([row(1, 100, 100, 1.0), row(4, 300, 75, 3.0)])
+
+def _host(bw_samples=(15.0, 16.0, 17.0), gflops=(190.0, 200.0, 210.0)):
+    """Hand-made host readings: 16 GB/s and 200 GFLOP/s medians."""
+    def spread(xs):
+        return {"samples": list(xs), "median": sorted(xs)[len(xs) // 2], "min": min(xs), "max": max(xs)}
+
+    bandwidth = {"threads": 2, "bytes_per_thread": 512 * 2**20, "bytes_per_sample": 1024 * 2**20,
+                 "method": "np.add.reduce, by hand", "gb_per_s": spread(bw_samples), "llc_bytes": 256 * 2**20,
+                 "llc_source": "by hand"}
+    matmul = {"m": 2048, "k": 2048, "n": 2048, "size": 2048, "dtype": "float32", "flops": 2 * 2048**3,
+              "seconds": spread([0.0859]), "gflop_per_s": spread(gflops)}
+    blas = {"blas": {"internal_api": "openblas", "version": "0.3", "num_threads": 2}, "logical_cpus": 2}
+    return bandwidth, blas, matmul
+
+
+def test_host_roofline_by_hand(lesson):
+    bandwidth, blas, matmul = _host()
+    roof = lesson.host_roofline(lesson.HostCeilings(bandwidth, blas, matmul), N_BYTES)
+    assert roof.peak_flop_s == pytest.approx(200e9) and roof.bandwidth_bytes_per_s == pytest.approx(16e9)
+    assert roof.ridge_flops_per_byte == pytest.approx(12.5)  # 200 GFLOP/s ÷ 16 GB/s
+    assert roof.decode_ceiling_tokens_per_s == pytest.approx(160.0)  # 16e9 B/s ÷ 1e8 B per token
+
+
+def test_roofline_points_by_hand(lesson):
+    here = lesson.Roofline("host", "hand", 200e9, 16e9, 12.5, 160.0)
+    points = lesson.roofline_points(N_PARAMS, N_BYTES, 512, here, 295.22)
+    # N, reads = ceil(N / 512), intensity = N / reads × 1 FLOP/byte, attainable = min(200, intensity × 16) GFLOP/s,
+    # tokens/s = attainable ÷ 1e8 FLOPs per token.
+    expected = [
+        ("decode", 1, 1, 1.0, 16.0, "memory", 160.0, "memory"),
+        ("prefill of 16", 16, 1, 16.0, 200.0, "compute", 2000.0, "memory"),  # 16 × 16 = 256 > 200
+        ("prefill of 128", 128, 1, 128.0, 200.0, "compute", 2000.0, "memory"),  # 128 < 295.22
+        ("prefill of 512", 512, 1, 512.0, 200.0, "compute", 2000.0, "compute"),
+        ("prefill of 2048", 2048, 4, 512.0, 200.0, "compute", 2000.0, "compute"),  # 4 reads of 512
+    ]
+    for p, (phase, N, reads, inten, att, here_bound, tps, h100_bound) in zip(points, expected, strict=True):
+        assert (p.phase, p.prompt_tokens, p.weight_reads) == (phase, N, reads)
+        assert p.tokens_per_read == pytest.approx(N / reads) and p.intensity == pytest.approx(inten)
+        assert p.attainable_gflop_s == pytest.approx(att) and p.tokens_per_s == pytest.approx(tps)
+        assert (p.bound_here, p.bound_h100) == (here_bound, h100_bound)
+
+
+def _completion(predicted_n: int, predicted_ms: float) -> dict:
+    return {"content": "", "timings": {"prompt_n": 6, "prompt_ms": 12.0, "predicted_n": predicted_n,
+                                       "predicted_ms": predicted_ms}}
+
+
+def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
+    assert lesson.aggregate_tokens_per_s([64, 64], 0.5) == 256.0  # 128 tokens in half a second
+    c = [Completion(**_completion(64, 1260.0)), Completion(**_completion(64, 1575.0))]
+    runs = [lesson.BatchRun([c[0], c[0]], 1.28, {"llamacpp:tokens_predicted_total": 10.0, "llamacpp:n_decode_total": 7.0},
+                            {"llamacpp:tokens_predicted_total": 138.0, "llamacpp:n_decode_total": 87.0}),
+            lesson.BatchRun([c[1], c[1]], 1.6, {"llamacpp:tokens_predicted_total": 138.0, "llamacpp:n_decode_total": 87.0},
+                            {"llamacpp:tokens_predicted_total": 266.0, "llamacpp:n_decode_total": 167.0})]
+    level = lesson.batch_level(2, runs)
+    # 2 × 64 = 128 tokens in 1.28 s = 100 tokens/s; in 1.6 s = 80 tokens/s.
+    assert level.aggregate == [pytest.approx(100.0), pytest.approx(80.0)]
+    # (64 − 1) passes in 1,260 ms = 50 tokens/s; in 1,575 ms = 40 tokens/s.
+    assert level.per_sequence == [pytest.approx(50.0)] * 2 + [pytest.approx(40.0)] * 2
+    assert level.tokens_per_batch == 128 and level.tokens_generated == 256
+    # /metrics: (138 − 10) + (266 − 138) = 256 tokens in (87 − 7) + (167 − 87) = 160 calls: 1.6 per call.
+    assert level.predicted_delta == 256.0 and level.decode_calls_delta == 160.0
+    assert level.tokens_per_call == pytest.approx(1.6)
+
+    row = lesson.batch_row(level, baseline=100.0, dec_i=2.0, ridge=5.0)
+    assert row.wall_ms == pytest.approx(1440.0)  # median of 1.28 s and 1.6 s
+    assert row.aggregate.median == pytest.approx(90.0) and row.per_sequence.median == pytest.approx(45.0)
+    assert row.aggregate_ratio == pytest.approx(0.9) and row.per_sequence_ratio == pytest.approx(0.45)
+    assert row.intensity == pytest.approx(3.2) and row.bound == "memory"  # 1.6 × 2 = 3.2 < 5
+
+    blind = lesson.batch_level(2, [lesson.BatchRun(r.completions, r.wall_s, None, None) for r in runs])
+    assert blind.predicted_delta is None and blind.tokens_per_call is None
+    row = lesson.batch_row(blind, 100.0, 2.0, 5.0)
+    assert row.intensity is None and row.bound is None
+
+
+def _row(lesson, P, agg, per, ratio, lo=None, hi=None):
+    level = lesson.BatchLevel(P, [1.0], [[64] * P], [agg], [per], None, None)
+    return lesson.BatchRow(level, 1000.0, lesson.Spread(agg, lo or agg, hi or agg), lesson.Spread(per, per, per),
+                           ratio, per / 100, None, None)
+
+
+def test_batch_verdict_follows_the_numbers(lesson):
+    paid = lesson.batch_verdict([_row(lesson, 1, 100, 100, 1.0), _row(lesson, 4, 300, 75, 3.0)])
     assert paid.startswith("Batching paid") and "3.00" in paid and "P = 4" in paid
-    flat = lesson._batch_verdict([row(1, 100, 100, 1.0), row(4, 105, 26, 1.05)])
+    flat = lesson.batch_verdict([_row(lesson, 1, 100, 100, 1.0), _row(lesson, 4, 105, 26, 1.05)])
     assert flat.startswith("Batching did not pay") and "×1.05 at P = 4" in flat
     # Only what the numbers show: no cause is offered.
     assert "cost" not in flat and "because" not in flat
 
 
 def test_spread_note(lesson):
-    def row(P, lo, hi):
-        r = [None] * 17
-        r[0], r[5], r[6] = P, lo, hi
-        return r
-
-    assert lesson._spread_note([row(1, 100, 110), row(2, 200, 220)]) is None
-    note = lesson._spread_note([row(1, 100, 110), row(8, 100, 400)])
+    assert lesson.spread_note([_row(lesson, 1, 105, 100, 1.0, 100, 110), _row(lesson, 2, 210, 100, 1.0, 200, 220)]) is None
+    note = lesson.spread_note([_row(lesson, 1, 105, 100, 1.0, 100, 110), _row(lesson, 8, 200, 20, 2.0, 100, 400)])
     assert "P = 8: 100–400" in note and "P = 1" not in note
 
 
-def test_batch_row_intensity_from_metrics(lesson):
-    b = {"walls": [0.5, 0.5], "generated": [[64, 64], [64, 64]], "d_pred": 256.0, "d_dec": 160.0}
-    agg, per = {"median": 256.0, "min": 250.0, "max": 260.0}, {"median": 90.0, "min": 80.0, "max": 95.0}
-    row = lesson.batch_row(2, b, agg, per, baseline=100.0, dec_i=2.0, ridge=5.0)
-    # 256 tokens over 160 llama_decode calls: 1.6 tokens per call, intensity 1.6 × 2 = 3.2 FLOPs/byte.
-    assert row[14] == pytest.approx(1.6) and row[15] == pytest.approx(3.2) and row[16] == "memory"
-    assert row[10] == pytest.approx(2.56) and row[11] == pytest.approx(0.9)
-    no_metrics = lesson.batch_row(2, {**b, "d_pred": None, "d_dec": None}, agg, per, 100.0, 2.0, 5.0)
-    assert no_metrics[14] is None and no_metrics[15] is None and no_metrics[16] is None
-
-
-def test_decode_attention_intensity(lesson):
-    # One head, S = 4,096 positions of width 128: 4·S·d FLOPs on 2·S·d FP16 numbers (4·S·d bytes).
+def test_decode_attention_intensity_by_hand(lesson):
+    # One head, S = 4,096 positions of width 128: 4·S·d = 2,097,152 FLOPs on 2·S·d FP16 numbers (4·S·d bytes).
     a = lesson.attention_intensity(4096, 128)
-    assert a["flops"] == 4 * 4096 * 128 == a["bytes"] and a["flops_per_byte"] == pytest.approx(1.0)
-    assert lesson.attention_intensity(4096, 128, group=8)["flops_per_byte"] == pytest.approx(8.0)
+    assert a.flops == 2_097_152 == a.bytes and a.flops_per_byte == 1.0
+    assert lesson.attention_intensity(4096, 128, group=8).flops_per_byte == 8.0
+    one, seventy = lesson.decode_attention_cases()
+    assert (one.group, seventy.group) == (1, 8.0)  # the 70B: 64 query heads over 8 KV heads
+
+
+# --- main on hand-made answers ---------------------------------------------------------------
+
+def _metrics_text(predicted: int, calls: int) -> str:
+    return (f"# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total {predicted}\n"
+            f"llamacpp:n_decode_total {calls}\n")
+
+
+def test_main_on_hand_made_answers(lesson):
+    """A user's server with 2 slots whose model file is not readable here: the lesson measures it as it
+    runs (P = 1 and 2, two batches each), every number worked out by hand below."""
+    # /metrics before and after each batch: P = 1 batches add 64 tokens in 64 calls; P = 2 batches add
+    # 128 tokens in 80 calls (1.6 sequences per step).
+    counters = [(0, 0), (64, 64), (64, 64), (128, 128), (128, 128), (256, 208), (256, 208), (384, 288)]
+    server = QueuedServer({
+        "/v1/models": [{"data": [{"id": "models/hand.gguf", "meta": {"n_params": N_PARAMS, "size": N_BYTES,
+                                                                        "ftype": "Q8_0"}}]}],
+        "/props": [{"total_slots": 2}],
+        "/metrics": [_metrics_text(*c) for c in counters],
+        # P = 1: 63 passes in 630 ms (100 tokens/s), then in 700 ms (90 tokens/s); P = 2: 1,260 ms (50), 1,575 ms (40).
+        "/completion": [_completion(64, 630.0), _completion(64, 700.0), *[_completion(64, 1260.0)] * 2,
+                        *[_completion(64, 1575.0)] * 2],
+    })
+    bandwidth, blas, matmul = _host()
+    facts = {"url_host": "127.0.0.1", "local": True, "model_readable": False, "accelerators": [],
+             "on_accelerator": False, "host_bandwidth_applies": True, "reason": "by hand"}
+    walls = {"batch_wall_s_p1_r0": 0.8, "batch_wall_s_p1_r1": 1.0, "batch_wall_s_p2_r0": 1.28, "batch_wall_s_p2_r1": 1.6}
+    ctx = hand_context(LESSON, server, bandwidth=bandwidth,
+                       host_values={"server_facts": facts, "blas_info": blas, "matmul_peak": matmul, **walls})
+    result = lesson.main(ctx)
+    assert server.left() == {}
+
+    # The requests: pinned settings, one distinct seed per request, one slot each.
+    sent = [body for _, path, body in server.requests if path == "/completion"]
+    assert sorted(b["seed"] for b in sent) == [8000, 8100, 9000, 9001, 9100, 9101]  # 7000 + 1000·P + 100·r + i
+    assert all(b["temperature"] == 0 and b["cache_prompt"] is False and b["n_predict"] == 64 for b in sent)
+
+    roofs = {r[0]: r for r in result.table("rooflines").rows}
+    # this host: 200 GFLOP/s, 16 GB/s, ridge 12.5, ceiling 16e9 ÷ 1e8 = 160 tokens/s.
+    assert roofs["this host's CPU"][2:] == pytest.approx([200.0, 16.0, 12.5, 160.0])
+    assert roofs["H100"][2:] == pytest.approx([989_000.0, 3_350.0, 295.22, 33_500.0], abs=0.005)
+    assert result.measurement("ridge_point_flops_per_byte").samples == [pytest.approx(12.5)]
+
+    pts = result.table("roofline_points")
+    assert [r[col(pts, "arithmetic intensity")] for r in pts.rows] == pytest.approx([1, 16, 128, 512, 512])
+    assert [r[col(pts, "attainable on this CPU")] for r in pts.rows] == pytest.approx([16, 200, 200, 200, 200])
+    assert [r[col(pts, "roofline speed on this CPU")] for r in pts.rows] == pytest.approx([160, 2000, 2000, 2000, 2000])
+
+    agg = {m.settings["parallel"]: m.samples for m in result.measurements if m.name == "batch_aggregate_decode_tokens_per_s"}
+    # 64 tokens ÷ 0.8 s = 80, ÷ 1.0 s = 64; 128 tokens ÷ 1.28 s = 100, ÷ 1.6 s = 80.
+    assert agg == {1: pytest.approx([80.0, 64.0]), 2: pytest.approx([100.0, 80.0])}
+    per = {m.settings["parallel"]: m.samples for m in result.measurements
+           if m.name == "batch_per_sequence_decode_tokens_per_s"}
+    assert per == {1: pytest.approx([100.0, 90.0]), 2: pytest.approx([50.0, 50.0, 40.0, 40.0])}
+
+    t = result.table("batching")
+    one, two = t.rows
+    # The baseline: one sequence alone, the median of 100 and 90 = 95 tokens/s.
+    expect = {
+        "parallel sequences": (1, 2), "batches": (2, 2), "tokens per batch": (64, 128),
+        "batch wall time": (900.0, 1440.0), "aggregate decode": (72.0, 90.0),  # medians of (80, 64), (100, 80)
+        "per sequence": (95.0, 45.0), "aggregate ÷ baseline": (72 / 95, 90 / 95),
+        "per sequence ÷ baseline": (1.0, 45 / 95), "tokens generated (responses)": (128, 256),
+        "tokens_predicted_total Δ (/metrics)": (128.0, 256.0),
+        "tokens per llama_decode call": (1.0, 1.6),  # 128 ÷ 128; 256 ÷ 160
+        "intensity of one step": (1.0, 1.6),  # × 1 FLOP per byte
+    }
+    for name, (a, b) in expect.items():
+        assert (one[col(t, name)], two[col(t, name)]) == pytest.approx((a, b)), name
+    assert one[col(t, "bound on this CPU's roofline")] == two[col(t, "bound on this CPU's roofline")] == "memory"
+    notes = " ".join(t.notes)
+    assert "Batching did not pay" in notes  # best 90 ÷ 95 < 1.1
+    assert "1.60 generated tokens per llama_decode call (at most 2)" in notes
+    assert "cannot start servers of its own" in notes
+
+    att = result.table("decode_attention_intensity")
+    assert [r[col(att, "intensity")] for r in att.rows] == [1.0, 8.0]

@@ -1,17 +1,18 @@
-"""Lesson 8: the sweep table, the verdicts and the fit recomputed from the recorded run, and the
-pure helpers on hand-made data."""
+"""Lesson 8: tokens/s, bytes per token, effective GB/s and efficiency on hand-made answers worked out
+here, and the sweep table, the verdicts and the fit recomputed from the recorded run."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import defaultdict
 
 import pytest
-from lessonkit import recorded_exchanges
+from lessonkit import QueuedServer, hand_context, recorded_exchanges
 
 from bytesup import published, sweep
 from bytesup.errors import BytesupError
-from bytesup.records import Timings, decode_tokens_per_s
+from bytesup.records import Completion, Timings, decode_tokens_per_s
 
 LESSON = "08_capstone_decode_memory_bound"
 
@@ -76,20 +77,66 @@ def test_plot_is_log_log(result):
     p = next(p for p in result.plots if p.name == "decode_vs_bytes")
     assert p.log_x and p.log_y
     measured = p.series[0]
-    assert measured.y_min is not None and all(lo <= y <= hi for lo, y, hi in zip(measured.y_min, measured.y, measured.y_max))
+    assert measured.y_min is not None and all(lo <= y <= hi for lo, y, hi in zip(measured.y_min, measured.y, measured.y_max, strict=True))
 
 
-# --- pure helpers --------------------------------------------------------------------------
+# --- pure computation, against hand arithmetic -------------------------------------------------
 
 def test_spark_context_prediction(lesson):
     sp = lesson.spark_context_prediction()
     # deepseek-coder-6.7b: no grouped-query attention, 2 × 32 layers × 32 KV heads × 128 × 2 bytes.
-    assert sp["kv_bytes_per_token"] == 2 * 32 * 32 * 128 * 2 == 524_288
-    # 33.2 tokens/s × 7.16 GB = 237.7 GB/s; ÷ (7.16e9 + 524,288 × 1,921) = 29.106 tokens/s.
-    assert sp["effective_gbs"] == pytest.approx(33.2 * 7.16)
-    assert sp["predicted"] == pytest.approx(33.2 * 7.16e9 / (7.16e9 + 524_288 * 1921))
-    assert sp["predicted"] == pytest.approx(29.1, abs=0.05)
-    assert sp["published"] == published.LESSON4["decode_long_tokens_per_s"] == 29.6
+    assert sp.kv_bytes_per_token == 2 * 32 * 32 * 128 * 2 == 524_288
+    # 33.2 tokens/s × 7.16 GB = 237.712 GB/s; ÷ (7.16e9 + 524,288 × 1,921 = 8,167,157,248 bytes) = 29.106 tokens/s.
+    assert sp.effective_gbs == pytest.approx(237.712)
+    assert sp.predicted == pytest.approx(237.712e9 / 8_167_157_248) == pytest.approx(29.106, abs=0.001)
+    assert sp.published == published.LESSON4["decode_long_tokens_per_s"] == 29.6
+    assert sp.error == pytest.approx(29.106 / 29.6 - 1, abs=1e-4)  # −1.7%
+
+
+def test_published_point_by_hand(lesson):
+    pub = lesson.published_point()
+    assert pub.effective_gbs == pytest.approx(237.712)  # 33.2 × 7.16 GB
+    assert pub.efficiency_percent == pytest.approx(87.074, abs=0.001)  # 237.712 ÷ 273
+    assert pub.ceiling_tokens_per_s == pytest.approx(38.128, abs=0.001)  # 273 ÷ 7.16
+
+
+def test_effective_gbs_and_efficiency_by_hand(lesson):
+    # 70.7 tokens/s × 98,362,432 bytes = 6,954,223,942 bytes/s = 6.954 GB/s; of 10 GB/s: 69.54%.
+    assert lesson.decode_efficiency_samples([70.7], 98_362_432, 10.0) == [pytest.approx(69.542, abs=0.001)]
+    assert lesson.efficiency_percent(6.0, 8.0) == 75.0
+    p = sweep.make_point("w", 98_362_432, [68.0, 70.7, 73.0], None, weight_type="Q8_0")
+    verdict = {"on_line": True, "residual": -0.02, "verdict": sweep.MEMORY}
+    row = lesson.sweep_row(p, verdict, 10.0, lesson.TopAnswer("' Paris'", 77.1))
+    assert (row.decode.median, row.decode.min, row.decode.max) == (70.7, 68.0, 73.0)
+    # 68 × 98,362,432 = 6,688,645,376; 73 × 98,362,432 = 7,180,457,536.
+    assert row.effective.median == pytest.approx(6.95422, abs=1e-5)
+    assert (row.effective.min, row.effective.max) == (pytest.approx(6.688645376), pytest.approx(7.180457536))
+    assert row.efficiency is not None
+    assert (row.efficiency.median, row.efficiency.min, row.efficiency.max) == (
+        pytest.approx(69.5422, abs=1e-4), pytest.approx(66.88645376), pytest.approx(71.80457536))
+    assert row.off_line_percent == pytest.approx(-2.0) and row.on_line is True and row.verdict == sweep.MEMORY
+    table_row = lesson.sweep_table_row(row)
+    C = {name: i for i, (name, _) in enumerate(lesson.SWEEP_COLUMNS)}
+    assert table_row[C["effective"]] == row.effective.median and table_row[C["top token"]] == "' Paris'"
+    assert table_row[C["on the line"]] == "yes" and table_row[C["cache-resident"]] == "no"
+    # Without a bandwidth, no efficiency.
+    assert lesson.sweep_row(p, verdict, None, None).efficiency is None
+
+
+def test_top_answer_is_the_most_probable_candidate(lesson):
+    c = Completion(content=" Paris", timings={"prompt_n": 6, "prompt_ms": 5.0, "predicted_n": 1, "predicted_ms": 0.0},
+                   completion_probabilities=[{"id": 1, "token": " Paris", "logprob": -0.26, "top_logprobs": [
+                       {"id": 2, "token": " the", "logprob": -1.5}, {"id": 1, "token": " Paris", "logprob": -0.26},
+                       {"id": 3, "token": " a", "logprob": -3.0}]}])
+    answer = lesson.top_answer(c)
+    assert answer.token == "' Paris'" and answer.percent == pytest.approx(77.105, abs=0.001)  # e^−0.26
+
+
+def test_fastest_memory_sample(lesson):
+    before, after = {"gb_per_s": {"max": 16.9}}, {"gb_per_s": {"max": 16.5}}
+    assert lesson.fastest_memory_gbs(before, after) == 16.9
+    assert lesson.fastest_memory_gbs(before, {"gb_per_s": {"max": 17.2}}) == 17.2
+    assert lesson.fastest_memory_gbs(before, None) == 16.9 and lesson.fastest_memory_gbs(None, after) is None
 
 
 def test_parse_sizes(lesson):
@@ -107,23 +154,148 @@ def _points(llc=None):
     return [mk("tiny", 5e6, 3000.0, 2), mk("q8_0", 144.8e6, 141.0), mk("f16", 270.9e6, 99.0), mk("f32", 539.8e6, 50.0)]
 
 
-def test_sweep_row_and_sentences(lesson):
+def test_verdict_sentences(lesson):
     pts = _points(llc=32 * 2**20)
     analysis = sweep.analyse(pts)
-    ref = {"gbs": 40.0, "label": "this host's CPU read", "host_cpu": True}
-    answers = {"q8_0": ("' Paris'", 60.0), "f16": ("' Paris'", 61.0), "f32": ("' Paris'", 61.0)}
-    row = lesson.sweep_row(pts[3], analysis["verdicts"]["f32"], ref["gbs"], answers["f32"])
-    C = lesson.C
-    assert row[C["effective"]] == pytest.approx(539.8e6 * 50 / 1e9)
-    assert row[C["efficiency"]] == pytest.approx(100 * 26.99 / 40)
-    assert row[C["verdict"]] == sweep.MEMORY and row[C["on the line"]] == "yes" and row[C["cache-resident"]] == "no"
-    tiny = lesson.sweep_row(pts[0], analysis["verdicts"]["tiny"], ref["gbs"], None)
-    assert tiny[C["cache-resident"]] == "yes" and tiny[C["verdict"]] == "cache-resident" and tiny[C["on the line"]] is None
+    ref = lesson.BandwidthReference(40.0, "this host's CPU read", host_cpu=True)
+    answers = {n: lesson.TopAnswer("' Paris'", pct) for n, pct in (("q8_0", 60.0), ("f16", 61.0), ("f32", 61.0))}
+    row = lesson.sweep_row(pts[3], analysis["verdicts"]["f32"], ref.gbs, answers["f32"])
+    assert row.effective.median == pytest.approx(539.8e6 * 50 / 1e9)  # 26.99 GB/s
+    assert row.efficiency is not None and row.efficiency.median == pytest.approx(100 * 26.99 / 40)
+    assert row.verdict == sweep.MEMORY and row.on_line is True and row.cache_resident is False
+    tiny = lesson.sweep_row(pts[0], analysis["verdicts"]["tiny"], ref.gbs, None)
+    assert tiny.cache_resident is True and tiny.verdict == "cache-resident" and tiny.on_line is None
     text = " ".join(lesson.verdict_sentences(pts, analysis, answers, ref, 32 * 2**20))
     assert "From f32 to f16" in text and "memory-bound" in text and "partly memory-bound" in text
     assert "tiny: the weights fit in the 32 MiB last-level cache" in text
     assert "The same top token at every width" in text and "random weights" not in text
     assert "through f16, f32" in text and "Verdict:" in text
-    # Without a bandwidth, no efficiency.
-    assert lesson.sweep_row(pts[3], analysis["verdicts"]["f32"], None, None)[C["efficiency"]] is None
     assert math.isfinite(analysis["fit"]["gbs"])
+
+
+# --- main on hand-made answers ---------------------------------------------------------------
+
+def _decode(ms: float) -> dict:
+    """A timed decode: 33 tokens, so 32 passes in `ms`: 32,000 ÷ ms tokens/s."""
+    return {"content": "", "timings": {"prompt_n": 6, "prompt_ms": 12.0, "predicted_n": 33, "predicted_ms": ms}}
+
+
+def _top(logprob: float) -> dict:
+    return {"content": " Paris", "timings": {"prompt_n": 6, "prompt_ms": 12.0, "predicted_n": 1, "predicted_ms": 0.0},
+            "completion_probabilities": [{"id": 7, "token": " Paris", "logprob": logprob, "top_logprobs": [
+                {"id": 7, "token": " Paris", "logprob": logprob}, {"id": 8, "token": " the", "logprob": -2.5}]}]}
+
+
+def _header(name: str, n_params: int, tensor_bytes: int, weight_type: str) -> dict:
+    return {"preset": name, "name": name, "path": f"/models/{name}.gguf", "architecture": "llama", "n_layer": 30,
+            "n_embd": 576, "n_params": n_params, "tensor_bytes": tensor_bytes, "weight_type": weight_type}
+
+
+def _bandwidth(samples=(11.0, 12.0, 13.0)) -> dict:
+    return {"threads": 2, "bytes_per_thread": 512 * 2**20, "bytes_per_sample": 1024 * 2**20, "method": "by hand",
+            "gb_per_s": {"samples": list(samples), "median": sorted(samples)[len(samples) // 2], "min": min(samples),
+                         "max": max(samples)},
+            "llc_bytes": 128 * 2**20, "llc_source": "by hand"}
+
+
+def test_main_sweep_on_hand_made_answers(lesson):
+    """Two widths of one model on servers of their own, and a third model too big for memory: every
+    number of the sweep worked out by hand below."""
+    q8, f16, large = "smollm2-135m-q8_0", "smollm2-135m-f16", "large-q8_0"
+    servers = {
+        # q8_0: 32 passes in 400 ms = 80 tokens/s, in 320 ms = 100 tokens/s (median 90).
+        f"preset-{q8}": QueuedServer({"/completion": [_top(-0.26), _decode(400.0), _decode(320.0)]}),
+        # f16: 800 ms = 40 tokens/s, 640 ms = 50 tokens/s (median 45).
+        f"preset-{f16}": QueuedServer({"/completion": [_top(-0.25), _decode(800.0), _decode(640.0)]}),
+    }
+    started = []
+
+    def local_server(label, model, flags):
+        started.append((label, model, flags))
+        return contextlib.nullcontext(servers[label].server)
+
+    facts = {"url_host": "127.0.0.1", "local": True, "model_readable": True, "accelerators": [],
+             "on_accelerator": False, "host_bandwidth_applies": True, "reason": "by hand"}
+    host_values = {
+        "server_facts": facts, "option_sizes": f"{q8},{f16},{large}", "option_bandwidth_gbs": None,
+        "available_memory_bytes": 16_000_000_000,
+        # 100,000,000 parameters: 1.0625 bytes each (q8_0), 2 bytes each (f16).
+        f"model_{q8}": _header(q8, 100_000_000, 106_250_000, "Q8_0"),
+        f"model_{f16}": _header(f16, 100_000_000, 200_000_000, "F16"),
+        f"model_{large}": _header(large, 9_000_000_000, 9_000_000_000, "Q8_0"),  # 9 GB > half of 16 GB
+    }
+    ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
+    ctx.local_server = local_server
+    result = lesson.main(ctx)
+    assert all(s.left() == {} for s in servers.values())
+    assert [label for label, _, _ in started] == [f"preset-{q8}", f"preset-{f16}"]  # the large model never started
+    assert started[0][1] == f"/models/{q8}.gguf"
+    for srv in servers.values():
+        top, *timed = [body for _, _, body in srv.requests]
+        assert top["n_probs"] == 3 and top["temperature"] == 0 and top["post_sampling_probs"] is False
+        assert all(b["temperature"] == 0 and b["cache_prompt"] is False and b["n_predict"] == 32 for b in timed)
+
+    models_t = result.table("models")
+    assert [r[col(models_t, "bytes per token")] for r in models_t.rows] == [106_250_000, 200_000_000]
+    assert [r[col(models_t, "bytes per parameter")] for r in models_t.rows] == [1.0625, 2.0]
+    # 106.25 MB fits in the 128 MiB (134,217,728 bytes) cache by size; its slowest sample reads 80 × 106.25e6 =
+    # 8.5 GB/s, below the fastest memory sample of 13 GB/s: not cache-resident.
+    assert [r[col(models_t, "fits in the cache")] for r in models_t.rows] == ["yes", "no"]
+    assert [r[col(models_t, "cache-resident")] for r in models_t.rows] == ["no", "no"]
+    assert "Skipped for memory: large-q8_0 (9 GB), more than 50% of the 16 GB available." in models_t.notes
+
+    t = result.table("sweep")
+    q8_row, f16_row, pub_row = t.rows
+    expect = {
+        "decode": (90.0, 45.0), "decode min": (80.0, 40.0), "decode max": (100.0, 50.0),
+        # effective = tokens/s × bytes per token: 90 × 106.25e6 = 9.5625 GB/s; 45 × 200e6 = 9.0 GB/s.
+        "effective": (9.5625, 9.0), "effective min": (8.5, 8.0), "effective max": (10.625, 10.0),
+        # ÷ the run's bandwidth, 12 GB/s (the median of 11, 12, 13).
+        "efficiency": (100 * 9.5625 / 12, 75.0), "efficiency min": (100 * 8.5 / 12, 100 * 8 / 12),
+        "efficiency max": (100 * 10.625 / 12, 100 * 10 / 12),
+        "top token probability": (77.105, 77.880),  # e^−0.26, e^−0.25
+    }
+    for name, (a, b) in expect.items():
+        assert (q8_row[col(t, name)], f16_row[col(t, name)]) == pytest.approx((a, b), abs=1e-3), name
+    assert q8_row[col(t, "top token")] == f16_row[col(t, "top token")] == "' Paris'"
+    # 200e6 ÷ 106.25e6 = 1.882 × the bytes for 90 ÷ 45 = 2 × the speed, within the 25% spread: memory-bound.
+    assert q8_row[col(t, "verdict")] == f16_row[col(t, "verdict")] == sweep.MEMORY
+    assert pub_row[col(t, "effective")] == pytest.approx(237.712)
+    eff = {m.settings["preset"]: m.samples for m in result.measurements if m.name == "decode_efficiency"}
+    # Each sample: 80 × 106.25e6 ÷ 12e9 = 70.83%, 100 × 106.25e6 ÷ 12e9 = 88.54%; 40 × 2e8 ÷ 12e9 = 66.67%, 83.33%.
+    assert eff == {q8: pytest.approx([70.8333, 88.5417], abs=1e-4), f16: pytest.approx([66.6667, 83.3333], abs=1e-4)}
+    decode = {m.settings["preset"]: m.samples for m in result.measurements if m.name == "decode_tokens_per_s"}
+    assert decode == {q8: pytest.approx([80.0, 100.0]), f16: pytest.approx([40.0, 50.0])}
+
+    steps = result.table("steps").rows
+    assert len(steps) == 1 and steps[0][:2] == [q8, f16]
+    assert steps[0][2:5] == pytest.approx([200 / 106.25, 2.0, 2.0 / (200 / 106.25)])
+
+    fit = result.table("bandwidth_fit").rows[0]
+    # B = exp(mean of each point's mean ln effective GB/s) = ((8.5 × 10.625) × (8 × 10))^(1/4) = 7225^(1/4) = √85.
+    assert fit[1] == pytest.approx(math.sqrt(85)) and fit[4] == pytest.approx(100 * math.sqrt(85) / 12)
+    assert result.table("bandwidth_fit").rows[1][1:5] == [12.0, 11.0, 13.0, 100.0]
+
+
+def test_main_on_a_remote_server_with_a_given_bandwidth(lesson):
+    """A server elsewhere: only its one model, sized from /v1/models meta, against --bandwidth-gbs 20."""
+    server = QueuedServer({
+        "/v1/models": [{"data": [{"id": "hand.gguf", "meta": {"n_params": 135_000_000, "size": 98_362_432}}]}],
+        # 32 passes in 452.6 ms: 70.7 tokens/s.
+        "/completion": [_top(-0.26), _decode(32_000 / 70.7), _decode(32_000 / 70.7)],
+    })
+    facts = {"url_host": "gpu.example", "local": False, "model_readable": False, "accelerators": [],
+             "on_accelerator": False, "host_bandwidth_applies": False, "reason": "the server runs on gpu.example"}
+    ctx = hand_context(LESSON, server, host_values={"server_facts": facts, "option_bandwidth_gbs": 20})
+    result = lesson.main(ctx)
+    assert server.left() == {}
+    t = result.table("sweep")
+    row = t.rows[0]
+    assert row[col(t, "bytes per token")] == 98_362_432 and row[col(t, "decode")] == pytest.approx(70.7)
+    # 70.7 × 98,362,432 = 6.954 GB/s; ÷ 20 GB/s = 34.77%.
+    assert row[col(t, "effective")] == pytest.approx(6.9542, abs=1e-4)
+    assert row[col(t, "efficiency")] == pytest.approx(34.771, abs=1e-3)
+    m = result.measurement("decode_efficiency")
+    assert m.settings["bandwidth_gbs"] == 20.0 and m.samples == [pytest.approx(34.771, abs=1e-3)] * 2
+    assert any("20 GB/s given with --bandwidth-gbs" in n for n in t.notes)
+    assert "Only the one model the user's server serves was measured" in " ".join(result.table("models").notes)
