@@ -85,7 +85,7 @@ def test_expected_kept_counts(result):
 def test_applied_table_matches_the_check(result):
     _, applied = table(result, "samplers_applied")
     _, check = table(result, "sampler_check")
-    for a, c in zip(applied, check):
+    for a, c in zip(applied, check, strict=False):
         assert a[0] == c[0]
         if a[2] is not None and c[2] is not None:
             assert a[2] == c[2]
@@ -159,7 +159,7 @@ def test_latency_model_arithmetic(result, lesson):
     tpot = result.measurement("decode_ms_per_token").median
     _, rows = table(result, "latency_model")
     assert [r[0] for r in rows] == sorted({lesson.FIT_N, *lesson.PREDICT_N})
-    for n, kind, predicted, measured, lo, hi, err, predicted_n in rows:
+    for n, _kind, predicted, measured, lo, hi, err, predicted_n in rows:
         assert predicted == pytest.approx(ttft + tpot * (n - 1))
         assert lo <= measured <= hi
         assert err == pytest.approx(100 * (predicted - measured) / measured)
@@ -198,13 +198,13 @@ def test_compare_with_server_flags_a_wrong_kept_set(lesson):
     ids = [10, 11, 12, 13]
     ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)
     ok = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 10)
-    assert ok["agree"] and ok["kept_server"] == 2 and ok["kept_ours"] == 2
+    assert ok.agree and ok.kept_server == 2 and ok.kept_ours == 2
     three = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.9), (11, 0.3 / 0.9), (12, 0.2 / 0.9)], 3, 10)
-    assert not three["agree"] and not three["same_set"]
+    assert not three.agree and not three.same_set
     off = lesson.compare_with_server(ids, ours, [(10, 0.58), (11, 0.42)], 3, 10)
-    assert not off["agree"] and off["max_rel"] > lesson.REL_TOL
+    assert not off.agree and off.max_rel > lesson.REL_TOL
     drawn_elsewhere = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13)
-    assert not drawn_elsewhere["agree"]
+    assert not drawn_elsewhere.agree
 
 
 def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
@@ -278,7 +278,7 @@ def test_speculative_arithmetic_beside_the_measurement(result, lesson):
 
     _, rows = table(result, "speculative_vs_arithmetic")
     assert len(rows) == len(lesson.SPEC_TARGETS) * (len(lesson.SPEC_DRAFTS) * len(lesson.SPEC_DRAFT_LENGTHS) + 1)
-    for (label, target, a, k, expected, measured, ratio, cost, drafted, check, ideal, predicted, speedup,
+    for (_label, _target, a, k, expected, measured, ratio, cost, drafted, check, ideal, predicted, speedup,
          measured_over_predicted) in rows:
         assert expected == pytest.approx(formulas.expected_tokens_per_pass(k, a))
         assert ratio == pytest.approx(measured / expected)

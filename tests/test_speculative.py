@@ -108,12 +108,12 @@ def test_lesson_counts_from_recorded_answers(l5):
     raw = load_fixture("completion_spec_draft_short")["response"]["timings"]
     counts = l5.spec_counts([draft, draft])
     n, d, a = raw["predicted_n"], raw["draft_n"], raw["draft_n_accepted"]
-    assert counts["reported"] and (counts["generated"], counts["drafted"], counts["accepted"]) == (2 * n, 2 * d, 2 * a)
-    assert counts["acceptance"] == pytest.approx(a / d)
-    assert counts["tokens_per_pass"] == pytest.approx(n / (n - a))
-    assert counts["drafted_per_pass"] == pytest.approx(d / (n - a))
+    assert counts.reported and (counts.generated, counts.drafted, counts.accepted) == (2 * n, 2 * d, 2 * a)
+    assert counts.acceptance == pytest.approx(a / d)
+    assert counts.tokens_per_pass == pytest.approx(n / (n - a))
+    assert counts.drafted_per_pass == pytest.approx(d / (n - a))
     plain = l5.spec_counts([completion("completion_spec_plain_short")])
-    assert not plain["reported"] and plain["drafted"] == 0 and plain["tokens_per_pass"] == 1
+    assert not plain.reported and plain.drafted == 0 and plain.tokens_per_pass == 1
 
 
 @pytest.mark.parametrize("spec,plain", [("completion_spec_draft_short", "completion_spec_plain_short"),
