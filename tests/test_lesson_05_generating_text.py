@@ -85,7 +85,7 @@ def test_expected_kept_counts(result):
 def test_applied_table_matches_the_check(result):
     _, applied = table(result, "samplers_applied")
     _, check = table(result, "sampler_check")
-    for a, c in zip(applied, check):
+    for a, c in zip(applied, check, strict=False):
         assert a[0] == c[0]
         if a[2] is not None and c[2] is not None:
             assert a[2] == c[2]
@@ -159,7 +159,7 @@ def test_latency_model_arithmetic(result, lesson):
     tpot = result.measurement("decode_ms_per_token").median
     _, rows = table(result, "latency_model")
     assert [r[0] for r in rows] == sorted({lesson.FIT_N, *lesson.PREDICT_N})
-    for n, kind, predicted, measured, lo, hi, err, predicted_n in rows:
+    for n, _kind, predicted, measured, lo, hi, err, predicted_n in rows:
         assert predicted == pytest.approx(ttft + tpot * (n - 1))
         assert lo <= measured <= hi
         assert err == pytest.approx(100 * (predicted - measured) / measured)
@@ -198,13 +198,13 @@ def test_compare_with_server_flags_a_wrong_kept_set(lesson):
     ids = [10, 11, 12, 13]
     ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)
     ok = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 10)
-    assert ok["agree"] and ok["kept_server"] == 2 and ok["kept_ours"] == 2
+    assert ok.agree and ok.kept_server == 2 and ok.kept_ours == 2
     three = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.9), (11, 0.3 / 0.9), (12, 0.2 / 0.9)], 3, 10)
-    assert not three["agree"] and not three["same_set"]
+    assert not three.agree and not three.same_set
     off = lesson.compare_with_server(ids, ours, [(10, 0.58), (11, 0.42)], 3, 10)
-    assert not off["agree"] and off["max_rel"] > lesson.REL_TOL
+    assert not off.agree and off.max_rel > lesson.REL_TOL
     drawn_elsewhere = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13)
-    assert not drawn_elsewhere["agree"]
+    assert not drawn_elsewhere.agree
 
 
 def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
@@ -278,7 +278,7 @@ def test_speculative_arithmetic_beside_the_measurement(result, lesson):
 
     _, rows = table(result, "speculative_vs_arithmetic")
     assert len(rows) == len(lesson.SPEC_TARGETS) * (len(lesson.SPEC_DRAFTS) * len(lesson.SPEC_DRAFT_LENGTHS) + 1)
-    for (label, target, a, k, expected, measured, ratio, cost, drafted, check, ideal, predicted, speedup,
+    for (_label, _target, a, k, expected, measured, ratio, cost, drafted, check, ideal, predicted, speedup,
          measured_over_predicted) in rows:
         assert expected == pytest.approx(formulas.expected_tokens_per_pass(k, a))
         assert ratio == pytest.approx(measured / expected)
@@ -286,3 +286,244 @@ def test_speculative_arithmetic_beside_the_measurement(result, lesson):
         assert predicted == pytest.approx(measured / (drafted * cost + check))
         assert check >= 1 and predicted <= ideal
         assert measured_over_predicted == pytest.approx(speedup / predicted)
+
+
+# --- the sampler pipeline against a naive reference, on a 4-token distribution --------------------
+
+PROBS = [0.45, 0.30, 0.17, 0.08]     # ids 10, 11, 12, 13; no cumulative sum falls on 0.5 or 0.9
+
+
+def naive_temperature(p, t):
+    if t <= 0:                                    # greedy: the most probable token only
+        best = max(range(len(p)), key=lambda i: (p[i], -i))
+        return [1.0 if i == best else 0.0 for i in range(len(p))]
+    w = [x ** (1 / t) for x in p]
+    return [x / sum(w) for x in w]
+
+
+def naive_top_k(p, k):
+    order = sorted(range(len(p)), key=lambda i: -p[i])
+    keep = set(order[:k]) if k > 0 else set(order)
+    kept = [x if i in keep else 0.0 for i, x in enumerate(p)]
+    return [x / sum(kept) for x in kept]
+
+
+def naive_top_p(p, top):
+    order = sorted(range(len(p)), key=lambda i: -p[i])
+    keep, cumulative = set(), 0.0
+    for i in order:
+        keep.add(i)
+        cumulative += p[i]
+        if cumulative >= top:
+            break
+    kept = [x if i in keep else 0.0 for i, x in enumerate(p)]
+    return [x / sum(kept) for x in kept]
+
+
+def naive_min_p(p, m):
+    """llama.cpp's min-p: drop tokens below m × the top probability (0 keeps every token)."""
+    kept = [x if x >= m * max(p) else 0.0 for x in p]
+    return [x / sum(kept) for x in kept]
+
+
+def naive_chain(p, samplers, params):
+    step = {"temperature": naive_temperature, "top_k": naive_top_k, "top_p": naive_top_p, "min_p": naive_min_p}
+    for name in samplers:
+        p = step[name](p, params[name])
+    return p
+
+
+def hand_distribution(lesson):
+    return lesson.Distribution(ids=[10, 11, 12, 13], probs=np.array(PROBS), texts=["'a'", "'b'", "'c'", "'d'"],
+                               asked=[64], n_vocab=4)
+
+
+# Worked by hand:
+# top-k 2:          0.45, 0.30 kept, ÷ 0.75                         → 0.6, 0.4
+# top-p 0.5:        cumulative 0.45 < 0.5, 0.75 ≥ 0.5: two kept      → 0.6, 0.4
+# top-p 0.9:        0.45, 0.75, 0.92 ≥ 0.9: three kept, ÷ 0.92      → 0.489130, 0.326087, 0.184783
+# temperature 0.5:  p², 0.2025 + 0.09 + 0.0289 + 0.0064 = 0.3278    → 0.617755, 0.274558, 0.088164, 0.019524
+# top-p 0.9 → top-k 10 → temperature 0.5: three kept, squared, 0.2025 + 0.09 + 0.0289 = 0.3214
+#                                                                    → 0.630056, 0.280025, 0.089919
+# top-k 10 → top-p 0.5 → temperature 1.5: 0.6, 0.4 to the power 2/3 = 0.711379, 0.542884 (sum 1.254262)
+#                                                                    → 0.567169, 0.432831
+HAND = {
+    "greedy": [1.0, 0.0, 0.0, 0.0],
+    "temperature 1.0": PROBS,
+    "temperature 0.5": [0.617755, 0.274558, 0.088164, 0.019524],
+    "top-k 5": PROBS,
+    "top-k 10": PROBS,
+    "top-p 0.5": [0.6, 0.4, 0.0, 0.0],
+    "top-p 0.9": [0.489130, 0.326087, 0.184783, 0.0],
+    "top-k 10 → top-p 0.5 → temperature 1.5": [0.567169, 0.432831, 0.0, 0.0],
+    "top-p 0.9 → top-k 10 → temperature 0.5": [0.630056, 0.280025, 0.089919, 0.0],
+}
+
+
+def test_sampler_settings_against_hand_arithmetic_and_a_naive_reference(lesson):
+    dist = hand_distribution(lesson)
+    for setting in lesson.SAMPLER_SETTINGS:
+        applied = lesson.apply_setting(dist, setting)
+        naive = naive_chain(PROBS, setting.samplers, setting.params)
+        assert list(applied.ours) == pytest.approx(naive, abs=1e-12), setting.label
+        if setting.label in HAND:
+            assert list(applied.ours) == pytest.approx(HAND[setting.label], abs=1e-6), setting.label
+        assert len(applied.kept) == sum(x > 0 for x in naive)
+        assert applied.kept_percent == pytest.approx(100 * sum(p for p, x in zip(PROBS, naive, strict=True) if x > 0))
+    # min-p is not one of the lesson's samplers: every request switches it off (0.0), which keeps every token.
+    assert naive_min_p(PROBS, 0.0) == pytest.approx(PROBS)
+    assert lesson.post_sampling_body(("top_k",), {"top_k": 2}, 3)["min_p"] == 0.0
+    # 0.2 × 0.45 = 0.09: min-p 0.2 would drop 0.08 (the request would then differ from the chain computed here)
+    assert naive_min_p(PROBS, 0.2)[3] == 0.0
+
+
+def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
+    dist = hand_distribution(lesson)
+    top_p = next(s for s in lesson.SAMPLER_SETTINGS if s.label == "top-p 0.5")
+    applied = lesson.apply_setting(dist, top_p)
+    assert lesson.asked_candidates(dist, applied) == 3          # two kept, one more asked for
+
+    def step(listed):
+        from bytesup.records import TokenProbabilities
+        return TokenProbabilities(id=10, token="a", prob=listed[0][1],
+                                  top_probs=[{"id": i, "token": "x", "prob": p} for i, p in listed])
+
+    right = lesson.check_setting(dist, applied, step([(10, 0.6), (11, 0.4)]))
+    assert right.verdict == "agree" and right.fact() == {"name": "top-p 0.5", "max_relative_difference": pytest.approx(0.0, abs=1e-15),
+                                                         "tolerance": lesson.REL_TOL, "same_tokens": True}
+    three = lesson.check_setting(dist, applied, step([(10, 0.45 / 0.92), (11, 0.30 / 0.92), (12, 0.17 / 0.92)]))
+    assert three.verdict == "mismatch" and three.fact()["same_tokens"] is False
+    # 0.6 against 0.6006 and 0.4 against 0.3994: |Δp| / p is 0.0006 / 0.6006 ≈ 1.0e-3 and 0.0006 / 0.3994 ≈ 1.5e-3,
+    # the larger one reported, 150 times the tolerance
+    off = lesson.check_setting(dist, applied, step([(10, 0.6006), (11, 0.3994)]))
+    assert off.verdict == "mismatch" and off.fact()["max_relative_difference"] == pytest.approx(0.0006 / 0.3994)
+    unchecked = lesson.check_setting(dist, lesson.Applied(top_p, None), None)
+    assert unchecked.fact() == {"name": "top-p 0.5", "max_relative_difference": None, "tolerance": lesson.REL_TOL,
+                                "same_tokens": None}
+
+
+def test_latency_fit_divides_by_the_passes_after_the_first_token(lesson):
+    from bytesup.records import Completion
+
+    # 32 tokens, predicted_ms 341: 31 decode passes of 11 ms (the server's own predicted_per_token_ms),
+    # not 341 ÷ 32 = 10.66
+    runs = [Completion(content="", timings={"prompt_n": 5, "prompt_ms": ms, "predicted_n": 32, "predicted_ms": 341.0,
+                                            "predicted_per_token_ms": 11.0}) for ms in (40.0, 60.0)]
+    fit = lesson.latency_fit(runs)
+    assert fit.tpot_samples == [r.timings.predicted_per_token_ms for r in runs] == [11.0, 11.0]
+    assert fit.ttft == 50.0
+    # n = 128: 50 + 11 × 127 = 1,447 ms
+    assert fit.predict(128) == 1447.0
+
+
+# --- main on hand-made answers -------------------------------------------------------------------
+
+def hand_answers(lesson, perturb=False):
+    """Answers per request: the loop, the reference softmax over 4 tokens, the server's post-sampling
+    probabilities (computed with the naive reference), seeded runs, and timed runs of 50 ms prompt
+    and 10 ms per decode pass plus a fixed 31 ms."""
+    logs = [math.log(p) for p in PROBS]
+
+    def completion(body):
+        n = body["n_predict"]
+        if body.get("post_sampling_probs") is True:
+            kept = naive_chain(PROBS, body["samplers"], body)
+            if perturb and body["samplers"] == ["top_p", "temperature"] and body["top_p"] == 0.5:
+                kept = naive_top_p(PROBS, 0.9)     # a server that kept three tokens instead of two
+            listed = sorted(((i, p) for i, p in zip([10, 11, 12, 13], kept, strict=True) if p > 0), key=lambda x: -x[1])
+            listed = listed[:body["n_probs"]]
+            return {"content": "a", "timings": timings(5, 1), "completion_probabilities": [
+                {"id": 10, "token": "a", "prob": listed[0][1],
+                 "top_probs": [{"id": i, "token": "abcd"[i - 10], "prob": p} for i, p in listed]}]}
+        if body.get("post_sampling_probs") is False and n == 1:   # the reference softmax
+            return {"content": "a", "timings": timings(5, 1), "completion_probabilities": [
+                {"id": 10, "token": "a", "logprob": logs[0],
+                 "top_logprobs": [{"id": 10 + i, "token": "abcd"[i], "logprob": lp} for i, lp in enumerate(logs)]}]}
+        if body.get("n_probs") == 1:                               # the loop: every step at probability 0.5
+            return {"content": "x" * n, "timings": timings(5, n), "completion_probabilities": [
+                {"id": 7, "token": "x", "logprob": math.log(0.5)} for _ in range(n)]}
+        if body.get("temperature") == 1.0:                         # seeded
+            tokens = [1, 2, 3, 4] if body["seed"] == 1234 else [1, 9, 3, 9]
+            return {"content": "".join(map(str, tokens)), "tokens": tokens, "timings": timings(5, 4)}
+        return {"content": "x" * n, "timings": timings(5, n)}
+
+    def timings(prompt_n, n):
+        return {"prompt_n": prompt_n, "prompt_ms": 50.0, "predicted_n": n, "predicted_ms": 10.0 * (n - 1) + 31.0,
+                "predicted_per_token_ms": (10.0 * (n - 1) + 31.0) / (n - 1) if n > 1 else None}
+
+    before = "llamacpp:prompt_tokens_total 100\nllamacpp:tokens_predicted_total 200\nllamacpp:n_decode_total 300\n"
+    after = "llamacpp:prompt_tokens_total 105\nllamacpp:tokens_predicted_total 216\nllamacpp:n_decode_total 316\n"
+    # 1 loop + 1 reference + 10 post-sampling + 3 seeded + 5 lengths × 2 repeats
+    return {"/metrics": [before, after], "/v1/models": [{"data": [{"id": "hand.gguf", "meta": {"n_vocab": 4}}]}],
+            "/completion": [completion] * 25}
+
+
+def run_by_hand(lesson, perturb=False):
+    from lessonkit import QueuedServer, hand_context
+
+    server = QueuedServer(hand_answers(lesson, perturb))
+    ctx = hand_context(LESSON, server, host_values={
+        "server_facts": {"local": False, "reason": "the server runs on gpu-box, not on this host"}})
+    result = lesson.main(ctx)
+    assert server.left() == {}
+    return result
+
+
+@pytest.fixture(scope="module")
+def by_hand(lesson):
+    return run_by_hand(lesson)
+
+
+def test_main_by_hand_the_loop_and_its_counters(by_hand, lesson):
+    loop = by_hand.table("one_pass_per_token")
+    assert [r[3] for r in loop.rows] == [0.5] * lesson.LOOP_TOKENS
+    assert "averaged 50% here" in loop.notes[1]
+    delta = {r[0]: r[3] for r in by_hand.table("metrics_delta").rows}
+    assert delta == {"llamacpp:prompt_tokens_total": 5, "llamacpp:tokens_predicted_total": 16, "llamacpp:n_decode_total": 16}
+    # 16 calls for 16 tokens: 15 for the tokens after the first, 1 for the 5-token prompt
+    assert "one pass per token" in by_hand.table("metrics_delta").notes[1]
+
+
+def test_main_by_hand_the_samplers(by_hand, lesson):
+    cumulative = [r[4] for r in by_hand.table("next_token_distribution").rows]
+    assert cumulative == pytest.approx([0.45, 0.75, 0.92, 1.0])
+    applied = {r[0]: r for r in by_hand.table("samplers_applied").rows}
+    assert applied["top-p 0.5"][2] == 2 and applied["top-p 0.5"][3] == pytest.approx(75.0)
+    assert applied["top-p 0.9"][2] == 3 and applied["top-p 0.9"][6] == pytest.approx(0.489130, abs=1e-6)
+    assert applied["temperature 0.5"][6] == pytest.approx(0.617755, abs=1e-6)
+    facts = by_hand.fact("sampler_comparisons")
+    assert [f["name"] for f in facts] == [s.label for s in lesson.SAMPLER_SETTINGS]
+    assert all(f["same_tokens"] is True and f["max_relative_difference"] <= f["tolerance"] == 1e-5 for f in facts)
+
+
+def test_main_by_hand_a_server_that_keeps_another_set(lesson):
+    result = run_by_hand(lesson, perturb=True)
+    facts = {f["name"]: f for f in result.fact("sampler_comparisons")}
+    assert facts["top-p 0.5"]["same_tokens"] is False
+    assert all(f["same_tokens"] for name, f in facts.items() if name != "top-p 0.5")
+    assert "mismatch: top-p 0.5" in result.table("sampler_check").notes[0]
+
+
+def test_main_by_hand_seeded_and_latency(by_hand):
+    notes = by_hand.table("seeded_sampling").notes
+    assert "identical text and tokens" in notes[0] and "2 of 4 tokens differ" in notes[1]
+    # fit at n = 32: prompt 50 ms; decode (10 × 31 + 31) ÷ 31 = 11 ms per pass
+    assert by_hand.measurement("time_to_first_token_ms").samples == [50.0, 50.0]
+    assert by_hand.measurement("decode_ms_per_token").samples == [11.0, 11.0]
+    rows = {r[0]: r for r in by_hand.table("latency_model").rows}
+    # n = 8: predicted 50 + 11 × 7 = 127; measured 50 + 70 + 31 = 151; error 100 × (127 − 151) ÷ 151
+    assert rows[8][2] == 127.0 and rows[8][3] == 151.0 and rows[8][6] == pytest.approx(-2400 / 151)
+    # n = 128: predicted 50 + 11 × 127 = 1,447; measured 50 + 1,270 + 31 = 1,351
+    assert rows[128][2] == 1447.0 and rows[128][3] == 1351.0 and rows[128][6] == pytest.approx(9600 / 1351)
+    errors = {m.settings["n_predict"]: m.samples for m in by_hand.measurements if m.name == "latency_model_error_pct"}
+    assert sorted(errors) == [8, 16, 64, 128] and errors[8] == [pytest.approx(-2400 / 151)] * 2
+
+
+def test_main_by_hand_speculation_not_measured_on_a_remote_server(by_hand):
+    notes = by_hand.notes
+    assert any("not measured" in n and "gpu-box" in n for n in notes)
+    # k = 4, a = 0.6: 1 + 0.6 + 0.36 + 0.216 + 0.1296 = 2.3056 tokens a pass; 127 ÷ 2.3056 → 56 passes, + 1;
+    # 50 + 11 × 56 = 666 ms against 1,447 ms
+    assert any("2.31 tokens on average" in n and "about 57 big-model passes" in n and "666 ms instead of 1447 ms" in n
+               for n in notes)
+    assert "speculative" not in by_hand.settings

@@ -3,7 +3,6 @@ the cost of generating without a cache."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from bytesup import formulas, published
@@ -126,7 +125,7 @@ def test_no_cache_series_from_the_recorded_exchanges(exchanges, lesson):
     singles = [e for e in exchanges if e["path"] == "/completion" and e["request"].get("n_predict") == 1
                and e["request"].get("return_tokens")]
     assert len(singles) == lesson.COST_N
-    for a, b in zip(singles, singles[1:]):  # each request re-sends the previous text plus its token
+    for a, b in zip(singles, singles[1:], strict=False):  # each request re-sends the previous text plus its token
         assert b["request"]["prompt"] == a["request"]["prompt"] + a["response"]["tokens"]
     total = sum(e["response"]["timings"]["prompt_n"] for e in singles)
     p = len(singles[0]["request"]["prompt"])
@@ -209,17 +208,18 @@ def _ctx(n_ctx, slots=None, model=None):
 
 def test_kv_table_without_the_model_file(lesson):
     ctx = _ctx(4096)
-    assert lesson._kv_cache_size(ctx) == 4096
+    assert lesson.kv_cache_size(ctx) == 4096
     table = ctx.tables[0]
     assert [r[0].split(" (")[0] for r in table.rows] == [published.SPECIMEN_NAME, "70B example"]
     assert any("not readable here" in n for n in table.notes)
     assert not any(m.name == "kv_bytes_per_token" for m in ctx.measurements)
     assert ctx.settings["model_readable"] is False
+    assert [e["label"].split(" (")[0] for e in ctx.facts["kv_examples"]] == [published.SPECIMEN_NAME, "70B example"]
 
 
 def test_no_context_size_is_a_clear_error(lesson):
     with pytest.raises(BytesupError, match="no context size"):
-        lesson._kv_cache_size(_ctx(None, slots=[{"id": 0}]))
+        lesson.kv_cache_size(_ctx(None, slots=[{"id": 0}]))
 
 
 def test_bytes_model_predictions(lesson):
@@ -231,3 +231,162 @@ def test_bytes_model_predictions(lesson):
     # Starting from a non-zero depth: 40 tokens/s at depth 20 reads 40 × 120 MB = 4.8 GB/s.
     bandwidth, predicted = lesson.bytes_model_predictions([20, 220], [40.0, 10.0], 100e6, 1e6)
     assert bandwidth == pytest.approx(4.8e9) and predicted[1] == pytest.approx(4.8e9 / 320e6)
+
+
+
+# --- the arithmetic by hand ---------------------------------------------------------------------------
+
+def test_kv_bytes_of_the_published_70b_example_by_hand(lesson):
+    # 2 (K and V) × 80 layers × 8 KV heads × 128 head width × 2 bytes (f16) = 327,680 bytes = 320 KiB
+    big = lesson.worked_examples()[-1]
+    assert (big.n_layer, big.n_head_kv, big.head_dim, big.bytes_per_element) == (80, 8, 128, 2)
+    assert big.bytes_per_token == 327_680
+    assert big.kib_per_token == 320
+    # at the podcast's 4,096-token context: 327,680 × 4,096 bytes = 1,280 MiB
+    assert big.context == 4096 and big.mib_at_context == 1280
+    # the podcast's "32 KB" read as 32,768 bytes: 327,680 ÷ 32,768 = 10
+    pod = lesson.podcast_check(big)
+    assert pod.ratio == 10
+    # 64 requests × 4,096 tokens = 262,144 tokens
+    assert pod.batch_tokens == 262_144
+
+
+def test_kv_bytes_of_the_specimen_and_a_mixed_cache_by_hand(lesson):
+    course = lesson.worked_examples()[0]
+    # 2 × 32 × 32 × (4,096 ÷ 32 = 128) × 2 = 524,288 bytes; × 2,048 tokens = 1,024 MiB
+    assert course.bytes_per_token == 524_288 and course.mib_at_context == 1024
+    info = {"name": "tiny", "hyperparameters": {"n_layer": 3, "n_head_kv": 2, "head_dim": 16, "n_head": 4}, "tensor_bytes": 10}
+    # K in f16 (2 bytes) and V in q8_0 (34 bytes per 32 numbers): each holds half of the 2, so
+    # 3 × 2 × 16 × (2 + 34/32) = 96 × 3.0625 = 294 bytes per token
+    mixed = lesson.served_example(info, lesson.CacheSetup(100, "f16", "q8_0", "server flags"), None)
+    assert mixed.bytes_per_token == 294.0 and mixed.cache_type == "K F16, V Q8_0"
+    assert mixed.context == 100 and mixed.label == "tiny (served)"
+
+
+def test_cost_rows_by_hand(lesson):
+    row = lesson.cost_rows(16, (8,))[0]
+    # with a cache: 16 + 8 − 1 = 23 positions; without: 16 + 17 + … + 23 = 156
+    assert (row.with_cache, row.without_cache) == (23, 156)
+    # pairs with a cache: 16·17/2 = 136 for the prompt, then 17 + 18 + … + 23 = 140: 276
+    # without: Σ (15 + i)(16 + i)/2 for i = 1…8 = 136 + 153 + 171 + 190 + 210 + 231 + 253 + 276 = 1,620
+    assert (row.pairs_with, row.pairs_without) == (276, 1620)
+
+
+def test_decode_at_depth_divides_by_the_passes_after_the_first_token(lesson):
+    from bytesup.records import Completion
+
+    # 16 tokens in 150 ms: the first came with the prompt pass, so 15 decode passes of 10 ms, as the
+    # server's own predicted_per_token_ms says (not 150 ÷ 16 = 9.375).
+    runs = [Completion(content="", timings={"prompt_n": 8, "prompt_ms": 40.0, "predicted_n": 16, "predicted_ms": 150.0,
+                                            "predicted_per_token_ms": 10.0}),
+            Completion(content="", timings={"prompt_n": 8, "prompt_ms": 20.0, "predicted_n": 16, "predicted_ms": 300.0,
+                                            "predicted_per_token_ms": 20.0})]
+    d = lesson.depth_result(8, runs)
+    assert d.ms_per_token == [c.timings.predicted_per_token_ms for c in runs] == [10.0, 20.0]
+    assert d.tokens_per_s == [100.0, 50.0] and d.median == 75.0 and d.ms_median == 15.0
+    # prefill: 8 tokens in 40 ms = 200 tokens/s, in 20 ms = 400 tokens/s; median 300
+    assert d.prefill_median == 300.0
+
+
+# --- main on hand-made answers -------------------------------------------------------------------------
+
+N_CTX = 64
+IDS = list(range(100, 148))          # 48 tokens of "corpus"
+WEIGHTS = 1_000_000
+HAND_INFO = {"name": "hand model", "architecture": "llama", "file_type": None, "tensor_bytes": WEIGHTS,
+             "hyperparameters": {"n_layer": 2, "n_head_kv": 2, "head_dim": 8, "n_head": 4}}
+
+
+def ms_per_token(prompt_n: int) -> float:
+    """The hand-made server's decode cost: 8 ms + 0.25 ms per position already in the context."""
+    return 8 + prompt_n / 4
+
+
+class HandServer:
+    """/completion answers computed from the request: decode costs ms_per_token(prompt_n) per pass after
+    the first token; prefill 2 ms per position processed; one slot, plus a host-memory store of every
+    prompt it has held (llama.cpp restores those)."""
+
+    def __init__(self):
+        self.slot: list | str | None = None
+        self.seen: list = []
+
+    def __call__(self, body):
+        prompt, n = body["prompt"], body["n_predict"]
+        length = len(prompt) if isinstance(prompt, list) else 12
+        cache_n = 0
+        if body.get("cache_prompt") and (prompt == self.slot or prompt in self.seen):
+            cache_n = length - 1
+        if body.get("cache_prompt"):
+            self.slot = prompt
+            self.seen.append(prompt)
+        prompt_n = length - cache_n
+        per_token = ms_per_token(length)
+        tokens = [(length * 7 + i) % 50 for i in range(n)] if isinstance(prompt, list) else [1] * n
+        return {"content": "x" * n, "tokens": tokens,
+                "timings": {"cache_n": cache_n, "prompt_n": prompt_n, "prompt_ms": 2.0 * prompt_n, "predicted_n": n,
+                            "predicted_ms": per_token * (n - 1), "predicted_per_token_ms": per_token}}
+
+
+@pytest.fixture
+def hand_run(lesson):
+    from lessonkit import QueuedServer, hand_context
+
+    answer = HandServer()
+    props = {"default_generation_settings": {"n_ctx": N_CTX}}
+    server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
+                           "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
+    ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
+        "server_facts": {"model_readable": True}, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
+        "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]]})
+    result = lesson.main(ctx)
+    return result, server
+
+
+def test_main_on_hand_made_answers_kv_table(hand_run):
+    result, server = hand_run
+    # 2 × 2 layers × 2 KV heads × 8 head width × 2 bytes = 128 bytes per token
+    served = result.fact("kv_examples")[0]
+    assert served == {"label": "hand model (served)", "n_layer": 2, "n_head_kv": 2, "head_dim": 8,
+                      "bytes_per_element": 2.0, "bytes_per_token": 128.0}
+    assert [e["bytes_per_token"] for e in result.fact("kv_examples")[1:]] == [524_288.0, 327_680.0]
+    assert result.measurement("kv_bytes_per_token").samples == [128.0]
+    assert result.measurement("kv_bytes_per_token").settings == {"cache_type_k": "f16", "cache_type_v": "f16"}
+    assert result.settings["bytes_model"] == {"weight_bytes": WEIGHTS, "kv_bytes_per_token": 128}
+    # 128 bytes × 64 tokens = 8,192 bytes = 0.0078125 MiB
+    assert result.table("kv_cache_size").rows[0][9] == 8192 / 2**20
+    assert server.left() == {"/completion": 40 - 31}      # 10 decodes + 12 prompt-cache + 9 no-cache requests
+
+
+def test_main_on_hand_made_answers_decode_vs_depth(hand_run):
+    result, _ = hand_run
+    # depths: 0, 0.125 × 64 = 8, 16, 32, then 48 and 59 both capped at 64 − 16 − 1 = 47
+    depths = [m.settings["depth"] for m in result.measurements if m.name == "decode_tokens_per_s_at_depth"]
+    assert depths == [0, 8, 16, 32, 47]
+    speeds = {m.settings["depth"]: m.samples for m in result.measurements if m.name == "decode_tokens_per_s_at_depth"}
+    # depth 0 is a one-token prompt: 8.25 ms per pass; depth 8: 10 ms → 100 tokens/s; depth 32: 16 ms → 62.5
+    assert speeds[0] == [pytest.approx(1000 / 8.25)] * 2
+    assert speeds[8] == [100.0, 100.0] and speeds[32] == [62.5, 62.5]
+    # the bytes model: bandwidth = 121.21 tokens/s × 1,000,000 bytes; at depth 32 each token reads
+    # 1,000,000 + 128 × 32 = 1,004,096 bytes
+    bm = {r[0]: r for r in result.table("bytes_model_with_context").rows}
+    assert bm[32][1] == 1_004_096
+    assert bm[32][2] == pytest.approx(1000 / 8.25 * 1e6 / 1_004_096)
+    assert bm[32][6] == pytest.approx(62.5 / (1000 / 8.25 * 1e6 / 1_004_096))
+
+
+def test_main_on_hand_made_answers_prompt_cache_and_cost(hand_run):
+    result, _ = hand_run
+    # the prompt is 3/4 of 64 = 48 tokens: cold 48 positions × 2 ms = 96 ms; the repeat reuses 47 and processes 1 (2 ms)
+    assert result.measurement("ttft_ms_cached").samples == [2.0, 2.0]
+    assert result.measurement("ttft_ms_uncached").samples == [96.0] * 4
+    again = result.table("prompt_cache").rows[-1]
+    assert again[1].startswith("again") and again[3] == 47      # restored from the host-memory store
+    assert "96 ms with cache_prompt false (medians): 48× faster" in " ".join(result.table("prompt_cache").notes)
+    # re-sending: prompts of 16, 17, …, 23 tokens, 156 positions, 312 ms; one request: 16 + 7 = 23 positions
+    steps = result.table("no_cache_requests").rows
+    assert [r[2] for r in steps] == list(range(16, 24))
+    ways = result.table("cache_vs_no_cache").rows
+    assert (ways[0][2], ways[1][2]) == (23, 156)
+    # one request: prompt 32 ms + 7 passes × (8 + 16/4 = 12 ms) = 116 ms; re-sent: 2 × 156 = 312 ms
+    assert (ways[0][3], ways[1][3]) == (116.0, 312.0)

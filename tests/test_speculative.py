@@ -85,6 +85,62 @@ def test_spec_flags(l5):
         "--spec-type", "draft-simple", "--spec-draft-model", "/m/d.gguf", "--spec-draft-n-max", "4"]
 
 
+# --- the lesson's speculative figures on hand-made timings -------------------------------------------
+
+def hand_completion(predicted_ms: float, draft_n=None, accepted=None, tokens=(1, 2, 3, 4), prompt_ms=40.0, prompt_n=5):
+    timings = {"prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 64, "predicted_ms": predicted_ms}
+    if draft_n is not None:
+        timings |= {"draft_n": draft_n, "draft_n_accepted": accepted}
+    return r.Completion(content="", tokens=list(tokens), timings=timings)
+
+
+def test_speculative_figures_by_hand(l5):
+    # Two repeats of 64 tokens: 40 drafted, 30 accepted; 50 drafted, 34 accepted.
+    spec = [hand_completion(630.0, 40, 30), hand_completion(700.0, 50, 34)]
+    plain = [hand_completion(1260.0), hand_completion(1260.0)]
+    counts = l5.spec_counts(spec)
+    assert (counts.generated, counts.drafted, counts.accepted) == (128, 90, 64)
+    assert counts.acceptance == 64 / 90                       # accepted ÷ drafted = 0.711
+    assert counts.passes == 64                                # 128 − 64 tokens took a target pass each
+    assert counts.tokens_per_pass == 2.0                      # 128 ÷ 64
+    assert counts.drafted_per_pass == 90 / 64                 # 1.40625
+    cfg = l5.SpecConfig("t", "draft-simple", "d", 4, l5.SPEC_PROMPT)
+    run = l5.spec_run(cfg, spec, plain)
+    # 63 decode passes in 630 ms: 100 tokens/s; in 700 ms: 90; plain 63 in 1,260 ms: 50. Speed-up 95 ÷ 50.
+    assert run.samples == [100.0, 90.0] and run.base == 50.0 and run.speedup == 1.9
+    assert run.check == "identical"
+    # One pass: target 1000 ÷ 50 = 20 ms, draft 5 ms. Prompt passes: 5 tokens in 40 ms, 105 in 540 ms
+    # (5 ms per extra token), so a check of 1.40625 + 1 = 2.40625 tokens costs 40 + 5 × (2.40625 − 5) = 27.03125 ms.
+    arith = l5.spec_arithmetic(run, {"t": 20.0, "d": 5.0}, {l5.SPEC_PROMPT: (5, 40.0), l5.SPEC_REPETITIVE_PROMPT: (105, 540.0)})
+    a = 64 / 90
+    expected = 0.0
+    for i in range(4 + 1):                                    # 1 + a + a² + a³ + a⁴
+        expected += a ** i
+    assert arith.acceptance == a and arith.k == 4 and arith.expected == pytest.approx(expected)
+    assert arith.draft_cost == 0.25 and arith.check_cost == pytest.approx(27.03125 / 20)
+    # ideal: 2 × 20 ÷ (1.40625 × 5 + 20) = 40 ÷ 27.03125; predicted: 40 ÷ (7.03125 + 27.03125) = 40 ÷ 34.0625
+    assert arith.ideal == pytest.approx(40 / 27.03125) and arith.predicted == pytest.approx(40 / 34.0625)
+    assert arith.over_predicted == pytest.approx(1.9 / (40 / 34.0625))
+    assert arith.label == "d k=4"
+    # a repeat whose third token differs from the plain run's
+    other = l5.spec_run(cfg, [spec[0], hand_completion(700.0, 50, 34, tokens=(1, 2, 9, 4))], plain)
+    assert other.check == "differ from token 3" and not other.identical
+    assert other.record()["draft_n"] == [40, 50] and other.record()["tokens"][1] == [1, 2, 9, 4]
+
+
+def test_ngram_figures_by_hand(l5):
+    # n-grams: no draft model (no draft cost), k is the m-gram limit; a run with no counters drafted nothing.
+    cfg = l5.SpecConfig("t", "ngram-simple", None, None, l5.SPEC_REPETITIVE_PROMPT)
+    assert cfg.label == "spec-t-ngram-simple" and cfg.prompt_name == "repetitive"
+    plain = [hand_completion(1260.0)]
+    silent = l5.spec_run(cfg, [hand_completion(1260.0)], plain)
+    assert not silent.counts.reported and silent.acceptance is None and silent.counts.tokens_per_pass == 1
+    arith = l5.spec_arithmetic(silent, {"t": 20.0}, {l5.SPEC_PROMPT: (5, 40.0), l5.SPEC_REPETITIVE_PROMPT: (105, 540.0)})
+    assert arith.expected is None and arith.draft_cost == 0 and arith.k == l5.NGRAM_DRAFT_MAX
+    # drafted 0 per pass: the check is one token, 40 + 5 × (1 − 5) = 20 ms, one target pass; speed-up 1
+    assert arith.check_cost == 1.0 and arith.ideal == 1.0 and arith.predicted == 1.0
+
+
 # --- the draft counters in recorded answers ------------------------------------------------------
 
 def test_draft_counters_parsed_from_a_recorded_answer():
@@ -108,12 +164,12 @@ def test_lesson_counts_from_recorded_answers(l5):
     raw = load_fixture("completion_spec_draft_short")["response"]["timings"]
     counts = l5.spec_counts([draft, draft])
     n, d, a = raw["predicted_n"], raw["draft_n"], raw["draft_n_accepted"]
-    assert counts["reported"] and (counts["generated"], counts["drafted"], counts["accepted"]) == (2 * n, 2 * d, 2 * a)
-    assert counts["acceptance"] == pytest.approx(a / d)
-    assert counts["tokens_per_pass"] == pytest.approx(n / (n - a))
-    assert counts["drafted_per_pass"] == pytest.approx(d / (n - a))
+    assert counts.reported and (counts.generated, counts.drafted, counts.accepted) == (2 * n, 2 * d, 2 * a)
+    assert counts.acceptance == pytest.approx(a / d)
+    assert counts.tokens_per_pass == pytest.approx(n / (n - a))
+    assert counts.drafted_per_pass == pytest.approx(d / (n - a))
     plain = l5.spec_counts([completion("completion_spec_plain_short")])
-    assert not plain["reported"] and plain["drafted"] == 0 and plain["tokens_per_pass"] == 1
+    assert not plain.reported and plain.drafted == 0 and plain.tokens_per_pass == 1
 
 
 @pytest.mark.parametrize("spec,plain", [("completion_spec_draft_short", "completion_spec_plain_short"),
