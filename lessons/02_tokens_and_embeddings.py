@@ -83,7 +83,7 @@ def readable_model_facts(ctx: LessonContext) -> dict | None:
     return model_facts(path) if path else None
 
 
-def read_model_facts(ctx: LessonContext) -> dict | None:
+def model_file_facts(ctx: LessonContext) -> dict | None:
     """The model file's facts, recorded as the host value model_info (a file read)."""
     return ctx.host("model_info", lambda: readable_model_facts(ctx))
 
@@ -442,7 +442,7 @@ def main(ctx: LessonContext):
     render_tokens(ctx, texts, counts)
 
     # 3. Vocabulary size: the server, and the file where it is readable here.
-    facts = read_model_facts(ctx)
+    facts = model_file_facts(ctx)
     served = served_vocabulary(*server_answers(ctx))
     not_read = skipped_reason(ctx) if facts is None else None
     render_vocabulary(ctx, facts, served, counts, not_read)
