@@ -8,14 +8,17 @@ tokens at once (a matrix-matrix product, as in prefill). For each it reports tim
 bytes moved, effective GB/s, arithmetic intensity and how much cheaper each token gets.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: the runner loads a lesson without registering it in
+# sys.modules, where dataclasses cannot resolve string annotations.
 
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
     import bytesup  # noqa: F401
 except ImportError:
-    import os, runpy
+    import os
+    import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,7 +54,66 @@ MODEL_MATRICES = [
 ]
 
 
-# --- the worked examples: small numpy arithmetic -----------------------------------------
+Vector = list[float]
+Matrix = list[list[float]]
+
+
+# --- requests: what is measured on this host -------------------------------------------------
+
+def blas_library(ctx: LessonContext) -> dict[str, Any]:
+    """The BLAS library numpy hands its products to, its threads and the CPUs (hostbench.blas_info)."""
+    return ctx.host("blas_info", hostbench.blas_info)
+
+
+def time_matrix(ctx: LessonContext, shape: "MatrixShape", repeat: int) -> "TimedMatrix":
+    """numpy's W (M × K) @ X (K × N) on this host, for every planned N."""
+    m, k = shape.m, shape.k
+    counts, skipped = planned_counts(m, k)
+    benches = [ctx.host(f"matmul_{m}x{k}x{n}", lambda n=n: hostbench.measure_matmul(
+        m, k, n, dtype=DTYPE, repeats=repeat, min_time_s=MIN_SAMPLE_S)) for n in ctx.track(counts, f"{shape.label}: {m} × {k}")]
+    return TimedMatrix(shape, benches, skipped)
+
+
+# --- computation: the worked examples ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class WorkedInputs:
+    """The worked examples' inputs: random numbers rounded to one or two decimals, readable by hand."""
+    w: Matrix   # 2 × 3, with x and b: y = Wx + b
+    x: Vector
+    b: Vector
+    w1: Matrix  # 3 × 3, then W2 (2 × 3), applied to x2: the composition
+    w2: Matrix
+    x2: Vector
+    v: Vector   # 8 numbers for RMSNorm
+
+
+def worked_inputs(seed: int = SEED) -> WorkedInputs:
+    rng = np.random.default_rng(seed)
+    small = lambda *shape: np.round(rng.uniform(-2, 2, size=shape), 1).tolist()  # noqa: E731
+    w, x, b = small(2, 3), small(3), small(2)
+    w1, w2, x2 = small(3, 3), small(2, 3), small(3)
+    v = np.round(rng.normal(0, 3, size=8), 2).tolist()
+    return WorkedInputs(w=w, x=x, b=b, w1=w1, w2=w2, x2=x2, v=v)
+
+
+@dataclass(frozen=True)
+class LinearMap:
+    w: Matrix
+    x: Vector
+    b: Vector
+    y: Vector  # y_i = (row i of W) · x + b_i
+
+    @property
+    def flops(self) -> int:
+        """One multiply and one add per weight."""
+        return 2 * len(self.w) * len(self.x)
+
+
+def linear_map(w: Matrix, x: Vector, b: Vector) -> LinearMap:
+    y = np.array(w) @ np.array(x) + np.array(b)
+    return LinearMap(w=w, x=x, b=b, y=y.tolist())
+
 
 def rms(v: np.ndarray) -> float:
     """Root mean square: the typical size of a vector's elements."""
@@ -68,59 +130,93 @@ def silu(v: np.ndarray) -> np.ndarray:
     return v / (1.0 + np.exp(-v))
 
 
-def worked_examples(seed: int = SEED) -> dict[str, Any]:
-    """The lesson's small examples, as plain JSON data (rounded inputs keep them readable)."""
-    rng = np.random.default_rng(seed)
-    small = lambda *shape: np.round(rng.uniform(-2, 2, size=shape), 1)  # noqa: E731
-    w, x, b = small(2, 3), small(3), small(2)
-    y = w @ x + b
-
-    w1, w2, x2 = small(3, 3), small(2, 3), small(3)
-    two_steps = w2 @ (w1 @ x2)
-    product = w2 @ w1
-    one_step = product @ x2
-    with_silu = w2 @ silu(w1 @ x2)
-
-    v = np.round(rng.normal(0, 3, size=8), 2)
-    normed = rms_norm(v)
-    return {
-        "linear": {"W": w.tolist(), "x": x.tolist(), "b": b.tolist(), "y": y.tolist()},
-        "composition": {
-            "W1": w1.tolist(), "W2": w2.tolist(), "x": x2.tolist(), "W2W1": product.tolist(),
-            "two_steps": two_steps.tolist(), "one_step": one_step.tolist(),
-            "max_abs_difference": float(np.max(np.abs(two_steps - one_step))),
-            "with_silu": with_silu.tolist(),
-            "silu_max_abs_difference": float(np.max(np.abs(with_silu - one_step))),
-        },
-        "rmsnorm": {"v": v.tolist(), "normed": normed.tolist(), "rms_before": rms(v), "rms_after": rms(normed), "eps": RMS_EPS},
-    }
+@dataclass(frozen=True)
+class RmsNormExample:
+    v: Vector
+    normed: Vector
+    rms_before: float
+    rms_after: float
+    eps: float
 
 
-# --- the shapes ----------------------------------------------------------------------------
+def rmsnorm_example(v: Vector, eps: float = RMS_EPS) -> RmsNormExample:
+    before = np.array(v)
+    normed = rms_norm(before, eps)
+    return RmsNormExample(v=v, normed=normed.tolist(), rms_before=rms(before), rms_after=rms(normed), eps=eps)
 
-def matrix_shapes(info: dict) -> list[dict]:
+
+@dataclass(frozen=True)
+class Composition:
+    """Two linear maps applied in turn, the one matrix they make, and the same with SiLU between them."""
+    w1: Matrix
+    w2: Matrix
+    x: Vector
+    w2w1: Matrix            # W2 @ W1: one matrix
+    two_steps: Vector       # W2 (W1 x)
+    one_step: Vector        # (W2 W1) x
+    max_abs_difference: float
+    with_silu: Vector       # W2 SiLU(W1 x)
+    silu_max_abs_difference: float  # from (W2 W1) x
+
+
+def composition(w1: Matrix, w2: Matrix, x: Vector) -> Composition:
+    a1, a2, v = np.array(w1), np.array(w2), np.array(x)
+    two_steps = a2 @ (a1 @ v)
+    product = a2 @ a1
+    one_step = product @ v
+    with_silu = a2 @ silu(a1 @ v)
+    return Composition(w1=w1, w2=w2, x=x, w2w1=product.tolist(), two_steps=two_steps.tolist(), one_step=one_step.tolist(),
+                       max_abs_difference=float(np.max(np.abs(two_steps - one_step))), with_silu=with_silu.tolist(),
+                       silu_max_abs_difference=float(np.max(np.abs(with_silu - one_step))))
+
+
+# --- computation: the shapes and the timings ---------------------------------------------------
+
+@dataclass(frozen=True)
+class MatrixShape:
+    label: str
+    tensor: str | None  # None: the course-sized matrix, in no model
+    m: int              # rows: numbers out per token
+    k: int              # columns: numbers in per token
+    duplicate: bool     # the same M × K as a shape before it: not timed again
+
+    @property
+    def weights(self) -> int:
+        return self.m * self.k
+
+
+def matrix_shapes(info: dict | None) -> list[MatrixShape]:
     """The model's matrices as (M rows, K columns), plus the course-sized square one.
 
     A GGUF shape lists ne[0] (the row length, K) first, so [K, M] is an M × K matrix.
     A model without output.weight reuses token_embd.weight for the logits (tied embeddings).
     Without model facts (info None) only the course-sized matrix is listed.
-    Shapes already in the list are not measured twice.
+    Shapes already in the list are marked duplicate, so they are not measured twice.
     """
     by_name = {t["name"]: t for t in info["tensors"]} if info else {}
-    wanted = list(MODEL_MATRICES)
+    wanted: list[tuple[str, str | None]] = list(MODEL_MATRICES)
     if "output.weight" not in by_name and "token_embd.weight" in by_name:
         wanted[-1] = ("output (tied to token_embd)", "token_embd.weight")
-    shapes, seen = [], set()
+    shapes: list[MatrixShape] = []
+    seen: set[tuple[int, int]] = set()
     for label, name in wanted + [(f"course-sized {COURSE_WIDTH} × {COURSE_WIDTH}", None)]:
         if name is None:
             m = k = COURSE_WIDTH
         elif name in by_name and len(by_name[name]["shape"]) == 2:
-            k, m = by_name[name]["shape"]
+            k, m = (int(d) for d in by_name[name]["shape"])
         else:
             continue
-        shapes.append({"label": label, "tensor": name, "m": int(m), "k": int(k), "duplicate": (m, k) in seen})
+        shapes.append(MatrixShape(label=label, tensor=name, m=m, k=k, duplicate=(m, k) in seen))
         seen.add((m, k))
     return shapes
+
+
+@dataclass(frozen=True)
+class TimedMatrix:
+    """One matrix shape timed at each planned token count (hostbench.measure_matmul results, N = 1 first)."""
+    shape: MatrixShape
+    benches: list[dict[str, Any]]
+    skipped: list[int]  # token counts not timed: products above MAX_FLOPS
 
 
 def planned_counts(m: int, k: int) -> tuple[list[int], list[int]]:
@@ -129,16 +225,66 @@ def planned_counts(m: int, k: int) -> tuple[list[int], list[int]]:
     return run, [n for n in TOKEN_COUNTS if n not in run]
 
 
-def row_for(label: str, bench: dict, base_ms_per_token: float) -> list[Any]:
-    """One row of the matvec-versus-matmul table, computed from a hostbench.measure_matmul result."""
+@dataclass(frozen=True)
+class MatmulRow:
+    """One timed product W (M × K) @ X (K × N), in the units of the lesson's table."""
+    label: str
+    m: int
+    k: int
+    n: int
+    ms: float                # median time of one product
+    gflop_per_s: float       # 2·M·K·N FLOPs over that time
+    bytes_moved: int         # W, X and Y once each
+    gb_per_s: float          # bytes moved over that time
+    flop_per_byte: float     # arithmetic intensity
+    ms_per_token: float      # ms ÷ N
+    vs_one_token: float      # ms_per_token ÷ the same matrix's ms_per_token at N = 1
+
+
+def matmul_row(label: str, bench: dict, base_ms_per_token: float) -> MatmulRow:
+    """A row of the matvec-versus-matmul table from a hostbench.measure_matmul result."""
     m, k, n = bench["m"], bench["k"], bench["n"]
     seconds = bench["seconds"]["median"]
     flops = 2 * m * k * n
     ms_per_token = seconds * 1000.0 / n
-    return [label, m, k, n, seconds * 1000.0, flops / seconds / 1e9, bench["bytes_moved"],
-            bench["bytes_moved"] / seconds / 1e9, flops / bench["bytes_moved"], ms_per_token,
-            ms_per_token / base_ms_per_token]
+    return MatmulRow(label=label, m=m, k=k, n=n, ms=seconds * 1000.0, gflop_per_s=flops / seconds / 1e9,
+                     bytes_moved=bench["bytes_moved"], gb_per_s=bench["bytes_moved"] / seconds / 1e9,
+                     flop_per_byte=flops / bench["bytes_moved"], ms_per_token=ms_per_token,
+                     vs_one_token=ms_per_token / base_ms_per_token)
 
+
+def matmul_rows(timed: TimedMatrix) -> list[MatmulRow]:
+    """The matrix's rows, each token count's time per token relative to N = 1 (timed first)."""
+    base = timed.benches[0]["seconds"]["median"] * 1000.0
+    return [matmul_row(timed.shape.label, b, base) for b in timed.benches]
+
+
+def sample_ms(bench: dict) -> list[float]:
+    """How long each timed sample lasted: time per product × products per sample, in ms."""
+    return [t * bench["products_per_sample"] * 1000.0 for t in bench["seconds"]["samples"]]
+
+
+@dataclass(frozen=True)
+class MatvecSummary:
+    """What the one-token products show against the batched ones, over every timed matrix."""
+    max_intensity: float           # FLOP/byte of the most intense one-token product
+    best_gflop_per_s: float        # the fastest one-token product
+    best_batched_gflop_per_s: float | None  # the fastest product of N > 1 tokens (None: none timed)
+    largest: MatmulRow             # the one-token product that moves the most bytes
+    best_gb_per_s: float           # the highest effective bandwidth of a one-token product
+
+
+def matvec_summary(rows: list[MatmulRow]) -> MatvecSummary:
+    matvec = [r for r in rows if r.n == 1]
+    batched = [r for r in rows if r.n > 1]
+    return MatvecSummary(max_intensity=max(r.flop_per_byte for r in matvec),
+                         best_gflop_per_s=max(r.gflop_per_s for r in matvec),
+                         best_batched_gflop_per_s=max((r.gflop_per_s for r in batched), default=None),
+                         largest=max(matvec, key=lambda r: r.bytes_moved),
+                         best_gb_per_s=max(r.gb_per_s for r in matvec))
+
+
+# --- rendering -------------------------------------------------------------------------------------
 
 def shown(value: Any) -> str:
     """A hyperparameter for a note: the number, a per-layer range, or "not in the file"."""
@@ -152,34 +298,15 @@ def shown(value: Any) -> str:
     return "not in the file as a number"
 
 
-def sample_ms(bench: dict) -> list[float]:
-    """How long each timed sample lasted: time per product × products per sample, in ms."""
-    return [t * bench["products_per_sample"] * 1000.0 for t in bench["seconds"]["samples"]]
-
-
-MATMUL_COLUMNS = [("matrix", ""), ("M", "rows"), ("K", "columns"), ("N", "tokens"), ("time", "ms, median"),
-                  ("speed", "GFLOP/s"), ("bytes moved", "bytes"), ("effective bandwidth", "GB/s"),
-                  ("arithmetic intensity", "FLOP/byte"), ("time per token", "ms"), ("time per token", "× N = 1")]
-
-
-def main(ctx: LessonContext):
-    repeat = ctx.repeat
-    ctx.settings = {"dtype": DTYPE, "token_counts": TOKEN_COUNTS, "max_flops_per_product": MAX_FLOPS,
-                    "repeats": repeat, "min_sample_s": MIN_SAMPLE_S, "worked_example_seed": SEED}
-
-    # 1. y = Wx + b on numbers small enough to check by hand -------------------------------
-    ctx.step("worked examples")
-    ex = ctx.host("worked_examples", worked_examples)
-    lin = ex["linear"]
+def render_linear_map(ctx: LessonContext, lin: LinearMap) -> None:
     ctx.table("linear_map", "y = Wx + b: each output is one row of W dotted with x, plus its bias",
               [("output i", ""), ("row i of W", ""), ("x", ""), ("b_i", ""), ("y_i", "")],
-              [[i, row, lin["x"], lin["b"][i], lin["y"][i]] for i, row in enumerate(lin["W"])],
-              notes=[f"W has {len(lin['W'])} rows and {len(lin['x'])} columns: {len(lin['x'])} numbers in, "
-                     f"{len(lin['y'])} out, {2 * len(lin['W']) * len(lin['x'])} FLOPs (one multiply and one add per weight)."])
+              [[i, row, lin.x, lin.b[i], lin.y[i]] for i, row in enumerate(lin.w)],
+              notes=[(f"W has {len(lin.w)} rows and {len(lin.x)} columns: {len(lin.x)} numbers in, "
+                      f"{len(lin.y)} out, {lin.flops} FLOPs (one multiply and one add per weight).")])
 
-    # 2. What numpy multiplies with on this host -------------------------------------------
-    ctx.step("BLAS library")
-    blas = ctx.host("blas_info", hostbench.blas_info)
+
+def render_blas(ctx: LessonContext, blas: dict[str, Any]) -> None:
     lib = blas.get("blas") or {}
     ctx.table("blas", "The BLAS library numpy multiplies with here",
               [("property", ""), ("value", "")],
@@ -187,12 +314,11 @@ def main(ctx: LessonContext):
                ["CPU kernel", lib.get("architecture")], ["threading layer", lib.get("threading_layer")],
                ["BLAS threads", lib.get("num_threads")], ["logical CPUs", blas.get("logical_cpus")],
                ["thread settings in the environment", ", ".join(f"{k}={v}" for k, v in blas.get("env", {}).items()) or "none"]],
-              notes=[f"numpy hands every product below to {lib.get('internal_api', 'an unknown BLAS')} "
-                     f"running {lib.get('num_threads', '?')} thread(s) on {blas.get('logical_cpus')} logical CPU(s)."])
+              notes=[(f"numpy hands every product below to {lib.get('internal_api', 'an unknown BLAS')} "
+                      f"running {lib.get('num_threads', '?')} thread(s) on {blas.get('logical_cpus')} logical CPU(s).")])
 
-    # 3. The model's own matrices ----------------------------------------------------------
-    info = ctx.model_info()
-    shapes = matrix_shapes(info)
+
+def render_shapes(ctx: LessonContext, info: dict | None, shapes: list[MatrixShape]) -> None:
     if info:
         hp = info["hyperparameters"]
         about = (f"The served model has width {shown(hp.get('n_embd'))}, feed-forward width {shown(hp.get('n_ff'))} "
@@ -201,100 +327,144 @@ def main(ctx: LessonContext):
         about = "The model file is not readable here (pass --model PATH.gguf), so only the course-sized matrix is timed."
     ctx.table("matrix_shapes", "The matrices timed: the served model's own, and a course-sized one",
               [("matrix", ""), ("tensor", ""), ("M", "rows"), ("K", "columns"), ("weights", "")],
-              [[s["label"], s["tensor"] or "—", s["m"], s["k"], s["m"] * s["k"]] for s in shapes],
+              [[s.label, s.tensor or "—", s.m, s.k, s.weights] for s in shapes],
               notes=[about]
-              + [f"{s['label']} has the same shape as a matrix above, so it is not timed again."
-                 for s in shapes if s["duplicate"]])
+              + [f"{s.label} has the same shape as a matrix above, so it is not timed again." for s in shapes if s.duplicate])
 
-    # 4. Matvec (one token) versus matmul (N tokens) ---------------------------------------
-    rows, skipped, series_gflops, series_rel, all_benches = [], [], [], [], []
-    for s in shapes:
-        if s["duplicate"]:
-            continue
-        m, k = s["m"], s["k"]
-        counts, skip = planned_counts(m, k)
-        skipped += [(s["label"], n) for n in skip]
-        benches = []
-        for n in ctx.track(counts, f"{s['label']}: {m} × {k}"):
-            benches.append(ctx.host(f"matmul_{m}x{k}x{n}", lambda m=m, k=k, n=n: hostbench.measure_matmul(
-                m, k, n, dtype=DTYPE, repeats=repeat, min_time_s=MIN_SAMPLE_S)))
-        base = benches[0]["seconds"]["median"] * 1000.0  # N = 1 comes first
-        all_benches += benches
-        shape_rows = [row_for(s["label"], b, base) for b in benches]
-        rows += shape_rows
-        for b in benches:
-            settings = {"m": m, "k": k, "n": b["n"], "dtype": b["dtype"]}
-            ctx.measure("matmul_gflop_per_s", "GFLOP/s", b["gflop_per_s"]["samples"], higher_is_better=True, settings=settings,
-                        description=f"{s['label']}: W ({m} × {k}) times {b['n']} token vector(s)")
-            ctx.measure("matmul_ms_per_token", "ms", [t * 1000.0 / b["n"] for t in b["seconds"]["samples"]],
-                        higher_is_better=False, settings=settings, description=f"{s['label']}: time per token")
-        series_gflops.append(Series(label=f"{s['label']} ({m} × {k})", x=[r[3] for r in shape_rows], y=[r[5] for r in shape_rows]))
-        series_rel.append(Series(label=f"{s['label']} ({m} × {k})", x=[r[3] for r in shape_rows], y=[r[10] for r in shape_rows]))
 
-    notes = []
-    for s in shapes:
-        mine = [r for r in rows if r[0] == s["label"]]
-        if len(mine) > 1:
-            first, last = mine[0], mine[-1]
-            notes.append(f"{s['label']}: one token runs at {first[5]:,.1f} GFLOP/s ({first[8]:.2f} FLOP/byte); "
-                         f"{last[3]:,} tokens together run at {last[5]:,.1f} GFLOP/s ({last[8]:,.0f} FLOP/byte), "
-                         f"so each token costs {last[10]:.3f}× the time of a lone token ({1 / last[10]:,.1f}× cheaper).")
-    matvec = [r for r in rows if r[3] == 1]
-    batched = [r for r in rows if r[3] > 1]
-    biggest = max(matvec, key=lambda r: r[6])
-    best_one, best_many = max(r[5] for r in matvec), max((r[5] for r in batched), default=None)
-    notes.append(f"One token at a time, every matrix runs at under {max(r[8] for r in matvec):.2f} FLOP/byte: a matrix-vector "
-                 "product reads each weight to do two FLOPs with it."
-                 + ("" if best_many is None else
-                    f" The fastest of them, {best_one:,.1f} GFLOP/s, is {best_one / best_many:.1%} of the fastest batched product's "
-                    f"{best_many:,.1f} GFLOP/s, " + ("so reading the weights, not the arithmetic, holds a lone token back."
-                                                      if best_one < best_many / 2 else
-                                                      "so on this host the lone token is not held back much.")))
-    notes.append(f"The largest, {biggest[0]} ({biggest[6] / 2**20:,.1f} MiB), streamed at {biggest[7]:,.1f} GB/s"
-                 + (f"; smaller ones, which can stay in the CPU caches between repeats, reached up to "
-                    f"{max(r[7] for r in matvec):,.1f} GB/s." if max(r[7] for r in matvec) > biggest[7] else "."))
+MATMUL_COLUMNS = [("matrix", ""), ("M", "rows"), ("K", "columns"), ("N", "tokens"), ("time", "ms, median"),
+                  ("speed", "GFLOP/s"), ("bytes moved", "bytes"), ("effective bandwidth", "GB/s"),
+                  ("arithmetic intensity", "FLOP/byte"), ("time per token", "ms"), ("time per token", "× N = 1")]
+
+
+def matmul_cells(r: MatmulRow) -> list[Any]:
+    """A row's cells in MATMUL_COLUMNS order."""
+    return [r.label, r.m, r.k, r.n, r.ms, r.gflop_per_s, r.bytes_moved, r.gb_per_s, r.flop_per_byte, r.ms_per_token,
+            r.vs_one_token]
+
+
+def record_measurements(ctx: LessonContext, timed: TimedMatrix) -> None:
+    """Every sample of the matrix's products, as GFLOP/s and as ms per token."""
+    s = timed.shape
+    for b in timed.benches:
+        settings = {"m": s.m, "k": s.k, "n": b["n"], "dtype": b["dtype"]}
+        ctx.measure("matmul_gflop_per_s", "GFLOP/s", b["gflop_per_s"]["samples"], higher_is_better=True, settings=settings,
+                    description=f"{s.label}: W ({s.m} × {s.k}) times {b['n']} token vector(s)")
+        ctx.measure("matmul_ms_per_token", "ms", [t * 1000.0 / b["n"] for t in b["seconds"]["samples"]],
+                    higher_is_better=False, settings=settings, description=f"{s.label}: time per token")
+
+
+def batching_note(rows: list[MatmulRow]) -> str:
+    """One matrix: a lone token against its largest batch."""
+    first, last = rows[0], rows[-1]
+    return (f"{first.label}: one token runs at {first.gflop_per_s:,.1f} GFLOP/s ({first.flop_per_byte:.2f} FLOP/byte); "
+            f"{last.n:,} tokens together run at {last.gflop_per_s:,.1f} GFLOP/s ({last.flop_per_byte:,.0f} FLOP/byte), "
+            f"so each token costs {last.vs_one_token:.3f}× the time of a lone token ({1 / last.vs_one_token:,.1f}× cheaper).")
+
+
+def matvec_notes(summary: MatvecSummary) -> list[str]:
+    """Why a lone token is slow: its intensity, its speed against the batched products', its bandwidth."""
+    best_one, best_many = summary.best_gflop_per_s, summary.best_batched_gflop_per_s
+    speed = ""
+    if best_many is not None:
+        verdict = ("so reading the weights, not the arithmetic, holds a lone token back." if best_one < best_many / 2 else
+                   "so on this host the lone token is not held back much.")
+        speed = (f" The fastest of them, {best_one:,.1f} GFLOP/s, is {best_one / best_many:.1%} of the fastest batched "
+                 f"product's {best_many:,.1f} GFLOP/s, {verdict}")
+    largest = summary.largest
+    cached = (f"; smaller ones, which can stay in the CPU caches between repeats, reached up to {summary.best_gb_per_s:,.1f} GB/s."
+              if summary.best_gb_per_s > largest.gb_per_s else ".")
+    return [(f"One token at a time, every matrix runs at under {summary.max_intensity:.2f} FLOP/byte: a matrix-vector "
+             f"product reads each weight to do two FLOPs with it.{speed}"),
+            f"The largest, {largest.label} ({largest.bytes_moved / 2**20:,.1f} MiB), streamed at {largest.gb_per_s:,.1f} GB/s{cached}"]
+
+
+def render_matmul(ctx: LessonContext, timed: list[TimedMatrix], repeat: int) -> None:
+    rows_of = [matmul_rows(t) for t in timed]
+    rows = [r for matrix_rows in rows_of for r in matrix_rows]
+    notes = [batching_note(matrix_rows) for matrix_rows in rows_of if len(matrix_rows) > 1]
+    notes += matvec_notes(matvec_summary(rows))
+    skipped = [(t.shape.label, n) for t in timed for n in t.skipped]
     if skipped:
         notes.append("Skipped to keep the lesson quick (products above "
                      f"{MAX_FLOPS / 1e9:,.0f} GFLOP): " + "; ".join(f"{label} at N = {n:,}" for label, n in skipped) + ".")
-    lasted = [ms for b in all_benches for ms in sample_ms(b)]
+    lasted = [ms for t in timed for b in t.benches for ms in sample_ms(b)]
     notes.append(f"Times are medians of {repeat} samples; each sample repeats the product enough times to last about "
                  f"{MIN_SAMPLE_S * 1000:g} ms (measured: {min(lasted):,.0f}–{max(lasted):,.0f} ms). "
                  f"Bytes moved count W, X and Y once each, in {DTYPE}.")
     ctx.table("matvec_vs_matmul", "One token (matvec) versus N tokens (matmul), measured with numpy on this host",
-              MATMUL_COLUMNS, rows, notes=notes)
-    ctx.plot("gflops_vs_tokens", "Matrix multiply speed against tokens per product", "tokens per product (N)", "GFLOP/s",
-             series_gflops, log_x=True, log_y=True)
-    ctx.plot("time_per_token_vs_tokens", "Time per token, relative to one token alone", "tokens per product (N)",
-             "time per token (× N = 1)", series_rel, log_x=True, log_y=True)
+              MATMUL_COLUMNS, [matmul_cells(r) for r in rows], notes=notes)
 
-    # 5. RMSNorm ---------------------------------------------------------------------------
-    rn = ex["rmsnorm"]
+    def series(value) -> list[Series]:
+        return [Series(label=f"{t.shape.label} ({t.shape.m} × {t.shape.k})", x=[r.n for r in matrix_rows],
+                       y=[value(r) for r in matrix_rows]) for t, matrix_rows in zip(timed, rows_of, strict=True)]
+
+    ctx.plot("gflops_vs_tokens", "Matrix multiply speed against tokens per product", "tokens per product (N)", "GFLOP/s",
+             series(lambda r: r.gflop_per_s), log_x=True, log_y=True)
+    ctx.plot("time_per_token_vs_tokens", "Time per token, relative to one token alone", "tokens per product (N)",
+             "time per token (× N = 1)", series(lambda r: r.vs_one_token), log_x=True, log_y=True)
+
+
+def render_rmsnorm(ctx: LessonContext, rn: RmsNormExample) -> None:
     ctx.table("rmsnorm", "RMSNorm: divide a vector by its root mean square",
               [("vector", ""), ("values", ""), ("root mean square", "")],
-              [["before", rn["v"], rn["rms_before"]], ["after", rn["normed"], rn["rms_after"]]],
-              notes=[f"The root mean square goes from {rn['rms_before']:.4f} to {rn['rms_after']:.6f} "
-                     + (f"(1 up to the epsilon {rn['eps']:g})" if abs(rn["rms_after"] - 1) < 10 * rn["eps"] else
-                        f"(not 1: the epsilon {rn['eps']:g} matters for a vector this small)")
+              [["before", rn.v, rn.rms_before], ["after", rn.normed, rn.rms_after]],
+              notes=[f"The root mean square goes from {rn.rms_before:.4f} to {rn.rms_after:.6f} "
+                     + (f"(1 up to the epsilon {rn.eps:g})" if abs(rn.rms_after - 1) < 10 * rn.eps else
+                        f"(not 1: the epsilon {rn.eps:g} matters for a vector this small)")
                      + "; a model then multiplies by its learned scale (attn_norm, ffn_norm)."])
 
-    # 6. Two linear maps are one linear map; a nonlinearity between them is not ------------
-    c = ex["composition"]
+
+def render_composition(ctx: LessonContext, c: Composition) -> None:
+    linear = (f"Without a nonlinearity the two layers equal the single matrix W2W1 to {c.max_abs_difference:.1e} "
+              "(floating-point rounding): stacking linear layers adds no depth." if c.max_abs_difference < ROUNDING else
+              f"Without a nonlinearity the two steps differ from W2W1 by {c.max_abs_difference:.3g}, more than "
+              "rounding: check the example.")
+    nonlinear = (f"With SiLU between them the result moves by up to {c.silu_max_abs_difference:.3f}, and no single "
+                 "matrix reproduces it for every x: the nonlinearity is what makes depth." if c.silu_max_abs_difference > ROUNDING else
+                 "With SiLU between them this x gives the same result as W2W1: try another x to see them part.")
     ctx.table("composition", "Two linear maps compose into one: W2(W1x) = (W2W1)x",
               [("quantity", ""), ("value", "")],
-              [["W1", c["W1"]], ["W2", c["W2"]], ["x", c["x"]], ["W2W1 (one matrix)", c["W2W1"]],
-               ["W2(W1x): two steps", c["two_steps"]], ["(W2W1)x: one step", c["one_step"]],
-               ["max abs difference", c["max_abs_difference"]],
-               ["W2 SiLU(W1x): a nonlinearity between", c["with_silu"]],
-               ["max abs difference from (W2W1)x", c["silu_max_abs_difference"]]],
-              notes=[(f"Without a nonlinearity the two layers equal the single matrix W2W1 to {c['max_abs_difference']:.1e} "
-                      "(floating-point rounding): stacking linear layers adds no depth."
-                      if c["max_abs_difference"] < ROUNDING else
-                      f"Without a nonlinearity the two steps differ from W2W1 by {c['max_abs_difference']:.3g}, more than "
-                      "rounding: check the example."),
-                     (f"With SiLU between them the result moves by up to {c['silu_max_abs_difference']:.3f}, and no single "
-                      "matrix reproduces it for every x: the nonlinearity is what makes depth."
-                      if c["silu_max_abs_difference"] > ROUNDING else
-                      "With SiLU between them this x gives the same result as W2W1: try another x to see them part.")])
+              [["W1", c.w1], ["W2", c.w2], ["x", c.x], ["W2W1 (one matrix)", c.w2w1],
+               ["W2(W1x): two steps", c.two_steps], ["(W2W1)x: one step", c.one_step],
+               ["max abs difference", c.max_abs_difference],
+               ["W2 SiLU(W1x): a nonlinearity between", c.with_silu],
+               ["max abs difference from (W2W1)x", c.silu_max_abs_difference]],
+              notes=[linear, nonlinear])
+
+
+# --- the lesson ----------------------------------------------------------------------------------
+
+def main(ctx: LessonContext):
+    repeat = ctx.repeat
+    ctx.settings = {"dtype": DTYPE, "token_counts": TOKEN_COUNTS, "max_flops_per_product": MAX_FLOPS,
+                    "repeats": repeat, "min_sample_s": MIN_SAMPLE_S, "worked_example_seed": SEED}
+
+    # 1. y = Wx + b on numbers small enough to check by hand: computed, never recorded.
+    ctx.step("worked examples")
+    inputs = worked_inputs(SEED)
+    render_linear_map(ctx, linear_map(inputs.w, inputs.x, inputs.b))
+
+    # 2. What numpy multiplies with on this host.
+    ctx.step("BLAS library")
+    render_blas(ctx, blas_library(ctx))
+
+    # 3. The model's own matrices, and a course-sized one.
+    info = ctx.model_info()
+    shapes = matrix_shapes(info)
+    render_shapes(ctx, info, shapes)
+
+    # 4. Matvec (one token) versus matmul (N tokens): each new shape timed at every planned N.
+    timed = [time_matrix(ctx, s, repeat) for s in shapes if not s.duplicate]
+    for t in timed:
+        record_measurements(ctx, t)
+    render_matmul(ctx, timed, repeat)
+
+    # 5. RMSNorm keeps the numbers at a workable size.
+    render_rmsnorm(ctx, rmsnorm_example(inputs.v))
+
+    # 6. Two linear maps are one linear map; a nonlinearity between them is not.
+    render_composition(ctx, composition(inputs.w1, inputs.w2, inputs.x2))
     return ctx.finish()
 
 
