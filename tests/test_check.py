@@ -87,14 +87,20 @@ def test_the_dgx_spark_figures_do_not_apply_to_the_recorded_model(full_run):
     assert "0 fail" in md and "Source: LLM Basics, lesson 4" in md
 
 
-def test_a_shown_server_probability_that_is_not_the_recorded_one_fails(tmp_path):
+@pytest.mark.parametrize("where", ["fact", "table of an older run"])
+def test_a_shown_server_probability_that_is_not_the_recorded_one_fails(tmp_path, where):
     run = assemble_run(tmp_path / "run", L4)
     result = read_result(run, L4)
-    table = result.table("top8_fibonacci")
-    # An older run (no top_tokens fact): its table is read by column name and set against the
-    # server's answers recorded in http/04_next_token.jsonl.
-    p = [c.name for c in table.columns].index("server probability")
-    table.rows[2][p] *= 1.01
+    if where == "fact":
+        # The lesson's top_tokens fact is what check reads, set against the server's answers
+        # recorded in http/04_next_token.jsonl.
+        result.facts["top_tokens"]["top8_fibonacci"]["tokens"][2]["server_probability"] *= 1.01
+    else:
+        # An older run (no top_tokens fact): its table is read by column name instead.
+        del result.facts["top_tokens"]
+        table = result.table("top8_fibonacci")
+        p = [c.name for c in table.columns].index("server probability")
+        table.rows[2][p] *= 1.01
     write_result(run, result)
     cli = invoke("check", run)
     assert cli.exit_code == 1
@@ -113,6 +119,7 @@ def test_a_top8_share_from_the_tables_when_nothing_was_recorded(tmp_path):
     run = assemble_run(tmp_path / "run", L4)
     shutil.rmtree(run / "http")
     result = read_result(run, L4)
+    del result.facts["top_tokens"]  # an older run: no fact, so the tables are read by column name
     table = result.table("top8_cat_sat")
     cols = [c.name for c in table.columns]
     table.rows[0][cols.index("logprob")] = 0.0           # certainty, on top of seven others
@@ -166,6 +173,7 @@ def test_in_scope_figures_are_compared_with_their_tolerance(tmp_path):
     run = assemble_run(tmp_path / "run", L4)
     as_if_on_the_spark(run)
     result = read_result(run, L4)
+    del result.facts["top_tokens"]  # an older run's tables, read by column name
     table = result.table("top8_capital_of_france")
     cols = [c.name for c in table.columns]
     table.rows[0][cols.index("token")] = repr(" Paris")
@@ -346,10 +354,33 @@ def test_the_default_models_reference_applies_to_a_default_run_and_passes(tmp_pa
 
 
 def _doctor_top8(run: Path, table: str, edit) -> None:
+    """Edit a top-eight table as an older run (no top_tokens fact) would show it."""
     result = read_result(run, L4)
+    del result.facts["top_tokens"]
     t = next(t for t in result.tables if t.name == table)
     edit(t.rows)
     write_result(run, result)
+
+
+def _doctor_top_tokens(run: Path, key: str, edit) -> None:
+    """Edit the top_tokens fact lesson 4 states, which check reads before any table."""
+    result = read_result(run, L4)
+    edit(result.facts["top_tokens"][key]["tokens"])
+    write_result(run, result)
+
+
+def test_a_doctored_fact_fails_the_reference(tmp_path):
+    ref = check.load_reference(OWN_FILE)
+    run = assemble_run(tmp_path / "run", L4)
+    # ' Paris' (77.19% recorded) pushed to rank 2 with ' the' at rank 1, and two of the eight replaced.
+    def swap(tokens):
+        tokens[0]["rank"], tokens[1]["rank"] = 2, 1
+        tokens[6]["token"], tokens[7]["token"] = "' Rome'", "' Berlin'"
+    _doctor_top_tokens(run, "top8_capital_of_france", swap)
+    by_id = {r.id: r for r in check.check_reference(load_run(run), ref)}
+    assert by_id["paris_top_token"].status == check.FAIL and "' the'" in by_id["paris_top_token"].detail
+    assert by_id["paris_top8"].status == check.FAIL
+    assert by_id["cat_sat_top_token"].status == check.PASS
 
 
 def test_a_doctored_default_run_fails_the_reference(tmp_path):
