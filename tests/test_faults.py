@@ -429,7 +429,7 @@ LESSON_WATCH = '''"""Reads its own manifest entry while it runs."""
 import json
 TITLE = "Watch (test)"
 def main(ctx):
-    from bytesup.runner import read_manifest
+    from bytesup.runs import read_manifest
     status = ctx.host("status", lambda: read_manifest(ctx.options.run_dir)["lessons"]["04_watch"]["status"])
     ctx.table("s", "Status", [("status", "")], [[status]])
     return ctx.finish()

@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
         Each claim ends as pass, fail (both numbers and the tolerance) or not applicable. Exit status 1 when any claim fails. Writes check.md and check.json into the run folder.
         """
         from . import check as checks
-        from .compare import load_run
+        from .runs import load_run
 
         out, err = Console(), Console(stderr=True)
         try:

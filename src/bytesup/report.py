@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import check as checks
-from .compare import Run, load_run
+from .runs import Run, load_run
 from .escape import md_text
 from .render import fmt, lesson_md
 from .storage import write_text_atomic

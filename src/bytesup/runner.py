@@ -33,12 +33,12 @@ from .paths import lessons_dir, outputs_root
 from .plots import write_plots
 from .render import lesson_md
 from .replay import RecordingTransport, ReplayTransport
-from .results import LessonResult, Measurement, Plot, Series, Table, Column, load_result
+from .results import Column, LessonResult, Measurement, Plot, Series, Table
+from .runs import MANIFEST_SCHEMA_VERSION, ReplaySource, load_replay, read_manifest
 from .runfolder import (DISK_FULL, DiskFull, RunLock, Terminated, differences, identity_differences, latest_unfinished,
                         new_run_dir, resume_command, set_aside, signals_raise)
 from .storage import dumps, file_sha256, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
-MANIFEST_SCHEMA_VERSION = 1
 # Flags of the user's server that a lesson's own servers set for themselves.
 # Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft.
 NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key", *engine.SPECULATIVE_FLAGS}
@@ -445,67 +445,7 @@ class Reporter:
             self.progress.remove_task(self.task)
 
 
-# --- replay sources --------------------------------------------------------------------
-
-@dataclass
-class ReplaySource:
-    result: LessonResult
-    exchanges: list[dict]
-    recorded: dict = field(default_factory=dict)  # the recorded <id>.json, to compare the replay with
-
-
-def load_replay(run_dir: Path, lesson_id: str, entry: dict | None = None, allow_modified: bool = False) -> ReplaySource:
-    """A recorded lesson: its result and exchanges. The exchanges must still have the sha256 the
-    manifest recorded (`entry`), unless `allow_modified`; a damaged file is a RunFolderError."""
-    from pydantic import ValidationError
-
-    json_path = run_dir / f"{lesson_id}.json"
-    if not json_path.is_file():
-        raise RunFolderError(
-            f"{run_dir} has no recorded result for {lesson_id} ({json_path.name} is missing). "
-            "Replay a run folder written by `bytesup run` that includes this lesson."
-        )
-    try:
-        recorded = json.loads(json_path.read_text(encoding="utf-8"))
-        result = load_result(json.loads(json.dumps(recorded)), str(json_path))
-    except (ValueError, ValidationError) as exc:
-        raise RunFolderError(f"{json_path} is damaged ({str(exc).splitlines()[0]}), so {lesson_id} cannot be replayed. "
-                             "The other lessons are replayed; re-record this one against a live server.") from None
-    http = run_dir / (result.exchanges or f"http/{lesson_id}.jsonl")
-    if not http.is_file():
-        return ReplaySource(result=result, exchanges=[], recorded=recorded)
-    expected = (entry or {}).get("http_sha256")
-    if expected and not allow_modified and file_sha256(http) != expected:
-        raise RunFolderError(
-            f"{http} has changed since it was recorded (its sha256 differs from the one in the run's "
-            f"manifest.json), so {lesson_id} was not replayed from it. Replay an unmodified copy of the run, "
-            "or pass --allow-modified to replay a recording you edited on purpose."
-        )
-    exchanges = []
-    for n, line in enumerate(http.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            exchanges.append(json.loads(line))
-        except ValueError as exc:
-            raise RunFolderError(
-                f"Line {n} of {http} is not valid JSON ({exc.msg}): the recording is truncated or damaged, "
-                f"so {lesson_id} cannot be replayed. The other lessons are replayed; re-record this one "
-                "against a live server."
-            ) from None
-    return ReplaySource(result=result, exchanges=exchanges, recorded=recorded)
-
-
 # --- the run folder --------------------------------------------------------------------
-
-def read_manifest(run_dir: Path) -> dict | None:
-    path = run_dir / "manifest.json"
-    if not path.is_file():
-        return None
-    from .results import upgrade
-
-    return upgrade(json.loads(path.read_text(encoding="utf-8")), "run manifest", str(path), MANIFEST_SCHEMA_VERSION)
-
 
 def run_readme(run_dir: Path, manifest: dict) -> str:
     lines = [INDEX_MARK, f"# bytesup run {md_text(run_dir.name)}", ""]
