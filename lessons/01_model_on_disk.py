@@ -27,7 +27,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from bytesup import formulas, hostbench, published
 from bytesup.gguf_read import read_model_info
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "What a model is on disk"
 
@@ -430,4 +430,6 @@ def _server_agreement(meta: dict, n_params: int, tensor_bytes: int) -> str:
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

@@ -23,7 +23,7 @@ from typing import Any
 
 from bytesup.gguf_read import embedding_row, is_synthetic_metadata, read_model_info
 from bytesup.records import Tokenized, TokenPiece, shown_token
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "Tokens and embeddings"
 
@@ -301,4 +301,6 @@ def _pieces_with(results: dict, text: str, part: bytes) -> tuple[list[str], list
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

@@ -37,7 +37,7 @@ from bytesup.records import (
     shown_token,
 )
 from bytesup.results import Series
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "Generating text"
 
@@ -822,4 +822,6 @@ def _speculative(ctx: LessonContext, ttft: float, tpot: float) -> None:
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

@@ -30,7 +30,7 @@ from bytesup.gguf_read import read_model_info
 from bytesup.measure import PINNED, context_size, long_prompt_tokens, timed_completions
 from bytesup.records import decode_ms_per_token, decode_passes, decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.results import Series
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "Attention and the KV cache"
 
@@ -442,4 +442,6 @@ def _cost_without_cache(ctx: LessonContext, ids: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

@@ -27,7 +27,7 @@ from bytesup import formulas, hostbench, measure, published
 from bytesup.errors import BytesupError
 from bytesup.records import decode_tokens_per_s
 from bytesup.results import Series
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "The hardware fit"
 
@@ -446,4 +446,6 @@ def _spread_note(rows: list[list[Any]]) -> str | None:
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

@@ -22,13 +22,16 @@ from conftest import load_fixture
 URL = "http://127.0.0.1:8099"
 
 LESSON_TOKENS = '''"""Tokens lesson for tests."""
-from bytesup.runner import script_main
+from bytesup.lesson import LessonContext
 TITLE = "Tokens (test)"
-def main(ctx):
+def main(ctx: LessonContext):
     tok = ctx.server.tokenize("The capital of France is Paris")
     n = ctx.host("a_host_number", lambda: 1.5)
     ctx.table("ids", "Token ids", [("id", ""), ("piece", "")], [[t.id, t.piece] for t in tok.tokens], notes=[f"{len(tok.tokens)} tokens, host value {n}"])
     return ctx.finish()
+if __name__ == "__main__":
+    from bytesup.cli import lesson_script_main
+    lesson_script_main(__file__)
 '''
 
 LESSON_DECODE = '''"""Decode lesson for tests."""
@@ -332,4 +335,7 @@ def test_batch_sizes_and_prefill_weight_reads():
     assert got["n_batch"] == 256 and got["n_ubatch"] == 256 and got["source"] == "server flags"
     assert formulas.prefill_weight_reads(1921, 512) == 4  # the published long prompt: 4 micro-batches
     assert formulas.prefill_weight_reads(512, 512) == 1 and formulas.prefill_weight_reads(513, 512) == 2
-    assert formulas.server_threads({"--threads": "3"}) == 3
+    assert formulas.server_threads({"--threads": "3"}, 8) == 3
+    # No --threads (or llama.cpp's -1): the physical cores given, as llama.cpp's default.
+    assert formulas.server_threads({}, 8) == 8 and formulas.server_threads(None, 2) == 2
+    assert formulas.server_threads({"--threads": "-1"}, 4) == 4 and formulas.server_threads({"--threads": "x"}, 4) == 4

@@ -280,6 +280,13 @@ from .cli_reports import register as _register_reports  # noqa: E402
 _register_reports(app)
 
 
+def lesson_script_main(lesson_file: str) -> None:
+    """`python lessons/NN_name.py [--server URL] [--out DIR] [--replay RUN_DIR] [--model GGUF] …`:
+    the lesson's `bytesup run NN_name --print`, called from the lesson's `if __name__ == "__main__":`."""
+    lesson_id = Path(lesson_file).stem
+    sys.exit(app(["run", lesson_id, "--print", *sys.argv[1:]], prog_name=f"python lessons/{lesson_id}.py", standalone_mode=True))
+
+
 def main() -> None:  # pragma: no cover - console script entry
     app()
 

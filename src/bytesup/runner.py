@@ -9,39 +9,40 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import os
 import re
 import shutil
 import sys
 import traceback
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterator
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from . import engine, environment
-from .client import DEFAULT_TIMEOUT_S, LlamaServer, default_base_url
-from .errors import BytesupError, ReplayMiss, RunFolderError, ServerStartError, ServerUnreachable
+from .client import LlamaServer, default_base_url
+from .errors import BytesupError, RunFolderError, ServerUnreachable
 from .escape import md_text, rich_text
 from .paths import lessons_dir, outputs_root
 from .plots import write_plots
 from .render import lesson_md
 from .replay import RecordingTransport, ReplayTransport
-from .results import Column, LessonResult, Measurement, Plot, Series, Table
+from .lesson import NOT_INHERITED, LessonContext, Reporter, RunShared
+from .options import RunOptions, redact_command, shown_command
+from .results import LessonResult
 from .runs import MANIFEST_SCHEMA_VERSION, ReplaySource, load_replay, read_manifest
+
+# Kept importable from here for code written against the runner (the lesson API now lives in lesson.py).
+__all__ = ["NOT_INHERITED", "LessonContext", "Reporter", "RunShared", "RunOptions", "ReplaySource", "load_replay",
+           "read_manifest", "shown_command", "run_lessons"]
 from .runfolder import (DISK_FULL, DiskFull, RunLock, Terminated, differences, identity_differences, latest_unfinished,
                         new_run_dir, resume_command, set_aside, signals_raise)
 from .storage import dumps, file_sha256, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
-# Flags of the user's server that a lesson's own servers set for themselves.
-# Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft.
-NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key", *engine.SPECULATIVE_FLAGS}
 INDEX_MARK = "<!-- bytesup index -->"
 LESSON_FILE = re.compile(r"^(\d\d)_[a-z0-9_]+\.py$")
 
@@ -82,367 +83,8 @@ class UnknownLesson(BytesupError):
 
 # --- options --------------------------------------------------------------------------
 
-@dataclass
-class RunOptions:
-    server_url: str | None = None
-    api_key: str | None = None
-    model: Path | None = None
-    out: Path | None = None
-    force: bool = False
-    resume: bool = False
-    replay: Path | None = None
-    repeat: int = 3
-    timeout: float = DEFAULT_TIMEOUT_S
-    # With no server given (--server, BYTESUP_SERVER) and none answering at the default URL,
-    # start one on the default model for the length of the run (--no-start-server: fail instead).
-    start_server: bool = True
-    lesson_options: dict[str, Any] = field(default_factory=dict)
-    command: list[str] = field(default_factory=lambda: shown_command(sys.argv))
-    allow_modified: bool = False  # replay recordings whose sha256 no longer matches the manifest's
-    model_mismatch_ok: bool = False  # go on when --model is not the file the server serves
-    run_dir: Path | None = None  # the folder the run wrote to, set by run_lessons
-
-
-def shown_command(argv: list[str]) -> list[str]:
-    """sys.argv as a person typed it: `python -m bytesup` and the console script both read `bytesup`."""
-    if not argv:
-        return []
-    first = Path(argv[0])
-    if first.name in ("__main__.py", "bytesup"):
-        return ["bytesup", *argv[1:]]
-    if first.suffix == ".py":  # a lesson run as a script
-        shown = first.relative_to(Path.cwd()) if first.is_absolute() and first.is_relative_to(Path.cwd()) else first
-        return ["python", str(shown), *argv[1:]]
-    return [str(first.relative_to(Path.cwd())) if first.is_absolute() and first.is_relative_to(Path.cwd()) else argv[0], *argv[1:]]
-
-
-def redact_command(argv: list[str]) -> list[str]:
-    """The command line as recorded in the manifest: an API key is never written to outputs."""
-    shown, hide_next = [], False
-    for arg in argv:
-        if hide_next:
-            shown.append("***")
-            hide_next = False
-        elif arg == "--api-key":
-            shown.append(arg)
-            hide_next = True
-        elif arg.startswith("--api-key="):
-            shown.append("--api-key=***")
-        else:
-            shown.append(arg)
-    return shown
-
-
 def today_folder() -> Path:
     return outputs_root() / datetime.now(timezone.utc).date().isoformat()
-
-
-# --- what a run measures once --------------------------------------------------------
-
-class RunShared:
-    """Facts a run measures once and every lesson of it shares: this host's memory read bandwidth.
-
-    The first lesson that asks takes the reading (before the run's decode work) and it is written to
-    the manifest under "host_bandwidth"; every later lesson gets the same figure. A second reading
-    after the decode work (the capstone's, or the runner's at the end of the run) gives the drift.
-    A replay reads the recorded run's manifest and measures nothing."""
-
-    def __init__(self, manifest: dict, save: Callable[[], None] = lambda: None,
-                 replay_manifest: dict | None = None, replaying: bool = False):
-        self.manifest = manifest
-        self.save = save
-        self.replaying = replaying
-        self.recorded = (replay_manifest or {}).get("host_bandwidth") if replaying else None
-
-    @property
-    def bandwidth_record(self) -> dict | None:
-        return self.recorded if self.replaying else self.manifest.get("host_bandwidth")
-
-    def bandwidth_before(self, threads: int) -> dict | None:
-        """The run's reading; None when replaying a run that recorded none (the caller falls back)."""
-        if self.replaying:
-            return (self.recorded or {}).get("before")
-        record = self.manifest.get("host_bandwidth") or {}
-        if (record.get("before") or {}).get("threads") != threads:
-            from . import hostbench
-
-            reading = hostbench.run_bandwidth(threads)
-            reading["at"] = _now()
-            record = {"before": json.loads(json.dumps(reading))}
-            self.manifest["host_bandwidth"] = record
-            self.save()
-        return record["before"]
-
-    def bandwidth_after(self) -> dict | None:
-        """A second reading after the decode work, with the drift from the first (None without a first)."""
-        if self.replaying:
-            return (self.recorded or {}).get("after")
-        record = self.manifest.get("host_bandwidth") or {}
-        before = record.get("before")
-        if not before:
-            return None
-        from . import hostbench
-
-        reading = hostbench.run_bandwidth(before["threads"])
-        reading["at"] = _now()
-        record["after"] = json.loads(json.dumps(reading))
-        record["drift"] = hostbench.bandwidth_drift(before["gb_per_s"], reading["gb_per_s"])
-        self.save()
-        return record["after"]
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-# --- the context a lesson gets -------------------------------------------------------
-
-class LessonContext:
-    """What a lesson's `main(ctx)` works with: the server client, the model, the options,
-    a progress reporter, and the result being built. Live, it measures and records;
-    replaying, it answers from the recorded run."""
-
-    def __init__(self, lesson_id: str, title: str, *, server: LlamaServer, options: RunOptions,
-                 model_path: Path | None, sink: list[dict], replay: "ReplaySource | None",
-                 progress: "Reporter", shared: RunShared | None = None):
-        self.lesson_id = lesson_id
-        self.shared = shared if shared is not None else RunShared({}, replaying=replay is not None)
-        self.title = title
-        self.server = server
-        self.options = options
-        self._model_path = model_path
-        self._sink = sink
-        self._replay = replay
-        self.progress = progress
-        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self.host_values: dict[str, Any] = {}
-        self.settings: dict[str, Any] = {}
-        self.tables: list[Table] = []
-        self.measurements: list[Measurement] = []
-        self.notes: list[str] = []
-        self.plots: list[Plot] = []
-        self.facts: dict[str, Any] = {}
-        self.identity: dict[str, Any] = {}
-
-    @property
-    def repeat(self) -> int:
-        """Repetitions of each timed measurement (--repeat). Recorded like a host value, so a
-        replay asks for exactly the requests the recorded run made, whatever --repeat it is given."""
-        return self.host("repeat", lambda: max(1, self.options.repeat))
-
-    @repeat.setter
-    def repeat(self, value: int) -> None:
-        self.options.repeat = self.host_values["repeat"] = int(value)
-
-    @property
-    def replaying(self) -> bool:
-        return self._replay is not None
-
-    def option(self, name: str, default: Any = None) -> Any:
-        """A lesson option (--bandwidth-gbs, --sizes); recorded, so a replay sees the recorded run's."""
-        return self.host(f"option_{name}", lambda: self.options.lesson_options.get(name, default))
-
-    # host measurements -----------------------------------------------------------------
-    def host(self, name: str, measure: Callable[[], Any]) -> Any:
-        """A value measured on this host (timings, file reads); a replay returns the recorded value."""
-        if self._replay is not None:
-            if name not in self._replay.result.host_values:
-                raise ReplayMiss(f"host value {name!r} of {self.lesson_id}", list(self._replay.result.host_values))
-            value = self._replay.result.host_values[name]
-        else:
-            value = json.loads(json.dumps(measure()))  # exactly what a replay will see
-        self.host_values[name] = value
-        return value
-
-    # the run's bandwidth -----------------------------------------------------------------
-    def server_threads(self) -> int:
-        """Threads the user's server decodes with (its --threads, else llama.cpp's physical cores)."""
-        from .formulas import server_threads
-
-        return server_threads(self.identity.get("server", {}).get("flags"))
-
-    def run_bandwidth(self) -> dict:
-        """This host's memory read bandwidth for the whole run (hostbench.run_bandwidth: a working set
-        of at least 4 × the last-level cache, the server's decode threads, RUN_SAMPLES samples),
-        taken once and shared by every lesson; a replay returns the recorded run's. A run recorded
-        before readings were shared replays the lesson's own recorded reading instead."""
-        reading = self.shared.bandwidth_before(self.server_threads())
-        if reading is None:  # replaying a run whose lessons each measured their own
-            return self.host("read_bandwidth", lambda: None)
-        return reading
-
-    def run_bandwidth_after(self) -> dict | None:
-        """The run's second reading, taken now, after the decode work (None when replaying a run without one)."""
-        return self.shared.bandwidth_after()
-
-    def run_bandwidth_drift(self) -> dict | None:
-        return (self.shared.bandwidth_record or {}).get("drift")
-
-    def readable_model(self) -> Path | None:
-        """The served model's file when it is readable here; None for a remote server without --model.
-        (A file that is there but is not a valid GGUF still fails when a lesson reads it.)"""
-        return self._model_path if self._model_path is not None and self._model_path.is_file() else None
-
-    def model_info(self) -> dict[str, Any] | None:
-        """The served model's GGUF facts (`gguf_read.read_model_info`), recorded as a host value;
-        None when no model file is readable here. A corrupt file raises its GGUFError."""
-        from .gguf_read import read_model_info
-
-        return self.host("model_info", lambda: read_model_info(p) if (p := self.readable_model()) else None)
-
-    def require_model(self) -> Path:
-        if self._model_path is None or not self._model_path.is_file():
-            raise BytesupError(
-                f"Lesson {self.lesson_id} reads the model file, but none is readable here "
-                f"({self._model_path or 'the server did not say which file it serves'}). "
-                "Pass --model PATH.gguf (the same file the server runs)."
-            )
-        return self._model_path
-
-    # where the user's server runs -----------------------------------------------------------
-    def server_facts(self) -> dict[str, Any]:
-        """Where the user's server runs, decided once and recorded: on this host or not, on the CPU
-        or an accelerator, and so whether this host's measured memory bandwidth bounds its decode."""
-        return self.host("server_facts", self._server_facts)
-
-    def _server_facts(self) -> dict[str, Any]:
-        from urllib.parse import urlparse
-
-        url_host = urlparse(self.server.base_url).hostname or ""
-        local = _is_loopback(url_host) or url_host in environment.own_addresses()
-        server = self.identity.get("server", {})
-        ngl = (server.get("flags") or {}).get("--n-gpu-layers")
-        offloads = ngl is None or str(ngl) != "0"  # llama.cpp offloads by default where it can
-        devices = environment.accelerators(server.get("engine")) if local else []
-        on_accelerator = local and offloads and bool(devices)
-        if not local:
-            reason = f"the server runs on {url_host}, not on this host"
-        elif on_accelerator:
-            reason = f"the server offloads layers (--n-gpu-layers {ngl or 'default'}) to {devices[0]}, whose memory feeds decode"
-        else:
-            reason = "the server decodes on this host's CPU, from this host's memory"
-        return {"url_host": url_host, "local": local, "model_readable": bool(self._model_path and self._model_path.is_file()),
-                "accelerators": devices, "on_accelerator": on_accelerator,
-                "host_bandwidth_applies": local and not on_accelerator, "reason": reason}
-
-    def inherited_flags(self) -> list[str]:
-        """The user's server flags (threads, GPU layers, cache types…) for servers a lesson starts."""
-        flags = self.identity.get("server", {}).get("flags") or {}
-        return engine.flags_to_argv({k: v for k, v in flags.items() if k not in NOT_INHERITED})
-
-    # servers of the lesson's own --------------------------------------------------------
-    @contextlib.contextmanager
-    def local_server(self, label: str, model: Path | None, flags: list[str]) -> Iterator[LlamaServer]:
-        """Start a server of our own on a free port (lessons 7 and 8), recorded under `label`.
-        It runs with the user's server flags (see `inherited_flags`), then `flags`."""
-        if self._replay is not None:
-            client = LlamaServer("http://replay", transport=ReplayTransport(self._replay.exchanges, label, self._sink))
-            try:
-                yield client
-            finally:
-                client.close()
-            return
-        port = engine.free_port()
-        # Stopped and its state folder removed on every way out: an exception, Ctrl-C, SIGTERM
-        # (see runfolder.signals_raise), and by the kernel if this process is killed outright.
-        failed_to_start = False
-        try:
-            try:
-                started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
-                                              die_with_parent=True)
-            except ServerStartError:
-                failed_to_start = True
-                raise
-            client = LlamaServer(started.url, timeout=self.options.timeout,
-                                 transport=RecordingTransport(self._sink, label))
-            try:
-                yield client
-            finally:
-                client.close()
-        finally:
-            engine.stop_server(port)
-            # A throwaway port's state folder (pid, log) has nothing left to tell once its server is
-            # stopped; a server that failed to start keeps its log, which the error points at.
-            if not failed_to_start:
-                shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
-
-    # building the result -----------------------------------------------------------------
-    def step(self, text: str) -> None:
-        self.progress.step(text)
-
-    def track(self, items: Iterable[Any], text: str) -> Iterator[Any]:
-        return self.progress.track(items, text)
-
-    def table(self, name: str, title: str, columns: list[tuple[str, str]], rows: list[list[Any]], notes: list[str] | None = None) -> Table:
-        t = Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns], rows=rows, notes=notes or [])
-        self.tables.append(t)
-        return t
-
-    def measure(self, name: str, unit: str, samples: list[float], **kw: Any) -> Measurement:
-        m = Measurement.of(name, unit, samples, **kw)
-        self.measurements.append(m)
-        return m
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
-
-    def fact(self, name: str, value: Any) -> Any:
-        """A named value of the result (JSON: numbers, strings, lists, dicts) that `check` and
-        `compare` read by name instead of from a table's presentation."""
-        self.facts[name] = json.loads(json.dumps(value))
-        return self.facts[name]
-
-    def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Plot:
-        p = Plot(name=name, title=title, x_label=x_label, y_label=y_label, series=series, **kw)
-        self.plots.append(p)
-        return p
-
-    def finish(self) -> LessonResult:
-        finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        started = self.started_at
-        host_values = self.host_values
-        if self._replay is not None:
-            started, finished = self._replay.result.started_at, self._replay.result.finished_at
-            # Every host value of a replay is a recorded one; keep the recording's set and order
-            # (a value read inside another's measurement is never asked for when replaying).
-            host_values = self._replay.result.host_values
-        return LessonResult(
-            lesson_id=self.lesson_id, title=self.title, started_at=started, finished_at=finished,
-            model=self.identity.get("model", {}), server=self.identity.get("server", {}),
-            settings=self.settings, measurements=self.measurements, tables=self.tables,
-            notes=self.notes, plots=self.plots, facts=self.facts, host_values=host_values,
-            exchanges=f"http/{self.lesson_id}.jsonl", exchange_count=len(self._sink),
-        )
-
-
-# --- progress ------------------------------------------------------------------------
-
-class Reporter:
-    """Rich progress: one line for the lesson and its step, one bar for repeated work."""
-
-    def __init__(self, progress: Progress | None, lesson_id: str):
-        self.progress = progress
-        self.lesson_id = lesson_id
-        self.task = progress.add_task(f"{lesson_id}", total=None) if progress else None
-
-    def step(self, text: str) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, description=f"{self.lesson_id}: {text}")
-
-    def track(self, items: Iterable[Any], text: str) -> Iterator[Any]:
-        items = list(items)
-        if self.progress is None:
-            yield from items
-            return
-        sub = self.progress.add_task(f"  {text}", total=len(items))
-        for item in items:
-            yield item
-            self.progress.advance(sub)
-        self.progress.remove_task(sub)
-
-    def done(self) -> None:
-        if self.progress is not None:
-            self.progress.remove_task(self.task)
 
 
 # --- the run folder --------------------------------------------------------------------
@@ -487,17 +129,6 @@ def _engine_facts(url: str, props: dict, models: dict | None) -> dict:
 
     facts["batching"] = batch_sizes(facts.get("flags"))
     return facts
-
-
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _observed_engine(props: dict) -> dict:
@@ -951,13 +582,3 @@ def print_summary(console: Console, run_dir: Path, manifest: dict, ran: list[str
     if manifest["status"] != "complete":
         command = resume or resume_command(manifest.get("command") or [], run_dir)
         console.print(f"The run is incomplete: `{rich_text(command)}` continues it.", highlight=False, soft_wrap=True)
-
-
-# --- a lesson run as a script ----------------------------------------------------------
-
-def script_main(lesson_file: str) -> None:
-    """`python lessons/NN_name.py [--server URL] [--out DIR] [--replay RUN_DIR] [--model GGUF] …`"""
-    from .cli import app
-
-    lesson_id = Path(lesson_file).stem
-    sys.exit(app(["run", lesson_id, "--print", *sys.argv[1:]], prog_name=f"python lessons/{lesson_id}.py", standalone_mode=True))
