@@ -18,6 +18,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from bytesup import runfolder, storage
 from bytesup import runner as runner_module
 from bytesup.cli import app
 from bytesup.compare import load_run
@@ -256,7 +257,7 @@ def test_hostile_text_stays_text_in_every_markdown_file(tmp_path):
                             "02_x": {"status": "failed", "error": f"{HOSTILE['heading']}\n{HOSTILE['name']} | x"}}}
     pages = {
         "lesson": lesson_md(result),
-        "index": runner_module.run_readme(tmp_path / "evil<b>", manifest),
+        "index": runfolder.run_readme(tmp_path / "evil<b>", manifest),
         "report": report_md(Run(path=tmp_path / "r", manifest=manifest, results={"01_model_on_disk": result}), None),
     }
     for name, text in pages.items():
@@ -329,15 +330,18 @@ def test_model_build_into_a_folder_or_a_read_only_folder_says_what_to_do(tmp_pat
 
 
 def _disk_full_for(monkeypatch, match: str) -> None:
-    real = runner_module.write_jsonl_atomic, runner_module.write_json_atomic
+    # The lessons' files are written by runfolder (save_lesson, keep_failed), the manifest by the runner.
+    real = storage.write_jsonl_atomic, storage.write_json_atomic
 
     def full(path, data, _real):
         if match in str(path):
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return _real(path, data)
 
-    monkeypatch.setattr(runner_module, "write_jsonl_atomic", lambda p, d: full(p, d, real[0]))
-    monkeypatch.setattr(runner_module, "write_json_atomic", lambda p, d: full(p, d, real[1]))
+    for module in (runner_module, runfolder):
+        if hasattr(module, "write_jsonl_atomic"):
+            monkeypatch.setattr(module, "write_jsonl_atomic", lambda p, d: full(p, d, real[0]))
+        monkeypatch.setattr(module, "write_json_atomic", lambda p, d: full(p, d, real[1]))
 
 
 def test_a_full_disk_stops_the_run_and_says_how_to_resume(lessons, tmp_path, httpx_mock, monkeypatch):

@@ -10,8 +10,13 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from . import check as checks
+from . import compare as cmp
+from .cli_common import fail
 from .errors import BytesupError
 from .escape import rich_text
+from .report import write_run_report
+from .runs import load_run
 from .storage import write_text_atomic
 
 
@@ -29,8 +34,7 @@ ReferenceOpt = Annotated[Optional[list[Path]], typer.Option(
 
 
 def register(app: typer.Typer) -> None:
-    # cli.py calls this at its end, after its one error printer is defined.
-    from .cli import fail as _fail
+    """Add `compare`, `check` and `report` to the `bytesup` app (cli.py calls this once)."""
 
     @app.command("compare")
     def compare_cmd(
@@ -59,15 +63,13 @@ def register(app: typer.Typer) -> None:
 
         Example, after a llama.cpp upgrade: bytesup compare outputs/2026-10-12 outputs/2026-11-30 --threshold 10% --format md --output changes.md
         """
-        from . import compare as cmp
-
         out, err = Console(), Console(stderr=True)
         try:
             limit = cmp.parse_threshold(threshold)
             a, b = cmp.load_run(run_a), cmp.load_run(run_b)
             comparison = cmp.compare_runs(a, b, limit)
         except BytesupError as exc:
-            raise _fail(exc)
+            raise fail(exc) from None
         fmt_ = format_
         if output is not None and fmt_ is CompareFormat.table:
             fmt_ = CompareFormat.json if output.suffix.lower() == ".json" else CompareFormat.md
@@ -101,9 +103,6 @@ def register(app: typer.Typer) -> None:
 
         Each claim ends as pass, fail (both numbers and the tolerance) or not applicable. Exit status 1 when any claim fails. Writes check.md and check.json into the run folder.
         """
-        from . import check as checks
-        from .runs import load_run
-
         out, err = Console(), Console(stderr=True)
         try:
             loaded = load_run(run)
@@ -116,7 +115,7 @@ def register(app: typer.Typer) -> None:
             report = checks.check_run(loaded, reference)
             paths = checks.write_report(report) if write else None
         except BytesupError as exc:
-            raise _fail(exc)
+            raise fail(exc) from None
         checks.print_rich(report, out)
         for problem in loaded.problems:
             err.print(f"[yellow]note:[/yellow] {rich_text(problem)}", highlight=False, soft_wrap=True)
@@ -135,13 +134,11 @@ def register(app: typer.Typer) -> None:
 
         The page starts with the manifest's summary (host, engine and flags, model, code commit, status), then every lesson's tables, measurements and plots in lesson order, then the results of `bytesup check`. Open it in any Markdown viewer; plot links point into plots/ beside it.
         """
-        from .report import write_run_report
-
         err = Console(stderr=True)
         try:
             readme, report = write_run_report(run, reference, run_checks)
         except BytesupError as exc:
-            raise _fail(exc)
+            raise fail(exc) from None
         Console().print(rich_text(f"wrote {readme}" + (f" (checks: {report.summary()})" if report else "")), highlight=False, soft_wrap=True)
         if report is not None and report.failed:
             err.print("[yellow]some checks failed: see the Checks section of the page[/yellow]")

@@ -23,7 +23,7 @@ from .client import LlamaServer
 from .errors import BytesupError, ReplayMiss, ServerStartError
 from .formulas import server_threads
 from .gguf_read import read_model_info
-from .options import RunOptions
+from .options import LessonOptions, RunOptions
 from .replay import RecordingTransport, ReplayTransport
 from .results import Column, LessonResult, Measurement, Plot, Series, Table
 from .runs import ReplaySource
@@ -131,8 +131,20 @@ class LessonContext:
         return self._replay is not None
 
     def option(self, name: str, default: Any = None) -> Any:
-        """A lesson option (--bandwidth-gbs, --sizes); recorded, so a replay sees the recorded run's."""
-        return self.host(f"option_{name}", lambda: self.options.lesson_options.get(name, default))
+        """A lesson option (a field of `LessonOptions`: --bandwidth-gbs, --sizes), validated and typed;
+        `default` when it was not given. Recorded as the host value `option_<name>`, so a replay sees
+        the recorded run's (validated the same way)."""
+        if name not in LessonOptions.model_fields:
+            raise BytesupError(f"Lesson {self.lesson_id} asks for the option {name!r}, which bytesup does not have. "
+                               f"Lesson options: {', '.join(LessonOptions.model_fields)} (see options.LessonOptions).")
+
+        def given() -> Any:
+            value = getattr(self.options.lesson_options, name)
+            return default if value is None else value
+
+        value = LessonOptions.parse({name: self.host(f"option_{name}", given)})
+        typed = getattr(value, name)
+        return default if typed is None else typed
 
     # host measurements -----------------------------------------------------------------
     def host(self, name: str, measure: Callable[[], Any]) -> Any:
