@@ -339,3 +339,63 @@ def test_batch_sizes_and_prefill_weight_reads():
     # No --threads (or llama.cpp's -1): the physical cores given, as llama.cpp's default.
     assert formulas.server_threads({}, 8) == 8 and formulas.server_threads(None, 2) == 2
     assert formulas.server_threads({"--threads": "-1"}, 4) == 4 and formulas.server_threads({"--threads": "x"}, 4) == 4
+
+
+# --- where the server runs: the rule on hand-made setups ------------------------------------------
+
+def test_a_local_cpu_server_is_bounded_by_this_hosts_bandwidth():
+    from bytesup.serverfacts import ServerSetup, decide
+
+    facts = decide(ServerSetup(url_host="127.0.0.1", local=True, n_gpu_layers=None, accelerators=[], model_readable=True))
+    assert (facts.local, facts.on_accelerator, facts.host_bandwidth_applies) == (True, False, True)
+    assert facts.reason == "the server decodes on this host's CPU, from this host's memory"
+    # A GPU here, but --n-gpu-layers 0 keeps every layer on the CPU: the host's bandwidth still bounds decode.
+    cpu_only = decide(ServerSetup(url_host="localhost", local=True, n_gpu_layers="0", accelerators=["CUDA0 (NVIDIA H200)"]))
+    assert (cpu_only.on_accelerator, cpu_only.host_bandwidth_applies) == (False, True)
+
+
+@pytest.mark.parametrize("ngl", ["99", None])  # given, or llama.cpp's default (offload where it can)
+def test_a_local_server_offloading_to_a_gpu_is_not_bounded_by_this_hosts_bandwidth(ngl):
+    from bytesup.serverfacts import ServerSetup, decide
+
+    facts = decide(ServerSetup(url_host="127.0.0.1", local=True, n_gpu_layers=ngl, accelerators=["CUDA0 (NVIDIA H200)"]))
+    assert facts.on_accelerator is True and facts.host_bandwidth_applies is False
+    assert facts.reason == (f"the server offloads layers (--n-gpu-layers {ngl or 'default'}) to CUDA0 (NVIDIA H200), "
+                            "whose memory feeds decode")
+
+
+def test_a_remote_server_is_not_bounded_by_this_hosts_bandwidth():
+    from bytesup.serverfacts import ServerSetup, decide
+
+    facts = decide(ServerSetup(url_host="gpu-box", local=False, n_gpu_layers="0", accelerators=[]))
+    assert (facts.local, facts.on_accelerator, facts.host_bandwidth_applies) == (False, False, False)
+    assert facts.reason == "the server runs on gpu-box, not on this host"
+
+
+def test_loopback_hosts():
+    from bytesup.serverfacts import is_loopback
+
+    assert is_loopback("localhost") and is_loopback("127.0.0.1") and is_loopback("127.1.2.3") and is_loopback("::1")
+    assert not is_loopback("10.0.0.1") and not is_loopback("gpu-box") and not is_loopback("")
+
+
+def test_server_facts_are_observed_once_and_recorded_as_before(monkeypatch, tmp_path):
+    """The context observes the setup (URL, flags, this host's devices) and records the rule's result
+    under `server_facts`, with the keys recorded runs have, in their order."""
+    from bytesup import environment
+    from bytesup.client import LlamaServer
+    from bytesup.lesson import LessonContext, Reporter
+
+    monkeypatch.setattr(environment, "accelerators", lambda engine: ["Metal (Apple M2)"] if engine == "llama-server" else [])
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    ctx = LessonContext("t", "t", server=LlamaServer("http://127.0.0.1:8099"), options=RunOptions(command=["t"]),
+                        model_path=model, sink=[], replay=None, progress=Reporter(None, "t"))
+    ctx.identity = {"server": {"engine": "llama-server", "flags": {"--n-gpu-layers": "99"}}}
+    facts = ctx.server_facts()
+    assert facts == {"url_host": "127.0.0.1", "local": True, "model_readable": True, "accelerators": ["Metal (Apple M2)"],
+                     "on_accelerator": True, "host_bandwidth_applies": False,
+                     "reason": "the server offloads layers (--n-gpu-layers 99) to Metal (Apple M2), whose memory feeds decode"}
+    assert ctx.host_values["server_facts"] == facts
+    recorded = json.loads((Path(__file__).parent / "fixtures" / "runs" / "04_next_token" / "04_next_token.json").read_text())
+    assert list(facts) == list(recorded["host_values"]["server_facts"])

@@ -24,8 +24,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table as RichTable
+
 from .errors import BytesupError, RunFolderError
 from .escape import md_text
+from .escape import rich_text as esc
 from .render import fmt, measurement_label
 from .results import LessonResult, Measurement, Table
 from .runs import Run, load_run
@@ -534,10 +538,7 @@ def load_line(c: Comparison) -> str:
     return f"Load average (1, 5, 15 min) before the run: A {fmt(la)} · B {fmt(lb)}."
 
 
-def print_rich(c: Comparison, console) -> None:
-    from .escape import rich_text as esc
-    from rich.table import Table as RichTable
-
+def print_rich(c: Comparison, console: Console) -> None:
     console.print(f"[bold]A[/bold] {esc(str(c.a.path))}\n[bold]B[/bold] {esc(str(c.b.path))}", highlight=False)
     if c.identity:
         t = RichTable(title="what differs between the runs", title_justify="left")

@@ -23,8 +23,11 @@ from pathlib import Path
 
 import httpx
 
-from .errors import ServerStartError
+from .errors import BytesupError, ServerStartError
+from .gguf_read import check_gguf
+from .models import PRESETS, ensure_model
 from .paths import server_state_dir
+from .realmodel import REAL_MODELS
 
 # The course's server settings; flags given by the user replace these one by one.
 DEFAULT_FLAGS = ["--host", "127.0.0.1", "--port", "8099", "-c", "2048", "-ngl", "99", "--parallel", "1", "--metrics"]
@@ -301,10 +304,6 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     An API key reaches the engine through the LLAMA_API_KEY environment variable (read by
     llama-server and by `python -m bytesup.server`), never on its command line, where `ps` shows it.
     `die_with_parent`: stop the server when this process dies (servers of a lesson's own)."""
-    from .gguf_read import check_gguf
-    from .models import PRESETS, ensure_model
-    from .realmodel import REAL_MODELS
-
     merged = merge_flags(list(flags))
     if model is None and merged.get("--model"):
         model = merged["--model"]
@@ -470,8 +469,6 @@ def _port_from(argv: list[str], default: int = 8099) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m bytesup.engine start [MODEL] [flags…] | stop [--port N] | status [--port N]`."""
-    from .errors import BytesupError
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[1:2] in (["-h"], ["--help"]):
         print(__doc__)
