@@ -289,7 +289,7 @@ def test_a_failed_forced_lesson_sets_its_old_result_aside_and_resume_reruns_it(l
     assert entry["status"] == "failed"
     assert not (out / "02_decode.json").exists() and not (out / "02_decode.md").exists()
     assert (out / entry["set_aside"] / "02_decode.json").read_bytes() == old  # moved, not lost
-    failed = [json.loads(l) for l in (out / entry["failed_exchanges"]).read_text().splitlines()]
+    failed = [json.loads(ln) for ln in (out / entry["failed_exchanges"]).read_text().splitlines()]
     assert failed and failed[0]["status"] == 500  # kept for diagnosis
     assert "02_decode" not in load_run(out).results
     res = cli.invoke(app, ["check", str(out)])

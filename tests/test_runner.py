@@ -27,7 +27,8 @@ TITLE = "Tokens (test)"
 def main(ctx: LessonContext):
     tok = ctx.server.tokenize("The capital of France is Paris")
     n = ctx.host("a_host_number", lambda: 1.5)
-    ctx.table("ids", "Token ids", [("id", ""), ("piece", "")], [[t.id, t.piece] for t in tok.tokens], notes=[f"{len(tok.tokens)} tokens, host value {n}"])
+    ctx.table("ids", "Token ids", [("id", ""), ("piece", "")], [[t.id, t.piece] for t in tok.tokens],
+              notes=[f"{len(tok.tokens)} tokens, host value {n}"])
     return ctx.finish()
 if __name__ == "__main__":
     from bytesup.cli import lesson_script_main
@@ -38,7 +39,8 @@ LESSON_DECODE = '''"""Decode lesson for tests."""
 from bytesup.records import decode_tokens_per_s
 TITLE = "Decode (test)"
 def main(ctx):
-    done = [ctx.server.completion("def fibonacci(n):\\n    if n", n_predict=16, temperature=0, seed=42, cache_prompt=False, ignore_eos=True) for _ in range(2)]
+    done = [ctx.server.completion("def fibonacci(n):\\n    if n", n_predict=16, temperature=0, seed=42, cache_prompt=False,
+                                  ignore_eos=True) for _ in range(2)]
     ctx.measure("decode_tokens_per_s", "tokens/s", [decode_tokens_per_s(d.timings) for d in done], higher_is_better=True)
     return ctx.finish()
 '''
@@ -58,7 +60,8 @@ def serve(httpx_mock, *, decode: bool = True) -> None:
     for name, path in [("health", "/health"), ("props", "/props"), ("v1_models", "/v1/models"), ("tokenize_paris", "/tokenize")]:
         httpx_mock.add_response(url=URL + path, json=load_fixture(name)["response"], is_reusable=True, is_optional=True)
     if decode:
-        httpx_mock.add_response(url=URL + "/completion", json=load_fixture("completion_decode")["response"], is_reusable=True, is_optional=True)
+        httpx_mock.add_response(url=URL + "/completion", json=load_fixture("completion_decode")["response"],
+                                is_reusable=True, is_optional=True)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -77,7 +80,7 @@ def test_run_writes_a_complete_folder(lessons, tmp_path, httpx_mock):
     assert manifest["engine"]["props"]["model_path"].endswith(".gguf")
     result = load_result(json.loads((out / "02_decode.json").read_text()), "02_decode")
     assert len(result.measurement("decode_tokens_per_s").samples) == 2
-    exchanges = [json.loads(l) for l in (out / "http" / "02_decode.jsonl").read_text().splitlines()]
+    exchanges = [json.loads(ln) for ln in (out / "http" / "02_decode.jsonl").read_text().splitlines()]
     assert [e["path"] for e in exchanges] == ["/completion", "/completion"] and exchanges[0]["status"] == 200
     assert "[Tokens (test)](01_tokens.md)" in (out / "README.md").read_text()
     assert "| id | piece |" in (out / "01_tokens.md").read_text()

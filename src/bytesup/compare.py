@@ -218,7 +218,7 @@ def compare_measurements(lesson: str, ra: LessonResult, rb: LessonResult, thresh
         ma = [m for m in ra.measurements if m.name == name]
         mb = [m for m in rb.measurements if m.name == name]
         unmatched_b = list(mb)
-        pairs: list[tuple[Measurement | None, Measurement | None]] = []
+        pairs: list[tuple[Measurement, Measurement]] = []
         leftover_a = []
         for m in ma:
             twin = next((x for x in unmatched_b if _settings_key(x.settings) == _settings_key(m.settings) and x.unit == m.unit), None)

@@ -22,11 +22,11 @@ class LessonOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     bandwidth_gbs: float | None = Field(
-        None, gt=0, allow_inf_nan=False,
+        default=None, gt=0, allow_inf_nan=False,
         description="a memory bandwidth (GB/s, a positive number) to compute the decode ceiling for, besides this host's measured one "
                     "(lessons 1, 4 and 8)")
     sizes: list[str] | None = Field(
-        None, min_length=1,
+        default=None, min_length=1,
         description="capstone: the model presets to sweep, comma-separated on the command line (see `bytesup model build --list`)")
 
     @field_validator("sizes", mode="before")
@@ -55,7 +55,8 @@ class LessonOptions(BaseModel):
 
 OPTION_HINTS = {
     "bandwidth_gbs": "give a positive number of GB/s, e.g. --bandwidth-gbs 273",
-    "sizes": "give one or more model names separated by commas, e.g. --sizes tiny-q8_0,small-q8_0 (`bytesup model build --list` names them)",
+    "sizes": ("give one or more model names separated by commas, e.g. --sizes tiny-q8_0,small-q8_0 "
+              "(`bytesup model build --list` names them)"),
 }
 
 

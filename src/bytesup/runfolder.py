@@ -250,7 +250,7 @@ def differences(recorded: Any, replayed: Any, where: str = "", limit: int = 5) -
             for k in sorted(a.keys() | b.keys(), key=str):
                 walk(a.get(k, "(absent)"), b.get(k, "(absent)"), f"{at}.{k}" if at else str(k))
         elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-            for i, (x, y) in enumerate(zip(a, b)):
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
                 walk(x, y, f"{at}[{i}]")
         elif a != b:
             out.append(f"{at}: {json.dumps(a, ensure_ascii=False)[:80]} → {json.dumps(b, ensure_ascii=False)[:80]}")

@@ -23,7 +23,8 @@ def print_summary(console: Console, run_dir: Path, manifest: dict, ran: list[str
     for lid in ran:
         e = manifest["lessons"][lid]
         color = {"ok": "green", "failed": "red"}.get(e["status"], "yellow")
-        table.add_row(lid, f"[{color}]{e['status']}[/{color}]", f"{lid}.json, {lid}.md" if e["status"] == "ok" else rich_text(e.get("error", "")[:160]))
+        files = f"{lid}.json, {lid}.md" if e["status"] == "ok" else rich_text(e.get("error", "")[:160])
+        table.add_row(lid, f"[{color}]{e['status']}[/{color}]", files)
     console.print(table)
     if manifest["status"] != "complete":
         command = resume or resume_command(manifest.get("command") or [], run_dir)
