@@ -24,7 +24,8 @@ from bytesup.cli import app
 from bytesup.compare import load_run
 from bytesup.errors import BytesupError, RunFolderError
 from bytesup.runfolder import LOCK_FILE, DiskFull, RunLock
-from bytesup.runner import RunOptions, run_lessons
+from bytesup.options import RunOptions
+from bytesup.runner import run_lessons
 
 from conftest import load_fixture
 from test_runner import LESSON_DECODE, URL, lessons, serve, snapshot  # noqa: F401 (lessons is a fixture)

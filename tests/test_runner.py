@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from bytesup.cli import app
 from bytesup.errors import RunFolderError, SchemaError
 from bytesup.results import SCHEMA_VERSION, load_result
-from bytesup.runner import RunOptions, run_lessons
+from bytesup.options import RunOptions
+from bytesup.runner import run_lessons
 
 from conftest import load_fixture
 
@@ -272,7 +273,7 @@ def test_resume_with_nothing_left_keeps_the_recorded_facts(lessons, tmp_path, ht
 
 def test_the_run_bandwidth_is_measured_once_and_shared(monkeypatch):
     from bytesup import hostbench
-    from bytesup.runner import RunShared
+    from bytesup.lesson import RunShared
 
     calls = []
 
