@@ -87,6 +87,7 @@ class RunShared:
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
+
 # --- the context a lesson gets -------------------------------------------------------
 
 class LessonContext:
@@ -95,8 +96,8 @@ class LessonContext:
     replaying, it answers from the recorded run."""
 
     def __init__(self, lesson_id: str, title: str, *, server: LlamaServer, options: RunOptions,
-                 model_path: Path | None, sink: list[dict], replay: "ReplaySource | None",
-                 progress: "Reporter", shared: RunShared | None = None):
+                 model_path: Path | None, sink: list[dict], replay: ReplaySource | None,
+                 progress: Reporter, shared: RunShared | None = None):
         self.lesson_id = lesson_id
         self.shared = shared if shared is not None else RunShared({}, replaying=replay is not None)
         self.title = title
