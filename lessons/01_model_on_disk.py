@@ -28,7 +28,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 from bytesup import ceiling, formulas, hostbench, published
 from bytesup.ceiling import Ceiling
 from bytesup.gguf_read import read_model_info
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "What a model is on disk"
 
@@ -553,4 +553,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

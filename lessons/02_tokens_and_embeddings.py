@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from bytesup.gguf_read import embedding_row, is_synthetic_metadata, read_model_info
+from bytesup.lesson import LessonContext
 from bytesup.records import ModelList, Props, Tokenized, TokenPiece, shown_token
-from bytesup.runner import LessonContext, script_main
 
 TITLE = "Tokens and embeddings"
 
@@ -461,4 +461,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

@@ -25,7 +25,7 @@ import numpy as np
 
 from bytesup import hostbench, published
 from bytesup.results import Series
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "A layer is matrix multiplication"
 
@@ -469,4 +469,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

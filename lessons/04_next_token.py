@@ -26,7 +26,7 @@ import numpy as np
 from bytesup import ceiling, formulas, hostbench, measure, published
 from bytesup.ceiling import Ceiling, Efficiency, Spread
 from bytesup.records import Completion, shown_token
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "The forward pass"
 
@@ -481,4 +481,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

@@ -38,7 +38,7 @@ from bytesup.records import (
     shown_token,
 )
 from bytesup.results import Series
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "Generating text"
 
@@ -1206,4 +1206,6 @@ def render_spec_arithmetic(ctx: LessonContext, rows: list[SpecArithmetic]) -> No
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

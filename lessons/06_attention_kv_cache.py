@@ -37,7 +37,7 @@ from bytesup.records import (
     prefill_tokens_per_s,
 )
 from bytesup.results import Series
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "Attention and the KV cache"
 
@@ -736,4 +736,6 @@ def render_cache_vs_no_cache(ctx: LessonContext, p: int, c: CacheVsNoCache) -> N
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

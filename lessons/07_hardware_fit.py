@@ -28,7 +28,7 @@ from bytesup.ceiling import Spread, ceiling_at
 from bytesup.errors import BytesupError
 from bytesup.records import Completion, decode_tokens_per_s
 from bytesup.results import Series
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "The hardware fit"
 
@@ -669,4 +669,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

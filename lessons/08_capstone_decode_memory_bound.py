@@ -32,7 +32,7 @@ from bytesup.errors import BytesupError
 from bytesup.gguf_read import read_model_info
 from bytesup.records import Completion, shown_token
 from bytesup.results import Series
-from bytesup.runner import LessonContext, script_main
+from bytesup.lesson import LessonContext
 
 TITLE = "Why LLM decode is memory-bound"
 
@@ -590,4 +590,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    script_main(__file__)
+    from bytesup.cli import lesson_script_main
+
+    lesson_script_main(__file__)

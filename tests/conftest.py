@@ -30,7 +30,7 @@ def load_fixture(name: str) -> dict:
 @pytest.fixture(scope="module")
 def lesson(request):
     """The lesson's module, loaded the way the runner loads it."""
-    from bytesup.runner import load_lesson
+    from bytesup.catalog import load_lesson
 
     return load_lesson(request.module.LESSON)
 

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 from bytesup.results import LessonResult, load_result
-from bytesup.runner import RunOptions, run_lessons
+from bytesup.options import RunOptions
+from bytesup.runner import run_lessons
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 
@@ -98,7 +99,9 @@ def hand_context(lesson_id: str, server, *, host_values: dict | None = None, ban
     """A LessonContext over hand-made answers: `host_values` answer ctx.host(...) (a value not given
     fails with ReplayMiss naming it), `bandwidth` is the run's bandwidth reading (`host_bandwidth.before`)."""
     from bytesup.results import LessonResult
-    from bytesup.runner import LessonContext, ReplaySource, Reporter, RunOptions, RunShared
+    from bytesup.lesson import LessonContext, Reporter, RunShared
+    from bytesup.options import RunOptions
+    from bytesup.runs import ReplaySource
 
     values = {"repeat": 2, **(host_values or {})}
     recorded = LessonResult(lesson_id=lesson_id, title="hand-made", started_at="2026-01-01T00:00:00+00:00",

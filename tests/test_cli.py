@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from bytesup.cli import app
 from bytesup.engine import free_port
+from bytesup.errors import BytesupError
 from bytesup.models import SYNTHETIC_DEFAULT, ensure_model, file_sha256
 
 runner = CliRunner()
@@ -54,3 +55,42 @@ def test_server_start_status_stop(tmp_path):
         stopped = runner.invoke(app, ["server", "stop", "--port", str(port)])
     assert stopped.exit_code == 0 and "stopped" in stopped.output
     assert not (Path(os.environ["BYTESUP_STATE"]) / f"server-{port}" / "pid").exists()
+
+
+# --- lesson options: typed and validated once, at the command line --------------------------------
+
+def test_lesson_options_are_parsed_and_typed():
+    from bytesup.options import LessonOptions, RunOptions
+
+    opts = LessonOptions.parse({"bandwidth_gbs": "273", "sizes": " tiny-q8_0, small-q8_0,, "})
+    assert opts.bandwidth_gbs == 273.0 and isinstance(opts.bandwidth_gbs, float)
+    assert opts.sizes == ["tiny-q8_0", "small-q8_0"]
+    assert opts.given() == {"bandwidth_gbs": 273.0, "sizes": ["tiny-q8_0", "small-q8_0"]}
+    assert LessonOptions.parse({}).given() == {}  # the manifest records only the options given
+    # RunOptions validates a plain dict the same way.
+    assert RunOptions(command=["t"], lesson_options={"sizes": "a,b"}).lesson_options.sizes == ["a", "b"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--bandwidth-gbs", "-1"], "--bandwidth-gbs -1.0 is not valid"),
+    (["--bandwidth-gbs", "inf"], "give a positive number of GB/s"),
+    (["--sizes", " , "], "--sizes"),
+])
+def test_a_bad_lesson_option_stops_the_run_before_it_starts(tmp_path, args, words):
+    res = runner.invoke(app, ["run", "04_next_token", "--replay", str(tmp_path / "nowhere"), "--out", str(tmp_path / "run"), *args])
+    assert res.exit_code == 2, res.output
+    assert words in " ".join(res.output.split())
+    assert not (tmp_path / "run").exists()
+
+
+def test_ctx_option_returns_the_typed_value_and_records_it_as_given(tmp_path):
+    from bytesup.lesson import LessonContext, Reporter
+    from bytesup.options import RunOptions
+
+    ctx = LessonContext("t", "t", server=None, options=RunOptions(command=["t"], lesson_options={"bandwidth_gbs": 100}),
+                        model_path=None, sink=[], replay=None, progress=Reporter(None, "t"))
+    assert ctx.option("bandwidth_gbs") == 100.0 and ctx.option("sizes") is None
+    assert ctx.host_values == {"option_bandwidth_gbs": 100.0, "option_sizes": None}  # recorded exactly as today
+    assert ctx.option("sizes", ["x"]) == ["x"]
+    with pytest.raises(BytesupError, match="no_such_option"):
+        ctx.option("no_such_option")

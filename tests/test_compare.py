@@ -128,7 +128,7 @@ def test_a_halved_decode_speed_is_worse_and_fails_on_regression(two_runs, tmp_pa
     assert failing.exit_code == 3
     assert "regression" in failing.output and "decode_tokens_per_s_short_prompt" in failing.output
     text = report.read_text(encoding="utf-8")
-    line = next(l for l in text.splitlines() if "decode_tokens_per_s_short_prompt" in l)
+    line = next(ln for ln in text.splitlines() if "decode_tokens_per_s_short_prompt" in ln)
     assert f"| {factor:.3f}× | worse" in line
     assert "1 worse" in text
 

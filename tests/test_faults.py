@@ -18,12 +18,14 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from bytesup import runfolder, storage
 from bytesup import runner as runner_module
 from bytesup.cli import app
 from bytesup.compare import load_run
 from bytesup.errors import BytesupError, RunFolderError
 from bytesup.runfolder import LOCK_FILE, DiskFull, RunLock
-from bytesup.runner import RunOptions, run_lessons
+from bytesup.options import RunOptions
+from bytesup.runner import run_lessons
 
 from conftest import load_fixture
 from test_runner import LESSON_DECODE, URL, lessons, serve, snapshot  # noqa: F401 (lessons is a fixture)
@@ -256,7 +258,7 @@ def test_hostile_text_stays_text_in_every_markdown_file(tmp_path):
                             "02_x": {"status": "failed", "error": f"{HOSTILE['heading']}\n{HOSTILE['name']} | x"}}}
     pages = {
         "lesson": lesson_md(result),
-        "index": runner_module.run_readme(tmp_path / "evil<b>", manifest),
+        "index": runfolder.run_readme(tmp_path / "evil<b>", manifest),
         "report": report_md(Run(path=tmp_path / "r", manifest=manifest, results={"01_model_on_disk": result}), None),
     }
     for name, text in pages.items():
@@ -288,7 +290,7 @@ def test_a_failed_forced_lesson_sets_its_old_result_aside_and_resume_reruns_it(l
     assert entry["status"] == "failed"
     assert not (out / "02_decode.json").exists() and not (out / "02_decode.md").exists()
     assert (out / entry["set_aside"] / "02_decode.json").read_bytes() == old  # moved, not lost
-    failed = [json.loads(l) for l in (out / entry["failed_exchanges"]).read_text().splitlines()]
+    failed = [json.loads(ln) for ln in (out / entry["failed_exchanges"]).read_text().splitlines()]
     assert failed and failed[0]["status"] == 500  # kept for diagnosis
     assert "02_decode" not in load_run(out).results
     res = cli.invoke(app, ["check", str(out)])
@@ -329,15 +331,18 @@ def test_model_build_into_a_folder_or_a_read_only_folder_says_what_to_do(tmp_pat
 
 
 def _disk_full_for(monkeypatch, match: str) -> None:
-    real = runner_module.write_jsonl_atomic, runner_module.write_json_atomic
+    # The lessons' files are written by runfolder (save_lesson, keep_failed), the manifest by the runner.
+    real = storage.write_jsonl_atomic, storage.write_json_atomic
 
     def full(path, data, _real):
         if match in str(path):
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return _real(path, data)
 
-    monkeypatch.setattr(runner_module, "write_jsonl_atomic", lambda p, d: full(p, d, real[0]))
-    monkeypatch.setattr(runner_module, "write_json_atomic", lambda p, d: full(p, d, real[1]))
+    for module in (runner_module, runfolder):
+        if hasattr(module, "write_jsonl_atomic"):
+            monkeypatch.setattr(module, "write_jsonl_atomic", lambda p, d: full(p, d, real[0]))
+        monkeypatch.setattr(module, "write_json_atomic", lambda p, d: full(p, d, real[1]))
 
 
 def test_a_full_disk_stops_the_run_and_says_how_to_resume(lessons, tmp_path, httpx_mock, monkeypatch):
@@ -429,7 +434,7 @@ LESSON_WATCH = '''"""Reads its own manifest entry while it runs."""
 import json
 TITLE = "Watch (test)"
 def main(ctx):
-    from bytesup.runner import read_manifest
+    from bytesup.runs import read_manifest
     status = ctx.host("status", lambda: read_manifest(ctx.options.run_dir)["lessons"]["04_watch"]["status"])
     ctx.table("s", "Status", [("status", "")], [[status]])
     return ctx.finish()

@@ -27,7 +27,8 @@ from bytesup import client
 from bytesup.cli import app
 from bytesup.engine import free_port
 from bytesup.errors import BytesupError, ServerUnreachable
-from bytesup.runner import RunOptions, run_lessons
+from bytesup.options import RunOptions
+from bytesup.runner import run_lessons
 
 from conftest import load_fixture
 from lessonkit import recorded

@@ -15,27 +15,33 @@ from typer.testing import CliRunner
 from bytesup.cli import app
 from bytesup.errors import RunFolderError, SchemaError
 from bytesup.results import SCHEMA_VERSION, load_result
-from bytesup.runner import RunOptions, run_lessons
+from bytesup.options import RunOptions
+from bytesup.runner import run_lessons
 
 from conftest import load_fixture
 
 URL = "http://127.0.0.1:8099"
 
 LESSON_TOKENS = '''"""Tokens lesson for tests."""
-from bytesup.runner import script_main
+from bytesup.lesson import LessonContext
 TITLE = "Tokens (test)"
-def main(ctx):
+def main(ctx: LessonContext):
     tok = ctx.server.tokenize("The capital of France is Paris")
     n = ctx.host("a_host_number", lambda: 1.5)
-    ctx.table("ids", "Token ids", [("id", ""), ("piece", "")], [[t.id, t.piece] for t in tok.tokens], notes=[f"{len(tok.tokens)} tokens, host value {n}"])
+    ctx.table("ids", "Token ids", [("id", ""), ("piece", "")], [[t.id, t.piece] for t in tok.tokens],
+              notes=[f"{len(tok.tokens)} tokens, host value {n}"])
     return ctx.finish()
+if __name__ == "__main__":
+    from bytesup.cli import lesson_script_main
+    lesson_script_main(__file__)
 '''
 
 LESSON_DECODE = '''"""Decode lesson for tests."""
 from bytesup.records import decode_tokens_per_s
 TITLE = "Decode (test)"
 def main(ctx):
-    done = [ctx.server.completion("def fibonacci(n):\\n    if n", n_predict=16, temperature=0, seed=42, cache_prompt=False, ignore_eos=True) for _ in range(2)]
+    done = [ctx.server.completion("def fibonacci(n):\\n    if n", n_predict=16, temperature=0, seed=42, cache_prompt=False,
+                                  ignore_eos=True) for _ in range(2)]
     ctx.measure("decode_tokens_per_s", "tokens/s", [decode_tokens_per_s(d.timings) for d in done], higher_is_better=True)
     return ctx.finish()
 '''
@@ -55,7 +61,8 @@ def serve(httpx_mock, *, decode: bool = True) -> None:
     for name, path in [("health", "/health"), ("props", "/props"), ("v1_models", "/v1/models"), ("tokenize_paris", "/tokenize")]:
         httpx_mock.add_response(url=URL + path, json=load_fixture(name)["response"], is_reusable=True, is_optional=True)
     if decode:
-        httpx_mock.add_response(url=URL + "/completion", json=load_fixture("completion_decode")["response"], is_reusable=True, is_optional=True)
+        httpx_mock.add_response(url=URL + "/completion", json=load_fixture("completion_decode")["response"],
+                                is_reusable=True, is_optional=True)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -74,7 +81,7 @@ def test_run_writes_a_complete_folder(lessons, tmp_path, httpx_mock):
     assert manifest["engine"]["props"]["model_path"].endswith(".gguf")
     result = load_result(json.loads((out / "02_decode.json").read_text()), "02_decode")
     assert len(result.measurement("decode_tokens_per_s").samples) == 2
-    exchanges = [json.loads(l) for l in (out / "http" / "02_decode.jsonl").read_text().splitlines()]
+    exchanges = [json.loads(ln) for ln in (out / "http" / "02_decode.jsonl").read_text().splitlines()]
     assert [e["path"] for e in exchanges] == ["/completion", "/completion"] and exchanges[0]["status"] == 200
     assert "[Tokens (test)](01_tokens.md)" in (out / "README.md").read_text()
     assert "| id | piece |" in (out / "01_tokens.md").read_text()
@@ -266,7 +273,7 @@ def test_resume_with_nothing_left_keeps_the_recorded_facts(lessons, tmp_path, ht
 
 def test_the_run_bandwidth_is_measured_once_and_shared(monkeypatch):
     from bytesup import hostbench
-    from bytesup.runner import RunShared
+    from bytesup.lesson import RunShared
 
     calls = []
 
@@ -332,4 +339,67 @@ def test_batch_sizes_and_prefill_weight_reads():
     assert got["n_batch"] == 256 and got["n_ubatch"] == 256 and got["source"] == "server flags"
     assert formulas.prefill_weight_reads(1921, 512) == 4  # the published long prompt: 4 micro-batches
     assert formulas.prefill_weight_reads(512, 512) == 1 and formulas.prefill_weight_reads(513, 512) == 2
-    assert formulas.server_threads({"--threads": "3"}) == 3
+    assert formulas.server_threads({"--threads": "3"}, 8) == 3
+    # No --threads (or llama.cpp's -1): the physical cores given, as llama.cpp's default.
+    assert formulas.server_threads({}, 8) == 8 and formulas.server_threads(None, 2) == 2
+    assert formulas.server_threads({"--threads": "-1"}, 4) == 4 and formulas.server_threads({"--threads": "x"}, 4) == 4
+
+
+# --- where the server runs: the rule on hand-made setups ------------------------------------------
+
+def test_a_local_cpu_server_is_bounded_by_this_hosts_bandwidth():
+    from bytesup.serverfacts import ServerSetup, decide
+
+    facts = decide(ServerSetup(url_host="127.0.0.1", local=True, n_gpu_layers=None, accelerators=[], model_readable=True))
+    assert (facts.local, facts.on_accelerator, facts.host_bandwidth_applies) == (True, False, True)
+    assert facts.reason == "the server decodes on this host's CPU, from this host's memory"
+    # A GPU here, but --n-gpu-layers 0 keeps every layer on the CPU: the host's bandwidth still bounds decode.
+    cpu_only = decide(ServerSetup(url_host="localhost", local=True, n_gpu_layers="0", accelerators=["CUDA0 (NVIDIA H200)"]))
+    assert (cpu_only.on_accelerator, cpu_only.host_bandwidth_applies) == (False, True)
+
+
+@pytest.mark.parametrize("ngl", ["99", None])  # given, or llama.cpp's default (offload where it can)
+def test_a_local_server_offloading_to_a_gpu_is_not_bounded_by_this_hosts_bandwidth(ngl):
+    from bytesup.serverfacts import ServerSetup, decide
+
+    facts = decide(ServerSetup(url_host="127.0.0.1", local=True, n_gpu_layers=ngl, accelerators=["CUDA0 (NVIDIA H200)"]))
+    assert facts.on_accelerator is True and facts.host_bandwidth_applies is False
+    assert facts.reason == (f"the server offloads layers (--n-gpu-layers {ngl or 'default'}) to CUDA0 (NVIDIA H200), "
+                            "whose memory feeds decode")
+
+
+def test_a_remote_server_is_not_bounded_by_this_hosts_bandwidth():
+    from bytesup.serverfacts import ServerSetup, decide
+
+    facts = decide(ServerSetup(url_host="gpu-box", local=False, n_gpu_layers="0", accelerators=[]))
+    assert (facts.local, facts.on_accelerator, facts.host_bandwidth_applies) == (False, False, False)
+    assert facts.reason == "the server runs on gpu-box, not on this host"
+
+
+def test_loopback_hosts():
+    from bytesup.serverfacts import is_loopback
+
+    assert is_loopback("localhost") and is_loopback("127.0.0.1") and is_loopback("127.1.2.3") and is_loopback("::1")
+    assert not is_loopback("10.0.0.1") and not is_loopback("gpu-box") and not is_loopback("")
+
+
+def test_server_facts_are_observed_once_and_recorded_as_before(monkeypatch, tmp_path):
+    """The context observes the setup (URL, flags, this host's devices) and records the rule's result
+    under `server_facts`, with the keys recorded runs have, in their order."""
+    from bytesup import environment
+    from bytesup.client import LlamaServer
+    from bytesup.lesson import LessonContext, Reporter
+
+    monkeypatch.setattr(environment, "accelerators", lambda engine: ["Metal (Apple M2)"] if engine == "llama-server" else [])
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    ctx = LessonContext("t", "t", server=LlamaServer("http://127.0.0.1:8099"), options=RunOptions(command=["t"]),
+                        model_path=model, sink=[], replay=None, progress=Reporter(None, "t"))
+    ctx.identity = {"server": {"engine": "llama-server", "flags": {"--n-gpu-layers": "99"}}}
+    facts = ctx.server_facts()
+    assert facts == {"url_host": "127.0.0.1", "local": True, "model_readable": True, "accelerators": ["Metal (Apple M2)"],
+                     "on_accelerator": True, "host_bandwidth_applies": False,
+                     "reason": "the server offloads layers (--n-gpu-layers 99) to Metal (Apple M2), whose memory feeds decode"}
+    assert ctx.host_values["server_facts"] == facts
+    recorded = json.loads((Path(__file__).parent / "fixtures" / "runs" / "04_next_token" / "04_next_token.json").read_text())
+    assert list(facts) == list(recorded["host_values"]["server_facts"])

@@ -28,7 +28,7 @@ from typing import Any
 from rich.table import Table as RichTable
 
 from .claims import CACHE_TYPE_BYTES, EXP_RELATIVE_TOLERANCE, GENERAL_CLAIMS
-from .compare import Run
+from .runs import Run
 from .escape import md_text
 from .escape import rich_text as escape
 from .references import Reference, check_reference, default_references, load_reference, references_dir, scope_differences

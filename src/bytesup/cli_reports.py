@@ -10,8 +10,13 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from . import check as checks
+from . import compare as cmp
+from .cli_common import fail
 from .errors import BytesupError
 from .escape import rich_text
+from .report import write_run_report
+from .runs import load_run
 from .storage import write_text_atomic
 
 
@@ -29,8 +34,7 @@ ReferenceOpt = Annotated[Optional[list[Path]], typer.Option(
 
 
 def register(app: typer.Typer) -> None:
-    # cli.py calls this at its end, after its one error printer is defined.
-    from .cli import fail as _fail
+    """Add `compare`, `check` and `report` to the `bytesup` app (cli.py calls this once)."""
 
     @app.command("compare")
     def compare_cmd(
@@ -49,32 +53,38 @@ def register(app: typer.Typer) -> None:
                  "anything else Markdown) instead of printing it")] = None,
         fail_on_regression: Annotated[bool, typer.Option(
             "--fail-on-regression",
-            help="exit with status 3 when any measurement is worse beyond the threshold (for scripts and CI)")] = False,
+            help="exit with status 3 when any measurement is worse beyond the threshold (for scripts and CI)",
+        )] = False,
     ) -> None:
         """Compare two runs measurement by measurement: A, B, B ÷ A and a verdict.
 
-        Rows are joined on the lesson and the measurement's name, settings and unit. Verdicts: better / worse (beyond the threshold, in the direction the measurement calls better), within noise (the samples' min–max ranges overlap, or the change is under the threshold), same / changed (facts such as byte counts), not comparable (another model, other settings or units: the row says which).
+        Rows are joined on the lesson and the measurement's name, settings and unit. Verdicts: better / worse (beyond the
+        threshold, in the direction the measurement calls better), within noise (the samples' min–max ranges overlap, or the
+        change is under the threshold), same / changed (facts such as byte counts), not comparable (another model, other settings
+        or units: the row says which).
 
-        Above the table: only what differs between the runs (host, CPU, engine build, flags, packages, model). Next-token tables (top8_*) are compared token by token: set and order of the top tokens, the largest |Δ logprob|, the top token's probability.
+        Above the table: only what differs between the runs (host, CPU, engine build, flags, packages, model). Next-token tables
+        (top8_*) are compared token by token: set and order of the top tokens, the largest |Δ logprob|, the top token's
+        probability.
 
-        Example, after a llama.cpp upgrade: bytesup compare outputs/2026-10-12 outputs/2026-11-30 --threshold 10% --format md --output changes.md
+        Example, after a llama.cpp upgrade: bytesup compare outputs/2026-10-12 outputs/2026-11-30 --threshold 10% --format md
+        --output changes.md
         """
-        from . import compare as cmp
-
         out, err = Console(), Console(stderr=True)
         try:
             limit = cmp.parse_threshold(threshold)
             a, b = cmp.load_run(run_a), cmp.load_run(run_b)
             comparison = cmp.compare_runs(a, b, limit)
         except BytesupError as exc:
-            raise _fail(exc)
+            raise fail(exc) from None
         fmt_ = format_
         if output is not None and fmt_ is CompareFormat.table:
             fmt_ = CompareFormat.json if output.suffix.lower() == ".json" else CompareFormat.md
         if fmt_ is CompareFormat.table:
             cmp.print_rich(comparison, out)
         else:
-            text = cmp.markdown(comparison) if fmt_ is CompareFormat.md else json.dumps(comparison.to_json(), indent=2, ensure_ascii=False) + "\n"
+            text = (cmp.markdown(comparison) if fmt_ is CompareFormat.md
+                    else json.dumps(comparison.to_json(), indent=2, ensure_ascii=False) + "\n")
             if output is not None:
                 write_text_atomic(output, text)
                 err.print(rich_text(f"wrote {output} ({cmp.summary_line(comparison)})"), highlight=False, soft_wrap=True)
@@ -84,7 +94,8 @@ def register(app: typer.Typer) -> None:
             err.print(f"[yellow]note:[/yellow] {rich_text(problem)}", highlight=False, soft_wrap=True)
         if fail_on_regression and comparison.regressions:
             names = ", ".join(f"{r.lesson}/{r.label}" for r in comparison.regressions)
-            err.print(f"[bold red]{len(comparison.regressions)} regression(s) beyond {limit:.0%}:[/bold red] {rich_text(names)}", highlight=False, soft_wrap=True)
+            err.print(f"[bold red]{len(comparison.regressions)} regression(s) beyond {limit:.0%}:[/bold red] {rich_text(names)}",
+                      highlight=False, soft_wrap=True)
             raise typer.Exit(3)
 
     @app.command("check")
@@ -95,15 +106,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check a run against what the course states, and against its published figures.
 
-        General claims hold for any model on any host and are checked from whatever lessons the run holds: probabilities equal e^logprob and the top eight share at most 1, prefill is faster per token than decode, decode slows as the context grows, the KV-cache bytes formula, the sampler re-implementation agrees with the server, decode efficiency lies between 0 and 1.
+        General claims hold for any model on any host and are checked from whatever lessons the run holds: probabilities equal
+        e^logprob and the top eight share at most 1, prefill is faster per token than decode, decode slows as the context grows,
+        the KV-cache bytes formula, the sampler re-implementation agrees with the server, decode efficiency lies between 0 and 1.
 
-        Published figures come from reference files (references/*.json) with their scope (model, quantization, hardware, engine, server flags) and a tolerance; a run outside the scope gets "not applicable" with what differs.
+        Published figures come from reference files (references/*.json) with their scope (model, quantization, hardware, engine,
+        server flags) and a tolerance; a run outside the scope gets "not applicable" with what differs.
 
-        Each claim ends as pass, fail (both numbers and the tolerance) or not applicable. Exit status 1 when any claim fails. Writes check.md and check.json into the run folder.
+        Each claim ends as pass, fail (both numbers and the tolerance) or not applicable. Exit status 1 when any claim fails.
+        Writes check.md and check.json into the run folder.
         """
-        from . import check as checks
-        from .compare import load_run
-
         out, err = Console(), Console(stderr=True)
         try:
             loaded = load_run(run)
@@ -116,7 +128,7 @@ def register(app: typer.Typer) -> None:
             report = checks.check_run(loaded, reference)
             paths = checks.write_report(report) if write else None
         except BytesupError as exc:
-            raise _fail(exc)
+            raise fail(exc) from None
         checks.print_rich(report, out)
         for problem in loaded.problems:
             err.print(f"[yellow]note:[/yellow] {rich_text(problem)}", highlight=False, soft_wrap=True)
@@ -129,19 +141,21 @@ def register(app: typer.Typer) -> None:
     def report_cmd(
         run: RunArg,
         reference: ReferenceOpt = None,
-        run_checks: Annotated[bool, typer.Option("--checks/--no-checks", help="run `bytesup check` and embed its results (also writes check.md, check.json)")] = True,
+        run_checks: Annotated[bool, typer.Option("--checks/--no-checks", help=(
+            "run `bytesup check` and embed its results (also writes check.md, check.json)"))] = True,
     ) -> None:
         """Write the run's README.md as one readable page: what ran where, every lesson, the checks.
 
-        The page starts with the manifest's summary (host, engine and flags, model, code commit, status), then every lesson's tables, measurements and plots in lesson order, then the results of `bytesup check`. Open it in any Markdown viewer; plot links point into plots/ beside it.
+        The page starts with the manifest's summary (host, engine and flags, model, code commit, status), then every lesson's
+        tables, measurements and plots in lesson order, then the results of `bytesup check`. Open it in any Markdown viewer; plot
+        links point into plots/ beside it.
         """
-        from .report import write_run_report
-
         err = Console(stderr=True)
         try:
             readme, report = write_run_report(run, reference, run_checks)
         except BytesupError as exc:
-            raise _fail(exc)
-        Console().print(rich_text(f"wrote {readme}" + (f" (checks: {report.summary()})" if report else "")), highlight=False, soft_wrap=True)
+            raise fail(exc) from None
+        Console().print(rich_text(f"wrote {readme}" + (f" (checks: {report.summary()})" if report else "")),
+                        highlight=False, soft_wrap=True)
         if report is not None and report.failed:
             err.print("[yellow]some checks failed: see the Checks section of the page[/yellow]")

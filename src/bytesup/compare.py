@@ -13,7 +13,7 @@ Each row gets A, B, B ÷ A and a verdict:
 Next-token tables (`top8_*`) are compared token by token: did the set or the order of the top
 tokens change, the largest |Δ logprob| over tokens present in both, the top token's probability.
 
-The run folder loader (`load_run`) lives here too; `check` and `report` use it.
+Run folders are read by `runs.load_run`; `Run` and `load_run` stay importable from here.
 """
 
 from __future__ import annotations
@@ -21,108 +21,23 @@ from __future__ import annotations
 import ast
 import json
 import math
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table as RichTable
 
 from .errors import BytesupError, RunFolderError
 from .escape import md_text
+from .escape import rich_text as esc
 from .render import fmt, measurement_label
-from .results import LessonResult, Measurement, Table, load_result
+from .results import LessonResult, Measurement, Table
+from .runs import Run, load_run
 
-LESSON_JSON = re.compile(r"^(\d\d_[a-z0-9_]+)\.json$")
+__all__ = ["Run", "load_run", "compare_runs", "Comparison", "parse_threshold", "markdown", "summary_line", "print_rich",
+           "column_index", "probability_fraction", "token_text", "top_tokens"]
+
 DEFAULT_THRESHOLD = 0.05
-
-
-# --- run folders ------------------------------------------------------------------------
-
-@dataclass
-class Run:
-    """A run folder read back: its manifest (when it has one) and its lesson results, in order."""
-
-    path: Path
-    manifest: dict[str, Any] | None
-    results: dict[str, LessonResult]
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    def lesson(self, lesson_id: str) -> LessonResult | None:
-        return self.results.get(lesson_id)
-
-    def model_identity(self) -> dict[str, Any]:
-        """file, size_bytes, sha256 of the served model: from the manifest, else from a lesson."""
-        mdl = (self.manifest or {}).get("model") or {}
-        ident: dict[str, Any] = {}
-        if mdl.get("path"):
-            ident["file"] = Path(str(mdl["path"])).name
-        for key in ("size_bytes", "sha256"):
-            if mdl.get(key) is not None:
-                ident[key] = mdl[key]
-        for result in self.results.values():
-            for key in ("file", "size_bytes", "sha256", "name"):
-                if ident.get(key) is None and result.model.get(key) is not None:
-                    ident[key] = result.model[key]
-        return ident
-
-
-def load_run(path: Path) -> Run:
-    """Read a run folder written by `bytesup run`; every problem is one clear BytesupError."""
-    from .runner import read_manifest
-
-    path = Path(path)
-    if not path.exists():
-        raise RunFolderError(f"{path} does not exist. Pass a run folder written by `bytesup run` (e.g. outputs/<date>/).")
-    if not path.is_dir():
-        raise RunFolderError(f"{path} is a file, not a run folder. Pass the folder that holds manifest.json and the lessons' <id>.json files.")
-    try:
-        manifest = read_manifest(path)
-    except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{path / 'manifest.json'} is not valid JSON ({exc}). The run folder is damaged: re-run the lessons into a new folder.") from None
-    if manifest is not None and manifest.get("kind") not in (None, "bytesup-run"):
-        raise RunFolderError(f"{path / 'manifest.json'} is a {manifest.get('kind')!r} file, not a bytesup run manifest. Pass a folder written by `bytesup run`.")
-
-    files = sorted(p for p in path.iterdir() if p.is_file() and LESSON_JSON.match(p.name))
-    if manifest is None and not files:
-        raise RunFolderError(
-            f"{path} is not a bytesup run folder: it has no manifest.json and no lesson results "
-            "(<id>.json such as 04_next_token.json). Pass a folder written by `bytesup run`, "
-            "e.g. outputs/<date>/."
-        )
-    order = list((manifest or {}).get("lessons", {}))
-    order += [LESSON_JSON.match(p.name).group(1) for p in files if LESSON_JSON.match(p.name).group(1) not in order]
-    results: dict[str, LessonResult] = {}
-    problems: list[str] = []
-    for lid in sorted(order):
-        json_path = path / f"{lid}.json"
-        entry = (manifest or {}).get("lessons", {}).get(lid, {})
-        if not json_path.is_file():
-            status = entry.get("status", "missing")
-            problems.append(f"{lid}: {status}" + (f" ({entry['error'][:200]})" if entry.get("error") else ", no result file"))
-            continue
-        if entry and entry.get("status") != "ok":
-            # A result the manifest marks failed, interrupted or still running is never shown or checked.
-            problems.append(f"{lid}: {entry.get('status')}; its {json_path.name} is not used"
-                            + (f" ({entry['error'][:200]})" if entry.get("error") else ""))
-            continue
-        try:
-            data = json.loads(json_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise RunFolderError(f"{json_path} is not valid JSON ({exc}). Re-run that lesson with `bytesup run {lid} --out {path} --force`.") from None
-        try:
-            results[lid] = load_result(data, str(json_path))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise RunFolderError(
-                f"{json_path} is not a lesson result this bytesup can read: {'.'.join(map(str, first['loc']))}: {first['msg']}. "
-                "It may come from a modified bytesup; re-run the lesson, or read it with the bytesup that wrote it."
-            ) from None
-    return Run(path=path, manifest=manifest, results=results, problems=problems)
 
 
 # --- identities: what differs between two runs -------------------------------------------
@@ -196,7 +111,9 @@ class Row:
 
     def to_json(self) -> dict[str, Any]:
         def stats(m: Measurement | None):
-            return None if m is None else {"median": m.median, "min": m.min, "max": m.max, "samples": m.samples, "unit": m.unit, "settings": m.settings}
+            if m is None:
+                return None
+            return {"median": m.median, "min": m.min, "max": m.max, "samples": m.samples, "unit": m.unit, "settings": m.settings}
         return {"lesson": self.lesson, "name": self.name, "settings": self.settings, "unit": self.unit,
                 "a": stats(self.a), "b": stats(self.b), "ratio": self.ratio, "verdict": self.verdict, "reason": self.reason}
 
@@ -301,7 +218,7 @@ def compare_measurements(lesson: str, ra: LessonResult, rb: LessonResult, thresh
         ma = [m for m in ra.measurements if m.name == name]
         mb = [m for m in rb.measurements if m.name == name]
         unmatched_b = list(mb)
-        pairs: list[tuple[Measurement | None, Measurement | None]] = []
+        pairs: list[tuple[Measurement, Measurement]] = []
         leftover_a = []
         for m in ma:
             twin = next((x for x in unmatched_b if _settings_key(x.settings) == _settings_key(m.settings) and x.unit == m.unit), None)
@@ -394,7 +311,7 @@ def top_tokens(table: Table) -> TopTokens | None:
     probs = [num(r, pi) for r in rows]
     probs = [None if p is None else probability_fraction(p, unit) for p in probs]
     logprobs = [num(r, li) for r in rows]
-    probs = [p if p is not None else (math.exp(lp) if lp is not None else None) for p, lp in zip(probs, logprobs)]
+    probs = [p if p is not None else (math.exp(lp) if lp is not None else None) for p, lp in zip(probs, logprobs, strict=True)]
     return TopTokens([token_text(r[ti]) for r in rows], logprobs, probs)
 
 
@@ -424,7 +341,8 @@ LOGPROB_SAME = 1e-6
 def compare_token_table(lesson: str, ta: Table, tb: Table, model_diff: str) -> TableRow:
     xa, xb = top_tokens(ta), top_tokens(tb)
     if xa is None or xb is None:
-        return TableRow(lesson, ta.name, ta.title, "no token column", None, None, None, None, "not comparable", "the table has no token column")
+        return TableRow(lesson, ta.name, ta.title, "no token column", None, None, None, None, "not comparable",
+                        "the table has no token column")
     if xa.tokens == xb.tokens:
         change = "same tokens, same order"
     elif set(xa.tokens) == set(xb.tokens):
@@ -434,7 +352,7 @@ def compare_token_table(lesson: str, ta: Table, tb: Table, model_diff: str) -> T
         new = [t for t in xb.tokens if t not in xa.tokens]
         change = f"set changed: −{', '.join(map(repr, gone))}; +{', '.join(map(repr, new))}"
     best, best_tok = None, None
-    for tok, lp in zip(xa.tokens, xa.logprobs):
+    for tok, lp in zip(xa.tokens, xa.logprobs, strict=True):
         if tok in xb.tokens and lp is not None:
             other = xb.logprobs[xb.tokens.index(tok)]
             if other is not None and (best is None or abs(other - lp) > best):
@@ -561,8 +479,8 @@ def _md_cell(text: Any) -> str:
 
 def markdown(c: Comparison) -> str:
     lines = [f"# bytesup compare: {c.a.name} → {c.b.name}", "",
-             f"A: `{c.a.path}` · B: `{c.b.path}` · threshold {c.threshold:.0%} · B ÷ A of the medians "
-             "(min–max of the samples in brackets)", ""]
+             (f"A: `{c.a.path}` · B: `{c.b.path}` · threshold {c.threshold:.0%} · B ÷ A of the medians "
+              "(min–max of the samples in brackets)"), ""]
     if c.identity:
         lines += ["## What differs between the runs", "", "| | A | B |", "|---|---|---|"]
         lines += [f"| {_md_cell(k)} | {_md_cell(fmt(va))} | {_md_cell(fmt(vb))} |" for k, va, vb in c.identity]
@@ -620,10 +538,7 @@ def load_line(c: Comparison) -> str:
     return f"Load average (1, 5, 15 min) before the run: A {fmt(la)} · B {fmt(lb)}."
 
 
-def print_rich(c: Comparison, console) -> None:
-    from .escape import rich_text as esc
-    from rich.table import Table as RichTable
-
+def print_rich(c: Comparison, console: Console) -> None:
     console.print(f"[bold]A[/bold] {esc(str(c.a.path))}\n[bold]B[/bold] {esc(str(c.b.path))}", highlight=False)
     if c.identity:
         t = RichTable(title="what differs between the runs", title_justify="left")

@@ -20,11 +20,15 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
-from .errors import ServerStartError
+from .errors import BytesupError, ServerStartError
+from .gguf_read import check_gguf
+from .models import PRESETS, ensure_model
 from .paths import server_state_dir
+from .realmodel import REAL_MODELS
 
 # The course's server settings; flags given by the user replace these one by one.
 DEFAULT_FLAGS = ["--host", "127.0.0.1", "--port", "8099", "-c", "2048", "-ngl", "99", "--parallel", "1", "--metrics"]
@@ -206,7 +210,7 @@ def _engine_build(kind: str, props: dict) -> str:
     return build
 
 
-def _model_progress():
+def _model_progress() -> Callable[[str, float], None]:
     """A progress printer for fetching or building a model: one line per quarter, on stderr."""
     shown: set[int] = set()
 
@@ -240,7 +244,7 @@ def _is_our_server(pid: int, port: int, started: float | None) -> bool:
         cmd = proc.cmdline()
     except psutil.Error:
         return False
-    return any(a == "--port" and b == str(port) for a, b in zip(cmd, cmd[1:])) or f"--port={port}" in cmd
+    return any(a == "--port" and b == str(port) for a, b in zip(cmd, cmd[1:], strict=False)) or f"--port={port}" in cmd
 
 
 def owned_pid(port: int) -> tuple[int | None, str | None]:
@@ -301,10 +305,6 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     An API key reaches the engine through the LLAMA_API_KEY environment variable (read by
     llama-server and by `python -m bytesup.server`), never on its command line, where `ps` shows it.
     `die_with_parent`: stop the server when this process dies (servers of a lesson's own)."""
-    from .gguf_read import check_gguf
-    from .models import PRESETS, ensure_model
-    from .realmodel import REAL_MODELS
-
     merged = merge_flags(list(flags))
     if model is None and merged.get("--model"):
         model = merged["--model"]
@@ -315,11 +315,12 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     model = Path(model).expanduser().resolve()
     check_gguf(model)
     merged["--model"] = str(model)
-    draft = merged.get("--spec-draft-model")
-    if draft:  # a draft model, like the model, may be given by name
-        if not Path(draft).exists() and (draft in REAL_MODELS or draft in PRESETS):
-            draft = ensure_model(draft, progress=_model_progress())
-        draft = Path(draft).expanduser().resolve()
+    draft_name = merged.get("--spec-draft-model")
+    if draft_name:  # a draft model, like the model, may be given by name
+        draft = Path(draft_name)
+        if not draft.exists() and (draft_name in REAL_MODELS or draft_name in PRESETS):
+            draft = ensure_model(draft_name, progress=_model_progress())
+        draft = draft.expanduser().resolve()
         check_gguf(draft)
         merged["--spec-draft-model"] = str(draft)
 
@@ -347,7 +348,8 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
 
     kind, command = choose_engine()
     on_command_line = {k: v for k, v in merged.items() if k != "--api-key"}
-    env = {**os.environ, "LLAMA_API_KEY": merged["--api-key"]} if merged.get("--api-key") else None
+    api_key = merged.get("--api-key")
+    env = {**os.environ, "LLAMA_API_KEY": api_key} if api_key else None
     argv = command + flags_to_argv(on_command_line)
     state.mkdir(parents=True, exist_ok=True)
     log_path = state / "server.log"
@@ -470,8 +472,6 @@ def _port_from(argv: list[str], default: int = 8099) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m bytesup.engine start [MODEL] [flags…] | stop [--port N] | status [--port N]`."""
-    from .errors import BytesupError
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[1:2] in (["-h"], ["--help"]):
         print(__doc__)

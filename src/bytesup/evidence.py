@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .compare import Run, column_index, token_text
+from .compare import column_index, token_text
+from .runs import Run
 from .results import LessonResult, Table
 
 

@@ -45,17 +45,15 @@ def efficiency(measured: float, ceiling: float) -> float:
     return measured / ceiling if ceiling > 0 else math.nan
 
 
-def server_threads(flags: dict[str, Any] | None) -> int:
+def server_threads(flags: dict[str, Any] | None, physical_cores: int) -> int:
     """Threads the server decodes with: its --threads flag, else llama.cpp's default, the physical
-    cores (cpu_get_num_math), not os.cpu_count()'s logical CPUs."""
-    from .hostbench import physical_cores
-
+    cores (cpu_get_num_math; `hostbench.physical_cores()`), not os.cpu_count()'s logical CPUs."""
     value = (flags or {}).get("--threads")
     try:
         n = int(value) if value is not None else -1
     except ValueError:
         n = -1
-    return n if n > 0 else physical_cores()
+    return n if n > 0 else physical_cores
 
 
 # llama.cpp's defaults for -b (logical batch) and -ub (micro-batch): /props does not report them.

@@ -41,7 +41,7 @@ def write_plots(result: LessonResult, run_dir: Path) -> list[Path]:
     written = []
     for plot in result.plots:
         fig, plt = _figure(plot)
-        for rel, fmt, meta in zip(plot_files(result, plot.name), ("png", "svg"), ({"Software": None}, {"Date": None})):
+        for rel, fmt, meta in zip(plot_files(result, plot.name), ("png", "svg"), ({"Software": None}, {"Date": None}), strict=True):
             buf = io.BytesIO()
             fig.savefig(buf, format=fmt, metadata=meta)
             write_bytes_atomic(run_dir / rel, buf.getvalue())

@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from .compare import Run, token_text
+from .compare import token_text
+from .runs import Run
 from .errors import BytesupError
 from .evidence import FactShapeError, shown_top_tokens
 from .paths import REPO_ROOT

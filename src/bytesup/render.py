@@ -60,7 +60,8 @@ def measurement_label(name: str, settings: dict[str, Any]) -> str:
 def measurements_md(ms: list[Measurement]) -> str:
     lines = ["### Measurements", "", "| measurement | unit | median | min | max | samples |", "|---|---|---|---|---|---|"]
     for m in ms:
-        lines.append(f"| {cell(measurement_label(m.name, m.settings))} | {cell(m.unit)} | {fmt(m.median)} | {fmt(m.min)} | {fmt(m.max)} | {len(m.samples)} |")
+        lines.append(f"| {cell(measurement_label(m.name, m.settings))} | {cell(m.unit)} | {fmt(m.median)} | {fmt(m.min)} "
+                     f"| {fmt(m.max)} | {len(m.samples)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import check as checks
-from .compare import Run, load_run
+from .runs import Run, load_run
 from .escape import md_text
 from .render import fmt, lesson_md
 from .storage import write_text_atomic
@@ -107,7 +107,8 @@ def report_md(run: Run, check_report: "checks.CheckReport | None") -> str:
     return "\n".join(lines)
 
 
-def write_run_report(path: Path, reference_files: list[Path] | None = None, run_checks: bool = True) -> tuple[Path, "checks.CheckReport | None"]:
+def write_run_report(path: Path, reference_files: list[Path] | None = None,
+                     run_checks: bool = True) -> tuple[Path, checks.CheckReport | None]:
     """Write README.md (and check.md / check.json) in the run folder; returns the README's path."""
     run = load_run(path)
     report = None

@@ -87,7 +87,8 @@ class LessonResult(Strict):
     notes: list[str] = Field(default_factory=list)
     plots: list[Plot] = Field(default_factory=list)
     facts: dict[str, Any] = Field(default_factory=dict,
-                                  description="named values `check` and `compare` read: figures the lesson computed and the facts its claims need")
+                                  description=("named values `check` and `compare` read: figures the lesson computed "
+                                               "and the facts its claims need"))
     host_values: dict[str, Any] = Field(default_factory=dict, description="host measurements, replayed as recorded")
     exchanges: str | None = Field(default=None, description="the lesson's HTTP exchanges, relative to the run folder")
     exchange_count: int = 0

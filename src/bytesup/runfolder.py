@@ -21,7 +21,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from rich.console import Console
+
 from .errors import BytesupError, RunFolderError
+from .escape import md_text, rich_text
+from .options import RunOptions
+from .paths import outputs_root
+from .plots import write_plots
+from .render import lesson_md
+from .results import LessonResult
+from .storage import dumps, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
 LOCK_FILE = ".bytesup.lock"
 DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\.(\d+))?$")
@@ -241,7 +250,7 @@ def differences(recorded: Any, replayed: Any, where: str = "", limit: int = 5) -
             for k in sorted(a.keys() | b.keys(), key=str):
                 walk(a.get(k, "(absent)"), b.get(k, "(absent)"), f"{at}.{k}" if at else str(k))
         elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-            for i, (x, y) in enumerate(zip(a, b)):
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
                 walk(x, y, f"{at}[{i}]")
         elif a != b:
             out.append(f"{at}: {json.dumps(a, ensure_ascii=False)[:80]} → {json.dumps(b, ensure_ascii=False)[:80]}")
@@ -309,3 +318,81 @@ def signals_raise() -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+# --- the folder, its index and its lessons' files ------------------------------------------------
+
+INDEX_MARK = "<!-- bytesup index -->"
+
+
+def today_folder() -> Path:
+    """outputs/<today's UTC date>."""
+    return outputs_root() / datetime.now(timezone.utc).date().isoformat()
+
+
+def choose_run_dir(options: RunOptions, console: Console) -> tuple[Path, bool]:
+    """--out when given; else --resume continues the latest unfinished run under outputs/, and a
+    new run gets the next free outputs/<date>[.N]. Returns (folder, created for this run)."""
+    if options.out is not None:
+        run_dir = options.out.resolve()
+        if run_dir.exists() and not run_dir.is_dir():
+            raise RunFolderError(f"{run_dir} exists and is not a folder. Choose another --out.")
+        return run_dir, False
+    root = outputs_root()
+    if options.resume:
+        found = latest_unfinished(root)
+        if found is None:
+            raise RunFolderError(
+                f"--resume found no unfinished run under {root} to continue. Start a new run without "
+                "--resume, or name the folder to continue with --out DIR."
+            )
+        console.print(f"Resuming {rich_text(found.resolve())}, the latest unfinished run.", highlight=False)
+        return found.resolve(), False
+    today = today_folder()
+    run_dir = new_run_dir(root, today.name).resolve()
+    if run_dir.name != today.name:
+        console.print(f"Writing to {rich_text(run_dir)} ({rich_text(today.name)} already holds a run).", highlight=False)
+    return run_dir, True
+
+
+def run_readme(run_dir: Path, manifest: dict) -> str:
+    """The run folder's README.md while no report replaces it: status, host, engine, a line per lesson."""
+    lines = [INDEX_MARK, f"# bytesup run {md_text(run_dir.name)}", ""]
+    host = manifest.get("host", {})
+    eng = manifest.get("engine", {})
+    model = manifest.get("model", {})
+    lines.append(md_text(f"Status: **{manifest.get('status')}** · host {host.get('hostname')} "
+                         f"({host.get('cpu')}, {host.get('cores')} cores)"))
+    lines.append(md_text(f"· engine {eng.get('engine', '?')} {eng.get('build', '')} · model {model.get('path', '?')}"))
+    lines.append("")
+    lines.append("| lesson | status | result |")
+    lines.append("|---|---|---|")
+    for lid, entry in sorted(manifest.get("lessons", {}).items()):
+        link = (f"[{md_text(entry.get('title', lid), cell=True)}]({lid}.md)" if entry.get("status") == "ok"
+                else md_text(entry.get("error", "")[:200], cell=True))
+        lines.append(f"| `{lid}` | {entry.get('status')} | {link} |")
+    return "\n".join(lines) + "\n"
+
+
+def save_lesson(run_dir: Path, result: LessonResult, exchanges: list[dict]) -> None:
+    """Exchanges, plots and Markdown first, the JSON last: a result file means a complete lesson.
+    The JSON is made first, so a result that cannot be written (NaN) leaves the folder as it was."""
+    dumps(result.to_json(), where=str(run_dir / f"{result.lesson_id}.json"))
+    write_jsonl_atomic(run_dir / "http" / f"{result.lesson_id}.jsonl", exchanges)
+    write_plots(result, run_dir)
+    write_text_atomic(run_dir / f"{result.lesson_id}.md", lesson_md(result))
+    write_json_atomic(run_dir / f"{result.lesson_id}.json", result.to_json())
+
+
+def keep_failed(run_dir: Path, lesson_id: str, entry: dict, sink: list[dict]) -> None:
+    """A lesson that did not finish: its earlier files go to stale/ (a result is replaced only by a
+    successful one), and its exchanges so far are kept in http/<id>.failed.jsonl for diagnosis."""
+    try:
+        moved = set_aside(run_dir, lesson_id)
+        if moved is not None:
+            entry["set_aside"] = str(moved.relative_to(run_dir))
+        if sink:
+            write_jsonl_atomic(run_dir / "http" / f"{lesson_id}.failed.jsonl", sink)
+            entry["failed_exchanges"] = f"http/{lesson_id}.failed.jsonl"
+    except OSError:
+        pass  # a full disk is reported by the manifest's save; the lesson's status says what happened

@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .errors import BytesupError
+
 
 def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
@@ -42,8 +44,6 @@ def dumps(data: Any, where: str = "a JSON file") -> str:
     try:
         return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     except ValueError:
-        from .errors import BytesupError
-
         raise BytesupError(
             f"{where} was not written: it would hold a value that is not a finite number (NaN or infinity) "
             f"at {_first_non_finite(data) or 'some field'}. Check the options that feed it (for example "

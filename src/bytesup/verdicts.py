@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .compare import Run
+from .runs import Run
 from .render import fmt
 from .results import LessonResult, Measurement
 

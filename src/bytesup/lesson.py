@@ -1,0 +1,340 @@
+"""The lesson API: what a lesson's `main(ctx)` works with.
+
+`LessonContext` holds the server client, the model, the options, a progress reporter (`Reporter`)
+and the result being built; live, it measures and records, replaying, it answers from the recorded
+run. `RunShared` holds what a run measures once for all its lessons (this host's bandwidth).
+Lessons import `LessonContext` from here; the runner (`runner.run_lessons`) makes one per lesson.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+from urllib.parse import urlparse
+
+from rich.progress import Progress, TaskID
+
+from . import engine, environment, hostbench
+from .client import LlamaServer
+from .errors import BytesupError, ReplayMiss, ServerStartError
+from .formulas import server_threads
+from .gguf_read import read_model_info
+from .options import LessonOptions, RunOptions
+from .replay import RecordingTransport, ReplayTransport
+from .results import Column, LessonResult, Measurement, Plot, Series, Table
+from .runs import ReplaySource
+from .serverfacts import ServerSetup, decide, is_loopback
+
+# Flags of the user's server that a lesson's own servers set for themselves.
+# Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft.
+NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key", *engine.SPECULATIVE_FLAGS}
+
+
+# --- what a run measures once --------------------------------------------------------
+
+class RunShared:
+    """Facts a run measures once and every lesson of it shares: this host's memory read bandwidth.
+
+    The first lesson that asks takes the reading (before the run's decode work) and it is written to
+    the manifest under "host_bandwidth"; every later lesson gets the same figure. A second reading
+    after the decode work (the capstone's, or the runner's at the end of the run) gives the drift.
+    A replay reads the recorded run's manifest and measures nothing."""
+
+    def __init__(self, manifest: dict, save: Callable[[], None] = lambda: None,
+                 replay_manifest: dict | None = None, replaying: bool = False):
+        self.manifest = manifest
+        self.save = save
+        self.replaying = replaying
+        self.recorded = (replay_manifest or {}).get("host_bandwidth") if replaying else None
+
+    @property
+    def bandwidth_record(self) -> dict | None:
+        return self.recorded if self.replaying else self.manifest.get("host_bandwidth")
+
+    def bandwidth_before(self, threads: int) -> dict | None:
+        """The run's reading; None when replaying a run that recorded none (the caller falls back)."""
+        if self.replaying:
+            return (self.recorded or {}).get("before")
+        record = self.manifest.get("host_bandwidth") or {}
+        if (record.get("before") or {}).get("threads") != threads:
+            reading = hostbench.run_bandwidth(threads)
+            reading["at"] = _now()
+            record = {"before": json.loads(json.dumps(reading))}
+            self.manifest["host_bandwidth"] = record
+            self.save()
+        return record["before"]
+
+    def bandwidth_after(self) -> dict | None:
+        """A second reading after the decode work, with the drift from the first (None without a first)."""
+        if self.replaying:
+            return (self.recorded or {}).get("after")
+        record = self.manifest.get("host_bandwidth") or {}
+        before = record.get("before")
+        if not before:
+            return None
+        reading = hostbench.run_bandwidth(before["threads"])
+        reading["at"] = _now()
+        record["after"] = json.loads(json.dumps(reading))
+        record["drift"] = hostbench.bandwidth_drift(before["gb_per_s"], reading["gb_per_s"])
+        self.save()
+        return record["after"]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --- the context a lesson gets -------------------------------------------------------
+
+class LessonContext:
+    """What a lesson's `main(ctx)` works with: the server client, the model, the options,
+    a progress reporter, and the result being built. Live, it measures and records;
+    replaying, it answers from the recorded run."""
+
+    def __init__(self, lesson_id: str, title: str, *, server: LlamaServer, options: RunOptions,
+                 model_path: Path | None, sink: list[dict], replay: ReplaySource | None,
+                 progress: Reporter, shared: RunShared | None = None):
+        self.lesson_id = lesson_id
+        self.shared = shared if shared is not None else RunShared({}, replaying=replay is not None)
+        self.title = title
+        self.server = server
+        self.options = options
+        self._model_path = model_path
+        self._sink = sink
+        self._replay = replay
+        self.progress = progress
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.host_values: dict[str, Any] = {}
+        self.settings: dict[str, Any] = {}
+        self.tables: list[Table] = []
+        self.measurements: list[Measurement] = []
+        self.notes: list[str] = []
+        self.plots: list[Plot] = []
+        self.facts: dict[str, Any] = {}
+        self.identity: dict[str, Any] = {}
+
+    @property
+    def repeat(self) -> int:
+        """Repetitions of each timed measurement (--repeat). Recorded like a host value, so a
+        replay asks for exactly the requests the recorded run made, whatever --repeat it is given."""
+        return self.host("repeat", lambda: max(1, self.options.repeat))
+
+    @repeat.setter
+    def repeat(self, value: int) -> None:
+        self.options.repeat = self.host_values["repeat"] = int(value)
+
+    @property
+    def replaying(self) -> bool:
+        return self._replay is not None
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """A lesson option (a field of `LessonOptions`: --bandwidth-gbs, --sizes), validated and typed;
+        `default` when it was not given. Recorded as the host value `option_<name>`, so a replay sees
+        the recorded run's (validated the same way)."""
+        if name not in LessonOptions.model_fields:
+            raise BytesupError(f"Lesson {self.lesson_id} asks for the option {name!r}, which bytesup does not have. "
+                               f"Lesson options: {', '.join(LessonOptions.model_fields)} (see options.LessonOptions).")
+
+        def given() -> Any:
+            value = getattr(self.options.lesson_options, name)
+            return default if value is None else value
+
+        value = LessonOptions.parse({name: self.host(f"option_{name}", given)})
+        typed = getattr(value, name)
+        return default if typed is None else typed
+
+    # host measurements -----------------------------------------------------------------
+    def host(self, name: str, measure: Callable[[], Any]) -> Any:
+        """A value measured on this host (timings, file reads); a replay returns the recorded value."""
+        if self._replay is not None:
+            if name not in self._replay.result.host_values:
+                raise ReplayMiss(f"host value {name!r} of {self.lesson_id}", list(self._replay.result.host_values))
+            value = self._replay.result.host_values[name]
+        else:
+            value = json.loads(json.dumps(measure()))  # exactly what a replay will see
+        self.host_values[name] = value
+        return value
+
+    # the run's bandwidth -----------------------------------------------------------------
+    def server_threads(self) -> int:
+        """Threads the user's server decodes with (its --threads, else llama.cpp's physical cores)."""
+        return server_threads(self.identity.get("server", {}).get("flags"), hostbench.physical_cores())
+
+    def run_bandwidth(self) -> dict:
+        """This host's memory read bandwidth for the whole run (hostbench.run_bandwidth: a working set
+        of at least 4 × the last-level cache, the server's decode threads, RUN_SAMPLES samples),
+        taken once and shared by every lesson; a replay returns the recorded run's. A run recorded
+        before readings were shared replays the lesson's own recorded reading instead."""
+        reading = self.shared.bandwidth_before(self.server_threads())
+        if reading is None:  # replaying a run whose lessons each measured their own
+            return self.host("read_bandwidth", lambda: None)
+        return reading
+
+    def run_bandwidth_after(self) -> dict | None:
+        """The run's second reading, taken now, after the decode work (None when replaying a run without one)."""
+        return self.shared.bandwidth_after()
+
+    def run_bandwidth_drift(self) -> dict | None:
+        return (self.shared.bandwidth_record or {}).get("drift")
+
+    def readable_model(self) -> Path | None:
+        """The served model's file when it is readable here; None for a remote server without --model.
+        (A file that is there but is not a valid GGUF still fails when a lesson reads it.)"""
+        return self._model_path if self._model_path is not None and self._model_path.is_file() else None
+
+    def model_info(self) -> dict[str, Any] | None:
+        """The served model's GGUF facts (`gguf_read.read_model_info`), recorded as a host value;
+        None when no model file is readable here. A corrupt file raises its GGUFError."""
+        return self.host("model_info", lambda: read_model_info(p) if (p := self.readable_model()) else None)
+
+    def require_model(self) -> Path:
+        if self._model_path is None or not self._model_path.is_file():
+            raise BytesupError(
+                f"Lesson {self.lesson_id} reads the model file, but none is readable here "
+                f"({self._model_path or 'the server did not say which file it serves'}). "
+                "Pass --model PATH.gguf (the same file the server runs)."
+            )
+        return self._model_path
+
+    # where the user's server runs -----------------------------------------------------------
+    def server_facts(self) -> dict[str, Any]:
+        """Where the user's server runs, decided once and recorded: on this host or not, on the CPU
+        or an accelerator, and so whether this host's measured memory bandwidth bounds its decode."""
+        return self.host("server_facts", self._server_facts)
+
+    def _server_facts(self) -> dict[str, Any]:
+        return decide(self.server_setup()).to_json()
+
+    def server_setup(self) -> ServerSetup:
+        """What `serverfacts.decide` needs, observed here: the URL's host, whether it is this host,
+        the server's --n-gpu-layers, and (for a server on this host) the accelerators its engine sees."""
+        url_host = urlparse(self.server.base_url).hostname or ""
+        local = is_loopback(url_host) or url_host in environment.own_addresses()
+        server = self.identity.get("server", {})
+        ngl = (server.get("flags") or {}).get("--n-gpu-layers")
+        return ServerSetup(url_host=url_host, local=local, n_gpu_layers=None if ngl is None else str(ngl),
+                           accelerators=environment.accelerators(server.get("engine")) if local else [],
+                           model_readable=self.readable_model() is not None)
+
+    def inherited_flags(self) -> list[str]:
+        """The user's server flags (threads, GPU layers, cache types…) for servers a lesson starts."""
+        flags = self.identity.get("server", {}).get("flags") or {}
+        return engine.flags_to_argv({k: v for k, v in flags.items() if k not in NOT_INHERITED})
+
+    # servers of the lesson's own --------------------------------------------------------
+    @contextlib.contextmanager
+    def local_server(self, label: str, model: Path | None, flags: list[str]) -> Iterator[LlamaServer]:
+        """Start a server of our own on a free port (lessons 7 and 8), recorded under `label`.
+        It runs with the user's server flags (see `inherited_flags`), then `flags`."""
+        if self._replay is not None:
+            client = LlamaServer("http://replay", transport=ReplayTransport(self._replay.exchanges, label, self._sink))
+            try:
+                yield client
+            finally:
+                client.close()
+            return
+        port = engine.free_port()
+        # Stopped and its state folder removed on every way out: an exception, Ctrl-C, SIGTERM
+        # (see runfolder.signals_raise), and by the kernel if this process is killed outright.
+        failed_to_start = False
+        try:
+            try:
+                started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
+                                              die_with_parent=True)
+            except ServerStartError:
+                failed_to_start = True
+                raise
+            client = LlamaServer(started.url, timeout=self.options.timeout,
+                                 transport=RecordingTransport(self._sink, label))
+            try:
+                yield client
+            finally:
+                client.close()
+        finally:
+            engine.stop_server(port)
+            # A throwaway port's state folder (pid, log) has nothing left to tell once its server is
+            # stopped; a server that failed to start keeps its log, which the error points at.
+            if not failed_to_start:
+                shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+
+    # building the result -----------------------------------------------------------------
+    def step(self, text: str) -> None:
+        self.progress.step(text)
+
+    def track(self, items: Iterable[Any], text: str) -> Iterator[Any]:
+        return self.progress.track(items, text)
+
+    def table(self, name: str, title: str, columns: list[tuple[str, str]], rows: list[list[Any]], notes: list[str] | None = None) -> Table:
+        t = Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns], rows=rows, notes=notes or [])
+        self.tables.append(t)
+        return t
+
+    def measure(self, name: str, unit: str, samples: list[float], **kw: Any) -> Measurement:
+        m = Measurement.of(name, unit, samples, **kw)
+        self.measurements.append(m)
+        return m
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def fact(self, name: str, value: Any) -> Any:
+        """A named value of the result (JSON: numbers, strings, lists, dicts) that `check` and
+        `compare` read by name instead of from a table's presentation."""
+        self.facts[name] = json.loads(json.dumps(value))
+        return self.facts[name]
+
+    def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Plot:
+        p = Plot(name=name, title=title, x_label=x_label, y_label=y_label, series=series, **kw)
+        self.plots.append(p)
+        return p
+
+    def finish(self) -> LessonResult:
+        finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        started = self.started_at
+        host_values = self.host_values
+        if self._replay is not None:
+            started, finished = self._replay.result.started_at, self._replay.result.finished_at
+            # Every host value of a replay is a recorded one; keep the recording's set and order
+            # (a value read inside another's measurement is never asked for when replaying).
+            host_values = self._replay.result.host_values
+        return LessonResult(
+            lesson_id=self.lesson_id, title=self.title, started_at=started, finished_at=finished,
+            model=self.identity.get("model", {}), server=self.identity.get("server", {}),
+            settings=self.settings, measurements=self.measurements, tables=self.tables,
+            notes=self.notes, plots=self.plots, facts=self.facts, host_values=host_values,
+            exchanges=f"http/{self.lesson_id}.jsonl", exchange_count=len(self._sink),
+        )
+
+
+# --- progress ------------------------------------------------------------------------
+
+class Reporter:
+    """Rich progress: one line for the lesson and its step, one bar for repeated work."""
+
+    def __init__(self, progress: Progress | None, lesson_id: str):
+        self.progress = progress
+        self.lesson_id = lesson_id
+        self.task: TaskID | None = progress.add_task(f"{lesson_id}", total=None) if progress else None
+
+    def step(self, text: str) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, description=f"{self.lesson_id}: {text}")
+
+    def track(self, items: Iterable[Any], text: str) -> Iterator[Any]:
+        items = list(items)
+        if self.progress is None:
+            yield from items
+            return
+        sub = self.progress.add_task(f"  {text}", total=len(items))
+        for item in items:
+            yield item
+            self.progress.advance(sub)
+        self.progress.remove_task(sub)
+
+    def done(self) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.remove_task(self.task)
