@@ -40,7 +40,7 @@ MiB = 2**20
 SPECIMEN: dict[str, Any] = published.SPECIMEN
 PUBLISHED_MODEL = f"{published.SPECIMEN_NAME} (published)"
 PUBLISHED_HOST = f"{published.SPARK_NAME} (published)"
-PUBLISHED_CEILING: float = published.LESSON4["ceiling_tokens_per_s"]  # type: ignore[assignment]
+PUBLISHED_CEILING: float = published.LESSON4["ceiling_tokens_per_s"]
 
 GROUPS = ("embedding", "attention", "feed_forward", "norms", "output", "other")
 NOT_IN_FILE = "not in the file"

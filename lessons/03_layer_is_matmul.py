@@ -18,6 +18,7 @@ except ImportError:
     import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,8 +70,9 @@ def time_matrix(ctx: LessonContext, shape: "MatrixShape", repeat: int) -> "Timed
     """numpy's W (M × K) @ X (K × N) on this host, for every planned N."""
     m, k = shape.m, shape.k
     counts, skipped = planned_counts(m, k)
-    benches = [ctx.host(f"matmul_{m}x{k}x{n}", lambda n=n: hostbench.measure_matmul(
-        m, k, n, dtype=DTYPE, repeats=repeat, min_time_s=MIN_SAMPLE_S)) for n in ctx.track(counts, f"{shape.label}: {m} × {k}")]
+    benches = [ctx.host(f"matmul_{m}x{k}x{n}", functools.partial(hostbench.measure_matmul, m, k, n, dtype=DTYPE, repeats=repeat,
+                                                            min_time_s=MIN_SAMPLE_S))
+               for n in ctx.track(counts, f"{shape.label}: {m} × {k}")]
     return TimedMatrix(shape, benches, skipped)
 
 

@@ -52,7 +52,7 @@ SOFTMAX_SHIFT = 100.0             # added to every logit: only the gaps matter
 
 SHORT_PROMPT = "The capital of France is"
 # The published long prompt's length (published.LESSON4 mixes numbers and lists, hence the ignore).
-LONG_PROMPT_TOKENS: int = published.LESSON4["long_prompt_tokens"]  # type: ignore[assignment]
+LONG_PROMPT_TOKENS: int = published.LESSON4["long_prompt_tokens"]
 N_PREDICT = 32                    # tokens decoded per timed request
 CONTEXT_MARGIN = 16               # tokens of context left free beyond prompt + n_predict
 

@@ -20,6 +20,7 @@ except ImportError:
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
 import contextlib
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -177,7 +178,7 @@ def speculative(ctx: LessonContext, model: "LatencyFit") -> None:
         return
     repeat = min(SPEC_REPEAT, ctx.repeat)
     ctx.step("speculative decoding: the models (derived from the default model once)")
-    spec_models = {n: ctx.host(f"spec_model_{n}", lambda n=n: spec_model(n)) for n in (*SPEC_TARGETS, *SPEC_DRAFTS)}
+    spec_models = {n: ctx.host(f"spec_model_{n}", functools.partial(spec_model, n)) for n in (*SPEC_TARGETS, *SPEC_DRAFTS)}
     configs = spec_configs()
     done = request_spec_rounds(ctx, spec_servers(spec_models, configs), repeat)
     plain = {(n, p): done[(f"spec-{n}", p)] for n in (*SPEC_TARGETS, *SPEC_DRAFTS)
@@ -1042,7 +1043,7 @@ def render_latency(ctx: LessonContext, model: LatencyFit, fit: list[Completion],
              f"{model.predict(PODCAST_TOKENS) / 1000:.3g} s."),
         ],
     )
-    xs = [r.n for r in rows]
+    xs = [float(r.n) for r in rows]
     ctx.plot("latency_model", "Predicted vs measured total time", "tokens generated (n)", "total time (ms)", [
         Series(label="predicted: TTFT + TPOT × (n − 1)", x=xs, y=[r.predicted for r in rows], style="dashed"),
         Series(label="measured (median, min–max)", x=xs, y=[r.measured for r in rows], y_min=[min(r.totals) for r in rows],

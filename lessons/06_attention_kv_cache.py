@@ -76,8 +76,9 @@ def main(ctx: LessonContext):
     cores = ctx.host("cpu_count", os.cpu_count)
     render_decode_vs_depth(ctx, n_ctx, depths, load, cores)
     bytes_model = ctx.settings.get("bytes_model")
-    rows = bytes_model_rows(depths, bytes_model["weight_bytes"], bytes_model["kv_bytes_per_token"]) if bytes_model else None
-    if rows is not None:
+    rows = None
+    if bytes_model:
+        rows = bytes_model_rows(depths, bytes_model["weight_bytes"], bytes_model["kv_bytes_per_token"])
         render_bytes_model(ctx, rows, bytes_model["kv_bytes_per_token"], bytes_model["weight_bytes"])
     render_depth_plot(ctx, depths, rows)
 
@@ -634,7 +635,7 @@ def render_bytes_model(ctx: LessonContext, rows: list[BytesModelRow], kv: float,
 
 
 def render_depth_plot(ctx: LessonContext, depths: list[DepthResult], rows: list[BytesModelRow] | None) -> None:
-    xs = [d.depth for d in depths]
+    xs = [float(d.depth) for d in depths]
     series = [Series(label="median (min–max band)", x=xs, y=[d.median for d in depths],
                      y_min=[d.low for d in depths], y_max=[d.high for d in depths])]
     if rows is not None:

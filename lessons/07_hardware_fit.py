@@ -404,6 +404,7 @@ def show_host_ceilings(ctx: LessonContext, host: HostCeilings, hroof: Roofline, 
     ctx.measure("matmul_peak_gflop_per_s", "GFLOP/s", peak_gflops["samples"], higher_is_better=None,
                 settings={"size": mm["size"], "dtype": mm["dtype"], "blas": lib_text},
                 description="square matmul with numpy: the compute ceiling of this host's CPU roofline")
+    assert hroof.ridge_flops_per_byte is not None
     ctx.measure("ridge_point_flops_per_byte", "FLOPs/byte", [hroof.ridge_flops_per_byte], higher_is_better=None,
                 description="median matmul FLOP/s ÷ median read bandwidth, this host's CPU")
 
@@ -599,9 +600,9 @@ def plot_batching(ctx: LessonContext, rows: list[BatchRow], model: ServedModel) 
     ctx.plot(
         "batching", f"Batching {model.name}: aggregate vs per-sequence decode", "parallel sequences P", "tokens/s",
         [
-            Series(label="aggregate (all sequences)", x=Ps, y=[r.aggregate.median for r in rows],
+            Series(label="aggregate (all sequences)", x=[float(p) for p in Ps], y=[r.aggregate.median for r in rows],
                    y_min=[r.aggregate.min for r in rows], y_max=[r.aggregate.max for r in rows]),
-            Series(label="per sequence", x=Ps, y=[r.per_sequence.median for r in rows],
+            Series(label="per sequence", x=[float(p) for p in Ps], y=[r.per_sequence.median for r in rows],
                    y_min=[r.per_sequence.min for r in rows], y_max=[r.per_sequence.max for r in rows]),
         ],
     )

@@ -22,8 +22,10 @@ except ImportError:
     import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
+import functools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bytesup import formulas, hostbench, measure, models, published, sweep
@@ -159,6 +161,11 @@ def _summary(path: str, preset: str | None) -> dict:
             "weight_type": ((info["file_type"] or {}).get("name") or "").removeprefix("MOSTLY_") or None}
 
 
+def preset_summary(name: str) -> dict:
+    """The header summary of a sweep model, built or fetched here first when it is missing."""
+    return _summary(str(models.ensure_model(name)), name)
+
+
 def _available_memory() -> int | None:
     try:
         import psutil
@@ -193,12 +200,12 @@ def sweep_local(ctx: LessonContext, sizes: list[str], available: int | None) -> 
     runs, skipped = [], []
     for name in sizes:
         ctx.step(f"building or reusing {name}")
-        info = ModelInfo.of(ctx.host(f"model_{name}", lambda n=name: _summary(str(models.ensure_model(n)), n)))
+        info = ModelInfo.of(ctx.host(f"model_{name}", functools.partial(preset_summary, name)))
         if available and info.tensor_bytes > MEMORY_SHARE * available:
             skipped.append(f"{name} ({info.tensor_bytes / GB:.3g} GB)")
             continue
         ctx.step(f"decoding with {name}")
-        with ctx.local_server(f"preset-{name}", info.path, ["-c", str(CTX), "--parallel", "1"]) as srv:
+        with ctx.local_server(f"preset-{name}", Path(info.path) if info.path else None, ["-c", str(CTX), "--parallel", "1"]) as srv:
             runs.append(measure_decode(ctx, srv, info))
     return runs, skipped
 

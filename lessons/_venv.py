@@ -13,7 +13,7 @@ from pathlib import Path
 
 MARK = "BYTESUP_REEXEC"  # set for the re-run, so a .venv without bytesup cannot loop
 
-lesson = Path(script).resolve()  # noqa: F821 - given by the lesson (runpy init_globals)
+lesson = Path(globals()["script"]).resolve()  # given by the lesson (runpy init_globals)
 root = lesson.parent.parent
 venv = root / ".venv"
 python = venv / "bin" / "python"

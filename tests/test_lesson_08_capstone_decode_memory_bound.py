@@ -229,7 +229,7 @@ def test_main_sweep_on_hand_made_answers(lesson):
     result = lesson.main(ctx)
     assert all(s.left() == {} for s in servers.values())
     assert [label for label, _, _ in started] == [f"preset-{q8}", f"preset-{f16}"]  # the large model never started
-    assert started[0][1] == f"/models/{q8}.gguf"
+    assert str(started[0][1]) == f"/models/{q8}.gguf"
     for srv in servers.values():
         top, *timed = [body for _, _, body in srv.requests]
         assert top["n_probs"] == 3 and top["temperature"] == 0 and top["post_sampling_probs"] is False

@@ -26,7 +26,7 @@ def ceiling_tokens_per_s(bandwidth_bytes_per_s: float, bytes_per_tok: float) -> 
     return bandwidth_bytes_per_s / bytes_per_tok
 
 
-def flops_per_token(n_params: int) -> float:
+def flops_per_token(n_params: float) -> float:
     """About 2 FLOPs (one multiply, one add) per parameter per token."""
     return 2.0 * n_params
 

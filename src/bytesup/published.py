@@ -9,9 +9,11 @@ and tolerances for `bytesup check`.
 
 from __future__ import annotations
 
+from typing import Any
+
 # The specimen model of the published course.
 SPECIMEN_NAME = "deepseek-coder-6.7b-instruct Q8_0"
-SPECIMEN = {
+SPECIMEN: dict[str, Any] = {
     "n_layer": 32, "n_embd": 4096, "n_head": 32, "n_ff": 11008, "n_vocab": 32256,
     "n_params": 6.74e9,        # "6.74 billion parameters"
     "file_bytes": 7.16e9,      # "about 7.16 GB"
@@ -22,7 +24,7 @@ SPARK_NAME = "DGX Spark"
 SPARK_BANDWIDTH_GB_PER_S = 273.0   # "about 273 GB/s memory bandwidth"
 
 # Lesson 4's observed figures on the DGX Spark.
-LESSON4 = {
+LESSON4: dict[str, Any] = {
     "paris_logprob": -0.0756,
     "paris_percent": 92.7,
     "mat_percent": 98.5,
@@ -38,10 +40,10 @@ LESSON4 = {
 }
 
 # Lesson 6's worked example: a 70B model with 80 layers, 8 KV heads, head width 128, FP16.
-KV_70B = {"n_layer": 80, "n_head_kv": 8, "head_dim": 128, "bytes_per_element": 2, "bytes_per_token": 327_680}
+KV_70B: dict[str, Any] = {"n_layer": 80, "n_head_kv": 8, "head_dim": 128, "bytes_per_element": 2, "bytes_per_token": 327_680}
 
 # Lesson 7's roofline example.
-H100 = {"peak_flop_s": 989e12, "bandwidth_bytes_per_s": 3.35e12, "ridge_flops_per_byte": 295.0}
+H100: dict[str, Any] = {"peak_flop_s": 989e12, "bandwidth_bytes_per_s": 3.35e12, "ridge_flops_per_byte": 295.0}
 
 # Lesson 4's published run served the specimen with `-c 2048` (lesson-04-the-forward-pass.txt).
 LESSON4_CONTEXT_TOKENS = 2048
@@ -53,7 +55,7 @@ SPECIMEN_N_HEAD_KV = 32
 # The podcast's claims about the same 70B example (podcast-what-is-a-forward-pass.txt). The podcast's
 # KV figure is WRONG (the outline: "the podcast's '32 KB' is ten times too small"): lessons show these
 # only labelled as the podcast's, beside the computed value.
-PODCAST_KV_70B = {
+PODCAST_KV_70B: dict[str, Any] = {
     "kilobytes_per_token": 32,     # "about thirty-two kilobytes per token per request"
     "tokens_per_megabyte": 30,     # "roughly one megabyte per thirty tokens"
     "batch_requests": 64,          # "a batch of sixty-four requests"
@@ -64,4 +66,4 @@ PODCAST_KV_70B = {
 # "head dimension of one hundred twenty-eight and a sequence length of four thousand ninety-six comes
 # out with an arithmetic intensity of about sixty-two". WRONG: lesson 7 recomputes it (about 1 FLOP
 # per byte per query head sharing the K and V) and shows this figure only labelled as the podcast's.
-PODCAST_DECODE_ATTENTION = {"head_dim": 128, "seq_len": 4096, "flops_per_byte": 62}
+PODCAST_DECODE_ATTENTION: dict[str, Any] = {"head_dim": 128, "seq_len": 4096, "flops_per_byte": 62}
