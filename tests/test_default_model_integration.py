@@ -13,7 +13,7 @@ from bytesup import engine
 from bytesup.client import LlamaServer
 from bytesup.models import DEFAULT_MODEL, ensure_model, file_sha256
 from bytesup.records import shown_token
-from bytesup.runner import load_lesson
+from bytesup.catalog import load_lesson
 
 REFERENCE = Path(__file__).resolve().parents[1] / "references" / "smollm2-135m-q4_1_cpu.json"
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bytesup.runner import RunOptions, run_lessons
+from bytesup.options import RunOptions
+from bytesup.runner import run_lessons
 
 ROOT = Path(__file__).resolve().parents[1]
 

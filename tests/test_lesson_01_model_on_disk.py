@@ -11,7 +11,8 @@ from bytesup import published
 from bytesup.client import LlamaServer
 from bytesup.gguf_read import GGUFError, read_model_info
 from bytesup.models import build_model, get_preset
-from bytesup.runner import LessonContext, Reporter, RunOptions
+from bytesup.lesson import LessonContext, Reporter
+from bytesup.options import RunOptions
 
 LESSON = "01_model_on_disk"
 

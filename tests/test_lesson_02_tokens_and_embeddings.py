@@ -313,7 +313,8 @@ def test_notes_follow_the_data(lesson):
 
 def _ctx(lesson, model_path):
     from bytesup.client import LlamaServer
-    from bytesup.runner import LessonContext, Reporter, RunOptions
+    from bytesup.lesson import LessonContext, Reporter
+    from bytesup.options import RunOptions
 
     return LessonContext(LESSON, lesson.TITLE, server=LlamaServer("http://127.0.0.1:9"), options=RunOptions(),
                          model_path=model_path, sink=[], replay=None, progress=Reporter(None, LESSON))
@@ -336,7 +337,9 @@ def test_a_remote_server_without_the_model_file_still_gets_its_tables(lesson):
 
     from bytesup.client import LlamaServer
     from bytesup.replay import ReplayTransport
-    from bytesup.runner import LessonContext, Reporter, RunOptions, load_replay
+    from bytesup.lesson import LessonContext, Reporter
+    from bytesup.options import RunOptions
+    from bytesup.runs import load_replay
 
     source = load_replay(recorded(LESSON), LESSON)
     values = source.result.host_values

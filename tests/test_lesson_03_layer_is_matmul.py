@@ -446,7 +446,8 @@ def test_blas_table_reports_the_recorded_library(result):
 
 def _ctx(lesson, model_path):
     from bytesup.client import LlamaServer
-    from bytesup.runner import LessonContext, Reporter, RunOptions
+    from bytesup.lesson import LessonContext, Reporter
+    from bytesup.options import RunOptions
 
     return LessonContext(LESSON, lesson.TITLE, server=LlamaServer("http://127.0.0.1:9"), options=RunOptions(),
                          model_path=model_path, sink=[], replay=None, progress=Reporter(None, LESSON))

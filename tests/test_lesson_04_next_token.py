@@ -13,7 +13,8 @@ from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges
 from bytesup import published
 from bytesup.records import Completion, Timings, decode_passes, decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.results import load_result
-from bytesup.runner import RunOptions, run_lessons
+from bytesup.options import RunOptions
+from bytesup.runner import run_lessons
 
 LESSON = "04_next_token"
 TOP8_TABLES = ["top8_capital_of_france", "top8_cat_sat", "top8_fibonacci", "top8_for_loop"]

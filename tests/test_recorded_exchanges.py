@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from bytesup.results import load_result
-from bytesup.runner import RunOptions, run_lessons
+from bytesup.options import RunOptions
+from bytesup.runner import run_lessons
 
 from lessonkit import recorded, recorded_model
 

@@ -11,7 +11,8 @@ import pytest
 from bytesup import check, engine, formulas
 from bytesup import records as r
 from bytesup import server
-from bytesup.runner import NOT_INHERITED, load_lesson
+from bytesup.catalog import load_lesson
+from bytesup.lesson import NOT_INHERITED
 
 from conftest import load_fixture
 from test_check import lesson as made_lesson, only, run_of

@@ -24,21 +24,16 @@ from .catalog import UnknownLesson, discover_lessons, lesson_title, load_lesson
 from .client import LlamaServer, default_base_url
 from .errors import BytesupError, RunFolderError
 from .escape import rich_text
-from .lesson import NOT_INHERITED, LessonContext, Reporter, RunShared
-from .options import RunOptions, redact_command, shown_command
+from .lesson import LessonContext, Reporter, RunShared
+from .options import RunOptions, redact_command
 from .replay import RecordingTransport, ReplayTransport
 from .report import write_run_report
 from .runfolder import (DISK_FULL, INDEX_MARK, DiskFull, RunLock, Terminated, choose_run_dir, differences, identity_differences,
                         keep_failed, resume_command, run_readme, save_lesson, signals_raise)
-from .runs import MANIFEST_SCHEMA_VERSION, ReplaySource, load_replay, read_manifest
+from .runs import MANIFEST_SCHEMA_VERSION, load_replay, read_manifest
 from .runserver import answers, check_model_matches, check_server_url, engine_facts, model_path_from, probe, server_given, start_run_server
 from .storage import file_sha256, write_json_atomic, write_text_atomic
 from .summary import print_summary
-
-# Kept importable from here for code written against the runner before the split.
-__all__ = ["NOT_INHERITED", "LessonContext", "Reporter", "RunShared", "RunOptions", "ReplaySource", "load_replay",
-           "read_manifest", "shown_command", "run_lessons", "load_lesson", "discover_lessons"]
-
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
