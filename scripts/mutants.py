@@ -13,10 +13,11 @@ modules that need more), `lessons/0N_name.py` runs tests/test_lesson_0N_name.py.
 `integration` (they start servers) are never run.
 
 The tool is mutmut 2.5.1, installed into the running venv on first use (not a test dependency).
-It mutates files in place, which suits the lessons (loaded by file path, not importable), so it
-works on a copy of the tree in .mutants/ (git-ignored): the worktree's own files are never
-mutated, even when a run is interrupted. Results are cached in .mutants/.mutmut-cache: a mutant
-once killed stays killed; survivors are tested again when any test file changes. --fresh starts over.
+It mutates files in place, which suits the lessons (loaded by file path, not importable), so each
+target works on its own copy of the tree in .mutants/<target>/ (git-ignored): the worktree's own
+files are never mutated, even when a run is interrupted, and --jobs N runs N targets at once.
+Results are cached in each copy's .mutmut-cache: a mutant once killed stays killed; survivors are
+tested again when any test file changes. --fresh starts over.
 
 Prints, per target and in total, mutants killed / total and the share, and lists the survivors as
 diffs. Killed counts mutants the tests failed on, including those that timed out (an endless loop
@@ -31,9 +32,11 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,55 +97,87 @@ def ensure_mutmut() -> None:
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", f"mutmut=={MUTMUT}"], check=True)
 
 
-def sync_copy(fresh: bool) -> None:
-    """The worktree's files (tracked and untracked, not ignored) copied into WORK; the cache kept unless fresh."""
-    if fresh and WORK.exists():
-        shutil.rmtree(WORK)
-    WORK.mkdir(exist_ok=True)
+def work_dir(path: str) -> Path:
+    return WORK / re.sub(r"[^A-Za-z0-9_.-]", "_", path)
+
+
+def sync_copy(work: Path, fresh: bool) -> None:
+    """The worktree's files (tracked and untracked, not ignored) copied into `work`; its cache kept unless fresh."""
+    if fresh and work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
                             capture_output=True).stdout.decode().split("\0")
     for name in filter(None, listed):
-        src, dst = ROOT / name, WORK / name
+        src, dst = ROOT / name, work / name
         if not src.is_file():
             continue  # deleted in the worktree but still tracked
         dst.parent.mkdir(parents=True, exist_ok=True)
         if not dst.is_file() or dst.read_bytes() != src.read_bytes():
             shutil.copy2(src, dst)
-        elif dst.stat().st_mtime != src.stat().st_mtime:
-            shutil.copystat(src, dst)
-    for leftover in list(WORK.rglob("*.py.bak")):  # an interrupted run's backup: the copy above restored the file
+    for leftover in list(work.rglob("*.py.bak")):  # an interrupted run's backup: the copy above restored the file
         leftover.unlink()
-    for cache in list(WORK.rglob("__pycache__")):  # mutants of equal size must never meet a stale .pyc
+    for cache in list(work.rglob("__pycache__")):  # mutants of equal size must never meet a stale .pyc
         shutil.rmtree(cache, ignore_errors=True)
-    models = WORK / "models"
+    models = work / "models"
     if (ROOT / "models").is_dir() and not models.exists():
         models.symlink_to(ROOT / "models")
 
 
-def run_target(path: str, tests: list[str], log: Path) -> int:
-    missing = [p for p in [path, *tests] if not (WORK / p).is_file()]
+RUNNING: set[subprocess.Popen] = set()
+
+
+def run_target(path: str, tests: list[str], fresh: bool) -> int:
+    work = work_dir(path)
+    sync_copy(work, fresh)
+    missing = [p for p in [path, *tests] if not (work / p).is_file()]
     if missing:
         raise SystemExit(f"not found in the worktree: {', '.join(missing)}")
+    # Each mutant starts pytest afresh: leave out what these tests do not use (pytest-httpx's plugin,
+    # assertion rewriting, the cache), so that the start costs little.
+    uses_httpx_mock = any("httpx_mock" in (work / t).read_text(encoding="utf-8") for t in tests)
     runner = " ".join([shlex.quote(sys.executable), "-B", "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                       *([] if uses_httpx_mock else ["-p", "no:pytest_httpx"]), "--assert=plain",
                        "-m", shlex.quote("not integration"), *map(shlex.quote, tests)])
-    env = {**os.environ, "PYTHONPATH": str(WORK / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", path, "--tests-dir", "tests",
            "--runner", runner, "--no-progress", "--simple-output"]
+    log = work / "mutmut.log"
+    print(f"mutating {path} against {' '.join(tests)} (log: {log.relative_to(ROOT)})", flush=True)
     with log.open("w") as out:
-        done = subprocess.run(cmd, cwd=WORK, env=env, stdout=out, stderr=subprocess.STDOUT)
-    if done.returncode & 1:  # mutmut's "fatal error" bit, e.g. the tests failing without any mutant
+        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        RUNNING.add(proc)
+        try:
+            code = proc.wait()
+        finally:
+            RUNNING.discard(proc)
+    if code < 0 or code & 1:  # killed, or mutmut's "fatal error" bit, e.g. the tests failing without any mutant
         print(log.read_text()[-3000:])
-        raise SystemExit(f"mutmut failed on {path} (exit {done.returncode}); log: {log}")
-    return done.returncode
+        raise SystemExit(f"mutmut failed on {path} (exit {code}); log: {log}")
+    print(f"done: {path}", flush=True)
+    return code
+
+
+def stop_running(*_: object) -> None:
+    """Stop the mutmut runs this script started (each leads its own process group) and exit."""
+    for proc in list(RUNNING):
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    raise SystemExit("stopped; the worktree's files were never mutated, and the next run starts from fresh copies")
 
 
 def tally(path: str) -> Tally:
-    db = sqlite3.connect(WORK / ".mutmut-cache")
+    t = Tally(path)
+    cache = work_dir(path) / ".mutmut-cache"
+    if not cache.is_file():
+        return t
+    db = sqlite3.connect(cache)
     rows = db.execute(
         "SELECT m.id, m.status FROM Mutant m JOIN Line l ON m.line = l.id JOIN SourceFile f ON l.sourcefile = f.id "
         "WHERE f.filename = ? ORDER BY m.id", (path,)).fetchall()
     db.close()
-    t = Tally(path)
     for mutant_id, status in rows:
         t.statuses[status] = t.statuses.get(status, 0) + 1
         if status == "bad_survived":
@@ -150,8 +185,8 @@ def tally(path: str) -> Tally:
     return t
 
 
-def show(mutant_id: int) -> str:
-    done = subprocess.run([sys.executable, "-m", "mutmut", "show", str(mutant_id)], cwd=WORK,
+def show(path: str, mutant_id: int) -> str:
+    done = subprocess.run([sys.executable, "-m", "mutmut", "show", str(mutant_id)], cwd=work_dir(path),
                           capture_output=True, text=True)
     lines = [ln for ln in done.stdout.splitlines() if ln and not ln.startswith(("---", "+++"))]
     return "\n".join(lines)
@@ -162,17 +197,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("targets", nargs="*", help="source[=test,test] (default: the six shared modules)")
     ap.add_argument("--fresh", action="store_true", help="forget earlier results")
     ap.add_argument("--report-only", action="store_true", help="print the cached results without running")
+    ap.add_argument("--jobs", type=int, default=1, help="targets mutated at once (each in its own copy)")
     ap.add_argument("--min", type=float, default=None, help="exit 1 when a target's killed share is below this")
     args = ap.parse_args(argv)
 
     targets = [parse_target(t) for t in (args.targets or DEFAULT_TARGETS)]
     if not args.report_only:
         ensure_mutmut()
-        sync_copy(args.fresh)
-        for path, tests in targets:
-            log = WORK / f"mutmut-{re.sub(r'[^A-Za-z0-9_.-]', '_', path)}.log"
-            print(f"mutating {path} against {' '.join(tests)} (log: {log.relative_to(ROOT)})", flush=True)
-            run_target(path, tests, log)
+        signal.signal(signal.SIGTERM, stop_running)
+        signal.signal(signal.SIGINT, stop_running)
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for done in [pool.submit(run_target, path, tests, args.fresh) for path, tests in targets]:
+                done.result()
 
     tallies = [tally(path) for path, _ in targets]
     width = max(len(t.target) for t in tallies)
@@ -181,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         if t.survivors:
             print(f"== survivors in {t.target} ({len(t.survivors)}) ==")
             for mutant_id in t.survivors:
-                print(f"-- mutant {mutant_id}\n{show(mutant_id)}")
+                print(f"-- mutant {mutant_id}\n{show(t.target, mutant_id)}")
             print()
     print(f"{'target':<{width}}  killed / total   share  (timeouts, suspicious, skipped, untested)")
     for t in tallies:
