@@ -134,11 +134,14 @@ def run_target(path: str, tests: list[str], fresh: bool) -> int:
     if missing:
         raise SystemExit(f"not found in the worktree: {', '.join(missing)}")
     # Each mutant starts pytest afresh: leave out what these tests do not use (pytest-httpx's plugin,
-    # assertion rewriting, the cache), so that the start costs little.
+    # assertion rewriting, the cache), so that the start costs little. mutmut 2 counts any exit
+    # status but 1 as "tests passed", and pytest exits 2 when a mutant breaks the import: the
+    # tests run through this script's --pytest, which exits 1 for any failure.
     uses_httpx_mock = any("httpx_mock" in (work / t).read_text(encoding="utf-8") for t in tests)
-    runner = " ".join([shlex.quote(sys.executable), "-B", "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                       *([] if uses_httpx_mock else ["-p", "no:pytest_httpx"]), "--assert=plain",
-                       "-m", shlex.quote("not integration"), *map(shlex.quote, tests)])
+    runner = " ".join([shlex.quote(sys.executable), "-B", shlex.quote(str(work / "scripts" / "mutants.py")), "--pytest",
+                       "-x", "-q", "-p", "no:cacheprovider", *([] if uses_httpx_mock else ["-p", "no:pytest_httpx"]),
+                       "--assert=plain", "-m", shlex.quote("not integration"), *map(shlex.quote, tests)])
+    forget_survivors_if_the_runner_changed(work, runner)
     env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", path, "--tests-dir", "tests",
            "--runner", runner, "--no-progress", "--simple-output"]
@@ -156,6 +159,17 @@ def run_target(path: str, tests: list[str], fresh: bool) -> int:
         raise SystemExit(f"mutmut failed on {path} (exit {code}); log: {log}")
     print(f"done: {path}", flush=True)
     return code
+
+
+def forget_survivors_if_the_runner_changed(work: Path, runner: str) -> None:
+    """mutmut re-tests its survivors only when a test file changes; a changed command must re-test them too."""
+    stamp, cache = work / "runner.txt", work / ".mutmut-cache"
+    if cache.is_file() and (not stamp.is_file() or stamp.read_text() != runner):
+        db = sqlite3.connect(cache)
+        db.execute("UPDATE Mutant SET tested_against_hash = '' WHERE status != 'ok_killed'")
+        db.commit()
+        db.close()
+    stamp.write_text(runner)
 
 
 def stop_running(*_: object) -> None:
@@ -192,7 +206,17 @@ def show(path: str, mutant_id: int) -> str:
     return "\n".join(lines)
 
 
+def run_pytest(args: list[str]) -> int:
+    """The tests of one mutant: 0 when they pass, 1 for any failure (a failed import included)."""
+    import pytest
+
+    return 0 if pytest.main(args) == 0 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--pytest"]:
+        return run_pytest(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("targets", nargs="*", help="source[=test,test] (default: the six shared modules)")
     ap.add_argument("--fresh", action="store_true", help="forget earlier results")

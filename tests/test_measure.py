@@ -52,7 +52,20 @@ def test_long_prompt_falls_back_to_the_whole_text(monkeypatch):
     q = QueuedServer({"/tokenize": [{"tokens": [1, 2]}, {"tokens": [9, 8, 7, 6, 5, 4]}]})
     # the 40-character prefix gave 2 < 5 tokens and 40 < 1000: the whole text is tokenized
     assert measure.long_prompt_tokens(q.server, 5) == [9, 8, 7, 6, 5]
-    assert [body["content"] for _, _, body in q.requests] == [text[:40], text]
+    assert [body for _, _, body in q.requests] == [{"content": text[:40], "with_pieces": False, "add_special": False},
+                                                   {"content": text, "with_pieces": False, "add_special": False}]
+
+
+def test_long_prompt_falls_back_only_when_the_text_is_longer_than_the_prefix(monkeypatch):
+    # 5 tokens ask for 40 characters. A text of exactly 40: the prefix was the whole text, no second request
+    monkeypatch.setattr(measure, "corpus_text", lambda: "x" * 40)
+    q = QueuedServer({"/tokenize": [{"tokens": [1, 2]}]})
+    assert measure.long_prompt_tokens(q.server, 5) == [1, 2, 1, 2, 1]
+    # a text of 41 characters: one more than the prefix, so the whole text is asked for
+    monkeypatch.setattr(measure, "corpus_text", lambda: "x" * 41)
+    q = QueuedServer({"/tokenize": [{"tokens": [1, 2]}, {"tokens": [3, 4, 5]}]})
+    assert measure.long_prompt_tokens(q.server, 5) == [3, 4, 5, 3, 4]
+    assert q.left() == {}
 
 
 def test_long_prompt_repeats_a_short_text(monkeypatch):
@@ -67,7 +80,7 @@ def test_long_prompt_repeats_a_short_text(monkeypatch):
 def test_long_prompt_of_no_tokens_is_refused(monkeypatch):
     monkeypatch.setattr(measure, "corpus_text", lambda: "abc")
     q = QueuedServer({"/tokenize": [{"tokens": []}]})
-    with pytest.raises(ValueError, match="no tokens"):
+    with pytest.raises(ValueError, match="^the server tokenized the corpus into no tokens$"):
         measure.long_prompt_tokens(q.server, 4)
 
 
@@ -120,8 +133,10 @@ def test_context_size_from_the_first_slot():
 
 def test_context_size_unknown_is_an_error_that_says_why():
     q = QueuedServer({"/props": [{}], "/slots": [[]]})
-    with pytest.raises(BytesupError, match="reports no context size in /props or /slots"):
+    with pytest.raises(BytesupError) as err:
         measure.context_size(q.server)
+    assert str(err.value) == ("The server at http://queued.invalid reports no context size in /props or /slots, so prompts "
+                              "cannot be sized to fit. Check that it is a llama.cpp llama-server with /props enabled.")
 
     def handle(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/props":
