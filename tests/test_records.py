@@ -218,3 +218,31 @@ def test_parse_metrics_by_hand():
         "llamacpp:n_decode_total": 0.0,
     }
     assert r.parse_metrics("") == {}
+
+
+def test_optional_fields_are_none_or_empty_when_absent():
+    props = r.Props.model_validate({})
+    assert (props.build_info, props.model_path, props.total_slots, props.default_generation_settings) == (None, None, None, None)
+    done = r.Completion.model_validate({"content": "", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1,
+                                                                   "predicted_ms": 1.0}})
+    assert (done.stop_type, done.tokens_evaluated, done.tokens_cached, done.generation_settings) == (None, None, None, None)
+    assert done.tokens == [] and done.completion_probabilities == []
+    t = done.timings
+    assert (t.prompt_per_token_ms, t.prompt_per_second, t.predicted_per_token_ms, t.predicted_per_second) == (None,) * 4
+    assert (t.draft_n, t.draft_n_accepted) == (None, None)
+    pos = r.TokenProbabilities.model_validate({"id": 1, "token": "a"})
+    assert (pos.bytes, pos.logprob, pos.top_logprobs, pos.prob, pos.top_probs) == (None,) * 5
+    assert r.TopLogprob.model_validate({"id": 1, "token": "a", "logprob": -1.0}).bytes is None
+    assert r.TopProb.model_validate({"id": 1, "token": "a", "prob": 0.5}).bytes is None
+    assert r.ModelList.model_validate({}).data == []
+    # what a newer server adds is kept on every record
+    assert r.Health.model_validate({"status": "ok", "uptime": 3}).uptime == 3
+
+
+def test_missing_probabilities_message():
+    done = r.Completion.model_validate({"content": "", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1,
+                                                                   "predicted_ms": 1.0}})
+    with pytest.raises(MissingField) as err:
+        done.first_position()
+    assert str(err.value).startswith("The server's answer to /completion has no field `completion_probabilities`, "
+                                     "which this lesson needs (server build: unknown).")

@@ -312,3 +312,27 @@ def test_incomplete_lists_say_how_much_they_hold():
     # a chain whose first step cuts works on the kept set after it: top-p 0.6 keeps 0.5 and 0.2 (0.7 ≥ 0.6),
     # renormalized 5/7, 2/7; temperature 0.5 then squares them: 25, 4 ÷ 29
     assert sampling.apply_chain(listed, [("top_p", 0.6), ("temperature", 0.5)], total=1.0) == pytest.approx([25 / 29, 4 / 29])
+
+
+def test_input_messages_and_a_single_candidate():
+    assert list(sampling.normalize([3.0])) == [1.0]
+    assert list(sampling.temperature([0.2], 0.5)) == [1.0] and sampling.greedy([0.2]) == 0
+    with pytest.raises(ValueError, match="^a probability vector must be one-dimensional and non-empty$"):
+        sampling.normalize([])
+    with pytest.raises(ValueError, match="^a probability vector must be one-dimensional and non-empty$"):
+        sampling.normalize([[0.5], [0.5]])
+    with pytest.raises(ValueError, match="^probabilities must be finite and non-negative$"):
+        sampling.normalize([0.5, -0.5])
+    with pytest.raises(ValueError, match="^probabilities must not all be zero$"):
+        sampling.normalize([0.0, 0.0])
+
+
+def test_incomplete_share_is_of_the_given_total():
+    # 0.5 + 0.2 = 0.7 listed of a total of 2: 0.35 of it
+    with pytest.raises(sampling.IncompleteDistribution,
+                       match=r"^temperature 2 needs the whole distribution: the 2 listed candidates hold 0\.35 of it$"):
+        sampling.temperature([0.5, 0.2], 2.0, total=2.0)
+    # a list holding all but a billionth of its total counts as complete (rounding); a millionth short does not
+    assert sampling.temperature([0.5, 0.5 - 5e-10], 1.0, total=1.0) == pytest.approx([0.5, 0.5])
+    with pytest.raises(sampling.IncompleteDistribution):
+        sampling.temperature([0.5, 0.5 - 1e-6], 1.0, total=1.0)
