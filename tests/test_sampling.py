@@ -289,7 +289,7 @@ def test_input_checks_by_case():
     for bad in ([], [[0.5, 0.5]], [0.5, -0.1], [0.5, float("inf")], [0.5, float("nan")], [0.0, 0.0]):
         with pytest.raises(ValueError):
             sampling.normalize(bad)
-    with pytest.raises(ValueError, match="unknown sampler 'min_p'; re-implemented: temperature, top_k, top_p"):
+    with pytest.raises(ValueError, match="^unknown sampler 'min_p'; re-implemented: temperature, top_k, top_p$"):
         sampling.apply(FOUR, "min_p", 0.1)
 
 
@@ -302,8 +302,12 @@ def test_incomplete_lists_say_how_much_they_hold():
         sampling.top_k(listed, 0, total=1.0)
     with pytest.raises(sampling.IncompleteDistribution, match="top-p 1 needs the whole distribution"):
         sampling.top_p(listed, 1.0, total=1.0)
-    with pytest.raises(sampling.IncompleteDistribution, match="top-p 0.9: the 2 listed candidates hold only 0.7 of"):
+    with pytest.raises(sampling.IncompleteDistribution,
+                       match=r"^top-p 0.9: the 2 listed candidates hold only 0\.7 of the distribution$"):
         sampling.top_p(listed, 0.9, total=1.0)
+    # the cumulative share of all of them: 0.5 + 0.2 + 0.1 = 0.8
+    with pytest.raises(sampling.IncompleteDistribution, match=r"hold only 0\.8 of the distribution$"):
+        sampling.top_p([0.5, 0.2, 0.1], 0.9, total=1.0)
     # the listed mass against a total of 2: 0.5 ÷ 2 = 0.25 ≥ 0.2 keeps one
     assert sampling.top_p(listed, 0.2, total=2.0) == pytest.approx([1.0, 0.0])
     # a complete list passes with its total given
@@ -336,3 +340,11 @@ def test_incomplete_share_is_of_the_given_total():
     assert sampling.temperature([0.5, 0.5 - 5e-10], 1.0, total=1.0) == pytest.approx([0.5, 0.5])
     with pytest.raises(sampling.IncompleteDistribution):
         sampling.temperature([0.5, 0.5 - 1e-6], 1.0, total=1.0)
+    with pytest.raises(sampling.IncompleteDistribution):
+        sampling.temperature([0.5, 0.5 - 1.5e-9], 1.0, total=1.0)
+
+
+def test_top_p_when_rounding_leaves_the_whole_vector_just_under_p():
+    # eleven 0.1s: numpy's cumulative sum ends at 0.9999999999999998 of their sum, below the p asked for
+    # (the largest float under 1); the whole vector is kept, each 1/11
+    assert sampling.top_p([0.1] * 11, 0.9999999999999999) == pytest.approx([1 / 11] * 11)
