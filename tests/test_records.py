@@ -246,3 +246,15 @@ def test_missing_probabilities_message():
         done.first_position()
     assert str(err.value).startswith("The server's answer to /completion has no field `completion_probabilities`, "
                                      "which this lesson needs (server build: unknown).")
+
+
+def test_a_negative_time_is_no_speed():
+    t = timings(predicted_n=3, predicted_ms=-10.0)  # −5 ms per pass: no speed, not −200 tokens/s
+    assert r.decode_ms_per_token(t) == -5.0 and math.isnan(r.decode_tokens_per_s(t))
+    assert math.isnan(r.prefill_tokens_per_s(timings(prompt_ms=-1.0)))
+
+
+def test_a_malformed_nested_field_is_named_by_its_path():
+    body = {"content": "x", "timings": {"prompt_n": "many", "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 1.0}}
+    with pytest.raises(MalformedResponse, match=r"\(timings\.prompt_n: "):
+        r.parse(r.Completion, body, path="/completion", url="http://h:1")
