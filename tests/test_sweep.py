@@ -190,6 +190,7 @@ def test_spread_by_hand():
     assert sweep.spread([4.0, 5.0, 4.5]) == 0.25  # 5 ÷ 4 − 1
     assert sweep.spread([7.0]) == 0.0
     assert sweep.spread([0.0, 1.0]) == math.inf
+    assert sweep.spread([0.5, 1.0]) == 1.0      # below 1 tokens/s is still a ratio: 1 ÷ 0.5 − 1
 
 
 def test_make_point_by_hand():
@@ -209,7 +210,7 @@ def test_make_point_by_hand():
     over = sweep.make_point("x", 50 * MB + 1, [90.0], llc_bytes=int(50 * MB))
     assert not over["fits_in_cache"] and not over["cache_resident"]
     for bad in ([], [1.0, 0.0], [-2.0]):
-        with pytest.raises(ValueError, match="x: decode samples must be positive"):
+        with pytest.raises(ValueError, match="^x: decode samples must be positive$"):
             sweep.make_point("x", MB, bad, None)
 
 
@@ -280,6 +281,24 @@ def test_fit_error_adds_the_points_own_scatter():
     # within: each point's ln samples −0.1, 0, +0.1 around its mean: variance 0.01, ÷ 3 samples = 0.003333;
     # summed over both and ÷ n² = 4: 0.001667. u = √(0.480453 + 0.001667) = √0.482120 = 0.694349
     assert fit["u"] == pytest.approx(0.694349, abs=1e-6)
+
+
+def test_fit_error_of_a_point_with_two_samples():
+    # samples 100 e^−0.1 and 100 e^0.1 at 100 MB: ln GB/s = ln 10 ± 0.1, variance (over 1) 0.02, ÷ 2 samples = 0.01;
+    # one point: nothing between points, u = √0.01 = 0.1, B = 10
+    p = sweep.make_point("a", 100 * MB, [100 * math.exp(-0.1), 100 * math.exp(0.1)], None)
+    fit = sweep.fit_bandwidth([p])
+    assert fit["gbs"] == pytest.approx(10.0) and fit["u"] == pytest.approx(0.1)
+
+
+def test_slope_of_four_points_by_hand():
+    # ln bytes 0, 1, 2, 3 (mean 1.5, Sxx 2.25 + 0.25 + 0.25 + 2.25 = 5); ln tokens/s 0, −1, −2, −4 (mean −1.75)
+    # Sxy = (−1.5)(1.75) + (−0.5)(0.75) + (0.5)(−0.25) + (1.5)(−2.25) = −6.5: k = −6.5 ÷ 5 = −1.3
+    pts = [sweep.make_point(str(i), math.exp(i), [math.exp(y)], None) for i, y in ((0, 0.0), (1, -1.0), (2, -2.0), (3, -4.0))]
+    s = sweep.fit_slope(pts)
+    assert s["slope"] == pytest.approx(-1.3) and s["n"] == 4
+    # residuals −0.2, 0.1, 0.4, −0.3: squares sum 0.30; se = √(0.30 ÷ (4 − 2) ÷ 5) = √0.03 = 0.173205
+    assert s["se"] == pytest.approx(0.173205, abs=1e-6)
 
 
 def test_slope_by_hand():
