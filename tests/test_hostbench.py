@@ -4,6 +4,7 @@ arithmetic needs exact times, the clock (and the product) are fakes and the expe
 from __future__ import annotations
 
 import json
+import inspect
 import math
 import os
 import threading
@@ -97,9 +98,15 @@ MiB = 2**20
 def test_units():
     assert (hostbench.MiB, hostbench.GB) == (1_048_576, 1_000_000_000)
     assert (hostbench.CACHE_MULTIPLE, hostbench.MIN_WORKING_SET, hostbench.RUN_SAMPLES) == (4, 268_435_456, 15)
+    assert hostbench.SYS_CPU == "/sys/devices/system/cpu"
+    # the documented defaults: 256 MiB per thread, 5 samples
+    defaults = inspect.signature(measure_read_bandwidth).parameters
+    assert (defaults["bytes_per_thread"].default, defaults["repeats"].default) == (268_435_456, 5)
 
 
 def test_summarize_by_hand():
+    with pytest.raises(ValueError, match=r"^summarize\(\) needs at least one sample$"):
+        summarize([])
     assert summarize([1, 2, 3, 4]) == {"samples": [1.0, 2.0, 3.0, 4.0], "median": 2.5, "min": 1.0, "max": 4.0}
     assert summarize([2.0, 9.0, 4.0, 4.0, 1.5])["median"] == 4.0
     assert summarize([7]) == {"samples": [7.0], "median": 7.0, "min": 7.0, "max": 7.0}
@@ -165,11 +172,36 @@ def test_a_failing_worker_fails_the_reading(monkeypatch):
 
 
 def test_read_bandwidth_argument_limits():
-    for threads, nbytes, repeats in ((0, MiB, 1), (1, MiB, 0), (1, 7, 1), (-1, MiB, 1)):
-        with pytest.raises(ValueError):
-            measure_read_bandwidth(threads, bytes_per_thread=nbytes, repeats=repeats)
+    for threads, repeats in ((0, 1), (1, 0), (-1, 1)):
+        with pytest.raises(ValueError, match="^threads and repeats must be at least 1$"):
+            measure_read_bandwidth(threads, bytes_per_thread=MiB, repeats=repeats)
+    with pytest.raises(ValueError, match="^bytes_per_thread must be at least 8$"):
+        measure_read_bandwidth(1, bytes_per_thread=7, repeats=1)
     r = measure_read_bandwidth(1, bytes_per_thread=8, repeats=1)  # the smallest: one int64
     assert r["bytes_per_sample"] == 8 and len(r["seconds"]["samples"]) == 1
+
+
+class FailFirstAllocation:
+    """numpy whose first np.empty fails: one worker dies before the barrier, the other finds it broken."""
+
+    def __init__(self):
+        self.lock, self.failed = threading.Lock(), False
+
+    def empty(self, *args, **kwargs):
+        with self.lock:
+            first, self.failed = not self.failed, True
+        if first:
+            raise MemoryError("no room for the array")
+        return np.empty(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+def test_the_worker_error_is_raised_not_the_broken_barrier(monkeypatch):
+    monkeypatch.setattr(hostbench, "np", FailFirstAllocation())
+    with pytest.raises(MemoryError, match="no room for the array"):
+        measure_read_bandwidth(2, bytes_per_thread=MiB, repeats=1)
 
 
 def test_memory_check_allows_half_of_what_is_available(monkeypatch):
@@ -267,6 +299,7 @@ def _cache(root, name, level, kind, size):
 
 
 def test_last_level_cache_from_a_fake_sys(tmp_path):
+    _cache(tmp_path, "index00", 4, None, "1G")             # unreadable, listed first: skipped, the rest still read
     _cache(tmp_path, "index0", 1, "Data", "48K")
     _cache(tmp_path, "index1", 1, "Instruction", "32K")
     _cache(tmp_path, "index2", 2, "Unified", "2048K")
@@ -283,6 +316,7 @@ def test_last_level_cache_prefers_the_larger_of_one_level(tmp_path):
     big = _cache(tmp_path, "index3", 3, "Unified", "32M")
     _cache(tmp_path, "index4", 3, "Unified", "8M")
     _cache(tmp_path, "index5", 2, "Unified", "64M")  # larger, but a lower level
+    _cache(tmp_path, "index6", 3, "Unified", "32M")  # as large: the first one found stays
     assert hostbench.last_level_cache(str(tmp_path)) == {"bytes": 33_554_432, "level": 3, "source": str(big / "size")}
     assert hostbench.last_level_cache(str(tmp_path / "none")) == {"bytes": None, "level": None, "source": None}
 
@@ -296,7 +330,7 @@ def test_physical_cores_from_a_fake_sys(tmp_path, monkeypatch):
     (tmp_path / "cpufreq" / "topology" / "thread_siblings_list").write_text("9")
     assert hostbench.physical_cores(str(tmp_path)) == 3  # {0,2}, {1,3}, {4}
     # without /sys: psutil's physical count, else the logical CPUs, else 1
-    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 7)
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 99 if logical else 7)
     assert hostbench.physical_cores(str(tmp_path / "none")) == 7
     monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: None)
     monkeypatch.setattr(os, "cpu_count", lambda: 5)
@@ -383,7 +417,7 @@ def test_blas_info_keeps_plain_fields(monkeypatch):
             "threading_layer": "pthreads", "architecture": "Haswell", "num_threads": 2, "filepath": "/lib/x.so"}
     monkeypatch.setattr(threadpoolctl, "threadpool_info",
                         lambda: [{"user_api": "openmp", "num_threads": 4, "rich": object()}, {**blas, "extra": 1, "version": object()}])
-    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 3)
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 6 if logical else 3)
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     for name in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         monkeypatch.delenv(name, raising=False)
@@ -398,6 +432,10 @@ def test_blas_info_keeps_plain_fields(monkeypatch):
     assert info["libraries"] == [openmp, expected_blas]
     assert info["blas"] == expected_blas
     assert (info["logical_cpus"], info["physical_cores"], info["env"]) == (6, 3, {"OMP_NUM_THREADS": "2"})
+    steer = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "3"}
+    for name, value in steer.items():
+        monkeypatch.setenv(name, value)
+    assert blas_info()["env"] == steer
     monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [])
 
     def cannot_tell(logical=True):
