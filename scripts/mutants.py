@@ -147,7 +147,17 @@ def run_target(path: str, tests: list[str], fresh: bool) -> int:
            "--runner", runner, "--no-progress", "--simple-output"]
     log = work / "mutmut.log"
     print(f"mutating {path} against {' '.join(tests)} (log: {log.relative_to(ROOT)})", flush=True)
-    with log.open("w") as out:
+    code = run_mutmut(cmd, work, env, log)
+    # mutmut 2 now and then leaves a survivor of an earlier run untested (its test hash stays old):
+    # those are run one by one, as `mutmut run ID` always tests the mutant it is given.
+    for mutant_id in stale_survivors(work):
+        run_mutmut([*cmd[:4], str(mutant_id), *cmd[4:]], work, env, log, append=True)
+    print(f"done: {path}", flush=True)
+    return code
+
+
+def run_mutmut(cmd: list[str], work: Path, env: dict[str, str], log: Path, append: bool = False) -> int:
+    with log.open("a" if append else "w") as out:
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         RUNNING.add(proc)
         try:
@@ -156,9 +166,16 @@ def run_target(path: str, tests: list[str], fresh: bool) -> int:
             RUNNING.discard(proc)
     if code < 0 or code & 1:  # killed, or mutmut's "fatal error" bit, e.g. the tests failing without any mutant
         print(log.read_text()[-3000:])
-        raise SystemExit(f"mutmut failed on {path} (exit {code}); log: {log}")
-    print(f"done: {path}", flush=True)
+        raise SystemExit(f"mutmut failed in {work} (exit {code}); log: {log}")
     return code
+
+
+def stale_survivors(work: Path) -> list[int]:
+    db = sqlite3.connect(work / ".mutmut-cache")
+    (current,) = db.execute("SELECT value FROM MiscData WHERE key = 'hash_of_tests'").fetchone() or ("",)
+    rows = db.execute("SELECT id FROM Mutant WHERE status != 'ok_killed' AND tested_against_hash != ?", (current,)).fetchall()
+    db.close()
+    return [r[0] for r in rows]
 
 
 def forget_survivors_if_the_runner_changed(work: Path, runner: str) -> None:
