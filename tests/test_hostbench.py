@@ -102,6 +102,10 @@ def test_units():
     # the documented defaults: 256 MiB per thread, 5 samples
     defaults = inspect.signature(measure_read_bandwidth).parameters
     assert (defaults["bytes_per_thread"].default, defaults["repeats"].default) == (268_435_456, 5)
+    defaults = inspect.signature(measure_matmul).parameters
+    assert (defaults["repeats"].default, defaults["min_time_s"].default, defaults["dtype"].default) == (5, 0.05, "float32")
+    defaults = inspect.signature(measure_matmul_peak).parameters
+    assert (defaults["size"].default, defaults["repeats"].default) == (1024, 5)
 
 
 def test_summarize_by_hand():
@@ -269,11 +273,21 @@ def test_matmul_that_measures_zero_doubles_the_count(monkeypatch):
     assert measure_matmul(2, 2, 1, repeats=1, min_time_s=1.0)["products_per_sample"] == 1
 
 
+def test_matmul_grows_the_count_by_at_least_double(monkeypatch):
+    # the first single product measures 0 s: 2 products; those take 2 × 3/128 = 6/128 s < 8/128 (1/16),
+    # so the count becomes max(2 × 2, ceil(2 × 8/6 = 2.67) = 3) = 4, lasting 12/128 s
+    fake = FakeProduct([0.0, 0.0], then=3 / 128)
+    monkeypatch.setattr(hostbench, "np", fake)
+    monkeypatch.setattr(hostbench, "time", fake)
+    r = measure_matmul(2, 2, 1, repeats=1, min_time_s=1 / 16)
+    assert r["products_per_sample"] == 4 and r["seconds"]["samples"] == [3 / 128]
+
+
 def test_matmul_refuses_empty_shapes():
     for shape in ((0, 1, 1), (1, 0, 1), (1, 1, 0)):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="^m, k, n and repeats must be at least 1$"):
             measure_matmul(*shape)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^m, k, n and repeats must be at least 1$"):
         measure_matmul(1, 1, 1, repeats=0)
     assert measure_matmul(1, 1, 1, repeats=1, min_time_s=0.0)["flops"] == 2
 
@@ -354,6 +368,8 @@ def test_run_bandwidth_plan_by_hand():
     assert hostbench.run_bandwidth_plan(3, None)["bytes_per_thread"] == 86 * MiB
     # 4 threads: 64 MiB each exactly (no rounding up of a whole MiB)
     assert hostbench.run_bandwidth_plan(4, None)["bytes_per_thread"] == 64 * MiB
+    # whole bytes, never a float
+    assert all(isinstance(hostbench.run_bandwidth_plan(t, None)["bytes_per_thread"], int) for t in (1, 3, 7))
     # threads below 1 count as 1
     assert hostbench.run_bandwidth_plan(0, None)["threads"] == 1
     assert hostbench.run_bandwidth_plan(0, None)["bytes_per_thread"] == 256 * MiB
@@ -386,6 +402,7 @@ def test_host_bandwidth_sizes(monkeypatch):
     hostbench.host_bandwidth(64, repeats=1)  # 2048 ÷ 64 = 32 MiB, raised to 64 MiB; repeats at least 3
     hostbench.host_bandwidth(0)            # counted as 1 thread for the size
     assert calls == [(1, 256 * MiB, 3), (16, 128 * MiB, 5), (64, 64 * MiB, 3), (0, 256 * MiB, 3)]
+    assert all(isinstance(nbytes, int) for _, nbytes, _ in calls)
 
 
 def test_bandwidth_drift_by_hand():
