@@ -36,6 +36,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,7 @@ def sync_copy(work: Path, fresh: bool) -> None:
 
 
 RUNNING: set[subprocess.Popen] = set()
+STOPPING = threading.Event()
 
 
 def run_target(path: str, tests: list[str], fresh: bool) -> int:
@@ -150,7 +152,7 @@ def run_target(path: str, tests: list[str], fresh: bool) -> int:
     code = run_mutmut(cmd, work, env, log)
     # mutmut 2 now and then leaves a survivor of an earlier run untested (its test hash stays old):
     # those are run one by one, as `mutmut run ID` always tests the mutant it is given.
-    for mutant_id in stale_survivors(work):
+    for mutant_id in stale_survivors(work, path):
         run_mutmut([*cmd[:4], str(mutant_id), *cmd[4:]], work, env, log, append=True)
     print(f"done: {path}", flush=True)
     return code
@@ -158,22 +160,28 @@ def run_target(path: str, tests: list[str], fresh: bool) -> int:
 
 def run_mutmut(cmd: list[str], work: Path, env: dict[str, str], log: Path, append: bool = False) -> int:
     with log.open("a" if append else "w") as out:
+        if STOPPING.is_set():
+            raise SystemExit("stopped")
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         RUNNING.add(proc)
         try:
             code = proc.wait()
         finally:
             RUNNING.discard(proc)
+    if STOPPING.is_set():
+        raise SystemExit("stopped")
     if code < 0 or code & 1:  # killed, or mutmut's "fatal error" bit, e.g. the tests failing without any mutant
         print(log.read_text()[-3000:])
         raise SystemExit(f"mutmut failed in {work} (exit {code}); log: {log}")
     return code
 
 
-def stale_survivors(work: Path) -> list[int]:
+def stale_survivors(work: Path, path: str) -> list[int]:
     db = sqlite3.connect(work / ".mutmut-cache")
     (current,) = db.execute("SELECT value FROM MiscData WHERE key = 'hash_of_tests'").fetchone() or ("",)
-    rows = db.execute("SELECT id FROM Mutant WHERE status != 'ok_killed' AND tested_against_hash != ?", (current,)).fetchall()
+    rows = db.execute(
+        "SELECT m.id FROM Mutant m JOIN Line l ON m.line = l.id JOIN SourceFile f ON l.sourcefile = f.id "
+        "WHERE f.filename = ? AND m.status != 'ok_killed' AND m.tested_against_hash != ?", (path, current)).fetchall()
     db.close()
     return [r[0] for r in rows]
 
@@ -191,6 +199,7 @@ def forget_survivors_if_the_runner_changed(work: Path, runner: str) -> None:
 
 def stop_running(*_: object) -> None:
     """Stop the mutmut runs this script started (each leads its own process group) and exit."""
+    STOPPING.set()
     for proc in list(RUNNING):
         try:
             os.killpg(proc.pid, signal.SIGTERM)
