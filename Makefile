@@ -6,7 +6,7 @@ PORT ?= 8099
 MODEL ?= smollm2-135m-q4_1
 ARGS ?=
 
-.PHONY: run test install install-test model clean-state
+.PHONY: run test install install-test model clean-state mutants
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ run: install model
 
 test: install-test
 	$(PY) -m pytest -q
+
+# Mutation benchmark, not part of `make test` (slow): mutmut over the shared arithmetic, or the files in
+# MUTANTS (source[=test,test], e.g. MUTANTS=lessons/08_capstone_decode_memory_bound.py); see scripts/mutants.py.
+MUTANTS ?=
+mutants: install-test
+	$(PY) scripts/mutants.py $(MUTANTS) $(ARGS)
 
 clean-state:
 	rm -rf .run

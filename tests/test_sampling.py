@@ -138,3 +138,213 @@ def test_bad_input_is_refused():
         sampling.normalize([0.5, -0.1])
     with pytest.raises(ValueError):
         sampling.apply([0.5, 0.5], "min_p", 0.1)
+
+
+# --- a 4-token example worked by hand, and naive references written as plain loops -------------
+
+# Unsorted on purpose: the samplers must sort. Sorted: 0.4 (index 1), 0.3 (3), 0.2 (2), 0.1 (0).
+FOUR = [0.1, 0.4, 0.2, 0.3]
+
+
+def naive_softmax(logits):
+    biggest = max(logits)
+    exps = [np.exp(x - biggest) for x in logits]
+    total = 0.0
+    for e in exps:
+        total += e
+    return [e / total for e in exps]
+
+
+def naive_ranking(probs):
+    """Indices from the most to the least probable, the earlier first among equals (selection sort)."""
+    left = list(range(len(probs)))
+    ranked = []
+    while left:
+        best = left[0]
+        for i in left:
+            if probs[i] > probs[best]:
+                best = i
+        ranked.append(best)
+        left.remove(best)
+    return ranked
+
+
+def naive_keep(probs, keep):
+    total = sum(probs[i] for i in keep)
+    return [probs[i] / total if i in keep else 0.0 for i in range(len(probs))]
+
+
+def naive_temperature(probs, t):
+    if t <= 0:
+        return [1.0 if i == naive_ranking(probs)[0] else 0.0 for i in range(len(probs))]
+    powered = [p ** (1.0 / t) for p in probs]
+    total = sum(powered)
+    return [w / total for w in powered]
+
+
+def naive_top_k(probs, k):
+    if k <= 0:
+        k = len(probs)
+    return naive_keep(probs, naive_ranking(probs)[:k])
+
+
+def naive_top_p(probs, p_min, min_keep=1):
+    total = sum(probs)
+    keep, cumulative = [], 0.0
+    for i in naive_ranking(probs):
+        if cumulative >= p_min * total and len(keep) >= min_keep:
+            break
+        keep.append(i)
+        cumulative += probs[i]
+    return naive_keep(probs, keep)
+
+
+def test_softmax_of_four_logits_by_hand():
+    # logits 2, 1, 0, −1: e^0, e^−1, e^−2, e^−3 = 1, 0.367879, 0.135335, 0.049787; sum 1.553001
+    expected = [0.643914, 0.236883, 0.087144, 0.032059]  # each ÷ 1.553001
+    assert sampling.softmax([2.0, 1.0, 0.0, -1.0]) == pytest.approx(expected, abs=1e-6)
+    assert naive_softmax([2.0, 1.0, 0.0, -1.0]) == pytest.approx(expected, abs=1e-6)
+    # large logits do not overflow: the largest is subtracted first
+    assert sampling.softmax([1000.0, 1000.0 + np.log(3.0)]) == pytest.approx([0.25, 0.75])
+    assert sampling.softmax([-1000.0, -1000.0]) == pytest.approx([0.5, 0.5])
+
+
+def test_temperature_on_four_tokens_by_hand():
+    # T = 0.5 squares: 0.01, 0.16, 0.04, 0.09, sum 0.30
+    assert sampling.temperature(FOUR, 0.5) == pytest.approx([1 / 30, 16 / 30, 4 / 30, 9 / 30])
+    # T = 2 takes square roots: 0.316228, 0.632456, 0.447214, 0.547723, sum 1.943621
+    assert sampling.temperature(FOUR, 2.0) == pytest.approx([0.162701, 0.325401, 0.230093, 0.281805], abs=1e-6)
+    assert sampling.temperature(FOUR, 1.0) == pytest.approx(FOUR)
+    assert list(sampling.temperature(FOUR, 0.0)) == [0.0, 1.0, 0.0, 0.0]
+    # tiny probabilities are rescaled before exponentiating: [1e-200, 2e-200] squared and renormalized is 1:4
+    assert sampling.temperature([1e-200, 2e-200], 0.5) == pytest.approx([0.2, 0.8])
+    # a zero stays zero
+    assert sampling.temperature([0.0, 0.25, 0.75], 0.5) == pytest.approx([0.0, 0.1, 0.9])  # 0.0625, 0.5625 ÷ 0.625
+
+
+def test_top_k_on_four_tokens_by_hand():
+    assert sampling.top_k(FOUR, 1) == pytest.approx([0.0, 1.0, 0.0, 0.0])
+    assert sampling.top_k(FOUR, 2) == pytest.approx([0.0, 4 / 7, 0.0, 3 / 7])        # 0.4, 0.3 ÷ 0.7
+    assert sampling.top_k(FOUR, 3) == pytest.approx([0.0, 4 / 9, 2 / 9, 3 / 9])     # 0.4, 0.2, 0.3 ÷ 0.9
+    assert sampling.top_k(FOUR, 4) == pytest.approx(FOUR)
+    # weights that do not sum to 1 are renormalized even when all are kept
+    assert sampling.top_k([2.0, 1.0, 1.0], 0) == pytest.approx([0.5, 0.25, 0.25])
+    assert sampling.top_k([2.0, 1.0, 1.0], 3) == pytest.approx([0.5, 0.25, 0.25])
+
+
+def test_top_p_on_four_tokens_by_hand():
+    # sorted cumulative: 0.4, 0.7, 0.9, 1.0
+    assert sampling.top_p(FOUR, 0.3) == pytest.approx([0.0, 1.0, 0.0, 0.0])          # 0.4 ≥ 0.3
+    assert sampling.top_p(FOUR, 0.5) == pytest.approx([0.0, 4 / 7, 0.0, 3 / 7])      # 0.7 ≥ 0.5
+    assert sampling.top_p(FOUR, 0.75) == pytest.approx([0.0, 4 / 9, 2 / 9, 3 / 9])   # 0.9 ≥ 0.75
+    assert sampling.top_p(FOUR, 0.95) == pytest.approx(FOUR)                          # 1.0 ≥ 0.95
+    assert sampling.top_p(FOUR, 0.3, min_keep=3) == pytest.approx([0.0, 4 / 9, 2 / 9, 3 / 9])
+    assert sampling.top_p(FOUR, 0.3, min_keep=10) == pytest.approx(FOUR)  # never more than there are
+    # unnormalized weights: p is a share of their sum. [2, 1, 1] is 0.5, 0.25, 0.25; 0.6 needs two
+    assert sampling.top_p([2.0, 1.0, 1.0], 0.6) == pytest.approx([2 / 3, 1 / 3, 0.0])
+    assert sampling.top_p([2.0, 1.0, 1.0], 1.0) == pytest.approx([0.5, 0.25, 0.25])
+
+
+def test_samplers_match_the_naive_references():
+    assert sampling.softmax([2.0, 1.0, 0.0, -1.0]) == pytest.approx(naive_softmax([2.0, 1.0, 0.0, -1.0]))
+    for t in (0.0, 0.25, 0.5, 1.0, 2.0):
+        assert sampling.temperature(FOUR, t) == pytest.approx(naive_temperature(FOUR, t)), t
+    for k in (0, 1, 2, 3, 4):
+        assert sampling.top_k(FOUR, k) == pytest.approx(naive_top_k(FOUR, k)), k
+    for p_min in (0.1, 0.3, 0.5, 0.75, 0.95):
+        for min_keep in (1, 2, 3):
+            assert sampling.top_p(FOUR, p_min, min_keep=min_keep) == pytest.approx(naive_top_p(FOUR, p_min, min_keep))
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        p = list(rng.dirichlet(np.ones(7)))
+        assert sampling.temperature(p, 0.7) == pytest.approx(naive_temperature(p, 0.7))
+        assert sampling.top_k(p, 3) == pytest.approx(naive_top_k(p, 3))
+        assert sampling.top_p(p, 0.8) == pytest.approx(naive_top_p(p, 0.8))
+        assert list(sampling.order(p)) == naive_ranking(p)
+
+
+def test_chain_on_four_tokens_by_hand():
+    # top-k 3 keeps 0.4, 0.2, 0.3 (÷ 0.9); temperature 0.5 squares them: 16, 4, 9 ÷ 29
+    out = sampling.apply_chain(FOUR, [("top_k", 3), ("temperature", 0.5)])
+    assert out == pytest.approx([0.0, 16 / 29, 4 / 29, 9 / 29])
+    assert out == pytest.approx(naive_temperature(naive_top_k(FOUR, 3), 0.5))
+    # temperature 0.5 first: 1, 16, 4, 9 (÷ 30); then top-p 0.8 of that: 16/30 = 0.533, + 9/30 = 0.833 ≥ 0.8
+    assert sampling.apply_chain(FOUR, [("temperature", 0.5), ("top_p", 0.8)]) == pytest.approx([0.0, 16 / 25, 0.0, 9 / 25])
+    # no steps: the weights normalized
+    assert sampling.apply_chain([2.0, 1.0, 1.0], []) == pytest.approx([0.5, 0.25, 0.25])
+    assert sampling.apply(FOUR, "top_k", 2.0) == pytest.approx([0.0, 4 / 7, 0.0, 3 / 7])
+    assert sampling.apply(FOUR, "top_p", 0.5) == pytest.approx([0.0, 4 / 7, 0.0, 3 / 7])
+    assert sampling.apply(FOUR, "temperature", 2) == pytest.approx(naive_temperature(FOUR, 2.0))
+
+
+def test_order_kept_and_greedy_by_hand():
+    assert list(sampling.order(FOUR)) == [1, 3, 2, 0]
+    assert list(sampling.order([0.2, 0.5, 0.2, 0.1])) == [1, 0, 2, 3]  # equals keep their order
+    assert list(sampling.kept_indices([0.0, 0.6, 0.0, 0.4])) == [1, 3]  # zeros are not kept
+    assert sampling.greedy(FOUR) == 1
+    assert list(sampling.normalize([2.0, 0.0, 2.0])) == [0.5, 0.0, 0.5]  # a zero is a valid probability
+
+
+def test_input_checks_by_case():
+    for bad in ([], [[0.5, 0.5]], [0.5, -0.1], [0.5, float("inf")], [0.5, float("nan")], [0.0, 0.0]):
+        with pytest.raises(ValueError):
+            sampling.normalize(bad)
+    with pytest.raises(ValueError, match="^unknown sampler 'min_p'; re-implemented: temperature, top_k, top_p$"):
+        sampling.apply(FOUR, "min_p", 0.1)
+
+
+def test_incomplete_lists_say_how_much_they_hold():
+    listed = [0.5, 0.2]  # 0.7 of the distribution
+    with pytest.raises(sampling.IncompleteDistribution, match="temperature 0.5 needs the whole distribution: "
+                       "the 2 listed candidates hold 0.7 of it"):
+        sampling.temperature(listed, 0.5, total=1.0)
+    with pytest.raises(sampling.IncompleteDistribution, match="top-k 0 needs the whole distribution"):
+        sampling.top_k(listed, 0, total=1.0)
+    with pytest.raises(sampling.IncompleteDistribution, match="top-p 1 needs the whole distribution"):
+        sampling.top_p(listed, 1.0, total=1.0)
+    with pytest.raises(sampling.IncompleteDistribution,
+                       match=r"^top-p 0.9: the 2 listed candidates hold only 0\.7 of the distribution$"):
+        sampling.top_p(listed, 0.9, total=1.0)
+    # the cumulative share of all of them: 0.5 + 0.2 + 0.1 = 0.8
+    with pytest.raises(sampling.IncompleteDistribution, match=r"hold only 0\.8 of the distribution$"):
+        sampling.top_p([0.5, 0.2, 0.1], 0.9, total=1.0)
+    # the listed mass against a total of 2: 0.5 ÷ 2 = 0.25 ≥ 0.2 keeps one
+    assert sampling.top_p(listed, 0.2, total=2.0) == pytest.approx([1.0, 0.0])
+    # a complete list passes with its total given
+    assert sampling.temperature([0.25, 0.75], 1.0, total=1.0) == pytest.approx([0.25, 0.75])
+    assert sampling.top_k([0.25, 0.75], 0, total=1.0) == pytest.approx([0.25, 0.75])
+    # a chain whose first step cuts works on the kept set after it: top-p 0.6 keeps 0.5 and 0.2 (0.7 ≥ 0.6),
+    # renormalized 5/7, 2/7; temperature 0.5 then squares them: 25, 4 ÷ 29
+    assert sampling.apply_chain(listed, [("top_p", 0.6), ("temperature", 0.5)], total=1.0) == pytest.approx([25 / 29, 4 / 29])
+
+
+def test_input_messages_and_a_single_candidate():
+    assert list(sampling.normalize([3.0])) == [1.0]
+    assert list(sampling.temperature([0.2], 0.5)) == [1.0] and sampling.greedy([0.2]) == 0
+    with pytest.raises(ValueError, match="^a probability vector must be one-dimensional and non-empty$"):
+        sampling.normalize([])
+    with pytest.raises(ValueError, match="^a probability vector must be one-dimensional and non-empty$"):
+        sampling.normalize([[0.5], [0.5]])
+    with pytest.raises(ValueError, match="^probabilities must be finite and non-negative$"):
+        sampling.normalize([0.5, -0.5])
+    with pytest.raises(ValueError, match="^probabilities must not all be zero$"):
+        sampling.normalize([0.0, 0.0])
+
+
+def test_incomplete_share_is_of_the_given_total():
+    # 0.5 + 0.2 = 0.7 listed of a total of 2: 0.35 of it
+    with pytest.raises(sampling.IncompleteDistribution,
+                       match=r"^temperature 2 needs the whole distribution: the 2 listed candidates hold 0\.35 of it$"):
+        sampling.temperature([0.5, 0.2], 2.0, total=2.0)
+    # a list holding all but a billionth of its total counts as complete (rounding); a millionth short does not
+    assert sampling.temperature([0.5, 0.5 - 5e-10], 1.0, total=1.0) == pytest.approx([0.5, 0.5])
+    with pytest.raises(sampling.IncompleteDistribution):
+        sampling.temperature([0.5, 0.5 - 1e-6], 1.0, total=1.0)
+    with pytest.raises(sampling.IncompleteDistribution):
+        sampling.temperature([0.5, 0.5 - 1.5e-9], 1.0, total=1.0)
+
+
+def test_top_p_when_rounding_leaves_the_whole_vector_just_under_p():
+    # eleven 0.1s: numpy's cumulative sum ends at 0.9999999999999998 of their sum, below the p asked for
+    # (the largest float under 1); the whole vector is kept, each 1/11
+    assert sampling.top_p([0.1] * 11, 0.9999999999999999) == pytest.approx([1 / 11] * 11)

@@ -175,3 +175,199 @@ def test_on_the_line_allows_for_the_uncertainty_of_the_fitted_bandwidth():
     assert not sweep.on_line(p, {"gbs": 11.49, "u": 0.0})[0]
     # 20% below stays off the line: 0.2231 > 0.1705.
     assert not sweep.on_line(sweep.make_point("far", 1000 * MB, [9.19] * 3, None), fit)[0]
+
+
+# --- more rules, each on points made by hand ---------------------------------------------------
+
+def test_constants():
+    assert sweep.GB == 1e9 and sweep.TOLERANCE == 0.10
+    assert (sweep.MEMORY, sweep.COMPUTE, sweep.PARTLY, sweep.FASTER, sweep.INCONCLUSIVE) == (
+        "memory-bound", "compute-bound", "partly memory-bound", "faster than the bytes", "inconclusive")
+
+
+def test_spread_by_hand():
+    assert sweep.spread([2.0, 3.0]) == 0.5      # 3 ÷ 2 − 1
+    assert sweep.spread([4.0, 5.0, 4.5]) == 0.25  # 5 ÷ 4 − 1
+    assert sweep.spread([7.0]) == 0.0
+    assert sweep.spread([0.0, 1.0]) == math.inf
+    assert sweep.spread([0.5, 1.0]) == 1.0      # below 1 tokens/s is still a ratio: 1 ÷ 0.5 − 1
+
+
+def test_make_point_by_hand():
+    p = sweep.make_point("q8_0", 50 * MB, [110.0, 90.0, 100.0], llc_bytes=int(50 * MB), n_params=7, weight_type="q8_0",
+                         memory_gbs_max=4.4)
+    assert p == {"name": "q8_0", "bytes": 50e6, "n_params": 7, "weight_type": "q8_0", "samples": [110.0, 90.0, 100.0],
+                 "median": 100.0, "min": 90.0, "max": 110.0,
+                 "spread": pytest.approx(2 / 9),             # 110 ÷ 90 − 1
+                 "gbs": pytest.approx(5.0),                   # 100 × 50 MB
+                 "gbs_min": pytest.approx(4.5), "gbs_max": pytest.approx(5.5),
+                 "fits_in_cache": True,                       # 50 MB ≤ 50 MB
+                 "cache_resident": True}                      # slowest 4.5 GB/s > 4.4
+    # slowest read exactly at memory's fastest: not faster than memory, not resident
+    at = sweep.make_point("x", 50 * MB, [90.0, 100.0], llc_bytes=int(50 * MB), memory_gbs_max=4.5)
+    assert at["fits_in_cache"] and not at["cache_resident"]
+    # one byte over the cache
+    over = sweep.make_point("x", 50 * MB + 1, [90.0], llc_bytes=int(50 * MB))
+    assert not over["fits_in_cache"] and not over["cache_resident"]
+    for bad in ([], [1.0, 0.0], [-2.0]):
+        with pytest.raises(ValueError, match="^x: decode samples must be positive$"):
+            sweep.make_point("x", MB, bad, None)
+
+
+def _one(name, mbytes, tps, n_params=1, llc=None, memory_gbs_max=None):
+    return sweep.make_point(name, mbytes * MB, [tps], llc, n_params=n_params, memory_gbs_max=memory_gbs_max)
+
+
+def test_step_verdict_by_hand():
+    # 100 MB at 200/s, 200 MB at 100/s: R = 2, S = 2, effective GB/s 20 and 20: memory-bound
+    step = sweep.step_verdict(_one("n", 100, 200.0), _one("w", 200, 100.0))
+    assert step == {"narrow": "n", "wide": "w", "bytes_ratio": 2.0, "speedup": 2.0, "gbs_ratio": 1.0, "allowance": 0.1,
+                    "verdict": sweep.MEMORY, "cache_resident": False}
+    # the edges are inside: |ln(S ÷ R)| = ln 1.25 with a tolerance of 0.25 is flat (S = 2.5, R = 2)
+    assert sweep.step_verdict(_one("n", 100, 250.0), _one("w", 200, 100.0), tolerance=0.25)["verdict"] == sweep.MEMORY
+    # ... and S = 1.25 = 1 + 0.25 is "not faster" (R = 4, far from flat): compute-bound
+    assert sweep.step_verdict(_one("n", 100, 125.0), _one("w", 400, 100.0), tolerance=0.25)["verdict"] == sweep.COMPUTE
+    # S = 1.5 < R = 4 beyond both edges: partly; S = 6 > R = 4 (S ÷ R = 1.5 > 1.25): faster than the bytes
+    assert sweep.step_verdict(_one("n", 100, 150.0), _one("w", 400, 100.0), tolerance=0.25)["verdict"] == sweep.PARTLY
+    assert sweep.step_verdict(_one("n", 100, 600.0), _one("w", 400, 100.0), tolerance=0.25)["verdict"] == sweep.FASTER
+    # the allowance is the widest of the tolerance and both spreads: the wide point's 0.5 here
+    wide = sweep.make_point("w", 200 * MB, [80.0, 120.0], None, n_params=1)
+    assert sweep.step_verdict(_one("n", 100, 200.0), wide)["allowance"] == 0.5
+
+
+def test_a_step_touching_the_cache_is_marked_from_either_end():
+    llc = int(150 * MB)
+    resident = _one("n", 100, 200.0, llc=llc)
+    assert resident["cache_resident"]
+    assert sweep.step_verdict(resident, _one("w", 200, 100.0))["cache_resident"] is True
+    assert sweep.step_verdict(_one("n", 100, 200.0), _one("w", 140, 150.0, llc=llc))["cache_resident"] is True
+    assert sweep.step_verdict(_one("n", 100, 200.0), _one("w", 200, 100.0))["cache_resident"] is False
+
+
+def test_width_steps_group_sort_and_order():
+    pts = [_one("a-500", 500, 10.0, n_params=1), _one("b-400", 400, 10.0, n_params=2), _one("a-300", 300, 10.0, n_params=1),
+           _one("b-100", 100, 10.0, n_params=2), _one("b-200", 200, 10.0, n_params=2), _one("solo", 50, 10.0, n_params=None)]
+    steps = sweep.width_steps(pts)
+    # steps join neighbours within a model, narrow to wide, and are listed by the narrow end's bytes
+    assert [(s["narrow"], s["wide"]) for s in steps] == [("b-100", "b-200"), ("b-200", "b-400"), ("a-300", "a-500")]
+    assert [s["bytes_ratio"] for s in steps] == [2.0, 2.0, pytest.approx(5 / 3)]
+    assert sweep.width_steps([_one("only", 100, 1.0)]) == []
+
+
+def test_fit_through_three_points_by_hand():
+    # effective GB/s 10, 20 and 40 (100, 200 and 400 MB, 100 tokens/s each). tokens/s = B ÷ bytes with equal
+    # relative weight is least squares in log space: ln B = mean(ln 10, ln 20, ln 40) = ln 20, so B = 20 GB/s.
+    pts = [_one("a", 100, 100.0), _one("b", 200, 100.0), _one("c", 400, 100.0)]
+    fit = sweep.fit_bandwidth(pts)
+    assert fit["gbs"] == pytest.approx(20.0)
+    # u: the logs are ln 20 − ln 2, ln 20, ln 20 + ln 2; their variance (over n − 1 = 2) is (ln 2)² = 0.480453,
+    # ÷ n = 0.160151; one sample each adds nothing; u = √0.160151 = 0.400189
+    assert fit["u"] == pytest.approx(0.400189, abs=1e-6)
+    # B × e^±u: e^0.400189 = 1.492106, so 20 ÷ 1.492106 = 13.40387 and 20 × 1.492106 = 29.84212
+    assert fit["gbs_low"] == pytest.approx(13.40387, abs=1e-4) and fit["gbs_high"] == pytest.approx(29.84212, abs=1e-4)
+    assert fit["points"] == ["a", "b", "c"] and fit["n"] == 3
+    # not the plain least squares of tokens/s against 1 ÷ bytes through the origin, which the narrowest
+    # point would dominate: Σxy ÷ Σx² with x = 10, 5, 2.5 /GB and y = 100 is 1750 ÷ 131.25 = 13.33 GB/s
+
+
+def test_fit_error_adds_the_points_own_scatter():
+    # two points at 10 and 40 GB/s as medians of samples e^±0.1 around them
+    lo = math.exp(-0.1)
+    pts = [sweep.make_point("a", 100 * MB, [100 * lo, 100.0, 100 / lo], None),
+           sweep.make_point("b", 400 * MB, [100 * lo, 100.0, 100 / lo], None)]
+    fit = sweep.fit_bandwidth(pts)
+    assert fit["gbs"] == pytest.approx(20.0)  # √(10 × 40)
+    # between: var(ln 10, ln 40) = (ln 4)² ÷ 2 = 0.960906, ÷ 2 points = 0.480453
+    # within: each point's ln samples −0.1, 0, +0.1 around its mean: variance 0.01, ÷ 3 samples = 0.003333;
+    # summed over both and ÷ n² = 4: 0.001667. u = √(0.480453 + 0.001667) = √0.482120 = 0.694349
+    assert fit["u"] == pytest.approx(0.694349, abs=1e-6)
+
+
+def test_fit_error_of_a_point_with_two_samples():
+    # samples 100 e^−0.1 and 100 e^0.1 at 100 MB: ln GB/s = ln 10 ± 0.1, variance (over 1) 0.02, ÷ 2 samples = 0.01;
+    # one point: nothing between points, u = √0.01 = 0.1, B = 10
+    p = sweep.make_point("a", 100 * MB, [100 * math.exp(-0.1), 100 * math.exp(0.1)], None)
+    fit = sweep.fit_bandwidth([p])
+    assert fit["gbs"] == pytest.approx(10.0) and fit["u"] == pytest.approx(0.1)
+
+
+def test_slope_of_four_points_by_hand():
+    # ln bytes 0, 1, 2, 3 (mean 1.5, Sxx 2.25 + 0.25 + 0.25 + 2.25 = 5); ln tokens/s 0, −1, −2, −4 (mean −1.75)
+    # Sxy = (−1.5)(1.75) + (−0.5)(0.75) + (0.5)(−0.25) + (1.5)(−2.25) = −6.5: k = −6.5 ÷ 5 = −1.3
+    pts = [sweep.make_point(str(i), math.exp(i), [math.exp(y)], None) for i, y in ((0, 0.0), (1, -1.0), (2, -2.0), (3, -4.0))]
+    s = sweep.fit_slope(pts)
+    assert s["slope"] == pytest.approx(-1.3) and s["n"] == 4
+    # residuals −0.2, 0.1, 0.4, −0.3: squares sum 0.30; se = √(0.30 ÷ (4 − 2) ÷ 5) = √0.03 = 0.173205
+    assert s["se"] == pytest.approx(0.173205, abs=1e-6)
+
+
+def test_slope_by_hand():
+    # ln bytes 0, 1, 2 and ln tokens/s 0, −1, −3: mean x 1, mean y −4/3, Sxx 2, Sxy = −4/3 − 5/3 = −3: k = −1.5
+    pts = [sweep.make_point(str(i), math.exp(i), [math.exp(y)], None) for i, y in ((0, 0.0), (1, -1.0), (2, -3.0))]
+    s = sweep.fit_slope(pts)
+    assert s["slope"] == pytest.approx(-1.5) and s["n"] == 3
+    # residuals −1/6, 1/3, −1/6: sum of squares 1/6; se = √(1/6 ÷ (3 − 2) ÷ 2) = √(1/12) = 0.288675
+    assert s["se"] == pytest.approx(0.288675, abs=1e-6)
+    two = sweep.fit_slope(pts[:2])
+    assert two == {"slope": pytest.approx(-1.0), "se": None, "n": 2}
+    assert sweep.fit_slope([_one("a", 100, 1.0), _one("b", 100, 2.0)]) is None  # one size only
+
+
+def test_on_line_by_hand():
+    fit = {"gbs": 20.0, "u": 0.0}
+    # 21 GB/s: ln 1.05 = 0.0488 ≤ ln 1.1 = 0.0953: on the line, residual +0.05
+    lies, residual = sweep.on_line(_one("p", 210, 100.0), fit)
+    assert lies and residual == pytest.approx(0.05)
+    # 25 GB/s: ln 1.25 = 0.223 > 0.0953, off; with a tolerance of 0.25 exactly on the edge: on
+    assert sweep.on_line(_one("p", 250, 100.0), fit) == (False, pytest.approx(0.25))
+    assert sweep.on_line(_one("p", 250, 100.0), fit, tolerance=0.25)[0]
+    # the point's own spread widens it: samples 80 and 125 (spread 0.5625), median 102.5 -> 25.625 GB/s, ln 1.281 = 0.248
+    wide = sweep.make_point("p", 250 * MB, [80.0, 125.0], None)
+    assert sweep.on_line(wide, fit)[0]
+    # B's own error widens it by 2u: 25 GB/s with u = 0.07: 0.0953 + 0.14 = 0.2353 ≥ 0.2231
+    assert sweep.on_line(_one("p", 250, 100.0), {"gbs": 20.0, "u": 0.07})[0]
+    assert not sweep.on_line(_one("p", 250, 100.0), {"gbs": 20.0, "u": 0.06})[0]  # 0.0953 + 0.12 = 0.2153 < 0.2231
+    # symmetric in log space: 16 GB/s is ln 0.8 = −0.223 below
+    assert sweep.on_line(_one("p", 160, 100.0), fit) == (False, pytest.approx(-0.2))
+
+
+def test_analyse_line_through_a_memory_bound_step_and_points_off_it():
+    pts = [_one("m-100", 100, 200.0), _one("m-200", 200, 100.0),   # 20 and 20 GB/s, R = S = 2: memory-bound
+           _one("above", 50, 600.0, n_params=None),               # 30 GB/s
+           _one("below", 400, 25.0, n_params=None),               # 10 GB/s
+           _one("near", 300, 70.0, n_params=None)]                # 21 GB/s
+    out = sweep.analyse(pts)
+    assert out["basis"] == ["m-100", "m-200"] and out["fit"]["gbs"] == pytest.approx(20.0) and out["fit"]["u"] == 0.0
+    assert out["tolerance"] == 0.10 and [s["verdict"] for s in out["steps"]] == [sweep.MEMORY]
+    v = out["verdicts"]
+    assert v["above"] == {"verdict": "above the line", "on_line": False, "residual": pytest.approx(0.5)}
+    assert v["below"] == {"verdict": "below the line", "on_line": False, "residual": pytest.approx(-0.5)}
+    assert v["near"] == {"verdict": sweep.MEMORY, "on_line": True, "residual": pytest.approx(0.05)}
+    assert v["m-100"]["verdict"] == v["m-200"]["verdict"] == sweep.MEMORY
+    assert out["slope"]["n"] == 5
+
+
+def test_analyse_without_a_memory_bound_step_leaves_out_the_narrow_end():
+    # a (100 MB, 120/s) to b (200 MB, 100/s): S = 1.2, R = 2: partly memory-bound; a is held back
+    pts = [_one("a", 100, 120.0), _one("b", 200, 100.0), _one("c", 400, 50.0, n_params=None)]  # b and c: 20 GB/s
+    out = sweep.analyse(pts)
+    assert out["basis"] == ["b", "c"] and out["fit"]["gbs"] == pytest.approx(20.0)
+    v = out["verdicts"]
+    assert v["a"] == {"verdict": sweep.PARTLY, "on_line": False, "residual": pytest.approx(-0.4)}  # 12 ÷ 20 − 1
+    assert v["b"]["verdict"] == v["c"]["verdict"] == sweep.MEMORY
+
+
+def test_analyse_falls_back_to_every_point_beyond_the_cache():
+    # b fits a 1 GB cache and reads at 30 GB/s, above memory's 25: resident. a reads at 12 GB/s, at memory speed.
+    # The step a -> b: S = 120/150 = 0.8, not faster: compute-bound, so a is held back, and a is all there is.
+    a = _one("a", 100, 120.0, llc=int(1000 * MB), memory_gbs_max=25.0)
+    b = _one("b", 200, 150.0, llc=int(1000 * MB), memory_gbs_max=25.0)
+    assert not a["cache_resident"] and b["cache_resident"]
+    out = sweep.analyse([a, b])
+    assert out["basis"] == ["a"] and out["fit"]["gbs"] == pytest.approx(12.0)
+    assert out["verdicts"]["a"]["verdict"] == sweep.COMPUTE
+    assert out["verdicts"]["b"] == {"verdict": "cache-resident", "on_line": None, "residual": None}
+    assert out["steps"][0]["cache_resident"] is True
+    # every point resident: no fit, no slope
+    only = sweep.analyse([b])
+    assert only["fit"] is None and only["slope"] is None and only["basis"] == []
