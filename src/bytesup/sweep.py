@@ -101,7 +101,7 @@ def width_steps(points: list[dict], tolerance: float = TOLERANCE) -> list[dict]:
     steps = []
     for members in groups.values():
         members = sorted(members, key=lambda p: p["bytes"])
-        steps += [step_verdict(a, b, tolerance) for a, b in zip(members, members[1:])]
+        steps += [step_verdict(a, b, tolerance) for a, b in zip(members, members[1:], strict=False)]
     return sorted(steps, key=lambda s: next(p["bytes"] for p in points if p["name"] == s["narrow"]))
 
 
@@ -134,10 +134,10 @@ def fit_slope(points: list[dict]) -> dict[str, Any] | None:
         return None
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
-    k = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    k = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
     se = None
     if len(xs) > 2:
-        res = sum((y - my - k * (x - mx)) ** 2 for x, y in zip(xs, ys))
+        res = sum((y - my - k * (x - mx)) ** 2 for x, y in zip(xs, ys, strict=True))
         se = math.sqrt(res / (len(xs) - 2) / sxx)
     return {"slope": k, "se": se, "n": len(xs)}
 
@@ -171,11 +171,12 @@ def analyse(points: list[dict], tolerance: float = TOLERANCE) -> dict[str, Any]:
     fit = fit_bandwidth(basis)
     slope = fit_slope(outside)
     into = {s["narrow"]: s for s in steps}
-    verdicts = {}
+    verdicts: dict[str, dict[str, Any]] = {}
     for p in points:
         if p["cache_resident"]:
             verdicts[p["name"]] = {"verdict": "cache-resident", "on_line": None, "residual": None}
             continue
+        assert fit is not None  # this point is outside the caches, so the basis has at least one point
         lies, residual = on_line(p, fit, tolerance)
         step = into.get(p["name"])
         if step is not None and step["verdict"] != MEMORY:
