@@ -6,7 +6,7 @@ PORT ?= 8099
 MODEL ?= smollm2-135m-q4_1
 ARGS ?=
 
-.PHONY: run test install install-test model clean-state mutants
+.PHONY: run test lint install install-test model clean-state mutants
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,12 @@ model: install
 run: install model
 	bash scripts/run_course.sh --port $(PORT) --model $(MODEL) $(ARGS)
 
-test: install-test
+# ruff (pycodestyle, pyflakes, bugbear, implicit string concatenation) and mypy, as configured in pyproject.toml.
+lint: install-test
+	$(PY) -m ruff check --no-cache .
+	$(PY) -m mypy
+
+test: install-test lint
 	$(PY) -m pytest -q
 
 # Mutation benchmark, not part of `make test` (slow): mutmut over the shared arithmetic, or the files in
