@@ -106,12 +106,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check a run against what the course states, and against its published figures.
 
-        General claims hold for any model on any host and are checked from whatever lessons the run holds: probabilities equal
-        e^logprob and the top eight share at most 1, prefill is faster per token than decode, decode slows as the context grows,
-        the KV-cache bytes formula, the sampler re-implementation agrees with the server, decode efficiency lies between 0 and 1.
+        General claims hold for any model on any host and are checked from whatever lessons the run holds, each with the
+        checker's own arithmetic: the server's probabilities equal e^logprob and the top eight share at most 1 (from the
+        recorded HTTP exchanges), the tokens lesson 4 shows are the server's, prefill is faster per token than decode,
+        decode slows as the context grows, the KV-cache bytes (recomputed from the GGUF's hyperparameters), the sampler
+        re-implementation agrees with the server within its tolerance, speculative decoding generates the plain tokens,
+        decode efficiency lies between 0 and 1, the ridge point, and the bytes model with context.
 
         Published figures come from reference files (references/*.json) with their scope (model, quantization, hardware, engine,
-        server flags) and a tolerance; a run outside the scope gets "not applicable" with what differs.
+        server flags) and a tolerance; a run outside the scope gets "not applicable" with what differs. A figure names a
+        measurement or a fact a lesson states (`facts` in its JSON); tables are read only for runs older than the facts.
 
         Each claim ends as pass, fail (both numbers and the tolerance) or not applicable. Exit status 1 when any claim fails.
         Writes check.md and check.json into the run folder.
