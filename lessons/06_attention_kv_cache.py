@@ -216,7 +216,7 @@ def request_without_cache(ctx: LessonContext, prompt: list[int]) -> tuple[Comple
 # --- computation: typed results from the answers and the arithmetic ---------------------------
 
 def element_bytes(cache_type: str) -> float:
-    """Bytes per stored number of a llama.cpp KV cache type (the table bytesup check uses)."""
+    """Bytes per stored number of a llama.cpp KV cache type (formulas.CACHE_TYPE_BYTES; bytesup check keeps its own table)."""
     try:
         return formulas.CACHE_TYPE_BYTES[cache_type.lower()]
     except KeyError:
