@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from bytesup import formulas, hostbench
+from bytesup import formulas
 
 
 def test_units_and_cache_type_widths():
@@ -69,17 +69,16 @@ def test_ridge_point_and_efficiency():
     assert formulas.percent(0.0123) == pytest.approx(1.23)
 
 
-def test_server_threads_from_the_flag_else_the_physical_cores(monkeypatch):
-    monkeypatch.setattr(hostbench, "physical_cores", lambda: 6)
-    assert formulas.server_threads({"--threads": "3"}) == 3
-    assert formulas.server_threads({"--threads": 1}) == 1
+def test_server_threads_from_the_flag_else_the_physical_cores():
+    assert formulas.server_threads({"--threads": "3"}, 6) == 3
+    assert formulas.server_threads({"--threads": 1}, 6) == 1
     # no flag, an unreadable one, zero or negative (llama.cpp's -1: "default"): the physical cores
-    assert formulas.server_threads(None) == 6
-    assert formulas.server_threads({}) == 6
-    assert formulas.server_threads({"--threads": None}) == 6
-    assert formulas.server_threads({"--threads": "many"}) == 6
-    assert formulas.server_threads({"--threads": "0"}) == 6
-    assert formulas.server_threads({"--threads": "-1"}) == 6
+    assert formulas.server_threads(None, 6) == 6
+    assert formulas.server_threads({}, 6) == 6
+    assert formulas.server_threads({"--threads": None}, 6) == 6
+    assert formulas.server_threads({"--threads": "many"}, 6) == 6
+    assert formulas.server_threads({"--threads": "0"}, 6) == 6
+    assert formulas.server_threads({"--threads": "-1"}, 6) == 6
 
 
 def test_batch_sizes_defaults_flags_and_clamps():
