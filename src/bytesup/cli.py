@@ -210,6 +210,28 @@ def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8
     out.print_json(json.dumps(status))
 
 
+@server_app.command("start-rpc")
+def server_start_rpc(port: Annotated[int, typer.Option(help="port of the rpc-server on 127.0.0.1")],
+                     threads: Annotated[Optional[int], typer.Option(help="CPU threads of this rpc-server")] = None) -> None:
+    """Start a llama.cpp rpc-server on 127.0.0.1:PORT (the native build; loopback only: it has no authentication).
+    Then `scripts/start_server.sh MODEL --rpc 127.0.0.1:PORT,…` splits the model's layers across them."""
+    from . import rpc
+
+    try:
+        started = rpc.start_rpc_server(port, threads)
+    except BytesupError as exc:
+        raise fail(exc) from None
+    out.print(rich_text(f"rpc-server listening on {started.endpoint}, pid {started.pid}; log {started.log_path}"))
+
+
+@server_app.command("stop-rpc")
+def server_stop_rpc(port: Annotated[int, typer.Option(help="port of the rpc-server to stop")]) -> None:
+    """Stop the rpc-server bytesup started on PORT (by its pid file)."""
+    from . import rpc
+
+    out.print(f"stopped the rpc-server on port {port}" if rpc.stop_rpc_server(port) else f"no rpc-server started by bytesup on port {port}")
+
+
 # --- models ----------------------------------------------------------------------------
 
 @model_app.command("build")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 
+from . import topology
 from .errors import ServerStartError
 from .paths import server_state_dir
 
@@ -409,6 +410,8 @@ def _wait_ready(proc: subprocess.Popen, kind: str, command: list[str], merged: d
         "pid": proc.pid,
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if merged.get("--rpc"):  # layers split across rpc-servers: which endpoint holds what, from the load log
+        info["topology"] = topology.from_log_file(log_path, merged["--rpc"])
     (state / STATE_FILE).write_text(json.dumps(info, indent=2) + "\n")
     return StartedServer(url=url, pid=proc.pid, port=port, state_dir=state, info=info)
 
