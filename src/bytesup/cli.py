@@ -77,6 +77,7 @@ BandwidthOpt = Annotated[Optional[float], typer.Option("--bandwidth-gbs", callba
 AllowModifiedOpt = Annotated[bool, typer.Option("--allow-modified", help="with --replay: replay recordings (http/*.jsonl) whose sha256 differs from the one in the run's manifest, i.e. edited on purpose")]
 MismatchOpt = Annotated[bool, typer.Option("--model-mismatch-ok", help="go on when --model differs (parameter count or tensor bytes) from the model the server serves")]
 SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help="capstone: comma-separated model presets to sweep (see `bytesup model build --list`)")]
+RpcOpt = Annotated[Optional[str], typer.Option("--rpc", help="lesson 9: host:port,… of rpc-servers to split the model across (default: two started on 127.0.0.1)")]
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
 StartServerOpt = Annotated[bool, typer.Option(
     "--start-server/--no-start-server",
@@ -86,10 +87,12 @@ StartServerOpt = Annotated[bool, typer.Option(
 
 
 def _run(lesson_ids: list[str], server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables, report=False,
-         start_server=True, allow_modified=False, model_mismatch_ok=False) -> None:
+         start_server=True, allow_modified=False, model_mismatch_ok=False, rpc=None) -> None:
     from .runner import RunOptions, run_lessons
 
     lesson_options = {}
+    if rpc:
+        lesson_options["rpc"] = rpc
     if bandwidth_gbs is not None:
         lesson_options["bandwidth_gbs"] = bandwidth_gbs
     if sizes:
@@ -131,6 +134,7 @@ def run_cmd(
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
     start_server: StartServerOpt = True, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
+    rpc: RpcOpt = None,
 ) -> None:
     """Run some lessons against a server (or a recorded run) and save them into a run folder.
 
@@ -138,7 +142,7 @@ def run_cmd(
     before sending any request.
     """
     _run(lessons, server, model, out_dir, force, resume, replay, repeat, api_key, timeout, bandwidth_gbs, sizes, print_tables,
-         start_server=start_server, allow_modified=allow_modified, model_mismatch_ok=model_mismatch_ok)
+         start_server=start_server, allow_modified=allow_modified, model_mismatch_ok=model_mismatch_ok, rpc=rpc)
 
 
 @app.command("run-all")

@@ -40,8 +40,9 @@ from .storage import dumps, file_sha256, write_json_atomic, write_jsonl_atomic, 
 
 MANIFEST_SCHEMA_VERSION = 1
 # Flags of the user's server that a lesson's own servers set for themselves.
-# Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft.
-NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key", *engine.SPECULATIVE_FLAGS}
+# Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft; and --rpc: the
+# user's rpc-servers serve one client at a time, and a lesson splits a model only where it says so.
+NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key", "--rpc", *engine.SPECULATIVE_FLAGS}
 INDEX_MARK = "<!-- bytesup index -->"
 LESSON_FILE = re.compile(r"^(\d\d)_[a-z0-9_]+\.py$")
 
