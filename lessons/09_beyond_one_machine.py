@@ -84,6 +84,7 @@ def serve_and_time(ctx: LessonContext, setup: str, model: ModelFacts, threads: l
     rpc_flag = flags[flags.index("--rpc") + 1] if "--rpc" in flags else None
     with ctx.local_server(setup, model.path, ["-c", str(CTX), "--parallel", "1", *flags]) as srv:
         where = ctx.host(f"topology_{setup}", lambda: rpc.server_log_topology(srv.base_url, rpc_flag))
+        rpc.record_topology(ctx.shared, ctx.lesson_id, setup, where)  # the run's manifest shows the split
         prompt = measure.long_prompt_tokens(srv, PROMPT_TOKENS)
         done = measure.timed_completions(srv, prompt, N_PREDICT, ctx.repeat, track=lambda it: ctx.track(it, setup))
     return Timed(setup, max(1, len(topology.endpoints(rpc_flag))), threads, measure.prefill_samples(done),

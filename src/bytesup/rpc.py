@@ -261,6 +261,13 @@ def server_log_topology(url: str, rpc_flag: str | None) -> dict:
     return topology.from_log_file(log, rpc_flag)
 
 
+def record_topology(shared, lesson_id: str, setup: str, where: dict) -> None:
+    """Write a lesson's server topology into the run manifest (`topologies`, keyed "<lesson>/<setup>"), so
+    the run's manifest shows each split; `shared` is the run's RunShared (its manifest and save)."""
+    shared.manifest.setdefault("topologies", {})[f"{lesson_id}/{setup}"] = where
+    shared.save()
+
+
 def connect_seconds(endpoint: str, samples: int = 5, timeout_s: float = 5.0) -> list[float]:
     """Seconds a TCP connection to `endpoint` takes to open (one network round trip), `samples` times.
     Taken before a llama-server connects: an rpc-server serves one client at a time."""
