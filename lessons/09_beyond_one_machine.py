@@ -22,6 +22,7 @@ except ImportError:
 
 import contextlib
 import statistics
+from pathlib import Path
 from dataclasses import dataclass
 
 from bytesup import measure, models, rpc, topology
@@ -82,7 +83,7 @@ def serve_and_time(ctx: LessonContext, setup: str, model: ModelFacts, threads: l
     """A server of the lesson's own (the native build, so both setups run the same engine): where its
     layers went, then ctx.repeat timed completions of PROMPT_TOKENS prompt tokens and N_PREDICT decoded."""
     rpc_flag = flags[flags.index("--rpc") + 1] if "--rpc" in flags else None
-    with ctx.local_server(setup, model.path, ["-c", str(CTX), "--parallel", "1", *flags]) as srv:
+    with ctx.local_server(setup, Path(model.path), ["-c", str(CTX), "--parallel", "1", *rpc.TOPOLOGY_LOG, *flags]) as srv:
         where = ctx.host(f"topology_{setup}", lambda: rpc.server_log_topology(srv.base_url, rpc_flag))
         rpc.record_topology(ctx.shared, ctx.lesson_id, setup, where)  # the run's manifest shows the split
         prompt = measure.long_prompt_tokens(srv, PROMPT_TOKENS)

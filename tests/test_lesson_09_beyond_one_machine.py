@@ -165,7 +165,7 @@ def test_main_on_hand_made_answers():
 
     assert [s.left() for s in servers.values()] == [{}, {}]
     (w_label, w_model, w_flags), (s_label, _, s_flags) = started
-    assert (w_label, w_model, s_label) == ("whole", "/m.gguf", "split")
+    assert (w_label, str(w_model), s_label) == ("whole", "/m.gguf", "split")
     assert w_flags[w_flags.index("-t") + 1] == "2" and "--rpc" not in w_flags
     assert s_flags[s_flags.index("--rpc") + 1] == "127.0.0.1:7001,127.0.0.1:7002" and s_flags[s_flags.index("-ngl") + 1] == "99"
 

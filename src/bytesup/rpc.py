@@ -41,6 +41,8 @@ LOOPBACK = "127.0.0.1"
 # The names the RPC tool has had: ggml-rpc-server in recent llama.cpp, rpc-server before.
 RPC_PROGRAMS = ("rpc-server", "ggml-rpc-server")
 ENGINE_CHOICE = "BYTESUP_ENGINE"  # "embedded": start_server.sh ignores the native build
+# llama-server prints where each layer went (the "model buffer size" lines) at log verbosity 4 and up.
+TOPOLOGY_LOG = ["-lv", "4"]
 
 
 class RpcUnavailable(BytesupError):
@@ -307,6 +309,8 @@ def serve(argv: list[str]) -> int:
         print(f"error: --rpc needs a native llama-server built with RPC; the embedded engine has none. "
               f"Build one with `bash {BUILD_SCRIPT}` or set LLAMA_SERVER.", file=sys.stderr)
         return 3
+    if wants_rpc and not any(a in ("-lv", "--verbosity", "--log-verbosity") or a.startswith("--verbosity=") for a in argv):
+        argv = [*argv, *TOPOLOGY_LOG]  # so engine.json can record the split
     return engine.main(["start", *argv])
 
 
