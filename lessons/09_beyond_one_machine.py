@@ -38,7 +38,9 @@ N_PREDICT = 32
 CTX = 512
 NODES = 2  # loopback rpc-servers started when --rpc names none
 ACTIVATION_BYTES = 4  # llama.cpp hands activations between devices as F32
-ROUND_TRIPS_PER_NODE = 3  # per token and node: copy the input in, compute, copy the output back
+# Per token and node, ggml's RPC client sends the input and the compute without waiting for an answer, then
+# waits for the output it reads back: one round trip per node.
+ROUND_TRIPS_PER_NODE = 1
 LINK_GB_PER_S = 1.25  # the bytes term's link: 10 Gbit/s Ethernet (loopback is faster, so here an upper bound)
 GB = 1e9
 MIB = 2**20
@@ -290,11 +292,12 @@ def show_prediction(ctx: LessonContext, o: Outcome) -> None:
               notes=[(f"Rate per thread: the whole setup read {p.bytes_per_thread_per_s / GB:.3g} GB/s per thread (its bytes "
                      f"per token × {o.whole.decode_median:.3g} tokens/s ÷ {sum(o.whole.threads)} threads); each node reads "
                      "its share at that rate × its threads. The nodes work in turn, so their times add up."),
-                     (f"Round trips: copy in, compute, copy out per node, each at the median TCP connect time; "
+                     (f"Round trips: one per node (the input and the compute are sent without waiting; reading the output back "
+                      f"waits), each at the median TCP connect time; "
                      f"{LINK_GB_PER_S:g} GB/s is 10 Gbit/s Ethernet, slower than loopback, so that term is an upper bound here."),
                      (f"Predicted {p.tokens_per_s:.3g} tokens/s, measured {o.split.decode_median:.3g} "
-                     f"({100 * o.prediction_error:+.0f}%): what the model leaves out (ggml sends the graph to every node per "
-                     "token, the small inputs, scheduling) is in that gap.")])
+                     f"({100 * o.prediction_error:+.0f}%): what the model leaves out (the graph, sent to a node when it "
+                     "changes, the small inputs, the nodes' own scheduling) is in that gap.")])
 
 
 def show_meaning(ctx: LessonContext, o: Outcome) -> None:

@@ -54,13 +54,13 @@ def test_predict_split_by_hand():
     net = L.network_bytes_per_token(576, 49152, 2)  # 203,520 bytes
     p = L.predict_split(whole, 100_000_000, [40_000_000, 60_000_000], [1, 1], 50e-6, net, 1.25e9)
     # 100 MB × 100 tokens/s ÷ 2 threads = 5 GB/s per thread; 40 MB ÷ 5 GB/s = 8 ms, 60 MB ÷ 5 GB/s = 12 ms;
-    # 3 round trips × 2 nodes × 50 µs = 300 µs; 203,520 B ÷ 1.25 GB/s = 162.816 µs. Total 20.462816 ms.
+    # 1 round trip × 2 nodes × 50 µs = 100 µs; 203,520 B ÷ 1.25 GB/s = 162.816 µs. Total 20.262816 ms.
     assert p.bytes_per_thread_per_s == pytest.approx(5e9)
     assert p.node_seconds == pytest.approx([0.008, 0.012])
-    assert (p.round_trips, p.round_trip_seconds) == (6, pytest.approx(300e-6))
+    assert (p.round_trips, p.round_trip_seconds) == (2, pytest.approx(100e-6))
     assert p.link_seconds == pytest.approx(162.816e-6)
-    assert p.seconds_per_token == pytest.approx(0.020462816)
-    assert p.tokens_per_s == pytest.approx(48.869129, rel=1e-6)  # 1000 ÷ 20.462816
+    assert p.seconds_per_token == pytest.approx(0.020262816)
+    assert p.tokens_per_s == pytest.approx(49.351482, rel=1e-6)  # 1000 ÷ 20.262816
 
 
 # --- the topology, from a recorded log --------------------------------------------------------------
@@ -180,8 +180,8 @@ def test_main_on_hand_made_answers():
     assert result.fact("network_bytes_per_token") == 203520
     assert result.fact("weights_bytes_per_node") == [40 * mib, 60 * mib]
     # Rate per thread: 100 MiB × 75 tokens/s ÷ 2 = 3,932,160,000 B/s. Node 1: 40 MiB ÷ that = 10.6667 ms,
-    # node 2: 16 ms; 6 round trips × the median connect time 50 µs = 300 µs; 203,520 B ÷ 1.25 GB/s = 162.816 µs.
-    seconds = 40 / 75 * 2 / 100 + 60 / 75 * 2 / 100 + 300e-6 + 162.816e-6
+    # node 2: 16 ms; 2 round trips × the median connect time 50 µs = 100 µs; 203,520 B ÷ 1.25 GB/s = 162.816 µs.
+    seconds = 40 / 75 * 2 / 100 + 60 / 75 * 2 / 100 + 100e-6 + 162.816e-6
     assert result.fact("predicted_split_decode_tokens_per_s") == pytest.approx(1 / seconds)
     prediction = {row[0]: row for row in result.table("prediction").rows}
     assert prediction["predicted: one token"][1] == pytest.approx(1e3 * seconds)
