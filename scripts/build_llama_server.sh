@@ -77,7 +77,7 @@ if [ ! -d src ]; then
 fi
 
 # No downloads during the build: the web UI is neither fetched prebuilt nor built (the lessons use the HTTP API only).
-cmake_args=(-S src -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON -DGGML_NATIVE=ON
+cmake_args=(-S src -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON -DGGML_NATIVE=ON -DLLAMA_BUILD_NUMBER="${version%%.*}"
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF)
 [ "$cuda" = "on" ] && cmake_args+=(-DGGML_CUDA=ON)

@@ -66,12 +66,12 @@ def test_predict_split_by_hand():
 # --- the topology, from a recorded log --------------------------------------------------------------
 
 def test_topology_from_recorded_split_log():
-    where = topology.from_log(LOG.read_text(), "127.0.0.1:50061,127.0.0.1:50062")
-    assert where["rpc"] == ["127.0.0.1:50061", "127.0.0.1:50062"] and where["nodes"] == 2
+    where = topology.from_log(LOG.read_text(), "127.0.0.1:49903,127.0.0.1:49904")
+    assert where["rpc"] == ["127.0.0.1:49903", "127.0.0.1:49904"] and where["nodes"] == 2
     assert (where["layers_offloaded"], where["layers_total"]) == (31, 31)
     rpc_devices = topology.rpc_devices(where)
-    assert [d["endpoint"] for d in rpc_devices] == ["127.0.0.1:50061", "127.0.0.1:50062"]
-    assert [d["device"] for d in rpc_devices] == ["RPC0", "RPC1"]
+    assert [d["endpoint"] for d in rpc_devices] == ["127.0.0.1:49903", "127.0.0.1:49904"]
+    assert [d["device"] for d in rpc_devices] == ["RPC0", "RPC0"]  # each rpc-server's first device; the endpoint tells them apart
     # Each "X.YZ MiB" × 1,048,576, rounded: checked against the log's own figures below.
     for d in rpc_devices:
         line = next(x for x in LOG.read_text().splitlines() if f"{d['device']}[{d['endpoint']}] model buffer size" in x)
@@ -112,7 +112,7 @@ def _run(name: str, engine: dict, decode: list[float]) -> Run:
 
 
 def test_compare_marks_another_topology_not_comparable():
-    split = topology.from_log(LOG.read_text(), "127.0.0.1:50061,127.0.0.1:50062")
+    split = topology.from_log(LOG.read_text(), "127.0.0.1:49903,127.0.0.1:49904")
     one = _run("a", {"engine": "llama-server", "build": "b1"}, [100.0, 101.0, 99.0])
     two = _run("b", {"engine": "llama-server", "build": "b1", "topology": split}, [45.0, 46.0, 44.0])
     assert "topology" not in run_identity(one) and run_identity(two)["topology"].startswith("2 RPC nodes: 127.0.0.1 (")
@@ -166,22 +166,23 @@ def test_main_on_hand_made_answers():
     assert [s.left() for s in servers.values()] == [{}, {}]
     (w_label, w_model, w_flags), (s_label, _, s_flags) = started
     assert (w_label, str(w_model), s_label) == ("whole", "/m.gguf", "split")
-    assert w_flags[w_flags.index("-t") + 1] == "2" and "--rpc" not in w_flags
+    assert w_flags[w_flags.index("-t") + 1] == "1" and "--rpc" not in w_flags  # the threads of one node: 2 ÷ 2
     assert s_flags[s_flags.index("--rpc") + 1] == "127.0.0.1:7001,127.0.0.1:7002" and s_flags[s_flags.index("-ngl") + 1] == "99"
 
     setups = {row[0]: row for row in result.table("setups").rows}
     assert setups["whole"][3:10] == [450.0, 400.0, 500.0, 75.0, 50.0, 100.0, 1.0]  # medians of two samples
     assert setups["split"][3:10] == [225.0, 200.0, 250.0, 40.0, 40.0, 40.0, pytest.approx(40 / 75)]
-    assert setups["split"][2] == "1, 1"  # 2 threads ÷ 2 nodes
+    assert setups["whole"][2] == "1" and setups["split"][2] == "1, 1"  # 2 threads ÷ 2 nodes, the same in both setups
     nodes = [r for r in result.table("nodes").rows if r[0] == "split"]
     assert [(r[1], r[3], r[5]) for r in nodes] == [("CPU_Mapped", 27 * mib, pytest.approx(100 * 27 / 127)),
                                                    ("RPC0", 40 * mib, pytest.approx(100 * 40 / 127)),
                                                    ("RPC1", 60 * mib, pytest.approx(100 * 60 / 127))]
     assert result.fact("network_bytes_per_token") == 203520
     assert result.fact("weights_bytes_per_node") == [40 * mib, 60 * mib]
-    # Rate per thread: 100 MiB × 75 tokens/s ÷ 2 = 3,932,160,000 B/s. Node 1: 40 MiB ÷ that = 10.6667 ms,
-    # node 2: 16 ms; 2 round trips × the median connect time 50 µs = 100 µs; 203,520 B ÷ 1.25 GB/s = 162.816 µs.
-    seconds = 40 / 75 * 2 / 100 + 60 / 75 * 2 / 100 + 100e-6 + 162.816e-6
+    # Rate per thread: 100 MiB × 75 tokens/s ÷ 1 thread = 7,864,320,000 B/s. Node 1 (1 thread): 40 MiB ÷ that =
+    # 5.3333 ms, node 2: 8 ms; 2 round trips × the median connect time 50 µs = 100 µs; 203,520 B ÷ 1.25 GB/s = 162.816 µs.
+    seconds = 40 / 75 / 100 + 60 / 75 / 100 + 100e-6 + 162.816e-6
+    assert seconds == pytest.approx(0.0135961493, rel=1e-8)
     assert result.fact("predicted_split_decode_tokens_per_s") == pytest.approx(1 / seconds)
     prediction = {row[0]: row for row in result.table("prediction").rows}
     assert prediction["predicted: one token"][1] == pytest.approx(1e3 * seconds)
