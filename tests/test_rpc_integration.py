@@ -54,3 +54,37 @@ def test_lesson_9_live_on_loopback_rpc_servers(tmp_path, monkeypatch):
         listening = [c for c in psutil.net_connections(kind="tcp")
                      if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == int(endpoint.rsplit(":", 1)[1])]
         assert listening == [], endpoint
+
+
+def test_start_server_script_splits_records_and_stops_its_rpc_servers(monkeypatch):
+    """scripts/start_server.sh MODEL --rpc …: the native build drives two rpc-servers started with
+    `bytesup server start-rpc`; engine.json records the split; scripts/stop_server.sh stops all three."""
+    import subprocess
+    from pathlib import Path
+
+    monkeypatch.delenv("LLAMA_SERVER", raising=False)
+    root = Path(__file__).resolve().parents[1]
+    model = models.ensure_model(models.DEFAULT_MODEL)
+    nodes = [rpc.start_rpc_server(engine.free_port(), 1) for _ in range(2)]
+    port = engine.free_port()
+    endpoints = ",".join(n.endpoint for n in nodes)
+    try:
+        res = subprocess.run(["bash", str(root / "scripts" / "start_server.sh"), str(model), "--port", str(port), "-c", "256",
+                              "--rpc", endpoints], capture_output=True, text=True, timeout=180)
+        assert res.returncode == 0, res.stderr
+        info = json.loads((engine.state_dir_for(port) / "engine.json").read_text())
+        assert info["engine"] == "llama-server" and info["command"] == str(rpc.native_program("llama-server"))
+        assert info["flags"]["--rpc"] == endpoints
+        split = info["topology"]
+        # (the log lists the nodes' buffers in its own order, not always --rpc's)
+        assert sorted(d["endpoint"] for d in topology.rpc_devices(split)) == sorted(n.endpoint for n in nodes)
+        assert split["layers_offloaded"] == split["layers_total"] == 31
+        res = subprocess.run(["bash", str(root / "scripts" / "stop_server.sh"), "--port", str(port)],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0 and res.stdout.count("stopped the rpc-server") == 2, res.stdout
+        assert [rpc.owned_rpc_pid(n.port)[0] for n in nodes] == [None, None]
+        assert not any(psutil.pid_exists(n.pid) and psutil.Process(n.pid).status() != psutil.STATUS_ZOMBIE for n in nodes)
+    finally:
+        engine.stop_server(port)
+        for n in nodes:
+            rpc.stop_rpc_server(n.port)
