@@ -212,3 +212,9 @@ def test_golden_replay(tmp_path):
         m = next(x for x in result.measurements if x.name == "decode_tokens_per_s" and x.settings["setup"] == setup)
         assert m.samples == pytest.approx(samples)
     assert manifest["lessons"][LESSON_ID]["status"] == "ok"
+
+
+def test_split_verdict_is_judged_within_ten_percent():
+    assert L.split_verdict(0.74).startswith("slower")
+    assert L.split_verdict(0.95).startswith("about as fast") and L.split_verdict(1.05).startswith("about as fast")
+    assert L.split_verdict(15.4).startswith("faster, which the split alone cannot do")
