@@ -10,9 +10,6 @@ matrix, a vector as wide as the model, read straight from the GGUF file. Against
 without --model only the server's side is shown.
 """
 
-# No `from __future__ import annotations`: the runner loads a lesson without registering it in
-# sys.modules, where dataclasses cannot resolve string annotations.
-
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
     import bytesup  # noqa: F401
 except ImportError:

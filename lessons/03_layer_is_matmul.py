@@ -8,9 +8,6 @@ tokens at once (a matrix-matrix product, as in prefill). For each it reports tim
 bytes moved, effective GB/s, arithmetic intensity and how much cheaper each token gets.
 """
 
-# No `from __future__ import annotations`: the runner loads a lesson without registering it in
-# sys.modules, where dataclasses cannot resolve string annotations.
-
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
     import bytesup  # noqa: F401
 except ImportError:

@@ -48,8 +48,6 @@ PREDICTED, DECODE_CALLS = "llamacpp:tokens_predicted_total", "llamacpp:n_decode_
 
 
 # --- records ----------------------------------------------------------------------------------
-# (No `from __future__ import annotations` in this file: the runner loads a lesson without entering it
-# in sys.modules, and dataclasses look string annotations up there.)
 
 @dataclass(frozen=True)
 class ServedModel:

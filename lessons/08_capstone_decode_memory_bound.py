@@ -57,8 +57,6 @@ PUBLISHED_DECODE = published.LESSON4["decode_short_tokens_per_s"]
 
 
 # --- records ------------------------------------------------------------------------------------
-# (No `from __future__ import annotations` in this file: the runner loads a lesson without entering it
-# in sys.modules, and dataclasses look string annotations up there.)
 
 @dataclass(frozen=True)
 class ModelInfo:

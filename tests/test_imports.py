@@ -21,8 +21,8 @@ LESSONS = ROOT / "lessons"
 LAYERS: dict[str, tuple[int, str]] = {}
 for _layer, _name, _modules in [
     (0, "leaves: facts, formulas, files, errors, parsing", """__init__ errors paths escape storage formulas published sweep
-        sampling server serverfacts hostbench environment results records gguf_read replay"""),
-    (1, "server and model access, run folders", "client render realmodel models plots measure engine options runs runfolder ceiling"),
+        sampling server serverfacts hostbench environment results records gguf_read replay topology"""),
+    (1, "server and model access, run folders", "client render realmodel models plots measure engine rpc options runs runfolder ceiling"),
     (2, "the lesson API", "lesson catalog"),
     (3, "reading runs back; the run's server; the summary", "compare verdicts evidence claims references check report runserver summary"),
     (4, "the runner", "runner"),
@@ -179,7 +179,7 @@ LESSON_FILES = sorted(LESSONS.glob("[0-9][0-9]_*.py"))
 
 
 def test_there_are_lessons_to_check():
-    assert len(LESSON_FILES) == 8
+    assert len(LESSON_FILES) == 9
 
 
 @pytest.mark.parametrize("path", LESSON_FILES, ids=lambda p: p.stem)

@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
-from . import engine, models
+from . import engine, models, rpc
 from .catalog import discover_lessons, lesson_title, load_lesson
 from .cli_common import err, fail, out
 from .cli_reports import register as register_reports
@@ -82,6 +82,7 @@ AllowModifiedOpt = Annotated[bool, typer.Option("--allow-modified", help=(
 MismatchOpt = Annotated[bool, typer.Option("--model-mismatch-ok", help=(
     "go on when --model differs (parameter count or tensor bytes) from the model the server serves"))]
 SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help=LessonOptions.model_fields["sizes"].description)]
+RpcOpt = Annotated[Optional[str], typer.Option("--rpc", help=LessonOptions.model_fields["rpc"].description)]
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
 StartServerOpt = Annotated[bool, typer.Option(
     "--start-server/--no-start-server",
@@ -92,10 +93,10 @@ StartServerOpt = Annotated[bool, typer.Option(
         "--no-start-server stops with an error instead"))]
 
 
-def _run_options(*, bandwidth_gbs: float | None, sizes: str | None, **run: Any) -> RunOptions:
+def _run_options(*, bandwidth_gbs: float | None, sizes: str | None, rpc: str | None = None, **run: Any) -> RunOptions:
     """The run's options, built once; a bad lesson option stops here (exit status 2), before any request."""
     try:
-        lesson_options = LessonOptions.parse({"bandwidth_gbs": bandwidth_gbs, "sizes": sizes})
+        lesson_options = LessonOptions.parse({"bandwidth_gbs": bandwidth_gbs, "sizes": sizes, "rpc": rpc})
     except BytesupError as exc:
         err.print(f"[bold red]error:[/bold red] {rich_text(exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -137,6 +138,7 @@ def run_cmd(
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
     start_server: StartServerOpt = True, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
+    rpc: RpcOpt = None,
 ) -> None:
     """Run some lessons against a server (or a recorded run) and save them into a run folder.
 
@@ -145,7 +147,7 @@ def run_cmd(
     """
     options = _run_options(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume, replay=replay,
                            repeat=repeat, timeout=timeout, start_server=start_server, allow_modified=allow_modified,
-                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes)
+                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes, rpc=rpc)
     _run(lessons, options, print_tables=print_tables)
 
 
@@ -211,6 +213,26 @@ def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8
     except BytesupError as exc:
         status["health"] = f"not answering: {exc}"
     out.print_json(json.dumps(status))
+
+
+@server_app.command("start-rpc")
+def server_start_rpc(port: Annotated[int, typer.Option(help="port of the rpc-server on 127.0.0.1")],
+                     threads: Annotated[Optional[int], typer.Option(help="CPU threads of this rpc-server")] = None) -> None:
+    """Start a llama.cpp rpc-server on 127.0.0.1:PORT (the native build; loopback only: it has no authentication).
+    Then `scripts/start_server.sh MODEL --rpc 127.0.0.1:PORT,…` splits the model's layers across them."""
+
+    try:
+        started = rpc.start_rpc_server(port, threads)
+    except BytesupError as exc:
+        raise fail(exc) from None
+    out.print(rich_text(f"rpc-server listening on {started.endpoint}, pid {started.pid}; log {started.log_path}"))
+
+
+@server_app.command("stop-rpc")
+def server_stop_rpc(port: Annotated[int, typer.Option(help="port of the rpc-server to stop")]) -> None:
+    """Stop the rpc-server bytesup started on PORT (by its pid file)."""
+
+    out.print(f"stopped the rpc-server on port {port}" if rpc.stop_rpc_server(port) else f"no rpc-server started by bytesup on port {port}")
 
 
 # --- models ----------------------------------------------------------------------------

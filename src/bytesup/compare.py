@@ -27,6 +27,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from . import topology
 from .errors import BytesupError, RunFolderError
 from .escape import md_text
 from .escape import rich_text as esc
@@ -66,6 +67,8 @@ def run_identity(run: Run) -> dict[str, Any]:
         "repository commit": (m.get("repository") or {}).get("commit"),
         "repository dirty": (m.get("repository") or {}).get("dirty"),
     }
+    if eng.get("topology") is not None:  # a server whose layers were split across rpc-servers
+        ident["topology"] = topology.describe(eng["topology"])
     model = run.model_identity()
     ident["model file"] = model.get("file")
     ident["model size (bytes)"] = model.get("size_bytes")
@@ -436,7 +439,9 @@ def compare_runs(a: Run, b: Run, threshold: float = DEFAULT_THRESHOLD) -> Compar
             f"B ({b.path}) holds {', '.join(b.results) or 'no lesson results'}. "
             "Run the same lessons into both folders first."
         )
-    model_diff = models_differ(a, b)
+    # Another topology (one process vs rpc-servers, or another split) is another setup: not comparable, never a regression.
+    model_diff = models_differ(a, b) or topology.differs((a.manifest or {}).get("engine", {}).get("topology"),
+                                                          (b.manifest or {}).get("engine", {}).get("topology"))
     rows: list[Row] = []
     tables: list[TableRow] = []
     notes: list[str] = []

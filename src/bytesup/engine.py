@@ -24,6 +24,7 @@ from typing import Callable
 
 import httpx
 
+from . import topology
 from .errors import BytesupError, ServerStartError
 from .gguf_read import check_gguf
 from .models import PRESETS, ensure_model
@@ -411,6 +412,8 @@ def _wait_ready(proc: subprocess.Popen, kind: str, command: list[str], merged: d
         "pid": proc.pid,
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if merged.get("--rpc"):  # layers split across rpc-servers: which endpoint holds what, from the load log
+        info["topology"] = topology.from_log_file(log_path, merged["--rpc"])
     (state / STATE_FILE).write_text(json.dumps(info, indent=2) + "\n")
     return StartedServer(url=url, pid=proc.pid, port=port, state_dir=state, info=info)
 

@@ -30,8 +30,9 @@ from .runs import ReplaySource
 from .serverfacts import ServerSetup, decide, is_loopback
 
 # Flags of the user's server that a lesson's own servers set for themselves.
-# Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft.
-NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key", *engine.SPECULATIVE_FLAGS}
+# Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft; and --rpc: the
+# user's rpc-servers serve one client at a time, and a lesson splits a model only where it says so.
+NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key", "--rpc", *engine.SPECULATIVE_FLAGS}
 
 
 # --- what a run measures once --------------------------------------------------------

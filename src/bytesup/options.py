@@ -29,6 +29,25 @@ class LessonOptions(BaseModel):
         default=None, min_length=1,
         description="capstone: the model presets to sweep, comma-separated on the command line (see `bytesup model build --list`)")
 
+    rpc: str | None = Field(
+        default=None,
+        description="lesson 9: host:port,… of rpc-servers to split the model across (default: two started on 127.0.0.1)")
+
+    @field_validator("rpc")
+    @classmethod
+    def _rpc_endpoints(cls, value: str | None) -> str | None:
+        """Each comma-separated endpoint is host:port with a port from 1 to 65535."""
+        if value is None:
+            return None
+        ends = [e.strip() for e in value.split(",") if e.strip()]
+        for end in ends:
+            host, _, port = end.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{end!r} is not host:port")
+        if not ends:
+            raise ValueError("no endpoint given")
+        return ",".join(ends)
+
     @field_validator("sizes", mode="before")
     @classmethod
     def _split_sizes(cls, value: Any) -> Any:
@@ -54,6 +73,7 @@ class LessonOptions(BaseModel):
 
 
 OPTION_HINTS = {
+    "rpc": "give rpc-server endpoints as host:port separated by commas, e.g. --rpc 127.0.0.1:50052,127.0.0.1:50053",
     "bandwidth_gbs": "give a positive number of GB/s, e.g. --bandwidth-gbs 273",
     "sizes": ("give one or more model names separated by commas, e.g. --sizes tiny-q8_0,small-q8_0 "
               "(`bytesup model build --list` names them)"),
