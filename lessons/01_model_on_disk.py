@@ -26,7 +26,7 @@ from typing import Any
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from bytesup import ceiling, formulas, hostbench, published
-from bytesup.ceiling import Ceiling
+from bytesup.ceiling import Ceiling, TokenWork, token_work
 from bytesup.gguf_read import read_model_info
 from bytesup.lesson import LessonContext
 
@@ -195,21 +195,6 @@ def totals(info: dict) -> Totals:
     n_params, tensor_bytes = info["n_params"], formulas.bytes_per_token(info)
     return Totals(n_params, tensor_bytes, info["file_size_bytes"], info["file_size_bytes"] - tensor_bytes,
                   8 * tensor_bytes / n_params)
-
-
-@dataclass(frozen=True)
-class Work:
-    """The work of one decoded token: every weight read once, ~2 FLOPs per weight."""
-
-    params: int
-    bytes: int
-    flops: float
-    flops_per_byte: float
-
-
-def work_per_token(n_params: int, nbytes: int) -> Work:
-    flops = formulas.flops_per_token(n_params)
-    return Work(n_params, nbytes, flops, flops / nbytes)
 
 
 @dataclass(frozen=True)
@@ -413,7 +398,7 @@ def show_groups(ctx: LessonContext, groups: list[GroupShare], n_blocks: Any) -> 
     )
 
 
-def show_work(ctx: LessonContext, model_name: str, work: Work, published_work: Work) -> None:
+def show_work(ctx: LessonContext, model_name: str, work: TokenWork, published_work: TokenWork) -> None:
     ctx.table(
         "work_per_token", "Work per decoded token",
         [("model", ""), ("parameters", ""), ("bytes read", "bytes"), ("FLOPs", "GFLOP"), ("FLOPs per byte", "")],
@@ -437,7 +422,7 @@ def ceiling_rows(ceil: Ceiling | None, model_name: str) -> list[list[Any]]:
     return rows
 
 
-def ceiling_notes(*, model_name: str, reading: dict, ceil: Ceiling, work: Work, reason: str | None,
+def ceiling_notes(*, model_name: str, reading: dict, ceil: Ceiling, work: TokenWork, reason: str | None,
                   strict: StrictBytes | None, tied_embd_bytes: int | None) -> list[str]:
     """The sentences under the ceiling table; which ones apply depends on where the server decodes."""
     host_ceiling = ceiling.ceiling_at(ceil.bandwidth.median, ceil.bytes_per_token)
@@ -479,7 +464,7 @@ def published_ceiling_note() -> str:
             f"(the course quotes {PUBLISHED_CEILING:g}; computed ÷ quoted = {pub / PUBLISHED_CEILING:.3f}).")
 
 
-def show_ceiling(ctx: LessonContext, info: dict, model_name: str, inputs: BandwidthInputs, ceil: Ceiling, work: Work) -> None:
+def show_ceiling(ctx: LessonContext, info: dict, model_name: str, inputs: BandwidthInputs, ceil: Ceiling, work: TokenWork) -> None:
     embd = token_embd(info)
     tied = bool(info.get("tied_output")) and embd is not None and embd["n_bytes"] > 0
     row_bytes = embedding_row_bytes(info)
@@ -535,8 +520,8 @@ def main(ctx: LessonContext):
     show_groups(ctx, group_shares(info), len(block_counts(info)) or shown(info["hyperparameters"].get("n_layer")))
 
     # 6. The work of one decoded token: every weight read once, ~2 FLOPs per weight.
-    work = work_per_token(tot.n_params, tot.tensor_bytes)
-    show_work(ctx, model_name, work, work_per_token(SPECIMEN["n_params"], SPECIMEN["file_bytes"]))
+    work = token_work(tot.n_params, tot.tensor_bytes)
+    show_work(ctx, model_name, work, token_work(SPECIMEN["n_params"], SPECIMEN["file_bytes"]))
     ctx.measure("bytes_per_token", "bytes", [tot.tensor_bytes], higher_is_better=None,
                 description="bytes of weights read per decoded token (every tensor once)")
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bytesup import ceiling, formulas, hostbench, measure, published
-from bytesup.ceiling import Ceiling, Efficiency, Spread
+from bytesup.ceiling import Ceiling, Efficiency, Spread, TokenWork, token_work
 from bytesup.records import Completion, shown_token
 from bytesup.lesson import LessonContext
 
@@ -210,21 +210,6 @@ def top_tokens_fact(tables: list[TopTokens]) -> dict[str, Any]:
             for t in tables}
 
 
-@dataclass(frozen=True)
-class PassCost:
-    """What one forward pass costs: every weight read once, two FLOPs per weight."""
-
-    params: int
-    bytes: int
-    flops: float
-    flops_per_byte: float
-
-
-def pass_cost(n_params: int, nbytes: int) -> PassCost:
-    flops = formulas.flops_per_token(n_params)
-    return PassCost(n_params, nbytes, flops, flops / nbytes)
-
-
 def long_prompt_length(n_ctx: int, wanted: int = LONG_PROMPT_TOKENS, n_predict: int = N_PREDICT,
                        margin: int = CONTEXT_MARGIN) -> int:
     """The published prompt length, shortened when the server's context cannot hold it plus the decode."""
@@ -299,8 +284,8 @@ def show_top_tokens(ctx: LessonContext, t: TopTokens, n_vocab: int | None) -> No
               notes=top_notes(t, n_vocab))
 
 
-def show_cost(ctx: LessonContext, cost: PassCost, n_vocab: int | None) -> None:
-    pub = pass_cost(SPECIMEN["n_params"], SPECIMEN["file_bytes"])
+def show_cost(ctx: LessonContext, cost: TokenWork, n_vocab: int | None) -> None:
+    pub = token_work(SPECIMEN["n_params"], SPECIMEN["file_bytes"])
     ridge = published.H100["ridge_flops_per_byte"]
     intensity = cost.flops_per_byte
     ctx.table("cost_of_one_pass", "What one forward pass costs",
@@ -353,7 +338,7 @@ def long_note(sp: Speeds) -> str:
                    f"{min(short):,.1f}–{max(short):,.1f} tokens/s), so the difference is within the spread.")
 
 
-def show_prefill_decode(ctx: LessonContext, sp: Speeds, runs: TimedRuns, cost: PassCost | None) -> None:
+def show_prefill_decode(ctx: LessonContext, sp: Speeds, runs: TimedRuns, cost: TokenWork | None) -> None:
     batching = formulas.batch_sizes(ctx.identity.get("server", {}).get("flags"))
     p_med, d_med = statistics.median(sp.prefill), statistics.median(sp.decode_short)
     pub_prefill = ", ".join(f"{v:,.0f}" for v in PUB["prefill_tokens_per_s"])
@@ -454,7 +439,7 @@ def main(ctx: LessonContext):
     ctx.fact("top_tokens", top_tokens_fact(tables))
 
     # 3. What one forward pass costs: every weight read once, two FLOPs per weight.
-    cost = pass_cost(info["n_params"], formulas.bytes_per_token(info)) if info is not None else None
+    cost = token_work(info["n_params"], formulas.bytes_per_token(info)) if info is not None else None
     if cost is not None:
         show_cost(ctx, cost, n_vocab)
 

@@ -7,7 +7,7 @@ import math
 import pytest
 from lessonkit import run_bandwidth
 
-from bytesup import published
+from bytesup import ceiling, published
 from bytesup.client import LlamaServer
 from bytesup.gguf_read import GGUFError, read_model_info
 from bytesup.models import build_model, get_preset
@@ -61,8 +61,8 @@ def test_parameter_groups_split_the_whole(result):
 def test_every_ceiling_is_bandwidth_over_bytes(result):
     _, rows = rows_of(result, "bandwidth_ceiling")
     assert rows, "no ceiling rows"
-    for source, _model, gbs, nbytes, ceiling in rows:
-        assert ceiling == pytest.approx(gbs * 1e9 / nbytes), source
+    for source, _model, gbs, nbytes, tokens_per_s in rows:
+        assert tokens_per_s == pytest.approx(gbs * 1e9 / nbytes), source
     # The published example is computed from the published figures (bytesup.published).
     first = rows[0]
     assert first[2] == published.SPARK_BANDWIDTH_GB_PER_S and first[3] == published.SPECIMEN["file_bytes"]
@@ -207,7 +207,7 @@ def test_hand_model_totals_and_work(lesson):
     # The bytes read per token are the tensors' 480, not the file's 1,000; 8 × 480 ÷ 188 = 20.43 bits per parameter.
     assert (tot.n_params, tot.tensor_bytes, tot.file_bytes, tot.overhead_bytes) == (188, 480, 1000, 520)
     assert tot.bits_per_param == pytest.approx(20.4255, abs=1e-4)
-    work = lesson.work_per_token(188, 480)
+    work = ceiling.token_work(188, 480)
     # 2 × 188 = 376 FLOPs; 376 ÷ 480 = 0.7833 FLOPs per byte.
     assert (work.flops, work.flops_per_byte) == (376.0, pytest.approx(0.78333, abs=1e-5))
     # Strictly one 16-byte row of token_embd per token: 480 − 160 + 16 = 336 bytes; 7.2e9 ÷ 336 = 21,428,571 tokens/s.

@@ -10,7 +10,7 @@ import statistics
 import pytest
 from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges
 
-from bytesup import published
+from bytesup import ceiling, published
 from bytesup.records import Completion, Timings, decode_passes, decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.results import load_result
 from bytesup.options import RunOptions
@@ -337,7 +337,7 @@ def test_top_tokens_and_the_largest_gap_by_hand(lesson):
 
 
 def test_pass_cost_by_hand(lesson):
-    cost = lesson.pass_cost(50_000_000, 100_000_000)
+    cost = ceiling.token_work(50_000_000, 100_000_000)
     # 2 × 50,000,000 = 1e8 FLOPs; ÷ 1e8 bytes = 1 FLOP per byte.
     assert (cost.flops, cost.flops_per_byte) == (1e8, 1.0)
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from . import formulas
 
-__all__ = ["Spread", "Ceiling", "CeilingSource", "Efficiency", "BandwidthReference", "ceiling_at", "bandwidth_ceiling",
-           "efficiencies", "decode_efficiency", "server_bandwidth", "effective_gbs"]
+__all__ = ["Spread", "TokenWork", "token_work", "Ceiling", "CeilingSource", "Efficiency", "BandwidthReference", "ceiling_at",
+           "bandwidth_ceiling", "efficiencies", "decode_efficiency", "server_bandwidth", "effective_gbs"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,21 @@ class Spread:
         if not samples:
             raise ValueError("a spread needs at least one sample")
         return cls(statistics.median(samples), min(samples), max(samples))
+
+
+@dataclass(frozen=True)
+class TokenWork:
+    """The work of one decoded token (one forward pass): every weight read once, about two FLOPs per weight."""
+
+    params: int
+    bytes: int
+    flops: float
+    flops_per_byte: float
+
+
+def token_work(n_params: int, nbytes: int) -> TokenWork:
+    flops = formulas.flops_per_token(n_params)
+    return TokenWork(n_params, nbytes, flops, flops / nbytes)
 
 
 @dataclass(frozen=True)

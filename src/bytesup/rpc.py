@@ -35,6 +35,7 @@ from urllib.parse import urlparse
 from . import engine, topology
 from .errors import BytesupError, ServerStartError
 from .paths import cache_dir, server_state_dir
+from .serverfacts import is_loopback
 
 BUILD_SCRIPT = "scripts/build_llama_server.sh"
 LOOPBACK = "127.0.0.1"
@@ -136,17 +137,6 @@ def rpc_state_dir(port: int) -> Path:
     return server_state_dir() / f"rpc-{port}"
 
 
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _listening(pid: int, port: int) -> bool:
     import psutil
 
@@ -161,7 +151,7 @@ def start_rpc_server(port: int, threads: int | None = None, host: str = LOOPBACK
                      die_with_parent: bool = False, wait_s: float = 30.0) -> RpcServer:
     """Start one rpc-server on host:port and wait until it listens. Only loopback unless
     `allow_remote`: an rpc-server has no authentication."""
-    if not _is_loopback(host) and not allow_remote:
+    if not is_loopback(host) and not allow_remote:
         raise BytesupError(
             f"Refusing to bind an rpc-server to {host}: an rpc-server has no authentication, so anyone who reaches "
             "that address can run computations on this machine and read what it holds. Bind 127.0.0.1 (the default), "
@@ -234,7 +224,7 @@ def stop_rpc_endpoints(rpc_flag: str | None) -> list[str]:
     stopped = []
     for endpoint in topology.endpoints(rpc_flag):
         host, _, port = endpoint.rpartition(":")
-        if _is_loopback(host) and port.isdigit() and stop_rpc_server(int(port)):
+        if is_loopback(host) and port.isdigit() and stop_rpc_server(int(port)):
             stopped.append(endpoint)
     return stopped
 
