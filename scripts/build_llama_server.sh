@@ -81,13 +81,19 @@ cmake_args=(-S src -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF)
 [ "$cuda" = "on" ] && cmake_args+=(-DGGML_CUDA=ON)
-echo "building llama.cpp $version (cuda: $cuda, jobs: $jobs) in $work" >&2
+log="$work/build.log"
+echo "building llama.cpp $version (cuda: $cuda, jobs: $jobs) in $work; compiler output in $log" >&2
 start=$(date +%s)
-cmake "${cmake_args[@]}" >&2
+# The compiler's output goes to the log; on failure its last lines are shown with the log's path.
+build_step() {
+  "$@" >>"$log" 2>&1 || { tail -n 40 "$log" >&2; echo "error: the llama.cpp build failed; the whole output is in $log" >&2; exit 1; }
+}
+: >"$log"
+build_step cmake "${cmake_args[@]}"
 # The RPC tool's target is ggml-rpc-server in recent llama.cpp, rpc-server in older ones; it is installed as rpc-server.
 rpc_target=rpc-server
 grep -q 'ggml-rpc-server' src/tools/rpc/CMakeLists.txt 2>/dev/null && rpc_target=ggml-rpc-server
-cmake --build build --config Release -j "$jobs" --target llama-server llama-bench "$rpc_target" >&2
+build_step cmake --build build --config Release -j "$jobs" --target llama-server llama-bench "$rpc_target"
 
 mkdir -p "$bin"
 for p in "${programs[@]}"; do
