@@ -289,10 +289,23 @@ def tally(path: str) -> Tally:
 
 
 def show(path: str, mutant_id: int) -> str:
-    done = subprocess.run([sys.executable, "-m", "mutmut", "show", str(mutant_id)], cwd=work_dir(path),
-                          capture_output=True, text=True)
-    lines = [ln for ln in done.stdout.splitlines() if ln and not ln.startswith(("---", "+++"))]
-    return "\n".join(lines)
+    """The mutant's diff against the worktree's file, from the cache alone.
+
+    Not `mutmut show`: that first renumbers the cache's lines from the file on disk, which in a copy
+    being mutated holds a mutant, and the run then fails to find its lines.
+    """
+    from mutmut import RelativeMutationID
+    from mutmut.cache import _get_unified_diff
+
+    db = sqlite3.connect(work_dir(path) / ".mutmut-cache")
+    line, index, line_number = db.execute(
+        "SELECT l.line, m.\"index\", l.line_number FROM Mutant m JOIN Line l ON m.line = l.id WHERE m.id = ?",
+        (mutant_id,)).fetchone()
+    db.close()
+    source = (ROOT / path).read_text(encoding="utf-8")
+    diff = _get_unified_diff(source, path, RelativeMutationID(line, index, line_number), [], update_cache=False)
+    lines = [ln for ln in diff.splitlines() if ln and not ln.startswith(("---", "+++"))]
+    return "\n".join(lines) or f"(line {line_number + 1} changed in the worktree since: {line.strip()})"
 
 
 def run_pytest(args: list[str]) -> int:
