@@ -186,6 +186,12 @@ def test_decode_calls_note(lesson):
     assert "leave 3 for the 1200-token prompt" in split and "one pass that" not in split
     fewer = lesson.decode_calls_note(10, 16, 5)
     assert "more than one token" in fewer and "one pass per token" not in fewer
+    # 11 calls for 10 tokens: 10 − 1 = 9 passes after the first token leave 11 − 9 = 2 for the prompt.
+    two = lesson.decode_calls_note(11, 10, 600)
+    assert "9 passes for the tokens after the first leave 2 for the 600-token prompt" in two
+    # No token at all: max(0 − 1, 0) = 0 later passes, so a one-token-per-pass loop needs 0 + 1 = 1 call.
+    none = lesson.decode_calls_note(0, 0, 5)
+    assert "fewer calls than the 1 a one-token-per-pass loop needs" in none
 
 
 def test_speculative_tokens_per_pass(lesson):

@@ -179,6 +179,30 @@ def test_kv_cache_types(lesson):
     assert lesson.kv_cache_types({"x": {"cache_type_k": "Q4_0", "cache_type_v": "q4_0"}}, None, {}) == ("q4_0", "q4_0", "/props")
 
 
+def test_unknown_element_type_lists_the_known_ones(lesson):
+    with pytest.raises(BytesupError) as err:
+        lesson.element_bytes("q3_k")
+    assert str(err.value) == ("Unknown KV cache type 'q3_k'; known: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, "
+                              "iq4_nl.")
+
+
+def test_kv_cache_types_every_spelling_and_source(lesson):
+    types = lesson.kv_cache_types
+    # Either key spelling, case folded; a half that is missing takes the other half's type.
+    assert types({"cache_type_k": "Q8_0"}, None, None) == ("q8_0", "q8_0", "/props")
+    assert types({"type_v": "Q4_0"}, None, None) == ("q4_0", "q4_0", "/props")
+    assert types({"type_k": "f32", "cache_type_v": "Q8_0"}, None, None) == ("f32", "q8_0", "/props")
+    # /slots, nested in a slot; /props comes first, /slots before the flags.
+    assert types({}, [{"id": 0, "params": {"type_k": "q5_0", "type_v": "q5_1"}}], None) == ("q5_0", "q5_1", "/slots")
+    assert types({}, [{"cache_type_v": "q4_1"}], {"-ctk": "f32"}) == ("q4_1", "q4_1", "/slots")
+    assert types({"cache_type_k": "q8_0"}, [{"type_k": "q4_0"}], {"-ctk": "f32"})[2] == "/props"
+    # The flags, short and long spellings; a half not given is llama.cpp's default, f16.
+    assert types({}, None, {"-ctk": "Q4_1"}) == ("q4_1", "f16", "server flags")
+    assert types({}, None, {"-ctv": "Q8_0"}) == ("f16", "q8_0", "server flags")
+    assert types({}, None, {"--cache-type-v": "q5_0"}) == ("f16", "q5_0", "server flags")
+    assert types({}, [], None) == ("f16", "f16", "llama.cpp's default (not reported by /props or /slots)")
+
+
 # --- without the model file or a context size -------------------------------------------------------
 
 class _Server:
