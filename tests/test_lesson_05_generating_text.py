@@ -213,6 +213,38 @@ def test_compare_with_server_flags_a_wrong_kept_set(lesson):
     assert not drawn_elsewhere.agree
 
 
+def test_compare_with_server_on_a_token_outside_the_reference(lesson):
+    ids = [10, 11, 12, 13]
+    ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)             # 0.4 ÷ 0.7 = 0.571429, 0.3 ÷ 0.7 = 0.428571, 0, 0
+    # The server lists 10 and 99, which our reference lacks: 99 counts as 0 on our side, so
+    # |0.571429 − 0.75| = 0.178571 and |0 − 0.25| = 0.25; the larger is reported.
+    out = lesson.compare_with_server(ids, ours, [(10, 0.75), (99, 0.25)], 3, 10)
+    assert out.max_abs == pytest.approx(0.25) and not out.same_set and not out.agree
+    assert (out.kept_ours, out.kept_server, out.listed, out.server_listed_all) == (2, 2, 2, True)
+    # Relative mode with nothing of ours among the listed: no renormalization (the sum is 0), |0 − 1| = 1;
+    # a drawn token outside a partial reference is not a miss.
+    rel = lesson.compare_with_server(ids, ours, [(99, 1.0)], 3, 99, relative=True)
+    assert rel.max_abs == 1.0 and rel.sampled_in_kept and rel.kept_ours is None
+
+
+def test_needs_more_when_a_cutting_chain_keeps_unlisted_tokens(lesson):
+    top_k = {k: lesson.SamplerSetting(f"top-k {k}", ("top_k", "temperature"), {"top_k": k, "temperature": 1.0})
+             for k in (1, 10)}
+    temperature = lesson.SamplerSetting("temperature 0.5", ("temperature",), {"temperature": 0.5})
+    listed = [0.4, 0.3]                              # 0.7 listed, 0.3 of the distribution unlisted
+    assert lesson.needs_more(listed, [temperature, top_k[10]])  # top-k 10 keeps more than the 2 listed
+    assert not lesson.needs_more(listed, [temperature, top_k[1]])  # top-k 1 keeps 0.4 only
+    assert not lesson.needs_more(listed, [temperature])  # temperature alone is never the reason to ask for more
+
+
+def test_a_chain_that_needs_the_unlisted_mass_applies_to_nothing(lesson):
+    setting = lesson.SamplerSetting("top-k 10", ("top_k", "temperature"), {"top_k": 10, "temperature": 1.0})
+    partial = lesson.Distribution(ids=[10, 11], probs=np.array([0.4, 0.3]), texts=["'a'", "'b'"], asked=[2], n_vocab=None)
+    applied = lesson.apply_setting(partial, setting)
+    assert applied.ours is None and applied.kept == [] and applied.probs_kept == 0.0 and applied.kept_percent is None
+    assert (applied.top_before, applied.top_after, applied.top_token) == (None, None, None)
+
+
 def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
     from bytesup.measure import PINNED
     timed = [e["request"] for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == lesson.LOOP_PROMPT
@@ -342,6 +374,17 @@ def naive_chain(p, samplers, params):
 def hand_distribution(lesson):
     return lesson.Distribution(ids=[10, 11, 12, 13], probs=np.array(PROBS), texts=["'a'", "'b'", "'c'", "'d'"],
                                asked=[64], n_vocab=4)
+
+
+def test_a_distribution_is_complete_when_every_token_is_listed(lesson):
+    # 4 listed of a 4-token vocabulary: complete, so the samplers get no outside mass (total None).
+    whole = hand_distribution(lesson)
+    assert whole.complete and whole.total is None
+    assert whole.listed_mass == pytest.approx(0.45 + 0.30 + 0.17 + 0.08)
+    # 4 listed of 5, or an unknown vocabulary: partial, the whole mass is 1.
+    for n_vocab in (5, None):
+        partial = lesson.Distribution(ids=whole.ids, probs=whole.probs, texts=whole.texts, asked=[64], n_vocab=n_vocab)
+        assert not partial.complete and partial.total == 1.0
 
 
 # Worked by hand:

@@ -286,6 +286,28 @@ def test_kv_bytes_of_the_specimen_and_a_mixed_cache_by_hand(lesson):
     mixed = lesson.served_example(info, lesson.CacheSetup(100, "f16", "q8_0", "server flags"), None)
     assert mixed.bytes_per_token == 294.0 and mixed.cache_type == "K F16, V Q8_0"
     assert mixed.context == 100 and mixed.label == "tiny (served)"
+    # No name in the file: the server's name, else "served model".
+    setup = lesson.CacheSetup(100, "f16", "f16", "server flags")
+    unnamed = {**info, "name": None}
+    assert lesson.served_example(unnamed, setup, "llama").label == "llama (served)"
+    assert lesson.served_example(unnamed, setup, None).label == "served model (served)"
+
+
+def test_podcast_figures_follow_within_ten_percent_of_a_mib_or_a_mb(lesson, monkeypatch):
+    big = lesson.worked_examples()[-1]
+    # "32 KB" read as 1,000-byte kilobytes: 32 × 1,000 = 32,000 bytes
+    assert lesson.podcast_check(big).claimed_decimal == 32_000
+    # tokens per "megabyte" × 32,768 bytes: within 10% of 1,048,576 (MiB) or of 1,000,000 (MB)?
+    for tokens, per_mb, follows in [
+        (30, 983_040, True),      # 0.9375 MiB (off 6.25%), 0.983 MB (off 1.7%)
+        (34, 1_114_112, True),    # 1.0625 MiB (off 6.25%), 1.114 MB (off 11.4%): MiB only
+        (28, 917_504, True),      # 0.875 MiB (off 12.5%), 0.9175 MB (off 8.25%): MB only
+        (10, 327_680, False),     # 0.3125 MiB (off 68.75%), 0.328 MB (off 67.2%): neither
+        (64, 2_097_152, False),   # 2 MiB (off 100%), 2.097 MB (off 109.7%): neither
+    ]:
+        monkeypatch.setitem(lesson.PODCAST, "tokens_per_megabyte", tokens)
+        pod = lesson.podcast_check(big)
+        assert (pod.per_megabyte_claim, pod.follows) == (per_mb, follows), tokens
 
 
 def test_cost_rows_by_hand(lesson):
