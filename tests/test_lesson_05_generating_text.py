@@ -225,6 +225,18 @@ def test_compare_with_server_on_a_token_outside_the_reference(lesson):
     # a drawn token outside a partial reference is not a miss.
     rel = lesson.compare_with_server(ids, ours, [(99, 1.0)], 3, 99, relative=True)
     assert rel.max_abs == 1.0 and rel.sampled_in_kept and rel.kept_ours is None
+    # A listed probability of 0 (ours 0 too) adds no relative difference: 0 ÷ ∞ = 0, never 0 ÷ 0.
+    zero = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7), (12, 0.0)], 4, 10)
+    assert zero.max_rel == pytest.approx(0.0, abs=1e-12) and not zero.same_set
+    # The server's whole kept set (1 listed, 3 asked) is {10}, ours {10, 11}: not the same set, though
+    # every token it lists is one we keep.
+    fewer = lesson.compare_with_server(ids, ours, [(10, 1.0)], 3, 10)
+    assert not fewer.same_set and not fewer.agree and fewer.kept_server == 1
+    # A drawn token we cut (13, in the reference, probability 0) is a miss, in relative mode too; in
+    # absolute mode a drawn token outside the reference is one as well.
+    for relative in (False, True):
+        assert not lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 13, relative=relative).sampled_in_kept
+    assert not lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 99).sampled_in_kept
 
 
 def test_needs_more_when_a_cutting_chain_keeps_unlisted_tokens(lesson):
@@ -447,6 +459,8 @@ def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
     off = lesson.check_setting(dist, applied, step([(10, 0.6006), (11, 0.3994)]))
     assert off.verdict == "mismatch" and off.fact()["max_relative_difference"] == pytest.approx(0.0006 / 0.3994)
     unchecked = lesson.check_setting(dist, lesson.Applied(top_p, None), None)
+    assert (unchecked.verdict, unchecked.relative, unchecked.drawn, unchecked.edge) == ("not checked", False, None, None)
+    assert unchecked.cells() == ["top-p 0.5", "top_p → temperature", *[None] * 8, lesson.REL_TOL, "not checked"]
     assert unchecked.fact() == {"name": "top-p 0.5", "max_relative_difference": None, "tolerance": lesson.REL_TOL,
                                 "same_tokens": None}
 

@@ -333,6 +333,10 @@ def test_decode_at_depth_divides_by_the_passes_after_the_first_token(lesson):
     assert d.tokens_per_s == [100.0, 50.0] and d.median == 75.0 and d.ms_median == 15.0
     # prefill: 8 tokens in 40 ms = 200 tokens/s, in 20 ms = 400 tokens/s; median 300
     assert d.prefill_median == 300.0
+    # The depth's prompt length is the first repeat's (a later one may reuse a cached prefix: 2 tokens here).
+    cached = Completion(content="", timings={"prompt_n": 2, "prompt_ms": 10.0, "predicted_n": 16, "predicted_ms": 150.0,
+                                             "predicted_per_token_ms": 10.0})
+    assert lesson.depth_result(8, [runs[0], cached]).prompt_n == 8
 
 
 # --- main on hand-made answers -------------------------------------------------------------------------
