@@ -460,6 +460,15 @@ def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
     assert off.verdict == "mismatch" and off.fact()["max_relative_difference"] == pytest.approx(0.0006 / 0.3994)
     unchecked = lesson.check_setting(dist, lesson.Applied(top_p, None), None)
     assert (unchecked.verdict, unchecked.relative, unchecked.drawn, unchecked.edge) == ("not checked", False, None, None)
+    assert lesson.check_setting(dist, applied, None).verdict == "not checked"     # computed, but not asked
+    # The server lists the 3 asked for (0 for the third): its list was cut, so the edge is our smallest kept
+    # probability, 0.3 ÷ 0.75 = 0.4 (top-p 0.5 keeps 0.45 and 0.30); a whole list (2 of 3) has no edge.
+    assert lesson.check_setting(dist, applied, step([(10, 0.6), (11, 0.4), (12, 0.0)])).edge == pytest.approx(0.4)
+    assert right.edge is None
+    # Greedy keeps one token: with a single kept token there is no edge to show.
+    greedy = lesson.apply_setting(dist, next(s for s in lesson.SAMPLER_SETTINGS if s.label == "greedy"))
+    assert lesson.asked_candidates(dist, greedy) == 2
+    assert lesson.check_setting(dist, greedy, step([(10, 1.0), (11, 0.0)])).edge is None
     assert unchecked.cells() == ["top-p 0.5", "top_p → temperature", *[None] * 8, lesson.REL_TOL, "not checked"]
     assert unchecked.fact() == {"name": "top-p 0.5", "max_relative_difference": None, "tolerance": lesson.REL_TOL,
                                 "same_tokens": None}
