@@ -599,3 +599,36 @@ def test_main_by_hand_speculation_not_measured_on_a_remote_server(by_hand):
     assert any("2.31 tokens on average" in n and "about 57 big-model passes" in n and "666 ms instead of 1447 ms" in n
                for n in notes)
     assert "speculative" not in by_hand.settings
+
+
+# --- speculative records by hand ------------------------------------------------------------------
+
+def test_drafted_per_pass_by_hand(lesson):
+    # 10 generated, 6 of them accepted drafts: 10 − 6 = 4 target passes; 8 drafted ÷ 4 = 2 per pass.
+    assert lesson.SpecCounts(generated=10, drafted=8, accepted=6, reported=True).drafted_per_pass == 2.0
+    # 3 generated, 2 accepted: 1 pass, all 5 drafts in it.
+    assert lesson.SpecCounts(generated=3, drafted=5, accepted=2, reported=True).drafted_per_pass == 5.0
+    # No pass at all: no ratio.
+    assert math.isnan(lesson.SpecCounts(generated=0, drafted=0, accepted=0, reported=False).drafted_per_pass)
+
+
+def test_prompt_passes_take_the_first_repeats_length_and_the_median_time(lesson):
+    from bytesup.records import Completion
+
+    def done(prompt_n, prompt_ms):
+        return Completion(content="", timings={"prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 1,
+                                               "predicted_ms": 1.0})
+    # A later repeat may find its prompt cached (1 token): the length is the first repeat's;
+    # the time is the median of 30, 10 and 20 ms = 20 ms.
+    plain = {("t", lesson.SPEC_PROMPT): [done(6, 30.0), done(1, 10.0), done(1, 20.0)],
+             ("t", lesson.SPEC_REPETITIVE_PROMPT): [done(40, 50.0), done(1, 70.0)]}
+    assert lesson.prompt_passes(plain, "t") == {lesson.SPEC_PROMPT: (6, 20.0), lesson.SPEC_REPETITIVE_PROMPT: (40, 60.0)}
+
+
+def test_plain_run_repeats_agree(lesson):
+    def run(tokens):
+        return lesson.PlainRun("t", lesson.SPEC_PROMPT, samples=[10.0] * len(tokens), tokens=tokens)
+    assert run([[1, 2, 3]]).repeats_agree                      # a single repeat agrees with itself
+    assert run([[1, 2, 3], [1, 2, 3]]).cells()[-1] == "reference"
+    assert not run([[1, 2, 3], [1, 2, 4]]).repeats_agree
+    assert run([[1, 2, 3], [1, 2, 4]]).cells()[-1] == "repeats differ"
