@@ -632,3 +632,16 @@ def test_plain_run_repeats_agree(lesson):
     assert run([[1, 2, 3], [1, 2, 3]]).cells()[-1] == "reference"
     assert not run([[1, 2, 3], [1, 2, 4]]).repeats_agree
     assert run([[1, 2, 3], [1, 2, 4]]).cells()[-1] == "repeats differ"
+
+
+def test_spec_arithmetic_ratios_by_hand(lesson):
+    def arith(expected, predicted, measured):
+        return lesson.SpecArithmetic("d k=4", "t", 0.5, 4, expected, tokens_per_pass=1.5, draft_cost=0.25,
+                                     drafted_per_pass=4.0, check_cost=1.0, ideal=1.2, predicted=predicted, measured=measured)
+    # 1.5 tokens per pass against 1 + 0.5 + 0.25 + 0.125 + 0.0625 = 1.9375 expected: 0.774194;
+    # measured 0.9 against a predicted 0.5 (a slow-down): 1.8.
+    a = arith(1.9375, 0.5, 0.9)
+    assert a.over_expected == pytest.approx(1.5 / 1.9375) and a.over_predicted == pytest.approx(1.8)
+    # Nothing expected (no counters), nothing predicted: no ratios.
+    b = arith(None, 0.0, 0.9)
+    assert b.over_expected is None and b.over_predicted is None
