@@ -155,6 +155,8 @@ def test_row_bytes_and_width_by_hand(lesson):
     assert lesson.row_bytes(embd) == 612
     assert lesson.model_width({"hyperparameters": {"n_embd": 576}, "token_embd": embd}) == 576
     assert lesson.model_width({"hyperparameters": {}, "token_embd": {"shape": [12, 100]}}) == 12
+    # The file's n_embd wins over the row length when both are there (and disagree).
+    assert lesson.model_width({"hyperparameters": {"n_embd": 64}, "token_embd": {"shape": [12, 100]}}) == 64
 
 
 def test_embedding_rows_take_the_first_token(lesson):
