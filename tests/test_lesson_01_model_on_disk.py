@@ -217,6 +217,12 @@ def test_groups_absent_from_the_counts_are_zero(lesson):
     assert groups["output"].bytes_percent == pytest.approx(16.6667, abs=1e-4)
 
 
+def test_block_counts_only_names_blk_n_something(lesson):
+    # blk.0.x and blk.0.attn_q.weight: 2 in block 0; "blk.3" names no tensor of a block, "blk.x.y" no number.
+    names = ["blk.3", "blk.0.x", "blk.0.attn_q.weight", "blk.x.y", "output.weight", "block.1.x"]
+    assert lesson.block_counts({"tensors": [{"name": n} for n in names]}) == {0: 2}
+
+
 def test_hand_model_totals_and_work(lesson):
     tot = lesson.totals(HAND_INFO)
     # The bytes read per token are the tensors' 480, not the file's 1,000; 8 × 480 ÷ 188 = 20.43 bits per parameter.
