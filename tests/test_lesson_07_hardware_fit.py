@@ -156,6 +156,11 @@ def test_roofline_helpers_by_hand(lesson):
     assert lesson.parallel_levels(1) == [1]
     assert lesson.parallel_levels(6) == [1, 2, 4, 6]
     assert lesson.parallel_levels(32) == [1, 2, 4, 8, 16, 32]
+    # 128 slots: 1, 2, 4, 8, then doubling up to 64 at most; 128 itself is past the cap. Whole numbers only.
+    wide = lesson.parallel_levels(128)
+    assert wide == [1, 2, 4, 8, 16, 32, 64] and all(type(n) is int for n in wide)
+    # A wanted level above 64 is kept when the server has that many slots.
+    assert lesson.parallel_levels(128, (1, 128)) == [1, 128]
 
 
 def test_h100_and_spark_rooflines_by_hand(lesson):
