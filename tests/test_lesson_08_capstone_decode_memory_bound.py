@@ -146,6 +146,16 @@ def test_parse_sizes(lesson):
     assert lesson.parse_sizes(["medium-f16"]) == ["medium-f16"]
     with pytest.raises(BytesupError, match="huge-q8_0"):
         lesson.parse_sizes("tiny-q8_0,huge-q8_0")
+    # Blank names are dropped, not reported.
+    assert lesson.parse_sizes("tiny-q8_0, ,") == ["tiny-q8_0"]
+    from bytesup.models import model_names
+    known = ", ".join(model_names())
+    with pytest.raises(BytesupError) as err:
+        lesson.parse_sizes("huge-q8_0,tiny-q8_0,gigantic")
+    assert str(err.value) == f"Unknown model(s) huge-q8_0, gigantic in --sizes. Models: {known}."
+    with pytest.raises(BytesupError) as err:
+        lesson.parse_sizes(" , ")
+    assert str(err.value) == f"Unknown model(s) (none given) in --sizes. Models: {known}."
 
 
 def _points(llc=None):
