@@ -137,6 +137,9 @@ def test_fastest_memory_sample(lesson):
     assert lesson.fastest_memory_gbs(before, after) == 16.9
     assert lesson.fastest_memory_gbs(before, {"gb_per_s": {"max": 17.2}}) == 17.2
     assert lesson.fastest_memory_gbs(before, None) == 16.9 and lesson.fastest_memory_gbs(None, after) is None
+    # A slow host (0.5 GB/s at best) with an "after" reading that has no bandwidth: 0.5, nothing invented.
+    assert lesson.fastest_memory_gbs({"gb_per_s": {"max": 0.5}}, {}) == 0.5
+    assert lesson.fastest_memory_gbs({"gb_per_s": {"max": 0.5}}, {"gb_per_s": {}}) == 0.5
 
 
 def test_parse_sizes(lesson):
