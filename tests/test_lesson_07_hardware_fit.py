@@ -169,6 +169,15 @@ def test_roofline_helpers_by_hand(lesson):
     assert lesson.parallel_levels(80, (100,)) == [1]
 
 
+
+def test_counter_delta_by_hand(lesson):
+    # 130 − 100 = 30; a counter missing before counts from 0: 7 − 0 = 7; missing after, or no reading: None.
+    assert lesson._delta({"n": 130.0}, {"n": 100.0}, "n") == 30.0
+    assert lesson._delta({"n": 7.0}, {}, "n") == 7.0
+    assert lesson._delta({}, {"n": 1.0}, "n") is None
+    assert lesson._delta({"n": 7.0}, None, "n") is None and lesson._delta(None, {"n": 1.0}, "n") is None
+
+
 def test_h100_and_spark_rooflines_by_hand(lesson):
     h100, spark = lesson.published_rooflines(N_BYTES)
     # 989 TFLOP/s ÷ 3.35 TB/s = 295.22 FLOPs per byte (the course's 295).
