@@ -42,8 +42,9 @@ test: install-test lint
 	nice -n 10 bash scripts/build_llama_server.sh >/dev/null
 	$(PY) -m pytest -q
 
-# Mutation benchmark, not part of `make test` (slow): mutmut over the shared arithmetic, or the files in
-# MUTANTS (source[=test,test], e.g. MUTANTS=lessons/08_capstone_decode_memory_bound.py); see scripts/mutants.py.
+# Mutation benchmark, not part of `make test` (slow): mutmut over the shared modules, ceiling.py and every lesson's
+# computation section, or the files in MUTANTS (source[=test,test], e.g. MUTANTS=lessons/08_capstone_decode_memory_bound.py);
+# see scripts/mutants.py and docs/mutants.md.
 MUTANTS ?=
 mutants: install-test
 	$(PY) scripts/mutants.py $(MUTANTS) $(ARGS)

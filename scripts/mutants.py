@@ -2,7 +2,7 @@
 
 Not part of `make test` (it runs the tests once per mutant: minutes to an hour on 2 cores).
 
-    .venv/bin/python scripts/mutants.py                       # the six shared modules
+    .venv/bin/python scripts/mutants.py                       # the shared modules and every lesson
     .venv/bin/python scripts/mutants.py src/bytesup/sweep.py  # one module, its default tests
     .venv/bin/python scripts/mutants.py lessons/08_capstone_decode_memory_bound.py
     .venv/bin/python scripts/mutants.py lessons/04_next_token.py=tests/test_lesson_04_next_token.py,tests/test_check.py
@@ -12,7 +12,12 @@ mutants. Without a list: `src/bytesup/NAME.py` runs tests/test_NAME.py (see TEST
 modules that need more), `lessons/0N_name.py` runs tests/test_lesson_0N_name.py. Tests marked
 `integration` (they start servers) are never run.
 
-The tool is mutmut 2.5.1, installed into the running venv on first use (not a test dependency).
+A lesson is mutated only in its computation section (the lines under each `# --- computation`
+header, up to the next `# --- ` header): the requests and the rendering are left as they are.
+mutmut is given a unified diff that adds exactly those lines (`--use-patch-file`, which mutates
+only added lines); the diff is written into the copy, the lesson file itself is not touched.
+
+The tool is mutmut 2.5.1 (with its `patch` extra, whatthepatch), installed into the running venv on first use (not a test dependency).
 It mutates files in place, which suits the lessons (loaded by file path, not importable), so each
 target works on its own copy of the tree in .mutants/<target>/ (git-ignored): the worktree's own
 files are never mutated, even when a run is interrupted, and --jobs N runs N targets at once.
@@ -45,10 +50,16 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".mutants"
 MUTMUT = "2.5.1"
 
-DEFAULT_TARGETS = ["src/bytesup/formulas.py", "src/bytesup/measure.py", "src/bytesup/records.py",
-                   "src/bytesup/sampling.py", "src/bytesup/hostbench.py", "src/bytesup/sweep.py"]
-# Test files per module, where tests/test_NAME.py alone is not the right set.
-TESTS: dict[str, list[str]] = {}
+SHARED_TARGETS = ["src/bytesup/formulas.py", "src/bytesup/measure.py", "src/bytesup/records.py",
+                  "src/bytesup/sampling.py", "src/bytesup/hostbench.py", "src/bytesup/sweep.py"]
+DEFAULT_TARGETS = [*SHARED_TARGETS, "src/bytesup/ceiling.py",
+                   *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "lessons").glob("0*.py"))]
+# Test files per module, where tests/test_NAME.py (tests/test_lesson_STEM.py) alone is not the right set.
+TESTS: dict[str, list[str]] = {
+    "lessons/05_generating_text.py": ["tests/test_lesson_05_generating_text.py", "tests/test_speculative.py"],
+}
+SECTION = re.compile(r"^# --- ")
+COMPUTATION = re.compile(r"^# --- computation\b")
 
 KILLED_STATUSES = ("ok_killed", "bad_timeout", "ok_suspicious")
 
@@ -81,7 +92,7 @@ def parse_target(text: str) -> tuple[str, list[str]]:
     stem = Path(path).stem
     if path in TESTS:
         return path, TESTS[path]
-    if Path(path).parent.name == "lessons":
+    if is_lesson(path):
         return path, [f"tests/test_lesson_{stem}.py"]
     return path, [f"tests/test_{stem}.py"]
 
@@ -90,12 +101,48 @@ def ensure_mutmut() -> None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        if version("mutmut") == MUTMUT:
+        if version("mutmut") == MUTMUT and version("whatthepatch"):
             return
     except PackageNotFoundError:
         pass
-    print(f"installing mutmut=={MUTMUT} into {sys.prefix} (not a test dependency)", flush=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", f"mutmut=={MUTMUT}"], check=True)
+    print(f"installing mutmut[patch]=={MUTMUT} into {sys.prefix} (not a test dependency)", flush=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", f"mutmut[patch]=={MUTMUT}"], check=True)
+
+
+def is_lesson(path: str) -> bool:
+    return Path(path).parent.name == "lessons"
+
+
+def computation_lines(source: str) -> list[int]:
+    """The 1-based numbers of the lines in a lesson's computation sections (each header included)."""
+    lines, inside = [], False
+    for number, line in enumerate(source.splitlines(), start=1):
+        if SECTION.match(line):
+            inside = bool(COMPUTATION.match(line))
+        if inside:
+            lines.append(number)
+    return lines
+
+
+def computation_patch(path: str, source: str) -> str:
+    """A unified diff that adds exactly the computation lines of `source` (a lesson at `path`)."""
+    text = source.splitlines()
+    numbers = computation_lines(source)
+    if not numbers:
+        raise SystemExit(f"{path}: no '# --- computation' section header")
+    out = [f"--- a/{path}", f"+++ b/{path}"]
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and runs[-1][-1] == n - 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    added = 0  # lines already added above: the old file's line numbers lag the new file's by this
+    for run in runs:
+        out.append(f"@@ -{run[0] - 1 - added},0 +{run[0]},{len(run)} @@")
+        out.extend("+" + text[n - 1] for n in run)
+        added += len(run)
+    return "\n".join(out) + "\n"
 
 
 def work_dir(path: str) -> Path:
@@ -147,6 +194,10 @@ def run_target(path: str, tests: list[str], fresh: bool) -> int:
     env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", path, "--tests-dir", "tests",
            "--runner", runner, "--no-progress", "--simple-output"]
+    if is_lesson(path):
+        patch = work / "computation.patch"
+        patch.write_text(computation_patch(path, (work / path).read_text(encoding="utf-8")))
+        cmd += ["--use-patch-file", str(patch)]
     log = work / "mutmut.log"
     print(f"mutating {path} against {' '.join(tests)} (log: {log.relative_to(ROOT)})", flush=True)
     code = run_mutmut(cmd, work, env, log)
@@ -176,14 +227,31 @@ def run_mutmut(cmd: list[str], work: Path, env: dict[str, str], log: Path, appen
     return code
 
 
+def in_scope(path: str) -> set[int] | None:
+    """The 0-based line numbers (as mutmut's cache counts) that a target's figures cover; None: every line."""
+    if not is_lesson(path):
+        return None
+    copy = work_dir(path) / path
+    source = (copy if copy.is_file() else ROOT / path).read_text(encoding="utf-8")
+    return {n - 1 for n in computation_lines(source)}
+
+
+def cached_mutants(work: Path, path: str) -> list[tuple[int, str, str]]:
+    """(id, status, tested_against_hash) of the target's mutants in the copy's cache, in scope only."""
+    db = sqlite3.connect(work / ".mutmut-cache")
+    rows = db.execute(
+        "SELECT m.id, m.status, m.tested_against_hash, l.line_number FROM Mutant m JOIN Line l ON m.line = l.id "
+        "JOIN SourceFile f ON l.sourcefile = f.id WHERE f.filename = ? ORDER BY m.id", (path,)).fetchall()
+    db.close()
+    scope = in_scope(path)
+    return [(i, status, tested) for i, status, tested, line in rows if scope is None or line in scope]
+
+
 def stale_survivors(work: Path, path: str) -> list[int]:
     db = sqlite3.connect(work / ".mutmut-cache")
     (current,) = db.execute("SELECT value FROM MiscData WHERE key = 'hash_of_tests'").fetchone() or ("",)
-    rows = db.execute(
-        "SELECT m.id FROM Mutant m JOIN Line l ON m.line = l.id JOIN SourceFile f ON l.sourcefile = f.id "
-        "WHERE f.filename = ? AND m.status != 'ok_killed' AND m.tested_against_hash != ?", (path, current)).fetchall()
     db.close()
-    return [r[0] for r in rows]
+    return [i for i, status, tested in cached_mutants(work, path) if status != "ok_killed" and tested != current]
 
 
 def forget_survivors_if_the_runner_changed(work: Path, runner: str) -> None:
@@ -213,12 +281,7 @@ def tally(path: str) -> Tally:
     cache = work_dir(path) / ".mutmut-cache"
     if not cache.is_file():
         return t
-    db = sqlite3.connect(cache)
-    rows = db.execute(
-        "SELECT m.id, m.status FROM Mutant m JOIN Line l ON m.line = l.id JOIN SourceFile f ON l.sourcefile = f.id "
-        "WHERE f.filename = ? ORDER BY m.id", (path,)).fetchall()
-    db.close()
-    for mutant_id, status in rows:
+    for mutant_id, status, _ in cached_mutants(cache.parent, path):
         t.statuses[status] = t.statuses.get(status, 0) + 1
         if status == "bad_survived":
             t.survivors.append(mutant_id)
@@ -226,10 +289,23 @@ def tally(path: str) -> Tally:
 
 
 def show(path: str, mutant_id: int) -> str:
-    done = subprocess.run([sys.executable, "-m", "mutmut", "show", str(mutant_id)], cwd=work_dir(path),
-                          capture_output=True, text=True)
-    lines = [ln for ln in done.stdout.splitlines() if ln and not ln.startswith(("---", "+++"))]
-    return "\n".join(lines)
+    """The mutant's diff against the worktree's file, from the cache alone.
+
+    Not `mutmut show`: that first renumbers the cache's lines from the file on disk, which in a copy
+    being mutated holds a mutant, and the run then fails to find its lines.
+    """
+    from mutmut import RelativeMutationID
+    from mutmut.cache import _get_unified_diff
+
+    db = sqlite3.connect(work_dir(path) / ".mutmut-cache")
+    line, index, line_number = db.execute(
+        "SELECT l.line, m.\"index\", l.line_number FROM Mutant m JOIN Line l ON m.line = l.id WHERE m.id = ?",
+        (mutant_id,)).fetchone()
+    db.close()
+    source = (ROOT / path).read_text(encoding="utf-8")
+    diff = _get_unified_diff(source, path, RelativeMutationID(line, index, line_number), [], update_cache=False)
+    lines = [ln for ln in diff.splitlines() if ln and not ln.startswith(("---", "+++"))]
+    return "\n".join(lines) or f"(line {line_number + 1} changed in the worktree since: {line.strip()})"
 
 
 def run_pytest(args: list[str]) -> int:
@@ -244,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--pytest"]:
         return run_pytest(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("targets", nargs="*", help="source[=test,test] (default: the six shared modules)")
+    ap.add_argument("targets", nargs="*",
+                    help="source[=test,test] (default: the six shared modules, ceiling.py and every lesson)")
     ap.add_argument("--fresh", action="store_true", help="forget earlier results")
     ap.add_argument("--report-only", action="store_true", help="print the cached results without running")
     ap.add_argument("--jobs", type=int, default=1, help="targets mutated at once (each in its own copy)")

@@ -78,3 +78,32 @@ def test_bad_inputs_are_refused():
         ceiling.bandwidth_ceiling(1e8, [10.0], host_applies=True, given_gbs=0)
     with pytest.raises(ValueError):
         ceiling.Spread.of([])
+
+
+def test_bad_inputs_are_refused_with_the_value_named():
+    with pytest.raises(ValueError, match=r"^bytes per token must be positive, not -1$"):
+        ceiling.bandwidth_ceiling(-1, [10.0], host_applies=True)
+    with pytest.raises(ValueError, match=r"^a given bandwidth must be positive, not 0$"):
+        ceiling.bandwidth_ceiling(1e8, [10.0], host_applies=True, given_gbs=0)
+    with pytest.raises(ValueError, match=r"^a spread needs at least one sample$"):
+        ceiling.Spread.of([])
+
+
+def test_small_but_positive_inputs_are_accepted():
+    # Half a byte per token at 1 GB/s: 1e9 ÷ 0.5 = 2e9 tokens/s; a given 0.5 GB/s: 0.5e9 ÷ 0.5 = 1e9.
+    c = ceiling.bandwidth_ceiling(0.5, [1.0], host_applies=True, given_gbs=0.5)
+    assert c.ceilings == pytest.approx((2e9,)) and c.given_ceiling == pytest.approx(1e9)
+
+
+def test_a_ceiling_without_a_given_bandwidth_has_no_given_row():
+    c = ceiling.Ceiling(1e8, (10.0,), (100.0,), host_applies=True)
+    assert c.given_gbs is None and c.given_ceiling is None
+    assert [r.label for r in c.sources()][0] == "this host, measured (median)"
+    # A given bandwidth without its ceiling is no row either: 3 rows, the host's.
+    half = ceiling.Ceiling(1e8, (10.0,), (100.0,), host_applies=True, given_gbs=20.0)
+    assert len(half.sources()) == 3
+
+
+def test_the_host_reference_is_labelled_as_the_runs_reading():
+    host = ceiling.server_bandwidth(12.0, host_applies=True, given_gbs=None)
+    assert host == ceiling.BandwidthReference(12.0, "this host's CPU read (the run's reading)", host_cpu=True)

@@ -118,6 +118,8 @@ def test_missing_or_per_layer_hyperparameters_are_said_to_be(lesson):
     assert "per layer: 4–8" in text and "not in the file" in text
     assert "query heads per KV head" not in text and "own keys and values" not in text
     assert lesson.shown(None) == "not in the file" and lesson.shown([3, 3]) == "per layer: 3"
+    assert lesson.shown([4, 4, 8, 8]) == "per layer: 4–8" and lesson.shown([1000, 2000]) == "per layer: 1,000–2,000"
+    assert lesson.shown(["x", 3]) == "a list of 2 values" and lesson.shown([]) == "a list of 0 values"
     assert lesson.number(True) is None and lesson.number(7) == 7
     full = lesson.hyperparameter_notes("m", {"n_layer": 2, "n_embd": 64, "n_head": 8, "n_head_kv": 2, "head_dim": 8, "n_ff": 176})
     # 8 ÷ 2 = 4 query heads per KV head: the KV cache is 4× smaller than with 8 KV heads.
@@ -200,6 +202,25 @@ def test_hand_model_tensors_types_and_groups(lesson):
     assert ff.params_percent == pytest.approx(34.0426, abs=1e-4) and ff.bytes_percent == pytest.approx(26.6667, abs=1e-4)
     assert lesson.block_counts(HAND_INFO) == {0: 3, 1: 3}
     assert lesson.embedding_row_bytes(HAND_INFO) == 16  # 160 bytes ÷ 10 rows
+
+
+def test_groups_absent_from_the_counts_are_zero(lesson):
+    # Without "norms" and "other" in the counts: norms listed with 0 parameters, 0 tensors, 0 bytes
+    # (0 ÷ 188 = 0%); "other" left out. The rest as above: output 40 of 188 = 21.28%, 80 of 480 = 16.67%.
+    info = {**HAND_INFO, **{key: {g: n for g, n in HAND_INFO[key].items() if g not in ("norms", "other")}
+                            for key in ("params_by_group", "bytes_by_group", "tensors_by_group")}}
+    groups = {g.part: g for g in lesson.group_shares(info)}
+    assert list(groups) == ["embedding", "attention", "feed-forward", "norms", "output"]
+    norms = groups["norms"]
+    assert (norms.params, norms.params_percent, norms.tensors, norms.bytes, norms.bytes_percent) == (0, 0.0, 0, 0, 0.0)
+    assert groups["output"].params_percent == pytest.approx(21.2766, abs=1e-4)
+    assert groups["output"].bytes_percent == pytest.approx(16.6667, abs=1e-4)
+
+
+def test_block_counts_only_names_blk_n_something(lesson):
+    # blk.0.x and blk.0.attn_q.weight: 2 in block 0; "blk.3" names no tensor of a block, "blk.x.y" no number.
+    names = ["blk.3", "blk.0.x", "blk.0.attn_q.weight", "blk.x.y", "output.weight", "block.1.x"]
+    assert lesson.block_counts({"tensors": [{"name": n} for n in names]}) == {0: 2}
 
 
 def test_hand_model_totals_and_work(lesson):

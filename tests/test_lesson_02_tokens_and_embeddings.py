@@ -126,7 +126,7 @@ def test_pieces_of_refuses_bare_ids(lesson):
     from bytesup.records import Tokenized
 
     assert [p.id for p in lesson.pieces_of(Tokenized(tokens=[{"id": 5, "piece": "x"}]))] == [5]
-    with pytest.raises(ValueError, match="with_pieces"):
+    with pytest.raises(ValueError, match=r"^the server returned ids without pieces; this lesson asks /tokenize for with_pieces$"):
         lesson.pieces_of(Tokenized(tokens=[5, 6]))
 
 
@@ -155,6 +155,8 @@ def test_row_bytes_and_width_by_hand(lesson):
     assert lesson.row_bytes(embd) == 612
     assert lesson.model_width({"hyperparameters": {"n_embd": 576}, "token_embd": embd}) == 576
     assert lesson.model_width({"hyperparameters": {}, "token_embd": {"shape": [12, 100]}}) == 12
+    # The file's n_embd wins over the row length when both are there (and disagree).
+    assert lesson.model_width({"hyperparameters": {"n_embd": 64}, "token_embd": {"shape": [12, 100]}}) == 64
 
 
 def test_embedding_rows_take_the_first_token(lesson):

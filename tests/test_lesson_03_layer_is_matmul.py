@@ -181,6 +181,14 @@ def test_matrix_shapes_mark_duplicates_and_work_without_a_model(lesson):
     assert [(s.m, s.k) for s in only] == [(4096, 4096)]
 
 
+
+def test_matrix_shapes_use_output_weight_when_the_file_has_both(lesson):
+    # output.weight [64, 500] is a 500 × 64 matrix; token_embd.weight [64, 1000] is not the logits then.
+    info = _info([("token_embd.weight", [64, 1000]), ("output.weight", [64, 500])])
+    shapes = lesson.matrix_shapes(info)
+    assert [(s.label, s.tensor, s.m, s.k) for s in shapes][0] == ("output (logits)", "output.weight", 500, 64)
+
+
 def test_planned_counts_skip_only_oversized_products(lesson):
     # the ceiling is 2 · 4,096 · 4,096 · 2,048 = 68,719,476,736 FLOPs
     assert lesson.MAX_FLOPS == 68_719_476_736
@@ -201,6 +209,8 @@ def test_matvec_summary_picks_by_field(lesson):
     assert s.max_intensity == 0.45 and s.best_gflop_per_s == 20.0 and s.best_batched_gflop_per_s == 80.0
     assert s.largest.label == "b" and s.best_gb_per_s == 50.0
     assert lesson.matvec_summary([rows[0]]).best_batched_gflop_per_s is None
+    # N = 2 is batched too: the best batched product is the 2-token one, 15 GFLOP/s.
+    assert lesson.matvec_summary([rows[0], row("a", 2, 15.0, 104, 40.0, 0.8)]).best_batched_gflop_per_s == 15.0
 
 
 def test_sample_ms_and_shown(lesson):

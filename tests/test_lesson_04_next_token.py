@@ -290,6 +290,23 @@ def test_softmax_worked_by_hand(lesson):
     assert lesson.softmax_example(logits, shift=7.0).probs == pytest.approx([e / total for e in exps], rel=1e-12)
     two = lesson.softmax_example([0.0, 0.0], shift=5.0)
     assert two.probs == [0.5, 0.5] and two.shift_max_abs_difference == 0.0
+    # A shift of 1,000: e^1002 overflows a float64 (its largest is about e^709.78); less the largest
+    # shifted logit, 1,002, the exponents are 0, −1, −1.9 again, and so are the probabilities.
+    far = lesson.softmax_example(shift=1000.0)
+    assert far.probs_shifted == pytest.approx([0.6590, 0.2424, 0.0986], abs=1e-4) and far.shift_max_abs_difference < 1e-12
+
+
+def test_speeds_take_the_first_repeats_prompt_lengths(lesson):
+    def done(prompt_n, prompt_ms, predicted_ms):
+        return Completion(content="", timings={"prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 11,
+                                               "predicted_ms": predicted_ms})
+    # A later repeat may reuse a cached prompt (1 token evaluated): the lengths are the first repeat's.
+    # Prefill 1,000 tokens in 500 ms = 2,000 tokens/s; decode 10 passes in 100 ms = 100 tokens/s, in 200 ms = 50.
+    runs = lesson.TimedRuns(n_ctx=2048, n_long=1000, long=[done(1000, 500.0, 200.0), done(1, 1.0, 200.0)],
+                            short=[done(5, 5.0, 100.0), done(1, 1.0, 100.0)])
+    sp = lesson.speeds(runs)
+    assert (sp.prompt_n, sp.short_prompt_n) == (1000, 5)
+    assert sp.prefill[0] == 2000.0 and sp.decode_short == [100.0, 100.0] and sp.decode_long == [50.0, 50.0]
 
 
 def test_decode_counts_the_passes_after_the_first_token():

@@ -186,6 +186,12 @@ def test_decode_calls_note(lesson):
     assert "leave 3 for the 1200-token prompt" in split and "one pass that" not in split
     fewer = lesson.decode_calls_note(10, 16, 5)
     assert "more than one token" in fewer and "one pass per token" not in fewer
+    # 11 calls for 10 tokens: 10 − 1 = 9 passes after the first token leave 11 − 9 = 2 for the prompt.
+    two = lesson.decode_calls_note(11, 10, 600)
+    assert "9 passes for the tokens after the first leave 2 for the 600-token prompt" in two
+    # No token at all: max(0 − 1, 0) = 0 later passes, so a one-token-per-pass loop needs 0 + 1 = 1 call.
+    none = lesson.decode_calls_note(0, 0, 5)
+    assert "fewer calls than the 1 a one-token-per-pass loop needs" in none
 
 
 def test_speculative_tokens_per_pass(lesson):
@@ -205,6 +211,50 @@ def test_compare_with_server_flags_a_wrong_kept_set(lesson):
     assert not off.agree and off.max_rel > lesson.REL_TOL
     drawn_elsewhere = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13)
     assert not drawn_elsewhere.agree
+
+
+def test_compare_with_server_on_a_token_outside_the_reference(lesson):
+    ids = [10, 11, 12, 13]
+    ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)             # 0.4 ÷ 0.7 = 0.571429, 0.3 ÷ 0.7 = 0.428571, 0, 0
+    # The server lists 10 and 99, which our reference lacks: 99 counts as 0 on our side, so
+    # |0.571429 − 0.75| = 0.178571 and |0 − 0.25| = 0.25; the larger is reported.
+    out = lesson.compare_with_server(ids, ours, [(10, 0.75), (99, 0.25)], 3, 10)
+    assert out.max_abs == pytest.approx(0.25) and not out.same_set and not out.agree
+    assert (out.kept_ours, out.kept_server, out.listed, out.server_listed_all) == (2, 2, 2, True)
+    # Relative mode with nothing of ours among the listed: no renormalization (the sum is 0), |0 − 1| = 1;
+    # a drawn token outside a partial reference is not a miss.
+    rel = lesson.compare_with_server(ids, ours, [(99, 1.0)], 3, 99, relative=True)
+    assert rel.max_abs == 1.0 and rel.sampled_in_kept and rel.kept_ours is None
+    # A listed probability of 0 (ours 0 too) adds no relative difference: 0 ÷ ∞ = 0, never 0 ÷ 0.
+    zero = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7), (12, 0.0)], 4, 10)
+    assert zero.max_rel == pytest.approx(0.0, abs=1e-12) and not zero.same_set
+    # The server's whole kept set (1 listed, 3 asked) is {10}, ours {10, 11}: not the same set, though
+    # every token it lists is one we keep.
+    fewer = lesson.compare_with_server(ids, ours, [(10, 1.0)], 3, 10)
+    assert not fewer.same_set and not fewer.agree and fewer.kept_server == 1
+    # A drawn token we cut (13, in the reference, probability 0) is a miss, in relative mode too; in
+    # absolute mode a drawn token outside the reference is one as well.
+    for relative in (False, True):
+        assert not lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 13, relative=relative).sampled_in_kept
+    assert not lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 99).sampled_in_kept
+
+
+def test_needs_more_when_a_cutting_chain_keeps_unlisted_tokens(lesson):
+    top_k = {k: lesson.SamplerSetting(f"top-k {k}", ("top_k", "temperature"), {"top_k": k, "temperature": 1.0})
+             for k in (1, 10)}
+    temperature = lesson.SamplerSetting("temperature 0.5", ("temperature",), {"temperature": 0.5})
+    listed = [0.4, 0.3]                              # 0.7 listed, 0.3 of the distribution unlisted
+    assert lesson.needs_more(listed, [temperature, top_k[10]])  # top-k 10 keeps more than the 2 listed
+    assert not lesson.needs_more(listed, [temperature, top_k[1]])  # top-k 1 keeps 0.4 only
+    assert not lesson.needs_more(listed, [temperature])  # temperature alone is never the reason to ask for more
+
+
+def test_a_chain_that_needs_the_unlisted_mass_applies_to_nothing(lesson):
+    setting = lesson.SamplerSetting("top-k 10", ("top_k", "temperature"), {"top_k": 10, "temperature": 1.0})
+    partial = lesson.Distribution(ids=[10, 11], probs=np.array([0.4, 0.3]), texts=["'a'", "'b'"], asked=[2], n_vocab=None)
+    applied = lesson.apply_setting(partial, setting)
+    assert applied.ours is None and applied.kept == [] and applied.probs_kept == 0.0 and applied.kept_percent is None
+    assert (applied.top_before, applied.top_after, applied.top_token) == (None, None, None)
 
 
 def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
@@ -338,6 +388,17 @@ def hand_distribution(lesson):
                                asked=[64], n_vocab=4)
 
 
+def test_a_distribution_is_complete_when_every_token_is_listed(lesson):
+    # 4 listed of a 4-token vocabulary: complete, so the samplers get no outside mass (total None).
+    whole = hand_distribution(lesson)
+    assert whole.complete and whole.total is None
+    assert whole.listed_mass == pytest.approx(0.45 + 0.30 + 0.17 + 0.08)
+    # 4 listed of 5, or an unknown vocabulary: partial, the whole mass is 1.
+    for n_vocab in (5, None):
+        partial = lesson.Distribution(ids=whole.ids, probs=whole.probs, texts=whole.texts, asked=[64], n_vocab=n_vocab)
+        assert not partial.complete and partial.total == 1.0
+
+
 # Worked by hand:
 # top-k 2:          0.45, 0.30 kept, ÷ 0.75                         → 0.6, 0.4
 # top-p 0.5:        cumulative 0.45 < 0.5, 0.75 ≥ 0.5: two kept      → 0.6, 0.4
@@ -398,6 +459,17 @@ def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
     off = lesson.check_setting(dist, applied, step([(10, 0.6006), (11, 0.3994)]))
     assert off.verdict == "mismatch" and off.fact()["max_relative_difference"] == pytest.approx(0.0006 / 0.3994)
     unchecked = lesson.check_setting(dist, lesson.Applied(top_p, None), None)
+    assert (unchecked.verdict, unchecked.relative, unchecked.drawn, unchecked.edge) == ("not checked", False, None, None)
+    assert lesson.check_setting(dist, applied, None).verdict == "not checked"     # computed, but not asked
+    # The server lists the 3 asked for (0 for the third): its list was cut, so the edge is our smallest kept
+    # probability, 0.3 ÷ 0.75 = 0.4 (top-p 0.5 keeps 0.45 and 0.30); a whole list (2 of 3) has no edge.
+    assert lesson.check_setting(dist, applied, step([(10, 0.6), (11, 0.4), (12, 0.0)])).edge == pytest.approx(0.4)
+    assert right.edge is None
+    # Greedy keeps one token: with a single kept token there is no edge to show.
+    greedy = lesson.apply_setting(dist, next(s for s in lesson.SAMPLER_SETTINGS if s.label == "greedy"))
+    assert lesson.asked_candidates(dist, greedy) == 2
+    assert lesson.check_setting(dist, greedy, step([(10, 1.0), (11, 0.0)])).edge is None
+    assert unchecked.cells() == ["top-p 0.5", "top_p → temperature", *[None] * 8, lesson.REL_TOL, "not checked"]
     assert unchecked.fact() == {"name": "top-p 0.5", "max_relative_difference": None, "tolerance": lesson.REL_TOL,
                                 "same_tokens": None}
 
@@ -527,3 +599,49 @@ def test_main_by_hand_speculation_not_measured_on_a_remote_server(by_hand):
     assert any("2.31 tokens on average" in n and "about 57 big-model passes" in n and "666 ms instead of 1447 ms" in n
                for n in notes)
     assert "speculative" not in by_hand.settings
+
+
+# --- speculative records by hand ------------------------------------------------------------------
+
+def test_drafted_per_pass_by_hand(lesson):
+    # 10 generated, 6 of them accepted drafts: 10 − 6 = 4 target passes; 8 drafted ÷ 4 = 2 per pass.
+    assert lesson.SpecCounts(generated=10, drafted=8, accepted=6, reported=True).drafted_per_pass == 2.0
+    # 3 generated, 2 accepted: 1 pass, all 5 drafts in it.
+    assert lesson.SpecCounts(generated=3, drafted=5, accepted=2, reported=True).drafted_per_pass == 5.0
+    # No pass at all: no ratio.
+    assert math.isnan(lesson.SpecCounts(generated=0, drafted=0, accepted=0, reported=False).drafted_per_pass)
+
+
+def test_prompt_passes_take_the_first_repeats_length_and_the_median_time(lesson):
+    from bytesup.records import Completion
+
+    def done(prompt_n, prompt_ms):
+        return Completion(content="", timings={"prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 1,
+                                               "predicted_ms": 1.0})
+    # A later repeat may find its prompt cached (1 token): the length is the first repeat's;
+    # the time is the median of 30, 10 and 20 ms = 20 ms.
+    plain = {("t", lesson.SPEC_PROMPT): [done(6, 30.0), done(1, 10.0), done(1, 20.0)],
+             ("t", lesson.SPEC_REPETITIVE_PROMPT): [done(40, 50.0), done(1, 70.0)]}
+    assert lesson.prompt_passes(plain, "t") == {lesson.SPEC_PROMPT: (6, 20.0), lesson.SPEC_REPETITIVE_PROMPT: (40, 60.0)}
+
+
+def test_plain_run_repeats_agree(lesson):
+    def run(tokens):
+        return lesson.PlainRun("t", lesson.SPEC_PROMPT, samples=[10.0] * len(tokens), tokens=tokens)
+    assert run([[1, 2, 3]]).repeats_agree                      # a single repeat agrees with itself
+    assert run([[1, 2, 3], [1, 2, 3]]).cells()[-1] == "reference"
+    assert not run([[1, 2, 3], [1, 2, 4]]).repeats_agree
+    assert run([[1, 2, 3], [1, 2, 4]]).cells()[-1] == "repeats differ"
+
+
+def test_spec_arithmetic_ratios_by_hand(lesson):
+    def arith(expected, predicted, measured):
+        return lesson.SpecArithmetic("d k=4", "t", 0.5, 4, expected, tokens_per_pass=1.5, draft_cost=0.25,
+                                     drafted_per_pass=4.0, check_cost=1.0, ideal=1.2, predicted=predicted, measured=measured)
+    # 1.5 tokens per pass against 1 + 0.5 + 0.25 + 0.125 + 0.0625 = 1.9375 expected: 0.774194;
+    # measured 0.9 against a predicted 0.5 (a slow-down): 1.8.
+    a = arith(1.9375, 0.5, 0.9)
+    assert a.over_expected == pytest.approx(1.5 / 1.9375) and a.over_predicted == pytest.approx(1.8)
+    # Nothing expected (no counters), nothing predicted: no ratios.
+    b = arith(None, 0.0, 0.9)
+    assert b.over_expected is None and b.over_predicted is None

@@ -179,6 +179,30 @@ def test_kv_cache_types(lesson):
     assert lesson.kv_cache_types({"x": {"cache_type_k": "Q4_0", "cache_type_v": "q4_0"}}, None, {}) == ("q4_0", "q4_0", "/props")
 
 
+def test_unknown_element_type_lists_the_known_ones(lesson):
+    with pytest.raises(BytesupError) as err:
+        lesson.element_bytes("q3_k")
+    assert str(err.value) == ("Unknown KV cache type 'q3_k'; known: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, "
+                              "iq4_nl.")
+
+
+def test_kv_cache_types_every_spelling_and_source(lesson):
+    types = lesson.kv_cache_types
+    # Either key spelling, case folded; a half that is missing takes the other half's type.
+    assert types({"cache_type_k": "Q8_0"}, None, None) == ("q8_0", "q8_0", "/props")
+    assert types({"type_v": "Q4_0"}, None, None) == ("q4_0", "q4_0", "/props")
+    assert types({"type_k": "f32", "cache_type_v": "Q8_0"}, None, None) == ("f32", "q8_0", "/props")
+    # /slots, nested in a slot; /props comes first, /slots before the flags.
+    assert types({}, [{"id": 0, "params": {"type_k": "q5_0", "type_v": "q5_1"}}], None) == ("q5_0", "q5_1", "/slots")
+    assert types({}, [{"cache_type_v": "q4_1"}], {"-ctk": "f32"}) == ("q4_1", "q4_1", "/slots")
+    assert types({"cache_type_k": "q8_0"}, [{"type_k": "q4_0"}], {"-ctk": "f32"})[2] == "/props"
+    # The flags, short and long spellings; a half not given is llama.cpp's default, f16.
+    assert types({}, None, {"-ctk": "Q4_1"}) == ("q4_1", "f16", "server flags")
+    assert types({}, None, {"-ctv": "Q8_0"}) == ("f16", "q8_0", "server flags")
+    assert types({}, None, {"--cache-type-v": "q5_0"}) == ("f16", "q5_0", "server flags")
+    assert types({}, [], None) == ("f16", "f16", "llama.cpp's default (not reported by /props or /slots)")
+
+
 # --- without the model file or a context size -------------------------------------------------------
 
 class _Server:
@@ -262,6 +286,28 @@ def test_kv_bytes_of_the_specimen_and_a_mixed_cache_by_hand(lesson):
     mixed = lesson.served_example(info, lesson.CacheSetup(100, "f16", "q8_0", "server flags"), None)
     assert mixed.bytes_per_token == 294.0 and mixed.cache_type == "K F16, V Q8_0"
     assert mixed.context == 100 and mixed.label == "tiny (served)"
+    # No name in the file: the server's name, else "served model".
+    setup = lesson.CacheSetup(100, "f16", "f16", "server flags")
+    unnamed = {**info, "name": None}
+    assert lesson.served_example(unnamed, setup, "llama").label == "llama (served)"
+    assert lesson.served_example(unnamed, setup, None).label == "served model (served)"
+
+
+def test_podcast_figures_follow_within_ten_percent_of_a_mib_or_a_mb(lesson, monkeypatch):
+    big = lesson.worked_examples()[-1]
+    # "32 KB" read as 1,000-byte kilobytes: 32 × 1,000 = 32,000 bytes
+    assert lesson.podcast_check(big).claimed_decimal == 32_000
+    # tokens per "megabyte" × 32,768 bytes: within 10% of 1,048,576 (MiB) or of 1,000,000 (MB)?
+    for tokens, per_mb, follows in [
+        (30, 983_040, True),      # 0.9375 MiB (off 6.25%), 0.983 MB (off 1.7%)
+        (34, 1_114_112, True),    # 1.0625 MiB (off 6.25%), 1.114 MB (off 11.4%): MiB only
+        (28, 917_504, True),      # 0.875 MiB (off 12.5%), 0.9175 MB (off 8.25%): MB only
+        (10, 327_680, False),     # 0.3125 MiB (off 68.75%), 0.328 MB (off 67.2%): neither
+        (64, 2_097_152, False),   # 2 MiB (off 100%), 2.097 MB (off 109.7%): neither
+    ]:
+        monkeypatch.setitem(lesson.PODCAST, "tokens_per_megabyte", tokens)
+        pod = lesson.podcast_check(big)
+        assert (pod.per_megabyte_claim, pod.follows) == (per_mb, follows), tokens
 
 
 def test_cost_rows_by_hand(lesson):
@@ -287,6 +333,10 @@ def test_decode_at_depth_divides_by_the_passes_after_the_first_token(lesson):
     assert d.tokens_per_s == [100.0, 50.0] and d.median == 75.0 and d.ms_median == 15.0
     # prefill: 8 tokens in 40 ms = 200 tokens/s, in 20 ms = 400 tokens/s; median 300
     assert d.prefill_median == 300.0
+    # The depth's prompt length is the first repeat's (a later one may reuse a cached prefix: 2 tokens here).
+    cached = Completion(content="", timings={"prompt_n": 2, "prompt_ms": 10.0, "predicted_n": 16, "predicted_ms": 150.0,
+                                             "predicted_per_token_ms": 10.0})
+    assert lesson.depth_result(8, [runs[0], cached]).prompt_n == 8
 
 
 # --- main on hand-made answers -------------------------------------------------------------------------

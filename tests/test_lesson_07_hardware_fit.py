@@ -156,6 +156,26 @@ def test_roofline_helpers_by_hand(lesson):
     assert lesson.parallel_levels(1) == [1]
     assert lesson.parallel_levels(6) == [1, 2, 4, 6]
     assert lesson.parallel_levels(32) == [1, 2, 4, 8, 16, 32]
+    # 128 slots: 1, 2, 4, 8, then doubling up to 64 at most; 128 itself is past the cap. Whole numbers only.
+    wide = lesson.parallel_levels(128)
+    assert wide == [1, 2, 4, 8, 16, 32, 64] and all(type(n) is int for n in wide)
+    # A wanted level above 64 is kept when the server has that many slots.
+    assert lesson.parallel_levels(128, (1, 128)) == [1, 128]
+    # 64 slots with levels 1 and 3 wanted: 3 doubled is 6, 12, 24, 48; 96 is past 64, so 64 itself is added.
+    assert lesson.parallel_levels(64, (1, 3)) == [1, 3, 6, 12, 24, 48, 64]
+    # 65 slots: past the cap of 64, so not a level of its own.
+    assert lesson.parallel_levels(65) == [1, 2, 4, 8, 16, 32, 64]
+    # Nothing wanted fits and the slots are past the cap: one slot.
+    assert lesson.parallel_levels(80, (100,)) == [1]
+
+
+
+def test_counter_delta_by_hand(lesson):
+    # 130 − 100 = 30; a counter missing before counts from 0: 7 − 0 = 7; missing after, or no reading: None.
+    assert lesson._delta({"n": 130.0}, {"n": 100.0}, "n") == 30.0
+    assert lesson._delta({"n": 7.0}, {}, "n") == 7.0
+    assert lesson._delta({}, {"n": 1.0}, "n") is None
+    assert lesson._delta({"n": 7.0}, None, "n") is None and lesson._delta(None, {"n": 1.0}, "n") is None
 
 
 def test_h100_and_spark_rooflines_by_hand(lesson):

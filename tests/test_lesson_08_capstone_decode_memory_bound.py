@@ -137,6 +137,9 @@ def test_fastest_memory_sample(lesson):
     assert lesson.fastest_memory_gbs(before, after) == 16.9
     assert lesson.fastest_memory_gbs(before, {"gb_per_s": {"max": 17.2}}) == 17.2
     assert lesson.fastest_memory_gbs(before, None) == 16.9 and lesson.fastest_memory_gbs(None, after) is None
+    # A slow host (0.5 GB/s at best) with an "after" reading that has no bandwidth: 0.5, nothing invented.
+    assert lesson.fastest_memory_gbs({"gb_per_s": {"max": 0.5}}, {}) == 0.5
+    assert lesson.fastest_memory_gbs({"gb_per_s": {"max": 0.5}}, {"gb_per_s": {}}) == 0.5
 
 
 def test_parse_sizes(lesson):
@@ -146,6 +149,16 @@ def test_parse_sizes(lesson):
     assert lesson.parse_sizes(["medium-f16"]) == ["medium-f16"]
     with pytest.raises(BytesupError, match="huge-q8_0"):
         lesson.parse_sizes("tiny-q8_0,huge-q8_0")
+    # Blank names are dropped, not reported.
+    assert lesson.parse_sizes("tiny-q8_0, ,") == ["tiny-q8_0"]
+    from bytesup.models import model_names
+    known = ", ".join(model_names())
+    with pytest.raises(BytesupError) as err:
+        lesson.parse_sizes("huge-q8_0,tiny-q8_0,gigantic")
+    assert str(err.value) == f"Unknown model(s) huge-q8_0, gigantic in --sizes. Models: {known}."
+    with pytest.raises(BytesupError) as err:
+        lesson.parse_sizes(" , ")
+    assert str(err.value) == f"Unknown model(s) (none given) in --sizes. Models: {known}."
 
 
 def _points(llc=None):
