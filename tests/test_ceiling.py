@@ -107,3 +107,14 @@ def test_a_ceiling_without_a_given_bandwidth_has_no_given_row():
 def test_the_host_reference_is_labelled_as_the_runs_reading():
     host = ceiling.server_bandwidth(12.0, host_applies=True, given_gbs=None)
     assert host == ceiling.BandwidthReference(12.0, "this host's CPU read (the run's reading)", host_cpu=True)
+
+
+def test_token_work_is_two_flops_per_weight_over_the_bytes_read():
+    # 134,515,008 parameters (SmolLM2-135M) in 96,576,768 bytes of Q4_1 tensors:
+    # 2 × 134,515,008 = 269,030,016 FLOPs per token; ÷ 96,576,768 bytes = 2.785660 FLOPs per byte.
+    work = ceiling.token_work(134_515_008, 96_576_768)
+    assert (work.params, work.bytes) == (134_515_008, 96_576_768)
+    assert work.flops == 269_030_016
+    assert work.flops_per_byte == pytest.approx(2.785660, rel=1e-6)
+    # 50 M weights in 100 MB (two bytes each): 1e8 FLOPs, one FLOP per byte.
+    assert ceiling.token_work(50_000_000, 100_000_000).flops_per_byte == 1.0
