@@ -495,3 +495,13 @@ def test_resume_without_out_continues_the_latest_unfinished_run(lessons, httpx_m
     assert manifest_of(root / f"{today}.2")["status"] == "complete"
     assert f"Resuming {root.resolve() / (today + '.2')}" in buf.getvalue()
     assert not (root / f"{today}.3").exists()
+
+
+def test_a_damaged_manifest_is_one_clear_error_not_a_traceback(lessons, tmp_path, httpx_mock):
+    live = _live(httpx_mock, tmp_path)
+    (live / "manifest.json").write_text("{bad", encoding="utf-8")
+    result = cli.invoke(app, ["run", "01_tokens", "--replay", str(live), "--out", str(tmp_path / "replayed")])
+    assert result.exit_code != 0
+    assert result.exception is None or isinstance(result.exception, SystemExit)  # no exception escaped
+    assert "manifest.json is not valid JSON" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "replayed").exists()

@@ -155,8 +155,8 @@ def run_cmd(
 def run_all_cmd(
     server: ServerOpt = None, model: ModelOpt = None, out_dir: OutOpt = None, force: ForceOpt = False,
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
-    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
-    allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, rpc: RpcOpt = None,
+    print_tables: PrintOpt = False, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help=(
         "then run the checks and write the run's README.md as one page (`bytesup report`)"))] = False,
     start_server: StartServerOpt = True,
@@ -164,7 +164,7 @@ def run_all_cmd(
     """Run every lesson in order into one run folder (what `make run` does, with --report)."""
     options = _run_options(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume, replay=replay,
                            repeat=repeat, timeout=timeout, start_server=start_server, allow_modified=allow_modified,
-                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes)
+                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes, rpc=rpc)
     _run(list(discover_lessons()), options, print_tables=print_tables, report=report)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from . import topology
+from . import engine, topology
 from .errors import BytesupError, RunFolderError
 from .escape import md_text
 from .escape import rich_text as esc
@@ -43,7 +43,7 @@ DEFAULT_THRESHOLD = 0.05
 
 # --- identities: what differs between two runs -------------------------------------------
 
-IGNORED_FLAGS = {"--port", "--host", "--model", "-m", "--api-key", "--log-file"}
+IGNORED_FLAGS = engine.FLAGS_NOT_MEASURED
 
 
 def run_identity(run: Run) -> dict[str, Any]:

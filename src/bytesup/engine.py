@@ -61,6 +61,9 @@ _ALIASES = {
     "--spec-ngram-simple-min-hits": "--spec-ngram-simple-min-hits",
 }
 # The flags that make a server speculate (a lesson's own servers decide these for themselves).
+# Server flags that change nothing a lesson measures (where the server listens, its model path, its key,
+# its log file): neither a resume nor a comparison of two runs counts them as a different configuration.
+FLAGS_NOT_MEASURED = frozenset({"--port", "--host", "--model", "-m", "--api-key", "--log-file"})
 SPECULATIVE_FLAGS = frozenset(v for k, v in _ALIASES.items() if v.startswith("--spec-"))
 _SWITCHES = {"--metrics", "--no-slots", "--no-warmup", "--slots", "--props"}
 _SECRET_FLAGS = {"--api-key"}

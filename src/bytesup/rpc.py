@@ -5,7 +5,8 @@ The embedded engine (xllamacpp) has no RPC; `scripts/build_llama_server.sh` buil
 llama-bench and rpc-server with -DGGML_RPC=ON into `<cache>/llama.cpp-<version>/bin` (see
 `paths.cache_dir`). An rpc-server has no authentication: whoever reaches its port can run any
 computation and read any memory it was given. So `start_rpc_server` binds 127.0.0.1 unless the caller
-passes another host on purpose (`allow_remote=True`, the CLI's --i-know-it-is-open).
+passes another host on purpose (`allow_remote=True`; the command line never does: a remote rpc-server
+is started by hand on its own machine).
 
 Each started rpc-server gets `.run/rpc-<port>/` with its pid (and process start time) and log.
 `python -m bytesup.rpc` is what scripts/start_server.sh and scripts/stop_server.sh run:
@@ -173,15 +174,19 @@ def start_rpc_server(port: int, threads: int | None = None, host: str = LOOPBACK
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=hook)
-    (state / "pid").write_text(f"{proc.pid}\n{engine._process_started(proc.pid) or ''}\n")
-    deadline = time.monotonic() + wait_s
-    while not _listening(proc.pid, port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_rpc_server(port)
-            tail = log_path.read_text(errors="replace")[-1500:]
-            raise ServerStartError(f"The rpc-server on {host}:{port} did not start listening ({program}). "
-                                   f"Its log {log_path}:\n{tail}")
-        time.sleep(0.1)
+    try:
+        (state / "pid").write_text(f"{proc.pid}\n{engine._process_started(proc.pid) or ''}\n")
+        deadline = time.monotonic() + wait_s
+        while not _listening(proc.pid, port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = log_path.read_text(errors="replace")[-1500:]
+                raise ServerStartError(f"The rpc-server on {host}:{port} did not start listening ({program}). "
+                                       f"Its log {log_path}:\n{tail}")
+            time.sleep(0.1)
+    except BaseException:  # failed, or Ctrl-C / SIGTERM while waiting: never leave it running
+        if not stop_rpc_server(port):
+            proc.kill()
+        raise
     return RpcServer(endpoint=f"{host}:{port}", pid=proc.pid, port=port, threads=threads, state_dir=state)
 
 
@@ -306,7 +311,11 @@ def serve(argv: list[str]) -> int:
 
 def stop(argv: list[str]) -> int:
     """scripts/stop_server.sh: stop the server, then the loopback rpc-servers of its --rpc that bytesup started."""
-    port = int(_flag_value(argv, "--port") or 8099)
+    given = _flag_value(argv, "--port") or "8099"
+    if not given.isdigit():
+        print("usage: scripts/stop_server.sh [--port N]", file=sys.stderr)
+        return 2
+    port = int(given)
     info = engine.read_engine_info(port) or {}
     code = engine.main(["stop", *argv])
     for endpoint in stop_rpc_endpoints((info.get("flags") or {}).get("--rpc")):
@@ -336,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"no rpc-server started by bytesup on port {port} (nothing to stop)")
                 return 0
             threads = _flag_value(rest, "--threads")
+            if threads is not None and not threads.isdigit():
+                print(f"usage: python -m bytesup.rpc {action} --port N [--threads T] (T a whole number)", file=sys.stderr)
+                return 2
             server = start_rpc_server(int(port), int(threads) if threads else None)
             print(f"rpc-server listening on {server.endpoint} (pid {server.pid}; log {server.log_path}); "
                   f"no authentication: loopback only")

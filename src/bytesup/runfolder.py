@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 from rich.console import Console
 
+from . import engine
 from .errors import BytesupError, RunFolderError
 from .escape import md_text, rich_text
 from .options import RunOptions
@@ -160,8 +161,8 @@ def latest_unfinished(root: Path) -> Path | None:
 
 # --- resuming the same configuration -----------------------------------------------------------
 
-# Flags that do not change what is measured (where the server listens, its key).
-_FLAGS_IGNORED = {"--port", "--host", "--api-key", "--model", "-m"}
+# Flags that do not change what is measured (where the server listens, its key, its log file).
+_FLAGS_IGNORED = engine.FLAGS_NOT_MEASURED
 
 
 def measurement_identity(manifest: dict) -> dict[str, Any]:

@@ -28,7 +28,12 @@ def read_manifest(run_dir: Path) -> dict | None:
     path = run_dir / "manifest.json"
     if not path.is_file():
         return None
-    return upgrade(json.loads(path.read_text(encoding="utf-8")), "run manifest", str(path), MANIFEST_SCHEMA_VERSION)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise RunFolderError(f"{path} is not valid JSON ({exc}). The run folder is damaged: re-run the lessons "
+                             "into a new folder (or restore manifest.json from a copy).") from None
+    return upgrade(data, "run manifest", str(path), MANIFEST_SCHEMA_VERSION)
 
 
 # --- a whole run ---------------------------------------------------------------------------
@@ -77,11 +82,7 @@ def load_run(path: Path) -> Run:
     if not path.is_dir():
         raise RunFolderError(f"{path} is a file, not a run folder. Pass the folder that holds manifest.json "
                              "and the lessons' <id>.json files.")
-    try:
-        manifest = read_manifest(path)
-    except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{path / 'manifest.json'} is not valid JSON ({exc}). The run folder is damaged: "
-                             "re-run the lessons into a new folder.") from None
+    manifest = read_manifest(path)
     if manifest is not None and manifest.get("kind") not in (None, "bytesup-run"):
         raise RunFolderError(f"{path / 'manifest.json'} is a {manifest.get('kind')!r} file, not a bytesup run manifest. "
                              "Pass a folder written by `bytesup run`.")

@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import urlparse
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,6 +21,7 @@ from .errors import BytesupError, ServerUnreachable
 from .formulas import batch_sizes
 from .gguf_read import read_model_info
 from .options import RunOptions
+from .serverfacts import is_loopback
 
 
 def check_server_url(url: str) -> None:
@@ -67,7 +69,7 @@ def engine_facts(url: str, props: dict, models: dict | None) -> dict:
     m = re.match(r"https?://[^/:]+:(\d+)", url)
     if m:
         port = int(m.group(1))
-    info = engine.read_engine_info(port) if port and re.match(r"https?://(127\.0\.0\.1|localhost)", url) else None
+    info = engine.read_engine_info(port) if port and is_loopback(urlparse(url).hostname or "") else None
     facts = dict(info) if info else observed_engine(props)
     facts.update({"url": url, "props": props, "v1_models": models})
     # Prefill reads the weights once per micro-batch: what n_batch and n_ubatch the server runs with.
@@ -142,7 +144,7 @@ def start_run_server(url: str, options: RunOptions, console: Console, cleanup: c
     port = engine.free_port()
     cleanup.callback(_stop_run_server, port)  # before starting: a start cut short is stopped too
     with _spinner(console, f"starting a server on {model.name}"):
-        started = engine.start_server(model, ["--port", str(port)])
+        started = engine.start_server(model, ["--port", str(port)], die_with_parent=True)
     console.print(escape(
         f"No server answers at {url}: started the {started.info['engine']} engine on {model.name} at {started.url} "
         "for this run; it stops when the run ends (--no-start-server: stop with an error instead)."
