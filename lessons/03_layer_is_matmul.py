@@ -373,7 +373,7 @@ def matvec_notes(summary: MatvecSummary) -> list[str]:
     largest = summary.largest
     cached = (f"; smaller ones, which can stay in the CPU caches between repeats, reached up to {summary.best_gb_per_s:,.1f} GB/s."
               if summary.best_gb_per_s > largest.gb_per_s else ".")
-    return [(f"One token at a time, every matrix runs at under {summary.max_intensity:.2f} FLOP/byte: a matrix-vector "
+    return [(f"One token at a time, every matrix runs at {summary.max_intensity:.2f} FLOP/byte or less: a matrix-vector "
              f"product reads each weight to do two FLOPs with it.{speed}"),
             f"The largest, {largest.label} ({largest.bytes_moved / 2**20:,.1f} MiB), streamed at {largest.gb_per_s:,.1f} GB/s{cached}"]
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from bytesup import engine, formulas, measure, models, sampling
+from bytesup import engine, formulas, measure, models, published, sampling
 from bytesup.errors import BytesupError
 from bytesup.gguf_read import read_model_info
 from bytesup.records import (
@@ -107,11 +107,10 @@ FORMULA_AGREES = 0.05                    # measured tokens per pass within 5% of
 # Used only when no speculative server can be started here: the arithmetic on illustrative numbers.
 SPEC_DRAFT = 4
 SPEC_ACCEPT = (0.6, 0.8)
-# The podcast's sequential-floor example (podcast-what-is-a-forward-pass.txt): "five milliseconds"
-# per forward pass, "five hundred tokens", "at least two and a half seconds".
-PODCAST_PASS_MS = 5.0
-PODCAST_TOKENS = 500
-PODCAST_FLOOR_S = 2.5
+# The podcast's sequential-floor example (bytesup.published).
+PODCAST_PASS_MS = published.PODCAST_SEQUENTIAL_FLOOR["pass_ms"]
+PODCAST_TOKENS = published.PODCAST_SEQUENTIAL_FLOOR["tokens"]
+PODCAST_FLOOR_S = published.PODCAST_SEQUENTIAL_FLOOR["floor_s"]
 
 
 # --- the lesson ---------------------------------------------------------------------------
@@ -1118,7 +1117,7 @@ def render_spec_measured(ctx: LessonContext, repeat: int, plain: list[PlainRun],
     ngram = [s for s in spec if s.config.spec_type == "ngram-simple"]
     notes = [
         (f"All at temperature 0 with seed {SEED}, {SPEC_TOKENS} tokens, {repeat} repeat(s) each, one server per "
-         f"row (llama-server's flags: --spec-type, --spec-draft-model, --spec-draft-n-max). Acceptance = "
+         f"configuration (llama-server's flags: --spec-type, --spec-draft-model, --spec-draft-n-max). Acceptance = "
          f"draft_n_accepted ÷ draft_n; tokens per target pass = generated ÷ (generated − accepted); speed-up = "
          f"decode median ÷ the same target's median without a draft on the same prompt."),
         ("Check: every speculative run produced exactly the tokens of the plain run." if not mismatched else

@@ -354,8 +354,8 @@ def decode_attention_cases() -> list[AttentionIntensity]:
     S, d = pod["seq_len"], pod["head_dim"]
     return [attention_intensity(S, d, 1, label="one query head per KV head (no grouped-query attention, "
                                                 "e.g. the course's specimen)"),
-            attention_intensity(S, d, 64 / kv70["n_head_kv"],
-                                label=f"the 70B example: 64 query heads share {kv70['n_head_kv']} KV heads")]
+            attention_intensity(S, d, kv70["n_head"] / kv70["n_head_kv"],
+                                label=f"the 70B example: {kv70['n_head']} query heads share {kv70['n_head_kv']} KV heads")]
 
 
 # --- rendering: tables, notes and plots ----------------------------------------------------------

@@ -27,6 +27,7 @@ from bytesup import measure, models, rpc, topology
 from bytesup.errors import BytesupError
 from bytesup.gguf_read import read_model_info
 from bytesup.results import Series
+from bytesup.serverfacts import is_loopback
 from bytesup.lesson import LessonContext
 
 TITLE = "Beyond one machine: a model split across RPC servers"
@@ -212,6 +213,11 @@ class Outcome:
     prediction: Prediction
 
     @property
+    def on_loopback(self) -> bool:
+        """Every rpc-server of the split is on this machine (127.0.0.1, ::1, localhost)."""
+        return all(is_loopback(endpoint.rpartition(":")[0].strip("[]")) for endpoint in self.connect_s)
+
+    @property
     def decode_ratio(self) -> float:
         return self.split.decode_median / self.whole.decode_median
 
@@ -251,7 +257,7 @@ def show_setups(ctx: LessonContext, o: Outcome) -> None:
     rows = [[sp.setup, sp.nodes, ", ".join(map(str, sp.threads)), sp.prefill_median, sp.prefill_min, sp.prefill_max,
              sp.decode_median, sp.decode_min, sp.decode_max, sp.decode_median / o.whole.decode_median]
             for sp in (o.whole, o.split)]
-    ctx.table("setups", "One process against two rpc-servers: prefill and decode",
+    ctx.table("setups", f"One process against {o.split.nodes} rpc-servers: prefill and decode",
               [("setup", ""), ("nodes", ""), ("threads per node", ""), ("prefill", "tokens/s"), ("prefill min", "tokens/s"),
                ("prefill max", "tokens/s"), ("decode", "tokens/s"), ("decode min", "tokens/s"), ("decode max", "tokens/s"),
                ("decode ÷ whole", "×")], rows,
@@ -303,7 +309,9 @@ def show_prediction(ctx: LessonContext, o: Outcome) -> None:
                      "its share at that rate × its threads. The nodes work in turn, so their times add up."),
                      (f"Round trips: one per node (the input and the compute are sent without waiting; reading the output back "
                       f"waits), each at the median TCP connect time; "
-                     f"{LINK_GB_PER_S:g} GB/s is 10 Gbit/s Ethernet, slower than loopback, so that term is an upper bound here."),
+                     f"{LINK_GB_PER_S:g} GB/s is 10 Gbit/s Ethernet"
+                     + (", slower than loopback, so that term is an upper bound here." if o.on_loopback else
+                        "; the link between these nodes was not measured.")),
                      (f"Predicted {p.tokens_per_s:.3g} tokens/s, measured {o.split.decode_median:.3g} "
                      f"({100 * o.prediction_error:+.0f}%): what the model leaves out (the graph, sent to a node when it "
                      "changes, the small inputs, the nodes' own scheduling) is in that gap.")])
@@ -315,8 +323,9 @@ def show_meaning(ctx: LessonContext, o: Outcome) -> None:
              "weights, so a model that fits in neither memory alone runs at about the speed one machine with both "
              "memories would give; the split buys capacity, not speed, because the nodes take turns.")
     ctx.note(f"Per-token latency adds a network round trip per hand-over: here {p.round_trips} × "
-             f"{1e6 * p.round_trip_seconds / max(1, p.round_trips):.0f} µs on loopback; a LAN's round trip is longer "
-             f"(tens to hundreds of µs), and every split adds more. The bytes themselves ({o.network.total_bytes:,} per "
+             f"{1e6 * p.round_trip_seconds / max(1, p.round_trips):.0f} µs "
+             + ("on loopback; between machines each round trip is longer, " if o.on_loopback else "to these nodes; ")
+             + f"and every split adds more. The bytes themselves ({o.network.total_bytes:,} per "
              "token) barely matter: decode is latency-bound on the network, not bandwidth-bound.")
     ctx.note("Prefill moves a whole batch of activations per hand-over and amortises the round trips over it, so it "
              "loses less to the split than decode does.")

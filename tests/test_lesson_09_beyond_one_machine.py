@@ -237,3 +237,11 @@ def test_split_verdict_is_judged_within_ten_percent():
     assert L.split_verdict(0.74).startswith("slower")
     assert L.split_verdict(0.95).startswith("about as fast") and L.split_verdict(1.05).startswith("about as fast")
     assert L.split_verdict(15.4).startswith("faster, which the split alone cannot do")
+
+
+def test_loopback_wording_only_when_every_node_is_on_this_machine():
+    def outcome(*endpoints):
+        return L.Outcome(None, None, [], None, {e: 1e-4 for e in endpoints}, None)
+
+    assert outcome("127.0.0.1:50052", "localhost:50053", "[::1]:50054").on_loopback
+    assert not outcome("127.0.0.1:50052", "10.0.0.2:50052").on_loopback

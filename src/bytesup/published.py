@@ -40,7 +40,9 @@ LESSON4: dict[str, Any] = {
 }
 
 # Lesson 6's worked example: a 70B model with 80 layers, 8 KV heads, head width 128, FP16.
-KV_70B: dict[str, Any] = {"n_layer": 80, "n_head_kv": 8, "head_dim": 128, "bytes_per_element": 2, "bytes_per_token": 327_680}
+KV_70B: dict[str, Any] = {"n_layer": 80, "n_head_kv": 8, "head_dim": 128, "bytes_per_element": 2, "bytes_per_token": 327_680,
+                          # not in the course text: a 70B llama's query heads (Llama 2 70B: 64 heads over 8 KV heads)
+                          "n_head": 64}
 
 # Lesson 7's roofline example.
 H100: dict[str, Any] = {"peak_flop_s": 989e12, "bandwidth_bytes_per_s": 3.35e12, "ridge_flops_per_byte": 295.0}
@@ -61,6 +63,10 @@ PODCAST_KV_70B: dict[str, Any] = {
     "batch_requests": 64,          # "a batch of sixty-four requests"
     "context_tokens": 4096,        # "each with a four-thousand-token context" (4K, taken as 4,096)
 }
+
+# The podcast's sequential floor (podcast-what-is-a-forward-pass.txt): "five milliseconds" per forward
+# pass, "five hundred tokens", "at least two and a half seconds". Lesson 5 recomputes the product.
+PODCAST_SEQUENTIAL_FLOOR: dict[str, Any] = {"pass_ms": 5.0, "tokens": 500, "floor_s": 2.5}
 
 # The podcast's worked example of attention in one decode step (podcast-what-is-a-forward-pass.txt):
 # "head dimension of one hundred twenty-eight and a sequence length of four thousand ninety-six comes
