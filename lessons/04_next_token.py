@@ -183,7 +183,7 @@ def top_tokens(completion: Completion, server: Completion | None = None) -> list
     server probability is the server's own post-sampling probability of the same token id in `server`."""
     first = completion.first_position()
     cands = sorted(first.top_logprobs or [], key=lambda c: -c.logprob)
-    theirs = {c[0]: c[3] for c in server.first_position().candidates()} if server is not None else {}
+    theirs = {c.id: c.probability for c in server.first_position().candidates()} if server is not None else {}
     return [TopToken(rank, c.id, shown_token(c.token, c.bytes), math.exp(c.logprob), c.logprob, theirs.get(c.id))
             for rank, c in enumerate(cands, start=1)]
 

@@ -237,11 +237,11 @@ def request_distribution(ctx: LessonContext) -> "Distribution":
     n_vocab = ctx.server.served_meta().get("n_vocab")
     asked = [REFERENCE_PROBS]
     cands = request_reference(ctx, REFERENCE_PROBS).first_position().candidates()
-    if needs_more([c[3] for c in cands], SAMPLER_SETTINGS) and (n_vocab is None or len(cands) < n_vocab):
+    if needs_more([c.probability for c in cands], SAMPLER_SETTINGS) and (n_vocab is None or len(cands) < n_vocab):
         asked.append(min(n_vocab or MAX_REFERENCE_PROBS, MAX_REFERENCE_PROBS))
         cands = request_reference(ctx, asked[-1]).first_position().candidates()
-    return Distribution(ids=[c[0] for c in cands], probs=np.array([c[3] for c in cands]),
-                        texts=[shown_token(c[1], c[2]) for c in cands], asked=asked, n_vocab=n_vocab)
+    return Distribution(ids=[c.id for c in cands], probs=np.array([c.probability for c in cands]),
+                        texts=[shown_token(c.token, c.bytes) for c in cands], asked=asked, n_vocab=n_vocab)
 
 
 def post_sampling_body(samplers: tuple[str, ...] | list[str], params: dict[str, float], n_probs: int) -> dict[str, Any]:
@@ -581,7 +581,7 @@ def check_setting(dist: Distribution, a: Applied, step: TokenProbabilities | Non
         return SamplerCheck(a.setting)
     n_ask = asked_candidates(dist, a)
     assert n_ask is not None
-    cmp = compare_with_server(dist.ids, ours, [(c[0], c[3]) for c in step.candidates()], n_ask, step.id, relative=relative)
+    cmp = compare_with_server(dist.ids, ours, [(c.id, c.probability) for c in step.candidates()], n_ask, step.id, relative=relative)
     partial = cmp.kept_server is None and cmp.kept_ours is not None and cmp.kept_ours > 1
     edge = float(np.min(a.ours[a.ours > 0])) if partial and a.ours is not None else None
     return SamplerCheck(a.setting, cmp, relative, shown_token(step.token, step.bytes), edge)

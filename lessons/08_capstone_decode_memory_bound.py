@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bytesup import formulas, hostbench, measure, models, published, sweep
+from bytesup import environment, formulas, hostbench, measure, models, published, sweep
 from bytesup.ceiling import BandwidthReference, Spread, ceiling_at, effective_gbs, server_bandwidth
 from bytesup.errors import BytesupError
 from bytesup.gguf_read import read_model_info
@@ -162,15 +162,6 @@ def _summary(path: str, preset: str | None) -> dict:
 def preset_summary(name: str) -> dict:
     """The header summary of a sweep model, built or fetched here first when it is missing."""
     return _summary(str(models.ensure_model(name)), name)
-
-
-def _available_memory() -> int | None:
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except Exception:  # psutil cannot always tell on containers; then nothing is skipped
-        return None
 
 
 def served_model(ctx: LessonContext, facts: dict) -> ModelInfo:
@@ -564,7 +555,7 @@ def main(ctx: LessonContext):
     ref = server_bandwidth(bw["gb_per_s"]["median"] if bw else None, host_applies=facts["host_bandwidth_applies"],
                            given_gbs=given)
     llc = (bw or {}).get("llc_bytes") if facts["host_bandwidth_applies"] else None
-    available = ctx.host("available_memory_bytes", _available_memory) if local else None
+    available = ctx.host("available_memory_bytes", environment.available_memory) if local else None
 
     # 1. The sweep: each model on a server of its own; the answer, then the timed decodes.
     runs, skipped = sweep_local(ctx, sizes, available) if local else (sweep_remote(ctx, facts), [])

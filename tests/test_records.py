@@ -258,3 +258,16 @@ def test_a_malformed_nested_field_is_named_by_its_path():
     body = {"content": "x", "timings": {"prompt_n": "many", "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 1.0}}
     with pytest.raises(MalformedResponse, match=r"\(timings\.prompt_n: "):
         r.parse(r.Completion, body, path="/completion", url="http://h:1")
+
+
+def test_candidates_are_named_whichever_shape_came():
+    from bytesup.records import TokenProbabilities
+
+    # logprob -0.5 → e^-0.5 = 0.6065306597
+    logs = TokenProbabilities.model_validate({"id": 1, "token": "a", "logprob": -0.5, "bytes": [97],
+                                              "top_logprobs": [{"id": 7, "token": " b", "logprob": -0.5, "bytes": [32, 98]}]})
+    (c,) = logs.candidates()
+    assert (c.id, c.token, c.bytes) == (7, " b", [32, 98]) and abs(c.probability - 0.6065306597) < 1e-9
+    probs = TokenProbabilities.model_validate({"id": 1, "token": "a", "prob": 0.25, "bytes": [97],
+                                               "top_probs": [{"id": 9, "token": "c", "prob": 0.125, "bytes": [99]}]})
+    assert probs.candidates()[0].probability == 0.125 and probs.candidates()[0].id == 9

@@ -48,6 +48,16 @@ def memory_bytes() -> int | None:
         return None
 
 
+def available_memory() -> int | None:
+    """Bytes of memory available now (psutil); None where it cannot tell (some containers)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        return None
+
+
 def gpus() -> list[str]:
     if not shutil.which("nvidia-smi"):
         return []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -79,13 +79,22 @@ class TokenProbabilities(ServerRecord):
     prob: float | None = None
     top_probs: list[TopProb] | None = None
 
-    def candidates(self) -> list[tuple[int, str, list[int] | None, float]]:
+    def candidates(self) -> list["Candidate"]:
         """(id, token, bytes, probability) for the listed candidates, whichever shape came."""
         if self.top_logprobs is not None:
-            return [(c.id, c.token, c.bytes, math.exp(c.logprob)) for c in self.top_logprobs]
+            return [Candidate(c.id, c.token, c.bytes, math.exp(c.logprob)) for c in self.top_logprobs]
         if self.top_probs is not None:
-            return [(c.id, c.token, c.bytes, c.prob) for c in self.top_probs]
+            return [Candidate(c.id, c.token, c.bytes, c.prob) for c in self.top_probs]
         return []
+
+
+class Candidate(NamedTuple):
+    """One listed candidate of a position: its probability from a logprob or as the server gave it."""
+
+    id: int
+    token: str
+    bytes: list[int] | None
+    probability: float
 
 
 class Timings(ServerRecord):
