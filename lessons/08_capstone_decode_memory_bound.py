@@ -276,13 +276,15 @@ def fit_rows(analysis: dict, ref: BandwidthReference | None, before: dict | None
     if fit:
         rows.append(FitRow("tokens/s = B ÷ bytes (equal relative weight per point)", fit["gbs"], fit["gbs_low"],
                            fit["gbs_high"], 100 * fit["gbs"] / ref.gbs if ref else None, ", ".join(analysis["basis"])))
+    # Every row against the same reference: --bandwidth-gbs when given, else the reading before the work.
     if before is not None:
         g = before["gb_per_s"]
-        rows.append(FitRow("this host's read bandwidth, before the decode work", g["median"], g["min"], g["max"], 100.0, ""))
+        rows.append(FitRow("this host's read bandwidth, before the decode work", g["median"], g["min"], g["max"],
+                           100 * (g["median"] / ref.gbs) if ref else None, ""))  # exactly 100 when it is the reference
         if after is not None:
             a = after["gb_per_s"]
             rows.append(FitRow("this host's read bandwidth, after the decode work", a["median"], a["min"], a["max"],
-                               100 * a["median"] / g["median"], ""))
+                               100 * a["median"] / ref.gbs if ref else None, ""))
     return rows
 
 

@@ -312,3 +312,16 @@ def test_main_on_a_remote_server_with_a_given_bandwidth(lesson):
     assert m.settings["bandwidth_gbs"] == 20.0 and m.samples == [pytest.approx(34.771, abs=1e-3)] * 2
     assert any("20 GB/s given with --bandwidth-gbs" in n for n in t.notes)
     assert "Only the one model the user's server serves was measured" in " ".join(result.table("models").notes)
+
+
+def test_fit_rows_share_one_reference(lesson):
+    from bytesup.ceiling import BandwidthReference
+
+    analysis = {"fit": {"gbs": 12.0, "gbs_low": 11.0, "gbs_high": 13.0}, "basis": ["a", "b"]}
+    before, after = {"gb_per_s": {"median": 10.0, "min": 9.0, "max": 11.0}}, {"gb_per_s": {"median": 8.0, "min": 7.0, "max": 9.0}}
+    # Given 20 GB/s (--bandwidth-gbs): the fit 12 ÷ 20 = 60%, the readings 10 ÷ 20 = 50% and 8 ÷ 20 = 40%.
+    given = lesson.fit_rows(analysis, BandwidthReference(20.0, "given", False), before, after)
+    assert [r.percent_of_run for r in given] == [pytest.approx(60.0), pytest.approx(50.0), pytest.approx(40.0)]
+    # The host's own reading as the reference: 12 ÷ 10 = 120%, 100%, 8 ÷ 10 = 80%.
+    host = lesson.fit_rows(analysis, BandwidthReference(10.0, "host", True), before, after)
+    assert [r.percent_of_run for r in host] == [pytest.approx(120.0), pytest.approx(100.0), pytest.approx(80.0)]
