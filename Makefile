@@ -37,8 +37,9 @@ lint: install-test
 	$(PY) -m mypy
 
 # The native llama.cpp build with RPC (lesson 9's integration test) is built once per machine and version,
-# in the cache outside the clone (about 9 minutes on 2 cores the first time; nothing after).
-test: install-test lint
+# in the cache outside the clone (about 4 to 9 minutes on 2 cores the first time; nothing after), and kept only
+# once its smoke test has run on the tiny preset and the default model (see README: the build's variants).
+test: install-test lint model
 	nice -n 10 bash scripts/build_llama_server.sh >/dev/null
 	$(PY) -m pytest -q
 

@@ -84,7 +84,8 @@ def serve_and_time(ctx: LessonContext, setup: str, model: ModelFacts, threads: l
     """A server of the lesson's own (the native build, so both setups run the same engine): where its
     layers went, then ctx.repeat timed completions of PROMPT_TOKENS prompt tokens and N_PREDICT decoded."""
     rpc_flag = flags[flags.index("--rpc") + 1] if "--rpc" in flags else None
-    with ctx.local_server(setup, Path(model.path), ["-c", str(CTX), "--parallel", "1", *rpc.TOPOLOGY_LOG, *flags]) as srv:
+    with ctx.local_server(setup, Path(model.path), ["-c", str(CTX), "--parallel", "1", *rpc.TOPOLOGY_LOG, *flags],
+                          native=True) as srv:
         where = ctx.host(f"topology_{setup}", lambda: rpc.server_log_topology(srv.base_url, rpc_flag))
         rpc.record_topology(ctx.shared, ctx.lesson_id, setup, where)  # the run's manifest shows the split
         prompt = measure.long_prompt_tokens(srv, PROMPT_TOKENS)
@@ -389,9 +390,8 @@ def main(ctx: LessonContext):
     if not ctx.host("rpc_engine_available", rpc_engine_available):
         ctx.note(NO_RPC_ENGINE)
         return ctx.finish()
-    with contextlib.nullcontext() if ctx.replaying else rpc.native_engine():
-        whole = measure_whole(ctx, model, node_threads)
-        split, connect = measure_split(ctx, model, node_threads)
+    whole = measure_whole(ctx, model, node_threads)
+    split, connect = measure_split(ctx, model, node_threads)
 
     # 2. Speeds, the bytes per node, the network term and the prediction.
     outcome = analyse(model, whole, split, connect)

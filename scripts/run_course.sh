@@ -15,7 +15,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 py="$root/.venv/bin/python"
-# The run's server is the embedded engine (or llama-server on PATH, or $LLAMA_SERVER), even where the native
+# The run's server is the embedded engine (or $LLAMA_SERVER when set), even where the native
 # build of scripts/build_llama_server.sh is cached: lesson 9 starts its own servers on that build.
 export BYTESUP_ENGINE="${BYTESUP_ENGINE:-embedded}"
 

@@ -88,3 +88,30 @@ class FakeServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+# A stand-in for a native build's program that crashes as ggml's AMX kernels do on some virtualized Xeons:
+# it kills itself with SIGSEGV (rc -11), as llama-server does while warming up the model.
+CRASHING_PROGRAM = r'''
+import os, signal
+os.kill(os.getpid(), signal.SIGSEGV)
+'''
+
+# A stand-in for llama-bench that runs: one row for the prefill, one for the decode, as `-o json` prints them.
+WORKING_BENCH = r'''
+import json
+print(json.dumps([{"n_prompt": 16, "n_gen": 0, "avg_ts": 250.0}, {"n_prompt": 0, "n_gen": 4, "avg_ts": 80.0}]))
+'''
+
+
+def stand_in_build(folder: Path, crashes: bool) -> Path:
+    """A folder with llama-server, llama-bench and rpc-server stand-ins: all crash with SIGSEGV when
+    `crashes`, else llama-bench prints results and llama-server is the FAKE_ENGINE stand-in."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sources = {"llama-server": CRASHING_PROGRAM if crashes else FAKE_ENGINE,
+               "llama-bench": CRASHING_PROGRAM if crashes else WORKING_BENCH,
+               "rpc-server": CRASHING_PROGRAM}
+    for name, source in sources.items():
+        (folder / name).write_text(f"#!{sys.executable}\n{source}")
+        (folder / name).chmod(0o755)
+    return folder

@@ -154,7 +154,8 @@ def test_start_replaces_a_stale_pid_file(fake, model, capsys):
 @pytest.mark.parametrize("kind", ["llama-server", "embedded"])
 def test_the_api_key_reaches_the_engine_through_its_environment(fake, model, tmp_path, monkeypatch, kind):
     if kind == "embedded":  # the same start path, with the embedded engine's command
-        monkeypatch.setattr(engine, "choose_engine", lambda: ("embedded", [str(fake)]))
+        choice = engine.EngineChoice("embedded", [str(fake)], "embedded", "a test")
+        monkeypatch.setattr(engine, "choose_engine", lambda native=False: choice)
     record = tmp_path / "record.json"
     monkeypatch.setenv("FAKE_RECORD", str(record))
     secret = "sk-made-up-0123456789"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bytesup import rpc, topology
+from bytesup import topology
 from bytesup.compare import Run, compare_runs, run_identity
 from bytesup.results import LessonResult, Measurement
 
@@ -157,7 +157,8 @@ def test_main_on_hand_made_answers():
     started = []
 
     @contextlib.contextmanager
-    def local_server(label, model, flags):
+    def local_server(label, model, flags, native=False):
+        assert native  # both setups on a native llama-server: the same engine, the split the only difference
         started.append((label, model, flags))
         yield servers[label].server
 
@@ -206,10 +207,12 @@ def test_without_an_rpc_capable_server_the_lesson_says_how_to_build_one():
 
 
 def test_the_rpc_engine_is_found_or_not(monkeypatch, tmp_path):
+    (tmp_path / "llama-server").write_text("#!/bin/sh\n")
+    (tmp_path / "llama-server").chmod(0o755)
     monkeypatch.setenv("LLAMA_SERVER", str(tmp_path / "llama-server"))
     assert L.rpc_engine_available() is True
     monkeypatch.delenv("LLAMA_SERVER")
-    monkeypatch.setattr(rpc, "native_program", lambda name: None)
+    monkeypatch.setenv("BYTESUP_CACHE", str(tmp_path / "empty-cache"))
     assert L.rpc_engine_available() is False
 
 

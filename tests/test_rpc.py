@@ -88,28 +88,12 @@ def test_stop_endpoints_touches_only_what_bytesup_started_on_loopback(fake_rpc_s
     assert stopped == [ours.endpoint] and not _alive(ours.pid)
 
 
-def test_native_build_is_the_newest_finished_one(tmp_path, monkeypatch):
-    monkeypatch.setenv("BYTESUP_CACHE", str(tmp_path / "cache"))
-    assert rpc.native_bin_dir() is None
-    for version, finished in (("9.0.0", True), ("11434.0.0", True), ("20000.0.0", False)):
-        bin_dir = tmp_path / "cache" / f"llama.cpp-{version}" / "bin"
-        bin_dir.mkdir(parents=True)
-        for name in ("llama-server", "rpc-server"):
-            (bin_dir / name).write_text("#!/bin/sh\n")
-            (bin_dir / name).chmod(0o755)
-        if finished:
-            (bin_dir.parent / "BUILT").write_text("version\n")
-    assert rpc.native_bin_dir() == tmp_path / "cache" / "llama.cpp-11434.0.0" / "bin"
-    monkeypatch.delenv("RPC_SERVER", raising=False)
-    assert rpc.rpc_server_program() == tmp_path / "cache" / "llama.cpp-11434.0.0" / "bin" / "rpc-server"
-
-
 def test_serve_refuses_rpc_on_the_embedded_engine(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BYTESUP_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.delenv("LLAMA_SERVER", raising=False)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert rpc.serve(["m.gguf", "--rpc", "127.0.0.1:50052"]) == 3
-    assert "embedded engine has none" in capsys.readouterr().err
+    assert "needs a native llama-server built with RPC" in capsys.readouterr().err
     assert "LLAMA_SERVER" not in os.environ
 
 

@@ -9,7 +9,7 @@ import json
 import psutil
 import pytest
 
-from bytesup import engine, models, rpc, topology
+from bytesup import engine, models, nativebuild, rpc, topology
 from bytesup.runner import RunOptions, run_lessons
 
 LESSON_ID = "09_beyond_one_machine"
@@ -88,3 +88,38 @@ def test_start_server_script_splits_records_and_stops_its_rpc_servers(monkeypatc
         engine.stop_server(port)
         for n in nodes:
             rpc.stop_rpc_server(n.port)
+
+
+def test_the_real_build_passed_its_smoke_test_on_this_cpu_and_passes_it_again():
+    record, bin_dir, why = nativebuild.usable_build()
+    assert record is not None and bin_dir is not None, why
+    here = nativebuild.this_cpu().key
+    assert record["smoke"][here]["ok"] is True and record["variant"] in nativebuild.VARIANTS
+    again = nativebuild.smoke_test(bin_dir)
+    assert again["ok"] is True, again["detail"]
+    assert again["detail"].startswith(f"{models.SYNTHETIC_DEFAULT}.gguf: ") and again["cpu_key"] == here
+
+
+def test_start_server_script_serves_on_the_native_build_and_names_its_variant(monkeypatch):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    monkeypatch.delenv("LLAMA_SERVER", raising=False)
+    monkeypatch.delenv("BYTESUP_ENGINE", raising=False)
+    root = Path(__file__).resolve().parents[1]
+    model = models.ensure_model(models.SYNTHETIC_DEFAULT)
+    port = engine.free_port()
+    env = {**__import__("os").environ, "BYTESUP_PYTHON": sys.executable}
+    try:
+        res = subprocess.run(["bash", str(root / "scripts" / "start_server.sh"), str(model), "--port", str(port)],
+                             capture_output=True, text=True, timeout=180, env=env)
+        assert res.returncode == 0, res.stderr
+        assert "engine: the cached native build (" in res.stdout
+        info = json.loads((engine.state_dir_for(port) / "engine.json").read_text())
+        assert info["engine"] == "llama-server" and info["choice"]["source"] == "native build"
+        build = info["choice"]["native_build"]
+        assert build["variant"] == engine.build_variant(info) in nativebuild.VARIANTS
+        assert build["smoke_here"]["ok"] is True and build["built_on"]["cpu_key"]
+    finally:
+        engine.stop_server(port)

@@ -176,6 +176,9 @@ def server_start(ctx: typer.Context) -> None:
 
     MODEL defaults to the built default model. Flags (e.g. --port 8100 -t 2 -c 4096) replace the
     course defaults --host 127.0.0.1 --port 8099 -c 2048 -ngl 99 --parallel 1 --metrics.
+    The engine is chosen as scripts/start_server.sh chooses it: $LLAMA_SERVER, else the cached native build
+    when it passed its smoke test on this CPU, else llama-server on PATH, else the embedded engine
+    (BYTESUP_ENGINE=embedded takes the embedded engine unless LLAMA_SERVER is set).
     """
     args = list(ctx.args)
     model = Path(args.pop(0)) if args and not args[0].startswith("-") else None
@@ -183,6 +186,7 @@ def server_start(ctx: typer.Context) -> None:
         started = engine.start_server(model, args)
     except BytesupError as exc:
         raise fail(exc) from None
+    out.print(rich_text(f"engine: {started.info['choice']['why']}"))
     out.print(rich_text(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, "
                         f"pid {started.pid}; log {started.log_path}"))
 

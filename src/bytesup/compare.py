@@ -63,6 +63,7 @@ def run_identity(run: Run) -> dict[str, Any]:
         "python": host.get("python"),
         "engine": eng.get("engine") or server.get("engine"),
         "engine build": eng.get("build") or server.get("build"),
+        "engine variant": engine.build_variant(eng),
         "server build_info": eng.get("build_info"),
         "repository commit": (m.get("repository") or {}).get("commit"),
         "repository dirty": (m.get("repository") or {}).get("dirty"),

@@ -1,10 +1,12 @@
 """Start and stop llama.cpp servers: the logic behind scripts/start_server.sh, scripts/stop_server.sh
 and `bytesup server`.
 
-Engine choice: $LLAMA_SERVER if set, else `llama-server` on PATH, else the embedded engine
-(`python -m bytesup.server`, llama.cpp's server through xllamacpp). Each started server gets a
-state folder `.run/server-<port>/` with its pid, its log and `engine.json` (engine, build, flags),
-which the run manifest reads.
+Engine choice (`choose_engine`, the only one): $LLAMA_SERVER if set, else the cached native build of
+scripts/build_llama_server.sh when it passed its smoke test on this CPU (see `nativebuild`), else
+`llama-server` on PATH, else the embedded engine (`python -m bytesup.server`, llama.cpp's server through
+xllamacpp). BYTESUP_ENGINE=embedded takes the embedded engine unless LLAMA_SERVER is set. Each started
+server gets a state folder `.run/server-<port>/` with its pid, its log and `engine.json` (engine, build,
+flags, the choice and why, the native build's record), which the run manifest reads.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import Callable
 
 import httpx
 
-from . import topology
-from .errors import BytesupError, ServerStartError
+from . import nativebuild, topology
+from .errors import BytesupError, EngineUnavailable, ServerStartError
 from .gguf_read import check_gguf
 from .models import PRESETS, ensure_model
 from .paths import server_state_dir
@@ -112,27 +114,81 @@ def redacted(flags: dict[str, str | None]) -> dict[str, str | None]:
     return {k: ("***" if k in _SECRET_FLAGS and v else v) for k, v in flags.items()}
 
 
-def choose_engine() -> tuple[str, list[str]]:
-    """('llama-server' | 'embedded', the command before the flags)."""
+ENGINE_CHOICE = "BYTESUP_ENGINE"  # "embedded": the embedded engine unless LLAMA_SERVER is set; "native": the native build
+REBUILD_HINT = ("To go on without it, unset LLAMA_SERVER and set BYTESUP_ENGINE=embedded (the embedded engine); to rebuild "
+                "the native build for this machine, run `bash scripts/build_llama_server.sh --rebuild`.")
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """Which llama.cpp server is started, and one line saying why (with what was passed over)."""
+
+    kind: str  # "llama-server" (a binary) or "embedded" (xllamacpp in `python -m bytesup.server`)
+    command: list[str]
+    source: str  # "LLAMA_SERVER", "native build", "PATH" or "embedded"
+    why: str
+    native_build: dict | None = None  # the build's record when the native build is chosen
+
+    def facts(self) -> dict:
+        found: dict = {"source": self.source, "why": self.why}
+        if self.native_build is not None:
+            found["native_build"] = nativebuild.engine_facts(self.native_build)
+        return found
+
+
+def build_variant(facts: dict) -> str | None:
+    """The native build's variant (native, native-no-amx, portable) in a server's engine facts; None for another engine."""
+    return (((facts.get("choice") or {}).get("native_build")) or {}).get("variant")
+
+
+def _explicit_server() -> EngineChoice | None:
     explicit = os.environ.get("LLAMA_SERVER")
-    if explicit:
-        path = shutil.which(explicit) or explicit
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            raise ServerStartError(
-                f"LLAMA_SERVER is set to {explicit!r}, which is not an executable file. "
-                "Point it at your llama-server binary, or unset it to use the embedded engine."
-            )
-        return "llama-server", [path]
+    if not explicit:
+        return None
+    path = shutil.which(explicit) or explicit
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise ServerStartError(
+            f"LLAMA_SERVER is set to {explicit!r}, which is not an executable file. "
+            "Point it at your llama-server binary, or unset it to use the embedded engine."
+        )
+    return EngineChoice("llama-server", [path], "LLAMA_SERVER", f"LLAMA_SERVER names {path}")
+
+
+def choose_engine(native: bool = False, say: Callable[[str], None] | None = None) -> EngineChoice:
+    """The one engine choice (scripts/start_server.sh, `bytesup server start`, a run's server, lessons' own servers):
+    $LLAMA_SERVER, else the cached native build if it passed its smoke test on this CPU, else `llama-server` on
+    PATH, else the embedded engine. BYTESUP_ENGINE=embedded skips the native build and PATH. `native`: only a
+    llama-server binary will do (RPC needs one): $LLAMA_SERVER or the native build, else EngineUnavailable."""
+    explicit = _explicit_server()
+    if explicit is not None:
+        return explicit
+    wanted = os.environ.get(ENGINE_CHOICE, "auto")
+    passed_over = ""
+    if wanted != "embedded" or native:
+        record, bin_dir, why = nativebuild.usable_build(say=say or (lambda line: print(line, file=sys.stderr)))
+        if record is not None and bin_dir is not None:
+            return EngineChoice("llama-server", [str(bin_dir / "llama-server")], "native build", why, record)
+        passed_over = why
+    if native or wanted == "native":
+        raise EngineUnavailable(
+            f"This needs a native llama-server built with RPC, and none is usable: {passed_over}. Build it with "
+            f"`bash {nativebuild.BUILD_SCRIPT}` (about 9 minutes on 2 cores, once per machine), or set LLAMA_SERVER to "
+            "a llama-server built with -DGGML_RPC=ON.")
+    if wanted == "embedded":
+        return EngineChoice("embedded", [sys.executable, "-m", "bytesup.server"], "embedded",
+                            f"the embedded engine ({ENGINE_CHOICE}=embedded)")
     found = shutil.which("llama-server")
     if found:
-        return "llama-server", [found]
-    return "embedded", [sys.executable, "-m", "bytesup.server"]
+        return EngineChoice("llama-server", [found], "PATH", f"llama-server on PATH ({found}); {passed_over}")
+    return EngineChoice("embedded", [sys.executable, "-m", "bytesup.server"], "embedded",
+                        f"the embedded engine: {passed_over}, and no llama-server is on PATH")
 
 
 def speculation_support() -> dict:
     """Whether the engine `choose_engine` picks can decode speculatively (llama-server's --spec-type),
     and why not when it cannot. Nothing is started."""
-    kind, command = choose_engine()
+    chosen = choose_engine()
+    kind, command = chosen.kind, chosen.command
     if kind == "embedded":
         try:
             import xllamacpp
@@ -236,9 +292,10 @@ def _process_started(pid: int) -> float | None:
         return None
 
 
-def _is_our_server(pid: int, port: int, started: float | None) -> bool:
-    """Whether `pid` is still the server bytesup started on `port`: the same process start time
-    as recorded in the pid file, or (an older pid file without it) `--port PORT` on its command line."""
+def _is_ours(pid: int, port: int, started: float | None) -> bool:
+    """Whether `pid` is still the process bytesup started for `port`: the same process start time as
+    recorded in the pid file, or (an older pid file without it) that port on its command line
+    (`--port PORT`, `--port=PORT` or rpc-server's `-p PORT`)."""
     import psutil
 
     try:
@@ -248,14 +305,14 @@ def _is_our_server(pid: int, port: int, started: float | None) -> bool:
         cmd = proc.cmdline()
     except psutil.Error:
         return False
-    return any(a == "--port" and b == str(port) for a, b in zip(cmd, cmd[1:], strict=False)) or f"--port={port}" in cmd
+    return (any(a in ("--port", "-p") and b == str(port) for a, b in zip(cmd, cmd[1:], strict=False))
+            or f"--port={port}" in cmd)
 
 
-def owned_pid(port: int) -> tuple[int | None, str | None]:
-    """The pid of the server bytesup started on `port`, checked before it is trusted. A stale pid
-    file (its process gone, or the pid reused by another program) is removed, and the second
-    value says so."""
-    pid_file = state_dir_for(port) / "pid"
+def owned_pid_in(pid_file: Path, port: int, what: str = "server") -> tuple[int | None, str | None]:
+    """The one pid-ownership rule, for servers and rpc-servers alike: the pid in `pid_file` when it is
+    still the process bytesup started (see `_is_ours`). A stale pid file (its process gone, or the pid
+    reused by another program) is removed, and the second value says so; nothing is ever signalled."""
     if not pid_file.exists():
         return None, None
     lines = pid_file.read_text().split()
@@ -264,14 +321,19 @@ def owned_pid(port: int) -> tuple[int | None, str | None]:
         started = float(lines[1]) if len(lines) > 1 else None
     except ValueError:
         pid, started = 0, None
-    if pid and _pid_alive(pid) and _is_our_server(pid, port, started):
+    if pid and _pid_alive(pid) and _is_ours(pid, port, started):
         return pid, None
     pid_file.unlink(missing_ok=True)
     if pid and _pid_alive(pid):
-        why = f"which is now another program ({_command_of(pid)}), not the server bytesup started"
+        why = f"which is now another program ({_command_of(pid)}), not the {what} bytesup started"
     else:
         why = "which is no longer running"
     return None, f"Removed the stale pid file {pid_file}: it named pid {pid or '?'}, {why}. No process was signalled."
+
+
+def owned_pid(port: int) -> tuple[int | None, str | None]:
+    """The pid of the server bytesup started on `port`, checked before it is trusted (see `owned_pid_in`)."""
+    return owned_pid_in(state_dir_for(port) / "pid", port)
 
 
 def _command_of(pid: int) -> str:
@@ -303,13 +365,15 @@ def _die_with_parent():
 
 
 def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, ...] = (), wait_s: float = 180.0,
-                 die_with_parent: bool = False) -> StartedServer:
+                 die_with_parent: bool = False, native: bool = False) -> StartedServer:
     """Start a server in the background, wait for /health, and record what was started.
 
     An API key reaches the engine through the LLAMA_API_KEY environment variable (read by
     llama-server and by `python -m bytesup.server`), never on its command line, where `ps` shows it.
-    `die_with_parent`: stop the server when this process dies (servers of a lesson's own)."""
+    `die_with_parent`: stop the server when this process dies (servers of a lesson's own).
+    `native`: a llama-server binary only ($LLAMA_SERVER or the native build), as RPC needs (see `choose_engine`)."""
     merged = merge_flags(list(flags))
+    chosen = choose_engine(native=native or bool(merged.get("--rpc")))  # --rpc: only a native llama-server has RPC
     if model is None and merged.get("--model"):
         model = merged["--model"]
     if model is None:
@@ -350,7 +414,7 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
             f"`--server http://{host}:{port + 1}` to the lessons."
         )
 
-    kind, command = choose_engine()
+    command = chosen.command
     on_command_line = {k: v for k, v in merged.items() if k != "--api-key"}
     api_key = merged.get("--api-key")
     env = {**os.environ, "LLAMA_API_KEY": api_key} if api_key else None
@@ -363,7 +427,7 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     # The process's start time beside its pid: a pid reused by another program is never taken for it.
     pid_file.write_text(f"{proc.pid}\n{_process_started(proc.pid) or ''}\n")
     try:
-        return _wait_ready(proc, kind, command, merged, model, host, port, state, wait_s)
+        return _wait_ready(proc, chosen, merged, model, host, port, state, wait_s)
     except BaseException:
         # Ctrl-C or an error while waiting: the half-started server is not left behind.
         _terminate(proc.pid)
@@ -371,8 +435,9 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
         raise
 
 
-def _wait_ready(proc: subprocess.Popen, kind: str, command: list[str], merged: dict, model: Path, host: str, port: int,
+def _wait_ready(proc: subprocess.Popen, chosen: EngineChoice, merged: dict, model: Path, host: str, port: int,
                 state: Path, wait_s: float) -> StartedServer:
+    kind, command = chosen.kind, chosen.command
     pid_file = state / "pid"
     log_path = state / "server.log"
 
@@ -384,9 +449,11 @@ def _wait_ready(proc: subprocess.Popen, kind: str, command: list[str], merged: d
     while True:
         if proc.poll() is not None:
             pid_file.unlink(missing_ok=True)
+            crashed = f" (killed by {nativebuild.signal_name(proc.returncode)})" if proc.returncode < 0 else ""
+            hint = f" {REBUILD_HINT}" if kind == "llama-server" else ""
             raise ServerStartError(
-                f"The {kind} server exited with code {proc.returncode} before it was ready "
-                f"(model {model}). Last lines of {log_path}:\n{_log_tail(log_path)}"
+                f"The {kind} server ({chosen.why}) exited with code {proc.returncode}{crashed} before it was ready "
+                f"(model {model}).{hint} Last lines of {log_path}:\n{_log_tail(log_path)}"
             )
         try:
             h = httpx.get(f"{url}/health", headers=headers, timeout=2.0)
@@ -409,6 +476,7 @@ def _wait_ready(proc: subprocess.Popen, kind: str, command: list[str], merged: d
         "command": command[0] if kind == "llama-server" else "python -m bytesup.server",
         "build": _engine_build(kind, props),
         "build_info": props.get("build_info"),
+        "choice": chosen.facts(),
         "flags": redacted(merged),
         "model": str(model),
         "url": url,
@@ -489,6 +557,7 @@ def main(argv: list[str] | None = None) -> int:
         if action == "start":
             model = rest.pop(0) if rest and not rest[0].startswith("-") else None
             started = start_server(model, rest)
+            print(f"engine: {started.info['choice']['why']}")
             print(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, pid {started.pid}")
             print(f"model {started.info['model']}; log {started.log_path}")
             return 0

@@ -9,6 +9,12 @@ class BytesupError(Exception):
     exit_code = 1
 
 
+class EngineUnavailable(BytesupError):
+    """The engine a step needs (a native llama-server, for RPC) is not on this machine."""
+
+    exit_code = 3
+
+
 class ServerUnreachable(BytesupError):
     def __init__(self, url: str, detail: str = ""):
         self.url = url

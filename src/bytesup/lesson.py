@@ -228,9 +228,10 @@ class LessonContext:
 
     # servers of the lesson's own --------------------------------------------------------
     @contextlib.contextmanager
-    def local_server(self, label: str, model: Path | None, flags: list[str]) -> Iterator[LlamaServer]:
-        """Start a server of our own on a free port (lessons 7 and 8), recorded under `label`.
-        It runs with the user's server flags (see `inherited_flags`), then `flags`."""
+    def local_server(self, label: str, model: Path | None, flags: list[str], native: bool = False) -> Iterator[LlamaServer]:
+        """Start a server of our own on a free port (lessons 7, 8 and 9), recorded under `label`.
+        It runs with the user's server flags (see `inherited_flags`), then `flags`; on the one engine
+        choice (`engine.choose_engine`), a native llama-server only when `native`."""
         if self._replay is not None:
             client = LlamaServer("http://replay", transport=ReplayTransport(self._replay.exchanges, label, self._sink))
             try:
@@ -245,7 +246,7 @@ class LessonContext:
         try:
             try:
                 started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
-                                              die_with_parent=True)
+                                              die_with_parent=True, native=native)
             except ServerStartError:
                 failed_to_start = True
                 raise

@@ -10,7 +10,7 @@ is started by hand on its own machine).
 
 Each started rpc-server gets `.run/rpc-<port>/` with its pid (and process start time) and log.
 `python -m bytesup.rpc` is what scripts/start_server.sh and scripts/stop_server.sh run:
-    serve [MODEL] [llama-server flags…]  start a server; the native build when cached (LLAMA_SERVER wins)
+    serve [MODEL] [llama-server flags…]  start a server on the one engine choice (engine.choose_engine)
     stop [--port N]                       stop it, then the loopback rpc-servers of its --rpc that bytesup started
     start-rpc --port N [--threads T]      one rpc-server on 127.0.0.1:N
     stop-rpc --port N
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import socket
@@ -33,42 +32,32 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlparse
 
-from . import engine, topology
-from .errors import BytesupError, ServerStartError
-from .paths import cache_dir, server_state_dir
+from . import engine, nativebuild, topology
+from .errors import BytesupError, EngineUnavailable, ServerStartError
+from .paths import server_state_dir
 from .serverfacts import is_loopback
 
-BUILD_SCRIPT = "scripts/build_llama_server.sh"
+BUILD_SCRIPT = nativebuild.BUILD_SCRIPT
 LOOPBACK = "127.0.0.1"
 # The names the RPC tool has had: ggml-rpc-server in recent llama.cpp, rpc-server before.
 RPC_PROGRAMS = ("rpc-server", "ggml-rpc-server")
-ENGINE_CHOICE = "BYTESUP_ENGINE"  # "embedded": start_server.sh ignores the native build
 # llama-server prints where each layer went (the "model buffer size" lines) at log verbosity 4 and up.
 TOPOLOGY_LOG = ["-lv", "4"]
 
 
-class RpcUnavailable(BytesupError):
-    exit_code = 3
+class RpcUnavailable(EngineUnavailable):
+    """No rpc-server, or no llama-server that can drive one."""
 
 
 # --- the native build ----------------------------------------------------------------------------
 
-def _version_key(path: Path) -> tuple:
-    version = path.name.removeprefix("llama.cpp-")
-    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[.\-]", version))
-
-
 def native_bin_dir() -> Path | None:
-    """The bin folder of the newest finished native build in the cache, or None."""
-    root = cache_dir()
-    if not root.is_dir():
-        return None
-    builds = [p for p in root.glob("llama.cpp-*") if (p / "BUILT").is_file() and (p / "bin" / "llama-server").is_file()]
-    return max(builds, key=_version_key) / "bin" if builds else None
+    """The bin folder of the newest cached native build that passed its smoke test on this CPU, or None."""
+    return nativebuild.usable_build()[1]
 
 
 def native_program(name: str) -> Path | None:
-    """llama-server, llama-bench or rpc-server of the cached native build."""
+    """llama-server, llama-bench or rpc-server of the cached native build (see `nativebuild`)."""
     folder = native_bin_dir()
     path = folder / name if folder else None
     return path if path is not None and os.access(path, os.X_OK) else None
@@ -91,32 +80,11 @@ def rpc_server_program() -> Path:
 
 
 def rpc_llama_server() -> Path:
-    """The llama-server that drives rpc-servers: $LLAMA_SERVER, else the cached native build."""
-    explicit = os.environ.get("LLAMA_SERVER")
-    if explicit:
-        return Path(shutil.which(explicit) or explicit)
-    found = native_program("llama-server")
-    if found is None:
-        raise RpcUnavailable(
-            "Splitting a model across rpc-servers needs a native llama-server built with RPC (the embedded "
-            f"engine has none). Build it with `bash {BUILD_SCRIPT}`, or set LLAMA_SERVER to a llama-server "
-            "built with -DGGML_RPC=ON.")
-    return found
-
-
-@contextlib.contextmanager
-def native_engine() -> Iterator[Path]:
-    """Servers started inside run the RPC-capable llama-server (engine.start_server reads LLAMA_SERVER)."""
-    program = rpc_llama_server()
-    before = os.environ.get("LLAMA_SERVER")
-    os.environ["LLAMA_SERVER"] = str(program)
+    """The llama-server that drives rpc-servers, by the one engine choice (`engine.choose_engine(native=True)`)."""
     try:
-        yield program
-    finally:
-        if before is None:
-            os.environ.pop("LLAMA_SERVER", None)
-        else:
-            os.environ["LLAMA_SERVER"] = before
+        return Path(engine.choose_engine(native=True).command[0])
+    except EngineUnavailable as exc:
+        raise RpcUnavailable(str(exc)) from None
 
 
 # --- rpc-server processes --------------------------------------------------------------------------
@@ -191,26 +159,8 @@ def start_rpc_server(port: int, threads: int | None = None, host: str = LOOPBACK
 
 
 def owned_rpc_pid(port: int) -> tuple[int | None, str | None]:
-    """The pid of the rpc-server bytesup started on `port`, checked by its process start time."""
-    import psutil
-
-    pid_file = rpc_state_dir(port) / "pid"
-    if not pid_file.exists():
-        return None, None
-    parts = pid_file.read_text().split()
-    try:
-        pid = int(parts[0]) if parts else 0
-        started = float(parts[1]) if len(parts) > 1 else None
-    except ValueError:
-        pid, started = 0, None
-    try:
-        ours = bool(pid) and started is not None and abs(psutil.Process(pid).create_time() - started) < 0.05
-    except psutil.Error:
-        ours = False
-    if ours:
-        return pid, None
-    pid_file.unlink(missing_ok=True)
-    return None, f"Removed the stale pid file {pid_file} (pid {pid or '?'} is not the rpc-server bytesup started)."
+    """The pid of the rpc-server bytesup started on `port`, by the servers' own rule (`engine.owned_pid_in`)."""
+    return engine.owned_pid_in(rpc_state_dir(port) / "pid", port, "rpc-server")
 
 
 def stop_rpc_server(port: int) -> bool:
@@ -293,17 +243,9 @@ def _flag_value(argv: list[str], name: str) -> str | None:
 
 
 def serve(argv: list[str]) -> int:
-    """scripts/start_server.sh: pick the cached native build unless LLAMA_SERVER is set or
-    BYTESUP_ENGINE=embedded, then start the server as engine.main does. --rpc needs a native build."""
+    """scripts/start_server.sh: start the server as engine.main does, on the one engine choice
+    (`engine.choose_engine`); --rpc takes a native llama-server only, with the log verbosity that shows the split."""
     wants_rpc = _flag_value(argv, "--rpc") is not None
-    if not os.environ.get("LLAMA_SERVER") and os.environ.get(ENGINE_CHOICE) != "embedded":
-        native = native_program("llama-server")
-        if native is not None:
-            os.environ["LLAMA_SERVER"] = str(native)
-    if wants_rpc and engine.choose_engine()[0] == "embedded":
-        print(f"error: --rpc needs a native llama-server built with RPC; the embedded engine has none. "
-              f"Build one with `bash {BUILD_SCRIPT}` or set LLAMA_SERVER.", file=sys.stderr)
-        return 3
     if wants_rpc and not any(a in ("-lv", "--verbosity", "--log-verbosity") or a.startswith("--verbosity=") for a in argv):
         argv = [*argv, *TOPOLOGY_LOG]  # so engine.json can record the split
     return engine.main(["start", *argv])

@@ -177,6 +177,7 @@ def measurement_identity(manifest: dict) -> dict[str, Any]:
         "model file": Path(str(model.get("path"))).name if model.get("path") else None,
         "engine": eng.get("engine"),
         "engine build": eng.get("build"),
+        "engine variant": engine.build_variant(eng),
         "host": host.get("hostname"),
         "CPU": host.get("cpu"),
     }

@@ -146,8 +146,8 @@ def start_run_server(url: str, options: RunOptions, console: Console, cleanup: c
     with _spinner(console, f"starting a server on {model.name}"):
         started = engine.start_server(model, ["--port", str(port)], die_with_parent=True)
     console.print(escape(
-        f"No server answers at {url}: started the {started.info['engine']} engine on {model.name} at {started.url} "
-        "for this run; it stops when the run ends (--no-start-server: stop with an error instead)."
+        f"No server answers at {url}: started the {started.info['engine']} engine ({started.info['choice']['why']}) "
+        f"on {model.name} at {started.url} for this run; it stops when the run ends (--no-start-server: stop with an error instead)."
     ), highlight=False, soft_wrap=True)
     return started
 
