@@ -2,7 +2,6 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-PORT ?= 8099
 MODEL ?= smollm2-135m-q4_1
 ARGS ?=
 
@@ -29,7 +28,7 @@ model: install
 	case "$(MODEL)" in *.gguf) ;; *) $(PY) -m bytesup model build $(MODEL) ;; esac
 
 run: install model
-	bash scripts/run_course.sh --port $(PORT) --model $(MODEL) $(ARGS)
+	bash scripts/run_course.sh --model $(MODEL) $(ARGS)
 
 # ruff (pycodestyle, pyflakes, bugbear, implicit string concatenation) and mypy, as configured in pyproject.toml.
 lint: install-test

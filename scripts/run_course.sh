@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Start a server on the default model, run every lesson into outputs/<today>/, stop the server
-# (also on failure or Ctrl-C). Used by `make run`.
-#   scripts/run_course.sh [--port N] [--model NAME|FILE.gguf] [bytesup run-all options…]
+# Run every lesson into outputs/<today>/ on a server of the run's own (used by `make run`).
+#   scripts/run_course.sh [--model NAME|FILE.gguf] [bytesup run-all options…]
+# The run starts its server on a free port and stops it when it ends, however it ends: an error, Ctrl-C,
+# SIGTERM to make or to this script, or make killed outright (the run gets SIGTERM when its parent dies,
+# and the server when the run dies). The resume command it prints for an unfinished run is a `make run`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-port=8099
 model=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --port) port="$2"; shift 2 ;;
     --model) model="$2"; shift 2 ;;
+    --port) shift 2 ;;  # older make run PORT=…: the run's own server takes a free port
     *) break ;;
   esac
 done
@@ -18,8 +19,9 @@ py="$root/.venv/bin/python"
 # The run's server is the embedded engine (or $LLAMA_SERVER when set), even where the native
 # build of scripts/build_llama_server.sh is cached: lesson 9 starts its own servers on that build.
 export BYTESUP_ENGINE="${BYTESUP_ENGINE:-embedded}"
-
-scripts/start_server.sh ${model:+"$model"} --port "$port"
-trap 'scripts/stop_server.sh --port "$port" >/dev/null' EXIT INT TERM
-"$py" -m bytesup server status --port "$port"
-"$py" -m bytesup run-all --server "http://127.0.0.1:$port" --report "$@"
+if [ -n "$model" ]; then
+  export BYTESUP_MODEL="$model"
+fi
+export BYTESUP_MAKE_RUN="make run${model:+ MODEL=$model}"
+export BYTESUP_DIE_WITH_PARENT=1
+exec "$py" -m bytesup run-all --own-server --report "$@"

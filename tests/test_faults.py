@@ -419,9 +419,9 @@ def test_the_resume_hint_repeats_the_runs_own_options_without_the_key(lessons, t
 
 def test_a_missing_field_names_the_real_server_build(lessons, tmp_path, httpx_mock):
     props = dict(load_fixture("props")["response"], build_info="b4321-abcdef")
-    httpx_mock.add_response(url=URL + "/health", json={"status": "ok"})
-    httpx_mock.add_response(url=URL + "/props", json=props)
-    httpx_mock.add_response(url=URL + "/v1/models", json=load_fixture("v1_models")["response"])
+    httpx_mock.add_response(url=URL + "/health", json={"status": "ok"}, is_reusable=True)
+    httpx_mock.add_response(url=URL + "/props", json=props, is_reusable=True)
+    httpx_mock.add_response(url=URL + "/v1/models", json=load_fixture("v1_models")["response"], is_reusable=True)
     broken = {k: v for k, v in load_fixture("completion_decode")["response"].items() if k != "timings"}
     httpx_mock.add_response(url=URL + "/completion", json=broken)
     out = tmp_path / "run"

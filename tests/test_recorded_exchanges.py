@@ -18,14 +18,15 @@ LESSON = "02_tokens_and_embeddings"
 def test_lesson_asks_exactly_the_recorded_requests(httpx_mock, tmp_path):
     source = recorded(LESSON)
     manifest = json.loads((source / "manifest.json").read_text(encoding="utf-8"))
-    # The runner's own look at the server before the lesson: the manifest's snapshots.
-    httpx_mock.add_response(method="GET", url=f"{URL}/health", json={"status": "ok"})
-    httpx_mock.add_response(method="GET", url=f"{URL}/props", json=manifest["engine"]["props"])
-    httpx_mock.add_response(method="GET", url=f"{URL}/v1/models", json=manifest["engine"]["v1_models"])
     for line in (source / "http" / f"{LESSON}.jsonl").read_text(encoding="utf-8").splitlines():
         e = json.loads(line)
         httpx_mock.add_response(method=e["method"], url=URL + e["path"], status_code=e["status"], json=e["response"],
                                 match_json=e["request"] if e["method"] == "POST" else None)
+    # The runner's own looks at the server, at the start and before and after the lesson: the manifest's snapshots,
+    # registered last, so that each recorded answer is handed out first and these only once those are used.
+    httpx_mock.add_response(method="GET", url=f"{URL}/health", json={"status": "ok"}, is_reusable=True)
+    httpx_mock.add_response(method="GET", url=f"{URL}/props", json=manifest["engine"]["props"], is_reusable=True)
+    httpx_mock.add_response(method="GET", url=f"{URL}/v1/models", json=manifest["engine"]["v1_models"], is_reusable=True)
     out = tmp_path / "live"
     # Every model is the same bytes everywhere, so the GGUF read here is the recorded one.
     assert run_lessons([LESSON], RunOptions(server_url=URL, model=recorded_model(LESSON), out=out)) == 0

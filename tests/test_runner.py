@@ -241,7 +241,7 @@ def test_remote_server_is_not_bounded_by_this_host(lessons, tmp_path, httpx_mock
     (lessons / "03_facts.py").write_text(LESSON_FACTS)
     remote = "http://10.20.30.40:8099"
     for name, path in [("health", "/health"), ("props", "/props"), ("v1_models", "/v1/models")]:
-        httpx_mock.add_response(url=remote + path, json=load_fixture(name)["response"])
+        httpx_mock.add_response(url=remote + path, json=load_fixture(name)["response"], is_reusable=True)
     out = tmp_path / "run"
     assert run_lessons(["03_facts"], RunOptions(server_url=remote, out=out)) == 0
     facts = facts_of(out)

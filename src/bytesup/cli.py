@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -16,6 +17,7 @@ from .catalog import discover_lessons, lesson_title, load_lesson
 from .cli_common import err, fail, out
 from .cli_reports import register as register_reports
 from .client import DEFAULT_TIMEOUT_S, LlamaServer
+from .options import MAX_REPEAT, MAX_TIMEOUT_S
 from .errors import BytesupError
 from .escape import rich_text
 from .options import LessonOptions, RunOptions
@@ -67,12 +69,13 @@ ResumeOpt = Annotated[bool, typer.Option("--resume", help=(
     "continue an incomplete run (without --out: the latest unfinished one under outputs/): skip "
     "lessons saved, re-run failed and interrupted ones"))]
 ReplayOpt = Annotated[Optional[Path], typer.Option("--replay", help="serve the lessons from a recorded run folder instead of a server")]
-RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="repetitions of each timed measurement")]
+RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, max=MAX_REPEAT, help=(
+    f"repetitions of each timed measurement (1 to {MAX_REPEAT}; each lesson's timed requests grow with it)"))]
 ApiKeyOpt = Annotated[Optional[str], typer.Option("--api-key", envvar="BYTESUP_API_KEY",
                                                   help="API key of the server (never written to outputs)")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help=(
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT_S, help=(
     "seconds to wait for one server answer, and for the first contact (default 120: a hung server "
-    "fails after 2 minutes; raise it for big models on slow machines)"))]
+    f"fails after 2 minutes; raise it for big models on slow machines, up to {MAX_TIMEOUT_S:g})"))]
 
 
 BandwidthOpt = Annotated[Optional[float], typer.Option("--bandwidth-gbs", help=LessonOptions.model_fields["bandwidth_gbs"].description)]
@@ -91,10 +94,17 @@ StartServerOpt = Annotated[bool, typer.Option(
         "(llama-server when found, else the embedded engine) "
         "on the default model (BYTESUP_MODEL: another preset or GGUF) for the length of the run; "
         "--no-start-server stops with an error instead"))]
+OwnServerOpt = Annotated[bool, typer.Option("--own-server", help=(
+    "always start a server of the run's own on a free port (the default model, BYTESUP_MODEL or --model), even "
+    "when one answers at the default URL; it stops with the run, also when the run is killed (what make run does)"))]
 
 
 def _run_options(*, bandwidth_gbs: float | None, sizes: str | None, rpc: str | None = None, **run: Any) -> RunOptions:
     """The run's options, built once; a bad lesson option stops here (exit status 2), before any request."""
+    if not math.isfinite(run["timeout"]):  # NaN passes a range check
+        err.print(f"[bold red]error:[/bold red] --timeout must be a number of seconds from 0.1 to {MAX_TIMEOUT_S:g}.",
+                  highlight=False)
+        raise typer.Exit(2)
     try:
         lesson_options = LessonOptions.parse({"bandwidth_gbs": bandwidth_gbs, "sizes": sizes, "rpc": rpc})
     except BytesupError as exc:
@@ -138,7 +148,7 @@ def run_cmd(
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
     start_server: StartServerOpt = True, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
-    rpc: RpcOpt = None,
+    rpc: RpcOpt = None, own_server: OwnServerOpt = False,
 ) -> None:
     """Run some lessons against a server (or a recorded run) and save them into a run folder.
 
@@ -147,7 +157,8 @@ def run_cmd(
     """
     options = _run_options(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume, replay=replay,
                            repeat=repeat, timeout=timeout, start_server=start_server, allow_modified=allow_modified,
-                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes, rpc=rpc)
+                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes, rpc=rpc,
+                           own_server=own_server)
     _run(lessons, options, print_tables=print_tables)
 
 
@@ -159,12 +170,13 @@ def run_all_cmd(
     print_tables: PrintOpt = False, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help=(
         "then run the checks and write the run's README.md as one page (`bytesup report`)"))] = False,
-    start_server: StartServerOpt = True,
+    start_server: StartServerOpt = True, own_server: OwnServerOpt = False,
 ) -> None:
-    """Run every lesson in order into one run folder (what `make run` does, with --report)."""
+    """Run every lesson in order into one run folder (what `make run` does, with --own-server --report)."""
     options = _run_options(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume, replay=replay,
                            repeat=repeat, timeout=timeout, start_server=start_server, allow_modified=allow_modified,
-                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes, rpc=rpc)
+                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes, rpc=rpc,
+                           own_server=own_server)
     _run(list(discover_lessons()), options, print_tables=print_tables, report=report)
 
 

@@ -345,7 +345,7 @@ def _command_of(pid: int) -> str:
         return "unknown command"
 
 
-def _die_with_parent():
+def die_with_parent_hook():
     """Linux: a hook for Popen that makes the kernel send SIGTERM to the server when the process
     that started it dies (even by kill -9), so a lesson's own server never outlives its run.
     prctl is looked up here, in the parent: the child only calls it (no loading after fork)."""
@@ -393,10 +393,7 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
         merged["--spec-draft-model"] = str(draft)
 
     host = merged.get("--host") or "127.0.0.1"
-    try:
-        port = int(merged.get("--port") or 8099)
-    except ValueError:
-        raise ServerStartError(f"--port must be a number, not {merged.get('--port')!r}.") from None
+    port = parse_port(merged.get("--port") or "8099")
     state = state_dir_for(port)
     pid_file = state / "pid"
     old, stale = owned_pid(port)
@@ -423,7 +420,7 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     log_path = state / "server.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=env, preexec_fn=_die_with_parent() if die_with_parent else None)
+                                env=env, preexec_fn=die_with_parent_hook() if die_with_parent else None)
     # The process's start time beside its pid: a pid reused by another program is never taken for it.
     pid_file.write_text(f"{proc.pid}\n{_process_started(proc.pid) or ''}\n")
     try:
@@ -539,9 +536,20 @@ def server_status(port: int = 8099) -> dict:
     return {"port": port, "running": info is not None, **(info or {})}
 
 
+def parse_port(value: str | int) -> int:
+    """A TCP port from a flag: a whole number from 1 to 65535, or a one-paragraph error."""
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        port = -1
+    if not 1 <= port <= 65535:
+        raise ServerStartError(f"--port must be a whole number from 1 to 65535, not {value!r}. Example: "
+                               "scripts/start_server.sh --port 8100")
+    return port
+
+
 def _port_from(argv: list[str], default: int = 8099) -> int:
-    flags = parse_flags(argv)
-    return int(flags.get("--port") or default)
+    return parse_port(parse_flags(argv).get("--port") or default)
 
 
 def main(argv: list[str] | None = None) -> int:

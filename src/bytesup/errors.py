@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import re
+
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s]*@")
+
+
+def redact_url(text: str) -> str:
+    """A URL (or any text holding URLs) with its user name and password replaced by ***: credentials in
+    `http://user:password@host` never reach outputs, logs or messages."""
+    return _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", str(text))
+
 
 class BytesupError(Exception):
-    """Base of every error we expect a user to see; the CLI prints it without a traceback."""
+    """Base of every error we expect a user to see; the CLI prints it without a traceback. Its message
+    never holds a URL's credentials (see `redact_url`)."""
 
     exit_code = 1
+
+    def __init__(self, *args: object):
+        super().__init__(*(redact_url(a) if isinstance(a, str) else a for a in args))
 
 
 class EngineUnavailable(BytesupError):

@@ -39,6 +39,7 @@ _HINT = "Pass the path of a .gguf model, or build the default one with `bytesup 
 _MAGIC = b"GGUF"
 _SUPPORTED_VERSIONS = (2, 3)  # version 1 used 32-bit counts and is long gone
 _MAX_DIMS = 4  # GGML_MAX_DIMS in ggml.h
+_MAX_ARRAY_DEPTH = 8  # arrays of arrays: llama.cpp writes none; deeper ones only mean a damaged or hostile file
 
 # struct codes of the fixed-size metadata value types.
 _SCALAR_FMT = {
@@ -140,7 +141,7 @@ class _Walker:
             raise _Cut()
         self.off = off
 
-    def value(self, vtype: int) -> Any:
+    def value(self, vtype: int, depth: int = 0) -> Any:
         vt = _value_type(vtype)
         if vt == GGUFValueType.STRING:
             return self.string()
@@ -151,9 +152,11 @@ class _Walker:
                 self.skip_strings(count)
                 return _Array("STRING", count)
             if item == GGUFValueType.ARRAY:
-                # Nested arrays are legal but unused by llama.cpp; walk them to stay in step.
+                # Nested arrays are legal but unused by llama.cpp; walk them to stay in step, to a sane depth.
+                if depth >= _MAX_ARRAY_DEPTH:
+                    raise ValueError(f"its metadata nests arrays more than {_MAX_ARRAY_DEPTH} deep")
                 for _ in range(count):
-                    self.value(GGUFValueType.ARRAY)
+                    self.value(GGUFValueType.ARRAY, depth + 1)
                 return _Array("ARRAY", count)
             code = _SCALAR_FMT[item]
             nbytes = struct.calcsize(code) * count
@@ -174,12 +177,14 @@ def _value_type(raw: int) -> GGUFValueType:
         raise ValueError(f"an unknown metadata value type {raw}") from None
 
 
-def _first_bytes(path: Path, n: int = 8) -> str:
+def is_gguf(path: str | os.PathLike) -> bool:
+    """Whether `path` is a file that starts with GGUF's magic: the only read made of a file bytesup was not
+    told to open (a path a server reports), and nothing of it is ever shown."""
     try:
         with open(path, "rb") as fh:
-            return repr(fh.read(n))
+            return fh.read(4) == _MAGIC
     except OSError:
-        return "unreadable"
+        return False
 
 
 def _parse_header(path: str | os.PathLike) -> _Header:
@@ -201,7 +206,7 @@ def _parse_header(path: str | os.PathLike) -> _Header:
             raise GGUFError(f"The model file {p} {what}. It was probably cut short while downloading or building. {_HINT}")
         head = fh.read(8)
         if head[:4] != _MAGIC:
-            raise GGUFError(f"{p} is not a GGUF file (its first bytes are {head!r}, not b'GGUF'). {_HINT}")
+            raise GGUFError(f"{p} is not a GGUF file (it does not start with the four bytes GGUF). {_HINT}")
         # A version whose low 16 bits are zero was written on a machine of the other byte order.
         (version,) = struct.unpack("<I", head[4:8])
         order = "<"
@@ -225,10 +230,16 @@ def _parse_header(path: str | os.PathLike) -> _Header:
             f"The model file {p} is truncated: its header runs past the end of the file ({size} bytes). "
             f"The download or build was probably interrupted; delete it and fetch or build it again. {_HINT}"
         ) from None
-    except (ValueError, KeyError, UnicodeDecodeError, OverflowError) as exc:
+    except (ValueError, KeyError, UnicodeDecodeError, OverflowError, RecursionError) as exc:
         raise GGUFError(f"The GGUF header of {p} is corrupt ({exc}). Fetch or build the model again. {_HINT}") from None
     finally:
         buf.close()
+    if not header.tensors:
+        raise GGUFError(f"The GGUF file {p} holds no tensors, so it is no model to run (a vocabulary-only file?). {_HINT}")
+    empty = next((t for t in header.tensors if t.n_elements == 0), None)
+    if empty is not None:
+        raise GGUFError(f"The GGUF file {p} is corrupt: its tensor {empty.name!r} has shape {list(empty.shape)}, with no "
+                        f"elements. Fetch or build the model again. {_HINT}")
     needed = max((t.offset + t.n_bytes for t in header.tensors), default=0)
     if needed > size:
         raise GGUFError(

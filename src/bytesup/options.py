@@ -12,7 +12,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .client import DEFAULT_TIMEOUT_S
-from .errors import BytesupError
+from .errors import BytesupError, redact_url
+
+MAX_TIMEOUT_S = 86400.0  # a day: past that a number of seconds is a typo (inf, 1e300), not a wait
+MAX_REPEAT = 1000  # repetitions of each timed measurement; more would run for days
 
 
 class LessonOptions(BaseModel):
@@ -105,6 +108,9 @@ class RunOptions:
     # With no server given (--server, BYTESUP_SERVER) and none answering at the default URL,
     # start one on the default model for the length of the run (--no-start-server: fail instead).
     start_server: bool = True
+    # Always start a server of the run's own on a free port (what `make run` does), even when one answers at the
+    # default URL; it stops with the run, also when the run is killed.
+    own_server: bool = False
     lesson_options: LessonOptions = field(default_factory=LessonOptions)  # a dict is validated into one
     command: list[str] = field(default_factory=lambda: shown_command(sys.argv))
     allow_modified: bool = False  # replay recordings whose sha256 no longer matches the manifest's
@@ -132,7 +138,7 @@ def shown_command(argv: list[str]) -> list[str]:
 def redact_command(argv: list[str]) -> list[str]:
     """The command line as recorded in the manifest: an API key is never written to outputs."""
     shown, hide_next = [], False
-    for arg in argv:
+    for arg in (redact_url(a) for a in argv):
         if hide_next:
             shown.append("***")
             hide_next = False

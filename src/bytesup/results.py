@@ -118,22 +118,32 @@ class LessonResult(Strict):
         raise KeyError(name)
 
 
-# Step-by-step upgrades of older JSON: UPGRADES[n] turns version n into n + 1.
+# Step-by-step upgrades of an older lesson result: UPGRADES[n] turns version n into n + 1. The run manifest has
+# its own table and version (runs.MANIFEST_UPGRADES): a bump of one never runs the other's steps.
 UPGRADES: dict[int, Any] = {}
 
 
-def upgrade(data: dict[str, Any], kind: str, where: str, current: int = SCHEMA_VERSION) -> dict[str, Any]:
+def upgrade(data: Any, kind: str, where: str, current: int = SCHEMA_VERSION,
+            upgrades: dict[int, Any] | None = None) -> dict[str, Any]:
+    """`data` brought to `current` through `upgrades` (the lesson results' own table unless another is given)."""
+    steps = UPGRADES if upgrades is None else upgrades
+    if not isinstance(data, dict):
+        raise SchemaError(f"{where} holds a JSON {type(data).__name__}, not an object: it is not a bytesup {kind}. "
+                          "Point at a file written by `bytesup run`.")
     version = data.get("schema_version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise SchemaError(f"{where} has no integer schema_version: it is not a bytesup {kind}. "
                           "Point at a file written by `bytesup run`.")
+    if version < current and any(v not in steps for v in range(version, current)):
+        raise SchemaError(f"{where} has {kind} schema version {version}, which no bytesup ever wrote (this one reads "
+                          f"version {current}): the file is damaged or not bytesup's. Re-run the lessons into a new folder.")
     if version > current:
         raise SchemaError(
             f"{where} was written with {kind} schema version {version}, newer than this bytesup "
             f"understands ({current}). Update bytesup (git pull, then make install) to read it."
         )
     while version < current:
-        data = UPGRADES[version](data)
+        data = steps[version](data)
         version = data["schema_version"]
     return data
 

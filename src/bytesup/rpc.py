@@ -138,7 +138,7 @@ def start_rpc_server(port: int, threads: int | None = None, host: str = LOOPBACK
     state = rpc_state_dir(port)
     state.mkdir(parents=True, exist_ok=True)
     log_path = state / "rpc-server.log"
-    hook = engine._die_with_parent() if die_with_parent else None
+    hook = engine.die_with_parent_hook() if die_with_parent else None
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=hook)
@@ -254,8 +254,8 @@ def serve(argv: list[str]) -> int:
 def stop(argv: list[str]) -> int:
     """scripts/stop_server.sh: stop the server, then the loopback rpc-servers of its --rpc that bytesup started."""
     given = _flag_value(argv, "--port") or "8099"
-    if not given.isdigit():
-        print("usage: scripts/stop_server.sh [--port N]", file=sys.stderr)
+    if not given.isdigit() or not 1 <= int(given) <= 65535:
+        print("usage: scripts/stop_server.sh [--port N] (N from 1 to 65535)", file=sys.stderr)
         return 2
     port = int(given)
     info = engine.read_engine_info(port) or {}
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             return stop(rest)
         if action in ("start-rpc", "stop-rpc"):
             port = _flag_value(rest, "--port")
-            if port is None or not port.isdigit():
+            if port is None or not port.isdigit() or not 1 <= int(port) <= 65535:
                 print(f"usage: python -m bytesup.rpc {action} --port N" + (" [--threads T]" if action == "start-rpc" else ""),
                       file=sys.stderr)
                 return 2

@@ -16,6 +16,7 @@ import shlex
 import shutil
 import signal
 import socket
+import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -267,9 +268,16 @@ _DROPPED_WITH_VALUE = {"--out", "--api-key"}
 _DROPPED = {"--force", "--resume"}
 
 
+# scripts/run_course.sh sets this to the `make run …` that started the run, so that the resume command is one
+# that works the same way: make's recipe starts the run's own server again.
+MAKE_RUN_ENV = "BYTESUP_MAKE_RUN"
+_MAKE_RUN_FLAGS = {"bytesup", "run-all", "--own-server", "--report"}  # what run_course.sh adds to ARGS
+
+
 def resume_command(command: list[str], run_dir: Path) -> str:
     """The run's own command with `--out RUN_DIR --resume` (its --force, --out and API key dropped:
-    the key comes from BYTESUP_API_KEY or is typed again)."""
+    the key comes from BYTESUP_API_KEY or is typed again). A run started by `make run` is resumed by
+    `make run … ARGS='… --out RUN_DIR --resume'`."""
     kept, skip = [], False
     for arg in command or ["bytesup", "run-all"]:
         if skip:
@@ -281,6 +289,10 @@ def resume_command(command: list[str], run_dir: Path) -> str:
         if arg in _DROPPED or any(arg.startswith(f"{flag}=") for flag in _DROPPED_WITH_VALUE):
             continue
         kept.append(arg)
+    via = os.environ.get(MAKE_RUN_ENV)
+    if via:
+        args = [a for a in kept if a not in _MAKE_RUN_FLAGS]
+        return f"{via} ARGS={shlex.quote(shlex.join([*args, '--out', str(run_dir), '--resume']))}"
     return shlex.join([*kept, "--out", str(run_dir), "--resume"])
 
 
@@ -305,21 +317,49 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP stop the run by raising (KeyboardInterrupt, Terminated), once. A
+    signal after the first (Ctrl-C pressed again, a second kill) is only acknowledged: it never
+    interrupts the cleanup the first one started (the manifest, the summary, the run's server), and
+    the handlers stay so until the process exits."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    stopping: list[int] = []
 
     def handler(signum: int, _frame: Any) -> None:
+        if stopping:
+            if len(stopping) == 1:
+                print("already stopping: saving the manifest and stopping the run's servers first", file=sys.stderr, flush=True)
+            stopping.append(signum)
+            return
+        stopping.append(signum)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Terminated(signum)
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
         yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        if not stopping:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def die_with_parent() -> None:
+    """Linux: SIGTERM to this process when its parent dies (`make run` killed, even by kill -9), which stops
+    the run as a SIGTERM does. A parent already gone by the time this is set stops it at once."""
+    parent = os.getppid()
+    hook = engine.die_with_parent_hook()
+    if hook is not None:
+        hook()
+    if os.getppid() != parent:
+        raise Terminated(signal.SIGTERM)
 
 
 # --- the folder, its index and its lessons' files ------------------------------------------------

@@ -10,6 +10,7 @@ A run folder (`outputs/<date>/`) holds `<id>.json`, `<id>.md`, `http/<id>.jsonl`
 from __future__ import annotations
 
 import contextlib
+import os
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,12 +29,17 @@ from .lesson import LessonContext, Reporter, RunShared
 from .options import RunOptions, redact_command
 from .replay import RecordingTransport, ReplayTransport
 from .report import write_run_report
-from .runfolder import (DISK_FULL, INDEX_MARK, DiskFull, RunLock, Terminated, choose_run_dir, differences, identity_differences,
-                        keep_failed, resume_command, run_readme, save_lesson, signals_raise)
+from .runfolder import (DISK_FULL, INDEX_MARK, DiskFull, RunLock, Terminated, choose_run_dir, die_with_parent, differences,
+                        identity_differences, keep_failed, resume_command, run_readme, save_lesson, signals_raise)
 from .runs import MANIFEST_SCHEMA_VERSION, load_replay, read_manifest
-from .runserver import answers, check_model_matches, check_server_url, engine_facts, model_path_from, probe, server_given, start_run_server
+from .runserver import (ServerChanged, answers, check_model_matches, check_server_url, confirm_same_server, engine_facts, model_path_from,
+                        probe, server_given, start_run_server)
 from .storage import file_sha256, write_json_atomic, write_text_atomic
 from .summary import print_summary
+
+# Set by scripts/run_course.sh: the run stops (as on SIGTERM) when `make run` dies, however it dies.
+DIE_WITH_PARENT_ENV = "BYTESUP_DIE_WITH_PARENT"
+
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -42,7 +48,10 @@ def _now() -> str:
 def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> int:
     """Run lessons into a run folder. Returns the exit code (0: all ok). A server started for the
     run (`start_run_server`) is stopped when the run ends, however it ends."""
-    with contextlib.ExitStack() as cleanup:
+    # The signal handlers cover the cleanup too: a second Ctrl-C never interrupts stopping the run's server.
+    with signals_raise(), contextlib.ExitStack() as cleanup:
+        if os.environ.get(DIE_WITH_PARENT_ENV):
+            die_with_parent()
         return _run_lessons(lesson_ids, options, console or Console(stderr=True), cleanup)
 
 
@@ -60,8 +69,7 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
     try:
         if taken_over:
             console.print(f"[yellow]{rich_text(taken_over)}[/yellow]", highlight=False)
-        with signals_raise():
-            return _run_locked(run_dir, lesson_ids, options, console, cleanup)
+        return _run_locked(run_dir, lesson_ids, options, console, cleanup)
     finally:
         lock.release()
 
@@ -123,8 +131,12 @@ def _server_for_run(options: RunOptions, todo: list[str], console: Console, clea
             "its header and weights), or leave --model out to use the path the server reports in /props."
         )
     seen = ServerSeen(url=options.server_url or default_base_url(), props={})
+    if options.own_server and server_given(options):
+        raise BytesupError("--own-server starts the run's own server, so it cannot be combined with --server or "
+                           "BYTESUP_SERVER. Drop one of them.")
     if options.replay is None and todo:
-        if options.start_server and not server_given(options) and not answers(seen.url, options.api_key, options.timeout):
+        if options.own_server or (options.start_server and not server_given(options)
+                                  and not answers(seen.url, options.api_key, options.timeout)):
             seen.url = start_run_server(seen.url, options, console, cleanup).url
             seen.started_for_run = True
         seen.props, seen.models = probe(seen.url, options)
@@ -200,7 +212,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     todo = lessons_to_run(run_dir, lesson_ids, options, entries)
     replay_manifest = _replay_manifest(options, todo)
     seen = _server_for_run(options, todo, console, cleanup)
-    model_path = model_path_from(seen.props, options.model)
+    model_path = model_path_from(seen.props, options.model, console)
     now = _now()
     base = manifest_facts(options, replay_manifest, seen, model_path, manifest, todo)
 
@@ -250,6 +262,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     failures = 0
     interrupted: KeyboardInterrupt | None = None
     disk_full: DiskFull | None = None
+    server_changed: ServerChanged | None = None
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=True) as progress:
         for lid in todo:
@@ -270,6 +283,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                                          options.allow_modified)
                     client = LlamaServer("http://replay", transport=ReplayTransport(replay.exchanges, "main", sink))
                 else:
+                    # The server must still serve what it served at the start, before and after the lesson.
+                    confirm_same_server(seen.url, options, seen.props, seen.models, lid)
                     client = LlamaServer(seen.url, options.api_key, timeout=options.timeout,
                                          transport=RecordingTransport(sink, "main"), build=build)
                 ctx = LessonContext(lid, title, server=client, options=options, model_path=model_path,
@@ -278,6 +293,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident
                 result = module.main(ctx)
+                if options.replay is None:
+                    confirm_same_server(seen.url, options, seen.props, seen.models, lid)
                 save_lesson(run_dir, result, sink)
                 entry.update({"status": "ok", "finished_at": result.finished_at, "json": f"{lid}.json", "markdown": f"{lid}.md",
                               "http_sha256": file_sha256(run_dir / "http" / f"{lid}.jsonl")})
@@ -302,6 +319,11 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 else:
                     disk_full = DiskFull(exc.filename or run_dir, lid, resume)
                     entry.update({"status": "failed", "error": str(disk_full)})
+            except ServerChanged as exc:  # nothing more can be measured on this server: the run stops, resumable
+                failures += 1
+                entry.update({"status": "failed", "error": str(exc)})
+                console.print(f"[red]✗ {lid}: the run stopped:[/red] {rich_text(exc)}", highlight=False)
+                server_changed = exc
             except BytesupError as exc:
                 failures += 1
                 entry.update({"status": "failed", "error": str(exc)})
@@ -320,7 +342,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                     save_manifest()
                 except DiskFull as exc:
                     disk_full = disk_full or exc
-            if interrupted is not None or disk_full is not None:
+            if interrupted is not None or disk_full is not None or server_changed is not None:
                 break
 
     # The run's bandwidth again after its decode work, unless a lesson (the capstone) took it already.

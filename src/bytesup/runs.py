@@ -20,7 +20,11 @@ from .results import LessonResult, load_result, upgrade
 from .storage import file_sha256
 
 MANIFEST_SCHEMA_VERSION = 1
+# Step-by-step upgrades of an older manifest, MANIFEST_UPGRADES[n] turning version n into n + 1: the manifest's own,
+# apart from the lesson results' (results.UPGRADES).
+MANIFEST_UPGRADES: dict[int, Any] = {}
 LESSON_JSON = re.compile(r"^(\d\d_[a-z0-9_]+)\.json$")
+LESSON_ID = re.compile(r"^\d\d_[a-z0-9_]+$")  # a lesson id names a file inside the run folder, never a path
 
 
 def read_manifest(run_dir: Path) -> dict | None:
@@ -33,7 +37,15 @@ def read_manifest(run_dir: Path) -> dict | None:
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         raise RunFolderError(f"{path} is not valid JSON ({exc}). The run folder is damaged: re-run the lessons "
                              "into a new folder (or restore manifest.json from a copy).") from None
-    return upgrade(data, "run manifest", str(path), MANIFEST_SCHEMA_VERSION)
+    except RecursionError:
+        raise RunFolderError(f"{path} nests its JSON too deeply to be a bytesup manifest. The run folder is damaged: "
+                             "re-run the lessons into a new folder (or restore manifest.json from a copy).") from None
+    manifest = upgrade(data, "run manifest", str(path), MANIFEST_SCHEMA_VERSION, MANIFEST_UPGRADES)
+    lessons = manifest.get("lessons", {})
+    if not isinstance(lessons, dict) or any(not LESSON_ID.match(str(k)) or not isinstance(v, dict) for k, v in lessons.items()):
+        raise RunFolderError(f"{path} lists lessons that are not lesson ids (NN_name) with their entries. The run folder "
+                             "is damaged or was edited: re-run the lessons into a new folder.")
+    return manifest
 
 
 # --- a whole run ---------------------------------------------------------------------------
@@ -165,11 +177,17 @@ def load_replay(run_dir: Path, lesson_id: str, entry: dict | None = None, allow_
         if not line.strip():
             continue
         try:
-            exchanges.append(json.loads(line))
-        except json.JSONDecodeError as exc:
+            exchange = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
             raise RunFolderError(
-                f"Line {n} of {http} is not valid JSON ({exc.msg}): the recording is truncated or damaged, "
+                f"Line {n} of {http} is not valid JSON ({why}): the recording is truncated or damaged, "
                 f"so {lesson_id} cannot be replayed. The other lessons are replayed; re-record this one "
                 "against a live server."
             ) from None
+        if not isinstance(exchange, dict):
+            raise RunFolderError(
+                f"Line {n} of {http} is a JSON {type(exchange).__name__}, not a recorded exchange (an object): the "
+                f"recording is damaged, so {lesson_id} cannot be replayed. Re-record this one against a live server.")
+        exchanges.append(exchange)
     return ReplaySource(result=result, exchanges=exchanges, recorded=recorded)

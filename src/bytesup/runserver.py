@@ -17,9 +17,9 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from . import engine, models
 from .client import LlamaServer
-from .errors import BytesupError, ServerUnreachable
+from .errors import BytesupError, ServerUnreachable, redact_url
 from .formulas import batch_sizes
-from .gguf_read import read_model_info
+from .gguf_read import is_gguf, read_model_info
 from .options import RunOptions
 from .serverfacts import is_loopback
 
@@ -42,6 +42,35 @@ def probe(url: str, options: RunOptions) -> tuple[dict[str, Any], dict | None]:
         except BytesupError:
             served = None
     return props, served
+
+
+class ServerChanged(BytesupError):
+    """The server answering the run's URL is no longer the one the run started with."""
+
+
+def served_identity(props: dict[str, Any], models: dict | None) -> dict[str, Any]:
+    """What must stay the same for every lesson of a run to measure one thing: the model the server
+    serves (its path, type, parameters and tensor bytes), its build, its context and its slots."""
+    data = (models or {}).get("data") or []
+    meta = (data[0].get("meta") if data and isinstance(data[0], dict) else None) or {}
+    settings = props.get("default_generation_settings") or {}
+    return {"model path": props.get("model_path"), "model type": props.get("model_ftype"),
+            "model parameters": meta.get("n_params"), "model tensor bytes": meta.get("size"),
+            "build": props.get("build_info"), "context": settings.get("n_ctx") if isinstance(settings, dict) else None,
+            "slots": props.get("total_slots")}
+
+
+def confirm_same_server(url: str, options: RunOptions, props: dict[str, Any], models: dict | None, lesson_id: str) -> None:
+    """Probe the server again (nothing is recorded) and stop the run when it serves something else than at the
+    start: another model, build or setting, as when a server was swapped or restarted on the same port."""
+    now_props, now_models = probe(url, options)
+    before, now = served_identity(props, models), served_identity(now_props, now_models)
+    diffs = [f"{name} was {before[name]!r}, now {now[name]!r}" for name in before if before[name] != now[name]]
+    if diffs:
+        raise ServerChanged(
+            f"The server at {redact_url(url)} changed during the run, at {lesson_id}: {'; '.join(diffs)}. Nothing of "
+            f"{lesson_id} was saved, and the lessons saved before are kept. Serve the run's model again and resume "
+            "the run (the command is printed below), or start a new run with --out DIR against the new server.")
 
 
 def check_model_matches(model: Path, models: dict | None) -> None:
@@ -71,7 +100,7 @@ def engine_facts(url: str, props: dict, models: dict | None) -> dict:
         port = int(m.group(1))
     info = engine.read_engine_info(port) if port and is_loopback(urlparse(url).hostname or "") else None
     facts = dict(info) if info else observed_engine(props)
-    facts.update({"url": url, "props": props, "v1_models": models})
+    facts.update({"url": redact_url(url), "props": props, "v1_models": models})
     # Prefill reads the weights once per micro-batch: what n_batch and n_ubatch the server runs with.
     facts["batching"] = batch_sizes(facts.get("flags"))
     return facts
@@ -89,13 +118,22 @@ def observed_engine(props: dict) -> dict:
             "build": build, "flags": flags, "flags_source": "observed in /props; other flags unknown"}
 
 
-def model_path_from(props: dict, explicit: Path | None) -> Path | None:
+def model_path_from(props: dict, explicit: Path | None, console: Console | None = None) -> Path | None:
+    """The GGUF the lessons read: --model, else the path the server reports in /props when it is a GGUF file
+    here. A reported path is opened only to read its first four bytes, GGUF's magic: a server never makes
+    bytesup read, hash or show another file."""
     if explicit is not None:
         return explicit
     served = props.get("model_path")
-    if served and Path(served).is_file():
-        return Path(served)
-    return None
+    if not served or not isinstance(served, str) or not Path(served).is_file():
+        return None
+    if not is_gguf(served):
+        if console is not None:
+            console.print(escape(
+                f"The server reports model_path {served!r}, which is no GGUF file here; it was not read. Name the model "
+                "file explicitly with --model FILE.gguf."), highlight=False, soft_wrap=True)
+        return None
+    return Path(served)
 
 
 MODEL_ENV = "BYTESUP_MODEL"
@@ -145,10 +183,12 @@ def start_run_server(url: str, options: RunOptions, console: Console, cleanup: c
     cleanup.callback(_stop_run_server, port)  # before starting: a start cut short is stopped too
     with _spinner(console, f"starting a server on {model.name}"):
         started = engine.start_server(model, ["--port", str(port)], die_with_parent=True)
+    why = "The run has its own server" if options.own_server else f"No server answers at {redact_url(url)}"
     console.print(escape(
-        f"No server answers at {url}: started the {started.info['engine']} engine ({started.info['choice']['why']}) "
-        f"on {model.name} at {started.url} for this run; it stops when the run ends (--no-start-server: stop with an error instead)."
-    ), highlight=False, soft_wrap=True)
+        f"{why}: started the {started.info['engine']} engine ({started.info['choice']['why']}) "
+        f"on {model.name} at {started.url} for this run; it stops when the run ends"
+        + ("." if options.own_server else " (--no-start-server: stop with an error instead)."
+    )), highlight=False, soft_wrap=True)
     return started
 
 

@@ -1,0 +1,400 @@
+"""The second round of faults (issue 23), one section per class. Each test fails on the code before the fix.
+Bad server behaviour comes from tests/fakes.py's FakeServer, a stand-in llama-server, or hand-made files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from gguf import GGMLQuantizationType as QT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from bytesup import engine, gguf_read, runfolder
+from bytesup.cli import app
+from bytesup.errors import BytesupError, RunFolderError, SchemaError, redact_url
+from bytesup.gguf_read import GGUFError
+from bytesup.options import RunOptions, redact_command
+from bytesup.runner import run_lessons
+from bytesup.runs import load_replay, read_manifest
+
+from conftest import load_fixture
+from fakes import FakeServer, fake_engine
+from test_engine_faults import wait_for
+from test_gguf_read import write_model
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = {p: (200, load_fixture(n)["response"]) for n, p in [("health", "/health"), ("props", "/props"), ("v1_models", "/v1/models")]}
+
+LESSON_SLEEPS = '''"""Marks that it runs, then waits: a lesson to interrupt."""
+import os, time
+from pathlib import Path
+TITLE = "Sleeps (test)"
+def main(ctx):
+    Path(os.environ["MARK"]).write_text("running")
+    time.sleep(60)
+    return ctx.finish()
+'''
+
+LESSON_QUICK = '''"""Asks the server nothing and finishes; with FLIP set, the server serves another model afterwards."""
+import os
+from pathlib import Path
+TITLE = "Quick (test)"
+def main(ctx):
+    if os.environ.get("FLIP"):
+        Path(os.environ["FLIP"]).write_text("swapped")
+    return ctx.finish()
+'''
+
+
+def words(text: str) -> str:
+    return " ".join(text.replace("│", " ").split())
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@pytest.fixture
+def lessons_dir(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "lessons"
+    folder.mkdir()
+    (folder / "01_sleeps.py").write_text(LESSON_SLEEPS)
+    (folder / "02_quick.py").write_text(LESSON_QUICK)
+    (folder / "03_quick.py").write_text(LESSON_QUICK)
+    monkeypatch.setenv("BYTESUP_LESSONS", str(folder))
+    return folder
+
+
+# --- 1. signals and resume ---------------------------------------------------------------------------
+
+def start_run(tmp_path, lessons_dir, url: str, *extra: str, parent: bool = False, env: dict | None = None):
+    mark = tmp_path / "mark"
+    env = {**os.environ, "MARK": str(mark), **(env or {})}
+    argv = [sys.executable, "-m", "bytesup", "run", "01_sleeps", "--server", url, "--out", str(tmp_path / "run"), *extra]
+    if parent:  # a shell in between, as make is: the run's parent, killed in the test
+        argv = ["bash", "-c", " ".join(f"'{a}'" for a in argv) + "; sleep 60"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    wait_for(mark.exists)
+    return proc
+
+
+@pytest.mark.parametrize("count", [3, 5])
+def test_ctrl_c_pressed_again_and_again_never_undoes_the_cleanup(tmp_path, lessons_dir, count):
+    with FakeServer(SERVER) as server:
+        run = start_run(tmp_path, lessons_dir, server.url)
+        try:
+            for _ in range(count):
+                run.send_signal(signal.SIGINT)
+                time.sleep(0.001)
+            code = run.wait(timeout=30)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    output = run.stdout.read()
+    assert code == 130, output
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "incomplete" and manifest["lessons"]["01_sleeps"]["status"] == "interrupted"
+    assert "continues it" in output and "--resume" in output and "Traceback" not in output
+
+
+def test_sigterm_then_ctrl_c_still_saves_the_manifest(tmp_path, lessons_dir):
+    with FakeServer(SERVER) as server:
+        run = start_run(tmp_path, lessons_dir, server.url)
+        run.send_signal(signal.SIGTERM)
+        time.sleep(0.3)  # two signals pending at once are handled in signal-number order, SIGINT first
+        run.send_signal(signal.SIGINT)
+        code = run.wait(timeout=30)
+    assert code == 143
+    entry = json.loads((tmp_path / "run" / "manifest.json").read_text())["lessons"]["01_sleeps"]
+    assert entry["status"] == "interrupted" and "SIGTERM" in entry["error"]
+
+
+def test_a_run_told_to_die_with_its_parent_stops_cleanly_when_the_parent_is_killed(tmp_path, lessons_dir):
+    with FakeServer(SERVER) as server:
+        shell = start_run(tmp_path, lessons_dir, server.url, parent=True, env={"BYTESUP_DIE_WITH_PARENT": "1"})
+        run_pid = next(p.pid for p in psutil.Process(shell.pid).children() if "bytesup" in " ".join(p.cmdline()))
+        shell.kill()  # kill -9 of the parent, as of make
+        shell.wait()
+        wait_for(lambda: not alive(run_pid))
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    entry = manifest["lessons"]["01_sleeps"]
+    assert entry["status"] == "interrupted" and "SIGTERM" in entry["error"] and manifest["status"] == "incomplete"
+
+
+def test_the_own_server_of_a_run_dies_with_it_even_on_kill_9(tmp_path, lessons_dir, monkeypatch):
+    """--own-server (make run): the run's server is started for it and dies when the run is killed outright."""
+    model = tmp_path / "small.gguf"
+    write_model(model, QT.F16)
+    env = {"LLAMA_SERVER": str(fake_engine(tmp_path)), "BYTESUP_MODEL": str(model)}
+    mark = tmp_path / "mark"
+    run = subprocess.Popen([sys.executable, "-m", "bytesup", "run", "01_sleeps", "--own-server", "--out", str(tmp_path / "run")],
+                           env={**os.environ, "MARK": str(mark), **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(mark.exists)
+        state = Path(os.environ["BYTESUP_STATE"])
+        server_pid = int(next(state.glob("server-*/pid")).read_text().split()[0])
+        assert alive(server_pid)
+        run.kill()
+        run.wait(timeout=30)
+        wait_for(lambda: not alive(server_pid), timeout=15)  # PDEATHSIG
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert "The run has its own server" in run.stdout.read()
+
+
+def test_own_server_and_server_exclude_each_other(tmp_path, lessons_dir):
+    with pytest.raises(BytesupError, match="cannot be combined with --server"):
+        run_lessons(["02_quick"], RunOptions(server_url="http://127.0.0.1:9", own_server=True, out=tmp_path / "run"))
+
+
+def test_the_resume_command_of_a_make_run_is_a_make_run(monkeypatch, tmp_path):
+    command = ["bytesup", "run-all", "--own-server", "--report", "--repeat", "5", "--out", "old", "--force"]
+    monkeypatch.delenv(runfolder.MAKE_RUN_ENV, raising=False)
+    assert runfolder.resume_command(command, tmp_path / "r") == (
+        f"bytesup run-all --own-server --report --repeat 5 --out {tmp_path / 'r'} --resume")
+    monkeypatch.setenv(runfolder.MAKE_RUN_ENV, "make run MODEL=tiny-q8_0")
+    assert runfolder.resume_command(command, tmp_path / "r") == (
+        f"make run MODEL=tiny-q8_0 ARGS='--repeat 5 --out {tmp_path / 'r'} --resume'")
+
+
+def test_run_course_starts_the_run_with_its_own_server_and_a_make_resume():
+    script = (ROOT / "scripts" / "run_course.sh").read_text()
+    assert "exec \"$py\" -m bytesup run-all --own-server --report" in script
+    assert "BYTESUP_DIE_WITH_PARENT=1" in script and "BYTESUP_MAKE_RUN=" in script
+    assert "start_server.sh" not in script  # no server outside the run, for make's trap to stop too early
+
+
+# --- 2. the server changes under a run ---------------------------------------------------------------
+
+def swapping_server(flag: Path) -> FakeServer:
+    """The default model's /props and /v1/models until `flag` exists, then tiny-q8_0's path and size."""
+    props = load_fixture("props")["response"]
+    models = load_fixture("v1_models")["response"]
+
+    def now_props(_body):
+        if flag.exists():
+            return 200, {**props, "model_path": "/elsewhere/tiny-q8_0.gguf"}
+        return 200, props
+
+    def now_models(_body):
+        if flag.exists():
+            data = [{**models["data"][0], "meta": {**models["data"][0].get("meta", {}), "size": 123}}]
+            return 200, {**models, "data": data}
+        return 200, models
+
+    return FakeServer({"/health": (200, {"status": "ok"}), "/props": now_props, "/v1/models": now_models})
+
+
+def test_a_model_swapped_between_lessons_stops_the_run_naming_both(tmp_path, lessons_dir, monkeypatch):
+    flag = tmp_path / "flag"
+    monkeypatch.setenv("FLIP", str(flag))
+    out = tmp_path / "run"
+    with swapping_server(flag) as server:
+        code = run_lessons(["02_quick", "03_quick"], RunOptions(server_url=server.url, out=out))
+    assert code == 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    entries = manifest["lessons"]
+    # 02 swapped the server while it ran: its own result is not saved either, and 03 never starts.
+    assert entries["02_quick"]["status"] == "failed" and entries["03_quick"]["status"] == "pending"
+    error = entries["02_quick"]["error"]
+    assert "changed during the run" in error and "/elsewhere/tiny-q8_0.gguf" in error and "model tensor bytes" in error
+    assert not (out / "02_quick.json").exists() and manifest["status"] == "incomplete"
+
+
+def test_a_server_that_stays_the_same_passes_the_check(tmp_path, lessons_dir):
+    out = tmp_path / "run"
+    with swapping_server(tmp_path / "never") as server:
+        assert run_lessons(["02_quick", "03_quick"], RunOptions(server_url=server.url, out=out)) == 0
+
+
+# --- 5. secrets and the local file system ------------------------------------------------------------
+
+def test_credentials_in_a_url_never_reach_outputs_or_messages(tmp_path, lessons_dir, capsys):
+    out = tmp_path / "run"
+    with FakeServer(SERVER) as server:
+        url = server.url.replace("http://", "http://alice:hunter2pw@")
+        command = ["bytesup", "run", "02_quick", "--server", url]
+        assert run_lessons(["02_quick"], RunOptions(server_url=url, out=out, command=command)) == 0
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert b"hunter2pw" not in path.read_bytes(), path
+    assert "hunter2pw" not in capsys.readouterr().err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["engine"]["url"].startswith("http://***@127.0.0.1:")
+
+
+def test_redaction_by_hand():
+    assert redact_url("http://alice:pw@127.0.0.1:8301/x") == "http://***@127.0.0.1:8301/x"
+    assert redact_url("see https://u@h and http://h2:1") == "see https://***@h and http://h2:1"
+    assert redact_command(["--server", "http://a:b@h:1"]) == ["--server", "http://***@h:1"]
+    assert "b@" not in str(BytesupError("No server at http://a:b@h:1"))
+
+
+def test_a_server_reported_path_that_is_not_a_gguf_is_never_read(tmp_path, lessons_dir, capsys):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET: the combination is 1234\n" * 10)
+    answers = dict(SERVER)
+    answers["/props"] = (200, {**load_fixture("props")["response"], "model_path": str(secret)})
+    out = tmp_path / "run"
+    with FakeServer(answers) as server:
+        assert run_lessons(["02_quick"], RunOptions(server_url=server.url, out=out)) == 0
+    said = capsys.readouterr().err
+    assert "TOPSECRE" not in said and "no GGUF file here; it was not read" in said and "--model" in said
+    manifest = (out / "manifest.json").read_text()
+    assert "TOPSECRE" not in manifest and "sha256" not in json.loads(manifest)["model"]
+
+
+def test_a_file_that_is_not_a_gguf_is_named_without_its_bytes(tmp_path):
+    bad = tmp_path / "not.gguf"
+    bad.write_text("TOPSECRET and more text to pass the size check\n")
+    with pytest.raises(GGUFError) as err:
+        gguf_read.check_gguf(bad)
+    assert "TOPSECRE" not in str(err.value) and "does not start with the four bytes GGUF" in str(err.value)
+
+
+# --- 6. no traceback from any input ------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["inf", "1e300", "nan", "-1"])
+def test_a_timeout_that_is_no_number_of_seconds_is_refused(value, tmp_path):
+    res = CliRunner().invoke(app, ["run", "01_x", "--timeout", value, "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "Traceback" not in res.output and not isinstance(res.exception, OverflowError)
+
+
+def test_a_repeat_past_the_limit_is_refused(tmp_path):
+    res = CliRunner().invoke(app, ["run", "01_x", "--repeat", "1000000", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "1000" in words(res.output) and "--repeat" in words(res.output)
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "0", "http"])
+def test_a_port_out_of_range_is_one_paragraph(port, capsys):
+    assert engine.main(["start", "--port", port]) == 1
+    assert "--port must be a whole number from 1 to 65535" in capsys.readouterr().err
+    assert engine.main(["status", "--port", port]) == 1
+
+
+def write_manifest(folder: Path, data) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").write_text(json.dumps(data))
+    return folder
+
+
+@pytest.mark.parametrize("data", [[], [1, 2], "text", {"schema_version": 0}, {"schema_version": -5},
+                                  {"schema_version": True}, {"schema_version": 1, "lessons": {"../../x": {}}},
+                                  {"schema_version": 1, "lessons": {"01_a": "ok"}}, {"schema_version": 1, "lessons": []}])
+def test_a_damaged_manifest_is_one_paragraph(tmp_path, data):
+    with pytest.raises((RunFolderError, SchemaError)):
+        read_manifest(write_manifest(tmp_path / "run", data))
+
+
+def test_a_resume_into_a_damaged_manifest_is_one_paragraph(tmp_path, lessons_dir):
+    out = write_manifest(tmp_path / "run", [1])
+    res = CliRunner().invoke(app, ["run", "02_quick", "--out", str(out), "--resume", "--replay", str(out)])
+    assert res.exit_code == 1 and "not an object" in res.output and res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_a_deeply_nested_manifest_is_one_paragraph(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(RunFolderError, match="too deeply"):
+        read_manifest(folder)
+
+
+def test_the_manifest_and_the_results_upgrade_by_their_own_steps(monkeypatch):
+    from bytesup import results, runs
+
+    def result_step(d):
+        raise AssertionError("a result's step ran on a manifest")
+
+    monkeypatch.setitem(results.UPGRADES, 0, result_step)
+    with pytest.raises(SchemaError, match="no bytesup ever wrote"):
+        results.upgrade({"schema_version": 0}, "run manifest", "m.json", runs.MANIFEST_SCHEMA_VERSION, runs.MANIFEST_UPGRADES)
+    monkeypatch.setitem(runs.MANIFEST_UPGRADES, 0, lambda d: {**d, "schema_version": 1, "upgraded": "manifest"})
+    assert results.upgrade({"schema_version": 0}, "run manifest", "m.json", 1, runs.MANIFEST_UPGRADES)["upgraded"] == "manifest"
+
+
+def recorded_lesson(folder: Path, lines: list[str]) -> Path:
+    from lessonkit import recorded
+
+    source = recorded("01_model_on_disk")
+    folder.mkdir(parents=True)
+    (folder / "01_model_on_disk.json").write_bytes((source / "01_model_on_disk.json").read_bytes())
+    (folder / "http").mkdir()
+    (folder / "http" / "01_model_on_disk.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize("line", ["[1, 2]", "42", '"text"', "null", "[" * 100_000 + "]" * 100_000])
+def test_recording_lines_that_are_not_exchanges_are_one_paragraph(tmp_path, line):
+    folder = recorded_lesson(tmp_path / "run", [line])
+    with pytest.raises(RunFolderError, match="Line 1 of"):
+        load_replay(folder, "01_model_on_disk", allow_modified=True)
+
+
+def degenerate_gguf(path: Path, tensors: list[tuple[str, list[int]]], nested: int = 0) -> Path:
+    """A GGUF written by gguf's writer: F32 tensors of the given shapes, and optionally arrays nested `nested` deep."""
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    value: list = [1]
+    for _ in range(nested):
+        value = [value]
+    if nested:
+        writer.add_array("test.nested", value)
+    for name, shape in tensors:
+        writer.add_tensor(name, np.zeros(shape, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_gguf_without_tensors_or_with_an_empty_one_is_one_paragraph(tmp_path):
+    with pytest.raises(GGUFError, match="holds no tensors"):
+        gguf_read.read_model_info(degenerate_gguf(tmp_path / "none.gguf", []))
+    with pytest.raises(GGUFError, match="with no elements"):
+        gguf_read.read_model_info(degenerate_gguf(tmp_path / "empty.gguf", [("token_embd.weight", [0, 4])]))
+
+
+def test_arrays_nested_too_deep_are_one_paragraph(tmp_path):
+    path = degenerate_gguf(tmp_path / "deep.gguf", [("token_embd.weight", [2, 4])], nested=12)
+    with pytest.raises(GGUFError, match="nests arrays more than 8 deep"):
+        gguf_read.read_model_info(path)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.binary(min_size=0, max_size=400))
+def test_any_bytes_after_the_magic_are_a_gguf_error_never_a_traceback(tmp_path, body):
+    path = tmp_path / "fuzz.gguf"
+    path.write_bytes(b"GGUF\x03\x00\x00\x00" + body)
+    try:
+        gguf_read.read_model_info(path)
+    except GGUFError:
+        pass
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                         lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=5), kids, max_size=3),
+                         max_leaves=20))
+def test_any_json_as_a_manifest_is_a_manifest_or_one_paragraph(tmp_path, data):
+    folder = write_manifest(tmp_path / "fuzz", data)
+    try:
+        read_manifest(folder)
+    except (RunFolderError, SchemaError):
+        pass
