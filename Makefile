@@ -40,7 +40,7 @@ lint: install-test
 # once its smoke test has run on the tiny preset and the default model (see README: the build's variants).
 test: install-test lint model
 	nice -n 10 bash scripts/build_llama_server.sh >/dev/null
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=10
 
 # Mutation benchmark, not part of `make test` (slow): mutmut over the shared modules, ceiling.py and every lesson's
 # computation section, or the files in MUTANTS (source[=test,test], e.g. MUTANTS=lessons/08_capstone_decode_memory_bound.py);

@@ -160,6 +160,46 @@ def latest_unfinished(root: Path) -> Path | None:
     return max(found)[2] if found else None
 
 
+def _manifests_under(root: Path) -> Iterator[tuple[Path, dict]]:
+    if not root.is_dir():
+        return
+    for folder in root.iterdir():
+        try:
+            data = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("lessons"), dict):
+            yield folder, data
+
+
+def fmt_seconds(seconds: float) -> str:
+    """12 s, 3 min 05 s."""
+    whole = round(seconds)
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+
+
+def estimate(root: Path, manifest: dict, todo: list[str], skip: Path | None = None) -> str:
+    """One line: how long `todo` will take, from the latest earlier run under `root` that measured with the same
+    configuration (`identity_differences` finds none) and timed every lesson in `todo`; or that there is none."""
+    best: tuple[str, Path, float] | None = None
+    for folder, data in _manifests_under(root):
+        if skip is not None and folder.resolve() == skip.resolve():
+            continue
+        entries = data["lessons"]
+        timed = [entries.get(lid, {}).get("seconds") for lid in todo]
+        if any(not isinstance(t, (int, float)) or entries[lid].get("status") != "ok" for lid, t in zip(todo, timed, strict=True)):
+            continue
+        if identity_differences(data, manifest):
+            continue
+        when = str(data.get("updated_at") or "")
+        if best is None or when > best[0]:
+            best = (when, folder, float(sum(t for t in timed if isinstance(t, (int, float)))))
+    n = f"{len(todo)} lesson{'s' if len(todo) != 1 else ''}"
+    if best is None:
+        return f"estimate: none for {n} (no earlier run under {root} measured with this configuration)"
+    return f"estimate: about {fmt_seconds(best[2])} for {n}, as the comparable run {best[1].name} took"
+
+
 # --- resuming the same configuration -----------------------------------------------------------
 
 # Flags that do not change what is measured (where the server listens, its key, its log file).
@@ -407,12 +447,17 @@ def run_readme(run_dir: Path, manifest: dict) -> str:
                          f"({host.get('cpu')}, {host.get('cores')} cores)"))
     lines.append(md_text(f"· engine {eng.get('engine', '?')} {eng.get('build', '')} · model {model.get('path', '?')}"))
     lines.append("")
-    lines.append("| lesson | status | result |")
-    lines.append("|---|---|---|")
+    lines.append("| lesson | status | time | result |")
+    lines.append("|---|---|---|---|")
     for lid, entry in sorted(manifest.get("lessons", {}).items()):
         link = (f"[{md_text(entry.get('title', lid), cell=True)}]({lid}.md)" if entry.get("status") == "ok"
                 else md_text(entry.get("error", "")[:200], cell=True))
-        lines.append(f"| `{lid}` | {entry.get('status')} | {link} |")
+        seconds = entry.get("seconds")
+        took = fmt_seconds(seconds) if isinstance(seconds, (int, float)) else ""
+        lines.append(f"| `{lid}` | {entry.get('status')} | {took} | {link} |")
+    total = manifest.get("lessons_seconds")
+    if isinstance(total, (int, float)):
+        lines += ["", md_text(f"The lessons took {fmt_seconds(total)} of wall time in all.")]
     return "\n".join(lines) + "\n"
 
 

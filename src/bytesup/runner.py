@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -29,7 +30,8 @@ from .lesson import LessonContext, Reporter, RunShared
 from .options import RunOptions, redact_command
 from .replay import RecordingTransport, ReplayTransport
 from .report import write_run_report
-from .runfolder import (DISK_FULL, INDEX_MARK, DiskFull, RunLock, Terminated, choose_run_dir, die_with_parent, differences,
+from .paths import outputs_root
+from .runfolder import (DISK_FULL, INDEX_MARK, DiskFull, RunLock, Terminated, choose_run_dir, die_with_parent, differences, estimate,
                         identity_differences, keep_failed, resume_command, run_readme, save_lesson, signals_raise)
 from .runs import MANIFEST_SCHEMA_VERSION, load_replay, read_manifest
 from .runserver import (ServerChanged, answers, check_model_matches, check_server_url, confirm_same_server, engine_facts, model_path_from,
@@ -258,6 +260,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             identity_cache.update(lesson_identity(manifest))
         return identity_cache
 
+    if todo and options.replay is None:
+        console.print(rich_text(estimate(outputs_root(), manifest, todo, skip=run_dir)), highlight=False)
     build = (manifest.get("engine") or {}).get("build") or seen.props.get("build_info")
     failures = 0
     interrupted: KeyboardInterrupt | None = None
@@ -275,6 +279,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             # The commit per lesson too: a resumed run may hold lessons made by different code.
             entry.update({"status": "running", "started_at": _now(),
                           "commit": (manifest.get("repository") or {}).get("commit")})
+            began = time.monotonic()
             try:
                 save_manifest()
                 replay = None
@@ -336,6 +341,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 if client is not None:
                     client.close()
                 reporter.done()
+                entry["seconds"] = round(time.monotonic() - began, 1)  # the lesson's wall time, whatever its end
                 if entry["status"] != "ok":
                     keep_failed(run_dir, lid, entry, sink)
                 try:
@@ -353,6 +359,9 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
         except Exception as exc:  # a failed second reading must not lose the run
             record["after_error"] = f"{type(exc).__name__}: {exc}"
     statuses = [e.get("status") for e in lessons_state.values()]
+    times = [e.get("seconds") for e in lessons_state.values()]
+    if all(isinstance(t, (int, float)) for t in times):
+        manifest["lessons_seconds"] = round(sum(times), 1)
     manifest["status"] = "complete" if all(s == "ok" for s in statuses) else "incomplete"
     manifest["load_average_after"] = environment.load_average()
     try:

@@ -1,0 +1,55 @@
+"""Where a run's time goes: every lesson's wall time in the manifest and the run's README, and a one-line
+estimate before the run from the latest earlier run measured with the same configuration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bytesup.options import RunOptions
+from bytesup.runfolder import estimate, fmt_seconds, run_readme
+from bytesup.runner import run_lessons
+
+from test_runner import URL, lessons, serve  # noqa: F401 (lessons is a fixture)
+
+IDENTITY = {"model": {"sha256": "abc", "size_bytes": 10, "path": "/m/model.gguf"},
+            "engine": {"engine": "embedded", "build": "b1", "flags": {"--threads": "2"}},
+            "host": {"hostname": "h", "cpu": "c"}, "options": {"repeat": 3, "lesson_options": {}}}
+
+
+def earlier(root: Path, name: str, seconds: dict[str, float], updated: str, **changes) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    manifest = {**IDENTITY, **changes, "updated_at": updated,
+                "lessons": {lid: {"status": "ok", "seconds": s} for lid, s in seconds.items()}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_seconds_are_shown_in_whole_seconds_and_minutes():
+    assert [fmt_seconds(s) for s in (0.4, 12.5, 59.6, 60, 185.2)] == ["0 s", "12 s", "1 min 00 s", "1 min 00 s", "3 min 05 s"]
+
+
+def test_the_estimate_sums_the_latest_comparable_runs_lessons(tmp_path):
+    earlier(tmp_path, "a", {"01_a": 10.0, "02_b": 20.0}, "2026-11-01T00:00:00+00:00")
+    earlier(tmp_path, "b", {"01_a": 30.0, "02_b": 95.5}, "2026-11-02T00:00:00+00:00")
+    earlier(tmp_path, "c", {"01_a": 1.0, "02_b": 1.0}, "2026-11-03T00:00:00+00:00",
+            engine={"engine": "embedded", "build": "b2", "flags": {"--threads": "2"}})  # another build: not comparable
+    earlier(tmp_path, "d", {"01_a": 1.0}, "2026-11-04T00:00:00+00:00")  # 02_b not timed there
+    line = estimate(tmp_path, IDENTITY, ["01_a", "02_b"])
+    assert line == "estimate: about 2 min 06 s for 2 lessons, as the comparable run b took"  # 30 + 95.5 = 125.5
+    assert estimate(tmp_path, IDENTITY, ["01_a"]) == "estimate: about 1 s for 1 lesson, as the comparable run d took"
+    assert estimate(tmp_path, IDENTITY, ["01_a"], skip=tmp_path / "d").endswith("as the comparable run b took")
+    assert estimate(tmp_path, {**IDENTITY, "host": {"hostname": "other", "cpu": "c"}}, ["01_a"]).startswith("estimate: none")
+
+
+def test_the_run_records_each_lessons_wall_time_and_shows_it(lessons, tmp_path, httpx_mock, capsys):
+    serve(httpx_mock)
+    out = tmp_path / "run"
+    assert run_lessons(["01_tokens"], RunOptions(server_url=URL, out=out)) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    seconds = manifest["lessons"]["01_tokens"]["seconds"]
+    assert isinstance(seconds, float) and 0 <= seconds < 60 and manifest["lessons_seconds"] == seconds
+    assert "estimate: none for 1 lesson" in capsys.readouterr().err
+    readme = run_readme(out, manifest)
+    assert "| lesson | status | time | result |" in readme and f"| `01_tokens` | ok | {fmt_seconds(seconds)} |" in readme
