@@ -398,3 +398,24 @@ def test_any_json_as_a_manifest_is_a_manifest_or_one_paragraph(tmp_path, data):
         read_manifest(folder)
     except (RunFolderError, SchemaError):
         pass
+
+
+def test_a_run_killed_outright_reads_as_interrupted_not_running(tmp_path, lessons_dir):
+    with FakeServer(SERVER) as server:
+        run = start_run(tmp_path, lessons_dir, server.url)
+        run.kill()
+        run.wait()
+    folder = tmp_path / "run"
+    assert json.loads((folder / "manifest.json").read_text())["lessons"]["01_sleeps"]["status"] == "running"  # as left
+    entry = read_manifest(folder)["lessons"]["01_sleeps"]
+    assert entry["status"] == "interrupted" and "process is gone" in entry["error"]
+
+
+def test_a_live_run_still_reads_as_running(tmp_path, lessons_dir):
+    with FakeServer(SERVER) as server:
+        run = start_run(tmp_path, lessons_dir, server.url)
+        try:
+            assert read_manifest(tmp_path / "run")["lessons"]["01_sleeps"]["status"] == "running"
+        finally:
+            run.kill()
+            run.wait()

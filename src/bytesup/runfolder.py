@@ -32,9 +32,9 @@ from .paths import outputs_root
 from .plots import write_plots
 from .render import lesson_md
 from .results import LessonResult
+from .runs import LOCK_FILE
 from .storage import dumps, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
-LOCK_FILE = ".bytesup.lock"
 DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\.(\d+))?$")
 # Errors that mean the disk cannot take more: the run stops instead of trying every lesson.
 DISK_FULL = {errno.ENOSPC, errno.EDQUOT}

@@ -7,7 +7,10 @@ A run folder (`outputs/<date>/`, written by `bytesup run`) holds `manifest.json`
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +22,7 @@ from .errors import RunFolderError
 from .results import LessonResult, load_result, upgrade
 from .storage import file_sha256
 
+LOCK_FILE = ".bytesup.lock"  # held with flock by the run writing the folder (runfolder.RunLock)
 MANIFEST_SCHEMA_VERSION = 1
 # Step-by-step upgrades of an older manifest, MANIFEST_UPGRADES[n] turning version n into n + 1: the manifest's own,
 # apart from the lesson results' (results.UPGRADES).
@@ -45,7 +49,28 @@ def read_manifest(run_dir: Path) -> dict | None:
     if not isinstance(lessons, dict) or any(not LESSON_ID.match(str(k)) or not isinstance(v, dict) for k, v in lessons.items()):
         raise RunFolderError(f"{path} lists lessons that are not lesson ids (NN_name) with their entries. The run folder "
                              "is damaged or was edited: re-run the lessons into a new folder.")
+    if any(e.get("status") == "running" for e in lessons.values()) and not run_is_live(run_dir):
+        # The run died without a word (kill -9, a power cut): what it was running is read as interrupted.
+        for entry in lessons.values():
+            if entry.get("status") == "running":
+                entry.update({"status": "interrupted", "error": "the run's process is gone (killed before it could save this "
+                              "lesson's end); --resume runs it again"})
     return manifest
+
+
+def run_is_live(run_dir: Path) -> bool:
+    """Whether a run holds the folder's lock now (the kernel drops it when that run's process dies)."""
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EACCES)
+    finally:
+        os.close(fd)
+    return False
 
 
 # --- a whole run ---------------------------------------------------------------------------
