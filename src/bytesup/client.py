@@ -20,6 +20,13 @@ DEFAULT_URL = "http://127.0.0.1:8099"
 DEFAULT_TIMEOUT_S = 120.0
 
 
+def clock_info() -> dict[str, Any]:
+    """The clock streamed events are stamped with (time.perf_counter): its implementation and resolution."""
+    info = time.get_clock_info("perf_counter")
+    return {"clock": "time.perf_counter", "implementation": info.implementation, "monotonic": info.monotonic,
+            "resolution_s": info.resolution}
+
+
 def default_base_url() -> str:
     return os.environ.get("BYTESUP_SERVER") or DEFAULT_URL
 
