@@ -197,15 +197,30 @@ def test_a_stream_that_never_ends_fails_at_the_timeout():
     with StreamingFakeServer([parts[0]], forever=b": still here\n\n", every_s=0.02) as fake:
         with pytest.raises(StreamError) as exc:
             ask(fake.url, timeout=0.5)
-    assert "still going after 0.5 s" in str(exc.value) and exc.value.offset > len(parts[0])
+    assert "had not ended 0.5 s" in str(exc.value) and exc.value.offset > len(parts[0])
 
 
-def test_a_stream_that_goes_silent_fails_at_the_timeout():
+@pytest.mark.parametrize("recording", [False, True])
+def test_a_stream_that_goes_silent_fails_at_the_timeout(recording):
+    """The watchdog shuts the socket at the deadline, through the recording transport too."""
     parts = events()
     with StreamingFakeServer([parts[0], 30.0, *parts[1:]]) as fake:
+        sink: list[dict] = []
+        with LlamaServer(fake.url, timeout=0.5, transport=RecordingTransport(sink) if recording else None) as server:
+            with pytest.raises(StreamError) as exc:
+                server.completion_stream("The cat sat on the", n_predict=16)
+    assert "had not ended 0.5 s" in str(exc.value) and exc.value.offset == len(parts[0])
+    if recording:
+        assert [e["text"] for e in sink[0]["stream"]] == [parts[0].decode("utf-8")]
+
+
+def test_a_stream_that_stalls_after_nearly_the_whole_timeout_still_ends_there():
+    """A byte just before the deadline, then silence: the limit counts from sending, not from the last byte."""
+    parts = events()
+    with StreamingFakeServer([parts[0], 0.4, b"data: {", 30.0]) as fake:
         with pytest.raises(StreamError) as exc:
-            ask(fake.url, timeout=0.5)
-    assert "went silent for 0.5 s" in str(exc.value) and exc.value.offset == len(parts[0])
+            ask(fake.url, timeout=0.6)
+    assert "had not ended 0.6 s" in str(exc.value) and exc.value.offset == len(parts[0]) + len(b"data: {")
 
 
 def test_no_answer_at_all_is_a_timeout():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 import time
 from typing import Any, Iterator
 
@@ -29,6 +31,26 @@ def clock_info() -> dict[str, Any]:
 
 def default_base_url() -> str:
     return os.environ.get("BYTESUP_SERVER") or DEFAULT_URL
+
+
+def _watchdog(resp: httpx.Response, seconds: float) -> threading.Timer | None:
+    """A timer that shuts the answer's socket after `seconds`, so a blocked read returns at once;
+    None where the answer has no socket (a recording replayed, a test's transport)."""
+    stream = resp.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if not isinstance(sock, socket.socket):
+        return None
+
+    def shut() -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed
+            pass
+
+    timer = threading.Timer(max(seconds, 0.0), shut)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 class LlamaServer:
@@ -106,10 +128,11 @@ class LlamaServer:
         """POST /completion with `stream: true`: the server's events, each stamped on arrival.
 
         Times are ms after the request was sent, on the monotonic clock (time.perf_counter). The
-        whole answer must end within the client's timeout (--timeout): a stream that keeps sending
-        fails then, as one that goes silent for that long does. A stream cut mid-event, an event
-        that is not JSON, or a stream without its final event (`stop: true` with `timings`) fails
-        with the byte offset where it went wrong.
+        whole answer must end within the client's timeout (--timeout) after sending: at that moment
+        a watchdog shuts the connection's socket, so a stream that keeps sending or has gone silent
+        fails then, never later. A stream cut mid-event, an event that is not JSON, or a stream
+        without its final event (`stop: true` with `timings`) fails with the byte offset where it
+        went wrong.
         """
         path = "/completion"
         body = {"prompt": prompt, **settings, "stream": True}
@@ -119,7 +142,12 @@ class LlamaServer:
                 if resp.status_code >= 400:
                     resp.read()
                     raise ServerHTTPError(self.base_url, "POST", path, resp.status_code, resp.text)
-                return self._read_stream(path, resp, sent)
+                watchdog = _watchdog(resp, self.timeout - (time.perf_counter() - sent))
+                try:
+                    return self._read_stream(path, resp, sent)
+                finally:
+                    if watchdog is not None:
+                        watchdog.cancel()
         except httpx.TimeoutException:
             raise ServerTimeout(self.base_url, path, self.timeout) from None
         except httpx.TransportError as exc:
@@ -141,14 +169,18 @@ class LlamaServer:
                 raise StreamError(self.base_url, path, splitter.received,
                                   f"went silent for {self.timeout:g} s (--timeout) before it ended") from None
             except httpx.TransportError as exc:
+                if time.perf_counter() - sent >= self.timeout:  # the watchdog shut the socket
+                    raise StreamError(self.base_url, path, splitter.received, self._too_long()) from None
                 raise StreamError(self.base_url, path, splitter.received,
                                   f"broke off ({type(exc).__name__}: {exc})", splitter.pending) from None
             at = stamps[n] if stamps is not None and n < len(stamps) else since_ms(sent)
             n += 1
             yield at, chunk
             if time.perf_counter() - sent > self.timeout:
-                raise StreamError(self.base_url, path, splitter.received,
-                                  f"was still going after {self.timeout:g} s (--timeout), the limit for one answer")
+                raise StreamError(self.base_url, path, splitter.received, self._too_long())
+
+    def _too_long(self) -> str:
+        return f"had not ended {self.timeout:g} s (--timeout, the limit for one answer) after the request was sent"
 
     def _read_stream(self, path: str, resp: httpx.Response, sent: float) -> r.StreamedCompletion:
         splitter = sse.EventSplitter()

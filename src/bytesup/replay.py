@@ -74,7 +74,7 @@ class RecordingTransport(httpx.BaseTransport):
             arrivals: list[float] = []
             stream = _RecordedStream(response, entry, arrivals, started, self.sink)
             return httpx.Response(response.status_code, headers=response.headers, stream=stream, request=request,
-                                  extensions={ARRIVALS: arrivals})
+                                  extensions={**response.extensions, ARRIVALS: arrivals})
         body = response.read()
         elapsed_ms = (time.perf_counter() - started) * 1000.0
         try:
