@@ -6,7 +6,9 @@ counted by the server's own /metrics), applies greedy, temperature, top-k and to
 next-token distribution with the numpy re-implementations in `bytesup.sampling`, and checks them
 against the probabilities the server itself keeps after its sampler chain. It shows that a seeded
 sampler repeats itself, fits total time = time to first token + time per output token × (n − 1)
-from one length and predicts the others, and ends with speculative decoding measured on servers
+from one length and predicts the others, watches the loop from outside (a streamed generation
+timed token by token on the client's clock, beside the server's own timings), and ends with
+speculative decoding measured on servers
 it starts itself: the f32 model alone, with a draft (its own weights in q4_1 and q8_0) at two draft
 lengths, and with llama.cpp's draft-free n-gram speculation; each beside the arithmetic
 1 + a + … + a^k and a speed-up predicted from the measured cost of each model's pass.
@@ -29,11 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from bytesup import engine, formulas, measure, models, published, sampling
+from bytesup import clientclock, engine, formulas, measure, models, published, sampling
+from bytesup.client import clock_info
 from bytesup.errors import BytesupError
 from bytesup.gguf_read import read_model_info
 from bytesup.records import (
     Completion,
+    StreamedCompletion,
+    Timings,
     TokenProbabilities,
     decode_ms_per_token,
     shown_token,
@@ -88,6 +93,7 @@ SEEDS = (1234, 1234, 5678)    # the same seed twice, then another
 SEEDED_TOKENS = 12
 FIT_N = 32                    # the length the latency model is fitted at
 PREDICT_N = (8, 16, 64, 128)  # the lengths it predicts
+STREAM_TOKENS = 128           # the streamed generation: 127 gaps per repeat, enough for a p99 to mean something
 # Speculative decoding, measured on servers this script starts (on this host, like lessons 7 and 8).
 # The target is the real model at its widest; the drafts are the same weights quantized.
 SPEC_TARGETS = ("smollm2-135m-f32",)     # "smollm2-135m-f16" adds a second width (about 15 s more)
@@ -154,6 +160,13 @@ def main(ctx: LessonContext):
     model = latency_fit(fit)
     rows = [latency_row(model, n, fit if n == FIT_N else request_timed(ctx, n), n == FIT_N) for n in sorted({FIT_N, *PREDICT_N})]
     render_latency(ctx, model, fit, rows)
+
+    # The same loop seen from outside: each token streamed and timed on arrival, beside the server's timings.
+    # (A run recorded before the lesson streamed replays without this part.)
+    if ctx.recorded("client_clock"):
+        ctx.step(f"streaming {STREAM_TOKENS} tokens, each timed on arrival")
+        clock = ctx.host("client_clock", clock_info)
+        render_outside(ctx, clock, outside_view(request_streamed(ctx)))
 
     # Speculative decoding, on servers of our own.
     speculative(ctx, model)
@@ -272,6 +285,12 @@ def request_timed(ctx: LessonContext, n: int) -> list[Completion]:
     # measure.PINNED (greedy, seeded, ignore_eos, no prompt cache): every repeat does the same work.
     return measure.timed_completions(ctx.server, LOOP_PROMPT, n, ctx.repeat,
                                      track=lambda r: ctx.track(r, f"n = {n}"), seed=SEED)
+
+
+def request_streamed(ctx: LessonContext) -> list[StreamedCompletion]:
+    # The latency model's request (measure.PINNED, LOOP_PROMPT), streamed: the same work every repeat.
+    return measure.streamed_completions(ctx.server, LOOP_PROMPT, STREAM_TOKENS, ctx.repeat,
+                                        track=lambda r: ctx.track(r, f"streamed, n = {STREAM_TOKENS}"), seed=SEED)
 
 
 def spec_model(name: str) -> dict[str, Any]:
@@ -653,6 +672,76 @@ class LatencyRow:
 def latency_row(model: LatencyFit, n: int, runs: list[Completion], fitted: bool) -> LatencyRow:
     return LatencyRow(n, fitted, model.predict(n), [c.timings.prompt_ms + c.timings.predicted_ms for c in runs],
                       [c.timings.predicted_n for c in runs])
+
+
+@dataclass(frozen=True)
+class StreamedRepeat:
+    """One streamed generation on both clocks: the client's arrival times and the server's timings."""
+    repeat: int
+    client: clientclock.ClientTimes
+    timings: Timings
+    token_events: int                 # events that brought tokens
+
+    @property
+    def server_total_ms(self) -> float:
+        return self.timings.prompt_ms + self.timings.predicted_ms
+
+    @property
+    def per_token_ms(self) -> float:
+        return decode_ms_per_token(self.timings)
+
+    @property
+    def ttft_gap_ms(self) -> float:
+        return self.client.ttft_ms - self.timings.prompt_ms
+
+    @property
+    def overhead_ms(self) -> float:
+        """End-to-end on the client minus the server's own prompt_ms + predicted_ms."""
+        return self.client.end_to_end_ms - self.server_total_ms
+
+    @property
+    def floor_ms(self) -> float:
+        return clientclock.sequential_floor_ms(self.client.n, min(self.client.itl_ms))
+
+    def fact(self) -> dict[str, Any]:
+        t = self.timings
+        return {"ttft_ms": self.client.ttft_ms, "prompt_ms": t.prompt_ms, "token_events": self.token_events,
+                "tokens": self.client.n, "predicted_n": t.predicted_n, "itl_median_ms": statistics.median(self.client.itl_ms),
+                "predicted_per_token_ms": self.per_token_ms, "end_to_end_ms": self.client.end_to_end_ms,
+                "server_total_ms": self.server_total_ms}
+
+    def cells(self) -> list[Any]:
+        c, t = self.client, self.timings
+        return [self.repeat, self.token_events, t.predicted_n, c.ttft_ms, t.prompt_ms, self.ttft_gap_ms,
+                statistics.median(c.itl_ms), self.per_token_ms, c.end_to_end_ms, self.server_total_ms, self.overhead_ms,
+                c.in_order and c.separate, min(c.itl_ms), self.floor_ms]
+
+
+@dataclass(frozen=True)
+class OutsideView:
+    """The repeats of the streamed generation, and their gaps pooled."""
+    repeats: list[StreamedRepeat]
+
+    @property
+    def client(self) -> clientclock.Summary:
+        return clientclock.summarize([r.client for r in self.repeats])
+
+    @property
+    def prompt_ms(self) -> float:
+        return statistics.median(r.timings.prompt_ms for r in self.repeats)
+
+    @property
+    def per_token_ms(self) -> float:
+        return statistics.median(r.per_token_ms for r in self.repeats)
+
+    @property
+    def server_total_ms(self) -> float:
+        return statistics.median(r.server_total_ms for r in self.repeats)
+
+
+def outside_view(done: list[StreamedCompletion]) -> OutsideView:
+    return OutsideView([StreamedRepeat(i, clientclock.client_times(s.arrivals(), s.ended_ms), s.timings, len(s.arrivals()))
+                        for i, s in enumerate(done, start=1)])
 
 
 def speculative_tokens_per_pass(draft: int, accept: float) -> float:
@@ -1048,6 +1137,99 @@ def render_latency(ctx: LessonContext, model: LatencyFit, fit: list[Completion],
         Series(label="measured (median, min–max)", x=xs, y=[r.measured for r in rows], y_min=[min(r.totals) for r in rows],
                y_max=[max(r.totals) for r in rows], style="points"),
     ])
+
+
+def render_outside(ctx: LessonContext, clock: dict[str, Any], view: OutsideView) -> None:
+    c, reps = view.client, view.repeats
+    n = STREAM_TOKENS
+    per_token, prompt_ms, total = view.per_token_ms, view.prompt_ms, view.server_total_ms
+    itl = {q: c.itl_percentile(q) for q in clientclock.PERCENTILES}
+    mean_itl = statistics.fmean(c.itl_ms)
+    predicted = clientclock.predicted_end_to_end(c.ttft_median, itl[50], n)
+    settings = {"n_predict": n, "stream": True}
+    ctx.measure("client_ttft_ms", "ms", c.ttft_ms, higher_is_better=False, settings=settings,
+                description="the first token's arrival on the client's clock, ms after the request was sent")
+    ctx.measure("client_itl_ms", "ms", c.itl_ms, higher_is_better=False, settings=settings,
+                description="gaps between consecutive tokens' arrivals, every repeat pooled")
+    ctx.measure("client_end_to_end_ms", "ms", c.end_to_end_ms, higher_is_better=False, settings=settings,
+                description="the final event's arrival")
+    ctx.measure("client_minus_server_ms", "ms", [r.overhead_ms for r in reps], higher_is_better=False, settings=settings,
+                description="end-to-end on the client minus prompt_ms + predicted_ms")
+    ctx.fact("client_clock", {"n_predict": n, "clock": clock["clock"], "repeats": [r.fact() for r in reps]})
+    rows = [
+        ["time to first token", c.ttft_median, prompt_ms, c.ttft_median - prompt_ms, "prompt_ms"],
+        *[[f"inter-token latency p{q}", itl[q], per_token, itl[q] - per_token, "predicted_per_token_ms"] for q in itl],
+        ["inter-token latency mean", mean_itl, per_token, mean_itl - per_token, "predicted_per_token_ms"],
+        ["end-to-end", c.end_to_end_median, total, c.end_to_end_median - total, "prompt_ms + predicted_ms"],
+        [f"TTFT + ITL p50 × (n − 1), n = {n}", predicted, prompt_ms + per_token * (n - 1),
+         predicted - (prompt_ms + per_token * (n - 1)), "prompt_ms + predicted_per_token_ms × (n − 1)"],
+    ]
+    gaps = [r.ttft_gap_ms for r in reps]
+    overheads = [r.overhead_ms for r in reps]
+    slowest = max(c.itl_ms)
+    causal = all(g >= 0 for g in gaps)
+    counted = all(r.token_events == r.timings.predicted_n for r in reps)
+    ctx.table(
+        "client_clock", f"The loop from outside: {n} streamed tokens on the client's clock, beside the server's timings",
+        [("measure", ""), ("client", "ms"), ("server", "ms"), ("client − server", "ms"), ("server's field", "")], rows,
+        notes=[
+            (f"{len(reps)} repeats of the latency model's request (greedy, seeded, no prompt cache) with stream: true. "
+             f"Each event is stamped when its last byte reaches this process ({clock['clock']}, "
+             f"{clock['implementation']}, resolution {clock['resolution_s']:.3g} s); times are ms after the request was sent. "
+             f"Percentiles pool the {len(c.itl_ms)} gaps of every repeat (linear between ranks)."),
+            (f"Causality: {'in every repeat' if causal else 'NOT in every repeat:'} the first token reached the client after "
+             f"the server's prompt_ms (TTFT − prompt_ms {min(gaps):.3g} to {max(gaps):.3g} ms), and "
+             f"{'every' if counted else 'NOT every'} repeat had one event per generated token "
+             f"({', '.join(str(r.token_events) for r in reps)} events for predicted_n "
+             f"{', '.join(str(r.timings.predicted_n) for r in reps)})."),
+            (f"The gap at the first token, {statistics.median(gaps):.3g} ms here, is work outside prompt_ms: before it, the "
+             f"request travels over loopback, the server reads and parses its JSON, tokenizes the prompt and queues the task "
+             f"for its slot; after it, the first token's event is built as JSON, framed as `data: …` and sent as one HTTP "
+             f"chunk, then read and parsed here."),
+            (f"Per token the two clocks see the same passes: the mean gap, {mean_itl:.4g} ms, is within "
+             f"{abs(mean_itl - per_token):.2g} ms of predicted_per_token_ms ({per_token:.4g}), because each token pays the same "
+             f"framing on both sides of a gap. The median ({itl[50]:.4g} ms) sits "
+             f"{'below' if itl[50] < mean_itl else 'above'} the mean and p99 reaches {itl[99]:.4g} ms (the slowest gap "
+             f"{slowest:.4g} ms): a few passes wait for a core (the server's threads, this client and anything else on the "
+             f"machine share them), which a mean spreads over every token and percentiles show."),
+            (f"End-to-end the client waits {statistics.median(overheads):.3g} ms more than the server's prompt_ms + "
+             f"predicted_ms (median; {min(overheads):.3g} to {max(overheads):.3g}): HTTP, the JSON and framing of "
+             f"{reps[0].token_events + 1} events and the final event's settings, and scheduling."),
+            (f"Lesson 5's latency model on the client's clock: TTFT + ITL p50 × (n − 1) = {predicted:.4g} ms against "
+             f"{c.end_to_end_median:.4g} ms measured ({100 * (predicted - c.end_to_end_median) / c.end_to_end_median:+.3g}%). "
+             f"With the mean gap it would hold exactly (TTFT plus the mean gap × (n − 1) is the last token's arrival); "
+             f"the model's claim is that one typical gap stands for every pass."),
+        ],
+    )
+    floors = [r.client.end_to_end_ms >= r.floor_ms for r in reps]
+    ctx.table(
+        "client_clock_repeats", "Each streamed repeat on both clocks, and the sequential floor",
+        [("repeat", ""), ("events with tokens", ""), ("predicted_n", ""), ("TTFT", "ms"), ("prompt_ms", "ms"),
+         ("TTFT − prompt_ms", "ms"), ("ITL median", "ms"), ("predicted_per_token_ms", "ms"), ("end-to-end", "ms"),
+         ("prompt_ms + predicted_ms", "ms"), ("client − server", "ms"), ("each token after the one before", ""),
+         ("fastest gap", "ms"), ("n × fastest gap", "ms")],
+        [r.cells() for r in reps],
+        notes=[
+            (f"The sequential floor: a token's pass needs the token before it, so {n} tokens cannot take less than {n} × the "
+             f"fastest gap. {'Every' if all(floors) else 'NOT every'} repeat took at least that "
+             f"(end-to-end ÷ floor {min(r.client.end_to_end_ms / r.floor_ms for r in reps):.3g} to "
+             f"{max(r.client.end_to_end_ms / r.floor_ms for r in reps):.3g}), and in "
+             f"{sum(r.client.in_order and r.client.separate for r in reps)} of {len(reps)} repeats every token arrived "
+             f"strictly after the one before it."),
+            *([(f"The fastest gap ({fastest:.3g} ms) is shorter than the server's time per token ({per_token:.3g} ms): an "
+                f"event that reaches the client late shortens the gap after it, so the floor read on the client's clock "
+                f"is a loose one; the server's predicted_ms ÷ (predicted_n − 1) is the pass itself.")]
+              if (fastest := min(min(r.client.itl_ms) for r in reps)) < 0.5 * per_token else []),
+        ],
+    )
+    first = reps[0]
+    xs = [float(i) for i in range(1, first.client.n + 1)]
+    ctx.plot("client_clock_staircase", f"Arrival of each token on the client's clock (repeat 1, n = {n})", "token index",
+             "arrival (ms after sending)", [
+                 Series(label="client: arrival of token i", x=xs, y=first.client.times_ms, style="steps"),
+                 Series(label="server: prompt_ms + predicted_per_token_ms × (i − 1)", x=xs,
+                        y=[first.timings.prompt_ms + first.per_token_ms * (x - 1) for x in xs], style="dashed"),
+             ])
 
 
 def render_speculative_illustration(ctx: LessonContext, model: LatencyFit) -> None:

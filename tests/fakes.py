@@ -115,3 +115,63 @@ def stand_in_build(folder: Path, crashes: bool) -> Path:
         (folder / name).write_text(f"#!{sys.executable}\n{source}")
         (folder / name).chmod(0o755)
     return folder
+
+
+class StreamingFakeServer:
+    """An HTTP server in a thread that answers every POST with a streamed body: `parts` is a list of
+    bytes (each written and flushed as it comes) and numbers (seconds to wait before the next part);
+    a callable part is called for bytes on each pass of an endless stream (see `forever`).
+    `chunked` sends HTTP/1.1 chunked encoding and ends with its terminating chunk unless `cut`, which
+    closes the connection mid-body; without `chunked` the body ends when the connection closes."""
+
+    def __init__(self, parts: list, chunked: bool = True, cut: bool = False, forever: bytes | None = None,
+                 every_s: float = 0.05):
+        outer = self
+        self.stop = threading.Event()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if chunked else "HTTP/1.0"
+
+            def _write(self, data: bytes) -> None:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+                self.wfile.flush()
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(n)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                if chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for part in parts:
+                        if isinstance(part, (int, float)):
+                            outer.stop.wait(part)
+                        else:
+                            self._write(part)
+                    while forever is not None and not outer.stop.is_set():
+                        self._write(forever)
+                        outer.stop.wait(every_s)
+                    if chunked and not cut:
+                        self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+                self.close_connection = True
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "StreamingFakeServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()

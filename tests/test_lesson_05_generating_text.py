@@ -4,6 +4,7 @@ sampling and the latency model's arithmetic."""
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 
@@ -177,6 +178,67 @@ def test_latency_fit_comes_from_the_recorded_timings(exchanges, lesson, result):
     assert result.measurement("decode_ms_per_token").median == pytest.approx(statistics.median(per_token))
 
 
+# --- the loop from outside: the client's clock -------------------------------------------------------
+
+def _streamed(exchanges, lesson):
+    return [e for e in exchanges if "stream" in e and e["request"]["n_predict"] == lesson.STREAM_TOKENS]
+
+
+def _token_events(e):
+    """(tokens so far, arrival) of each recorded event that brought tokens, read straight from the line."""
+    found, so_far = [], 0
+    for ev in e["stream"]:
+        data = json.loads(ev["text"].removeprefix("data: "))
+        if data["tokens_predicted"] > so_far:
+            found.append((data["tokens_predicted"], ev["arrived_ms"]))
+            so_far = data["tokens_predicted"]
+    return found
+
+
+def _final_timings(e):
+    return json.loads(e["stream"][-1]["text"].removeprefix("data: "))["timings"]
+
+
+def test_client_clock_repeats_come_from_the_recorded_events(result, exchanges, lesson):
+    streamed = _streamed(exchanges, lesson)
+    _, rows = table(result, "client_clock_repeats")
+    assert len(streamed) == len(rows) == result.host_values["repeat"]
+    for row, e in zip(rows, streamed, strict=True):
+        events, t = _token_events(e), _final_timings(e)
+        times = [at for _, at in events]
+        assert row[1] == len(events) == t["predicted_n"] == row[2] == lesson.STREAM_TOKENS
+        assert row[3] == times[0] and row[4] == t["prompt_ms"]
+        assert row[5] == pytest.approx(times[0] - t["prompt_ms"])
+        assert row[6] == pytest.approx(statistics.median(np.diff(times)))
+        assert row[7] == pytest.approx(t["predicted_ms"] / (t["predicted_n"] - 1))
+        assert row[8] == e["stream"][-1]["arrived_ms"]
+        assert row[10] == pytest.approx(row[8] - t["prompt_ms"] - t["predicted_ms"])
+        assert row[11] == all(np.diff(times) > 0)
+        assert row[13] == pytest.approx(lesson.STREAM_TOKENS * float(np.min(np.diff(times))))
+
+
+def test_client_clock_percentiles_pool_every_repeat(result, exchanges, lesson):
+    gaps = np.concatenate([np.diff([at for _, at in _token_events(e)]) for e in _streamed(exchanges, lesson)])
+    rows = {r[0]: r for r in table(result, "client_clock")[1]}
+    for q in (50, 90, 99):
+        assert rows[f"inter-token latency p{q}"][1] == pytest.approx(float(np.percentile(gaps, q)))
+    assert rows["inter-token latency mean"][1] == pytest.approx(float(gaps.mean()))
+    per_token = statistics.median(t["predicted_ms"] / (t["predicted_n"] - 1) for t in map(_final_timings, _streamed(exchanges, lesson)))
+    assert rows["inter-token latency p50"][2] == pytest.approx(per_token)
+    assert result.measurement("client_itl_ms").samples == pytest.approx(gaps.tolist())
+    ttft = rows["time to first token"]
+    assert ttft[1] >= ttft[2]  # the first token cannot reach the client before the server has sampled it
+    assert next(p for p in result.plots if p.name == "client_clock_staircase").series[0].style == "steps"
+
+
+def test_client_clock_fact_states_each_repeat(result, exchanges, lesson):
+    fact = result.facts["client_clock"]
+    assert fact["n_predict"] == lesson.STREAM_TOKENS
+    for rep, e in zip(fact["repeats"], _streamed(exchanges, lesson), strict=True):
+        assert rep["token_events"] == rep["predicted_n"] == _final_timings(e)["predicted_n"]
+        assert rep["ttft_ms"] == _token_events(e)[0][1]
+
+
 # --- pure helpers ---------------------------------------------------------------------------------
 
 def test_decode_calls_note(lesson):
@@ -260,9 +322,12 @@ def test_a_chain_that_needs_the_unlisted_mass_applies_to_nothing(lesson):
 def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
     from bytesup.measure import PINNED
     timed = [e["request"] for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == lesson.LOOP_PROMPT
-             and e["request"]["n_predict"] in {lesson.FIT_N, *lesson.PREDICT_N} and "n_probs" not in e["request"]]
+             and e["request"]["n_predict"] in {lesson.FIT_N, *lesson.PREDICT_N} and "n_probs" not in e["request"]
+             and not e["request"].get("stream")]
     assert len(timed) == len({lesson.FIT_N, *lesson.PREDICT_N}) * 2  # fixtures are recorded with --repeat 2
-    for req in timed:
+    streamed = [e["request"] for e in _streamed(exchanges, lesson)]
+    assert len(streamed) == 2 and all(req["stream"] is True and req["prompt"] == lesson.LOOP_PROMPT for req in streamed)
+    for req in timed + streamed:
         assert {k: req[k] for k in PINNED} == {**PINNED, "seed": lesson.SEED}
 
 

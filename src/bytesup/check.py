@@ -7,7 +7,8 @@ Two kinds of claims:
   recorded answers, measurements and facts read by name, the model's GGUF hyperparameters
   (probabilities are e^logprob and the lesson shows them, the top eight share at most 1, prefill
   beats decode per token, decode slows with context, the KV-cache formula, the sampler
-  re-implementation within its tolerance, speculative output equal to plain output, decode
+  re-implementation within its tolerance, speculative output equal to plain output, streamed
+  tokens after prompt_ms, one event per token and the two clocks' time per token, decode
   efficiency in [0, 1], the ridge point, the bytes model with context);
 - published figures (`bytesup.references`, files under `references/`), each with the scope it was
   measured in and a tolerance. A run outside that scope gets "not applicable" with what differs;

@@ -111,7 +111,9 @@ def register(app: typer.Typer) -> None:
         recorded HTTP exchanges), the tokens lesson 4 shows are the server's, prefill is faster per token than decode,
         decode slows as the context grows, the KV-cache bytes (recomputed from the GGUF's hyperparameters), the sampler
         re-implementation agrees with the server within its tolerance, speculative decoding generates the plain tokens,
-        decode efficiency lies between 0 and 1, the ridge point, and the bytes model with context.
+        streamed tokens reach the client after the server's prompt_ms, one event per token, and their median gap agrees
+        with the server's time per token within a tolerance derived from the recorded gaps, decode efficiency lies
+        between 0 and 1, the ridge point, and the bytes model with context.
 
         Published figures come from reference files (references/*.json) with their scope (model, quantization, hardware, engine,
         server flags) and a tolerance; a run outside the scope gets "not applicable" with what differs. A figure names a

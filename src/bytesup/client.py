@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+import socket
+import threading
+import time
+from typing import Any, Iterator
 
 import httpx
 
 from . import records as r
-from .errors import BytesupError, MalformedResponse, ServerHTTPError, ServerTimeout, ServerUnreachable
+from . import sse
+from .errors import BytesupError, MalformedResponse, ServerHTTPError, ServerTimeout, ServerUnreachable, StreamError
+from .replay import ARRIVALS, since_ms
 
 DEFAULT_URL = "http://127.0.0.1:8099"
 # Seconds to wait for one answer. A lesson's longest request (a long prefill on a big model on a
@@ -17,8 +22,35 @@ DEFAULT_URL = "http://127.0.0.1:8099"
 DEFAULT_TIMEOUT_S = 120.0
 
 
+def clock_info() -> dict[str, Any]:
+    """The clock streamed events are stamped with (time.perf_counter): its implementation and resolution."""
+    info = time.get_clock_info("perf_counter")
+    return {"clock": "time.perf_counter", "implementation": info.implementation, "monotonic": info.monotonic,
+            "resolution_s": info.resolution}
+
+
 def default_base_url() -> str:
     return os.environ.get("BYTESUP_SERVER") or DEFAULT_URL
+
+
+def _watchdog(resp: httpx.Response, seconds: float) -> threading.Timer | None:
+    """A timer that shuts the answer's socket after `seconds`, so a blocked read returns at once;
+    None where the answer has no socket (a recording replayed, a test's transport)."""
+    stream = resp.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if not isinstance(sock, socket.socket):
+        return None
+
+    def shut() -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed
+            pass
+
+    timer = threading.Timer(max(seconds, 0.0), shut)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 class LlamaServer:
@@ -91,6 +123,101 @@ class LlamaServer:
     def completion(self, prompt: str | list[int], **settings: Any) -> r.Completion:
         """POST /completion. `settings` go into the body as given (n_predict, n_probs, seed…)."""
         return self._get(r.Completion, "POST", "/completion", {"prompt": prompt, **settings})
+
+    def completion_stream(self, prompt: str | list[int], **settings: Any) -> r.StreamedCompletion:
+        """POST /completion with `stream: true`: the server's events, each stamped on arrival.
+
+        Times are ms after the request was sent, on the monotonic clock (time.perf_counter). The
+        whole answer must end within the client's timeout (--timeout) after sending: at that moment
+        a watchdog shuts the connection's socket, so a stream that keeps sending or has gone silent
+        fails then, never later. A stream cut mid-event, an event that is not JSON, or a stream
+        without its final event (`stop: true` with `timings`) fails with the byte offset where it
+        went wrong.
+        """
+        path = "/completion"
+        body = {"prompt": prompt, **settings, "stream": True}
+        sent = time.perf_counter()
+        try:
+            with self._http.stream("POST", path, json=body) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise ServerHTTPError(self.base_url, "POST", path, resp.status_code, resp.text)
+                watchdog = _watchdog(resp, self.timeout - (time.perf_counter() - sent))
+                try:
+                    return self._read_stream(path, resp, sent)
+                finally:
+                    if watchdog is not None:
+                        watchdog.cancel()
+        except httpx.TimeoutException:
+            raise ServerTimeout(self.base_url, path, self.timeout) from None
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(self.base_url, type(exc).__name__) from None
+
+    def _timed_chunks(self, path: str, resp: httpx.Response, sent: float,
+                      splitter: sse.EventSplitter) -> Iterator[tuple[float, bytes]]:
+        """(arrival ms, chunk) for each body chunk: the transport's stamps when it gives them
+        (recording or replaying), else this clock's. Fails past the deadline or when the body breaks."""
+        stamps = resp.extensions.get(ARRIVALS)
+        chunks = resp.iter_raw()
+        n = 0
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            except httpx.TimeoutException:
+                raise StreamError(self.base_url, path, splitter.received,
+                                  f"went silent for {self.timeout:g} s (--timeout) before it ended") from None
+            except httpx.TransportError as exc:
+                if time.perf_counter() - sent >= self.timeout:  # the watchdog shut the socket
+                    raise StreamError(self.base_url, path, splitter.received, self._too_long()) from None
+                raise StreamError(self.base_url, path, splitter.received,
+                                  f"broke off ({type(exc).__name__}: {exc})", splitter.pending) from None
+            at = stamps[n] if stamps is not None and n < len(stamps) else since_ms(sent)
+            n += 1
+            yield at, chunk
+            if time.perf_counter() - sent > self.timeout:
+                raise StreamError(self.base_url, path, splitter.received, self._too_long())
+
+    def _too_long(self) -> str:
+        return f"had not ended {self.timeout:g} s (--timeout, the limit for one answer) after the request was sent"
+
+    def _read_stream(self, path: str, resp: httpx.Response, sent: float) -> r.StreamedCompletion:
+        splitter = sse.EventSplitter()
+        events: list[r.ArrivedEvent] = []
+        for at, chunk in self._timed_chunks(path, resp, sent, splitter):
+            for raw in splitter.feed(chunk, at):
+                events += self._event(path, raw)
+        if splitter.pending:
+            raise StreamError(self.base_url, path, splitter.pending_offset,
+                              "ended in the middle of an event (no blank line after it)", splitter.pending)
+        final = events[-1].event if events else None
+        if final is None or not final.stop or final.timings is None:
+            raise StreamError(self.base_url, path, splitter.received,
+                              f"ended after {len(events)} event(s) without its final event (`stop: true` with `timings`)")
+        return r.StreamedCompletion(events=events, timings=final.timings)
+
+    def _event(self, path: str, raw: sse.RawEvent) -> list[r.ArrivedEvent]:
+        """The typed event of one block of the stream (none for a block without data, such as a comment)."""
+        try:
+            fields = sse.fields(raw.raw)
+        except UnicodeDecodeError:
+            raise StreamError(self.base_url, path, raw.offset, "sent an event that is not UTF-8 text", raw.raw) from None
+        errors = [value for name, value in fields if name == "error"]
+        if errors:
+            raise StreamError(self.base_url, path, raw.offset, f"reported an error: {errors[0][:300]}")
+        text = sse.data(raw.raw)
+        if text is None:
+            return []
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StreamError(self.base_url, path, raw.offset, f"sent an event that is not JSON ({exc.msg})",
+                              raw.raw) from None
+        if isinstance(data, dict) and "error" in data:
+            raise StreamError(self.base_url, path, raw.offset, f"reported an error: {json.dumps(data['error'])[:300]}")
+        event = r.parse(r.StreamEvent, data, path=path, url=self.base_url, build=self._build)
+        return [r.ArrivedEvent(offset=raw.offset, arrived_ms=raw.arrived_ms, event=event)]
 
     def tokenize(self, content: str, with_pieces: bool = True, add_special: bool = False) -> r.Tokenized:
         body = {"content": content, "with_pieces": with_pieces, "add_special": add_special}

@@ -69,6 +69,20 @@ class MalformedResponse(BytesupError):
         )
 
 
+class StreamError(BytesupError):
+    """A streamed answer that broke off, carried something that is not an event, or never finished."""
+
+    def __init__(self, url: str, path: str, offset: int, detail: str, sample: bytes = b""):
+        self.offset = offset
+        shown = f" Bytes there: {sample[:120]!r}." if sample else ""
+        super().__init__(
+            f"The event stream answering {path} from {url} {detail}, at byte {offset:,} of the stream.{shown} "
+            "A llama.cpp server streams one `data: {json}` event per token and ends with an event that "
+            "carries `stop: true` and `timings`. Read the server's log for a crash or an overload, and "
+            "re-run; if it repeats, report the build shown by `bytesup server status`."
+        )
+
+
 class MissingField(BytesupError):
     def __init__(self, path: str, field: str, build: str | None):
         self.field = field

@@ -313,3 +313,57 @@ def model_hyperparameters(result: LessonResult) -> dict[str, Any] | None:
         elif isinstance(value, list):
             stack.extend(value)
     return None
+
+
+# --- streamed answers: the events and their arrival times on the client's clock ----------------
+
+@dataclass(frozen=True)
+class RawStream:
+    """One streamed /completion as recorded: per event that raised the server's token count,
+    (tokens so far, arrival ms); the final event's timings (None when it has none)."""
+    line: int
+    request: dict[str, Any]
+    token_events: list[tuple[int, float]]
+    final_ms: float | None
+    timings: dict[str, Any] | None
+
+    def gaps(self) -> list[float]:
+        times = [at for _, at in self.token_events]
+        return [b - a for a, b in zip(times, times[1:], strict=False)]
+
+
+def _event_data(text: str) -> Any:
+    lines = [ln[5:].removeprefix(" ") for ln in text.splitlines() if ln.startswith("data:")]
+    if not lines:
+        return None
+    try:
+        return json.loads("\n".join(lines))
+    except json.JSONDecodeError:
+        return None
+
+
+def recorded_streams(path: Path) -> list[RawStream]:
+    """Every streamed /completion in the exchanges file (lines with `stream`), read without the client."""
+    found = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            exchange = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(exchange, dict) or exchange.get("path") != "/completion" or not isinstance(exchange.get("stream"), list):
+            continue
+        events, so_far, timings, final_ms = [], 0, None, None
+        for ev in exchange["stream"]:
+            data = _event_data(ev.get("text", "")) if isinstance(ev, dict) else None
+            at = _number(ev.get("arrived_ms")) if isinstance(ev, dict) else None
+            if not isinstance(data, dict) or at is None:
+                continue
+            count = data.get("tokens_predicted")
+            if isinstance(count, int) and count > so_far:
+                events.append((count, at))
+                so_far = count
+            if data.get("stop") and isinstance(data.get("timings"), dict):
+                timings, final_ms = data["timings"], at
+        request = exchange.get("request")
+        found.append(RawStream(n, request if isinstance(request, dict) else {}, events, final_ms, timings))
+    return found

@@ -160,6 +160,12 @@ class LessonContext:
         self.host_values[name] = value
         return value
 
+    def recorded(self, name: str) -> bool:
+        """Whether this run has the host value `name`: always when live; when replaying, whether
+        the recorded run measured it. A run recorded before a lesson took a measurement replays
+        without that part (and gives its recorded files again, byte for byte)."""
+        return self._replay is None or name in self._replay.result.host_values
+
     # the run's bandwidth -----------------------------------------------------------------
     def server_threads(self) -> int:
         """Threads the user's server decodes with (its --threads, else llama.cpp's physical cores)."""

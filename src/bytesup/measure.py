@@ -13,7 +13,7 @@ from typing import Any
 from .client import LlamaServer
 from .errors import BytesupError
 from .paths import data_dir
-from .records import Completion, decode_tokens_per_s, prefill_tokens_per_s
+from .records import Completion, StreamedCompletion, decode_tokens_per_s, prefill_tokens_per_s
 
 PINNED = {"temperature": 0, "seed": 42, "cache_prompt": False, "ignore_eos": True}
 
@@ -44,6 +44,14 @@ def timed_completions(server: LlamaServer, prompt: str | list[int], n_predict: i
     body = {**PINNED, **settings, "n_predict": n_predict}
     rounds = range(repeat) if track is None else track(range(repeat))
     return [server.completion(prompt, **body) for _ in rounds]
+
+
+def streamed_completions(server: LlamaServer, prompt: str | list[int], n_predict: int, repeat: int,
+                         track=None, **settings: Any) -> list[StreamedCompletion]:
+    """`repeat` identical streamed completions (the same pinned settings), each event timed on arrival."""
+    body = {**PINNED, **settings, "n_predict": n_predict}
+    rounds = range(repeat) if track is None else track(range(repeat))
+    return [server.completion_stream(prompt, **body) for _ in rounds]
 
 
 def prefill_samples(completions: list[Completion]) -> list[float]:

@@ -20,8 +20,11 @@ def _figure(plot: Plot):
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
     for s in plot.series:
-        style = {"line": "-o", "points": "o", "dashed": "--"}.get(s.style, "-o")
-        ax.plot(s.x, s.y, style, label=s.label, markersize=4)
+        if s.style == "steps":  # a staircase: each value holds until the next x
+            ax.step(s.x, s.y, where="post", label=s.label)
+        else:
+            style = {"line": "-o", "points": "o", "dashed": "--"}.get(s.style, "-o")
+            ax.plot(s.x, s.y, style, label=s.label, markersize=4)
         if s.y_min is not None and s.y_max is not None:
             ax.fill_between(s.x, s.y_min, s.y_max, alpha=0.2)
     if plot.log_x:

@@ -130,6 +130,71 @@ class Completion(ServerRecord):
         return self.completion_probabilities[0]
 
 
+class StreamEvent(ServerRecord):
+    """One `data:` event of a streamed /completion (`stream: true`): the text it adds, and the
+    number of tokens generated so far (`tokens_predicted`). The last event has `stop: true` and
+    the answer's `timings`. A token whose bytes end mid-character is held back by the server
+    and sent with the token that completes the character: one event then adds several tokens."""
+
+    content: str = ""
+    tokens: list[int] = []
+    stop: bool = False
+    tokens_predicted: int | None = None
+    stop_type: str | None = None
+    completion_probabilities: list[TokenProbabilities] = []
+    timings: Timings | None = None
+
+
+class ArrivedEvent(BaseModel):
+    """A stream event as the client saw it: where it started in the body and when it arrived."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    offset: int                       # byte offset of the event in the response body
+    arrived_ms: float                 # ms after the request was sent, on the client's monotonic clock
+    event: StreamEvent
+
+
+class TokenArrival(NamedTuple):
+    """Tokens generated so far when an event arrived, and its arrival time (ms after sending)."""
+
+    tokens: int
+    arrived_ms: float
+
+
+class StreamedCompletion(BaseModel):
+    """A streamed /completion: every event with its arrival time, and the final event's `timings`.
+    The last event is the final one, so its arrival is the end of the answer (end-to-end time)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    events: list[ArrivedEvent]
+    timings: Timings
+
+    @property
+    def ended_ms(self) -> float:
+        return self.events[-1].arrived_ms
+
+    @property
+    def content(self) -> str:
+        return "".join(e.event.content for e in self.events)
+
+    def arrivals(self) -> list[TokenArrival]:
+        """One entry per event that brought tokens, in order. The count is the server's
+        `tokens_predicted`; a build without it counts an event's `tokens` (one if it has text)."""
+        found, so_far = [], 0
+        for e in self.events:
+            ev = e.event
+            if ev.tokens_predicted is not None:
+                now = ev.tokens_predicted
+            else:
+                now = so_far + (len(ev.tokens) or (1 if ev.content else 0))
+            if now > so_far:
+                found.append(TokenArrival(now, e.arrived_ms))
+                so_far = now
+        return found
+
+
 def shown_token(token: str, raw: list[int] | None = None) -> str:
     """A token with its spacing visible: the repr of its text, or of its bytes when they are not UTF-8."""
     if raw is not None:

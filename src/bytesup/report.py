@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import check as checks
+from .overhead import overhead_md
 from .runs import Run, load_run
 from .escape import md_text
 from .render import fmt, lesson_md
@@ -99,6 +100,7 @@ def report_md(run: Run, check_report: "checks.CheckReport | None") -> str:
     if check_report is not None:
         lines.append(f"\nChecks: {check_report.summary()} ([details](#checks-of-run-{_anchor(run.name)})).")
     lines.append("")
+    lines += overhead_md(run)
     for lid in sorted(run.results):
         lines += [demote(lesson_md(run.results[lid])).rstrip(), "", f"Files: [`{lid}.json`]({lid}.json) · [`{lid}.md`]({lid}.md)"
                   + (f" · [`{run.results[lid].exchanges}`]({run.results[lid].exchanges})" if run.results[lid].exchanges else ""), ""]

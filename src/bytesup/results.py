@@ -60,7 +60,7 @@ class Series(Strict):
     y: list[float]
     y_min: list[float] | None = None
     y_max: list[float] | None = None
-    style: str = "line"  # line | points | dashed
+    style: str = "line"  # line | points | dashed | steps
 
 
 class Plot(Strict):

@@ -1,0 +1,124 @@
+"""`bytesup check`'s claims on lesson 5's streamed tokens, on its run recorded from the real engine,
+then with one number planted wrong in a copy of the recording (deliberately broken)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+
+import pytest
+
+from bytesup import check
+from bytesup.compare import load_run
+
+from lessonkit import recorded
+
+LESSON = "05_generating_text"
+
+
+def streams_of(run_dir):
+    path = run_dir / "http" / f"{LESSON}.jsonl"
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return path, lines
+
+
+def claim(run_dir, claim_id: str) -> check.ClaimResult:
+    found = [r for r in check.check_run(load_run(run_dir), []).results if r.id == claim_id]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def planted(tmp_path, change) -> object:
+    """A copy of the recorded run whose streamed exchanges `change(line)` edits in place."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(recorded(LESSON), run_dir)
+    path, lines = streams_of(run_dir)
+    for line in lines:
+        if "stream" in line:
+            change(line)
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    return run_dir
+
+
+def payload(event):
+    return json.loads(event["text"].removeprefix("data: "))
+
+
+def set_payload(event, data):
+    event["text"] = "data: " + json.dumps(data, ensure_ascii=False) + "\n\n"
+
+
+def test_the_recorded_streams_pass_every_claim():
+    run_dir = recorded(LESSON)
+    for cid in ("stream_first_token_after_prompt", "stream_one_event_per_token", "stream_clocks_agree"):
+        assert claim(run_dir, cid).status == check.PASS, claim(run_dir, cid)
+
+
+def test_the_tolerance_is_the_one_derived_from_the_gaps():
+    """σ of the gaps + (TTFT − prompt_ms) ÷ (n − 1), worked here from the recorded events."""
+    _, lines = streams_of(recorded(LESSON))
+    worst = None
+    for line in (x for x in lines if "stream" in x):
+        events = [(payload(e), e["arrived_ms"]) for e in line["stream"]]
+        times = [at for data, at in events if not data.get("stop")]
+        timings = events[-1][0]["timings"]
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        tol = statistics.pstdev(gaps) + (times[0] - timings["prompt_ms"]) / (len(times) - 1)
+        off = abs(statistics.median(gaps) - timings["predicted_ms"] / (timings["predicted_n"] - 1)) / tol
+        worst = max(worst or (off, tol), (off, tol))
+    shown = claim(recorded(LESSON), "stream_clocks_agree")
+    assert shown.tolerance.startswith(f"±{worst[1]:.3g} ms")
+
+
+def test_a_first_token_before_prompt_ms_fails(tmp_path):
+    def early(line):
+        data = payload(line["stream"][-1])
+        data["timings"]["prompt_ms"] = line["stream"][0]["arrived_ms"] + 1.0
+        set_payload(line["stream"][-1], data)
+    result = claim(planted(tmp_path, early), "stream_first_token_after_prompt")
+    assert result.status == check.FAIL and "-1 ms" in result.detail
+
+
+def test_a_token_missing_from_the_stream_fails(tmp_path):
+    def more(line):
+        data = payload(line["stream"][-1])
+        data["timings"]["predicted_n"] += 1
+        set_payload(line["stream"][-1], data)
+    result = claim(planted(tmp_path, more), "stream_one_event_per_token")
+    assert result.status == check.FAIL and "predicted_n 129" in result.detail
+
+
+def test_an_event_that_brings_two_tokens_is_inconclusive(tmp_path):
+    def merged(line):
+        del line["stream"][5]        # token 6 now arrives with token 7's event, as a held-back token would
+    result = claim(planted(tmp_path, merged), "stream_one_event_per_token")
+    assert result.status == check.INCONCLUSIVE and "127 events for 128 tokens" in result.detail
+
+
+@pytest.mark.parametrize("factor", [0.7, 1.4])
+def test_a_server_time_per_token_off_by_30_percent_fails(tmp_path, factor):
+    def scaled(line):
+        data = payload(line["stream"][-1])
+        data["timings"]["predicted_ms"] *= factor
+        set_payload(line["stream"][-1], data)
+    result = claim(planted(tmp_path, scaled), "stream_clocks_agree")
+    assert result.status == check.FAIL, result
+
+
+def test_a_client_that_read_the_stream_at_once_cannot_resolve_a_pass(tmp_path):
+    def buffered(line):
+        end = line["stream"][-1]["arrived_ms"]
+        for e in line["stream"]:
+            e["arrived_ms"] = end
+    result = claim(planted(tmp_path, buffered), "stream_clocks_agree")
+    assert result.status == check.NA and "cannot resolve a pass" in result.detail
+
+
+def test_a_run_without_streams_is_not_applicable(tmp_path):
+    def plain(line):
+        del line["stream"]
+        line["response_text"] = ""
+    run_dir = planted(tmp_path, plain)
+    for cid in ("stream_first_token_after_prompt", "stream_one_event_per_token", "stream_clocks_agree"):
+        assert claim(run_dir, cid).status == check.NA
