@@ -112,10 +112,11 @@ def _run(lesson_ids: list[str], options: RunOptions, *, print_tables: bool, repo
         _print_results(options, lesson_ids)
     if report and options.run_dir is not None:
         try:
-            readme, checks = write_run_report(options.run_dir, None, True)
+            pages, checks = write_run_report(options.run_dir, None, True, with_html=True)
         except BytesupError as exc:
             raise fail(exc) from None
-        err.print(rich_text(f"report: {readme}" + (f" (checks: {checks.summary()})" if checks else "")), highlight=False)
+        err.print(rich_text(f"report: {pages[0]}" + (f" (checks: {checks.summary()})" if checks else "")), highlight=False)
+        err.print(rich_text(f"page: {pages[1]} (open it in a browser; it needs nothing else)"), highlight=False)
     raise typer.Exit(code)
 
 

@@ -147,19 +147,24 @@ def register(app: typer.Typer) -> None:
         reference: ReferenceOpt = None,
         run_checks: Annotated[bool, typer.Option("--checks/--no-checks", help=(
             "run `bytesup check` and embed its results (also writes check.md, check.json)"))] = True,
+        with_html: Annotated[bool, typer.Option("--html", help=(
+            "also write RUN/report.html: the same page, self-contained (plots inline as SVG, no script, nothing fetched)"))] = False,
     ) -> None:
         """Write the run's README.md as one readable page: what ran where, every lesson, the checks.
 
         The page starts with the manifest's summary (host, engine and flags, model, code commit, status), then every lesson's
         tables, measurements and plots in lesson order, then the results of `bytesup check`. Open it in any Markdown viewer; plot
-        links point into plots/ beside it.
+        links point into plots/ beside it. With --html, report.html beside it holds the same page for a browser, every plot drawn
+        inline from the lesson's JSON: one file that opens offline.
         """
         err = Console(stderr=True)
         try:
-            readme, report = write_run_report(run, reference, run_checks)
+            pages, report = write_run_report(run, reference, run_checks, with_html)
         except BytesupError as exc:
             raise fail(exc) from None
-        Console().print(rich_text(f"wrote {readme}" + (f" (checks: {report.summary()})" if report else "")),
-                        highlight=False, soft_wrap=True)
+        out = Console()
+        out.print(rich_text(f"wrote {pages[0]}" + (f" (checks: {report.summary()})" if report else "")), highlight=False, soft_wrap=True)
+        for page in pages[1:]:
+            out.print(rich_text(f"wrote {page}"), highlight=False, soft_wrap=True)
         if report is not None and report.failed:
             err.print("[yellow]some checks failed: see the Checks section of the page[/yellow]")
