@@ -25,7 +25,8 @@ for _layer, _name, _modules in [
     (1, "server and model access, run folders", """client render realmodel models plots measure nativebuild engine rpc options runs
         runfolder ceiling identity"""),
     (2, "the lesson API", "lesson catalog"),
-    (3, "reading runs back; the run's server; the summary", "compare verdicts evidence claims references check report runserver summary"),
+    (3, "reading runs back; the run's server; the summary", """compare verdicts evidence claims references check report runserver
+        summary history"""),
     (4, "the runner", "runner"),
     (5, "the command line", "cli_common cli_reports cli __main__"),
 ]:
@@ -33,7 +34,7 @@ for _layer, _name, _modules in [
         LAYERS[_module] = (_layer, _name)
 
 LESSON_API_LAYER = 2
-NOT_FOR_LESSONS = {"runner", "cli", "cli_common", "cli_reports", "check", "compare", "report"}
+NOT_FOR_LESSONS = {"runner", "cli", "cli_common", "cli_reports", "check", "compare", "report", "history"}
 
 
 def package_modules() -> set[str]:

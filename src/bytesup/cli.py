@@ -38,7 +38,7 @@ model_app = typer.Typer(help=(
     "synthetic one."), no_args_is_help=True)
 app.add_typer(server_app, name="server")
 app.add_typer(model_app, name="model")
-register_reports(app)  # compare, check and report live in cli_reports.py
+register_reports(app)  # compare, history, check and report live in cli_reports.py
 
 # --- lessons ---------------------------------------------------------------------------
 

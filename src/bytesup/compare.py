@@ -423,7 +423,8 @@ def _ratio_text(r: float | None) -> str:
     return "—" if r is None else f"{r:.3f}×"
 
 
-def _measure_text(m: Measurement | None) -> str:
+def measure_text(m: Measurement | None) -> str:
+    """The median, with the samples' min–max in brackets when they differ."""
     if m is None:
         return "—"
     if m.min == m.max:
@@ -461,8 +462,8 @@ def markdown(c: Comparison) -> str:
     lines += ["## Measurements", "", "| lesson | measurement | unit | A | B | B ÷ A | verdict |", "|---|---|---|---|---|---|---|"]
     for r in c.rows:
         v = r.verdict + (f" ({r.reason})" if r.reason else "")
-        lines.append(f"| {r.lesson} | {_md_cell(r.label)} | {_md_cell(r.unit)} | {_md_cell(_measure_text(r.a))} | "
-                     f"{_md_cell(_measure_text(r.b))} | {_ratio_text(r.ratio)} | {_md_cell(v)} |")
+        lines.append(f"| {r.lesson} | {_md_cell(r.label)} | {_md_cell(r.unit)} | {_md_cell(measure_text(r.a))} | "
+                     f"{_md_cell(measure_text(r.b))} | {_ratio_text(r.ratio)} | {_md_cell(v)} |")
     lines.append("")
     if c.tables:
         lines += ["## Next-token tables", "", "| lesson | table | top tokens | max \\|Δ logprob\\| | top token A | top token B | verdict |",
@@ -527,7 +528,7 @@ def print_rich(c: Comparison, console: Console) -> None:
     for r in c.rows:
         style = VERDICT_STYLE.get(r.verdict, "")
         v = f"[{style}]{r.verdict}[/{style}]" + (esc(f" ({r.reason})") if r.reason else "")
-        t.add_row(r.lesson, esc(r.label), esc(r.unit), _measure_text(r.a), _measure_text(r.b), _ratio_text(r.ratio), v)
+        t.add_row(r.lesson, esc(r.label), esc(r.unit), measure_text(r.a), measure_text(r.b), _ratio_text(r.ratio), v)
     console.print(t)
     if c.tables:
         t = RichTable(title="next-token tables", title_justify="left")

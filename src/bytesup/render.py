@@ -147,7 +147,8 @@ def block_md(block: Block) -> str:
     if isinstance(block, Bullets):
         return f"{'#' * block.level} {md_text(block.title)}\n\n" + "\n".join(f"- {md_text(n)}" for n in block.items) + "\n"
     if isinstance(block, Figure):
-        return f"{'#' * block.level} {md_text(block.title)}\n\n![{md_text(block.title)}]({block.png}) ([SVG]({block.svg}))\n"
+        drawing = f"![{md_text(block.title)}]({block.png}) ([SVG]({block.svg}))" if block.png else f"![{md_text(block.title)}]({block.svg})"
+        return f"{'#' * block.level} {md_text(block.title)}\n\n{drawing}\n"
     lines = [f"{'#' * block.level} {md_text(block.title)}", ""] if block.title else []
     lines.append("|" + "|".join(f" {cell(h)} " if h else " " for h in block.headers) + "|")
     lines.append("|" + "|".join("---" for _ in block.headers) + "|")
@@ -224,7 +225,7 @@ table { border-collapse: collapse; margin: .5em 0 1em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; vertical-align: top; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f2f2f2; }
-code { background: #f4f4f4; padding: 0 2px; word-break: break-all; }
+code { background: #f4f4f4; padding: 0 2px; overflow-wrap: anywhere; }
 section.lesson { border-top: 2px solid #888; margin-top: 2em; }
 figure.plot { margin: 1em 0; }
 figure.plot svg { width: 100%; max-width: 640px; height: auto; display: block; }
