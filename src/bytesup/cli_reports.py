@@ -134,8 +134,7 @@ def register(app: typer.Typer) -> None:
             raise fail(exc) from None
         if written is None:
             typer.echo(hist.history_markdown(found, limit), nl=False)
-        skipped = f"; skipped {hist.plural(len(found.skipped), 'folder')} that {'is' if len(found.skipped) == 1 else 'are'} not a run" \
-            if found.skipped else ""
+        skipped = f"; {hist.skipped_text(len(found.skipped))}" if found.skipped else ""
         err.print(rich_text(f"{hist.plural(len(found.runs), 'run')} read{skipped}"), highlight=False, soft_wrap=True)
         for folder, why in found.skipped:
             err.print(rich_text(f"  skipped {folder}: {why}"), highlight=False, soft_wrap=True)

@@ -238,6 +238,10 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def skipped_text(n: int) -> str:
+    return f"skipped {plural(n, 'folder')} that {'is' if n == 1 else 'are'} not a run"
+
+
 # --- the page ------------------------------------------------------------------------------------
 
 def _days(when: str) -> float | None:
@@ -277,8 +281,8 @@ def history_blocks(found: Found, threshold: float = DEFAULT_THRESHOLD, plots: st
     summary = (f"{plural(len(found.runs), 'run')} in {plural(len(groups), 'group')} of comparable runs "
                "(same machine, model, flags and lesson options)")
     if found.skipped:
-        summary += f"; {plural(len(found.skipped), 'folder')} skipped, not runs"
-    blocks.append(Paragraph((summary + f". Moves are judged as `bytesup compare` does, threshold {threshold:.0%}.",)))
+        summary += f"; {skipped_text(len(found.skipped))}"
+    blocks.append(Paragraph((summary + ". Moves are judged as ", Code("bytesup compare"), f" does, threshold {threshold:.0%}.")))
     rows = []
     for r in found.runs:
         v = r.identity.values

@@ -225,7 +225,7 @@ table { border-collapse: collapse; margin: .5em 0 1em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; vertical-align: top; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f2f2f2; }
-code { background: #f4f4f4; padding: 0 2px; overflow-wrap: anywhere; }
+code { background: #f4f4f4; padding: 0 2px; overflow-wrap: break-word; }
 section.lesson { border-top: 2px solid #888; margin-top: 2em; }
 figure.plot { margin: 1em 0; }
 figure.plot svg { width: 100%; max-width: 640px; height: auto; display: block; }
