@@ -48,6 +48,9 @@ def test_setup_groups_runs_and_software_changes_do_not_split_a_group():
     other_host = RunIdentity.of(edited(host__hostname="spark"))
     assert base.setup_key() == upgraded.setup_key()
     assert base.setup_key() != other_host.setup_key()
+    rebooted = RunIdentity.of(edited(host__memory_bytes=7_999_500_000))  # the OS reports a little less memory
+    assert rebooted.setup_key() == base.setup_key() and differences(base, rebooted, "software") == []
+    assert differences(base, rebooted) == [Difference("memory", 8_000_000_000, 7_999_500_000)]
     assert [d.label for d in differences(base, upgraded, "software")] == ["engine build", "package numpy", "--repeat"]
     fewer_flags = RunIdentity.of(edited())
     fewer_flags.flags.pop("--ctx-size")

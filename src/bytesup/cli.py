@@ -159,7 +159,7 @@ def run_all_cmd(
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, rpc: RpcOpt = None,
     print_tables: PrintOpt = False, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help=(
-        "then run the checks and write the run's README.md as one page (`bytesup report`)"))] = False,
+        "then run the checks and write the run's README.md as one page, and report.html beside it (`bytesup report --html`)"))] = False,
     start_server: StartServerOpt = True,
 ) -> None:
     """Run every lesson in order into one run folder (what `make run` does, with --report)."""

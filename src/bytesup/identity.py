@@ -7,6 +7,8 @@ Every property is declared once, in `PROPERTIES`, with its label and its kind:
   a line only between runs of one setup.
 - `software`: what one upgrades between such runs (engine and its build, packages, OS, Python,
   bytesup's commit, the repetitions). A change here is what `history` names when a figure moved.
+- `detail`: the memory the OS reports, which moves by a few hundred kB between boots of one
+  machine: `compare` shows it, but it neither splits a group nor explains a move.
 
 `resume` marks the properties a resumed run must share with the lessons already in its folder.
 A difference is worded one way everywhere: the label, then each side's value (`value_text`).
@@ -28,7 +30,7 @@ NOT_SET = "(not set)"
 class Property:
     key: str
     label: str
-    kind: str  # "setup" | "software"
+    kind: str  # "setup" | "software" | "detail"
     resume: bool = False
 
 
@@ -36,7 +38,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("host", "host", "setup", resume=True),
     Property("cpu", "CPU", "setup", resume=True),
     Property("cores", "cores", "setup"),
-    Property("memory_bytes", "memory", "setup"),
+    Property("memory_bytes", "memory", "detail"),
     Property("gpus", "GPUs", "setup"),
     Property("os", "OS", "software"),
     Property("python", "python", "software"),
