@@ -221,7 +221,7 @@ def block_html(block: Block, svg: "Callable[[Plot], str] | None" = None) -> str:
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: .5em 0 1em; font-size: 13px; }
+table { border-collapse: collapse; margin: .5em 0 1em; font-size: 13px; display: block; overflow-x: auto; max-width: 100%; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; vertical-align: top; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f2f2f2; }
