@@ -1,4 +1,5 @@
-"""Markdown views of lesson results and of a run: rendered from the JSON only, never parsed back."""
+"""Views of lesson results and of runs, rendered from the JSON only and never parsed back: one list of blocks per page,
+written as Markdown (`markdown`) or as a self-contained HTML page (`html`, `html_page`)."""
 
 from __future__ import annotations
 
