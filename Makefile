@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MODEL ?= smollm2-135m-q4_1
 ARGS ?=
 
-.PHONY: run test lint install install-test model clean-state mutants
+.PHONY: run test lint install install-test model browser clean-state mutants
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,9 +38,19 @@ lint: install-test
 # The native llama.cpp build with RPC (lesson 9's integration test) is built once per machine and version,
 # in the cache outside the clone (about 4 to 9 minutes on 2 cores the first time; nothing after), and kept only
 # once its smoke test has run on the tiny preset and the default model (see README: the build's variants).
-test: install-test lint model
+test: install-test lint model browser
 	nice -n 10 bash scripts/build_llama_server.sh >/dev/null
-	$(PY) -m pytest -q --durations=10
+	$(PY) -m pytest -q -rs --durations=10
+
+# The browser tests (tests/test_browser.py) open report.html and the history page in Debian's chromium, installed
+# here with apt-get when it is missing and we are root; otherwise they are skipped, and -rs prints why.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium for the browser tests (apt-get)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) >/dev/null \
+	    || echo "apt-get could not install chromium: the browser tests will be skipped"; \
+	else echo "chromium is not installed and installing it needs root: the browser tests will be skipped"; fi
 
 # Mutation benchmark, not part of `make test` (slow): mutmut over the shared modules, ceiling.py and every lesson's
 # computation section, or the files in MUTANTS (source[=test,test], e.g. MUTANTS=lessons/08_capstone_decode_memory_bound.py);

@@ -212,7 +212,7 @@ def test_only_what_differs_is_shown_above_the_table(two_runs):
     c = cmp.compare_runs(cmp.load_run(a), cmp.load_run(b))
     keys = [k for k, _, _ in c.identity]
     assert keys == ["engine build", "flag --threads"]
-    assert c.identity[1] == ("flag --threads", "(not set)", "1")
+    assert c.identity[1] == ("flag --threads", None, "1")
     md = cmp.markdown(c)
     assert "| flag --threads | (not set) | 1 |" in md and "--port" not in md and "| host |" not in md
 

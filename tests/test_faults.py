@@ -120,7 +120,7 @@ def test_resume_against_another_build_or_settings_is_refused_with_the_difference
     with pytest.raises(RunFolderError) as refused:
         run_lessons(["01_tokens", "02_decode"], RunOptions(server_url=URL, out=out, resume=True))
     message = str(refused.value)
-    assert "engine build: 'b4000-other' in the folder, 'b0-unknown' now" in message
+    assert "engine build: b4000-other in the folder, b0-unknown now" in message
     assert "--repeat: 5 in the folder, 3 now" in message and "--force" in message
     assert manifest_of(out)["lessons"]["02_decode"]["status"] == "failed"  # nothing changed
     assert len(httpx_mock.get_requests()) == requests + 3  # only the probe (health, props, models)

@@ -23,10 +23,10 @@ for _layer, _name, _modules in [
     (0, "leaves: facts, formulas, files, errors, parsing", """__init__ errors paths escape storage formulas published sweep
         sampling server serverfacts hostbench environment results records gguf_read replay topology sse clientclock"""),
     (1, "server and model access, run folders", """client render realmodel models plots measure nativebuild engine rpc options runs
-        runfolder ceiling"""),
+        runfolder ceiling identity"""),
     (2, "the lesson API", "lesson catalog"),
-    (3, "reading runs back; the run's server; the summary",
-     "compare verdicts evidence claims references check overhead report runserver summary"),
+    (3, "reading runs back; the run's server; the summary", """compare verdicts evidence claims references check overhead report
+        runserver summary history"""),
     (4, "the runner", "runner"),
     (5, "the command line", "cli_common cli_reports cli __main__"),
 ]:
@@ -34,7 +34,7 @@ for _layer, _name, _modules in [
         LAYERS[_module] = (_layer, _name)
 
 LESSON_API_LAYER = 2
-NOT_FOR_LESSONS = {"runner", "cli", "cli_common", "cli_reports", "check", "compare", "report"}
+NOT_FOR_LESSONS = {"runner", "cli", "cli_common", "cli_reports", "check", "compare", "report", "history"}
 
 
 def package_modules() -> set[str]:

@@ -65,4 +65,4 @@ def test_the_report_has_the_table(tmp_path):
 def test_a_run_without_timed_requests_has_no_table(tmp_path):
     run_dir, _, _ = planted_run(tmp_path)
     shutil.rmtree(run_dir / "http")
-    assert overhead.overhead_md(load_run(run_dir)) == []
+    assert overhead.overhead_blocks(load_run(run_dir)) == []

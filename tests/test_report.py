@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -9,8 +10,8 @@ from pathlib import Path
 from test_check import ALL
 from test_compare import L4, assemble_run, edit_manifest, fixture_run, invoke, read_result
 
-from bytesup.render import lesson_md
-from bytesup.report import demote
+from bytesup.render import anchor, demoted, fmt, lesson_blocks, lesson_md, markdown
+from bytesup.report import write_run_report
 
 
 def test_report_writes_one_page_with_summary_lessons_plots_and_checks(tmp_path):
@@ -60,10 +61,80 @@ def test_report_on_a_folder_that_is_not_a_run(tmp_path):
     assert not (tmp_path / "README.md").exists()
 
 
-def test_demote_turns_lesson_titles_into_sections_only():
-    md = lesson_md(read_result(fixture_run(L4), L4))
-    out = demote(md)
-    assert out.startswith("## The forward pass")
-    assert out.count("\n### ") == md.count("\n### ")
-    assert demote("# A\n```\n# not a heading\n```\n") == "## A\n```\n# not a heading\n```"
+def test_demoted_turns_lesson_titles_into_sections_only():
+    result = read_result(fixture_run(L4), L4)
+    md = lesson_md(result)
+    out = markdown(demoted(lesson_blocks(result)))
+    assert md.startswith("# The forward pass\n") and out.startswith("## The forward pass\n")
+    assert out.count("\n### ") == md.count("\n### ") > 0
+    assert out.removeprefix("#") == md
 
+
+
+# --- report.html ---------------------------------------------------------------------------------
+
+HOSTILE = "<script>alert('model')</script> & [x](javascript:alert(1))"
+
+
+def hostile_run(dest: Path, *lesson_ids: str) -> Path:
+    """A run whose model name, file and server build come from someone who wants to run a script."""
+    run = assemble_run(dest, *lesson_ids)
+    edit_manifest(run, lambda m: (m["model"].update(path=f"/models/{HOSTILE}.gguf"), m["engine"].update(build=HOSTILE)))
+    for lid in lesson_ids:
+        result = read_result(run, lid)
+        result.model["name"] = HOSTILE
+        (run / f"{lid}.json").write_text(json.dumps(result.to_json()), encoding="utf-8")
+    return run
+
+
+def test_report_html_is_one_page_with_every_lesson_plot_and_check_and_escapes_outside_text(tmp_path):
+    run = hostile_run(tmp_path / "run", *ALL)
+    result = invoke("report", run, "--html")
+    assert result.exit_code == 0, result.output
+    assert f"wrote {run / 'report.html'}" in result.stdout
+    page = (run / "report.html").read_text(encoding="utf-8")
+
+    for lid in ALL:
+        lesson = read_result(run, lid)
+        assert re.search(rf'<h2 id="{re.escape(anchor(lesson.title))}">', page), lid
+        for table in lesson.tables:
+            assert f">{html.escape(table.title)}</h3>" in page
+    plots = sum(len(read_result(run, lid).plots) for lid in ALL)
+    assert plots > 0 and page.count("<svg") == plots
+    assert '<table class="checks">' in page and "✅ pass" in page and "Checks of run run" in page
+
+    # Nothing to fetch and nothing to run: no script, no outside URL in any attribute, a policy that forbids both.
+    assert "<script" not in page.lower().replace("&lt;script", "")
+    assert not re.search(r"""(?:src|href)=["']?(?:https?:|//|javascript:)""", page, re.I)
+    assert "default-src 'none'" in page
+    assert html.escape(HOSTILE) in page and HOSTILE not in page
+
+
+def test_run_all_report_writes_the_html_page_beside_the_readme(tmp_path):
+    run = assemble_run(tmp_path / "run", L4)
+    pages, checked = write_run_report(run, None, run_checks=False, with_html=True)
+    assert [p.name for p in pages] == ["README.md", "report.html"] and checked is None
+    page = (run / "report.html").read_text(encoding="utf-8")
+    # The same blocks as README.md: every row of the lesson's Markdown tables is in the page, cell for cell.
+    result = read_result(run, L4)
+    numeric = ' class="num"'
+
+    def td(v) -> str:
+        return f"<td{numeric if isinstance(v, (int, float)) and not isinstance(v, bool) else ''}>{html.escape(fmt(v))}</td>"
+
+    for table in result.tables:
+        for row in table.rows:
+            assert "<tr>" + "".join(td(v) for v in row) + "</tr>" in page
+
+
+def test_run_all_with_report_replays_a_committed_run_and_prints_both_pages(tmp_path):
+    out = tmp_path / "replayed"
+    committed = Path(__file__).resolve().parents[1] / "outputs" / "2026-12-01-cpu2-smollm2"
+    result = invoke("run-all", "--replay", committed, "--out", out, "--report")
+    assert result.exit_code == 0, result.output
+    assert f"page: {out / 'report.html'}" in result.output.replace("\n", "")
+    page = (out / "report.html").read_text(encoding="utf-8")
+    titles = [json.loads(p.read_text(encoding="utf-8"))["title"] for p in sorted(committed.glob("0*.json"))]
+    assert len(titles) == 9
+    positions = [page.index(f'<h2 id="{anchor(t)}">') for t in titles]
+    assert positions == sorted(positions)  # course order

@@ -30,8 +30,9 @@ from rich.table import Table as RichTable
 
 from .claims import CACHE_TYPE_BYTES, EXP_RELATIVE_TOLERANCE, GENERAL_CLAIMS
 from .runs import Run
-from .escape import md_text
 from .escape import rich_text as escape
+from .render import Block, Code, Heading, Paragraph, TableBlock, anchor
+from .render import markdown as render_markdown
 from .references import Reference, check_reference, default_references, load_reference, references_dir, scope_differences
 from .storage import write_json_atomic, write_text_atomic
 from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult
@@ -88,49 +89,50 @@ def check_run(run: Run, reference_files: list[Path] | None = None) -> CheckRepor
     return CheckReport(run, refs, results, datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
-def _cell(text: Any) -> str:
-    return md_text(text, newline="⏎", cell=True)
-
-
 MARK = {PASS: "✅ pass", FAIL: "❌ fail", INCONCLUSIVE: "❔ inconclusive", NA: "➖ not applicable"}
+CLAIM_HEADERS = ("lesson", "result", "observed")
 
 
-def _row(r: ClaimResult) -> str:
-    cells = [_cell(r.claim), _cell(r.lesson), MARK[r.status], _cell(r.observed), _cell(r.expected), _cell(r.tolerance), _cell(r.detail)]
-    return "| " + " | ".join(cells) + " |"
+def _row(r: ClaimResult) -> tuple[str, ...]:
+    return (r.claim, r.lesson, MARK[r.status], r.observed, r.expected, r.tolerance, r.detail)
 
 
-def markdown(report: CheckReport, heading: str = "#") -> str:
-    lines = [f"{heading} Checks of run {md_text(report.run.name)}", "",
-             f"{report.summary()} · checked {report.checked_at}", ""]
-    general = [r for r in report.results if r.source == "general"]
-    lines += [f"{heading}# General claims (any model, any host)", "",
-              "| claim | lesson | result | observed | expected | tolerance | detail |", "|---|---|---|---|---|---|---|"]
-    for r in general:
-        lines.append(_row(r))
-    lines.append("")
+def check_blocks(report: CheckReport, level: int = 1) -> list[Block]:
+    """The checks as a page's blocks (Markdown in check.md, a section of the run's report)."""
+    sub = level + 1
+    blocks: list[Block] = [
+        Heading(level, f"Checks of run {report.run.name}", anchor(f"Checks of run {report.run.name}")),
+        Paragraph((f"{report.summary()} · checked {report.checked_at}",)),
+        TableBlock("General claims (any model, any host)",
+                   ("claim", *CLAIM_HEADERS, "expected", "tolerance", "detail"),
+                   tuple(_row(r) for r in report.results if r.source == "general"), level=sub, css="checks"),
+    ]
     for path, ref in report.references:
         rows = [r for r in report.results if r.source == ref.name]
         scope = ref.scope
-        lines += [f"{heading}# Published figures: {md_text(ref.name)}", "",
-                  md_text(f"Source: {ref.source}" + (f" (measured {ref.measured_on})" if ref.measured_on else "")), "",
-                  md_text(f"Scope: {scope.model.name} {scope.model.quantization or ''}".rstrip()
-                          + (f" (sha256 {scope.model.sha256[:12]}…)" if scope.model.sha256 else "")
-                          + (f" · {scope.hardware.name}" if scope.hardware else "")
-                          + (f" · {scope.engine.name}" if scope.engine else "")
-                          + (f" · {' '.join(f'{k} {v}' for k, v in scope.flags.items())}" if scope.flags else ""))
-                  + f" · file `{md_text(path.name)}`", ""]
+        blocks += [
+            Heading(sub, f"Published figures: {ref.name}"),
+            Paragraph((f"Source: {ref.source}" + (f" (measured {ref.measured_on})" if ref.measured_on else ""),)),
+            Paragraph((f"Scope: {scope.model.name} {scope.model.quantization or ''}".rstrip()
+                       + (f" (sha256 {scope.model.sha256[:12]}…)" if scope.model.sha256 else "")
+                       + (f" · {scope.hardware.name}" if scope.hardware else "")
+                       + (f" · {scope.engine.name}" if scope.engine else "")
+                       + (f" · {' '.join(f'{k} {v}' for k, v in scope.flags.items())}" if scope.flags else ""),
+                       " · file ", Code(path.name))),
+        ]
         na = [r for r in rows if r.status == NA]
         if rows and len(na) == len(rows) and len({r.detail for r in rows}) == 1:
-            lines += [f"All {len(rows)} figures: ➖ not applicable: {md_text(rows[0].detail)}.", "",
-                      "| figure | lesson | published | tolerance |", "|---|---|---|---|"]
-            lines += [f"| {_cell(r.claim)} | {_cell(r.lesson)} | {_cell(r.expected)} | {_cell(r.tolerance)} |" for r in rows]
+            blocks += [Paragraph((f"All {len(rows)} figures: {MARK[NA]}: ", rows[0].detail, ".")),
+                       TableBlock("", ("figure", "lesson", "published", "tolerance"),
+                                  tuple((r.claim, r.lesson, r.expected, r.tolerance) for r in rows), css="checks")]
         else:
-            lines += ["| figure | lesson | result | observed | published | tolerance | detail |", "|---|---|---|---|---|---|---|"]
-            for r in rows:
-                lines.append(_row(r))
-        lines.append("")
-    return "\n".join(lines)
+            blocks.append(TableBlock("", ("figure", *CLAIM_HEADERS, "published", "tolerance", "detail"),
+                                     tuple(_row(r) for r in rows), css="checks"))
+    return blocks
+
+
+def markdown(report: CheckReport, heading: str = "#") -> str:
+    return render_markdown(check_blocks(report, len(heading)))
 
 
 def write_report(report: CheckReport) -> tuple[Path, Path]:

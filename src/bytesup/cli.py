@@ -40,7 +40,7 @@ model_app = typer.Typer(help=(
     "synthetic one."), no_args_is_help=True)
 app.add_typer(server_app, name="server")
 app.add_typer(model_app, name="model")
-register_reports(app)  # compare, check and report live in cli_reports.py
+register_reports(app)  # compare, history, check and report live in cli_reports.py
 
 # --- lessons ---------------------------------------------------------------------------
 
@@ -122,10 +122,11 @@ def _run(lesson_ids: list[str], options: RunOptions, *, print_tables: bool, repo
         _print_results(options, lesson_ids)
     if report and options.run_dir is not None:
         try:
-            readme, checks = write_run_report(options.run_dir, None, True)
+            pages, checks = write_run_report(options.run_dir, None, True, with_html=True)
         except BytesupError as exc:
             raise fail(exc) from None
-        err.print(rich_text(f"report: {readme}" + (f" (checks: {checks.summary()})" if checks else "")), highlight=False)
+        err.print(rich_text(f"report: {pages[0]}" + (f" (checks: {checks.summary()})" if checks else "")), highlight=False)
+        err.print(rich_text(f"page: {pages[1]} (open it in a browser; it needs nothing else)"), highlight=False)
     raise typer.Exit(code)
 
 
@@ -169,7 +170,7 @@ def run_all_cmd(
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, rpc: RpcOpt = None,
     print_tables: PrintOpt = False, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help=(
-        "then run the checks and write the run's README.md as one page (`bytesup report`)"))] = False,
+        "then run the checks and write the run's README.md as one page, and report.html beside it (`bytesup report --html`)"))] = False,
     start_server: StartServerOpt = True, own_server: OwnServerOpt = False,
 ) -> None:
     """Run every lesson in order into one run folder (what `make run` does, with --own-server --report)."""

@@ -1,4 +1,4 @@
-"""`bytesup compare`, `bytesup check`, `bytesup report`."""
+"""`bytesup compare`, `bytesup history`, `bytesup check`, `bytesup report`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from rich.console import Console
 
 from . import check as checks
 from . import compare as cmp
+from . import history as hist
 from .cli_common import fail
+from .paths import outputs_root
 from .errors import BytesupError
 from .escape import rich_text
 from .report import write_run_report
@@ -98,6 +100,48 @@ def register(app: typer.Typer) -> None:
                       highlight=False, soft_wrap=True)
             raise typer.Exit(3)
 
+    @app.command("history")
+    def history_cmd(
+        paths: Annotated[Optional[list[Path]], typer.Argument(
+            help="run folders, or folders that hold them (default: outputs/)", show_default=False)] = None,
+        output: Annotated[Optional[Path], typer.Option(
+            "--output", "-o", help="write the history to FILE (Markdown, its plots as SVG in FILE's name + '-plots/' beside it; "
+                                   "with --html one self-contained page) instead of printing it")] = None,
+        as_html: Annotated[bool, typer.Option(
+            "--html", help="write one self-contained page, plots inline (to --output, else history.html here)")] = False,
+        threshold: Annotated[str, typer.Option(
+            "--threshold", "-t", help="smallest change that counts, as in `bytesup compare`")] = "5%",
+    ) -> None:
+        """Every run over time: its headline figures, grouped by what makes runs comparable, and what moved them.
+
+        Reads each run folder given, or each folder directly inside a folder given (outputs/ by default); folders that are not
+        runs are skipped and counted. A table gives each run's date, host, engine and build, model, flags, decode and prefill
+        tokens/s, host bandwidth, decode efficiency, the capstone's verdicts and the checks. Runs with the same machine, model,
+        server flags and lesson options form a group; for each group, a plot of each figure over time with the samples' min–max
+        (runs of different groups are never joined), and the figures that moved beyond the noise between consecutive runs
+        (compare's rule) with what changed between them (engine build, packages, code).
+
+        Example: bytesup history --html -o outputs/history.html
+        """
+        err = Console(stderr=True)
+        try:
+            limit = cmp.parse_threshold(threshold)
+            found = hist.find_runs(list(paths) if paths else [outputs_root()])
+            if as_html and output is None:
+                output = Path("history.html")
+            written = hist.write_history(found, output, as_html, limit) if output is not None else None
+        except BytesupError as exc:
+            raise fail(exc) from None
+        if written is None:
+            typer.echo(hist.history_markdown(found, limit), nl=False)
+        skipped = f"; {hist.skipped_text(len(found.skipped))}" if found.skipped else ""
+        err.print(rich_text(f"{hist.plural(len(found.runs), 'run')} read{skipped}"), highlight=False, soft_wrap=True)
+        for folder, why in found.skipped:
+            err.print(rich_text(f"  skipped {folder}: {why}"), highlight=False, soft_wrap=True)
+        if written is not None:
+            err.print(rich_text(f"wrote {written[0]}" + (f" and {len(written) - 1} plots" if len(written) > 1 else "")),
+                      highlight=False, soft_wrap=True)
+
     @app.command("check")
     def check_cmd(
         run: RunArg,
@@ -149,19 +193,24 @@ def register(app: typer.Typer) -> None:
         reference: ReferenceOpt = None,
         run_checks: Annotated[bool, typer.Option("--checks/--no-checks", help=(
             "run `bytesup check` and embed its results (also writes check.md, check.json)"))] = True,
+        with_html: Annotated[bool, typer.Option("--html", help=(
+            "also write RUN/report.html: the same page, self-contained (plots inline as SVG, no script, nothing fetched)"))] = False,
     ) -> None:
         """Write the run's README.md as one readable page: what ran where, every lesson, the checks.
 
         The page starts with the manifest's summary (host, engine and flags, model, code commit, status), then every lesson's
         tables, measurements and plots in lesson order, then the results of `bytesup check`. Open it in any Markdown viewer; plot
-        links point into plots/ beside it.
+        links point into plots/ beside it. With --html, report.html beside it holds the same page for a browser, every plot drawn
+        inline from the lesson's JSON: one file that opens offline.
         """
         err = Console(stderr=True)
         try:
-            readme, report = write_run_report(run, reference, run_checks)
+            pages, report = write_run_report(run, reference, run_checks, with_html)
         except BytesupError as exc:
             raise fail(exc) from None
-        Console().print(rich_text(f"wrote {readme}" + (f" (checks: {report.summary()})" if report else "")),
-                        highlight=False, soft_wrap=True)
+        out = Console()
+        out.print(rich_text(f"wrote {pages[0]}" + (f" (checks: {report.summary()})" if report else "")), highlight=False, soft_wrap=True)
+        for page in pages[1:]:
+            out.print(rich_text(f"wrote {page}"), highlight=False, soft_wrap=True)
         if report is not None and report.failed:
             err.print("[yellow]some checks failed: see the Checks section of the page[/yellow]")

@@ -27,10 +27,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from . import engine, topology
+from . import topology
 from .errors import BytesupError, RunFolderError
 from .escape import md_text
 from .escape import rich_text as esc
+from .identity import Difference, RunIdentity, differences, value_text
 from .render import fmt, measurement_label
 from .results import LessonResult, Measurement, Table
 from .runs import Run, load_run
@@ -43,56 +44,14 @@ DEFAULT_THRESHOLD = 0.05
 
 # --- identities: what differs between two runs -------------------------------------------
 
-IGNORED_FLAGS = engine.FLAGS_NOT_MEASURED
+def run_identity(run: Run) -> RunIdentity:
+    """The run's configuration (host, engine, model, flags…): `identity.RunIdentity`, one for every reader."""
+    return RunIdentity.of(run.manifest, run.results.values())
 
 
-def run_identity(run: Run) -> dict[str, Any]:
-    """Flat {label: value} of what identifies a run's configuration (host, engine, model…)."""
-    m = run.manifest or {}
-    host = m.get("host") or {}
-    eng = m.get("engine") or {}
-    first = next(iter(run.results.values()), None)
-    server = first.server if first else {}
-    ident: dict[str, Any] = {
-        "host": host.get("hostname"),
-        "CPU": host.get("cpu"),
-        "cores": host.get("cores"),
-        "memory": host.get("memory_bytes"),
-        "GPUs": ", ".join(host.get("gpus") or []) or ("none" if host else None),
-        "OS": host.get("os"),
-        "python": host.get("python"),
-        "engine": eng.get("engine") or server.get("engine"),
-        "engine build": eng.get("build") or server.get("build"),
-        "engine variant": engine.build_variant(eng),
-        "server build_info": eng.get("build_info"),
-        "repository commit": (m.get("repository") or {}).get("commit"),
-        "repository dirty": (m.get("repository") or {}).get("dirty"),
-    }
-    if eng.get("topology") is not None:  # a server whose layers were split across rpc-servers
-        ident["topology"] = topology.describe(eng["topology"])
-    model = run.model_identity()
-    ident["model file"] = model.get("file")
-    ident["model size (bytes)"] = model.get("size_bytes")
-    ident["model sha256"] = model.get("sha256")
-    flags = eng.get("flags") if eng.get("flags") is not None else server.get("flags")
-    for name, value in sorted((flags or {}).items()):
-        if name not in IGNORED_FLAGS:
-            ident[f"flag {name}"] = "(set)" if value is None else value
-    for name, version in sorted((m.get("packages") or {}).items()):
-        ident[f"package {name}"] = version
-    return ident
-
-
-def identity_differences(a: Run, b: Run) -> list[tuple[str, Any, Any]]:
-    ia, ib = run_identity(a), run_identity(b)
-    rows = []
-    for key in list(ia) + [k for k in ib if k not in ia]:
-        va, vb = ia.get(key), ib.get(key)
-        if key.startswith("flag ") and (va is None or vb is None):
-            va, vb = ("(not set)" if va is None else va), ("(not set)" if vb is None else vb)
-        if va != vb:
-            rows.append((key, va, vb))
-    return rows
+def identity_differences(a: Run, b: Run) -> list[Difference]:
+    """Every property of the two runs' identities that differs, setup and software alike."""
+    return differences(run_identity(a), run_identity(b))
 
 
 # --- measurements --------------------------------------------------------------------------
@@ -385,7 +344,7 @@ class Comparison:
     a: Run
     b: Run
     threshold: float
-    identity: list[tuple[str, Any, Any]]
+    identity: list[Difference]
     rows: list[Row]
     tables: list[TableRow]
     only_a: list[str]
@@ -464,7 +423,8 @@ def _ratio_text(r: float | None) -> str:
     return "—" if r is None else f"{r:.3f}×"
 
 
-def _measure_text(m: Measurement | None) -> str:
+def measure_text(m: Measurement | None) -> str:
+    """The median, with the samples' min–max in brackets when they differ."""
     if m is None:
         return "—"
     if m.min == m.max:
@@ -489,7 +449,7 @@ def markdown(c: Comparison) -> str:
               "(min–max of the samples in brackets)"), ""]
     if c.identity:
         lines += ["## What differs between the runs", "", "| | A | B |", "|---|---|---|"]
-        lines += [f"| {_md_cell(k)} | {_md_cell(fmt(va))} | {_md_cell(fmt(vb))} |" for k, va, vb in c.identity]
+        lines += [f"| {_md_cell(k)} | {_md_cell(value_text(va))} | {_md_cell(value_text(vb))} |" for k, va, vb in c.identity]
         lines.append("")
     else:
         lines += ["The two runs share host, engine, flags, packages and model.", ""]
@@ -502,8 +462,8 @@ def markdown(c: Comparison) -> str:
     lines += ["## Measurements", "", "| lesson | measurement | unit | A | B | B ÷ A | verdict |", "|---|---|---|---|---|---|---|"]
     for r in c.rows:
         v = r.verdict + (f" ({r.reason})" if r.reason else "")
-        lines.append(f"| {r.lesson} | {_md_cell(r.label)} | {_md_cell(r.unit)} | {_md_cell(_measure_text(r.a))} | "
-                     f"{_md_cell(_measure_text(r.b))} | {_ratio_text(r.ratio)} | {_md_cell(v)} |")
+        lines.append(f"| {r.lesson} | {_md_cell(r.label)} | {_md_cell(r.unit)} | {_md_cell(measure_text(r.a))} | "
+                     f"{_md_cell(measure_text(r.b))} | {_ratio_text(r.ratio)} | {_md_cell(v)} |")
     lines.append("")
     if c.tables:
         lines += ["## Next-token tables", "", "| lesson | table | top tokens | max \\|Δ logprob\\| | top token A | top token B | verdict |",
@@ -552,7 +512,7 @@ def print_rich(c: Comparison, console: Console) -> None:
         t.add_column("A")
         t.add_column("B")
         for k, va, vb in c.identity:
-            t.add_row(esc(k), esc(fmt(va)), esc(fmt(vb)))
+            t.add_row(esc(k), esc(value_text(va)), esc(value_text(vb)))
         console.print(t)
     else:
         console.print("The two runs share host, engine, flags, packages and model.")
@@ -568,7 +528,7 @@ def print_rich(c: Comparison, console: Console) -> None:
     for r in c.rows:
         style = VERDICT_STYLE.get(r.verdict, "")
         v = f"[{style}]{r.verdict}[/{style}]" + (esc(f" ({r.reason})") if r.reason else "")
-        t.add_row(r.lesson, esc(r.label), esc(r.unit), _measure_text(r.a), _measure_text(r.b), _ratio_text(r.ratio), v)
+        t.add_row(r.lesson, esc(r.label), esc(r.unit), measure_text(r.a), measure_text(r.b), _ratio_text(r.ratio), v)
     console.print(t)
     if c.tables:
         t = RichTable(title="next-token tables", title_justify="left")

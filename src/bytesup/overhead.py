@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .clientclock import percentile
-from .escape import md_text
 from .evidence import exchanges_path
-from .render import fmt
+from .render import Block, Code, Heading, Paragraph, TableBlock, fmt
 from .runs import Run
 
 BUDGET_MS = 1.0   # the median a lesson's requests may spend outside the server's timings on a CPU host
@@ -95,22 +94,23 @@ def run_overheads(run: Run) -> list[LessonOverhead]:
     return rows
 
 
-def overhead_md(run: Run) -> list[str]:
-    """The report's table (no lines when no lesson recorded a timed request)."""
+def overhead_blocks(run: Run) -> list[Block]:
+    """The report's table (no blocks when no lesson recorded a timed request)."""
     rows = run_overheads(run)
     if not rows:
         return []
-    lines = ["## The harness's own time per request", "",
-             ("Client wall time (from sending to the answer's last byte) minus the server's prompt_ms + predicted_ms, "
-             "for every /completion of each lesson, from its recorded exchanges. It holds HTTP on the way in and out, "
-             "tokenizing and queuing the prompt, building and writing the answer's JSON (or its events) and reading it "
-             "here; requests sent together (lesson 7's batches) also wait there for a free slot, which the server's "
-             f"timings do not count. Budget: a median of at most {fmt(BUDGET_MS)} ms per request."), "",
-             "| lesson | requests | streamed | median (ms) | p90 (ms) | max (ms) | within budget |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| `{md_text(r.lesson_id, cell=True)}` | {len(r.overheads_ms)} | {r.streamed} | {fmt(r.median)} | "
-                     f"{fmt(r.p90)} | {fmt(r.largest)} | {'yes' if r.median <= BUDGET_MS else 'no'} |")
     every = [x for r in rows for x in r.overheads_ms]
-    lines += ["", (f"Over the run: {len(every)} requests, median {fmt(statistics.median(every))} ms, "
-                  f"p90 {fmt(percentile(every, 90))} ms, max {fmt(max(every))} ms."), ""]
-    return lines
+    return [
+        Heading(2, "The harness's own time per request"),
+        Paragraph(((
+            "Client wall time (from sending to the answer's last byte) minus the server's prompt_ms + predicted_ms, "
+            "for every /completion of each lesson, from its recorded exchanges. It holds HTTP on the way in and out, "
+            "tokenizing and queuing the prompt, building and writing the answer's JSON (or its events) and reading it "
+            "here; requests sent together (lesson 7's batches) also wait there for a free slot, which the server's "
+            f"timings do not count. Budget: a median of at most {fmt(BUDGET_MS)} ms per request."),)),
+        TableBlock("", ("lesson", "requests", "streamed", "median (ms)", "p90 (ms)", "max (ms)", "within budget"),
+                   tuple((Code(r.lesson_id), len(r.overheads_ms), r.streamed, r.median, r.p90, r.largest,
+                          "yes" if r.median <= BUDGET_MS else "no") for r in rows)),
+        Paragraph(((f"Over the run: {len(every)} requests, median {fmt(statistics.median(every))} ms, "
+                    f"p90 {fmt(percentile(every, 90))} ms, max {fmt(max(every))} ms."),)),
+    ]

@@ -51,3 +51,13 @@ def write_plots(result: LessonResult, run_dir: Path) -> list[Path]:
             written.append(run_dir / rel)
         plt.close(fig)
     return written
+
+
+def svg_markup(plot: Plot) -> str:
+    """The plot as an <svg> element to put inside an HTML page (the XML prolog and doctype dropped)."""
+    fig, plt = _figure(plot)
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]

@@ -1,9 +1,11 @@
-"""`bytesup report RUN`: the run folder's README.md as one readable page.
+"""`bytesup report RUN`: the run folder's README.md as one readable page, and with `--html` the
+same page as report.html.
 
 The page holds the manifest's summary (host, engine, model, status), every lesson's tables,
-measurements and plots in lesson order (rendered from each lesson's JSON by the one renderer,
-`render.lesson_md`, with headings pushed one level down), and the checks of `bytesup check`.
-Plot links stay `plots/...`: the README lives in the run folder, beside them.
+measurements and plots in lesson order (each lesson's JSON made into blocks by `render.lesson_blocks`,
+the one renderer, its title made a section), and the checks of `bytesup check`. README.md links
+its plots (`plots/...`, beside it); report.html draws each plot inline as SVG from its record, so
+the file alone is the whole page: no script, no font or stylesheet, nothing fetched.
 """
 
 from __future__ import annotations
@@ -12,15 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from . import check as checks
-from .overhead import overhead_md
+from .overhead import overhead_blocks
 from .runs import Run, load_run
-from .escape import md_text
-from .render import fmt, lesson_md
+from .plots import svg_markup
+from .render import (Block, Code, Heading, Inline, Link, Paragraph, TableBlock, anchor, cell_md, demoted, fmt, html, html_page,
+                     lesson_blocks, markdown)
 from .storage import write_text_atomic
-
-
-def _cell(text: Any) -> str:
-    return md_text(text, cell=True)
 
 
 def _size(n: Any) -> str:
@@ -29,39 +28,15 @@ def _size(n: Any) -> str:
     return f"{n / 1e9:.3g} GB" if n >= 1e8 else f"{n / 1e6:.3g} MB"
 
 
-def _anchor(text: str) -> str:
-    """GitHub's heading anchors: lower case, spaces to hyphens, punctuation dropped."""
-    out = []
-    for ch in text.strip().lower():
-        if ch.isalnum() or ch in "-_":
-            out.append(ch)
-        elif ch == " ":
-            out.append("-")
-    return "".join(out)
-
-
-def demote(markdown: str) -> str:
-    """Make a lesson's title (`# `) a section (`## `) of the page; its tables (`### `) already
-    nest below that. Fenced code is left alone."""
-    lines, fenced = [], False
-    for line in markdown.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        if not fenced and line.startswith("# "):
-            line = "#" + line
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def summary_md(run: Run) -> list[str]:
+def summary_rows(run: Run) -> list[tuple[str, Any]]:
+    """(what, value or inline parts) for the manifest's summary; rows the manifest cannot fill are left out."""
     m = run.manifest or {}
     host = m.get("host") or {}
     eng = m.get("engine") or {}
     model = run.model_identity()
     flags = " ".join(k if v is None else f"{k} {v}" for k, v in (eng.get("flags") or {}).items() if k not in ("--api-key",))
     repo = m.get("repository") or {}
-    lines = ["| | |", "|---|---|"]
-    rows = [
+    rows: list[tuple[str, Any]] = [
         ("status", m.get("status", "no manifest")),
         ("created", m.get("created_at")),
         ("updated", m.get("updated_at")),
@@ -70,48 +45,70 @@ def summary_md(run: Run) -> list[str]:
          if host else None),
         ("OS / Python", f"{host.get('os')} / Python {host.get('python')}" if host else None),
         ("engine", f"{eng.get('engine', '?')} ({eng.get('build', '?')})" if eng else None),
-        ("server flags", f"`{flags}`" if flags else None),
-        ("model", f"{model.get('file', '?')} ({_size(model.get('size_bytes'))}), sha256 `{model.get('sha256', '?')}`" if model else None),
+        ("server flags", Code(flags) if flags else None),
+        ("model", (f"{model.get('file', '?')} ({_size(model.get('size_bytes'))}), sha256 ", Code(str(model.get("sha256", "?"))))
+         if model else None),
         ("code", f"commit {repo.get('commit') or '?'}" + (" (uncommitted changes)" if repo.get("dirty") else "") if repo else None),
         ("packages", ", ".join(f"{k} {v}" for k, v in (m.get("packages") or {}).items() if v) or None),
         ("load average before / after", f"{fmt(m.get('load_average_before'))} / {fmt(m.get('load_average_after'))}"
          if m.get("load_average_before") is not None else None),
-        ("command", f"`{' '.join(m['command'])}`" if m.get("command") else None),
+        ("command", Code(" ".join(m["command"])) if m.get("command") else None),
     ]
-    lines += [f"| {k} | {_cell(v)} |" for k, v in rows if v is not None]
-    return lines
+    return [(k, v) for k, v in rows if v is not None]
 
 
-def report_md(run: Run, check_report: "checks.CheckReport | None") -> str:
+def summary_md(run: Run) -> list[str]:
+    return ["| | |", "|---|---|"] + [f"| {cell_md(k)} | {cell_md(v)} |" for k, v in summary_rows(run)]
+
+
+def report_blocks(run: Run, check_report: "checks.CheckReport | None", files: bool = True) -> list[Block]:
+    """The whole page: summary, the lessons' index, every lesson in course order, the checks.
+    `files`: a line of links to each lesson's own files under its section."""
     m = run.manifest or {}
-    lines = [f"# bytesup run {md_text(run.name)}", ""]
-    lines += summary_md(run) + [""]
-    lines += ["## Lessons", "", "| lesson | status | title |", "|---|---|---|"]
+    blocks: list[Block] = [Heading(1, f"bytesup run {run.name}", "top"),
+                           TableBlock("", ("", ""), tuple(summary_rows(run)), css="summary")]
     entries = dict(m.get("lessons") or {})
     for lid in run.results:
         entries.setdefault(lid, {"status": "ok", "title": run.results[lid].title})
+    index = []
     for lid, entry in sorted(entries.items()):
         result = run.results.get(lid)
         if result is not None:
-            title = f"[{_cell(result.title)}](#{_anchor(result.title)})"
+            title: Any = Link(result.title, f"#{anchor(result.title)}")
         else:
-            title = _cell(entry.get("title", "") + (f": {entry['error'][:200]}" if entry.get("error") else ""))
-        lines.append(f"| `{lid}` | {entry.get('status', '?')} | {title} |")
+            title = entry.get("title", "") + (f": {entry['error'][:200]}" if entry.get("error") else "")
+        index.append((Code(lid), entry.get("status", "?"), title))
+    blocks.append(TableBlock("Lessons", ("lesson", "status", "title"), tuple(index), level=2))
     if check_report is not None:
-        lines.append(f"\nChecks: {check_report.summary()} ([details](#checks-of-run-{_anchor(run.name)})).")
-    lines.append("")
-    lines += overhead_md(run)
+        blocks.append(Paragraph((f"Checks: {check_report.summary()} (",
+                                 Link("details", f"#{anchor(f'Checks of run {run.name}')}"), ").")))
+    blocks += overhead_blocks(run)
     for lid in sorted(run.results):
-        lines += [demote(lesson_md(run.results[lid])).rstrip(), "", f"Files: [`{lid}.json`]({lid}.json) · [`{lid}.md`]({lid}.md)"
-                  + (f" · [`{run.results[lid].exchanges}`]({run.results[lid].exchanges})" if run.results[lid].exchanges else ""), ""]
+        result = run.results[lid]
+        blocks += demoted(lesson_blocks(result))
+        if files:
+            links: list[Inline] = ["Files: ", Link(f"`{lid}.json`", f"{lid}.json"), " · ", Link(f"`{lid}.md`", f"{lid}.md")]
+            if result.exchanges:
+                links += [" · ", Link(f"`{result.exchanges}`", result.exchanges)]
+            blocks.append(Paragraph(tuple(links)))
     if check_report is not None:
-        lines += [checks.markdown(check_report, heading="##").rstrip(), ""]
-    return "\n".join(lines)
+        blocks += checks.check_blocks(check_report, level=2)
+    return blocks
+
+
+def report_md(run: Run, check_report: "checks.CheckReport | None") -> str:
+    return markdown(report_blocks(run, check_report))
+
+
+def report_html(run: Run, check_report: "checks.CheckReport | None") -> str:
+    """The same page as one self-contained HTML file: every plot drawn inline as SVG from its record."""
+    return html_page(f"bytesup run {run.name}", [html(report_blocks(run, check_report), svg_markup)])
 
 
 def write_run_report(path: Path, reference_files: list[Path] | None = None,
-                     run_checks: bool = True) -> tuple[Path, checks.CheckReport | None]:
-    """Write README.md (and check.md / check.json) in the run folder; returns the README's path."""
+                     run_checks: bool = True, with_html: bool = False) -> tuple[list[Path], checks.CheckReport | None]:
+    """Write README.md (and check.md / check.json, and report.html with `with_html`) in the run folder;
+    returns the pages written."""
     run = load_run(path)
     report = None
     if run_checks:
@@ -119,4 +116,9 @@ def write_run_report(path: Path, reference_files: list[Path] | None = None,
         checks.write_report(report)
     readme = run.path / "README.md"
     write_text_atomic(readme, report_md(run, report))
-    return readme, report
+    pages = [readme]
+    if with_html:
+        page = run.path / "report.html"
+        write_text_atomic(page, report_html(run, report))
+        pages.append(page)
+    return pages, report

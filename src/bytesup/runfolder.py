@@ -27,6 +27,7 @@ from rich.console import Console
 from . import engine
 from .errors import BytesupError, RunFolderError
 from .escape import md_text, rich_text
+from .identity import resume_differences
 from .options import RunOptions
 from .paths import outputs_root
 from .plots import write_plots
@@ -202,52 +203,10 @@ def estimate(root: Path, manifest: dict, todo: list[str], skip: Path | None = No
 
 # --- resuming the same configuration -----------------------------------------------------------
 
-# Flags that do not change what is measured (where the server listens, its key, its log file).
-_FLAGS_IGNORED = engine.FLAGS_NOT_MEASURED
-
-
-def measurement_identity(manifest: dict) -> dict[str, Any]:
-    """What the measurements of a run depend on, flat: model digest, engine and build, flags,
-    host, and the run's own settings (repetitions, lesson options)."""
-    model = manifest.get("model") or {}
-    eng = manifest.get("engine") or {}
-    host = manifest.get("host") or {}
-    ident: dict[str, Any] = {
-        "model sha256": model.get("sha256"),
-        "model size (bytes)": model.get("size_bytes"),
-        "model file": Path(str(model.get("path"))).name if model.get("path") else None,
-        "engine": eng.get("engine"),
-        "engine build": eng.get("build"),
-        "engine variant": engine.build_variant(eng),
-        "host": host.get("hostname"),
-        "CPU": host.get("cpu"),
-    }
-    for name, value in sorted((eng.get("flags") or {}).items()):
-        if name not in _FLAGS_IGNORED:
-            ident[f"server flag {name}"] = value
-    options = manifest.get("options")
-    if options is not None:
-        ident["--repeat"] = options.get("repeat")
-        for name, value in sorted((options.get("lesson_options") or {}).items()):
-            ident[f"--{name.replace('_', '-')}"] = value
-    return ident
-
-
 def identity_differences(old: dict, new: dict) -> list[str]:
-    """`old` vs `new` (two manifests' worth of facts): one line per difference. A fact the old
-    run did not record (None, or an older manifest) is not a difference."""
-    a, b = measurement_identity(old), measurement_identity(new)
-    lines = []
-    for key in sorted(a.keys() | b.keys()):
-        flag = key.startswith("server flag")
-        if key.startswith("--") and "options" not in old:
-            continue
-        if not flag and a.get(key) is None:
-            continue
-        was, now = a.get(key, "(not set)"), b.get(key, "(not set)")
-        if was != now:
-            lines.append(f"{key}: {was if flag else repr(was)} in the folder, {now if flag else repr(now)} now")
-    return lines
+    """`old` (the folder's manifest) vs `new` (this run's facts): one line per difference in what a
+    resume checks (`identity.resume_differences`)."""
+    return [d.sentence("in the folder", "now") for d in resume_differences(old, new)]
 
 
 # --- a failed lesson -------------------------------------------------------------------------

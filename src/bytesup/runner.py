@@ -371,7 +371,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     if disk_full is not None:
         raise disk_full
     if manifest_file.had_report:
-        write_run_report(run_dir, None, run_checks=(run_dir / "check.json").exists())
+        write_run_report(run_dir, None, run_checks=(run_dir / "check.json").exists(), with_html=(run_dir / "report.html").exists())
     print_summary(console, run_dir, manifest, todo, resume)
     if interrupted is not None:
         return 128 + interrupted.signum if isinstance(interrupted, Terminated) else 130

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import RunFolderError
+from .identity import model_facts
 from .results import LessonResult, load_result, upgrade
 from .storage import file_sha256
 
@@ -93,18 +94,7 @@ class Run:
 
     def model_identity(self) -> dict[str, Any]:
         """file, size_bytes, sha256 of the served model: from the manifest, else from a lesson."""
-        mdl = (self.manifest or {}).get("model") or {}
-        ident: dict[str, Any] = {}
-        if mdl.get("path"):
-            ident["file"] = Path(str(mdl["path"])).name
-        for key in ("size_bytes", "sha256"):
-            if mdl.get(key) is not None:
-                ident[key] = mdl[key]
-        for result in self.results.values():
-            for key in ("file", "size_bytes", "sha256", "name"):
-                if ident.get(key) is None and result.model.get(key) is not None:
-                    ident[key] = result.model[key]
-        return ident
+        return model_facts(self.manifest, self.results.values())
 
 
 def _lesson_ids(files: list[Path]) -> list[str]:

@@ -1,0 +1,125 @@
+"""report.html and the history page opened in a real browser: headless Chromium (Debian's package),
+driven by Playwright with the system browser.
+
+`make test` installs chromium with apt where it can (as root); elsewhere these tests are skipped
+with the reason. With BYTESUP_REQUIRE_BROWSER=1 (set by .ci/run) a missing browser is a failure."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from test_check import ALL
+from test_history import make_run
+from test_report import HOSTILE, hostile_run
+
+from bytesup import history as hist
+from bytesup.render import anchor
+from bytesup.report import write_run_report
+from bytesup.runs import load_run
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run"]
+
+
+def _unavailable(reason: str):
+    if os.environ.get("BYTESUP_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{reason} (BYTESUP_REQUIRE_BROWSER=1: the browser tests must run here)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed (make install-test installs it)")
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        _unavailable("no chromium on PATH (make test installs Debian's chromium with apt-get when run as root)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@dataclass
+class Visit:
+    page: object
+    console_errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+
+def visit(browser, path: Path, width: int = 1100, height: int = 800) -> Visit:
+    """Open a local file; record console errors, uncaught errors and every request besides the file itself."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    seen = Visit(page)
+    page.on("console", lambda m: seen.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: seen.console_errors.append(str(e)))
+    url = path.resolve().as_uri()
+    page.on("request", lambda r: seen.requests.append(r.url) if r.url != url else None)
+    page.goto(url, wait_until="load")
+    return seen
+
+
+def plot_sizes(page) -> list[tuple[float, float]]:
+    return page.eval_on_selector_all(
+        "figure.plot svg", "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; })")
+
+
+def test_the_checker_sees_a_page_that_fetches_or_errs(chromium, tmp_path):
+    """The assertions below can fail: a page with an outside image and a script error is caught."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<!DOCTYPE html><img src="http://192.0.2.1/x.png"><script>undefined_name()</script>', encoding="utf-8")
+    seen = visit(chromium, bad)
+    assert seen.requests == ["http://192.0.2.1/x.png"]
+    assert any("undefined_name" in e for e in seen.console_errors)
+    seen.page.close()
+
+
+def test_report_html_in_chromium(chromium, tmp_path):
+    run = hostile_run(tmp_path / "run", *ALL)
+    pages, _ = write_run_report(run, None, run_checks=True, with_html=True)
+    seen = visit(chromium, pages[1])
+    page = seen.page
+    assert seen.console_errors == [] and seen.requests == []
+    loaded = load_run(run)
+    expected_plots = sum(len(r.plots) for r in loaded.results.values())
+    sizes = plot_sizes(page)
+    assert len(sizes) == expected_plots > 0 and all(w > 0 and h > 0 for w, h in sizes)
+    for result in loaded.results.values():
+        assert page.locator(f"h2#{anchor(result.title)}").count() == 1, result.lesson_id
+    assert page.locator("table.checks").count() >= 1
+    assert page.locator("table.checks td", has_text="pass").count() > 0
+    # The injected name is text on the page, and no script came with it.
+    assert HOSTILE in page.inner_text("body")
+    assert page.locator("script").count() == 0
+    page.screenshot(path=str(tmp_path / "report.png"))
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+    page.close()
+
+
+def test_history_page_in_chromium(chromium, tmp_path):
+    root = tmp_path / "outputs"
+    for n, (host, scale) in enumerate([("vm", 1.0), ("vm", 1.4), ("vm", 1.41), (HOSTILE, 2.0), (HOSTILE, 2.1)]):
+        make_run(root / f"run{n}", n + 1, host=host, decode_scale=scale)
+    (root / "scratch").mkdir()
+    found = hist.find_runs([root])
+    out = tmp_path / "history.html"
+    hist.write_history(found, out, as_html=True)
+    seen = visit(chromium, out, width=1300, height=900)
+    page = seen.page
+    assert seen.console_errors == [] and seen.requests == []
+    sizes = plot_sizes(page)
+    groups = hist.group_runs(found.runs)
+    assert len(groups) == 2
+    assert len(sizes) == sum(len(hist.group_plots(g)) for g in groups) > 0 and all(w > 0 and h > 0 for w, h in sizes)
+    body = page.inner_text("body")
+    assert "skipped 1 folder that is not a run" in body and HOSTILE in body and page.locator("script").count() == 0
+    assert page.locator("h2", has_text="Runs").count() == 1 and page.locator("tbody tr").count() >= len(found.runs)
+    page.screenshot(path=str(tmp_path / "history.png"))
+    assert (tmp_path / "history.png").stat().st_size > 10_000
+    page.close()
