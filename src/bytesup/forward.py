@@ -37,7 +37,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .errors import BytesupError
-from .gguf_read import TensorFile
+from .gguf_read import TensorFile, read_vocabulary
 
 __all__ = ["ForwardError", "Hyper", "Model", "Pass", "forward", "rms_norm", "rope", "softmax", "swiglu"]
 
@@ -223,6 +223,7 @@ class Model:
         self.hp = hyper_from(self.file)
         self.keep_blocks = keep_blocks
         self._blocks: dict[int, BlockWeights] = {}
+        self._vocabulary: tuple[str | None, list[str]] | None = None
         self.output_norm = self.file.array("output_norm.weight")[0]
         # The output matrix: one row per vocabulary entry. Tied to the embedding when the file has no output.weight.
         self.output = self.file.array("token_embd.weight" if self.hp.tied_output else "output.weight")
@@ -248,9 +249,17 @@ class Model:
         a = self.file.array(name)
         return a[0] if name.endswith("_norm.weight") else a
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """What a token id stands for, from the file's own vocabulary."""
+        if self._vocabulary is None:
+            self._vocabulary = read_vocabulary(self.file.path)
+        kind, pieces = self._vocabulary
+        return piece_bytes(pieces[token_id], kind)
+
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """Lines 4 and 5 on any rows of hidden states: the final norm, then one score per vocabulary entry."""
-        return rms_norm(hidden, self.output_norm, self.hp.rms_eps) @ self.output.T
+        with threadpool_limits(1, user_api="blas"):
+            return rms_norm(hidden, self.output_norm, self.hp.rms_eps) @ self.output.T
 
 
 def memory_bound_bytes(hp: Hyper) -> int:
@@ -293,6 +302,37 @@ def forward(model: Model, prompts: list[list[int]]) -> list[Pass]:
             probs = softmax(logits.astype(np.float64))                     # 6. scores -> probabilities
             passes.append(Pass(list(tokens), x, np.stack(lasts), logits, probs))
     return passes
+
+
+# --- token ids back to text, from the file's own vocabulary ------------------------------------------
+
+def _gpt2_byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet read back: every byte is one printable character in the vocabulary, the
+    printable ones as themselves and the others as chr(256), chr(257), … in byte order."""
+    printable = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+_GPT2_BYTES = _gpt2_byte_decoder()
+
+
+def piece_bytes(piece: str, kind: str | None) -> bytes:
+    """The bytes a vocabulary piece stands for: byte-level BPE ("gpt2": 'ĠParis' is b' Paris'), SentencePiece
+    ("llama": '▁Paris' is b' Paris', '<0x0A>' is one byte), any other kind as its UTF-8."""
+    if kind == "gpt2":
+        return b"".join(bytes([_GPT2_BYTES[c]]) if c in _GPT2_BYTES else c.encode("utf-8") for c in piece)
+    if kind == "llama":
+        if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+            return bytes([int(piece[3:5], 16)])
+        return piece.replace("\u2581", " ").encode("utf-8")
+    return piece.encode("utf-8")
 
 
 # --- generating: with the KV cache and without (lesson 6) -----------------------------------------------

@@ -33,7 +33,7 @@ from gguf.quants import dequantize
 
 from .errors import BytesupError
 
-__all__ = ["GGUFError", "TensorFile", "check_gguf", "read_model_info", "embedding_row"]
+__all__ = ["GGUFError", "TensorFile", "check_gguf", "read_model_info", "read_vocabulary", "embedding_row"]
 
 _HINT = "Pass the path of a .gguf model, or build the default one with `bytesup model build`."
 _MAGIC = b"GGUF"
@@ -456,6 +456,28 @@ def embedding_row(path: str | os.PathLike, token_id: int) -> list[float]:
             "Use a model quantized to F16, Q8_0 or a K-quant."
         ) from None
     return np.asarray(row, dtype=np.float32).reshape(-1).tolist()
+
+
+def read_vocabulary(path: str | os.PathLike) -> tuple[str | None, list[str]]:
+    """The tokenizer's kind (`tokenizer.ggml.model`: "gpt2", "llama", …) and every token's piece as the file spells it."""
+    h = _parse_header(path)
+    with open(h.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        w = _Walker(buf, h.byte_order)
+        w.off = 16  # magic, version, tensor count
+        n_kv = w.scalar("Q")
+        kind, pieces = None, []
+        for _ in range(n_kv):
+            key, vtype = w.string(), _value_type(w.scalar("I"))
+            if key == "tokenizer.ggml.tokens" and vtype == GGUFValueType.ARRAY:
+                item, count = _value_type(w.scalar("I")), w.scalar("Q")
+                if item != GGUFValueType.STRING:
+                    raise GGUFError(f"tokenizer.ggml.tokens of {h.path} is an array of {item.name}, not of strings.")
+                pieces = [w.string() for _ in range(count)]
+                continue
+            value = w.value(vtype)
+            if key == "tokenizer.ggml.model":
+                kind = value
+    return kind, pieces
 
 
 class TensorFile:

@@ -160,6 +160,13 @@ class LessonContext:
         self.host_values[name] = value
         return value
 
+    def host_since(self, name: str, measure: Callable[[], Any]) -> Any:
+        """`host(name, measure)` for a value a lesson began to record later: a replay of a run recorded
+        before it returns None (the lesson then says what it did not compute), never a guess."""
+        if self._replay is not None and name not in self._replay.result.host_values:
+            return None
+        return self.host(name, measure)
+
     # the run's bandwidth -----------------------------------------------------------------
     def server_threads(self) -> int:
         """Threads the user's server decodes with (its --threads, else llama.cpp's physical cores)."""
