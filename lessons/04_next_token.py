@@ -300,6 +300,8 @@ class Agreement:
     largest_dp_at: TopToken
     largest_dp_numpy: float
     kl_shared: float                   # KL(server ‖ numpy) over the shared ids, each renormalized over them
+    at_server_ids: dict[int, float]    # numpy's probability of each of the server's eight
+    largest_abs_logit: float           # numpy's largest |logit| (bytesup check sizes its f32 tolerance with it)
 
     @property
     def top_agrees(self) -> bool:
@@ -320,7 +322,8 @@ def agreement(name: str, prompt: str, server: list[TopToken], done: forward.Pass
     p, q = p / p.sum(), q / q.sum()
     return Agreement(name, prompt, len(done.tokens), server[0], ours, set(order) == set(theirs), len(both),
                      sig(abs(float(probs[worst.id]) - worst.probability)), worst, sig(float(probs[worst.id])),
-                     sig(float(np.sum(p * np.log(p / q)))))
+                     sig(float(np.sum(p * np.log(p / q)))), {t.id: sig(float(probs[t.id])) for t in server},
+                     sig(float(np.max(np.abs(done.logits)))))
 
 
 @dataclass(frozen=True)
@@ -416,7 +419,8 @@ def numpy_fact(done: NumpyPass | None, f32: NumpyPass | None, why_not: str | Non
         return {"file": n.file, "weight_type": n.weight_type,
                 "prompts": {a.name: {"numpy_top_id": a.numpy[0].id, "server_top_id": a.server_top.id, "top_agrees": a.top_agrees,
                                      "set_agrees": a.set_agrees, "largest_abs_dp": a.largest_dp, "kl_shared": a.kl_shared,
-                                     "shared": a.shared} for a in n.agreements}}
+                                     "shared": a.shared, "probabilities_of_server_ids": {str(i): v for i, v in a.at_server_ids.items()},
+                                     "largest_abs_logit": a.largest_abs_logit} for a in n.agreements}}
     return {"recomputed": done is not None, "why_not": why_not, "served": one(done) if done else None,
             "f32": one(f32) if f32 else None}
 

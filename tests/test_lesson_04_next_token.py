@@ -671,3 +671,13 @@ def test_main_runs_the_numpy_pass_on_a_preset(lesson, tmp_path):
         assert row[2] == "' Paris'" and row[6] == (top == 5)
     assert "numpy_vs_server_f32" not in [t.name for t in result.tables]  # a preset has no f32 width to ask
     assert result.fact("numpy_pass")["recomputed"] is True
+
+
+def test_bytesup_check_passes_the_numpy_claims_on_the_recording():
+    from bytesup import check
+    from bytesup.compare import load_run
+
+    report = check.check_run(load_run(recorded(LESSON)), [])
+    found = {(r.id, r.status) for r in report.results if r.id.startswith("numpy_")}
+    assert found == {("numpy_top_token_is_the_servers", check.PASS), ("numpy_f32_within_rounding", check.PASS)}
+    assert len([r for r in report.results if r.id == "numpy_top_token_is_the_servers"]) == 2  # the file and its f32 width
