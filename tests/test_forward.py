@@ -317,3 +317,27 @@ def test_the_memory_bound_by_hand():
     assert forward.memory_bound_bytes(hp) == 4 * (3_200_000 + 30_000 + 90_000)
     # With its own output matrix the embedding is held as well.
     assert forward.memory_bound_bytes(_hyper(**{**hp.__dict__, "tied_output": False})) == 4 * (6_400_000 + 120_000)
+
+
+# --- token ids back to text ------------------------------------------------------------------------------
+
+def test_vocabulary_pieces_to_bytes():
+    # Byte-level BPE: 'Ġ' stands for the space byte (the 33rd non-printable byte, chr(256 + 32)), 'Ċ' for b'\n'.
+    assert forward.piece_bytes("\u0120Paris", "gpt2") == b" Paris"
+    assert forward.piece_bytes("\u010a", "gpt2") == b"\n"
+    assert forward.piece_bytes("\u0120==", "gpt2") == b" =="
+    # Bytes past ASCII: 'Ã©' is the two bytes of 'é' in UTF-8 (0xC3, 0xA9), each printable in Latin-1.
+    assert forward.piece_bytes("\u00c3\u00a9", "gpt2") == "é".encode("utf-8")
+    # SentencePiece: '▁' is a space, <0x0A> one byte.
+    assert forward.piece_bytes("\u2581Paris", "llama") == b" Paris"
+    assert forward.piece_bytes("<0x0A>", "llama") == b"\n"
+    assert forward.piece_bytes("<|im_start|>", "gpt2") == b"<|im_start|>"
+
+
+def test_a_presets_vocabulary_is_read_from_its_file():
+    from bytesup.models import ensure_model
+
+    model = forward.Model(ensure_model("tiny-q8_0"))
+    kind, pieces = forward.read_vocabulary(model.file.path)
+    assert kind == "gpt2" and len(pieces) == model.hp.n_vocab
+    assert model.token_bytes(7) == forward.piece_bytes(pieces[7], kind)
