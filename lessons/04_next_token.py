@@ -95,9 +95,14 @@ class TopAnswers:
     server: Completion     # SERVER_PROBS: temperature 1 alone, post_sampling_probs true
 
 
-def ask_top_tokens(ctx: LessonContext) -> list[TopAnswers]:
+def lesson_prompts(ctx: LessonContext) -> list[tuple[str, str]]:
+    """The published four, then the prompts given with --prompt, in order (tables top8_prompt_1, top8_prompt_2, …)."""
+    return PROMPTS + [(f"top8_prompt_{k}", text) for k, text in enumerate(ctx.option("prompts", []), start=1)]
+
+
+def ask_top_tokens(ctx: LessonContext, prompts: list[tuple[str, str]]) -> list[TopAnswers]:
     return [TopAnswers(name, prompt, ctx.server.completion(prompt, **TOP8), ctx.server.completion(prompt, **SERVER_PROBS))
-            for name, prompt in ctx.track(PROMPTS, "top eight next tokens")]
+            for name, prompt in ctx.track(prompts, "top eight next tokens")]
 
 
 def numpy_plan(ctx: LessonContext) -> dict[str, Any]:
@@ -121,14 +126,14 @@ class NumpyAsked:
     f32: list[Completion] | None
 
 
-def ask_for_the_numpy_pass(ctx: LessonContext, plan: dict[str, Any]) -> NumpyAsked:
+def ask_for_the_numpy_pass(ctx: LessonContext, plan: dict[str, Any], prompts: list[str]) -> NumpyAsked:
     # The server's own tokenizer, with the special tokens a /completion prompt gets (add_special).
-    ids = [ctx.server.tokenize(prompt, with_pieces=False, add_special=True).ids for _, prompt in PROMPTS]
+    ids = [ctx.server.tokenize(prompt, with_pieces=False, add_special=True).ids for prompt in prompts]
     f32 = None
     if plan["f32"] is not None:
         ctx.step("the f32 width's top eight")
         with ctx.local_server("f32", Path(plan["f32"]["path"]), F32_SERVER) as server:
-            f32 = [server.completion(prompt, **TOP8) for _, prompt in PROMPTS]
+            f32 = [server.completion(prompt, **TOP8) for prompt in prompts]
     return NumpyAsked(ids, f32)
 
 
@@ -396,7 +401,7 @@ class NumpyPass:
     probs: list[np.ndarray]
 
 
-def numpy_pass(path: Path, ids: list[list[int]], server: list[list[TopToken]]) -> NumpyPass:
+def numpy_pass(path: Path, names: list[tuple[str, str]], ids: list[list[int]], server: list[list[TopToken]]) -> NumpyPass:
     """Lesson 4's fifteen lines in numpy on every prompt, then the comparisons with the server."""
     model = forward.Model(path)
     passes = forward.forward(model, ids)
@@ -404,7 +409,6 @@ def numpy_pass(path: Path, ids: list[list[int]], server: list[list[TopToken]]) -
     def shown(token_id: int) -> str:
         return shown_token("", list(model.token_bytes(token_id)))
 
-    names = [(name, prompt) for name, prompt in PROMPTS]
     return NumpyPass(
         file=path.name, weight_type=model.file.type_name("blk.0.attn_q.weight"),
         agreements=[agreement(n, p, s, d, shown) for (n, p), s, d in zip(names, server, passes, strict=True)],
@@ -549,13 +553,13 @@ def rounding_notes(served: NumpyPass, f32: NumpyPass) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def show_last_only(ctx: LessonContext, last: list[LastOnly]) -> None:
+def show_last_only(ctx: LessonContext, last: list[LastOnly], prompts: dict[str, str]) -> None:
     first = last[0]
     spec_v, spec_d = SPECIMEN["n_vocab"], SPECIMEN["n_embd"]
     ctx.table("last_position_only", "Keep only the last position: the final norm and the output matrix on all N positions or on the last",
               [("prompt", ""), ("tokens N", ""), ("largest |Δlogit|", ""), ("same top token", ""),
                ("FLOPs, all N positions", "FLOP"), ("FLOPs, the last alone", "FLOP"), ("saved: (N − 1) × 2 × vocabulary × width", "FLOP")],
-              [[repr(dict(PROMPTS)[x.name]), x.n_tokens, x.max_abs_logit_difference, x.same_top, x.flops_all, x.flops_last,
+              [[repr(prompts[x.name]), x.n_tokens, x.max_abs_logit_difference, x.same_top, x.flops_all, x.flops_last,
                 x.flops_saved] for x in last],
               notes=[(f"Lines 4 and 5 read one position's vector and make {first.n_vocab:,} logits with a {first.n_vocab:,} × "
                       f"{first.n_embd:,} matvec: 2 × {first.n_vocab:,} × {first.n_embd:,} = {first.flops_last:,} FLOPs per position."),
@@ -598,11 +602,12 @@ def the_pass_in_numpy(ctx: LessonContext, tables: list[TopTokens]) -> None:
     if plan["served"] is None:
         return not_computed(ctx, "The model file is not readable here (pass --model PATH.gguf), so the forward pass is "
                                  "not computed in numpy.")
-    asked = ask_for_the_numpy_pass(ctx, plan)
+    names = [(t.name, t.prompt) for t in tables]
+    asked = ask_for_the_numpy_pass(ctx, plan, [prompt for _, prompt in names])
     served = file_here(ctx, plan["served"])
     if served is None:
         return not_computed(ctx, not_here(plan["served"]))
-    done = numpy_pass(served, asked.ids, [t.tokens for t in tables])
+    done = numpy_pass(served, names, asked.ids, [t.tokens for t in tables])
     show_numpy_vs_server(ctx, "numpy_vs_server", done, "the server", [t.prompt_n for t in tables])
     for a in done.agreements:
         show_numpy_top8(ctx, a)
@@ -612,11 +617,11 @@ def the_pass_in_numpy(ctx: LessonContext, tables: list[TopTokens]) -> None:
         if f32_path is None:
             ctx.note(not_here(plan["f32"]))
         else:
-            f32 = numpy_pass(f32_path, asked.ids, [top_tokens(c) for c in asked.f32])
+            f32 = numpy_pass(f32_path, names, asked.ids, [top_tokens(c) for c in asked.f32])
             show_numpy_vs_server(ctx, "numpy_vs_server_f32", f32, f"a server on the f32 width ({f32.file})",
                                  [c.timings.prompt_n for c in asked.f32], rounding_notes(done, f32))
-    show_last_only(ctx, done.last)
-    show_through_the_layers(ctx, done.layers, dict(PROMPTS))
+    show_last_only(ctx, done.last, dict(names))
+    show_through_the_layers(ctx, done.layers, dict(names))
     ctx.fact("numpy_pass", numpy_fact(done, f32, None))
 
 
@@ -779,8 +784,9 @@ def main(ctx: LessonContext):
     ctx.step("softmax")
     show_softmax(ctx, softmax_example())
 
-    # 2. The eight most probable next tokens of the four prompts, beside the server's own probabilities.
-    tables = [top_table(answers) for answers in ask_top_tokens(ctx)]
+    # 2. The eight most probable next tokens of the four prompts (and any given with --prompt), beside the
+    #    server's own probabilities.
+    tables = [top_table(answers) for answers in ask_top_tokens(ctx, lesson_prompts(ctx))]
     for t in tables:
         show_top_tokens(ctx, t, n_vocab)
     ctx.fact("top_tokens", top_tokens_fact(tables))

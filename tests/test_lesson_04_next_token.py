@@ -649,18 +649,27 @@ def test_main_runs_the_numpy_pass_on_a_preset(lesson, tmp_path):
 
     model = ensure_model("tiny-q8_0")
     plan = {"served": {"file": model.name, "path": str(model), "sha256": environment.file_digest(model)["sha256"]}, "f32": None}
-    ids = [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14]]
+    # The published four, then one prompt given with --prompt.
+    ids = [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14], [15, 16]]
     server = QueuedServer({
-        "/completion": [HAND_TOP, HAND_SERVER] * 4 + [_timed(52, 26.0, 620.0), _timed(52, 20.8, 775.0),
+        "/completion": [HAND_TOP, HAND_SERVER] * 5 + [_timed(52, 26.0, 620.0), _timed(52, 20.8, 775.0),
                                                       _timed(5, 5.0, 310.0), _timed(5, 5.0, 248.0)],
         "/props": [{"default_generation_settings": {"n_ctx": 100}}],
         "/tokenize": [{"tokens": t} for t in ids] + [{"tokens": list(range(60))}],
     })
     ctx = hand_context(LESSON, server, bandwidth=HAND_BW, model_path=model,
                        host_values={"model_info": HAND_INFO, "server_facts": LOCAL, "option_bandwidth_gbs": None,
-                                    "numpy_plan": plan})
+                                    "numpy_plan": plan, "option_prompts": ["The capital of Italy is"]})
     result = lesson.main(ctx)
     assert server.left() == {}
+    # The given prompt comes after the published four, in its own table, its requests pinned like theirs.
+    asked = [body for _, path, body in server.requests if path in ("/completion", "/tokenize")]
+    assert [b.get("prompt", b.get("content")) for b in asked][8:10] == ["The capital of Italy is"] * 2
+    assert asked[14]["content"] == "The capital of Italy is" and asked[14]["add_special"] is True
+    assert "'The capital of Italy is'" in result.table("top8_prompt_1").title
+    assert list(result.fact("top_tokens"))[-1] == "top8_prompt_1"
+    assert [r[0] for r in result.table("numpy_vs_server").rows][-1] == "'The capital of Italy is'"
+    assert len(result.table("answer_through_the_layers").columns) == 1 + 2 * 5
     expected = forward.forward(forward.Model(model), ids)
     for row, done in zip(result.table("numpy_vs_server").rows, expected, strict=True):
         top = int(np.argmax(done.probs))
@@ -681,3 +690,27 @@ def test_bytesup_check_passes_the_numpy_claims_on_the_recording():
     found = {(r.id, r.status) for r in report.results if r.id.startswith("numpy_")}
     assert found == {("numpy_top_token_is_the_servers", check.PASS), ("numpy_f32_within_rounding", check.PASS)}
     assert len([r for r in report.results if r.id == "numpy_top_token_is_the_servers"]) == 2  # the file and its f32 width
+
+
+def test_a_given_prompt_is_checked_before_any_request():
+    from bytesup.errors import BytesupError
+    from bytesup.options import LessonOptions
+
+    assert LessonOptions.parse({"prompts": ["a b", "c"]}).prompts == ["a b", "c"]
+    with pytest.raises(BytesupError, match=r"--prompt \['x', ' '\] is not valid \(value error, a prompt is empty\)"):
+        LessonOptions.parse({"prompts": ["x", " "]})
+
+
+def test_the_command_line_takes_repeated_prompts(monkeypatch):
+    from typer.testing import CliRunner
+
+    from bytesup import cli
+
+    seen = {}
+    monkeypatch.setattr(cli, "_run", lambda ids, options, **kw: seen.update(ids=ids, options=options))
+    done = CliRunner().invoke(cli.app, ["run", "04_next_token", "--prompt", "The capital of Italy is", "--prompt", "1, 2, 3,"])
+    assert done.exit_code == 0, done.output
+    assert seen["options"].lesson_options.prompts == ["The capital of Italy is", "1, 2, 3,"]
+    assert seen["options"].lesson_options.given() == {"prompts": ["The capital of Italy is", "1, 2, 3,"]}
+    empty = CliRunner().invoke(cli.app, ["run", "04_next_token", "--prompt", " "])
+    assert empty.exit_code == 2 and "--prompt" in empty.output and "a prompt is empty" in empty.output

@@ -135,7 +135,7 @@ class LessonContext:
     def option(self, name: str, default: Any = None) -> Any:
         """A lesson option (a field of `LessonOptions`: --bandwidth-gbs, --sizes), validated and typed;
         `default` when it was not given. Recorded as the host value `option_<name>`, so a replay sees
-        the recorded run's (validated the same way)."""
+        the recorded run's (validated the same way; not given in a run recorded before the option existed)."""
         if name not in LessonOptions.model_fields:
             raise BytesupError(f"Lesson {self.lesson_id} asks for the option {name!r}, which bytesup does not have. "
                                f"Lesson options: {', '.join(LessonOptions.model_fields)} (see options.LessonOptions).")
@@ -144,7 +144,8 @@ class LessonContext:
             value = getattr(self.options.lesson_options, name)
             return default if value is None else value
 
-        value = LessonOptions.parse({name: self.host(f"option_{name}", given)})
+        # A run recorded before an option existed replays with it not given.
+        value = LessonOptions.parse({name: self.host_since(f"option_{name}", given)})
         typed = getattr(value, name)
         return default if typed is None else typed
 
