@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bytesup import ceiling, environment, formulas, forward, hostbench, measure, models, paths, published, realmodel
+from bytesup import ceiling, formulas, forward, hostbench, measure, models, published, realmodel
 from bytesup.ceiling import Ceiling, Efficiency, Spread, TokenWork, token_work
 from bytesup.records import Completion, shown_token
 from bytesup.results import Series
@@ -108,13 +108,10 @@ def ask_top_tokens(ctx: LessonContext, prompts: list[tuple[str, str]]) -> list[T
 def numpy_plan(ctx: LessonContext) -> dict[str, Any]:
     """The files the numpy pass reads, by path and sha256: the served GGUF and, when it is one of the default
     model's narrower widths, its f32 width (fetched or derived here the first time)."""
-    def entry(path: Path) -> dict[str, Any]:
-        return {"file": path.name, "path": str(path), "sha256": environment.file_digest(path)["sha256"]}
-
     served = ctx.readable_model()
-    plan: dict[str, Any] = {"served": entry(served) if served is not None else None, "f32": None}
+    plan: dict[str, Any] = {"served": ctx.file_record(served) if served is not None else None, "f32": None}
     if plan["served"] is not None and plan["served"]["sha256"] in NARROWER_WIDTHS:
-        plan["f32"] = entry(models.ensure_model(F32_WIDTH))
+        plan["f32"] = ctx.file_record(models.ensure_model(F32_WIDTH))
     return plan
 
 
@@ -135,17 +132,6 @@ def ask_for_the_numpy_pass(ctx: LessonContext, plan: dict[str, Any], prompts: li
         with ctx.local_server("f32", Path(plan["f32"]["path"]), F32_SERVER) as server:
             f32 = [server.completion(prompt, **TOP8) for prompt in prompts]
     return NumpyAsked(ids, f32)
-
-
-def file_here(ctx: LessonContext, entry: dict[str, Any] | None) -> Path | None:
-    """A file of the plan, here: at its recorded path or under its name in models/, only with its recorded sha256."""
-    if entry is None:
-        return None
-    given = ctx.readable_model()
-    for path in [*([given] if given else []), Path(entry["path"]), paths.models_dir() / entry["file"]]:
-        if path.is_file() and environment.file_digest(path)["sha256"] == entry["sha256"]:
-            return path
-    return None
 
 
 @dataclass(frozen=True)
@@ -604,18 +590,18 @@ def the_pass_in_numpy(ctx: LessonContext, tables: list[TopTokens]) -> None:
                                  "not computed in numpy.")
     names = [(t.name, t.prompt) for t in tables]
     asked = ask_for_the_numpy_pass(ctx, plan, [prompt for _, prompt in names])
-    served = file_here(ctx, plan["served"])
+    served = ctx.file_with(plan["served"])
     if served is None:
-        return not_computed(ctx, not_here(plan["served"]))
+        return not_computed(ctx, ctx.file_not_here(plan["served"], "The numpy pass"))
     done = numpy_pass(served, names, asked.ids, [t.tokens for t in tables])
     show_numpy_vs_server(ctx, "numpy_vs_server", done, "the server", [t.prompt_n for t in tables])
     for a in done.agreements:
         show_numpy_top8(ctx, a)
     f32 = None
     if asked.f32 is not None:
-        f32_path = file_here(ctx, plan["f32"])
+        f32_path = ctx.file_with(plan["f32"])
         if f32_path is None:
-            ctx.note(not_here(plan["f32"]))
+            ctx.note(ctx.file_not_here(plan["f32"], "The numpy pass"))
         else:
             f32 = numpy_pass(f32_path, names, asked.ids, [top_tokens(c) for c in asked.f32])
             show_numpy_vs_server(ctx, "numpy_vs_server_f32", f32, f"a server on the f32 width ({f32.file})",
@@ -628,12 +614,6 @@ def the_pass_in_numpy(ctx: LessonContext, tables: list[TopTokens]) -> None:
 def not_computed(ctx: LessonContext, why: str) -> None:
     ctx.note(why)
     ctx.fact("numpy_pass", numpy_fact(None, None, why))
-
-
-def not_here(entry: dict[str, Any]) -> str:
-    return (f"The numpy pass over {entry['file']} is not recomputed: no file with its recorded sha256 "
-            f"({entry['sha256'][:12]}…) is at {entry['path']} or in models/ here. Build or fetch it "
-            "(`bytesup model build` names the course's models) or pass it with --model.")
 
 
 def show_cost(ctx: LessonContext, cost: TokenWork, n_vocab: int | None) -> None:

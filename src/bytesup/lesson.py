@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from rich.progress import Progress, TaskID
 
-from . import engine, environment, hostbench
+from . import engine, environment, hostbench, paths
 from .client import LlamaServer
 from .errors import BytesupError, ReplayMiss, ServerStartError
 from .formulas import server_threads
@@ -208,6 +208,28 @@ class LessonContext:
                 "Pass --model PATH.gguf (the same file the server runs)."
             )
         return self._model_path
+
+    # files a lesson computes from, on every run and replay ----------------------------------
+    @staticmethod
+    def file_record(path: Path) -> dict[str, Any]:
+        """What a replay needs to find a file again: its name, its path here and its sha256."""
+        return {"file": path.name, "path": str(path), "sha256": environment.file_digest(path)["sha256"]}
+
+    def file_with(self, record: dict[str, Any] | None) -> Path | None:
+        """The recorded file, here: --model, its recorded path or its name under models/, only with the recorded sha256."""
+        if record is None:
+            return None
+        given = self.readable_model()
+        for path in [*([given] if given else []), Path(record["path"]), paths.models_dir() / record["file"]]:
+            if path.is_file() and environment.file_digest(path)["sha256"] == record["sha256"]:
+                return path
+        return None
+
+    @staticmethod
+    def file_not_here(record: dict[str, Any], what: str) -> str:
+        return (f"{what} over {record['file']} is not recomputed: no file with its recorded sha256 "
+                f"({record['sha256'][:12]}…) is at {record['path']} or in models/ here. Build or fetch it "
+                "(`bytesup model build` names the course's models) or pass it with --model.")
 
     # where the user's server runs -----------------------------------------------------------
     def server_facts(self) -> dict[str, Any]:
