@@ -3,8 +3,12 @@
 One forward pass turns a prompt into one probability for every vocabulary entry. This script
 works softmax on three logits, asks the server for the eight most probable next tokens of the
 four published prompts (full softmax, before any sampler) beside the server's own probabilities
-for them, then times the two phases of inference from the server's own timings: prefill of a
-long prompt and decode after a short and after a long one. It ends with decode as a share of the
+for them. It runs the same forward pass in numpy from the GGUF's bytes (bytesup.forward: the lesson's
+fifteen lines) and sets its top eight beside the server's, on the served file and, for the default
+model, on its f32 width too; shows that keeping only the last position gives the same answer for
+fewer FLOPs; and follows the final top token through the blocks. Then it times the two phases of
+inference from the server's own timings: prefill of a long prompt and decode after a short and after
+a long one. It ends with decode as a share of the
 bandwidth ceiling of lesson 1 (where this host's bandwidth bounds the server, or at the bandwidth
 given with --bandwidth-gbs) and the cost of one pass, about two FLOPs per parameter per token.
 """
@@ -19,13 +23,15 @@ except ImportError:
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
-from bytesup import ceiling, formulas, hostbench, measure, published
+from bytesup import ceiling, formulas, forward, hostbench, measure, models, published, realmodel
 from bytesup.ceiling import Ceiling, Efficiency, Spread, TokenWork, token_work
 from bytesup.records import Completion, shown_token
+from bytesup.results import Series
 from bytesup.lesson import LessonContext
 
 TITLE = "The forward pass"
@@ -56,6 +62,19 @@ LONG_PROMPT_TOKENS: int = published.LESSON4["long_prompt_tokens"]
 N_PREDICT = 32                    # tokens decoded per timed request
 CONTEXT_MARGIN = 16               # tokens of context left free beyond prompt + n_predict
 
+# The numpy pass is set against the server a second time on the default model's weights in float32, where the
+# server rounds no activations; that server holds only the four short prompts.
+F32_WIDTH = "smollm2-135m-f32"
+NARROWER_WIDTHS = {m.sha256 for m in realmodel.REAL_MODELS.values() if m.name != F32_WIDTH}
+F32_SERVER = ["-c", "256", "--parallel", "1"]
+TOP_K = 8                         # tokens compared per prompt, as the server lists them
+SIGNIFICANT = 6                   # digits kept of numpy's figures (a replay on another CPU may differ further down)
+
+# What ggml's CPU kernels round the activations to before a dot product with weights of each type (the
+# vec_dot_type of type_traits_cpu in ggml-cpu.c); numpy keeps float32 throughout.
+ACTIVATIONS_ROUNDED_TO = {"Q4_0": "Q8_0 (8 bits)", "Q4_1": "Q8_1 (8 bits)", "Q5_0": "Q8_0 (8 bits)", "Q5_1": "Q8_1 (8 bits)",
+                          "Q8_0": "Q8_0 (8 bits)", "F16": "float16", "BF16": "bfloat16", "F32": None}
+
 # Published figures (bytesup.published: lesson 4 on the DGX Spark, its specimen model, lesson 7's
 # H100 ridge point). References only: every comparison with them is computed.
 PUB: dict[str, Any] = published.LESSON4
@@ -76,9 +95,43 @@ class TopAnswers:
     server: Completion     # SERVER_PROBS: temperature 1 alone, post_sampling_probs true
 
 
-def ask_top_tokens(ctx: LessonContext) -> list[TopAnswers]:
+def lesson_prompts(ctx: LessonContext) -> list[tuple[str, str]]:
+    """The published four, then the prompts given with --prompt, in order (tables top8_prompt_1, top8_prompt_2, …)."""
+    return PROMPTS + [(f"top8_prompt_{k}", text) for k, text in enumerate(ctx.option("prompts", []), start=1)]
+
+
+def ask_top_tokens(ctx: LessonContext, prompts: list[tuple[str, str]]) -> list[TopAnswers]:
     return [TopAnswers(name, prompt, ctx.server.completion(prompt, **TOP8), ctx.server.completion(prompt, **SERVER_PROBS))
-            for name, prompt in ctx.track(PROMPTS, "top eight next tokens")]
+            for name, prompt in ctx.track(prompts, "top eight next tokens")]
+
+
+def numpy_plan(ctx: LessonContext) -> dict[str, Any]:
+    """The files the numpy pass reads, by path and sha256: the served GGUF and, when it is one of the default
+    model's narrower widths, its f32 width (fetched or derived here the first time)."""
+    served = ctx.readable_model()
+    plan: dict[str, Any] = {"served": ctx.file_record(served) if served is not None else None, "f32": None}
+    if plan["served"] is not None and plan["served"]["sha256"] in NARROWER_WIDTHS:
+        plan["f32"] = ctx.file_record(models.ensure_model(F32_WIDTH))
+    return plan
+
+
+@dataclass(frozen=True)
+class NumpyAsked:
+    """What the numpy pass needs from servers: each prompt's token ids, and the f32 width's top eight."""
+
+    ids: list[list[int]]
+    f32: list[Completion] | None
+
+
+def ask_for_the_numpy_pass(ctx: LessonContext, plan: dict[str, Any], prompts: list[str]) -> NumpyAsked:
+    # The server's own tokenizer, with the special tokens a /completion prompt gets (add_special).
+    ids = [ctx.server.tokenize(prompt, with_pieces=False, add_special=True).ids for prompt in prompts]
+    f32 = None
+    if plan["f32"] is not None:
+        ctx.step("the f32 width's top eight")
+        with ctx.local_server("f32", Path(plan["f32"]["path"]), F32_SERVER) as server:
+            f32 = [server.completion(prompt, **TOP8) for prompt in prompts]
+    return NumpyAsked(ids, f32)
 
 
 @dataclass(frozen=True)
@@ -210,6 +263,158 @@ def top_tokens_fact(tables: list[TopTokens]) -> dict[str, Any]:
             for t in tables}
 
 
+def sig(x: float, digits: int = SIGNIFICANT) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+@dataclass(frozen=True)
+class NumpyToken:
+    rank: int
+    id: int
+    token: str                         # from the file's own vocabulary, spacing visible
+    probability: float                 # numpy's
+    server_probability: float | None   # e^logprob when the server listed this id among its eight
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One prompt's numpy pass against the server's top eight."""
+
+    name: str
+    prompt: str
+    n_tokens: int
+    server_top: TopToken
+    numpy: list[NumpyToken]
+    set_agrees: bool                   # the same eight ids, in any order
+    shared: int                        # ids both list
+    largest_dp: float                  # largest |numpy − server| over the server's eight
+    largest_dp_at: TopToken
+    largest_dp_numpy: float
+    kl_shared: float                   # KL(server ‖ numpy) over the shared ids, each renormalized over them
+    at_server_ids: dict[int, float]    # numpy's probability of each of the server's eight
+    largest_abs_logit: float           # numpy's largest |logit| (bytesup check sizes its f32 tolerance with it)
+
+    @property
+    def top_agrees(self) -> bool:
+        return self.numpy[0].id == self.server_top.id
+
+
+def agreement(name: str, prompt: str, server: list[TopToken], done: forward.Pass, shown: Callable[[int], str],
+              k: int = TOP_K) -> Agreement:
+    """Numpy's k most probable tokens beside the server's, with the largest gap and the KL divergence where both list."""
+    probs = done.probs
+    order = [int(i) for i in np.argsort(-probs, kind="stable")[:k]]
+    theirs = {t.id: t.probability for t in server}
+    ours = [NumpyToken(r, i, shown(i), sig(float(probs[i])), theirs.get(i)) for r, i in enumerate(order, start=1)]
+    worst = max(server, key=lambda t: abs(float(probs[t.id]) - t.probability))
+    both = [t for t in server if t.id in set(order)]
+    p = np.array([t.probability for t in both])
+    q = np.array([float(probs[t.id]) for t in both])
+    p, q = p / p.sum(), q / q.sum()
+    return Agreement(name, prompt, len(done.tokens), server[0], ours, set(order) == set(theirs), len(both),
+                     sig(abs(float(probs[worst.id]) - worst.probability)), worst, sig(float(probs[worst.id])),
+                     sig(float(np.sum(p * np.log(p / q)))), {t.id: sig(float(probs[t.id])) for t in server},
+                     sig(float(np.max(np.abs(done.logits)))))
+
+
+@dataclass(frozen=True)
+class LastOnly:
+    """Lines 4 and 5 for every position against the last alone (lesson 4's "keep only the last position")."""
+
+    name: str
+    n_tokens: int
+    n_vocab: int
+    n_embd: int
+    max_abs_logit_difference: float   # the last row of all N against the last position alone
+    same_top: bool
+
+    @property
+    def flops_all(self) -> int:
+        return self.n_tokens * 2 * self.n_vocab * self.n_embd
+
+    @property
+    def flops_last(self) -> int:
+        return 2 * self.n_vocab * self.n_embd
+
+    @property
+    def flops_saved(self) -> int:
+        """(N − 1) × 2 × vocabulary × width."""
+        return self.flops_all - self.flops_last
+
+
+def last_only(model: forward.Model, name: str, done: forward.Pass) -> LastOnly:
+    every = model.logits(done.hidden)  # (N, vocabulary): the final norm and the output matrix on every position
+    return LastOnly(name, len(done.tokens), model.hp.n_vocab, model.hp.n_embd,
+                    sig(float(np.max(np.abs(every[-1] - done.logits)))), int(np.argmax(every[-1])) == int(np.argmax(done.logits)))
+
+
+@dataclass(frozen=True)
+class ThroughTheLayers:
+    """The final top token's rank and probability when the final norm and output read the last position after each block."""
+
+    name: str
+    token_id: int
+    token: str
+    ranks: list[int]
+    probabilities: list[float]
+
+    @property
+    def on_top_from(self) -> int | None:
+        """The first block after which the token ranks first at every later block (1-based); None if never."""
+        first = None
+        for b, rank in enumerate(self.ranks, start=1):
+            first = (first or b) if rank == 1 else None
+        return first
+
+
+def through_the_layers(model: forward.Model, name: str, done: forward.Pass, shown: Callable[[int], str]) -> ThroughTheLayers:
+    logits = model.logits(done.last_after_block).astype(np.float64)  # (blocks, vocabulary)
+    top = int(np.argmax(done.probs))
+    ranks = 1 + np.sum(logits > logits[:, [top]], axis=1)
+    probs = forward.softmax(logits, axis=-1)[:, top]
+    return ThroughTheLayers(name, top, shown(top), [int(r) for r in ranks], [sig(float(p)) for p in probs])
+
+
+@dataclass(frozen=True)
+class NumpyPass:
+    """The numpy pass over one file, against one server's answers."""
+
+    file: str
+    weight_type: str
+    agreements: list[Agreement]
+    last: list[LastOnly]
+    layers: list[ThroughTheLayers]
+    probs: list[np.ndarray]
+
+
+def numpy_pass(path: Path, names: list[tuple[str, str]], ids: list[list[int]], server: list[list[TopToken]]) -> NumpyPass:
+    """Lesson 4's fifteen lines in numpy on every prompt, then the comparisons with the server."""
+    model = forward.Model(path)
+    passes = forward.forward(model, ids)
+
+    def shown(token_id: int) -> str:
+        return shown_token("", list(model.token_bytes(token_id)))
+
+    return NumpyPass(
+        file=path.name, weight_type=model.file.type_name("blk.0.attn_q.weight"),
+        agreements=[agreement(n, p, s, d, shown) for (n, p), s, d in zip(names, server, passes, strict=True)],
+        last=[last_only(model, n, d) for (n, _), d in zip(names, passes, strict=True)],
+        layers=[through_the_layers(model, n, d, shown) for (n, _), d in zip(names, passes, strict=True)],
+        probs=[d.probs for d in passes])
+
+
+def numpy_fact(done: NumpyPass | None, f32: NumpyPass | None, why_not: str | None) -> dict[str, Any]:
+    """The fact `numpy_pass`: per prompt and file, whether numpy's top token and top eight are the server's, and the gaps."""
+    def one(n: NumpyPass) -> dict[str, Any]:
+        return {"file": n.file, "weight_type": n.weight_type,
+                "prompts": {a.name: {"numpy_top_id": a.numpy[0].id, "server_top_id": a.server_top.id, "top_agrees": a.top_agrees,
+                                     "set_agrees": a.set_agrees, "largest_abs_dp": a.largest_dp, "kl_shared": a.kl_shared,
+                                     "shared": a.shared, "probabilities_of_server_ids": {str(i): v for i, v in a.at_server_ids.items()},
+                                     "largest_abs_logit": a.largest_abs_logit} for a in n.agreements}}
+    return {"recomputed": done is not None, "why_not": why_not, "served": one(done) if done else None,
+            "f32": one(f32) if f32 else None}
+
+
 def long_prompt_length(n_ctx: int, wanted: int = LONG_PROMPT_TOKENS, n_predict: int = N_PREDICT,
                        margin: int = CONTEXT_MARGIN) -> int:
     """The published prompt length, shortened when the server's context cannot hold it plus the decode."""
@@ -282,6 +487,133 @@ def show_top_tokens(ctx: LessonContext, t: TopTokens, n_vocab: int | None) -> No
               [[k.rank, k.token, 100.0 * k.probability,
                 100.0 * k.server_probability if k.server_probability is not None else None, k.logprob] for k in t.tokens],
               notes=top_notes(t, n_vocab))
+
+
+def show_numpy_vs_server(ctx: LessonContext, name: str, n: NumpyPass, server_label: str, prompt_n: list[int],
+                         more_notes: tuple[str, ...] = ()) -> None:
+    agree, sets, k = sum(a.top_agrees for a in n.agreements), sum(a.set_agrees for a in n.agreements), len(n.agreements)
+    worst = max(n.agreements, key=lambda a: a.largest_dp)
+    notes = [(f"numpy ran lesson 4's fifteen lines on the bytes of {n.file} ({n.weight_type} weights): each tensor "
+             "dequantized with gguf when its block runs, the token ids from the server's /tokenize."),
+             f"The top token agrees on {agree} of {k} prompts, the top-eight set on {sets} of {k}.",
+             (f"The largest |Δp| over the server's eight is {worst.largest_dp:.2g}, at {worst.largest_dp_at.token} after "
+              f"{worst.prompt!r}: numpy {100 * worst.largest_dp_numpy:.4g}% against the server's "
+              f"{100 * worst.largest_dp_at.probability:.4g}%."),
+             ("KL over the shared tokens is KL(server ‖ numpy) = Σ p·ln(p/q) over the ids both list, each side "
+              "renormalized over them: 0 when they split their share alike.")]
+    notes += [f"The server evaluated {pn} tokens for {a.prompt!r}, /tokenize gave {a.n_tokens}."
+              for a, pn in zip(n.agreements, prompt_n, strict=True) if pn != a.n_tokens]
+    notes += more_notes
+    ctx.table(name, f"The same forward pass in numpy, from the file's bytes, against {server_label}",
+              [("prompt", ""), ("tokens", ""), ("server's top token", ""), ("server", "%"), ("numpy's top token", ""),
+               ("numpy", "%"), ("same top token", ""), ("same top eight", ""), ("largest |Δp|", "points"), ("at", ""),
+               ("KL over the shared tokens", "nats"), ("shared", "")],
+              [[repr(a.prompt), a.n_tokens, a.server_top.token, 100 * a.server_top.probability, a.numpy[0].token,
+                100 * a.numpy[0].probability, a.top_agrees, a.set_agrees, 100 * a.largest_dp, a.largest_dp_at.token,
+                a.kl_shared, a.shared] for a in n.agreements], notes=notes)
+
+
+def show_numpy_top8(ctx: LessonContext, a: Agreement) -> None:
+    ctx.table(f"numpy_{a.name}", f"numpy's eight most probable next tokens after {a.prompt!r}, beside the server's",
+              [("rank", ""), ("token", ""), ("numpy", "%"), ("server", "%"), ("numpy − server", "points")],
+              [[t.rank, t.token, 100 * t.probability, 100 * t.server_probability if t.server_probability is not None else None,
+                100 * (t.probability - t.server_probability) if t.server_probability is not None else None] for t in a.numpy],
+              notes=[(f"{sum(t.server_probability is not None for t in a.numpy)} of numpy's eight are among the server's eight; "
+                     f"numpy's eight hold {percent(sum(t.probability for t in a.numpy))} of its probability.")])
+
+
+def rounding_notes(served: NumpyPass, f32: NumpyPass) -> tuple[str, ...]:
+    """Where the gap comes from: the same weights at two widths, against the server on each."""
+    gap_served = max(a.largest_dp for a in served.agreements)
+    gap_f32 = max(a.largest_dp for a in f32.agreements)
+    same = max(float(np.max(np.abs(p - q))) for p, q in zip(served.probs, f32.probs, strict=True))
+    rounded = ACTIVATIONS_ROUNDED_TO.get(served.weight_type)
+    notes = [(f"numpy gives the same probabilities on {served.file} and {f32.file} (largest difference {same:.2g}): the f32 "
+             "file holds exactly the dequantized values of the narrower one."),
+             f"Against the server, the largest |Δp| is {gap_served:.2g} on {served.file} and {gap_f32:.2g} on {f32.file}"
+             + (f", {gap_served / gap_f32:.0f}× smaller." if gap_f32 > 0 and gap_served > gap_f32 else ".")]
+    if rounded:
+        notes.append(f"On {served.weight_type} weights the engine's CPU kernels round each activation vector to {rounded} before "
+                     "its dot products with the weights; on F32 weights they keep float32 activations, as numpy does. "
+                     f"What is left on {f32.file} comes from float32 sums taken in another order and the f16 KV cache.")
+    return tuple(notes)
+
+
+def show_last_only(ctx: LessonContext, last: list[LastOnly], prompts: dict[str, str]) -> None:
+    first = last[0]
+    spec_v, spec_d = SPECIMEN["n_vocab"], SPECIMEN["n_embd"]
+    ctx.table("last_position_only", "Keep only the last position: the final norm and the output matrix on all N positions or on the last",
+              [("prompt", ""), ("tokens N", ""), ("largest |Δlogit|", ""), ("same top token", ""),
+               ("FLOPs, all N positions", "FLOP"), ("FLOPs, the last alone", "FLOP"), ("saved: (N − 1) × 2 × vocabulary × width", "FLOP")],
+              [[repr(prompts[x.name]), x.n_tokens, x.max_abs_logit_difference, x.same_top, x.flops_all, x.flops_last,
+                x.flops_saved] for x in last],
+              notes=[(f"Lines 4 and 5 read one position's vector and make {first.n_vocab:,} logits with a {first.n_vocab:,} × "
+                      f"{first.n_embd:,} matvec: 2 × {first.n_vocab:,} × {first.n_embd:,} = {first.flops_last:,} FLOPs per position."),
+                     (f"The last row of the all-positions product differs from the last position alone by at most "
+                      f"{max(x.max_abs_logit_difference for x in last):.2g} in any logit (the two products add in another "
+                      "order): the same answer, with the other N − 1 rows thrown away."),
+                     (f"For {PUB_MODEL} (vocabulary {spec_v:,}, width {spec_d:,}) each position left out saves "
+                      f"2 × {spec_v:,} × {spec_d:,} = {2 * spec_v * spec_d:,} FLOPs.")])
+
+
+def show_through_the_layers(ctx: LessonContext, layers: list[ThroughTheLayers], prompts: dict[str, str]) -> None:
+    n_blocks = len(layers[0].ranks)
+    columns = [("block", "")]
+    for t in layers:
+        columns += [(f"rank of {t.token}", ""), (f"p of {t.token}", "%")]
+    rows = [[b + 1, *[v for t in layers for v in (t.ranks[b], 100 * t.probabilities[b])]] for b in range(n_blocks)]
+    notes = []
+    for t in layers:
+        start = t.on_top_from
+        notes.append(f"After {prompts[t.name]!r}, {t.token} "
+                     + ("ranks first only after the last block" if start == n_blocks else
+                        f"ranks first from block {start} of {n_blocks} on" if start else "never ranks first")
+                     + f"; its probability is {percent(t.probabilities[0])} after block 1 and "
+                     f"{percent(t.probabilities[-1])} after block {n_blocks}.")
+    notes.append("Each row applies the final norm and the output matrix (lines 4 and 5) to the last position as it "
+                 "leaves that block; the last row is the pass's own answer.")
+    ctx.table("answer_through_the_layers", "The answer through the layers: the final top token's rank and probability after each block",
+              columns, rows, notes=notes)
+    ctx.plot("answer_through_the_layers", "The final top token's probability after each block", "block", "probability (%)",
+             [Series(label=f"{t.token} after {prompts[t.name]!r}", x=[float(b + 1) for b in range(n_blocks)],
+                     y=[100 * p for p in t.probabilities]) for t in layers], log_y=True)
+
+
+def the_pass_in_numpy(ctx: LessonContext, tables: list[TopTokens]) -> None:
+    """Lesson 4's fifteen lines in numpy on the file's bytes, set against the server's tables (bytesup.forward)."""
+    plan = ctx.host_since("numpy_plan", lambda: numpy_plan(ctx))
+    if plan is None:
+        ctx.note("This run was recorded before lesson 4 computed the forward pass in numpy, so it is not recomputed here.")
+        return
+    if plan["served"] is None:
+        return not_computed(ctx, "The model file is not readable here (pass --model PATH.gguf), so the forward pass is "
+                                 "not computed in numpy.")
+    names = [(t.name, t.prompt) for t in tables]
+    asked = ask_for_the_numpy_pass(ctx, plan, [prompt for _, prompt in names])
+    served = ctx.file_with(plan["served"])
+    if served is None:
+        return not_computed(ctx, ctx.file_not_here(plan["served"], "The numpy pass"))
+    done = numpy_pass(served, names, asked.ids, [t.tokens for t in tables])
+    show_numpy_vs_server(ctx, "numpy_vs_server", done, "the server", [t.prompt_n for t in tables])
+    for a in done.agreements:
+        show_numpy_top8(ctx, a)
+    f32 = None
+    if asked.f32 is not None:
+        f32_path = ctx.file_with(plan["f32"])
+        if f32_path is None:
+            ctx.note(ctx.file_not_here(plan["f32"], "The numpy pass"))
+        else:
+            f32 = numpy_pass(f32_path, names, asked.ids, [top_tokens(c) for c in asked.f32])
+            show_numpy_vs_server(ctx, "numpy_vs_server_f32", f32, f"a server on the f32 width ({f32.file})",
+                                 [c.timings.prompt_n for c in asked.f32], rounding_notes(done, f32))
+    show_last_only(ctx, done.last, dict(names))
+    show_through_the_layers(ctx, done.layers, dict(names))
+    ctx.fact("numpy_pass", numpy_fact(done, f32, None))
+
+
+def not_computed(ctx: LessonContext, why: str) -> None:
+    ctx.note(why)
+    ctx.fact("numpy_pass", numpy_fact(None, None, why))
 
 
 def show_cost(ctx: LessonContext, cost: TokenWork, n_vocab: int | None) -> None:
@@ -432,25 +764,31 @@ def main(ctx: LessonContext):
     ctx.step("softmax")
     show_softmax(ctx, softmax_example())
 
-    # 2. The eight most probable next tokens of the four prompts, beside the server's own probabilities.
-    tables = [top_table(answers) for answers in ask_top_tokens(ctx)]
+    # 2. The eight most probable next tokens of the four prompts (and any given with --prompt), beside the
+    #    server's own probabilities.
+    tables = [top_table(answers) for answers in ask_top_tokens(ctx, lesson_prompts(ctx))]
     for t in tables:
         show_top_tokens(ctx, t, n_vocab)
     ctx.fact("top_tokens", top_tokens_fact(tables))
 
-    # 3. What one forward pass costs: every weight read once, two FLOPs per weight.
+    # 3. The same pass in numpy from the file's bytes: its top eight beside the server's, on this file and the
+    #    f32 width; keeping only the last position; the answer through the layers.
+    ctx.step("the forward pass in numpy")
+    the_pass_in_numpy(ctx, tables)
+
+    # 4. What one forward pass costs: every weight read once, two FLOPs per weight.
     cost = token_work(info["n_params"], formulas.bytes_per_token(info)) if info is not None else None
     if cost is not None:
         show_cost(ctx, cost, n_vocab)
 
-    # 4. Prefill and decode, from the server's timings.
+    # 5. Prefill and decode, from the server's timings.
     ctx.step("prefill and decode")
     runs = time_prefill_and_decode(ctx, repeat)
     sp = speeds(runs)
     measure_speeds(ctx, sp)
     show_prefill_decode(ctx, sp, runs, cost)
 
-    # 5. Decode against the bandwidth ceiling of lesson 1 (bytesup.ceiling).
+    # 6. Decode against the bandwidth ceiling of lesson 1 (bytesup.ceiling).
     ctx.step("read bandwidth")
     if cost is None:
         ctx.note("The model file is not readable here (pass --model PATH.gguf), so the bandwidth ceiling and "

@@ -321,3 +321,57 @@ def test_ridge_point_converts_each_measurements_unit(tmp_path):
     # 0.2 ÷ 16 as if both were in the same unit: 0.0125, a factor 1,000 off
     wrong = made(L7, measurements=ms + [Measurement.of("ridge_point_flops_per_byte", "FLOPs/byte", [0.0125])])
     assert only(run_of(tmp_path / "b", wrong), "ridge_point_formula").status == check.FAIL
+
+
+# --- lesson 4: the numpy forward pass against the recorded answers ------------------------------
+
+def numpy_fact(top_id: int = 7042, f32_probabilities: dict[int, float] | None = None, logit: float = 16.0) -> dict[str, Any]:
+    def part(file: str, probabilities: dict[int, float] | None) -> dict[str, Any]:
+        one = {"numpy_top_id": top_id, "server_top_id": 7042, "top_agrees": top_id == 7042, "set_agrees": True,
+               "largest_abs_dp": 0.0, "kl_shared": 0.0, "shared": 3, "largest_abs_logit": logit,
+               "probabilities_of_server_ids": {str(i): p for i, p in (probabilities or {}).items()}}
+        return {"file": file, "weight_type": "F32", "prompts": {"top8_capital_of_france": one}}
+    return {"recomputed": True, "why_not": None, "served": part("m-q4_1.gguf", None),
+            "f32": part("m-f32.gguf", f32_probabilities) if f32_probabilities is not None else None}
+
+
+def f32_answer(cands=CANDIDATES) -> dict[str, Any]:
+    return {**logprob_answer(PROMPT, cands), "server": "f32"}
+
+
+def test_numpy_top_token_against_the_recorded_answers(tmp_path):
+    run = run_of(tmp_path / "ok", made(L4, {"top_tokens": top_tokens(), "numpy_pass": numpy_fact()}), RECORDED)
+    ok = only(run, "numpy_top_token_is_the_servers")
+    assert ok.status == check.PASS and ok.observed == "1 of 1 prompts agree"
+    # numpy says ' the' (260), the recorded answer's top candidate is ' Paris' (7042).
+    run = run_of(tmp_path / "bad", made(L4, {"top_tokens": top_tokens(), "numpy_pass": numpy_fact(top_id=260)}), RECORDED)
+    bad = only(run, "numpy_top_token_is_the_servers")
+    assert bad.status == check.FAIL and bad.observed == "0 of 1 prompts agree"
+    assert "numpy's top id 260, the server's 7042 (' Paris')" in bad.detail
+
+
+def test_numpy_claims_are_not_applicable_without_a_recomputed_pass(tmp_path):
+    run = run_of(tmp_path / "old", made(L4, {"top_tokens": top_tokens()}), RECORDED)
+    for cid in ("numpy_top_token_is_the_servers", "numpy_f32_within_rounding"):
+        assert only(run, cid).status == check.NA and "recorded before the numpy pass" in only(run, cid).detail
+    fact = {"recomputed": False, "why_not": "no file with its recorded sha256", "served": None, "f32": None}
+    run = run_of(tmp_path / "gone", made(L4, {"top_tokens": top_tokens(), "numpy_pass": fact}), RECORDED)
+    assert only(run, "numpy_top_token_is_the_servers").detail == "the numpy pass was not computed: no file with its recorded sha256"
+
+
+def test_numpy_on_the_f32_width_within_the_f16_rounding(tmp_path):
+    # Largest |logit| 16: the tolerance is 2^-11 × 16 ÷ 4 = 2^-9 = 0.001953125.
+    near = {7042: 0.5005, 260: 0.2499, 4528: 0.125}        # |Δp| 0.0005, 0.0001, 0
+    run = run_of(tmp_path / "ok", made(L4, {"top_tokens": top_tokens(), "numpy_pass": numpy_fact(f32_probabilities=near)}),
+                 RECORDED + [f32_answer()])
+    ok = only(run, "numpy_f32_within_rounding")
+    assert ok.status == check.PASS and ok.observed == "largest |Δp| 0.0005 ('The capital of France is' token ' Paris')"
+    assert ok.expected.startswith("≤ 0.002,")
+    far = {**near, 260: 0.253}                              # |Δp| 0.003 > 0.00195
+    run = run_of(tmp_path / "bad", made(L4, {"top_tokens": top_tokens(), "numpy_pass": numpy_fact(f32_probabilities=far)}),
+                 RECORDED + [f32_answer()])
+    bad = only(run, "numpy_f32_within_rounding")
+    assert bad.status == check.FAIL and "token ' the': |Δp| 0.003 > 0.002" in bad.detail
+    # Without an f32 width (a preset, the course's model): not applicable.
+    run = run_of(tmp_path / "none", made(L4, {"top_tokens": top_tokens(), "numpy_pass": numpy_fact()}), RECORDED)
+    assert only(run, "numpy_f32_within_rounding").status == check.NA

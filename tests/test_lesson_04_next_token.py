@@ -7,6 +7,7 @@ import math
 import shutil
 import statistics
 
+import numpy as np
 import pytest
 from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges
 
@@ -25,8 +26,21 @@ MEASUREMENTS = ["prefill_tokens_per_s_long_prompt", "decode_tokens_per_s_short_p
                 "prefill_decode_ratio", "decode_ceiling_tokens_per_s", "decode_efficiency", "read_bandwidth_gb_per_s"]
 
 
-def _exchanges():
-    return recorded_exchanges(LESSON)
+def _exchanges(server: str = "main"):
+    """The recorded exchanges with one server: the run's ("main") or the f32 width's ("f32")."""
+    return [ex for ex in recorded_exchanges(LESSON) if ex.get("server", "main") == server]
+
+
+@pytest.fixture(scope="module")
+def _replayed(tmp_path_factory):
+    """The recording replayed with its model files here (built the first time), so the numpy pass is recomputed."""
+    from lessonkit import replay
+
+    from bytesup.models import ensure_model
+
+    ensure_model("smollm2-135m-q4_1")
+    ensure_model("smollm2-135m-f32")
+    return replay(LESSON, tmp_path_factory.mktemp("replay"))
 
 
 # --- top eight ----------------------------------------------------------------------------------
@@ -477,8 +491,226 @@ def test_main_without_the_model_file(lesson):
         "/props": [{"default_generation_settings": {"n_ctx": 100}}],
         "/tokenize": [{"tokens": list(range(60))}],
     })
-    ctx = hand_context(LESSON, server, host_values={"model_info": None})
+    ctx = hand_context(LESSON, server, host_values={"model_info": None, "numpy_plan": {"served": None, "f32": None}})
     result = lesson.main(ctx)
     assert [t.name for t in result.tables][-1] == "prefill_vs_decode"
-    assert "not computed" in result.notes[0]
+    assert result.notes[0].startswith("The model file is not readable here") and "not computed in numpy" in result.notes[0]
+    assert result.fact("numpy_pass")["recomputed"] is False
+    assert "bandwidth ceiling and the cost of one pass are not computed" in result.notes[1]
     assert result.table("top8_cat_sat").notes[0] == "The top 3 cover 87.5% of the probability."
+
+
+def test_a_run_recorded_before_the_numpy_pass_says_so(lesson):
+    """No numpy_plan in the recording: nothing asked for it, nothing taken from it, one note."""
+    result, server = _run_hand(lesson)
+    assert result.notes[0] == ("This run was recorded before lesson 4 computed the forward pass in numpy, so it is not "
+                               "recomputed here.")
+    assert not any(t.name.startswith("numpy") for t in result.tables) and "numpy_pass" not in result.facts
+    assert not any(path == "/tokenize" and body.get("add_special") for _, path, body in server.requests)
+
+
+# --- the numpy pass, recomputed from the file on replay --------------------------------------------------
+
+def test_numpy_gives_the_servers_top_token_on_every_prompt(result):
+    fact = result.fact("numpy_pass")
+    assert fact["recomputed"] is True and fact["served"]["file"] == "smollm2-135m-q4_1.gguf"
+    for name in TOP8_TABLES:
+        one = fact["served"]["prompts"][name]
+        assert one["numpy_top_id"] == one["server_top_id"] == result.fact("top_tokens")[name]["tokens"][0]["id"]
+        assert fact["f32"]["prompts"][name]["top_agrees"] and fact["f32"]["prompts"][name]["set_agrees"]
+
+
+def test_the_f32_width_agrees_far_closer_than_the_rounded_one(result):
+    # On F32 weights the server keeps float32 activations: what is left is float32 summation order and the
+    # f16 KV cache, well under 2e-3 in any listed probability; on Q4_1 it rounds activations to 8 bits.
+    fact = result.fact("numpy_pass")
+    served = max(v["largest_abs_dp"] for v in fact["served"]["prompts"].values())
+    f32 = max(v["largest_abs_dp"] for v in fact["f32"]["prompts"].values())
+    assert f32 < 2e-3 < served
+    assert f"{served:.2g} on smollm2-135m-q4_1.gguf and {f32:.2g} on smollm2-135m-f32.gguf" in \
+        " ".join(result.table("numpy_vs_server_f32").notes)
+    # numpy's own probabilities are the same on both files: the f32 file holds the dequantized Q4_1 values.
+    assert "(largest difference 0)" in " ".join(result.table("numpy_vs_server_f32").notes)
+
+
+def test_the_server_columns_are_the_recorded_answers(result, lesson):
+    top8 = [ex for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("post_sampling_probs") is False]
+    f32 = [ex for ex in _exchanges("f32") if ex["path"] == "/completion"]
+    assert [ex["request"] for ex in f32] == [{"prompt": p, **lesson.TOP8} for _, p in lesson.PROMPTS]
+    for table, answers in (("numpy_vs_server", top8), ("numpy_vs_server_f32", f32)):
+        for row, ex in zip(result.table(table).rows, answers, strict=True):
+            best = max(ex["response"]["completion_probabilities"][0]["top_logprobs"], key=lambda c: c["logprob"])
+            assert row[2] == repr(best["token"]) and row[3] == pytest.approx(100 * math.exp(best["logprob"]), rel=1e-12)
+            assert row[6] == (row[2] == row[4])
+
+
+def test_token_ids_come_from_the_servers_tokenizer(result, lesson):
+    asked = [ex for ex in _exchanges() if ex["path"] == "/tokenize" and ex["request"].get("add_special") is True]
+    assert [ex["request"]["content"] for ex in asked] == [p for _, p in lesson.PROMPTS]
+    top8 = [ex for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("post_sampling_probs") is False]
+    for row, ex, done in zip(result.table("numpy_vs_server").rows, asked, top8, strict=True):
+        # One row per token id, and the server evaluated exactly those tokens for its answer.
+        assert row[1] == len(ex["response"]["tokens"]) == done["response"]["timings"]["prompt_n"]
+
+
+def test_numpy_names_its_tokens_as_the_server_does(result):
+    for name in TOP8_TABLES:
+        server = {t["id"]: t for t in result.fact("top_tokens")[name]["tokens"]}
+        rows = result.table(f"numpy_{name}").rows
+        assert [r[0] for r in rows] == list(range(1, 9))
+        assert [r[2] for r in rows] == sorted((r[2] for r in rows), reverse=True)
+        shared = [r for r in rows if r[3] is not None]
+        assert shared
+        by_token = {t["token"]: t for t in server.values()}
+        for r in shared:  # the token text read from the GGUF's vocabulary is the server's text for the same id
+            assert r[1] in by_token and r[3] == pytest.approx(100 * by_token[r[1]]["probability"], rel=1e-12)
+            assert r[4] == pytest.approx(r[2] - r[3], abs=1e-9)
+
+
+def test_keeping_only_the_last_position(result):
+    info = result.host_values["model_info"]["hyperparameters"]
+    v, d = info["n_vocab"], info["n_embd"]
+    for row in result.table("last_position_only").rows:
+        _, n, diff, same, every, last, saved = row
+        assert (every, last, saved) == (n * 2 * v * d, 2 * v * d, (n - 1) * 2 * v * d)
+        assert diff < 1e-3 and same is True
+    assert f"2 × {v:,} × {d:,} = {2 * v * d:,} FLOPs per position" in result.table("last_position_only").notes[0]
+
+
+def test_the_answer_through_the_layers_ends_in_the_pass(result):
+    info = result.host_values["model_info"]["hyperparameters"]
+    table = result.table("answer_through_the_layers")
+    assert [r[0] for r in table.rows] == list(range(1, info["n_layer"] + 1))
+    final = table.rows[-1]
+    tops = [r[5] for r in result.table("numpy_vs_server").rows]
+    assert final[1::2] == [1, 1, 1, 1]
+    assert final[2::2] == pytest.approx(tops, rel=1e-4)
+    plot = next(p for p in result.plots if p.name == "answer_through_the_layers")
+    assert [s.y for s in plot.series] == [[r[2 + 2 * k] for r in table.rows] for k in range(4)]
+    # " Paris" is not the answer until the last blocks: far down the ranking after block 1.
+    assert table.rows[0][1] > 100
+
+
+def test_without_the_recorded_file_the_numpy_pass_is_not_recomputed(tmp_path, monkeypatch):
+    """A copy of the recording whose files are nowhere here: the lesson says so, and takes nothing from the recording."""
+    source = recorded(LESSON)
+    run = tmp_path / "run"
+    shutil.copytree(source, run)
+    path = run / f"{LESSON}.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for entry in data["host_values"]["numpy_plan"].values():
+        entry["path"] = str(tmp_path / "gone" / entry["file"])
+    path.write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setenv("BYTESUP_MODELS", str(tmp_path / "no-models"))
+    out = tmp_path / "replayed"
+    assert run_lessons([LESSON], RunOptions(replay=run, out=out, command=["test"])) == 0
+    replayed = load_result(json.loads((out / f"{LESSON}.json").read_text(encoding="utf-8")), LESSON)
+    assert not any(t.name.startswith("numpy") or t.name in ("last_position_only", "answer_through_the_layers")
+                   for t in replayed.tables)
+    fact = replayed.fact("numpy_pass")
+    assert fact["recomputed"] is False and fact["served"] is None
+    assert "The numpy pass over smollm2-135m-q4_1.gguf is not recomputed: no file with its recorded sha256" in replayed.notes[0]
+
+
+# --- the numpy pass's arithmetic by hand -----------------------------------------------------------------
+
+def test_agreement_by_hand(lesson):
+    from bytesup.forward import Pass
+
+    # numpy: ids 0..4 hold 0.4, 0.3, 0.2, 0.06, 0.04; the server lists id 1 first (0.5), then 0 (0.3), then 4 (0.1).
+    probs = np.array([0.4, 0.3, 0.2, 0.06, 0.04])
+    done = Pass(tokens=[1, 2], hidden=np.zeros((2, 1)), last_after_block=np.zeros((1, 1)), logits=np.log(probs), probs=probs)
+    server = [lesson.TopToken(rank, i, f"'t{i}'", p, math.log(p), None) for rank, i, p in ((1, 1, 0.5), (2, 0, 0.3), (3, 4, 0.1))]
+    a = lesson.agreement("t", "p", server, done, lambda i: f"'t{i}'", k=3)
+    assert [t.id for t in a.numpy] == [0, 1, 2] and [t.server_probability for t in a.numpy] == [0.3, 0.5, None]
+    assert a.top_agrees is False and a.set_agrees is False and a.shared == 2 and a.n_tokens == 2
+    # |Δp|: id 1 0.2, id 0 0.1, id 4 0.06: the largest is 0.2 at id 1, where numpy says 0.3.
+    assert a.largest_dp == pytest.approx(0.2) and a.largest_dp_at.id == 1 and a.largest_dp_numpy == pytest.approx(0.3)
+    # Shared ids 1 and 0: the server's 0.5, 0.3 renormalized to 0.625, 0.375; numpy's 0.3, 0.4 to 3/7, 4/7.
+    kl = 0.625 * math.log(0.625 / (3 / 7)) + 0.375 * math.log(0.375 / (4 / 7))
+    assert a.kl_shared == pytest.approx(kl, rel=1e-5)
+
+
+def test_first_block_on_top_and_the_flops_by_hand(lesson):
+    def layers(ranks):
+        return lesson.ThroughTheLayers("t", 0, "'x'", ranks, [0.0] * len(ranks))
+    assert layers([3, 1, 2, 1, 1]).on_top_from == 4
+    assert layers([1, 1, 1]).on_top_from == 1
+    assert layers([2, 2]).on_top_from is None
+    last = lesson.LastOnly("t", n_tokens=5, n_vocab=10, n_embd=4, max_abs_logit_difference=0.0, same_top=True)
+    # 5 × 2 × 10 × 4 = 400 FLOPs for every position, 80 for the last, (5 − 1) × 80 = 320 saved.
+    assert (last.flops_all, last.flops_last, last.flops_saved) == (400, 80, 320)
+
+
+def test_main_runs_the_numpy_pass_on_a_preset(lesson, tmp_path):
+    """Hand-made answers on the tiny preset: the lesson's tables are forward.forward's numbers beside the server's."""
+    from bytesup import environment, forward
+    from bytesup.models import ensure_model
+
+    model = ensure_model("tiny-q8_0")
+    plan = {"served": {"file": model.name, "path": str(model), "sha256": environment.file_digest(model)["sha256"]}, "f32": None}
+    # The published four, then one prompt given with --prompt.
+    ids = [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14], [15, 16]]
+    server = QueuedServer({
+        "/completion": [HAND_TOP, HAND_SERVER] * 5 + [_timed(52, 26.0, 620.0), _timed(52, 20.8, 775.0),
+                                                      _timed(5, 5.0, 310.0), _timed(5, 5.0, 248.0)],
+        "/props": [{"default_generation_settings": {"n_ctx": 100}}],
+        "/tokenize": [{"tokens": t} for t in ids] + [{"tokens": list(range(60))}],
+    })
+    ctx = hand_context(LESSON, server, bandwidth=HAND_BW, model_path=model,
+                       host_values={"model_info": HAND_INFO, "server_facts": LOCAL, "option_bandwidth_gbs": None,
+                                    "numpy_plan": plan, "option_prompts": ["The capital of Italy is"]})
+    result = lesson.main(ctx)
+    assert server.left() == {}
+    # The given prompt comes after the published four, in its own table, its requests pinned like theirs.
+    asked = [body for _, path, body in server.requests if path in ("/completion", "/tokenize")]
+    assert [b.get("prompt", b.get("content")) for b in asked][8:10] == ["The capital of Italy is"] * 2
+    assert asked[14]["content"] == "The capital of Italy is" and asked[14]["add_special"] is True
+    assert "'The capital of Italy is'" in result.table("top8_prompt_1").title
+    assert list(result.fact("top_tokens"))[-1] == "top8_prompt_1"
+    assert [r[0] for r in result.table("numpy_vs_server").rows][-1] == "'The capital of Italy is'"
+    assert len(result.table("answer_through_the_layers").columns) == 1 + 2 * 5
+    expected = forward.forward(forward.Model(model), ids)
+    for row, done in zip(result.table("numpy_vs_server").rows, expected, strict=True):
+        top = int(np.argmax(done.probs))
+        assert row[1] == len(done.tokens) and row[5] == pytest.approx(100 * float(done.probs[top]), rel=1e-5)
+        # The server's eight are HAND_TOP's: ' Paris' 1/2, ' the' 1/4, ' a' 1/8 (ids 5, 7, 9).
+        gaps = {i: abs(float(done.probs[i]) - p) for i, p in ((5, 0.5), (7, 0.25), (9, 0.125))}
+        assert row[8] == pytest.approx(100 * max(gaps.values()), rel=1e-5)
+        assert row[2] == "' Paris'" and row[6] == (top == 5)
+    assert "numpy_vs_server_f32" not in [t.name for t in result.tables]  # a preset has no f32 width to ask
+    assert result.fact("numpy_pass")["recomputed"] is True
+
+
+def test_bytesup_check_passes_the_numpy_claims_on_the_recording():
+    from bytesup import check
+    from bytesup.compare import load_run
+
+    report = check.check_run(load_run(recorded(LESSON)), [])
+    found = {(r.id, r.status) for r in report.results if r.id.startswith("numpy_")}
+    assert found == {("numpy_top_token_is_the_servers", check.PASS), ("numpy_f32_within_rounding", check.PASS)}
+    assert len([r for r in report.results if r.id == "numpy_top_token_is_the_servers"]) == 2  # the file and its f32 width
+
+
+def test_a_given_prompt_is_checked_before_any_request():
+    from bytesup.errors import BytesupError
+    from bytesup.options import LessonOptions
+
+    assert LessonOptions.parse({"prompts": ["a b", "c"]}).prompts == ["a b", "c"]
+    with pytest.raises(BytesupError, match=r"--prompt \['x', ' '\] is not valid \(value error, a prompt is empty\)"):
+        LessonOptions.parse({"prompts": ["x", " "]})
+
+
+def test_the_command_line_takes_repeated_prompts(monkeypatch):
+    from typer.testing import CliRunner
+
+    from bytesup import cli
+
+    seen = {}
+    monkeypatch.setattr(cli, "_run", lambda ids, options, **kw: seen.update(ids=ids, options=options))
+    done = CliRunner().invoke(cli.app, ["run", "04_next_token", "--prompt", "The capital of Italy is", "--prompt", "1, 2, 3,"])
+    assert done.exit_code == 0, done.output
+    assert seen["options"].lesson_options.prompts == ["The capital of Italy is", "1, 2, 3,"]
+    assert seen["options"].lesson_options.given() == {"prompts": ["The capital of Italy is", "1, 2, 3,"]}
+    empty = CliRunner().invoke(cli.app, ["run", "04_next_token", "--prompt", " "])
+    assert empty.exit_code == 2 and "--prompt" in empty.output and "a prompt is empty" in empty.output

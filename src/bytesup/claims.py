@@ -247,6 +247,116 @@ def claim_top8_share_at_most_one(run: Run) -> list[ClaimResult]:
                         detail=f"from {source}: " + "; ".join(f"{n}: {s:.2%}" for s, n in shares))]
 
 
+# --- lesson 4: the forward pass in numpy -------------------------------------------------------
+
+# The recordings' server labels for the two files lesson 4's numpy pass reads.
+NUMPY_SERVERS = {"served": "main", "f32": "f32"}
+# Float16 keeps 11 significant bits: rounding a number to it moves it by at most 2^-11 of itself.
+F16_RELATIVE_ROUNDING = 2.0 ** -11
+
+
+def _numpy_pass(run: Run, cid: str, text: str) -> tuple[LessonResult | None, dict, list[ClaimResult]]:
+    """Lesson 4 and its fact numpy_pass, or the not-applicable result that says why there is none."""
+    lesson = find_lesson(run, "04_")
+    if lesson is None:
+        return None, {}, [ClaimResult(cid, "general", "04", text, NA, detail=missing(run, "04_", L4))]
+    fact = lesson.facts.get("numpy_pass")
+    if not isinstance(fact, dict):
+        return None, {}, [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
+                                      detail=f"lesson {lesson.lesson_id} states no numpy_pass fact (recorded before the numpy pass)")]
+    if not fact.get("recomputed"):
+        return None, {}, [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
+                                      detail=f"the numpy pass was not computed: {fact.get('why_not')}")]
+    return lesson, fact, []
+
+
+def _answer_for(answers: list[RawNextToken], server: str, prompt: str) -> RawNextToken | None:
+    return next((a for a in answers if a.server == server and not a.post_sampling and a.prompt == prompt), None)
+
+
+def _prompts(lesson: LessonResult) -> dict[str, str]:
+    shown = lesson.facts.get("top_tokens")
+    return {k: v["prompt"] for k, v in shown.items() if isinstance(v, dict) and isinstance(v.get("prompt"), str)} \
+        if isinstance(shown, dict) else {}
+
+
+def claim_numpy_top_token_is_the_servers(run: Run) -> list[ClaimResult]:
+    """numpy's most probable token, for each prompt and file, is the top candidate of the server's recorded
+    answer for the same prompt on the same file (read from the exchanges, not from the lesson's tables)."""
+    cid, text = "numpy_top_token_is_the_servers", "the numpy forward pass over the GGUF gives the server's top token on every prompt"
+    lesson, fact, na = _numpy_pass(run, cid, text)
+    if lesson is None:
+        return na
+    answers, file = _recorded(run, lesson)
+    prompts = _prompts(lesson)
+    results = []
+    for width, server in NUMPY_SERVERS.items():
+        part = fact.get(width)
+        if not isinstance(part, dict):
+            continue
+        checked, agree, problems = 0, 0, []
+        for name, one in part.get("prompts", {}).items():
+            answer = _answer_for(answers, server, prompts.get(name, ""))
+            if answer is None or not answer.candidates:
+                problems.append(f"{name}: no recorded answer from server {server!r} for its prompt")
+                continue
+            best = max(answer.candidates, key=lambda c: c.value)
+            checked += 1
+            agree += one.get("numpy_top_id") == best.id
+            if one.get("numpy_top_id") != best.id:
+                problems.append(f"{_prompt_label(prompts[name])}: numpy's top id {one.get('numpy_top_id')}, the server's "
+                                f"{best.id} ({best.text!r})")
+        results.append(ClaimResult(
+            cid, "general", lesson.lesson_id, f"{text} ({part.get('file')})", FAIL if problems or not checked else PASS,
+            observed=f"{agree} of {checked} prompts agree",
+            expected=f"the top candidate of each answer of server {server!r} recorded in {file}", tolerance="the same token id",
+            detail="; ".join(problems)))
+    return results
+
+
+def claim_numpy_f32_within_rounding(run: Run) -> list[ClaimResult]:
+    """On the f32 width the engine keeps float32 activations, as numpy does; what is left is float32 summation
+    order (about 1e-7 relative) and the f16 KV cache. Counted as if one float16 rounding, 2^-11 relative, fell
+    on every logit: a logit z moves by at most 2^-11 × |z|, and a logit change δ moves a probability by at
+    most δ / 4 (the softmax's steepest slope, p(1 − p) ≤ 1/4). So each listed probability may differ from
+    numpy's by 2^-11 × (numpy's largest |logit|) / 4 for that prompt, and no more."""
+    cid = "numpy_f32_within_rounding"
+    text = "on the f32 width, numpy's probabilities are the server's within the f16 KV cache's rounding"
+    lesson, fact, na = _numpy_pass(run, cid, text)
+    if lesson is None:
+        return na
+    part = fact.get("f32")
+    if not isinstance(part, dict):
+        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
+                            detail="the run's numpy pass has no f32 width (only the default model's narrower widths have one)")]
+    answers, file = _recorded(run, lesson)
+    prompts = _prompts(lesson)
+    worst: tuple[float, float, str] = (0.0, 0.0, "")   # (|Δp|, its tolerance, where)
+    problems = []
+    for name, one in part.get("prompts", {}).items():
+        answer = _answer_for(answers, "f32", prompts.get(name, ""))
+        ours = one.get("probabilities_of_server_ids") or {}
+        logit = one.get("largest_abs_logit")
+        if answer is None or not isinstance(logit, (int, float)):
+            problems.append(f"{name}: no recorded f32 answer or no largest |logit| stated")
+            continue
+        tolerance = F16_RELATIVE_ROUNDING * abs(logit) / 4
+        for c in answer.candidates:
+            if str(c.id) not in ours:
+                problems.append(f"{_prompt_label(prompts[name])}: numpy states no probability for id {c.id}")
+                continue
+            gap = abs(float(ours[str(c.id)]) - math.exp(c.value))
+            if gap / tolerance > worst[0] / max(worst[1], 1e-300):
+                worst = (gap, tolerance, f"{_prompt_label(prompts[name])} token {c.text!r}")
+            if gap > tolerance:
+                problems.append(f"{_prompt_label(prompts[name])} token {c.text!r}: |Δp| {gap:.2g} > {tolerance:.2g}")
+    return [ClaimResult(
+        cid, "general", lesson.lesson_id, text, FAIL if problems or not worst[2] else PASS,
+        observed=f"largest |Δp| {worst[0]:.2g} ({worst[2]})" if worst[2] else "nothing compared",
+        expected=f"≤ {worst[1]:.2g}, against the f32 answers recorded in {file}",
+        tolerance="2^-11 × numpy's largest |logit| ÷ 4 per prompt", detail="; ".join(problems[:5]))]
+
+
 # --- lessons 4 and 6: speeds ------------------------------------------------------------------
 
 def claim_prefill_faster_than_decode(run: Run) -> list[ClaimResult]:
@@ -718,6 +828,8 @@ GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
     claim_probability_is_exp_logprob,
     claim_top_tokens_match_server,
     claim_top8_share_at_most_one,
+    claim_numpy_top_token_is_the_servers,
+    claim_numpy_f32_within_rounding,
     claim_prefill_faster_than_decode,
     claim_decode_slows_with_context,
     claim_kv_bytes_formula,

@@ -86,6 +86,7 @@ MismatchOpt = Annotated[bool, typer.Option("--model-mismatch-ok", help=(
     "go on when --model differs (parameter count or tensor bytes) from the model the server serves"))]
 SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help=LessonOptions.model_fields["sizes"].description)]
 RpcOpt = Annotated[Optional[str], typer.Option("--rpc", help=LessonOptions.model_fields["rpc"].description)]
+PromptOpt = Annotated[Optional[list[str]], typer.Option("--prompt", help=LessonOptions.model_fields["prompts"].description)]
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
 StartServerOpt = Annotated[bool, typer.Option(
     "--start-server/--no-start-server",
@@ -99,14 +100,15 @@ OwnServerOpt = Annotated[bool, typer.Option("--own-server", help=(
     "when one answers at the default URL; it stops with the run, also when the run is killed (what make run does)"))]
 
 
-def _run_options(*, bandwidth_gbs: float | None, sizes: str | None, rpc: str | None = None, **run: Any) -> RunOptions:
+def _run_options(*, bandwidth_gbs: float | None, sizes: str | None, rpc: str | None = None, prompts: list[str] | None = None,
+                 **run: Any) -> RunOptions:
     """The run's options, built once; a bad lesson option stops here (exit status 2), before any request."""
     if not math.isfinite(run["timeout"]):  # NaN passes a range check
         err.print(f"[bold red]error:[/bold red] --timeout must be a number of seconds from 0.1 to {MAX_TIMEOUT_S:g}.",
                   highlight=False)
         raise typer.Exit(2)
     try:
-        lesson_options = LessonOptions.parse({"bandwidth_gbs": bandwidth_gbs, "sizes": sizes, "rpc": rpc})
+        lesson_options = LessonOptions.parse({"bandwidth_gbs": bandwidth_gbs, "sizes": sizes, "rpc": rpc, "prompts": prompts or None})
     except BytesupError as exc:
         err.print(f"[bold red]error:[/bold red] {rich_text(exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -149,7 +151,7 @@ def run_cmd(
     resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
     start_server: StartServerOpt = True, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
-    rpc: RpcOpt = None, own_server: OwnServerOpt = False,
+    rpc: RpcOpt = None, own_server: OwnServerOpt = False, prompt: PromptOpt = None,
 ) -> None:
     """Run some lessons against a server (or a recorded run) and save them into a run folder.
 
@@ -159,7 +161,7 @@ def run_cmd(
     options = _run_options(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume, replay=replay,
                            repeat=repeat, timeout=timeout, start_server=start_server, allow_modified=allow_modified,
                            model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes, rpc=rpc,
-                           own_server=own_server)
+                           own_server=own_server, prompts=prompt)
     _run(lessons, options, print_tables=print_tables)
 
 
@@ -171,13 +173,13 @@ def run_all_cmd(
     print_tables: PrintOpt = False, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help=(
         "then run the checks and write the run's README.md as one page, and report.html beside it (`bytesup report --html`)"))] = False,
-    start_server: StartServerOpt = True, own_server: OwnServerOpt = False,
+    start_server: StartServerOpt = True, own_server: OwnServerOpt = False, prompt: PromptOpt = None,
 ) -> None:
     """Run every lesson in order into one run folder (what `make run` does, with --own-server --report)."""
     options = _run_options(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume, replay=replay,
                            repeat=repeat, timeout=timeout, start_server=start_server, allow_modified=allow_modified,
                            model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes, rpc=rpc,
-                           own_server=own_server)
+                           own_server=own_server, prompts=prompt)
     _run(list(discover_lessons()), options, print_tables=print_tables, report=report)
 
 

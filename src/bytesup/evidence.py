@@ -140,6 +140,7 @@ class RawNextToken:
     post_sampling: bool           # True: values are the server's probabilities; False: logprobs
     request: dict[str, Any]
     candidates: list[RawCandidate]
+    server: str = "main"          # the recording's server label ("f32": lesson 4's server on the f32 width)
 
     def by_id(self) -> dict[int, RawCandidate]:
         return {c.id: c for c in self.candidates}
@@ -200,7 +201,8 @@ def recorded_next_tokens(path: Path) -> list[RawNextToken]:
         cands = [RawCandidate(int(c["id"]), _raw_text(c), float(c[key]))
                  for c in listed if isinstance(c, dict) and isinstance(c.get("id"), int) and _number(c.get(key)) is not None]
         prompt = request.get("prompt")
-        found.append(RawNextToken(n, prompt if isinstance(prompt, str) else None, post, request, cands))
+        found.append(RawNextToken(n, prompt if isinstance(prompt, str) else None, post, request, cands,
+                                  str(exchange.get("server", "main"))))
     return found
 
 

@@ -33,7 +33,7 @@ from gguf.quants import dequantize
 
 from .errors import BytesupError
 
-__all__ = ["GGUFError", "check_gguf", "read_model_info", "embedding_row"]
+__all__ = ["GGUFError", "TensorFile", "check_gguf", "read_model_info", "read_vocabulary", "embedding_row"]
 
 _HINT = "Pass the path of a .gguf model, or build the default one with `bytesup model build`."
 _MAGIC = b"GGUF"
@@ -467,6 +467,79 @@ def embedding_row(path: str | os.PathLike, token_id: int) -> list[float]:
             "Use a model quantized to F16, Q8_0 or a K-quant."
         ) from None
     return np.asarray(row, dtype=np.float32).reshape(-1).tolist()
+
+
+def read_vocabulary(path: str | os.PathLike) -> tuple[str | None, list[str]]:
+    """The tokenizer's kind (`tokenizer.ggml.model`: "gpt2", "llama", …) and every token's piece as the file spells it."""
+    h = _parse_header(path)
+    with open(h.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        w = _Walker(buf, h.byte_order)
+        w.off = 16  # magic, version, tensor count
+        n_kv = w.scalar("Q")
+        kind, pieces = None, []
+        for _ in range(n_kv):
+            key, vtype = w.string(), _value_type(w.scalar("I"))
+            if key == "tokenizer.ggml.tokens" and vtype == GGUFValueType.ARRAY:
+                item, count = _value_type(w.scalar("I")), w.scalar("Q")
+                if item != GGUFValueType.STRING:
+                    raise GGUFError(f"tokenizer.ggml.tokens of {h.path} is an array of {item.name}, not of strings.")
+                pieces = [w.string() for _ in range(count)]
+                continue
+            value = w.value(vtype)
+            if key == "tokenizer.ggml.model":
+                kind = value
+    return kind, pieces
+
+
+class TensorFile:
+    """A GGUF file's metadata and tensor table, each tensor's bytes read and dequantized only when asked for.
+
+    The data is memory-mapped, so asking for one tensor (or some rows of one) reads only its bytes:
+    a 7 GB model is worked through one tensor at a time. Arrays come back as float32 in numpy's
+    row-major order, (ne[1], ne[0]): one row per output of a weight matrix, one row per token of
+    ``token_embd``.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        h = _parse_header(path)
+        self.path = h.path
+        self.metadata: dict[str, Any] = {k: _num(v) for k, v in h.metadata.items()}
+        self.big_endian = h.byte_order != "<"
+        self._tensors = {t.name: t for t in h.tensors}
+        self._data = np.memmap(h.path, dtype=np.uint8, mode="r")
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tensors)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The numpy shape of a tensor: ne reversed, (rows, row length)."""
+        return tuple(reversed(self._tensors[name].shape))
+
+    def type_name(self, name: str) -> str:
+        return self._tensors[name].qtype.name
+
+    def array(self, name: str, rows: list[int] | None = None) -> np.ndarray:
+        """Tensor `name` dequantized to float32, or only its `rows` (an embedding lookup reads those alone)."""
+        t = self._tensors[name]
+        if self.big_endian and t.qtype not in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
+            raise GGUFError(f"{self.path} is a big-endian GGUF with {t.qtype.name} tensors, which this reader cannot decode. "
+                            "Use a little-endian model.")
+        shape = self.shape(name)
+        n_rows = math.prod(shape[:-1])
+        raw = self._data[t.offset : t.offset + t.n_bytes].reshape(n_rows, t.n_bytes // max(n_rows, 1))
+        if rows is not None:
+            raw = raw[np.asarray(rows, dtype=np.int64)]
+        if self.big_endian:
+            item = np.dtype(np.float32 if t.qtype == GGMLQuantizationType.F32 else np.float16)
+            raw = raw.view(item.newbyteorder(">")).astype(item).view(np.uint8)
+        try:
+            values = dequantize(np.ascontiguousarray(raw), t.qtype)
+        except NotImplementedError:
+            raise GGUFError(f"{name} of {self.path} is stored as {t.qtype.name}, which gguf {_gguf_version()} cannot "
+                            "dequantize.") from None
+        out_rows = len(rows) if rows is not None else n_rows
+        return np.asarray(values, dtype=np.float32).reshape(out_rows, shape[-1])
 
 
 def _gguf_version() -> str:

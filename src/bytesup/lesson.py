@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from rich.progress import Progress, TaskID
 
-from . import engine, environment, hostbench
+from . import engine, environment, hostbench, paths
 from .client import LlamaServer
 from .errors import BytesupError, ReplayMiss, ServerStartError
 from .formulas import server_threads
@@ -135,7 +135,7 @@ class LessonContext:
     def option(self, name: str, default: Any = None) -> Any:
         """A lesson option (a field of `LessonOptions`: --bandwidth-gbs, --sizes), validated and typed;
         `default` when it was not given. Recorded as the host value `option_<name>`, so a replay sees
-        the recorded run's (validated the same way)."""
+        the recorded run's (validated the same way; not given in a run recorded before the option existed)."""
         if name not in LessonOptions.model_fields:
             raise BytesupError(f"Lesson {self.lesson_id} asks for the option {name!r}, which bytesup does not have. "
                                f"Lesson options: {', '.join(LessonOptions.model_fields)} (see options.LessonOptions).")
@@ -144,7 +144,8 @@ class LessonContext:
             value = getattr(self.options.lesson_options, name)
             return default if value is None else value
 
-        value = LessonOptions.parse({name: self.host(f"option_{name}", given)})
+        # A run recorded before an option existed replays with it not given.
+        value = LessonOptions.parse({name: self.host_since(f"option_{name}", given)})
         typed = getattr(value, name)
         return default if typed is None else typed
 
@@ -165,6 +166,12 @@ class LessonContext:
         the recorded run measured it. A run recorded before a lesson took a measurement replays
         without that part (and gives its recorded files again, byte for byte)."""
         return self._replay is None or name in self._replay.result.host_values
+    def host_since(self, name: str, measure: Callable[[], Any]) -> Any:
+        """`host(name, measure)` for a value a lesson began to record later: a replay of a run recorded
+        before it returns None (the lesson then says what it did not compute), never a guess."""
+        if self._replay is not None and name not in self._replay.result.host_values:
+            return None
+        return self.host(name, measure)
 
     # the run's bandwidth -----------------------------------------------------------------
     def server_threads(self) -> int:
@@ -206,6 +213,28 @@ class LessonContext:
                 "Pass --model PATH.gguf (the same file the server runs)."
             )
         return self._model_path
+
+    # files a lesson computes from, on every run and replay ----------------------------------
+    @staticmethod
+    def file_record(path: Path) -> dict[str, Any]:
+        """What a replay needs to find a file again: its name, its path here and its sha256."""
+        return {"file": path.name, "path": str(path), "sha256": environment.file_digest(path)["sha256"]}
+
+    def file_with(self, record: dict[str, Any] | None) -> Path | None:
+        """The recorded file, here: --model, its recorded path or its name under models/, only with the recorded sha256."""
+        if record is None:
+            return None
+        given = self.readable_model()
+        for path in [*([given] if given else []), Path(record["path"]), paths.models_dir() / record["file"]]:
+            if path.is_file() and environment.file_digest(path)["sha256"] == record["sha256"]:
+                return path
+        return None
+
+    @staticmethod
+    def file_not_here(record: dict[str, Any], what: str) -> str:
+        return (f"{what} over {record['file']} is not recomputed: no file with its recorded sha256 "
+                f"({record['sha256'][:12]}…) is at {record['path']} or in models/ here. Build or fetch it "
+                "(`bytesup model build` names the course's models) or pass it with --model.")
 
     # where the user's server runs -----------------------------------------------------------
     def server_facts(self) -> dict[str, Any]:

@@ -32,6 +32,11 @@ class LessonOptions(BaseModel):
         default=None, min_length=1,
         description="capstone: the model presets to sweep, comma-separated on the command line (see `bytesup model build --list`)")
 
+    prompts: list[str] | None = Field(
+        default=None, min_length=1,
+        description="lesson 4: a prompt of your own, repeatable (--prompt TEXT --prompt TEXT): added after the published four "
+                    "to its next-token tables and its numpy forward pass")
+
     rpc: str | None = Field(
         default=None,
         description="lesson 9: host:port,… of rpc-servers to split the model across (default: two started on 127.0.0.1)")
@@ -50,6 +55,13 @@ class LessonOptions(BaseModel):
         if not ends:
             raise ValueError("no endpoint given")
         return ",".join(ends)
+
+    @field_validator("prompts")
+    @classmethod
+    def _some_text(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not p.strip() for p in value):
+            raise ValueError("a prompt is empty")
+        return value
 
     @field_validator("sizes", mode="before")
     @classmethod
@@ -78,9 +90,14 @@ class LessonOptions(BaseModel):
 OPTION_HINTS = {
     "rpc": "give rpc-server endpoints as host:port separated by commas, e.g. --rpc 127.0.0.1:50052,127.0.0.1:50053",
     "bandwidth_gbs": "give a positive number of GB/s, e.g. --bandwidth-gbs 273",
+    "prompts": "give each prompt some text, e.g. --prompt 'The capital of Italy is'",
     "sizes": ("give one or more model names separated by commas, e.g. --sizes tiny-q8_0,small-q8_0 "
               "(`bytesup model build --list` names them)"),
 }
+
+
+# Options whose command-line flag is not the field's name: one --prompt per prompt.
+OPTION_FLAGS = {"prompts": "--prompt"}
 
 
 def lesson_options_problem(exc: ValidationError) -> str:
@@ -88,7 +105,7 @@ def lesson_options_problem(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors():
         name = str(error["loc"][0]) if error["loc"] else "?"
-        flag = f"--{name.replace('_', '-')}"
+        flag = OPTION_FLAGS.get(name, f"--{name.replace('_', '-')}")
         hint = OPTION_HINTS.get(name, "see `bytesup run --help`")
         parts.append(f"{flag} {error.get('input')!r} is not valid ({error['msg'].rstrip('.').lower()}): {hint}")
     return "; ".join(parts) + "."
