@@ -266,6 +266,8 @@ def depth(d: int, samples: list[float]) -> Measurement:
     ([100, 110], [50, 60], check.PASS),        # slower at depth
     ([100, 110], [105, 130], check.INCONCLUSIVE),  # faster median, ranges overlap: cannot tell
     ([100, 110], [120, 130], check.FAIL),      # every deep sample is faster
+    # one stalled deep sample (7.4 among 120s) is an outlier: it cannot make the ranges overlap
+    ([100, 101, 102, 100, 101], [120, 121, 122, 7.4, 121], check.FAIL),
 ])
 def test_decode_slows_with_context(tmp_path, shallow, deep, status):
     run = run_of(tmp_path, lesson("06_attention_kv_cache", [depth(0, shallow), depth(512, [80.0]), depth(1900, deep)]))
