@@ -438,6 +438,18 @@ def test_bytes_model_with_context_on_the_published_figures(tmp_path):
     assert "524,288 bytes per token" in claim.detail
 
 
+@pytest.mark.parametrize("published_long,status", [(27.8, check.PASS), (27.6, check.FAIL), (30.6, check.PASS),
+                                                   (30.7, check.FAIL)])
+def test_bytes_model_with_context_fails_beyond_its_tolerance(tmp_path, monkeypatch, published_long, status):
+    """29.106 predicted passes against a published figure from 29.106 ÷ 1.05 = 27.72 to 29.106 ÷ 0.95 = 30.64:
+    27.8 (+4.7%) and 30.6 (−4.9%) pass, 27.6 (+5.5%) and 30.7 (−5.2%) fail, whatever tolerance is planted."""
+    from bytesup import published
+
+    monkeypatch.setitem(published.LESSON4, "decode_long_tokens_per_s", published_long)
+    claim = only(check.check_run(run_of(tmp_path, lesson("02_tokens_and_embeddings")), []), "bytes_model_with_context")
+    assert claim.status == status, claim
+
+
 def test_reference_tolerances_are_consistent():
     ref = check.load_reference(check.references_dir() / "lesson04_dgx_spark.json")
     fig = {f.id: f for f in ref.figures}
