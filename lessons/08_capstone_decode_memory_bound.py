@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bytesup import environment, formulas, hostbench, measure, models, published, sweep
+from bytesup import environment, formulas, hostbench, measure, models, published, robust, sweep
 from bytesup.ceiling import BandwidthReference, Spread, ceiling_at, effective_gbs, server_bandwidth
 from bytesup.errors import BytesupError
 from bytesup.gguf_read import read_model_info
@@ -392,6 +392,9 @@ def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, Top
                             " The top token changed between widths of the trained model." if len(trained) > 1 else "")
                    + (" The synthetic models' random weights give no meaningful answer."
                       if len(trained) < len(answers) else ""))
+    flagged = [f"{p['name']} {', '.join(f'{v:.3g}' for v in p['outliers'])} tokens/s" for p in points if p["outliers"]]
+    out.append(("Outliers (beyond " + f"{robust.OUTLIER_MADS:g} scaled MADs of a width's median; shown in min and max, "
+                "kept in the JSON, never widening an allowance): " + ("; ".join(flagged) if flagged else "none") + "."))
     by_verdict: dict[str, list[str]] = {}
     for n, v in verdicts.items():
         by_verdict.setdefault(v["verdict"], []).append(n)
@@ -462,7 +465,7 @@ def show_steps(ctx: LessonContext, steps: list[dict]) -> None:
                 f"Memory-bound: |ln(speed-up ÷ bytes ratio)| ≤ ln(1 + a), effective GB/s flat; compute-bound: "
                 f"speed-up ≤ 1 + a, fewer bytes not faster; both at once: inconclusive; faster by less than the "
                 f"bytes: partly memory-bound. a = the larger of ±{100 * sweep.TOLERANCE:.0f}% and each width's own "
-                f"spread (max ÷ min − 1).")],
+                f"robust spread (interquartile range ÷ median of its samples that are not outliers; bytesup.robust).")],
     )
 
 

@@ -266,6 +266,8 @@ def depth(d: int, samples: list[float]) -> Measurement:
     ([100, 110], [50, 60], check.PASS),        # slower at depth
     ([100, 110], [105, 130], check.INCONCLUSIVE),  # faster median, ranges overlap: cannot tell
     ([100, 110], [120, 130], check.FAIL),      # every deep sample is faster
+    # one stalled deep sample (7.4 among 120s) is an outlier: it cannot make the ranges overlap
+    ([100, 101, 102, 100, 101], [120, 121, 122, 7.4, 121], check.FAIL),
 ])
 def test_decode_slows_with_context(tmp_path, shallow, deep, status):
     run = run_of(tmp_path, lesson("06_attention_kv_cache", [depth(0, shallow), depth(512, [80.0]), depth(1900, deep)]))
@@ -434,6 +436,18 @@ def test_bytes_model_with_context_on_the_published_figures(tmp_path):
     assert claim.status == check.PASS
     assert claim.observed == "29.1 tokens/s predicted at depth 1,921" and claim.expected == "29.6 tokens/s published"
     assert "524,288 bytes per token" in claim.detail
+
+
+@pytest.mark.parametrize("published_long,status", [(27.8, check.PASS), (27.6, check.FAIL), (30.6, check.PASS),
+                                                   (30.7, check.FAIL)])
+def test_bytes_model_with_context_fails_beyond_its_tolerance(tmp_path, monkeypatch, published_long, status):
+    """29.106 predicted passes against a published figure from 29.106 ÷ 1.05 = 27.72 to 29.106 ÷ 0.95 = 30.64:
+    27.8 (+4.7%) and 30.6 (−4.9%) pass, 27.6 (+5.5%) and 30.7 (−5.2%) fail, whatever tolerance is planted."""
+    from bytesup import published
+
+    monkeypatch.setitem(published.LESSON4, "decode_long_tokens_per_s", published_long)
+    claim = only(check.check_run(run_of(tmp_path, lesson("02_tokens_and_embeddings")), []), "bytes_model_with_context")
+    assert claim.status == status, claim
 
 
 def test_reference_tolerances_are_consistent():

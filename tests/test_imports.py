@@ -20,8 +20,8 @@ LESSONS = ROOT / "lessons"
 # must still be acyclic). A new module must be given a layer here.
 LAYERS: dict[str, tuple[int, str]] = {}
 for _layer, _name, _modules in [
-    (0, "leaves: facts, formulas, files, errors, parsing", """__init__ errors paths escape storage formulas published sweep
-        sampling server serverfacts hostbench environment results records gguf_read replay topology sse clientclock"""),
+    (0, "leaves: facts, formulas, files, errors, parsing", """__init__ errors paths escape storage formulas published robust
+        decodetime sweep sampling server serverfacts hostbench environment results records gguf_read replay topology sse clientclock"""),
     (1, "server and model access, run folders", """client render realmodel models forward plots measure nativebuild engine rpc options
         runs runfolder ceiling identity"""),
     (2, "the lesson API", "lesson catalog"),

@@ -50,11 +50,34 @@ def test_steps_of_the_issue():
 
 
 def test_step_inconclusive_when_spread_exceeds_the_ratio():
-    a = sweep.make_point("narrow", 100 * MB, [80.0, 120.0], None, n_params=1)   # spread 50%
-    b = sweep.make_point("wide", 120 * MB, [90.0, 100.0], None, n_params=1)
+    # 60, 80, 100, 120, 140: quartiles 80 and 120, a robust spread of 40 ÷ 100 = 40%
+    a = sweep.make_point("narrow", 100 * MB, [60.0, 80.0, 100.0, 120.0, 140.0], None, n_params=1)
+    b = sweep.make_point("wide", 120 * MB, [90.0, 95.0, 95.0, 95.0, 100.0], None, n_params=1)
     step = sweep.step_verdict(a, b)
-    # allowance 0.5: flat (|ln(1.0526/1.2)| = 0.131 <= ln 1.5) and not faster (1.0526 <= 1.5).
-    assert step["allowance"] == pytest.approx(0.5) and step["verdict"] == sweep.INCONCLUSIVE
+    # allowance 0.4: flat (|ln(1.0526/1.2)| = 0.131 <= ln 1.4 = 0.336) and not faster (1.0526 <= 1.4).
+    assert step["allowance"] == pytest.approx(0.4) and step["verdict"] == sweep.INCONCLUSIVE
+
+
+def test_one_stalled_sample_is_flagged_and_changes_no_verdict():
+    """The fresh run of issue 26: q8_0 at 93.6 (7.4–94.5) tokens/s made a ±1,172% allowance. The same
+    rows with the 7.4 and without it give the same steps, each judged within ±10%."""
+    mb = {"q4_1": 96.6, "q8_0": 143.0, "f16": 269.1}
+    q4 = [131.4, 135.4, 130.9, 133.0, 129.8]
+    q8 = [93.6, 94.5, 93.1, 7.4, 93.9]
+    f16 = [64.6, 64.9, 64.1, 63.8, 65.0]
+    stalled = [sweep.make_point(n, mb[n] * MB, v, None, n_params=1) for n, v in (("q4_1", q4), ("q8_0", q8), ("f16", f16))]
+    assert stalled[1]["outliers"] == [7.4] and 7.4 not in stalled[1]["kept"]
+    assert stalled[1]["samples"] == q8  # shown and kept in the JSON
+    assert stalled[1]["robust_spread"] < 0.02  # 93.45 and 93.9 around 93.75
+    quiet = [sweep.make_point(n, mb[n] * MB, [v for v in vals if v != 7.4], None, n_params=1)
+             for n, vals in (("q4_1", q4), ("q8_0", q8), ("f16", f16))]
+    with_it, without = sweep.width_steps(stalled), sweep.width_steps(quiet)
+    assert [s["verdict"] for s in with_it] == [s["verdict"] for s in without]
+    assert [s["allowance"] for s in with_it] == [0.1, 0.1]
+    verdict = {n: (v["verdict"], v["on_line"]) for n, v in sweep.analyse(stalled)["verdicts"].items()}
+    assert verdict == {n: (v["verdict"], v["on_line"]) for n, v in sweep.analyse(quiet)["verdicts"].items()}
+    # the old rule, max ÷ min − 1, would have judged the q8_0 steps within ±1,177%
+    assert sweep.spread(q8) == pytest.approx(94.5 / 7.4 - 1)
 
 
 def test_step_faster_than_the_bytes():
@@ -199,6 +222,8 @@ def test_make_point_by_hand():
     assert p == {"name": "q8_0", "bytes": 50e6, "n_params": 7, "weight_type": "q8_0", "samples": [110.0, 90.0, 100.0],
                  "median": 100.0, "min": 90.0, "max": 110.0,
                  "spread": pytest.approx(2 / 9),             # 110 ÷ 90 − 1
+                 "robust_spread": pytest.approx(0.1),        # quartiles 95 and 105, ÷ 100
+                 "outliers": [], "kept": [110.0, 90.0, 100.0],
                  "gbs": pytest.approx(5.0),                   # 100 × 50 MB
                  "gbs_min": pytest.approx(4.5), "gbs_max": pytest.approx(5.5),
                  "fits_in_cache": True,                       # 50 MB ≤ 50 MB
@@ -230,8 +255,9 @@ def test_step_verdict_by_hand():
     # S = 1.5 < R = 4 beyond both edges: partly; S = 6 > R = 4 (S ÷ R = 1.5 > 1.25): faster than the bytes
     assert sweep.step_verdict(_one("n", 100, 150.0), _one("w", 400, 100.0), tolerance=0.25)["verdict"] == sweep.PARTLY
     assert sweep.step_verdict(_one("n", 100, 600.0), _one("w", 400, 100.0), tolerance=0.25)["verdict"] == sweep.FASTER
-    # the allowance is the widest of the tolerance and both spreads: the wide point's 0.5 here
-    wide = sweep.make_point("w", 200 * MB, [80.0, 120.0], None, n_params=1)
+    # the allowance is the widest of the tolerance and both robust spreads: the wide point's 0.5 here
+    # (quartiles 75 and 125 of 50, 75, 100, 125, 150, ÷ 100)
+    wide = sweep.make_point("w", 200 * MB, [50.0, 75.0, 100.0, 125.0, 150.0], None, n_params=1)
     assert sweep.step_verdict(_one("n", 100, 200.0), wide)["allowance"] == 0.5
 
 
@@ -321,8 +347,9 @@ def test_on_line_by_hand():
     # 25 GB/s: ln 1.25 = 0.223 > 0.0953, off; with a tolerance of 0.25 exactly on the edge: on
     assert sweep.on_line(_one("p", 250, 100.0), fit) == (False, pytest.approx(0.25))
     assert sweep.on_line(_one("p", 250, 100.0), fit, tolerance=0.25)[0]
-    # the point's own spread widens it: samples 80 and 125 (spread 0.5625), median 102.5 -> 25.625 GB/s, ln 1.281 = 0.248
-    wide = sweep.make_point("p", 250 * MB, [80.0, 125.0], None)
+    # the point's own robust spread widens it: samples 60, 80, 100, 120, 140 (quartiles 80 and 120: 0.4),
+    # median 100 -> 25 GB/s, ln 1.25 = 0.223 ≤ ln 1.4 = 0.336
+    wide = sweep.make_point("p", 250 * MB, [60.0, 80.0, 100.0, 120.0, 140.0], None)
     assert sweep.on_line(wide, fit)[0]
     # B's own error widens it by 2u: 25 GB/s with u = 0.07: 0.0953 + 0.14 = 0.2353 ≥ 0.2231
     assert sweep.on_line(_one("p", 250, 100.0), {"gbs": 20.0, "u": 0.07})[0]

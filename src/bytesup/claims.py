@@ -30,7 +30,7 @@ from .evidence import (
 )
 from .render import fmt, measurement_label
 from .results import LessonResult, Measurement
-from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, measurements, missing, spread
+from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, judged, measurements, missing, spread
 
 L4, L5, L6, L7, L8 = "04_next_token", "05_generating_text", "06_attention_kv_cache", "07_hardware_fit", "08_capstone_decode_memory_bound"
 
@@ -381,14 +381,14 @@ def _slower(subject: str, lesson: str, shallow: Measurement, deep: Measurement, 
     text = "decode slows as the context grows"
     if deep.median < shallow.median:
         status, detail = PASS, f"{deep.median / shallow.median:.3g}× the speed at {what[1]} vs {what[0]}"
-    elif deep.min <= shallow.max:
+    elif judged(deep).low <= judged(shallow).high:
         status, detail = INCONCLUSIVE, ("the medians are in the wrong order and the samples' ranges overlap: "
                                         "these samples can show neither a slowdown nor a speed-up")
     else:
         status, detail = FAIL, f"every sample at {what[1]} is faster than every sample at {what[0]}"
     return ClaimResult("decode_slows_with_context", "general", lesson, f"{text} ({subject})", status,
                        observed=f"{what[1]}: {spread(deep)} {deep.unit}", expected=f"< {what[0]}: {spread(shallow)} {shallow.unit}",
-                       tolerance="the samples' [min, max] ranges", detail=detail)
+                       tolerance="the samples' [min, max] ranges, outliers left out (bytesup.robust)", detail=detail)
 
 
 def claim_decode_slows_with_context(run: Run) -> list[ClaimResult]:
@@ -621,7 +621,8 @@ def claim_decode_efficiency_in_unit_interval(run: Run) -> list[ClaimResult]:
             # A ceiling from a stated bandwidth (--bandwidth-gbs) has no measured spread to allow for.
             allowance = 1.0 if m.settings.get("bandwidth_gbs") is not None else bandwidth_allowance
             factor = 0.01 if m.unit.strip() in ("%", "percent") else 1.0
-            med, lo, hi = m.median * factor, m.min * factor, m.max * factor
+            kept = judged(m)  # an outlier (a stalled request) neither passes nor fails the claim
+            med, lo, hi = m.median * factor, kept.low * factor, kept.high * factor
             if 0 < med <= 1:
                 status, detail = PASS, ""
             elif hi > 0 and lo / allowance <= 1:

@@ -9,6 +9,8 @@ A point is one model file: its bytes per token and its decode tokens/s samples. 
   fit. Fitting by size alone is not enough: a virtual machine reports its host's whole cache (260 MiB
   on the course's 2-core machines), which other tenants share, and a width that fits but reads at
   memory speed is not being served from the cache;
+- samples are judged by bytesup.robust: the median, and a spread (interquartile range ÷ median) of
+  the samples that are not outliers, so one stalled request is shown but decides nothing;
 - a step between neighbouring widths of one model (same parameters, fewer bytes per weight) is
   memory-bound when effective GB/s stays flat within the spread (tokens/s follows 1 ÷ bytes),
   compute-bound when fewer bytes are not faster, partly memory-bound in between;
@@ -24,9 +26,12 @@ import math
 import statistics
 from typing import Any
 
+from . import robust
+
 GB = 1e9
 # Effective GB/s "flat", a point "on the line", and "not faster" are judged within this relative
-# tolerance, or within the points' own spread (max ÷ min − 1 of their samples) when that is wider.
+# tolerance, or within the points' own robust spread (bytesup.robust: interquartile range ÷ median of
+# the samples that are not outliers) when that is wider.
 TOLERANCE = 0.10
 
 MEMORY, COMPUTE, PARTLY, FASTER, INCONCLUSIVE = (
@@ -49,10 +54,12 @@ def make_point(name: str, bytes_per_token: float, samples: list[float], llc_byte
     if not samples or min(samples) <= 0:
         raise ValueError(f"{name}: decode samples must be positive")
     med = statistics.median(samples)
+    judged = robust.judge(samples)
     return {
         "name": name, "bytes": float(bytes_per_token), "n_params": n_params, "weight_type": weight_type,
         "samples": [float(s) for s in samples], "median": med, "min": min(samples), "max": max(samples),
-        "spread": spread(samples),
+        "spread": spread(samples), "robust_spread": judged.relative_iqr,
+        "outliers": judged.outlier_values, "kept": judged.kept,
         "gbs": med * bytes_per_token / GB, "gbs_min": min(samples) * bytes_per_token / GB,
         "gbs_max": max(samples) * bytes_per_token / GB,
         "fits_in_cache": llc_bytes is not None and bytes_per_token <= llc_bytes,
@@ -65,7 +72,7 @@ def step_verdict(narrow: dict, wide: dict, tolerance: float = TOLERANCE) -> dict
     """Compare two neighbouring widths (narrow has fewer bytes per token than wide).
 
     bytes ratio R = wide ÷ narrow bytes; speed-up S = narrow ÷ wide median tokens/s; allowance
-    a = the larger of the tolerance and each point's own spread. Then:
+    a = the larger of the tolerance and each point's own robust spread (outliers never widen it). Then:
     - flat: |ln(S ÷ R)| ≤ ln(1 + a) (effective GB/s equal within a: tokens/s follows 1 ÷ bytes);
     - not faster: S ≤ 1 + a;
     - memory-bound if flat and not "not faster"; compute-bound if not faster and not flat;
@@ -74,7 +81,7 @@ def step_verdict(narrow: dict, wide: dict, tolerance: float = TOLERANCE) -> dict
     """
     ratio = wide["bytes"] / narrow["bytes"]
     speedup = narrow["median"] / wide["median"]
-    allowance = max(tolerance, narrow["spread"], wide["spread"])
+    allowance = max(tolerance, narrow["robust_spread"], wide["robust_spread"])
     flat = abs(math.log(speedup / ratio)) <= math.log(1 + allowance)
     not_faster = speedup <= 1 + allowance
     if flat and not_faster:
@@ -114,7 +121,7 @@ def fit_bandwidth(points: list[dict]) -> dict[str, Any] | None:
     if not points:
         return None
     n = len(points)
-    logs = [[math.log(s * p["bytes"] / GB) for s in p["samples"]] for p in points]
+    logs = [[math.log(s * p["bytes"] / GB) for s in p["kept"]] for p in points]
     means = [statistics.fmean(x) for x in logs]
     center = statistics.fmean(means)
     between = statistics.variance(means) / n if n > 1 else 0.0
@@ -144,10 +151,10 @@ def fit_slope(points: list[dict]) -> dict[str, Any] | None:
 
 def on_line(point: dict, fit: dict, tolerance: float = TOLERANCE) -> tuple[bool, float]:
     """(lies on the line, relative residual effective GB/s ÷ B − 1): within the tolerance or the point's
-    spread, whichever is wider, widened by two standard errors of B itself (the line is measured too:
+    robust spread, whichever is wider, widened by two standard errors of B itself (the line is measured too:
     a point just past ±10% of an uncertain B is not off the line)."""
     residual = point["gbs"] / fit["gbs"] - 1
-    allowance = max(tolerance, point["spread"])
+    allowance = max(tolerance, point["robust_spread"])
     return abs(math.log(point["gbs"] / fit["gbs"])) <= math.log(1 + allowance) + 2 * fit["u"], residual
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from . import robust
 from .runs import Run
 from .render import fmt
 from .results import LessonResult, Measurement
@@ -52,5 +53,15 @@ def measurements(result: LessonResult, name: str) -> list[Measurement]:
     return [m for m in result.measurements if m.name == name]
 
 
+def judged(m: Measurement) -> robust.Robust:
+    """The measurement's samples by the one rule (bytesup.robust): median, range and spread without outliers."""
+    return robust.judge(m.samples or [m.median])
+
+
 def spread(m: Measurement) -> str:
-    return f"{fmt(m.median)} ({fmt(m.min)}–{fmt(m.max)}, {len(m.samples)} samples)"
+    """The median and the range of the samples that are not outliers; outliers named after it."""
+    r = judged(m)
+    text = f"{fmt(m.median)} ({fmt(r.low)}–{fmt(r.high)}, {len(m.samples)} samples"
+    if r.outliers:
+        text += f"; outlier{'s' if len(r.outliers) > 1 else ''} {', '.join(fmt(v) for v in r.outlier_values)} not used"
+    return text + ")"
