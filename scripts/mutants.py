@@ -52,7 +52,7 @@ MUTMUT = "2.5.1"
 
 SHARED_TARGETS = ["src/bytesup/formulas.py", "src/bytesup/measure.py", "src/bytesup/records.py",
                   "src/bytesup/sampling.py", "src/bytesup/hostbench.py", "src/bytesup/sweep.py"]
-DEFAULT_TARGETS = [*SHARED_TARGETS, "src/bytesup/ceiling.py",
+DEFAULT_TARGETS = [*SHARED_TARGETS, "src/bytesup/ceiling.py", "src/bytesup/forward.py",
                    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "lessons").glob("0*.py"))]
 # Test files per module, where tests/test_NAME.py (tests/test_lesson_STEM.py) alone is not the right set.
 TESTS: dict[str, list[str]] = {

@@ -125,8 +125,10 @@ TINY = dict(n_layer=2, n_embd=16, n_head=4, n_head_kv=2, head_dim=4, n_ff=24, n_
 
 
 def write_tiny(path: Path, *, tied: bool = True, arch: str = "llama", extra: str | None = None,
-               qtype: gguf.GGMLQuantizationType = gguf.GGMLQuantizationType.F32, seed: int = 0) -> dict[str, np.ndarray]:
-    """A two-block llama GGUF with seeded random weights; returns the weights as written (float32)."""
+               qtype: gguf.GGMLQuantizationType = gguf.GGMLQuantizationType.F32, seed: int = 0,
+               more: dict | None = None, leave_out: str | None = None) -> dict[str, np.ndarray]:
+    """A two-block llama GGUF with seeded random weights (`more`: extra metadata keys and values; `leave_out`:
+    a tensor not written); returns the weights as written (float32)."""
     c = TINY
     rng = np.random.default_rng(seed)
     d, hd, ff = c["n_embd"], c["head_dim"], c["n_ff"]
@@ -150,8 +152,15 @@ def write_tiny(path: Path, *, tied: bool = True, arch: str = "llama", extra: str
     writer.add_rope_dimension_count(hd)
     writer.add_rope_freq_base(c["rope_base"])
     writer.add_layer_norm_rms_eps(c["rms_eps"])
+    for key, value in (more or {}).items():
+        if isinstance(value, str):
+            writer.add_string(key, value)
+        else:
+            writer.add_float32(key, value)
     weights = {}
     for name, shape in shapes.items():
+        if name == leave_out:
+            continue
         if len(shape) == 1:
             w = (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
             writer.add_tensor(name, w)
@@ -265,8 +274,8 @@ def test_cached_decode_gives_what_recomputing_gives(tmp_path):
     w = write_tiny(path, seed=7)
     model = forward.Model(path, keep_blocks=True)
     prompt = [4, 8, 15]
-    cached, cached_steps = forward.greedy(model, prompt, 6, cached=True)
-    fresh, fresh_steps = forward.greedy(model, prompt, 6, cached=False)
+    with_cache, without = forward.greedy(model, prompt, 6, cached=True), forward.greedy(model, prompt, 6, cached=False)
+    cached, cached_steps, fresh, fresh_steps = with_cache.tokens, with_cache.logits, without.tokens, without.logits
     assert cached == fresh and len(cached) == 6
     for a, b in zip(cached_steps, fresh_steps, strict=True):
         assert np.max(np.abs(a - b)) < 1e-4
@@ -341,3 +350,54 @@ def test_a_presets_vocabulary_is_read_from_its_file():
     kind, pieces = forward.read_vocabulary(model.file.path)
     assert kind == "gpt2" and len(pieces) == model.hp.n_vocab
     assert model.token_bytes(7) == forward.piece_bytes(pieces[7], kind)
+
+
+def test_pass_flops_by_hand():
+    # Tied, width 100, 10 heads of 10 over 5 KV heads, feed-forward 300, 2 blocks, vocabulary 1,000.
+    # One block's matrices: 100 × 10 × (2 × 10 + 2 × 5) + 3 × 100 × 300 = 30,000 + 90,000 = 120,000 numbers.
+    hp = _hyper(n_layer=2, n_embd=100, n_head=10, n_head_kv=5, head_dim=10, n_ff=300, n_vocab=1000)
+    assert forward.block_weights(hp) == 120_000
+    # A 3-token prompt at once: 2 × 2 × 120,000 × 3 for the weights, attention over 1 + 2 + 3 = 6 pairs at
+    # 4 × 2 blocks × 10 heads × 10 = 800 each, and 2 × 1,000 × 100 for the output on the last position.
+    assert forward.pass_flops(hp, 0, 3) == 1_440_000 + 4_800 + 200_000
+    # Position 3 alone with 0–2 cached: the weights once, attention over 4 positions.
+    assert forward.pass_flops(hp, 3, 1) == 480_000 + 3_200 + 200_000
+
+
+def test_greedy_counts_each_steps_flops(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    write_tiny(path)
+    model = forward.Model(path, keep_blocks=True)
+    cached, fresh = forward.greedy(model, [1, 2], 3, cached=True), forward.greedy(model, [1, 2], 3, cached=False)
+    hp = model.hp
+    assert cached.flops == [forward.pass_flops(hp, 0, 2), forward.pass_flops(hp, 2, 1), forward.pass_flops(hp, 3, 1)]
+    assert fresh.flops == [forward.pass_flops(hp, 0, n) for n in (2, 3, 4)]
+    assert len(cached.seconds) == len(fresh.seconds) == 3 and all(t > 0 for t in cached.seconds)
+
+
+def test_rms_norm_adds_epsilon_inside_the_root_and_softmax_survives_large_logits():
+    # mean square 1, eps 3: 1 / sqrt(1 + 3) = 0.5.
+    assert forward.rms_norm(np.array([[1.0, -1.0]]), np.ones(2), 3.0).tolist() == [[0.5, -0.5]]
+    # e^1000 overflows; less the largest logit it is e^0 and e^-1.
+    assert forward.softmax(np.array([1000.0, 999.0])).tolist() == pytest.approx([1 / (1 + math.exp(-1)), 1 / (1 + math.e)])
+
+
+def test_linear_rope_scaling_is_read_and_other_scalings_refused(tmp_path):
+    path = tmp_path / "linear.gguf"
+    write_tiny(path, more={"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 4.0})
+    assert forward.Model(path).hp.rope_freq_scale == 0.25
+    path = tmp_path / "yarn.gguf"
+    write_tiny(path, more={"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0})
+    with pytest.raises(ForwardError, match="uses RoPE scaling 'yarn', which this pass does not compute"):
+        forward.Model(path)
+
+
+def test_what_else_the_pass_refuses(tmp_path):
+    path = tmp_path / "experts.gguf"
+    write_tiny(path, more={"llama.expert_count": 8.0})
+    with pytest.raises(ForwardError, match="mixture-of-experts"):
+        forward.Model(path)
+    path = tmp_path / "missing.gguf"
+    write_tiny(path, leave_out="blk.1.ffn_down.weight")
+    with pytest.raises(ForwardError, match=r"has no blk\.1\.ffn_down\.weight, which a llama model needs\.$"):
+        forward.Model(path)

@@ -441,3 +441,93 @@ def test_main_on_hand_made_answers_prompt_cache_and_cost(hand_run):
     assert (ways[0][2], ways[1][2]) == (23, 156)
     # one request: prompt 32 ms + 7 passes × (8 + 16/4 = 12 ms) = 116 ms; re-sent: 2 × 156 = 312 ms
     assert (ways[0][3], ways[1][3]) == (116.0, 312.0)
+
+
+# --- the KV cache in numpy, from the file's bytes ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def _replayed(tmp_path_factory):
+    """The recording replayed with its model file here (built the first time), so numpy's generation is recomputed."""
+    from lessonkit import recorded_model, replay
+
+    recorded_model(LESSON)
+    return replay(LESSON, tmp_path_factory.mktemp("replay"))
+
+
+def _numpy_flops(h: dict, prompt: int, n: int) -> tuple[int, int]:
+    """FLOPs of n greedy tokens with the cache and recomputing, counted here step by step."""
+    d, hd, heads, kv, ff, layers, vocab = (h["n_embd"], h["head_dim"], h["n_head"], h["n_head_kv"], h["n_ff"], h["n_layer"],
+                                           h["n_vocab"])
+    weights = layers * (d * hd * (2 * heads + 2 * kv) + 3 * d * ff)
+    out = 2 * vocab * d
+
+    def attended(first: int, last: int) -> int:  # positions first … last (1-based) each attend to that many
+        return sum(range(first, last + 1))
+
+    cached = 2 * weights * prompt + 4 * layers * heads * hd * attended(1, prompt) + out
+    recomputed = cached
+    for k in range(2, n + 1):
+        length = prompt + k - 1
+        cached += 2 * weights + 4 * layers * heads * hd * length + out
+        recomputed += 2 * weights * length + 4 * layers * heads * hd * attended(1, length) + out
+    return cached, recomputed
+
+
+def test_numpy_counts_the_flops_of_both_ways(result, lesson):
+    h = result.host_values["model_info"]["hyperparameters"]
+    table = result.table("numpy_cache_vs_recompute")
+    assert [r[0] for r in table.rows] == list(lesson.NUMPY_LENGTHS)
+    for n, cached, recomputed, ratio, *_ in table.rows:
+        assert (cached, recomputed) == _numpy_flops(h, lesson.COST_PROMPT_TOKENS, n)
+        assert ratio == recomputed / cached
+    # One token is one pass over the prompt either way; after that recomputing costs more every step.
+    assert table.rows[0][1] == table.rows[0][2] and table.rows[-1][3] > table.rows[-2][3] > 1
+
+
+def test_numpy_generates_the_same_tokens_both_ways_and_the_servers(result, lesson, exchanges):
+    notes = result.table("numpy_cache_vs_recompute").notes
+    assert notes[0].startswith(f"numpy generated {lesson.NUMPY_N} tokens greedily after the same "
+                               f"{lesson.COST_PROMPT_TOKENS}-token prompt both ways: the same tokens, every logit within")
+    one = next(e for e in exchanges if e["path"] == "/completion" and e["request"].get("n_predict") == lesson.COST_N
+               and e["request"].get("return_tokens"))
+    assert len(one["request"]["prompt"]) == lesson.COST_PROMPT_TOKENS
+    assert notes[3] == f"The server's own {lesson.COST_N} greedy tokens from this prompt (above) are numpy's first {lesson.COST_N}."
+
+
+def test_numpy_times_are_the_recorded_ones(result, lesson):
+    ms = result.host_values["numpy_step_ms"]
+    assert len(ms["cached"]) == len(ms["recomputed"]) == lesson.NUMPY_N
+    for n, *_, cached, recomputed, ratio in result.table("numpy_cache_vs_recompute").rows:
+        assert cached == pytest.approx(sum(ms["cached"][:n])) and recomputed == pytest.approx(sum(ms["recomputed"][:n]))
+        assert ratio == pytest.approx(recomputed / cached)
+    plot = next(p for p in result.plots if p.name == "numpy_cache_vs_recompute")
+    assert [s.x for s in plot.series] == [[float(n) for n in range(1, lesson.NUMPY_N + 1)]] * 2
+    assert plot.series[1].y[-1] == pytest.approx(sum(ms["recomputed"]))
+
+
+def test_a_model_too_large_for_numpys_float32_is_not_tried(hand_run, lesson):
+    from lessonkit import QueuedServer, hand_context
+
+    answer = HandServer()
+    props = {"default_generation_settings": {"n_ctx": N_CTX}}
+    server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
+                           "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
+    plan = {"served": {"file": "big.gguf", "path": "/nowhere/big.gguf", "sha256": "0" * 64}, "float32_bytes": 27 * 2**30}
+    ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
+        "server_facts": {"model_readable": True}, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
+        "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]], "numpy_plan": plan})
+    result = lesson.main(ctx)
+    assert result.notes[-1] == ("numpy would hold 27.0 GiB of float32 weights to generate from big.gguf, more than the "
+                                "2 GiB this lesson allows itself, so it does not.")
+    # A file small enough, but no file with its sha256 here: said, not taken from the recording.
+    server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
+                           "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
+    ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
+        "server_facts": {"model_readable": True}, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
+        "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]], "numpy_plan": {**plan, "float32_bytes": 2**20}})
+    result = lesson.main(ctx)
+    assert result.notes[-1].startswith("numpy's generation over big.gguf is not recomputed: no file with its recorded sha256")
+    assert "numpy_cache_vs_recompute" not in [t.name for t in result.tables]
+    # The hand-made run without a plan is one recorded before the numpy generation.
+    assert hand_run[0].notes[-1] == ("This run was recorded before lesson 6 generated text in numpy, so that is not "
+                                     "recomputed here.")

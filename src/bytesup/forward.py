@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,12 +263,26 @@ class Model:
             return rms_norm(hidden, self.output_norm, self.hp.rms_eps) @ self.output.T
 
 
+def block_weights(hp: Hyper) -> int:
+    """Numbers in one block's seven matrices: attn_q and attn_output (width × heads × head width each), attn_k and
+    attn_v (width × KV heads × head width each), ffn_gate, ffn_up and ffn_down (width × feed-forward width each)."""
+    return hp.n_embd * hp.head_dim * (2 * hp.n_head + 2 * hp.n_head_kv) + 3 * hp.n_embd * hp.n_ff
+
+
 def memory_bound_bytes(hp: Hyper) -> int:
     """What `forward` holds at most, besides activations: the output matrix, the token embedding when it is
     another tensor, and one block's matrices, all float32."""
-    per_block = (hp.n_embd * hp.head_dim * (2 * hp.n_head + 2 * hp.n_head_kv) + 3 * hp.n_embd * hp.n_ff)
     embedding = 0 if hp.tied_output else hp.n_vocab * hp.n_embd
-    return 4 * (hp.n_vocab * hp.n_embd + embedding + per_block)
+    return 4 * (hp.n_vocab * hp.n_embd + embedding + block_weights(hp))
+
+
+def pass_flops(hp: Hyper, start: int, new: int) -> int:
+    """FLOPs of one pass over positions start … start + new − 1, the earlier ones held in the KV cache: two per
+    weight of every block for each new position, attention's scores and weighted sums (2 × 2 × heads × head width
+    for each position a new one attends to, itself included), and the output matrix on the last position alone."""
+    attended = sum(range(start + 1, start + new + 1))
+    return (2 * hp.n_layer * block_weights(hp) * new + 4 * hp.n_layer * hp.n_head * hp.head_dim * attended
+            + 2 * hp.n_vocab * hp.n_embd)
 
 
 # --- the forward pass --------------------------------------------------------------------------
@@ -347,13 +362,29 @@ def next_logits(model: Model, tokens: list[int], cache: KVCache | None = None) -
     return model.logits(x[-1:])[0]
 
 
-def greedy(model: Model, prompt: list[int], n: int, cached: bool) -> tuple[list[int], list[np.ndarray]]:
+@dataclass
+class Generation:
+    """n greedy tokens and, per step, its logits, its wall time and its FLOPs (`pass_flops`)."""
+
+    tokens: list[int]
+    logits: list[np.ndarray]
+    seconds: list[float]
+    flops: list[int]
+
+
+def greedy(model: Model, prompt: list[int], n: int, cached: bool) -> Generation:
     """n tokens, each the most probable: with a KV cache (one new position per pass) or recomputing the whole prefix."""
-    tokens, steps = list(prompt), []
+    tokens = list(prompt)
+    done = Generation([], [], [], [])
     cache = KVCache() if cached else None
     with threadpool_limits(1, user_api="blas"):
         for _ in range(n):
+            start = cache.length() if cache is not None else 0
+            began = time.perf_counter()
             logits = next_logits(model, tokens, cache)
-            steps.append(logits)
+            done.seconds.append(time.perf_counter() - began)
+            done.flops.append(pass_flops(model.hp, start, len(tokens) - start))
+            done.logits.append(logits)
             tokens.append(int(np.argmax(logits)))
-    return tokens[len(prompt):], steps
+    done.tokens = tokens[len(prompt):]
+    return done
