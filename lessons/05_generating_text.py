@@ -41,6 +41,7 @@ from bytesup.records import (
     Timings,
     TokenProbabilities,
     decode_ms_per_token,
+    decode_passes,
     shown_token,
 )
 from bytesup.results import Series
@@ -732,7 +733,10 @@ class OutsideView:
 
     @property
     def per_token_ms(self) -> float:
-        return statistics.median(r.per_token_ms for r in self.repeats)
+        """The server's time per token over every repeat, as the client's gaps are pooled:
+        Σ predicted_ms ÷ Σ (predicted_n − 1)."""
+        return (sum(r.timings.predicted_ms for r in self.repeats)
+                / sum(decode_passes(r.timings) for r in self.repeats))
 
     @property
     def server_total_ms(self) -> float:
@@ -1176,7 +1180,8 @@ def render_outside(ctx: LessonContext, clock: dict[str, Any], view: OutsideView)
             (f"{len(reps)} repeats of the latency model's request (greedy, seeded, no prompt cache) with stream: true. "
              f"Each event is stamped when its last byte reaches this process ({clock['clock']}, "
              f"{clock['implementation']}, resolution {clock['resolution_s']:.3g} s); times are ms after the request was sent. "
-             f"Percentiles pool the {len(c.itl_ms)} gaps of every repeat (linear between ranks)."),
+             f"Percentiles pool the {len(c.itl_ms)} gaps of every repeat (linear between ranks); the server's time per "
+             f"token pools the repeats too (Σ predicted_ms ÷ Σ (predicted_n − 1)); TTFT and end-to-end are medians."),
             (f"Causality: {'in every repeat' if causal else 'NOT in every repeat:'} the first token reached the client after "
              f"the server's prompt_ms (TTFT − prompt_ms {min(gaps):.3g} to {max(gaps):.3g} ms), and "
              f"{'every' if counted else 'NOT every'} repeat had one event per generated token "
