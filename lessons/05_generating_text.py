@@ -41,6 +41,7 @@ from bytesup.records import (
     Timings,
     TokenProbabilities,
     decode_ms_per_token,
+    decode_passes,
     shown_token,
 )
 from bytesup.results import Series
@@ -192,7 +193,8 @@ def speculative(ctx: LessonContext, model: "LatencyFit") -> None:
     ctx.step("speculative decoding: the models (derived from the default model once)")
     spec_models = {n: ctx.host(f"spec_model_{n}", functools.partial(spec_model, n)) for n in (*SPEC_TARGETS, *SPEC_DRAFTS)}
     configs = spec_configs()
-    done = request_spec_rounds(ctx, spec_servers(spec_models, configs), repeat)
+    # A run recorded before the lesson streamed replays without the streamed requests.
+    done, streamed = request_spec_rounds(ctx, spec_servers(spec_models, configs), repeat, ctx.recorded("client_clock"))
     plain = {(n, p): done[(f"spec-{n}", p)] for n in (*SPEC_TARGETS, *SPEC_DRAFTS)
              for p in (SPEC_PROMPT, SPEC_REPETITIVE_PROMPT) if (f"spec-{n}", p) in done}
 
@@ -214,6 +216,10 @@ def speculative(ctx: LessonContext, model: "LatencyFit") -> None:
     }
     render_spec_measured(ctx, repeat, plain_rows, spec_rows)
     render_spec_arithmetic(ctx, arithmetic)
+
+    # How speculation looks from outside: one streamed request per configuration, timed on the client's clock.
+    if streamed:
+        render_spec_client_clock(ctx, [spec_stream(label, prompt, done_s, streamed) for (label, prompt), done_s in streamed.items()])
 
 
 # --- requests: what the server (and this host) answer ----------------------------------------
@@ -360,10 +366,12 @@ def spec_servers(spec_models: dict[str, dict[str, Any]], configs: list[SpecConfi
     return servers
 
 
-def request_spec_rounds(ctx: LessonContext, servers: list[SpecServer], repeat: int) -> dict[tuple[str, str], list[Completion]]:
+def request_spec_rounds(ctx: LessonContext, servers: list[SpecServer], repeat: int, stream: bool
+                        ) -> tuple[dict[tuple[str, str], list[Completion]], dict[tuple[str, str], StreamedCompletion]]:
     """Greedy completions on servers of our own, all started first, then asked in turn, one round
     after another: a change in the machine's load while we measure falls on every configuration
-    alike instead of on whichever ran at that moment."""
+    alike instead of on whichever ran at that moment. With `stream`, then one streamed request more
+    on each target's server (the drafts alone are left out), for the client's clock."""
     with contextlib.ExitStack() as stack:
         clients = {}
         for s in servers:
@@ -378,7 +386,13 @@ def request_spec_rounds(ctx: LessonContext, servers: list[SpecServer], repeat: i
                     # measure.PINNED: temperature 0 and a fixed seed, so every configuration must give the same text.
                     done.setdefault((s.label, prompt), []).extend(measure.timed_completions(
                         clients[s.label], prompt, SPEC_TOKENS, 1, seed=SEED, return_tokens=True))
-        return done
+        streamed: dict[tuple[str, str], StreamedCompletion] = {}
+        drafts_alone = {f"spec-{n}" for n in SPEC_DRAFTS}
+        for s in (s for s in servers if stream and s.label not in drafts_alone):
+            ctx.step(f"speculative decoding: streaming on {s.label}")
+            for prompt in s.prompts:
+                streamed[(s.label, prompt)] = measure.streamed_completions(clients[s.label], prompt, SPEC_TOKENS, 1, seed=SEED)[0]
+        return done, streamed
 
 
 # --- computation: typed results from the answers ------------------------------------------------
@@ -732,7 +746,10 @@ class OutsideView:
 
     @property
     def per_token_ms(self) -> float:
-        return statistics.median(r.per_token_ms for r in self.repeats)
+        """The server's time per token over every repeat, as the client's gaps are pooled:
+        Σ predicted_ms ÷ Σ (predicted_n − 1)."""
+        return (sum(r.timings.predicted_ms for r in self.repeats)
+                / sum(decode_passes(r.timings) for r in self.repeats))
 
     @property
     def server_total_ms(self) -> float:
@@ -908,6 +925,49 @@ def spec_run(cfg: SpecConfig, done: list[Completion], plain: list[Completion]) -
     return SpecRun(cfg, measure.decode_samples(done), statistics.median(measure.decode_samples(plain)), spec_counts(done),
                    [first_difference(c.tokens, plain[0].tokens) for c in done], [c.timings.draft_n for c in done],
                    [c.timings.draft_n_accepted for c in done], [c.tokens for c in done])
+
+
+# A gap below this share of the plain target's median gap on the same prompt joins a token to the one
+# before: tokens of one speculative pass arrive microseconds apart, passes a whole pass apart.
+TOGETHER = 0.25
+
+
+@dataclass(frozen=True)
+class SpecStream:
+    """One streamed request on a speculative server (or the plain target), on the client's clock."""
+    label: str
+    prompt: str
+    client: clientclock.ClientTimes
+    timings: Timings
+    plain_gap_ms: float               # the plain target's median gap on the same prompt
+
+    @property
+    def threshold_ms(self) -> float:
+        return TOGETHER * self.plain_gap_ms
+
+    @property
+    def bursts(self) -> list[int]:
+        return clientclock.bursts(self.client.itl_ms, self.threshold_ms)
+
+    @property
+    def server_passes(self) -> int:
+        """Target passes by the server's counters: generated − accepted."""
+        return formulas.target_passes(self.timings.predicted_n, self.timings.draft_n_accepted or 0)
+
+    def cells(self) -> list[Any]:
+        gaps = self.client.itl_ms
+        return [self.label.removeprefix("spec-"), PROMPT_NAMES[self.prompt], self.client.n,
+                *[clientclock.percentile(gaps, q) for q in clientclock.PERCENTILES],
+                sum(g < self.threshold_ms for g in gaps), len(self.bursts), self.server_passes, max(self.bursts)]
+
+
+def spec_stream(label: str, prompt: str, done: StreamedCompletion,
+                streamed: dict[tuple[str, str], StreamedCompletion]) -> SpecStream:
+    target = next(t for t in SPEC_TARGETS if label.startswith(f"spec-{t}"))
+    plain = streamed[(f"spec-{target}", prompt)]
+    plain_times = clientclock.client_times(plain.arrivals(), plain.ended_ms)
+    return SpecStream(label, prompt, clientclock.client_times(done.arrivals(), done.ended_ms), done.timings,
+                      statistics.median(plain_times.itl_ms))
 
 
 @dataclass(frozen=True)
@@ -1176,7 +1236,8 @@ def render_outside(ctx: LessonContext, clock: dict[str, Any], view: OutsideView)
             (f"{len(reps)} repeats of the latency model's request (greedy, seeded, no prompt cache) with stream: true. "
              f"Each event is stamped when its last byte reaches this process ({clock['clock']}, "
              f"{clock['implementation']}, resolution {clock['resolution_s']:.3g} s); times are ms after the request was sent. "
-             f"Percentiles pool the {len(c.itl_ms)} gaps of every repeat (linear between ranks)."),
+             f"Percentiles pool the {len(c.itl_ms)} gaps of every repeat (linear between ranks); the server's time per "
+             f"token pools the repeats too (Σ predicted_ms ÷ Σ (predicted_n − 1)); TTFT and end-to-end are medians."),
             (f"Causality: {'in every repeat' if causal else 'NOT in every repeat:'} the first token reached the client after "
              f"the server's prompt_ms (TTFT − prompt_ms {min(gaps):.3g} to {max(gaps):.3g} ms), and "
              f"{'every' if counted else 'NOT every'} repeat had one event per generated token "
@@ -1325,6 +1386,45 @@ def render_spec_measured(ctx: LessonContext, repeat: int, plain: list[PlainRun],
          ("same tokens as plain", "")],
         [p.cells() for p in plain] + [s.cells() for s in spec], notes=notes,
     )
+
+
+def render_spec_client_clock(ctx: LessonContext, rows: list[SpecStream]) -> None:
+    plain = [r for r in rows if r.label in {f"spec-{t}" for t in SPEC_TARGETS}]
+    spec = [r for r in rows if r not in plain]
+    matched = [r for r in spec if len(r.bursts) == r.server_passes]
+    notes = [
+        (f"One streamed request per configuration, {SPEC_TOKENS} tokens at temperature 0, after the measured rounds. "
+         f"Tokens arriving less than {TOGETHER:g} × the plain target's median gap after the one before count as "
+         f"arriving together (a burst); the server's target passes are predicted_n − draft_n_accepted."),
+        (f"Bursts seen on the client's clock equal the server's target passes in {len(matched)} of {len(spec)} "
+         f"speculative runs" + (f" (not: {', '.join(r.label.removeprefix('spec-') for r in spec if r not in matched)})"
+                                if len(matched) < len(spec) else "") + ": each burst is one pass of the target model."),
+    ]
+    if plain and spec:
+        best = max(spec, key=lambda r: r.client.n / len(r.bursts))
+        p = next(r for r in plain if r.prompt == best.prompt)
+        inside = [g for g in best.client.itl_ms if g < best.threshold_ms]
+        between = [g for g in best.client.itl_ms if g >= best.threshold_ms]
+        plain_p50, best_p50 = (clientclock.percentile(r.client.itl_ms, 50) for r in (p, best))
+        notes.append(
+            f"From outside, speculation is tokens in bursts. On the {PROMPT_NAMES[best.prompt]} prompt the plain target's "
+            f"median gap is {plain_p50:.3g} ms (one pass per token); {best.label.removeprefix('spec-')} gave {best.client.n} "
+            f"tokens in {len(best.bursts)} bursts, up to {max(best.bursts)} at once, with gaps of "
+            f"{statistics.median(inside) if inside else math.nan:.3g} ms inside a burst (the delivery of the next event) and "
+            f"{statistics.median(between) if between else math.nan:.3g} ms between bursts (a target pass), median. Its median "
+            f"ITL, {best_p50:.3g} ms, would make it {plain_p50 / best_p50:.3g} × faster per token; its end-to-end time, "
+            f"{best.client.end_to_end_ms:.4g} ms against {p.client.end_to_end_ms:.4g} ms plain, is the speed-up a user "
+            f"waits for. A median ITL does not describe a speculative server; the bursts and the time between them do.")
+    ctx.table(
+        "speculative_client_clock", "Speculative decoding from outside: the gaps between streamed tokens",
+        [("configuration", ""), ("prompt", ""), ("tokens", ""), ("ITL p50", "ms"), ("ITL p90", "ms"), ("ITL p99", "ms"),
+         ("gaps inside a burst", ""), ("bursts", "client"), ("target passes", "server"), ("largest burst", "tokens")],
+        [r.cells() for r in rows], notes=notes)
+    short = [r for r in rows if r.prompt == SPEC_PROMPT]
+    ctx.plot("speculative_client_clock", f"Arrival of each token, {SPEC_TOKENS} tokens after {SPEC_PROMPT!r}",
+             "token index", "arrival (ms after sending)",
+             [Series(label=r.label.removeprefix("spec-"), x=[float(i) for i in range(1, r.client.n + 1)], y=r.client.times_ms,
+                     style="steps") for r in short])
 
 
 def render_spec_arithmetic(ctx: LessonContext, rows: list[SpecArithmetic]) -> None:

@@ -55,20 +55,55 @@ def test_the_recorded_streams_pass_every_claim():
         assert claim(run_dir, cid).status == check.PASS, claim(run_dir, cid)
 
 
+def derived(line) -> tuple[float, float, float]:
+    """(median gap, tolerance, server ms per token) of one recorded stream, worked here from its events:
+    tolerance = σ of the gaps + (TTFT − prompt_ms) ÷ (n − 1)."""
+    events = [(payload(e), e["arrived_ms"]) for e in line["stream"]]
+    times = [at for data, at in events if not data.get("stop")]
+    timings = events[-1][0]["timings"]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    tol = statistics.pstdev(gaps) + (times[0] - timings["prompt_ms"]) / (len(times) - 1)
+    return statistics.median(gaps), tol, timings["predicted_ms"] / (timings["predicted_n"] - 1)
+
+
+def resolved(line) -> bool:
+    """A stream without speculation whose tolerance is below its time per token."""
+    if "stream" not in line or "draft_n" in payload(line["stream"][-1])["timings"]:
+        return False
+    _, tol, per_token = derived(line)
+    return tol < per_token
+
+
 def test_the_tolerance_is_the_one_derived_from_the_gaps():
-    """σ of the gaps + (TTFT − prompt_ms) ÷ (n − 1), worked here from the recorded events."""
     _, lines = streams_of(recorded(LESSON))
-    worst = None
-    for line in (x for x in lines if "stream" in x):
-        events = [(payload(e), e["arrived_ms"]) for e in line["stream"]]
-        times = [at for data, at in events if not data.get("stop")]
-        timings = events[-1][0]["timings"]
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-        tol = statistics.pstdev(gaps) + (times[0] - timings["prompt_ms"]) / (len(times) - 1)
-        off = abs(statistics.median(gaps) - timings["predicted_ms"] / (timings["predicted_n"] - 1)) / tol
-        worst = max(worst or (off, tol), (off, tol))
+    mine = [derived(x) for x in lines if resolved(x)]
+    assert mine, "no stream of the recording is resolved: re-record it on a quieter machine"
     shown = claim(recorded(LESSON), "stream_clocks_agree")
-    assert shown.tolerance.startswith(f"±{worst[1]:.3g} ms")
+    assert any(shown.tolerance.startswith(f"±{tol:.3g} ms") for _, tol, _ in mine), shown
+
+
+def plant_per_token(factor_of_tolerance: float):
+    """Set each resolved stream's predicted_ms so that its time per token lies `factor` tolerances from
+    its median gap (the other streams are left alone)."""
+    def change(line):
+        if not resolved(line):
+            return
+        median, tol, _ = derived(line)
+        data = payload(line["stream"][-1])
+        data["timings"]["predicted_ms"] = (median + factor_of_tolerance * tol) * (data["timings"]["predicted_n"] - 1)
+        set_payload(line["stream"][-1], data)
+    return change
+
+
+@pytest.mark.parametrize("factor", [1.5, 3.0])
+def test_a_server_time_per_token_beyond_the_tolerance_fails(tmp_path, factor):
+    result = claim(planted(tmp_path, plant_per_token(factor)), "stream_clocks_agree")
+    assert result.status == check.FAIL, result
+
+
+def test_a_server_time_per_token_inside_the_tolerance_passes(tmp_path):
+    result = claim(planted(tmp_path, plant_per_token(0.5)), "stream_clocks_agree")
+    assert result.status == check.PASS, result
 
 
 def test_a_first_token_before_prompt_ms_fails(tmp_path):
@@ -94,16 +129,6 @@ def test_an_event_that_brings_two_tokens_is_inconclusive(tmp_path):
         del line["stream"][5]        # token 6 now arrives with token 7's event, as a held-back token would
     result = claim(planted(tmp_path, merged), "stream_one_event_per_token")
     assert result.status == check.INCONCLUSIVE and "127 events for 128 tokens" in result.detail
-
-
-@pytest.mark.parametrize("factor", [0.7, 1.4])
-def test_a_server_time_per_token_off_by_30_percent_fails(tmp_path, factor):
-    def scaled(line):
-        data = payload(line["stream"][-1])
-        data["timings"]["predicted_ms"] *= factor
-        set_payload(line["stream"][-1], data)
-    result = claim(planted(tmp_path, scaled), "stream_clocks_agree")
-    assert result.status == check.FAIL, result
 
 
 def test_a_client_that_read_the_stream_at_once_cannot_resolve_a_pass(tmp_path):

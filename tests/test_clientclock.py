@@ -56,3 +56,12 @@ def test_summary_pools_the_gaps_of_every_repeat():
     assert s.itl_ms == [8.0, 8.0, 10.0, 9.0]
     assert s.ttft_median == 22.0 and s.end_to_end_median == pytest.approx(39.85)
     assert s.itl_percentile(50) == 8.5 and s.n == [3, 3]
+
+
+def test_bursts_of_a_speculative_stream():
+    # Gaps of a draft run: tokens 2-4 came with one pass (0.05 ms apart), 5 and 6 with the next.
+    gaps = [95.0, 0.05, 0.04, 96.0, 0.06]
+    assert cc.bursts(gaps, threshold_ms=10.0) == [1, 3, 2]
+    assert cc.bursts([], threshold_ms=10.0) == [1]
+    assert cc.bursts([8.0, 8.0], threshold_ms=2.0) == [1, 1, 1]   # a plain run: every token its own pass
+    assert sum(cc.bursts(gaps, 10.0)) == len(gaps) + 1

@@ -223,8 +223,9 @@ def test_client_clock_percentiles_pool_every_repeat(result, exchanges, lesson):
     for q in (50, 90, 99):
         assert rows[f"inter-token latency p{q}"][1] == pytest.approx(float(np.percentile(gaps, q)))
     assert rows["inter-token latency mean"][1] == pytest.approx(float(gaps.mean()))
-    per_token = statistics.median(t["predicted_ms"] / (t["predicted_n"] - 1) for t in map(_final_timings, _streamed(exchanges, lesson)))
-    assert rows["inter-token latency p50"][2] == pytest.approx(per_token)
+    timings = [_final_timings(e) for e in _streamed(exchanges, lesson)]
+    per_token = sum(t["predicted_ms"] for t in timings) / sum(t["predicted_n"] - 1 for t in timings)
+    assert all(rows[f"inter-token latency {k}"][2] == pytest.approx(per_token) for k in ("p50", "p90", "p99", "mean"))
     assert result.measurement("client_itl_ms").samples == pytest.approx(gaps.tolist())
     ttft = rows["time to first token"]
     assert ttft[1] >= ttft[2]  # the first token cannot reach the client before the server has sampled it
@@ -336,7 +337,7 @@ def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
 def _by_server(exchanges) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     for e in exchanges:
-        if e["server"].startswith("spec-") and e["path"] == "/completion":
+        if e["server"].startswith("spec-") and e["path"] == "/completion" and "stream" not in e:
             found.setdefault(e["server"], []).append(e)
     return found
 
@@ -352,6 +353,28 @@ def test_speculative_requests_are_greedy_and_pinned(exchanges):
         req = e["request"]
         assert req["temperature"] == 0 and req["seed"] is not None and req["cache_prompt"] is False
         assert req["ignore_eos"] is True and req["return_tokens"] is True
+
+
+def test_speculative_client_clock_comes_from_the_recorded_streams(result, exchanges, lesson):
+    """Bursts counted from the recorded arrival times with the lesson's threshold, beside the server's
+    target passes (predicted_n − draft_n_accepted) of the same streamed request."""
+    from bytesup.measure import PINNED
+    streams = {(e["server"], e["request"]["prompt"]): e for e in exchanges if "stream" in e and e["server"].startswith("spec-")}
+    _, rows = table(result, "speculative_client_clock")
+    assert len(rows) == len(streams) == 7  # the target alone on two prompts, four drafts, n-grams
+    prompts = {"short": lesson.SPEC_PROMPT, "repetitive": lesson.SPEC_REPETITIVE_PROMPT}
+    for label, prompt, n, p50, p90, p99, inside, bursts, passes, largest in rows:
+        e = streams[(f"spec-{label}", prompts[prompt])]
+        assert {k: e["request"][k] for k in PINNED} == {**PINNED, "seed": lesson.SEED} and e["request"]["stream"] is True
+        gaps = np.diff([at for _, at in _token_events(e)])
+        plain_gaps = np.diff([at for _, at in _token_events(streams[(f"spec-{lesson.SPEC_TARGETS[0]}", prompts[prompt])])])
+        threshold = lesson.TOGETHER * float(np.median(plain_gaps))
+        assert n == len(gaps) + 1 == lesson.SPEC_TOKENS
+        assert (p50, p90, p99) == pytest.approx(tuple(float(np.percentile(gaps, q)) for q in (50, 90, 99)))
+        assert inside == int((gaps < threshold).sum()) and bursts == n - inside
+        t = _final_timings(e)
+        assert passes == t["predicted_n"] - t.get("draft_n_accepted", 0)
+        assert largest >= 1 and (largest == 1) == (inside == 0)
 
 
 def test_speculative_table_comes_from_the_recorded_counters(result, exchanges, lesson):

@@ -36,7 +36,7 @@ def planted_run(tmp_path):
 def test_every_timed_request_counts_once_with_its_own_overhead(tmp_path):
     run_dir, n, streamed = planted_run(tmp_path)
     (row,) = overhead.run_overheads(load_run(run_dir))
-    assert row.lesson_id == LESSON and row.streamed == streamed == 2
+    assert row.lesson_id == LESSON and row.streamed == streamed > 2   # the loop's repeats and the speculative runs
     assert row.overheads_ms == pytest.approx([float(k) for k in range(1, n + 1)])
     # 1 … n: the median is (n + 1) / 2, p90 lies at rank 0.9 × (n − 1), the largest is n.
     assert row.median == pytest.approx((n + 1) / 2)
@@ -53,12 +53,12 @@ def test_the_stream_counts_to_its_final_event(tmp_path):
 
 
 def test_the_report_has_the_table(tmp_path):
-    run_dir, n, _ = planted_run(tmp_path)
+    run_dir, n, streamed = planted_run(tmp_path)
     page = report_md(load_run(run_dir), None)
     assert "## The harness's own time per request" in page
     section = page.split("## The harness's own time per request", 1)[1]
     row = next(line for line in section.splitlines() if line.startswith(f"| `{LESSON}` |"))
-    assert row.split(" | ")[1:3] == [str(n), "2"]
+    assert row.split(" | ")[1:3] == [str(n), str(streamed)]
     assert row.endswith("| no |")  # a median of (n + 1) / 2 ms is over the 1 ms budget
 
 

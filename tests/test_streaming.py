@@ -125,7 +125,7 @@ def test_recording_a_stream_writes_one_line_that_replays_the_same():
     assert len(sink) == 1
     line = json.loads(json.dumps(sink[0]))
     assert [e["text"] for e in line["stream"]] == [e["text"] for e in entry["stream"]]
-    assert "stream_tail" not in line and line["request"]["stream"] is True
+    assert "stream_tail" not in line and "stream_error" not in line and line["request"]["stream"] is True
     # The client stamped with the recording's times, so the recorded line replays the same record.
     assert [e.arrived_ms for e in done.events] == [e["arrived_ms"] for e in line["stream"]]
     assert replayed(line) == done
@@ -212,6 +212,7 @@ def test_a_stream_that_goes_silent_fails_at_the_timeout(recording):
     assert "had not ended 0.5 s" in str(exc.value) and exc.value.offset == len(parts[0])
     if recording:
         assert [e["text"] for e in sink[0]["stream"]] == [parts[0].decode("utf-8")]
+        assert sink[0]["stream_error"] in ("ReadError", "RemoteProtocolError")
 
 
 def test_a_stream_that_stalls_after_nearly_the_whole_timeout_still_ends_there():

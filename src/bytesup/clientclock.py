@@ -98,6 +98,19 @@ def sequential_floor_ms(n: int, fastest_itl_ms: float) -> float:
     return n * fastest_itl_ms
 
 
+def bursts(gaps_ms: Sequence[float], threshold_ms: float) -> list[int]:
+    """Sizes of the runs of tokens that arrived together, in order: a gap below `threshold_ms` joins
+    a token to the one before it (a speculative pass's accepted tokens come one event each, microseconds
+    apart), a longer gap starts a new run. n tokens always make at least one run."""
+    sizes = [1]
+    for g in gaps_ms:
+        if g < threshold_ms:
+            sizes[-1] += 1
+        else:
+            sizes.append(1)
+    return sizes
+
+
 @dataclass(frozen=True)
 class Summary:
     """Repeats of one generation pooled: TTFT and end-to-end per repeat, every gap of every repeat."""

@@ -134,7 +134,9 @@ class StreamEvent(ServerRecord):
     """One `data:` event of a streamed /completion (`stream: true`): the text it adds, and the
     number of tokens generated so far (`tokens_predicted`). The last event has `stop: true` and
     the answer's `timings`. A token whose bytes end mid-character is held back by the server
-    and sent with the token that completes the character: one event then adds several tokens."""
+    and sent with the token that completes the character: one event then adds several tokens
+    (its `tokens` lists only the last of them, as the embedded engine streams it), and tokens of
+    a character left unfinished at the end are counted only by the final event."""
 
     content: str = ""
     tokens: list[int] = []

@@ -5,8 +5,9 @@ An exchange is one JSON line: server label, method, path, request JSON, status, 
 key cannot end up in a run folder.
 
 A streamed answer (`text/event-stream`) is recorded in the same line as `stream`: each event's
-text with its arrival time in ms after the request was sent (`arrived_ms`), and `stream_tail`
-for bytes after the last event when the stream broke off. The times are taken here, as each
+text with its arrival time in ms after the request was sent (`arrived_ms`), `stream_tail`
+for bytes after the last event when the stream broke off, and `stream_error` naming the error
+that broke it. The times are taken here, as each
 chunk passes to the client, and handed to the client in the response's extensions under
 `ARRIVALS` (one per chunk): the client stamps with them, so what a lesson computes live and
 what a replay computes from the recording are the same numbers.
@@ -110,6 +111,9 @@ class _RecordedStream(httpx.SyncByteStream):
                 self.events += [{"arrived_ms": e.arrived_ms, "text": e.raw.decode("utf-8", errors="replace")}
                                 for e in self.splitter.feed(chunk, at)]
                 yield chunk
+        except Exception as exc:  # kept in the line, for whoever reads a failed lesson's exchanges
+            self.entry["stream_error"] = type(exc).__name__
+            raise
         finally:
             self._write()
 
