@@ -160,6 +160,13 @@ class LessonContext:
         self.host_values[name] = value
         return value
 
+    def host_since(self, name: str, measure: Callable[[], Any], before: Any) -> Any:
+        """A host value that later runs record (a lesson's plan of requests): a replay of a run recorded
+        before it existed returns `before`, what that run did, so older recordings still replay."""
+        if self._replay is not None and name not in self._replay.result.host_values:
+            return before
+        return self.host(name, measure)
+
     # the run's bandwidth -----------------------------------------------------------------
     def server_threads(self) -> int:
         """Threads the user's server decodes with (its --threads, else llama.cpp's physical cores)."""
