@@ -6,10 +6,11 @@ before compute, not memory, limits it. This script measures both ceilings on thi
 multi-threaded memory read and a numpy matmul), sets them beside the published H100 example and
 the DGX Spark's published bandwidth, and places the served model's decode (about 2 FLOPs per
 parameter over the bytes of one parameter) and its prefill of N tokens (N times that) on the
-roofline. Then it shows batching flip the bottleneck: servers with 1, 2, 4 and 8 slots decode that
-many sequences at once, reading the weights once per step for all of them, and the aggregate
-tokens/s is measured against the speed of each sequence, with the server's /metrics counters as
-witness.
+roofline, then where the server's decode and a timed prefill really were: the GFLOP/s they reached,
+against this CPU's roof and the engine's own (its prefill's rate). Then it shows batching flip the
+bottleneck: servers with 1, 2, 4 and 8 slots decode that many sequences at once, reading the
+weights once per step for all of them, and the aggregate tokens/s is measured against the speed of
+each sequence, with the server's /metrics counters as witness.
 """
 
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
@@ -23,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from bytesup import formulas, hostbench, measure, published
+from bytesup import formulas, hostbench, measure, published, robust
 from bytesup.ceiling import Spread, ceiling_at
 from bytesup.errors import BytesupError
 from bytesup.records import Completion, decode_tokens_per_s
@@ -44,6 +45,7 @@ BATCH_PROMPT = "The cat sat on the"
 BATCH_SEED_BASE = 7000  # each request gets its own seed so recorded requests stay distinct
 MATMUL_SIZE = 2048  # square float32 matmul for the compute ceiling: long enough to time reliably
 PAID = 1.1  # "batching paid" when the best aggregate beats P = 1 by more than 10%
+MEASURED_PREFILL_TOKENS = 128  # a prompt of one micro-batch, timed by the server, for the measured prefill point
 PREDICTED, DECODE_CALLS = "llamacpp:tokens_predicted_total", "llamacpp:n_decode_total"  # /metrics counters
 
 
@@ -93,6 +95,18 @@ class RooflinePoint:
     bound_here: str
     tokens_per_s: float  # attainable FLOP/s ÷ FLOPs per token
     bound_h100: str
+
+
+@dataclass(frozen=True)
+class MeasuredPoint:
+    """A phase the server ran, placed at its intensity and the GFLOP/s it reached (tokens/s × FLOPs per token)."""
+    phase: str
+    intensity: float  # FLOPs per byte
+    tokens_per_s: Spread
+    gflop_s: Spread
+    numpy_roof_gflop_s: float  # this CPU's roofline (numpy's matmul and read) at that intensity
+    engine_roof_gflop_s: float | None  # the engine's: its prefill's GFLOP/s, and the same read bandwidth
+    closest: str  # the roof the point lies nearer to (in ratio)
 
 
 @dataclass(frozen=True)
@@ -187,6 +201,20 @@ def measure_host_ceilings(ctx: LessonContext) -> HostCeilings:
     blas = ctx.host("blas_info", hostbench.blas_info)
     mm = ctx.host("matmul_peak", lambda: hostbench.measure_matmul_peak(MATMUL_SIZE, repeats=ctx.repeat + 2))
     return HostCeilings(bw, blas, mm)
+
+
+def measure_prefill(ctx: LessonContext) -> list[float]:
+    """Prefill tokens/s of a MEASURED_PREFILL_TOKENS-token prompt on the run's server: one warm-up, then at
+    least robust.MIN_SAMPLES timed ones. A run recorded before these requests replays without them."""
+    plan = ctx.host_since("prefill_plan", lambda: {"warmup": 1, "samples": max(robust.MIN_SAMPLES, ctx.repeat),
+                                                   "tokens": MEASURED_PREFILL_TOKENS},
+                          before={"warmup": 0, "samples": 0, "tokens": MEASURED_PREFILL_TOKENS})
+    if not plan["samples"]:
+        return []
+    ctx.step(f"timing a prefill of {plan['tokens']} tokens")
+    ids = measure.long_prompt_tokens(ctx.server, plan["tokens"])
+    done = measure.timed_completions(ctx.server, ids, 1, plan["warmup"] + plan["samples"])
+    return measure.prefill_samples(done[plan["warmup"]:])
 
 
 def _metrics(server) -> dict | None:
@@ -298,6 +326,37 @@ def roofline_points(n_params: int, n_bytes: int, n_ubatch: int, host: Roofline, 
         points.append(RooflinePoint("decode" if N == 1 else f"prefill of {N}", N, reads, N / reads, inten, att / 1e9,
                                     bound(inten, host.ridge_flops_per_byte), att / flops_tok, bound(inten, h100_ridge)))
     return points
+
+
+def closest_roof(gflop_s: float, roofs: dict[str, float]) -> str:
+    """The roof whose attainable GFLOP/s is nearest the measured one, as a ratio (|ln(measured ÷ roof)|);
+    "both" when the roofs are one there (below both ridges they share the memory slope)."""
+    if len(set(roofs.values())) == 1 and len(roofs) > 1:
+        return "both"
+    return min(roofs, key=lambda name: abs(math.log(gflop_s / roofs[name])))
+
+
+def measured_points(n_params: int, dec_i: float, here: Roofline, decode: list[float],
+                    prefill: list[float]) -> list[MeasuredPoint]:
+    """Decode (one sequence alone, the batching table's baseline) and the timed prefill at their intensity and the
+    GFLOP/s they reached, against this CPU's roofline and the engine's (the compute roof at its prefill's
+    GFLOP/s: the fastest arithmetic the engine showed; memory at the same read bandwidth)."""
+    assert here.peak_flop_s is not None
+    flops_tok = formulas.flops_per_token(n_params)
+    engine_peak = robust.judge(prefill).median * flops_tok if prefill else None
+    out = []
+    for phase, samples, inten in (("decode (P = 1)", decode, dec_i),
+                                  (f"prefill of {MEASURED_PREFILL_TOKENS}", prefill, MEASURED_PREFILL_TOKENS * dec_i)):
+        if not samples:
+            continue
+        tps = Spread.of(samples)
+        gflops = Spread(tps.median * flops_tok / 1e9, tps.min * flops_tok / 1e9, tps.max * flops_tok / 1e9)
+        numpy_roof = attainable_flop_s(inten, here.peak_flop_s, here.bandwidth_bytes_per_s) / 1e9
+        engine_roof = (None if engine_peak is None else
+                       attainable_flop_s(inten, engine_peak, here.bandwidth_bytes_per_s) / 1e9)
+        roofs = {"numpy's": numpy_roof, **({"the engine's": engine_roof} if engine_roof is not None else {})}
+        out.append(MeasuredPoint(phase, inten, tps, gflops, numpy_roof, engine_roof, closest_roof(gflops.median, roofs)))
+    return out
 
 
 def _delta(after: dict | None, before: dict | None, key: str) -> float | None:
@@ -471,25 +530,62 @@ def show_roofline_points(ctx: LessonContext, points: list[RooflinePoint], model:
 
 
 def plot_roofline(ctx: LessonContext, points: list[RooflinePoint], here: Roofline, host: HostCeilings,
-                  model: ServedModel) -> None:
+                  model: ServedModel, measured: list[MeasuredPoint]) -> None:
+    """The roofline, the phases where it puts them, and where the server's measured phases are."""
     assert here.peak_flop_s is not None and here.ridge_flops_per_byte is not None
     dec = points[0]
     lo = min(0.1, dec.intensity / 2)
     hi = max(4 * max(p.intensity for p in points), 4 * here.ridge_flops_per_byte)
     bw, peak = here.bandwidth_bytes_per_s, here.peak_flop_s
-    ctx.plot(
-        "roofline", f"This host's CPU roofline with {model.name}", "arithmetic intensity (FLOPs/byte)",
-        "attainable GFLOP/s",
-        [
-            Series(label=f"roofline: {host.bandwidth['gb_per_s']['median']:.3g} GB/s, "
-                         f"{host.matmul['gflop_per_s']['median']:.4g} GFLOP/s (this CPU)",
-                   x=[lo, here.ridge_flops_per_byte, hi], y=[lo * bw / 1e9, peak / 1e9, peak / 1e9], style="dashed"),
-            Series(label="decode (N = 1)", x=[dec.intensity], y=[dec.attainable_gflop_s], style="points"),
-            Series(label="prefill (N tokens)", x=[p.intensity for p in points[1:]],
-                   y=[p.attainable_gflop_s for p in points[1:]], style="points"),
-        ],
-        log_x=True, log_y=True,
-    )
+    series = [
+        Series(label=f"roofline: {host.bandwidth['gb_per_s']['median']:.3g} GB/s, "
+                     f"{host.matmul['gflop_per_s']['median']:.4g} GFLOP/s (this CPU)",
+               x=[lo, here.ridge_flops_per_byte, hi], y=[lo * bw / 1e9, peak / 1e9, peak / 1e9], style="dashed"),
+        Series(label="decode (N = 1) on the roof", x=[dec.intensity], y=[dec.attainable_gflop_s], style="points"),
+        Series(label="prefill (N tokens) on the roof", x=[p.intensity for p in points[1:]],
+               y=[p.attainable_gflop_s for p in points[1:]], style="points"),
+    ]
+    engine = next((m for m in measured if m.phase.startswith("prefill")), None)
+    if engine is not None:
+        top = engine.gflop_s.median * 1e9
+        ridge = top / bw
+        series.append(Series(label=f"the engine's roof: its prefill's {engine.gflop_s.median:.3g} GFLOP/s",
+                             x=[lo, ridge, hi], y=[lo * bw / 1e9, top / 1e9, top / 1e9], style="dashed"))
+    if measured:
+        series.append(Series(label="measured (median, min–max)", x=[m.intensity for m in measured],
+                             y=[m.gflop_s.median for m in measured], y_min=[m.gflop_s.min for m in measured],
+                             y_max=[m.gflop_s.max for m in measured], style="points"))
+    ctx.plot("roofline", f"This host's CPU roofline with {model.name}", "arithmetic intensity (FLOPs/byte)",
+             "attainable GFLOP/s", series, log_x=True, log_y=True)
+
+
+def show_measured_points(ctx: LessonContext, measured: list[MeasuredPoint], model: ServedModel) -> None:
+    if not measured:
+        return
+    prefill = any(m.engine_roof_gflop_s is not None for m in measured)
+    notes = [(f"GFLOP/s reached = tokens/s × {formulas.flops_per_token(model.n_params) / 1e9:.4g} GFLOP per token "
+              f"(2 per parameter); decode is one sequence alone (the batching table's baseline)"
+              + (f", prefill a {MEASURED_PREFILL_TOKENS}-token prompt timed by the server after a warm-up." if prefill
+                 else "; this run timed no prefill of its own, so there is no engine roof.")),
+             "Closest: the roof whose value at the point's intensity is nearest the point, as a ratio."]
+    if prefill:
+        notes.append("The engine's roof: its compute ceiling is the GFLOP/s its own prefill reached (the fastest "
+                     "arithmetic it showed), its memory slope the same read bandwidth; prefill lies on it by construction.")
+    for m in measured:
+        notes.append(f"{m.phase}: {m.gflop_s.median:.3g} GFLOP/s, {100 * m.gflop_s.median / m.numpy_roof_gflop_s:.0f}% "
+                     f"of this CPU's roofline at {m.intensity:.3g} FLOPs/byte"
+                     + (f" and {100 * m.gflop_s.median / m.engine_roof_gflop_s:.0f}% of the engine's"
+                        if m.engine_roof_gflop_s else "")
+                     + ("; both roofs are the memory slope there." if m.closest == "both" else
+                        f"; closest to {m.closest} roof."))
+    ctx.table(
+        "measured_points", f"Where {model.name}'s decode and prefill were: measured GFLOP/s at their intensity",
+        [("phase", ""), ("intensity", "FLOPs/byte"), ("tokens/s", "tokens/s"), ("tokens/s min", "tokens/s"),
+         ("tokens/s max", "tokens/s"), ("reached", "GFLOP/s"), ("this CPU's roof there", "GFLOP/s"),
+         ("the engine's roof there", "GFLOP/s"), ("closest roof", "")],
+        [[m.phase, m.intensity, m.tokens_per_s.median, m.tokens_per_s.min, m.tokens_per_s.max, m.gflop_s.median,
+          m.numpy_roof_gflop_s, m.engine_roof_gflop_s, m.closest] for m in measured],
+        notes=notes)
 
 
 def measure_batches(ctx: LessonContext, levels: list[BatchLevel]) -> None:
@@ -648,7 +744,7 @@ def main(ctx: LessonContext):
     batching = formulas.batch_sizes(ctx.identity.get("server", {}).get("flags"))
     points = roofline_points(model.n_params, model.bytes_per_token, batching["n_ubatch"], here, h100_ridge)
     show_roofline_points(ctx, points, model, here, h100_ridge, batching)
-    plot_roofline(ctx, points, here, host, model)
+    prefill = measure_prefill(ctx)
 
     # 3. Batching flips the bottleneck: P sequences share each read of the weights.
     levels = list(PARALLEL) if own else parallel_levels(served_slots(ctx.server))
@@ -661,7 +757,12 @@ def main(ctx: LessonContext):
     rows = [batch_row(lv, baseline, dec_i, here.ridge_flops_per_byte) for lv in measured]
     show_batching(ctx, rows, batching_notes(rows, baseline, dec_i, here.ridge_flops_per_byte, h100_ridge, facts, own))
 
-    # 4. Attention in decode: the podcast's figure, recomputed.
+    # 4. The measured points on the roofline: decode alone and the timed prefill, in GFLOP/s.
+    reached = measured_points(model.n_params, dec_i, here, measured[0].per_sequence, prefill)
+    show_measured_points(ctx, reached, model)
+    plot_roofline(ctx, points, here, host, model, reached)
+
+    # 5. Attention in decode: the podcast's figure, recomputed.
     show_decode_attention(ctx, decode_attention_cases())
     plot_batching(ctx, rows, model)
     return ctx.finish()

@@ -10,7 +10,13 @@ last-level cache are marked cache-resident and kept out of the fit. The verdicts
 rules (bytesup.sweep): between neighbouring widths, memory-bound where effective GB/s stays flat
 within the spread (tokens/s follows 1 ÷ bytes), compute-bound where fewer bytes are not faster; a
 fit tokens/s = B ÷ bytes with equal relative weight per point gives the bandwidth decode achieved,
-with its uncertainty, and which points lie on that line. The bytes model is then carried to
+with its uncertainty, and which points lie on that line. Then every width is explained: each server
+also decodes 2 and 4 sequences at once, and a step's time against the sequences in it is a line whose
+intercept is the weights read (plus a fixed cost) and whose slope is the arithmetic of one token
+(bytesup.decodetime); one bandwidth, one fixed cost and one arithmetic cost per weight type predict
+each width's decode alone, set beside the measured, and the verdict is the term that holds most of
+the time. Samples follow one rule (bytesup.robust): a warm-up per server, at least five samples, the
+median, and outliers shown but never widening an allowance. The bytes model is then carried to
 context: tokens/s at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d), applied to the
 published DGX Spark figures.
 """
@@ -24,11 +30,12 @@ except ImportError:
 
 import functools
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bytesup import environment, formulas, hostbench, measure, models, published, robust, sweep
+from bytesup import decodetime, environment, formulas, hostbench, measure, models, published, robust, sweep
 from bytesup.ceiling import BandwidthReference, Spread, ceiling_at, effective_gbs, server_bandwidth
 from bytesup.errors import BytesupError
 from bytesup.gguf_read import read_model_info
@@ -49,6 +56,12 @@ CTX = 256  # the short prompt and the generated tokens fit; a small context keep
 # The top token at temperature 0 from the full softmax (post_sampling_probs false); cache_prompt false.
 TOP = {"n_predict": 1, "n_probs": 3, "temperature": 0, "post_sampling_probs": False, "cache_prompt": False, "seed": 42}
 MEMORY_SHARE = 0.5  # a model is skipped when its file would take more than this share of the available memory
+# The decode-time model (bytesup.decodetime): each server decodes 1, 2 and 4 sequences at once; a width's step
+# time against P is a line, its intercept the weights read (and a fixed cost), its slope the arithmetic.
+LEVELS = (2, 4)  # P besides the sweep's own P = 1 decodes, on the first model of each weight type
+FIT_LEVELS = (2, 4)  # the lines are fitted here; P = 1 is left for the model to predict
+BATCH_SEED_BASE = 8000  # each request of a batch gets its own seed, so a replay answers each one exactly
+MODEL_TOLERANCE = decodetime.TOLERANCE  # the model predicts a width's decode within ±15%
 
 # The published reference run (bytesup.published): the specimen on the DGX Spark, lesson 4's figures.
 PUBLISHED_LABEL = f"{published.SPECIMEN_NAME} on {published.SPARK_NAME} (published)"
@@ -89,11 +102,45 @@ class TopAnswer:
 
 
 @dataclass(frozen=True)
+class SamplePlan:
+    """How each server is sampled: warm-up decodes dropped, timed decodes kept, the P of the step-time lines."""
+    warmup: int
+    samples: int
+    levels: tuple[int, ...]
+
+    def rounds(self, parallel: int) -> int:
+        """Batches at P sequences: enough for `samples` per-sequence samples."""
+        return math.ceil(self.samples / parallel)
+
+    @property
+    def slots(self) -> int:
+        return max((1, *self.levels))
+
+
+@dataclass(frozen=True)
 class ModelRun:
-    """One model measured: its decode tokens/s samples and its top token after PROMPT."""
+    """One model measured: its decode tokens/s samples, its top token after PROMPT, and the per-sequence
+    tokens/s of each sequence when P decoded together (empty for a model only predicted)."""
     info: ModelInfo
     decode: list[float]
     answer: TopAnswer
+    together: dict[int, list[float]]
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One width set beside the decode-time model: its measured step times, the predicted terms at P = 1."""
+    name: str
+    weight_type: str | None
+    step_ms: dict[int, float]  # median ms per step at each P measured
+    fitted: bool  # its step times at FIT_LEVELS went into the terms
+    prediction: decodetime.Prediction | None
+    measured: float  # decode tokens/s at P = 1: 1000 ÷ the median step time, outliers left out
+
+    @property
+    def error(self) -> float | None:
+        """predicted ÷ measured tokens/s − 1."""
+        return None if self.prediction is None else self.prediction.tokens_per_s / self.measured - 1
 
 
 @dataclass(frozen=True)
@@ -160,7 +207,9 @@ def _summary(path: str, preset: str | None) -> dict:
 
 
 def preset_summary(name: str) -> dict:
-    """The header summary of a sweep model, built or fetched here first when it is missing."""
+    """The header summary of a sweep model: a GGUF path as it is, a preset built or fetched here first when missing."""
+    if is_gguf_path(name):
+        return _summary(str(Path(name).resolve()), None)
     return _summary(str(models.ensure_model(name)), name)
 
 
@@ -177,33 +226,60 @@ def served_model(ctx: LessonContext, facts: dict) -> ModelInfo:
                      n_embd=meta.get("n_embd"))
 
 
-def measure_decode(ctx: LessonContext, srv, info: ModelInfo) -> ModelRun:
-    """The top token after PROMPT, then ctx.repeat timed decodes of N_PREDICT tokens (measure.PINNED)."""
+def sample_plan(ctx: LessonContext) -> SamplePlan:
+    """One warm-up decode per server, at least robust.MIN_SAMPLES timed ones, and LEVELS. A run recorded
+    before this plan replays as it was measured: no warm-up, ctx.repeat decodes, no step-time lines."""
+    plan = ctx.host_since("sample_plan", lambda: {"warmup": 1, "samples": max(robust.MIN_SAMPLES, ctx.repeat),
+                                                  "levels": list(LEVELS)},
+                          before={"warmup": 0, "samples": ctx.repeat, "levels": []})
+    return SamplePlan(plan["warmup"], plan["samples"], tuple(plan["levels"]))
+
+
+def batch_bodies(parallel: int, r: int) -> list[dict[str, Any]]:
+    """The P requests of batch r, one per slot, measure.PINNED apart from a seed of their own."""
+    return [{**measure.PINNED, "n_predict": N_PREDICT, "seed": BATCH_SEED_BASE + 100 * parallel + 10 * r + i,
+             "id_slot": i} for i in range(parallel)]
+
+
+def measure_decode(ctx: LessonContext, srv, info: ModelInfo, plan: SamplePlan, levels: tuple[int, ...]) -> ModelRun:
+    """The top token after PROMPT, the warm-up, plan.samples timed decodes of N_PREDICT tokens
+    (measure.PINNED), then at each P of `levels` batches of P decodes sent at once."""
     answer = top_answer(srv.completion(PROMPT, **TOP))
-    done = measure.timed_completions(srv, PROMPT, N_PREDICT, ctx.repeat, track=lambda it: ctx.track(it, info.name))
-    return ModelRun(info, measure.decode_samples(done), answer)
+    done = measure.timed_completions(srv, PROMPT, N_PREDICT, plan.warmup + plan.samples,
+                                     track=lambda it: ctx.track(it, info.name))[plan.warmup:]
+    together = {}
+    for P in levels:
+        batches = [measure.concurrent_completions(srv, PROMPT, batch_bodies(P, r))[0] for r in range(plan.rounds(P))]
+        together[P] = [v for batch in batches for v in measure.decode_samples(batch)]
+    return ModelRun(info, measure.decode_samples(done), answer, together)
 
 
-def sweep_local(ctx: LessonContext, sizes: list[str], available: int | None) -> tuple[list[ModelRun], list[str]]:
-    """Each model on a server of its own, with the user's server flags; those too big for memory skipped."""
-    runs, skipped = [], []
+def sweep_local(ctx: LessonContext, sizes: list[str], available: int | None,
+                plan: SamplePlan) -> tuple[list[ModelRun], list[str]]:
+    """Each model on a server of its own, with the user's server flags; those too big for memory skipped.
+    The first model of each weight type also decodes plan.levels sequences at once (its step-time line);
+    a later one of the same type is left for the model to predict."""
+    runs, skipped, seen = [], [], set()
     for name in sizes:
         ctx.step(f"building or reusing {name}")
         info = ModelInfo.of(ctx.host(f"model_{name}", functools.partial(preset_summary, name)))
         if available and info.tensor_bytes > MEMORY_SHARE * available:
             skipped.append(f"{name} ({info.tensor_bytes / GB:.3g} GB)")
             continue
+        levels = () if info.weight_type in seen else plan.levels
+        seen.add(info.weight_type)
         ctx.step(f"decoding with {name}")
-        with ctx.local_server(f"preset-{name}", Path(info.path) if info.path else None, ["-c", str(CTX), "--parallel", "1"]) as srv:
-            runs.append(measure_decode(ctx, srv, info))
+        flags = ["-c", str(CTX * plan.slots), "--parallel", str(plan.slots)]
+        with ctx.local_server(f"preset-{name}", Path(info.path) if info.path else None, flags) as srv:
+            runs.append(measure_decode(ctx, srv, info, plan, levels))
     return runs, skipped
 
 
-def sweep_remote(ctx: LessonContext, facts: dict) -> list[ModelRun]:
-    """Only the one model the user's server serves."""
+def sweep_remote(ctx: LessonContext, facts: dict, plan: SamplePlan) -> list[ModelRun]:
+    """Only the one model the user's server serves (one slot assumed: no step-time lines)."""
     info = served_model(ctx, facts)
     ctx.step(f"decoding with {info.name} on the user's server")
-    return [measure_decode(ctx, ctx.server, info)]
+    return [measure_decode(ctx, ctx.server, info, plan, ())]
 
 
 # --- computation: pure, from the responses, the model headers and the bandwidth ------------------
@@ -215,17 +291,26 @@ def top_answer(completion: Completion) -> TopAnswer:
     return TopAnswer(shown_token(best.token, best.bytes), 100.0 * math.exp(best.logprob))
 
 
+def is_gguf_path(name: str) -> bool:
+    """--sizes takes a GGUF file as well as a preset name: a name ending in .gguf is a path."""
+    return name.lower().endswith(".gguf")
+
+
 def parse_sizes(value: Any) -> list[str]:
-    """--sizes as given by the CLI (a list) or as a comma-separated string; defaults when absent."""
+    """--sizes as given by the CLI (a list) or as a comma-separated string; defaults when absent. Each is a
+    preset name or the path of a GGUF file, which must exist."""
     if value is None:
         return list(DEFAULT_SIZES)
     names = value.split(",") if isinstance(value, str) else list(value)
     names = [n.strip() for n in names if n and n.strip()]
+    missing_files = [n for n in names if is_gguf_path(n) and not Path(n).is_file()]
+    if missing_files:
+        raise BytesupError(f"No GGUF file at {', '.join(missing_files)} in --sizes.")
     known = models.model_names()
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if n not in known and not is_gguf_path(n)]
     if unknown or not names:
         raise BytesupError(f"Unknown model(s) {', '.join(unknown) or '(none given)'} in --sizes. "
-                           f"Models: {', '.join(known)}.")
+                           f"Models: {', '.join(known)}, or a path to a .gguf file.")
     return names
 
 
@@ -286,6 +371,56 @@ def fit_rows(analysis: dict, ref: BandwidthReference | None, before: dict | None
             rows.append(FitRow("this host's read bandwidth, after the decode work", a["median"], a["min"], a["max"],
                                100 * a["median"] / ref.gbs if ref else None, ""))
     return rows
+
+
+def step_ms(tokens_per_s: list[float]) -> float:
+    """The median time per decode step (ms) of per-sequence tokens/s samples, outliers left out (bytesup.robust)."""
+    return statistics.median(1e3 / v for v in robust.judge(tokens_per_s).kept)
+
+
+def step_spread(tokens_per_s: list[float]) -> float:
+    """The robust spread (interquartile range ÷ median, bytesup.robust) of the step times of these samples."""
+    return robust.judge([1e3 / v for v in tokens_per_s]).relative_iqr
+
+
+def model_widths(runs: list[ModelRun]) -> list[decodetime.Width]:
+    """Every measured model as the decode-time model sees it: weights, parameters, type, step times."""
+    return [decodetime.Width(r.info.name, r.info.bytes_per_token, r.info.n_params, r.info.weight_type or "?",
+                             {1: step_ms(r.decode), **{P: step_ms(v) for P, v in r.together.items()}})
+            for r in runs]
+
+
+def fit_terms(widths: list[decodetime.Width]) -> tuple[decodetime.Terms | None, str]:
+    """The terms from the widths with step times at every FIT_LEVELS, or None and why not."""
+    fitted = [w for w in widths if all(P in w.step_ms for P in FIT_LEVELS)]
+    try:
+        return decodetime.fit(fitted, FIT_LEVELS), ""
+    except ValueError as e:
+        return None, str(e)
+
+
+def model_rows(widths: list[decodetime.Width], runs: list[ModelRun],
+               terms: decodetime.Terms | None) -> list[ModelRow]:
+    """Each width's measured step times beside the model's prediction at P = 1."""
+    rows = []
+    for w, r in zip(widths, runs, strict=True):
+        pred = None if terms is None else decodetime.predict(terms, w.name, w.weight_bytes, w.n_params, w.weight_type)
+        rows.append(ModelRow(w.name, r.info.weight_type, w.step_ms, terms is not None and w.name in terms.fitted, pred,
+                             1e3 / w.step_ms[1]))
+    return rows
+
+
+def spark_terms() -> dict[str, float]:
+    """The same terms from the published DGX Spark figures (bytesup.decodetime.published_terms)."""
+    prefill = published.LESSON4["prefill_tokens_per_s"]
+    return decodetime.published_terms(PUBLISHED_BYTES, published.SPARK_BANDWIDTH_GB_PER_S, PUBLISHED_DECODE,
+                                      sum(prefill) / len(prefill))
+
+
+def spark_verdict(spark: dict[str, float]) -> str:
+    """The dominant-term rule on the published terms (the rest counted as the fixed term)."""
+    return decodetime.dominant({"memory": spark["memory_share"], "arithmetic": spark["arithmetic_share"],
+                                "fixed": spark["rest_share"]})
 
 
 def spark_context_prediction() -> ContextPrediction:
@@ -436,14 +571,17 @@ def published_table_row(pub: PublishedPoint) -> list[Any]:
             pub.efficiency_percent, None, None, None, None, None, None, None, None]
 
 
-def show_sweep(ctx: LessonContext, rows: list[SweepRow], pub: PublishedPoint, sentences: list[str], bw_note: str) -> None:
+def show_sweep(ctx: LessonContext, rows: list[SweepRow], pub: PublishedPoint, sentences: list[str], bw_note: str,
+               plan: SamplePlan) -> None:
     ctx.table(
         "sweep", f"Decode across widths: bytes per token, tokens/s, effective GB/s and the answer after {PROMPT!r}",
         SWEEP_COLUMNS, [*map(sweep_table_row, rows), published_table_row(pub)],
         notes=[*sentences,
                bw_note,
-               (f"Effective GB/s = bytes per token × tokens/s; efficiency = effective ÷ bandwidth. {ctx.repeat} timed "
-                f"decodes of {N_PREDICT} tokens per model, min and max the extreme samples."),
+               (f"Effective GB/s = bytes per token × tokens/s; efficiency = effective ÷ bandwidth. {plan.samples} timed "
+                f"decodes of {N_PREDICT} tokens per model"
+                + (f" after {plan.warmup} warm-up decode{'s' if plan.warmup > 1 else ''} (not a sample)" if plan.warmup
+                   else "") + ", min and max the extreme samples."),
                (f"Published reference: {pub.decode:g} tokens/s × {pub.bytes_per_token / GB:g} GB = {pub.effective_gbs:.3g} "
                 f"GB/s, {pub.efficiency_percent:.0f}% of the {published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s "
                 f"{published.SPARK_NAME} (ceiling {pub.ceiling_tokens_per_s:.1f} tokens/s; the course rounds it to "
@@ -498,6 +636,97 @@ def show_fit(ctx: LessonContext, analysis: dict, rows: list[FitRow], bw: dict | 
               [("quantity", ""), ("bandwidth", "GB/s"), ("low", "GB/s"), ("high", "GB/s"),
                ("of the run's bandwidth", "%"), ("points", "")],
               [[r.quantity, r.gbs, r.low, r.high, r.percent_of_run, r.points] for r in rows], notes=notes)
+
+
+def record_decode_model(ctx: LessonContext, runs: list[ModelRun], widths: list[decodetime.Width]) -> None:
+    """The samples of every P and the model's inputs as a fact, for `bytesup check` to recompute."""
+    for r in runs:
+        for P, samples in r.together.items():
+            ctx.measure("decode_tokens_per_s_per_sequence", "tokens/s", samples, higher_is_better=True,
+                        settings={"preset": r.info.name, "parallel": P},
+                        description=f"each of {P} sequences decoded together, from its own timings")
+    spreads = {r.info.name: {"1": step_spread(r.decode), **{str(P): step_spread(v) for P, v in r.together.items()}}
+               for r in runs}
+    ctx.fact("decode_model", {
+        "fit_levels": list(FIT_LEVELS), "tolerance": MODEL_TOLERANCE,
+        "widths": [{"name": w.name, "weight_bytes": w.weight_bytes, "n_params": w.n_params, "weight_type": w.weight_type,
+                    "step_ms": {str(P): ms for P, ms in w.step_ms.items()}, "step_spread": spreads[w.name]}
+                   for w in widths]})
+
+
+def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthReference | None,
+                spark: dict[str, float]) -> list[str]:
+    fitted = [r for r in rows if r.fitted]
+    predicted_only = [r.name for r in rows if not r.fitted and r.prediction is not None]
+    within = [r for r in rows if r.error is not None and abs(r.error) <= MODEL_TOLERANCE]
+    worst = max((r for r in rows if r.error is not None), key=lambda r: abs(r.error or 0.0), default=None)
+    levels = " and ".join(map(str, FIT_LEVELS))
+    notes = [
+        (f"A step's time with P sequences: t(P) = W ÷ B + F + P × n × c. For each of {', '.join(r.name for r in fitted)} "
+         f"a line through its median step times at P = {levels} gives the intercept (the weights read, plus a fixed "
+         f"cost) and the slope (the arithmetic of one more token); the intercepts against the weight bytes give one "
+         f"B = {terms.gbs:.3g} GB/s for every width and F = {terms.fixed_ms:.3g} ms, the slopes one arithmetic cost per "
+         f"weight type: " + ", ".join(f"{t} {c:.3g} ns per weight ({2 / c:.3g} GFLOP/s)" for t, c in terms.arith_ns.items())
+         + "."),
+        ("P = 1 is not in the fit: the predicted column sets W ÷ B + F + n × c against the width's own decodes"
+         + (f", and {', '.join(predicted_only)} had no step times of its own: only its bytes, parameters and weight type"
+            if predicted_only else "") + "."),
+        (f"Within ±{100 * MODEL_TOLERANCE:.0f}% of measured: {len(within)} of {sum(r.error is not None for r in rows)} "
+         f"widths" + (f"; the furthest, {worst.name}, at {100 * (worst.error or 0.0):+.0f}%." if worst else ".")),
+        (f"The verdict is the dominant term of the predicted time at P = 1: memory-bound when reading the weights holds "
+         f"more than {100 * decodetime.MAJORITY:.0f}% of it, compute-bound when the arithmetic does, fixed-cost-bound "
+         f"when the fixed cost does, mixed when no term does."),
+    ]
+    negative = [name for name, v in (("F", terms.fixed_ms), *((f"c of {t}", c) for t, c in terms.arith_ns.items()))
+                if v < 0]
+    if negative:
+        notes.append(f"Negative terms ({', '.join(negative)}): the step times of this run do not follow the model's "
+                     f"straight lines (a busy machine, or kernels that change with P); its shares are not to be read "
+                     f"as a split of the time.")
+    if ref:
+        notes.append(f"B is {100 * terms.gbs / ref.gbs:.0f}% of the {ref.gbs:.3g} GB/s {ref.label}, the bandwidth numpy's "
+                     f"multi-threaded sum reached: B is what decode's own kernels read the weights at, and it feeds the "
+                     f"model; the numpy reading is the memory's.")
+    notes.append(
+        f"The published {published.SPARK_NAME} figures in the same terms: {PUBLISHED_BYTES / GB:g} GB ÷ "
+        f"{published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s = {spark['memory_ms']:.1f} ms to read the weights of "
+        f"{spark['measured_ms']:.1f} ms per token ({PUBLISHED_DECODE:g} tokens/s); the arithmetic at prefill's rate "
+        f"{spark['arithmetic_ms']:.2f} ms (a lower bound: prefill's kernels are matrix-matrix); the remaining "
+        f"{spark['rest_ms']:.1f} ms is the fixed cost and decode's extra arithmetic. Memory holds "
+        f"{100 * spark['memory_share']:.0f}%: {spark_verdict(spark)}.")
+    return notes
+
+
+def show_decode_model(ctx: LessonContext, widths: list[decodetime.Width], rows: list[ModelRow],
+                      terms: decodetime.Terms | None, why_not: str, ref: BandwidthReference | None,
+                      spark: dict[str, float]) -> None:
+    levels = sorted({P for w in widths for P in w.step_ms})
+    if terms is None:
+        ctx.table("decode_model", "Decode time from measured terms", [("model", ""), ("why not", "")],
+                  [[w.name, why_not] for w in widths])
+        return
+    table_rows = []
+    for r in rows:
+        p = r.prediction
+        shares = p.shares() if p else {}
+        table_rows.append([r.name, r.weight_type, *[r.step_ms.get(P) for P in levels], "yes" if r.fitted else "no",
+                           p.memory_ms if p else None, p.arithmetic_ms if p else None, p.fixed_ms if p else None,
+                           p.step_ms if p else None, p.tokens_per_s if p else None, r.measured,
+                           None if r.error is None else 100 * r.error,
+                           *[100 * shares[k] if p else None for k in ("memory", "arithmetic", "fixed")],
+                           p.verdict if p else None])
+    table_rows.append([f"{published.SPECIMEN_NAME} on {published.SPARK_NAME} (published)", "Q8_0",
+                       *[None] * len(levels), "no", spark["memory_ms"], spark["arithmetic_ms"], spark["rest_ms"],
+                       spark["measured_ms"], PUBLISHED_DECODE, PUBLISHED_DECODE, None,
+                       100 * spark["memory_share"], 100 * spark["arithmetic_share"], 100 * spark["rest_share"],
+                       spark_verdict(spark)])
+    ctx.table(
+        "decode_model", "Every width explained: reading the weights, the arithmetic and a fixed cost per token",
+        [("model", ""), ("weights", ""), *[(f"step at P = {P}", "ms") for P in levels], ("fitted", ""),
+         ("read the weights", "ms"), ("arithmetic", "ms"), ("fixed", "ms"), ("predicted step", "ms"),
+         ("predicted", "tokens/s"), ("measured", "tokens/s"), ("predicted ÷ measured − 1", "%"),
+         ("read share", "%"), ("arithmetic share", "%"), ("fixed share", "%"), ("dominant term", "")],
+        table_rows, notes=model_notes(rows, terms, ref, spark))
 
 
 def show_context_prediction(ctx: LessonContext, sp: ContextPrediction) -> None:
@@ -562,8 +791,11 @@ def main(ctx: LessonContext):
     llc = (bw or {}).get("llc_bytes") if facts["host_bandwidth_applies"] else None
     available = ctx.host("available_memory_bytes", environment.available_memory) if local else None
 
-    # 1. The sweep: each model on a server of its own; the answer, then the timed decodes.
-    runs, skipped = sweep_local(ctx, sizes, available) if local else (sweep_remote(ctx, facts), [])
+    # 1. The sweep: each model on a server of its own; the answer, then the timed decodes at P = 1, 2 and 4.
+    plan = sample_plan(ctx)
+    ctx.settings.update({"sample_plan": {"warmup": plan.warmup, "samples": plan.samples, "levels": list(plan.levels)},
+                         "fit_levels": list(FIT_LEVELS), "model_tolerance": MODEL_TOLERANCE})
+    runs, skipped = sweep_local(ctx, sizes, available, plan) if local else (sweep_remote(ctx, facts, plan), [])
     after = ctx.run_bandwidth_after() if bw is not None else None
 
     # 2. The points and their verdicts (bytesup.sweep: stated rules, tested on their own).
@@ -576,16 +808,23 @@ def main(ctx: LessonContext):
             for p in points]
     record_measurements(ctx, points, ref)
     show_sweep(ctx, rows, published_point(), verdict_sentences(points, analysis, answers, ref, llc),
-               bandwidth_note(bw, ref, given, facts))
+               bandwidth_note(bw, ref, given, facts), plan)
     show_steps(ctx, analysis["steps"])
 
     # 3. The fit and the run's bandwidth, before and after the decode work.
     show_fit(ctx, analysis, fit_rows(analysis, ref, bw, after), bw, after)
 
-    # 4. The bytes model with context, on the published figures.
+    # 4. Every width explained: the decode-time model's terms from the step times, predicted beside measured.
+    widths = model_widths(runs)
+    terms, why_not = fit_terms(widths)
+    if any(r.together for r in runs):
+        record_decode_model(ctx, runs, widths)
+        show_decode_model(ctx, widths, model_rows(widths, runs, terms), terms, why_not, ref, spark_terms())
+
+    # 5. The bytes model with context, on the published figures.
     show_context_prediction(ctx, spark_context_prediction())
 
-    # 5. The picture: tokens/s against bytes per token on log-log axes, with the fitted line.
+    # 6. The picture: tokens/s against bytes per token on log-log axes, with the fitted line.
     plot_decode_vs_bytes(ctx, points, analysis["fit"], ref)
     return ctx.finish()
 

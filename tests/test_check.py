@@ -11,6 +11,7 @@ import pytest
 from test_compare import L4, assemble_run, edit_manifest, invoke, read_result, write_result
 
 from bytesup import check
+from bytesup.claims import DECODE_MODEL_TOLERANCE
 from bytesup.compare import load_run
 from bytesup.errors import BytesupError
 from bytesup.results import Column, LessonResult, Measurement, Table
@@ -62,6 +63,21 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     slows4 = [r for r in claims(report, "decode_slows_with_context") if r.lesson == L4]
     assert slows4[0].status == (check.PASS if long.median < short.median else
                                 check.INCONCLUSIVE if long.min <= short.max else check.FAIL)
+    # The decode-time model: the checker's own arithmetic agrees with the capstone's table, whatever the machine.
+    model_t = l8.table("decode_model")
+    model_claim = only(report, "decode_model_predicts_every_width")
+    names = [c.name for c in model_t.columns]
+    if "predicted ÷ measured − 1" in names:
+        errors = [r[names.index("predicted ÷ measured − 1")] for r in model_t.rows]
+        worst = max(abs(e) for e in errors if e is not None) / 100
+        assert model_claim.status == (check.PASS if worst <= DECODE_MODEL_TOLERANCE else check.FAIL), model_claim
+        assert f"{worst:.1%}" in model_claim.observed
+    else:  # the step times gave no model: the lesson says why, the claim fails (or cannot tell, samples scattered)
+        assert model_claim.status in (check.FAIL, check.INCONCLUSIVE) and model_t.rows[0][1] in model_claim.detail
+    if model_claim.status != check.PASS:
+        scattered = max(v for w in l8.facts["decode_model"]["widths"] for v in w["step_spread"].values())
+        assert model_claim.status == (check.INCONCLUSIVE if scattered > DECODE_MODEL_TOLERANCE else check.FAIL)
+    general = [r for r in general if r.id != "decode_model_predicts_every_width"]
     # None is "not applicable": every lesson the claims need is in this run.
     assert [r for r in general if r.status == check.NA] == []
     # Timings recorded on a busy machine could honestly fail; these recordings pass.
@@ -448,6 +464,44 @@ def test_bytes_model_with_context_fails_beyond_its_tolerance(tmp_path, monkeypat
     monkeypatch.setitem(published.LESSON4, "decode_long_tokens_per_s", published_long)
     claim = only(check.check_run(run_of(tmp_path, lesson("02_tokens_and_embeddings")), []), "bytes_model_with_context")
     assert claim.status == status, claim
+
+
+def decode_model_fact(big_step_ms: float) -> dict:
+    """Widths a and b of tests/test_decodetime.py (B = 20 GB/s, F = 1 ms, 0.02 and 0.01 ns per weight), at P = 1
+    exactly as the model says (8 and 12 ms), and a model of a's type predicted at 61 ms per token."""
+    mb = 1e6
+    return {"fit_levels": [2, 4], "tolerance": 0.15, "widths": [
+        {"name": "a", "weight_bytes": 100 * mb, "n_params": 100e6, "weight_type": "A", "step_ms": {"1": 8, "2": 10, "4": 14}},
+        {"name": "b", "weight_bytes": 200 * mb, "n_params": 100e6, "weight_type": "B", "step_ms": {"1": 12, "2": 13, "4": 15}},
+        {"name": "big", "weight_bytes": 1000 * mb, "n_params": 500e6, "weight_type": "A", "step_ms": {"1": big_step_ms}}]}
+
+
+@pytest.mark.parametrize("big_step_ms,status", [(61 * 1.1, check.PASS), (61 * 1.2, check.FAIL), (61 / 1.2, check.FAIL)])
+def test_decode_model_claim_fails_beyond_its_tolerance(tmp_path, big_step_ms, status):
+    """Predicted 61 ms a token: measured 67.1 ms is predicted ÷ measured tokens/s − 1 = +10%, within ±15%;
+    73.2 ms is +20% and 50.8 ms −16.7%: both fail, whatever tolerance is planted."""
+    result = lesson("08_capstone_decode_memory_bound", []).model_copy(update={"facts": {"decode_model": decode_model_fact(big_step_ms)}})
+    claim = only(check.check_run(run_of(tmp_path, result), []), "decode_model_predicts_every_width")
+    assert claim.status == status, claim
+    assert "big" in claim.observed and "a: +0.0%" in claim.detail
+
+
+def test_decode_model_claim_cannot_tell_from_scattered_samples(tmp_path):
+    """The same +20% miss, with one width's step times scattering 16% (interquartile range ÷ median): inconclusive;
+    at 15%, within the tolerance, it fails."""
+    for spread, status in ((0.16, check.INCONCLUSIVE), (0.15, check.FAIL)):
+        fact = decode_model_fact(61 * 1.2)
+        fact["widths"][0]["step_spread"] = {"1": 0.01, "2": spread}
+        result = lesson("08_capstone_decode_memory_bound", []).model_copy(update={"facts": {"decode_model": fact}})
+        (tmp_path / str(spread)).mkdir()
+        claim = only(check.check_run(run_of(tmp_path / str(spread), result), []), "decode_model_predicts_every_width")
+        assert claim.status == status, claim
+
+
+def test_decode_model_claim_without_the_fact(tmp_path):
+    claim = only(check.check_run(run_of(tmp_path, lesson("08_capstone_decode_memory_bound", [])), []),
+                 "decode_model_predicts_every_width")
+    assert claim.status == check.NA
 
 
 def test_reference_tolerances_are_consistent():

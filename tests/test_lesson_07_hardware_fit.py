@@ -82,7 +82,7 @@ def _recorded_completions():
     """Completions of the recorded run, grouped by server label and repeat (from the seed)."""
     by = defaultdict(list)
     for e in recorded_exchanges(LESSON):
-        if e["path"] == "/completion":
+        if e["path"] == "/completion" and e["server"].startswith("parallel-"):
             P = int(e["server"].split("-")[1])
             r = (e["request"]["seed"] - 7000 - 1000 * P) // 100
             by[(P, r)].append(e)
@@ -129,8 +129,31 @@ def test_aggregate_is_tokens_over_wall_time(result):
 def test_plots(result):
     names = {p.name: p for p in result.plots}
     assert names["roofline"].log_x and names["roofline"].log_y
-    assert {s.label.split(":")[0] for s in names["roofline"].series} >= {"roofline", "decode (N = 1)", "prefill (N tokens)"}
+    labels = {s.label.split(":")[0] for s in names["roofline"].series}
+    assert labels >= {"roofline", "decode (N = 1) on the roof", "prefill (N tokens) on the roof", "the engine's roof",
+                      "measured (median, min–max)"}
     assert [s.x for s in names["batching"].series][0] == [1, 2, 4, 8]
+
+
+def test_measured_points_from_the_recording(result):
+    """The measured points recomputed from the recorded responses: decode alone from the P = 1 batches, prefill
+    from the main server's timed 128-token prompts after the warm-up."""
+    from bytesup.records import prefill_tokens_per_s
+
+    t = result.table("measured_points")
+    dec, pre = t.rows
+    flops = 2 * _served_meta()["n_params"]
+    per_seq = next(m for m in result.measurements
+                   if m.name == "batch_per_sequence_decode_tokens_per_s" and m.settings["parallel"] == 1)
+    assert dec[col(t, "tokens/s")] == pytest.approx(per_seq.median)
+    assert dec[col(t, "reached")] == pytest.approx(per_seq.median * flops / 1e9)
+    timed = [e for e in recorded_exchanges(LESSON) if e["path"] == "/completion" and e["server"] == "main"
+             and e["request"].get("n_predict") == 1]
+    plan = result.host_values["prefill_plan"]
+    assert len(timed) == plan["warmup"] + plan["samples"] and plan["samples"] >= 5
+    speeds = sorted(prefill_tokens_per_s(Timings(**e["response"]["timings"])) for e in timed[plan["warmup"]:])
+    assert pre[col(t, "tokens/s")] == pytest.approx(speeds[len(speeds) // 2])
+    assert pre[col(t, "the engine's roof there")] == pytest.approx(pre[col(t, "reached")])
 
 
 # --- pure computation, against hand arithmetic -------------------------------------------------
@@ -370,3 +393,21 @@ def test_main_on_hand_made_answers(lesson):
 
     att = result.table("decode_attention_intensity")
     assert [r[col(att, "intensity")] for r in att.rows] == [1.0, 8.0]
+
+
+def test_measured_points_by_hand(lesson):
+    """100 M parameters in 100 MB: 2 FLOPs per byte, 0.2 GFLOP per token, on a CPU of 100 GFLOP/s and 10 GB/s."""
+    here = lesson.Roofline("cpu", "by hand", 100e9, 10e9, 10.0, 100.0)
+    points = lesson.measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [150.0, 200.0, 250.0, 210.0, 190.0])
+    dec, pre = points
+    # decode: 50 tokens/s × 0.2 GFLOP = 10 GFLOP/s at 2 FLOPs/byte, where both roofs are 2 × 10 GB/s = 20 GFLOP/s
+    assert (dec.intensity, dec.gflop_s.median, dec.gflop_s.min, dec.gflop_s.max) == (2.0, 10.0, 8.0, 12.0)
+    assert dec.numpy_roof_gflop_s == 20.0 and dec.engine_roof_gflop_s == 20.0 and dec.closest == "both"
+    # prefill of 128: 256 FLOPs/byte; 200 tokens/s × 0.2 = 40 GFLOP/s, the engine's roof; numpy's is 100
+    assert pre.intensity == 256.0 and pre.gflop_s.median == pytest.approx(40.0)
+    assert pre.numpy_roof_gflop_s == 100.0 and pre.engine_roof_gflop_s == pytest.approx(40.0)
+    assert pre.closest == "the engine's"
+    # without a prefill: decode alone against this CPU's roof
+    (alone,) = lesson.measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [])
+    assert alone.engine_roof_gflop_s is None and alone.closest == "numpy's"
+    assert lesson.closest_roof(30.0, {"a": 20.0, "b": 100.0}) == "a"  # 1.5 × a, 0.3 × b

@@ -38,14 +38,32 @@ def test_sweep_rows_recomputed(result):
 
 
 def test_measurements_match_responses(result):
-    speeds = defaultdict(list)
+    """Each server: the top answer, the warm-up (not a sample), the timed decodes, then batches at P = 2 and 4."""
+    plan = result.host_values["sample_plan"]
+    speeds, together = defaultdict(list), defaultdict(list)
     for e in recorded_exchanges(LESSON):
         if e["path"] == "/completion" and "n_probs" not in e["request"]:
             assert e["request"]["temperature"] == 0 and e["request"]["cache_prompt"] is False
-            speeds[e["server"].removeprefix("preset-")].append(decode_tokens_per_s(Timings(**e["response"]["timings"])))
+            tps = decode_tokens_per_s(Timings(**e["response"]["timings"]))
+            name = e["server"].removeprefix("preset-")
+            if "id_slot" in e["request"]:
+                together[(name, (e["request"]["seed"] - lesson_seed_base()) // 100)].append(tps)
+            else:
+                speeds[name].append(tps)
     for m in result.measurements:
         if m.name == "decode_tokens_per_s":
-            assert m.samples == pytest.approx(speeds[m.settings["preset"]])
+            recorded = speeds[m.settings["preset"]]
+            assert len(recorded) == plan["warmup"] + plan["samples"] and plan["samples"] >= 5
+            assert m.samples == pytest.approx(recorded[plan["warmup"]:])
+        if m.name == "decode_tokens_per_s_per_sequence":
+            assert sorted(m.samples) == pytest.approx(sorted(together[(m.settings["preset"], m.settings["parallel"])]))
+    assert {P for _, P in together} == set(plan["levels"])
+
+
+def lesson_seed_base() -> int:
+    from bytesup.catalog import load_lesson
+
+    return load_lesson(LESSON).BATCH_SEED_BASE
 
 
 def test_verdicts_follow_the_rules(result, lesson):
@@ -155,10 +173,18 @@ def test_parse_sizes(lesson):
     known = ", ".join(model_names())
     with pytest.raises(BytesupError) as err:
         lesson.parse_sizes("huge-q8_0,tiny-q8_0,gigantic")
-    assert str(err.value) == f"Unknown model(s) huge-q8_0, gigantic in --sizes. Models: {known}."
+    assert str(err.value) == f"Unknown model(s) huge-q8_0, gigantic in --sizes. Models: {known}, or a path to a .gguf file."
     with pytest.raises(BytesupError) as err:
         lesson.parse_sizes(" , ")
-    assert str(err.value) == f"Unknown model(s) (none given) in --sizes. Models: {known}."
+    assert str(err.value) == f"Unknown model(s) (none given) in --sizes. Models: {known}, or a path to a .gguf file."
+
+
+def test_sizes_take_gguf_paths(lesson, tmp_path):
+    gguf = tmp_path / "mine-q8_0.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert lesson.parse_sizes(f"tiny-q8_0,{gguf}") == ["tiny-q8_0", str(gguf)]
+    with pytest.raises(BytesupError, match="No GGUF file at /nowhere/x.gguf in --sizes"):
+        lesson.parse_sizes("/nowhere/x.gguf")
 
 
 def _points(llc=None):
@@ -325,3 +351,111 @@ def test_fit_rows_share_one_reference(lesson):
     # The host's own reading as the reference: 12 ÷ 10 = 120%, 100%, 8 ÷ 10 = 80%.
     host = lesson.fit_rows(analysis, BandwidthReference(10.0, "host", True), before, after)
     assert [r.percent_of_run for r in host] == [pytest.approx(120.0), pytest.approx(100.0), pytest.approx(80.0)]
+
+
+# --- the decode-time model -----------------------------------------------------------------------
+
+def test_main_decode_model_on_hand_made_step_times(lesson):
+    """Two widths with step times at P = 1, 2 and 4 made from B = 20 GB/s, F = 1 ms and 0.02 (Q8_0) and 0.01 (F16)
+    ns per weight, and a third Q8_0 model that only decodes alone, 10% slower than the model says."""
+    q8, f16, mid = "smollm2-135m-q8_0", "smollm2-135m-f16", "medium-q8_0"
+    # q8_0: 106.25 MB ÷ 20 GB/s = 5.3125 ms, + 1 ms, + P × 100 M × 0.02 ns = P × 2 ms. 32 passes per decode.
+    # f16: 200 MB → 10 ms, + 1 ms, + P × 1 ms. A warm-up of 9,999 ms first, never a sample.
+    step = {q8: {1: 8.3125, 2: 10.3125, 4: 14.3125}, f16: {1: 12.0, 2: 13.0, 4: 15.0}}
+
+    def answers(name: str) -> list:
+        s = step[name]
+        return [_top(-0.3), _decode(9_999.0), *[_decode(32 * s[1])] * 5, *[_decode(32 * s[2])] * 6,
+                *[_decode(32 * s[4])] * 8]
+
+    # medium: 500 MB → 25 ms; 470 M weights × 0.02 ns = 9.4 ms; + 1 ms: 35.4 ms predicted, 38.94 measured
+    servers = {f"preset-{q8}": QueuedServer({"/completion": answers(q8)}),
+               f"preset-{f16}": QueuedServer({"/completion": answers(f16)}),
+               f"preset-{mid}": QueuedServer({"/completion": [_top(-0.3), _decode(1.0), *[_decode(32 * 38.94)] * 5]})}
+    started = []
+
+    def local_server(label, model, flags):
+        started.append(flags)
+        return contextlib.nullcontext(servers[label].server)
+
+    facts = {"url_host": "127.0.0.1", "local": True, "model_readable": True, "accelerators": [],
+             "on_accelerator": False, "host_bandwidth_applies": True, "reason": "by hand"}
+    host_values = {
+        "server_facts": facts, "option_sizes": f"{q8},{f16},{mid}", "option_bandwidth_gbs": None,
+        "available_memory_bytes": 16_000_000_000, "sample_plan": {"warmup": 1, "samples": 5, "levels": [2, 4]},
+        f"model_{q8}": _header(q8, 100_000_000, 106_250_000, "Q8_0"),
+        f"model_{f16}": _header(f16, 100_000_000, 200_000_000, "F16"),
+        f"model_{mid}": _header(mid, 470_000_000, 500_000_000, "Q8_0"),
+    }
+    ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
+    ctx.local_server = local_server
+    result = lesson.main(ctx)
+    assert all(s.left() == {} for s in servers.values())
+    assert started[0][-4:] == ["-c", "1024", "--parallel", "4"]  # four slots of 256 tokens
+    batch = [b for _, _, b in servers[f"preset-{q8}"].requests][7:]
+    # three batches of 2 and two of 4 (the order within a batch is the threads')
+    assert sorted(b["id_slot"] for b in batch[:6]) == [0, 0, 0, 1, 1, 1]
+    assert sorted(b["id_slot"] for b in batch[6:]) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert len({b["seed"] for b in batch}) == 14  # each request of a batch its own seed
+    # The warm-up is not a sample: 32 passes in 266 ms, 120.3 tokens/s, five times.
+    decode = {m.settings["preset"]: m.samples for m in result.measurements if m.name == "decode_tokens_per_s"}
+    assert decode[q8] == pytest.approx([1000 / 8.3125] * 5)
+
+    t = result.table("decode_model")
+    rows = {r[0]: r for r in t.rows}
+    assert rows[q8][col(t, "step at P = 2")] == pytest.approx(10.3125) and rows[mid][col(t, "step at P = 2")] is None
+    assert [rows[n][col(t, "fitted")] for n in (q8, f16, mid)] == ["yes", "yes", "no"]
+    # Exact straight lines: P = 1 predicted as measured for the two fitted widths.
+    assert rows[q8][col(t, "read the weights")] == pytest.approx(5.3125)
+    assert rows[q8][col(t, "arithmetic")] == pytest.approx(2.0) and rows[q8][col(t, "fixed")] == pytest.approx(1.0)
+    assert rows[q8][col(t, "predicted ÷ measured − 1")] == pytest.approx(0.0, abs=1e-9)
+    assert rows[f16][col(t, "predicted")] == pytest.approx(1000 / 12)
+    # medium: 35.4 ms predicted, 28.25 tokens/s, against 1000 ÷ 38.94 = 25.68: +10%; read share 25 ÷ 35.4 = 70.6%.
+    assert rows[mid][col(t, "predicted step")] == pytest.approx(35.4)
+    assert rows[mid][col(t, "predicted ÷ measured − 1")] == pytest.approx(10.0)
+    assert rows[mid][col(t, "read share")] == pytest.approx(100 * 25 / 35.4)
+    assert rows[mid][col(t, "dominant term")] == "memory-bound"
+    # q8_0: 5.3125 of 8.3125 ms = 63.9%: memory-bound; f16: 10 of 12: memory-bound
+    assert rows[q8][col(t, "dominant term")] == rows[f16][col(t, "dominant term")] == "memory-bound"
+    spark = rows[next(n for n in rows if "published" in n)]
+    assert spark[col(t, "read the weights")] == pytest.approx(26.2271, abs=1e-4)
+    assert spark[col(t, "dominant term")] == "memory-bound"
+    notes = " ".join(t.notes)
+    assert "B = 20 GB/s" in notes and "F = 1 ms" in notes and "Q8_0 0.02 ns per weight" in notes
+    assert "Within ±15% of measured: 3 of 3 widths" in notes
+    fact = result.facts["decode_model"]
+    assert fact["fit_levels"] == [2, 4] and fact["widths"][2]["step_ms"] == {"1": pytest.approx(38.94)}
+    per_seq = [m for m in result.measurements if m.name == "decode_tokens_per_s_per_sequence"]
+    assert {(m.settings["preset"], m.settings["parallel"], len(m.samples)) for m in per_seq} == {
+        (q8, 2, 6), (q8, 4, 8), (f16, 2, 6), (f16, 4, 8)}
+
+
+def test_an_old_recording_replays_without_the_model(lesson):
+    """A recording made before the sample plan: no warm-up, ctx.repeat decodes, no lines, no model table."""
+    q8 = "smollm2-135m-q8_0"
+    server = QueuedServer({"/completion": [_top(-0.3), _decode(400.0), _decode(320.0)]})
+    facts = {"url_host": "127.0.0.1", "local": True, "model_readable": True, "accelerators": [],
+             "on_accelerator": False, "host_bandwidth_applies": True, "reason": "by hand"}
+    host_values = {"server_facts": facts, "option_sizes": q8, "option_bandwidth_gbs": None,
+                   "available_memory_bytes": 16_000_000_000, f"model_{q8}": _header(q8, 100_000_000, 106_250_000, "Q8_0")}
+    ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
+    ctx.local_server = lambda label, model, flags: contextlib.nullcontext(server.server)
+    result = lesson.main(ctx)
+    assert server.left() == {}
+    assert "decode_model" not in {t.name for t in result.tables} and "decode_model" not in result.facts
+    assert "sample_plan" not in result.host_values
+
+
+def test_step_ms_leaves_an_outlier_out(lesson):
+    # the 7.4 tokens/s (135 ms) is an outlier and not used: the median of 10.684 and 10.650 ms of the four others
+    assert lesson.step_ms([93.6, 94.5, 93.1, 7.4, 93.9]) == pytest.approx((1000 / 93.6 + 1000 / 93.9) / 2)
+    assert lesson.step_ms([100.0, 50.0]) == pytest.approx(15.0)  # 10 and 20 ms
+
+
+def test_batch_bodies(lesson):
+    bodies = lesson.batch_bodies(4, 1)
+    assert [b["id_slot"] for b in bodies] == [0, 1, 2, 3]
+    assert [b["seed"] for b in bodies] == [8410, 8411, 8412, 8413]
+    assert all(b["temperature"] == 0 and b["cache_prompt"] is False and b["n_predict"] == 32 for b in bodies)
+    plan = lesson.SamplePlan(1, 5, (2, 4))
+    assert (plan.rounds(2), plan.rounds(4), plan.slots) == (3, 2, 4)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from . import published
+from . import decodetime, published
 from .runs import Run
 from .evidence import (
     FactShapeError,
@@ -830,6 +830,55 @@ def claim_stream_clocks_agree(run: Run) -> list[ClaimResult]:
         detail=("σ: the standard deviation of the stream's gaps (a median lies within σ of the mean); the second "
                 "term: the first token's delivery delay at most, TTFT − prompt_ms, spread over the n − 1 gaps"
                 + (f"; not resolved: {'; '.join(unresolved[:3])}" if unresolved else "")))]
+# The decode-time model predicts each width's decode at P = 1 within this (the capstone states the same).
+DECODE_MODEL_TOLERANCE = decodetime.TOLERANCE
+
+
+def decode_model_check(fact: dict, tolerance: float = DECODE_MODEL_TOLERANCE) -> tuple[str, str, str]:
+    """(status, observed, detail) of the decode-time model on the capstone's fact: the terms fitted here by
+    bytesup.decodetime from the step times at the fit levels, each width's P = 1 predicted and set against
+    1000 ÷ its measured step time at P = 1. A miss (or no model at all) is inconclusive rather than a
+    failure when some width's step times scatter wider than the tolerance (their robust spread,
+    bytesup.robust): such samples cannot tell a model that holds from one that does not."""
+    scatter = max((float(v) for w in fact["widths"] for v in (w.get("step_spread") or {}).values()), default=0.0)
+    missed = INCONCLUSIVE if scatter > tolerance else FAIL
+    why = (f"; the step times scatter by up to {scatter:.0%} (interquartile range ÷ median), wider than "
+           f"±{tolerance:.0%}: inconclusive" if missed == INCONCLUSIVE else "")
+    levels = tuple(int(p) for p in fact["fit_levels"])
+    widths = [decodetime.Width(w["name"], float(w["weight_bytes"]), float(w["n_params"]), w["weight_type"],
+                               {int(p): float(ms) for p, ms in w["step_ms"].items()}) for w in fact["widths"]]
+    try:
+        terms = decodetime.fit([w for w in widths if all(p in w.step_ms for p in levels)], levels)
+    except ValueError as e:
+        return missed, "no model", f"the step times give no model: {e}{why}"
+    errors = []
+    for w in widths:
+        pred = decodetime.predict(terms, w.name, w.weight_bytes, w.n_params, w.weight_type)
+        if pred is not None and 1 in w.step_ms:
+            errors.append((pred.tokens_per_s * w.step_ms[1] / 1e3 - 1, w.name))
+    if not errors:
+        return NA, "no width predicted", "no width has both a fitted weight type and a step time at P = 1"
+    worst = max(errors, key=lambda e: abs(e[0]))
+    status = PASS if abs(worst[0]) <= tolerance else missed
+    return (status, f"furthest {worst[1]} {worst[0]:+.1%}",
+            f"B {terms.gbs:.3g} GB/s, F {terms.fixed_ms:.3g} ms, fitted at P = {', '.join(map(str, levels))}; "
+            + "; ".join(f"{n}: {e:+.1%}" for e, n in errors) + (why if status != PASS else ""))
+
+
+def claim_decode_model_predicts_every_width(run: Run) -> list[ClaimResult]:
+    cid = "decode_model_predicts_every_width"
+    text = "decode time = weights read + arithmetic + a fixed cost predicts every width's decode"
+    lesson = find_lesson(run, "08_")
+    if lesson is None:
+        return [ClaimResult(cid, "general", "08", text, NA, detail=missing(run, "08_", L8))]
+    fact = lesson.facts.get("decode_model")
+    if not fact:
+        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
+                            detail="lesson 08 recorded no step times at several P (a run before the decode-time model)")]
+    status, observed, detail = decode_model_check(fact)
+    return [ClaimResult(cid, "general", lesson.lesson_id, text, status, observed=observed,
+                        expected="every width within the tolerance", tolerance=f"±{DECODE_MODEL_TOLERANCE:.0%}",
+                        detail=detail)]
 
 
 GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
@@ -848,4 +897,5 @@ GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
     claim_decode_efficiency_in_unit_interval,
     claim_ridge_point,
     claim_bytes_model_with_context,
+    claim_decode_model_predicts_every_width,
 ]

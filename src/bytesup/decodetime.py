@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MAJORITY = 0.5
+TOLERANCE = 0.15  # the model should predict a width's decode tokens/s within ±15% of measured
 MEMORY, COMPUTE, FIXED, MIXED = "memory-bound", "compute-bound", "fixed-cost-bound", "mixed"
 
 

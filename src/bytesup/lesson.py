@@ -166,11 +166,13 @@ class LessonContext:
         the recorded run measured it. A run recorded before a lesson took a measurement replays
         without that part (and gives its recorded files again, byte for byte)."""
         return self._replay is None or name in self._replay.result.host_values
-    def host_since(self, name: str, measure: Callable[[], Any]) -> Any:
+
+    def host_since(self, name: str, measure: Callable[[], Any], before: Any = None) -> Any:
         """`host(name, measure)` for a value a lesson began to record later: a replay of a run recorded
-        before it returns None (the lesson then says what it did not compute), never a guess."""
-        if self._replay is not None and name not in self._replay.result.host_values:
-            return None
+        before it existed returns `before` (what that run did; None: the lesson then says what it did not
+        compute), never a guess, so older recordings still replay."""
+        if not self.recorded(name):
+            return before
         return self.host(name, measure)
 
     # the run's bandwidth -----------------------------------------------------------------
