@@ -419,3 +419,193 @@ def test_a_live_run_still_reads_as_running(tmp_path, lessons_dir):
         finally:
             run.kill()
             run.wait()
+
+
+# --- 3. bodies that are too big, never end, or arrive compressed --------------------------------------
+
+class RawServer:
+    """A loopback HTTP server in a thread whose answer to every request is written by `answer(wfile)`."""
+
+    def __init__(self, answer):
+        import socketserver
+        import threading
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                length = 0
+                while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
+                    name, _, value = line.decode("latin-1").partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value)
+                self.rfile.read(length)  # the request's body, read so that closing never resets the connection
+                try:
+                    answer(self.wfile)
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    pass
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def endless(wfile):
+    wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b" " * 65536
+    for _ in range(2000):  # bounded: 130 MB at most, 50 ms apart
+        wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        wfile.flush()
+        time.sleep(0.05)
+
+
+def trickle(wfile):
+    wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+    for _ in range(60):  # one byte a second, for a minute at most
+        wfile.write(b" ")
+        wfile.flush()
+        time.sleep(1.0)
+
+
+@pytest.mark.parametrize("answer", [endless, trickle], ids=["endless", "trickle"])
+def test_timeout_bounds_the_whole_answer(answer):
+    from bytesup.client import LlamaServer
+    from bytesup.errors import AnswerTooLarge, ServerTimeout
+    from bytesup.replay import RecordingTransport
+
+    for transport in (None, "recording"):
+        sink: list = []
+        with RawServer(answer) as server:
+            client = LlamaServer(server.url, timeout=2.0, transport=RecordingTransport(sink) if transport else None)
+            began = time.monotonic()
+            with pytest.raises((ServerTimeout, AnswerTooLarge)):
+                client.completion("x", n_predict=1, n_probs=8)
+            assert time.monotonic() - began < 6.0  # --timeout 2, and a little for the watchdog
+            assert sink == []  # nothing recorded of an answer that never ended
+
+
+def test_an_answer_past_its_limit_is_refused_and_not_recorded(monkeypatch):
+    from bytesup.client import LlamaServer
+    from bytesup.errors import AnswerTooLarge
+    from bytesup.replay import RecordingTransport, answer_limit
+
+    probs = [{"id": i, "token": "x", "bytes": [120], "logprob": -1.0, "top_logprobs": []} for i in range(100_000)]
+    body = json.dumps({"content": "x", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 1.0},
+                       "completion_probabilities": probs}).encode()
+    assert len(body) > answer_limit("/completion", {"n_predict": 1, "n_probs": 8})
+
+    def big(wfile):
+        wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+    sink: list = []
+    with RawServer(big) as server:
+        with pytest.raises(AnswerTooLarge, match="BYTESUP_MAX_ANSWER_MB"):
+            LlamaServer(server.url, transport=RecordingTransport(sink)).completion("x", n_predict=1, n_probs=8)
+        assert sink == []
+        monkeypatch.setenv("BYTESUP_MAX_ANSWER_MB", "100")  # the way to accept it on purpose
+        done = LlamaServer(server.url, transport=RecordingTransport(sink)).completion("x", n_predict=1, n_probs=8)
+        assert len(done.completion_probabilities) == 100_000 and len(sink) == 1
+
+
+def test_limits_by_hand():
+    from bytesup.replay import answer_limit
+
+    assert answer_limit("/completion", {"n_predict": 1, "n_probs": 8}) == 4_000_000 + 2 * (512 + 8 * 512)
+    assert answer_limit("/completion", {"n_predict": 128}) == 4_000_000 + 129 * 512
+    assert answer_limit("/completion", {"n_predict": -1}) == 4_000_000 + 8193 * 512
+    assert answer_limit("/props", None) == 16_000_000
+
+
+def test_a_gzip_answer_is_read_once_and_recorded_decoded():
+    import gzip
+
+    from bytesup.client import LlamaServer
+    from bytesup.replay import RecordingTransport
+
+    props = load_fixture("props")["response"]
+    packed = gzip.compress(json.dumps(props).encode())
+
+    def zipped(wfile):
+        wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                    b"Content-Length: %d\r\n\r\n" % len(packed) + packed)
+
+    sink: list = []
+    with RawServer(zipped) as server:
+        assert LlamaServer(server.url, transport=RecordingTransport(sink)).props().model_path == props["model_path"]
+        assert LlamaServer(server.url).props().model_path == props["model_path"]
+    assert sink[0]["response"] == props
+
+
+# --- 4. numbers a server should never send -------------------------------------------------------------
+
+def completion_with(**changes):
+    body = json.loads(json.dumps(load_fixture("completion_logprobs")["response"]))
+    for path, value in changes.items():
+        node = body
+        keys = path.split("__")
+        for k in keys[:-1]:
+            node = node[int(k)] if k.isdigit() else node[k]
+        node[keys[-1]] = value
+    return body
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"completion_probabilities__0__top_logprobs__0__logprob": float("nan")}, "logprob"),
+    ({"completion_probabilities__0__top_logprobs__0__logprob": 5.0}, "logprob"),
+    ({"completion_probabilities__0__top_logprobs__0__logprob": float("-inf")}, "logprob"),
+    ({"completion_probabilities__0__top_logprobs__0__logprob": -1e308}, None),  # finite and ≤ 0: a real (tiny) probability
+    ({"timings__prompt_ms": -5.0}, "prompt_ms"),
+    ({"timings__predicted_n": -1}, "predicted_n"),
+    ({"timings__predicted_ms": 0.0, "timings__predicted_n": 5}, "timings"),
+])
+def test_numbers_no_server_sends_are_named_with_the_build(change, field):
+    from bytesup import records as r
+    from bytesup.errors import ImplausibleValue
+
+    body = completion_with(**change)
+    if field is None:
+        r.parse(r.Completion, body, path="/completion")
+        return
+    with pytest.raises(ImplausibleValue) as err:
+        r.parse(r.Completion, body, path="/completion", build="b4321-test")
+    text = str(err.value)
+    assert "/completion" in text and field in text and "b4321-test" in text and "no llama.cpp server sends" in text
+
+
+def test_a_probability_past_one_is_named():
+    from bytesup import records as r
+    from bytesup.errors import ImplausibleValue
+
+    body = json.loads(json.dumps(load_fixture("completion_post_sampling")["response"]))
+    body["completion_probabilities"][0]["top_probs"][0]["prob"] = 7.5
+    with pytest.raises(ImplausibleValue, match="prob = 7.5"):
+        r.parse(r.Completion, body, path="/completion")
+
+
+def test_a_recording_of_a_nan_answer_is_strict_json():
+    from bytesup.client import LlamaServer
+    from bytesup.errors import ImplausibleValue
+    from bytesup.replay import RecordingTransport
+
+    body = json.dumps(completion_with(completion_probabilities__0__top_logprobs__0__logprob=float("nan"))).encode()
+    assert b"NaN" in body
+
+    def nan(wfile):
+        wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+    sink: list = []
+    with RawServer(nan) as server:
+        with pytest.raises(ImplausibleValue):
+            LlamaServer(server.url, transport=RecordingTransport(sink)).completion("x", n_predict=1, n_probs=8)
+    line = json.dumps(sink[0], allow_nan=False)  # strict: the server's NaN kept as the text it sent
+    assert '"logprob": "NaN"' in line

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from pydantic import ValidationError
 
 from bytesup import records as r
 from bytesup.errors import MalformedResponse, MissingField
@@ -112,17 +113,20 @@ def test_decode_of_one_token_or_none_has_no_speed():
         t = timings(predicted_n=n, predicted_ms=0.0)
         assert r.decode_passes(t) == 0
         assert math.isnan(r.decode_ms_per_token(t)) and math.isnan(r.decode_tokens_per_s(t))
-    # passes but no time measured: no speed (never an infinite one)
-    zero = timings(predicted_n=5, predicted_ms=0.0)
+    # passes but no time measured: refused when read, and no speed from one built around the check (never an infinite one)
+    with pytest.raises(ValidationError):
+        timings(predicted_n=5, predicted_ms=0.0)
+    zero = r.Timings.model_construct(prompt_n=10, prompt_ms=50.0, predicted_n=5, predicted_ms=0.0)
     assert r.decode_ms_per_token(zero) == 0.0 and math.isnan(r.decode_tokens_per_s(zero))
-    assert r.decode_passes(timings(predicted_n=-3)) == 0
+    with pytest.raises(ValidationError):  # a negative count is no server's: refused when read (issue 23)
+        timings(predicted_n=-3)
 
 
 def test_prefill_tokens_per_s():
     assert r.prefill_tokens_per_s(timings(prompt_n=10, prompt_ms=50.0)) == 200.0   # 10 × 1000 ÷ 50
     assert r.prefill_tokens_per_s(timings(prompt_n=1921, prompt_ms=4000.0)) == 480.25  # 1921 ÷ 4 s
     assert r.prefill_tokens_per_s(timings(prompt_n=3, prompt_ms=0.5)) == 6000.0  # under a millisecond still counts
-    assert math.isnan(r.prefill_tokens_per_s(timings(prompt_n=10, prompt_ms=0.0)))
+    assert math.isnan(r.prefill_tokens_per_s(r.Timings.model_construct(prompt_n=10, prompt_ms=0.0)))  # refused when read
 
 
 def test_timings_defaults_and_speculative_counts():
@@ -248,10 +252,13 @@ def test_missing_probabilities_message():
                                      "which this lesson needs (server build: unknown).")
 
 
-def test_a_negative_time_is_no_speed():
-    t = timings(predicted_n=3, predicted_ms=-10.0)  # −5 ms per pass: no speed, not −200 tokens/s
+def test_a_negative_time_is_refused_when_read_and_never_a_speed():
+    with pytest.raises(ValidationError):
+        timings(predicted_n=3, predicted_ms=-10.0)
+    # The arithmetic still gives no speed for one built around the check: −5 ms per pass, not −200 tokens/s.
+    t = r.Timings.model_construct(prompt_n=10, prompt_ms=-1.0, predicted_n=3, predicted_ms=-10.0)
     assert r.decode_ms_per_token(t) == -5.0 and math.isnan(r.decode_tokens_per_s(t))
-    assert math.isnan(r.prefill_tokens_per_s(timings(prompt_ms=-1.0)))
+    assert math.isnan(r.prefill_tokens_per_s(t))
 
 
 def test_a_malformed_nested_field_is_named_by_its_path():

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 import time
 from typing import Any, Iterator
 
@@ -13,8 +11,8 @@ import httpx
 
 from . import records as r
 from . import sse
-from .errors import BytesupError, MalformedResponse, ServerHTTPError, ServerTimeout, ServerUnreachable, StreamError
-from .replay import ARRIVALS, since_ms
+from .errors import AnswerTooLarge, BytesupError, MalformedResponse, ServerHTTPError, ServerTimeout, ServerUnreachable, StreamError
+from .replay import ARRIVALS, LIMITS, answer_limit, read_bounded, settled_headers, since_ms, watchdog
 
 DEFAULT_URL = "http://127.0.0.1:8099"
 # Seconds to wait for one answer. A lesson's longest request (a long prefill on a big model on a
@@ -31,26 +29,6 @@ def clock_info() -> dict[str, Any]:
 
 def default_base_url() -> str:
     return os.environ.get("BYTESUP_SERVER") or DEFAULT_URL
-
-
-def _watchdog(resp: httpx.Response, seconds: float) -> threading.Timer | None:
-    """A timer that shuts the answer's socket after `seconds`, so a blocked read returns at once;
-    None where the answer has no socket (a recording replayed, a test's transport)."""
-    stream = resp.extensions.get("network_stream")
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    if not isinstance(sock, socket.socket):
-        return None
-
-    def shut() -> None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:  # already closed
-            pass
-
-    timer = threading.Timer(max(seconds, 0.0), shut)
-    timer.daemon = True
-    timer.start()
-    return timer
 
 
 class LlamaServer:
@@ -89,8 +67,13 @@ class LlamaServer:
     # --- transport ---------------------------------------------------------------------
 
     def _send(self, method: str, path: str, payload: dict[str, Any] | None = None) -> httpx.Response:
+        """One request whose whole answer must arrive within --timeout and within its size limit (`answer_limit`)."""
+        limits = {"max_bytes": answer_limit(path, payload), "deadline": time.perf_counter() + self.timeout}
         try:
-            resp = self._http.request(method, path, json=payload)
+            with self._http.stream(method, path, json=payload, extensions={LIMITS: limits}) as streamed:
+                body = read_bounded(streamed, streamed.request)
+                resp = httpx.Response(streamed.status_code, headers=settled_headers(streamed.headers), content=body,
+                                      request=streamed.request)
         except httpx.TimeoutException:
             raise ServerTimeout(self.base_url, path, self.timeout) from None
         except httpx.TransportError as exc:
@@ -142,12 +125,12 @@ class LlamaServer:
                 if resp.status_code >= 400:
                     resp.read()
                     raise ServerHTTPError(self.base_url, "POST", path, resp.status_code, resp.text)
-                watchdog = _watchdog(resp, self.timeout - (time.perf_counter() - sent))
+                timer = watchdog(resp, self.timeout - (time.perf_counter() - sent))
                 try:
                     return self._read_stream(path, resp, sent)
                 finally:
-                    if watchdog is not None:
-                        watchdog.cancel()
+                    if timer is not None:
+                        timer.cancel()
         except httpx.TimeoutException:
             raise ServerTimeout(self.base_url, path, self.timeout) from None
         except httpx.TransportError as exc:
@@ -158,6 +141,7 @@ class LlamaServer:
         """(arrival ms, chunk) for each body chunk: the transport's stamps when it gives them
         (recording or replaying), else this clock's. Fails past the deadline or when the body breaks."""
         stamps = resp.extensions.get(ARRIVALS)
+        limit = answer_limit(path, json.loads(resp.request.content or b"null"))
         chunks = resp.iter_raw()
         n = 0
         while True:
@@ -175,6 +159,8 @@ class LlamaServer:
                                   f"broke off ({type(exc).__name__}: {exc})", splitter.pending) from None
             at = stamps[n] if stamps is not None and n < len(stamps) else since_ms(sent)
             n += 1
+            if splitter.received + len(chunk) > limit:
+                raise AnswerTooLarge(self.base_url, path, limit)
             yield at, chunk
             if time.perf_counter() - sent > self.timeout:
                 raise StreamError(self.base_url, path, splitter.received, self._too_long())

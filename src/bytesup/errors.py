@@ -69,6 +69,23 @@ class MalformedResponse(BytesupError):
         )
 
 
+class AnswerTooLarge(BytesupError):
+    def __init__(self, url: str, path: str, limit: int):
+        super().__init__(
+            f"The answer to {path} from {url} passed {limit:,} bytes, more than that request can need, so bytesup stopped "
+            "reading it and recorded nothing of it. A llama.cpp server answering as asked stays far below this; is "
+            f"{url} really a llama-server? To accept bigger answers anyway, set BYTESUP_MAX_ANSWER_MB (a floor, in MB, "
+            "for every answer's limit) and run again.")
+
+
+class ImplausibleValue(BytesupError):
+    def __init__(self, path: str, field: str, value: object, why: str, build: str | None):
+        super().__init__(
+            f"The server's answer to {path} gives {field} = {value!r}, which no llama.cpp server sends ({why}; server "
+            f"build: {build or 'unknown'}). Nothing was computed from it. Check the server's log, and run the lesson "
+            "against a llama-server you trust; if this build really sends it, report the build and the field.")
+
+
 class StreamError(BytesupError):
     """A streamed answer that broke off, carried something that is not an event, or never finished."""
 

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, NamedTuple, TypeVar
+from typing import Annotated, Any, NamedTuple, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
-from .errors import MalformedResponse, MissingField
+from .errors import ImplausibleValue, MalformedResponse, MissingField
+
+# Values a llama.cpp server can send, checked as each answer is read: a log-probability is finite and at most 0
+# (1e-6 above it for rounding of a probability of 1), a probability lies in [0, 1], a time is finite and not
+# negative, a count is not negative. Anything else is named, never computed with.
+ROUNDING = 1e-6
+LogProb = Annotated[float, Field(le=ROUNDING, allow_inf_nan=False)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0 + ROUNDING, allow_inf_nan=False)]
+Millis = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0)]
 
 
 class ServerRecord(BaseModel):
@@ -57,14 +67,14 @@ class TopLogprob(ServerRecord):
     id: int
     token: str
     bytes: list[int] | None = None
-    logprob: float
+    logprob: LogProb
 
 
 class TopProb(ServerRecord):
     id: int
     token: str
     bytes: list[int] | None = None
-    prob: float
+    prob: Probability
 
 
 class TokenProbabilities(ServerRecord):
@@ -74,9 +84,9 @@ class TokenProbabilities(ServerRecord):
     id: int
     token: str
     bytes: list[int] | None = None
-    logprob: float | None = None
+    logprob: LogProb | None = None
     top_logprobs: list[TopLogprob] | None = None
-    prob: float | None = None
+    prob: Probability | None = None
     top_probs: list[TopProb] | None = None
 
     def candidates(self) -> list["Candidate"]:
@@ -98,19 +108,30 @@ class Candidate(NamedTuple):
 
 
 class Timings(ServerRecord):
-    cache_n: int = 0
-    prompt_n: int
-    prompt_ms: float
+    cache_n: Count = 0
+    prompt_n: Count
+    prompt_ms: Millis
     prompt_per_token_ms: float | None = None
     prompt_per_second: float | None = None
-    predicted_n: int
-    predicted_ms: float
+    predicted_n: Count
+    predicted_ms: Millis
     predicted_per_token_ms: float | None = None
     predicted_per_second: float | None = None
     # Speculative decoding only (a server started with --spec-type): tokens drafted, and of those
     # the ones the target model accepted, over the whole generation. Absent when nothing was drafted.
-    draft_n: int | None = None
-    draft_n_accepted: int | None = None
+    draft_n: Count | None = None
+    draft_n_accepted: Count | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Timings":
+        # Time is spent on every evaluated prompt token and on every decode pass after the first token.
+        if self.prompt_n > 0 and self.prompt_ms == 0:
+            raise PydanticCustomError("implausible", "prompt_ms is 0 for {n} prompt tokens", {"n": self.prompt_n})
+        if self.predicted_n > 1 and self.predicted_ms == 0:
+            raise PydanticCustomError("implausible", "predicted_ms is 0 for {n} generated tokens", {"n": self.predicted_n})
+        if self.draft_n is not None and self.draft_n_accepted is not None and self.draft_n_accepted > self.draft_n:
+            raise PydanticCustomError("implausible", "more draft tokens accepted than drafted", {})
+        return self
 
 
 class Completion(ServerRecord):
@@ -244,6 +265,8 @@ def decode_tokens_per_s(t: Timings) -> float:
 # --- parsing ----------------------------------------------------------------------------
 
 R = TypeVar("R", bound=ServerRecord)
+_OUT_OF_RANGE = {"finite_number": "not a finite number", "less_than_equal": "above the largest possible value",
+                 "greater_than_equal": "below the smallest possible value"}
 
 
 def parse(model: type[R], data: Any, *, path: str, url: str = "", build: str | None = None) -> R:
@@ -255,6 +278,15 @@ def parse(model: type[R], data: Any, *, path: str, url: str = "", build: str | N
             if err["type"] == "missing":
                 field = ".".join(str(p) for p in err["loc"])
                 raise MissingField(path, field, build) from None
+        for err in exc.errors():
+            if err["type"] in _OUT_OF_RANGE:
+                field = ".".join(str(p) for p in err["loc"])
+                raise ImplausibleValue(path, field, err.get("input"), _OUT_OF_RANGE[err["type"]], build) from None
+            if err["type"] == "implausible":
+                field = ".".join(str(p) for p in err["loc"]) or "the answer"
+                value = {k: v for k, v in (err.get("input") or {}).items() if "_n" in k or "_ms" in k} \
+                    if isinstance(err.get("input"), dict) else err.get("input")
+                raise ImplausibleValue(path, field, value, err["msg"], build) from None
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "the body"
         raise MalformedResponse(url, path, f"{where}: {first['msg']}", str(data)) from None

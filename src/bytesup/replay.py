@@ -16,17 +16,98 @@ what a replay computes from the recording are the same numbers.
 from __future__ import annotations
 
 import json
+import os
+import socket
+import threading
 import time
 from collections import defaultdict, deque
 from typing import Any
 
 import httpx
 
-from .errors import ReplayMiss
+from .errors import AnswerTooLarge, ReplayMiss
 from .sse import EventSplitter
 
 # The response extension that carries each body chunk's arrival time (ms after sending, rounded to the µs).
 ARRIVALS = "bytesup.arrivals_ms"
+# The request extension that bounds an answer: {"max_bytes": n, "deadline": a time.perf_counter() value}.
+LIMITS = "bytesup.limits"
+MAX_ANSWER_ENV = "BYTESUP_MAX_ANSWER_MB"
+# Headers that describe the body as it travelled: once it is read (and decoded) here they no longer hold.
+_TRAVEL_HEADERS = {"content-encoding", "content-length", "transfer-encoding"}
+
+
+def answer_limit(path: str, payload: Any) -> int:
+    """The bytes an answer to this request may take, from what it asked: a /completion's generated tokens times what
+    each brings (its text and, per listed candidate, id, text, bytes and probability), plus room for the settings
+    it echoes; 16 MB for any other endpoint. BYTESUP_MAX_ANSWER_MB raises every limit to at least that."""
+    floor = 0
+    try:
+        floor = int(float(os.environ.get(MAX_ANSWER_ENV) or 0) * 1e6)
+    except ValueError:
+        floor = 0
+    limit = 16_000_000
+    if path == "/completion" and isinstance(payload, dict):
+        n_predict = payload.get("n_predict")
+        tokens = n_predict if isinstance(n_predict, int) and 0 <= n_predict else 8192  # -1 or unset: to the context's end
+        n_probs = payload.get("n_probs")
+        candidates = n_probs if isinstance(n_probs, int) and n_probs > 0 else 0
+        limit = 4_000_000 + (tokens + 1) * (512 + 512 * candidates)
+    return max(limit, floor)
+
+
+def watchdog(resp: httpx.Response, seconds: float) -> threading.Timer | None:
+    """A timer that shuts the answer's socket after `seconds`, so a blocked read returns at once;
+    None where the answer has no socket (a recording replayed, a test's transport)."""
+    stream = resp.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if not isinstance(sock, socket.socket):
+        return None
+
+    def shut() -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed
+            pass
+
+    timer = threading.Timer(max(seconds, 0.0), shut)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def read_bounded(response: httpx.Response, request: httpx.Request) -> bytes:
+    """The whole (decoded) body, within the request's limits: past `max_bytes` the answer is closed and
+    AnswerTooLarge raised; past `deadline` a timeout, however steadily the bytes trickle in."""
+    limits = request.extensions.get(LIMITS) or {}
+    max_bytes, deadline = limits.get("max_bytes"), limits.get("deadline")
+    timer = watchdog(response, deadline - time.perf_counter()) if deadline is not None else None
+    body = bytearray()
+    try:
+        for chunk in response.iter_bytes():
+            body += chunk
+            if max_bytes is not None and len(body) > max_bytes:
+                response.close()
+                raise AnswerTooLarge(f"{request.url.scheme}://{request.url.netloc.decode()}", request.url.path, max_bytes)
+            if deadline is not None and time.perf_counter() > deadline:
+                raise httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request)
+    except httpx.TransportError:
+        if deadline is not None and time.perf_counter() >= deadline:  # the watchdog shut the socket
+            raise httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request) from None
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return bytes(body)
+
+
+def settled_headers(headers: httpx.Headers) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in headers.items() if k.lower() not in _TRAVEL_HEADERS]
+
+
+def strict_json(body: bytes) -> Any:
+    """JSON as a recording keeps it: strict, so NaN and infinities a server sends stay as the strings it wrote."""
+    return json.loads(body, parse_constant=lambda name: name)
 
 
 def since_ms(started: float) -> float:
@@ -76,15 +157,17 @@ class RecordingTransport(httpx.BaseTransport):
             stream = _RecordedStream(response, entry, arrivals, started, self.sink)
             return httpx.Response(response.status_code, headers=response.headers, stream=stream, request=request,
                                   extensions={**response.extensions, ARRIVALS: arrivals})
-        body = response.read()
+        body = read_bounded(response, request)  # too big or too slow: nothing is recorded
         elapsed_ms = (time.perf_counter() - started) * 1000.0
         try:
-            entry["response"] = json.loads(body)
-        except ValueError:
+            entry["response"] = strict_json(body)
+        except (ValueError, RecursionError):
             entry["response_text"] = body.decode("utf-8", errors="replace")
         entry["elapsed_ms"] = round(elapsed_ms, 3)
         self.sink.append(entry)
-        return httpx.Response(response.status_code, headers=response.headers, content=body, request=request)
+        # The body is read and decoded here: the client gets it without the headers of its travel (a gzip
+        # Content-Encoding would make the client decode it a second time).
+        return httpx.Response(response.status_code, headers=settled_headers(response.headers), content=body, request=request)
 
     def close(self) -> None:
         self.inner.close()

@@ -46,8 +46,9 @@ def dumps(data: Any, where: str = "a JSON file") -> str:
     except ValueError:
         raise BytesupError(
             f"{where} was not written: it would hold a value that is not a finite number (NaN or infinity) "
-            f"at {_first_non_finite(data) or 'some field'}. Check the options that feed it (for example "
-            "--bandwidth-gbs must be a positive number), then run the lesson again."
+            f"at {_first_non_finite(data) or 'some field'}. It comes from a server's answer or an option: read the "
+            "server's answers in the lesson's exchanges (http/<lesson>.failed.jsonl) and check the options that feed it "
+            "(for example --bandwidth-gbs must be a positive number), then run the lesson again."
         ) from None
 
 
