@@ -97,7 +97,7 @@ class TopAnswers:
 
 def lesson_prompts(ctx: LessonContext) -> list[tuple[str, str]]:
     """The published four, then the prompts given with --prompt, in order (tables top8_prompt_1, top8_prompt_2, …)."""
-    return PROMPTS + [(f"top8_prompt_{k}", text) for k, text in enumerate(ctx.option("prompts", []), start=1)]
+    return PROMPTS + [(f"top8_prompt_{k}", text) for k, text in enumerate(ctx.option("prompts") or [], start=1)]
 
 
 def ask_top_tokens(ctx: LessonContext, prompts: list[tuple[str, str]]) -> list[TopAnswers]:

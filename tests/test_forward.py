@@ -401,3 +401,40 @@ def test_what_else_the_pass_refuses(tmp_path):
     write_tiny(path, leave_out="blk.1.ffn_down.weight")
     with pytest.raises(ForwardError, match=r"has no blk\.1\.ffn_down\.weight, which a llama model needs\.$"):
         forward.Model(path)
+
+
+def test_the_byte_level_alphabet_covers_every_byte_once():
+    assert sorted(forward._GPT2_BYTES.values()) == list(range(256))
+    # The ends of the three printable runs stand for themselves; DEL (127), the first byte after '~', is chr(256 + 33).
+    assert forward.piece_bytes("!~\u00a1\u00ac\u00ae\u00ff", "gpt2") == bytes([33, 126, 161, 172, 174, 255])
+    assert forward.piece_bytes("\u0121", "gpt2") == bytes([127])
+    # The soft hyphen (173) is not printable: 33 bytes below '!' and 34 from DEL to 160 come first, so it is chr(256 + 67).
+    assert forward.piece_bytes("\u0143", "gpt2") == bytes([173])
+    # A character outside the alphabet, and a piece of a tokenizer kind without one, are their UTF-8.
+    assert forward.piece_bytes("\u20ac", "gpt2") == forward.piece_bytes("\u20ac", None) == "\u20ac".encode("utf-8")
+    # SentencePiece byte tokens are two hex digits: 0x1F is 31, 0xFF is 255.
+    assert forward.piece_bytes("<0x1F>", "llama") + forward.piece_bytes("<0xFF>", "llama") == bytes([31, 255])
+
+
+def test_token_zero_is_a_row_and_blocks_are_dropped_unless_kept(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    w = write_tiny(path, seed=4)
+    model = forward.Model(path)
+    assert np.array_equal(model.embed([0]), w["token_embd.weight"][[0]])
+    forward.forward(model, [[0, 3]])
+    assert model._blocks == {}  # one block's weights at a time: nothing held after the pass
+    kept = forward.Model(path, keep_blocks=True)
+    forward.forward(kept, [[0, 3]])
+    assert sorted(kept._blocks) == [0, 1]
+
+
+def test_each_steps_time_is_part_of_the_whole(tmp_path):
+    import time
+
+    path = tmp_path / "tiny.gguf"
+    write_tiny(path)
+    model = forward.Model(path, keep_blocks=True)
+    began = time.perf_counter()
+    done = forward.greedy(model, [1, 2], 4, cached=True)
+    whole = time.perf_counter() - began
+    assert 0 < sum(done.seconds) <= whole

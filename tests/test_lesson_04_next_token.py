@@ -714,3 +714,14 @@ def test_the_command_line_takes_repeated_prompts(monkeypatch):
     assert seen["options"].lesson_options.given() == {"prompts": ["The capital of Italy is", "1, 2, 3,"]}
     empty = CliRunner().invoke(cli.app, ["run", "04_next_token", "--prompt", " "])
     assert empty.exit_code == 2 and "--prompt" in empty.output and "a prompt is empty" in empty.output
+
+
+@pytest.mark.parametrize("given", [None, ["The capital of Italy is"]])
+def test_the_prompts_of_a_live_run(lesson, given):
+    """Live (no recording), with and without --prompt: the published four first, then the given ones."""
+    from bytesup.lesson import LessonContext, Reporter
+
+    ctx = LessonContext(LESSON, "t", server=QueuedServer({}).server, model_path=None, sink=[], replay=None,
+                        options=RunOptions(command=["t"], lesson_options={"prompts": given}), progress=Reporter(None, LESSON))
+    assert lesson.lesson_prompts(ctx) == lesson.PROMPTS + [("top8_prompt_1", p) for p in given or []]
+    assert ctx.host_values["option_prompts"] == given
