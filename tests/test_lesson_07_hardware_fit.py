@@ -411,3 +411,64 @@ def test_measured_points_by_hand(lesson):
     (alone,) = lesson.measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [])
     assert alone.engine_roof_gflop_s is None and alone.closest == "numpy's"
     assert lesson.closest_roof(30.0, {"a": 20.0, "b": 100.0}) == "a"  # 1.5 × a, 0.3 × b
+
+
+def test_host_since_replays_an_older_run_as_it_was(lesson):
+    """A plan an older recording lacks gives `before` and is not added to it; a recorded plan is returned as recorded;
+    never measured on replay."""
+    from lessonkit import hand_context
+
+    def never():
+        raise AssertionError("a replay measures nothing")
+
+    old = hand_context(lesson.__name__, QueuedServer({}))
+    assert old.host_since("prefill_plan", never, before={"samples": 0}) == {"samples": 0}
+    assert "prefill_plan" not in old.host_values
+    new = hand_context(lesson.__name__, QueuedServer({}), host_values={"prefill_plan": {"samples": 5}})
+    assert new.host_since("prefill_plan", never, before={"samples": 0}) == {"samples": 5}
+    assert new.host_values["prefill_plan"] == {"samples": 5}
+
+
+def test_main_measures_a_prefill_and_places_both_phases(lesson):
+    """The same user's server, now with the prefill plan: one warm-up and five timed 128-token prompts (the warm-up's
+    9,999 ms is not a sample), then the measured points against both roofs."""
+    counters = [(0, 0), (64, 64), (64, 64), (128, 128), (128, 128), (256, 208), (256, 208), (384, 288)]
+
+    def prefill(ms: float) -> dict:
+        return {"content": "", "timings": {"prompt_n": 128, "prompt_ms": ms, "predicted_n": 1, "predicted_ms": 0.0}}
+
+    server = QueuedServer({
+        "/v1/models": [{"data": [{"id": "models/hand.gguf", "meta": {"n_params": N_PARAMS, "size": N_BYTES,
+                                                                        "ftype": "Q8_0"}}]}],
+        "/props": [{"total_slots": 2}],
+        "/metrics": [_metrics_text(*c) for c in counters],
+        "/tokenize": [{"tokens": list(range(128))}],
+        # 128 tokens in 400 ms = 320 tokens/s (median of 380, 400, 400, 420, 440 ms: 320); then the batches as before
+        "/completion": [prefill(9999.0), *[prefill(ms) for ms in (380.0, 400.0, 400.0, 420.0, 440.0)],
+                        _completion(64, 630.0), _completion(64, 700.0), *[_completion(64, 1260.0)] * 2,
+                        *[_completion(64, 1575.0)] * 2],
+    })
+    bandwidth, blas, matmul = _host()
+    facts = {"url_host": "127.0.0.1", "local": True, "model_readable": False, "accelerators": [],
+             "on_accelerator": False, "host_bandwidth_applies": True, "reason": "by hand"}
+    walls = {"batch_wall_s_p1_r0": 0.8, "batch_wall_s_p1_r1": 1.0, "batch_wall_s_p2_r0": 1.28, "batch_wall_s_p2_r1": 1.6}
+    ctx = hand_context(LESSON, server, bandwidth=bandwidth,
+                       host_values={"server_facts": facts, "blas_info": blas, "matmul_peak": matmul, **walls,
+                                    "prefill_plan": {"warmup": 1, "samples": 5, "tokens": 128}})
+    result = lesson.main(ctx)
+    assert server.left() == {}
+    prompts = [b for _, path, b in server.requests if path == "/completion" and b["n_predict"] == 1]
+    assert len(prompts) == 6 and all(b["prompt"] == list(range(128)) and b["cache_prompt"] is False for b in prompts)
+
+    t = result.table("measured_points")
+    dec, pre = t.rows
+    # 0.1 GFLOP per token. decode alone: 95 tokens/s, 9.5 GFLOP/s at 1 FLOP/byte, where both roofs are 16 GB/s × 1
+    assert dec[col(t, "reached")] == pytest.approx(9.5) and dec[col(t, "closest roof")] == "both"
+    assert dec[col(t, "this CPU's roof there")] == pytest.approx(16.0)
+    # prefill: 320 tokens/s, 32 GFLOP/s at 128 FLOPs/byte: this CPU's roof 200, the engine's 32
+    assert pre[col(t, "tokens/s")] == pytest.approx(320.0) and pre[col(t, "reached")] == pytest.approx(32.0)
+    assert pre[col(t, "this CPU's roof there")] == pytest.approx(200.0)
+    assert pre[col(t, "the engine's roof there")] == pytest.approx(32.0) and pre[col(t, "closest roof")] == "the engine's"
+    plot = next(p for p in result.plots if p.name == "roofline")
+    measured = next(s for s in plot.series if s.label.startswith("measured"))
+    assert measured.x == pytest.approx([1.0, 128.0]) and measured.y == pytest.approx([9.5, 32.0])
