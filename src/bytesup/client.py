@@ -110,7 +110,8 @@ class LlamaServer:
     def completion_stream(self, prompt: str | list[int], **settings: Any) -> r.StreamedCompletion:
         """POST /completion with `stream: true`: the server's events, each stamped on arrival.
 
-        Times are ms after the request was sent, on the monotonic clock (time.perf_counter). The
+        Times are ms after the request was sent (connecting included: each stream opens its own
+        connection), on the monotonic clock (time.perf_counter). The
         whole answer must end within the client's timeout (--timeout) after sending: at that moment
         a watchdog shuts the connection's socket, so a stream that keeps sending or has gone silent
         fails then, never later. A stream cut mid-event, an event that is not JSON, or a stream
@@ -121,7 +122,9 @@ class LlamaServer:
         body = {"prompt": prompt, **settings, "stream": True}
         sent = time.perf_counter()
         try:
-            with self._http.stream("POST", path, json=body) as resp:
+            # A connection of its own: llama-server may close a connection once it has streamed an
+            # answer on it, and a request sent on it at that moment fails (RemoteProtocolError).
+            with self._http.stream("POST", path, json=body, headers={"Connection": "close"}) as resp:
                 if resp.status_code >= 400:
                     resp.read()
                     raise ServerHTTPError(self.base_url, "POST", path, resp.status_code, resp.text)
