@@ -52,7 +52,7 @@ browser:
 	    || echo "apt-get could not install chromium: the browser tests will be skipped"; \
 	else echo "chromium is not installed and installing it needs root: the browser tests will be skipped"; fi
 
-# Mutation benchmark, not part of `make test` (slow): mutmut over the shared modules, ceiling.py and every lesson's
+# Mutation benchmark, not part of `make test` (slow): mutmut over the shared modules, course/ceiling.py and every lesson's
 # computation section, or the files in MUTANTS (source[=test,test], e.g. MUTANTS=lessons/08_capstone_decode_memory_bound.py);
 # see scripts/mutants.py and docs/mutants.md.
 MUTANTS ?=

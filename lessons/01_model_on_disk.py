@@ -25,9 +25,12 @@ from typing import Any
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from bytesup import ceiling, formulas, hostbench, published
-from bytesup.ceiling import Ceiling, TokenWork, token_work
-from bytesup.gguf_read import read_model_info
+from bytesup.course import ceiling
+from bytesup.course import formulas
+from bytesup.host import hostbench
+from bytesup.course import published
+from bytesup.course.ceiling import Ceiling, TokenWork, token_work
+from bytesup.models.gguf import read_model_info
 from bytesup.lesson import LessonContext
 
 TITLE = "What a model is on disk"
@@ -35,7 +38,7 @@ TITLE = "What a model is on disk"
 GB = formulas.GB
 MiB = 2**20
 
-# Published reference values come from bytesup.published (the course outline); they are only
+# Published reference values come from bytesup.course.published (the course outline); they are only
 # ever shown labelled "published".
 SPECIMEN: dict[str, Any] = published.SPECIMEN
 PUBLISHED_MODEL = f"{published.SPECIMEN_NAME} (published)"
@@ -213,7 +216,7 @@ def strict_bytes(bytes_per_token: float, embd_bytes: int, row_bytes: int, ref_gb
 
 
 def reference_bandwidth(ceil: Ceiling) -> tuple[float, str]:
-    """The bandwidth the last ceiling sentences use: the server's own where known (bytesup.ceiling's
+    """The bandwidth the last ceiling sentences use: the server's own where known (bytesup.course.ceiling's
     server_bandwidth), else this host's CPU median, labelled as such."""
     ref = ceiling.server_bandwidth(ceil.bandwidth.median, host_applies=ceil.host_applies, given_gbs=ceil.given_gbs)
     if ref is None:
@@ -413,7 +416,7 @@ def show_work(ctx: LessonContext, model_name: str, work: TokenWork, published_wo
 
 def ceiling_rows(ceil: Ceiling | None, model_name: str) -> list[list[Any]]:
     """source, model, bandwidth (GB/s), bytes per token, ceiling (tokens/s): the published example,
-    then bytesup.ceiling's sources (the given bandwidth, this host's median, min and max)."""
+    then bytesup.course.ceiling's sources (the given bandwidth, this host's median, min and max)."""
     pub_bytes = SPECIMEN["file_bytes"]
     pub_gbs = published.SPARK_BANDWIDTH_GB_PER_S
     rows = [[PUBLISHED_HOST, PUBLISHED_MODEL, pub_gbs, pub_bytes, ceiling.ceiling_at(pub_gbs, pub_bytes)]]
@@ -525,7 +528,7 @@ def main(ctx: LessonContext):
     ctx.measure("bytes_per_token", "bytes", [tot.tensor_bytes], higher_is_better=None,
                 description="bytes of weights read per decoded token (every tensor once)")
 
-    # 7. The bandwidth ceiling: bandwidth ÷ bytes per token (bytesup.ceiling).
+    # 7. The bandwidth ceiling: bandwidth ÷ bytes per token (bytesup.course.ceiling).
     ctx.step("measuring this host's memory read bandwidth")
     inputs = bandwidth_inputs(ctx)
     ctx.settings["bandwidth_gbs"] = inputs.given_gbs
@@ -538,6 +541,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)

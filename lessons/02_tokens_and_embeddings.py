@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bytesup.gguf_read import embedding_row, is_synthetic_metadata, read_model_info
+from bytesup.models.gguf import embedding_row, is_synthetic_metadata, read_model_info
 from bytesup.lesson import LessonContext
-from bytesup.records import ModelList, Props, Tokenized, TokenPiece, shown_token
+from bytesup.llama.responses import ModelList, Props, Tokenized, TokenPiece, shown_token
 
 TITLE = "Tokens and embeddings"
 
@@ -458,6 +458,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from bytesup import hostbench, published
-from bytesup.results import Series
+from bytesup.host import hostbench
+from bytesup.course import published
+from bytesup.store.results import Series
 from bytesup.lesson import LessonContext
 
 TITLE = "A layer is matrix multiplication"
@@ -468,6 +469,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)

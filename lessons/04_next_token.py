@@ -3,7 +3,7 @@
 One forward pass turns a prompt into one probability for every vocabulary entry. This script
 works softmax on three logits, asks the server for the eight most probable next tokens of the
 four published prompts (full softmax, before any sampler) beside the server's own probabilities
-for them. It runs the same forward pass in numpy from the GGUF's bytes (bytesup.forward: the lesson's
+for them. It runs the same forward pass in numpy from the GGUF's bytes (bytesup.models.forward: the lesson's
 fifteen lines) and sets its top eight beside the server's, on the served file and, for the default
 model, on its f32 width too; shows that keeping only the last position gives the same answer for
 fewer FLOPs; and follows the final top token through the blocks. Then it times the two phases of
@@ -28,10 +28,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bytesup import ceiling, formulas, forward, hostbench, measure, models, published, realmodel
-from bytesup.ceiling import Ceiling, Efficiency, Spread, TokenWork, token_work
-from bytesup.records import Completion, shown_token
-from bytesup.results import Series
+from bytesup.course import ceiling
+from bytesup.course import formulas
+from bytesup.models import forward
+from bytesup.host import hostbench
+from bytesup.llama import timed as measure
+from bytesup.models import catalog as models
+from bytesup.course import published
+from bytesup.models import smollm2 as realmodel
+from bytesup.course.ceiling import Ceiling, Efficiency, Spread, TokenWork, token_work
+from bytesup.llama.responses import Completion, shown_token
+from bytesup.store.results import Series
 from bytesup.lesson import LessonContext
 
 TITLE = "The forward pass"
@@ -75,7 +82,7 @@ SIGNIFICANT = 6                   # digits kept of numpy's figures (a replay on 
 ACTIVATIONS_ROUNDED_TO = {"Q4_0": "Q8_0 (8 bits)", "Q4_1": "Q8_1 (8 bits)", "Q5_0": "Q8_0 (8 bits)", "Q5_1": "Q8_1 (8 bits)",
                           "Q8_0": "Q8_0 (8 bits)", "F16": "float16", "BF16": "bfloat16", "F32": None}
 
-# Published figures (bytesup.published: lesson 4 on the DGX Spark, its specimen model, lesson 7's
+# Published figures (bytesup.course.published: lesson 4 on the DGX Spark, its specimen model, lesson 7's
 # H100 ridge point). References only: every comparison with them is computed.
 PUB: dict[str, Any] = published.LESSON4
 SPECIMEN: dict[str, Any] = published.SPECIMEN
@@ -580,7 +587,7 @@ def show_through_the_layers(ctx: LessonContext, layers: list[ThroughTheLayers], 
 
 
 def the_pass_in_numpy(ctx: LessonContext, tables: list[TopTokens]) -> None:
-    """Lesson 4's fifteen lines in numpy on the file's bytes, set against the server's tables (bytesup.forward)."""
+    """Lesson 4's fifteen lines in numpy on the file's bytes, set against the server's tables (bytesup.models.forward)."""
     plan = ctx.host_since("numpy_plan", lambda: numpy_plan(ctx))
     if plan is None:
         ctx.note("This run was recorded before lesson 4 computed the forward pass in numpy, so it is not recomputed here.")
@@ -788,7 +795,7 @@ def main(ctx: LessonContext):
     measure_speeds(ctx, sp)
     show_prefill_decode(ctx, sp, runs, cost)
 
-    # 6. Decode against the bandwidth ceiling of lesson 1 (bytesup.ceiling).
+    # 6. Decode against the bandwidth ceiling of lesson 1 (bytesup.course.ceiling).
     ctx.step("read bandwidth")
     if cost is None:
         ctx.note("The model file is not readable here (pass --model PATH.gguf), so the bandwidth ceiling and "
@@ -804,6 +811,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)

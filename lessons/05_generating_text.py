@@ -3,7 +3,7 @@
 A forward pass gives one probability per vocabulary entry; text comes from a loop: pick one token,
 append it, run the model again. This script makes the loop visible (n generated tokens, n passes,
 counted by the server's own /metrics), applies greedy, temperature, top-k and top-p to a real
-next-token distribution with the numpy re-implementations in `bytesup.sampling`, and checks them
+next-token distribution with the numpy re-implementations in `bytesup.course.sampling`, and checks them
 against the probabilities the server itself keeps after its sampler chain. It shows that a seeded
 sampler repeats itself, fits total time = time to first token + time per output token × (n − 1)
 from one length and predicts the others, watches the loop from outside (a streamed generation
@@ -31,11 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from bytesup import clientclock, engine, formulas, measure, models, published, sampling
-from bytesup.client import clock_info
+from bytesup.course import clientclock
+from bytesup.llama import process as engine
+from bytesup.course import formulas
+from bytesup.llama import timed as measure
+from bytesup.models import catalog as models
+from bytesup.course import published
+from bytesup.course import sampling
+from bytesup.llama.client import clock_info
 from bytesup.errors import BytesupError
-from bytesup.gguf_read import read_model_info
-from bytesup.records import (
+from bytesup.models.gguf import read_model_info
+from bytesup.llama.responses import (
     Completion,
     StreamedCompletion,
     Timings,
@@ -44,7 +50,7 @@ from bytesup.records import (
     decode_passes,
     shown_token,
 )
-from bytesup.results import Series
+from bytesup.store.results import Series
 from bytesup.lesson import LessonContext
 
 TITLE = "Generating text"
@@ -114,7 +120,7 @@ FORMULA_AGREES = 0.05                    # measured tokens per pass within 5% of
 # Used only when no speculative server can be started here: the arithmetic on illustrative numbers.
 SPEC_DRAFT = 4
 SPEC_ACCEPT = (0.6, 0.8)
-# The podcast's sequential-floor example (bytesup.published).
+# The podcast's sequential-floor example (bytesup.course.published).
 PODCAST_PASS_MS = published.PODCAST_SEQUENTIAL_FLOOR["pass_ms"]
 PODCAST_TOKENS = published.PODCAST_SEQUENTIAL_FLOOR["tokens"]
 PODCAST_FLOOR_S = published.PODCAST_SEQUENTIAL_FLOOR["floor_s"]
@@ -1488,6 +1494,6 @@ def render_spec_arithmetic(ctx: LessonContext, rows: list[SpecArithmetic]) -> No
 
 
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)

@@ -8,7 +8,7 @@ whole sequence. This script computes the cache's size per token from the served 
 measures decode speed as the context grows, times a long prompt with and without the server's
 prompt cache, and counts the tokens generation would process without a cache, by formula and by
 re-sending the growing text to the server. Last, the same greedy generation runs in numpy from the
-GGUF's bytes (bytesup.forward), once with a KV cache and once recomputing the whole prefix at every
+GGUF's bytes (bytesup.models.forward), once with a KV cache and once recomputing the whole prefix at every
 step: the same tokens, the FLOPs and the time of both ways, beside the server's own tokens.
 """
 
@@ -28,11 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from bytesup import environment, formulas, forward, published
+from bytesup.host import environment
+from bytesup.course import formulas
+from bytesup.models import forward
+from bytesup.course import published
 from bytesup.errors import BytesupError
-from bytesup.gguf_read import read_model_info
-from bytesup.measure import PINNED, context_size, long_prompt_tokens, timed_completions
-from bytesup.records import (
+from bytesup.models.gguf import read_model_info
+from bytesup.llama.timed import PINNED, context_size, long_prompt_tokens, timed_completions
+from bytesup.llama.responses import (
     Completion,
     Timings,
     decode_ms_per_token,
@@ -40,7 +43,7 @@ from bytesup.records import (
     decode_tokens_per_s,
     prefill_tokens_per_s,
 )
-from bytesup.results import Series
+from bytesup.store.results import Series
 from bytesup.lesson import LessonContext
 
 TITLE = "Attention and the KV cache"
@@ -49,7 +52,7 @@ KiB, MiB, GiB = 2**10, 2**20, 2**30
 SEED = PINNED["seed"]
 DEFAULT_CACHE_TYPE = "f16"  # llama.cpp's default for --cache-type-k and --cache-type-v
 
-# Worked examples, from bytesup.published: the course's specimen (deepseek-coder-6.7b-instruct, head width
+# Worked examples, from bytesup.course.published: the course's specimen (deepseek-coder-6.7b-instruct, head width
 # = width ÷ heads, at lesson 4's 2,048-token context) and the 70B example of the outline and the podcast
 # (at the podcast's four-thousand-token context). The podcast's KV figure is its (wrong) claim.
 SPEC, BIG, PODCAST, LESSON4 = published.SPECIMEN, published.KV_70B, published.PODCAST_KV_70B, published.LESSON4
@@ -848,6 +851,6 @@ def render_numpy_decode(ctx: LessonContext, d: NumpyDecode, server_tokens: list[
 
 
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)

@@ -24,11 +24,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from bytesup import formulas, hostbench, measure, published, robust
-from bytesup.ceiling import Spread, ceiling_at
+from bytesup.course import formulas
+from bytesup.host import hostbench
+from bytesup.llama import timed as measure
+from bytesup.course import published
+from bytesup.course import robust
+from bytesup.course.ceiling import Spread, ceiling_at
 from bytesup.errors import BytesupError
-from bytesup.records import Completion, decode_tokens_per_s
-from bytesup.results import Series
+from bytesup.llama.responses import Completion, decode_tokens_per_s
+from bytesup.store.results import Series
 from bytesup.lesson import LessonContext
 
 TITLE = "The hardware fit"
@@ -769,6 +773,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)

@@ -7,15 +7,15 @@ of its own, measures decode tokens/s with repeats, and asks each for the top tok
 capital of France is". Effective GB/s = bytes per token × tokens/s; efficiency compares it with the
 run's one reading of this host's bandwidth (or --bandwidth-gbs). Points whose weights fit in the
 last-level cache are marked cache-resident and kept out of the fit. The verdicts follow stated
-rules (bytesup.sweep): between neighbouring widths, memory-bound where effective GB/s stays flat
+rules (bytesup.course.memory_bound): between neighbouring widths, memory-bound where effective GB/s stays flat
 within the spread (tokens/s follows 1 ÷ bytes), compute-bound where fewer bytes are not faster; a
 fit tokens/s = B ÷ bytes with equal relative weight per point gives the bandwidth decode achieved,
 with its uncertainty, and which points lie on that line. Then every width is explained: each server
 also decodes 2 and 4 sequences at once, and a step's time against the sequences in it is a line whose
 intercept is the weights read (plus a fixed cost) and whose slope is the arithmetic of one token
-(bytesup.decodetime); one bandwidth, one fixed cost and one arithmetic cost per weight type predict
+(bytesup.course.decodetime); one bandwidth, one fixed cost and one arithmetic cost per weight type predict
 each width's decode alone, set beside the measured, and the verdict is the term that holds most of
-the time. Samples follow one rule (bytesup.robust): a warm-up per server, at least five samples, the
+the time. Samples follow one rule (bytesup.course.robust): a warm-up per server, at least five samples, the
 median, and outliers shown but never widening an allowance. The bytes model is then carried to
 context: tokens/s at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d), applied to the
 published DGX Spark figures.
@@ -35,12 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bytesup import decodetime, environment, formulas, hostbench, measure, models, published, robust, sweep
-from bytesup.ceiling import BandwidthReference, Spread, ceiling_at, effective_gbs, server_bandwidth
+from bytesup.course import decodetime
+from bytesup.host import environment
+from bytesup.course import formulas
+from bytesup.host import hostbench
+from bytesup.llama import timed as measure
+from bytesup.models import catalog as models
+from bytesup.course import published
+from bytesup.course import robust
+from bytesup.course import memory_bound as sweep
+from bytesup.course.ceiling import BandwidthReference, Spread, ceiling_at, effective_gbs, server_bandwidth
 from bytesup.errors import BytesupError
-from bytesup.gguf_read import read_model_info
-from bytesup.records import Completion, shown_token
-from bytesup.results import Series
+from bytesup.models.gguf import read_model_info
+from bytesup.llama.responses import Completion, shown_token
+from bytesup.store.results import Series
 from bytesup.lesson import LessonContext
 
 TITLE = "Why LLM decode is memory-bound"
@@ -56,14 +64,14 @@ CTX = 256  # the short prompt and the generated tokens fit; a small context keep
 # The top token at temperature 0 from the full softmax (post_sampling_probs false); cache_prompt false.
 TOP = {"n_predict": 1, "n_probs": 3, "temperature": 0, "post_sampling_probs": False, "cache_prompt": False, "seed": 42}
 MEMORY_SHARE = 0.5  # a model is skipped when its file would take more than this share of the available memory
-# The decode-time model (bytesup.decodetime): each server decodes 1, 2 and 4 sequences at once; a width's step
+# The decode-time model (bytesup.course.decodetime): each server decodes 1, 2 and 4 sequences at once; a width's step
 # time against P is a line, its intercept the weights read (and a fixed cost), its slope the arithmetic.
 LEVELS = (2, 4)  # P besides the sweep's own P = 1 decodes, on the first model of each weight type
 FIT_LEVELS = (2, 4)  # the lines are fitted here; P = 1 is left for the model to predict
 BATCH_SEED_BASE = 8000  # each request of a batch gets its own seed, so a replay answers each one exactly
 MODEL_TOLERANCE = decodetime.TOLERANCE  # the model predicts a width's decode within ±15%
 
-# The published reference run (bytesup.published): the specimen on the DGX Spark, lesson 4's figures.
+# The published reference run (bytesup.course.published): the specimen on the DGX Spark, lesson 4's figures.
 PUBLISHED_LABEL = f"{published.SPECIMEN_NAME} on {published.SPARK_NAME} (published)"
 PUBLISHED_BYTES = published.SPECIMEN["file_bytes"]
 PUBLISHED_DECODE = published.LESSON4["decode_short_tokens_per_s"]
@@ -322,7 +330,7 @@ def fastest_memory_gbs(before: dict | None, after: dict | None) -> float | None:
 
 
 def sweep_points(runs: list[ModelRun], llc: int | None, memory_max: float | None) -> list[dict]:
-    """bytesup.sweep's points: bytes per token and the decode samples of each model."""
+    """bytesup.course.memory_bound's points: bytes per token and the decode samples of each model."""
     return [sweep.make_point(r.info.name, r.info.bytes_per_token, r.decode, llc, n_params=r.info.n_params,
                              weight_type=r.info.weight_type, memory_gbs_max=memory_max) for r in runs]
 
@@ -374,12 +382,12 @@ def fit_rows(analysis: dict, ref: BandwidthReference | None, before: dict | None
 
 
 def step_ms(tokens_per_s: list[float]) -> float:
-    """The median time per decode step (ms) of per-sequence tokens/s samples, outliers left out (bytesup.robust)."""
+    """The median time per decode step (ms) of per-sequence tokens/s samples, outliers left out (bytesup.course.robust)."""
     return statistics.median(1e3 / v for v in robust.judge(tokens_per_s).kept)
 
 
 def step_spread(tokens_per_s: list[float]) -> float:
-    """The robust spread (interquartile range ÷ median, bytesup.robust) of the step times of these samples."""
+    """The robust spread (interquartile range ÷ median, bytesup.course.robust) of the step times of these samples."""
     return robust.judge([1e3 / v for v in tokens_per_s]).relative_iqr
 
 
@@ -411,7 +419,7 @@ def model_rows(widths: list[decodetime.Width], runs: list[ModelRun],
 
 
 def spark_terms() -> dict[str, float]:
-    """The same terms from the published DGX Spark figures (bytesup.decodetime.published_terms)."""
+    """The same terms from the published DGX Spark figures (bytesup.course.decodetime.published_terms)."""
     prefill = published.LESSON4["prefill_tokens_per_s"]
     return decodetime.published_terms(PUBLISHED_BYTES, published.SPARK_BANDWIDTH_GB_PER_S, PUBLISHED_DECODE,
                                       sum(prefill) / len(prefill))
@@ -603,7 +611,7 @@ def show_steps(ctx: LessonContext, steps: list[dict]) -> None:
                 f"Memory-bound: |ln(speed-up ÷ bytes ratio)| ≤ ln(1 + a), effective GB/s flat; compute-bound: "
                 f"speed-up ≤ 1 + a, fewer bytes not faster; both at once: inconclusive; faster by less than the "
                 f"bytes: partly memory-bound. a = the larger of ±{100 * sweep.TOLERANCE:.0f}% and each width's own "
-                f"robust spread (interquartile range ÷ median of its samples that are not outliers; bytesup.robust).")],
+                f"robust spread (interquartile range ÷ median of its samples that are not outliers; bytesup.course.robust).")],
     )
 
 
@@ -798,7 +806,7 @@ def main(ctx: LessonContext):
     runs, skipped = sweep_local(ctx, sizes, available, plan) if local else (sweep_remote(ctx, facts, plan), [])
     after = ctx.run_bandwidth_after() if bw is not None else None
 
-    # 2. The points and their verdicts (bytesup.sweep: stated rules, tested on their own).
+    # 2. The points and their verdicts (bytesup.course.memory_bound: stated rules, tested on their own).
     memory_max = fastest_memory_gbs(bw, after)
     points = sweep_points(runs, llc, memory_max)
     analysis = sweep.analyse(points)
@@ -830,6 +838,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)

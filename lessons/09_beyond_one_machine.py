@@ -23,11 +23,14 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from bytesup import measure, models, rpc, topology
+from bytesup.llama import timed as measure
+from bytesup.models import catalog as models
+from bytesup.llama import rpc
+from bytesup.llama import topology
 from bytesup.errors import BytesupError
-from bytesup.gguf_read import read_model_info
-from bytesup.results import Series
-from bytesup.serverfacts import is_loopback
+from bytesup.models.gguf import read_model_info
+from bytesup.store.results import Series
+from bytesup.llama.placement import is_loopback
 from bytesup.lesson import LessonContext
 
 TITLE = "Beyond one machine: a model split across RPC servers"
@@ -408,6 +411,6 @@ def main(ctx: LessonContext):
 
 
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)

@@ -22,4 +22,4 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/find_python.sh"
 find_bytesup_python "$root" || exit 1
-exec "$py" -m bytesup.nativebuild "$@"
+exec "$py" -m bytesup.llama.build "$@"

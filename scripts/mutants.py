@@ -3,7 +3,7 @@
 Not part of `make test` (it runs the tests once per mutant: minutes to an hour on 2 cores).
 
     .venv/bin/python scripts/mutants.py                       # the shared modules and every lesson
-    .venv/bin/python scripts/mutants.py src/bytesup/sweep.py  # one module, its default tests
+    .venv/bin/python scripts/mutants.py src/bytesup/course/memory_bound.py  # one module, its default tests
     .venv/bin/python scripts/mutants.py lessons/08_capstone_decode_memory_bound.py
     .venv/bin/python scripts/mutants.py lessons/04_next_token.py=tests/test_lesson_04_next_token.py,tests/test_check.py
 
@@ -50,9 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".mutants"
 MUTMUT = "2.5.1"
 
-SHARED_TARGETS = ["src/bytesup/formulas.py", "src/bytesup/measure.py", "src/bytesup/records.py",
-                  "src/bytesup/sampling.py", "src/bytesup/hostbench.py", "src/bytesup/sweep.py"]
-DEFAULT_TARGETS = [*SHARED_TARGETS, "src/bytesup/ceiling.py", "src/bytesup/forward.py",
+SHARED_TARGETS = ["src/bytesup/course/formulas.py", "src/bytesup/llama/timed.py", "src/bytesup/llama/responses.py",
+                  "src/bytesup/course/sampling.py", "src/bytesup/host/hostbench.py", "src/bytesup/course/memory_bound.py"]
+DEFAULT_TARGETS = [*SHARED_TARGETS, "src/bytesup/course/ceiling.py", "src/bytesup/models/forward.py",
                    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "lessons").glob("0*.py"))]
 # Test files per module, where tests/test_NAME.py (tests/test_lesson_STEM.py) alone is not the right set.
 TESTS: dict[str, list[str]] = {
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_pytest(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("targets", nargs="*",
-                    help="source[=test,test] (default: the six shared modules, ceiling.py and every lesson)")
+                    help="source[=test,test] (default: the six shared modules, course/ceiling.py and every lesson)")
     ap.add_argument("--fresh", action="store_true", help="forget earlier results")
     ap.add_argument("--report-only", action="store_true", help="print the cached results without running")
     ap.add_argument("--jobs", type=int, default=1, help="targets mutated at once (each in its own copy)")

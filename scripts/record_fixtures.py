@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from bytesup import engine
-from bytesup.models import SYNTHETIC_DEFAULT, ensure_model
+from bytesup.llama import process as engine
+from bytesup.models.catalog import SYNTHETIC_DEFAULT, ensure_model
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "server"
 

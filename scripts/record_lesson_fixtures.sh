@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 py="$root/.venv/bin/python"
-port="${PORT:-$("$py" -c 'from bytesup.engine import free_port; print(free_port())')}"
+port="${PORT:-$("$py" -c 'from bytesup.llama.process import free_port; print(free_port())')}"
 ids=("$@")
 if [ ${#ids[@]} -eq 0 ]; then
   mapfile -t ids < <(ls lessons | sed -n 's/^\([0-9][0-9]_[a-z0-9_]*\)\.py$/\1/p')

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import httpx
 
-from bytesup import engine
-from bytesup.models import ensure_model
+from bytesup.llama import process as engine
+from bytesup.models.catalog import ensure_model
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "server"
 TARGET = "smollm2-135m-f32"

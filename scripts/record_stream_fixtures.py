@@ -18,10 +18,10 @@ import os
 import sys
 from pathlib import Path
 
-from bytesup import engine
-from bytesup.client import LlamaServer
-from bytesup.models import DEFAULT_MODEL, ensure_model
-from bytesup.replay import RecordingTransport
+from bytesup.llama import process as engine
+from bytesup.llama.client import LlamaServer
+from bytesup.models.catalog import DEFAULT_MODEL, ensure_model
+from bytesup.llama.recording import RecordingTransport
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "server"
 PINNED = {"temperature": 0, "seed": 42, "cache_prompt": False, "ignore_eos": True}

@@ -22,10 +22,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bytesup.compare import load_run
-from bytesup.evidence import FactShapeError, shown_top_tokens
-from bytesup.realmodel import GGUF_SHA256, SOURCE
-from bytesup.storage import write_json_atomic
+from bytesup.check.compare import load_run
+from bytesup.check.evidence import FactShapeError, shown_top_tokens
+from bytesup.models.smollm2 import GGUF_SHA256, SOURCE
+from bytesup.files import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = "04_next_token"

@@ -6,4 +6,4 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/find_python.sh"
 find_bytesup_python "$root" || exit 1
-exec "$py" -m bytesup.rpc stop "$@"
+exec "$py" -m bytesup.llama.rpc stop "$@"

@@ -1,6 +1,6 @@
 """Train the shipped byte-level BPE tokenizer from ``src/bytesup/data/corpus.txt``.
 
-The default models built by ``bytesup.models`` carry a real GPT-2 style
+The default models built by ``bytesup.models.catalog`` carry a real GPT-2 style
 byte-level BPE vocabulary. This script produces it. Its two outputs are
 committed to the repository, so building a model never trains anything and
 gives the same file on every machine:

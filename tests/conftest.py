@@ -36,7 +36,7 @@ def load_fixture(name: str) -> dict:
 @pytest.fixture(scope="module")
 def lesson(request):
     """The lesson's module, loaded the way the runner loads it."""
-    from bytesup.catalog import load_lesson
+    from bytesup.run.lessons import load_lesson
 
     return load_lesson(request.module.LESSON)
 

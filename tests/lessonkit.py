@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bytesup.results import LessonResult, load_result
+from bytesup.store.results import LessonResult, load_result
 from bytesup.options import RunOptions
-from bytesup.runner import run_lessons
+from bytesup.run.runner import run_lessons
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 
@@ -25,7 +25,7 @@ def recorded(lesson_id: str) -> Path:
 
 def recorded_model(lesson_id: str) -> Path:
     """The model the lesson was recorded on, fetched or built here (every model's bytes are the same everywhere)."""
-    from bytesup.models import ensure_model
+    from bytesup.models.catalog import ensure_model
 
     manifest = json.loads((recorded(lesson_id) / "manifest.json").read_text(encoding="utf-8"))
     return ensure_model(Path(manifest["model"]["path"]).stem)
@@ -44,7 +44,7 @@ def replay(lesson_id: str, tmp_path: Path) -> LessonResult:
 
 def recorded_exchanges(lesson_id: str) -> list[dict]:
     """Every HTTP exchange of the lesson's recorded run, in order."""
-    from bytesup.storage import read_jsonl
+    from bytesup.files import read_jsonl
 
     return read_jsonl(recorded(lesson_id) / "http" / f"{lesson_id}.jsonl")
 
@@ -70,7 +70,7 @@ class QueuedServer:
     def __init__(self, answers: dict[str, list]):
         import httpx
 
-        from bytesup.client import LlamaServer
+        from bytesup.llama.client import LlamaServer
 
         self.answers = {path: list(bodies) for path, bodies in answers.items()}
         self.requests: list[tuple[str, str, object]] = []
@@ -98,10 +98,10 @@ def hand_context(lesson_id: str, server, *, host_values: dict | None = None, ban
                  model_path: Path | None = None, identity: dict | None = None, lesson_options: dict | None = None):
     """A LessonContext over hand-made answers: `host_values` answer ctx.host(...) (a value not given
     fails with ReplayMiss naming it), `bandwidth` is the run's bandwidth reading (`host_bandwidth.before`)."""
-    from bytesup.results import LessonResult
+    from bytesup.store.results import LessonResult
     from bytesup.lesson import LessonContext, Reporter, RunShared
     from bytesup.options import RunOptions
-    from bytesup.runs import ReplaySource
+    from bytesup.store.runs import ReplaySource
 
     values = {"repeat": 2, **(host_values or {})}
     recorded = LessonResult(lesson_id=lesson_id, title="hand-made", started_at="2026-01-01T00:00:00+00:00",

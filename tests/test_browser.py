@@ -16,10 +16,10 @@ from test_check import ALL
 from test_history import make_run
 from test_report import HOSTILE, hostile_run
 
-from bytesup import history as hist
-from bytesup.render import anchor
-from bytesup.report import write_run_report
-from bytesup.runs import load_run
+from bytesup.check import history as hist
+from bytesup.store.render import anchor
+from bytesup.run.report import write_run_report
+from bytesup.store.runs import load_run
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run"]

@@ -1,10 +1,10 @@
-"""The bandwidth ceiling (bytesup.ceiling), against numbers worked by hand."""
+"""The bandwidth ceiling (bytesup.course.ceiling), against numbers worked by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from bytesup import ceiling
+from bytesup.course import ceiling
 
 
 def test_published_example_by_hand():

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from test_compare import L4, assemble_run, edit_manifest, invoke, read_result, write_result
 
-from bytesup import check
-from bytesup.claims import DECODE_MODEL_TOLERANCE
-from bytesup.compare import load_run
+from bytesup.check import checker as check
+from bytesup.check.claims import DECODE_MODEL_TOLERANCE
+from bytesup.check.compare import load_run
 from bytesup.errors import BytesupError
-from bytesup.results import Column, LessonResult, Measurement, Table
+from bytesup.store.results import Column, LessonResult, Measurement, Table
 
 ALL = ["01_model_on_disk", "02_tokens_and_embeddings", "03_layer_is_matmul", L4, "05_generating_text",
        "06_attention_kv_cache", "07_hardware_fit", "08_capstone_decode_memory_bound"]
@@ -459,7 +459,7 @@ def test_bytes_model_with_context_on_the_published_figures(tmp_path):
 def test_bytes_model_with_context_fails_beyond_its_tolerance(tmp_path, monkeypatch, published_long, status):
     """29.106 predicted passes against a published figure from 29.106 ÷ 1.05 = 27.72 to 29.106 ÷ 0.95 = 30.64:
     27.8 (+4.7%) and 30.6 (−4.9%) pass, 27.6 (+5.5%) and 30.7 (−5.2%) fail, whatever tolerance is planted."""
-    from bytesup import published
+    from bytesup.course import published
 
     monkeypatch.setitem(published.LESSON4, "decode_long_tokens_per_s", published_long)
     claim = only(check.check_run(run_of(tmp_path, lesson("02_tokens_and_embeddings")), []), "bytes_model_with_context")

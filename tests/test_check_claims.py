@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from bytesup import check
-from bytesup.compare import Run, load_run
-from bytesup.results import Column, LessonResult, Measurement, Table
+from bytesup.check import checker as check
+from bytesup.check.compare import Run, load_run
+from bytesup.store.results import Column, LessonResult, Measurement, Table
 
 L4, L5, L6, L7 = "04_next_token", "05_generating_text", "06_attention_kv_cache", "07_hardware_fit"
 PROMPT = "The capital of France is"

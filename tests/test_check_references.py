@@ -11,8 +11,8 @@ import pytest
 from test_check_claims import made, run_of, top_tokens
 from test_compare import L4, assemble_run, read_result, write_result
 
-from bytesup import check
-from bytesup.compare import Run, load_run
+from bytesup.check import checker as check
+from bytesup.check.compare import Run, load_run
 from bytesup.errors import BytesupError
 
 SHA = "a" * 64

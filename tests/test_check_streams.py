@@ -9,8 +9,8 @@ import statistics
 
 import pytest
 
-from bytesup import check
-from bytesup.compare import load_run
+from bytesup.check import checker as check
+from bytesup.check.compare import load_run
 
 from lessonkit import recorded
 

@@ -10,10 +10,10 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from bytesup.cli import app
-from bytesup.engine import free_port
+from bytesup.cli.app import app
+from bytesup.llama.process import free_port
 from bytesup.errors import BytesupError
-from bytesup.models import SYNTHETIC_DEFAULT, ensure_model, file_sha256
+from bytesup.models.catalog import SYNTHETIC_DEFAULT, ensure_model, file_sha256
 
 runner = CliRunner()
 

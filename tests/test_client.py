@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from bytesup.client import LlamaServer
+from bytesup.llama.client import LlamaServer
 from bytesup.errors import MalformedResponse, MissingField, ServerHTTPError, ServerTimeout, ServerUnreachable
 
 from conftest import load_fixture

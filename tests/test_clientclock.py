@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bytesup import clientclock as cc
+from bytesup.course import clientclock as cc
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bytesup import compare as cmp
-from bytesup.cli import app
+from bytesup.check import compare as cmp
+from bytesup.cli.app import app
 from bytesup.errors import BytesupError, RunFolderError, SchemaError
-from bytesup.results import LessonResult, load_result
+from bytesup.store.results import LessonResult, load_result
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 
@@ -320,7 +320,7 @@ def test_token_text_reads_the_lessons_quoted_tokens():
 
 
 def test_a_measurement_without_a_value_is_not_comparable():
-    from bytesup.results import Measurement
+    from bytesup.store.results import Measurement
 
     a = Measurement.of("decode_tokens_per_s", "tokens/s", [100.0, 110.0], higher_is_better=True)
     b = Measurement.of("decode_tokens_per_s", "tokens/s", [float("nan")], higher_is_better=True)
@@ -329,7 +329,7 @@ def test_a_measurement_without_a_value_is_not_comparable():
 
 
 def test_facts_are_same_or_changed():
-    from bytesup.results import Measurement
+    from bytesup.store.results import Measurement
 
     a = Measurement.of("kv_bytes_per_token", "bytes", [4096.0])
     assert cmp.verdict(a, Measurement.of("kv_bytes_per_token", "bytes", [4096.0]), 0.05)[0] == "same"

@@ -1,10 +1,10 @@
-"""The decode-time model (bytesup.decodetime) on hand arithmetic."""
+"""The decode-time model (bytesup.course.decodetime) on hand arithmetic."""
 
 from __future__ import annotations
 
 import pytest
 
-from bytesup import decodetime as dt
+from bytesup.course import decodetime as dt
 
 MB = 1e6
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bytesup import engine
-from bytesup.client import LlamaServer
-from bytesup.models import DEFAULT_MODEL, ensure_model, file_sha256
-from bytesup.records import shown_token
-from bytesup.catalog import load_lesson
+from bytesup.llama import process as engine
+from bytesup.llama.client import LlamaServer
+from bytesup.models.catalog import DEFAULT_MODEL, ensure_model, file_sha256
+from bytesup.llama.responses import shown_token
+from bytesup.run.lessons import load_lesson
 
 REFERENCE = Path(__file__).resolve().parents[1] / "references" / "smollm2-135m-q4_1_cpu.json"
 

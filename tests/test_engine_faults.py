@@ -17,8 +17,8 @@ import psutil
 import pytest
 from gguf import GGMLQuantizationType as QT
 
-from bytesup import engine
-from bytesup.engine import free_port
+from bytesup.llama import process as engine
+from bytesup.llama.process import free_port
 
 from conftest import load_fixture
 from fakes import FakeServer, fake_engine
@@ -173,7 +173,7 @@ def test_the_api_key_reaches_the_engine_through_its_environment(fake, model, tmp
 
 
 def test_the_embedded_engine_reads_the_key_from_the_environment_or_a_file(tmp_path, monkeypatch):
-    from bytesup.server import api_keys, build_parser, make_params
+    from bytesup.llama.embedded import api_keys, build_parser, make_params
 
     args = build_parser().parse_args(["-m", "x.gguf"])
     monkeypatch.setenv("LLAMA_API_KEY", "k1")
@@ -227,7 +227,7 @@ def test_the_scripts_use_the_python_of_a_bytesup_command_on_path(checkout_withou
     wrapper = _python_wrapper(tmp_path / "pipx-venv" / "bin")
     bin_dir = tmp_path / "local-bin"
     bin_dir.mkdir()
-    (bin_dir / "bytesup").write_text(f"#!{wrapper}\nfrom bytesup.cli import app\napp()\n")
+    (bin_dir / "bytesup").write_text(f"#!{wrapper}\nfrom bytesup.cli.app import app\napp()\n")
     (bin_dir / "bytesup").chmod(0o755)
     env = _bare_env()
     env["PATH"] = f"{bin_dir}:{env['PATH']}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import types
 
-from bytesup import environment
+from bytesup.host import environment
 
 
 def test_available_memory_is_psutils_figure_or_none(monkeypatch):

@@ -18,14 +18,15 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from bytesup import runfolder, storage
-from bytesup import runner as runner_module
-from bytesup.cli import app
-from bytesup.compare import load_run
+from bytesup.run import folder as runfolder
+from bytesup import files as storage
+from bytesup.run import runner as runner_module
+from bytesup.cli.app import app
+from bytesup.check.compare import load_run
 from bytesup.errors import BytesupError, RunFolderError
-from bytesup.runfolder import LOCK_FILE, DiskFull, RunLock
+from bytesup.run.folder import LOCK_FILE, DiskFull, RunLock
 from bytesup.options import RunOptions
-from bytesup.runner import run_lessons
+from bytesup.run.runner import run_lessons
 
 from conftest import load_fixture
 from test_runner import LESSON_DECODE, URL, lessons, serve, snapshot  # noqa: F401 (lessons is a fixture)
@@ -240,10 +241,10 @@ HOSTILE = {
 
 
 def test_hostile_text_stays_text_in_every_markdown_file(tmp_path):
-    from bytesup.report import report_md
-    from bytesup.render import lesson_md
-    from bytesup.results import Column, LessonResult, Table
-    from bytesup.compare import Run
+    from bytesup.run.report import report_md
+    from bytesup.store.render import lesson_md
+    from bytesup.store.results import Column, LessonResult, Table
+    from bytesup.check.compare import Run
 
     result = LessonResult(
         lesson_id="01_model_on_disk", title=f"Model {HOSTILE['name']}", started_at="s", finished_at="f",
@@ -319,7 +320,7 @@ def test_report_and_check_skip_a_result_the_manifest_marks_failed(lessons, tmp_p
 def test_model_build_into_a_folder_or_a_read_only_folder_says_what_to_do(tmp_path, monkeypatch):
     res = cli.invoke(app, ["model", "build", "--out", str(tmp_path)])
     assert res.exit_code == 1 and "is a folder" in res.output and res.exception is None or isinstance(res.exception, SystemExit)
-    from bytesup import models
+    from bytesup.models import catalog as models
 
     def read_only(preset, path, *a, **kw):  # what a folder without write permission answers
         raise PermissionError(errno.EACCES, "Permission denied", str(path))
@@ -391,7 +392,7 @@ def test_bandwidth_must_be_positive_and_finite(lessons, value):
 
 
 def test_nan_is_never_written_to_json(tmp_path):
-    from bytesup.storage import write_json_atomic
+    from bytesup.files import write_json_atomic
 
     with pytest.raises(BytesupError, match=r"not a finite number.*rows\[0\]\[1\]"):
         write_json_atomic(tmp_path / "x.json", {"rows": [[1.0, float("nan")]]})
@@ -434,7 +435,7 @@ LESSON_WATCH = '''"""Reads its own manifest entry while it runs."""
 import json
 TITLE = "Watch (test)"
 def main(ctx):
-    from bytesup.runs import read_manifest
+    from bytesup.store.runs import read_manifest
     status = ctx.host("status", lambda: read_manifest(ctx.options.run_dir)["lessons"]["04_watch"]["status"])
     ctx.table("s", "Status", [("status", "")], [[status]])
     return ctx.finish()

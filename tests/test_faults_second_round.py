@@ -18,13 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from bytesup import engine, gguf_read, runfolder
-from bytesup.cli import app
+from bytesup.llama import process as engine
+from bytesup.models import gguf as gguf_read
+from bytesup.run import folder as runfolder
+from bytesup.cli.app import app
 from bytesup.errors import BytesupError, RunFolderError, SchemaError, redact_url
-from bytesup.gguf_read import GGUFError
+from bytesup.models.gguf import GGUFError
 from bytesup.options import RunOptions, redact_command
-from bytesup.runner import run_lessons
-from bytesup.runs import load_replay, read_manifest
+from bytesup.run.runner import run_lessons
+from bytesup.store.runs import load_replay, read_manifest
 
 from conftest import load_fixture
 from fakes import FakeServer, fake_engine
@@ -314,7 +316,8 @@ def test_a_deeply_nested_manifest_is_one_paragraph(tmp_path):
 
 
 def test_the_manifest_and_the_results_upgrade_by_their_own_steps(monkeypatch):
-    from bytesup import results, runs
+    from bytesup.store import results
+    from bytesup.store import runs
 
     def result_step(d):
         raise AssertionError("a result's step ran on a manifest")
@@ -479,9 +482,9 @@ def trickle(wfile):
 
 @pytest.mark.parametrize("answer", [endless, trickle], ids=["endless", "trickle"])
 def test_timeout_bounds_the_whole_answer(answer):
-    from bytesup.client import LlamaServer
+    from bytesup.llama.client import LlamaServer
     from bytesup.errors import AnswerTooLarge, ServerTimeout
-    from bytesup.replay import RecordingTransport
+    from bytesup.llama.recording import RecordingTransport
 
     for transport in (None, "recording"):
         sink: list = []
@@ -495,9 +498,9 @@ def test_timeout_bounds_the_whole_answer(answer):
 
 
 def test_an_answer_past_its_limit_is_refused_and_not_recorded(monkeypatch):
-    from bytesup.client import LlamaServer
+    from bytesup.llama.client import LlamaServer
     from bytesup.errors import AnswerTooLarge
-    from bytesup.replay import RecordingTransport, answer_limit
+    from bytesup.llama.recording import RecordingTransport, answer_limit
 
     probs = [{"id": i, "token": "x", "bytes": [120], "logprob": -1.0, "top_logprobs": []} for i in range(100_000)]
     body = json.dumps({"content": "x", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 1.0},
@@ -518,7 +521,7 @@ def test_an_answer_past_its_limit_is_refused_and_not_recorded(monkeypatch):
 
 
 def test_limits_by_hand():
-    from bytesup.replay import answer_limit
+    from bytesup.llama.recording import answer_limit
 
     assert answer_limit("/completion", {"n_predict": 1, "n_probs": 8}) == 4_000_000 + 2 * (512 + 8 * 512)
     assert answer_limit("/completion", {"n_predict": 128}) == 4_000_000 + 129 * 512
@@ -529,8 +532,8 @@ def test_limits_by_hand():
 def test_a_gzip_answer_is_read_once_and_recorded_decoded():
     import gzip
 
-    from bytesup.client import LlamaServer
-    from bytesup.replay import RecordingTransport
+    from bytesup.llama.client import LlamaServer
+    from bytesup.llama.recording import RecordingTransport
 
     props = load_fixture("props")["response"]
     packed = gzip.compress(json.dumps(props).encode())
@@ -569,7 +572,7 @@ def completion_with(**changes):
     ({"timings__predicted_ms": 0.0, "timings__predicted_n": 5}, "timings"),
 ])
 def test_numbers_no_server_sends_are_named_with_the_build(change, field):
-    from bytesup import records as r
+    from bytesup.llama import responses as r
     from bytesup.errors import ImplausibleValue
 
     body = completion_with(**change)
@@ -583,7 +586,7 @@ def test_numbers_no_server_sends_are_named_with_the_build(change, field):
 
 
 def test_a_probability_past_one_is_named():
-    from bytesup import records as r
+    from bytesup.llama import responses as r
     from bytesup.errors import ImplausibleValue
 
     body = json.loads(json.dumps(load_fixture("completion_post_sampling")["response"]))
@@ -593,9 +596,9 @@ def test_a_probability_past_one_is_named():
 
 
 def test_a_recording_of_a_nan_answer_is_strict_json():
-    from bytesup.client import LlamaServer
+    from bytesup.llama.client import LlamaServer
     from bytesup.errors import ImplausibleValue
-    from bytesup.replay import RecordingTransport
+    from bytesup.llama.recording import RecordingTransport
 
     body = json.dumps(completion_with(completion_probabilities__0__top_logprobs__0__logprob=float("nan"))).encode()
     assert b"NaN" in body

@@ -1,4 +1,4 @@
-"""The course's arithmetic (bytesup.formulas) against numbers worked by hand.
+"""The course's arithmetic (bytesup.course.formulas) against numbers worked by hand.
 
 Every expected value is a literal, with its arithmetic in a comment; none is computed by calling
 the function under test again.
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from bytesup import formulas
+from bytesup.course import formulas
 
 
 def test_units_and_cache_type_widths():

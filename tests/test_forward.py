@@ -1,4 +1,4 @@
-"""The numpy forward pass (bytesup.forward) against hand arithmetic and a naive per-token reference."""
+"""The numpy forward pass (bytesup.models.forward) against hand arithmetic and a naive per-token reference."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import gguf
 import numpy as np
 import pytest
 
-from bytesup import forward
-from bytesup.forward import ForwardError, Hyper
+from bytesup.models import forward
+from bytesup.models.forward import ForwardError, Hyper
 
 
 # --- RoPE ------------------------------------------------------------------------------------------
@@ -344,7 +344,7 @@ def test_vocabulary_pieces_to_bytes():
 
 
 def test_a_presets_vocabulary_is_read_from_its_file():
-    from bytesup.models import ensure_model
+    from bytesup.models.catalog import ensure_model
 
     model = forward.Model(ensure_model("tiny-q8_0"))
     kind, pieces = forward.read_vocabulary(model.file.path)

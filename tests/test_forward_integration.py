@@ -8,10 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from bytesup import engine, forward
-from bytesup.catalog import load_lesson
-from bytesup.client import LlamaServer
-from bytesup.models import ensure_model
+from bytesup.llama import process as engine
+from bytesup.models import forward
+from bytesup.run.lessons import load_lesson
+from bytesup.llama.client import LlamaServer
+from bytesup.models.catalog import ensure_model
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import psutil
 import pytest
 from gguf import GGMLQuantizationType as QT
 
-from bytesup.gguf_read import GGUFError, check_gguf, embedding_row, read_model_info
+from bytesup.models.gguf import GGUFError, check_gguf, embedding_row, read_model_info
 
 N_VOCAB, N_EMBD, N_FF, N_HEAD, N_HEAD_KV, N_CTX = 48, 64, 128, 4, 2, 256
 

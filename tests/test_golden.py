@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bytesup.options import RunOptions
-from bytesup.runner import run_lessons
+from bytesup.run.runner import run_lessons
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from test_compare import invoke
 
-from bytesup import history as hist
-from bytesup.history import NEXT_TOKEN
+from bytesup.check import history as hist
+from bytesup.check.history import NEXT_TOKEN
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "outputs" / "2026-12-01-cpu2-smollm2"

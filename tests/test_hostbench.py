@@ -15,8 +15,8 @@ import psutil
 import pytest
 import threadpoolctl
 
-from bytesup import hostbench
-from bytesup.hostbench import blas_info, measure_matmul, measure_matmul_peak, measure_read_bandwidth, summarize
+from bytesup.host import hostbench
+from bytesup.host.hostbench import blas_info, measure_matmul, measure_matmul_peak, measure_read_bandwidth, summarize
 
 
 def _check_summary(summary: dict, count: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from bytesup.identity import Difference, RunIdentity, differences, resume_differences, value_text
+from bytesup.store.identity import Difference, RunIdentity, differences, resume_differences, value_text
 
 MANIFEST = {
     "host": {"hostname": "box", "cpu": "Xeon", "cores": 2, "memory_bytes": 8_000_000_000, "gpus": [], "os": "Linux",

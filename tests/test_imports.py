@@ -1,9 +1,9 @@
-"""Imports go one way: no cycles between bytesup's modules, each module in its layer, and lessons
-that use the lesson API only.
+"""Imports go one way: bytesup is a few packages in layers, no package imports one above it, there is no cycle
+between modules, and lessons use the lesson API and the layers below it only.
 
-The graph is read from the source with `ast`, not by importing: every import of a bytesup module
-counts, at the top of a file or inside a function (`from .x import y`, `from . import x`,
-`from bytesup.x import y`, `import bytesup.x`)."""
+The graph is read from the source with `ast`, not by importing: every import of a bytesup module counts, at
+the top of a file or inside a function (`from bytesup.llama.client import X`, `from bytesup.llama import client`,
+`from bytesup import lesson`, `import bytesup.paths`, and relative forms inside the package)."""
 
 from __future__ import annotations
 
@@ -16,55 +16,71 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "bytesup"
 LESSONS = ROOT / "lessons"
 
-# Lower layers never import higher ones; a module may import one of its own layer (the graph
-# must still be acyclic). A new module must be given a layer here.
+# The units of the architecture, lowest first: a unit imports units of lower layers, and itself, only (units of one
+# layer never import each other). A new package or top-level module must be given a layer here.
 LAYERS: dict[str, tuple[int, str]] = {}
-for _layer, _name, _modules in [
-    (0, "leaves: facts, formulas, files, errors, parsing", """__init__ errors paths escape storage formulas published robust
-        decodetime sweep sampling server serverfacts hostbench environment results records gguf_read replay topology sse clientclock"""),
-    (1, "server and model access, run folders", """client render realmodel models forward plots measure nativebuild engine rpc options
-        runs runfolder ceiling identity"""),
-    (2, "the lesson API", "lesson catalog"),
-    (3, "reading runs back; the run's server; the summary", """compare verdicts evidence claims references check overhead report
-        runserver summary history"""),
-    (4, "the runner", "runner"),
-    (5, "the command line", "cli_common cli_reports cli __main__"),
+for _layer, _name, _units in [
+    (0, "errors", "__init__ errors"),
+    (1, "leaves: where things live, atomic files, the course's arithmetic", "paths files course"),
+    (2, "this host", "host"),
+    (3, "the models", "models"),
+    (4, "llama.cpp: client, servers, recordings", "llama"),
+    (5, "results and runs as records", "store"),
+    (6, "the options of a run and its lessons", "options"),
+    (7, "the lesson API", "lesson"),
+    (8, "reading runs back to judge them", "check"),
+    (9, "running lessons into a folder", "run"),
+    (10, "the command line", "cli"),
+    (11, "python -m bytesup", "__main__"),
 ]:
-    for _module in _modules.split():
-        LAYERS[_module] = (_layer, _name)
+    for _unit in _units.split():
+        LAYERS[_unit] = (_layer, _name)
 
-LESSON_API_LAYER = 2
-NOT_FOR_LESSONS = {"runner", "cli", "cli_common", "cli_reports", "check", "compare", "report", "history"}
-
-
-def package_modules() -> set[str]:
-    return {p.stem for p in PACKAGE.glob("*.py")}
+LESSON_API_LAYER = LAYERS["lesson"][0]
 
 
-def bytesup_imports(tree: ast.AST, modules: set[str], inside_package: bool) -> list[tuple[str, int]]:
-    """(module, line) for every import of a bytesup module anywhere in `tree`."""
+def package_modules() -> dict[str, Path]:
+    """{dotted name under bytesup ("llama.client", "lesson", "llama"): file}, packages by their __init__."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def unit_of(module: str) -> str:
+    return module.split(".")[0]
+
+
+def bytesup_imports(tree: ast.AST, modules: set[str], here: str | None) -> list[tuple[str, int]]:
+    """(dotted module, line) for every import of a bytesup module anywhere in `tree`; `here` is the importing
+    module's dotted name inside the package (None outside it, where relative imports are not bytesup's)."""
     found: list[tuple[str, int]] = []
+
+    def add(base: str, names: list[str], line: int) -> None:
+        children = [f"{base}.{n}" if base else n for n in names]
+        hits = [c for c in children if c in modules]
+        if hits:
+            found.extend((c, line) for c in hits)
+        if len(hits) < len(children):
+            found.append((base or "__init__", line))
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
                 if parts[0] == "bytesup":
-                    found.append((parts[1] if len(parts) > 1 else "__init__", node.lineno))
+                    found.append((".".join(parts[1:]) or "__init__", node.lineno))
         elif isinstance(node, ast.ImportFrom):
-            relative = node.level == 1 and inside_package
-            if node.level > 1:
-                raise AssertionError(f"line {node.lineno}: an import from above the package")
-            if relative:
-                base = node.module
+            names = [a.name for a in node.names]
+            if node.level and here is not None:
+                package = here.split(".")[: -node.level] if "." in here or node.level > 1 else []
+                base = ".".join([*package, *(node.module.split(".") if node.module else [])])
+                add(base, names, node.lineno)
             elif node.level == 0 and node.module and node.module.split(".")[0] == "bytesup":
-                base = node.module.split(".", 1)[1] if "." in node.module else None
-            else:
-                continue
-            if base is not None:
-                found.append((base.split(".")[0], node.lineno))
-            else:  # `from . import x` / `from bytesup import x`: x is a module, or a name of __init__
-                for alias in node.names:
-                    found.append((alias.name if alias.name in modules else "__init__", node.lineno))
+                add(node.module.split(".", 1)[1] if "." in node.module else "", names, node.lineno)
     return found
 
 
@@ -72,12 +88,13 @@ def import_graph() -> dict[str, dict[str, int]]:
     """{module: {imported module: first line}} over src/bytesup."""
     modules = package_modules()
     graph: dict[str, dict[str, int]] = {}
-    for path in sorted(PACKAGE.glob("*.py")):
+    for name, path in modules.items():
         edges: dict[str, int] = {}
-        for target, line in bytesup_imports(ast.parse(path.read_text(encoding="utf-8")), modules, inside_package=True):
-            if target != path.stem:
+        here = name if path.name != "__init__.py" else f"{name}.__init__"
+        for target, line in bytesup_imports(ast.parse(path.read_text(encoding="utf-8")), set(modules), here):
+            if target != name:
                 edges.setdefault(target, line)
-        graph[path.stem] = edges
+        graph[name] = edges
     return graph
 
 
@@ -120,42 +137,51 @@ def test_find_cycle_names_the_cycle_and_accepts_a_dag():
 def test_every_kind_of_import_is_seen_also_inside_functions():
     source = '''
 import json
-from . import engine, NAME
-from .client import LlamaServer
-from bytesup import models
-from bytesup.records import Completion
+from bytesup.llama import process, NAME
+from bytesup.llama.client import LlamaServer
+from bytesup import lesson
+from . import timed
+from .responses import Completion
 import bytesup.paths as p
 def f():
-    from .report import write_run_report
+    from bytesup.run.report import write_run_report
     import bytesup
 '''
-    got = [m for m, _ in bytesup_imports(ast.parse(source), {"engine", "client", "models", "records", "paths", "report"}, True)]
-    assert sorted(got) == sorted(["engine", "__init__", "client", "models", "records", "paths", "report", "__init__"])
+    modules = {"llama", "llama.process", "llama.client", "llama.timed", "llama.responses", "lesson", "paths", "run.report"}
+    got = sorted(m for m, _ in bytesup_imports(ast.parse(source), modules, here="llama.rpc"))
+    assert got == sorted(["llama.process", "llama", "llama.client", "lesson", "llama.timed", "llama.responses", "paths",
+                          "run.report", "__init__"])
     # Outside the package a relative import is not bytesup's.
-    assert bytesup_imports(ast.parse("from . import engine"), {"engine"}, inside_package=False) == []
+    assert bytesup_imports(ast.parse("from . import engine"), {"engine"}, here=None) == []
 
 
 # --- the package ---------------------------------------------------------------------------------------
 
-def test_no_import_cycles_in_bytesup():
+def test_no_import_cycles_between_modules():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-def test_every_module_has_a_layer():
-    missing = sorted(package_modules() - set(LAYERS))
-    assert not missing, f"give these modules a layer in tests/test_imports.py: {missing}"
-    assert not sorted(set(LAYERS) - package_modules()), "LAYERS names modules that no longer exist"
+def test_every_package_and_top_level_module_has_a_layer_and_a_docstring():
+    units = {unit_of(m) for m in package_modules()}
+    missing = sorted(units - set(LAYERS))
+    assert not missing, f"give these a layer in tests/test_imports.py: {missing}"
+    assert not sorted(set(LAYERS) - units), "LAYERS names units that no longer exist"
+    for unit in units:
+        init = PACKAGE / unit / "__init__.py"
+        if init.is_file():
+            assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), f"{unit}/ says nothing of what it owns"
 
 
 def test_imports_point_down_the_layers():
     wrong = []
     for module, edges in import_graph().items():
+        mine = unit_of(module)
         for target, line in edges.items():
-            (mine, mine_name), (theirs, theirs_name) = LAYERS[module], LAYERS[target]
-            if theirs > mine:
-                wrong.append(f"{module}.py:{line} ({mine_name}) imports {target} ({theirs_name})")
-    assert not wrong, "imports that point up the layers:\n" + "\n".join(wrong)
+            theirs = unit_of(target)
+            if theirs != mine and LAYERS[theirs][0] >= LAYERS[mine][0] and theirs != "__init__":
+                wrong.append(f"{module}:{line} ({LAYERS[mine][1]}) imports {target} ({LAYERS[theirs][1]})")
+    assert not wrong, "imports that point up or across the layers:\n" + "\n".join(wrong)
 
 
 # --- the lessons ---------------------------------------------------------------------------------------
@@ -169,11 +195,11 @@ def _is_main_block(node: ast.stmt) -> bool:
 def lesson_imports(path: Path) -> list[tuple[str, int]]:
     """bytesup modules a lesson imports anywhere except in its `if __name__ == "__main__":` block."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    modules = package_modules()
+    modules = set(package_modules())
     found = []
     for node in tree.body:
         if not _is_main_block(node):
-            found += bytesup_imports(node, modules, inside_package=False)
+            found += bytesup_imports(node, modules, here=None)
     return found
 
 
@@ -188,7 +214,7 @@ def test_there_are_lessons_to_check():
 def test_lessons_use_the_lesson_api_only(path):
     imports = lesson_imports(path)
     assert "lesson" in {m for m, _ in imports}, f"{path.name} does not import bytesup.lesson"
-    wrong = [f"line {line}: bytesup.{m}" for m, line in imports if m in NOT_FOR_LESSONS or LAYERS[m][0] > LESSON_API_LAYER]
+    wrong = [f"line {line}: bytesup.{m}" for m, line in imports if LAYERS[unit_of(m)][0] > LESSON_API_LAYER]
     assert not wrong, f"{path.name} imports what sits above the lesson API: {wrong}"
 
 
@@ -197,11 +223,11 @@ def test_the_main_block_is_where_a_lesson_may_reach_the_cli(tmp_path):
 from bytesup.lesson import LessonContext
 def main(ctx): ...
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
     lesson_script_main(__file__)
 '''
     path = tmp_path / "09_probe.py"
-    path.write_text(source + "from bytesup.runner import run_lessons\n", encoding="utf-8")
-    assert [m for m, _ in lesson_imports(path)] == ["lesson", "runner"]  # the runner import outside the block counts
+    path.write_text(source + "from bytesup.run.runner import run_lessons\n", encoding="utf-8")
+    assert [m for m, _ in lesson_imports(path)] == ["lesson", "run.runner"]  # the runner import outside the block counts
     path.write_text(source, encoding="utf-8")
     assert [m for m, _ in lesson_imports(path)] == ["lesson"]

@@ -7,10 +7,11 @@ import math
 import pytest
 from lessonkit import run_bandwidth
 
-from bytesup import ceiling, published
-from bytesup.client import LlamaServer
-from bytesup.gguf_read import GGUFError, read_model_info
-from bytesup.models import build_model, get_preset
+from bytesup.course import ceiling
+from bytesup.course import published
+from bytesup.llama.client import LlamaServer
+from bytesup.models.gguf import GGUFError, read_model_info
+from bytesup.models.catalog import build_model, get_preset
 from bytesup.lesson import LessonContext, Reporter
 from bytesup.options import RunOptions
 
@@ -63,7 +64,7 @@ def test_every_ceiling_is_bandwidth_over_bytes(result):
     assert rows, "no ceiling rows"
     for source, _model, gbs, nbytes, tokens_per_s in rows:
         assert tokens_per_s == pytest.approx(gbs * 1e9 / nbytes), source
-    # The published example is computed from the published figures (bytesup.published).
+    # The published example is computed from the published figures (bytesup.course.published).
     first = rows[0]
     assert first[2] == published.SPARK_BANDWIDTH_GB_PER_S and first[3] == published.SPECIMEN["file_bytes"]
     assert first[4] == pytest.approx(published.SPARK_BANDWIDTH_GB_PER_S * 1e9 / published.SPECIMEN["file_bytes"])

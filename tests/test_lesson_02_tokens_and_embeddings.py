@@ -9,9 +9,9 @@ import math
 import pytest
 from lessonkit import QueuedServer, hand_context
 
-from bytesup.gguf_read import embedding_row
-from bytesup.models import build_model, get_preset
-from bytesup.records import ModelList, Props, TokenPiece
+from bytesup.models.gguf import embedding_row
+from bytesup.models.catalog import build_model, get_preset
+from bytesup.llama.responses import ModelList, Props, TokenPiece
 
 LESSON = "02_tokens_and_embeddings"
 
@@ -123,7 +123,7 @@ def test_text_tokens_counts_by_hand(lesson):
 
 
 def test_pieces_of_refuses_bare_ids(lesson):
-    from bytesup.records import Tokenized
+    from bytesup.llama.responses import Tokenized
 
     assert [p.id for p in lesson.pieces_of(Tokenized(tokens=[{"id": 5, "piece": "x"}]))] == [5]
     with pytest.raises(ValueError, match=r"^the server returned ids without pieces; this lesson asks /tokenize for with_pieces$"):
@@ -314,7 +314,7 @@ def test_notes_follow_the_data(lesson):
 
 
 def _ctx(lesson, model_path):
-    from bytesup.client import LlamaServer
+    from bytesup.llama.client import LlamaServer
     from bytesup.lesson import LessonContext, Reporter
     from bytesup.options import RunOptions
 
@@ -323,7 +323,7 @@ def _ctx(lesson, model_path):
 
 
 def test_model_facts_are_optional_but_a_bad_file_fails(tmp_path, lesson):
-    from bytesup.gguf_read import GGUFError
+    from bytesup.models.gguf import GGUFError
 
     assert lesson.readable_model_facts(_ctx(lesson, None)) is None
     assert lesson.readable_model_facts(_ctx(lesson, tmp_path / "missing.gguf")) is None
@@ -337,11 +337,11 @@ def test_a_remote_server_without_the_model_file_still_gets_its_tables(lesson):
     """The recorded exchanges replayed as if the server ran elsewhere and no GGUF were readable here."""
     from lessonkit import recorded
 
-    from bytesup.client import LlamaServer
-    from bytesup.replay import ReplayTransport
+    from bytesup.llama.client import LlamaServer
+    from bytesup.llama.recording import ReplayTransport
     from bytesup.lesson import LessonContext, Reporter
     from bytesup.options import RunOptions
-    from bytesup.runs import load_replay
+    from bytesup.store.runs import load_replay
 
     source = load_replay(recorded(LESSON), LESSON)
     values = source.result.host_values

@@ -455,7 +455,7 @@ def test_blas_table_reports_the_recorded_library(result):
 
 
 def _ctx(lesson, model_path):
-    from bytesup.client import LlamaServer
+    from bytesup.llama.client import LlamaServer
     from bytesup.lesson import LessonContext, Reporter
     from bytesup.options import RunOptions
 
@@ -464,7 +464,7 @@ def _ctx(lesson, model_path):
 
 
 def test_model_info_skips_only_a_missing_model(tmp_path, lesson):
-    from bytesup.gguf_read import GGUFError
+    from bytesup.models.gguf import GGUFError
 
     assert _ctx(lesson, None).model_info() is None
     assert _ctx(lesson, tmp_path / "missing.gguf").model_info() is None

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges
 
-from bytesup import ceiling, published
-from bytesup.records import Completion, Timings, decode_passes, decode_tokens_per_s, prefill_tokens_per_s
-from bytesup.results import load_result
+from bytesup.course import ceiling
+from bytesup.course import published
+from bytesup.llama.responses import Completion, Timings, decode_passes, decode_tokens_per_s, prefill_tokens_per_s
+from bytesup.store.results import load_result
 from bytesup.options import RunOptions
-from bytesup.runner import run_lessons
+from bytesup.run.runner import run_lessons
 
 LESSON = "04_next_token"
 TOP8_TABLES = ["top8_capital_of_france", "top8_cat_sat", "top8_fibonacci", "top8_for_loop"]
@@ -36,7 +37,7 @@ def _replayed(tmp_path_factory):
     """The recording replayed with its model files here (built the first time), so the numpy pass is recomputed."""
     from lessonkit import replay
 
-    from bytesup.models import ensure_model
+    from bytesup.models.catalog import ensure_model
 
     ensure_model("smollm2-135m-q4_1")
     ensure_model("smollm2-135m-f32")
@@ -615,7 +616,7 @@ def test_without_the_recorded_file_the_numpy_pass_is_not_recomputed(tmp_path, mo
 # --- the numpy pass's arithmetic by hand -----------------------------------------------------------------
 
 def test_agreement_by_hand(lesson):
-    from bytesup.forward import Pass
+    from bytesup.models.forward import Pass
 
     # numpy: ids 0..4 hold 0.4, 0.3, 0.2, 0.06, 0.04; the server lists id 1 first (0.5), then 0 (0.3), then 4 (0.1).
     probs = np.array([0.4, 0.3, 0.2, 0.06, 0.04])
@@ -644,8 +645,9 @@ def test_first_block_on_top_and_the_flops_by_hand(lesson):
 
 def test_main_runs_the_numpy_pass_on_a_preset(lesson, tmp_path):
     """Hand-made answers on the tiny preset: the lesson's tables are forward.forward's numbers beside the server's."""
-    from bytesup import environment, forward
-    from bytesup.models import ensure_model
+    from bytesup.host import environment
+    from bytesup.models import forward
+    from bytesup.models.catalog import ensure_model
 
     model = ensure_model("tiny-q8_0")
     plan = {"served": {"file": model.name, "path": str(model), "sha256": environment.file_digest(model)["sha256"]}, "f32": None}
@@ -683,8 +685,8 @@ def test_main_runs_the_numpy_pass_on_a_preset(lesson, tmp_path):
 
 
 def test_bytesup_check_passes_the_numpy_claims_on_the_recording():
-    from bytesup import check
-    from bytesup.compare import load_run
+    from bytesup.check import checker as check
+    from bytesup.check.compare import load_run
 
     report = check.check_run(load_run(recorded(LESSON)), [])
     found = {(r.id, r.status) for r in report.results if r.id.startswith("numpy_")}
@@ -704,7 +706,7 @@ def test_a_given_prompt_is_checked_before_any_request():
 def test_the_command_line_takes_repeated_prompts(monkeypatch):
     from typer.testing import CliRunner
 
-    from bytesup import cli
+    from bytesup.cli import app as cli
 
     seen = {}
     monkeypatch.setattr(cli, "_run", lambda ids, options, **kw: seen.update(ids=ids, options=options))

@@ -11,7 +11,7 @@ import statistics
 import numpy as np
 import pytest
 
-from bytesup import sampling
+from bytesup.course import sampling
 
 LESSON = "05_generating_text"
 
@@ -46,7 +46,7 @@ def test_metrics_count_one_decode_per_token(result, lesson):
 def test_metrics_delta_matches_the_recorded_exchanges(exchanges, lesson):
     metrics = [e for e in exchanges if e["path"] == "/metrics"]
     assert len(metrics) == 2
-    from bytesup.records import parse_metrics
+    from bytesup.llama.responses import parse_metrics
     before, after = (parse_metrics(m["response_text"]) for m in metrics)
     loop = next(e for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == lesson.LOOP_PROMPT
                 and e["request"]["n_predict"] == lesson.LOOP_TOKENS and e["request"].get("n_probs") == 1)
@@ -321,7 +321,7 @@ def test_a_chain_that_needs_the_unlisted_mass_applies_to_nothing(lesson):
 
 
 def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
-    from bytesup.measure import PINNED
+    from bytesup.llama.timed import PINNED
     timed = [e["request"] for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == lesson.LOOP_PROMPT
              and e["request"]["n_predict"] in {lesson.FIT_N, *lesson.PREDICT_N} and "n_probs" not in e["request"]
              and not e["request"].get("stream")]
@@ -358,7 +358,7 @@ def test_speculative_requests_are_greedy_and_pinned(exchanges):
 def test_speculative_client_clock_comes_from_the_recorded_streams(result, exchanges, lesson):
     """Bursts counted from the recorded arrival times with the lesson's threshold, beside the server's
     target passes (predicted_n − draft_n_accepted) of the same streamed request."""
-    from bytesup.measure import PINNED
+    from bytesup.llama.timed import PINNED
     streams = {(e["server"], e["request"]["prompt"]): e for e in exchanges if "stream" in e and e["server"].startswith("spec-")}
     _, rows = table(result, "speculative_client_clock")
     assert len(rows) == len(streams) == 7  # the target alone on two prompts, four drafts, n-grams
@@ -412,7 +412,7 @@ def test_speculative_output_equals_plain_output(result):
 
 
 def test_speculative_arithmetic_beside_the_measurement(result, lesson):
-    from bytesup import formulas
+    from bytesup.course import formulas
 
     _, rows = table(result, "speculative_vs_arithmetic")
     assert len(rows) == len(lesson.SPEC_TARGETS) * (len(lesson.SPEC_DRAFTS) * len(lesson.SPEC_DRAFT_LENGTHS) + 1)
@@ -533,7 +533,7 @@ def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
     assert lesson.asked_candidates(dist, applied) == 3          # two kept, one more asked for
 
     def step(listed):
-        from bytesup.records import TokenProbabilities
+        from bytesup.llama.responses import TokenProbabilities
         return TokenProbabilities(id=10, token="a", prob=listed[0][1],
                                   top_probs=[{"id": i, "token": "x", "prob": p} for i, p in listed])
 
@@ -563,7 +563,7 @@ def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
 
 
 def test_latency_fit_divides_by_the_passes_after_the_first_token(lesson):
-    from bytesup.records import Completion
+    from bytesup.llama.responses import Completion
 
     # 32 tokens, predicted_ms 341: 31 decode passes of 11 ms (the server's own predicted_per_token_ms),
     # not 341 ÷ 32 = 10.66
@@ -701,7 +701,7 @@ def test_drafted_per_pass_by_hand(lesson):
 
 
 def test_prompt_passes_take_the_first_repeats_length_and_the_median_time(lesson):
-    from bytesup.records import Completion
+    from bytesup.llama.responses import Completion
 
     def done(prompt_n, prompt_ms):
         return Completion(content="", timings={"prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 1,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from bytesup import formulas, published
-from bytesup.check import CACHE_TYPE_BYTES
+from bytesup.course import formulas
+from bytesup.course import published
+from bytesup.check.checker import CACHE_TYPE_BYTES
 from bytesup.errors import BytesupError
 
 LESSON = "06_attention_kv_cache"
@@ -213,7 +214,7 @@ class _Server:
         self.n_ctx, self._slots = n_ctx, slots
 
     def props(self):
-        from bytesup.records import Props
+        from bytesup.llama.responses import Props
         return Props(default_generation_settings={"n_ctx": self.n_ctx} if self.n_ctx else {})
 
     def slots(self):
@@ -320,7 +321,7 @@ def test_cost_rows_by_hand(lesson):
 
 
 def test_decode_at_depth_divides_by_the_passes_after_the_first_token(lesson):
-    from bytesup.records import Completion
+    from bytesup.llama.responses import Completion
 
     # 16 tokens in 150 ms: the first came with the prompt pass, so 15 decode passes of 10 ms, as the
     # server's own predicted_per_token_ms says (not 150 ÷ 16 = 9.375).

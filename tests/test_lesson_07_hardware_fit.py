@@ -8,8 +8,8 @@ from collections import defaultdict
 import pytest
 from lessonkit import QueuedServer, hand_context, recorded_exchanges, run_bandwidth
 
-from bytesup import published
-from bytesup.records import Completion, Timings, decode_tokens_per_s
+from bytesup.course import published
+from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s
 
 LESSON = "07_hardware_fit"
 
@@ -138,7 +138,7 @@ def test_plots(result):
 def test_measured_points_from_the_recording(result):
     """The measured points recomputed from the recorded responses: decode alone from the P = 1 batches, prefill
     from the main server's timed 128-token prompts after the warm-up."""
-    from bytesup.records import prefill_tokens_per_s
+    from bytesup.llama.responses import prefill_tokens_per_s
 
     t = result.table("measured_points")
     dec, pre = t.rows

@@ -10,9 +10,10 @@ from collections import defaultdict
 import pytest
 from lessonkit import QueuedServer, hand_context, recorded_exchanges
 
-from bytesup import published, sweep
+from bytesup.course import published
+from bytesup.course import memory_bound as sweep
 from bytesup.errors import BytesupError
-from bytesup.records import Completion, Timings, decode_tokens_per_s
+from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s
 
 LESSON = "08_capstone_decode_memory_bound"
 
@@ -61,7 +62,7 @@ def test_measurements_match_responses(result):
 
 
 def lesson_seed_base() -> int:
-    from bytesup.catalog import load_lesson
+    from bytesup.run.lessons import load_lesson
 
     return load_lesson(LESSON).BATCH_SEED_BASE
 
@@ -169,7 +170,7 @@ def test_parse_sizes(lesson):
         lesson.parse_sizes("tiny-q8_0,huge-q8_0")
     # Blank names are dropped, not reported.
     assert lesson.parse_sizes("tiny-q8_0, ,") == ["tiny-q8_0"]
-    from bytesup.models import model_names
+    from bytesup.models.catalog import model_names
     known = ", ".join(model_names())
     with pytest.raises(BytesupError) as err:
         lesson.parse_sizes("huge-q8_0,tiny-q8_0,gigantic")
@@ -341,7 +342,7 @@ def test_main_on_a_remote_server_with_a_given_bandwidth(lesson):
 
 
 def test_fit_rows_share_one_reference(lesson):
-    from bytesup.ceiling import BandwidthReference
+    from bytesup.course.ceiling import BandwidthReference
 
     analysis = {"fit": {"gbs": 12.0, "gbs_low": 11.0, "gbs_high": 13.0}, "basis": ["a", "b"]}
     before, after = {"gb_per_s": {"median": 10.0, "min": 9.0, "max": 11.0}}, {"gb_per_s": {"median": 8.0, "min": 7.0, "max": 9.0}}

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bytesup import topology
-from bytesup.compare import Run, compare_runs, run_identity
-from bytesup.results import LessonResult, Measurement
+from bytesup.llama import topology
+from bytesup.check.compare import Run, compare_runs, run_identity
+from bytesup.store.results import LessonResult, Measurement
 
 from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges, replay
 

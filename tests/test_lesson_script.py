@@ -23,12 +23,12 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from bytesup import client
-from bytesup.cli import app
-from bytesup.engine import free_port
+from bytesup.llama import client
+from bytesup.cli.app import app
+from bytesup.llama.process import free_port
 from bytesup.errors import BytesupError, ServerUnreachable
 from bytesup.options import RunOptions
-from bytesup.runner import run_lessons
+from bytesup.run.runner import run_lessons
 
 from conftest import load_fixture
 from lessonkit import recorded
@@ -39,7 +39,7 @@ LESSONS = ROOT / "lessons"
 TEST_MODEL = "tiny-q8_0"
 
 # Run a lesson script as __main__ with the default server URL moved to argv[1].
-DEFAULT_AT = ("import runpy, sys, bytesup.client as c; c.DEFAULT_URL = sys.argv[1]; "
+DEFAULT_AT = ("import runpy, sys, bytesup.llama.client as c; c.DEFAULT_URL = sys.argv[1]; "
               "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
@@ -54,11 +54,11 @@ def run_lesson(lesson: str, *args: str, default_url: str, timeout: float = 300) 
 
 
 def servers_on(port: int) -> list[psutil.Process]:
-    """bytesup.server processes listening on `port`, whoever their parent is now."""
+    """bytesup.llama.embedded processes listening on `port`, whoever their parent is now."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if "bytesup.server" in cmdline and str(port) in cmdline:
+        if "bytesup.llama.embedded" in cmdline and str(port) in cmdline:
             found.append(proc)
     return found
 
@@ -145,7 +145,7 @@ def test_nothing_listening_a_server_is_started_for_the_run_and_stopped(tmp_path)
     assert manifest["lessons"]["02_tokens_and_embeddings"]["status"] == "ok"
     # Nothing is left: no server process, no state folder.
     assert not servers_on(port)
-    assert not (psutil.pid_exists(eng["pid"]) and "bytesup.server" in psutil.Process(eng["pid"]).cmdline())
+    assert not (psutil.pid_exists(eng["pid"]) and "bytesup.llama.embedded" in psutil.Process(eng["pid"]).cmdline())
     assert not state_folder(port).exists()
     print(f"lesson 02 with a server started for the run: {elapsed:.1f} s")
 
@@ -161,7 +161,7 @@ def test_sigterm_mid_lesson_stops_the_server_started_for_the_run(tmp_path):
         while not said.startswith("No server answers"):
             said = proc.stderr.readline()
             assert said or proc.poll() is None, "the lesson ended before it started a server"
-        servers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "bytesup.server" in p.cmdline()]
+        servers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "bytesup.llama.embedded" in p.cmdline()]
         assert len(servers) == 1
         port = int(servers[0].cmdline()[servers[0].cmdline().index("--port") + 1])
         assert state_folder(port).is_dir()
@@ -225,7 +225,7 @@ def no_start(*args, **kwargs):
 
 
 def test_a_server_that_answers_is_used_as_it_is(one_lesson, tmp_path, monkeypatch, httpx_mock):
-    monkeypatch.setattr("bytesup.runner.start_run_server", no_start)
+    monkeypatch.setattr("bytesup.run.runner.start_run_server", no_start)
     for name, path in [("health", "/health"), ("props", "/props"), ("v1_models", "/v1/models"), ("tokenize_paris", "/tokenize")]:
         httpx_mock.add_response(url=client.DEFAULT_URL + path, json=load_fixture(name)["response"], is_reusable=True, is_optional=True)
     out = tmp_path / "run"
@@ -236,7 +236,7 @@ def test_a_server_that_answers_is_used_as_it_is(one_lesson, tmp_path, monkeypatc
 
 @pytest.mark.parametrize("given", ["option", "environment"])
 def test_a_server_given_is_never_replaced(given, one_lesson, tmp_path, monkeypatch):
-    monkeypatch.setattr("bytesup.runner.start_run_server", no_start)
+    monkeypatch.setattr("bytesup.run.runner.start_run_server", no_start)
     url = f"http://127.0.0.1:{free_port()}"
     if given == "environment":
         monkeypatch.setenv("BYTESUP_SERVER", url)
@@ -246,7 +246,7 @@ def test_a_server_given_is_never_replaced(given, one_lesson, tmp_path, monkeypat
 
 
 def test_a_replay_never_starts_a_server(tmp_path, monkeypatch):
-    monkeypatch.setattr("bytesup.runner.start_run_server", no_start)
+    monkeypatch.setattr("bytesup.run.runner.start_run_server", no_start)
     monkeypatch.setattr(client, "DEFAULT_URL", f"http://127.0.0.1:{free_port()}")
     source = recorded("02_tokens_and_embeddings")
     assert run_lessons(["02_tokens_and_embeddings"], RunOptions(replay=source, out=tmp_path / "run", command=["test"])) == 0

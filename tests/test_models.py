@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bytesup import models
-from bytesup.models import DEFAULT_MODEL, PRESETS, SYNTHETIC_DEFAULT, Preset, build_model, file_sha256
+from bytesup.models import catalog as models
+from bytesup.models.catalog import DEFAULT_MODEL, PRESETS, SYNTHETIC_DEFAULT, Preset, build_model, file_sha256
 
 TINY = "tiny-q8_0"
 

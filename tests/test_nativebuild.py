@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from fakes import stand_in_build
 
-from bytesup import engine, nativebuild, rpc
+from bytesup.llama import process as engine
+from bytesup.llama import build as nativebuild
+from bytesup.llama import rpc
 from bytesup.errors import EngineUnavailable, ServerStartError
-from bytesup.models import SYNTHETIC_DEFAULT, ensure_model
-from bytesup.nativebuild import Cpu, NativeBuildError, parse_cpuinfo
+from bytesup.models.catalog import SYNTHETIC_DEFAULT, ensure_model
+from bytesup.llama.build import Cpu, NativeBuildError, parse_cpuinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The harness's own time per request (`bytesup.overhead`), on lesson 5's recorded run with its
+"""The harness's own time per request (`bytesup.check.overhead`), on lesson 5's recorded run with its
 wall times replaced by known ones: server time + 1 ms, + 2 ms, … so every overhead is known by hand."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from bytesup import overhead
-from bytesup.report import report_md
-from bytesup.runs import load_run
+from bytesup.check import overhead
+from bytesup.run.report import report_md
+from bytesup.store.runs import load_run
 
 from lessonkit import recorded
 

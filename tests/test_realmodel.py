@@ -12,10 +12,11 @@ import gguf
 import numpy as np
 import pytest
 
-from bytesup import models, realmodel
+from bytesup.models import catalog as models
+from bytesup.models import smollm2 as realmodel
 from bytesup.errors import BytesupError
-from bytesup.gguf_read import is_synthetic_metadata
-from bytesup.models import file_sha256
+from bytesup.models.gguf import is_synthetic_metadata
+from bytesup.models.catalog import file_sha256
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def test_the_shipped_file_is_exactly_the_published_one(source):
 
 
 def test_the_shipped_file_is_smollm2_with_grouped_query_attention_and_a_tied_output(source):
-    from bytesup.gguf_read import read_model_info
+    from bytesup.models.gguf import read_model_info
 
     info = read_model_info(source)
     hp = info["hyperparameters"]
@@ -139,7 +140,7 @@ def test_model_names_and_paths(monkeypatch, tmp_path):
 
 
 def test_synthetic_models_are_told_from_their_gguf(tmp_path):
-    from bytesup.gguf_read import read_model_info
+    from bytesup.models.gguf import read_model_info
 
     tiny = models.ensure_model("tiny-q8_0")
     info = read_model_info(tiny)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from bytesup.results import load_result
+from bytesup.store.results import load_result
 from bytesup.options import RunOptions
-from bytesup.runner import run_lessons
+from bytesup.run.runner import run_lessons
 
 from lessonkit import recorded, recorded_model
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from test_check import ALL
 from test_compare import L4, assemble_run, edit_manifest, fixture_run, invoke, read_result
 
-from bytesup.render import anchor, demoted, fmt, lesson_blocks, lesson_md, markdown
-from bytesup.report import write_run_report
+from bytesup.store.render import anchor, demoted, fmt, lesson_blocks, lesson_md, markdown
+from bytesup.run.report import write_run_report
 
 
 def test_report_writes_one_page_with_summary_lessons_plots_and_checks(tmp_path):

@@ -1,10 +1,10 @@
-"""The outlier-robust sample rule (bytesup.robust) on hand-made samples."""
+"""The outlier-robust sample rule (bytesup.course.robust) on hand-made samples."""
 
 from __future__ import annotations
 
 import pytest
 
-from bytesup import robust
+from bytesup.course import robust
 
 
 def test_a_stalled_request_in_a_row_of_93s_is_an_outlier():

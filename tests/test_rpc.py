@@ -1,4 +1,4 @@
-"""bytesup.rpc: finding the native build, starting and stopping rpc-servers on loopback only, and the
+"""bytesup.llama.rpc: finding the native build, starting and stopping rpc-servers on loopback only, and the
 scripts' serve/stop. A stand-in rpc-server (a Python script that listens where it is told) takes the
 real one's place, so these run without the native build."""
 
@@ -13,9 +13,9 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from bytesup import rpc
-from bytesup.cli import app
-from bytesup.engine import free_port
+from bytesup.llama import rpc
+from bytesup.cli.app import app
+from bytesup.llama.process import free_port
 from bytesup.errors import BytesupError
 
 FAKE = textwrap.dedent("""\

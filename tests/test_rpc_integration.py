@@ -9,8 +9,12 @@ import json
 import psutil
 import pytest
 
-from bytesup import engine, models, nativebuild, rpc, topology
-from bytesup.runner import RunOptions, run_lessons
+from bytesup.llama import process as engine
+from bytesup.models import catalog as models
+from bytesup.llama import build as nativebuild
+from bytesup.llama import rpc
+from bytesup.llama import topology
+from bytesup.run.runner import RunOptions, run_lessons
 
 LESSON_ID = "09_beyond_one_machine"
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from bytesup.options import RunOptions
-from bytesup.runfolder import estimate, fmt_seconds, run_readme
-from bytesup.runner import run_lessons
+from bytesup.run.folder import estimate, fmt_seconds, run_readme
+from bytesup.run.runner import run_lessons
 
 from test_runner import URL, lessons, serve  # noqa: F401 (lessons is a fixture)
 

@@ -12,11 +12,11 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from bytesup.cli import app
+from bytesup.cli.app import app
 from bytesup.errors import RunFolderError, SchemaError
-from bytesup.results import SCHEMA_VERSION, load_result
+from bytesup.store.results import SCHEMA_VERSION, load_result
 from bytesup.options import RunOptions
-from bytesup.runner import run_lessons
+from bytesup.run.runner import run_lessons
 
 from conftest import load_fixture
 
@@ -32,12 +32,12 @@ def main(ctx: LessonContext):
               notes=[f"{len(tok.tokens)} tokens, host value {n}"])
     return ctx.finish()
 if __name__ == "__main__":
-    from bytesup.cli import lesson_script_main
+    from bytesup.cli.app import lesson_script_main
     lesson_script_main(__file__)
 '''
 
 LESSON_DECODE = '''"""Decode lesson for tests."""
-from bytesup.records import decode_tokens_per_s
+from bytesup.llama.responses import decode_tokens_per_s
 TITLE = "Decode (test)"
 def main(ctx):
     done = [ctx.server.completion("def fibonacci(n):\\n    if n", n_predict=16, temperature=0, seed=42, cache_prompt=False,
@@ -162,7 +162,7 @@ def test_newer_schema_is_refused(lessons, tmp_path, httpx_mock):
 
 
 def test_older_schema_is_upgraded_step_by_step(monkeypatch):
-    from bytesup import results
+    from bytesup.store import results
 
     data = {"schema_version": 0, "lesson": "01_x", "title": "T", "started_at": "a", "finished_at": "b"}
 
@@ -272,7 +272,7 @@ def test_resume_with_nothing_left_keeps_the_recorded_facts(lessons, tmp_path, ht
 
 
 def test_the_run_bandwidth_is_measured_once_and_shared(monkeypatch):
-    from bytesup import hostbench
+    from bytesup.host import hostbench
     from bytesup.lesson import RunShared
 
     calls = []
@@ -301,7 +301,7 @@ def test_the_run_bandwidth_is_measured_once_and_shared(monkeypatch):
 
 
 def test_run_bandwidth_plan_reads_four_times_the_cache():
-    from bytesup import hostbench
+    from bytesup.host import hostbench
 
     plan = hostbench.run_bandwidth_plan(2, 260 * 2**20)
     assert plan["working_set_bytes"] == 4 * 260 * 2**20 and plan["bytes_per_thread"] == 520 * 2**20
@@ -311,7 +311,7 @@ def test_run_bandwidth_plan_reads_four_times_the_cache():
 
 
 def test_last_level_cache_and_physical_cores_from_sys(tmp_path):
-    from bytesup import hostbench
+    from bytesup.host import hostbench
 
     for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
                                              (3, "Unified", "32768K")]):
@@ -331,7 +331,7 @@ def test_last_level_cache_and_physical_cores_from_sys(tmp_path):
 
 
 def test_batch_sizes_and_prefill_weight_reads():
-    from bytesup import formulas
+    from bytesup.course import formulas
 
     assert formulas.batch_sizes({}) == {"n_batch": 2048, "n_ubatch": 512, "source": "llama.cpp's defaults; /props does not report them"}
     assert formulas.batch_sizes({"--ctx-size": "1024"})["n_batch"] == 1024
@@ -348,7 +348,7 @@ def test_batch_sizes_and_prefill_weight_reads():
 # --- where the server runs: the rule on hand-made setups ------------------------------------------
 
 def test_a_local_cpu_server_is_bounded_by_this_hosts_bandwidth():
-    from bytesup.serverfacts import ServerSetup, decide
+    from bytesup.llama.placement import ServerSetup, decide
 
     facts = decide(ServerSetup(url_host="127.0.0.1", local=True, n_gpu_layers=None, accelerators=[], model_readable=True))
     assert (facts.local, facts.on_accelerator, facts.host_bandwidth_applies) == (True, False, True)
@@ -360,7 +360,7 @@ def test_a_local_cpu_server_is_bounded_by_this_hosts_bandwidth():
 
 @pytest.mark.parametrize("ngl", ["99", None])  # given, or llama.cpp's default (offload where it can)
 def test_a_local_server_offloading_to_a_gpu_is_not_bounded_by_this_hosts_bandwidth(ngl):
-    from bytesup.serverfacts import ServerSetup, decide
+    from bytesup.llama.placement import ServerSetup, decide
 
     facts = decide(ServerSetup(url_host="127.0.0.1", local=True, n_gpu_layers=ngl, accelerators=["CUDA0 (NVIDIA H200)"]))
     assert facts.on_accelerator is True and facts.host_bandwidth_applies is False
@@ -369,7 +369,7 @@ def test_a_local_server_offloading_to_a_gpu_is_not_bounded_by_this_hosts_bandwid
 
 
 def test_a_remote_server_is_not_bounded_by_this_hosts_bandwidth():
-    from bytesup.serverfacts import ServerSetup, decide
+    from bytesup.llama.placement import ServerSetup, decide
 
     facts = decide(ServerSetup(url_host="gpu-box", local=False, n_gpu_layers="0", accelerators=[]))
     assert (facts.local, facts.on_accelerator, facts.host_bandwidth_applies) == (False, False, False)
@@ -377,7 +377,7 @@ def test_a_remote_server_is_not_bounded_by_this_hosts_bandwidth():
 
 
 def test_loopback_hosts():
-    from bytesup.serverfacts import is_loopback
+    from bytesup.llama.placement import is_loopback
 
     assert is_loopback("localhost") and is_loopback("127.0.0.1") and is_loopback("127.1.2.3") and is_loopback("::1")
     assert not is_loopback("10.0.0.1") and not is_loopback("gpu-box") and not is_loopback("")
@@ -386,8 +386,8 @@ def test_loopback_hosts():
 def test_server_facts_are_observed_once_and_recorded_as_before(monkeypatch, tmp_path):
     """The context observes the setup (URL, flags, this host's devices) and records the rule's result
     under `server_facts`, with the keys recorded runs have, in their order."""
-    from bytesup import environment
-    from bytesup.client import LlamaServer
+    from bytesup.host import environment
+    from bytesup.llama.client import LlamaServer
     from bytesup.lesson import LessonContext, Reporter
 
     monkeypatch.setattr(environment, "accelerators", lambda engine: ["Metal (Apple M2)"] if engine == "llama-server" else [])

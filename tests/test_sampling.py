@@ -1,11 +1,11 @@
-"""The numpy samplers of bytesup.sampling on small hand-made distributions."""
+"""The numpy samplers of bytesup.course.sampling on small hand-made distributions."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from bytesup import sampling
+from bytesup.course import sampling
 
 # Dyadic probabilities: their sums are exact in binary floating point, so boundaries are exact.
 P = [0.5, 0.25, 0.125, 0.0625, 0.0625]

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bytesup.engine import free_port
-from bytesup.models import SYNTHETIC_DEFAULT, ensure_model
+from bytesup.llama.process import free_port
+from bytesup.models.catalog import SYNTHETIC_DEFAULT, ensure_model
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.integration

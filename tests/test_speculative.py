@@ -8,10 +8,12 @@ import math
 
 import pytest
 
-from bytesup import check, engine, formulas
-from bytesup import records as r
-from bytesup import server
-from bytesup.catalog import load_lesson
+from bytesup.check import checker as check
+from bytesup.llama import process as engine
+from bytesup.course import formulas
+from bytesup.llama import responses as r
+from bytesup.llama import embedded as server
+from bytesup.run.lessons import load_lesson
 from bytesup.lesson import NOT_INHERITED
 
 from conftest import load_fixture
@@ -229,7 +231,7 @@ def test_engine_aliases_and_what_lessons_inherit():
                                 "--draft-p-min", "0.3", "-td", "2", "-ngld", "0", "--model-draft=e.gguf"])
     assert flags == {"--spec-draft-model": "e.gguf", "--spec-type": "draft-simple", "--spec-draft-n-max": "4",
                      "--spec-draft-p-min": "0.3", "--spec-draft-threads": "2", "--spec-draft-ngl": "0"}
-    # Every canonical name is a flag python -m bytesup.server accepts, so the same flags go to either engine.
+    # Every canonical name is a flag python -m bytesup.llama.embedded accepts, so the same flags go to either engine.
     accepted = {s for a in server.build_parser()._actions for s in a.option_strings}
     assert engine.SPECULATIVE_FLAGS <= accepted
     # A lesson's own servers decode plainly unless the lesson itself asks for speculation.

@@ -11,11 +11,11 @@ import json
 import httpx
 import pytest
 
-from bytesup import sse
-from bytesup.client import LlamaServer
+from bytesup.llama import sse
+from bytesup.llama.client import LlamaServer
 from bytesup.errors import ServerTimeout, StreamError
-from bytesup.records import StreamedCompletion, TokenArrival
-from bytesup.replay import RecordingTransport, ReplayTransport
+from bytesup.llama.responses import StreamedCompletion, TokenArrival
+from bytesup.llama.recording import RecordingTransport, ReplayTransport
 
 from conftest import load_fixture
 from fakes import StreamingFakeServer

@@ -18,16 +18,19 @@ from urllib.parse import urlparse
 
 from rich.progress import Progress, TaskID
 
-from . import engine, environment, hostbench, paths
-from .client import LlamaServer
-from .errors import BytesupError, ReplayMiss, ServerStartError
-from .formulas import server_threads
-from .gguf_read import read_model_info
-from .options import LessonOptions, RunOptions
-from .replay import RecordingTransport, ReplayTransport
-from .results import Column, LessonResult, Measurement, Plot, Series, Table
-from .runs import ReplaySource
-from .serverfacts import ServerSetup, decide, is_loopback
+from bytesup import paths
+from bytesup.llama import process as engine
+from bytesup.host import environment
+from bytesup.host import hostbench
+from bytesup.llama.client import LlamaServer
+from bytesup.errors import BytesupError, ReplayMiss, ServerStartError
+from bytesup.course.formulas import server_threads
+from bytesup.models.gguf import read_model_info
+from bytesup.options import LessonOptions, RunOptions
+from bytesup.llama.recording import RecordingTransport, ReplayTransport
+from bytesup.store.results import Column, LessonResult, Measurement, Plot, Series, Table
+from bytesup.store.runs import ReplaySource
+from bytesup.llama.placement import ServerSetup, decide, is_loopback
 
 # Flags of the user's server that a lesson's own servers set for themselves.
 # Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft; and --rpc: the

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .client import DEFAULT_TIMEOUT_S
-from .errors import BytesupError, redact_url
+from bytesup.llama.client import DEFAULT_TIMEOUT_S
+from bytesup.errors import BytesupError, redact_url
 
 MAX_TIMEOUT_S = 86400.0  # a day: past that a number of seconds is a typo (inf, 1e300), not a wait
 MAX_REPEAT = 1000  # repetitions of each timed measurement; more would run for days

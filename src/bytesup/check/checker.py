@@ -1,0 +1,176 @@
+"""`bytesup check RUN`: do the course's statements hold in this run?
+
+Two kinds of claims:
+
+- general claims (`bytesup.check.claims`), true for any model on any host, checked on every run from
+  whatever lessons it holds, each with check's own arithmetic on raw records: the server's
+  recorded answers, measurements and facts read by name, the model's GGUF hyperparameters
+  (probabilities are e^logprob and the lesson shows them, the top eight share at most 1, prefill
+  beats decode per token, decode slows with context, the KV-cache formula, the sampler
+  re-implementation within its tolerance, speculative output equal to plain output, streamed
+  tokens after prompt_ms, one event per token and the two clocks' time per token, decode
+  efficiency in [0, 1], the ridge point, the bytes model with context);
+- published figures (`bytesup.check.references`, files under `references/`), each with the scope it was
+  measured in and a tolerance. A run outside that scope gets "not applicable" with what differs;
+  inside it, the run's number is compared.
+
+Every claim ends as pass, fail (with both numbers and the tolerance), inconclusive (the samples
+cannot tell) or not applicable (with what differs or is missing). Results go to the terminal and
+to `check.md` / `check.json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table as RichTable
+
+from bytesup.check.claims import CACHE_TYPE_BYTES, EXP_RELATIVE_TOLERANCE, GENERAL_CLAIMS
+from bytesup.store.runs import Run
+from bytesup.store.escape import rich_text as escape
+from bytesup.store.render import Block, Code, Heading, Paragraph, TableBlock, anchor
+from bytesup.store.render import markdown as render_markdown
+from bytesup.check.references import (
+    Reference,
+    check_reference,
+    default_references,
+    load_reference,
+    references_dir,
+    scope_differences,
+)
+from bytesup.files import write_json_atomic, write_text_atomic
+from bytesup.check.verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult
+
+CHECK_SCHEMA_VERSION = 1
+
+# Names other modules and tests use from here.
+__all__ = ["CACHE_TYPE_BYTES", "CHECK_SCHEMA_VERSION", "EXP_RELATIVE_TOLERANCE", "FAIL", "GENERAL_CLAIMS", "INCONCLUSIVE", "NA", "PASS",
+           "CheckReport", "ClaimResult", "Reference", "check_reference", "check_run", "default_references", "load_reference",
+           "markdown", "print_rich", "references_dir", "scope_differences", "write_report"]
+
+
+# --- running the checks ------------------------------------------------------------------
+
+@dataclass
+class CheckReport:
+    run: Run
+    references: list[tuple[Path, Reference]]
+    results: list[ClaimResult]
+    checked_at: str
+
+    def counts(self) -> dict[str, int]:
+        out = {PASS: 0, FAIL: 0, INCONCLUSIVE: 0, NA: 0}
+        for r in self.results:
+            out[r.status] += 1
+        return out
+
+    @property
+    def failed(self) -> bool:
+        return self.counts()[FAIL] > 0
+
+    def summary(self) -> str:
+        c = self.counts()
+        return (f"{c[PASS]} pass, {c[FAIL]} fail, " + (f"{c[INCONCLUSIVE]} inconclusive, " if c[INCONCLUSIVE] else "")
+                + f"{c[NA]} not applicable")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": CHECK_SCHEMA_VERSION, "kind": "bytesup-check",
+            "run": str(self.run.path), "checked_at": self.checked_at,
+            "references": [{"file": str(p), "name": r.name, "source": r.source} for p, r in self.references],
+            "counts": self.counts(), "claims": [r.to_json() for r in self.results],
+        }
+
+
+def check_run(run: Run, reference_files: list[Path] | None = None) -> CheckReport:
+    files = list(reference_files) if reference_files else default_references()
+    refs = [(Path(p), load_reference(Path(p))) for p in files]
+    results: list[ClaimResult] = []
+    for claim in GENERAL_CLAIMS:
+        results.extend(claim(run))
+    for _, ref in refs:
+        results.extend(check_reference(run, ref))
+    return CheckReport(run, refs, results, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+MARK = {PASS: "✅ pass", FAIL: "❌ fail", INCONCLUSIVE: "❔ inconclusive", NA: "➖ not applicable"}
+CLAIM_HEADERS = ("lesson", "result", "observed")
+
+
+def _row(r: ClaimResult) -> tuple[str, ...]:
+    return (r.claim, r.lesson, MARK[r.status], r.observed, r.expected, r.tolerance, r.detail)
+
+
+def check_blocks(report: CheckReport, level: int = 1) -> list[Block]:
+    """The checks as a page's blocks (Markdown in check.md, a section of the run's report)."""
+    sub = level + 1
+    blocks: list[Block] = [
+        Heading(level, f"Checks of run {report.run.name}", anchor(f"Checks of run {report.run.name}")),
+        Paragraph((f"{report.summary()} · checked {report.checked_at}",)),
+        TableBlock("General claims (any model, any host)",
+                   ("claim", *CLAIM_HEADERS, "expected", "tolerance", "detail"),
+                   tuple(_row(r) for r in report.results if r.source == "general"), level=sub, css="checks"),
+    ]
+    for path, ref in report.references:
+        rows = [r for r in report.results if r.source == ref.name]
+        scope = ref.scope
+        blocks += [
+            Heading(sub, f"Published figures: {ref.name}"),
+            Paragraph((f"Source: {ref.source}" + (f" (measured {ref.measured_on})" if ref.measured_on else ""),)),
+            Paragraph((f"Scope: {scope.model.name} {scope.model.quantization or ''}".rstrip()
+                       + (f" (sha256 {scope.model.sha256[:12]}…)" if scope.model.sha256 else "")
+                       + (f" · {scope.hardware.name}" if scope.hardware else "")
+                       + (f" · {scope.engine.name}" if scope.engine else "")
+                       + (f" · {' '.join(f'{k} {v}' for k, v in scope.flags.items())}" if scope.flags else ""),
+                       " · file ", Code(path.name))),
+        ]
+        na = [r for r in rows if r.status == NA]
+        if rows and len(na) == len(rows) and len({r.detail for r in rows}) == 1:
+            blocks += [Paragraph((f"All {len(rows)} figures: {MARK[NA]}: ", rows[0].detail, ".")),
+                       TableBlock("", ("figure", "lesson", "published", "tolerance"),
+                                  tuple((r.claim, r.lesson, r.expected, r.tolerance) for r in rows), css="checks")]
+        else:
+            blocks.append(TableBlock("", ("figure", *CLAIM_HEADERS, "published", "tolerance", "detail"),
+                                     tuple(_row(r) for r in rows), css="checks"))
+    return blocks
+
+
+def markdown(report: CheckReport, heading: str = "#") -> str:
+    return render_markdown(check_blocks(report, len(heading)))
+
+
+def write_report(report: CheckReport) -> tuple[Path, Path]:
+    md, js = report.run.path / "check.md", report.run.path / "check.json"
+    write_text_atomic(md, markdown(report))
+    write_json_atomic(js, report.to_json())
+    return md, js
+
+
+STATUS_STYLE = {PASS: "green", FAIL: "bold red", INCONCLUSIVE: "yellow", NA: "dim"}
+
+
+def print_rich(report: CheckReport, console) -> None:
+    def table(title: str, caption: str | None, rows: list[ClaimResult], with_detail: bool) -> None:
+        t = RichTable(title=escape(title), title_justify="left", caption=escape(caption) if caption else None, caption_justify="left")
+        cols = ["claim", "lesson", "result", "observed", "expected", "tolerance"] + (["detail"] if with_detail else [])
+        for col in cols:
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            style = STATUS_STYLE[r.status]
+            cells = [escape(r.claim), r.lesson, f"[{style}]{r.status}[/{style}]",
+                     escape(r.observed), escape(r.expected), escape(r.tolerance)]
+            t.add_row(*(cells + ([escape(r.detail)] if with_detail else [])))
+        console.print(t)
+
+    table("general claims (any model, any host)", None, [r for r in report.results if r.source == "general"], True)
+    for _, ref in report.references:
+        rows = [r for r in report.results if r.source == ref.name]
+        shared_na = bool(rows) and all(r.status == NA for r in rows) and len({r.detail for r in rows}) == 1
+        caption = f"source: {ref.source}"
+        if shared_na:
+            caption += f"\nall {len(rows)} figures not applicable: {rows[0].detail}"
+        table(f"published: {ref.name}", caption, rows, not shared_na)
+    console.print(f"[bold]{report.summary()}[/bold]")

@@ -1,0 +1,371 @@
+"""What `bytesup check` reads from a run, by name, as typed records.
+
+Two sources, kept apart on purpose:
+
+- what a lesson *showed*: the facts it stated with `ctx.fact(name, value)` (`top_tokens`,
+  `sampler_comparisons`, `kv_examples`); a run written before lessons stated facts falls back to
+  reading the same numbers from its tables, by column name, as check did before;
+- what the server *answered*: the lesson's recorded HTTP exchanges (`<run>/http/<lesson>.jsonl`,
+  one JSON object per line with `path`, `request` and `response`), read here without the
+  lessons' helpers or `bytesup.llama.responses`, so a number the lesson computed wrongly cannot agree
+  with itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bytesup.check.compare import column_index, token_text
+from bytesup.store.runs import Run
+from bytesup.store.results import LessonResult, Table
+
+
+class FactShapeError(ValueError):
+    """A fact a lesson stated does not have the shape check reads."""
+
+
+# --- lesson 4: the next-token tables as the lesson showed them ---------------------------------
+
+@dataclass(frozen=True)
+class ShownToken:
+    """One candidate of a next-token table; probabilities are fractions of 1."""
+    rank: int
+    id: int | None
+    token: str                       # the token's text, quotes of its repr removed
+    probability: float | None        # the lesson's e^logprob
+    logprob: float | None
+    server_probability: float | None  # the server's post-sampling probability, None when not listed
+
+
+@dataclass(frozen=True)
+class ShownTopTokens:
+    key: str                 # the table's name, e.g. top8_capital_of_france
+    prompt: str | None       # None in an older run (its tables do not name their prompt)
+    tokens: list[ShownToken]  # by rank
+    source: str              # "fact top_tokens" or "table <name>"
+
+
+def _number(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _tokens_from_fact(fact: Any) -> list[ShownTopTokens]:
+    if not isinstance(fact, dict):
+        raise FactShapeError(f"top_tokens is a {type(fact).__name__}, not an object of tables")
+    found = []
+    for key, entry in fact.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("tokens"), list):
+            raise FactShapeError(f"top_tokens[{key!r}] has no list of tokens")
+        rows = []
+        for i, t in enumerate(entry["tokens"]):
+            if not isinstance(t, dict) or "token" not in t:
+                raise FactShapeError(f"top_tokens[{key!r}].tokens[{i}] has no token")
+            rank = t.get("rank", i + 1)
+            if not isinstance(rank, int) or isinstance(rank, bool):
+                raise FactShapeError(f"top_tokens[{key!r}].tokens[{i}] has rank {rank!r}, not an integer")
+            rows.append(ShownToken(
+                rank=rank, id=t["id"] if isinstance(t.get("id"), int) else None, token=token_text(t["token"]),
+                probability=_number(t.get("probability")), logprob=_number(t.get("logprob")),
+                server_probability=_number(t.get("server_probability"))))
+        rows.sort(key=lambda r: r.rank)
+        prompt = entry.get("prompt")
+        found.append(ShownTopTokens(str(key), prompt if isinstance(prompt, str) else None, rows, "fact top_tokens"))
+    return found
+
+
+def _fraction(value: float | None, unit: str) -> float | None:
+    if value is None:
+        return None
+    return value / 100.0 if unit.strip() in ("%", "percent") else value
+
+
+def _tokens_from_table(table: Table) -> ShownTopTokens | None:
+    """An older run's next-token table read by column name (rank, token, probability, server probability, logprob)."""
+    ti = column_index(table, "token", "piece")
+    if ti is None:
+        return None
+    ri = column_index(table, "rank")
+    pi = column_index(table, "probability", "prob", "p")
+    si = column_index(table, "server probability")
+    li = column_index(table, "logprob", "log probability")
+    rows = []
+    for n, r in enumerate(table.rows, start=1):
+        rank = _number(r[ri]) if ri is not None else None
+        rows.append(ShownToken(
+            rank=int(rank) if rank is not None else n, id=None, token=token_text(r[ti]),
+            probability=_fraction(_number(r[pi]), table.columns[pi].unit) if pi is not None else None,
+            logprob=_number(r[li]) if li is not None else None,
+            server_probability=_fraction(_number(r[si]), table.columns[si].unit) if si is not None else None))
+    rows.sort(key=lambda r: r.rank)
+    return ShownTopTokens(table.name, None, rows, f"table {table.name}")
+
+
+def shown_top_tokens(result: LessonResult) -> list[ShownTopTokens]:
+    """Lesson 4's next-token tables: its fact `top_tokens`, else (an older run) its `top8_` tables."""
+    if "top_tokens" in result.facts:
+        return _tokens_from_fact(result.fact("top_tokens"))
+    found = []
+    for t in result.tables:
+        if t.name.startswith("top8_"):
+            shown = _tokens_from_table(t)
+            if shown is not None:
+                found.append(shown)
+    return found
+
+
+# --- lesson 4: the server's answers, from the recorded exchanges -----------------------------
+
+@dataclass(frozen=True)
+class RawCandidate:
+    id: int
+    text: str      # from the token's bytes when the server gave them
+    value: float   # a logprob, or a probability for a post-sampling answer
+
+
+@dataclass(frozen=True)
+class RawNextToken:
+    """The candidates a recorded /completion answer lists for its first generated position."""
+    line: int                     # 1-based line of the exchanges file
+    prompt: str | None            # None when the prompt was sent as token ids
+    post_sampling: bool           # True: values are the server's probabilities; False: logprobs
+    request: dict[str, Any]
+    candidates: list[RawCandidate]
+    server: str = "main"          # the recording's server label ("f32": lesson 4's server on the f32 width)
+
+    def by_id(self) -> dict[int, RawCandidate]:
+        return {c.id: c for c in self.candidates}
+
+    def full_softmax(self) -> bool:
+        """Asked at temperature 1 with every cut off (top-k 0, top-p 1, min-p 0), or with the
+        temperature sampler alone: its probabilities are the model's own softmax."""
+        r = self.request
+        if _number(r.get("temperature")) != 1.0:
+            return False
+        if r.get("samplers") == ["temperature"]:
+            return True
+        return _number(r.get("top_k")) == 0 and _number(r.get("top_p")) == 1.0 and _number(r.get("min_p")) == 0.0
+
+
+def _raw_text(candidate: dict[str, Any]) -> str:
+    raw = candidate.get("bytes")
+    if isinstance(raw, list):
+        data = bytes(raw)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return repr(data)
+    return str(candidate.get("token", ""))
+
+
+def exchanges_path(run: Run, result: LessonResult) -> Path | None:
+    """The lesson's recorded exchanges: the file its result names, else http/<lesson>.jsonl; None if absent."""
+    candidates = [run.path / result.exchanges] if result.exchanges else []
+    candidates.append(run.path / "http" / f"{result.lesson_id}.jsonl")
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def recorded_next_tokens(path: Path) -> list[RawNextToken]:
+    """Every /completion answer in the exchanges file that lists candidates for its first position."""
+    found = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            exchange = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(exchange, dict) or exchange.get("path") != "/completion":
+            continue
+        request, response = exchange.get("request"), exchange.get("response")
+        if not isinstance(request, dict) or not isinstance(response, dict):
+            continue
+        positions = response.get("completion_probabilities")
+        if not isinstance(positions, list) or not positions or not isinstance(positions[0], dict):
+            continue
+        first = positions[0]
+        post = isinstance(first.get("top_probs"), list)
+        listed = first.get("top_probs") if post else first.get("top_logprobs")
+        if not isinstance(listed, list):
+            continue
+        key = "prob" if post else "logprob"
+        cands = [RawCandidate(int(c["id"]), _raw_text(c), float(c[key]))
+                 for c in listed if isinstance(c, dict) and isinstance(c.get("id"), int) and _number(c.get(key)) is not None]
+        prompt = request.get("prompt")
+        found.append(RawNextToken(n, prompt if isinstance(prompt, str) else None, post, request, cands,
+                                  str(exchange.get("server", "main"))))
+    return found
+
+
+# --- lesson 5: the sampler comparisons -------------------------------------------------------
+
+@dataclass(frozen=True)
+class SamplerComparison:
+    name: str
+    max_relative_difference: float | None   # max |Δp| / p over the kept tokens; None: not compared
+    tolerance: float | None
+    same_tokens: bool | None                # the same kept tokens as the server; None: not compared
+
+
+def sampler_comparisons(result: LessonResult) -> tuple[list[SamplerComparison], str]:
+    """Lesson 5's comparisons with the server: its fact `sampler_comparisons`, else (an older run)
+    the numbers of its table with a max |Δp| / p column (never its verdict text)."""
+    if "sampler_comparisons" in result.facts:
+        fact = result.fact("sampler_comparisons")
+        if not isinstance(fact, list):
+            raise FactShapeError(f"sampler_comparisons is a {type(fact).__name__}, not a list")
+        rows = []
+        for i, c in enumerate(fact):
+            if not isinstance(c, dict) or "name" not in c:
+                raise FactShapeError(f"sampler_comparisons[{i}] has no name")
+            same = c.get("same_tokens")
+            rows.append(SamplerComparison(str(c["name"]), _number(c.get("max_relative_difference")),
+                                          _number(c.get("tolerance")), same if isinstance(same, bool) else None))
+        return rows, "fact sampler_comparisons"
+    for t in result.tables:
+        ri = column_index(t, "max |δp| / p", "max relative difference")
+        if ri is None:
+            continue
+        ti = column_index(t, "tolerance")
+        si = column_index(t, "same tokens")
+        rows = []
+        for r in t.rows:
+            same = r[si] if si is not None else None
+            rows.append(SamplerComparison(str(r[0]), _number(r[ri]), _number(r[ti]) if ti is not None else None,
+                                          same if isinstance(same, bool) else None))
+        return rows, f"table {t.name}"
+    return [], ""
+
+
+# --- lesson 6: the KV-cache rows ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KvRow:
+    label: str
+    n_layer: float
+    n_head_kv: float
+    head_dim: float
+    bytes_per_element: float
+    bytes_per_token: float
+
+
+_KV_FIELDS = ("n_layer", "n_head_kv", "head_dim", "bytes_per_element", "bytes_per_token")
+_KV_COLUMNS = {
+    "n_layer": ("layers", "n_layer", "blocks", "block_count"),
+    "n_head_kv": ("kv heads", "n_head_kv", "kv_heads", "head_count_kv"),
+    "head_dim": ("head width", "head_dim", "head dim", "head dimension", "key_length"),
+    "bytes_per_element": ("bytes per element", "bytes_per_element", "element bytes", "bytes/element"),
+}
+_KV_RESULT = ("per token", "bytes per token", "kv bytes per token", "kv_bytes_per_token", "kv cache bytes per token")
+
+
+def _kv_result_column(table: Table) -> int | None:
+    """The bytes-per-token column: one of the names in bytes (a table may also show KiB)."""
+    for i, c in enumerate(table.columns):
+        if c.name.strip().lower() in _KV_RESULT and c.unit.strip().lower() == "bytes":
+            return i
+    return column_index(table, *_KV_RESULT[1:])
+
+
+def kv_rows(result: LessonResult) -> tuple[list[KvRow], str]:
+    """Lesson 6's KV-bytes rows: its fact `kv_examples`, else (an older run) every table laid out that way."""
+    if "kv_examples" in result.facts:
+        fact = result.fact("kv_examples")
+        if not isinstance(fact, list):
+            raise FactShapeError(f"kv_examples is a {type(fact).__name__}, not a list")
+        rows = []
+        for i, e in enumerate(fact):
+            values = [_number(e.get(k)) if isinstance(e, dict) else None for k in _KV_FIELDS]
+            if any(v is None for v in values):
+                raise FactShapeError(f"kv_examples[{i}] lacks a number among {', '.join(_KV_FIELDS)}")
+            rows.append(KvRow(str(e.get("label", i)), *[float(v) for v in values if v is not None]))
+        return rows, "fact kv_examples"
+    rows = []
+    for t in result.tables:
+        idx = {key: column_index(t, *names) for key, names in _KV_COLUMNS.items()}
+        out = _kv_result_column(t)
+        if out is None or any(v is None for v in idx.values()):
+            continue
+        for r in t.rows:
+            values = [_number(r[i]) for i in (*idx.values(), out) if i is not None]
+            if len(values) == 5 and all(v is not None for v in values):
+                rows.append(KvRow(f"{t.name}: {r[0]}", *[float(v) for v in values if v is not None]))
+    return rows, "tables"
+
+
+def model_hyperparameters(result: LessonResult) -> dict[str, Any] | None:
+    """The served model's GGUF hyperparameters recorded in the lesson's host values (the first dict
+    holding a layer count), or None."""
+    stack: list[Any] = [result.host_values]
+    while stack:
+        value = stack.pop(0)
+        if isinstance(value, dict):
+            if any(k in value for k in ("n_layer", "block_count", "n_layers")):
+                return value
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None
+
+
+# --- streamed answers: the events and their arrival times on the client's clock ----------------
+
+@dataclass(frozen=True)
+class RawStream:
+    """One streamed /completion as recorded: per event that raised the server's token count,
+    (tokens so far, arrival ms); the final event's timings (None when it has none)."""
+    line: int
+    request: dict[str, Any]
+    token_events: list[tuple[int, float]]
+    final_ms: float | None
+    timings: dict[str, Any] | None
+
+    def gaps(self) -> list[float]:
+        times = [at for _, at in self.token_events]
+        return [b - a for a, b in zip(times, times[1:], strict=False)]
+
+
+def _event_data(text: str) -> Any:
+    lines = [ln[5:].removeprefix(" ") for ln in text.splitlines() if ln.startswith("data:")]
+    if not lines:
+        return None
+    try:
+        return json.loads("\n".join(lines))
+    except json.JSONDecodeError:
+        return None
+
+
+def recorded_streams(path: Path) -> list[RawStream]:
+    """Every streamed /completion in the exchanges file (lines with `stream`), read without the client."""
+    found = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            exchange = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(exchange, dict) or exchange.get("path") != "/completion" or not isinstance(exchange.get("stream"), list):
+            continue
+        events, so_far, timings, final_ms = [], 0, None, None
+        for ev in exchange["stream"]:
+            data = _event_data(ev.get("text", "")) if isinstance(ev, dict) else None
+            at = _number(ev.get("arrived_ms")) if isinstance(ev, dict) else None
+            if not isinstance(data, dict) or at is None:
+                continue
+            count = data.get("tokens_predicted")
+            if isinstance(count, int) and count > so_far:
+                events.append((count, at))
+                so_far = count
+            if data.get("stop") and isinstance(data.get("timings"), dict):
+                timings, final_ms = data["timings"], at
+        request = exchange.get("request")
+        found.append(RawStream(n, request if isinstance(request, dict) else {}, events, final_ms, timings))
+    return found

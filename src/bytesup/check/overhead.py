@@ -1,0 +1,116 @@
+"""The harness's own share of each timed request, per lesson of a run: does bytesup distort what it measures?
+
+Every recorded exchange keeps `elapsed_ms`: the client's wall time from handing the request to the
+transport to reading the last byte of the answer (for a streamed answer, its final event), on the
+monotonic clock. A /completion answer also carries the server's own `prompt_ms` and `predicted_ms`.
+The difference is what the server's timings leave out: sending and reading the request, tokenizing
+the prompt and queuing it for a slot, building and writing the answer's JSON (or its events), and
+this process reading it. Read from the recordings alone, so a run recorded before this table existed
+shows it too.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bytesup.course.clientclock import percentile
+from bytesup.check.evidence import exchanges_path
+from bytesup.store.render import Block, Code, Heading, Paragraph, TableBlock, fmt
+from bytesup.store.runs import Run
+
+BUDGET_MS = 1.0   # the median a lesson's requests may spend outside the server's timings on a CPU host
+
+
+@dataclass(frozen=True)
+class LessonOverhead:
+    lesson_id: str
+    overheads_ms: list[float]         # elapsed_ms − (prompt_ms + predicted_ms), one per timed request
+    streamed: int                     # of which streamed
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.overheads_ms)
+
+    @property
+    def p90(self) -> float:
+        return percentile(self.overheads_ms, 90)
+
+    @property
+    def largest(self) -> float:
+        return max(self.overheads_ms)
+
+
+def _final_timings(exchange: dict[str, Any]) -> dict[str, Any] | None:
+    """The server's timings of one /completion exchange: its JSON answer's, or a stream's final event's."""
+    response = exchange.get("response")
+    if isinstance(response, dict) and isinstance(response.get("timings"), dict):
+        return response["timings"]
+    for event in reversed(exchange.get("stream") or []):
+        text = event.get("text", "") if isinstance(event, dict) else ""
+        if text.startswith("data:"):
+            try:
+                data = json.loads(text[5:])
+            except json.JSONDecodeError:
+                return None
+            return data.get("timings") if isinstance(data, dict) and isinstance(data.get("timings"), dict) else None
+    return None
+
+
+def request_overheads(path: Path) -> tuple[list[float], int]:
+    """(elapsed_ms − (prompt_ms + predicted_ms) for each /completion with timings, how many were streamed)."""
+    found, streamed = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            exchange = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(exchange, dict) or exchange.get("path") != "/completion" or exchange.get("status") != 200:
+            continue
+        timings, elapsed = _final_timings(exchange), exchange.get("elapsed_ms")
+        if timings is None or not isinstance(elapsed, (int, float)):
+            continue
+        prompt_ms, predicted_ms = timings.get("prompt_ms"), timings.get("predicted_ms")
+        if not isinstance(prompt_ms, (int, float)) or not isinstance(predicted_ms, (int, float)):
+            continue
+        found.append(float(elapsed) - prompt_ms - predicted_ms)
+        streamed += "stream" in exchange
+    return found, streamed
+
+
+def run_overheads(run: Run) -> list[LessonOverhead]:
+    """One row per lesson of the run with timed requests, in lesson order."""
+    rows = []
+    for lid in sorted(run.results):
+        path = exchanges_path(run, run.results[lid])
+        if path is None:
+            continue
+        overheads, streamed = request_overheads(path)
+        if overheads:
+            rows.append(LessonOverhead(lid, overheads, streamed))
+    return rows
+
+
+def overhead_blocks(run: Run) -> list[Block]:
+    """The report's table (no blocks when no lesson recorded a timed request)."""
+    rows = run_overheads(run)
+    if not rows:
+        return []
+    every = [x for r in rows for x in r.overheads_ms]
+    return [
+        Heading(2, "The harness's own time per request"),
+        Paragraph(((
+            "Client wall time (from sending to the answer's last byte) minus the server's prompt_ms + predicted_ms, "
+            "for every /completion of each lesson, from its recorded exchanges. It holds HTTP on the way in and out, "
+            "tokenizing and queuing the prompt, building and writing the answer's JSON (or its events) and reading it "
+            "here; requests sent together (lesson 7's batches) also wait there for a free slot, which the server's "
+            f"timings do not count. Budget: a median of at most {fmt(BUDGET_MS)} ms per request."),)),
+        TableBlock("", ("lesson", "requests", "streamed", "median (ms)", "p90 (ms)", "max (ms)", "within budget"),
+                   tuple((Code(r.lesson_id), len(r.overheads_ms), r.streamed, r.median, r.p90, r.largest,
+                          "yes" if r.median <= BUDGET_MS else "no") for r in rows)),
+        Paragraph(((f"Over the run: {len(every)} requests, median {fmt(statistics.median(every))} ms, "
+                    f"p90 {fmt(percentile(every, 90))} ms, max {fmt(max(every))} ms."),)),
+    ]

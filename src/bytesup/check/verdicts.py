@@ -1,0 +1,67 @@
+"""A checked claim's verdict (`ClaimResult`) and the small readings every check shares.
+
+Every claim of `bytesup check` ends as pass, fail (with both numbers and the tolerance),
+inconclusive (the samples cannot tell) or not applicable (with what differs or is missing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bytesup.course import robust
+from bytesup.store.runs import Run
+from bytesup.store.render import fmt
+from bytesup.store.results import LessonResult, Measurement
+
+PASS, FAIL, NA, INCONCLUSIVE = "pass", "fail", "not applicable", "inconclusive"
+
+
+@dataclass
+class ClaimResult:
+    id: str
+    source: str            # "general" or the reference's name
+    lesson: str
+    claim: str
+    status: str            # pass | fail | inconclusive | not applicable
+    observed: str = ""
+    expected: str = ""
+    tolerance: str = ""
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def find_lesson(run: Run, prefix: str) -> LessonResult | None:
+    """The lesson whose id starts with `NN_` (ids may be renamed; the number is stable)."""
+    for lid, result in run.results.items():
+        if lid.startswith(prefix):
+            return result
+    return None
+
+
+def missing(run: Run, prefix: str, name: str) -> str:
+    """Why the lesson `prefix` is not there to check: it failed in this run, or it never ran."""
+    problem = next((p for p in run.problems if p.startswith(prefix)), None)
+    if problem:
+        return f"lesson {name} did not finish in this run ({problem})"
+    return f"lesson {name} not in this run"
+
+
+def measurements(result: LessonResult, name: str) -> list[Measurement]:
+    return [m for m in result.measurements if m.name == name]
+
+
+def judged(m: Measurement) -> robust.Robust:
+    """The measurement's samples by the one rule (bytesup.course.robust): median, range and spread without outliers."""
+    return robust.judge(m.samples or [m.median])
+
+
+def spread(m: Measurement) -> str:
+    """The median and the range of the samples that are not outliers; outliers named after it."""
+    r = judged(m)
+    text = f"{fmt(m.median)} ({fmt(r.low)}–{fmt(r.high)}, {len(m.samples)} samples"
+    if r.outliers:
+        text += f"; outlier{'s' if len(r.outliers) > 1 else ''} {', '.join(fmt(v) for v in r.outlier_values)} not used"
+    return text + ")"

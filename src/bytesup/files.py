@@ -1,0 +1,84 @@
+"""Files written atomically: a temporary file in the same folder, then a rename."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bytesup.errors import BytesupError
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        # mkstemp makes the file private (0600); results are meant to be read like any other file.
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def dumps(data: Any, where: str = "a JSON file") -> str:
+    """JSON text; NaN and infinity are refused (they are not JSON, and no reader agrees on them)."""
+    try:
+        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        raise BytesupError(
+            f"{where} was not written: it would hold a value that is not a finite number (NaN or infinity) "
+            f"at {_first_non_finite(data) or 'some field'}. It comes from a server's answer or an option: read the "
+            "server's answers in the lesson's exchanges (http/<lesson>.failed.jsonl) and check the options that feed it "
+            "(for example --bandwidth-gbs must be a positive number), then run the lesson again."
+        ) from None
+
+
+def _first_non_finite(data: Any, at: str = "") -> str | None:
+    if isinstance(data, float) and not math.isfinite(data):
+        return at or "the top level"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        found = _first_non_finite(value, f"{at}.{key}" if isinstance(key, str) else f"{at}[{key}]")
+        if found:
+            return found.lstrip(".")
+    return None
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, dumps(data, where=str(path)))
+
+
+def write_jsonl_atomic(path: Path, rows: list[Any]) -> None:
+    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def file_sha256(path: Path | str) -> str:
+    """Hex sha256 of a file, read in 1 MiB pieces."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,256 @@
+"""`LlamaServer`: a small httpx client for llama-server's HTTP API, returning pydantic records."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Iterator
+
+import httpx
+
+from bytesup.llama import responses as r
+from bytesup.llama import sse
+from bytesup.errors import (
+    AnswerTooLarge,
+    BytesupError,
+    MalformedResponse,
+    ServerHTTPError,
+    ServerTimeout,
+    ServerUnreachable,
+    StreamError,
+)
+from bytesup.llama.recording import ARRIVALS, LIMITS, answer_limit, read_bounded, settled_headers, since_ms, watchdog
+
+DEFAULT_URL = "http://127.0.0.1:8099"
+# Seconds to wait for one answer. A lesson's longest request (a long prefill on a big model on a
+# slow CPU) takes well under this; a hung server fails after 2 minutes instead of stalling.
+DEFAULT_TIMEOUT_S = 120.0
+
+
+def clock_info() -> dict[str, Any]:
+    """The clock streamed events are stamped with (time.perf_counter): its implementation and resolution."""
+    info = time.get_clock_info("perf_counter")
+    return {"clock": "time.perf_counter", "implementation": info.implementation, "monotonic": info.monotonic,
+            "resolution_s": info.resolution}
+
+
+def default_base_url() -> str:
+    return os.environ.get("BYTESUP_SERVER") or DEFAULT_URL
+
+
+class LlamaServer:
+    """One llama-server, reached over HTTP.
+
+    `transport` lets the runner record every exchange or replay a recorded run instead of
+    talking to a server (see `bytesup.llama.recording`).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+        build: str | None = None,
+    ):
+        self.base_url = (base_url or default_base_url()).rstrip("/")
+        api_key = api_key if api_key is not None else os.environ.get("BYTESUP_API_KEY")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.timeout = timeout
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
+        self._build: str | None = build  # named in MissingField messages; /props sets it too
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "LlamaServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- transport ---------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, payload: dict[str, Any] | None = None) -> httpx.Response:
+        """One request whose whole answer must arrive within --timeout and within its size limit (`answer_limit`)."""
+        limits = {"max_bytes": answer_limit(path, payload), "deadline": time.perf_counter() + self.timeout}
+        try:
+            with self._http.stream(method, path, json=payload, extensions={LIMITS: limits}) as streamed:
+                body = read_bounded(streamed, streamed.request)
+                resp = httpx.Response(streamed.status_code, headers=settled_headers(streamed.headers), content=body,
+                                      request=streamed.request)
+        except httpx.TimeoutException:
+            raise ServerTimeout(self.base_url, path, self.timeout) from None
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(self.base_url, type(exc).__name__) from None
+        if resp.status_code >= 400:
+            raise ServerHTTPError(self.base_url, method, path, resp.status_code, resp.text)
+        return resp
+
+    def request_json(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
+        resp = self._send(method, path, payload)
+        try:
+            return resp.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise MalformedResponse(self.base_url, path, "not JSON", resp.text) from None
+
+    def _get(self, model: type[r.R], method: str, path: str, payload: dict[str, Any] | None = None) -> r.R:
+        data = self.request_json(method, path, payload)
+        return r.parse(model, data, path=path, url=self.base_url, build=self._build)
+
+    # --- endpoints ---------------------------------------------------------------------
+
+    def health(self) -> r.Health:
+        return self._get(r.Health, "GET", "/health")
+
+    def props(self) -> r.Props:
+        props = self._get(r.Props, "GET", "/props")
+        self._build = props.build_info
+        return props
+
+    def completion(self, prompt: str | list[int], **settings: Any) -> r.Completion:
+        """POST /completion. `settings` go into the body as given (n_predict, n_probs, seed…)."""
+        return self._get(r.Completion, "POST", "/completion", {"prompt": prompt, **settings})
+
+    def completion_stream(self, prompt: str | list[int], **settings: Any) -> r.StreamedCompletion:
+        """POST /completion with `stream: true`: the server's events, each stamped on arrival.
+
+        Times are ms after the request was sent (connecting included: each stream opens its own
+        connection), on the monotonic clock (time.perf_counter). The
+        whole answer must end within the client's timeout (--timeout) after sending: at that moment
+        a watchdog shuts the connection's socket, so a stream that keeps sending or has gone silent
+        fails then, never later. A stream cut mid-event, an event that is not JSON, or a stream
+        without its final event (`stop: true` with `timings`) fails with the byte offset where it
+        went wrong.
+        """
+        path = "/completion"
+        body = {"prompt": prompt, **settings, "stream": True}
+        sent = time.perf_counter()
+        try:
+            # A connection of its own: llama-server may close a connection once it has streamed an
+            # answer on it, and a request sent on it at that moment fails (RemoteProtocolError).
+            with self._http.stream("POST", path, json=body, headers={"Connection": "close"}) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise ServerHTTPError(self.base_url, "POST", path, resp.status_code, resp.text)
+                timer = watchdog(resp, self.timeout - (time.perf_counter() - sent))
+                try:
+                    return self._read_stream(path, resp, sent)
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+        except httpx.TimeoutException:
+            raise ServerTimeout(self.base_url, path, self.timeout) from None
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(self.base_url, type(exc).__name__) from None
+
+    def _timed_chunks(self, path: str, resp: httpx.Response, sent: float,
+                      splitter: sse.EventSplitter) -> Iterator[tuple[float, bytes]]:
+        """(arrival ms, chunk) for each body chunk: the transport's stamps when it gives them
+        (recording or replaying), else this clock's. Fails past the deadline or when the body breaks."""
+        stamps = resp.extensions.get(ARRIVALS)
+        limit = answer_limit(path, json.loads(resp.request.content or b"null"))
+        chunks = resp.iter_raw()
+        n = 0
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            except httpx.TimeoutException:
+                raise StreamError(self.base_url, path, splitter.received,
+                                  f"went silent for {self.timeout:g} s (--timeout) before it ended") from None
+            except httpx.TransportError as exc:
+                if time.perf_counter() - sent >= self.timeout:  # the watchdog shut the socket
+                    raise StreamError(self.base_url, path, splitter.received, self._too_long()) from None
+                raise StreamError(self.base_url, path, splitter.received,
+                                  f"broke off ({type(exc).__name__}: {exc})", splitter.pending) from None
+            at = stamps[n] if stamps is not None and n < len(stamps) else since_ms(sent)
+            n += 1
+            if splitter.received + len(chunk) > limit:
+                raise AnswerTooLarge(self.base_url, path, limit)
+            yield at, chunk
+            if time.perf_counter() - sent > self.timeout:
+                raise StreamError(self.base_url, path, splitter.received, self._too_long())
+
+    def _too_long(self) -> str:
+        return f"had not ended {self.timeout:g} s (--timeout, the limit for one answer) after the request was sent"
+
+    def _read_stream(self, path: str, resp: httpx.Response, sent: float) -> r.StreamedCompletion:
+        splitter = sse.EventSplitter()
+        events: list[r.ArrivedEvent] = []
+        for at, chunk in self._timed_chunks(path, resp, sent, splitter):
+            for raw in splitter.feed(chunk, at):
+                events += self._event(path, raw)
+        if splitter.pending:
+            raise StreamError(self.base_url, path, splitter.pending_offset,
+                              "ended in the middle of an event (no blank line after it)", splitter.pending)
+        final = events[-1].event if events else None
+        if final is None or not final.stop or final.timings is None:
+            raise StreamError(self.base_url, path, splitter.received,
+                              f"ended after {len(events)} event(s) without its final event (`stop: true` with `timings`)")
+        return r.StreamedCompletion(events=events, timings=final.timings)
+
+    def _event(self, path: str, raw: sse.RawEvent) -> list[r.ArrivedEvent]:
+        """The typed event of one block of the stream (none for a block without data, such as a comment)."""
+        try:
+            fields = sse.fields(raw.raw)
+        except UnicodeDecodeError:
+            raise StreamError(self.base_url, path, raw.offset, "sent an event that is not UTF-8 text", raw.raw) from None
+        errors = [value for name, value in fields if name == "error"]
+        if errors:
+            raise StreamError(self.base_url, path, raw.offset, f"reported an error: {errors[0][:300]}")
+        text = sse.data(raw.raw)
+        if text is None:
+            return []
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StreamError(self.base_url, path, raw.offset, f"sent an event that is not JSON ({exc.msg})",
+                              raw.raw) from None
+        if isinstance(data, dict) and "error" in data:
+            raise StreamError(self.base_url, path, raw.offset, f"reported an error: {json.dumps(data['error'])[:300]}")
+        event = r.parse(r.StreamEvent, data, path=path, url=self.base_url, build=self._build)
+        return [r.ArrivedEvent(offset=raw.offset, arrived_ms=raw.arrived_ms, event=event)]
+
+    def tokenize(self, content: str, with_pieces: bool = True, add_special: bool = False) -> r.Tokenized:
+        body = {"content": content, "with_pieces": with_pieces, "add_special": add_special}
+        return self._get(r.Tokenized, "POST", "/tokenize", body)
+
+    def detokenize(self, tokens: list[int]) -> r.Detokenized:
+        return self._get(r.Detokenized, "POST", "/detokenize", {"tokens": tokens})
+
+    def metrics(self) -> dict[str, float]:
+        """GET /metrics (needs the server's --metrics), parsed into numbers."""
+        return r.parse_metrics(self._send("GET", "/metrics").text)
+
+    def slots(self) -> list[dict[str, Any]]:
+        data = self.request_json("GET", "/slots")
+        if not isinstance(data, list):
+            raise MalformedResponse(self.base_url, "/slots", "expected a list of slots", str(data))
+        return data
+
+    def models(self) -> r.ModelList:
+        return self._get(r.ModelList, "GET", "/v1/models")
+
+    def served_meta(self) -> dict[str, Any]:
+        """llama.cpp's `meta` of the served model, or {} where the server lists none: for lessons
+        that show it beside their own numbers and go on without it."""
+        try:
+            return self.served_model().get("meta", {})
+        except BytesupError:
+            return {}
+
+    def served_model(self) -> dict[str, Any]:
+        """The first model of /v1/models: its id, a short name (the file's stem) and llama.cpp's
+        `meta` (n_params, size = bytes of all tensors, n_vocab, n_ctx_train…); {} when none is listed."""
+        data = self.models().data
+        if not data:
+            return {}
+        model_id = str(data[0].get("id") or "served model")
+        meta = data[0].get("meta")
+        return {"id": model_id, "name": model_id.rsplit("/", 1)[-1].removesuffix(".gguf"),
+                "meta": meta if isinstance(meta, dict) else {}}

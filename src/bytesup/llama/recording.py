@@ -1,0 +1,261 @@
+"""Record every HTTP exchange of a lesson, and serve a lesson from those recordings.
+
+An exchange is one JSON line: server label, method, path, request JSON, status, response
+(JSON, or text for /metrics) and elapsed milliseconds. Headers are never recorded, so an API
+key cannot end up in a run folder.
+
+A streamed answer (`text/event-stream`) is recorded in the same line as `stream`: each event's
+text with its arrival time in ms after the request was sent (`arrived_ms`), `stream_tail`
+for bytes after the last event when the stream broke off, and `stream_error` naming the error
+that broke it. The times are taken here, as each
+chunk passes to the client, and handed to the client in the response's extensions under
+`ARRIVALS` (one per chunk): the client stamps with them, so what a lesson computes live and
+what a replay computes from the recording are the same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections import defaultdict, deque
+from typing import Any
+
+import httpx
+
+from bytesup.errors import AnswerTooLarge, ReplayMiss
+from bytesup.llama.sse import EventSplitter
+
+# The response extension that carries each body chunk's arrival time (ms after sending, rounded to the µs).
+ARRIVALS = "bytesup.arrivals_ms"
+# The request extension that bounds an answer: {"max_bytes": n, "deadline": a time.perf_counter() value}.
+LIMITS = "bytesup.limits"
+MAX_ANSWER_ENV = "BYTESUP_MAX_ANSWER_MB"
+# Headers that describe the body as it travelled: once it is read (and decoded) here they no longer hold.
+_TRAVEL_HEADERS = {"content-encoding", "content-length", "transfer-encoding"}
+
+
+def answer_limit(path: str, payload: Any) -> int:
+    """The bytes an answer to this request may take, from what it asked: a /completion's generated tokens times what
+    each brings (its text and, per listed candidate, id, text, bytes and probability), plus room for the settings
+    it echoes; 16 MB for any other endpoint. BYTESUP_MAX_ANSWER_MB raises every limit to at least that."""
+    floor = 0
+    try:
+        floor = int(float(os.environ.get(MAX_ANSWER_ENV) or 0) * 1e6)
+    except ValueError:
+        floor = 0
+    limit = 16_000_000
+    if path == "/completion" and isinstance(payload, dict):
+        n_predict = payload.get("n_predict")
+        tokens = n_predict if isinstance(n_predict, int) and 0 <= n_predict else 8192  # -1 or unset: to the context's end
+        n_probs = payload.get("n_probs")
+        candidates = n_probs if isinstance(n_probs, int) and n_probs > 0 else 0
+        limit = 4_000_000 + (tokens + 1) * (512 + 512 * candidates)
+    return max(limit, floor)
+
+
+def watchdog(resp: httpx.Response, seconds: float) -> threading.Timer | None:
+    """A timer that shuts the answer's socket after `seconds`, so a blocked read returns at once;
+    None where the answer has no socket (a recording replayed, a test's transport)."""
+    stream = resp.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if not isinstance(sock, socket.socket):
+        return None
+
+    def shut() -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed
+            pass
+
+    timer = threading.Timer(max(seconds, 0.0), shut)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def read_bounded(response: httpx.Response, request: httpx.Request) -> bytes:
+    """The whole (decoded) body, within the request's limits: past `max_bytes` the answer is closed and
+    AnswerTooLarge raised; past `deadline` a timeout, however steadily the bytes trickle in."""
+    limits = request.extensions.get(LIMITS) or {}
+    max_bytes, deadline = limits.get("max_bytes"), limits.get("deadline")
+    timer = watchdog(response, deadline - time.perf_counter()) if deadline is not None else None
+    body = bytearray()
+    try:
+        for chunk in response.iter_bytes():
+            body += chunk
+            if max_bytes is not None and len(body) > max_bytes:
+                response.close()
+                raise AnswerTooLarge(f"{request.url.scheme}://{request.url.netloc.decode()}", request.url.path, max_bytes)
+            if deadline is not None and time.perf_counter() > deadline:
+                raise httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request)
+    except httpx.TransportError:
+        if deadline is not None and time.perf_counter() >= deadline:  # the watchdog shut the socket
+            raise httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request) from None
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return bytes(body)
+
+
+def settled_headers(headers: httpx.Headers) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in headers.items() if k.lower() not in _TRAVEL_HEADERS]
+
+
+def strict_json(body: bytes) -> Any:
+    """JSON as a recording keeps it: strict, so NaN and infinities a server sends stay as the strings it wrote."""
+    return json.loads(body, parse_constant=lambda name: name)
+
+
+def since_ms(started: float) -> float:
+    """ms on the monotonic clock since `started` (a time.perf_counter() value), rounded to the µs
+    as recordings keep it."""
+    return round((time.perf_counter() - started) * 1000.0, 3)
+
+
+def is_event_stream(headers: httpx.Headers) -> bool:
+    return headers.get("content-type", "").split(";")[0].strip().lower() == "text/event-stream"
+
+
+def _request_json(request: httpx.Request) -> Any:
+    body = request.content
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", errors="replace")
+
+
+def exchange_key(label: str, method: str, path: str, request_json: Any) -> str:
+    return json.dumps([label, method, path, request_json], sort_keys=True, ensure_ascii=False)
+
+
+class RecordingTransport(httpx.BaseTransport):
+    """Passes requests to a real transport and appends each exchange to `sink`."""
+
+    def __init__(self, sink: list[dict[str, Any]], label: str = "main", inner: httpx.BaseTransport | None = None):
+        self.sink = sink
+        self.label = label
+        self.inner = inner or httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        started = time.perf_counter()
+        response = self.inner.handle_request(request)
+        entry: dict[str, Any] = {
+            "server": self.label,
+            "method": request.method,
+            "path": request.url.path,
+            "request": _request_json(request),
+            "status": response.status_code,
+        }
+        if is_event_stream(response.headers):
+            arrivals: list[float] = []
+            stream = _RecordedStream(response, entry, arrivals, started, self.sink)
+            return httpx.Response(response.status_code, headers=response.headers, stream=stream, request=request,
+                                  extensions={**response.extensions, ARRIVALS: arrivals})
+        body = read_bounded(response, request)  # too big or too slow: nothing is recorded
+        elapsed_ms = (time.perf_counter() - started) * 1000.0
+        try:
+            entry["response"] = strict_json(body)
+        except (ValueError, RecursionError):
+            entry["response_text"] = body.decode("utf-8", errors="replace")
+        entry["elapsed_ms"] = round(elapsed_ms, 3)
+        self.sink.append(entry)
+        # The body is read and decoded here: the client gets it without the headers of its travel (a gzip
+        # Content-Encoding would make the client decode it a second time).
+        return httpx.Response(response.status_code, headers=settled_headers(response.headers), content=body, request=request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _RecordedStream(httpx.SyncByteStream):
+    """Passes a streamed body on chunk by chunk, stamping each chunk's arrival, and writes the
+    exchange (events, times, any tail) to the sink once the body is read to its end or closed."""
+
+    def __init__(self, response: httpx.Response, entry: dict[str, Any], arrivals: list[float], started: float,
+                 sink: list[dict[str, Any]]):
+        self.response, self.entry, self.arrivals, self.started, self.sink = response, entry, arrivals, started, sink
+        self.splitter = EventSplitter()
+        self.events: list[dict[str, Any]] = []
+        self.written = False
+
+    def __iter__(self):
+        try:
+            for chunk in self.response.stream:
+                if not chunk:
+                    continue
+                at = since_ms(self.started)
+                self.arrivals.append(at)
+                self.events += [{"arrived_ms": e.arrived_ms, "text": e.raw.decode("utf-8", errors="replace")}
+                                for e in self.splitter.feed(chunk, at)]
+                yield chunk
+        except Exception as exc:  # kept in the line, for whoever reads a failed lesson's exchanges
+            self.entry["stream_error"] = type(exc).__name__
+            raise
+        finally:
+            self._write()
+
+    def _write(self) -> None:
+        if self.written:
+            return
+        self.written = True
+        self.entry["stream"] = self.events
+        if self.splitter.pending:
+            self.entry["stream_tail"] = {"arrived_ms": self.arrivals[-1],
+                                         "text": self.splitter.pending.decode("utf-8", errors="replace")}
+        self.entry["elapsed_ms"] = since_ms(self.started)
+        self.sink.append(self.entry)
+
+    def close(self) -> None:
+        self._write()
+        self.response.close()
+
+
+class _Chunks(httpx.SyncByteStream):
+    def __init__(self, chunks: list[bytes]):
+        self.chunks = chunks
+
+    def __iter__(self):
+        yield from self.chunks
+
+
+def response_body(entry: dict[str, Any]) -> bytes:
+    if "response" in entry:
+        return json.dumps(entry["response"], ensure_ascii=False).encode("utf-8")
+    return entry.get("response_text", "").encode("utf-8")
+
+
+class ReplayTransport(httpx.BaseTransport):
+    """Answers each request with the next recorded answer to the same request; fails loudly otherwise."""
+
+    def __init__(self, exchanges: list[dict[str, Any]], label: str = "main", sink: list[dict[str, Any]] | None = None):
+        self.label = label
+        self.sink = sink
+        self.queues: dict[str, deque] = defaultdict(deque)
+        for e in exchanges:
+            if e.get("server", "main") == label:
+                self.queues[exchange_key(label, e["method"], e["path"], e.get("request"))].append(e)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        payload = _request_json(request)
+        key = exchange_key(self.label, request.method, request.url.path, payload)
+        queue = self.queues.get(key)
+        if not queue:
+            shown = f"{request.method} {request.url.path} {json.dumps(payload, ensure_ascii=False)[:300]} (server {self.label})"
+            nearest = [k[:200] for k, q in self.queues.items() if q and f'"{request.url.path}"' in k]
+            raise ReplayMiss(shown, nearest)
+        entry = queue.popleft()
+        if self.sink is not None:
+            self.sink.append(entry)
+        if "stream" in entry:
+            parts = [*entry["stream"], *([entry["stream_tail"]] if "stream_tail" in entry else [])]
+            return httpx.Response(entry["status"], headers={"content-type": "text/event-stream"},
+                                  stream=_Chunks([p["text"].encode("utf-8") for p in parts]), request=request,
+                                  extensions={ARRIVALS: [p["arrived_ms"] for p in parts]})
+        ctype = "application/json" if "response" in entry else "text/plain"
+        return httpx.Response(entry["status"], headers={"content-type": ctype}, content=response_body(entry), request=request)

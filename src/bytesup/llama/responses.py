@@ -1,0 +1,312 @@
+"""One pydantic model per llama-server response, fields spelled as the server spells them.
+
+`extra="allow"` keeps whatever a newer server adds. The fields lessons rely on are required,
+so a response without one fails with the field's name (see `parse`).
+Speeds are derived from raw timings in one place: `prefill_tokens_per_s` and `decode_tokens_per_s`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, NamedTuple, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from bytesup.errors import ImplausibleValue, MalformedResponse, MissingField
+
+# Values a llama.cpp server can send, checked as each answer is read: a log-probability is finite and at most 0
+# (1e-6 above it for rounding of a probability of 1), a probability lies in [0, 1], a time is finite and not
+# negative, a count is not negative. Anything else is named, never computed with.
+ROUNDING = 1e-6
+LogProb = Annotated[float, Field(le=ROUNDING, allow_inf_nan=False)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0 + ROUNDING, allow_inf_nan=False)]
+Millis = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0)]
+
+
+class ServerRecord(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Health(ServerRecord):
+    status: str
+
+
+class Props(ServerRecord):
+    build_info: str | None = None
+    model_path: str | None = None
+    total_slots: int | None = None
+    default_generation_settings: dict[str, Any] | None = None
+
+
+class TokenPiece(ServerRecord):
+    id: int
+    # Pieces that are not valid UTF-8 arrive as a list of byte values: kept as they came.
+    piece: str | list[int]
+
+    @property
+    def piece_bytes(self) -> bytes:
+        return bytes(self.piece) if isinstance(self.piece, list) else self.piece.encode("utf-8")
+
+
+class Tokenized(ServerRecord):
+    tokens: list[TokenPiece] | list[int]
+
+    @property
+    def ids(self) -> list[int]:
+        return [t.id if isinstance(t, TokenPiece) else t for t in self.tokens]
+
+
+class Detokenized(ServerRecord):
+    content: str
+
+
+class TopLogprob(ServerRecord):
+    id: int
+    token: str
+    bytes: list[int] | None = None
+    logprob: LogProb
+
+
+class TopProb(ServerRecord):
+    id: int
+    token: str
+    bytes: list[int] | None = None
+    prob: Probability
+
+
+class TokenProbabilities(ServerRecord):
+    """One generated position. Two shapes: full softmax (`post_sampling_probs: false`)
+    gives logprob/top_logprobs; after the sampler chain (`true`) gives prob/top_probs."""
+
+    id: int
+    token: str
+    bytes: list[int] | None = None
+    logprob: LogProb | None = None
+    top_logprobs: list[TopLogprob] | None = None
+    prob: Probability | None = None
+    top_probs: list[TopProb] | None = None
+
+    def candidates(self) -> list["Candidate"]:
+        """(id, token, bytes, probability) for the listed candidates, whichever shape came."""
+        if self.top_logprobs is not None:
+            return [Candidate(c.id, c.token, c.bytes, math.exp(c.logprob)) for c in self.top_logprobs]
+        if self.top_probs is not None:
+            return [Candidate(c.id, c.token, c.bytes, c.prob) for c in self.top_probs]
+        return []
+
+
+class Candidate(NamedTuple):
+    """One listed candidate of a position: its probability from a logprob or as the server gave it."""
+
+    id: int
+    token: str
+    bytes: list[int] | None
+    probability: float
+
+
+class Timings(ServerRecord):
+    cache_n: Count = 0
+    prompt_n: Count
+    prompt_ms: Millis
+    prompt_per_token_ms: float | None = None
+    prompt_per_second: float | None = None
+    predicted_n: Count
+    predicted_ms: Millis
+    predicted_per_token_ms: float | None = None
+    predicted_per_second: float | None = None
+    # Speculative decoding only (a server started with --spec-type): tokens drafted, and of those
+    # the ones the target model accepted, over the whole generation. Absent when nothing was drafted.
+    draft_n: Count | None = None
+    draft_n_accepted: Count | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Timings":
+        # Time is spent on every evaluated prompt token and on every decode pass after the first token.
+        if self.prompt_n > 0 and self.prompt_ms == 0:
+            raise PydanticCustomError("implausible", "prompt_ms is 0 for {n} prompt tokens", {"n": self.prompt_n})
+        if self.predicted_n > 1 and self.predicted_ms == 0:
+            raise PydanticCustomError("implausible", "predicted_ms is 0 for {n} generated tokens", {"n": self.predicted_n})
+        if self.draft_n is not None and self.draft_n_accepted is not None and self.draft_n_accepted > self.draft_n:
+            raise PydanticCustomError("implausible", "more draft tokens accepted than drafted", {})
+        return self
+
+
+class Completion(ServerRecord):
+    content: str
+    tokens: list[int] = []
+    stop_type: str | None = None
+    tokens_evaluated: int | None = None
+    tokens_cached: int | None = None
+    generation_settings: dict[str, Any] | None = None
+    timings: Timings
+    completion_probabilities: list[TokenProbabilities] = []
+
+    def first_position(self, build: str | None = None) -> TokenProbabilities:
+        """Probabilities of the first generated token; a request with n_probs must have them."""
+        if not self.completion_probabilities:
+            raise MissingField("/completion", "completion_probabilities", build)
+        return self.completion_probabilities[0]
+
+
+class StreamEvent(ServerRecord):
+    """One `data:` event of a streamed /completion (`stream: true`): the text it adds, and the
+    number of tokens generated so far (`tokens_predicted`). The last event has `stop: true` and
+    the answer's `timings`. A token whose bytes end mid-character is held back by the server
+    and sent with the token that completes the character: one event then adds several tokens
+    (its `tokens` lists only the last of them, as the embedded engine streams it), and tokens of
+    a character left unfinished at the end are counted only by the final event."""
+
+    content: str = ""
+    tokens: list[int] = []
+    stop: bool = False
+    tokens_predicted: int | None = None
+    stop_type: str | None = None
+    completion_probabilities: list[TokenProbabilities] = []
+    timings: Timings | None = None
+
+
+class ArrivedEvent(BaseModel):
+    """A stream event as the client saw it: where it started in the body and when it arrived."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    offset: int                       # byte offset of the event in the response body
+    arrived_ms: float                 # ms after the request was sent, on the client's monotonic clock
+    event: StreamEvent
+
+
+class TokenArrival(NamedTuple):
+    """Tokens generated so far when an event arrived, and its arrival time (ms after sending)."""
+
+    tokens: int
+    arrived_ms: float
+
+
+class StreamedCompletion(BaseModel):
+    """A streamed /completion: every event with its arrival time, and the final event's `timings`.
+    The last event is the final one, so its arrival is the end of the answer (end-to-end time)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    events: list[ArrivedEvent]
+    timings: Timings
+
+    @property
+    def ended_ms(self) -> float:
+        return self.events[-1].arrived_ms
+
+    @property
+    def content(self) -> str:
+        return "".join(e.event.content for e in self.events)
+
+    def arrivals(self) -> list[TokenArrival]:
+        """One entry per event that brought tokens, in order. The count is the server's
+        `tokens_predicted`; a build without it counts an event's `tokens` (one if it has text)."""
+        found, so_far = [], 0
+        for e in self.events:
+            ev = e.event
+            if ev.tokens_predicted is not None:
+                now = ev.tokens_predicted
+            else:
+                now = so_far + (len(ev.tokens) or (1 if ev.content else 0))
+            if now > so_far:
+                found.append(TokenArrival(now, e.arrived_ms))
+                so_far = now
+        return found
+
+
+def shown_token(token: str, raw: list[int] | None = None) -> str:
+    """A token with its spacing visible: the repr of its text, or of its bytes when they are not UTF-8."""
+    if raw is not None:
+        data = bytes(raw)
+        try:
+            return repr(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            return repr(data)
+    return repr(token)
+
+
+class ModelList(ServerRecord):
+    data: list[dict[str, Any]] = []
+
+
+# --- speeds: the one place where raw timings become tokens per second -------------------
+
+def prefill_tokens_per_s(t: Timings) -> float:
+    """Prompt tokens evaluated per second (`prompt_n` tokens in `prompt_ms`)."""
+    return t.prompt_n / t.prompt_ms * 1000.0 if t.prompt_ms > 0 else float("nan")
+
+
+def decode_passes(t: Timings) -> int:
+    """Decode passes inside `predicted_ms`.
+
+    The first generated token is sampled from the logits of the prompt pass, and `prompt_ms`
+    runs until that token is sampled; so `predicted_ms` holds `predicted_n - 1` passes.
+    Builds from 2026 compute `predicted_per_token_ms` the same way; older ones divided by
+    `predicted_n`. We apply one rule to every build so that runs compare; the server's own
+    `predicted_per_second` stays in the raw record.
+    """
+    return max(t.predicted_n - 1, 0)
+
+
+def decode_ms_per_token(t: Timings) -> float:
+    n = decode_passes(t)
+    return t.predicted_ms / n if n > 0 else float("nan")
+
+
+def decode_tokens_per_s(t: Timings) -> float:
+    ms = decode_ms_per_token(t)
+    return 1000.0 / ms if ms and ms > 0 and not math.isnan(ms) else float("nan")
+
+
+# --- parsing ----------------------------------------------------------------------------
+
+R = TypeVar("R", bound=ServerRecord)
+_OUT_OF_RANGE = {"finite_number": "not a finite number", "less_than_equal": "above the largest possible value",
+                 "greater_than_equal": "below the smallest possible value"}
+
+
+def parse(model: type[R], data: Any, *, path: str, url: str = "", build: str | None = None) -> R:
+    """Validate a decoded JSON body; a missing field is named, any other mismatch is 'malformed'."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            if err["type"] == "missing":
+                field = ".".join(str(p) for p in err["loc"])
+                raise MissingField(path, field, build) from None
+        for err in exc.errors():
+            if err["type"] in _OUT_OF_RANGE:
+                field = ".".join(str(p) for p in err["loc"])
+                raise ImplausibleValue(path, field, err.get("input"), _OUT_OF_RANGE[err["type"]], build) from None
+            if err["type"] == "implausible":
+                field = ".".join(str(p) for p in err["loc"]) or "the answer"
+                value = {k: v for k, v in (err.get("input") or {}).items() if "_n" in k or "_ms" in k} \
+                    if isinstance(err.get("input"), dict) else err.get("input")
+                raise ImplausibleValue(path, field, value, err["msg"], build) from None
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the body"
+        raise MalformedResponse(url, path, f"{where}: {first['msg']}", str(data)) from None
+
+
+_METRIC_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*(?:\{[^}]*\})?)\s+(\S+)")
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text exposition -> {name (with labels): value}."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _METRIC_LINE.match(line)
+        if not m:
+            continue
+        try:
+            values[m.group(1)] = float(m.group(2))
+        except ValueError:
+            continue
+    return values

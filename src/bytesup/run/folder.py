@@ -1,0 +1,444 @@
+"""What keeps a run folder whole: one run at a time (a lock), a fresh folder for each new run,
+a resume that refuses to mix two configurations, failed lessons set aside, recordings verified.
+
+The runner (`runner.run_lessons`) uses these; each piece is small enough to test on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import sys
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from rich.console import Console
+
+from bytesup.llama import process as engine
+from bytesup.errors import BytesupError, RunFolderError
+from bytesup.store.escape import md_text, rich_text
+from bytesup.store.identity import resume_differences
+from bytesup.options import RunOptions
+from bytesup.paths import outputs_root
+from bytesup.store.plots import write_plots
+from bytesup.store.render import lesson_md
+from bytesup.store.results import LessonResult
+from bytesup.store.runs import LOCK_FILE
+from bytesup.files import dumps, write_json_atomic, write_jsonl_atomic, write_text_atomic
+
+DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\.(\d+))?$")
+# Errors that mean the disk cannot take more: the run stops instead of trying every lesson.
+DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --- one run at a time ---------------------------------------------------------------------
+
+class RunLock:
+    """An exclusive lock on a run folder: `.bytesup.lock`, held with flock while the run lives.
+
+    The kernel drops the lock when its process dies (even by kill -9), so a lock file whose lock
+    is free was left by a dead run: it is taken over and `acquire` says so. The file tells who
+    holds it (pid, start time, command), for the message a second run gets."""
+
+    def __init__(self, run_dir: Path, command: list[str], created: bool = False):
+        self.run_dir = run_dir
+        self.path = run_dir / LOCK_FILE
+        self.command = command
+        self.created = created  # the folder was made for this run: removed again if left empty
+        self._fd: int | None = None
+
+    def acquire(self) -> str | None:
+        """Take the lock; returns a sentence when a dead run's lock was taken over."""
+        if not self.run_dir.exists():
+            self.run_dir.mkdir(parents=True)
+            self.created = True
+        for _ in range(5):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                    raise
+                raise RunFolderError(self._held_message(_read_holder(self.path))) from None
+            # The file may have been removed (by the run that held it) between open and flock.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            previous = _read_holder(self.path)
+            os.ftruncate(fd, 0)
+            me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": _now(), "command": self.command}
+            os.write(fd, (json.dumps(me) + "\n").encode())
+            self._fd = fd
+            if previous.get("pid"):
+                return (f"{self.run_dir} was locked by a run that is no longer running (pid {previous.get('pid')}, "
+                        f"started {previous.get('started_at', '?')}); its lock was taken over.")
+            return None
+        raise RunFolderError(f"Could not lock {self.run_dir}: its lock file keeps changing. Another run may be starting; try again.")
+
+    def _held_message(self, holder: dict) -> str:
+        command = " ".join(holder.get("command") or []) or "unknown command"
+        return (
+            f"{self.run_dir} is in use by another bytesup run (pid {holder.get('pid', '?')} on "
+            f"{holder.get('host', '?')}, started {holder.get('started_at', '?')}: {command}). Nothing was changed. "
+            "Wait for that run to finish or stop it, or write this run to another folder with --out DIR."
+        )
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        os.close(self._fd)
+        self._fd = None
+        if self.created:
+            with contextlib.suppress(OSError):
+                self.run_dir.rmdir()  # only when nothing was written into it
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _read_holder(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+# --- which folder ----------------------------------------------------------------------------
+
+def new_run_dir(root: Path, date: str) -> Path:
+    """The next free `<date>`, `<date>.2`, `<date>.3`… under `root`, created (so claimed) here."""
+    root.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        candidate = root / (date if n == 1 else f"{date}.{n}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            n += 1
+
+
+def latest_unfinished(root: Path) -> Path | None:
+    """The most recently updated run folder under `root` whose manifest is not complete."""
+    if not root.is_dir():
+        return None
+    found: list[tuple[str, float, Path]] = []
+    for folder in root.iterdir():
+        manifest = folder / "manifest.json"
+        if not manifest.is_file():
+            continue
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("status") != "complete":
+            found.append((str(data.get("updated_at") or ""), manifest.stat().st_mtime, folder))
+    return max(found)[2] if found else None
+
+
+def _manifests_under(root: Path) -> Iterator[tuple[Path, dict]]:
+    if not root.is_dir():
+        return
+    for folder in root.iterdir():
+        try:
+            data = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("lessons"), dict):
+            yield folder, data
+
+
+def fmt_seconds(seconds: float) -> str:
+    """12 s, 3 min 05 s."""
+    whole = round(seconds)
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+
+
+def estimate(root: Path, manifest: dict, todo: list[str], skip: Path | None = None) -> str:
+    """One line: how long `todo` will take, from the latest earlier run under `root` that measured with the same
+    configuration (`identity_differences` finds none) and timed every lesson in `todo`; or that there is none."""
+    best: tuple[str, Path, float] | None = None
+    for folder, data in _manifests_under(root):
+        if skip is not None and folder.resolve() == skip.resolve():
+            continue
+        entries = data["lessons"]
+        timed = [entries.get(lid, {}).get("seconds") for lid in todo]
+        if any(not isinstance(t, (int, float)) or entries[lid].get("status") != "ok" for lid, t in zip(todo, timed, strict=True)):
+            continue
+        if identity_differences(data, manifest):
+            continue
+        when = str(data.get("updated_at") or "")
+        if best is None or when > best[0]:
+            best = (when, folder, float(sum(t for t in timed if isinstance(t, (int, float)))))
+    n = f"{len(todo)} lesson{'s' if len(todo) != 1 else ''}"
+    if best is None:
+        return f"estimate: none for {n} (no earlier run under {root} measured with this configuration)"
+    return f"estimate: about {fmt_seconds(best[2])} for {n}, as the comparable run {best[1].name} took"
+
+
+# --- resuming the same configuration -----------------------------------------------------------
+
+def identity_differences(old: dict, new: dict) -> list[str]:
+    """`old` (the folder's manifest) vs `new` (this run's facts): one line per difference in what a
+    resume checks (`identity.resume_differences`)."""
+    return [d.sentence("in the folder", "now") for d in resume_differences(old, new)]
+
+
+# --- a failed lesson -------------------------------------------------------------------------
+
+def lesson_files(run_dir: Path, lesson_id: str) -> list[Path]:
+    """A lesson's files in a run folder: result, Markdown, exchanges, plots."""
+    files = [run_dir / f"{lesson_id}.json", run_dir / f"{lesson_id}.md", run_dir / "http" / f"{lesson_id}.jsonl"]
+    plots = run_dir / "plots"
+    if plots.is_dir():
+        files += sorted(p for p in plots.iterdir() if p.name.startswith(f"{lesson_id}-"))
+    return [p for p in files if p.exists()]
+
+
+def set_aside(run_dir: Path, lesson_id: str) -> Path | None:
+    """Move a lesson's earlier files to `stale/<id>-<UTC time>/`, so that no failed lesson leaves
+    a result behind that looks valid. Nothing is deleted. Returns the folder, or None."""
+    files = lesson_files(run_dir, lesson_id)
+    if not files:
+        return None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target = run_dir / "stale" / f"{lesson_id}-{stamp}"
+    n = 1
+    while target.exists():
+        n += 1
+        target = run_dir / "stale" / f"{lesson_id}-{stamp}.{n}"
+    for path in files:
+        dest = target / path.relative_to(run_dir)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(path), dest)
+    return target
+
+
+# --- recordings ------------------------------------------------------------------------------
+
+def differences(recorded: Any, replayed: Any, where: str = "", limit: int = 5) -> list[str]:
+    """Where two JSON values differ, as `path: recorded → replayed` lines (at most `limit`)."""
+    out: list[str] = []
+
+    def walk(a: Any, b: Any, at: str) -> None:
+        if len(out) >= limit:
+            return
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(a.keys() | b.keys(), key=str):
+                walk(a.get(k, "(absent)"), b.get(k, "(absent)"), f"{at}.{k}" if at else str(k))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                walk(x, y, f"{at}[{i}]")
+        elif a != b:
+            out.append(f"{at}: {json.dumps(a, ensure_ascii=False)[:80]} → {json.dumps(b, ensure_ascii=False)[:80]}")
+
+    walk(recorded, replayed, where)
+    return out
+
+
+# --- what to type next -----------------------------------------------------------------------
+
+_DROPPED_WITH_VALUE = {"--out", "--api-key"}
+_DROPPED = {"--force", "--resume"}
+
+
+# scripts/run_course.sh sets this to the `make run …` that started the run, so that the resume command is one
+# that works the same way: make's recipe starts the run's own server again.
+MAKE_RUN_ENV = "BYTESUP_MAKE_RUN"
+_MAKE_RUN_FLAGS = {"bytesup", "run-all", "--own-server", "--report"}  # what run_course.sh adds to ARGS
+
+
+def resume_command(command: list[str], run_dir: Path) -> str:
+    """The run's own command with `--out RUN_DIR --resume` (its --force, --out and API key dropped:
+    the key comes from BYTESUP_API_KEY or is typed again). A run started by `make run` is resumed by
+    `make run … ARGS='… --out RUN_DIR --resume'`."""
+    kept, skip = [], False
+    for arg in command or ["bytesup", "run-all"]:
+        if skip:
+            skip = False
+            continue
+        if arg in _DROPPED_WITH_VALUE:
+            skip = True
+            continue
+        if arg in _DROPPED or any(arg.startswith(f"{flag}=") for flag in _DROPPED_WITH_VALUE):
+            continue
+        kept.append(arg)
+    via = os.environ.get(MAKE_RUN_ENV)
+    if via:
+        args = [a for a in kept if a not in _MAKE_RUN_FLAGS]
+        return f"{via} ARGS={shlex.quote(shlex.join([*args, '--out', str(run_dir), '--resume']))}"
+    return shlex.join([*kept, "--out", str(run_dir), "--resume"])
+
+
+class DiskFull(BytesupError):
+    def __init__(self, where: Path | str, lesson_id: str | None, resume: str):
+        at = f" while saving {lesson_id}" if lesson_id else ""
+        super().__init__(
+            f"No space left on the device that holds {where}{at}. The run stopped: every lesson "
+            "finished before is kept, and nothing was overwritten. Free some space (or move outputs/ "
+            f"with BYTESUP_OUTPUTS), then continue with `{resume}`."
+        )
+
+
+# --- signals -----------------------------------------------------------------------------------
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C so that every `finally` (servers of our own, the
+    lock, the manifest) runs before the process exits."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP stop the run by raising (KeyboardInterrupt, Terminated), once. A
+    signal after the first (Ctrl-C pressed again, a second kill) is only acknowledged: it never
+    interrupts the cleanup the first one started (the manifest, the summary, the run's server), and
+    the handlers stay so until the process exits."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        if stopping:
+            if len(stopping) == 1:
+                print("already stopping: saving the manifest and stopping the run's servers first", file=sys.stderr, flush=True)
+            stopping.append(signum)
+            return
+        stopping.append(signum)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(signum)
+
+    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        if not stopping:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def die_with_parent() -> None:
+    """Linux: SIGTERM to this process when its parent dies (`make run` killed, even by kill -9), which stops
+    the run as a SIGTERM does. A parent already gone by the time this is set stops it at once."""
+    parent = os.getppid()
+    hook = engine.die_with_parent_hook()
+    if hook is not None:
+        hook()
+    if os.getppid() != parent:
+        raise Terminated(signal.SIGTERM)
+
+
+# --- the folder, its index and its lessons' files ------------------------------------------------
+
+INDEX_MARK = "<!-- bytesup index -->"
+
+
+def today_folder() -> Path:
+    """outputs/<today's UTC date>."""
+    return outputs_root() / datetime.now(timezone.utc).date().isoformat()
+
+
+def choose_run_dir(options: RunOptions, console: Console) -> tuple[Path, bool]:
+    """--out when given; else --resume continues the latest unfinished run under outputs/, and a
+    new run gets the next free outputs/<date>[.N]. Returns (folder, created for this run)."""
+    if options.out is not None:
+        run_dir = options.out.resolve()
+        if run_dir.exists() and not run_dir.is_dir():
+            raise RunFolderError(f"{run_dir} exists and is not a folder. Choose another --out.")
+        return run_dir, False
+    root = outputs_root()
+    if options.resume:
+        found = latest_unfinished(root)
+        if found is None:
+            raise RunFolderError(
+                f"--resume found no unfinished run under {root} to continue. Start a new run without "
+                "--resume, or name the folder to continue with --out DIR."
+            )
+        console.print(f"Resuming {rich_text(found.resolve())}, the latest unfinished run.", highlight=False)
+        return found.resolve(), False
+    today = today_folder()
+    run_dir = new_run_dir(root, today.name).resolve()
+    if run_dir.name != today.name:
+        console.print(f"Writing to {rich_text(run_dir)} ({rich_text(today.name)} already holds a run).", highlight=False)
+    return run_dir, True
+
+
+def run_readme(run_dir: Path, manifest: dict) -> str:
+    """The run folder's README.md while no report replaces it: status, host, engine, a line per lesson."""
+    lines = [INDEX_MARK, f"# bytesup run {md_text(run_dir.name)}", ""]
+    host = manifest.get("host", {})
+    eng = manifest.get("engine", {})
+    model = manifest.get("model", {})
+    lines.append(md_text(f"Status: **{manifest.get('status')}** · host {host.get('hostname')} "
+                         f"({host.get('cpu')}, {host.get('cores')} cores)"))
+    lines.append(md_text(f"· engine {eng.get('engine', '?')} {eng.get('build', '')} · model {model.get('path', '?')}"))
+    lines.append("")
+    lines.append("| lesson | status | time | result |")
+    lines.append("|---|---|---|---|")
+    for lid, entry in sorted(manifest.get("lessons", {}).items()):
+        link = (f"[{md_text(entry.get('title', lid), cell=True)}]({lid}.md)" if entry.get("status") == "ok"
+                else md_text(entry.get("error", "")[:200], cell=True))
+        seconds = entry.get("seconds")
+        took = fmt_seconds(seconds) if isinstance(seconds, (int, float)) else ""
+        lines.append(f"| `{lid}` | {entry.get('status')} | {took} | {link} |")
+    total = manifest.get("lessons_seconds")
+    if isinstance(total, (int, float)):
+        lines += ["", md_text(f"The lessons took {fmt_seconds(total)} of wall time in all.")]
+    return "\n".join(lines) + "\n"
+
+
+def save_lesson(run_dir: Path, result: LessonResult, exchanges: list[dict]) -> None:
+    """Exchanges, plots and Markdown first, the JSON last: a result file means a complete lesson.
+    The JSON is made first, so a result that cannot be written (NaN) leaves the folder as it was."""
+    dumps(result.to_json(), where=str(run_dir / f"{result.lesson_id}.json"))
+    write_jsonl_atomic(run_dir / "http" / f"{result.lesson_id}.jsonl", exchanges)
+    write_plots(result, run_dir)
+    write_text_atomic(run_dir / f"{result.lesson_id}.md", lesson_md(result))
+    write_json_atomic(run_dir / f"{result.lesson_id}.json", result.to_json())
+
+
+def keep_failed(run_dir: Path, lesson_id: str, entry: dict, sink: list[dict]) -> None:
+    """A lesson that did not finish: its earlier files go to stale/ (a result is replaced only by a
+    successful one), and its exchanges so far are kept in http/<id>.failed.jsonl for diagnosis."""
+    try:
+        moved = set_aside(run_dir, lesson_id)
+        if moved is not None:
+            entry["set_aside"] = str(moved.relative_to(run_dir))
+        if sink:
+            write_jsonl_atomic(run_dir / "http" / f"{lesson_id}.failed.jsonl", sink)
+            entry["failed_exchanges"] = f"http/{lesson_id}.failed.jsonl"
+    except OSError:
+        pass  # a full disk is reported by the manifest's save; the lesson's status says what happened

@@ -1,0 +1,405 @@
+"""The lesson runner: runs lessons into a run folder, one after the other. For each lesson it gives
+a `LessonContext` (lesson.py) on a recording or replaying client, saves the result, and keeps the
+run's manifest up to date; the folder (run/folder.py), the server (run/server.py) and the summary
+(run/summary.py) are other modules' jobs.
+
+A run folder (`outputs/<date>/`) holds `<id>.json`, `<id>.md`, `http/<id>.jsonl`,
+`plots/`, `manifest.json` and `README.md`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from bytesup.host import environment
+from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson
+from bytesup.llama.client import LlamaServer, default_base_url
+from bytesup.errors import BytesupError, RunFolderError
+from bytesup.store.escape import rich_text
+from bytesup.lesson import LessonContext, Reporter, RunShared
+from bytesup.options import RunOptions, redact_command
+from bytesup.llama.recording import RecordingTransport, ReplayTransport
+from bytesup.run.report import write_run_report
+from bytesup.paths import outputs_root
+from bytesup.run.folder import (
+    DISK_FULL,
+    INDEX_MARK,
+    DiskFull,
+    RunLock,
+    Terminated,
+    choose_run_dir,
+    die_with_parent,
+    differences,
+    estimate,
+    identity_differences,
+    keep_failed,
+    resume_command,
+    run_readme,
+    save_lesson,
+    signals_raise,
+)
+from bytesup.store.runs import MANIFEST_SCHEMA_VERSION, load_replay, read_manifest
+from bytesup.run.server import (
+    ServerChanged,
+    answers,
+    check_model_matches,
+    check_server_url,
+    confirm_same_server,
+    engine_facts,
+    model_path_from,
+    probe,
+    server_given,
+    start_run_server,
+)
+from bytesup.files import file_sha256, write_json_atomic, write_text_atomic
+from bytesup.run.summary import print_summary
+
+# Set by scripts/run_course.sh: the run stops (as on SIGTERM) when `make run` dies, however it dies.
+DIE_WITH_PARENT_ENV = "BYTESUP_DIE_WITH_PARENT"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> int:
+    """Run lessons into a run folder. Returns the exit code (0: all ok). A server started for the
+    run (`start_run_server`) is stopped when the run ends, however it ends."""
+    # The signal handlers cover the cleanup too: a second Ctrl-C never interrupts stopping the run's server.
+    with signals_raise(), contextlib.ExitStack() as cleanup:
+        if os.environ.get(DIE_WITH_PARENT_ENV):
+            die_with_parent()
+        return _run_lessons(lesson_ids, options, console or Console(stderr=True), cleanup)
+
+
+def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> int:
+    available = discover_lessons()
+    for lid in lesson_ids:
+        if lid not in available:
+            raise UnknownLesson(lid, list(available))
+    if options.replay is None:
+        check_server_url(options.server_url or default_base_url())
+    run_dir, created = choose_run_dir(options, console)
+    options.run_dir = run_dir
+    lock = RunLock(run_dir, redact_command(options.command), created=created)
+    taken_over = lock.acquire()
+    try:
+        if taken_over:
+            console.print(f"[yellow]{rich_text(taken_over)}[/yellow]", highlight=False)
+        return _run_locked(run_dir, lesson_ids, options, console, cleanup)
+    finally:
+        lock.release()
+
+
+# --- before any request: what to run, and refusals ------------------------------------------------
+
+def lessons_to_run(run_dir: Path, lesson_ids: list[str], options: RunOptions, entries: dict[str, Any]) -> list[str]:
+    """The lessons this run (re)makes; a result it would overwrite without --force stops it here,
+    before any request is sent, with nothing in the folder changed."""
+    done = {lid for lid, e in entries.items() if e.get("status") == "ok"}
+    todo = []
+    clashes = []
+    for lid in lesson_ids:
+        exists = (run_dir / f"{lid}.json").exists()
+        if exists and options.resume and lid in done:
+            continue
+        # A result file the manifest marks failed or interrupted is not a result: it is re-run.
+        if exists and (lid in done or lid not in entries) and not options.force:
+            clashes.append(lid)
+        todo.append(lid)
+    if clashes:
+        if options.resume:
+            raise RunFolderError(
+                f"{run_dir} holds results for {', '.join(clashes)} that its manifest does not record. Nothing "
+                "was changed. Replace them with --force, or write to another folder with --out DIR."
+            )
+        raise RunFolderError(
+            f"{run_dir} already holds results for {', '.join(clashes)}. Nothing was changed. "
+            "Write to another folder with --out DIR, continue an interrupted run with --resume, "
+            "or replace those results with --force."
+        )
+    return todo
+
+
+def _replay_manifest(options: RunOptions, todo: list[str]) -> dict | None:
+    if options.replay is None:
+        return None
+    replay_manifest = read_manifest(options.replay)
+    if replay_manifest is None and not any((options.replay / f"{lid}.json").exists() for lid in todo):
+        raise RunFolderError(f"{options.replay} is not a bytesup run folder (no manifest.json, no lesson results). "
+                             "Pass a folder written by `bytesup run`.")
+    return replay_manifest
+
+
+@dataclass
+class ServerSeen:
+    """The run's server as probed once before the lessons (nothing when replaying or nothing to run)."""
+
+    url: str
+    props: dict[str, Any]
+    models: dict | None = None
+    started_for_run: bool = False
+
+
+def _server_for_run(options: RunOptions, todo: list[str], console: Console, cleanup: contextlib.ExitStack) -> ServerSeen:
+    if options.model is not None and options.replay is None and not options.model.is_file():
+        raise BytesupError(
+            f"--model {options.model} is not a file here. Pass the GGUF the server runs (the lessons read "
+            "its header and weights), or leave --model out to use the path the server reports in /props."
+        )
+    seen = ServerSeen(url=options.server_url or default_base_url(), props={})
+    if options.own_server and server_given(options):
+        raise BytesupError("--own-server starts the run's own server, so it cannot be combined with --server or "
+                           "BYTESUP_SERVER. Drop one of them.")
+    if options.replay is None and todo:
+        if options.own_server or (options.start_server and not server_given(options)
+                                  and not answers(seen.url, options.api_key, options.timeout)):
+            seen.url = start_run_server(seen.url, options, console, cleanup).url
+            seen.started_for_run = True
+        seen.props, seen.models = probe(seen.url, options)
+        if options.model is not None and not options.model_mismatch_ok:
+            check_model_matches(options.model, seen.models)
+    return seen
+
+
+def manifest_facts(options: RunOptions, replay_manifest: dict | None, seen: ServerSeen, model_path: Path | None,
+                   earlier: dict, todo: list[str]) -> dict[str, Any]:
+    """What the manifest records of the host, engine, model and options (a replay: the recorded run's)."""
+    if options.replay is not None and replay_manifest is not None:
+        base = {k: replay_manifest.get(k) for k in ("host", "engine", "model", "packages", "repository", "host_bandwidth")
+                if k in replay_manifest or k != "host_bandwidth"}
+        base["replayed_from"] = str(options.replay)
+    else:
+        engine_seen = {**engine_facts(seen.url, seen.props, seen.models), "started_for_run": seen.started_for_run}
+        base = {
+            "host": environment.host_facts(),
+            "packages": environment.package_versions(),
+            "repository": environment.repository_state(),
+            "engine": engine_seen if todo else earlier.get("engine", {}),
+            "model": ({"path": str(model_path), **environment.file_digest(model_path)} if model_path and model_path.is_file() else
+                      {"path": str(model_path) if model_path else seen.props.get("model_path"), "readable_here": False}),
+        }
+    base["options"] = {"repeat": options.repeat, "lesson_options": options.lesson_options.given()}
+    return base
+
+
+class ManifestFile:
+    """The run's manifest.json (and, until a report replaces it, its README.md index), saved after every change."""
+
+    def __init__(self, run_dir: Path, manifest: dict, resume: str):
+        self.run_dir = run_dir
+        self.manifest = manifest
+        self.resume = resume
+        readme = run_dir / "README.md"
+        self.readme = readme
+        self.had_report = readme.is_file() and INDEX_MARK not in readme.read_text(encoding="utf-8")
+
+    def save(self) -> None:
+        self.manifest["updated_at"] = _now()
+        try:
+            write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+            if not self.had_report:  # the one-page report (`bytesup report`) is refreshed at the end instead
+                write_text_atomic(self.readme, run_readme(self.run_dir, self.manifest))
+        except OSError as exc:
+            if exc.errno in DISK_FULL:
+                raise DiskFull(self.run_dir, None, self.resume) from None
+            raise RunFolderError(f"Could not write the manifest of {self.run_dir}: {exc.strerror or exc}. "
+                                 "Check that the folder is writable, then continue with "
+                                 f"`{self.resume}`.") from None
+
+
+def lesson_identity(manifest: dict) -> dict[str, Any]:
+    """The model and server every lesson's result names (recorded as the host value `identity`)."""
+    eng = manifest.get("engine", {})
+    mdl = manifest.get("model", {})
+    return {
+        "model": {"file": Path(mdl.get("path") or "unknown").name, "size_bytes": mdl.get("size_bytes"),
+                  "sha256": mdl.get("sha256"), "name": Path(mdl.get("path") or "unknown").stem},
+        "server": {"engine": eng.get("engine"), "build": eng.get("build"), "flags": eng.get("flags")},
+    }
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, console: Console,
+                cleanup: contextlib.ExitStack) -> int:
+    manifest = read_manifest(run_dir) or {}
+    entries = manifest.get("lessons", {})
+    done = {lid for lid, e in entries.items() if e.get("status") == "ok"}
+    todo = lessons_to_run(run_dir, lesson_ids, options, entries)
+    replay_manifest = _replay_manifest(options, todo)
+    seen = _server_for_run(options, todo, console, cleanup)
+    model_path = model_path_from(seen.props, options.model, console)
+    now = _now()
+    base = manifest_facts(options, replay_manifest, seen, model_path, manifest, todo)
+
+    # Lessons kept from earlier must have measured what this run measures.
+    kept = done - set(todo)
+    if todo and kept and options.replay is None and not options.force:
+        diffs = identity_differences(manifest, base)
+        if diffs:
+            raise RunFolderError(
+                f"{run_dir} holds lessons ({', '.join(sorted(kept))}) measured with another configuration than "
+                f"this run's: {'; '.join(diffs)}. Nothing was changed. Resume against the same server, model and "
+                "settings, write this run to another folder with --out DIR, or mix them anyway with --force."
+            )
+
+    manifest.update({
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "kind": "bytesup-run",
+        "date": run_dir.name,
+        "created_at": manifest.get("created_at", now),
+        "updated_at": now,
+        "command": redact_command(options.command),
+        "status": "incomplete",
+        "load_average_before": environment.load_average(),
+        # With nothing left to run, the facts recorded when the lessons ran stay as they were.
+        **(base if todo or "host" not in manifest else {}),
+    })
+    lessons_state = manifest.setdefault("lessons", {})
+    for lid in todo:
+        lessons_state[lid] = {"status": "pending", "title": lesson_title(load_lesson(lid))}
+
+    resume = resume_command(options.command, run_dir)
+    manifest_file = ManifestFile(run_dir, manifest, resume)
+    save_manifest = manifest_file.save
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_manifest()
+    shared = RunShared(manifest, save_manifest, replay_manifest, replaying=options.replay is not None)
+
+    identity_cache: dict[str, Any] = {}
+
+    def identity() -> dict:
+        if not identity_cache:
+            identity_cache.update(lesson_identity(manifest))
+        return identity_cache
+
+    if todo and options.replay is None:
+        console.print(rich_text(estimate(outputs_root(), manifest, todo, skip=run_dir)), highlight=False)
+    build = (manifest.get("engine") or {}).get("build") or seen.props.get("build_info")
+    failures = 0
+    interrupted: KeyboardInterrupt | None = None
+    disk_full: DiskFull | None = None
+    server_changed: ServerChanged | None = None
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=True) as progress:
+        for lid in todo:
+            module = load_lesson(lid)
+            title = lesson_title(module)
+            sink: list[dict] = []
+            client: LlamaServer | None = None
+            reporter = Reporter(progress, lid)
+            entry = lessons_state[lid]
+            # The commit per lesson too: a resumed run may hold lessons made by different code.
+            entry.update({"status": "running", "started_at": _now(),
+                          "commit": (manifest.get("repository") or {}).get("commit")})
+            began = time.monotonic()
+            try:
+                save_manifest()
+                replay = None
+                if options.replay is not None:
+                    replay = load_replay(options.replay, lid, (replay_manifest or {}).get("lessons", {}).get(lid, {}),
+                                         options.allow_modified)
+                    client = LlamaServer("http://replay", transport=ReplayTransport(replay.exchanges, "main", sink))
+                else:
+                    # The server must still serve what it served at the start, before and after the lesson.
+                    confirm_same_server(seen.url, options, seen.props, seen.models, lid)
+                    client = LlamaServer(seen.url, options.api_key, timeout=options.timeout,
+                                         transport=RecordingTransport(sink, "main"), build=build)
+                ctx = LessonContext(lid, title, server=client, options=options, model_path=model_path,
+                                    sink=sink, replay=replay, progress=reporter, shared=shared)
+                entry["started_at"] = ctx.started_at
+                ident = ctx.host("identity", identity)
+                ctx.identity = ident
+                result = module.main(ctx)
+                if options.replay is None:
+                    confirm_same_server(seen.url, options, seen.props, seen.models, lid)
+                save_lesson(run_dir, result, sink)
+                entry.update({"status": "ok", "finished_at": result.finished_at, "json": f"{lid}.json", "markdown": f"{lid}.md",
+                              "http_sha256": file_sha256(run_dir / "http" / f"{lid}.jsonl")})
+                for key in ("error", "traceback", "failed_exchanges", "set_aside", "replay_differences"):
+                    entry.pop(key, None)
+                console.print(f"[green]✓[/green] {lid}: {rich_text(title)}")
+                if replay is not None:
+                    diffs = differences(replay.recorded, result.to_json())
+                    if diffs:
+                        entry["replay_differences"] = diffs
+                        console.print(f"[yellow]! {lid}: the replayed result differs from the recorded {lid}.json "
+                                      f"(the recording or the lesson changed):[/yellow] {rich_text('; '.join(diffs))}", highlight=False)
+            except KeyboardInterrupt as exc:
+                how = f"stopped by {exc.args[0]}" if isinstance(exc, Terminated) else "stopped by Ctrl-C"
+                entry.update({"status": "interrupted", "error": f"{how} before the lesson finished"})
+                interrupted = exc
+            except OSError as exc:
+                failures += 1
+                if exc.errno not in DISK_FULL:
+                    entry.update({"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+                    console.print(f"[red]✗ {lid} failed with an unexpected error:[/red] {rich_text(f'{type(exc).__name__}: {exc}')}")
+                else:
+                    disk_full = DiskFull(exc.filename or run_dir, lid, resume)
+                    entry.update({"status": "failed", "error": str(disk_full)})
+            except ServerChanged as exc:  # nothing more can be measured on this server: the run stops, resumable
+                failures += 1
+                entry.update({"status": "failed", "error": str(exc)})
+                console.print(f"[red]✗ {lid}: the run stopped:[/red] {rich_text(exc)}", highlight=False)
+                server_changed = exc
+            except BytesupError as exc:
+                failures += 1
+                entry.update({"status": "failed", "error": str(exc)})
+                console.print(f"[red]✗ {lid} failed:[/red] {rich_text(exc)}", highlight=False)
+            except Exception as exc:  # a bug in a lesson must not lose the other lessons' results
+                failures += 1
+                entry.update({"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+                console.print(f"[red]✗ {lid} failed with an unexpected error:[/red] {rich_text(f'{type(exc).__name__}: {exc}')}")
+            finally:
+                if client is not None:
+                    client.close()
+                reporter.done()
+                entry["seconds"] = round(time.monotonic() - began, 1)  # the lesson's wall time, whatever its end
+                if entry["status"] != "ok":
+                    keep_failed(run_dir, lid, entry, sink)
+                try:
+                    save_manifest()
+                except DiskFull as exc:
+                    disk_full = disk_full or exc
+            if interrupted is not None or disk_full is not None or server_changed is not None:
+                break
+
+    # The run's bandwidth again after its decode work, unless a lesson (the capstone) took it already.
+    record = manifest.get("host_bandwidth") or {}
+    if options.replay is None and record.get("before") and not record.get("after") and not interrupted:
+        try:
+            shared.bandwidth_after()
+        except Exception as exc:  # a failed second reading must not lose the run
+            record["after_error"] = f"{type(exc).__name__}: {exc}"
+    statuses = [e.get("status") for e in lessons_state.values()]
+    times = [e.get("seconds") for e in lessons_state.values()]
+    if all(isinstance(t, (int, float)) for t in times):
+        manifest["lessons_seconds"] = round(sum(times), 1)
+    manifest["status"] = "complete" if all(s == "ok" for s in statuses) else "incomplete"
+    manifest["load_average_after"] = environment.load_average()
+    try:
+        save_manifest()
+    except DiskFull as exc:
+        disk_full = disk_full or exc
+    if disk_full is not None:
+        raise disk_full
+    if manifest_file.had_report:
+        write_run_report(run_dir, None, run_checks=(run_dir / "check.json").exists(), with_html=(run_dir / "report.html").exists())
+    print_summary(console, run_dir, manifest, todo, resume)
+    if interrupted is not None:
+        return 128 + interrupted.signum if isinstance(interrupted, Terminated) else 130
+    return 1 if failures else 0
+
+

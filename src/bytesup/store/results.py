@@ -1,0 +1,152 @@
+"""The lesson result record (what `<lesson>.json` holds) and its schema versions.
+
+JSON is the source of truth; Markdown and plots are rendered from it (see `render`, `plots`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bytesup.errors import SchemaError
+
+SCHEMA_VERSION = 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Measurement(Strict):
+    """A measured quantity with every sample; compare joins runs on (lesson, name, unit, settings)."""
+
+    name: str = Field(description="stable identifier, units in the name where it helps")
+    unit: str
+    samples: list[float]
+    median: float
+    min: float
+    max: float
+    description: str = ""
+    settings: dict[str, Any] = Field(default_factory=dict, description="what identifies the configuration measured")
+    higher_is_better: bool | None = Field(default=None, description="None: a fact, not a score")
+
+    @classmethod
+    def of(cls, name: str, unit: str, samples: list[float], **kw: Any) -> "Measurement":
+        if not samples:
+            raise ValueError(f"measurement {name} has no samples")
+        values = [float(s) for s in samples]
+        return cls(name=name, unit=unit, samples=values, median=statistics.median(values),
+                   min=min(values), max=max(values), **kw)
+
+
+class Column(Strict):
+    name: str
+    unit: str = ""
+
+
+class Table(Strict):
+    name: str
+    title: str
+    columns: list[Column]
+    rows: list[list[Any]]
+    notes: list[str] = Field(default_factory=list, description="sentences computed from the rows")
+
+
+class Series(Strict):
+    label: str
+    x: list[float]
+    y: list[float]
+    y_min: list[float] | None = None
+    y_max: list[float] | None = None
+    style: str = "line"  # line | points | dashed | steps
+
+
+class Plot(Strict):
+    name: str
+    title: str
+    x_label: str
+    y_label: str
+    series: list[Series]
+    log_x: bool = False
+    log_y: bool = False
+
+
+class LessonResult(Strict):
+    schema_version: int = SCHEMA_VERSION
+    lesson_id: str
+    title: str
+    started_at: str
+    finished_at: str
+    model: dict[str, Any] = Field(default_factory=dict, description="the served model's identity")
+    server: dict[str, Any] = Field(default_factory=dict, description="engine and build")
+    settings: dict[str, Any] = Field(default_factory=dict, description="pinned request settings and options")
+    measurements: list[Measurement] = Field(default_factory=list)
+    tables: list[Table] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    plots: list[Plot] = Field(default_factory=list)
+    facts: dict[str, Any] = Field(default_factory=dict,
+                                  description=("named values `check` and `compare` read: figures the lesson computed "
+                                               "and the facts its claims need"))
+    host_values: dict[str, Any] = Field(default_factory=dict, description="host measurements, replayed as recorded")
+    exchanges: str | None = Field(default=None, description="the lesson's HTTP exchanges, relative to the run folder")
+    exchange_count: int = 0
+
+    def table(self, name: str) -> Table:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON written to `<lesson>.json`; a lesson without facts writes no `facts` key."""
+        data = self.model_dump(mode="json")
+        if not data["facts"]:
+            del data["facts"]
+        return data
+
+    def fact(self, name: str) -> Any:
+        if name not in self.facts:
+            raise KeyError(name)
+        return self.facts[name]
+
+    def measurement(self, name: str) -> Measurement:
+        for m in self.measurements:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+
+# Step-by-step upgrades of an older lesson result: UPGRADES[n] turns version n into n + 1. The run manifest has
+# its own table and version (runs.MANIFEST_UPGRADES): a bump of one never runs the other's steps.
+UPGRADES: dict[int, Any] = {}
+
+
+def upgrade(data: Any, kind: str, where: str, current: int = SCHEMA_VERSION,
+            upgrades: dict[int, Any] | None = None) -> dict[str, Any]:
+    """`data` brought to `current` through `upgrades` (the lesson results' own table unless another is given)."""
+    steps = UPGRADES if upgrades is None else upgrades
+    if not isinstance(data, dict):
+        raise SchemaError(f"{where} holds a JSON {type(data).__name__}, not an object: it is not a bytesup {kind}. "
+                          "Point at a file written by `bytesup run`.")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise SchemaError(f"{where} has no integer schema_version: it is not a bytesup {kind}. "
+                          "Point at a file written by `bytesup run`.")
+    if version < current and any(v not in steps for v in range(version, current)):
+        raise SchemaError(f"{where} has {kind} schema version {version}, which no bytesup ever wrote (this one reads "
+                          f"version {current}): the file is damaged or not bytesup's. Re-run the lessons into a new folder.")
+    if version > current:
+        raise SchemaError(
+            f"{where} was written with {kind} schema version {version}, newer than this bytesup "
+            f"understands ({current}). Update bytesup (git pull, then make install) to read it."
+        )
+    while version < current:
+        data = steps[version](data)
+        version = data["schema_version"]
+    return data
+
+
+def load_result(data: dict[str, Any], where: str) -> LessonResult:
+    return LessonResult.model_validate(upgrade(data, "lesson result", where))

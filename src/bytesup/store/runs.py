@@ -1,0 +1,208 @@
+"""Reading run folders back: the manifest, every lesson's result, and a lesson's recording.
+
+A run folder (`outputs/<date>/`, written by `bytesup run`) holds `manifest.json`, `<id>.json`,
+`<id>.md`, `http/<id>.jsonl` and `plots/`. `load_run` reads it for compare, check and report;
+`load_replay` reads one lesson's result and exchanges for a replay.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from bytesup.errors import RunFolderError
+from bytesup.store.identity import model_facts
+from bytesup.store.results import LessonResult, load_result, upgrade
+from bytesup.files import file_sha256
+
+LOCK_FILE = ".bytesup.lock"  # held with flock by the run writing the folder (runfolder.RunLock)
+MANIFEST_SCHEMA_VERSION = 1
+# Step-by-step upgrades of an older manifest, MANIFEST_UPGRADES[n] turning version n into n + 1: the manifest's own,
+# apart from the lesson results' (results.UPGRADES).
+MANIFEST_UPGRADES: dict[int, Any] = {}
+LESSON_JSON = re.compile(r"^(\d\d_[a-z0-9_]+)\.json$")
+LESSON_ID = re.compile(r"^\d\d_[a-z0-9_]+$")  # a lesson id names a file inside the run folder, never a path
+
+
+def read_manifest(run_dir: Path) -> dict | None:
+    """The run's manifest.json, upgraded to this schema; None when the folder has none."""
+    path = run_dir / "manifest.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise RunFolderError(f"{path} is not valid JSON ({exc}). The run folder is damaged: re-run the lessons "
+                             "into a new folder (or restore manifest.json from a copy).") from None
+    except RecursionError:
+        raise RunFolderError(f"{path} nests its JSON too deeply to be a bytesup manifest. The run folder is damaged: "
+                             "re-run the lessons into a new folder (or restore manifest.json from a copy).") from None
+    manifest = upgrade(data, "run manifest", str(path), MANIFEST_SCHEMA_VERSION, MANIFEST_UPGRADES)
+    lessons = manifest.get("lessons", {})
+    if not isinstance(lessons, dict) or any(not LESSON_ID.match(str(k)) or not isinstance(v, dict) for k, v in lessons.items()):
+        raise RunFolderError(f"{path} lists lessons that are not lesson ids (NN_name) with their entries. The run folder "
+                             "is damaged or was edited: re-run the lessons into a new folder.")
+    if any(e.get("status") == "running" for e in lessons.values()) and not run_is_live(run_dir):
+        # The run died without a word (kill -9, a power cut): what it was running is read as interrupted.
+        for entry in lessons.values():
+            if entry.get("status") == "running":
+                entry.update({"status": "interrupted", "error": "the run's process is gone (killed before it could save this "
+                              "lesson's end); --resume runs it again"})
+    return manifest
+
+
+def run_is_live(run_dir: Path) -> bool:
+    """Whether a run holds the folder's lock now (the kernel drops it when that run's process dies)."""
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EACCES)
+    finally:
+        os.close(fd)
+    return False
+
+
+# --- a whole run ---------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    """A run folder read back: its manifest (when it has one) and its lesson results, in order."""
+
+    path: Path
+    manifest: dict[str, Any] | None
+    results: dict[str, LessonResult]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def lesson(self, lesson_id: str) -> LessonResult | None:
+        return self.results.get(lesson_id)
+
+    def model_identity(self) -> dict[str, Any]:
+        """file, size_bytes, sha256 of the served model: from the manifest, else from a lesson."""
+        return model_facts(self.manifest, self.results.values())
+
+
+def _lesson_ids(files: list[Path]) -> list[str]:
+    return [m.group(1) for p in files if (m := LESSON_JSON.match(p.name))]
+
+
+def load_run(path: Path) -> Run:
+    """Read a run folder written by `bytesup run`; every problem is one clear BytesupError."""
+    path = Path(path)
+    if not path.exists():
+        raise RunFolderError(f"{path} does not exist. Pass a run folder written by `bytesup run` (e.g. outputs/<date>/).")
+    if not path.is_dir():
+        raise RunFolderError(f"{path} is a file, not a run folder. Pass the folder that holds manifest.json "
+                             "and the lessons' <id>.json files.")
+    manifest = read_manifest(path)
+    if manifest is not None and manifest.get("kind") not in (None, "bytesup-run"):
+        raise RunFolderError(f"{path / 'manifest.json'} is a {manifest.get('kind')!r} file, not a bytesup run manifest. "
+                             "Pass a folder written by `bytesup run`.")
+
+    files = sorted(p for p in path.iterdir() if p.is_file() and LESSON_JSON.match(p.name))
+    if manifest is None and not files:
+        raise RunFolderError(
+            f"{path} is not a bytesup run folder: it has no manifest.json and no lesson results "
+            "(<id>.json such as 04_next_token.json). Pass a folder written by `bytesup run`, "
+            "e.g. outputs/<date>/."
+        )
+    order = list((manifest or {}).get("lessons", {}))
+    order += [lid for lid in _lesson_ids(files) if lid not in order]
+    results: dict[str, LessonResult] = {}
+    problems: list[str] = []
+    for lid in sorted(order):
+        json_path = path / f"{lid}.json"
+        entry = (manifest or {}).get("lessons", {}).get(lid, {})
+        if not json_path.is_file():
+            status = entry.get("status", "missing")
+            problems.append(f"{lid}: {status}" + (f" ({entry['error'][:200]})" if entry.get("error") else ", no result file"))
+            continue
+        if entry and entry.get("status") != "ok":
+            # A result the manifest marks failed, interrupted or still running is never shown or checked.
+            problems.append(f"{lid}: {entry.get('status')}; its {json_path.name} is not used"
+                            + (f" ({entry['error'][:200]})" if entry.get("error") else ""))
+            continue
+        try:
+            data = json.loads(json_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise RunFolderError(f"{json_path} is not valid JSON ({exc}). Re-run that lesson with "
+                                 f"`bytesup run {lid} --out {path} --force`.") from None
+        try:
+            results[lid] = load_result(data, str(json_path))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise RunFolderError(
+                f"{json_path} is not a lesson result this bytesup can read: {'.'.join(map(str, first['loc']))}: {first['msg']}. "
+                "It may come from a modified bytesup; re-run the lesson, or read it with the bytesup that wrote it."
+            ) from None
+    return Run(path=path, manifest=manifest, results=results, problems=problems)
+
+
+# --- one lesson's recording, for a replay ----------------------------------------------------
+
+@dataclass
+class ReplaySource:
+    result: LessonResult
+    exchanges: list[dict]
+    recorded: dict = field(default_factory=dict)  # the recorded <id>.json, to compare the replay with
+
+
+def load_replay(run_dir: Path, lesson_id: str, entry: dict | None = None, allow_modified: bool = False) -> ReplaySource:
+    """A recorded lesson: its result and exchanges. The exchanges must still have the sha256 the
+    manifest recorded (`entry`), unless `allow_modified`; a damaged file is a RunFolderError."""
+    json_path = run_dir / f"{lesson_id}.json"
+    if not json_path.is_file():
+        raise RunFolderError(
+            f"{run_dir} has no recorded result for {lesson_id} ({json_path.name} is missing). "
+            "Replay a run folder written by `bytesup run` that includes this lesson."
+        )
+    try:
+        recorded = json.loads(json_path.read_text(encoding="utf-8"))
+        result = load_result(json.loads(json.dumps(recorded)), str(json_path))
+    except (ValueError, ValidationError) as exc:
+        raise RunFolderError(f"{json_path} is damaged ({str(exc).splitlines()[0]}), so {lesson_id} cannot be replayed. "
+                             "The other lessons are replayed; re-record this one against a live server.") from None
+    http = run_dir / (result.exchanges or f"http/{lesson_id}.jsonl")
+    if not http.is_file():
+        return ReplaySource(result=result, exchanges=[], recorded=recorded)
+    expected = (entry or {}).get("http_sha256")
+    if expected and not allow_modified and file_sha256(http) != expected:
+        raise RunFolderError(
+            f"{http} has changed since it was recorded (its sha256 differs from the one in the run's "
+            f"manifest.json), so {lesson_id} was not replayed from it. Replay an unmodified copy of the run, "
+            "or pass --allow-modified to replay a recording you edited on purpose."
+        )
+    exchanges = []
+    for n, line in enumerate(http.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            exchange = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise RunFolderError(
+                f"Line {n} of {http} is not valid JSON ({why}): the recording is truncated or damaged, "
+                f"so {lesson_id} cannot be replayed. The other lessons are replayed; re-record this one "
+                "against a live server."
+            ) from None
+        if not isinstance(exchange, dict):
+            raise RunFolderError(
+                f"Line {n} of {http} is a JSON {type(exchange).__name__}, not a recorded exchange (an object): the "
+                f"recording is damaged, so {lesson_id} cannot be replayed. Re-record this one against a live server.")
+        exchanges.append(exchange)
+    return ReplaySource(result=result, exchanges=exchanges, recorded=recorded)
