@@ -612,3 +612,24 @@ def test_a_recording_of_a_nan_answer_is_strict_json():
             LlamaServer(server.url, transport=RecordingTransport(sink)).completion("x", n_predict=1, n_probs=8)
     line = json.dumps(sink[0], allow_nan=False)  # strict: the server's NaN kept as the text it sent
     assert '"logprob": "NaN"' in line
+
+
+# --- 7. smaller -------------------------------------------------------------------------------------
+
+def test_token_pieces_with_markdown_characters_stay_text_in_a_cell():
+    from bytesup.store.escape import md_text
+
+    assert md_text("`code` *em* ~~gone~~", cell=True) == "\\`code\\` \\*em\\* \\~\\~gone\\~\\~"
+    assert md_text(" *", cell=True) == " \\*"
+    assert md_text("`--repeat`") == "`--repeat`"  # outside a cell, a lesson's own note keeps its code spans
+
+
+def test_a_lesson_table_with_such_pieces_renders_them_escaped(tmp_path):
+    from bytesup.store.render import lesson_md
+    from bytesup.store.results import Column, LessonResult, Table
+
+    result = LessonResult(lesson_id="04_next_token", title="T", started_at="a", finished_at="b",
+                          tables=[Table(name="t", title="Top", columns=[Column(name="piece", unit="")],
+                                        rows=[["`x`"], ["**bold**"]])])
+    text = lesson_md(result)
+    assert "| \\`x\\` |" in text and "| \\*\\*bold\\*\\* |" in text

@@ -27,7 +27,8 @@ def earlier(root: Path, name: str, seconds: dict[str, float], updated: str, **ch
 
 
 def test_seconds_are_shown_in_whole_seconds_and_minutes():
-    assert [fmt_seconds(s) for s in (0.4, 12.5, 59.6, 60, 185.2)] == ["0 s", "12 s", "1 min 00 s", "1 min 00 s", "3 min 05 s"]
+    assert [fmt_seconds(s) for s in (0.4, 12.5, 59.6, 60, 185.2, 3599.4, 3600, 9000)] == [
+        "0 s", "12 s", "1 min 00 s", "1 min 00 s", "3 min 05 s", "59 min 59 s", "1 h 00 min", "2 h 30 min"]
 
 
 def test_the_estimate_sums_the_latest_comparable_runs_lessons(tmp_path):
@@ -53,3 +54,12 @@ def test_the_run_records_each_lessons_wall_time_and_shows_it(lessons, tmp_path, 
     assert "estimate: none for 1 lesson" in capsys.readouterr().err
     readme = run_readme(out, manifest)
     assert "| lesson | status | time | result |" in readme and f"| `01_tokens` | ok | {fmt_seconds(seconds)} |" in readme
+
+
+def test_a_run_at_another_repeat_is_scaled_by_the_repeats(tmp_path):
+    earlier(tmp_path, "r3", {"01_a": 30.0, "02_b": 60.0}, "2026-11-01T00:00:00+00:00")  # --repeat 3
+    many = {**IDENTITY, "options": {"repeat": 300, "lesson_options": {}}}
+    assert estimate(tmp_path, many, ["01_a", "02_b"]) == (
+        "estimate: at most about 2 h 30 min for 2 lessons: the run r3 took 1 min 30 s at --repeat 3, scaled to --repeat 300")
+    other_host = {**many, "host": {"hostname": "elsewhere", "cpu": "c"}}
+    assert estimate(tmp_path, other_host, ["01_a"]).startswith("estimate: none")

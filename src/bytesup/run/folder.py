@@ -174,15 +174,25 @@ def _manifests_under(root: Path) -> Iterator[tuple[Path, dict]]:
 
 
 def fmt_seconds(seconds: float) -> str:
-    """12 s, 3 min 05 s."""
+    """12 s, 3 min 05 s, 2 h 30 min."""
     whole = round(seconds)
+    if whole >= 3600:
+        return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
     return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+
+
+def _repeat(manifest: dict) -> int | None:
+    value = (manifest.get("options") or {}).get("repeat")
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def estimate(root: Path, manifest: dict, todo: list[str], skip: Path | None = None) -> str:
     """One line: how long `todo` will take, from the latest earlier run under `root` that measured with the same
-    configuration (`identity_differences` finds none) and timed every lesson in `todo`; or that there is none."""
-    best: tuple[str, Path, float] | None = None
+    configuration (`resume_differences` finds none) and timed every lesson in `todo`. Failing that, from one that
+    differs in --repeat alone, its time scaled by the ratio of repeats (an upper bound: a lesson's untimed
+    requests do not repeat); else that there is none."""
+    best: tuple[bool, str, Path, float, float] | None = None  # (same --repeat, when, folder, seconds, scale)
+    mine = _repeat(manifest)
     for folder, data in _manifests_under(root):
         if skip is not None and folder.resolve() == skip.resolve():
             continue
@@ -190,15 +200,30 @@ def estimate(root: Path, manifest: dict, todo: list[str], skip: Path | None = No
         timed = [entries.get(lid, {}).get("seconds") for lid in todo]
         if any(not isinstance(t, (int, float)) or entries[lid].get("status") != "ok" for lid, t in zip(todo, timed, strict=True)):
             continue
-        if identity_differences(data, manifest):
+        diffs = [d.label for d in resume_differences(data, manifest)]
+        theirs = _repeat(data)
+        if diffs and not (diffs == ["--repeat"] and mine and theirs):
             continue
-        when = str(data.get("updated_at") or "")
-        if best is None or when > best[0]:
-            best = (when, folder, float(sum(t for t in timed if isinstance(t, (int, float)))))
+        same = not diffs
+        scale = 1.0 if same else mine / theirs  # type: ignore[operator]
+        key = (same, str(data.get("updated_at") or ""), folder, float(sum(t for t in timed if isinstance(t, (int, float)))), scale)
+        if best is None or key[:2] > best[:2]:
+            best = key
     n = f"{len(todo)} lesson{'s' if len(todo) != 1 else ''}"
     if best is None:
         return f"estimate: none for {n} (no earlier run under {root} measured with this configuration)"
-    return f"estimate: about {fmt_seconds(best[2])} for {n}, as the comparable run {best[1].name} took"
+    same, _, folder, seconds, scale = best
+    if same:
+        return f"estimate: about {fmt_seconds(seconds)} for {n}, as the comparable run {folder.name} took"
+    return (f"estimate: at most about {fmt_seconds(seconds * scale)} for {n}: the run {folder.name} took "
+            f"{fmt_seconds(seconds)} at --repeat {_repeat_text(folder)}, scaled to --repeat {mine}")
+
+
+def _repeat_text(folder: Path) -> str:
+    try:
+        return str(json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["options"]["repeat"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "?"
 
 
 # --- resuming the same configuration -----------------------------------------------------------
