@@ -633,3 +633,26 @@ def test_a_lesson_table_with_such_pieces_renders_them_escaped(tmp_path):
                                         rows=[["`x`"], ["**bold**"]])])
     text = lesson_md(result)
     assert "| \\`x\\` |" in text and "| \\*\\*bold\\*\\* |" in text
+
+
+def test_one_thread_keeps_every_deadline_and_a_cancelled_one_never_fires():
+    import socket as socketlib
+    import threading
+
+    from bytesup.llama import recording
+
+    a, b = socketlib.socketpair()
+    c, d = socketlib.socketpair()
+    try:
+        before = threading.active_count()
+        kept = recording._WATCHDOG.arm(a, time.perf_counter() + 0.3)
+        cancelled = recording._WATCHDOG.arm(c, time.perf_counter() + 0.1)
+        cancelled.cancel()
+        time.sleep(0.6)
+        assert threading.active_count() <= before + 1  # one thread for all of them, not one per deadline
+        assert kept.sock is None and a.recv(1) == b""  # shut at its deadline: a read returns at once
+        d.sendall(b"x")
+        assert c.recv(1) == b"x"  # the cancelled one's socket still works
+    finally:
+        for s in (a, b, c, d):
+            s.close()

@@ -152,7 +152,7 @@ def _explicit_server() -> EngineChoice | None:
             f"LLAMA_SERVER is set to {explicit!r}, which is not an executable file. "
             "Point it at your llama-server binary, or unset it to use the embedded engine."
         )
-    return EngineChoice("llama-server", [path], "LLAMA_SERVER", f"LLAMA_SERVER names {path}")
+    return EngineChoice("llama-server", [path], "LLAMA_SERVER", f"the llama-server LLAMA_SERVER names ({path})")
 
 
 def choose_engine(native: bool = False, say: Callable[[str], None] | None = None) -> EngineChoice:

@@ -15,6 +15,8 @@ what a replay computes from the recording are the same numbers.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import os
 import socket
@@ -56,24 +58,71 @@ def answer_limit(path: str, payload: Any) -> int:
     return max(limit, floor)
 
 
-def watchdog(resp: httpx.Response, seconds: float) -> threading.Timer | None:
-    """A timer that shuts the answer's socket after `seconds`, so a blocked read returns at once;
-    None where the answer has no socket (a recording replayed, a test's transport)."""
+class _Deadline:
+    """One armed deadline: the socket to shut when it passes, until `cancel`."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock: socket.socket | None = sock
+
+    def cancel(self) -> None:
+        self.sock = None
+
+
+class _Watchdog:
+    """One thread for every deadline of the process (started at the first): arming one costs a heap push, where a
+    timer thread per request would cost more than the request's own handling here (about 2 ms)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Deadline]] = []
+        self._count = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, sock: socket.socket, at: float) -> _Deadline:
+        entry = _Deadline(sock)
+        with self._cond:
+            earliest = self._heap[0][0] if self._heap else None
+            heapq.heappush(self._heap, (at, next(self._count), entry))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="bytesup-deadlines", daemon=True)
+                self._thread.start()
+            elif earliest is None or at < earliest:
+                self._cond.notify()
+        return entry
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].sock is None:  # cancelled: the answer ended in time
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                at, _, entry = self._heap[0]
+                now = time.perf_counter()
+                if at > now:
+                    self._cond.wait(at - now)
+                    continue
+                heapq.heappop(self._heap)
+                sock, entry.sock = entry.sock, None
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:  # already closed
+                        pass
+
+
+_WATCHDOG = _Watchdog()
+
+
+def watchdog(resp: httpx.Response, seconds: float) -> _Deadline | None:
+    """Shut the answer's socket `seconds` from now, so a blocked read returns at once (`.cancel()` once the answer
+    is read); None where the answer has no socket (a recording replayed, a test's transport)."""
     stream = resp.extensions.get("network_stream")
     sock = stream.get_extra_info("socket") if stream is not None else None
     if not isinstance(sock, socket.socket):
         return None
-
-    def shut() -> None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:  # already closed
-            pass
-
-    timer = threading.Timer(max(seconds, 0.0), shut)
-    timer.daemon = True
-    timer.start()
-    return timer
+    return _WATCHDOG.arm(sock, time.perf_counter() + max(seconds, 0.0))
 
 
 def read_bounded(response: httpx.Response, request: httpx.Request) -> bytes:

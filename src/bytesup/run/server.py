@@ -186,7 +186,7 @@ def start_run_server(url: str, options: RunOptions, console: Console, cleanup: c
         started = engine.start_server(model, ["--port", str(port)], die_with_parent=True)
     why = "The run has its own server" if options.own_server else f"No server answers at {redact_url(url)}"
     console.print(escape(
-        f"{why}: started the {started.info['engine']} engine ({started.info['choice']['why']}) "
+        f"{why}: started {started.info['choice']['why']} "
         f"on {model.name} at {started.url} for this run; it stops when the run ends"
         + ("." if options.own_server else " (--no-start-server: stop with an error instead)."
     )), highlight=False, soft_wrap=True)
