@@ -656,3 +656,35 @@ def test_one_thread_keeps_every_deadline_and_a_cancelled_one_never_fires():
     finally:
         for s in (a, b, c, d):
             s.close()
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                           lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+                           max_leaves=25)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=json_values)
+def test_any_json_as_a_server_answer_is_a_record_or_one_paragraph(data):
+    from bytesup.llama import responses as r
+
+    for model, path in ((r.Completion, "/completion"), (r.Props, "/props"), (r.Tokenized, "/tokenize"),
+                        (r.Timings, "/completion")):
+        try:
+            r.parse(model, data, path=path)
+        except BytesupError:  # anything else (a KeyError, a TypeError) fails the test
+            pass
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.text(max_size=40) | json_values.map(json.dumps), max_size=4))
+def test_any_recording_lines_replay_or_are_one_paragraph(tmp_path, lines):
+    import shutil
+
+    folder = tmp_path / "fuzzrun"
+    shutil.rmtree(folder, ignore_errors=True)
+    recorded_lesson(folder, [ln.replace("\n", " ") for ln in lines])
+    try:
+        load_replay(folder, "01_model_on_disk", allow_modified=True)
+    except RunFolderError:
+        pass
