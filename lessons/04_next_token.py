@@ -32,6 +32,7 @@ from bytesup.course import ceiling
 from bytesup.course import formulas
 from bytesup.models import forward
 from bytesup.host import hostbench
+from bytesup.llama import build as nativebuild
 from bytesup.llama import timed as measure
 from bytesup.models import catalog as models
 from bytesup.course import published
@@ -67,6 +68,7 @@ SHORT_PROMPT = "The capital of France is"
 # The published long prompt's length (published.LESSON4 mixes numbers and lists, hence the ignore).
 LONG_PROMPT_TOKENS: int = published.LESSON4["long_prompt_tokens"]
 N_PREDICT = 32                    # tokens decoded per timed request
+BENCH_REPETITIONS = 2             # llama-bench's repetitions at each of its three turns: six samples a phase
 CONTEXT_MARGIN = 16               # tokens of context left free beyond prompt + n_predict
 
 # The numpy pass is set against the server a second time on the default model's weights in float32, where the
@@ -147,6 +149,7 @@ class TimedRuns:
     n_long: int                    # tokens of the long prompt asked for
     long: list[Completion]
     short: list[Completion]
+    in_process: list[dict[str, Any]] | None = None  # llama-bench before, between and after (None: not asked here)
 
 
 def time_prefill_and_decode(ctx: LessonContext, repeat: int) -> TimedRuns:
@@ -157,9 +160,37 @@ def time_prefill_and_decode(ctx: LessonContext, repeat: int) -> TimedRuns:
     long_ids = measure.long_prompt_tokens(ctx.server, n_long)
     ctx.settings = {"top8": TOP8, "server_probabilities": SERVER_PROBS, "timed": {**measure.PINNED, "n_predict": N_PREDICT},
                     "short_prompt": SHORT_PROMPT, "long_prompt_tokens": n_long, "n_ctx": n_ctx, "repeat": repeat}
+    # A third clock, llama.cpp in process, interleaved with the timed requests: before, between and after them.
+    bench: list[dict[str, Any] | None] = [llama_bench(ctx, "before", n_long)]
     long_runs = measure.timed_completions(ctx.server, long_ids, N_PREDICT, repeat, track=lambda r: ctx.track(r, "long prompt"))
+    bench.append(llama_bench(ctx, "between", n_long))
     short_runs = measure.timed_completions(ctx.server, SHORT_PROMPT, N_PREDICT, repeat, track=lambda r: ctx.track(r, "short prompt"))
-    return TimedRuns(n_ctx, n_long, long_runs, short_runs)
+    bench.append(llama_bench(ctx, "after", n_long))
+    turns = [b for b in bench if b is not None]
+    return TimedRuns(n_ctx, n_long, long_runs, short_runs, turns if len(turns) == len(bench) else None)
+
+
+def llama_bench(ctx: LessonContext, when: str, n_prompt: int) -> dict[str, Any] | None:
+    """The native build's llama-bench on the served model, with the server's threads and the lesson's lengths
+    (`-p` the long prompt, `-n` N_PREDICT), BENCH_REPETITIONS times: a host value. A run recorded before this
+    clock existed gives None, and the lesson shows nothing of it, as that run did."""
+    if not ctx.recorded(f"llama_bench_{when}"):
+        return None
+
+    def run() -> dict[str, Any]:
+        model = ctx.readable_model()
+        if model is None or not ctx.server_facts()["local"]:
+            return {"available": False, "why": "the server is not on this host, or its model file is not readable here"}
+        _, bin_dir, why = nativebuild.usable_build()
+        if bin_dir is None:
+            return {"available": False, "why": why}
+        try:
+            speeds = nativebuild.bench(bin_dir, model, n_prompt, N_PREDICT, ctx.server_threads(), BENCH_REPETITIONS)
+        except nativebuild.NativeBuildError as exc:
+            return {"available": False, "why": str(exc)}
+        return {"available": True, "threads": ctx.server_threads(), **speeds}
+
+    return ctx.host(f"llama_bench_{when}", run)
 
 
 @dataclass(frozen=True)
@@ -449,6 +480,55 @@ def speeds(runs: TimedRuns) -> Speeds:
                   measure.decode_samples(runs.short), measure.decode_samples(runs.long))
 
 
+@dataclass(frozen=True)
+class ThirdClock:
+    """One phase's speed from the server's timings against llama-bench's, in process: the ratio of the medians,
+    the range the ratio spans over every pair of samples, and the samples that would resolve it."""
+
+    phase: str
+    server: tuple[float, ...]
+    bench: tuple[float, ...]
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.server) / statistics.median(self.bench)
+
+    @property
+    def low(self) -> float:
+        return min(self.server) / max(self.bench)
+
+    @property
+    def high(self) -> float:
+        return max(self.server) / min(self.bench)
+
+    @property
+    def inside_noise(self) -> bool:
+        """The two sets of samples overlap: every ratio from low to high is as likely, 1 among them."""
+        return self.low <= 1.0 <= self.high
+
+    @property
+    def relative_spread(self) -> float:
+        """The wider of the two sets' (max − min) ÷ median."""
+        return max((max(s) - min(s)) / statistics.median(s) for s in (self.server, self.bench))
+
+    def samples_needed(self) -> int | None:
+        """Samples of each clock for the medians' difference to stand clear of the noise: the spread of a median
+        falls about as 1/√n, so n ≥ (2 × relative spread ÷ |ratio − 1|)²; None when the ratio is exactly 1."""
+        gap = abs(self.ratio - 1.0)
+        return None if gap == 0 else max(1, math.ceil((2 * self.relative_spread / gap) ** 2))
+
+
+def third_clocks(runs: TimedRuns, sp: "Speeds") -> list[ThirdClock] | None:
+    """Server-timed prefill and decode against llama-bench's, when llama-bench ran at every turn."""
+    turns = runs.in_process
+    if not turns or not all(t.get("available") for t in turns):
+        return None
+    prefill = tuple(x for t in turns for x in t["prefill_tokens_per_s"])
+    decode = tuple(x for t in turns for x in t["decode_tokens_per_s"])
+    return [ThirdClock(f"prefill, {sp.prompt_n:,}-token prompt", tuple(sp.prefill), prefill),
+            ThirdClock(f"decode, {N_PREDICT} tokens", tuple(sp.decode_short), decode)]
+
+
 def percent(fraction: float) -> str:
     """A share as a percentage with three significant digits: 92.7%, 58.0%, 0.573%."""
     return f"{100 * fraction:.3g}%"
@@ -701,6 +781,32 @@ def show_prefill_decode(ctx: LessonContext, sp: Speeds, runs: TimedRuns, cost: T
               notes=notes)
 
 
+def show_third_clock(ctx: LessonContext, runs: TimedRuns, clocks: list[ThirdClock] | None) -> None:
+    """The server's timings beside llama.cpp in process (llama-bench), or one line on how to get it."""
+    if runs.in_process is None:
+        return  # a run recorded before this clock: shown as it was
+    if clocks is None:
+        why = next((t.get("why") for t in runs.in_process if not t.get("available")), "")
+        ctx.note(f"llama-bench, llama.cpp in process, was not run beside the server ({why}); `bash "
+                 f"{nativebuild.BUILD_SCRIPT}` builds it once, and the next run sets it beside the server's timings.")
+        return
+    rows = [[c.phase, *spread(list(c.server)), *spread(list(c.bench)), c.ratio, c.low, c.high,
+             "inside the noise" if c.inside_noise else "outside the noise", c.samples_needed()] for c in clocks]
+    threads = runs.in_process[0].get("threads")
+    ctx.table("third_clock", "Three clocks: the server's timings beside llama.cpp in process (llama-bench)",
+              [("phase", ""), ("server median", "tokens/s"), ("server min", "tokens/s"), ("server max", "tokens/s"),
+               ("llama-bench median", "tokens/s"), ("llama-bench min", "tokens/s"), ("llama-bench max", "tokens/s"),
+               ("server ÷ llama-bench", "×"), ("ratio low", "×"), ("ratio high", "×"), ("verdict", ""),
+               ("samples needed", "")], rows,
+              notes=[(f"llama-bench ran {BENCH_REPETITIONS} repetitions before, between and after the timed requests "
+                     f"({len(clocks[0].bench)} samples a phase), on the same file with {threads} threads, `-p` the long "
+                     f"prompt's length and `-n {N_PREDICT}`: no HTTP, no slot, no sampling. Its build is the native one "
+                     "(scripts/build_llama_server.sh), which may not be the server's engine."),
+                     ("A ratio is inside the noise when the samples overlap: some pair of them gives 1. The samples "
+                     "needed are each clock's for the medians' difference to stand clear of the spread seen here "
+                     "(n ≥ (2 × relative spread ÷ |ratio − 1|)², as a median's spread falls about as 1/√n).")])
+
+
 def measure_ceiling(ctx: LessonContext, ceil: Ceiling, eff: Efficiency, threads: int) -> None:
     ctx.measure("read_bandwidth_gb_per_s", "GB/s", list(ceil.bandwidth_gbs), higher_is_better=True, settings={"threads": threads})
     if eff.host is not None:
@@ -788,12 +894,13 @@ def main(ctx: LessonContext):
     if cost is not None:
         show_cost(ctx, cost, n_vocab)
 
-    # 5. Prefill and decode, from the server's timings.
+    # 5. Prefill and decode, from the server's timings, beside llama.cpp in process (llama-bench).
     ctx.step("prefill and decode")
     runs = time_prefill_and_decode(ctx, repeat)
     sp = speeds(runs)
     measure_speeds(ctx, sp)
     show_prefill_decode(ctx, sp, runs, cost)
+    show_third_clock(ctx, runs, third_clocks(runs, sp))
 
     # 6. Decode against the bandwidth ceiling of lesson 1 (bytesup.course.ceiling).
     ctx.step("read bandwidth")

@@ -9,6 +9,7 @@ import statistics
 
 import numpy as np
 import pytest
+from bytesup.run.lessons import load_lesson
 from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges
 
 from bytesup.course import ceiling
@@ -389,7 +390,7 @@ LOCAL = {"host_bandwidth_applies": True, "reason": "the server decodes on this h
 REMOTE = {"host_bandwidth_applies": False, "reason": "the server runs on gpu-box, not on this host"}
 
 
-def _run_hand(lesson, facts=LOCAL, given=None):
+def _run_hand(lesson, facts=LOCAL, given=None, bench=None):
     server = QueuedServer({
         # Four prompts, each asked twice (the full softmax, then the server's own probabilities).
         "/completion": [HAND_TOP, HAND_SERVER] * 4 + [
@@ -402,7 +403,7 @@ def _run_hand(lesson, facts=LOCAL, given=None):
         "/tokenize": [{"tokens": list(range(60))}],
     })
     ctx = hand_context(LESSON, server, bandwidth=HAND_BW,
-                       host_values={"model_info": HAND_INFO, "server_facts": facts, "option_bandwidth_gbs": given})
+                       host_values={"model_info": HAND_INFO, "server_facts": facts, "option_bandwidth_gbs": given, **(bench or {})})
     result = lesson.main(ctx)
     assert server.left() == {}
     return result, server
@@ -727,3 +728,49 @@ def test_the_prompts_of_a_live_run(lesson, given):
                         options=RunOptions(command=["t"], lesson_options={"prompts": given}), progress=Reporter(None, LESSON))
     assert lesson.lesson_prompts(ctx) == lesson.PROMPTS + [("top8_prompt_1", p) for p in given or []]
     assert ctx.host_values["option_prompts"] == given
+
+
+# llama-bench's samples at its three turns: prefill median 2,050 tokens/s, decode 50 tokens/s every time.
+HAND_BENCH = {
+    "llama_bench_before": {"available": True, "threads": 2, "prefill_tokens_per_s": [2000.0, 2100.0], "decode_tokens_per_s": [50.0, 50.0]},
+    "llama_bench_between": {"available": True, "threads": 2, "prefill_tokens_per_s": [2200.0, 2000.0], "decode_tokens_per_s": [50.0, 50.0]},
+    "llama_bench_after": {"available": True, "threads": 2, "prefill_tokens_per_s": [2100.0, 2000.0], "decode_tokens_per_s": [50.0, 50.0]},
+}
+
+
+def test_the_third_clock_by_hand(lesson):
+    result, _ = _run_hand(lesson, bench=HAND_BENCH)
+    rows = {r[0]: r for r in result.table("third_clock").rows}
+    prefill, decode = rows["prefill, 52-token prompt"], rows["decode, 32 tokens"]
+    # Prefill: the server's 2,000 and 2,500 (median 2,250) over llama-bench's median 2,050 = 1.0976; its samples
+    # overlap (2,000 ÷ 2,200 = 0.909 to 2,500 ÷ 2,000 = 1.25): inside the noise. Spread 500 ÷ 2,250 = 0.2222, so
+    # (2 × 0.2222 ÷ 0.0976)² = 20.7: 21 samples of each.
+    assert prefill[1:4] == [2250.0, 2000.0, 2500.0] and prefill[4:7] == [2050.0, 2000.0, 2200.0]
+    assert prefill[7:10] == [pytest.approx(2250 / 2050), pytest.approx(2000 / 2200), pytest.approx(1.25)]
+    assert prefill[10:] == ["inside the noise", 21]
+    # Decode: 100 and 125 (median 112.5) over 50 = 2.25, from 2 to 2.5: outside the noise; (2 × 0.2222 ÷ 1.25)² < 1.
+    assert decode[7:] == [pytest.approx(2.25), pytest.approx(2.0), pytest.approx(2.5), "outside the noise", 1]
+    assert "6 samples a phase" in result.table("third_clock").notes[0]
+
+
+def test_without_the_native_build_the_third_clock_says_how_to_get_it(lesson):
+    missing = {k: {"available": False, "why": "no native build is cached"} for k in HAND_BENCH}
+    result, _ = _run_hand(lesson, bench=missing)
+    assert "third_clock" not in [t.name for t in result.tables]
+    assert any("no native build is cached" in n and "scripts/build_llama_server.sh" in n for n in result.notes)
+
+
+def test_a_run_recorded_before_the_third_clock_shows_nothing_of_it(lesson):
+    result, _ = _run_hand(lesson)
+    assert "third_clock" not in [t.name for t in result.tables]
+    assert not any("llama-bench" in n for n in result.notes)
+
+
+def test_the_third_clocks_arithmetic_by_hand():
+    L = load_lesson(LESSON)
+    same = L.ThirdClock("x", (100.0, 110.0), (100.0, 110.0))
+    assert same.ratio == 1.0 and same.inside_noise and same.samples_needed() is None
+    apart = L.ThirdClock("x", (200.0, 220.0), (100.0, 100.0))
+    assert apart.ratio == 2.1 and apart.low == 2.0 and apart.high == 2.2 and not apart.inside_noise
+    # relative spread 20 ÷ 210 = 0.0952; (2 × 0.0952 ÷ 1.1)² = 0.03: one sample of each would do
+    assert apart.samples_needed() == 1

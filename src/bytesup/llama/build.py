@@ -199,38 +199,52 @@ def signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
+def bench(bin_dir: Path, model: Path, n_prompt: int, n_gen: int, threads: int, repetitions: int = 1,
+          timeout_s: float = SMOKE_TIMEOUT_S) -> dict[str, list[float]]:
+    """llama-bench of the build on `model`: a prefill of `n_prompt` tokens and a decode of `n_gen`, `repetitions`
+    times each, in process (no server, no HTTP). {"prefill_tokens_per_s": samples, "decode_tokens_per_s": samples}.
+    A crash, a failure, a run past `timeout_s` or output without results is a NativeBuildError naming it."""
+    argv = [str(bin_dir / "llama-bench"), "-m", str(model), "-p", str(n_prompt), "-n", str(n_gen), "-r", str(repetitions),
+            "-t", str(threads), "-o", "json"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise NativeBuildError(f"llama-bench on {model.name} did not finish within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise NativeBuildError(f"llama-bench could not be run: {exc}") from None
+    if done.returncode < 0:
+        raise NativeBuildError(f"llama-bench on {model.name} was killed by {signal_name(done.returncode)}")
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise NativeBuildError(f"llama-bench on {model.name} exited with code {done.returncode}: {last}")
+    found: dict[str, list[float]] = {"prefill_tokens_per_s": [], "decode_tokens_per_s": []}
+    try:
+        for row in json.loads(done.stdout):
+            key = "decode_tokens_per_s" if int(row.get("n_gen") or 0) > 0 else "prefill_tokens_per_s"
+            found[key] += [float(x) for x in (row.get("samples_ts") or [row["avg_ts"]])]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise NativeBuildError(f"llama-bench on {model.name} printed no results") from None
+    if not any(found.values()):
+        raise NativeBuildError(f"llama-bench on {model.name} printed no results")
+    return found
+
+
 def smoke_test(bin_dir: Path, models: list[Path] | None = None, timeout_s: float = SMOKE_TIMEOUT_S) -> dict:
     """llama-bench on each model: a 16-token prefill and a 4-token decode, once, bounded by `timeout_s`.
     {"ok", "detail", "seconds", "at", "cpu_key"}."""
     cpu = this_cpu()
     start = time.monotonic()
-    threads = str(max(1, min(4, os.cpu_count() or 1)))
+    threads = max(1, min(4, os.cpu_count() or 1))
     detail = ""
     ok = True
     for model in models if models is not None else smoke_models():
-        argv = [str(bin_dir / "llama-bench"), "-m", str(model), "-p", "16", "-n", "4", "-r", "1", "-t", threads, "-o", "json"]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            ok, detail = False, f"llama-bench on {model.name} did not finish within {timeout_s:g} s"
+            speeds = bench(bin_dir, model, 16, 4, threads, timeout_s=timeout_s)
+        except NativeBuildError as exc:
+            ok, detail = False, str(exc)
             break
-        except OSError as exc:
-            ok, detail = False, f"llama-bench could not be run: {exc}"
-            break
-        if done.returncode < 0:
-            ok, detail = False, f"llama-bench on {model.name} was killed by {signal_name(done.returncode)}"
-            break
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-            ok, detail = False, f"llama-bench on {model.name} exited with code {done.returncode}: {last}"
-            break
-        try:
-            rows = json.loads(done.stdout)
-            speeds = [float(r["avg_ts"]) for r in rows]
-        except (ValueError, KeyError, TypeError):
-            ok, detail = False, f"llama-bench on {model.name} printed no results"
-            break
-        detail += f"{'; ' if detail else ''}{model.name}: " + ", ".join(f"{s:.1f} t/s" for s in speeds)
+        shown = [*speeds["prefill_tokens_per_s"], *speeds["decode_tokens_per_s"]]
+        detail += f"{'; ' if detail else ''}{model.name}: " + ", ".join(f"{s:.1f} t/s" for s in shown)
     return {"ok": ok, "detail": detail, "seconds": round(time.monotonic() - start, 2), "cpu_key": cpu.key,
             "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
