@@ -81,7 +81,8 @@ def main(ctx: LessonContext):
     # Decode speed as the context grows, and the bytes model beside it.
     ids = long_prompt_tokens(ctx.server, max(depth_plan(n_ctx, DECODE_N)[-1], cache_prompt_len(n_ctx), 1))
     ctx.step("decode speed as the context grows")
-    depths = [depth_result(depth, runs) for depth, runs in request_decode_at_depths(ctx, ids, depth_plan(n_ctx, DECODE_N))]
+    asked = request_decode_at_depths(ctx, ids, depth_plan(n_ctx, DECODE_N))
+    depths = [depth_result(depth, runs, ctx.recorded(DEPTHS_FROM_CACHE)) for depth, runs in asked]
     load = ctx.host("load_average", environment.load_average)
     cores = ctx.host("cpu_count", os.cpu_count)
     render_decode_vs_depth(ctx, n_ctx, depths, load, cores)
@@ -160,14 +161,31 @@ def request_cache_setup(ctx: LessonContext) -> CacheSetup:
     return CacheSetup(n_ctx=n_ctx, type_k=type_k, type_v=type_v, type_source=source)
 
 
+DEPTHS_FROM_CACHE = "depths_from_cache"  # host value: this run reached each depth through the prompt cache
+
+
 def request_decode_at_depths(ctx: LessonContext, ids: list[int], depths: list[int]) -> list[tuple[int, list[Completion]]]:
-    """DECODE_N tokens after a prompt of each depth (one token for depth 0), ctx.repeat times each."""
-    done = []
-    for depth in depths:
-        # measure.PINNED: greedy, seeded, no prompt cache (every repeat prefills), ignore_eos (16 tokens each).
-        done.append((depth, timed_completions(ctx.server, ids[:max(depth, 1)], DECODE_N, ctx.repeat,
-                                              track=lambda r, depth=depth: ctx.track(r, f"depth {depth}"))))
-    return done
+    """DECODE_N tokens after a prompt of each depth (one token for depth 0), ctx.repeat times each.
+
+    One prefill of the deepest prompt, then every depth, deepest first, as a prefix of it through the prompt
+    cache (cache_prompt true): the server keeps the shared prefix and evaluates only what is new, about one
+    token, so the decode is the same decode after a context of that depth, without a prefill of its own. A run
+    recorded before this prefilled every repeat (cache_prompt false) and replays so."""
+    if not ctx.recorded(DEPTHS_FROM_CACHE):
+        done = []
+        for depth in depths:
+            # measure.PINNED: greedy, seeded, no prompt cache (every repeat prefills), ignore_eos (16 tokens each).
+            done.append((depth, timed_completions(ctx.server, ids[:max(depth, 1)], DECODE_N, ctx.repeat,
+                                                  track=lambda r, depth=depth: ctx.track(r, f"depth {depth}"))))
+        return done
+    ctx.host(DEPTHS_FROM_CACHE, lambda: True)
+    deepest = ids[:max(max(depths), 1)]
+    ctx.server.completion(deepest, **{**PINNED, "cache_prompt": True, "n_predict": 1})  # the one prefill, not timed
+    by_depth = {}
+    for depth in sorted(set(depths), reverse=True):
+        by_depth[depth] = timed_completions(ctx.server, ids[:max(depth, 1)], DECODE_N, ctx.repeat, cache_prompt=True,
+                                            track=lambda r, depth=depth: ctx.track(r, f"depth {depth} (from the cache)"))
+    return [(depth, by_depth[depth]) for depth in depths]
 
 
 @dataclass(frozen=True)
@@ -385,7 +403,8 @@ class DepthResult:
     prompt_n: int
     ms_per_token: list[float]
     tokens_per_s: list[float]
-    prefill_median: float
+    prefill_median: float | None  # None: the prompt came from the cache, nothing worth timing was prefilled
+    cache_n: list[int] | None = None  # each repeat's tokens reused from the prompt cache (None: no cache asked)
 
     @property
     def ms_median(self) -> float:
@@ -408,12 +427,13 @@ class DepthResult:
                 self.tokens_per_s, self.prefill_median]
 
 
-def depth_result(depth: int, runs: list[Completion]) -> DepthResult:
+def depth_result(depth: int, runs: list[Completion], from_cache: bool = False) -> DepthResult:
     """ms per token = predicted_ms ÷ (predicted_n − 1) per repeat (the first token came with the prompt pass)."""
     return DepthResult(depth=depth, prompt_n=runs[0].timings.prompt_n,
                        ms_per_token=[decode_ms_per_token(c.timings) for c in runs],
                        tokens_per_s=[decode_tokens_per_s(c.timings) for c in runs],
-                       prefill_median=statistics.median(prefill_tokens_per_s(c.timings) for c in runs))
+                       prefill_median=None if from_cache else statistics.median(prefill_tokens_per_s(c.timings) for c in runs),
+                       cache_n=[c.timings.cache_n for c in runs] if from_cache else None)
 
 
 def bytes_model_predictions(depths: list[int], measured: list[float], weight_bytes: float,
@@ -674,8 +694,21 @@ def render_decode_vs_depth(ctx: LessonContext, n_ctx: int, depths: list[DepthRes
             f"tokens/s = 1000 ÷ ms per token, sample by sample; {ctx.repeat} repeats per depth. The widest spread "
             f"at one depth is {spread:.3g}× (max ÷ min, at depth {widest.depth:,}): differences smaller than that are "
             f"noise" + (f"; the host's load average was {load[0]:g} on {cores} cores." if load and cores else "."),
+            *cache_notes(depths),
         ],
     )
+
+
+def cache_notes(depths: list[DepthResult]) -> list[str]:
+    """What the prompt cache gave each depth, from the server's own timings (nothing for a run without it)."""
+    if any(d.cache_n is None for d in depths):
+        return []
+    reused = "; ".join(f"depth {d.depth:,}: {', '.join(f'{n:,}' for n in d.cache_n or [])} reused, prompt_n {d.prompt_n}"
+                       for d in depths)
+    return [(f"Each depth's prompt came from the prompt cache: one prefill of the deepest, {max(d.depth for d in depths):,} "
+             "tokens, then every depth as a prefix of it, deepest first (cache_prompt true). The server's timings say "
+             f"how many tokens it reused (cache_n) and how many it evaluated (prompt_n): {reused}. So prefill is not "
+             "timed here (lesson 4 and the prompt-cache table do); the decode after each depth is the same.")]
 
 
 def render_bytes_model(ctx: LessonContext, rows: list[BytesModelRow], kv: float, weights: float) -> None:

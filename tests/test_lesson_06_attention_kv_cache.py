@@ -532,3 +532,52 @@ def test_a_model_too_large_for_numpys_float32_is_not_tried(hand_run, lesson):
     # The hand-made run without a plan is one recorded before the numpy generation.
     assert hand_run[0].notes[-1] == ("This run was recorded before lesson 6 generated text in numpy, so that is not "
                                      "recomputed here.")
+
+
+class PrefixCacheServer(HandServer):
+    """The hand-made server with llama.cpp's prefix reuse: with cache_prompt true the slot keeps the longest
+    shared prefix of what it held and evaluates the rest (at least the last token)."""
+
+    def __call__(self, body):
+        prompt = body["prompt"]
+        if body.get("cache_prompt") and isinstance(prompt, list) and isinstance(self.slot, list):
+            shared = 0
+            while shared < min(len(prompt), len(self.slot)) and prompt[shared] == self.slot[shared]:
+                shared += 1
+            answer = super().__call__({**body, "cache_prompt": False})
+            cache_n = min(shared, len(prompt) - 1)
+            answer["timings"].update({"cache_n": cache_n, "prompt_n": len(prompt) - cache_n,
+                                      "prompt_ms": 2.0 * (len(prompt) - cache_n)})
+            self.slot = prompt + answer["tokens"]
+            return answer
+        answer = super().__call__(body)
+        if body.get("cache_prompt") and isinstance(prompt, list):
+            self.slot = prompt + answer["tokens"]
+        return answer
+
+
+def test_each_depth_comes_from_the_prompt_cache_with_the_same_decode(lesson):
+    from lessonkit import QueuedServer, hand_context
+
+    answer = PrefixCacheServer()
+    props = {"default_generation_settings": {"n_ctx": N_CTX}}
+    server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
+                           "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
+    ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
+        "server_facts": {"model_readable": True}, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
+        "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]], "depths_from_cache": True})
+    result = lesson.main(ctx)
+    bodies = [b for _, path, b in server.requests if path == "/completion"]
+    # One prefill of the deepest prompt (47 tokens), then the depths deepest first, each twice, from the cache.
+    assert len(bodies[0]["prompt"]) == 47 and bodies[0]["n_predict"] == 1 and bodies[0]["cache_prompt"] is True
+    assert [len(b["prompt"]) for b in bodies[1:11]] == [47, 47, 32, 32, 16, 16, 8, 8, 1, 1]
+    assert all(b["cache_prompt"] for b in bodies[1:11])
+    # The same decode as when every repeat prefilled: depth 8 at 10 ms a pass, depth 32 at 16 ms (see ms_per_token).
+    speeds = {m.settings["depth"]: m.samples for m in result.measurements if m.name == "decode_tokens_per_s_at_depth"}
+    assert list(speeds) == [0, 8, 16, 32, 47] and speeds[8] == [100.0, 100.0] and speeds[32] == [62.5, 62.5]
+    table = result.table("decode_vs_depth")
+    assert [r[1] for r in table.rows] == [1, 1, 1, 1, 1]  # prompt_n: one token evaluated at every depth
+    assert [r[8] for r in table.rows] == [None] * 5       # no prefill worth timing
+    note = table.notes[-1]
+    assert note.startswith("Each depth's prompt came from the prompt cache: one prefill of the deepest, 47 tokens")
+    assert "depth 47: 46, 46 reused, prompt_n 1" in note and "depth 8: 7, 7 reused, prompt_n 1" in note
