@@ -68,7 +68,7 @@ SHORT_PROMPT = "The capital of France is"
 # The published long prompt's length (published.LESSON4 mixes numbers and lists, hence the ignore).
 LONG_PROMPT_TOKENS: int = published.LESSON4["long_prompt_tokens"]
 N_PREDICT = 32                    # tokens decoded per timed request
-BENCH_REPETITIONS = 2             # llama-bench's repetitions at each of its three turns: six samples a phase
+BENCH_REPETITIONS = 1             # llama-bench's repetitions at each of its three turns: three samples a phase
 CONTEXT_MARGIN = 16               # tokens of context left free beyond prompt + n_predict
 
 # The numpy pass is set against the server a second time on the default model's weights in float32, where the
@@ -185,7 +185,9 @@ def llama_bench(ctx: LessonContext, when: str, n_prompt: int) -> dict[str, Any] 
         if bin_dir is None:
             return {"available": False, "why": why}
         try:
-            speeds = nativebuild.bench(bin_dir, model, n_prompt, N_PREDICT, ctx.server_threads(), BENCH_REPETITIONS)
+            # llama-bench's own warm-up at its first turn only: the file is read and the code paths are warm after it.
+            speeds = nativebuild.bench(bin_dir, model, n_prompt, N_PREDICT, ctx.server_threads(), BENCH_REPETITIONS,
+                                       warmup=when == "before")
         except nativebuild.NativeBuildError as exc:
             return {"available": False, "why": str(exc)}
         return {"available": True, "threads": ctx.server_threads(), **speeds}
@@ -798,7 +800,8 @@ def show_third_clock(ctx: LessonContext, runs: TimedRuns, clocks: list[ThirdCloc
                ("llama-bench median", "tokens/s"), ("llama-bench min", "tokens/s"), ("llama-bench max", "tokens/s"),
                ("server ÷ llama-bench", "×"), ("ratio low", "×"), ("ratio high", "×"), ("verdict", ""),
                ("samples needed", "")], rows,
-              notes=[(f"llama-bench ran {BENCH_REPETITIONS} repetitions before, between and after the timed requests "
+              notes=[(f"llama-bench ran {BENCH_REPETITIONS} repetition{'s' if BENCH_REPETITIONS > 1 else ''} before (after "
+                      "its own warm-up run), between and after the timed requests "
                      f"({len(clocks[0].bench)} samples a phase), on the same file with {threads} threads, `-p` the long "
                      f"prompt's length and `-n {N_PREDICT}`: no HTTP, no slot, no sampling. Its build is the native one "
                      "(scripts/build_llama_server.sh), which may not be the server's engine."),

@@ -750,7 +750,7 @@ def test_the_third_clock_by_hand(lesson):
     assert prefill[10:] == ["inside the noise", 21]
     # Decode: 100 and 125 (median 112.5) over 50 = 2.25, from 2 to 2.5: outside the noise; (2 × 0.2222 ÷ 1.25)² < 1.
     assert decode[7:] == [pytest.approx(2.25), pytest.approx(2.0), pytest.approx(2.5), "outside the noise", 1]
-    assert "6 samples a phase" in result.table("third_clock").notes[0]
+    assert "6 samples a phase" in result.table("third_clock").notes[0]  # the hand-made turns hold two samples each
 
 
 def test_without_the_native_build_the_third_clock_says_how_to_get_it(lesson):

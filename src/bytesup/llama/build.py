@@ -200,12 +200,13 @@ def signal_name(code: int) -> str:
 
 
 def bench(bin_dir: Path, model: Path, n_prompt: int, n_gen: int, threads: int, repetitions: int = 1,
-          timeout_s: float = SMOKE_TIMEOUT_S) -> dict[str, list[float]]:
+          timeout_s: float = SMOKE_TIMEOUT_S, warmup: bool = True) -> dict[str, list[float]]:
     """llama-bench of the build on `model`: a prefill of `n_prompt` tokens and a decode of `n_gen`, `repetitions`
-    times each, in process (no server, no HTTP). {"prefill_tokens_per_s": samples, "decode_tokens_per_s": samples}.
+    times each, in process (no server, no HTTP), after llama-bench's own warm-up run unless not `warmup`.
+    {"prefill_tokens_per_s": samples, "decode_tokens_per_s": samples}.
     A crash, a failure, a run past `timeout_s` or output without results is a NativeBuildError naming it."""
     argv = [str(bin_dir / "llama-bench"), "-m", str(model), "-p", str(n_prompt), "-n", str(n_gen), "-r", str(repetitions),
-            "-t", str(threads), "-o", "json"]
+            "-t", str(threads), "-o", "json", *([] if warmup else ["--no-warmup"])]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
