@@ -143,25 +143,8 @@ def new_run_dir(root: Path, date: str) -> Path:
             n += 1
 
 
-def latest_unfinished(root: Path) -> Path | None:
-    """The most recently updated run folder under `root` whose manifest is not complete."""
-    if not root.is_dir():
-        return None
-    found: list[tuple[str, float, Path]] = []
-    for folder in root.iterdir():
-        manifest = folder / "manifest.json"
-        if not manifest.is_file():
-            continue
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("status") != "complete":
-            found.append((str(data.get("updated_at") or ""), manifest.stat().st_mtime, folder))
-    return max(found)[2] if found else None
-
-
 def _manifests_under(root: Path) -> Iterator[tuple[Path, dict]]:
+    """(folder, manifest) for every folder under `root` whose manifest.json is a JSON object; others are skipped."""
     if not root.is_dir():
         return
     for folder in root.iterdir():
@@ -169,8 +152,15 @@ def _manifests_under(root: Path) -> Iterator[tuple[Path, dict]]:
             data = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
             continue
-        if isinstance(data, dict) and isinstance(data.get("lessons"), dict):
+        if isinstance(data, dict):
             yield folder, data
+
+
+def latest_unfinished(root: Path) -> Path | None:
+    """The most recently updated run folder under `root` whose manifest is not complete."""
+    found = [(str(data.get("updated_at") or ""), (folder / "manifest.json").stat().st_mtime, folder)
+             for folder, data in _manifests_under(root) if data.get("status") != "complete"]
+    return max(found)[2] if found else None
 
 
 def fmt_seconds(seconds: float) -> str:
@@ -191,10 +181,10 @@ def estimate(root: Path, manifest: dict, todo: list[str], skip: Path | None = No
     configuration (`resume_differences` finds none) and timed every lesson in `todo`. Failing that, from one that
     differs in --repeat alone, its time scaled by the ratio of repeats (an upper bound: a lesson's untimed
     requests do not repeat); else that there is none."""
-    best: tuple[bool, str, Path, float, float] | None = None  # (same --repeat, when, folder, seconds, scale)
+    best: tuple[bool, str, Path, float, int | None] | None = None  # (same --repeat, when, folder, seconds, its --repeat)
     mine = _repeat(manifest)
     for folder, data in _manifests_under(root):
-        if skip is not None and folder.resolve() == skip.resolve():
+        if (skip is not None and folder.resolve() == skip.resolve()) or not isinstance(data.get("lessons"), dict):
             continue
         entries = data["lessons"]
         timed = [entries.get(lid, {}).get("seconds") for lid in todo]
@@ -204,26 +194,18 @@ def estimate(root: Path, manifest: dict, todo: list[str], skip: Path | None = No
         theirs = _repeat(data)
         if diffs and not (diffs == ["--repeat"] and mine and theirs):
             continue
-        same = not diffs
-        scale = 1.0 if same else mine / theirs  # type: ignore[operator]
-        key = (same, str(data.get("updated_at") or ""), folder, float(sum(t for t in timed if isinstance(t, (int, float)))), scale)
+        key = (not diffs, str(data.get("updated_at") or ""), folder, float(sum(t for t in timed if isinstance(t, (int, float)))),
+               theirs)
         if best is None or key[:2] > best[:2]:
             best = key
     n = f"{len(todo)} lesson{'s' if len(todo) != 1 else ''}"
     if best is None:
         return f"estimate: none for {n} (no earlier run under {root} measured with this configuration)"
-    same, _, folder, seconds, scale = best
-    if same:
+    same, _, folder, seconds, theirs = best
+    if same or not mine or not theirs:
         return f"estimate: about {fmt_seconds(seconds)} for {n}, as the comparable run {folder.name} took"
-    return (f"estimate: at most about {fmt_seconds(seconds * scale)} for {n}: the run {folder.name} took "
-            f"{fmt_seconds(seconds)} at --repeat {_repeat_text(folder)}, scaled to --repeat {mine}")
-
-
-def _repeat_text(folder: Path) -> str:
-    try:
-        return str(json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["options"]["repeat"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "?"
+    return (f"estimate: at most about {fmt_seconds(seconds * mine / theirs)} for {n}: the run {folder.name} took "
+            f"{fmt_seconds(seconds)} at --repeat {theirs}, scaled to --repeat {mine}")
 
 
 # --- resuming the same configuration -----------------------------------------------------------
