@@ -330,8 +330,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def signals_raise() -> Iterator[None]:
     """Ctrl-C, SIGTERM and SIGHUP stop the run by raising (KeyboardInterrupt, Terminated), once. A
     signal after the first (Ctrl-C pressed again, a second kill) is only acknowledged: it never
-    interrupts the cleanup the first one started (the manifest, the summary, the run's server), and
-    the handlers stay so until the process exits."""
+    interrupts the cleanup the first one started (the manifest, the summary, the run's server). Once
+    stopping, the process ignores them until it exits: Python puts the default action back while it shuts
+    down, and a late Ctrl-C would then kill the process after its cleanup, with no exit status of its own."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -352,9 +353,8 @@ def signals_raise() -> Iterator[None]:
     try:
         yield
     finally:
-        if not stopping:
-            for s, h in previous.items():
-                signal.signal(s, h)
+        for s, h in previous.items():
+            signal.signal(s, signal.SIG_IGN if stopping else h)
 
 
 def die_with_parent() -> None:
