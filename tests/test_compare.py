@@ -334,3 +334,31 @@ def test_facts_are_same_or_changed():
     a = Measurement.of("kv_bytes_per_token", "bytes", [4096.0])
     assert cmp.verdict(a, Measurement.of("kv_bytes_per_token", "bytes", [4096.0]), 0.05)[0] == "same"
     assert cmp.verdict(a, Measurement.of("kv_bytes_per_token", "bytes", [8192.0]), 0.05) == ("changed", "change +100.0%")
+
+
+def test_one_outlier_cannot_make_a_change_look_like_noise():
+    """The issue's case: a 7.4 in a row of 93s. Without the rule B's range (7.4-94.5) overlaps A's."""
+    from bytesup.store.results import Measurement
+
+    a = Measurement.of("decode_tokens_per_s", "tokens/s", [50.0, 51.0, 52.0, 50.5, 51.5], higher_is_better=True)
+    b = Measurement.of("decode_tokens_per_s", "tokens/s", [93.6, 94.5, 7.4, 93.0, 94.0, 93.8], higher_is_better=True)
+    assert a.min <= b.max and b.min <= a.max  # the raw ranges overlap
+    assert cmp.judged_range(b)[:2] == (93.0, 94.5)  # by hand: 7.4 is 86 from the median, far past 5 scaled MADs
+    assert not cmp.ranges_overlap(a, b)
+    assert cmp.verdict(a, b, 0.05)[0] == "better"
+    assert cmp.outliers_text(a, b) == "outliers, shown but not used: B 7.4 (1 of 6)"
+    # Fewer than five samples flag nothing, so a range of four still decides as before.
+    short = Measurement.of("decode_tokens_per_s", "tokens/s", [93.6, 94.5, 7.4, 93.0], higher_is_better=True)
+    assert cmp.ranges_overlap(a, short) and cmp.outliers_text(a, short) == ""
+
+
+def test_an_outlier_is_named_in_the_compared_row(two_runs):
+    a, b = two_runs
+    result = read_result(b, L4)
+    m = result.measurement("decode_tokens_per_s_short_prompt")
+    v = m.median
+    m.samples = [v * 0.99, v, v * 1.01, v * 0.995, v * 1.005, v / 20]
+    m.median, m.min, m.max = statistics.median(m.samples), min(m.samples), max(m.samples)
+    write_result(b, result)
+    r = row(cmp.compare_runs(cmp.load_run(a), cmp.load_run(b)), "decode_tokens_per_s_short_prompt")
+    assert "outliers, shown but not used: B" in r.reason

@@ -5,7 +5,9 @@ is a property of the whole run, so a different model makes every row "not compar
 Each row gets A, B, B ÷ A and a verdict:
 
 - better / worse: the change is beyond the threshold and the samples' [min, max] ranges do not
-  overlap; the direction comes from `higher_is_better`;
+  overlap; the direction comes from `higher_is_better`. The ranges are those of the samples that
+  are not outliers by the one rule (bytesup.course.robust): an outlier is named in the row's
+  reason and kept in the JSON, but cannot widen a range into "within noise";
 - within noise: the ranges overlap, or the change is under the threshold;
 - same / changed: for facts (`higher_is_better` is None), e.g. a byte count;
 - not comparable: a different model, or the same measurement with other settings or units.
@@ -27,6 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from bytesup.course import robust
 from bytesup.llama import topology
 from bytesup.errors import BytesupError, RunFolderError
 from bytesup.store.escape import md_text
@@ -121,8 +124,30 @@ def _settings_diff(a: dict[str, Any], b: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def judged_range(m: Measurement) -> tuple[float, float, robust.Robust | None]:
+    """(low, high, judgement): the range of the samples that are not outliers by the one rule
+    (bytesup.course.robust), or the measurement's own min and max without samples to judge."""
+    if not m.samples:
+        return m.min, m.max, None
+    r = robust.judge(m.samples)
+    return r.low, r.high, r
+
+
 def ranges_overlap(a: Measurement, b: Measurement) -> bool:
-    return a.min <= b.max and b.min <= a.max
+    """The two ranges overlap, outliers left out: one slow sample cannot make a change look like noise."""
+    a_low, a_high, _ = judged_range(a)
+    b_low, b_high, _ = judged_range(b)
+    return a_low <= b_high and b_low <= a_high
+
+
+def outliers_text(a: Measurement | None, b: Measurement | None) -> str:
+    """'' or which samples of A and B the rule set aside, e.g. 'outliers: B 7.4 (1 of 6)'."""
+    parts = []
+    for side, m in (("A", a), ("B", b)):
+        r = None if m is None else judged_range(m)[2]
+        if r is not None and r.outliers:
+            parts.append(f"{side} {', '.join(f'{v:.4g}' for v in r.outlier_values)} ({len(r.outliers)} of {len(r.samples)})")
+    return f"outliers, shown but not used: {'; '.join(parts)}" if parts else ""
 
 
 def ratio_of(a: Measurement, b: Measurement) -> float | None:
@@ -142,7 +167,7 @@ def verdict(a: Measurement, b: Measurement, threshold: float) -> tuple[str, str]
         return "same", ""
     change = None if ratio is None else ratio - 1.0
     if ranges_overlap(a, b):
-        return "within noise", "the [min, max] ranges overlap"
+        return "within noise", "the [min, max] ranges overlap, outliers left out"
     if change is not None and abs(change) < threshold:
         return "within noise", f"change {change:+.1%} is under the {threshold:.0%} threshold"
     if higher is None:
@@ -196,6 +221,7 @@ def compare_measurements(lesson: str, ra: LessonResult, rb: LessonResult, thresh
                 rows.append(Row(lesson, name, m.settings, m.unit, m, twin, ratio, "not comparable", model_diff))
             else:
                 v, why = verdict(m, twin, threshold)
+                why = "; ".join(t for t in (why, outliers_text(m, twin)) if t)
                 rows.append(Row(lesson, name, m.settings, m.unit, m, twin, ratio, v, why))
         # Same name, other settings or unit: pair them one to one when that is unambiguous.
         if len(leftover_a) == 1 and len(unmatched_b) == 1:
