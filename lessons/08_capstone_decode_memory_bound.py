@@ -10,12 +10,13 @@ last-level cache are marked cache-resident and kept out of the fit. The verdicts
 rules (bytesup.course.memory_bound): between neighbouring widths, memory-bound where effective GB/s stays flat
 within the spread (tokens/s follows 1 ÷ bytes), compute-bound where fewer bytes are not faster; a
 fit tokens/s = B ÷ bytes with equal relative weight per point gives the bandwidth decode achieved,
-with its uncertainty, and which points lie on that line. Then every width is explained: each server
-also decodes 2 and 4 sequences at once, and a step's time against the sequences in it is a line whose
-intercept is the weights read (plus a fixed cost) and whose slope is the arithmetic of one token
-(bytesup.course.decodetime); one bandwidth, one fixed cost and one arithmetic cost per weight type predict
-each width's decode alone, set beside the measured, and the verdict is the term that holds most of
-the time. Samples follow one rule (bytesup.course.robust): a warm-up per server, at least five samples, the
+with its uncertainty, and which points lie on that line. Then every model is explained (bytesup.course.decodetime): one
+sequence's step waits on the slower of reading the weights and one token's arithmetic, plus a fixed
+cost, t₁ = F + max(W ÷ B, n × c), with one bandwidth, one arithmetic cost per parameter and one fixed
+cost fitted on every model's step; each model is predicted by the terms of the others, set beside
+the measured, and the verdict is the term its step waits on. The first server of each weight type
+also decodes 2 and 4 sequences at once: the batch view, where the weights are read once for all.
+Samples follow one rule (bytesup.course.robust): a warm-up per server, at least five samples, the
 median, and outliers shown but never widening an allowance. The bytes model is then carried to
 context: tokens/s at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d), applied to the
 published DGX Spark figures.
@@ -64,10 +65,10 @@ CTX = 256  # the short prompt and the generated tokens fit; a small context keep
 # The top token at temperature 0 from the full softmax (post_sampling_probs false); cache_prompt false.
 TOP = {"n_predict": 1, "n_probs": 3, "temperature": 0, "post_sampling_probs": False, "cache_prompt": False, "seed": 42}
 MEMORY_SHARE = 0.5  # a model is skipped when its file would take more than this share of the available memory
-# The decode-time model (bytesup.course.decodetime): each server decodes 1, 2 and 4 sequences at once; a width's step
-# time against P is a line, its intercept the weights read (and a fixed cost), its slope the arithmetic.
+# The decode-time model (bytesup.course.decodetime): t₁ = F + max(W ÷ B, n × c) from every model's step at P = 1,
+# each model predicted by the terms of the others. The first model of each weight type also decodes 2 and 4
+# sequences at once: the batch view, a line t(P) = a + b × P through those steps.
 LEVELS = (2, 4)  # P besides the sweep's own P = 1 decodes, on the first model of each weight type
-FIT_LEVELS = (2, 4)  # the lines are fitted here; P = 1 is left for the model to predict
 BATCH_SEED_BASE = 8000  # each request of a batch gets its own seed, so a replay answers each one exactly
 MODEL_TOLERANCE = decodetime.TOLERANCE  # the model predicts a width's decode within ±15%
 
@@ -137,13 +138,15 @@ class ModelRun:
 
 @dataclass(frozen=True)
 class ModelRow:
-    """One width set beside the decode-time model: its measured step times, the predicted terms at P = 1."""
+    """One model set beside the decode-time model: its measured step times, the terms of the run's fit, and its
+    prediction by the terms fitted on the other models (None when too few others)."""
     name: str
     weight_type: str | None
     step_ms: dict[int, float]  # median ms per step at each P measured
-    fitted: bool  # its step times at FIT_LEVELS went into the terms
-    prediction: decodetime.Prediction | None
+    explained: decodetime.Prediction  # by the terms fitted on every model
+    prediction: decodetime.Prediction | None  # by the terms fitted on the others
     measured: float  # decode tokens/s at P = 1: 1000 ÷ the median step time, outliers left out
+    line: decodetime.Line | None  # t(P) = a + b × P through its steps at LEVELS, where measured
 
     @property
     def error(self) -> float | None:
@@ -399,22 +402,22 @@ def model_widths(runs: list[ModelRun]) -> list[decodetime.Width]:
 
 
 def fit_terms(widths: list[decodetime.Width]) -> tuple[decodetime.Terms | None, str]:
-    """The terms from the widths with step times at every FIT_LEVELS, or None and why not."""
-    fitted = [w for w in widths if all(P in w.step_ms for P in FIT_LEVELS)]
+    """The terms from every model's step at P = 1, or None and why not."""
     try:
-        return decodetime.fit(fitted, FIT_LEVELS), ""
+        return decodetime.fit(widths), ""
     except ValueError as e:
         return None, str(e)
 
 
-def model_rows(widths: list[decodetime.Width], runs: list[ModelRun],
-               terms: decodetime.Terms | None) -> list[ModelRow]:
-    """Each width's measured step times beside the model's prediction at P = 1."""
+def model_rows(widths: list[decodetime.Width], runs: list[ModelRun], terms: decodetime.Terms) -> list[ModelRow]:
+    """Each model's measured step times beside the run's terms and its prediction by the others' terms."""
+    held = decodetime.held_out(widths)
     rows = []
     for w, r in zip(widths, runs, strict=True):
-        pred = None if terms is None else decodetime.predict(terms, w.name, w.weight_bytes, w.n_params, w.weight_type)
-        rows.append(ModelRow(w.name, r.info.weight_type, w.step_ms, terms is not None and w.name in terms.fitted, pred,
-                             1e3 / w.step_ms[1]))
+        line = decodetime.step_line(w, LEVELS) if all(P in w.step_ms for P in LEVELS) else None
+        rows.append(ModelRow(w.name, r.info.weight_type, w.step_ms,
+                             decodetime.predict(terms, w.name, w.weight_bytes, w.n_params), held[w.name],
+                             1e3 / w.step_ms[1], line))
     return rows
 
 
@@ -426,9 +429,8 @@ def spark_terms() -> dict[str, float]:
 
 
 def spark_verdict(spark: dict[str, float]) -> str:
-    """The dominant-term rule on the published terms (the rest counted as the fixed term)."""
-    return decodetime.dominant({"memory": spark["memory_share"], "arithmetic": spark["arithmetic_share"],
-                                "fixed": spark["rest_share"]})
+    """The decode-time model's rule on the published terms (the rest counted as the fixed cost)."""
+    return decodetime.waits_on(spark["memory_ms"], spark["arithmetic_ms"], spark["rest_ms"])
 
 
 def spark_context_prediction() -> ContextPrediction:
@@ -656,7 +658,7 @@ def record_decode_model(ctx: LessonContext, runs: list[ModelRun], widths: list[d
     spreads = {r.info.name: {"1": step_spread(r.decode), **{str(P): step_spread(v) for P, v in r.together.items()}}
                for r in runs}
     ctx.fact("decode_model", {
-        "fit_levels": list(FIT_LEVELS), "tolerance": MODEL_TOLERANCE,
+        "form": "F + max(W / B, n * c) at P = 1, each model predicted by the others", "tolerance": MODEL_TOLERANCE,
         "widths": [{"name": w.name, "weight_bytes": w.weight_bytes, "n_params": w.n_params, "weight_type": w.weight_type,
                     "step_ms": {str(P): ms for P, ms in w.step_ms.items()}, "step_spread": spreads[w.name]}
                    for w in widths]})
@@ -664,44 +666,52 @@ def record_decode_model(ctx: LessonContext, runs: list[ModelRun], widths: list[d
 
 def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthReference | None,
                 spark: dict[str, float]) -> list[str]:
-    fitted = [r for r in rows if r.fitted]
-    predicted_only = [r.name for r in rows if not r.fitted and r.prediction is not None]
-    within = [r for r in rows if r.error is not None and abs(r.error) <= MODEL_TOLERANCE]
-    worst = max((r for r in rows if r.error is not None), key=lambda r: abs(r.error or 0.0), default=None)
-    levels = " and ".join(map(str, FIT_LEVELS))
+    errors = {r.name: r.error for r in rows if r.error is not None}
+    within = [n for n, e in errors.items() if abs(e) <= MODEL_TOLERANCE]
+    worst = max(errors.items(), key=lambda kv: abs(kv[1]), default=None)
+    waits = {v: [r.name for r in rows if r.explained.verdict == v]
+             for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.FIXED)}
     notes = [
-        (f"A step's time with P sequences: t(P) = W ÷ B + F + P × n × c. For each of {', '.join(r.name for r in fitted)} "
-         f"a line through its median step times at P = {levels} gives the intercept (the weights read, plus a fixed "
-         f"cost) and the slope (the arithmetic of one more token); the intercepts against the weight bytes give one "
-         f"B = {terms.gbs:.3g} GB/s for every width and F = {terms.fixed_ms:.3g} ms, the slopes one arithmetic cost per "
-         f"weight type: " + ", ".join(f"{t} {c:.3g} ns per weight ({2 / c:.3g} GFLOP/s)" for t, c in terms.arith_ns.items())
-         + "."),
-        ("P = 1 is not in the fit: the predicted column sets W ÷ B + F + n × c against the width's own decodes"
-         + (f", and {', '.join(predicted_only)} had no step times of its own: only its bytes, parameters and weight type"
-            if predicted_only else "") + "."),
-        (f"Within ±{100 * MODEL_TOLERANCE:.0f}% of measured: {len(within)} of {sum(r.error is not None for r in rows)} "
-         f"widths" + (f"; the furthest, {worst.name}, at {100 * (worst.error or 0.0):+.0f}%." if worst else ".")),
-        (f"The verdict is the dominant term of the predicted time at P = 1: memory-bound when reading the weights holds "
-         f"more than {100 * decodetime.MAJORITY:.0f}% of it, compute-bound when the arithmetic does, fixed-cost-bound "
-         f"when the fixed cost does, mixed when no term does."),
+        (f"One sequence's step waits on the slower of reading the weights and doing one token's arithmetic, plus a "
+         f"fixed cost: t₁ = F + max(W ÷ B, n × c). Fitted on the {len(rows)} models' median steps at P = 1 "
+         f"(least squares of the relative error): B = {terms.gbs:.3g} GB/s, c = {terms.arith_ps:.3g} ps per parameter "
+         f"({terms.arith_gflops:.3g} GFLOP/s at one token) and F = {terms.fixed_ms:.3g} ms; the fit's column is these "
+         f"terms, set against every model."),
+        ("The predicted column is each model by the terms fitted on the others alone: what the model says of a "
+         "model it has not seen. "
+         + (f"Within ±{100 * MODEL_TOLERANCE:.0f}% of measured: {len(within)} of {len(errors)}"
+            + (f"; the furthest, {worst[0]}, at {100 * worst[1]:+.0f}%." if worst else ".")
+            if errors else f"Too few models to leave one out (at least {decodetime.MIN_FIT + 1}).")),
+        ("The verdict is the term the step waits on under the run's terms: memory-bound when reading the weights "
+         "takes longer than the arithmetic, compute-bound when the arithmetic does, fixed-cost-bound when the fixed "
+         "cost is the largest. Here: "
+         + "; ".join(f"{v} {', '.join(names)}" for v, names in waits.items() if names) + "."),
+        ("The read and arithmetic shares overlap (they run at once), so the shares of one row add to more than "
+         "100%: each says how much of the step that term alone would take."),
     ]
-    negative = [name for name, v in (("F", terms.fixed_ms), *((f"c of {t}", c) for t, c in terms.arith_ns.items()))
-                if v < 0]
-    if negative:
-        notes.append(f"Negative terms ({', '.join(negative)}): the step times of this run do not follow the model's "
-                     f"straight lines (a busy machine, or kernels that change with P); its shares are not to be read "
-                     f"as a split of the time.")
+    lines = [(r, r.line) for r in rows if r.line is not None]
+    if lines:
+        jumps = [f"{r.name} {r.step_ms[2] - r.step_ms[1]:.3g} ms, then {line.slope_ms:.3g} ms per sequence"
+                 for r, line in lines]
+        dearer = all(r.step_ms[2] - r.step_ms[1] > line.slope_ms for r, line in lines)
+        notes.append(
+            f"Several sequences in one step are another regime: the weights are read once for all of them. The line "
+            f"through the steps at P = {' and '.join(map(str, LEVELS))} has slope b (each further sequence) and "
+            f"intercept a. From one sequence to two the step grows by: {'; '.join(jumps)}. "
+            + ("The second sequence costs more than each further one, so the one-sequence terms are not carried to "
+               "batches; lesson 7's batching table measures them." if dearer else
+               "Lesson 7's batching table measures batches on the default model."))
     if ref:
         notes.append(f"B is {100 * terms.gbs / ref.gbs:.0f}% of the {ref.gbs:.3g} GB/s {ref.label}, the bandwidth numpy's "
                      f"multi-threaded sum reached: B is what decode's own kernels read the weights at, and it feeds the "
-                     f"model; the numpy reading is the memory's.")
+                     f"model; the numpy reading is the memory's as numpy sees it.")
     notes.append(
         f"The published {published.SPARK_NAME} figures in the same terms: {PUBLISHED_BYTES / GB:g} GB ÷ "
         f"{published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s = {spark['memory_ms']:.1f} ms to read the weights of "
         f"{spark['measured_ms']:.1f} ms per token ({PUBLISHED_DECODE:g} tokens/s); the arithmetic at prefill's rate "
         f"{spark['arithmetic_ms']:.2f} ms (a lower bound: prefill's kernels are matrix-matrix); the remaining "
-        f"{spark['rest_ms']:.1f} ms is the fixed cost and decode's extra arithmetic. Memory holds "
-        f"{100 * spark['memory_share']:.0f}%: {spark_verdict(spark)}.")
+        f"{spark['rest_ms']:.1f} ms is the fixed cost. The step waits on memory for "
+        f"{100 * spark['memory_share']:.0f}% of it: {spark_verdict(spark)}.")
     return notes
 
 
@@ -715,25 +725,26 @@ def show_decode_model(ctx: LessonContext, widths: list[decodetime.Width], rows: 
         return
     table_rows = []
     for r in rows:
-        p = r.prediction
-        shares = p.shares() if p else {}
-        table_rows.append([r.name, r.weight_type, *[r.step_ms.get(P) for P in levels], "yes" if r.fitted else "no",
-                           p.memory_ms if p else None, p.arithmetic_ms if p else None, p.fixed_ms if p else None,
-                           p.step_ms if p else None, p.tokens_per_s if p else None, r.measured,
+        e, p = r.explained, r.prediction
+        shares = e.shares()
+        table_rows.append([r.name, r.weight_type, *[r.step_ms.get(P) for P in levels],
+                           r.line.intercept_ms if r.line else None, r.line.slope_ms if r.line else None,
+                           e.memory_ms, e.arithmetic_ms, e.fixed_ms, e.step_ms,
+                           p.tokens_per_s if p else None, r.measured,
                            None if r.error is None else 100 * r.error,
-                           *[100 * shares[k] if p else None for k in ("memory", "arithmetic", "fixed")],
-                           p.verdict if p else None])
+                           *[100 * shares[k] for k in ("memory", "arithmetic", "fixed")], e.verdict])
     table_rows.append([f"{published.SPECIMEN_NAME} on {published.SPARK_NAME} (published)", "Q8_0",
-                       *[None] * len(levels), "no", spark["memory_ms"], spark["arithmetic_ms"], spark["rest_ms"],
-                       spark["measured_ms"], PUBLISHED_DECODE, PUBLISHED_DECODE, None,
+                       *[None] * (len(levels) + 2), spark["memory_ms"], spark["arithmetic_ms"], spark["rest_ms"],
+                       spark["measured_ms"], None, PUBLISHED_DECODE, None,
                        100 * spark["memory_share"], 100 * spark["arithmetic_share"], 100 * spark["rest_share"],
                        spark_verdict(spark)])
     ctx.table(
-        "decode_model", "Every width explained: reading the weights, the arithmetic and a fixed cost per token",
-        [("model", ""), ("weights", ""), *[(f"step at P = {P}", "ms") for P in levels], ("fitted", ""),
-         ("read the weights", "ms"), ("arithmetic", "ms"), ("fixed", "ms"), ("predicted step", "ms"),
+        "decode_model", "Every model explained: reading the weights, one token's arithmetic and a fixed cost per step",
+        [("model", ""), ("weights", ""), *[(f"step at P = {P}", "ms") for P in levels],
+         ("batch line a", "ms"), ("batch line b", "ms per sequence"),
+         ("read the weights", "ms"), ("arithmetic", "ms"), ("fixed", "ms"), ("fit's step", "ms"),
          ("predicted", "tokens/s"), ("measured", "tokens/s"), ("predicted ÷ measured − 1", "%"),
-         ("read share", "%"), ("arithmetic share", "%"), ("fixed share", "%"), ("dominant term", "")],
+         ("read share", "%"), ("arithmetic share", "%"), ("fixed share", "%"), ("waits on", "")],
         table_rows, notes=model_notes(rows, terms, ref, spark))
 
 
@@ -802,7 +813,7 @@ def main(ctx: LessonContext):
     # 1. The sweep: each model on a server of its own; the answer, then the timed decodes at P = 1, 2 and 4.
     plan = sample_plan(ctx)
     ctx.settings.update({"sample_plan": {"warmup": plan.warmup, "samples": plan.samples, "levels": list(plan.levels)},
-                         "fit_levels": list(FIT_LEVELS), "model_tolerance": MODEL_TOLERANCE})
+                         "model_tolerance": MODEL_TOLERANCE})
     runs, skipped = sweep_local(ctx, sizes, available, plan) if local else (sweep_remote(ctx, facts, plan), [])
     after = ctx.run_bandwidth_after() if bw is not None else None
 
@@ -827,7 +838,8 @@ def main(ctx: LessonContext):
     terms, why_not = fit_terms(widths)
     if any(r.together for r in runs):
         record_decode_model(ctx, runs, widths)
-        show_decode_model(ctx, widths, model_rows(widths, runs, terms), terms, why_not, ref, spark_terms())
+        explained = [] if terms is None else model_rows(widths, runs, terms)
+        show_decode_model(ctx, widths, explained, terms, why_not, ref, spark_terms())
 
     # 5. The bytes model with context, on the published figures.
     show_context_prediction(ctx, spark_context_prediction())

@@ -8,58 +8,90 @@ from bytesup.course import decodetime as dt
 
 MB = 1e6
 
-# Two widths made by hand from B = 20 GB/s, F = 1 ms, c = 0.02 ns per weight (type A) and 0.01 ns (type B),
-# 100 M parameters each: 100 MB read in 5 ms, 200 MB in 10 ms; the arithmetic of one token 2 ms and 1 ms.
-A = dt.Width("a", 100 * MB, 100e6, "A", {2: 5 + 1 + 2 * 2, 4: 5 + 1 + 4 * 2})    # 10 and 14 ms
-B = dt.Width("b", 200 * MB, 100e6, "B", {2: 10 + 1 + 2 * 1, 4: 10 + 1 + 4 * 1})  # 13 and 15 ms
+# Models made by hand from B = 50 GB/s, c = 25 ps per parameter and F = 2 ms:
+#   a: 100 MB, 100 M parameters: read 2 ms, arithmetic 100e6 × 25e-12 s = 2.5 ms -> 2 + 2.5 = 4.5 ms (arithmetic)
+#   b: 200 MB, 100 M: read 4 ms, arithmetic 2.5 ms -> 6 ms (memory)
+#   c: 400 MB, 100 M: read 8 ms -> 10 ms (memory)
+#   d: 1,000 MB, 1,000 M: read 20 ms, arithmetic 25 ms -> 27 ms (arithmetic)
+A = dt.Width("a", 100 * MB, 100e6, "Q4_1", {1: 4.5, 2: 9.0, 4: 12.0})
+B = dt.Width("b", 200 * MB, 100e6, "Q8_0", {1: 6.0})
+C = dt.Width("c", 400 * MB, 100e6, "F32", {1: 10.0})
+D = dt.Width("d", 1000 * MB, 1000e6, "Q8_0", {1: 27.0})
+TERMS = dt.Terms(gbs=50.0, arith_ps=25.0, fixed_ms=2.0, fitted=())
 
 
-def test_lines_through_the_step_times():
-    assert dt.step_line(A, (2, 4)) == dt.Line(pytest.approx(6.0), pytest.approx(2.0))
-    assert dt.step_line(B, (2, 4)) == dt.Line(pytest.approx(11.0), pytest.approx(1.0))
-    with pytest.raises(ValueError, match="a: no step time at P = 8"):
-        dt.step_line(A, (2, 8))
+def test_a_prediction_term_by_term():
+    p = dt.predict(TERMS, "d", 1000 * MB, 1000e6)
+    assert (p.memory_ms, p.arithmetic_ms, p.fixed_ms) == (pytest.approx(20.0), pytest.approx(25.0), pytest.approx(2.0))
+    assert p.step_ms == pytest.approx(27.0) and p.tokens_per_s == pytest.approx(1000 / 27)
+    # the overlapped terms' shares: 20 ÷ 27 and 25 ÷ 27 add to more than one
+    assert p.shares() == {"memory": pytest.approx(20 / 27), "arithmetic": pytest.approx(25 / 27),
+                          "fixed": pytest.approx(2 / 27)}
+    assert p.verdict == dt.COMPUTE
+    b = dt.predict(TERMS, "b", 200 * MB, 100e6)
+    assert b.step_ms == pytest.approx(6.0) and b.verdict == dt.MEMORY
+    assert dt.step_time_ms(400 * MB, 100e6, 50.0, 25.0, 2.0) == pytest.approx(10.0)
+    assert TERMS.arith_gflops == pytest.approx(80.0)  # 2 FLOPs in 25 ps
 
 
-def test_the_terms_come_back():
-    terms = dt.fit([A, B], (2, 4))
-    # intercepts 6 and 11 ms over 100 and 200 MB: 5 ms per 100 MB, 1e-6 ÷ 5e-8 = 20 GB/s; F = 6 − 5 = 1 ms
-    assert terms.gbs == pytest.approx(20.0) and terms.fixed_ms == pytest.approx(1.0)
-    # slopes 2 and 1 ms over 100 M weights: 2e6 ns ÷ 1e8 = 0.02 and 0.01 ns per weight
-    assert terms.arith_ns == {"A": pytest.approx(0.02), "B": pytest.approx(0.01)}
-    assert terms.fitted == ("a", "b") and terms.levels == (2, 4)
+def test_the_terms_come_back_from_their_own_steps():
+    terms = dt.fit([A, B, C, D])
+    # the grid steps by 2.3% in B and 3% in c: the terms come back within a grid step or two
+    assert terms.gbs == pytest.approx(50.0, rel=0.03)
+    assert terms.arith_ps == pytest.approx(25.0, rel=0.04)
+    assert terms.fixed_ms == pytest.approx(2.0, abs=0.15)
+    assert terms.fitted == ("a", "b", "c", "d")
+    for w in (A, B, C, D):
+        assert abs(dt.error(dt.predict(terms, w.name, w.weight_bytes, w.n_params), w)) < 0.02
 
 
-def test_prediction_of_a_model_not_fitted():
-    terms = dt.fit([A, B], (2, 4))
-    # 1,000 MB of type A, 500 M weights: 50 ms to read, 500e6 × 0.02 ns = 10 ms of arithmetic, 1 ms fixed
-    p = dt.predict(terms, "big", 1000 * MB, 500e6, "A")
-    assert p is not None
-    assert (p.memory_ms, p.arithmetic_ms, p.fixed_ms) == (pytest.approx(50.0), pytest.approx(10.0), pytest.approx(1.0))
-    assert p.step_ms == pytest.approx(61.0) and p.tokens_per_s == pytest.approx(1000 / 61)
-    assert p.shares()["memory"] == pytest.approx(50 / 61) and p.verdict == dt.MEMORY
-    # P = 1 of width a: 5 + 2 + 1 = 8 ms, 125 tokens/s; at P = 8: 5 + 16 + 1 = 22 ms for 8 tokens, 363.6 tokens/s
-    one = dt.predict(terms, "a", 100 * MB, 100e6, "A")
-    eight = dt.predict(terms, "a", 100 * MB, 100e6, "A", parallel=8)
-    assert one is not None and eight is not None
-    assert one.tokens_per_s == pytest.approx(125.0) and eight.tokens_per_s == pytest.approx(8000 / 22)
-    assert eight.verdict == dt.COMPUTE  # 16 of 22 ms
-    assert dt.predict(terms, "c", MB, 1e6, "Q4_0") is None  # no arithmetic fitted for that type
+def test_each_model_is_predicted_by_the_others():
+    held = dt.held_out([A, B, C, D])
+    for w in (A, B, C, D):
+        p = held[w.name]
+        assert p is not None and abs(dt.error(p, w)) < 0.05, (w.name, p)
+    # d left out: a (arithmetic) still fixes c, b and c fix B and F, so d's 27 ms comes back
+    assert held["d"] is not None and held["d"].verdict == dt.COMPUTE
+    # with three models, leaving one out leaves two: too few for three terms
+    assert dt.held_out([A, B, C]) == {"a": None, "b": None, "c": None}
 
 
-def test_no_bandwidth_when_the_intercepts_do_not_grow():
-    flat = dt.Width("f", 200 * MB, 100e6, "B", {2: 8.0, 4: 10.0})  # intercept 6, as a's at twice the bytes
-    with pytest.raises(ValueError, match="do not grow"):
-        dt.fit([A, flat], (2, 4))
-    with pytest.raises(ValueError, match="two distinct"):
-        dt.fit([A], (2, 4))
+def test_a_sum_of_the_terms_would_miss_these_steps():
+    """The maximum, not the sum: the sum of a's terms is 2 + 2 + 2.5 = 6.5 ms, 44% over its 4.5 ms."""
+    a = dt.predict(TERMS, "a", 100 * MB, 100e6)
+    assert a.step_ms == pytest.approx(4.5)
+    assert a.memory_ms + a.arithmetic_ms + a.fixed_ms == pytest.approx(6.5)
+
+
+def test_a_model_that_does_not_fit_is_not_predicted_within_the_tolerance():
+    """d twice as slow as the model says: the others' terms put it at 27 ms, so at a measured 54 ms the predicted
+    tokens/s are 54 ÷ 27 − 1 = +100% of the measured."""
+    slow = dt.Width("d", 1000 * MB, 1000e6, "Q8_0", {1: 54.0})
+    p = dt.held_out([A, B, C, slow])["d"]
+    assert p is not None and dt.error(p, slow) == pytest.approx(54 / 27 - 1, abs=0.05)
+    assert abs(dt.error(p, slow)) > dt.TOLERANCE
+
+
+def test_too_few_models_or_no_single_step():
+    with pytest.raises(ValueError, match="at least 3 models"):
+        dt.fit([A, B])
+    with pytest.raises(ValueError, match="no step time at P = 1 for e"):
+        dt.fit([A, B, dt.Width("e", MB, 1e6, "F16", {2: 3.0})])
 
 
 def test_the_verdict_rule():
-    assert dt.dominant({"memory": 0.51, "arithmetic": 0.39, "fixed": 0.1}) == dt.MEMORY
-    assert dt.dominant({"memory": 0.5, "arithmetic": 0.4, "fixed": 0.1}) == dt.MIXED  # half is not most
-    assert dt.dominant({"memory": 0.3, "arithmetic": 0.6, "fixed": 0.1}) == dt.COMPUTE
-    assert dt.dominant({"memory": 0.2, "arithmetic": 0.2, "fixed": 0.6}) == dt.FIXED
+    assert dt.waits_on(5.0, 4.0, 1.0) == dt.MEMORY
+    assert dt.waits_on(4.0, 5.0, 1.0) == dt.COMPUTE
+    assert dt.waits_on(4.0, 4.0, 1.0) == dt.COMPUTE  # a tie is not memory-bound
+    assert dt.waits_on(1.0, 2.0, 3.0) == dt.FIXED
+
+
+def test_lines_through_the_step_times():
+    assert dt.step_line(A, (2, 4)) == dt.Line(pytest.approx(6.0), pytest.approx(1.5))
+    with pytest.raises(ValueError, match="a: no step time at P = 8"):
+        dt.step_line(A, (2, 8))
+    with pytest.raises(ValueError, match="two distinct"):
+        dt.least_squares([2.0, 2.0], [1.0, 3.0])
 
 
 def test_the_published_spark_figures():
@@ -67,5 +99,7 @@ def test_the_published_spark_figures():
     # 7.16 GB ÷ 273 GB/s = 26.227 ms of 1000 ÷ 33.2 = 30.120 ms; prefill's 2,393.5 tokens/s: 0.4178 ms
     assert t["memory_ms"] == pytest.approx(26.2271, abs=1e-4) and t["measured_ms"] == pytest.approx(30.1205, abs=1e-4)
     assert t["arithmetic_ms"] == pytest.approx(0.41780, abs=1e-5)
-    assert t["rest_ms"] == pytest.approx(30.1205 - 26.2271 - 0.4178, abs=1e-3)
+    # the rest is what the larger term, the read, leaves: 30.1205 − 26.2271
+    assert t["rest_ms"] == pytest.approx(30.1205 - 26.2271, abs=1e-3)
     assert t["memory_share"] == pytest.approx(0.8707, abs=1e-4)
+    assert dt.waits_on(t["memory_ms"], t["arithmetic_ms"], t["rest_ms"]) == dt.MEMORY

@@ -357,22 +357,20 @@ def test_fit_rows_share_one_reference(lesson):
 # --- the decode-time model -----------------------------------------------------------------------
 
 def test_main_decode_model_on_hand_made_step_times(lesson):
-    """Two widths with step times at P = 1, 2 and 4 made from B = 20 GB/s, F = 1 ms and 0.02 (Q8_0) and 0.01 (F16)
-    ns per weight, and a third Q8_0 model that only decodes alone, 10% slower than the model says."""
-    q8, f16, mid = "smollm2-135m-q8_0", "smollm2-135m-f16", "medium-q8_0"
-    # q8_0: 106.25 MB ÷ 20 GB/s = 5.3125 ms, + 1 ms, + P × 100 M × 0.02 ns = P × 2 ms. 32 passes per decode.
-    # f16: 200 MB → 10 ms, + 1 ms, + P × 1 ms. A warm-up of 9,999 ms first, never a sample.
-    step = {q8: {1: 8.3125, 2: 10.3125, 4: 14.3125}, f16: {1: 12.0, 2: 13.0, 4: 15.0}}
+    """Four models with steps at P = 1 made from B = 50 GB/s, c = 25 ps per parameter and F = 2 ms (see
+    tests/test_decodetime.py), large-q8_0 10% slower than that; the first of each weight type also at P = 2 and 4."""
+    q4, q8, f32, big = "smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f32", "large-q8_0"
+    # q4_1: 100 MB in 2 ms, 100 M × 25 ps = 2.5 ms: 2 + 2.5 = 4.5 ms; q8_0: 200 MB, 4 ms: 6 ms; f32: 400 MB: 10 ms;
+    # large: 1,000 MB in 20 ms, 1,000 M × 25 ps = 25 ms: 27 ms, measured 29.7. 32 passes per decode.
+    step = {q4: {1: 4.5, 2: 9.0, 4: 12.0}, q8: {1: 6.0, 2: 10.0, 4: 14.0}, f32: {1: 10.0, 2: 14.0, 4: 18.0}}
 
     def answers(name: str) -> list:
         s = step[name]
         return [_top(-0.3), _decode(9_999.0), *[_decode(32 * s[1])] * 5, *[_decode(32 * s[2])] * 6,
                 *[_decode(32 * s[4])] * 8]
 
-    # medium: 500 MB → 25 ms; 470 M weights × 0.02 ns = 9.4 ms; + 1 ms: 35.4 ms predicted, 38.94 measured
-    servers = {f"preset-{q8}": QueuedServer({"/completion": answers(q8)}),
-               f"preset-{f16}": QueuedServer({"/completion": answers(f16)}),
-               f"preset-{mid}": QueuedServer({"/completion": [_top(-0.3), _decode(1.0), *[_decode(32 * 38.94)] * 5]})}
+    servers = {f"preset-{n}": QueuedServer({"/completion": answers(n)}) for n in step}
+    servers[f"preset-{big}"] = QueuedServer({"/completion": [_top(-0.3), _decode(1.0), *[_decode(32 * 29.7)] * 5]})
     started = []
 
     def local_server(label, model, flags):
@@ -382,11 +380,12 @@ def test_main_decode_model_on_hand_made_step_times(lesson):
     facts = {"url_host": "127.0.0.1", "local": True, "model_readable": True, "accelerators": [],
              "on_accelerator": False, "host_bandwidth_applies": True, "reason": "by hand"}
     host_values = {
-        "server_facts": facts, "option_sizes": f"{q8},{f16},{mid}", "option_bandwidth_gbs": None,
+        "server_facts": facts, "option_sizes": f"{q4},{q8},{f32},{big}", "option_bandwidth_gbs": None,
         "available_memory_bytes": 16_000_000_000, "sample_plan": {"warmup": 1, "samples": 5, "levels": [2, 4]},
-        f"model_{q8}": _header(q8, 100_000_000, 106_250_000, "Q8_0"),
-        f"model_{f16}": _header(f16, 100_000_000, 200_000_000, "F16"),
-        f"model_{mid}": _header(mid, 470_000_000, 500_000_000, "Q8_0"),
+        f"model_{q4}": _header(q4, 100_000_000, 100_000_000, "Q4_1"),
+        f"model_{q8}": _header(q8, 100_000_000, 200_000_000, "Q8_0"),
+        f"model_{f32}": _header(f32, 100_000_000, 400_000_000, "F32"),
+        f"model_{big}": _header(big, 1_000_000_000, 1_000_000_000, "Q8_0"),
     }
     ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
     ctx.local_server = local_server
@@ -398,37 +397,37 @@ def test_main_decode_model_on_hand_made_step_times(lesson):
     assert sorted(b["id_slot"] for b in batch[:6]) == [0, 0, 0, 1, 1, 1]
     assert sorted(b["id_slot"] for b in batch[6:]) == [0, 0, 1, 1, 2, 2, 3, 3]
     assert len({b["seed"] for b in batch}) == 14  # each request of a batch its own seed
-    # The warm-up is not a sample: 32 passes in 266 ms, 120.3 tokens/s, five times.
+    # The warm-up is not a sample: 32 passes in 144 ms, 222.2 tokens/s, five times.
     decode = {m.settings["preset"]: m.samples for m in result.measurements if m.name == "decode_tokens_per_s"}
-    assert decode[q8] == pytest.approx([1000 / 8.3125] * 5)
+    assert decode[q4] == pytest.approx([1000 / 4.5] * 5)
 
     t = result.table("decode_model")
     rows = {r[0]: r for r in t.rows}
-    assert rows[q8][col(t, "step at P = 2")] == pytest.approx(10.3125) and rows[mid][col(t, "step at P = 2")] is None
-    assert [rows[n][col(t, "fitted")] for n in (q8, f16, mid)] == ["yes", "yes", "no"]
-    # Exact straight lines: P = 1 predicted as measured for the two fitted widths.
-    assert rows[q8][col(t, "read the weights")] == pytest.approx(5.3125)
-    assert rows[q8][col(t, "arithmetic")] == pytest.approx(2.0) and rows[q8][col(t, "fixed")] == pytest.approx(1.0)
-    assert rows[q8][col(t, "predicted ÷ measured − 1")] == pytest.approx(0.0, abs=1e-9)
-    assert rows[f16][col(t, "predicted")] == pytest.approx(1000 / 12)
-    # medium: 35.4 ms predicted, 28.25 tokens/s, against 1000 ÷ 38.94 = 25.68: +10%; read share 25 ÷ 35.4 = 70.6%.
-    assert rows[mid][col(t, "predicted step")] == pytest.approx(35.4)
-    assert rows[mid][col(t, "predicted ÷ measured − 1")] == pytest.approx(10.0)
-    assert rows[mid][col(t, "read share")] == pytest.approx(100 * 25 / 35.4)
-    assert rows[mid][col(t, "dominant term")] == "memory-bound"
-    # q8_0: 5.3125 of 8.3125 ms = 63.9%: memory-bound; f16: 10 of 12: memory-bound
-    assert rows[q8][col(t, "dominant term")] == rows[f16][col(t, "dominant term")] == "memory-bound"
+    assert rows[q8][col(t, "step at P = 2")] == pytest.approx(10.0) and rows[big][col(t, "step at P = 2")] is None
+    # the batch line through (2, 9) and (4, 12) ms: 1.5 ms per sequence, 6 ms at P = 0
+    assert rows[q4][col(t, "batch line a")] == pytest.approx(6.0) and rows[q4][col(t, "batch line b")] == pytest.approx(1.5)
+    # The fit's terms come back within a grid step: q4_1 read 2 ms, arithmetic 2.5 ms, fixed 2 ms
+    assert rows[q4][col(t, "read the weights")] == pytest.approx(2.0, rel=0.05)
+    assert rows[q4][col(t, "arithmetic")] == pytest.approx(2.5, rel=0.12)
+    assert rows[q4][col(t, "fixed")] == pytest.approx(2.0, rel=0.15)
+    # large by the other three alone: 2 + max(20, 25) = 27 ms, 37.04 tokens/s, against 1000 ÷ 29.7 = 33.67: +10%
+    assert rows[big][col(t, "predicted")] == pytest.approx(1000 / 27, rel=0.02)
+    assert rows[big][col(t, "predicted ÷ measured − 1")] == pytest.approx(10.0, abs=2.0)
+    assert [rows[n][col(t, "waits on")] for n in (q4, q8, f32, big)] == [
+        "compute-bound", "memory-bound", "memory-bound", "compute-bound"]
+    assert rows[f32][col(t, "read share")] > 75  # 8 of about 10 ms
     spark = rows[next(n for n in rows if "published" in n)]
     assert spark[col(t, "read the weights")] == pytest.approx(26.2271, abs=1e-4)
-    assert spark[col(t, "dominant term")] == "memory-bound"
+    assert spark[col(t, "waits on")] == "memory-bound"
     notes = " ".join(t.notes)
-    assert "B = 20 GB/s" in notes and "F = 1 ms" in notes and "Q8_0 0.02 ns per weight" in notes
-    assert "Within ±15% of measured: 3 of 3 widths" in notes
+    assert "t₁ = F + max(W ÷ B, n × c)" in notes and "Fitted on the 4 models" in notes
+    assert "Within ±15% of measured: 4 of 4" in notes
+    assert "From one sequence to two the step grows by: smollm2-135m-q4_1 4.5 ms, then 1.5 ms per sequence" in notes
     fact = result.facts["decode_model"]
-    assert fact["fit_levels"] == [2, 4] and fact["widths"][2]["step_ms"] == {"1": pytest.approx(38.94)}
+    assert fact["widths"][3]["step_ms"] == {"1": pytest.approx(29.7)} and fact["tolerance"] == 0.15
     per_seq = [m for m in result.measurements if m.name == "decode_tokens_per_s_per_sequence"]
     assert {(m.settings["preset"], m.settings["parallel"], len(m.samples)) for m in per_seq} == {
-        (q8, 2, 6), (q8, 4, 8), (f16, 2, 6), (f16, 4, 8)}
+        (q4, 2, 6), (q4, 4, 8), (q8, 2, 6), (q8, 4, 8), (f32, 2, 6), (f32, 4, 8)}
 
 
 def test_an_old_recording_replays_without_the_model(lesson):

@@ -1,33 +1,53 @@
 """Decode time from terms the run measures: reading the weights, the arithmetic, and a fixed cost.
 
-One decode step with P sequences reads every weight once and does the arithmetic of P tokens:
+One decode step of one sequence reads every weight once and does one token's arithmetic. The two
+overlap: the cores compute on the rows already read while the next ones stream in, so the step
+waits on the slower of the two, as on lesson 7's roofline:
 
-    t(P) = W ÷ B + F + P × n × c_τ      (milliseconds per step)
+    t₁ = F + max(W ÷ B, n × c)      (milliseconds per step)
 
-- W: the model's weight bytes; B: the bandwidth decode reads them at (one value for every width,
-  a property of the memory);
-- F: the fixed cost of a step (one value: what does not grow with the weights nor with the tokens);
-- n: its parameters; c_τ: the arithmetic cost per weight and token of its weight type τ (one value
-  per type, a property of the kernels).
+- W: the model's weight bytes; B: the bandwidth decode reads them at (one value for every model,
+  a property of the memory and of the kernels' reads);
+- n: its parameters; c: the arithmetic of one token per parameter (one value for every model on one
+  engine: the single-token kernels' speed);
+- F: the fixed cost of a step (what grows neither with the weights nor with the arithmetic).
 
-The terms are fitted from the engine itself: for each fitted width a line t(P) = a + b × P through
-its measured step times at several P (a: the weights read plus the fixed cost, b: the arithmetic of
-one token), then a = W ÷ B + F across the widths (B and F), and c_τ = b ÷ n. The model then predicts
-what it was not fitted on: a width's decode at P = 1 from the pooled B and F, and a model whose
-weight type was fitted on another (same c_τ, its own W and n).
+Why a maximum and not a sum: on the 2-core course machine the sum misses by 20-60% whatever its
+terms. The narrowest widths of the default model (97 and 143 MB) decode in the same ~5.5 ms, so
+their step waits on something other than their bytes; the widest ones (269 and 538 MB, and the
+986 MB large-q8_0) take time in proportion to their bytes above that floor.
 
-The verdict follows the dominant term of the predicted time at P = 1: memory-bound when the weights'
-read holds more than half of it (MAJORITY), compute-bound when the arithmetic does, fixed-cost-bound
-when the fixed cost does, and mixed when no term holds more than half.
+The terms are fitted on every measured model's median step time at P = 1, by least squares of the
+relative error over a fine logarithmic grid of B and c (F follows in closed form for each pair, never
+below 0). Each model is then predicted by the terms fitted on the *others* (leave one out): that
+prediction, not the fit, is what the tolerance is checked on. A model cannot be predicted when fewer
+than MIN_FIT others remain.
+
+The verdict follows the term the predicted step waits on: memory-bound when reading the weights takes
+longer than the arithmetic, compute-bound when the arithmetic does, fixed-cost-bound when the fixed
+cost is larger than both. Each term's share is given as a fraction of the predicted step; the two
+overlapped terms' shares add to more than the step they share.
+
+Several sequences in one step (P ≥ 2) are another regime: the weights are read once for all of them,
+the arithmetic grows with P, and the server's step with two or more sequences costs more than this
+model allows (lesson 7's batching table and the capstone's lines show it). `step_line` draws the line
+t(P) = a + b × P through a width's step times at P ≥ 2 for that view.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAJORITY = 0.5
-TOLERANCE = 0.15  # the model should predict a width's decode tokens/s within ±15% of measured
-MEMORY, COMPUTE, FIXED, MIXED = "memory-bound", "compute-bound", "fixed-cost-bound", "mixed"
+import numpy as np
+
+TOLERANCE = 0.15  # the model should predict a model's decode tokens/s within ±15% of measured
+MIN_FIT = 3       # three terms need at least three models
+MEMORY, COMPUTE, FIXED = "memory-bound", "compute-bound", "fixed-cost-bound"
+# The grid the terms are fitted on: B from 1 GB/s to 10 TB/s, c from 0.1 ps to 10 ns per parameter,
+# GRID points each, evenly spaced on a log scale (steps of 2.3% in B and 3% in c).
+B_RANGE_GBS = (1.0, 1e4)
+C_RANGE_PS = (0.1, 1e4)
+GRID = 400
 
 
 @dataclass(frozen=True)
@@ -48,45 +68,94 @@ class Line:
 
 @dataclass(frozen=True)
 class Terms:
-    gbs: float                       # B
+    gbs: float                       # B, GB/s
+    arith_ps: float                  # c, picoseconds per parameter and token
     fixed_ms: float                  # F
-    arith_ns: dict[str, float]       # c_τ, ns per weight and token, by weight type
-    fitted: tuple[str, ...]          # the widths the terms come from
-    levels: tuple[int, ...]          # the P each width's line was fitted on
+    fitted: tuple[str, ...]          # the models the terms come from
+
+    @property
+    def arith_gflops(self) -> float:
+        """The single-token kernels' rate: 2 FLOPs per parameter in c picoseconds."""
+        return 2.0 / self.arith_ps * 1e3
 
 
 @dataclass(frozen=True)
 class Prediction:
     name: str
-    parallel: int
     memory_ms: float
-    arithmetic_ms: float             # all P tokens of the step
+    arithmetic_ms: float
     fixed_ms: float
 
     @property
     def step_ms(self) -> float:
-        return self.memory_ms + self.arithmetic_ms + self.fixed_ms
+        return self.fixed_ms + max(self.memory_ms, self.arithmetic_ms)
 
     @property
     def tokens_per_s(self) -> float:
-        """All sequences together: P tokens per step."""
-        return 1e3 * self.parallel / self.step_ms
+        return 1e3 / self.step_ms
 
     def shares(self) -> dict[str, float]:
+        """Each term ÷ the predicted step (the overlapped memory and arithmetic shares add to more than 1)."""
         t = self.step_ms
         return {"memory": self.memory_ms / t, "arithmetic": self.arithmetic_ms / t, "fixed": self.fixed_ms / t}
 
     @property
     def verdict(self) -> str:
-        return dominant(self.shares())
+        return waits_on(self.memory_ms, self.arithmetic_ms, self.fixed_ms)
 
 
-def dominant(shares: dict[str, float]) -> str:
-    """The verdict of the module's rule from the terms' shares of the predicted time."""
-    name, share = max(shares.items(), key=lambda kv: kv[1])
-    if share <= MAJORITY:
-        return MIXED
-    return {"memory": MEMORY, "arithmetic": COMPUTE, "fixed": FIXED}[name]
+def waits_on(memory_ms: float, arithmetic_ms: float, fixed_ms: float) -> str:
+    """The module's rule: the largest of the three terms names what the step waits on."""
+    if fixed_ms > max(memory_ms, arithmetic_ms):
+        return FIXED
+    return MEMORY if memory_ms > arithmetic_ms else COMPUTE
+
+
+def step_time_ms(weight_bytes: float, n_params: float, gbs: float, arith_ps: float, fixed_ms: float) -> float:
+    """t₁ = F + max(W ÷ B, n × c) in ms, for one model."""
+    return fixed_ms + max(weight_bytes / (gbs * 1e9), n_params * arith_ps * 1e-12) * 1e3
+
+
+def fit(widths: list[Width]) -> Terms:
+    """B, c and F from the models' median step times at P = 1 (see the module). Raises ValueError with
+    fewer than MIN_FIT models or a model without a step time at P = 1."""
+    missing = [w.name for w in widths if 1 not in w.step_ms]
+    if missing:
+        raise ValueError(f"no step time at P = 1 for {', '.join(missing)}")
+    if len(widths) < MIN_FIT:
+        raise ValueError(f"the three terms need at least {MIN_FIT} models; {len(widths)} measured")
+    w = np.array([x.weight_bytes for x in widths], dtype=float)
+    n = np.array([x.n_params for x in widths], dtype=float)
+    t = np.array([x.step_ms[1] for x in widths], dtype=float)
+    gbs = np.geomspace(*B_RANGE_GBS, GRID)
+    ps = np.geomspace(*C_RANGE_PS, GRID)
+    core = np.maximum(w[None, None, :] / (gbs[:, None, None] * 1e9),
+                      n[None, None, :] * ps[None, :, None] * 1e-12) * 1e3           # ms, [B, c, model]
+    # F minimising Σ ((F + core) ÷ t − 1)² for each (B, c): Σ (t − core) ÷ t² over Σ 1 ÷ t², at least 0.
+    fixed = np.clip(((t - core) / t**2).sum(axis=2) / (1 / t**2).sum(), 0.0, None)
+    err = (((fixed[:, :, None] + core) / t - 1) ** 2).sum(axis=2)
+    i, j = np.unravel_index(int(np.argmin(err)), err.shape)
+    return Terms(float(gbs[i]), float(ps[j]), float(fixed[i, j]), tuple(x.name for x in widths))
+
+
+def predict(terms: Terms, name: str, weight_bytes: float, n_params: float) -> Prediction:
+    """The predicted step of one sequence, term by term."""
+    return Prediction(name, weight_bytes / (terms.gbs * 1e9) * 1e3, n_params * terms.arith_ps * 1e-9,
+                      terms.fixed_ms)
+
+
+def held_out(widths: list[Width]) -> dict[str, Prediction | None]:
+    """Each model predicted by the terms fitted on the others (None when fewer than MIN_FIT others)."""
+    out: dict[str, Prediction | None] = {}
+    for k, w in enumerate(widths):
+        others = [x for i, x in enumerate(widths) if i != k]
+        out[w.name] = predict(fit(others), w.name, w.weight_bytes, w.n_params) if len(others) >= MIN_FIT else None
+    return out
+
+
+def error(prediction: Prediction, width: Width) -> float:
+    """predicted ÷ measured tokens/s − 1 at P = 1."""
+    return prediction.tokens_per_s * width.step_ms[1] / 1e3 - 1
 
 
 def least_squares(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -108,43 +177,14 @@ def step_line(width: Width, levels: tuple[int, ...]) -> Line:
     return Line(a, b)
 
 
-def fit(widths: list[Width], levels: tuple[int, ...]) -> Terms:
-    """B and F from the intercepts against the weight bytes; c_τ from the slopes (the mean ns per weight
-    over the widths of that type). Raises ValueError when the intercepts do not grow with the bytes (no
-    bandwidth can be read from them) or fewer than two distinct sizes are fitted."""
-    lines = {w.name: step_line(w, levels) for w in widths}
-    fixed, per_byte_ms = least_squares([w.weight_bytes for w in widths], [lines[w.name].intercept_ms for w in widths])
-    if per_byte_ms <= 0:
-        raise ValueError("the step times' intercepts do not grow with the weight bytes: no bandwidth to fit")
-    by_type: dict[str, list[float]] = {}
-    for w in widths:
-        by_type.setdefault(w.weight_type, []).append(1e6 * lines[w.name].slope_ms / w.n_params)
-    arith = {t: sum(v) / len(v) for t, v in by_type.items()}
-    return Terms(1e-6 / per_byte_ms, fixed, arith, tuple(w.name for w in widths), levels)
-
-
-def lines(widths: list[Width], levels: tuple[int, ...]) -> dict[str, Line]:
-    return {w.name: step_line(w, levels) for w in widths}
-
-
-def predict(terms: Terms, name: str, weight_bytes: float, n_params: float, weight_type: str,
-            parallel: int = 1) -> Prediction | None:
-    """The predicted step at P sequences; None when the weight type's arithmetic was not fitted."""
-    c = terms.arith_ns.get(weight_type)
-    if c is None:
-        return None
-    return Prediction(name, parallel, weight_bytes / (terms.gbs * 1e9) * 1e3, parallel * n_params * c * 1e-6,
-                      terms.fixed_ms)
-
-
 def published_terms(weight_bytes: float, bandwidth_gbs: float, decode_tokens_per_s: float,
                     prefill_tokens_per_s: float) -> dict[str, float]:
-    """The same terms from a published run's figures (no step times at several P): the weights read at the
-    published bandwidth, the arithmetic at prefill's rate (matrix-matrix kernels: a lower bound for
-    decode's), and what remains of the measured decode time (fixed cost and decode's extra arithmetic)."""
+    """The same terms from a published run's figures (no step times of several models): the weights read at
+    the published bandwidth, the arithmetic at prefill's rate (matrix-matrix kernels: a lower bound for
+    decode's), and what remains of the measured decode time beyond the larger of the two (the fixed cost)."""
     measured = 1e3 / decode_tokens_per_s
     memory = weight_bytes / (bandwidth_gbs * 1e9) * 1e3
     arithmetic = 1e3 / prefill_tokens_per_s
-    rest = measured - memory - arithmetic
+    rest = measured - max(memory, arithmetic)
     return {"measured_ms": measured, "memory_ms": memory, "arithmetic_ms": arithmetic, "rest_ms": rest,
             "memory_share": memory / measured, "arithmetic_share": arithmetic / measured, "rest_share": rest / measured}
