@@ -40,6 +40,7 @@ from bytesup.models import smollm2 as realmodel
 from bytesup.course.ceiling import Ceiling, Efficiency, Spread, TokenWork, token_work
 from bytesup.llama.responses import Completion, shown_token
 from bytesup.store.results import Series
+from bytesup.store.facts import lesson04 as stated
 from bytesup.lesson import LessonContext
 
 TITLE = "The forward pass"
@@ -65,7 +66,7 @@ SOFTMAX_LOGITS = [2.0, 1.0, 0.1]  # the lesson's worked example
 SOFTMAX_SHIFT = 100.0             # added to every logit: only the gaps matter
 
 SHORT_PROMPT = "The capital of France is"
-# The published long prompt's length (published.LESSON4 mixes numbers and lists, hence the ignore).
+# The published long prompt's length.
 LONG_PROMPT_TOKENS: int = published.LESSON4["long_prompt_tokens"]
 N_PREDICT = 32                    # tokens decoded per timed request
 BENCH_REPETITIONS = 1             # llama-bench's repetitions at each of its three turns: three samples a phase
@@ -86,7 +87,7 @@ ACTIVATIONS_ROUNDED_TO = {"Q4_0": "Q8_0 (8 bits)", "Q4_1": "Q8_1 (8 bits)", "Q5_
 
 # Published figures (bytesup.course.published: lesson 4 on the DGX Spark, its specimen model, lesson 7's
 # H100 ridge point). References only: every comparison with them is computed.
-PUB: dict[str, Any] = published.LESSON4
+PUB: published.Lesson4Figures = published.LESSON4
 SPECIMEN: dict[str, Any] = published.SPECIMEN
 PUB_HOST = published.SPARK_NAME
 PUB_MODEL = published.SPECIMEN_NAME
@@ -295,12 +296,12 @@ def largest_gap(tokens: list[TopToken]) -> tuple[float, float] | None:
     return max(abs(q - p) for q, p in pairs), max(abs(q - p) / p for q, p in pairs)
 
 
-def top_tokens_fact(tables: list[TopTokens]) -> dict[str, Any]:
+def top_tokens_fact(tables: list[TopTokens]) -> stated.TopTokens:
     """The fact `top_tokens`: per table, its prompt and tokens, probabilities as fractions."""
-    return {t.name: {"prompt": t.prompt,
-                     "tokens": [{"rank": k.rank, "id": k.id, "token": k.token, "probability": k.probability,
-                                 "logprob": k.logprob, "server_probability": k.server_probability} for k in t.tokens]}
-            for t in tables}
+    return stated.TopTokens({t.name: stated.ShownTable(
+        prompt=t.prompt, tokens=[stated.ShownToken(rank=k.rank, id=k.id, token=k.token, probability=k.probability,
+                                                   logprob=k.logprob, server_probability=k.server_probability)
+                                 for k in t.tokens]) for t in tables})
 
 
 def sig(x: float, digits: int = SIGNIFICANT) -> float:
@@ -443,16 +444,16 @@ def numpy_pass(path: Path, names: list[tuple[str, str]], ids: list[list[int]], s
         probs=[d.probs for d in passes])
 
 
-def numpy_fact(done: NumpyPass | None, f32: NumpyPass | None, why_not: str | None) -> dict[str, Any]:
+def numpy_fact(done: NumpyPass | None, f32: NumpyPass | None, why_not: str | None) -> stated.NumpyPass:
     """The fact `numpy_pass`: per prompt and file, whether numpy's top token and top eight are the server's, and the gaps."""
-    def one(n: NumpyPass) -> dict[str, Any]:
-        return {"file": n.file, "weight_type": n.weight_type,
-                "prompts": {a.name: {"numpy_top_id": a.numpy[0].id, "server_top_id": a.server_top.id, "top_agrees": a.top_agrees,
-                                     "set_agrees": a.set_agrees, "largest_abs_dp": a.largest_dp, "kl_shared": a.kl_shared,
-                                     "shared": a.shared, "probabilities_of_server_ids": {str(i): v for i, v in a.at_server_ids.items()},
-                                     "largest_abs_logit": a.largest_abs_logit} for a in n.agreements}}
-    return {"recomputed": done is not None, "why_not": why_not, "served": one(done) if done else None,
-            "f32": one(f32) if f32 else None}
+    def one(n: NumpyPass) -> stated.FilePass:
+        return stated.FilePass(file=n.file, weight_type=n.weight_type, prompts={a.name: stated.PromptAgreement(
+            numpy_top_id=a.numpy[0].id, server_top_id=a.server_top.id, top_agrees=a.top_agrees, set_agrees=a.set_agrees,
+            largest_abs_dp=a.largest_dp, kl_shared=a.kl_shared, shared=a.shared,
+            probabilities_of_server_ids={str(i): v for i, v in a.at_server_ids.items()},
+            largest_abs_logit=a.largest_abs_logit) for a in n.agreements})
+    return stated.NumpyPass(recomputed=done is not None, why_not=why_not, served=one(done) if done else None,
+                            f32=one(f32) if f32 else None)
 
 
 def long_prompt_length(n_ctx: int, wanted: int = LONG_PROMPT_TOKENS, n_predict: int = N_PREDICT,
@@ -538,7 +539,7 @@ def percent(fraction: float) -> str:
 
 # --- rendering: tables and their notes ---------------------------------------------------------
 
-def spread(samples: list[float] | tuple[float, ...]) -> list[float]:
+def median_min_max(samples: list[float] | tuple[float, ...]) -> list[float]:
     s = Spread.of(samples)
     return [s.median, s.min, s.max]
 
@@ -697,12 +698,12 @@ def the_pass_in_numpy(ctx: LessonContext, tables: list[TopTokens]) -> None:
                                  [c.timings.prompt_n for c in asked.f32], rounding_notes(done, f32))
     show_last_only(ctx, done.last, dict(names))
     show_through_the_layers(ctx, done.layers, dict(names))
-    ctx.fact("numpy_pass", numpy_fact(done, f32, None))
+    ctx.fact(numpy_fact(done, f32, None))
 
 
 def not_computed(ctx: LessonContext, why: str) -> None:
     ctx.note(why)
-    ctx.fact("numpy_pass", numpy_fact(None, None, why))
+    ctx.fact(numpy_fact(None, None, why))
 
 
 def show_cost(ctx: LessonContext, cost: TokenWork, n_vocab: int | None) -> None:
@@ -773,10 +774,10 @@ def show_prefill_decode(ctx: LessonContext, sp: Speeds, runs: TimedRuns, cost: T
                      "or one at a time.")
     ctx.table("prefill_vs_decode", f"Prefill of a {sp.prompt_n:,}-token prompt versus decode, from the server's timings",
               [("phase", ""), ("unit", ""), ("median", ""), ("min", ""), ("max", ""), ("samples", ""), (f"published ({PUB_HOST})", "")],
-              [[f"prefill, {sp.prompt_n:,}-token prompt", "tokens/s", *spread(sp.prefill), len(sp.prefill), pub_prefill],
-               [f"decode after the short prompt ({sp.short_prompt_n} tokens)", "tokens/s", *spread(sp.decode_short),
+              [[f"prefill, {sp.prompt_n:,}-token prompt", "tokens/s", *median_min_max(sp.prefill), len(sp.prefill), pub_prefill],
+               [f"decode after the short prompt ({sp.short_prompt_n} tokens)", "tokens/s", *median_min_max(sp.decode_short),
                 len(sp.decode_short), PUB["decode_short_tokens_per_s"]],
-               [f"decode after the {sp.prompt_n:,}-token prompt", "tokens/s", *spread(sp.decode_long), len(sp.decode_long),
+               [f"decode after the {sp.prompt_n:,}-token prompt", "tokens/s", *median_min_max(sp.decode_long), len(sp.decode_long),
                 PUB["decode_long_tokens_per_s"]],
                ["prefill per token ÷ decode (short prompt)", "×", sp.ratio, min(sp.prefill) / max(sp.decode_short),
                 max(sp.prefill) / min(sp.decode_short), None, PUB["prefill_decode_ratio"]]],
@@ -792,7 +793,7 @@ def show_third_clock(ctx: LessonContext, runs: TimedRuns, clocks: list[ThirdCloc
         ctx.note(f"llama-bench, llama.cpp in process, was not run beside the server ({why}); `bash "
                  f"{nativebuild.BUILD_SCRIPT}` builds it once, and the next run sets it beside the server's timings.")
         return
-    rows = [[c.phase, *spread(list(c.server)), *spread(list(c.bench)), c.ratio, c.low, c.high,
+    rows = [[c.phase, *median_min_max(list(c.server)), *median_min_max(list(c.bench)), c.ratio, c.low, c.high,
              "inside the noise" if c.inside_noise else "outside the noise", c.samples_needed()] for c in clocks]
     threads = runs.in_process[0].get("threads")
     ctx.table("third_clock", "Three clocks: the server's timings beside llama.cpp in process (llama-bench)",
@@ -831,15 +832,15 @@ def show_decode_vs_ceiling(ctx: LessonContext, ceil: Ceiling, eff: Efficiency, i
     reason = inputs.facts["reason"]
     spark_bw, pub_bytes = published.SPARK_BANDWIDTH_GB_PER_S, SPECIMEN["file_bytes"]
     pub_ceiling, pub_decode, pub_eff = PUB["ceiling_tokens_per_s"], PUB["decode_short_tokens_per_s"], PUB["decode_efficiency_percent"]
-    rows = [["read bandwidth, CPU of this host", "GB/s", *spread(ceil.bandwidth_gbs), spark_bw],
+    rows = [["read bandwidth, CPU of this host", "GB/s", *median_min_max(ceil.bandwidth_gbs), spark_bw],
             ["bytes read per token (every weight once)", "bytes", per_token, per_token, per_token, pub_bytes],
-            ["ceiling, CPU of this host: bandwidth ÷ bytes per token", "tokens/s", *spread(ceil.ceilings), pub_ceiling],
-            ["decode after the short prompt", "tokens/s", *spread(eff.decode), pub_decode]]
+            ["ceiling, CPU of this host: bandwidth ÷ bytes per token", "tokens/s", *median_min_max(ceil.ceilings), pub_ceiling],
+            ["decode after the short prompt", "tokens/s", *median_min_max(eff.decode), pub_decode]]
     notes = []
     if eff.host is not None:
         effs = eff.host
         median_eff = statistics.median(effs)
-        rows.append(["decode ÷ ceiling, CPU of this host", "%", *spread(effs), pub_eff])
+        rows.append(["decode ÷ ceiling, CPU of this host", "%", *median_min_max(effs), pub_eff])
         notes.append(f"Decode ran at {statistics.median(eff.decode):,.1f} tokens/s, {median_eff:.3g}% of the "
                      f"{ceil.median:,.1f} tokens/s that "
                      f"{ceil.bandwidth.median:,.1f} GB/s allows for {per_token / formulas.GB:.4g} GB per token "
@@ -856,7 +857,7 @@ def show_decode_vs_ceiling(ctx: LessonContext, ceil: Ceiling, eff: Efficiency, i
     if ceil.given_ceiling is not None and eff.given is not None:
         g, geffs = ceil.given_ceiling, eff.given
         rows.append([f"ceiling at {ceil.given_gbs:g} GB/s (--bandwidth-gbs)", "tokens/s", g, g, g, pub_ceiling])
-        rows.append([f"decode ÷ ceiling at {ceil.given_gbs:g} GB/s", "%", *spread(geffs), pub_eff])
+        rows.append([f"decode ÷ ceiling at {ceil.given_gbs:g} GB/s", "%", *median_min_max(geffs), pub_eff])
         notes.append(f"At the given {ceil.given_gbs:g} GB/s (--bandwidth-gbs) the ceiling is {g:,.1f} tokens/s, and decode "
                      f"reached {statistics.median(geffs):.3g}% of it (samples: {min(geffs):.3g}–{max(geffs):.3g}%).")
     notes.append(f"Published ({PUB_HOST}, {PUB_MODEL}): {spark_bw:g} GB/s ÷ {pub_bytes / formulas.GB:g} GB = "
@@ -885,7 +886,7 @@ def main(ctx: LessonContext):
     tables = [top_table(answers) for answers in ask_top_tokens(ctx, lesson_prompts(ctx))]
     for t in tables:
         show_top_tokens(ctx, t, n_vocab)
-    ctx.fact("top_tokens", top_tokens_fact(tables))
+    ctx.fact(top_tokens_fact(tables))
 
     # 3. The same pass in numpy from the file's bytes: its top eight beside the server's, on this file and the
     #    f32 width; keeping only the last position; the answer through the layers.

@@ -44,6 +44,7 @@ from bytesup.llama.responses import (
     prefill_tokens_per_s,
 )
 from bytesup.store.results import Series
+from bytesup.store.facts import lesson06 as stated
 from bytesup.lesson import LessonContext
 
 TITLE = "Attention and the KV cache"
@@ -127,7 +128,7 @@ def kv_cache_size(ctx: LessonContext) -> int:
                     settings={"cache_type_k": setup.type_k, "cache_type_v": setup.type_v},
                     description="2 × layers × KV heads × head width × bytes per element, from the GGUF")
     render_kv_cache_size(ctx, examples, served, info, setup)
-    ctx.fact("kv_examples", [e.fact() for e in examples])
+    ctx.fact(stated.KvExamples([e.fact() for e in examples]))
     ctx.settings.update({"n_ctx": setup.n_ctx, "cache_type_k": setup.type_k, "cache_type_v": setup.type_v,
                          "cache_type_source": setup.type_source, "model_readable": readable})
     return setup.n_ctx
@@ -336,9 +337,9 @@ class KvExample:
         return [self.label, self.n_layer, self.n_head_kv, self.head_dim, self.cache_type, self.bytes_per_element,
                 self.per_token, self.kib_per_token, self.context, self.mib_at_context, self.source]
 
-    def fact(self) -> dict[str, Any]:
-        return {"label": self.label, "n_layer": self.n_layer, "n_head_kv": self.n_head_kv, "head_dim": self.head_dim,
-                "bytes_per_element": float(self.bytes_per_element), "bytes_per_token": float(self.bytes_per_token)}
+    def fact(self) -> stated.KvExample:
+        return stated.KvExample(label=self.label, n_layer=self.n_layer, n_head_kv=self.n_head_kv, head_dim=self.head_dim,
+                                bytes_per_element=float(self.bytes_per_element), bytes_per_token=float(self.bytes_per_token))
 
 
 def worked_examples() -> list[KvExample]:
@@ -673,7 +674,7 @@ def render_decode_vs_depth(ctx: LessonContext, n_ctx: int, depths: list[DepthRes
                     settings={"depth": d.depth},
                     description="decode after a prompt of `depth` tokens (1 for depth 0)")
     widest = max(depths, key=lambda d: d.high / d.low)
-    spread = widest.high / widest.low
+    widest_ratio = widest.high / widest.low
     first, last = depths[0], depths[-1]
     change = 100 * (last.median - first.median) / first.median
     pub_short, pub_long = LESSON4["decode_short_tokens_per_s"], LESSON4["decode_long_tokens_per_s"]
@@ -692,7 +693,7 @@ def render_decode_vs_depth(ctx: LessonContext, n_ctx: int, depths: list[DepthRes
             (f"Published (lesson 4, {published.SPARK_NAME}): {pub_short:g} → {pub_long:g} tokens/s after a "
             f"{LESSON4['long_prompt_tokens']:,}-token prompt, {pub_change:+.3g}%."),
             f"tokens/s = 1000 ÷ ms per token, sample by sample; {ctx.repeat} repeats per depth. The widest spread "
-            f"at one depth is {spread:.3g}× (max ÷ min, at depth {widest.depth:,}): differences smaller than that are "
+            f"at one depth is {widest_ratio:.3g}× (max ÷ min, at depth {widest.depth:,}): differences smaller than that are "
             f"noise" + (f"; the host's load average was {load[0]:g} on {cores} cores." if load and cores else "."),
             *cache_notes(depths),
         ],

@@ -30,6 +30,7 @@ from bytesup.llama import topology
 from bytesup.errors import BytesupError
 from bytesup.models.gguf import read_model_info
 from bytesup.store.results import Series
+from bytesup.store.facts import lesson09 as stated
 from bytesup.llama.placement import is_loopback
 from bytesup.lesson import LessonContext
 
@@ -354,12 +355,12 @@ def record(ctx: LessonContext, o: Outcome, timed: list[Timed]) -> None:
                     description=f"prefill of {PROMPT_TOKENS} prompt tokens, from the server's timings")
         ctx.measure("decode_tokens_per_s", "tokens/s", t.decode, higher_is_better=True, settings=setting,
                     description=f"decode of {N_PREDICT} tokens, from the server's timings")
-    ctx.fact("decode_tokens_per_s", {"whole": o.whole.decode_median, "split": o.split.decode_median})
-    ctx.fact("prefill_tokens_per_s", {"whole": o.whole.prefill_median, "split": o.split.prefill_median})
-    ctx.fact("weights_bytes_per_node", [sh.model_bytes for sh in o.shares if sh.setup == "split" and sh.endpoint])
-    ctx.fact("network_bytes_per_token", o.network.total_bytes)
-    ctx.fact("predicted_split_decode_tokens_per_s", o.prediction.tokens_per_s)
-    ctx.fact("split_topology", timed[-1].topology)
+    ctx.fact(stated.DecodeSpeeds(whole=o.whole.decode_median, split=o.split.decode_median))
+    ctx.fact(stated.PrefillSpeeds(whole=o.whole.prefill_median, split=o.split.prefill_median))
+    ctx.fact(stated.WeightsPerNode([sh.model_bytes for sh in o.shares if sh.setup == "split" and sh.endpoint]))
+    ctx.fact(stated.NetworkBytesPerToken(o.network.total_bytes))
+    ctx.fact(stated.PredictedSplitDecode(o.prediction.tokens_per_s))
+    ctx.fact(stated.SplitTopology(timed[-1].topology))
 
 
 # --- the lesson -------------------------------------------------------------------------------------------

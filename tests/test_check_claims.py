@@ -156,9 +156,10 @@ def test_without_recordings_the_shown_tokens_cannot_be_checked(tmp_path):
 
 
 @pytest.mark.parametrize("fact,message", [
-    ([1, 2, 3], "top_tokens is a list, not an object of tables"),
-    ({"t": {"prompt": PROMPT, "tokens": [{"token": "' Paris'", "rank": "one"}]}}, "top_tokens['t'].tokens[0] has rank 'one'"),
-    ({"t": {"prompt": PROMPT}}, "top_tokens['t'] has no list of tokens"),
+    ([1, 2, 3], "top_tokens: input should be a valid dictionary"),
+    ({"t": {"prompt": PROMPT, "tokens": [{"token": "' Paris'", "rank": "one"}]}},
+     "top_tokens['t']['tokens'][0]['rank']: input should be a valid integer"),
+    ({"t": {"prompt": PROMPT}}, "top_tokens['t']['tokens']: field required"),
 ])
 def test_a_malformed_fact_fails(tmp_path, fact, message):
     run = run_of(tmp_path / "r", made(L4, {"top_tokens": fact}), RECORDED)
@@ -307,7 +308,7 @@ def test_the_cache_type_table_is_checks_own():
 
 def test_a_malformed_kv_fact_fails(tmp_path):
     claim = only(run_of(tmp_path / "r", kv_lesson(23040, [{"label": "x", "n_layer": 30}])), "kv_bytes_formula")
-    assert claim.status == check.FAIL and "kv_examples[0] lacks a number" in claim.detail
+    assert claim.status == check.FAIL and "kv_examples[0]['n_head_kv']: field required" in claim.detail
 
 
 # --- lesson 7: the ridge point --------------------------------------------------------------------

@@ -13,6 +13,7 @@ from test_compare import L4, assemble_run, read_result, write_result
 
 from bytesup.check import checker as check
 from bytesup.check.compare import Run, load_run
+from bytesup.course import published
 from bytesup.errors import BytesupError
 
 SHA = "a" * 64
@@ -136,3 +137,31 @@ def test_the_shipped_default_reference_is_fact_addressed_in_percent():
     assert len(probs) == 8 and all(f.fact == "top_tokens" and f.unit == "%" for f in probs)
     # Percent, not fractions: the published top probability after 'The capital of France is' is 77.19.
     assert next(f for f in probs if f.id == "paris_top_probability").published == 77.19
+
+
+# --- the course's figures are typed once, in bytesup.course.published --------------------------
+
+def test_the_lesson4_reference_reads_its_figures_from_the_course(monkeypatch):
+    path = check.references_dir() / "lesson04_dgx_spark.json"
+    figures = {f.id: f for f in check.load_reference(path).figures}
+    assert figures["paris_logprob"].course_figure == "paris_logprob" and figures["paris_logprob"].published == -0.0756
+    assert figures["fibonacci_first"].published == 31.0 and figures["fibonacci_second"].published == 28.0
+    assert figures["prefill_1921"].published == [2379.0, 2408.0]
+    # The like-for-like ceiling (273 ÷ 7.16 = 38.13) is not a figure the course prints: it stays in the file.
+    assert figures["decode_ceiling"].course_figure is None and figures["decode_ceiling"].published == 38.13
+    # Change the course's figure and the reference follows: there is no second copy.
+    monkeypatch.setitem(published.LESSON4, "decode_short_tokens_per_s", 30.5)
+    assert {f.id: f for f in check.load_reference(path).figures}["decode_short"].published == 30.5
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({"course_figure": "no_such_figure"}, "publishes no lesson-4 figure 'no_such_figure'"),
+    ({"course_figure": "fibonacci_top_two_percent[2]"}, "has no run 2"),
+    ({"course_figure": "paris_logprob", "published": -0.0756}, "give one of them"),
+])
+def test_a_course_figure_that_is_not_there_is_one_paragraph(tmp_path, extra, message):
+    path = tmp_path / "ref.json"
+    path.write_text(json.dumps({"name": "x", "source": "y", "scope": SCOPE, "figures": [
+        fig("f", measurement="m", tolerance={}, **extra)]}), encoding="utf-8")
+    with pytest.raises(BytesupError, match=message.replace("[", r"\[")):
+        check.load_reference(path)

@@ -220,19 +220,18 @@ def test_only_what_differs_is_shown_above_the_table(two_runs):
 def test_next_token_tables_report_set_order_and_logprob_changes(two_runs):
     a, b = two_runs
     result = read_result(b, L4)
-    t = result.table("top8_cat_sat")
-    rank, token, logprob = (next(i for i, c in enumerate(t.columns) if c.name == n) for n in ("rank", "token", "logprob"))
-    t.rows[0][rank], t.rows[1][rank] = 2, 1            # the first two swap places
-    t.rows[2][logprob] += 0.25                         # one token moves by 0.25
-    f = result.table("top8_fibonacci")
-    f.rows[-1][token] = repr(" brand-new")             # one token replaced
+    cat_sat = result.facts["top_tokens"]["top8_cat_sat"]["tokens"]   # compare reads the fact, not the table
+    cat_sat[0]["rank"], cat_sat[1]["rank"] = 2, 1        # the first two swap places
+    cat_sat[2]["logprob"] += 0.25                        # one token moves by 0.25
+    result.facts["top_tokens"]["top8_fibonacci"]["tokens"][-1]["token"] = repr(" brand-new")   # one token replaced
     write_result(b, result)
     c = cmp.compare_runs(cmp.load_run(a), cmp.load_run(b))
     cat = next(x for x in c.tables if x.table == "top8_cat_sat")
     assert cat.change == "same tokens, order changed"
     assert cat.max_abs_dlogprob == pytest.approx(0.25)
-    a_rows = read_result(a, L4).table("top8_cat_sat").rows
-    assert cat.top_a[0] == eval(a_rows[0][token]) and cat.top_b[0] == eval(a_rows[1][token])
+    a_rows = read_result(a, L4).facts["top_tokens"]["top8_cat_sat"]["tokens"]
+    assert cat.top_a[0] == eval(a_rows[0]["token"]) and cat.top_b[0] == eval(a_rows[1]["token"])
+    assert cat.title == result.table("top8_cat_sat").title   # the title of the table of that name
     fib = next(x for x in c.tables if x.table == "top8_fibonacci")
     assert fib.change.startswith("set changed") and "' brand-new'" in fib.change
     assert fib.verdict == "changed"

@@ -77,7 +77,7 @@ def test_one_stalled_sample_is_flagged_and_changes_no_verdict():
     verdict = {n: (v["verdict"], v["on_line"]) for n, v in sweep.analyse(stalled)["verdicts"].items()}
     assert verdict == {n: (v["verdict"], v["on_line"]) for n, v in sweep.analyse(quiet)["verdicts"].items()}
     # the old rule, max ÷ min − 1, would have judged the q8_0 steps within ±1,177%
-    assert sweep.spread(q8) == pytest.approx(94.5 / 7.4 - 1)
+    assert sweep.relative_range(q8) == pytest.approx(94.5 / 7.4 - 1)
 
 
 def test_step_faster_than_the_bytes():
@@ -209,11 +209,11 @@ def test_constants():
 
 
 def test_spread_by_hand():
-    assert sweep.spread([2.0, 3.0]) == 0.5      # 3 ÷ 2 − 1
-    assert sweep.spread([4.0, 5.0, 4.5]) == 0.25  # 5 ÷ 4 − 1
-    assert sweep.spread([7.0]) == 0.0
-    assert sweep.spread([0.0, 1.0]) == math.inf
-    assert sweep.spread([0.5, 1.0]) == 1.0      # below 1 tokens/s is still a ratio: 1 ÷ 0.5 − 1
+    assert sweep.relative_range([2.0, 3.0]) == 0.5      # 3 ÷ 2 − 1
+    assert sweep.relative_range([4.0, 5.0, 4.5]) == 0.25  # 5 ÷ 4 − 1
+    assert sweep.relative_range([7.0]) == 0.0
+    assert sweep.relative_range([0.0, 1.0]) == math.inf
+    assert sweep.relative_range([0.5, 1.0]) == 1.0      # below 1 tokens/s is still a ratio: 1 ÷ 0.5 − 1
 
 
 def test_make_point_by_hand():

@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlparse
 
+from pydantic import BaseModel
 from rich.progress import Progress, TaskID
 
 from bytesup import paths
@@ -28,6 +28,7 @@ from bytesup.course.formulas import server_threads
 from bytesup.models.gguf import read_model_info
 from bytesup.options import LessonOptions, RunOptions
 from bytesup.llama.recording import RecordingTransport, ReplayTransport
+from bytesup.store import facts
 from bytesup.store.results import Column, LessonResult, Measurement, Plot, Series, Table
 from bytesup.store.runs import ReplaySource
 from bytesup.llama.placement import ServerSetup, decide, is_loopback
@@ -66,7 +67,7 @@ class RunShared:
         record = self.manifest.get("host_bandwidth") or {}
         if (record.get("before") or {}).get("threads") != threads:
             reading = hostbench.run_bandwidth(threads)
-            reading["at"] = _now()
+            reading["at"] = environment.utc_now()
             record = {"before": json.loads(json.dumps(reading))}
             self.manifest["host_bandwidth"] = record
             self.save()
@@ -81,15 +82,12 @@ class RunShared:
         if not before:
             return None
         reading = hostbench.run_bandwidth(before["threads"])
-        reading["at"] = _now()
+        reading["at"] = environment.utc_now()
         record["after"] = json.loads(json.dumps(reading))
         record["drift"] = hostbench.bandwidth_drift(before["gb_per_s"], reading["gb_per_s"])
         self.save()
         return record["after"]
 
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 # --- the context a lesson gets -------------------------------------------------------
@@ -111,7 +109,7 @@ class LessonContext:
         self._sink = sink
         self._replay = replay
         self.progress = progress
-        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.started_at = environment.utc_now()
         self.host_values: dict[str, Any] = {}
         self.settings: dict[str, Any] = {}
         self.tables: list[Table] = []
@@ -323,11 +321,17 @@ class LessonContext:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
-    def fact(self, name: str, value: Any) -> Any:
-        """A named value of the result (JSON: numbers, strings, lists, dicts) that `check` and
-        `compare` read by name instead of from a table's presentation."""
-        self.facts[name] = json.loads(json.dumps(value))
-        return self.facts[name]
+    def fact(self, stated: BaseModel | str, value: Any = None) -> Any:
+        """State a fact of the result, which `check` and `compare` read instead of a table's presentation.
+
+        Typed: `ctx.fact(TopTokens(...))`, a model of `bytesup.store.facts` that names where it is stored;
+        the checker reads it back with `result.stated(TopTokens)`. Untyped, for a lesson that declares no
+        model yet: `ctx.fact(name, value)` with a JSON value (numbers, strings, lists, dicts)."""
+        if isinstance(stated, BaseModel):
+            self.facts[facts.name_of(type(stated))] = json.loads(json.dumps(stated.model_dump(mode="json")))
+            return stated
+        self.facts[stated] = json.loads(json.dumps(value))
+        return self.facts[stated]
 
     def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Plot:
         p = Plot(name=name, title=title, x_label=x_label, y_label=y_label, series=series, **kw)
@@ -335,7 +339,7 @@ class LessonContext:
         return p
 
     def finish(self) -> LessonResult:
-        finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        finished = environment.utc_now()
         started = self.started_at
         host_values = self.host_values
         if self._replay is not None:

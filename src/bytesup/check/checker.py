@@ -22,12 +22,12 @@ to `check.md` / `check.json`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table as RichTable
 
+from bytesup.host.environment import utc_now
 from bytesup.check.claims import CACHE_TYPE_BYTES, EXP_RELATIVE_TOLERANCE, GENERAL_CLAIMS
 from bytesup.store.runs import Run
 from bytesup.store.escape import rich_text as escape
@@ -93,7 +93,7 @@ def check_run(run: Run, reference_files: list[Path] | None = None) -> CheckRepor
         results.extend(claim(run))
     for _, ref in refs:
         results.extend(check_reference(run, ref))
-    return CheckReport(run, refs, results, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return CheckReport(run, refs, results, utc_now())
 
 
 MARK = {PASS: "✅ pass", FAIL: "❌ fail", INCONCLUSIVE: "❔ inconclusive", NA: "➖ not applicable"}

@@ -29,9 +29,11 @@ from bytesup.check.evidence import (
     sampler_comparisons,
     shown_top_tokens,
 )
+from bytesup.store.facts.lesson04 import FilePass, NumpyPass
 from bytesup.store.render import fmt, measurement_label
 from bytesup.store.results import LessonResult, Measurement
-from bytesup.check.verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, judged, measurements, missing, spread
+from bytesup.check.verdicts import (FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, judged, measurements, missing,
+                                    samples_text)
 
 L4, L5, L6, L7, L8 = "04_next_token", "05_generating_text", "06_attention_kv_cache", "07_hardware_fit", "08_capstone_decode_memory_bound"
 
@@ -205,10 +207,9 @@ def claim_top_tokens_match_server(run: Run) -> list[ClaimResult]:
         total += n
         problems += probs
         worst = max(worst, w)
-    source = "fact top_tokens" if tables[0].source.startswith("fact") else "its tables: no top_tokens fact"
     return [ClaimResult(
         cid, "general", lesson.lesson_id, text, FAIL if problems else PASS,
-        observed=f"{total} tokens in {len(tables)} tables ({source}); "
+        observed=f"{total} tokens in {len(tables)} tables (fact top_tokens); "
                  f"largest relative gap {worst[0]:.2g}" + (f" ({worst[1]})" if worst[1] else ""),
         expected=f"the answers recorded in {file}", tolerance=f"relative {SHOWN_RELATIVE_TOLERANCE:g}",
         detail="; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else ""))]
@@ -256,19 +257,22 @@ NUMPY_SERVERS = {"served": "main", "f32": "f32"}
 F16_RELATIVE_ROUNDING = 2.0 ** -11
 
 
-def _numpy_pass(run: Run, cid: str, text: str) -> tuple[LessonResult | None, dict, list[ClaimResult]]:
-    """Lesson 4 and its fact numpy_pass, or the not-applicable result that says why there is none."""
+def _numpy_pass(run: Run, cid: str, text: str) -> tuple[LessonResult | None, dict[str, FilePass], list[ClaimResult]]:
+    """Lesson 4 and its fact numpy_pass as {width: the pass over that file}, or the result that says why there is none."""
     lesson = find_lesson(run, "04_")
     if lesson is None:
         return None, {}, [ClaimResult(cid, "general", "04", text, NA, detail=missing(run, "04_", L4))]
-    fact = lesson.facts.get("numpy_pass")
-    if not isinstance(fact, dict):
+    try:
+        fact = lesson.stated(NumpyPass)
+    except FactShapeError as exc:
+        return None, {}, [ClaimResult(cid, "general", lesson.lesson_id, text, FAIL, detail=f"lesson {lesson.lesson_id}'s fact {exc}")]
+    if fact is None:
         return None, {}, [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
                                       detail=f"lesson {lesson.lesson_id} states no numpy_pass fact (recorded before the numpy pass)")]
-    if not fact.get("recomputed"):
+    if not fact.recomputed:
         return None, {}, [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
-                                      detail=f"the numpy pass was not computed: {fact.get('why_not')}")]
-    return lesson, fact, []
+                                      detail=f"the numpy pass was not computed: {fact.why_not}")]
+    return lesson, {w: part for w, part in (("served", fact.served), ("f32", fact.f32)) if part is not None}, []
 
 
 def _answer_for(answers: list[RawNextToken], server: str, prompt: str) -> RawNextToken | None:
@@ -276,9 +280,8 @@ def _answer_for(answers: list[RawNextToken], server: str, prompt: str) -> RawNex
 
 
 def _prompts(lesson: LessonResult) -> dict[str, str]:
-    shown = lesson.facts.get("top_tokens")
-    return {k: v["prompt"] for k, v in shown.items() if isinstance(v, dict) and isinstance(v.get("prompt"), str)} \
-        if isinstance(shown, dict) else {}
+    tables, _ = _shown(lesson)
+    return {t.key: t.prompt for t in tables if t.prompt is not None}
 
 
 def claim_numpy_top_token_is_the_servers(run: Run) -> list[ClaimResult]:
@@ -293,22 +296,22 @@ def claim_numpy_top_token_is_the_servers(run: Run) -> list[ClaimResult]:
     results = []
     for width, server in NUMPY_SERVERS.items():
         part = fact.get(width)
-        if not isinstance(part, dict):
+        if part is None:
             continue
         checked, agree, problems = 0, 0, []
-        for name, one in part.get("prompts", {}).items():
+        for name, one in part.prompts.items():
             answer = _answer_for(answers, server, prompts.get(name, ""))
             if answer is None or not answer.candidates:
                 problems.append(f"{name}: no recorded answer from server {server!r} for its prompt")
                 continue
             best = max(answer.candidates, key=lambda c: c.value)
             checked += 1
-            agree += one.get("numpy_top_id") == best.id
-            if one.get("numpy_top_id") != best.id:
-                problems.append(f"{_prompt_label(prompts[name])}: numpy's top id {one.get('numpy_top_id')}, the server's "
+            agree += one.numpy_top_id == best.id
+            if one.numpy_top_id != best.id:
+                problems.append(f"{_prompt_label(prompts[name])}: numpy's top id {one.numpy_top_id}, the server's "
                                 f"{best.id} ({best.text!r})")
         results.append(ClaimResult(
-            cid, "general", lesson.lesson_id, f"{text} ({part.get('file')})", FAIL if problems or not checked else PASS,
+            cid, "general", lesson.lesson_id, f"{text} ({part.file})", FAIL if problems or not checked else PASS,
             observed=f"{agree} of {checked} prompts agree",
             expected=f"the top candidate of each answer of server {server!r} recorded in {file}", tolerance="the same token id",
             detail="; ".join(problems)))
@@ -327,19 +330,18 @@ def claim_numpy_f32_within_rounding(run: Run) -> list[ClaimResult]:
     if lesson is None:
         return na
     part = fact.get("f32")
-    if not isinstance(part, dict):
+    if part is None:
         return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
                             detail="the run's numpy pass has no f32 width (only the default model's narrower widths have one)")]
     answers, file = _recorded(run, lesson)
     prompts = _prompts(lesson)
     worst: tuple[float, float, str] = (0.0, 0.0, "")   # (|Δp|, its tolerance, where)
     problems = []
-    for name, one in part.get("prompts", {}).items():
+    for name, one in part.prompts.items():
         answer = _answer_for(answers, "f32", prompts.get(name, ""))
-        ours = one.get("probabilities_of_server_ids") or {}
-        logit = one.get("largest_abs_logit")
-        if answer is None or not isinstance(logit, (int, float)):
-            problems.append(f"{name}: no recorded f32 answer or no largest |logit| stated")
+        ours, logit = one.probabilities_of_server_ids, one.largest_abs_logit
+        if answer is None:
+            problems.append(f"{name}: no recorded f32 answer")
             continue
         tolerance = F16_RELATIVE_ROUNDING * abs(logit) / 4
         for c in answer.candidates:
@@ -373,7 +375,7 @@ def claim_prefill_faster_than_decode(run: Run) -> list[ClaimResult]:
     p = prefill[0]
     d = max(decodes, key=lambda m: m.median)
     return [ClaimResult(cid, "general", lesson.lesson_id, text, PASS if p.median > d.median else FAIL,
-                        observed=f"prefill {spread(p)} tokens/s", expected=f"> {d.name} {spread(d)} tokens/s",
+                        observed=f"prefill {samples_text(p)} tokens/s", expected=f"> {d.name} {samples_text(d)} tokens/s",
                         tolerance="medians compared",
                         detail=f"prefill is {p.median / d.median:.3g}× decode" if d.median > 0 else "")]
 
@@ -388,7 +390,8 @@ def _slower(subject: str, lesson: str, shallow: Measurement, deep: Measurement, 
     else:
         status, detail = FAIL, f"every sample at {what[1]} is faster than every sample at {what[0]}"
     return ClaimResult("decode_slows_with_context", "general", lesson, f"{text} ({subject})", status,
-                       observed=f"{what[1]}: {spread(deep)} {deep.unit}", expected=f"< {what[0]}: {spread(shallow)} {shallow.unit}",
+                       observed=f"{what[1]}: {samples_text(deep)} {deep.unit}",
+                       expected=f"< {what[0]}: {samples_text(shallow)} {shallow.unit}",
                        tolerance="the samples' [min, max] ranges, outliers left out (bytesup.course.robust)", detail=detail)
 
 
@@ -460,7 +463,7 @@ def claim_kv_bytes_formula(run: Run) -> list[ClaimResult]:
         return [ClaimResult(cid, "general", "06", text, NA, detail=missing(run, "06_", L6))]
     checked = _kv_from_gguf(lesson)
     try:
-        rows, _ = kv_rows(lesson)
+        rows = kv_rows(lesson)
     except FactShapeError as exc:
         return [ClaimResult(cid, "general", lesson.lesson_id, text, FAIL, detail=f"lesson {lesson.lesson_id}'s fact {exc}")]
     for r in rows:

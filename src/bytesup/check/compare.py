@@ -12,7 +12,8 @@ Each row gets A, B, B ÷ A and a verdict:
 - same / changed: for facts (`higher_is_better` is None), e.g. a byte count;
 - not comparable: a different model, or the same measurement with other settings or units.
 
-Next-token tables (`top8_*`) are compared token by token: did the set or the order of the top
+Next-token tables (lesson 4's fact `top_tokens`, which an older run's `top8_*` tables became when it was loaded) are
+compared token by token: did the set or the order of the top
 tokens change, the largest |Δ logprob| over tokens present in both, the top token's probability.
 
 Run folders are read by `runs.load_run`; `Run` and `load_run` stay importable from here.
@@ -36,11 +37,14 @@ from bytesup.store.escape import md_text
 from bytesup.store.escape import rich_text as esc
 from bytesup.store.identity import Difference, RunIdentity, differences, value_text
 from bytesup.store.render import fmt, measurement_label
+from bytesup.store.facts import FactShapeError
+from bytesup.store.facts.lesson04 import ShownTable
+from bytesup.store.facts.lesson04 import TopTokens as TopTokensFact
 from bytesup.store.results import LessonResult, Measurement, Table
 from bytesup.store.runs import Run, load_run
 
 __all__ = ["Run", "load_run", "compare_runs", "Comparison", "parse_threshold", "markdown", "summary_line", "print_rich",
-           "column_index", "probability_fraction", "token_text", "top_tokens"]
+           "column_index", "token_text", "top_tokens"]
 
 DEFAULT_THRESHOLD = 0.05
 
@@ -264,10 +268,6 @@ def token_text(value: Any) -> str:
     return str(value)
 
 
-def probability_fraction(value: float, unit: str) -> float:
-    return float(value) / 100.0 if unit.strip() in ("%", "percent") else float(value)
-
-
 @dataclass
 class TopTokens:
     tokens: list[str]
@@ -275,33 +275,13 @@ class TopTokens:
     probabilities: list[float | None]  # fractions of 1
 
 
-def top_tokens(table: Table) -> TopTokens | None:
-    """The ranked tokens of a next-token table, or None when it lacks a token column."""
-    ti = column_index(table, "token", "piece")
-    if ti is None:
-        return None
-    li = column_index(table, "logprob", "log probability")
-    pi = column_index(table, "probability", "prob", "p")
-    ri = column_index(table, "rank")
-    rows = list(table.rows)
-    if ri is not None:
-        try:
-            rows.sort(key=lambda r: float(r[ri]))
-        except (TypeError, ValueError):
-            pass
-    unit = table.columns[pi].unit if pi is not None else ""
-
-    def num(r, i):
-        try:
-            return None if i is None or r[i] is None else float(r[i])
-        except (TypeError, ValueError):
-            return None
-
-    probs = [num(r, pi) for r in rows]
-    probs = [None if p is None else probability_fraction(p, unit) for p in probs]
-    logprobs = [num(r, li) for r in rows]
-    probs = [p if p is not None else (math.exp(lp) if lp is not None else None) for p, lp in zip(probs, logprobs, strict=True)]
-    return TopTokens([token_text(r[ti]) for r in rows], logprobs, probs)
+def top_tokens(table: ShownTable) -> TopTokens:
+    """The ranked tokens of one next-token table of lesson 4's fact top_tokens; a probability the lesson did
+    not show is e^logprob."""
+    rows = table.ranked()
+    probs = [t.probability if t.probability is not None else (math.exp(t.logprob) if t.logprob is not None else None)
+             for t in rows]
+    return TopTokens([token_text(t.token) for t in rows], [t.logprob for t in rows], probs)
 
 
 @dataclass
@@ -327,11 +307,8 @@ class TableRow:
 LOGPROB_SAME = 1e-6
 
 
-def compare_token_table(lesson: str, ta: Table, tb: Table, model_diff: str) -> TableRow:
+def compare_token_table(lesson: str, name: str, title: str, ta: ShownTable, tb: ShownTable, model_diff: str) -> TableRow:
     xa, xb = top_tokens(ta), top_tokens(tb)
-    if xa is None or xb is None:
-        return TableRow(lesson, ta.name, ta.title, "no token column", None, None, None, None, "not comparable",
-                        "the table has no token column")
     if xa.tokens == xb.tokens:
         change = "same tokens, same order"
     elif set(xa.tokens) == set(xb.tokens):
@@ -356,11 +333,16 @@ def compare_token_table(lesson: str, ta: Table, tb: Table, model_diff: str) -> T
         v, why = "within noise" if best is not None and best < 0.01 else "changed", "logprobs moved"
     else:
         v, why = "changed", change
-    return TableRow(lesson, ta.name, ta.title, change, best, best_tok, top_a, top_b, v, why)
+    return TableRow(lesson, name, title, change, best, best_tok, top_a, top_b, v, why)
 
 
-def is_token_table(table: Table) -> bool:
-    return table.name.startswith("top8_") or table.name.startswith("top_")
+def token_tables(result: LessonResult) -> dict[str, ShownTable]:
+    """Lesson 4's next-token tables by name, from its fact top_tokens ({} for another lesson, or a fact of another shape)."""
+    try:
+        fact = result.stated(TopTokensFact)
+    except FactShapeError:
+        return {}
+    return fact.tables() if fact is not None else {}
 
 
 # --- the comparison ---------------------------------------------------------------------------
@@ -436,10 +418,11 @@ def compare_runs(a: Run, b: Run, threshold: float = DEFAULT_THRESHOLD) -> Compar
         if ra.settings != rb.settings:
             notes.append(f"{lid}: lesson settings differ ({_settings_diff(ra.settings, rb.settings)})")
         rows.extend(compare_measurements(lid, ra, rb, threshold, model_diff))
-        tb_by_name = {t.name: t for t in rb.tables}
-        for ta in ra.tables:
-            if is_token_table(ta) and ta.name in tb_by_name:
-                tables.append(compare_token_table(lid, ta, tb_by_name[ta.name], model_diff))
+        titles = {t.name: t.title for t in ra.tables}
+        theirs = token_tables(rb)
+        for name, ta in token_tables(ra).items():
+            if name in theirs:
+                tables.append(compare_token_table(lid, name, titles.get(name, name), ta, theirs[name], model_diff))
     return Comparison(a, b, threshold, identity_differences(a, b), rows, tables, only_a, only_b, notes, model_diff)
 
 

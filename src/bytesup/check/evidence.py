@@ -2,9 +2,9 @@
 
 Two sources, kept apart on purpose:
 
-- what a lesson *showed*: the facts it stated with `ctx.fact(name, value)` (`top_tokens`,
-  `sampler_comparisons`, `kv_examples`); a run written before lessons stated facts falls back to
-  reading the same numbers from its tables, by column name, as check did before;
+- what a lesson *showed*: the facts it stated with `ctx.fact`, read through their models in
+  `bytesup.store.facts` (`top_tokens`, `kv_examples`; `sampler_comparisons` still as JSON, falling back to
+  its table in an older run); an older run's lesson 4 and 6 tables became facts when it was loaded;
 - what the server *answered*: the lesson's recorded HTTP exchanges (`<run>/http/<lesson>.jsonl`,
   one JSON object per line with `path`, `request` and `response`), read here without the
   lessons' helpers or `bytesup.llama.responses`, so a number the lesson computed wrongly cannot agree
@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from bytesup.check.compare import column_index, token_text
+from bytesup.store.facts import FactShapeError, lesson04, lesson06
 from bytesup.store.runs import Run
-from bytesup.store.results import LessonResult, Table
+from bytesup.store.results import LessonResult
 
-
-class FactShapeError(ValueError):
-    """A fact a lesson stated does not have the shape check reads."""
+__all__ = ["FactShapeError", "ShownToken", "ShownTopTokens", "shown_top_tokens", "kv_rows", "sampler_comparisons",
+           "recorded_next_tokens", "recorded_streams", "exchanges_path", "model_hyperparameters"]
 
 
 # --- lesson 4: the next-token tables as the lesson showed them ---------------------------------
@@ -46,7 +46,6 @@ class ShownTopTokens:
     key: str                 # the table's name, e.g. top8_capital_of_france
     prompt: str | None       # None in an older run (its tables do not name their prompt)
     tokens: list[ShownToken]  # by rank
-    source: str              # "fact top_tokens" or "table <name>"
 
 
 def _number(value: Any) -> float | None:
@@ -59,68 +58,20 @@ def _number(value: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _tokens_from_fact(fact: Any) -> list[ShownTopTokens]:
-    if not isinstance(fact, dict):
-        raise FactShapeError(f"top_tokens is a {type(fact).__name__}, not an object of tables")
-    found = []
-    for key, entry in fact.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("tokens"), list):
-            raise FactShapeError(f"top_tokens[{key!r}] has no list of tokens")
-        rows = []
-        for i, t in enumerate(entry["tokens"]):
-            if not isinstance(t, dict) or "token" not in t:
-                raise FactShapeError(f"top_tokens[{key!r}].tokens[{i}] has no token")
-            rank = t.get("rank", i + 1)
-            if not isinstance(rank, int) or isinstance(rank, bool):
-                raise FactShapeError(f"top_tokens[{key!r}].tokens[{i}] has rank {rank!r}, not an integer")
-            rows.append(ShownToken(
-                rank=rank, id=t["id"] if isinstance(t.get("id"), int) else None, token=token_text(t["token"]),
-                probability=_number(t.get("probability")), logprob=_number(t.get("logprob")),
-                server_probability=_number(t.get("server_probability"))))
-        rows.sort(key=lambda r: r.rank)
-        prompt = entry.get("prompt")
-        found.append(ShownTopTokens(str(key), prompt if isinstance(prompt, str) else None, rows, "fact top_tokens"))
-    return found
-
-
-def _fraction(value: float | None, unit: str) -> float | None:
-    if value is None:
-        return None
-    return value / 100.0 if unit.strip() in ("%", "percent") else value
-
-
-def _tokens_from_table(table: Table) -> ShownTopTokens | None:
-    """An older run's next-token table read by column name (rank, token, probability, server probability, logprob)."""
-    ti = column_index(table, "token", "piece")
-    if ti is None:
-        return None
-    ri = column_index(table, "rank")
-    pi = column_index(table, "probability", "prob", "p")
-    si = column_index(table, "server probability")
-    li = column_index(table, "logprob", "log probability")
-    rows = []
-    for n, r in enumerate(table.rows, start=1):
-        rank = _number(r[ri]) if ri is not None else None
-        rows.append(ShownToken(
-            rank=int(rank) if rank is not None else n, id=None, token=token_text(r[ti]),
-            probability=_fraction(_number(r[pi]), table.columns[pi].unit) if pi is not None else None,
-            logprob=_number(r[li]) if li is not None else None,
-            server_probability=_fraction(_number(r[si]), table.columns[si].unit) if si is not None else None))
-    rows.sort(key=lambda r: r.rank)
-    return ShownTopTokens(table.name, None, rows, f"table {table.name}")
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def shown_top_tokens(result: LessonResult) -> list[ShownTopTokens]:
-    """Lesson 4's next-token tables: its fact `top_tokens`, else (an older run) its `top8_` tables."""
-    if "top_tokens" in result.facts:
-        return _tokens_from_fact(result.fact("top_tokens"))
-    found = []
-    for t in result.tables:
-        if t.name.startswith("top8_"):
-            shown = _tokens_from_table(t)
-            if shown is not None:
-                found.append(shown)
-    return found
+    """Lesson 4's next-token tables, from its fact `top_tokens` (an older run's tables become that fact when it
+    is loaded); FactShapeError when the fact does not have its model's shape."""
+    fact = result.stated(lesson04.TopTokens)
+    if fact is None:
+        return []
+    return [ShownTopTokens(key, table.prompt, [
+        ShownToken(rank=t.rank, id=t.id, token=token_text(t.token), probability=_finite(t.probability),
+                   logprob=_finite(t.logprob), server_probability=_finite(t.server_probability)) for t in table.ranked()])
+        for key, table in fact.tables().items()]
 
 
 # --- lesson 4: the server's answers, from the recorded exchanges -----------------------------
@@ -248,58 +199,11 @@ def sampler_comparisons(result: LessonResult) -> tuple[list[SamplerComparison], 
 
 # --- lesson 6: the KV-cache rows ---------------------------------------------------------------
 
-@dataclass(frozen=True)
-class KvRow:
-    label: str
-    n_layer: float
-    n_head_kv: float
-    head_dim: float
-    bytes_per_element: float
-    bytes_per_token: float
-
-
-_KV_FIELDS = ("n_layer", "n_head_kv", "head_dim", "bytes_per_element", "bytes_per_token")
-_KV_COLUMNS = {
-    "n_layer": ("layers", "n_layer", "blocks", "block_count"),
-    "n_head_kv": ("kv heads", "n_head_kv", "kv_heads", "head_count_kv"),
-    "head_dim": ("head width", "head_dim", "head dim", "head dimension", "key_length"),
-    "bytes_per_element": ("bytes per element", "bytes_per_element", "element bytes", "bytes/element"),
-}
-_KV_RESULT = ("per token", "bytes per token", "kv bytes per token", "kv_bytes_per_token", "kv cache bytes per token")
-
-
-def _kv_result_column(table: Table) -> int | None:
-    """The bytes-per-token column: one of the names in bytes (a table may also show KiB)."""
-    for i, c in enumerate(table.columns):
-        if c.name.strip().lower() in _KV_RESULT and c.unit.strip().lower() == "bytes":
-            return i
-    return column_index(table, *_KV_RESULT[1:])
-
-
-def kv_rows(result: LessonResult) -> tuple[list[KvRow], str]:
-    """Lesson 6's KV-bytes rows: its fact `kv_examples`, else (an older run) every table laid out that way."""
-    if "kv_examples" in result.facts:
-        fact = result.fact("kv_examples")
-        if not isinstance(fact, list):
-            raise FactShapeError(f"kv_examples is a {type(fact).__name__}, not a list")
-        rows = []
-        for i, e in enumerate(fact):
-            values = [_number(e.get(k)) if isinstance(e, dict) else None for k in _KV_FIELDS]
-            if any(v is None for v in values):
-                raise FactShapeError(f"kv_examples[{i}] lacks a number among {', '.join(_KV_FIELDS)}")
-            rows.append(KvRow(str(e.get("label", i)), *[float(v) for v in values if v is not None]))
-        return rows, "fact kv_examples"
-    rows = []
-    for t in result.tables:
-        idx = {key: column_index(t, *names) for key, names in _KV_COLUMNS.items()}
-        out = _kv_result_column(t)
-        if out is None or any(v is None for v in idx.values()):
-            continue
-        for r in t.rows:
-            values = [_number(r[i]) for i in (*idx.values(), out) if i is not None]
-            if len(values) == 5 and all(v is not None for v in values):
-                rows.append(KvRow(f"{t.name}: {r[0]}", *[float(v) for v in values if v is not None]))
-    return rows, "tables"
+def kv_rows(result: LessonResult) -> list[lesson06.KvExample]:
+    """Lesson 6's KV-bytes rows, from its fact `kv_examples` (an older run's tables become that fact when it is
+    loaded); FactShapeError when the fact does not have its model's shape."""
+    fact = result.stated(lesson06.KvExamples)
+    return [] if fact is None else fact.rows()
 
 
 def model_hyperparameters(result: LessonResult) -> dict[str, Any] | None:

@@ -2,11 +2,11 @@
 it was measured in (model, quantization, hardware, engine, server flags) and a tolerance.
 
 A figure addresses the run's number by name: a measurement (`"measurement"`, with `settings`),
-a fact a lesson stated (`"fact"`, `"key"`, `"row"`, `"field"`, e.g. lesson 4's `top_tokens`), or,
-in files written before lessons stated facts, a table cell (`"table"`, `"row"`, `"column"`).
+a fact a lesson stated (`"fact"`, `"key"`, `"row"`, `"field"`, e.g. lesson 4's `top_tokens`, which an older
+run's tables became when it was loaded), or a table cell (`"table"`, `"row"`, `"column"`).
 
-Units: `unit` is the unit of `published`. Facts hold probabilities as fractions of 1 (see
-FACT_FIELD_UNITS); a figure published in percent says `"unit": "%"` and check multiplies the
+Units: `unit` is the unit of `published`. Facts hold probabilities as fractions of 1 (each fact's
+model in `bytesup.store.facts` names its fields' units); a figure published in percent says `"unit": "%"` and check multiplies the
 fact's fraction by 100 before comparing. Tolerances are in the figure's unit (percentage points
 for "%").
 
@@ -20,16 +20,16 @@ import json
 import math
 import re
 import statistics
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
 from bytesup.check.compare import token_text
+from bytesup.course import published
 from bytesup.store.runs import Run
 from bytesup.errors import BytesupError
-from bytesup.check.evidence import FactShapeError, shown_top_tokens
+from bytesup.store.facts import FACTS, FactShapeError
 from bytesup.paths import REPO_ROOT
 from bytesup.store.render import fmt
 from bytesup.store.results import LessonResult, Strict
@@ -110,10 +110,27 @@ class Figure(Strict):
                                 description="{field or column: value} selecting one row, e.g. {\"token\": \" Paris\"} or {\"rank\": 1}")
     aggregate: Literal["cell", "sum", "set"] = "cell"
     rows: int | None = Field(default=None, description="for sum and set: the first N rows by rank")
+    course_figure: str | None = Field(default=None, description=(
+        "the figure's name in bytesup.course.published.LESSON4 (e.g. paris_logprob, fibonacci_top_two_percent[0]): "
+        "`published` is read from there, never typed twice"))
     published: float | list[float] | str | list[str] = Field(
         description="a number, several runs' numbers, a token (the cell must equal it) or, with aggregate set, the tokens")
     unit: str = Field(default="", description="the unit of published; a fact's fractions are converted to it (% is ×100)")
     tolerance: Tolerance
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_the_course(cls, data: Any) -> Any:
+        """A figure that names its course figure takes `published` from bytesup.course.published."""
+        if not isinstance(data, dict) or data.get("course_figure") is None:
+            return data
+        if "published" in data:
+            raise ValueError(f"figure {data.get('id')!r} names course_figure {data['course_figure']!r} and also gives "
+                             "published: give one of them")
+        try:
+            return {**data, "published": published.course_figure(str(data["course_figure"]))}
+        except KeyError as exc:
+            raise ValueError(str(exc.args[0])) from None
 
     @model_validator(mode="after")
     def _one_address(self) -> "Figure":
@@ -231,14 +248,6 @@ def scope_differences(run: Run, scope: Scope) -> list[str]:
 DIMENSIONLESS = {"", "×", "x", "ratio", "fraction", "share", "1"}
 PERCENT = {"%", "percent"}
 
-# The units of the fields of the facts figures address; a field not listed is dimensionless.
-FACT_FIELD_UNITS = {
-    ("top_tokens", "probability"): "fraction",
-    ("top_tokens", "server_probability"): "fraction",
-    ("top_tokens", "logprob"): "",
-}
-
-
 def _to_unit(value: float, unit: str, to_unit: str) -> float | None:
     """`value` in `unit` expressed in `to_unit`: the same, or % <-> a plain fraction; None otherwise."""
     u, t = unit.strip(), to_unit.strip()
@@ -277,23 +286,16 @@ class Rows:
 
 
 def _fact_rows(lesson: LessonResult, fig: Figure) -> Rows | str:
-    """The rows of `fig.fact` (entry `fig.key`), or why there are none."""
+    """The rows of `fig.fact` (entry `fig.key`), read through the fact's model when it has one, or why there are none."""
     assert fig.fact is not None
-    if fig.fact == "top_tokens":
-        # An older run without the fact: its top8_ tables, read by column name.
-        try:
-            tables = {t.key: t for t in shown_top_tokens(lesson)}
-        except FactShapeError as exc:
-            return f"lesson {lesson.lesson_id}'s fact {exc}"
-        shown = tables.get(fig.key or "")
-        if shown is None:
-            return f"lesson {lesson.lesson_id} shows no next-token table {fig.key} (fact top_tokens or a table of that name)"
-        units = {f: u for (name, f), u in FACT_FIELD_UNITS.items() if name == "top_tokens"}
-        where = shown.source if shown.source.startswith("table") else f"top_tokens[{fig.key}]"
-        return Rows([asdict(t) for t in shown.tokens], units, where)
+    model = FACTS.get(fig.fact)
+    try:
+        typed = lesson.stated(model) if model is not None else None
+    except FactShapeError as exc:
+        return f"lesson {lesson.lesson_id}'s fact {exc}"
     if fig.fact not in lesson.facts:
         return f"lesson {lesson.lesson_id} states no fact {fig.fact} (a run made before lessons stated it)"
-    value: Any = lesson.facts[fig.fact]
+    value: Any = typed.model_dump(mode="json") if typed is not None else lesson.facts[fig.fact]
     where = fig.fact
     if fig.key is not None:
         if not isinstance(value, dict) or fig.key not in value:
@@ -303,8 +305,7 @@ def _fact_rows(lesson: LessonResult, fig: Figure) -> Rows | str:
         value = next((v for v in value.values() if isinstance(v, list)), [value])
     if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
         return f"fact {where} is not a list of rows"
-    units = {f: u for (name, f), u in FACT_FIELD_UNITS.items() if name == fig.fact}
-    return Rows(list(value), units, where)
+    return Rows(list(value), dict(getattr(model, "units", {})), where)
 
 
 def _table_rows(lesson: LessonResult, fig: Figure) -> Rows | str:

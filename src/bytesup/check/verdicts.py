@@ -58,7 +58,7 @@ def judged(m: Measurement) -> robust.Robust:
     return robust.judge(m.samples or [m.median])
 
 
-def spread(m: Measurement) -> str:
+def samples_text(m: Measurement) -> str:
     """The median and the range of the samples that are not outliers; outliers named after it."""
     r = judged(m)
     text = f"{fmt(m.median)} ({fmt(r.low)}–{fmt(r.high)}, {len(m.samples)} samples"

@@ -38,8 +38,9 @@ MEMORY, COMPUTE, PARTLY, FASTER, INCONCLUSIVE = (
     "memory-bound", "compute-bound", "partly memory-bound", "faster than the bytes", "inconclusive")
 
 
-def spread(samples: list[float]) -> float:
-    """Relative spread of samples: max ÷ min − 1 (0 for one sample)."""
+def relative_range(samples: list[float]) -> float:
+    """How far the samples range, relative to the lowest: max ÷ min − 1 (0 for one sample). Not a spread
+    (`ceiling.Spread` is the median, lowest and highest; the robust spread is `robust.Robust.relative_iqr`)."""
     lo, hi = min(samples), max(samples)
     return hi / lo - 1 if lo > 0 else math.inf
 
@@ -58,7 +59,7 @@ def make_point(name: str, bytes_per_token: float, samples: list[float], llc_byte
     return {
         "name": name, "bytes": float(bytes_per_token), "n_params": n_params, "weight_type": weight_type,
         "samples": [float(s) for s in samples], "median": med, "min": min(samples), "max": max(samples),
-        "spread": spread(samples), "robust_spread": judged.relative_iqr,
+        "spread": relative_range(samples), "robust_spread": judged.relative_iqr,
         "outliers": judged.outlier_values, "kept": judged.kept,
         "gbs": med * bytes_per_token / GB, "gbs_min": min(samples) * bytes_per_token / GB,
         "gbs_max": max(samples) * bytes_per_token / GB,

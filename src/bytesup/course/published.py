@@ -3,13 +3,14 @@
 Lessons compute their own numbers; these are only the references they are set beside.
 Sources: the course outline and lesson 4's text (DGX Spark, deepseek-coder-6.7b-instruct Q8_0,
 llama-server `-c 2048 -ngl 99 --parallel 1`, 2026-10-12), and the lesson 6 and 7 examples of
-the outline. `references/lesson04_dgx_spark.json` holds the lesson-4 figures with their scope
-and tolerances for `bytesup check`.
+the outline. `references/lesson04_dgx_spark.json` sets the lesson-4 figures in their scope with
+tolerances for `bytesup check`, reading each from `LESSON4` by name (`course_figure`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, TypedDict
 
 # The specimen model of the published course.
 SPECIMEN_NAME = "deepseek-coder-6.7b-instruct Q8_0"
@@ -23,8 +24,24 @@ SPECIMEN: dict[str, Any] = {
 SPARK_NAME = "DGX Spark"
 SPARK_BANDWIDTH_GB_PER_S = 273.0   # "about 273 GB/s memory bandwidth"
 
-# Lesson 4's observed figures on the DGX Spark.
-LESSON4: dict[str, Any] = {
+# Lesson 4's observed figures on the DGX Spark, the one place they are typed: the reference file
+# references/lesson04_dgx_spark.json names them (`"course": "paris_logprob"`) and takes its numbers from here.
+class Lesson4Figures(TypedDict):
+    paris_logprob: float
+    paris_percent: float
+    mat_percent: float
+    fibonacci_top_two_percent: list[float]
+    for_loop_top8_share_percent: float
+    long_prompt_tokens: int
+    prefill_tokens_per_s: list[float]
+    decode_short_tokens_per_s: float
+    decode_long_tokens_per_s: float
+    ceiling_tokens_per_s: float
+    decode_efficiency_percent: float
+    prefill_decode_ratio: float
+
+
+LESSON4: Lesson4Figures = {
     "paris_logprob": -0.0756,
     "paris_percent": 92.7,
     "mat_percent": 98.5,
@@ -73,3 +90,18 @@ PODCAST_SEQUENTIAL_FLOOR: dict[str, Any] = {"pass_ms": 5.0, "tokens": 500, "floo
 # out with an arithmetic intensity of about sixty-two". WRONG: lesson 7 recomputes it (about 1 FLOP
 # per byte per query head sharing the K and V) and shows this figure only labelled as the podcast's.
 PODCAST_DECODE_ATTENTION: dict[str, Any] = {"head_dim": 128, "seq_len": 4096, "flops_per_byte": 62}
+
+
+def course_figure(name: str) -> float | list[float]:
+    """A figure of LESSON4 by its name, or one run of a list of them ("fibonacci_top_two_percent[1]").
+    KeyError (saying which names exist) for a name or index LESSON4 does not have."""
+    m = re.fullmatch(r"(\w+)(?:\[(\d+)\])?", name)
+    figures: dict[str, Any] = dict(LESSON4)
+    if m is None or m.group(1) not in figures:
+        raise KeyError(f"the course publishes no lesson-4 figure {name!r} (published.LESSON4 has {', '.join(figures)})")
+    value = figures[m.group(1)]
+    if m.group(2) is None:
+        return [float(v) for v in value] if isinstance(value, list) else float(value)
+    if not isinstance(value, list) or int(m.group(2)) >= len(value):
+        raise KeyError(f"published.LESSON4[{m.group(1)!r}] has no run {m.group(2)} (it is {value!r})")
+    return float(value[int(m.group(2))])

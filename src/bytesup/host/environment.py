@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from importlib import metadata
+from datetime import datetime, timezone
 from pathlib import Path
 
 from bytesup.paths import REPO_ROOT
@@ -19,6 +20,11 @@ PACKAGES = ["bytesup", "numpy", "httpx", "pydantic", "typer", "rich", "gguf", "x
 # the first 16 MiB (the GGUF header and metadata live there) plus the size, and say so.
 FULL_HASH_LIMIT = 1_000_000_000
 HEADER_DIGEST_BYTES = 16 * 1024 * 1024
+
+
+def utc_now() -> str:
+    """This host's clock now, in UTC to the second (ISO 8601): every time stamp a run writes."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str | None:

@@ -38,10 +38,10 @@ import sys
 import tarfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from bytesup.host.environment import utc_now
 from bytesup.errors import BytesupError
 from bytesup.paths import cache_dir, models_dir
 
@@ -247,7 +247,7 @@ def smoke_test(bin_dir: Path, models: list[Path] | None = None, timeout_s: float
         shown = [*speeds["prefill_tokens_per_s"], *speeds["decode_tokens_per_s"]]
         detail += f"{'; ' if detail else ''}{model.name}: " + ", ".join(f"{s:.1f} t/s" for s in shown)
     return {"ok": ok, "detail": detail, "seconds": round(time.monotonic() - start, 2), "cpu_key": cpu.key,
-            "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "at": utc_now()}
 
 
 # --- finding a build that runs here -------------------------------------------------------------------

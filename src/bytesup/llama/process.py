@@ -20,12 +20,12 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 import httpx
 
+from bytesup.host.environment import utc_now
 from bytesup.llama import build as nativebuild
 from bytesup.llama import topology
 from bytesup.errors import BytesupError, EngineUnavailable, ServerStartError
@@ -479,7 +479,7 @@ def _wait_ready(proc: subprocess.Popen, chosen: EngineChoice, merged: dict, mode
         "model": str(model),
         "url": url,
         "pid": proc.pid,
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started_at": utc_now(),
     }
     if merged.get("--rpc"):  # layers split across rpc-servers: which endpoint holds what, from the load log
         info["topology"] = topology.from_log_file(log_path, merged["--rpc"])

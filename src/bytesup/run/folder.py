@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from rich.console import Console
 
+from bytesup.host.environment import utc_now
 from bytesup.llama import process as engine
 from bytesup.errors import BytesupError, RunFolderError
 from bytesup.store.escape import md_text, rich_text
@@ -40,9 +41,6 @@ DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\.(\d+))?$")
 # Errors that mean the disk cannot take more: the run stops instead of trying every lesson.
 DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
 
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 # --- one run at a time ---------------------------------------------------------------------
@@ -85,7 +83,7 @@ class RunLock:
                 continue
             previous = _read_holder(self.path)
             os.ftruncate(fd, 0)
-            me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": _now(), "command": self.command}
+            me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": utc_now(), "command": self.command}
             os.write(fd, (json.dumps(me) + "\n").encode())
             self._fd = fd
             if previous.get("pid"):

@@ -14,7 +14,6 @@ import os
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +66,6 @@ from bytesup.run.summary import print_summary
 # Set by scripts/run_course.sh: the run stops (as on SIGTERM) when `make run` dies, however it dies.
 DIE_WITH_PARENT_ENV = "BYTESUP_DIE_WITH_PARENT"
 
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> int:
@@ -205,7 +201,7 @@ class ManifestFile:
         self.had_report = readme.is_file() and INDEX_MARK not in readme.read_text(encoding="utf-8")
 
     def save(self) -> None:
-        self.manifest["updated_at"] = _now()
+        self.manifest["updated_at"] = environment.utc_now()
         try:
             write_json_atomic(self.run_dir / "manifest.json", self.manifest)
             if not self.had_report:  # the one-page report (`bytesup report`) is refreshed at the end instead
@@ -240,7 +236,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     replay_manifest = _replay_manifest(options, todo)
     seen = _server_for_run(options, todo, console, cleanup)
     model_path = model_path_from(seen.props, options.model, console)
-    now = _now()
+    now = environment.utc_now()
     base = manifest_facts(options, replay_manifest, seen, model_path, manifest, todo)
 
     # Lessons kept from earlier must have measured what this run measures.
@@ -302,7 +298,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             reporter = Reporter(progress, lid)
             entry = lessons_state[lid]
             # The commit per lesson too: a resumed run may hold lessons made by different code.
-            entry.update({"status": "running", "started_at": _now(),
+            entry.update({"status": "running", "started_at": environment.utc_now(),
                           "commit": (manifest.get("repository") or {}).get("commit")})
             began = time.monotonic()
             try:

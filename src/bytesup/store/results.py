@@ -6,11 +6,14 @@ JSON is the source of truth; Markdown and plots are rendered from it (see `rende
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from bytesup.errors import SchemaError
+from bytesup.store import facts as typed_facts
+
+F = TypeVar("F", bound=BaseModel)
 
 SCHEMA_VERSION = 1
 
@@ -107,9 +110,15 @@ class LessonResult(Strict):
         return data
 
     def fact(self, name: str) -> Any:
+        """A fact as stored (JSON); `stated` reads it back typed."""
         if name not in self.facts:
             raise KeyError(name)
         return self.facts[name]
+
+    def stated(self, model: type[F]) -> F | None:
+        """The fact `model` declares (`bytesup.store.facts`), typed; None when the lesson does not state it;
+        facts.FactShapeError when the stored value does not have the model's shape."""
+        return typed_facts.read(self.facts, model)
 
     def measurement(self, name: str) -> Measurement:
         for m in self.measurements:
@@ -148,5 +157,29 @@ def upgrade(data: Any, kind: str, where: str, current: int = SCHEMA_VERSION,
     return data
 
 
+# Facts an older run shows only in its tables, read from them once: {lesson number: [(fact model, reader)]}.
+# Version 1 spans runs written before and after lessons stated facts (a bump would rewrite every recorded file),
+# so this step runs on any result whose lesson states the fact not, and only then.
+FACTS_FROM_TABLES: dict[str, list[tuple[type[BaseModel], Any]]] = {
+    "04": [(typed_facts.lesson04.TopTokens, typed_facts.lesson04.top_tokens_from_tables)],
+    "06": [(typed_facts.lesson06.KvExamples, typed_facts.lesson06.kv_examples_from_tables)],
+}
+
+
+def tables_to_facts(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a current lesson result, as JSON) with the facts its lesson states today filled in from its tables
+    where it predates them; a result that states them, or has no such table, is returned unchanged."""
+    steps = FACTS_FROM_TABLES.get(str(data.get("lesson_id", ""))[:2], [])
+    found = {}
+    for model, from_tables in steps:
+        name = typed_facts.name_of(model)
+        if name in (data.get("facts") or {}):
+            continue
+        value = from_tables(data.get("tables") or [])
+        if value is not None:
+            found[name] = value.model_dump(mode="json")
+    return {**data, "facts": {**(data.get("facts") or {}), **found}} if found else data
+
+
 def load_result(data: dict[str, Any], where: str) -> LessonResult:
-    return LessonResult.model_validate(upgrade(data, "lesson result", where))
+    return LessonResult.model_validate(tables_to_facts(upgrade(data, "lesson result", where)))

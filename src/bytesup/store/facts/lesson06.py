@@ -1,0 +1,67 @@
+"""Lesson 6's facts: the rows of its KV-bytes table (`kv_examples`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, RootModel
+
+from bytesup.store.facts.base import column, number, stated
+
+
+class KvExample(BaseModel):
+    """One model's shape and cache type, and the bytes per token the lesson computed from them."""
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    n_layer: int
+    n_head_kv: int
+    head_dim: int
+    bytes_per_element: float
+    bytes_per_token: float
+
+
+@stated("kv_examples")
+class KvExamples(RootModel[list[KvExample]]):
+    def rows(self) -> list[KvExample]:
+        return self.root
+
+
+# How an older run's tables named the columns (lower case), and the bytes-per-token column's names.
+_COLUMNS = {
+    "n_layer": ("layers", "n_layer", "blocks", "block_count"),
+    "n_head_kv": ("kv heads", "n_head_kv", "kv_heads", "head_count_kv"),
+    "head_dim": ("head width", "head_dim", "head dim", "head dimension", "key_length"),
+    "bytes_per_element": ("bytes per element", "bytes_per_element", "element bytes", "bytes/element"),
+}
+_PER_TOKEN = ("per token", "bytes per token", "kv bytes per token", "kv_bytes_per_token", "kv cache bytes per token")
+
+
+def _per_token_column(table: dict[str, Any]) -> int | None:
+    """The bytes-per-token column: one of the names with the unit bytes (a table may also show KiB)."""
+    for i, c in enumerate(table.get("columns", [])):
+        if isinstance(c, dict) and str(c.get("name", "")).strip().lower() in _PER_TOKEN \
+                and str(c.get("unit", "")).strip().lower() == "bytes":
+            return i
+    return column(table, *_PER_TOKEN[1:])
+
+
+def kv_examples_from_tables(tables: list[Any]) -> KvExamples | None:
+    """An older run's KV rows: every row of every table laid out with the four inputs and bytes per token."""
+    rows = []
+    for table in (t for t in tables if isinstance(t, dict)):
+        idx = {key: column(table, *names) for key, names in _COLUMNS.items()}
+        out = _per_token_column(table)
+        if out is None or any(i is None for i in idx.values()):
+            continue
+        for row in (r for r in table.get("rows", []) if isinstance(r, list) and r):
+            where = [*idx.items(), ("bytes_per_token", out)]
+            values = {key: number(row[i]) if i is not None and i < len(row) else None for key, i in where}
+            counts = [values[k] for k in ("n_layer", "n_head_kv", "head_dim")]
+            if any(v is None for v in values.values()) or any(v is not None and not float(v).is_integer() for v in counts):
+                continue
+            rows.append(KvExample(label=f"{table.get('name')}: {row[0]}", n_layer=int(values["n_layer"] or 0),
+                                  n_head_kv=int(values["n_head_kv"] or 0), head_dim=int(values["head_dim"] or 0),
+                                  bytes_per_element=float(values["bytes_per_element"] or 0),
+                                  bytes_per_token=float(values["bytes_per_token"] or 0)))
+    return KvExamples(rows) if rows else None

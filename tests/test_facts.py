@@ -1,0 +1,84 @@
+"""Typed facts (`bytesup.store.facts`): stated once with `ctx.fact(model)`, stored under the model's name, read back
+typed with `result.stated(Model)`; an older run's tables become the facts once, when its result is loaded."""
+
+from __future__ import annotations
+
+import pytest
+from lessonkit import QueuedServer, hand_context
+from pydantic import BaseModel, RootModel
+
+from bytesup.store import facts
+from bytesup.store.facts import lesson04, lesson06, lesson09
+from bytesup.store.results import LessonResult, load_result, tables_to_facts
+
+
+def result_json(lesson_id: str, tables=(), stated=None) -> dict:
+    return LessonResult(lesson_id=lesson_id, title="t", started_at="s", finished_at="f", tables=list(tables),
+                        facts=stated or {}).model_dump(mode="json")
+
+
+def table(name: str, columns: list[tuple[str, str]], rows: list[list]) -> dict:
+    return {"name": name, "title": name, "columns": [{"name": n, "unit": u} for n, u in columns], "rows": rows, "notes": []}
+
+
+TOP8 = table("top8_cat_sat", [("rank", ""), ("token", ""), ("probability", "%"), ("server probability", "%"), ("logprob", "")],
+             [[2, "' rug'", 25.0, None, -1.3862943611198906], [1, "' mat'", 50.0, 49.5, -0.6931471805599453]])
+
+
+def test_a_fact_is_stated_under_its_models_name_and_read_back_typed():
+    ctx = hand_context("09_beyond_one_machine", QueuedServer({}))
+    back = ctx.fact(lesson09.DecodeSpeeds(whole=75.0, split=40.0))
+    ctx.fact(lesson09.NetworkBytesPerToken(203520))
+    assert ctx.facts == {"decode_tokens_per_s": {"whole": 75.0, "split": 40.0}, "network_bytes_per_token": 203520}
+    result = LessonResult(lesson_id="09", title="t", started_at="s", finished_at="f", facts=ctx.facts)
+    assert result.stated(lesson09.DecodeSpeeds) == back and result.stated(lesson09.NetworkBytesPerToken).root == 203520
+    assert result.stated(lesson09.PrefillSpeeds) is None   # not stated
+
+
+def test_a_fact_of_the_wrong_shape_says_where():
+    with pytest.raises(facts.FactShapeError, match=r"kv_examples\[1\]\['head_dim'\]: field required"):
+        facts.read({"kv_examples": [{"label": "a", "n_layer": 1, "n_head_kv": 1, "head_dim": 1, "bytes_per_element": 2,
+                                     "bytes_per_token": 4}, {"label": "b", "n_layer": 1, "n_head_kv": 1}]},
+                   lesson06.KvExamples)
+
+
+def test_one_name_one_model():
+    class Other(RootModel[int]):
+        pass
+    with pytest.raises(ValueError, match="two models state the fact 'network_bytes_per_token'"):
+        facts.stated("network_bytes_per_token")(Other)
+    with pytest.raises(TypeError, match="is not a stated fact"):
+        facts.name_of(BaseModel)
+    assert facts.FACTS["top_tokens"] is lesson04.TopTokens
+
+
+def test_fraction_divides_percent_only():
+    assert facts.fraction(92.7, "%") == pytest.approx(0.927) and facts.fraction(92.7, " percent ") == pytest.approx(0.927)
+    assert facts.fraction(0.927, "") == 0.927 and facts.fraction(3, "fraction") == 3.0
+
+
+def test_an_older_runs_top8_table_becomes_the_fact_once_when_loaded():
+    result = load_result(result_json("04_next_token", [TOP8]), "older")
+    shown = result.stated(lesson04.TopTokens).tables()["top8_cat_sat"]
+    assert shown.prompt is None   # an older table does not name its prompt
+    # Ranked by the rank column, percent to fractions: 50% is 0.5, 49.5% is 0.495, 25% is 0.25.
+    assert [(t.rank, t.token, t.probability, t.server_probability, t.id) for t in shown.ranked()] == [
+        (1, "' mat'", 0.5, pytest.approx(0.495), None), (2, "' rug'", 0.25, None, None)]
+    assert shown.ranked()[0].logprob == -0.6931471805599453
+
+
+def test_a_result_that_states_its_facts_is_left_as_it_is():
+    given = {"top_tokens": {"t": {"prompt": "p", "tokens": []}}}
+    data = result_json("04_next_token", [TOP8], given)
+    assert tables_to_facts(data) is data
+    assert tables_to_facts(result_json("04_next_token")) == result_json("04_next_token")   # no table, nothing to add
+    assert tables_to_facts(result_json("03_layer_is_matmul", [TOP8]))["facts"] == {}        # lesson 3 states no such fact
+
+
+def test_an_older_runs_kv_table_becomes_the_fact():
+    kv = table("kv_cache_size", [("model", ""), ("layers", ""), ("KV heads", ""), ("head width", ""),
+                                 ("bytes per element", ""), ("per token", "KiB"), ("per token", "bytes")],
+               [["served", 30, 3, 64, 2, 22.5, 23040], ["odd", 30.5, 3, 64, 2, 1, 1]])
+    rows = load_result(result_json("06_attention_kv_cache", [kv]), "older").stated(lesson06.KvExamples).rows()
+    # 2 × 30 × 3 × 64 × 2 = 23,040 bytes, read from the column in bytes, not the one in KiB; 30.5 layers is no row.
+    assert [(r.label, r.n_layer, r.bytes_per_token) for r in rows] == [("kv_cache_size: served", 30, 23040.0)]
