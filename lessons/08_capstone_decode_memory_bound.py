@@ -49,6 +49,7 @@ from bytesup.course.ceiling import BandwidthReference, Spread, ceiling_at, effec
 from bytesup.errors import BytesupError
 from bytesup.models.gguf import read_model_info
 from bytesup.llama.responses import Completion, shown_token
+from bytesup.store.facts.lesson08 import DecodeModel, ModelSteps
 from bytesup.store.results import Series
 from bytesup.lesson import LessonContext
 
@@ -657,11 +658,11 @@ def record_decode_model(ctx: LessonContext, runs: list[ModelRun], widths: list[d
                         description=f"each of {P} sequences decoded together, from its own timings")
     spreads = {r.info.name: {"1": step_spread(r.decode), **{str(P): step_spread(v) for P, v in r.together.items()}}
                for r in runs}
-    ctx.fact("decode_model", {
-        "form": "F + max(W / B, n * c) at P = 1, each model predicted by the others", "tolerance": MODEL_TOLERANCE,
-        "widths": [{"name": w.name, "weight_bytes": w.weight_bytes, "n_params": w.n_params, "weight_type": w.weight_type,
-                    "step_ms": {str(P): ms for P, ms in w.step_ms.items()}, "step_spread": spreads[w.name]}
-                   for w in widths]})
+    ctx.fact(DecodeModel(
+        form="F + max(W / B, n * c) at P = 1, each model predicted by the others", tolerance=MODEL_TOLERANCE,
+        widths=[ModelSteps(name=w.name, weight_bytes=w.weight_bytes, n_params=w.n_params, weight_type=w.weight_type,
+                           step_ms={str(P): ms for P, ms in w.step_ms.items()}, step_spread=spreads[w.name])
+                for w in widths]))
 
 
 def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthReference | None,

@@ -470,7 +470,7 @@ def decode_model_fact(big_step_ms: float) -> dict:
     """The models of tests/test_decodetime.py (B = 50 GB/s, c = 25 ps per parameter, F = 2 ms) at P = 1 exactly as
     the model says (4.5, 6 and 10 ms), and a model of 1,000 MB and 1,000 M parameters that it puts at 27 ms."""
     mb = 1e6
-    return {"tolerance": 0.15, "widths": [
+    return {"form": "F + max(W / B, n * c)", "tolerance": 0.15, "widths": [
         {"name": "a", "weight_bytes": 100 * mb, "n_params": 100e6, "weight_type": "Q4_1", "step_ms": {"1": 4.5, "2": 9}},
         {"name": "b", "weight_bytes": 200 * mb, "n_params": 100e6, "weight_type": "Q8_0", "step_ms": {"1": 6.0}},
         {"name": "c", "weight_bytes": 400 * mb, "n_params": 100e6, "weight_type": "F32", "step_ms": {"1": 10.0}},

@@ -30,6 +30,7 @@ from bytesup.check.evidence import (
     shown_top_tokens,
 )
 from bytesup.store.facts.lesson04 import FilePass, NumpyPass
+from bytesup.store.facts.lesson08 import DecodeModel
 from bytesup.store.render import fmt, measurement_label
 from bytesup.store.results import LessonResult, Measurement
 from bytesup.check.verdicts import (FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, judged, measurements, missing,
@@ -838,20 +839,20 @@ def claim_stream_clocks_agree(run: Run) -> list[ClaimResult]:
 DECODE_MODEL_TOLERANCE = decodetime.TOLERANCE
 
 
-def decode_model_check(fact: dict, tolerance: float = DECODE_MODEL_TOLERANCE) -> tuple[str, str, str]:
+def decode_model_check(fact: DecodeModel, tolerance: float = DECODE_MODEL_TOLERANCE) -> tuple[str, str, str]:
     """(status, observed, detail) of the decode-time model on the capstone's fact: for each model, the terms
     fitted by bytesup.course.decodetime on the *other* models' steps at P = 1, and its step predicted here as
     F + max(W ÷ B, n × c), set against 1000 ÷ its measured step time. A miss (or no model at all) is
     inconclusive rather than a failure when some model's step times at P = 1 scatter wider than the tolerance
     (their robust spread, bytesup.course.robust): such samples cannot tell a model that holds from one that
     does not."""
-    scatter = max((float((w.get("step_spread") or {}).get("1", 0.0)) for w in fact["widths"]), default=0.0)
+    scatter = max((w.step_spread.get("1", 0.0) for w in fact.widths), default=0.0)
     missed = INCONCLUSIVE if scatter > tolerance else FAIL
     why = (f"; the steps at P = 1 scatter by up to {scatter:.0%} (interquartile range ÷ median), wider than "
            f"±{tolerance:.0%}: inconclusive" if missed == INCONCLUSIVE else "")
-    widths = [decodetime.Width(w["name"], float(w["weight_bytes"]), float(w["n_params"]), w["weight_type"],
-                               {int(p): float(ms) for p, ms in w["step_ms"].items()})
-              for w in fact["widths"] if "1" in w["step_ms"]]
+    widths = [decodetime.Width(w.name, w.weight_bytes, w.n_params, w.weight_type,
+                               {int(p): ms for p, ms in w.step_ms.items()})
+              for w in fact.widths if "1" in w.step_ms]
     if len(widths) <= decodetime.MIN_FIT:
         return NA, "too few models", (f"{len(widths)} models with a step at P = 1; leaving one out needs at least "
                                       f"{decodetime.MIN_FIT + 1}")
@@ -873,8 +874,8 @@ def claim_decode_model_predicts_every_width(run: Run) -> list[ClaimResult]:
     lesson = find_lesson(run, "08_")
     if lesson is None:
         return [ClaimResult(cid, "general", "08", text, NA, detail=missing(run, "08_", L8))]
-    fact = lesson.facts.get("decode_model")
-    if not fact:
+    fact = lesson.stated(DecodeModel)
+    if fact is None:
         return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
                             detail="lesson 08 recorded no step times at several P (a run before the decode-time model)")]
     status, observed, detail = decode_model_check(fact)
