@@ -4,14 +4,14 @@ A forward pass gives one probability per vocabulary entry; text comes from a loo
 append it, run the model again. This script makes the loop visible (n generated tokens, n passes,
 counted by the server's own /metrics), applies greedy, temperature, top-k and top-p to a real
 next-token distribution with the numpy re-implementations in `bytesup.course.sampling`, and checks them
-against the probabilities the server itself keeps after its sampler chain. It shows that a seeded
-sampler repeats itself, fits total time = time to first token + time per output token × (n − 1)
-from one length and predicts the others, watches the loop from outside (a streamed generation
-timed token by token on the client's clock, beside the server's own timings), and ends with
-speculative decoding measured on servers
-it starts itself: the f32 model alone, with a draft (its own weights in q4_1 and q8_0) at two draft
-lengths, and with llama.cpp's draft-free n-gram speculation; each beside the arithmetic
-1 + a + … + a^k and a speed-up predicted from the measured cost of each model's pass.
+against the probabilities the server itself keeps after its sampler chain (`bytesup.course.samplercheck`).
+It shows that a seeded sampler repeats itself, fits total time = time to first token + time per output
+token × (n − 1) from one length and predicts the others, and watches the loop from outside (a streamed
+generation timed token by token on the client's clock, beside the server's own timings).
+
+One pass per token is the loop's floor only while the model makes each token itself. Lesson 5b
+(`05b_speculative_decoding`) lets a draft guess several tokens and the model check them in one pass:
+the same text in fewer passes, measured on servers it starts, beside its arithmetic.
 """
 
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
@@ -21,26 +21,30 @@ except ImportError:
     import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
-import contextlib
-import functools
 import math
 import statistics
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bytesup.course import clientclock
-from bytesup.llama import process as engine
-from bytesup.course import formulas
-from bytesup.llama import timed as measure
-from bytesup.models import catalog as models
 from bytesup.course import published
-from bytesup.course import sampling
-from bytesup.llama.client import clock_info
+from bytesup.course.samplercheck import (
+    Applied,
+    Comparison,
+    Distribution,
+    SamplerSetting,
+    apply_setting,
+    asked_candidates,
+    compare_with_server,
+    comparison_target,
+    needs_more,
+)
 from bytesup.errors import BytesupError
-from bytesup.models.gguf import read_model_info
+from bytesup.lesson import LessonContext
+from bytesup.llama import timed as measure
+from bytesup.llama.client import clock_info
 from bytesup.llama.responses import (
     Completion,
     StreamedCompletion,
@@ -51,7 +55,6 @@ from bytesup.llama.responses import (
     shown_token,
 )
 from bytesup.store.results import Series
-from bytesup.lesson import LessonContext
 
 TITLE = "Generating text"
 
@@ -64,21 +67,6 @@ REFERENCE_PROBS = 64          # first try at the full-softmax list; grown if a k
 MAX_REFERENCE_PROBS = 4096    # never ask for more candidates than this (keeps recordings small)
 MAX_POST_PROBS = 32           # post-sampling candidates asked for at most
 REL_TOL = 1e-5                # |Δp| / p allowed between our probabilities and the server's
-
-
-@dataclass(frozen=True)
-class SamplerSetting:
-    """A sampler chain: its label, the server's `samplers` order and their settings."""
-    label: str
-    samplers: tuple[str, ...]
-    params: dict[str, float]
-
-    @property
-    def chain(self) -> str:
-        return " → ".join(self.samplers)
-
-    def steps(self) -> list[tuple[str, float]]:
-        return [(name, self.params[name]) for name in self.samplers]
 
 
 # Temperature 1.0 leaves a chain's cut as is.
@@ -101,131 +89,10 @@ SEEDED_TOKENS = 12
 FIT_N = 32                    # the length the latency model is fitted at
 PREDICT_N = (8, 16, 64, 128)  # the lengths it predicts
 STREAM_TOKENS = 128           # the streamed generation: 127 gaps per repeat, enough for a p99 to mean something
-# Speculative decoding, measured on servers this script starts (on this host, like lessons 7 and 8).
-# The target is the real model at its widest; the drafts are the same weights quantized.
-SPEC_TARGETS = ("smollm2-135m-f32",)     # "smollm2-135m-f16" adds a second width (about 15 s more)
-SPEC_DRAFTS = ("smollm2-135m-q4_1", "smollm2-135m-q8_0")
-SPEC_DRAFT_LENGTHS = (4, 8)              # --spec-draft-n-max
-SPEC_TOKENS = 64                         # tokens per request: a few seconds each on 2 cores
-SPEC_REPEAT = 2                          # repeats per configuration at most (fewer with a lower --repeat)
-SPEC_CTX = 512                           # context of each server: the longest prompt plus SPEC_TOKENS fit
-SPEC_PROMPT = "The capital of France is"
-# ngram-simple drafts from the text itself: it looks the last 12 tokens up earlier in the context and
-# copies what followed (up to 48 tokens, llama.cpp's defaults). A text that repeats with a period of
-# a few dozen tokens gives it something to find.
-SPEC_REPETITIVE_PROMPT = ("Row, row, row your boat, gently down the stream. "
-                          "Merrily, merrily, merrily, merrily, life is but a dream.\n") * 3
-NGRAM_DRAFT_MAX = 48                     # ngram-simple's m-gram: the most it drafts at once
-FORMULA_AGREES = 0.05                    # measured tokens per pass within 5% of 1 + a + … + a^k: "agrees"
-# Used only when no speculative server can be started here: the arithmetic on illustrative numbers.
-SPEC_DRAFT = 4
-SPEC_ACCEPT = (0.6, 0.8)
 # The podcast's sequential-floor example (bytesup.course.published).
 PODCAST_PASS_MS = published.PODCAST_SEQUENTIAL_FLOOR["pass_ms"]
 PODCAST_TOKENS = published.PODCAST_SEQUENTIAL_FLOOR["tokens"]
 PODCAST_FLOOR_S = published.PODCAST_SEQUENTIAL_FLOOR["floor_s"]
-
-
-# --- the lesson ---------------------------------------------------------------------------
-
-def main(ctx: LessonContext):
-    ctx.settings.update({"seed": SEED, "loop_prompt": LOOP_PROMPT, "sampling_prompt": SAMPLING_PROMPT,
-                         "rel_tol": REL_TOL})
-
-    # The loop: n tokens, n passes, counted by the server's own /metrics.
-    ctx.step(f"generating {LOOP_TOKENS} tokens and counting passes")
-    loop = request_loop(ctx)
-    render_loop(ctx, loop.done, loop_steps(loop.done))
-    if loop.before is None or loop.after is None:
-        ctx.note("The server does not serve /metrics (start it with --metrics): the passes were not counted.")
-    else:
-        render_metrics(ctx, loop.done, counter_deltas(loop.before, loop.after))
-
-    # Greedy, temperature, top-k and top-p on a real next-token distribution, then against the server.
-    ctx.step("the next-token distribution before sampling")
-    dist = request_distribution(ctx)
-    render_distribution(ctx, dist)
-    ctx.step("applying the samplers in numpy")
-    applied = [apply_setting(dist, s) for s in SAMPLER_SETTINGS]
-    render_applied(ctx, dist, applied)
-    ctx.step("checking against the server's post-sampling probabilities")
-    checks = []
-    for a in ctx.track(applied, "post-sampling checks"):
-        n_ask = asked_candidates(dist, a)
-        checks.append(check_setting(dist, a, request_post_sampling(ctx, a.setting, n_ask) if n_ask else None))
-    render_check(ctx, dist, applied, checks)
-    ctx.fact("sampler_comparisons", [c.fact() for c in checks])
-
-    # A seeded sampler repeats itself.
-    ctx.step("seeded sampling")
-    render_seeded(ctx, [SeededRun(i, seed, repr(done.content), done.tokens)
-                        for i, (seed, done) in enumerate(zip(SEEDS, request_seeded(ctx), strict=True), start=1)])
-
-    # Total time ≈ time to first token + time per output token × (n − 1), fitted at one length.
-    ctx.step("fitting the latency model")
-    fit = request_timed(ctx, FIT_N)
-    model = latency_fit(fit)
-    rows = [latency_row(model, n, fit if n == FIT_N else request_timed(ctx, n), n == FIT_N) for n in sorted({FIT_N, *PREDICT_N})]
-    render_latency(ctx, model, fit, rows)
-
-    # The same loop seen from outside: each token streamed and timed on arrival, beside the server's timings.
-    # (A run recorded before the lesson streamed replays without this part.)
-    if ctx.recorded("client_clock"):
-        ctx.step(f"streaming {STREAM_TOKENS} tokens, each timed on arrival")
-        clock = ctx.host("client_clock", clock_info)
-        render_outside(ctx, clock, outside_view(request_streamed(ctx)))
-
-    # Speculative decoding, on servers of our own.
-    speculative(ctx, model)
-    return ctx.finish()
-
-
-def speculative(ctx: LessonContext, model: "LatencyFit") -> None:
-    """The f32 target alone, with each draft at each draft length, and with n-gram speculation."""
-    facts = ctx.server_facts()
-    if not facts["local"]:
-        ctx.note(f"Speculative decoding was not measured: it needs servers this script starts on this host, and "
-                 f"{facts['reason']}.")
-        render_speculative_illustration(ctx, model)
-        return
-    support = ctx.host("speculation_support", engine.speculation_support)
-    if not support["supported"]:
-        ctx.note(f"Speculative decoding was not measured: the {support['engine']} engine here cannot speculate "
-                 f"({support['reason']}). Run this lesson with an engine that can (a llama-server build whose "
-                 f"--help lists --spec-type, through LLAMA_SERVER) to measure it.")
-        render_speculative_illustration(ctx, model)
-        return
-    repeat = min(SPEC_REPEAT, ctx.repeat)
-    ctx.step("speculative decoding: the models (derived from the default model once)")
-    spec_models = {n: ctx.host(f"spec_model_{n}", functools.partial(spec_model, n)) for n in (*SPEC_TARGETS, *SPEC_DRAFTS)}
-    configs = spec_configs()
-    # A run recorded before the lesson streamed replays without the streamed requests.
-    done, streamed = request_spec_rounds(ctx, spec_servers(spec_models, configs), repeat, ctx.recorded("client_clock"))
-    plain = {(n, p): done[(f"spec-{n}", p)] for n in (*SPEC_TARGETS, *SPEC_DRAFTS)
-             for p in (SPEC_PROMPT, SPEC_REPETITIVE_PROMPT) if (f"spec-{n}", p) in done}
-
-    # The cost of one pass of each model alone, and of the target's batched prompt passes.
-    costs = [model_cost(name, spec_models[name], plain[(name, SPEC_PROMPT)]) for name in (*SPEC_TARGETS, *SPEC_DRAFTS)]
-    batches = {name: prompt_passes(plain, name) for name in SPEC_TARGETS}
-    render_spec_costs(ctx, costs, batches[SPEC_TARGETS[0]])
-
-    # Every configuration measured, and the arithmetic beside it.
-    ms = {c.name: c.ms_per_token for c in costs}
-    plain_rows = [plain_run(name, prompt, plain[(name, prompt)]) for name in SPEC_TARGETS
-                  for prompt in (SPEC_PROMPT, SPEC_REPETITIVE_PROMPT)]
-    spec_rows = [spec_run(cfg, done[(cfg.label, cfg.prompt)], plain[(cfg.target, cfg.prompt)]) for cfg in configs]
-    arithmetic = [spec_arithmetic(r, ms, batches[r.config.target]) for r in spec_rows]
-    ctx.settings["speculative"] = {
-        "n_predict": SPEC_TOKENS, "repeat": repeat, "temperature": 0, "seed": SEED, "ctx_size": SPEC_CTX,
-        "prompts": {"short": SPEC_PROMPT, "repetitive": SPEC_REPETITIVE_PROMPT},
-        "engine": support, "runs": [r.record() for r in plain_rows] + [r.record() for r in spec_rows],
-    }
-    render_spec_measured(ctx, repeat, plain_rows, spec_rows)
-    render_spec_arithmetic(ctx, arithmetic)
-
-    # How speculation looks from outside: one streamed request per configuration, timed on the client's clock.
-    if streamed:
-        render_spec_client_clock(ctx, [spec_stream(label, prompt, done_s, streamed) for (label, prompt), done_s in streamed.items()])
 
 
 # --- requests: what the server (and this host) answer ----------------------------------------
@@ -305,102 +172,6 @@ def request_streamed(ctx: LessonContext) -> list[StreamedCompletion]:
                                         track=lambda r: ctx.track(r, f"streamed, n = {STREAM_TOKENS}"), seed=SEED)
 
 
-def spec_model(name: str) -> dict[str, Any]:
-    """A course model's file (fetched or derived the first time) and its bytes per token (a host value)."""
-    path = models.ensure_model(name)
-    info = read_model_info(path)
-    return {"name": name, "path": str(path), "tensor_bytes": info["tensor_bytes"],
-            "weight_type": ((info.get("file_type") or {}).get("name") or "").removeprefix("MOSTLY_") or None}
-
-
-def spec_flags(spec_type: str, draft: str | None = None, n_max: int | None = None) -> list[str]:
-    """llama-server's flags for one configuration (the same on the embedded engine)."""
-    flags = ["--spec-type", spec_type]
-    if draft is not None:
-        flags += ["--spec-draft-model", draft]
-    if n_max is not None:
-        flags += ["--spec-draft-n-max", str(n_max)]
-    return flags
-
-
-@dataclass(frozen=True)
-class SpecConfig:
-    """One speculative configuration: a target with a draft model at a draft length, or with n-grams."""
-    target: str
-    spec_type: str
-    draft: str | None
-    draft_n_max: int | None
-    prompt: str
-
-    @property
-    def label(self) -> str:
-        return f"spec-{self.target}-draft-{self.draft}-k{self.draft_n_max}" if self.draft else f"spec-{self.target}-{self.spec_type}"
-
-    @property
-    def prompt_name(self) -> str:
-        return PROMPT_NAMES[self.prompt]
-
-
-PROMPT_NAMES = {SPEC_PROMPT: "short", SPEC_REPETITIVE_PROMPT: "repetitive"}
-
-
-def spec_configs() -> list[SpecConfig]:
-    configs = []
-    for target in SPEC_TARGETS:
-        configs += [SpecConfig(target, "draft-simple", draft, k, SPEC_PROMPT) for draft in SPEC_DRAFTS for k in SPEC_DRAFT_LENGTHS]
-        configs.append(SpecConfig(target, "ngram-simple", None, None, SPEC_REPETITIVE_PROMPT))
-    return configs
-
-
-@dataclass(frozen=True)
-class SpecServer:
-    label: str
-    model: dict[str, Any]
-    flags: list[str]
-    prompts: list[str]
-
-
-def spec_servers(spec_models: dict[str, dict[str, Any]], configs: list[SpecConfig]) -> list[SpecServer]:
-    """Each model alone (its decode speed is the cost of one of its passes; a target on both prompts),
-    then one server per speculative configuration."""
-    servers = [SpecServer(f"spec-{n}", spec_models[n], [], [SPEC_PROMPT, SPEC_REPETITIVE_PROMPT] if n in SPEC_TARGETS else [SPEC_PROMPT])
-               for n in (*SPEC_TARGETS, *SPEC_DRAFTS)]
-    for cfg in configs:
-        draft_path = spec_models[cfg.draft]["path"] if cfg.draft else None
-        servers.append(SpecServer(cfg.label, spec_models[cfg.target], spec_flags(cfg.spec_type, draft_path, cfg.draft_n_max),
-                                  [cfg.prompt]))
-    return servers
-
-
-def request_spec_rounds(ctx: LessonContext, servers: list[SpecServer], repeat: int, stream: bool
-                        ) -> tuple[dict[tuple[str, str], list[Completion]], dict[tuple[str, str], StreamedCompletion]]:
-    """Greedy completions on servers of our own, all started first, then asked in turn, one round
-    after another: a change in the machine's load while we measure falls on every configuration
-    alike instead of on whichever ran at that moment. With `stream`, then one streamed request more
-    on each target's server (the drafts alone are left out), for the client's clock."""
-    with contextlib.ExitStack() as stack:
-        clients = {}
-        for s in servers:
-            ctx.step(f"speculative decoding: starting {s.label}")
-            clients[s.label] = stack.enter_context(
-                ctx.local_server(s.label, Path(s.model["path"]), ["-c", str(SPEC_CTX), "--parallel", "1", *s.flags]))
-        done: dict[tuple[str, str], list[Completion]] = {}
-        ctx.step("speculative decoding: every configuration in turn")
-        for _ in ctx.track(range(repeat), "rounds over every configuration"):
-            for s in servers:
-                for prompt in s.prompts:
-                    # measure.PINNED: temperature 0 and a fixed seed, so every configuration must give the same text.
-                    done.setdefault((s.label, prompt), []).extend(measure.timed_completions(
-                        clients[s.label], prompt, SPEC_TOKENS, 1, seed=SEED, return_tokens=True))
-        streamed: dict[tuple[str, str], StreamedCompletion] = {}
-        drafts_alone = {f"spec-{n}" for n in SPEC_DRAFTS}
-        for s in (s for s in servers if stream and s.label not in drafts_alone):
-            ctx.step(f"speculative decoding: streaming on {s.label}")
-            for prompt in s.prompts:
-                streamed[(s.label, prompt)] = measure.streamed_completions(clients[s.label], prompt, SPEC_TOKENS, 1, seed=SEED)[0]
-        return done, streamed
-
-
 # --- computation: typed results from the answers ------------------------------------------------
 
 @dataclass(frozen=True)
@@ -461,130 +232,6 @@ def decode_calls_note(n_decode: float, predicted_n: int, prompt_n: int) -> str:
 
 
 @dataclass(frozen=True)
-class Distribution:
-    """The listed candidates of the full softmax, most probable first."""
-    ids: list[int]
-    probs: np.ndarray
-    texts: list[str]
-    asked: list[int]                  # n_probs of each reference request
-    n_vocab: int | None
-
-    @property
-    def complete(self) -> bool:
-        """The whole vocabulary is listed."""
-        return self.n_vocab is not None and len(self.ids) >= self.n_vocab
-
-    @property
-    def total(self) -> float | None:
-        """The whole distribution's mass for the samplers: None when it is all listed, else 1."""
-        return None if self.complete else 1.0
-
-    @property
-    def listed_mass(self) -> float:
-        return float(self.probs.sum())
-
-
-def needs_more(probs: list[float], settings: list[SamplerSetting]) -> bool:
-    """Whether some chain that cuts (not temperature alone) keeps tokens beyond the listed candidates."""
-    for s in settings:
-        if s.samplers == ("temperature",):
-            continue
-        try:
-            sampling.apply_chain(probs, s.steps(), total=1.0)
-        except sampling.IncompleteDistribution:
-            return True
-    return False
-
-
-@dataclass(frozen=True)
-class Applied:
-    """A sampler chain applied in numpy to the listed candidates (ours None: not exactly computable)."""
-    setting: SamplerSetting
-    ours: np.ndarray | None
-    kept: list[int] = field(default_factory=list)   # candidate positions kept, most probable first
-    probs_kept: float = 0.0                          # original probability of the kept candidates
-    top_before: float | None = None                  # the most probable kept token's probability, before
-    top_after: float | None = None                   # and after the chain
-    top_token: str | None = None
-
-    @property
-    def kept_percent(self) -> float | None:
-        return None if self.ours is None else 100 * float(self.probs_kept)
-
-
-def apply_setting(dist: Distribution, setting: SamplerSetting) -> Applied:
-    try:
-        ours = sampling.apply_chain(dist.probs, setting.steps(), total=dist.total)
-    except sampling.IncompleteDistribution:
-        return Applied(setting, None)
-    kept = [int(i) for i in sampling.kept_indices(ours)]
-    top = kept[0]
-    return Applied(setting, ours, kept, probs_kept=float(dist.probs[kept].sum()), top_before=float(dist.probs[top]),
-                   top_after=float(ours[top]), top_token=dist.texts[top])
-
-
-def comparison_target(dist: Distribution, a: Applied) -> tuple[np.ndarray | None, bool]:
-    """Our probabilities to compare with the server's, and whether relatively: temperature alone on a
-    partial list keeps every token, so its normalizer is unknown and only ratios can be compared."""
-    if a.ours is None and a.setting.samplers == ("temperature",):
-        return sampling.apply_chain(dist.probs, a.setting.steps()), True
-    return a.ours, False
-
-
-def asked_candidates(dist: Distribution, a: Applied) -> int | None:
-    """n_probs of the post-sampling request: one more than we keep, so a shorter list is the server's whole
-    kept set (at most MAX_POST_PROBS); None when the setting cannot be checked."""
-    ours, relative = comparison_target(dist, a)
-    if ours is None:
-        return None
-    return min(MAX_POST_PROBS, len(dist.ids)) if relative else min(int(np.count_nonzero(ours)) + 1, MAX_POST_PROBS)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Our kept probabilities against the server's listed ones."""
-    kept_ours: int | None             # None in relative mode
-    kept_server: int | None           # None when the server's list was cut at n_probs
-    listed: int
-    server_listed_all: bool
-    same_set: bool
-    max_abs: float
-    max_rel: float
-    sampled_in_kept: bool
-    agree: bool
-
-
-def compare_with_server(ref_ids: list[int], ours: np.ndarray, server: list[tuple[int, float]],
-                        n_asked: int, sampled_id: int, relative: bool = False) -> Comparison:
-    """Our kept probabilities (aligned with ref_ids) against the server's listed (id, p).
-
-    The server lists its kept candidates, most probable first, at most `n_asked` of them: if it
-    lists fewer, that is its whole kept set. `relative`: both sides are renormalized over the
-    listed tokens first (for a temperature-only chain on a partial reference list).
-    """
-    pos = {tid: i for i, tid in enumerate(ref_ids)}
-    kept_ids = [ref_ids[i] for i in sampling.kept_indices(ours)]
-    listed = [tid for tid, _ in server]
-    complete = len(server) < n_asked
-    missing = [tid for tid in listed if tid not in pos or ours[pos[tid]] <= 0]
-    ours_p = np.array([ours[pos[tid]] if tid in pos else 0.0 for tid in listed])
-    q = np.array([p for _, p in server])
-    if relative and ours_p.sum() > 0:
-        ours_p, q = ours_p / ours_p.sum(), q / q.sum()
-    delta = np.abs(ours_p - q)
-    rel = delta / np.where(q > 0, q, np.inf)
-    same = (set(listed) == set(kept_ids)) if complete else (set(listed) == set(kept_ids[:len(listed)]))
-    same = bool(same and not missing)
-    max_rel = float(rel.max()) if rel.size else math.nan
-    # relative mode knows only part of the reference, so a drawn token outside it is not a miss
-    drawn_ok = sampled_id in set(kept_ids) or (relative and sampled_id not in pos)
-    return Comparison(kept_ours=None if relative else len(kept_ids), kept_server=len(listed) if complete else None,
-                      listed=len(listed), server_listed_all=complete, same_set=same,
-                      max_abs=float(delta.max()) if delta.size else math.nan, max_rel=max_rel,
-                      sampled_in_kept=drawn_ok, agree=same and drawn_ok and max_rel <= REL_TOL)
-
-
-@dataclass(frozen=True)
 class SamplerCheck:
     """One setting checked against the server (cmp None: not checked)."""
     setting: SamplerSetting
@@ -618,9 +265,10 @@ def check_setting(dist: Distribution, a: Applied, step: TokenProbabilities | Non
     ours, relative = comparison_target(dist, a)
     if ours is None or step is None:
         return SamplerCheck(a.setting)
-    n_ask = asked_candidates(dist, a)
+    n_ask = asked_candidates(dist, a, MAX_POST_PROBS)
     assert n_ask is not None
-    cmp = compare_with_server(dist.ids, ours, [(c.id, c.probability) for c in step.candidates()], n_ask, step.id, relative=relative)
+    listed = [(c.id, c.probability) for c in step.candidates()]
+    cmp = compare_with_server(dist.ids, ours, listed, n_ask, step.id, REL_TOL, relative=relative)
     partial = cmp.kept_server is None and cmp.kept_ours is not None and cmp.kept_ours > 1
     edge = float(np.min(a.ours[a.ours > 0])) if partial and a.ours is not None else None
     return SamplerCheck(a.setting, cmp, relative, shown_token(step.token, step.bytes), edge)
@@ -767,262 +415,6 @@ def outside_view(done: list[StreamedCompletion]) -> OutsideView:
                         for i, s in enumerate(done, start=1)])
 
 
-def speculative_tokens_per_pass(draft: int, accept: float) -> float:
-    """Expected tokens per big-model pass with `draft` guesses each accepted with probability
-    `accept` (independently): 1 + a + a² + … + a^draft."""
-    return formulas.expected_tokens_per_pass(draft, accept)
-
-
-def first_difference(tokens: list[int], reference: list[int]) -> int | None:
-    """The first position where two token lists differ (a shorter list differs where it ends); None if equal."""
-    for i, (a, b) in enumerate(zip(tokens, reference, strict=False)):
-        if a != b:
-            return i
-    return None if len(tokens) == len(reference) else min(len(tokens), len(reference))
-
-
-@dataclass(frozen=True)
-class SpecCounts:
-    """Generated, drafted and accepted tokens over a configuration's repeats. A server that drafted
-    nothing reports no counters: drafted and accepted are then 0, and `reported` is False."""
-    generated: int
-    drafted: int
-    accepted: int
-    reported: bool
-
-    @property
-    def passes(self) -> int:
-        return formulas.target_passes(self.generated, self.accepted)
-
-    @property
-    def acceptance(self) -> float:
-        return formulas.acceptance_rate(self.drafted, self.accepted)
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return formulas.tokens_per_target_pass(self.generated, self.accepted)
-
-    @property
-    def drafted_per_pass(self) -> float:
-        return self.drafted / self.passes if self.passes > 0 else math.nan
-
-
-def spec_counts(done: list[Completion]) -> SpecCounts:
-    return SpecCounts(generated=sum(c.timings.predicted_n for c in done),
-                      drafted=sum(c.timings.draft_n or 0 for c in done),
-                      accepted=sum(c.timings.draft_n_accepted or 0 for c in done),
-                      reported=any(c.timings.draft_n is not None for c in done))
-
-
-@dataclass(frozen=True)
-class ModelCost:
-    """One model alone: its decode speed per repeat, hence the cost of one of its passes."""
-    name: str
-    role: str                         # target | draft
-    weight_type: str | None
-    tensor_bytes: int
-    samples: list[float]              # decode tokens/s
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def ms_per_token(self) -> float:
-        return 1000.0 / self.median
-
-    @property
-    def gb_per_s(self) -> float:
-        """Weights read per second."""
-        return self.tensor_bytes * self.median / formulas.GB
-
-
-def model_cost(name: str, model: dict[str, Any], done: list[Completion]) -> ModelCost:
-    return ModelCost(name, "target" if name in SPEC_TARGETS else "draft", model["weight_type"], model["tensor_bytes"],
-                     measure.decode_samples(done))
-
-
-def prompt_passes(plain: dict[tuple[str, str], list[Completion]], target: str) -> dict[str, tuple[int, float]]:
-    """A target's prompt passes, a batch of tokens in one pass, on each prompt: (tokens, median prompt_ms)."""
-    found = {}
-    for prompt in (SPEC_PROMPT, SPEC_REPETITIVE_PROMPT):
-        timings = [c.timings for c in plain[(target, prompt)]]
-        found[prompt] = (timings[0].prompt_n, statistics.median(t.prompt_ms for t in timings))
-    return found
-
-
-@dataclass(frozen=True)
-class PlainRun:
-    """A target alone on one prompt: the reference of the configurations on that prompt."""
-    target: str
-    prompt: str
-    samples: list[float]
-    tokens: list[list[int]]
-
-    @property
-    def repeats_agree(self) -> bool:
-        return all(first_difference(t, self.tokens[0]) is None for t in self.tokens)
-
-    def cells(self) -> list[Any]:
-        return [self.target, "none", None, None, PROMPT_NAMES[self.prompt], statistics.median(self.samples), min(self.samples),
-                max(self.samples), None, None, None, 1.0, 1.0, "reference" if self.repeats_agree else "repeats differ"]
-
-    def record(self) -> dict[str, Any]:
-        return {"label": f"spec-{self.target}", "target": self.target, "spec_type": "none", "draft": None,
-                "draft_n_max": None, "prompt": PROMPT_NAMES[self.prompt], "server_flags": [], "tokens": self.tokens}
-
-
-def plain_run(target: str, prompt: str, done: list[Completion]) -> PlainRun:
-    return PlainRun(target, prompt, measure.decode_samples(done), [c.tokens for c in done])
-
-
-@dataclass(frozen=True)
-class SpecRun:
-    """A speculative configuration against the plain target on the same prompt."""
-    config: SpecConfig
-    samples: list[float]
-    base: float                       # the plain target's median decode speed on that prompt
-    counts: SpecCounts
-    first_differences: list[int | None]
-    draft_n: list[int | None]
-    draft_n_accepted: list[int | None]
-    tokens: list[list[int]]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def speedup(self) -> float:
-        return self.median / self.base
-
-    @property
-    def identical(self) -> bool:
-        return all(d is None for d in self.first_differences)
-
-    @property
-    def check(self) -> str:
-        bad = [d for d in self.first_differences if d is not None]
-        return "identical" if not bad else f"differ from token {min(bad) + 1}"
-
-    @property
-    def acceptance(self) -> float | None:
-        return self.counts.acceptance if self.counts.reported else None
-
-    def settings(self) -> dict[str, Any]:
-        c = self.config
-        return {"target": c.target, "spec_type": c.spec_type, "draft": c.draft, "draft_n_max": c.draft_n_max,
-                "prompt": c.prompt_name, "n_predict": SPEC_TOKENS}
-
-    def cells(self) -> list[Any]:
-        c = self.config
-        return [c.target, c.spec_type, c.draft, c.draft_n_max, c.prompt_name, self.median, min(self.samples),
-                max(self.samples), self.counts.drafted, self.counts.accepted, self.acceptance,
-                self.counts.tokens_per_pass, self.speedup, self.check]
-
-    def record(self) -> dict[str, Any]:
-        c = self.config
-        return {"label": c.label, "target": c.target, "spec_type": c.spec_type, "draft": c.draft, "draft_n_max": c.draft_n_max,
-                "prompt": c.prompt_name, "server_flags": spec_flags(c.spec_type, c.draft, c.draft_n_max),
-                "tokens": self.tokens, "draft_n": self.draft_n, "draft_n_accepted": self.draft_n_accepted}
-
-
-def spec_run(cfg: SpecConfig, done: list[Completion], plain: list[Completion]) -> SpecRun:
-    return SpecRun(cfg, measure.decode_samples(done), statistics.median(measure.decode_samples(plain)), spec_counts(done),
-                   [first_difference(c.tokens, plain[0].tokens) for c in done], [c.timings.draft_n for c in done],
-                   [c.timings.draft_n_accepted for c in done], [c.tokens for c in done])
-
-
-# A gap below this share of the plain target's median gap on the same prompt joins a token to the one
-# before: tokens of one speculative pass arrive microseconds apart, passes a whole pass apart.
-TOGETHER = 0.25
-
-
-@dataclass(frozen=True)
-class SpecStream:
-    """One streamed request on a speculative server (or the plain target), on the client's clock."""
-    label: str
-    prompt: str
-    client: clientclock.ClientTimes
-    timings: Timings
-    plain_gap_ms: float               # the plain target's median gap on the same prompt
-
-    @property
-    def threshold_ms(self) -> float:
-        return TOGETHER * self.plain_gap_ms
-
-    @property
-    def bursts(self) -> list[int]:
-        return clientclock.bursts(self.client.itl_ms, self.threshold_ms)
-
-    @property
-    def server_passes(self) -> int:
-        """Target passes by the server's counters: generated − accepted."""
-        return formulas.target_passes(self.timings.predicted_n, self.timings.draft_n_accepted or 0)
-
-    def cells(self) -> list[Any]:
-        gaps = self.client.itl_ms
-        return [self.label.removeprefix("spec-"), PROMPT_NAMES[self.prompt], self.client.n,
-                *[clientclock.percentile(gaps, q) for q in clientclock.PERCENTILES],
-                sum(g < self.threshold_ms for g in gaps), len(self.bursts), self.server_passes, max(self.bursts)]
-
-
-def spec_stream(label: str, prompt: str, done: StreamedCompletion,
-                streamed: dict[tuple[str, str], StreamedCompletion]) -> SpecStream:
-    target = next(t for t in SPEC_TARGETS if label.startswith(f"spec-{t}"))
-    plain = streamed[(f"spec-{target}", prompt)]
-    plain_times = clientclock.client_times(plain.arrivals(), plain.ended_ms)
-    return SpecStream(label, prompt, clientclock.client_times(done.arrivals(), done.ended_ms), done.timings,
-                      statistics.median(plain_times.itl_ms))
-
-
-@dataclass(frozen=True)
-class SpecArithmetic:
-    """A configuration's measured tokens per pass and speed-up beside 1 + a + … + a^k and the predicted speed-up."""
-    label: str
-    target: str
-    acceptance: float | None
-    k: int
-    expected: float | None            # 1 + a + … + a^k
-    tokens_per_pass: float
-    draft_cost: float                 # draft pass ÷ target pass
-    drafted_per_pass: float
-    check_cost: float                 # check ÷ target pass
-    ideal: float                      # speed-up with the check costed as one target pass
-    predicted: float                  # with the check costed from the measured prompt passes
-    measured: float
-
-    @property
-    def over_expected(self) -> float | None:
-        return self.tokens_per_pass / self.expected if self.expected else None
-
-    @property
-    def over_predicted(self) -> float | None:
-        return self.measured / self.predicted if self.predicted > 0 else None
-
-    def cells(self) -> list[Any]:
-        return [self.label, self.target, self.acceptance, self.k, self.expected, self.tokens_per_pass, self.over_expected,
-                self.draft_cost, self.drafted_per_pass, self.check_cost, self.ideal, self.predicted, self.measured,
-                self.over_predicted]
-
-
-def spec_arithmetic(run: SpecRun, ms_per_token: dict[str, float], batches: dict[str, tuple[int, float]]) -> SpecArithmetic:
-    cfg, counts = run.config, run.counts
-    a = counts.acceptance
-    k = cfg.draft_n_max if cfg.draft and cfg.draft_n_max is not None else NGRAM_DRAFT_MAX
-    expected = formulas.expected_tokens_per_pass(k, a) if counts.reported and not math.isnan(a) else None
-    draft_ms = ms_per_token[cfg.draft] if cfg.draft else 0.0
-    target_ms = ms_per_token[cfg.target]
-    ideal = formulas.predicted_speculative_speedup(counts.tokens_per_pass, counts.drafted_per_pass, draft_ms, target_ms)
-    verify_ms = formulas.batch_pass_ms(counts.drafted_per_pass + 1, batches[SPEC_PROMPT], batches[SPEC_REPETITIVE_PROMPT],
-                                       target_ms)
-    predicted = formulas.predicted_speculative_speedup(counts.tokens_per_pass, counts.drafted_per_pass, draft_ms, target_ms,
-                                                       verify_ms)
-    label = f"{cfg.draft} k={k}" if cfg.draft else f"ngram-simple (m-gram ≤ {k})"
-    return SpecArithmetic(label, cfg.target, a if counts.reported else None, k, expected, counts.tokens_per_pass,
-                          draft_ms / target_ms, counts.drafted_per_pass, verify_ms / target_ms, ideal, predicted, run.speedup)
-
-
 # --- rendering: tables, notes and plots ------------------------------------------------------
 
 def render_loop(ctx: LessonContext, done: Completion, steps: list[LoopStep]) -> None:
@@ -1162,7 +554,6 @@ def render_seeded(ctx: LessonContext, runs: list[SeededRun]) -> None:
              f"{sum(a != b for a, b in zip(first.tokens, other.tokens, strict=False))} of {len(first.tokens)} tokens differ."),
         ],
     )
-    ctx.settings["seeded"] = {"seeds": list(SEEDS), "n_predict": SEEDED_TOKENS}
 
 
 def render_latency(ctx: LessonContext, model: LatencyFit, fit: list[Completion], rows: list[LatencyRow]) -> None:
@@ -1299,198 +690,57 @@ def render_outside(ctx: LessonContext, clock: dict[str, Any], view: OutsideView)
              ])
 
 
-def render_speculative_illustration(ctx: LessonContext, model: LatencyFit) -> None:
-    """The arithmetic alone, on illustrative numbers: where no speculative server could run here."""
-    n = max(PREDICT_N)
-    plain = model.predict(n)
-    for a in SPEC_ACCEPT:
-        per_pass = speculative_tokens_per_pass(SPEC_DRAFT, a)
-        passes = math.ceil((n - 1) / per_pass)
-        ctx.note(
-            f"Speculative decoding (illustrative, not run): a draft model guesses {SPEC_DRAFT} tokens and the big "
-            f"model checks them in one pass; if each guess is accepted with probability {a:g}, a pass yields "
-            f"{per_pass:.3g} tokens on average, so {n} tokens need about {passes + 1} big-model passes instead of {n}: "
-            f"{model.predict(passes + 1):.4g} ms instead of {plain:.4g} ms with this run's "
-            f"TTFT and TPOT, before the draft model's own time.")
 
+# --- the lesson ---------------------------------------------------------------------------
 
-def draft_cost_note(draft: ModelCost, target: ModelCost) -> str:
-    """Bytes against time: a draft reading a share of the target's bytes but costing a larger share of its
-    time is not limited by memory reads (its weights read per second stay below the target's)."""
-    share_bytes, share_time = draft.tensor_bytes / target.tensor_bytes, draft.ms_per_token / target.ms_per_token
-    head = (f"{draft.name} reads {share_bytes:.2g} of the target's bytes per token and costs {share_time:.2g} of its "
-            f"pass, reading {draft.gb_per_s:.3g} GB/s against the target's {target.gb_per_s:.3g} GB/s")
-    if share_time > share_bytes * 1.2 and draft.gb_per_s < target.gb_per_s:
-        return head + ": memory is not what limits it; unpacking quantized blocks is work too."
-    return head + "."
+def main(ctx: LessonContext):
+    ctx.settings.update({"seed": SEED, "loop_prompt": LOOP_PROMPT, "sampling_prompt": SAMPLING_PROMPT,
+                         "rel_tol": REL_TOL})
 
+    # The loop: n tokens, n passes, counted by the server's own /metrics.
+    ctx.step(f"generating {LOOP_TOKENS} tokens and counting passes")
+    loop = request_loop(ctx)
+    render_loop(ctx, loop.done, loop_steps(loop.done))
+    if loop.before is None or loop.after is None:
+        ctx.note("The server does not serve /metrics (start it with --metrics): the passes were not counted.")
+    else:
+        render_metrics(ctx, loop.done, counter_deltas(loop.before, loop.after))
 
-def render_spec_costs(ctx: LessonContext, costs: list[ModelCost], batches: dict[str, tuple[int, float]]) -> None:
-    target = costs[0]
-    for c in costs:
-        ctx.measure("spec_model_decode_tokens_per_s", "tokens/s", c.samples, higher_is_better=True,
-                    settings={"model": c.name, "role": c.role, "n_predict": SPEC_TOKENS},
-                    description="one model alone: (predicted_n − 1) ÷ predicted_ms, the cost of one of its passes")
-    drafts = [c for c in costs if c.role == "draft"]
-    (batch_n, batch_ms), (long_n, long_ms) = batches[SPEC_PROMPT], batches[SPEC_REPETITIVE_PROMPT]
-    ctx.table(
-        "speculative_costs", f"The cost of one pass: each model alone, {SPEC_TOKENS} tokens after {SPEC_PROMPT!r}",
-        [("model", ""), ("role", ""), ("weights", ""), ("bytes per token", "bytes"), ("decode median", "tokens/s"),
-         ("min", "tokens/s"), ("max", "tokens/s"), ("one pass", "ms"), ("÷ target pass", target.name),
-         ("weights read", "GB/s")],
-        [[c.name, c.role, c.weight_type, c.tensor_bytes, c.median, min(c.samples), max(c.samples), c.ms_per_token,
-          c.ms_per_token / target.ms_per_token, c.gb_per_s] for c in costs],
-        notes=[
-            "One pass of a model costs 1 ÷ its decode speed. A draft pass costs "
-            + ", ".join(f"{c.ms_per_token / target.ms_per_token:.2g} of a target pass ({c.name})" for c in drafts) + ".",
-            *[draft_cost_note(c, target) for c in drafts],
-            (f"The target's prompt passes take several tokens at once, as checking a draft does: {batch_n} tokens "
-             f"in {batch_ms:.3g} ms ({batch_ms / target.ms_per_token:.3g} × one decode pass), {long_n} tokens in "
-             f"{long_ms:.3g} ms ({long_ms / target.ms_per_token:.3g} ×). A check of b tokens is costed on the line "
-             f"through these two (never below one decode pass)."),
-        ],
-    )
+    # Greedy, temperature, top-k and top-p on a real next-token distribution, then against the server.
+    ctx.step("the next-token distribution before sampling")
+    dist = request_distribution(ctx)
+    render_distribution(ctx, dist)
+    ctx.step("applying the samplers in numpy")
+    applied = [apply_setting(dist, s) for s in SAMPLER_SETTINGS]
+    render_applied(ctx, dist, applied)
+    ctx.step("checking against the server's post-sampling probabilities")
+    checks = []
+    for a in ctx.track(applied, "post-sampling checks"):
+        n_ask = asked_candidates(dist, a, MAX_POST_PROBS)
+        checks.append(check_setting(dist, a, request_post_sampling(ctx, a.setting, n_ask) if n_ask else None))
+    render_check(ctx, dist, applied, checks)
+    ctx.fact("sampler_comparisons", [c.fact() for c in checks])
 
+    # A seeded sampler repeats itself.
+    ctx.step("seeded sampling")
+    render_seeded(ctx, [SeededRun(i, seed, repr(done.content), done.tokens)
+                        for i, (seed, done) in enumerate(zip(SEEDS, request_seeded(ctx), strict=True), start=1)])
 
-def render_spec_measured(ctx: LessonContext, repeat: int, plain: list[PlainRun], spec: list[SpecRun]) -> None:
-    for p in plain:
-        ctx.measure("spec_decode_tokens_per_s", "tokens/s", p.samples, higher_is_better=True,
-                    settings={"target": p.target, "spec_type": "none", "draft": None, "draft_n_max": None,
-                              "prompt": PROMPT_NAMES[p.prompt], "n_predict": SPEC_TOKENS})
-    for s in spec:
-        ctx.measure("spec_decode_tokens_per_s", "tokens/s", s.samples, higher_is_better=True, settings=s.settings())
-    mismatched = [s.config.label for s in spec if not s.identical]
-    no_counters = [s.config.label for s in spec if not s.counts.reported]
-    drafts = [s for s in spec if s.config.spec_type == "draft-simple"]
-    best = max(drafts, key=lambda s: s.speedup) if drafts else None
-    ngram = [s for s in spec if s.config.spec_type == "ngram-simple"]
-    notes = [
-        (f"All at temperature 0 with seed {SEED}, {SPEC_TOKENS} tokens, {repeat} repeat(s) each, one server per "
-         f"configuration (llama-server's flags: --spec-type, --spec-draft-model, --spec-draft-n-max). Acceptance = "
-         f"draft_n_accepted ÷ draft_n; tokens per target pass = generated ÷ (generated − accepted); speed-up = "
-         f"decode median ÷ the same target's median without a draft on the same prompt."),
-        ("Check: every speculative run produced exactly the tokens of the plain run." if not mismatched else
-         f"Check FAILED: {', '.join(mismatched)} produced other tokens than the plain run."),
-    ]
-    if best is not None:
-        c = best.config
-        notes.append(f"The best draft here, {c.draft} at k = {c.draft_n_max}: {100 * best.acceptance:.3g}% accepted, "
-                     f"{best.counts.tokens_per_pass:.3g} tokens per target pass, {best.speedup:.3g} × the plain decode speed."
-                     if best.acceptance is not None else f"{c.draft} at k = {c.draft_n_max} reported no draft counters.")
-    if ngram:
-        r = ngram[0]
-        notes.append(f"n-gram speculation drafts from the text itself, at no model cost: on the repeating text "
-                     f"{r.counts.drafted} tokens drafted, {r.counts.accepted} accepted, {r.counts.tokens_per_pass:.3g} "
-                     f"tokens per target pass, {r.speedup:.3g} × plain.")
-    if no_counters:
-        notes.append(f"No draft counters (draft_n) in the answers of {', '.join(no_counters)}: nothing was drafted.")
-    ctx.table(
-        "speculative_measured", "Speculative decoding, measured: target alone, with a draft model, with n-grams",
-        [("target", ""), ("speculation", "--spec-type"), ("draft", ""), ("draft length", "max"), ("prompt", ""),
-         ("decode median", "tokens/s"), ("min", "tokens/s"), ("max", "tokens/s"), ("drafted", "tokens"),
-         ("accepted", "tokens"), ("acceptance", ""), ("tokens per target pass", ""), ("speed-up", "×"),
-         ("same tokens as plain", "")],
-        [p.cells() for p in plain] + [s.cells() for s in spec], notes=notes,
-    )
+    # Total time ≈ time to first token + time per output token × (n − 1), fitted at one length.
+    ctx.step("fitting the latency model")
+    fit = request_timed(ctx, FIT_N)
+    model = latency_fit(fit)
+    rows = [latency_row(model, n, fit if n == FIT_N else request_timed(ctx, n), n == FIT_N) for n in sorted({FIT_N, *PREDICT_N})]
+    render_latency(ctx, model, fit, rows)
 
+    # The same loop seen from outside: each token streamed and timed on arrival, beside the server's timings.
+    # (A run recorded before the lesson streamed replays without this part.)
+    if ctx.recorded("client_clock"):
+        ctx.step(f"streaming {STREAM_TOKENS} tokens, each timed on arrival")
+        clock = ctx.host("client_clock", clock_info)
+        render_outside(ctx, clock, outside_view(request_streamed(ctx)))
 
-def render_spec_client_clock(ctx: LessonContext, rows: list[SpecStream]) -> None:
-    plain = [r for r in rows if r.label in {f"spec-{t}" for t in SPEC_TARGETS}]
-    spec = [r for r in rows if r not in plain]
-    matched = [r for r in spec if len(r.bursts) == r.server_passes]
-    notes = [
-        (f"One streamed request per configuration, {SPEC_TOKENS} tokens at temperature 0, after the measured rounds. "
-         f"Tokens arriving less than {TOGETHER:g} × the plain target's median gap after the one before count as "
-         f"arriving together (a burst); the server's target passes are predicted_n − draft_n_accepted."),
-        (f"Bursts seen on the client's clock equal the server's target passes in {len(matched)} of {len(spec)} "
-         f"speculative runs" + (f" (not: {', '.join(r.label.removeprefix('spec-') for r in spec if r not in matched)})"
-                                if len(matched) < len(spec) else "") + ": each burst is one pass of the target model."),
-    ]
-    if plain and spec:
-        best = max(spec, key=lambda r: r.client.n / len(r.bursts))
-        p = next(r for r in plain if r.prompt == best.prompt)
-        inside = [g for g in best.client.itl_ms if g < best.threshold_ms]
-        between = [g for g in best.client.itl_ms if g >= best.threshold_ms]
-        plain_p50, best_p50 = (clientclock.percentile(r.client.itl_ms, 50) for r in (p, best))
-        notes.append(
-            f"From outside, speculation is tokens in bursts. On the {PROMPT_NAMES[best.prompt]} prompt the plain target's "
-            f"median gap is {plain_p50:.3g} ms (one pass per token); {best.label.removeprefix('spec-')} gave {best.client.n} "
-            f"tokens in {len(best.bursts)} bursts, up to {max(best.bursts)} at once, with gaps of "
-            f"{statistics.median(inside) if inside else math.nan:.3g} ms inside a burst (the delivery of the next event) and "
-            f"{statistics.median(between) if between else math.nan:.3g} ms between bursts (a target pass), median. Its median "
-            f"ITL, {best_p50:.3g} ms, would make it {plain_p50 / best_p50:.3g} × faster per token; its end-to-end time, "
-            f"{best.client.end_to_end_ms:.4g} ms against {p.client.end_to_end_ms:.4g} ms plain, is the speed-up a user "
-            f"waits for. A median ITL does not describe a speculative server; the bursts and the time between them do.")
-    ctx.table(
-        "speculative_client_clock", "Speculative decoding from outside: the gaps between streamed tokens",
-        [("configuration", ""), ("prompt", ""), ("tokens", ""), ("ITL p50", "ms"), ("ITL p90", "ms"), ("ITL p99", "ms"),
-         ("gaps inside a burst", ""), ("bursts", "client"), ("target passes", "server"), ("largest burst", "tokens")],
-        [r.cells() for r in rows], notes=notes)
-    short = [r for r in rows if r.prompt == SPEC_PROMPT]
-    ctx.plot("speculative_client_clock", f"Arrival of each token, {SPEC_TOKENS} tokens after {SPEC_PROMPT!r}",
-             "token index", "arrival (ms after sending)",
-             [Series(label=r.label.removeprefix("spec-"), x=[float(i) for i in range(1, r.client.n + 1)], y=r.client.times_ms,
-                     style="steps") for r in short])
-
-
-def render_spec_arithmetic(ctx: LessonContext, rows: list[SpecArithmetic]) -> None:
-    def named(r: SpecArithmetic) -> str:
-        return r.label if len(SPEC_TARGETS) == 1 else f"{r.label} on {r.target}"
-
-    rated = [r for r in rows if r.over_expected is not None]
-    over = [r for r in rated if (r.over_expected or 0) > 1 + FORMULA_AGREES]
-    under = [r for r in rated if (r.over_expected or 0) < 1 - FORMULA_AGREES]
-    agree = [r for r in rated if abs((r.over_expected or 0) - 1) <= FORMULA_AGREES]
-    notes = [
-        ("Expected tokens per pass 1 + a + … + a^k takes the measured acceptance a and the longest draft k, "
-         "and supposes each drafted token is accepted independently with the same a."),
-    ]
-    if agree:
-        notes.append(f"Within {100 * FORMULA_AGREES:g}% of the formula: {', '.join(named(r) for r in agree)}.")
-    if over:
-        notes.append(
-            f"Measured above the formula ({', '.join(named(r) for r in over)}): acceptances are not independent. "
-            "Where the text is predictable the draft agrees for many tokens in a row, and where it is not it "
-            "misses at once; the same a spread evenly over every position gives fewer long runs.")
-    if under:
-        notes.append(
-            f"Measured below the formula ({', '.join(named(r) for r in under)}): not every pass has a full draft. "
-            "Drafts stop at the tokens left to generate, and n-gram drafts exist only where the last tokens "
-            "were seen before and are as long as what followed them then.")
-    notes.append(
-        "Predicted speed-up = tokens per pass × target pass ÷ (drafted per pass × draft pass + check): the "
-        "draft's passes are paid in full. With the check costed as one target pass (a memory-bound target "
-        "reads its weights once for the whole batch) it is the ideal; with the check costed from the target's "
-        "measured prompt passes it is the prediction for this host.")
-    scored = [r for r in rows if r.over_predicted is not None]
-    if scored:
-        lo = min(scored, key=lambda r: r.over_predicted or 0)
-        hi = max(scored, key=lambda r: r.over_predicted or 0)
-        notes.append(
-            f"Measured ÷ predicted runs from {lo.over_predicted:.3g} ({named(lo)}) to {hi.over_predicted:.3g} ({named(hi)}). "
-            f"What the prediction leaves out: the draft also reads the accepted tokens before drafting again, each round "
-            f"samples and compares on the host, and a check pass of b tokens is not exactly a prompt pass of b tokens.")
-    drafted = [r for r in rows if r.draft_cost > 0]
-    if drafted:
-        ratios = sorted({round(r.draft_cost, 3) for r in drafted})
-        checks = [r.check_cost for r in drafted]
-        notes.append(
-            f"When speculation pays: each drafted token costs c = draft pass ÷ target pass "
-            f"({', '.join(f'{c:.2g}' for c in ratios)} here) and the check costs v target passes (1 for a "
-            f"memory-bound target; {min(checks):.3g}–{max(checks):.3g} here), so a round that drafts k tokens pays "
-            f"only if it yields more than k × c + v tokens. It pays most with a draft much cheaper than the target "
-            f"(c near 0, as n-grams are) and a target that is memory-bound, whose pass costs about the same for "
-            f"one token or several because the weights are read once either way (lesson 8 gives that verdict per "
-            f"width). A draft that is the same small model, only quantized, costs a sizeable share of a target "
-            f"pass on a few CPU cores, so even a high acceptance buys less than the tokens per pass suggest.")
-    ctx.table(
-        "speculative_vs_arithmetic", "Measured against the arithmetic: tokens per pass and speed-up",
-        [("configuration", ""), ("target", ""), ("acceptance a", ""), ("k", "draft length"),
-         ("expected tokens per pass", "1 + a + … + a^k"), ("measured tokens per pass", ""), ("measured ÷ expected", ""),
-         ("draft pass ÷ target pass", ""), ("drafted per target pass", ""), ("check ÷ target pass", ""),
-         ("ideal speed-up", "×"), ("predicted speed-up", "×"), ("measured speed-up", "×"), ("measured ÷ predicted", "")],
-        [r.cells() for r in rows], notes=notes,
-    )
+    return ctx.finish()
 
 
 if __name__ == "__main__":

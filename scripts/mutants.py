@@ -56,7 +56,8 @@ DEFAULT_TARGETS = [*SHARED_TARGETS, "src/bytesup/course/ceiling.py", "src/bytesu
                    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "lessons").glob("0*.py"))]
 # Test files per module, where tests/test_NAME.py (tests/test_lesson_STEM.py) alone is not the right set.
 TESTS: dict[str, list[str]] = {
-    "lessons/05_generating_text.py": ["tests/test_lesson_05_generating_text.py", "tests/test_speculative.py"],
+    "lessons/05_generating_text.py": ["tests/test_lesson_05_generating_text.py", "tests/test_sampling.py"],
+    "lessons/05b_speculative_decoding.py": ["tests/test_lesson_05b_speculative_decoding.py", "tests/test_speculative.py"],
 }
 SECTION = re.compile(r"^# --- ")
 COMPUTATION = re.compile(r"^# --- computation\b")

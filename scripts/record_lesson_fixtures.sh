@@ -10,7 +10,7 @@ py="$root/.venv/bin/python"
 port="${PORT:-$("$py" -c 'from bytesup.llama.process import free_port; print(free_port())')}"
 ids=("$@")
 if [ ${#ids[@]} -eq 0 ]; then
-  mapfile -t ids < <(ls lessons | sed -n 's/^\([0-9][0-9]_[a-z0-9_]*\)\.py$/\1/p')
+  mapfile -t ids < <(ls lessons | sed -n 's/^\([0-9][0-9][a-z]\{0,1\}_[a-z0-9_]*\)\.py$/\1/p')
 fi
 "$py" -m bytesup model build >/dev/null
 # The run's server stays the embedded engine even where the native build is cached; lesson 9 starts its own

@@ -17,7 +17,7 @@ from bytesup.errors import BytesupError
 from bytesup.store.results import Column, LessonResult, Measurement, Table
 
 ALL = ["01_model_on_disk", "02_tokens_and_embeddings", "03_layer_is_matmul", L4, "05_generating_text",
-       "06_attention_kv_cache", "07_hardware_fit", "08_capstone_decode_memory_bound"]
+       "05b_speculative_decoding", "06_attention_kv_cache", "07_hardware_fit", "08_capstone_decode_memory_bound"]
 SPARK = "lesson 4 on the DGX Spark"
 
 

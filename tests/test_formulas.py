@@ -11,6 +11,7 @@ import math
 import pytest
 
 from bytesup.course import formulas
+from bytesup.course import speculative
 
 
 def test_units_and_cache_type_widths():
@@ -137,47 +138,47 @@ def test_decode_at_depth_reads_the_weights_and_the_kv_cache():
 
 def test_expected_tokens_per_pass():
     # 1 + a + a² + … + a^k
-    assert formulas.expected_tokens_per_pass(0, 0.7) == 1.0    # no draft: the target's own token
-    assert formulas.expected_tokens_per_pass(4, 0.0) == 1.0
-    assert formulas.expected_tokens_per_pass(8, 1.0) == 9.0
-    assert formulas.expected_tokens_per_pass(3, 0.5) == 1.875  # 1 + 0.5 + 0.25 + 0.125
-    assert formulas.expected_tokens_per_pass(2, 0.8) == pytest.approx(2.44)  # 1 + 0.8 + 0.64
+    assert speculative.expected_tokens_per_pass(0, 0.7) == 1.0    # no draft: the target's own token
+    assert speculative.expected_tokens_per_pass(4, 0.0) == 1.0
+    assert speculative.expected_tokens_per_pass(8, 1.0) == 9.0
+    assert speculative.expected_tokens_per_pass(3, 0.5) == 1.875  # 1 + 0.5 + 0.25 + 0.125
+    assert speculative.expected_tokens_per_pass(2, 0.8) == pytest.approx(2.44)  # 1 + 0.8 + 0.64
 
 
 def test_acceptance_and_target_passes():
-    assert formulas.acceptance_rate(40, 30) == 0.75
-    assert math.isnan(formulas.acceptance_rate(0, 0))
-    assert formulas.acceptance_rate(1, 1) == 1.0
+    assert speculative.acceptance_rate(40, 30) == 0.75
+    assert math.isnan(speculative.acceptance_rate(0, 0))
+    assert speculative.acceptance_rate(1, 1) == 1.0
     # 64 tokens, 40 from accepted drafts: 24 target passes, 64 ÷ 24 = 2.667 tokens per pass
-    assert formulas.target_passes(64, 40) == 24
-    assert formulas.tokens_per_target_pass(64, 40) == pytest.approx(2.6666667)
-    assert formulas.tokens_per_target_pass(64, 0) == 1.0  # no speculation: one token per pass
-    assert formulas.tokens_per_target_pass(1, 0) == 1.0
-    assert math.isnan(formulas.tokens_per_target_pass(10, 10))
+    assert speculative.target_passes(64, 40) == 24
+    assert speculative.tokens_per_target_pass(64, 40) == pytest.approx(2.6666667)
+    assert speculative.tokens_per_target_pass(64, 0) == 1.0  # no speculation: one token per pass
+    assert speculative.tokens_per_target_pass(1, 0) == 1.0
+    assert math.isnan(speculative.tokens_per_target_pass(10, 10))
 
 
 def test_predicted_speculative_speedup():
     # 2.5 tokens per round of 4 drafts at 2 ms and one 20 ms target pass:
     # round = 4 × 2 + 20 = 28 ms; plain decode 20 ms per token; 2.5 × 20 ÷ 28 = 1.7857
-    assert formulas.predicted_speculative_speedup(2.5, 4, 2.0, 20.0) == pytest.approx(1.7857143)
+    assert speculative.predicted_speculative_speedup(2.5, 4, 2.0, 20.0) == pytest.approx(1.7857143)
     # a verify pass given apart: round = 4 × 2 + 30 = 38 ms; 2.5 × 20 ÷ 38 = 1.3158
-    assert formulas.predicted_speculative_speedup(2.5, 4, 2.0, 20.0, verify_ms=30.0) == pytest.approx(1.3157895)
-    assert formulas.predicted_speculative_speedup(3.0, 2, 5.0, 10.0, verify_ms=0.0) == 3.0  # 3 × 10 ÷ (2 × 5 + 0)
+    assert speculative.predicted_speculative_speedup(2.5, 4, 2.0, 20.0, verify_ms=30.0) == pytest.approx(1.3157895)
+    assert speculative.predicted_speculative_speedup(3.0, 2, 5.0, 10.0, verify_ms=0.0) == 3.0  # 3 × 10 ÷ (2 × 5 + 0)
     # a round shorter than 1 ms still divides: 1 × 0.25 + 0.5 = 0.75 ms; 2 × 0.5 ÷ 0.75 = 1.3333
-    assert formulas.predicted_speculative_speedup(2.0, 1, 0.25, 0.5) == pytest.approx(1.3333333)
-    assert math.isnan(formulas.predicted_speculative_speedup(2.0, 0, 1.0, 0.0))  # a round of 0 ms
-    assert math.isnan(formulas.predicted_speculative_speedup(2.0, 0, 1.0, 10.0, verify_ms=0.0))
+    assert speculative.predicted_speculative_speedup(2.0, 1, 0.25, 0.5) == pytest.approx(1.3333333)
+    assert math.isnan(speculative.predicted_speculative_speedup(2.0, 0, 1.0, 0.0))  # a round of 0 ms
+    assert math.isnan(speculative.predicted_speculative_speedup(2.0, 0, 1.0, 10.0, verify_ms=0.0))
 
 
 def test_batch_pass_ms_on_the_line_through_two_passes():
     # (8 tokens, 20 ms) and (72 tokens, 52 ms): slope 32 ÷ 64 = 0.5 ms per token
     small, large = (8, 20.0), (72, 52.0)
-    assert formulas.batch_pass_ms(8, small, large, 1.0) == 20.0
-    assert formulas.batch_pass_ms(72, small, large, 1.0) == 52.0
-    assert formulas.batch_pass_ms(5, small, large, 1.0) == 18.5    # 20 + 0.5 × (5 − 8)
-    assert formulas.batch_pass_ms(100, small, large, 1.0) == 66.0  # 20 + 0.5 × 92
+    assert speculative.batch_pass_ms(8, small, large, 1.0) == 20.0
+    assert speculative.batch_pass_ms(72, small, large, 1.0) == 52.0
+    assert speculative.batch_pass_ms(5, small, large, 1.0) == 18.5    # 20 + 0.5 × (5 − 8)
+    assert speculative.batch_pass_ms(100, small, large, 1.0) == 66.0  # 20 + 0.5 × 92
     # never below the single-token pass
-    assert formulas.batch_pass_ms(5, small, large, 19.0) == 19.0
-    assert formulas.batch_pass_ms(0, small, large, 16.5) == 16.5   # line gives 16 < 16.5
+    assert speculative.batch_pass_ms(5, small, large, 19.0) == 19.0
+    assert speculative.batch_pass_ms(0, small, large, 16.5) == 16.5   # line gives 16 < 16.5
     # two passes of the same size: flat at the first one's time
-    assert formulas.batch_pass_ms(50, (8, 20.0), (8, 30.0), 1.0) == 20.0
+    assert speculative.batch_pass_ms(50, (8, 20.0), (8, 30.0), 1.0) == 20.0

@@ -257,22 +257,16 @@ def test_decode_calls_note(lesson):
     assert "fewer calls than the 1 a one-token-per-pass loop needs" in none
 
 
-def test_speculative_tokens_per_pass(lesson):
-    assert lesson.speculative_tokens_per_pass(4, 0.0) == 1
-    assert lesson.speculative_tokens_per_pass(4, 1.0) == 5
-    assert lesson.speculative_tokens_per_pass(2, 0.5) == pytest.approx(1.75)
-
-
 def test_compare_with_server_flags_a_wrong_kept_set(lesson):
     ids = [10, 11, 12, 13]
     ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)
-    ok = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 10)
+    ok = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 10, lesson.REL_TOL)
     assert ok.agree and ok.kept_server == 2 and ok.kept_ours == 2
-    three = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.9), (11, 0.3 / 0.9), (12, 0.2 / 0.9)], 3, 10)
+    three = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.9), (11, 0.3 / 0.9), (12, 0.2 / 0.9)], 3, 10, lesson.REL_TOL)
     assert not three.agree and not three.same_set
-    off = lesson.compare_with_server(ids, ours, [(10, 0.58), (11, 0.42)], 3, 10)
+    off = lesson.compare_with_server(ids, ours, [(10, 0.58), (11, 0.42)], 3, 10, lesson.REL_TOL)
     assert not off.agree and off.max_rel > lesson.REL_TOL
-    drawn_elsewhere = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13)
+    drawn_elsewhere = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13, lesson.REL_TOL)
     assert not drawn_elsewhere.agree
 
 
@@ -281,25 +275,25 @@ def test_compare_with_server_on_a_token_outside_the_reference(lesson):
     ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)             # 0.4 ÷ 0.7 = 0.571429, 0.3 ÷ 0.7 = 0.428571, 0, 0
     # The server lists 10 and 99, which our reference lacks: 99 counts as 0 on our side, so
     # |0.571429 − 0.75| = 0.178571 and |0 − 0.25| = 0.25; the larger is reported.
-    out = lesson.compare_with_server(ids, ours, [(10, 0.75), (99, 0.25)], 3, 10)
+    out = lesson.compare_with_server(ids, ours, [(10, 0.75), (99, 0.25)], 3, 10, lesson.REL_TOL)
     assert out.max_abs == pytest.approx(0.25) and not out.same_set and not out.agree
     assert (out.kept_ours, out.kept_server, out.listed, out.server_listed_all) == (2, 2, 2, True)
     # Relative mode with nothing of ours among the listed: no renormalization (the sum is 0), |0 − 1| = 1;
     # a drawn token outside a partial reference is not a miss.
-    rel = lesson.compare_with_server(ids, ours, [(99, 1.0)], 3, 99, relative=True)
+    rel = lesson.compare_with_server(ids, ours, [(99, 1.0)], 3, 99, lesson.REL_TOL, relative=True)
     assert rel.max_abs == 1.0 and rel.sampled_in_kept and rel.kept_ours is None
     # A listed probability of 0 (ours 0 too) adds no relative difference: 0 ÷ ∞ = 0, never 0 ÷ 0.
-    zero = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7), (12, 0.0)], 4, 10)
+    zero = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7), (12, 0.0)], 4, 10, lesson.REL_TOL)
     assert zero.max_rel == pytest.approx(0.0, abs=1e-12) and not zero.same_set
     # The server's whole kept set (1 listed, 3 asked) is {10}, ours {10, 11}: not the same set, though
     # every token it lists is one we keep.
-    fewer = lesson.compare_with_server(ids, ours, [(10, 1.0)], 3, 10)
+    fewer = lesson.compare_with_server(ids, ours, [(10, 1.0)], 3, 10, lesson.REL_TOL)
     assert not fewer.same_set and not fewer.agree and fewer.kept_server == 1
     # A drawn token we cut (13, in the reference, probability 0) is a miss, in relative mode too; in
     # absolute mode a drawn token outside the reference is one as well.
     for relative in (False, True):
-        assert not lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 13, relative=relative).sampled_in_kept
-    assert not lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 99).sampled_in_kept
+        assert not lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 13, lesson.REL_TOL, relative=relative).sampled_in_kept
+    assert not lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 99, lesson.REL_TOL).sampled_in_kept
 
 
 def test_needs_more_when_a_cutting_chain_keeps_unlisted_tokens(lesson):
@@ -330,100 +324,6 @@ def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
     assert len(streamed) == 2 and all(req["stream"] is True and req["prompt"] == lesson.LOOP_PROMPT for req in streamed)
     for req in timed + streamed:
         assert {k: req[k] for k in PINNED} == {**PINNED, "seed": lesson.SEED}
-
-
-# --- speculative decoding, on servers the lesson started --------------------------------------------
-
-def _by_server(exchanges) -> dict[str, list[dict]]:
-    found: dict[str, list[dict]] = {}
-    for e in exchanges:
-        if e["server"].startswith("spec-") and e["path"] == "/completion" and "stream" not in e:
-            found.setdefault(e["server"], []).append(e)
-    return found
-
-
-def _decode(timings: dict) -> float:
-    return 1000.0 * (timings["predicted_n"] - 1) / timings["predicted_ms"]
-
-
-def test_speculative_requests_are_greedy_and_pinned(exchanges):
-    spec = [e for answers in _by_server(exchanges).values() for e in answers]
-    assert spec
-    for e in spec:
-        req = e["request"]
-        assert req["temperature"] == 0 and req["seed"] is not None and req["cache_prompt"] is False
-        assert req["ignore_eos"] is True and req["return_tokens"] is True
-
-
-def test_speculative_client_clock_comes_from_the_recorded_streams(result, exchanges, lesson):
-    """Bursts counted from the recorded arrival times with the lesson's threshold, beside the server's
-    target passes (predicted_n − draft_n_accepted) of the same streamed request."""
-    from bytesup.llama.timed import PINNED
-    streams = {(e["server"], e["request"]["prompt"]): e for e in exchanges if "stream" in e and e["server"].startswith("spec-")}
-    _, rows = table(result, "speculative_client_clock")
-    assert len(rows) == len(streams) == 7  # the target alone on two prompts, four drafts, n-grams
-    prompts = {"short": lesson.SPEC_PROMPT, "repetitive": lesson.SPEC_REPETITIVE_PROMPT}
-    for label, prompt, n, p50, p90, p99, inside, bursts, passes, largest in rows:
-        e = streams[(f"spec-{label}", prompts[prompt])]
-        assert {k: e["request"][k] for k in PINNED} == {**PINNED, "seed": lesson.SEED} and e["request"]["stream"] is True
-        gaps = np.diff([at for _, at in _token_events(e)])
-        plain_gaps = np.diff([at for _, at in _token_events(streams[(f"spec-{lesson.SPEC_TARGETS[0]}", prompts[prompt])])])
-        threshold = lesson.TOGETHER * float(np.median(plain_gaps))
-        assert n == len(gaps) + 1 == lesson.SPEC_TOKENS
-        assert (p50, p90, p99) == pytest.approx(tuple(float(np.percentile(gaps, q)) for q in (50, 90, 99)))
-        assert inside == int((gaps < threshold).sum()) and bursts == n - inside
-        t = _final_timings(e)
-        assert passes == t["predicted_n"] - t.get("draft_n_accepted", 0)
-        assert largest >= 1 and (largest == 1) == (inside == 0)
-
-
-def test_speculative_table_comes_from_the_recorded_counters(result, exchanges, lesson):
-    """Drafted, accepted, acceptance, tokens per target pass, speed-up and the equality check,
-    recomputed from the raw answers of each server."""
-    _, rows = table(result, "speculative_measured")
-    answers = _by_server(exchanges)
-    prompts = {"short": lesson.SPEC_PROMPT, "repetitive": lesson.SPEC_REPETITIVE_PROMPT}
-    for target, kind, draft, k, prompt, median, lo, hi, drafted, accepted, acceptance, per_pass, speedup, same in rows:
-        plain = [e for e in answers[f"spec-{target}"] if e["request"]["prompt"] == prompts[prompt]]
-        plain_speed = statistics.median(_decode(e["response"]["timings"]) for e in plain)
-        if kind == "none":
-            assert median == pytest.approx(plain_speed) and speedup == 1 and per_pass == 1
-            continue
-        label = f"spec-{target}-draft-{draft}-k{k}" if draft else f"spec-{target}-{kind}"
-        mine = answers[label]
-        timings = [e["response"]["timings"] for e in mine]
-        assert drafted == sum(t.get("draft_n", 0) for t in timings)
-        assert accepted == sum(t.get("draft_n_accepted", 0) for t in timings)
-        assert acceptance == pytest.approx(accepted / drafted)
-        generated = sum(t["predicted_n"] for t in timings)
-        assert per_pass == pytest.approx(generated / (generated - accepted))
-        speeds = [_decode(t) for t in timings]
-        assert (median, lo, hi) == pytest.approx((statistics.median(speeds), min(speeds), max(speeds)))
-        assert speedup == pytest.approx(median / plain_speed)
-        identical = all(e["response"]["tokens"] == plain[0]["response"]["tokens"] for e in mine)
-        assert (same == "identical") == identical
-
-
-def test_speculative_output_equals_plain_output(result):
-    """The point of the section: at temperature 0 speculation changes the speed, not the text."""
-    _, rows = table(result, "speculative_measured")
-    assert [r[13] for r in rows if r[1] != "none"] and all(r[13] == "identical" for r in rows if r[1] != "none")
-    assert any(r[9] for r in rows if r[1] != "none")          # something was drafted and accepted
-
-
-def test_speculative_arithmetic_beside_the_measurement(result, lesson):
-    from bytesup.course import formulas
-
-    _, rows = table(result, "speculative_vs_arithmetic")
-    assert len(rows) == len(lesson.SPEC_TARGETS) * (len(lesson.SPEC_DRAFTS) * len(lesson.SPEC_DRAFT_LENGTHS) + 1)
-    for (_label, _target, a, k, expected, measured, ratio, cost, drafted, check, ideal, predicted, speedup,
-         measured_over_predicted) in rows:
-        assert expected == pytest.approx(formulas.expected_tokens_per_pass(k, a))
-        assert ratio == pytest.approx(measured / expected)
-        assert ideal == pytest.approx(measured / (drafted * cost + 1))
-        assert predicted == pytest.approx(measured / (drafted * cost + check))
-        assert check >= 1 and predicted <= ideal
-        assert measured_over_predicted == pytest.approx(speedup / predicted)
 
 
 # --- the sampler pipeline against a naive reference, on a 4-token distribution --------------------
@@ -530,7 +430,7 @@ def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
     dist = hand_distribution(lesson)
     top_p = next(s for s in lesson.SAMPLER_SETTINGS if s.label == "top-p 0.5")
     applied = lesson.apply_setting(dist, top_p)
-    assert lesson.asked_candidates(dist, applied) == 3          # two kept, one more asked for
+    assert lesson.asked_candidates(dist, applied, lesson.MAX_POST_PROBS) == 3          # two kept, one more asked for
 
     def step(listed):
         from bytesup.llama.responses import TokenProbabilities
@@ -555,7 +455,7 @@ def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
     assert right.edge is None
     # Greedy keeps one token: with a single kept token there is no edge to show.
     greedy = lesson.apply_setting(dist, next(s for s in lesson.SAMPLER_SETTINGS if s.label == "greedy"))
-    assert lesson.asked_candidates(dist, greedy) == 2
+    assert lesson.asked_candidates(dist, greedy, lesson.MAX_POST_PROBS) == 2
     assert lesson.check_setting(dist, greedy, step([(10, 1.0), (11, 0.0)])).edge is None
     assert unchecked.cells() == ["top-p 0.5", "top_p → temperature", *[None] * 8, lesson.REL_TOL, "not checked"]
     assert unchecked.fact() == {"name": "top-p 0.5", "max_relative_difference": None, "tolerance": lesson.REL_TOL,
@@ -679,57 +579,7 @@ def test_main_by_hand_seeded_and_latency(by_hand):
     assert sorted(errors) == [8, 16, 64, 128] and errors[8] == [pytest.approx(-2400 / 151)] * 2
 
 
-def test_main_by_hand_speculation_not_measured_on_a_remote_server(by_hand):
-    notes = by_hand.notes
-    assert any("not measured" in n and "gpu-box" in n for n in notes)
-    # k = 4, a = 0.6: 1 + 0.6 + 0.36 + 0.216 + 0.1296 = 2.3056 tokens a pass; 127 ÷ 2.3056 → 56 passes, + 1;
-    # 50 + 11 × 56 = 666 ms against 1,447 ms
-    assert any("2.31 tokens on average" in n and "about 57 big-model passes" in n and "666 ms instead of 1447 ms" in n
-               for n in notes)
-    assert "speculative" not in by_hand.settings
-
-
-# --- speculative records by hand ------------------------------------------------------------------
-
-def test_drafted_per_pass_by_hand(lesson):
-    # 10 generated, 6 of them accepted drafts: 10 − 6 = 4 target passes; 8 drafted ÷ 4 = 2 per pass.
-    assert lesson.SpecCounts(generated=10, drafted=8, accepted=6, reported=True).drafted_per_pass == 2.0
-    # 3 generated, 2 accepted: 1 pass, all 5 drafts in it.
-    assert lesson.SpecCounts(generated=3, drafted=5, accepted=2, reported=True).drafted_per_pass == 5.0
-    # No pass at all: no ratio.
-    assert math.isnan(lesson.SpecCounts(generated=0, drafted=0, accepted=0, reported=False).drafted_per_pass)
-
-
-def test_prompt_passes_take_the_first_repeats_length_and_the_median_time(lesson):
-    from bytesup.llama.responses import Completion
-
-    def done(prompt_n, prompt_ms):
-        return Completion(content="", timings={"prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 1,
-                                               "predicted_ms": 1.0})
-    # A later repeat may find its prompt cached (1 token): the length is the first repeat's;
-    # the time is the median of 30, 10 and 20 ms = 20 ms.
-    plain = {("t", lesson.SPEC_PROMPT): [done(6, 30.0), done(1, 10.0), done(1, 20.0)],
-             ("t", lesson.SPEC_REPETITIVE_PROMPT): [done(40, 50.0), done(1, 70.0)]}
-    assert lesson.prompt_passes(plain, "t") == {lesson.SPEC_PROMPT: (6, 20.0), lesson.SPEC_REPETITIVE_PROMPT: (40, 60.0)}
-
-
-def test_plain_run_repeats_agree(lesson):
-    def run(tokens):
-        return lesson.PlainRun("t", lesson.SPEC_PROMPT, samples=[10.0] * len(tokens), tokens=tokens)
-    assert run([[1, 2, 3]]).repeats_agree                      # a single repeat agrees with itself
-    assert run([[1, 2, 3], [1, 2, 3]]).cells()[-1] == "reference"
-    assert not run([[1, 2, 3], [1, 2, 4]]).repeats_agree
-    assert run([[1, 2, 3], [1, 2, 4]]).cells()[-1] == "repeats differ"
-
-
-def test_spec_arithmetic_ratios_by_hand(lesson):
-    def arith(expected, predicted, measured):
-        return lesson.SpecArithmetic("d k=4", "t", 0.5, 4, expected, tokens_per_pass=1.5, draft_cost=0.25,
-                                     drafted_per_pass=4.0, check_cost=1.0, ideal=1.2, predicted=predicted, measured=measured)
-    # 1.5 tokens per pass against 1 + 0.5 + 0.25 + 0.125 + 0.0625 = 1.9375 expected: 0.774194;
-    # measured 0.9 against a predicted 0.5 (a slow-down): 1.8.
-    a = arith(1.9375, 0.5, 0.9)
-    assert a.over_expected == pytest.approx(1.5 / 1.9375) and a.over_predicted == pytest.approx(1.8)
-    # Nothing expected (no counters), nothing predicted: no ratios.
-    b = arith(None, 0.0, 0.9)
-    assert b.over_expected is None and b.over_predicted is None
+def test_main_by_hand_measures_no_speculation(by_hand):
+    # speculative decoding is lesson 5b's: lesson 5 neither asks for nor states it
+    assert "speculative" not in by_hand.settings and not [t for t in by_hand.tables if t.name.startswith("speculative")]
+    assert not [m for m in by_hand.measurements if m.name.startswith("spec_")]

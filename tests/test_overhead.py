@@ -36,7 +36,7 @@ def planted_run(tmp_path):
 def test_every_timed_request_counts_once_with_its_own_overhead(tmp_path):
     run_dir, n, streamed = planted_run(tmp_path)
     (row,) = overhead.run_overheads(load_run(run_dir))
-    assert row.lesson_id == LESSON and row.streamed == streamed > 2   # the loop's repeats and the speculative runs
+    assert row.lesson_id == LESSON and row.streamed == streamed >= 2   # the loop's repeats
     assert row.overheads_ms == pytest.approx([float(k) for k in range(1, n + 1)])
     # 1 … n: the median is (n + 1) / 2, p90 lies at rank 0.9 × (n − 1), the largest is n.
     assert row.median == pytest.approx((n + 1) / 2)

@@ -135,6 +135,6 @@ def test_run_all_with_report_replays_a_committed_run_and_prints_both_pages(tmp_p
     assert f"page: {out / 'report.html'}" in result.output.replace("\n", "")
     page = (out / "report.html").read_text(encoding="utf-8")
     titles = [json.loads(p.read_text(encoding="utf-8"))["title"] for p in sorted(committed.glob("0*.json"))]
-    assert len(titles) == 9
+    assert len(titles) == 10
     positions = [page.index(f'<h2 id="{anchor(t)}">') for t in titles]
     assert positions == sorted(positions)  # course order

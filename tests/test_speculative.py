@@ -1,5 +1,6 @@
 """Speculative decoding: the server flags, the draft counters parsed from recorded answers
-(scripts/record_speculative_fixtures.py), the arithmetic of lesson 5 against hand-computed values,
+(scripts/record_speculative_fixtures.py), the arithmetic of `bytesup.course.speculative` and lesson 5b
+against hand-computed values,
 and `bytesup check`'s claim that speculation leaves the text unchanged."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pytest
 
 from bytesup.check import checker as check
 from bytesup.llama import process as engine
-from bytesup.course import formulas
+from bytesup.course import speculative as formulas
 from bytesup.llama import responses as r
 from bytesup.llama import embedded as server
 from bytesup.run.lessons import load_lesson
@@ -26,7 +27,7 @@ def completion(name: str) -> r.Completion:
 
 @pytest.fixture(scope="module")
 def l5():
-    return load_lesson("05_generating_text")
+    return load_lesson("05b_speculative_decoding")
 
 
 # --- the arithmetic, by hand -------------------------------------------------------------------
@@ -71,15 +72,42 @@ def test_batch_pass_cost_on_the_line_through_two_prompt_passes():
     assert formulas.batch_pass_ms(1, (5, 30.0), (105, 600.0), 40.0) == 40.0
 
 
-def test_lesson_keeps_its_formula(l5):
-    for k, a in ((4, 0.0), (4, 1.0), (2, 0.5), (8, 55 / 62)):
-        assert l5.speculative_tokens_per_pass(k, a) == formulas.expected_tokens_per_pass(k, a)
+def test_first_difference():
+    assert formulas.first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert formulas.first_difference([1, 9, 3], [1, 2, 3]) == 1
+    assert formulas.first_difference([1, 2], [1, 2, 3]) == 2
+    assert formulas.first_difference([1, 2, 3], [1, 2]) == 2
+    assert formulas.first_difference([], []) is None
 
 
-def test_first_difference(l5):
-    assert l5.first_difference([1, 2, 3], [1, 2, 3]) is None
-    assert l5.first_difference([1, 9, 3], [1, 2, 3]) == 1
-    assert l5.first_difference([1, 2], [1, 2, 3]) == 2
+def test_the_checker_and_the_lesson_share_one_first_difference(l5):
+    from bytesup.check import claims
+
+    assert claims.first_difference is formulas.first_difference
+    assert l5.spec.first_difference is formulas.first_difference
+
+
+def test_counts_by_hand():
+    # (predicted_n, draft_n, draft_n_accepted): 64 tokens with 40 drafted and 30 accepted, 64 with 50 and 34,
+    # and a plain answer of 64 that reports no counters.
+    c = formulas.counts([(64, 40, 30), (64, 50, 34), (64, None, None)])
+    assert (c.generated, c.drafted, c.accepted, c.reported) == (192, 90, 64, True)
+    assert c.passes == 128 and c.tokens_per_pass == 1.5 and c.drafted_per_pass == 90 / 128
+    silent = formulas.counts([(64, None, None)])
+    assert not silent.reported and math.isnan(silent.acceptance) and silent.tokens_per_pass == 1.0
+
+
+def test_predict_by_hand():
+    # 128 tokens in 64 passes with 90 drafted: 2 tokens a pass, 1.40625 drafted a pass; acceptance 64 ÷ 90.
+    c = formulas.Counts(generated=128, drafted=90, accepted=64, reported=True)
+    p = formulas.predict(c, 4, 5.0, 20.0, (5, 40.0), (105, 540.0))
+    a = 64 / 90
+    assert p.expected == pytest.approx(1 + a + a ** 2 + a ** 3 + a ** 4)
+    # the check of 2.40625 tokens on the line 40 ms + 5 ms per token from 5 tokens: 27.03125 ms
+    assert p.check_cost == pytest.approx(27.03125 / 20) and p.draft_cost == 0.25
+    assert p.ideal == pytest.approx(40 / (1.40625 * 5 + 20)) and p.predicted == pytest.approx(40 / (1.40625 * 5 + 27.03125))
+    cost = formulas.PassCost("t", "target", "F32", 500_000_000, [40.0, 50.0, 60.0])
+    assert cost.median == 50.0 and cost.ms_per_token == 20.0 and cost.gb_per_s == 25.0   # 0.5 GB × 50 per s
 
 
 def test_spec_flags(l5):
@@ -128,7 +156,7 @@ def test_speculative_figures_by_hand(l5):
     # a repeat whose third token differs from the plain run's
     other = l5.spec_run(cfg, [spec[0], hand_completion(700.0, 50, 34, tokens=(1, 2, 9, 4))], plain)
     assert other.check == "differ from token 3" and not other.identical
-    assert other.record()["draft_n"] == [40, 50] and other.record()["tokens"][1] == [1, 2, 9, 4]
+    assert other.record().draft_n == [40, 50] and other.record().tokens[1] == [1, 2, 9, 4]
 
 
 def test_ngram_figures_by_hand(l5):
@@ -259,7 +287,7 @@ def spec_record(tokens_by_label: dict[str, list[list[int]]], temperature=0) -> d
 
 
 def with_spec(record: dict | None):
-    res = made_lesson("05_generating_text")
+    res = made_lesson("05b_speculative_decoding")
     if record is not None:
         res.settings["speculative"] = record
     return res

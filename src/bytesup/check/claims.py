@@ -15,6 +15,7 @@ from typing import Callable
 
 from bytesup.course import decodetime
 from bytesup.course import published
+from bytesup.course.speculative import first_difference
 from bytesup.store.runs import Run
 from bytesup.check.evidence import (
     FactShapeError,
@@ -37,6 +38,7 @@ from bytesup.check.verdicts import (FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, f
                                     samples_text)
 
 L4, L5, L6, L7, L8 = "04_next_token", "05_generating_text", "06_attention_kv_cache", "07_hardware_fit", "08_capstone_decode_memory_bound"
+L5B = "05b_speculative_decoding"
 
 
 def _relative_gap(shown: float, expected: float) -> float:
@@ -483,7 +485,7 @@ def claim_kv_bytes_formula(run: Run) -> list[ClaimResult]:
                             f"{label}: {fmt(s)} vs {fmt(e)}" for label, s, e in bad[:4]) if bad else ""))]
 
 
-# --- lesson 5: samplers and speculative decoding ------------------------------------------------
+# --- lessons 5 and 5b: samplers and speculative decoding ------------------------------------------------
 
 # The loosest tolerance that can still show agreement: float32 sums over the vocabulary differ by
 # up to about 2.9e-3 relative (see EXP_RELATIVE_TOLERANCE); a lesson's tolerance above 1e-3 would
@@ -541,27 +543,20 @@ def claim_sampler_matches_server(run: Run) -> list[ClaimResult]:
                         detail=detail + f"{'; ' if detail else ''}from {source}")]
 
 
-def _first_difference(tokens: list, reference: list) -> int | None:
-    for i, (a, b) in enumerate(zip(tokens, reference, strict=False)):
-        if a != b:
-            return i
-    return None if len(tokens) == len(reference) else min(len(tokens), len(reference))
-
-
 def claim_speculative_equals_plain(run: Run) -> list[ClaimResult]:
-    """Lesson 5's speculative runs against its plain runs, token by token, from the token ids the
+    """Lesson 5b's speculative runs against its plain runs, token by token, from the token ids the
     lesson keeps in its settings (`speculative.runs`): a plain run (spec_type none) is the reference
     for every speculative run of the same target and prompt."""
     text = "at temperature 0, speculative decoding generates exactly the tokens of plain decoding"
     cid = "speculative_equals_plain"
-    lesson = find_lesson(run, "05_")
+    lesson = find_lesson(run, "05b_")
     if lesson is None:
-        return [ClaimResult(cid, "general", "05", text, NA, detail=missing(run, "05_", L5))]
+        return [ClaimResult(cid, "general", "05b", text, NA, detail=missing(run, "05b_", L5B))]
     spec = lesson.settings.get("speculative")
     if not isinstance(spec, dict) or not spec.get("runs"):
         why = next((n for n in lesson.notes if n.startswith("Speculative decoding was not measured")), None)
         return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
-                            detail=why or "lesson 05 recorded no speculative runs (settings.speculative.runs)")]
+                            detail=why or "lesson 05b recorded no speculative runs (settings.speculative.runs)")]
     if spec.get("temperature") != 0:
         return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
                             detail=f"the runs were made at temperature {spec.get('temperature')!r}, not 0")]
@@ -579,7 +574,7 @@ def claim_speculative_equals_plain(run: Run) -> list[ClaimResult]:
         for i, tokens in enumerate(r.get("tokens") or []):
             compared += 1
             lengths.add(len(tokens))
-            at = _first_difference(tokens, reference)
+            at = first_difference(tokens, reference)
             if at is not None:
                 bad.append(f"{r.get('label', '?')} repeat {i + 1}: first differs at token {at + 1} of {len(reference)}")
     if compared == 0:

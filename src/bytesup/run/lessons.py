@@ -1,4 +1,4 @@
-"""The course's lessons: found in lessons/ (or $BYTESUP_LESSONS) as NN_name.py, loaded by id."""
+"""The course's lessons: found in lessons/ (or $BYTESUP_LESSONS) as NN_name.py (or NNx_name.py, a lesson after lesson NN), loaded by id."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from types import ModuleType
 from bytesup.errors import BytesupError
 from bytesup.paths import lessons_dir
 
-LESSON_FILE = re.compile(r"^(\d\d)_[a-z0-9_]+\.py$")
+# A lesson file is NN_name.py, or NNx_name.py for a lesson that follows lesson NN (05b_… after 05_…):
+# sorted by name, 05_ comes before 05b_, which comes before 06_.
+LESSON_FILE = re.compile(r"^(\d\d[a-z]?)_[a-z0-9_]+\.py$")
 
 
 def discover_lessons() -> dict[str, Path]:

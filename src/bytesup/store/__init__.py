@@ -1,2 +1,3 @@
 """Results and runs as records: the lesson result and its schema, run folders read back, what identifies a run,
-escaping, the one renderer (Markdown and HTML) and plots. Imports llama and the layers below it."""
+escaping, the one renderer (Markdown and HTML), plots, table rows as named records, and the parts of older runs
+that moved to another lesson. Imports llama and the layers below it."""

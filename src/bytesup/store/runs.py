@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bytesup.errors import RunFolderError
+from bytesup.store import moved
 from bytesup.store.identity import model_facts
 from bytesup.store.results import LessonResult, load_result, upgrade
 from bytesup.files import file_sha256
@@ -28,8 +29,8 @@ MANIFEST_SCHEMA_VERSION = 1
 # Step-by-step upgrades of an older manifest, MANIFEST_UPGRADES[n] turning version n into n + 1: the manifest's own,
 # apart from the lesson results' (results.UPGRADES).
 MANIFEST_UPGRADES: dict[int, Any] = {}
-LESSON_JSON = re.compile(r"^(\d\d_[a-z0-9_]+)\.json$")
-LESSON_ID = re.compile(r"^\d\d_[a-z0-9_]+$")  # a lesson id names a file inside the run folder, never a path
+LESSON_JSON = re.compile(r"^(\d\d[a-z]?_[a-z0-9_]+)\.json$")
+LESSON_ID = re.compile(r"^\d\d[a-z]?_[a-z0-9_]+$")  # a lesson id names a file inside the run folder, never a path
 
 
 def read_manifest(run_dir: Path) -> dict | None:
@@ -143,7 +144,11 @@ def load_run(path: Path) -> Run:
             raise RunFolderError(f"{json_path} is not valid JSON ({exc}). Re-run that lesson with "
                                  f"`bytesup run {lid} --out {path} --force`.") from None
         try:
+            data, part = moved.split(data) if lid == moved.FROM else (data, None)
             results[lid] = load_result(data, str(json_path))
+            # A run recorded before lesson 5b existed: its part of lesson 5's result is read as lesson 5b.
+            if part is not None and moved.TO not in order:
+                results[moved.TO] = load_result(part, str(json_path))
         except ValidationError as exc:
             first = exc.errors()[0]
             raise RunFolderError(
@@ -166,6 +171,10 @@ def load_replay(run_dir: Path, lesson_id: str, entry: dict | None = None, allow_
     """A recorded lesson: its result and exchanges. The exchanges must still have the sha256 the
     manifest recorded (`entry`), unless `allow_modified`; a damaged file is a RunFolderError."""
     json_path = run_dir / f"{lesson_id}.json"
+    if lesson_id == moved.TO and not json_path.is_file() and (run_dir / f"{moved.FROM}.json").is_file():
+        # A run recorded before lesson 5b existed: lesson 5b replays from lesson 5's result and recording.
+        json_path = run_dir / f"{moved.FROM}.json"
+        entry = ((read_manifest(run_dir) or {}).get("lessons") or {}).get(moved.FROM, entry)
     if not json_path.is_file():
         raise RunFolderError(
             f"{run_dir} has no recorded result for {lesson_id} ({json_path.name} is missing). "
@@ -173,6 +182,13 @@ def load_replay(run_dir: Path, lesson_id: str, entry: dict | None = None, allow_
         )
     try:
         recorded = json.loads(json_path.read_text(encoding="utf-8"))
+        older = json_path.name == f"{moved.FROM}.json" and moved.has_moved_part(recorded)
+        if older:
+            rest, part = moved.split(recorded)
+            recorded = part if lesson_id == moved.TO else rest
+        if recorded is None or (lesson_id == moved.TO and not older and json_path.name != f"{lesson_id}.json"):
+            raise RunFolderError(f"{run_dir} has no recorded result for {lesson_id}: its {json_path.name} holds "
+                                 "no speculative decoding. Replay a run folder that includes this lesson.")
         result = load_result(json.loads(json.dumps(recorded)), str(json_path))
     except (ValueError, ValidationError) as exc:
         raise RunFolderError(f"{json_path} is damaged ({str(exc).splitlines()[0]}), so {lesson_id} cannot be replayed. "
@@ -205,4 +221,6 @@ def load_replay(run_dir: Path, lesson_id: str, entry: dict | None = None, allow_
                 f"Line {n} of {http} is a JSON {type(exchange).__name__}, not a recorded exchange (an object): the "
                 f"recording is damaged, so {lesson_id} cannot be replayed. Re-record this one against a live server.")
         exchanges.append(exchange)
+    if older:  # one lesson's part of a recording made before lesson 5b: what its replay writes
+        recorded.update({"exchanges": f"http/{lesson_id}.jsonl", "exchange_count": len(moved.own_exchanges(lesson_id, exchanges))})
     return ReplaySource(result=result, exchanges=exchanges, recorded=recorded)

@@ -1,0 +1,182 @@
+"""Lesson 5b replayed from its recorded run: every speculative figure recomputed from the raw answers of the
+servers it started, the streamed tokens in bursts, and the lesson's pieces on hand-made answers."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+import pytest
+
+from bytesup.course import speculative as spec
+
+from test_lesson_05_generating_text import _final_timings, _token_events
+
+LESSON = "05b_speculative_decoding"
+
+
+def table(result, name):
+    t = result.table(name)
+    return [c.name + (f" ({c.unit})" if c.unit else "") for c in t.columns], t.rows
+
+
+# --- speculative decoding, on servers the lesson started --------------------------------------------
+
+def _by_server(exchanges) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    for e in exchanges:
+        if e["server"].startswith("spec-") and e["path"] == "/completion" and "stream" not in e:
+            found.setdefault(e["server"], []).append(e)
+    return found
+
+
+def _decode(timings: dict) -> float:
+    return 1000.0 * (timings["predicted_n"] - 1) / timings["predicted_ms"]
+
+
+def test_speculative_requests_are_greedy_and_pinned(exchanges):
+    spec = [e for answers in _by_server(exchanges).values() for e in answers]
+    assert spec
+    for e in spec:
+        req = e["request"]
+        assert req["temperature"] == 0 and req["seed"] is not None and req["cache_prompt"] is False
+        assert req["ignore_eos"] is True and req["return_tokens"] is True
+
+
+def test_speculative_client_clock_comes_from_the_recorded_streams(result, exchanges, lesson):
+    """Bursts counted from the recorded arrival times with the lesson's threshold, beside the server's
+    target passes (predicted_n − draft_n_accepted) of the same streamed request."""
+    from bytesup.llama.timed import PINNED
+    streams = {(e["server"], e["request"]["prompt"]): e for e in exchanges if "stream" in e and e["server"].startswith("spec-")}
+    _, rows = table(result, "speculative_client_clock")
+    assert len(rows) == len(streams) == 7  # the target alone on two prompts, four drafts, n-grams
+    prompts = {"short": lesson.SPEC_PROMPT, "repetitive": lesson.SPEC_REPETITIVE_PROMPT}
+    for label, prompt, n, p50, p90, p99, inside, bursts, passes, largest in rows:
+        e = streams[(f"spec-{label}", prompts[prompt])]
+        assert {k: e["request"][k] for k in PINNED} == {**PINNED, "seed": lesson.SEED} and e["request"]["stream"] is True
+        gaps = np.diff([at for _, at in _token_events(e)])
+        plain_gaps = np.diff([at for _, at in _token_events(streams[(f"spec-{lesson.SPEC_TARGETS[0]}", prompts[prompt])])])
+        threshold = lesson.TOGETHER * float(np.median(plain_gaps))
+        assert n == len(gaps) + 1 == lesson.SPEC_TOKENS
+        assert (p50, p90, p99) == pytest.approx(tuple(float(np.percentile(gaps, q)) for q in (50, 90, 99)))
+        assert inside == int((gaps < threshold).sum()) and bursts == n - inside
+        t = _final_timings(e)
+        assert passes == t["predicted_n"] - t.get("draft_n_accepted", 0)
+        assert largest >= 1 and (largest == 1) == (inside == 0)
+
+
+def test_speculative_table_comes_from_the_recorded_counters(result, exchanges, lesson):
+    """Drafted, accepted, acceptance, tokens per target pass, speed-up and the equality check,
+    recomputed from the raw answers of each server."""
+    _, rows = table(result, "speculative_measured")
+    answers = _by_server(exchanges)
+    prompts = {"short": lesson.SPEC_PROMPT, "repetitive": lesson.SPEC_REPETITIVE_PROMPT}
+    for target, kind, draft, k, prompt, median, lo, hi, drafted, accepted, acceptance, per_pass, speedup, same in rows:
+        plain = [e for e in answers[f"spec-{target}"] if e["request"]["prompt"] == prompts[prompt]]
+        plain_speed = statistics.median(_decode(e["response"]["timings"]) for e in plain)
+        if kind == "none":
+            assert median == pytest.approx(plain_speed) and speedup == 1 and per_pass == 1
+            continue
+        label = f"spec-{target}-draft-{draft}-k{k}" if draft else f"spec-{target}-{kind}"
+        mine = answers[label]
+        timings = [e["response"]["timings"] for e in mine]
+        assert drafted == sum(t.get("draft_n", 0) for t in timings)
+        assert accepted == sum(t.get("draft_n_accepted", 0) for t in timings)
+        assert acceptance == pytest.approx(accepted / drafted)
+        generated = sum(t["predicted_n"] for t in timings)
+        assert per_pass == pytest.approx(generated / (generated - accepted))
+        speeds = [_decode(t) for t in timings]
+        assert (median, lo, hi) == pytest.approx((statistics.median(speeds), min(speeds), max(speeds)))
+        assert speedup == pytest.approx(median / plain_speed)
+        identical = all(e["response"]["tokens"] == plain[0]["response"]["tokens"] for e in mine)
+        assert (same == "identical") == identical
+
+
+def test_speculative_output_equals_plain_output(result):
+    """The point of the section: at temperature 0 speculation changes the speed, not the text."""
+    _, rows = table(result, "speculative_measured")
+    assert [r[13] for r in rows if r[1] != "none"] and all(r[13] == "identical" for r in rows if r[1] != "none")
+    assert any(r[9] for r in rows if r[1] != "none")          # something was drafted and accepted
+
+
+def test_speculative_arithmetic_beside_the_measurement(result, lesson):
+    from bytesup.course import speculative as formulas
+
+    _, rows = table(result, "speculative_vs_arithmetic")
+    assert len(rows) == len(lesson.SPEC_TARGETS) * (len(lesson.SPEC_DRAFTS) * len(lesson.SPEC_DRAFT_LENGTHS) + 1)
+    for (_label, _target, a, k, expected, measured, ratio, cost, drafted, check, ideal, predicted, speedup,
+         measured_over_predicted) in rows:
+        assert expected == pytest.approx(formulas.expected_tokens_per_pass(k, a))
+        assert ratio == pytest.approx(measured / expected)
+        assert ideal == pytest.approx(measured / (drafted * cost + 1))
+        assert predicted == pytest.approx(measured / (drafted * cost + check))
+        assert check >= 1 and predicted <= ideal
+        assert measured_over_predicted == pytest.approx(speedup / predicted)
+
+
+# --- speculative records by hand ------------------------------------------------------------------
+
+def test_drafted_per_pass_by_hand(lesson):
+    # 10 generated, 6 of them accepted drafts: 10 − 6 = 4 target passes; 8 drafted ÷ 4 = 2 per pass.
+    assert spec.Counts(generated=10, drafted=8, accepted=6, reported=True).drafted_per_pass == 2.0
+    # 3 generated, 2 accepted: 1 pass, all 5 drafts in it.
+    assert spec.Counts(generated=3, drafted=5, accepted=2, reported=True).drafted_per_pass == 5.0
+    # No pass at all: no ratio.
+    assert math.isnan(spec.Counts(generated=0, drafted=0, accepted=0, reported=False).drafted_per_pass)
+
+
+def test_prompt_passes_take_the_first_repeats_length_and_the_median_time(lesson):
+    from bytesup.llama.responses import Completion
+
+    def done(prompt_n, prompt_ms):
+        return Completion(content="", timings={"prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 1,
+                                               "predicted_ms": 1.0})
+    # A later repeat may find its prompt cached (1 token): the length is the first repeat's;
+    # the time is the median of 30, 10 and 20 ms = 20 ms.
+    plain = {("t", lesson.SPEC_PROMPT): [done(6, 30.0), done(1, 10.0), done(1, 20.0)],
+             ("t", lesson.SPEC_REPETITIVE_PROMPT): [done(40, 50.0), done(1, 70.0)]}
+    assert lesson.prompt_passes(plain, "t") == {lesson.SPEC_PROMPT: (6, 20.0), lesson.SPEC_REPETITIVE_PROMPT: (40, 60.0)}
+
+
+def test_plain_run_repeats_agree(lesson):
+    def run(tokens):
+        return lesson.PlainRun("t", lesson.SPEC_PROMPT, samples=[10.0] * len(tokens), tokens=tokens)
+    assert run([[1, 2, 3]]).repeats_agree                      # a single repeat agrees with itself
+    assert lesson.plain_row(run([[1, 2, 3], [1, 2, 3]])).same_tokens == "reference"
+    assert not run([[1, 2, 3], [1, 2, 4]]).repeats_agree
+    assert lesson.plain_row(run([[1, 2, 3], [1, 2, 4]])).same_tokens == "repeats differ"
+
+
+def test_main_by_hand_on_a_remote_server(lesson):
+    from lessonkit import QueuedServer, hand_context
+
+    server = QueuedServer({})
+    ctx = hand_context(LESSON, server, host_values={
+        "server_facts": {"local": False, "reason": "the server runs on gpu-box, not on this host"}})
+    result = lesson.main(ctx)
+    notes = result.notes
+    assert any("not measured" in n and "gpu-box" in n for n in notes)
+    # k = 4, a = 0.6: 1 + 0.6 + 0.36 + 0.216 + 0.1296 = 2.3056 tokens a pass; 127 ÷ 2.3056 → 56 passes, + 1
+    assert any("2.31 tokens on average" in n and "about 57 big-model passes instead of 128" in n for n in notes)
+    # k = 4, a = 0.8: 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616; 127 ÷ 3.3616 → 38 passes, + 1
+    assert any("3.36 tokens on average" in n and "about 39 big-model passes" in n for n in notes)
+    assert "speculative" not in result.settings and not result.tables and not result.measurements
+
+
+def test_rows_are_read_by_field_name(lesson):
+    from bytesup.store.rows import cells, columns
+
+    row = lesson.MeasuredRow("t", "none", None, None, "short", 50.0, 40.0, 60.0, None, None, None, 1.0, 1.0, "reference")
+    assert columns(lesson.MeasuredRow)[5] == ("decode median", "tokens/s") and len(columns(lesson.MeasuredRow)) == 14
+    assert cells([row]) == [["t", "none", None, None, "short", 50.0, 40.0, 60.0, None, None, None, 1.0, 1.0, "reference"]]
+
+
+def test_the_rendering_records_nothing(lesson):
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(lesson))
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("render_")):
+        calls = {c.func.attr for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+        assert not calls & {"measure", "fact", "host"}, fn.name
