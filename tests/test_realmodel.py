@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from bytesup.models import catalog as models
+from bytesup.models import derive
 from bytesup.models import smollm2 as realmodel
 from bytesup.errors import BytesupError
 from bytesup.models.gguf import is_synthetic_metadata
@@ -74,7 +75,7 @@ def test_the_f32_width_equals_the_dequantized_q4_1_and_the_others_follow_from_it
     assert f[name].tensor_type == gguf.GGMLQuantizationType.F32
     assert np.array_equal(np.asarray(f[name].data).reshape(-1), by_hand)
     # The F16 width of the same tensor: those float32 values rounded to float16, nothing else.
-    f16 = realmodel._convert(q[name].data, q[name].tensor_type, gguf.GGMLQuantizationType.F16)
+    f16 = derive.convert(np.asarray(q[name].data), q[name].tensor_type, gguf.GGMLQuantizationType.F16)
     assert f16.dtype == np.float16 and np.array_equal(f16.reshape(-1), by_hand.astype(np.float16))
     # Every tensor is F32 there, with the same element count as the shipped one.
     for t in f.values():
@@ -123,7 +124,7 @@ def test_a_full_disk_gets_a_clear_message(monkeypatch, source, tmp_path):
     def full(*a, **kw):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(gguf.GGUFWriter, "write_tensor_data", full)
+    monkeypatch.setattr(derive, "_write", full)
     with pytest.raises(BytesupError) as exc:
         realmodel.derive(source, "smollm2-135m-q8_0", tmp_path / "q8.gguf")
     assert "full" in str(exc.value)

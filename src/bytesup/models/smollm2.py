@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
 from bytesup.errors import BytesupError
+from bytesup.models import derive as widths
 from bytesup.paths import cache_dir
 from bytesup.files import file_sha256
 
@@ -173,84 +172,11 @@ def fetch_source(out: Path, progress: ProgressFn | None = None) -> Path:
 # --------------------------------------------------------------------------- deriving widths
 
 
-def _target_type(weight_type: str, name: str, source_type):
-    """The GGML type a tensor gets in a derived width."""
-    import gguf
-
-    T = gguf.GGMLQuantizationType
-    if weight_type == "F32" or source_type == T.F32:
-        return T.F32  # norms are F32 in every width
-    if weight_type == "F16":
-        return T.F16
-    return T.Q8_0
-
-
-def _convert(data: np.ndarray, source_type, target_type) -> np.ndarray:
-    """The stored array of one tensor in ``target_type``, from the shipped tensor."""
-    import gguf
-
-    T = gguf.GGMLQuantizationType
-    if source_type == target_type:
-        return np.array(data)  # copied as it is (norms, and the Q8_0 embedding into q8_0)
-    values = gguf.quants.dequantize(data, source_type).astype(np.float32, copy=False)
-    if target_type == T.F32:
-        return values
-    if target_type == T.F16:
-        return values.astype(np.float16)
-    return gguf.quants.quantize(values, target_type)
-
-
 def derive(source: Path, name: str, out: Path, progress: ProgressFn | None = None) -> Path:
-    """Write width ``name`` of the real model, derived from the shipped Q4_1 file ``source``."""
-    import gguf
-
-    model = REAL_MODELS[name]
-    report = progress or (lambda message, fraction: None)
-    reader = gguf.GGUFReader(source)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(tmp, str(reader.fields["general.architecture"].contents()))
-    try:
-        for field in reader.fields.values():
-            if field.name.startswith("GGUF.") or field.name in ("general.architecture", "general.alignment",
-                                                                 "general.file_type"):
-                continue
-            vtype = field.types[0]
-            sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-            writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
-        writer.add_file_type(model.file_type)
-        plan = []
-        for t in reader.tensors:
-            target = _target_type(model.weight_type, t.name, t.tensor_type)
-            elements = tuple(int(x) for x in reversed(t.shape.tolist()))  # numpy order: rows, columns
-            nbytes = gguf.quants.quant_shape_to_byte_shape(elements, target)[-1] * int(np.prod(elements[:-1]))
-            writer.add_tensor_info(t.name, elements, np.dtype(np.float32), nbytes, raw_dtype=target)
-            plan.append((t, target, nbytes))
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        total = sum(n for _, _, n in plan)
-        done = 0
-        for t, target, nbytes in plan:
-            data = _convert(t.data, t.tensor_type, target)
-            if data.nbytes != nbytes:
-                raise BytesupError(f"{t.name}: {data.nbytes} bytes written where {nbytes} were planned.")
-            writer.write_tensor_data(data)
-            done += nbytes
-            report(f"{name}: {t.name}", done / total)
-        writer.close()
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
-    except OSError as exc:
-        writer.close()
-        tmp.unlink(missing_ok=True)
-        raise _disk_error(exc, out) from None
-    except BaseException:
-        writer.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    return out
+    """Write width ``name`` of the real model, derived from the shipped Q4_1 file ``source`` by the one derivation
+    every model shares (``bytesup.models.derive``: tensor by tensor, atomically)."""
+    width = widths.WIDTHS[REAL_MODELS[name].weight_type.lower()]
+    return widths.write_width(widths.open_source(source), width, out, progress, label=name).path
 
 
 def build(name: str, out: Path, source: Path | None = None, progress: ProgressFn | None = None) -> Path:
