@@ -247,6 +247,16 @@ def sample_plan(ctx: LessonContext) -> SamplePlan:
     return SamplePlan(plan["warmup"], plan["samples"], tuple(plan["levels"]))
 
 
+def matvec_reading(ctx: LessonContext, bw: dict | None) -> dict | None:
+    """Bandwidth read the way decode reads (hostbench.measure_matvec_bandwidth) over the run's working set,
+    with the server's threads; only where the host's bandwidth feeds decode. A run recorded before this
+    reading replays without it."""
+    if bw is None:
+        return None
+    return ctx.host_since("matvec_bandwidth", lambda: hostbench.measure_matvec_bandwidth(
+        bw["threads"], bw.get("working_set_bytes") or bw["bytes_per_sample"]), before=None)
+
+
 def batch_bodies(parallel: int, r: int) -> list[dict[str, Any]]:
     """The P requests of batch r, one per slot, measure.PINNED apart from a seed of their own."""
     return [{**measure.PINNED, "n_predict": N_PREDICT, "seed": BATCH_SEED_BASE + 100 * parallel + 10 * r + i,
@@ -366,8 +376,10 @@ def published_point() -> PublishedPoint:
                           ceiling_at(published.SPARK_BANDWIDTH_GB_PER_S, PUBLISHED_BYTES))
 
 
-def fit_rows(analysis: dict, ref: BandwidthReference | None, before: dict | None, after: dict | None) -> list[FitRow]:
-    """The fitted B (with its standard-error range), then the run's bandwidth readings around the decode work."""
+def fit_rows(analysis: dict, ref: BandwidthReference | None, before: dict | None, after: dict | None,
+             matvec: dict | None = None) -> list[FitRow]:
+    """The fitted B (with its standard-error range), then the run's bandwidth readings around the decode work,
+    and numpy's matrix-vector product where the run measured it."""
     rows = []
     fit = analysis["fit"]
     if fit:
@@ -382,6 +394,11 @@ def fit_rows(analysis: dict, ref: BandwidthReference | None, before: dict | None
             a = after["gb_per_s"]
             rows.append(FitRow("this host's read bandwidth, after the decode work", a["median"], a["min"], a["max"],
                                100 * a["median"] / ref.gbs if ref else None, ""))
+    if matvec is not None:
+        m = matvec["gb_per_s"]
+        rows.append(FitRow(f"numpy's float32 matrix-vector product over {matvec['bytes_per_sample'] / MB:,.0f} MB, "
+                           f"{matvec['threads']} thread(s), before the decode work", m["median"], m["min"], m["max"],
+                           100 * m["median"] / ref.gbs if ref else None, ""))
     return rows
 
 
@@ -666,7 +683,7 @@ def record_decode_model(ctx: LessonContext, runs: list[ModelRun], widths: list[d
 
 
 def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthReference | None,
-                spark: dict[str, float]) -> list[str]:
+                spark: dict[str, float], matvec: dict | None = None) -> list[str]:
     errors = {r.name: r.error for r in rows if r.error is not None}
     within = [n for n, e in errors.items() if abs(e) <= MODEL_TOLERANCE]
     worst = max(errors.items(), key=lambda kv: abs(kv[1]), default=None)
@@ -706,6 +723,12 @@ def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthRef
         notes.append(f"B is {100 * terms.gbs / ref.gbs:.0f}% of the {ref.gbs:.3g} GB/s {ref.label}, the bandwidth numpy's "
                      f"multi-threaded sum reached: B is what decode's own kernels read the weights at, and it feeds the "
                      f"model; the numpy reading is the memory's as numpy sees it.")
+    if matvec is not None:
+        notes.append(f"Read the way decode reads (numpy's float32 matrix-vector product over "
+                     f"{matvec['bytes_per_sample'] / MB:,.0f} MB with {matvec['threads']} thread(s)): "
+                     f"{matvec['gb_per_s']['median']:.3g} GB/s, so B is {100 * terms.gbs / matvec['gb_per_s']['median']:.0f}% "
+                     f"of it. B feeds the model: it is fitted on the engine's own steps; both numpy readings stay "
+                     f"beside it, one reading each per run.")
     notes.append(
         f"The published {published.SPARK_NAME} figures in the same terms: {PUBLISHED_BYTES / GB:g} GB ÷ "
         f"{published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s = {spark['memory_ms']:.1f} ms to read the weights of "
@@ -718,7 +741,7 @@ def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthRef
 
 def show_decode_model(ctx: LessonContext, widths: list[decodetime.Width], rows: list[ModelRow],
                       terms: decodetime.Terms | None, why_not: str, ref: BandwidthReference | None,
-                      spark: dict[str, float]) -> None:
+                      spark: dict[str, float], matvec: dict | None = None) -> None:
     levels = sorted({P for w in widths for P in w.step_ms})
     if terms is None:
         ctx.table("decode_model", "Decode time from measured terms", [("model", ""), ("why not", "")],
@@ -746,7 +769,7 @@ def show_decode_model(ctx: LessonContext, widths: list[decodetime.Width], rows: 
          ("read the weights", "ms"), ("arithmetic", "ms"), ("fixed", "ms"), ("fit's step", "ms"),
          ("predicted", "tokens/s"), ("measured", "tokens/s"), ("predicted ÷ measured − 1", "%"),
          ("read share", "%"), ("arithmetic share", "%"), ("fixed share", "%"), ("waits on", "")],
-        table_rows, notes=model_notes(rows, terms, ref, spark))
+        table_rows, notes=model_notes(rows, terms, ref, spark, matvec))
 
 
 def show_context_prediction(ctx: LessonContext, sp: ContextPrediction) -> None:
@@ -810,6 +833,7 @@ def main(ctx: LessonContext):
                            given_gbs=given)
     llc = (bw or {}).get("llc_bytes") if facts["host_bandwidth_applies"] else None
     available = ctx.host("available_memory_bytes", environment.available_memory) if local else None
+    matvec = matvec_reading(ctx, bw)
 
     # 1. The sweep: each model on a server of its own; the answer, then the timed decodes at P = 1, 2 and 4.
     plan = sample_plan(ctx)
@@ -832,7 +856,7 @@ def main(ctx: LessonContext):
     show_steps(ctx, analysis["steps"])
 
     # 3. The fit and the run's bandwidth, before and after the decode work.
-    show_fit(ctx, analysis, fit_rows(analysis, ref, bw, after), bw, after)
+    show_fit(ctx, analysis, fit_rows(analysis, ref, bw, after, matvec), bw, after)
 
     # 4. Every width explained: the decode-time model's terms from the step times, predicted beside measured.
     widths = model_widths(runs)
@@ -840,7 +864,7 @@ def main(ctx: LessonContext):
     if any(r.together for r in runs):
         record_decode_model(ctx, runs, widths)
         explained = [] if terms is None else model_rows(widths, runs, terms)
-        show_decode_model(ctx, widths, explained, terms, why_not, ref, spark_terms())
+        show_decode_model(ctx, widths, explained, terms, why_not, ref, spark_terms(), matvec)
 
     # 5. The bytes model with context, on the published figures.
     show_context_prediction(ctx, spark_context_prediction())

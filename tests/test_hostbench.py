@@ -461,3 +461,20 @@ def test_blas_info_keeps_plain_fields(monkeypatch):
     monkeypatch.setattr(psutil, "cpu_count", cannot_tell)
     info = blas_info()
     assert info["blas"] is None and info["physical_cores"] is None and info["libraries"] == []
+
+
+def test_matvec_bandwidth_is_the_matrix_bytes_over_each_products_time(monkeypatch):
+    """8 MiB asked: 8,388,608 ÷ (4 × 4,096) = 512 rows of 16 KiB; the warm-up product is not timed."""
+    ticks = iter([10.0, 10.001, 20.0, 20.004, 30.0, 30.002])
+    monkeypatch.setattr(hostbench, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    r = hostbench.measure_matvec_bandwidth(1, 8 * MiB, repeats=3)
+    assert (r["rows"], r["columns"], r["bytes_per_sample"]) == (512, 4096, 8_388_608)
+    assert r["seconds"]["samples"] == pytest.approx([0.001, 0.004, 0.002])
+    assert r["gb_per_s"]["samples"] == pytest.approx([8.388608, 2.097152, 4.194304])
+    with pytest.raises(ValueError):
+        hostbench.measure_matvec_bandwidth(0, MiB)
+
+
+def test_matvec_bandwidth_really_multiplies():
+    r = hostbench.measure_matvec_bandwidth(2, 4 * MiB, repeats=2)
+    assert r["threads"] == 2 and len(r["gb_per_s"]["samples"]) == 2 and r["gb_per_s"]["min"] > 0

@@ -4,6 +4,7 @@ here, and the sweep table, the verdicts and the fit recomputed from the recorded
 from __future__ import annotations
 
 import contextlib
+import re
 import math
 from collections import defaultdict
 
@@ -386,6 +387,8 @@ def test_main_decode_model_on_hand_made_step_times(lesson):
         f"model_{q8}": _header(q8, 100_000_000, 200_000_000, "Q8_0"),
         f"model_{f32}": _header(f32, 100_000_000, 400_000_000, "F32"),
         f"model_{big}": _header(big, 1_000_000_000, 1_000_000_000, "Q8_0"),
+        "matvec_bandwidth": {"threads": 2, "bytes_per_sample": 536_870_912, "gb_per_s":
+                             {"samples": [40.0] * 5, "median": 40.0, "min": 39.0, "max": 41.0}},
     }
     ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
     ctx.local_server = local_server
@@ -422,6 +425,13 @@ def test_main_decode_model_on_hand_made_step_times(lesson):
     notes = " ".join(t.notes)
     assert "t₁ = F + max(W ÷ B, n × c)" in notes and "Fitted on the 4 models" in notes
     assert "Within ±15% of measured: 4 of 4" in notes
+    # the fitted B (about 50 GB/s; 48.3 with large-q8_0 10% slow) against numpy's matrix-vector product's 40
+    b_fit = float(re.search(r"B = ([0-9.]+) GB/s", notes).group(1))
+    share = int(re.search(r"537 MB with 2 thread\(s\)\): 40 GB/s, so B is (\d+)% of it", notes).group(1))
+    assert 45 < b_fit < 55 and abs(share - 100 * b_fit / 40) <= 1
+    fit = result.table("bandwidth_fit")
+    assert fit.rows[-1][:4] == ["numpy's float32 matrix-vector product over 537 MB, 2 thread(s), before the decode work",
+                                40.0, 39.0, 41.0]
     assert "From one sequence to two the step grows by: smollm2-135m-q4_1 4.5 ms, then 1.5 ms per sequence" in notes
     fact = result.facts["decode_model"]
     assert fact["widths"][3]["step_ms"] == {"1": pytest.approx(29.7)} and fact["tolerance"] == 0.15

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["summarize", "blas_info", "measure_read_bandwidth", "host_bandwidth", "last_level_cache", "physical_cores",
-           "run_bandwidth_plan", "bandwidth_drift", "measure_matmul", "measure_matmul_peak"]
+           "run_bandwidth_plan", "bandwidth_drift", "measure_matmul", "measure_matmul_peak", "measure_matvec_bandwidth"]
 
 MiB = 2**20
 GB = 1e9  # decimal, as bandwidth is usually quoted
@@ -305,6 +305,43 @@ def measure_matmul(m: int, k: int, n: int, dtype: Any = "float32", repeats: int 
         "gflop_per_s": summarize([flops / s / 1e9 for s in seconds]),
         "gb_per_s": summarize([bytes_moved / s / GB for s in seconds]),
         "arithmetic_intensity": flops / bytes_moved,
+    }
+
+
+MATVEC_COLUMNS = 4096  # a row of 16 KiB in float32: rows stream from memory one after another
+
+
+def measure_matvec_bandwidth(threads: int, matrix_bytes: int, repeats: int = 15) -> dict:
+    """Memory bandwidth read the way decode reads its weights: y = A @ x, one float32 matrix-vector product
+    over a matrix far larger than any cache, with `threads` BLAS threads (threadpoolctl), after one untimed
+    warm-up. A sample is the matrix's bytes ÷ the product's time (x and y are a few KiB and stay cached)."""
+    from threadpoolctl import threadpool_limits
+
+    if threads < 1 or repeats < 1:
+        raise ValueError("threads and repeats must be at least 1")
+    rows = max(1, matrix_bytes // (4 * MATVEC_COLUMNS))
+    _check_memory(rows * MATVEC_COLUMNS * 4)
+    a = np.empty((rows, MATVEC_COLUMNS), dtype=np.float32)
+    a.fill(1.0 / MATVEC_COLUMNS)  # written, so every page is backed and nothing reads the shared zero page
+    x = np.ones(MATVEC_COLUMNS, dtype=np.float32)
+    y = np.empty(rows, dtype=np.float32)
+    seconds = []
+    with threadpool_limits(threads, user_api="blas"):
+        np.matmul(a, x, out=y)  # warm-up: BLAS threads start, the first pass faults nothing in
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            np.matmul(a, x, out=y)
+            seconds.append(time.perf_counter() - t0)
+    if not math.isclose(float(y[0]), 1.0, rel_tol=1e-3):  # each row sums to one: the product really ran
+        raise RuntimeError(f"the matrix-vector product gave {float(y[0])} instead of 1")
+    return {
+        "threads": threads,
+        "rows": rows,
+        "columns": MATVEC_COLUMNS,
+        "bytes_per_sample": a.nbytes,
+        "method": "numpy float32 matrix-vector product (BLAS gemv) over a matrix beyond the caches",
+        "seconds": summarize(seconds),
+        "gb_per_s": summarize([a.nbytes / s / GB for s in seconds]),
     }
 
 
