@@ -29,6 +29,7 @@ from bytesup.models.gguf import read_model_info
 from bytesup.options import LessonOptions, RunOptions
 from bytesup.llama.recording import RecordingTransport, ReplayTransport
 from bytesup.store.results import Column, LessonResult, Measurement, Plot, Series, Table
+from bytesup.store.manifest import HostBandwidth, Manifest
 from bytesup.store.runs import ReplaySource
 from bytesup.llama.placement import ServerSetup, decide, is_loopback
 
@@ -48,44 +49,43 @@ class RunShared:
     after the decode work (the capstone's, or the runner's at the end of the run) gives the drift.
     A replay reads the recorded run's manifest and measures nothing."""
 
-    def __init__(self, manifest: dict, save: Callable[[], None] = lambda: None,
-                 replay_manifest: dict | None = None, replaying: bool = False):
+    def __init__(self, manifest: Manifest, save: Callable[[], None] = lambda: None,
+                 replay_manifest: Manifest | None = None, replaying: bool = False):
         self.manifest = manifest
         self.save = save
         self.replaying = replaying
-        self.recorded = (replay_manifest or {}).get("host_bandwidth") if replaying else None
+        self.recorded = replay_manifest.host_bandwidth if replaying and replay_manifest else HostBandwidth()
 
     @property
-    def bandwidth_record(self) -> dict | None:
-        return self.recorded if self.replaying else self.manifest.get("host_bandwidth")
+    def bandwidth_record(self) -> HostBandwidth:
+        return self.recorded if self.replaying else self.manifest.host_bandwidth
 
     def bandwidth_before(self, threads: int) -> dict | None:
         """The run's reading; None when replaying a run that recorded none (the caller falls back)."""
         if self.replaying:
-            return (self.recorded or {}).get("before")
-        record = self.manifest.get("host_bandwidth") or {}
-        if (record.get("before") or {}).get("threads") != threads:
+            return self.recorded.before
+        before = self.manifest.host_bandwidth.before
+        if before is None or before.get("threads") != threads:
             reading = hostbench.run_bandwidth(threads)
             reading["at"] = _now()
-            record = {"before": json.loads(json.dumps(reading))}
-            self.manifest["host_bandwidth"] = record
+            self.manifest.host_bandwidth = HostBandwidth(before=json.loads(json.dumps(reading)))
             self.save()
-        return record["before"]
+        return self.manifest.host_bandwidth.before
 
     def bandwidth_after(self) -> dict | None:
         """A second reading after the decode work, with the drift from the first (None without a first)."""
         if self.replaying:
-            return (self.recorded or {}).get("after")
-        record = self.manifest.get("host_bandwidth") or {}
-        before = record.get("before")
+            return self.recorded.after
+        record = self.manifest.host_bandwidth
+        before = record.before
         if not before:
             return None
         reading = hostbench.run_bandwidth(before["threads"])
         reading["at"] = _now()
-        record["after"] = json.loads(json.dumps(reading))
-        record["drift"] = hostbench.bandwidth_drift(before["gb_per_s"], reading["gb_per_s"])
+        record.after = json.loads(json.dumps(reading))
+        record.drift = hostbench.bandwidth_drift(before["gb_per_s"], reading["gb_per_s"])
         self.save()
-        return record["after"]
+        return record.after
 
 
 def _now() -> str:
@@ -103,7 +103,7 @@ class LessonContext:
                  model_path: Path | None, sink: list[dict], replay: ReplaySource | None,
                  progress: Reporter, shared: RunShared | None = None):
         self.lesson_id = lesson_id
-        self.shared = shared if shared is not None else RunShared({}, replaying=replay is not None)
+        self.shared = shared if shared is not None else RunShared(Manifest(), replaying=replay is not None)
         self.title = title
         self.server = server
         self.options = options
@@ -198,7 +198,7 @@ class LessonContext:
         return self.shared.bandwidth_after()
 
     def run_bandwidth_drift(self) -> dict | None:
-        return (self.shared.bandwidth_record or {}).get("drift")
+        return self.shared.bandwidth_record.drift
 
     def readable_model(self) -> Path | None:
         """The served model's file when it is readable here; None for a remote server without --model.
