@@ -387,9 +387,9 @@ def test_a_server_address_without_a_scheme_gets_a_hint(lessons, tmp_path, httpx_
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-5", "0"])
-def test_bandwidth_must_be_positive_and_finite(lessons, value):
-    res = cli.invoke(app, ["run", "01_tokens", "--bandwidth-gbs", value])
-    assert res.exit_code == 2 and "give a positive number" in words(res.output)
+def test_bandwidth_must_be_positive_and_finite(value, tmp_path):
+    res = cli.invoke(app, ["run", "01_model_on_disk", "--bandwidth-gbs", value, "--out", str(tmp_path / "run")])
+    assert res.exit_code == 2 and "give a positive number" in words(res.output) and not (tmp_path / "run").exists()
 
 
 def test_nan_is_never_written_to_json(tmp_path):
@@ -437,7 +437,7 @@ import json
 TITLE = "Watch (test)"
 def main(ctx):
     from bytesup.store.runs import read_manifest
-    status = ctx.host("status", lambda: read_manifest(ctx.options.run_dir).lessons["04_watch"].status)
+    status = ctx.host("status", lambda: read_manifest(ctx.run.run_dir).lessons["04_watch"].status)
     ctx.table("s", "Status", [("status", "")], [[status]])
     return ctx.finish()
 '''

@@ -395,7 +395,7 @@ def test_server_facts_are_observed_once_and_recorded_as_before(monkeypatch, tmp_
     monkeypatch.setattr(environment, "accelerators", lambda engine: ["Metal (Apple M2)"] if engine == "llama-server" else [])
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    ctx = LessonContext("t", "t", server=LlamaServer("http://127.0.0.1:8099"), options=RunOptions(command=["t"]),
+    ctx = LessonContext("t", "t", server=LlamaServer("http://127.0.0.1:8099"), run=RunOptions(command=["t"]),
                         model_path=model, sink=[], replay=None, progress=Reporter(None, "t"))
     ctx.identity = {"server": {"engine": "llama-server", "flags": {"--n-gpu-layers": "99"}}}
     facts = ctx.server_facts()

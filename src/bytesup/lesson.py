@@ -1,6 +1,7 @@
 """The lesson API: what a lesson's `main(ctx)` works with.
 
-`LessonContext` holds the server client, the model, the options, a progress reporter (`Reporter`)
+`LessonContext` holds the server client, the model, the run's options (`ctx.run`), the lesson's own options
+(`ctx.options`, typed by the lesson's `Options`), a progress reporter (`Reporter`)
 and the result being built; live, it measures and records, replaying, it answers from the recorded
 run. `RunShared` holds what a run measures once for all its lessons (this host's bandwidth).
 Lessons import `LessonContext` from here; the runner (`runner.run_lessons`) makes one per lesson.
@@ -9,6 +10,7 @@ Lessons import `LessonContext` from here; the runner (`runner.run_lessons`) make
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import shutil
 from datetime import datetime, timezone
@@ -99,14 +101,16 @@ class LessonContext:
     a progress reporter, and the result being built. Live, it measures and records;
     replaying, it answers from the recorded run."""
 
-    def __init__(self, lesson_id: str, title: str, *, server: LlamaServer, options: RunOptions,
+    def __init__(self, lesson_id: str, title: str, *, server: LlamaServer, run: RunOptions,
                  model_path: Path | None, sink: list[dict], replay: ReplaySource | None,
-                 progress: Reporter, shared: RunShared | None = None):
+                 progress: Reporter, shared: RunShared | None = None, options_type: type[LessonOptions] = LessonOptions):
         self.lesson_id = lesson_id
         self.shared = shared if shared is not None else RunShared(Manifest(), replaying=replay is not None)
         self.title = title
         self.server = server
-        self.options = options
+        self.run = run
+        self._options_type = options_type
+        self._options: LessonOptions | None = None
         self._model_path = model_path
         self._sink = sink
         self._replay = replay
@@ -125,32 +129,27 @@ class LessonContext:
     def repeat(self) -> int:
         """Repetitions of each timed measurement (--repeat). Recorded like a host value, so a
         replay asks for exactly the requests the recorded run made, whatever --repeat it is given."""
-        return self.host("repeat", lambda: max(1, self.options.repeat))
+        return self.host("repeat", lambda: max(1, self.run.repeat))
 
     @repeat.setter
     def repeat(self, value: int) -> None:
-        self.options.repeat = self.host_values["repeat"] = int(value)
+        self.run.repeat = self.host_values["repeat"] = int(value)
 
     @property
     def replaying(self) -> bool:
         return self._replay is not None
 
-    def option(self, name: str, default: Any = None) -> Any:
-        """A lesson option (a field of `LessonOptions`: --bandwidth-gbs, --sizes), validated and typed;
-        `default` when it was not given. Recorded as the host value `option_<name>`, so a replay sees
-        the recorded run's (validated the same way; not given in a run recorded before the option existed)."""
-        if name not in LessonOptions.model_fields:
-            raise BytesupError(f"Lesson {self.lesson_id} asks for the option {name!r}, which bytesup does not have. "
-                               f"Lesson options: {', '.join(LessonOptions.model_fields)} (see options.LessonOptions).")
-
-        def given() -> Any:
-            value = getattr(self.options.lesson_options, name)
-            return default if value is None else value
-
-        # A run recorded before an option existed replays with it not given.
-        value = LessonOptions.parse({name: self.host_since(f"option_{name}", given)})
-        typed = getattr(value, name)
-        return default if typed is None else typed
+    @property
+    def options(self) -> Any:
+        """The lesson's own options, an instance of the lesson's `Options` (`ctx.options.bandwidth_gbs`), typed and
+        validated. When the lesson first reads them, each is recorded as the host value `option_<name>`, so a replay
+        sees the recorded run's values (validated the same way) and asks for exactly its requests; a run recorded
+        before an option existed replays with it not given."""
+        if self._options is None:
+            values = {name: self.host_since(f"option_{name}", functools.partial(self.run.lesson_options.get, name))
+                      for name in self._options_type.model_fields}
+            self._options = self._options_type.parse({k: v for k, v in values.items() if v is not None})
+        return self._options
 
     # host measurements -----------------------------------------------------------------
     def host(self, name: str, measure: Callable[[], Any]) -> Any:
@@ -290,7 +289,7 @@ class LessonContext:
             except ServerStartError:
                 failed_to_start = True
                 raise
-            client = LlamaServer(started.url, timeout=self.options.timeout,
+            client = LlamaServer(started.url, timeout=self.run.timeout,
                                  transport=RecordingTransport(self._sink, label))
             try:
                 yield client

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bytesup.host import environment
-from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson
+from bytesup.run.lessons import UnknownLesson, check_lesson_options, discover_lessons, lesson_title, load_lesson, options_of
 from bytesup.llama.client import LlamaServer, default_base_url
 from bytesup.errors import BytesupError, RunFolderError
 from bytesup.store.escape import rich_text
@@ -89,6 +89,8 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
     for lid in lesson_ids:
         if lid not in available:
             raise UnknownLesson(lid, list(available))
+    # A bad lesson option, or one no lesson of the run takes, stops the run here, before its folder and any request.
+    options.lesson_options = check_lesson_options(lesson_ids, options.lesson_options)
     if options.replay is None:
         check_server_url(options.server_url or default_base_url())
     run_dir, created = choose_run_dir(options, console)
@@ -195,7 +197,7 @@ def manifest_facts(options: RunOptions, replay_manifest: Manifest | None, seen: 
             engine=Engine.model_validate(engine_seen) if todo else earlier.engine,
             model=ModelFile.model_validate(model),
         )
-    facts.options = RecordedOptions(repeat=options.repeat, lesson_options=options.lesson_options.given())
+    facts.options = RecordedOptions(repeat=options.repeat, lesson_options=dict(options.lesson_options))
     return facts
 
 
@@ -321,8 +323,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)
                     client = LlamaServer(seen.url, options.api_key, timeout=options.timeout,
                                          transport=RecordingTransport(sink, "main"), build=build)
-                ctx = LessonContext(lid, title, server=client, options=options, model_path=model_path,
-                                    sink=sink, replay=replay, progress=reporter, shared=shared)
+                ctx = LessonContext(lid, title, server=client, run=options, model_path=model_path, sink=sink, replay=replay,
+                                    progress=reporter, shared=shared, options_type=options_of(module))
                 entry.started_at = ctx.started_at
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident
