@@ -32,6 +32,7 @@ from bytesup.course import published
 from bytesup.course.ceiling import Ceiling, TokenWork, token_work
 from bytesup.models.gguf import read_model_info
 from bytesup.lesson import LessonContext
+from bytesup.options import BandwidthGbs, LessonOptions
 
 TITLE = "What a model is on disk"
 
@@ -57,6 +58,12 @@ def read_header(ctx: LessonContext) -> dict[str, Any]:
     return ctx.host("model_info", lambda: read_model_info(ctx.require_model()))
 
 
+class Options(LessonOptions):
+    """This lesson's options (`ctx.options`): a bandwidth of your own for the decode ceiling."""
+
+    bandwidth_gbs: BandwidthGbs = None
+
+
 @dataclass(frozen=True)
 class BandwidthInputs:
     """The run's bandwidth reading, where the server decodes, and the bandwidth given with --bandwidth-gbs."""
@@ -69,7 +76,7 @@ class BandwidthInputs:
 def bandwidth_inputs(ctx: LessonContext) -> BandwidthInputs:
     facts = ctx.server_facts()
     reading = ctx.run_bandwidth()  # the run's one reading, shared by lessons 1, 4, 7 and 8
-    return BandwidthInputs(reading, facts, ctx.option("bandwidth_gbs"))
+    return BandwidthInputs(reading, facts, ctx.options.bandwidth_gbs)
 
 
 # --- computation: from the header to named records ---------------------------------------------

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from pydantic import Field, field_validator
 
 from bytesup.course import ceiling
 from bytesup.course import formulas
@@ -42,6 +43,7 @@ from bytesup.llama.responses import Completion, shown_token
 from bytesup.store.results import Series
 from bytesup.store.facts import lesson04 as stated
 from bytesup.lesson import LessonContext
+from bytesup.options import BandwidthGbs, LessonOptions
 
 TITLE = "The forward pass"
 
@@ -105,9 +107,28 @@ class TopAnswers:
     server: Completion     # SERVER_PROBS: temperature 1 alone, post_sampling_probs true
 
 
+class Options(LessonOptions):
+    """This lesson's options (`ctx.options`): prompts of your own, and a bandwidth of your own for the decode ceiling."""
+
+    prompts: list[str] | None = Field(
+        default=None, min_length=1,
+        description="a prompt of your own, repeatable (--prompt TEXT --prompt TEXT): added after the published four "
+                    "to the next-token tables and the numpy forward pass",
+        json_schema_extra={"flag": "--prompt", "repeatable": True,
+                           "hint": "give each prompt some text, e.g. --prompt 'The capital of Italy is'"})
+    bandwidth_gbs: BandwidthGbs = None
+
+    @field_validator("prompts")
+    @classmethod
+    def _some_text(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not p.strip() for p in value):
+            raise ValueError("a prompt is empty")
+        return value
+
+
 def lesson_prompts(ctx: LessonContext) -> list[tuple[str, str]]:
     """The published four, then the prompts given with --prompt, in order (tables top8_prompt_1, top8_prompt_2, …)."""
-    return PROMPTS + [(f"top8_prompt_{k}", text) for k, text in enumerate(ctx.option("prompts") or [], start=1)]
+    return PROMPTS + [(f"top8_prompt_{k}", text) for k, text in enumerate(ctx.options.prompts or [], start=1)]
 
 
 def ask_top_tokens(ctx: LessonContext, prompts: list[tuple[str, str]]) -> list[TopAnswers]:
@@ -208,7 +229,7 @@ class BandwidthInputs:
 def bandwidth_inputs(ctx: LessonContext) -> BandwidthInputs:
     facts = ctx.server_facts()
     reading = ctx.run_bandwidth()  # the run's one reading, shared by lessons 1, 4, 7 and 8
-    return BandwidthInputs(reading, facts, ctx.option("bandwidth_gbs"))
+    return BandwidthInputs(reading, facts, ctx.options.bandwidth_gbs)
 
 
 # --- computation: pure functions of the answers and the readings --------------------------------

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, field_validator
+
 from bytesup.course import decodetime
 from bytesup.host import environment
 from bytesup.course import formulas
@@ -52,6 +54,7 @@ from bytesup.llama.responses import Completion, shown_token
 from bytesup.store.facts.lesson08 import DecodeModel, ModelSteps
 from bytesup.store.results import Series
 from bytesup.lesson import LessonContext
+from bytesup.options import BandwidthGbs, LessonOptions
 
 TITLE = "Why LLM decode is memory-bound"
 
@@ -316,6 +319,28 @@ def top_answer(completion: Completion) -> TopAnswer:
 def is_gguf_path(name: str) -> bool:
     """--sizes takes a GGUF file as well as a preset name: a name ending in .gguf is a path."""
     return name.lower().endswith(".gguf")
+
+
+class Options(LessonOptions):
+    """This lesson's options (`ctx.options`): the models to sweep, and a bandwidth of your own for the ceiling."""
+
+    sizes: list[str] | None = Field(
+        default=None, min_length=1,
+        description="the model presets to sweep, comma-separated on the command line (see `bytesup model build --list`)",
+        json_schema_extra={"hint": "give one or more model names separated by commas, e.g. --sizes tiny-q8_0,small-q8_0 "
+                                   "(`bytesup model build --list` names them)"})
+    bandwidth_gbs: BandwidthGbs = None
+
+    @field_validator("sizes", mode="before")
+    @classmethod
+    def _split_sizes(cls, value: Any) -> Any:
+        """`--sizes a, b,,c` → ["a", "b", "c"]; a list is stripped the same way."""
+        if value is None:
+            return None
+        names = value.split(",") if isinstance(value, str) else value
+        if not isinstance(names, list):
+            return names  # pydantic says what is wrong with it
+        return [n.strip() if isinstance(n, str) else n for n in names if not isinstance(n, str) or n.strip()]
 
 
 def parse_sizes(value: Any) -> list[str]:
@@ -820,8 +845,8 @@ def plot_decode_vs_bytes(ctx: LessonContext, points: list[dict], fit: dict | Non
 def main(ctx: LessonContext):
     facts = ctx.server_facts()
     local = facts["local"]  # our own servers run on this host, with the user's server flags
-    sizes = parse_sizes(ctx.option("sizes")) if local else []
-    given = ctx.option("bandwidth_gbs")
+    sizes = parse_sizes(ctx.options.sizes) if local else []
+    given = ctx.options.bandwidth_gbs
     ctx.settings.update({"pinned": measure.PINNED, "top": TOP, "n_predict": N_PREDICT, "prompt": PROMPT, "local": local,
                          "sizes": sizes, "repeat": ctx.repeat, "bandwidth_gbs": given,
                          "host_bandwidth_applies": facts["host_bandwidth_applies"], "tolerance": sweep.TOLERANCE})

@@ -23,6 +23,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import Field, field_validator
+
 from bytesup.llama import timed as measure
 from bytesup.models import catalog as models
 from bytesup.llama import rpc
@@ -33,6 +35,7 @@ from bytesup.store.results import Series
 from bytesup.store.facts import lesson09 as stated
 from bytesup.llama.placement import is_loopback
 from bytesup.lesson import LessonContext
+from bytesup.options import LessonOptions
 
 TITLE = "Beyond one machine: a model split across RPC servers"
 
@@ -98,6 +101,31 @@ def serve_and_time(ctx: LessonContext, setup: str, model: ModelFacts, threads: l
                  measure.decode_samples(done), where)
 
 
+class Options(LessonOptions):
+    """This lesson's options (`ctx.options`): rpc-servers of your own to split the model across."""
+
+    rpc: str | None = Field(
+        default=None,
+        description="host:port,… of rpc-servers to split the model across (default: two started on 127.0.0.1)",
+        json_schema_extra={"hint": "give rpc-server endpoints as host:port separated by commas, "
+                                   "e.g. --rpc 127.0.0.1:50052,127.0.0.1:50053"})
+
+    @field_validator("rpc")
+    @classmethod
+    def _rpc_endpoints(cls, value: str | None) -> str | None:
+        """Each comma-separated endpoint is host:port with a port from 1 to 65535."""
+        if value is None:
+            return None
+        ends = [e.strip() for e in value.split(",") if e.strip()]
+        for end in ends:
+            host, _, port = end.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{end!r} is not host:port")
+        if not ends:
+            raise ValueError("no endpoint given")
+        return ",".join(ends)
+
+
 def measure_whole(ctx: LessonContext, model: ModelFacts, threads: int) -> Timed:
     ctx.step(f"serving {model.name} whole, {threads} threads")
     return serve_and_time(ctx, "whole", model, [threads], ["-t", str(threads)])
@@ -106,7 +134,7 @@ def measure_whole(ctx: LessonContext, model: ModelFacts, threads: int) -> Timed:
 def measure_split(ctx: LessonContext, model: ModelFacts, node_threads: int) -> tuple[Timed, dict[str, float]]:
     """Split across rpc-servers: those named by --rpc, else NODES started on loopback (stopped on every way
     out). Each node's TCP connect time (one round trip) is read before llama-server connects."""
-    given = topology.endpoints(ctx.option("rpc"))
+    given = topology.endpoints(ctx.options.rpc)
     with contextlib.ExitStack() as stack:
         def endpoints() -> list[str]:
             if given:
@@ -388,7 +416,7 @@ def main(ctx: LessonContext):
     node_threads = max(1, threads // NODES)
     ctx.settings.update({"pinned": measure.PINNED, "prompt_tokens": PROMPT_TOKENS, "n_predict": N_PREDICT, "ctx": CTX,
                          "repeat": ctx.repeat, "model": model.name, "threads": threads, "node_threads": node_threads,
-                         "rpc": ctx.option("rpc"), "link_gb_per_s": LINK_GB_PER_S})
+                         "rpc": ctx.options.rpc, "link_gb_per_s": LINK_GB_PER_S})
 
     # 1. The same engine for both setups: the native build (the embedded engine has no RPC).
     if not ctx.host("rpc_engine_available", rpc_engine_available):

@@ -100,15 +100,18 @@ def hand_context(lesson_id: str, server, *, host_values: dict | None = None, ban
     fails with ReplayMiss naming it), `bandwidth` is the run's bandwidth reading (`host_bandwidth.before`)."""
     from bytesup.store.results import LessonResult
     from bytesup.lesson import LessonContext, Reporter, RunShared
-    from bytesup.options import RunOptions
+    from bytesup.options import LessonOptions, RunOptions
+    from bytesup.run.lessons import discover_lessons, load_lesson, options_of
+    from bytesup.store.manifest import HostBandwidth, Manifest
     from bytesup.store.runs import ReplaySource
 
     values = {"repeat": 2, **(host_values or {})}
     recorded = LessonResult(lesson_id=lesson_id, title="hand-made", started_at="2026-01-01T00:00:00+00:00",
                             finished_at="2026-01-01T00:00:01+00:00", host_values=values)
-    shared = RunShared({}, replay_manifest={"host_bandwidth": {"before": bandwidth}} if bandwidth else {}, replaying=True)
+    shared = RunShared(Manifest(), replay_manifest=Manifest(host_bandwidth=HostBandwidth(before=bandwidth)), replaying=True)
     ctx = LessonContext(lesson_id, "hand-made", server=getattr(server, "server", server),
-                        options=RunOptions(command=["test"], lesson_options=lesson_options or {}),
+                        run=RunOptions(command=["test"], lesson_options=lesson_options or {}),
+                        options_type=options_of(load_lesson(lesson_id)) if lesson_id in discover_lessons() else LessonOptions,
                         model_path=model_path, sink=[], replay=ReplaySource(result=recorded, exchanges=[]),
                         progress=Reporter(None, lesson_id), shared=shared)
     ctx.identity = identity or {}

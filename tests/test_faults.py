@@ -245,6 +245,7 @@ def test_hostile_text_stays_text_in_every_markdown_file(tmp_path):
     from bytesup.store.render import lesson_md
     from bytesup.store.results import Column, LessonResult, Table
     from bytesup.check.compare import Run
+    from bytesup.store.manifest import Manifest
 
     result = LessonResult(
         lesson_id="01_model_on_disk", title=f"Model {HOSTILE['name']}", started_at="s", finished_at="f",
@@ -253,10 +254,10 @@ def test_hostile_text_stays_text_in_every_markdown_file(tmp_path):
                       rows=[[HOSTILE["name"]], [HOSTILE["link"]], ["a\\|b"]], notes=[HOSTILE["heading"], HOSTILE["link"]])],
         notes=[HOSTILE["heading"], f"file {HOSTILE['file']}", "[x]: javascript:alert(1)"],
     )
-    manifest = {"status": "incomplete", "host": {"hostname": HOSTILE["name"]}, "engine": {"build": HOSTILE["link"]},
+    manifest = Manifest.model_validate({"status": "incomplete", "host": {"hostname": HOSTILE["name"]}, "engine": {"build": HOSTILE["link"]},
                 "model": {"path": f"/m/{HOSTILE['file']}"},
                 "lessons": {"01_model_on_disk": {"status": "ok", "title": HOSTILE["name"]},
-                            "02_x": {"status": "failed", "error": f"{HOSTILE['heading']}\n{HOSTILE['name']} | x"}}}
+                            "02_x": {"status": "failed", "error": f"{HOSTILE['heading']}\n{HOSTILE['name']} | x"}}})
     pages = {
         "lesson": lesson_md(result),
         "index": runfolder.run_readme(tmp_path / "evil<b>", manifest),
@@ -386,9 +387,9 @@ def test_a_server_address_without_a_scheme_gets_a_hint(lessons, tmp_path, httpx_
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-5", "0"])
-def test_bandwidth_must_be_positive_and_finite(lessons, value):
-    res = cli.invoke(app, ["run", "01_tokens", "--bandwidth-gbs", value])
-    assert res.exit_code == 2 and "give a positive number" in words(res.output)
+def test_bandwidth_must_be_positive_and_finite(value, tmp_path):
+    res = cli.invoke(app, ["run", "01_model_on_disk", "--bandwidth-gbs", value, "--out", str(tmp_path / "run")])
+    assert res.exit_code == 2 and "give a positive number" in words(res.output) and not (tmp_path / "run").exists()
 
 
 def test_nan_is_never_written_to_json(tmp_path):
@@ -436,7 +437,7 @@ import json
 TITLE = "Watch (test)"
 def main(ctx):
     from bytesup.store.runs import read_manifest
-    status = ctx.host("status", lambda: read_manifest(ctx.options.run_dir)["lessons"]["04_watch"]["status"])
+    status = ctx.host("status", lambda: read_manifest(ctx.run.run_dir).lessons["04_watch"].status)
     ctx.table("s", "Status", [("status", "")], [[status]])
     return ctx.finish()
 '''

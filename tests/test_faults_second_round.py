@@ -4,6 +4,7 @@ Bad server behaviour comes from tests/fakes.py's FakeServer, a stand-in llama-se
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -315,18 +316,52 @@ def test_a_deeply_nested_manifest_is_one_paragraph(tmp_path):
         read_manifest(folder)
 
 
-def test_the_manifest_and_the_results_upgrade_by_their_own_steps(monkeypatch):
-    from bytesup.store import results
-    from bytesup.store import runs
+def _trap(kind):
+    def step(data):
+        raise AssertionError(f"a {kind}'s upgrade step ran on the other kind of file")
+    return step
 
-    def result_step(d):
-        raise AssertionError("a result's step ran on a manifest")
 
-    monkeypatch.setitem(results.UPGRADES, 0, result_step)
-    with pytest.raises(SchemaError, match="no bytesup ever wrote"):
-        results.upgrade({"schema_version": 0}, "run manifest", "m.json", runs.MANIFEST_SCHEMA_VERSION, runs.MANIFEST_UPGRADES)
-    monkeypatch.setitem(runs.MANIFEST_UPGRADES, 0, lambda d: {**d, "schema_version": 1, "upgraded": "manifest"})
-    assert results.upgrade({"schema_version": 0}, "run manifest", "m.json", 1, runs.MANIFEST_UPGRADES)["upgraded"] == "manifest"
+def _step(kind, to, ran):
+    def step(data):
+        ran.append(kind)
+        return {**data, "schema_version": to}
+    return step
+
+
+def test_a_manifest_schema_bump_never_runs_a_result_step(monkeypatch):
+    from bytesup.store import manifest, results
+    from bytesup.store.runs import load_run
+
+    ran: list[str] = []
+    monkeypatch.setattr(manifest, "MANIFEST_SCHEMA_VERSION", 2)
+    monkeypatch.setitem(manifest.MANIFEST_UPGRADES, 1, _step("manifest", 2, ran))
+    monkeypatch.setitem(results.UPGRADES, 1, _trap("result"))
+    run = load_run(ROOT / "tests" / "fixtures" / "runs" / "01_model_on_disk")
+    assert ran == ["manifest"] and run.manifest.schema_version == 2
+    assert list(run.results) == ["01_model_on_disk"] and run.results["01_model_on_disk"].lesson_id == "01_model_on_disk"
+
+
+def test_a_result_schema_bump_never_runs_a_manifest_step(monkeypatch):
+    from bytesup.store import manifest, results
+    from bytesup.store.runs import load_run
+
+    ran: list[str] = []
+    monkeypatch.setattr(results, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(results.UPGRADES, 1, _step("result", 2, ran))
+    monkeypatch.setitem(manifest.MANIFEST_UPGRADES, 1, _trap("manifest"))
+    run = load_run(ROOT / "tests" / "fixtures" / "runs" / "01_model_on_disk")
+    assert ran == ["result"] and run.manifest.schema_version == 1 and run.results["01_model_on_disk"].schema_version == 2
+
+
+def test_each_kind_refuses_a_version_only_the_other_kind_has(monkeypatch, tmp_path):
+    """A results step for version 1 does not make a version-1 manifest readable by a bytesup at manifest version 2."""
+    from bytesup.store import manifest, results
+
+    monkeypatch.setattr(manifest, "MANIFEST_SCHEMA_VERSION", 2)
+    monkeypatch.setitem(results.UPGRADES, 1, _trap("result"))
+    with pytest.raises(SchemaError, match="run manifest schema version 1, which no bytesup ever wrote"):
+        read_manifest(write_manifest(tmp_path / "run", {"schema_version": 1, "lessons": {}}))
 
 
 def recorded_lesson(folder: Path, lines: list[str]) -> Path:
@@ -410,15 +445,15 @@ def test_a_run_killed_outright_reads_as_interrupted_not_running(tmp_path, lesson
         run.wait()
     folder = tmp_path / "run"
     assert json.loads((folder / "manifest.json").read_text())["lessons"]["01_sleeps"]["status"] == "running"  # as left
-    entry = read_manifest(folder)["lessons"]["01_sleeps"]
-    assert entry["status"] == "interrupted" and "process is gone" in entry["error"]
+    entry = read_manifest(folder).lessons["01_sleeps"]
+    assert entry.status == "interrupted" and "process is gone" in entry.error
 
 
 def test_a_live_run_still_reads_as_running(tmp_path, lessons_dir):
     with FakeServer(SERVER) as server:
         run = start_run(tmp_path, lessons_dir, server.url)
         try:
-            assert read_manifest(tmp_path / "run")["lessons"]["01_sleeps"]["status"] == "running"
+            assert read_manifest(tmp_path / "run").lessons["01_sleeps"].status == "running"
         finally:
             run.kill()
             run.wait()
@@ -688,3 +723,42 @@ def test_any_recording_lines_replay_or_are_one_paragraph(tmp_path, lines):
         load_replay(folder, "01_model_on_disk", allow_modified=True)
     except RunFolderError:
         pass
+
+
+# --- the manifest as a typed record ---------------------------------------------------------------------------
+
+def committed_manifests() -> list[Path]:
+    return sorted([*ROOT.glob("outputs/*/manifest.json"), *ROOT.glob("tests/fixtures/runs/*/manifest.json")])
+
+
+@pytest.mark.parametrize("path", committed_manifests(), ids=lambda p: p.parent.name)
+def test_every_committed_manifest_reads_and_writes_back_unchanged(path):
+    from bytesup.store.manifest import Manifest
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    manifest = Manifest.parse(json.loads(json.dumps(data)), str(path))
+    assert manifest.to_json() == data
+    assert manifest.kind == "bytesup-run" and all(e.status == "ok" for e in manifest.lessons.values())
+
+
+def test_fields_this_bytesup_does_not_know_are_kept_and_written_back(tmp_path):
+    from bytesup.store.manifest import Manifest
+
+    data = {"schema_version": 1, "kind": "bytesup-run", "from_a_newer_bytesup": {"x": [1, None]},
+            "host": {"hostname": "h", "numa_nodes": 2}, "lessons": {"01_a": {"status": "ok", "json": "01_a.json", "tokens": 7}}}
+    manifest = read_manifest(write_manifest(tmp_path / "run", data))
+    assert manifest.host.hostname == "h" and manifest.lessons["01_a"].json_file == "01_a.json"
+    manifest.lessons["01_a"].seconds = 1.5
+    written = manifest.to_json()
+    assert written["from_a_newer_bytesup"] == {"x": [1, None]} and written["host"] == {"hostname": "h", "numa_nodes": 2}
+    assert written["lessons"]["01_a"] == {"status": "ok", "json": "01_a.json", "seconds": 1.5, "tokens": 7}
+    assert Manifest.parse(written, "again").to_json() == written
+
+
+@pytest.mark.parametrize("data, where", [({"schema_version": 1, "host": {"cores": "many"}}, "host.cores"),
+                                         ({"schema_version": 1, "command": "bytesup run"}, "command"),
+                                         ({"schema_version": 1, "lessons": {"01_a": {"seconds": "long"}}}, "lessons.01_a.seconds")])
+def test_a_known_field_of_the_wrong_type_is_one_paragraph_that_names_it(tmp_path, data, where):
+    with pytest.raises(RunFolderError, match=rf"is not a run manifest this bytesup can read: {re.escape(where)}: ") as caught:
+        read_manifest(write_manifest(tmp_path / "run", data))
+    assert "\n" not in str(caught.value) and "re-run the lessons into a new folder" in str(caught.value)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import copy
 
 from bytesup.store.identity import Difference, RunIdentity, differences, resume_differences, value_text
+from bytesup.store.manifest import Manifest
 
-MANIFEST = {
+RECORDED = {
     "host": {"hostname": "box", "cpu": "Xeon", "cores": 2, "memory_bytes": 8_000_000_000, "gpus": [], "os": "Linux",
              "python": "3.11.7"},
     "engine": {"engine": "embedded", "build": "xllamacpp 1", "build_info": "b0",
@@ -18,8 +19,11 @@ MANIFEST = {
 }
 
 
-def edited(**changes) -> dict:
-    m = copy.deepcopy(MANIFEST)
+MANIFEST = Manifest.model_validate(RECORDED)
+
+
+def edited(**changes) -> Manifest:
+    m = copy.deepcopy(RECORDED)
     for path, value in changes.items():
         *parents, leaf = path.split("__")
         node = m
@@ -29,7 +33,7 @@ def edited(**changes) -> dict:
             node.pop(leaf, None)
         else:
             node[leaf] = value
-    return m
+    return Manifest.model_validate(m)
 
 
 def test_the_identity_reads_every_property_and_leaves_out_flags_that_measure_nothing():
@@ -71,6 +75,6 @@ def test_resume_checks_its_properties_and_not_what_the_folder_did_not_record():
     older = edited(options=None, engine__build=None)  # an older manifest: no options, no build recorded
     assert resume_differences(older, changed) == []
     flag_added = edited()
-    flag_added["engine"]["flags"]["--threads"] = "4"
+    flag_added.engine.flags["--threads"] = "4"
     assert [d.sentence("in the folder", "now") for d in resume_differences(MANIFEST, flag_added)] == [
         "flag --threads: (not set) in the folder, 4 now"]

@@ -135,7 +135,7 @@ def test_a_file_that_is_not_gguf_fails_before_any_request(tmp_path, lesson):
     bad = tmp_path / "notes.txt"
     bad.write_text("this is not a model\n" * 10)
     server = LlamaServer("http://127.0.0.1:9")  # nothing listens: any request would fail differently
-    ctx = LessonContext(LESSON, lesson.TITLE, server=server, options=RunOptions(), model_path=bad,
+    ctx = LessonContext(LESSON, lesson.TITLE, server=server, run=RunOptions(), model_path=bad,
                         sink=[], replay=None, progress=Reporter(None, LESSON))
     with pytest.raises(GGUFError, match="notes.txt"):
         lesson.main(ctx)

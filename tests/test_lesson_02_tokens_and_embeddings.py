@@ -318,7 +318,7 @@ def _ctx(lesson, model_path):
     from bytesup.lesson import LessonContext, Reporter
     from bytesup.options import RunOptions
 
-    return LessonContext(LESSON, lesson.TITLE, server=LlamaServer("http://127.0.0.1:9"), options=RunOptions(),
+    return LessonContext(LESSON, lesson.TITLE, server=LlamaServer("http://127.0.0.1:9"), run=RunOptions(),
                          model_path=model_path, sink=[], replay=None, progress=Reporter(None, LESSON))
 
 
@@ -351,7 +351,7 @@ def test_a_remote_server_without_the_model_file_still_gets_its_tables(lesson):
                               "on_accelerator": False, "host_bandwidth_applies": False,
                               "reason": "the server runs on gpu-box, not on this host"}
     server = LlamaServer("http://replay", transport=ReplayTransport(source.exchanges, "main", []))
-    ctx = LessonContext(LESSON, lesson.TITLE, server=server, options=RunOptions(), model_path=None, sink=[],
+    ctx = LessonContext(LESSON, lesson.TITLE, server=server, run=RunOptions(), model_path=None, sink=[],
                         replay=source, progress=Reporter(None, LESSON))
     ctx.identity = values["identity"]
     result = lesson.main(ctx)

@@ -459,7 +459,7 @@ def _ctx(lesson, model_path):
     from bytesup.lesson import LessonContext, Reporter
     from bytesup.options import RunOptions
 
-    return LessonContext(LESSON, lesson.TITLE, server=LlamaServer("http://127.0.0.1:9"), options=RunOptions(),
+    return LessonContext(LESSON, lesson.TITLE, server=LlamaServer("http://127.0.0.1:9"), run=RunOptions(),
                          model_path=model_path, sink=[], replay=None, progress=Reporter(None, LESSON))
 
 

@@ -695,13 +695,12 @@ def test_bytesup_check_passes_the_numpy_claims_on_the_recording():
     assert len([r for r in report.results if r.id == "numpy_top_token_is_the_servers"]) == 2  # the file and its f32 width
 
 
-def test_a_given_prompt_is_checked_before_any_request():
+def test_a_given_prompt_is_checked_before_any_request(lesson):
     from bytesup.errors import BytesupError
-    from bytesup.options import LessonOptions
 
-    assert LessonOptions.parse({"prompts": ["a b", "c"]}).prompts == ["a b", "c"]
+    assert lesson.Options.parse({"prompts": ["a b", "c"]}).prompts == ["a b", "c"]
     with pytest.raises(BytesupError, match=r"--prompt \['x', ' '\] is not valid \(value error, a prompt is empty\)"):
-        LessonOptions.parse({"prompts": ["x", " "]})
+        lesson.Options.parse({"prompts": ["x", " "]})
 
 
 def test_the_command_line_takes_repeated_prompts(monkeypatch):
@@ -713,8 +712,7 @@ def test_the_command_line_takes_repeated_prompts(monkeypatch):
     monkeypatch.setattr(cli, "_run", lambda ids, options, **kw: seen.update(ids=ids, options=options))
     done = CliRunner().invoke(cli.app, ["run", "04_next_token", "--prompt", "The capital of Italy is", "--prompt", "1, 2, 3,"])
     assert done.exit_code == 0, done.output
-    assert seen["options"].lesson_options.prompts == ["The capital of Italy is", "1, 2, 3,"]
-    assert seen["options"].lesson_options.given() == {"prompts": ["The capital of Italy is", "1, 2, 3,"]}
+    assert seen["options"].lesson_options == {"prompts": ["The capital of Italy is", "1, 2, 3,"]}
     empty = CliRunner().invoke(cli.app, ["run", "04_next_token", "--prompt", " "])
     assert empty.exit_code == 2 and "--prompt" in empty.output and "a prompt is empty" in empty.output
 
@@ -725,7 +723,8 @@ def test_the_prompts_of_a_live_run(lesson, given):
     from bytesup.lesson import LessonContext, Reporter
 
     ctx = LessonContext(LESSON, "t", server=QueuedServer({}).server, model_path=None, sink=[], replay=None,
-                        options=RunOptions(command=["t"], lesson_options={"prompts": given}), progress=Reporter(None, LESSON))
+                        run=RunOptions(command=["t"], lesson_options={"prompts": given}), progress=Reporter(None, LESSON),
+                        options_type=lesson.Options)
     assert lesson.lesson_prompts(ctx) == lesson.PROMPTS + [("top8_prompt_1", p) for p in given or []]
     assert ctx.host_values["option_prompts"] == given
 

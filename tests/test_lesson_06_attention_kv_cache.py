@@ -226,7 +226,7 @@ class _Server:
 def _ctx(n_ctx, slots=None, model=None):
     from bytesup.lesson import LessonContext, Reporter
     from bytesup.options import RunOptions
-    ctx = LessonContext(LESSON, "t", server=_Server(n_ctx, slots), options=RunOptions(command=[]), model_path=model,
+    ctx = LessonContext(LESSON, "t", server=_Server(n_ctx, slots), run=RunOptions(command=[]), model_path=model,
                         sink=[], replay=None, progress=Reporter(None, LESSON))
     ctx.identity = {"server": {"flags": {}}}
     return ctx

@@ -14,6 +14,7 @@ import pytest
 from bytesup.llama import topology
 from bytesup.check.compare import Run, compare_runs, run_identity
 from bytesup.store.results import LessonResult, Measurement
+from bytesup.store.manifest import Manifest
 
 from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges, replay
 
@@ -107,7 +108,7 @@ def _run(name: str, engine: dict, decode: list[float]) -> Run:
     result = LessonResult(lesson_id="04_next_token", title="t", started_at="2026-01-01T00:00:00+00:00",
                           finished_at="2026-01-01T00:00:01+00:00",
                           measurements=[Measurement.of("decode_tokens_per_s", "tokens/s", decode, higher_is_better=True)])
-    manifest = {"kind": "bytesup-run", "engine": engine, "model": {"path": "m.gguf", "size_bytes": 1, "sha256": "ab"}}
+    manifest = Manifest(kind="bytesup-run", engine=engine, model={"path": "m.gguf", "size_bytes": 1, "sha256": "ab"})
     return Run(path=Path(name), manifest=manifest, results={"04_next_token": result})
 
 

@@ -9,18 +9,19 @@ from pathlib import Path
 from bytesup.options import RunOptions
 from bytesup.run.folder import estimate, fmt_seconds, run_readme
 from bytesup.run.runner import run_lessons
+from bytesup.store.manifest import Manifest
 
 from test_runner import URL, lessons, serve  # noqa: F401 (lessons is a fixture)
 
-IDENTITY = {"model": {"sha256": "abc", "size_bytes": 10, "path": "/m/model.gguf"},
+IDENTITY = Manifest.model_validate({"model": {"sha256": "abc", "size_bytes": 10, "path": "/m/model.gguf"},
             "engine": {"engine": "embedded", "build": "b1", "flags": {"--threads": "2"}},
-            "host": {"hostname": "h", "cpu": "c"}, "options": {"repeat": 3, "lesson_options": {}}}
+            "host": {"hostname": "h", "cpu": "c"}, "options": {"repeat": 3, "lesson_options": {}}})
 
 
 def earlier(root: Path, name: str, seconds: dict[str, float], updated: str, **changes) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
-    manifest = {**IDENTITY, **changes, "updated_at": updated,
+    manifest = {"schema_version": 1, **IDENTITY.to_json(), **changes, "updated_at": updated,
                 "lessons": {lid: {"status": "ok", "seconds": s} for lid, s in seconds.items()}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
@@ -41,7 +42,8 @@ def test_the_estimate_sums_the_latest_comparable_runs_lessons(tmp_path):
     assert line == "estimate: about 2 min 06 s for 2 lessons, as the comparable run b took"  # 30 + 95.5 = 125.5
     assert estimate(tmp_path, IDENTITY, ["01_a"]) == "estimate: about 1 s for 1 lesson, as the comparable run d took"
     assert estimate(tmp_path, IDENTITY, ["01_a"], skip=tmp_path / "d").endswith("as the comparable run b took")
-    assert estimate(tmp_path, {**IDENTITY, "host": {"hostname": "other", "cpu": "c"}}, ["01_a"]).startswith("estimate: none")
+    other_host = IDENTITY.model_copy(update={"host": IDENTITY.host.model_copy(update={"hostname": "other"})})
+    assert estimate(tmp_path, other_host, ["01_a"]).startswith("estimate: none")
 
 
 def test_the_run_records_each_lessons_wall_time_and_shows_it(lessons, tmp_path, httpx_mock, capsys):
@@ -52,14 +54,14 @@ def test_the_run_records_each_lessons_wall_time_and_shows_it(lessons, tmp_path, 
     seconds = manifest["lessons"]["01_tokens"]["seconds"]
     assert isinstance(seconds, float) and 0 <= seconds < 60 and manifest["lessons_seconds"] == seconds
     assert "estimate: none for 1 lesson" in capsys.readouterr().err
-    readme = run_readme(out, manifest)
+    readme = run_readme(out, Manifest.model_validate(manifest))
     assert "| lesson | status | time | result |" in readme and f"| `01_tokens` | ok | {fmt_seconds(seconds)} |" in readme
 
 
 def test_a_run_at_another_repeat_is_scaled_by_the_repeats(tmp_path):
     earlier(tmp_path, "r3", {"01_a": 30.0, "02_b": 60.0}, "2026-11-01T00:00:00+00:00")  # --repeat 3
-    many = {**IDENTITY, "options": {"repeat": 300, "lesson_options": {}}}
+    many = IDENTITY.model_copy(update={"options": IDENTITY.options.model_copy(update={"repeat": 300})})
     assert estimate(tmp_path, many, ["01_a", "02_b"]) == (
         "estimate: at most about 2 h 30 min for 2 lessons: the run r3 took 1 min 30 s at --repeat 3, scaled to --repeat 300")
-    other_host = {**many, "host": {"hostname": "elsewhere", "cpu": "c"}}
+    other_host = many.model_copy(update={"host": many.host.model_copy(update={"hostname": "elsewhere"})})
     assert estimate(tmp_path, other_host, ["01_a"]).startswith("estimate: none")

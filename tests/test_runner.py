@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from bytesup.cli.app import app
 from bytesup.errors import RunFolderError, SchemaError
 from bytesup.store.results import SCHEMA_VERSION, load_result
+from bytesup.store.manifest import Manifest
 from bytesup.options import RunOptions
 from bytesup.run.runner import run_lessons
 
@@ -284,20 +285,21 @@ def test_the_run_bandwidth_is_measured_once_and_shared(monkeypatch):
                 "bytes_per_thread": 2**29, "method": "fake", "llc_bytes": 2**25}
 
     monkeypatch.setattr(hostbench, "run_bandwidth", fake)
-    manifest, saves = {}, []
+    manifest, saves = Manifest(), []
     shared = RunShared(manifest, lambda: saves.append(1))
     first = shared.bandwidth_before(2)
     assert shared.bandwidth_before(2) is first and calls == [2]  # every later lesson gets the same reading
-    assert manifest["host_bandwidth"]["before"]["gb_per_s"]["median"] == 32.0 and saves
+    written = manifest.to_json()
+    assert written["host_bandwidth"]["before"]["gb_per_s"]["median"] == 32.0 and saves
     after = shared.bandwidth_after()
     assert after["gb_per_s"]["median"] == 21.0 and calls == [2, 2]
-    drift = manifest["host_bandwidth"]["drift"]
+    drift = manifest.to_json()["host_bandwidth"]["drift"]
     assert drift["change"] == pytest.approx(21 / 32 - 1) and drift["ranges_overlap"] is False
     # A replay reads the recorded manifest and measures nothing.
-    replayed = RunShared({}, replay_manifest=manifest, replaying=True)
-    assert replayed.bandwidth_before(2) == manifest["host_bandwidth"]["before"]
-    assert replayed.bandwidth_after() == manifest["host_bandwidth"]["after"] and calls == [2, 2]
-    assert RunShared({}, replay_manifest={}, replaying=True).bandwidth_before(2) is None  # an older run: lessons fall back
+    replayed = RunShared(Manifest(), replay_manifest=manifest, replaying=True)
+    assert replayed.bandwidth_before(2) == manifest.host_bandwidth.before
+    assert replayed.bandwidth_after() == manifest.host_bandwidth.after and calls == [2, 2]
+    assert RunShared(Manifest(), replay_manifest=Manifest(), replaying=True).bandwidth_before(2) is None  # an older run
 
 
 def test_run_bandwidth_plan_reads_four_times_the_cache():
@@ -393,7 +395,7 @@ def test_server_facts_are_observed_once_and_recorded_as_before(monkeypatch, tmp_
     monkeypatch.setattr(environment, "accelerators", lambda engine: ["Metal (Apple M2)"] if engine == "llama-server" else [])
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    ctx = LessonContext("t", "t", server=LlamaServer("http://127.0.0.1:8099"), options=RunOptions(command=["t"]),
+    ctx = LessonContext("t", "t", server=LlamaServer("http://127.0.0.1:8099"), run=RunOptions(command=["t"]),
                         model_path=model, sink=[], replay=None, progress=Reporter(None, "t"))
     ctx.identity = {"server": {"engine": "llama-server", "flags": {"--n-gpu-layers": "99"}}}
     facts = ctx.server_facts()

@@ -1,6 +1,7 @@
 """The lesson API: what a lesson's `main(ctx)` works with.
 
-`LessonContext` holds the server client, the model, the options, a progress reporter (`Reporter`)
+`LessonContext` holds the server client, the model, the run's options (`ctx.run`), the lesson's own options
+(`ctx.options`, typed by the lesson's `Options`), a progress reporter (`Reporter`)
 and the result being built; live, it measures and records, replaying, it answers from the recorded
 run. `RunShared` holds what a run measures once for all its lessons (this host's bandwidth).
 Lessons import `LessonContext` from here; the runner (`runner.run_lessons`) makes one per lesson.
@@ -9,6 +10,7 @@ Lessons import `LessonContext` from here; the runner (`runner.run_lessons`) make
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -30,6 +32,7 @@ from bytesup.options import LessonOptions, RunOptions
 from bytesup.llama.recording import RecordingTransport, ReplayTransport
 from bytesup.store import facts
 from bytesup.store.results import Column, LessonResult, Measurement, Plot, Series, Table
+from bytesup.store.manifest import HostBandwidth, Manifest
 from bytesup.store.runs import ReplaySource
 from bytesup.llama.placement import ServerSetup, decide, is_loopback
 
@@ -49,44 +52,43 @@ class RunShared:
     after the decode work (the capstone's, or the runner's at the end of the run) gives the drift.
     A replay reads the recorded run's manifest and measures nothing."""
 
-    def __init__(self, manifest: dict, save: Callable[[], None] = lambda: None,
-                 replay_manifest: dict | None = None, replaying: bool = False):
+    def __init__(self, manifest: Manifest, save: Callable[[], None] = lambda: None,
+                 replay_manifest: Manifest | None = None, replaying: bool = False):
         self.manifest = manifest
         self.save = save
         self.replaying = replaying
-        self.recorded = (replay_manifest or {}).get("host_bandwidth") if replaying else None
+        self.recorded = replay_manifest.host_bandwidth if replaying and replay_manifest else HostBandwidth()
 
     @property
-    def bandwidth_record(self) -> dict | None:
-        return self.recorded if self.replaying else self.manifest.get("host_bandwidth")
+    def bandwidth_record(self) -> HostBandwidth:
+        return self.recorded if self.replaying else self.manifest.host_bandwidth
 
     def bandwidth_before(self, threads: int) -> dict | None:
         """The run's reading; None when replaying a run that recorded none (the caller falls back)."""
         if self.replaying:
-            return (self.recorded or {}).get("before")
-        record = self.manifest.get("host_bandwidth") or {}
-        if (record.get("before") or {}).get("threads") != threads:
+            return self.recorded.before
+        before = self.manifest.host_bandwidth.before
+        if before is None or before.get("threads") != threads:
             reading = hostbench.run_bandwidth(threads)
             reading["at"] = environment.utc_now()
-            record = {"before": json.loads(json.dumps(reading))}
-            self.manifest["host_bandwidth"] = record
+            self.manifest.host_bandwidth = HostBandwidth(before=json.loads(json.dumps(reading)))
             self.save()
-        return record["before"]
+        return self.manifest.host_bandwidth.before
 
     def bandwidth_after(self) -> dict | None:
         """A second reading after the decode work, with the drift from the first (None without a first)."""
         if self.replaying:
-            return (self.recorded or {}).get("after")
-        record = self.manifest.get("host_bandwidth") or {}
-        before = record.get("before")
+            return self.recorded.after
+        record = self.manifest.host_bandwidth
+        before = record.before
         if not before:
             return None
         reading = hostbench.run_bandwidth(before["threads"])
         reading["at"] = environment.utc_now()
-        record["after"] = json.loads(json.dumps(reading))
-        record["drift"] = hostbench.bandwidth_drift(before["gb_per_s"], reading["gb_per_s"])
+        record.after = json.loads(json.dumps(reading))
+        record.drift = hostbench.bandwidth_drift(before["gb_per_s"], reading["gb_per_s"])
         self.save()
-        return record["after"]
+        return record.after
 
 
 
@@ -97,14 +99,16 @@ class LessonContext:
     a progress reporter, and the result being built. Live, it measures and records;
     replaying, it answers from the recorded run."""
 
-    def __init__(self, lesson_id: str, title: str, *, server: LlamaServer, options: RunOptions,
+    def __init__(self, lesson_id: str, title: str, *, server: LlamaServer, run: RunOptions,
                  model_path: Path | None, sink: list[dict], replay: ReplaySource | None,
-                 progress: Reporter, shared: RunShared | None = None):
+                 progress: Reporter, shared: RunShared | None = None, options_type: type[LessonOptions] = LessonOptions):
         self.lesson_id = lesson_id
-        self.shared = shared if shared is not None else RunShared({}, replaying=replay is not None)
+        self.shared = shared if shared is not None else RunShared(Manifest(), replaying=replay is not None)
         self.title = title
         self.server = server
-        self.options = options
+        self.run = run
+        self._options_type = options_type
+        self._options: LessonOptions | None = None
         self._model_path = model_path
         self._sink = sink
         self._replay = replay
@@ -123,32 +127,27 @@ class LessonContext:
     def repeat(self) -> int:
         """Repetitions of each timed measurement (--repeat). Recorded like a host value, so a
         replay asks for exactly the requests the recorded run made, whatever --repeat it is given."""
-        return self.host("repeat", lambda: max(1, self.options.repeat))
+        return self.host("repeat", lambda: max(1, self.run.repeat))
 
     @repeat.setter
     def repeat(self, value: int) -> None:
-        self.options.repeat = self.host_values["repeat"] = int(value)
+        self.run.repeat = self.host_values["repeat"] = int(value)
 
     @property
     def replaying(self) -> bool:
         return self._replay is not None
 
-    def option(self, name: str, default: Any = None) -> Any:
-        """A lesson option (a field of `LessonOptions`: --bandwidth-gbs, --sizes), validated and typed;
-        `default` when it was not given. Recorded as the host value `option_<name>`, so a replay sees
-        the recorded run's (validated the same way; not given in a run recorded before the option existed)."""
-        if name not in LessonOptions.model_fields:
-            raise BytesupError(f"Lesson {self.lesson_id} asks for the option {name!r}, which bytesup does not have. "
-                               f"Lesson options: {', '.join(LessonOptions.model_fields)} (see options.LessonOptions).")
-
-        def given() -> Any:
-            value = getattr(self.options.lesson_options, name)
-            return default if value is None else value
-
-        # A run recorded before an option existed replays with it not given.
-        value = LessonOptions.parse({name: self.host_since(f"option_{name}", given)})
-        typed = getattr(value, name)
-        return default if typed is None else typed
+    @property
+    def options(self) -> Any:
+        """The lesson's own options, an instance of the lesson's `Options` (`ctx.options.bandwidth_gbs`), typed and
+        validated. When the lesson first reads them, each is recorded as the host value `option_<name>`, so a replay
+        sees the recorded run's values (validated the same way) and asks for exactly its requests; a run recorded
+        before an option existed replays with it not given."""
+        if self._options is None:
+            values = {name: self.host_since(f"option_{name}", functools.partial(self.run.lesson_options.get, name))
+                      for name in self._options_type.model_fields}
+            self._options = self._options_type.parse({k: v for k, v in values.items() if v is not None})
+        return self._options
 
     # host measurements -----------------------------------------------------------------
     def host(self, name: str, measure: Callable[[], Any]) -> Any:
@@ -196,7 +195,7 @@ class LessonContext:
         return self.shared.bandwidth_after()
 
     def run_bandwidth_drift(self) -> dict | None:
-        return (self.shared.bandwidth_record or {}).get("drift")
+        return self.shared.bandwidth_record.drift
 
     def readable_model(self) -> Path | None:
         """The served model's file when it is readable here; None for a remote server without --model.
@@ -288,7 +287,7 @@ class LessonContext:
             except ServerStartError:
                 failed_to_start = True
                 raise
-            client = LlamaServer(started.url, timeout=self.options.timeout,
+            client = LlamaServer(started.url, timeout=self.run.timeout,
                                  transport=RecordingTransport(self._sink, label))
             try:
                 yield client

@@ -1,15 +1,16 @@
-"""What a run is asked to do: `RunOptions` (server, folder, replay, repetitions…), the lessons'
-own options (`LessonOptions`: one typed, validated field per `ctx.option(name)`), and the command
-line as it is shown and recorded."""
+"""What a run is asked to do: `RunOptions`, the run's own options (server, folder, replay, repetitions…) as one
+record with each option's command-line flag and help beside its field; `LessonOptions`, the base of the options a
+lesson declares for itself (`class Options(LessonOptions)` in the lesson's file, read as `ctx.options.<name>`);
+and the command line as it is shown and recorded."""
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bytesup.llama.client import DEFAULT_TIMEOUT_S
 from bytesup.errors import BytesupError, redact_url
@@ -18,61 +19,22 @@ MAX_TIMEOUT_S = 86400.0  # a day: past that a number of seconds is a typo (inf, 
 MAX_REPEAT = 1000  # repetitions of each timed measurement; more would run for days
 
 
+# --- a lesson's own options --------------------------------------------------------------------------------
+
+class OptionError(BytesupError):
+    """A lesson option the run cannot take: the run stops before it starts, with the command line's exit status 2."""
+
+    exit_code = 2
+
+
 class LessonOptions(BaseModel):
-    """The lessons' own options, one field per `ctx.option(name)`. The CLI builds this once and a
-    bad value stops the run before it starts; a replay validates the recorded values the same way."""
+    """The base of a lesson's options. A lesson declares `class Options(LessonOptions)` with one field per option:
+    its type, its bounds, its help (`description`) and, in `json_schema_extra`, a `hint` that says what a valid value
+    looks like, and a `flag` when the command-line flag is not `--<name>` (`repeatable`: the flag is given once per
+    item). The command line builds its flags, their help and the validation from these fields; a bad value stops
+    the run before its first request, and a replay validates the recorded values the same way."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-    bandwidth_gbs: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False,
-        description="a memory bandwidth (GB/s, a positive number) to compute the decode ceiling for, besides this host's measured one "
-                    "(lessons 1, 4 and 8)")
-    sizes: list[str] | None = Field(
-        default=None, min_length=1,
-        description="capstone: the model presets to sweep, comma-separated on the command line (see `bytesup model build --list`)")
-
-    prompts: list[str] | None = Field(
-        default=None, min_length=1,
-        description="lesson 4: a prompt of your own, repeatable (--prompt TEXT --prompt TEXT): added after the published four "
-                    "to its next-token tables and its numpy forward pass")
-
-    rpc: str | None = Field(
-        default=None,
-        description="lesson 9: host:port,… of rpc-servers to split the model across (default: two started on 127.0.0.1)")
-
-    @field_validator("rpc")
-    @classmethod
-    def _rpc_endpoints(cls, value: str | None) -> str | None:
-        """Each comma-separated endpoint is host:port with a port from 1 to 65535."""
-        if value is None:
-            return None
-        ends = [e.strip() for e in value.split(",") if e.strip()]
-        for end in ends:
-            host, _, port = end.rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError(f"{end!r} is not host:port")
-        if not ends:
-            raise ValueError("no endpoint given")
-        return ",".join(ends)
-
-    @field_validator("prompts")
-    @classmethod
-    def _some_text(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and any(not p.strip() for p in value):
-            raise ValueError("a prompt is empty")
-        return value
-
-    @field_validator("sizes", mode="before")
-    @classmethod
-    def _split_sizes(cls, value: Any) -> Any:
-        """`--sizes a, b,,c` → ["a", "b", "c"]; a list is stripped the same way."""
-        if value is None:
-            return None
-        names = value.split(",") if isinstance(value, str) else value
-        if not isinstance(names, list):
-            return names  # pydantic says what is wrong with it
-        return [n.strip() if isinstance(n, str) else n for n in names if not isinstance(n, str) or n.strip()]
 
     def given(self) -> dict[str, Any]:
         """The options given, as the manifest records them (options not given are left out)."""
@@ -84,59 +46,91 @@ class LessonOptions(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            raise BytesupError(lesson_options_problem(exc)) from None
+            raise OptionError(cls.problem(exc)) from None
+
+    @classmethod
+    def flag(cls, name: str) -> str:
+        return str(cls.extra(name).get("flag") or f"--{name.replace('_', '-')}")
+
+    @classmethod
+    def extra(cls, name: str) -> dict[str, Any]:
+        extra = cls.model_fields[name].json_schema_extra
+        return extra if isinstance(extra, dict) else {}
+
+    @classmethod
+    def problem(cls, exc: ValidationError) -> str:
+        """One paragraph for a validation error: each bad option, its value, what it needs."""
+        parts = []
+        for error in exc.errors():
+            name = str(error["loc"][0]) if error["loc"] else "?"
+            known = name in cls.model_fields
+            flag = cls.flag(name) if known else f"--{name.replace('_', '-')}"
+            hint = cls.extra(name).get("hint") if known else None
+            parts.append(f"{flag} {error.get('input')!r} is not valid ({error['msg'].rstrip('.').lower()}): "
+                         f"{hint or 'see `bytesup run --help`'}")
+        return "; ".join(parts) + "."
 
 
-OPTION_HINTS = {
-    "rpc": "give rpc-server endpoints as host:port separated by commas, e.g. --rpc 127.0.0.1:50052,127.0.0.1:50053",
-    "bandwidth_gbs": "give a positive number of GB/s, e.g. --bandwidth-gbs 273",
-    "prompts": "give each prompt some text, e.g. --prompt 'The capital of Italy is'",
-    "sizes": ("give one or more model names separated by commas, e.g. --sizes tiny-q8_0,small-q8_0 "
-              "(`bytesup model build --list` names them)"),
-}
+# Options more than one lesson takes are declared once, here, and named by each lesson's Options.
+BandwidthGbs = Annotated[float | None, Field(
+    default=None, gt=0, allow_inf_nan=False,
+    description="a memory bandwidth (GB/s, a positive number) to compute the decode ceiling for, besides this host's "
+                "measured one",
+    json_schema_extra={"hint": "give a positive number of GB/s, e.g. --bandwidth-gbs 273"})]
 
 
-# Options whose command-line flag is not the field's name: one --prompt per prompt.
-OPTION_FLAGS = {"prompts": "--prompt"}
+# --- the run's own options ---------------------------------------------------------------------------------
 
-
-def lesson_options_problem(exc: ValidationError) -> str:
-    """One paragraph for a validation error of LessonOptions: each bad option, its value, what it needs."""
-    parts = []
-    for error in exc.errors():
-        name = str(error["loc"][0]) if error["loc"] else "?"
-        flag = OPTION_FLAGS.get(name, f"--{name.replace('_', '-')}")
-        hint = OPTION_HINTS.get(name, "see `bytesup run --help`")
-        parts.append(f"{flag} {error.get('input')!r} is not valid ({error['msg'].rstrip('.').lower()}): {hint}")
-    return "; ".join(parts) + "."
+def cli(*flags: str, help: str, **bounds: Any) -> dict[str, Any]:  # noqa: A002 (typer's own word)
+    """A RunOptions field's command line: its flags, its help and any bounds (min, max, envvar)."""
+    return {"cli": {"flags": flags, "help": help, **bounds}}
 
 
 @dataclass
 class RunOptions:
-    server_url: str | None = None
-    api_key: str | None = None
-    model: Path | None = None
-    out: Path | None = None
-    force: bool = False
-    resume: bool = False
-    replay: Path | None = None
-    repeat: int = 3
-    timeout: float = DEFAULT_TIMEOUT_S
-    # With no server given (--server, BYTESUP_SERVER) and none answering at the default URL,
-    # start one on the default model for the length of the run (--no-start-server: fail instead).
-    start_server: bool = True
-    # Always start a server of the run's own on a free port (what `make run` does), even when one answers at the
-    # default URL; it stops with the run, also when the run is killed.
-    own_server: bool = False
-    lesson_options: LessonOptions = field(default_factory=LessonOptions)  # a dict is validated into one
-    command: list[str] = field(default_factory=lambda: shown_command(sys.argv))
-    allow_modified: bool = False  # replay recordings whose sha256 no longer matches the manifest's
-    model_mismatch_ok: bool = False  # go on when --model is not the file the server serves
-    run_dir: Path | None = None  # the folder the run wrote to, set by run_lessons
+    """The run's own options, one record from the command line to the runner. A field with `cli` metadata is a
+    flag of `bytesup run` and `bytesup run-all` (its help is the flag's); the others are set by the code."""
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.lesson_options, LessonOptions):
-            self.lesson_options = LessonOptions.parse(dict(self.lesson_options))
+    server_url: str | None = field(default=None, metadata=cli(
+        "--server", help="llama-server URL (default $BYTESUP_SERVER or http://127.0.0.1:8099)"))
+    api_key: str | None = field(default=None, metadata=cli(
+        "--api-key", envvar="BYTESUP_API_KEY", help="API key of the server (never written to outputs)"))
+    model: Path | None = field(default=None, metadata=cli("--model", help=(
+        "the GGUF the server runs (default: /props model_path when readable here); also what a server "
+        "started for the run loads")))
+    out: Path | None = field(default=None, metadata=cli("--out", help=(
+        "run folder (default: a new outputs/<UTC date>/, or outputs/<date>.N when that exists; "
+        "BYTESUP_OUTPUTS moves outputs/)")))
+    force: bool = field(default=False, metadata=cli("--force", help=(
+        "replace lesson results that already exist in the run folder; with --resume, mix with lessons "
+        "measured on another configuration")))
+    resume: bool = field(default=False, metadata=cli("--resume", help=(
+        "continue an incomplete run (without --out: the latest unfinished one under outputs/): skip "
+        "lessons saved, re-run failed and interrupted ones")))
+    replay: Path | None = field(default=None, metadata=cli(
+        "--replay", help="serve the lessons from a recorded run folder instead of a server"))
+    repeat: int = field(default=3, metadata=cli("--repeat", min=1, max=MAX_REPEAT, help=(
+        f"repetitions of each timed measurement (1 to {MAX_REPEAT}; each lesson's timed requests grow with it)")))
+    timeout: float = field(default=DEFAULT_TIMEOUT_S, metadata=cli("--timeout", min=0.1, max=MAX_TIMEOUT_S, help=(
+        "seconds to wait for one server answer, and for the first contact (default 120: a hung server "
+        f"fails after 2 minutes; raise it for big models on slow machines, up to {MAX_TIMEOUT_S:g})")))
+    start_server: bool = field(default=True, metadata=cli("--start-server/--no-start-server", help=(
+        "with no --server or BYTESUP_SERVER and nothing answering at the default URL, start a server "
+        "(llama-server when found, else the embedded engine) "
+        "on the default model (BYTESUP_MODEL: another preset or GGUF) for the length of the run; "
+        "--no-start-server stops with an error instead")))
+    own_server: bool = field(default=False, metadata=cli("--own-server", help=(
+        "always start a server of the run's own on a free port (the default model, BYTESUP_MODEL or --model), even "
+        "when one answers at the default URL; it stops with the run, also when the run is killed (what make run does)")))
+    allow_modified: bool = field(default=False, metadata=cli("--allow-modified", help=(
+        "with --replay: replay recordings (http/*.jsonl) whose sha256 differs from the one in the run's "
+        "manifest, i.e. edited on purpose")))
+    model_mismatch_ok: bool = field(default=False, metadata=cli("--model-mismatch-ok", help=(
+        "go on when --model differs (parameter count or tensor bytes) from the model the server serves")))
+    # The lessons' options given, by field name (validated by each lesson's Options before the run starts).
+    lesson_options: dict[str, Any] = field(default_factory=dict)
+    command: list[str] = field(default_factory=lambda: shown_command(sys.argv))
+    run_dir: Path | None = None  # the folder the run wrote to, set by run_lessons
 
 
 def shown_command(argv: list[str]) -> list[str]:

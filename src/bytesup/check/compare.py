@@ -408,8 +408,7 @@ def compare_runs(a: Run, b: Run, threshold: float = DEFAULT_THRESHOLD) -> Compar
             "Run the same lessons into both folders first."
         )
     # Another topology (one process vs rpc-servers, or another split) is another setup: not comparable, never a regression.
-    model_diff = models_differ(a, b) or topology.differs((a.manifest or {}).get("engine", {}).get("topology"),
-                                                          (b.manifest or {}).get("engine", {}).get("topology"))
+    model_diff = models_differ(a, b) or topology.differs(a.manifest.engine.topology, b.manifest.engine.topology)
     rows: list[Row] = []
     tables: list[TableRow] = []
     notes: list[str] = []
@@ -506,8 +505,7 @@ def _delta_text(t: TableRow) -> str:
 
 def load_line(c: Comparison) -> str:
     """The machines' load while each run was made: context for reading noise, not an identity."""
-    la = (c.a.manifest or {}).get("load_average_before")
-    lb = (c.b.manifest or {}).get("load_average_before")
+    la, lb = c.a.manifest.load_average_before, c.b.manifest.load_average_before
     if la is None and lb is None:
         return ""
     return f"Load average (1, 5, 15 min) before the run: A {fmt(la)} · B {fmt(lb)}."

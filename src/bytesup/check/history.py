@@ -29,6 +29,7 @@ from bytesup.store.identity import FLAG, RunIdentity, differences, value_text
 from bytesup.store.render import Block, Code, Figure, Heading, Paragraph, TableBlock, anchor, html, html_page, markdown
 from bytesup.store.plots import svg_markup
 from bytesup.store.results import LessonResult, Measurement, Plot, Series, load_result
+from bytesup.store.manifest import Manifest
 from bytesup.store.runs import LESSON_JSON, read_manifest
 from bytesup.files import write_text_atomic
 from bytesup.check.verdicts import FAIL, NA, PASS
@@ -57,7 +58,7 @@ def _measurement(lesson: str, name: str) -> Callable[["RunRecord"], Measurement 
 
 def _host_bandwidth(run: "RunRecord") -> Measurement | None:
     """The run's own reading of this host's memory bandwidth, before its decode work."""
-    reading = ((run.manifest.get("host_bandwidth") or {}).get("before") or {}).get("gb_per_s") or {}
+    reading = (run.manifest.host_bandwidth.before or {}).get("gb_per_s") or {}
     samples = reading.get("samples")
     if not samples:
         return None
@@ -75,7 +76,7 @@ FIGURES: tuple[Headline, ...] = (
 @dataclass
 class RunRecord:
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     results: dict[str, LessonResult]
     identity: RunIdentity
     checks: dict[str, int] | None
@@ -87,7 +88,7 @@ class RunRecord:
 
     @property
     def when(self) -> str:
-        return str(self.manifest.get("created_at") or self.manifest.get("date") or self.name)
+        return self.manifest.created_at or self.manifest.date or self.name
 
     def capstone(self) -> str:
         """The capstone's verdicts, counted: a fact when the lesson states it, else its sweep's verdict column."""
@@ -120,14 +121,14 @@ def _is_run(folder: Path) -> bool:
 
 def read_record(folder: Path) -> RunRecord:
     """The parts of a run folder that history shows; a damaged one is a BytesupError."""
-    manifest = read_manifest(folder) or {}
-    if manifest.get("kind") not in (None, "bytesup-run"):
-        raise BytesupError(f"{folder / 'manifest.json'} is a {manifest.get('kind')!r} file, not a run manifest")
+    manifest = read_manifest(folder) or Manifest()
+    if not manifest.is_run():
+        raise BytesupError(f"{folder / 'manifest.json'} is a {manifest.kind!r} file, not a run manifest")
     results: dict[str, LessonResult] = {}
     for lid in (NEXT_TOKEN, CAPSTONE):
         path = folder / f"{lid}.json"
-        entry = (manifest.get("lessons") or {}).get(lid)
-        if path.is_file() and (entry is None or entry.get("status") == "ok"):
+        entry = manifest.lessons.get(lid)
+        if path.is_file() and (entry is None or entry.status == "ok"):
             try:
                 results[lid] = load_result(json.loads(path.read_text(encoding="utf-8")), str(path))
             except ValueError as exc:  # invalid JSON, or a record this bytesup cannot read

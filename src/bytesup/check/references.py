@@ -216,11 +216,11 @@ def scope_differences(run: Run, scope: Scope) -> list[str]:
     elif not ok:
         ref = " ".join(x for x in (want.name, want.quantization) if x)
         diffs.append(f"model is {file or 'unknown'} ({_size_text(size)}), reference is {ref} ({_size_text(want.size_bytes)})")
-    host = (run.manifest or {}).get("host") or {}
+    host = run.manifest.host
     if scope.hardware is not None:
         hw = scope.hardware
-        gpus = host.get("gpus") or []
-        cpu = str(host.get("cpu") or "")
+        gpus = host.gpus or []
+        cpu = host.cpu or ""
         match = any(s.lower() in g.lower() for s in hw.gpu_contains for g in gpus) or any(s.lower() in cpu.lower() for s in hw.cpu_contains)
         match = match or (hw.cpu_only and bool(host) and not gpus)
         if not match:
@@ -228,12 +228,12 @@ def scope_differences(run: Run, scope: Scope) -> list[str]:
             if not host:
                 here = "unknown (the run has no manifest)"
             diffs.append(f"hardware is {here}, reference is {hw.name}")
-    eng = (run.manifest or {}).get("engine") or {}
+    eng = run.manifest.engine
     first = next(iter(run.results.values()), None)
-    engine = eng.get("engine") or (first.server.get("engine") if first else None)
+    engine = eng.engine or (first.server.get("engine") if first else None)
     if scope.engine is not None and scope.engine.engines and engine not in scope.engine.engines:
         diffs.append(f"engine is {engine or 'unknown'}, reference is {scope.engine.name}")
-    flags = eng.get("flags") if eng.get("flags") is not None else (first.server.get("flags") if first else None)
+    flags = eng.flags if eng.flags is not None else (first.server.get("flags") if first else None)
     flags = flags or {}
     # A flag the run did not record (a server started outside bytesup) is unknown, not different.
     differing = [f"{k} {flags[k]} (reference {v})" for k, v in scope.flags.items()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import math
 import sys
+import types
+import typing
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -15,15 +19,14 @@ from rich.table import Table as RichTable
 from bytesup.llama import process as engine
 from bytesup.models import catalog as models
 from bytesup.llama import rpc
-from bytesup.run.lessons import discover_lessons, lesson_title, load_lesson
+from bytesup.run.lessons import check_lesson_options, course_options, discover_lessons, lesson_title, load_lesson
 from bytesup.cli.common import err, fail, out
 from bytesup.cli.derive import register as register_derive
 from bytesup.cli.reports import register as register_reports
-from bytesup.llama.client import DEFAULT_TIMEOUT_S, LlamaServer
-from bytesup.options import MAX_REPEAT, MAX_TIMEOUT_S
+from bytesup.llama.client import LlamaServer
+from bytesup.options import MAX_TIMEOUT_S, RunOptions
 from bytesup.errors import BytesupError
 from bytesup.store.escape import rich_text
-from bytesup.options import LessonOptions, RunOptions
 from bytesup.run.report import write_run_report
 from bytesup.run.runner import run_lessons
 
@@ -59,64 +62,63 @@ def lessons_cmd() -> None:
     out.print(table)
 
 
-ServerOpt = Annotated[Optional[str], typer.Option("--server", help="llama-server URL (default $BYTESUP_SERVER or http://127.0.0.1:8099)")]
-ModelOpt = Annotated[Optional[Path], typer.Option("--model", help=(
-    "the GGUF the server runs (default: /props model_path when readable here); also what a server "
-    "started for the run loads"))]
-OutOpt = Annotated[Optional[Path], typer.Option("--out", help=(
-    "run folder (default: a new outputs/<UTC date>/, or outputs/<date>.N when that exists; "
-    "BYTESUP_OUTPUTS moves outputs/)"))]
-ForceOpt = Annotated[bool, typer.Option("--force", help=(
-    "replace lesson results that already exist in the run folder; with --resume, mix with lessons "
-    "measured on another configuration"))]
-ResumeOpt = Annotated[bool, typer.Option("--resume", help=(
-    "continue an incomplete run (without --out: the latest unfinished one under outputs/): skip "
-    "lessons saved, re-run failed and interrupted ones"))]
-ReplayOpt = Annotated[Optional[Path], typer.Option("--replay", help="serve the lessons from a recorded run folder instead of a server")]
-RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, max=MAX_REPEAT, help=(
-    f"repetitions of each timed measurement (1 to {MAX_REPEAT}; each lesson's timed requests grow with it)"))]
-ApiKeyOpt = Annotated[Optional[str], typer.Option("--api-key", envvar="BYTESUP_API_KEY",
-                                                  help="API key of the server (never written to outputs)")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT_S, help=(
-    "seconds to wait for one server answer, and for the first contact (default 120: a hung server "
-    f"fails after 2 minutes; raise it for big models on slow machines, up to {MAX_TIMEOUT_S:g})"))]
-
-
-BandwidthOpt = Annotated[Optional[float], typer.Option("--bandwidth-gbs", help=LessonOptions.model_fields["bandwidth_gbs"].description)]
-AllowModifiedOpt = Annotated[bool, typer.Option("--allow-modified", help=(
-    "with --replay: replay recordings (http/*.jsonl) whose sha256 differs from the one in the run's "
-    "manifest, i.e. edited on purpose"))]
-MismatchOpt = Annotated[bool, typer.Option("--model-mismatch-ok", help=(
-    "go on when --model differs (parameter count or tensor bytes) from the model the server serves"))]
-SizesOpt = Annotated[Optional[str], typer.Option("--sizes", help=LessonOptions.model_fields["sizes"].description)]
-RpcOpt = Annotated[Optional[str], typer.Option("--rpc", help=LessonOptions.model_fields["rpc"].description)]
-PromptOpt = Annotated[Optional[list[str]], typer.Option("--prompt", help=LessonOptions.model_fields["prompts"].description)]
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
-StartServerOpt = Annotated[bool, typer.Option(
-    "--start-server/--no-start-server",
-    help=(
-        "with no --server or BYTESUP_SERVER and nothing answering at the default URL, start a server "
-        "(llama-server when found, else the embedded engine) "
-        "on the default model (BYTESUP_MODEL: another preset or GGUF) for the length of the run; "
-        "--no-start-server stops with an error instead"))]
-OwnServerOpt = Annotated[bool, typer.Option("--own-server", help=(
-    "always start a server of the run's own on a free port (the default model, BYTESUP_MODEL or --model), even "
-    "when one answers at the default URL; it stops with the run, also when the run is killed (what make run does)"))]
 
 
-def _run_options(*, bandwidth_gbs: float | None, sizes: str | None, rpc: str | None = None, prompts: list[str] | None = None,
-                 **run: Any) -> RunOptions:
-    """The run's options, built once; a bad lesson option stops here (exit status 2), before any request."""
-    if not math.isfinite(run["timeout"]):  # NaN passes a range check
+def run_parameters() -> list[inspect.Parameter]:
+    """The flags `bytesup run` and `bytesup run-all` share: the run's own (RunOptions' fields, with their help), then
+    every option the lessons declare (their Options' fields, with their help and the lessons that take each)."""
+    hints = typing.get_type_hints(RunOptions)
+    params = []
+    for f in dataclasses.fields(RunOptions):
+        if "cli" not in f.metadata:
+            continue
+        spec = dict(f.metadata["cli"])
+        option = typer.Option(*spec.pop("flags"), **spec)
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                        annotation=Annotated[hints[f.name], option]))
+    for name, known in course_options().items():
+        # A list given as one flag is comma-separated text (its Options splits it); a repeatable flag is given per item.
+        kind = _without_none(known.info.annotation)
+        if typing.get_origin(kind) is list:
+            kind = list[str] if known.repeatable else str
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=Annotated[Optional[kind], typer.Option(known.flag, help=known.help())]))
+    return params
+
+
+def _without_none(annotation: Any) -> Any:
+    """`float | None` → float: the flag's own type (not given is None on the command line)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1 else annotation
+
+
+def takes_run_options(command: Callable[..., None]) -> Callable[..., None]:
+    """`command(..., **given)` with the shared flags of `run_parameters` after its own parameters: typer reads
+    them from its signature, and the command builds one RunOptions from `given` (`run_options`)."""
+    hints = typing.get_type_hints(command, include_extras=True)
+    own = [p.replace(annotation=hints[p.name]) for p in inspect.signature(command).parameters.values()
+           if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params = [*own, *run_parameters()]
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}  # typer reads the types from here
+    return command
+
+
+def run_options(given: dict[str, Any], lesson_ids: list[str]) -> RunOptions:
+    """The run's options, built once from the command line: RunOptions' fields, and the lesson options given,
+    validated by the Options of the lessons to run. A bad one stops here (exit status 2), before any request."""
+    if not math.isfinite(given["timeout"]):  # NaN passes a range check
         err.print(f"[bold red]error:[/bold red] --timeout must be a number of seconds from 0.1 to {MAX_TIMEOUT_S:g}.",
                   highlight=False)
         raise typer.Exit(2)
+    own = {f.name for f in dataclasses.fields(RunOptions) if "cli" in f.metadata}
+    lesson = {k: v for k, v in given.items() if k not in own and v not in (None, [])}
     try:
-        lesson_options = LessonOptions.parse({"bandwidth_gbs": bandwidth_gbs, "sizes": sizes, "rpc": rpc, "prompts": prompts or None})
+        checked = check_lesson_options(lesson_ids, lesson)
     except BytesupError as exc:
-        err.print(f"[bold red]error:[/bold red] {rich_text(exc)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-    return RunOptions(lesson_options=lesson_options, **run)
+        raise fail(exc) from None
+    return RunOptions(lesson_options=checked, **{k: v for k, v in given.items() if k in own})
 
 
 def _run(lesson_ids: list[str], options: RunOptions, *, print_tables: bool, report: bool = False) -> None:
@@ -149,42 +151,30 @@ def _print_results(options: RunOptions, lesson_ids: list[str]) -> None:
 
 
 @app.command("run")
+@takes_run_options
 def run_cmd(
     lessons: Annotated[list[str], typer.Argument(help="lesson ids, e.g. 04_next_token (see `bytesup lessons`)")],
-    server: ServerOpt = None, model: ModelOpt = None, out_dir: OutOpt = None, force: ForceOpt = False,
-    resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
-    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, print_tables: PrintOpt = False,
-    start_server: StartServerOpt = True, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
-    rpc: RpcOpt = None, own_server: OwnServerOpt = False, prompt: PromptOpt = None,
+    print_tables: PrintOpt = False, **given: Any,
 ) -> None:
     """Run some lessons against a server (or a recorded run) and save them into a run folder.
 
     Existing results are never overwritten without --force; the command then exits non-zero
     before sending any request.
     """
-    options = _run_options(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume, replay=replay,
-                           repeat=repeat, timeout=timeout, start_server=start_server, allow_modified=allow_modified,
-                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes, rpc=rpc,
-                           own_server=own_server, prompts=prompt)
-    _run(lessons, options, print_tables=print_tables)
+    _run(lessons, run_options(given, lessons), print_tables=print_tables)
 
 
 @app.command("run-all")
+@takes_run_options
 def run_all_cmd(
-    server: ServerOpt = None, model: ModelOpt = None, out_dir: OutOpt = None, force: ForceOpt = False,
-    resume: ResumeOpt = False, replay: ReplayOpt = None, repeat: RepeatOpt = 3, api_key: ApiKeyOpt = None,
-    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S, bandwidth_gbs: BandwidthOpt = None, sizes: SizesOpt = None, rpc: RpcOpt = None,
-    print_tables: PrintOpt = False, allow_modified: AllowModifiedOpt = False, model_mismatch_ok: MismatchOpt = False,
+    print_tables: PrintOpt = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help=(
         "then run the checks and write the run's README.md as one page, and report.html beside it (`bytesup report --html`)"))] = False,
-    start_server: StartServerOpt = True, own_server: OwnServerOpt = False, prompt: PromptOpt = None,
+    **given: Any,
 ) -> None:
     """Run every lesson in order into one run folder (what `make run` does, with --own-server --report)."""
-    options = _run_options(server_url=server, api_key=api_key, model=model, out=out_dir, force=force, resume=resume, replay=replay,
-                           repeat=repeat, timeout=timeout, start_server=start_server, allow_modified=allow_modified,
-                           model_mismatch_ok=model_mismatch_ok, bandwidth_gbs=bandwidth_gbs, sizes=sizes, rpc=rpc,
-                           own_server=own_server, prompts=prompt)
-    _run(list(discover_lessons()), options, print_tables=print_tables, report=report)
+    lesson_ids = list(discover_lessons())
+    _run(lesson_ids, run_options(given, lesson_ids), print_tables=print_tables, report=report)
 
 
 # --- server ----------------------------------------------------------------------------

@@ -213,7 +213,7 @@ def server_log_topology(url: str, rpc_flag: str | None) -> dict:
 def record_topology(shared, lesson_id: str, setup: str, where: dict) -> None:
     """Write a lesson's server topology into the run manifest (`topologies`, keyed "<lesson>/<setup>"), so
     the run's manifest shows each split; `shared` is the run's RunShared (its manifest and save)."""
-    shared.manifest.setdefault("topologies", {})[f"{lesson_id}/{setup}"] = where
+    shared.manifest.topologies[f"{lesson_id}/{setup}"] = where
     shared.save()
 
 

@@ -29,6 +29,7 @@ from bytesup.llama import process as engine
 from bytesup.errors import BytesupError, RunFolderError
 from bytesup.store.escape import md_text, rich_text
 from bytesup.store.identity import resume_differences
+from bytesup.store.manifest import LessonEntry, Manifest
 from bytesup.options import RunOptions
 from bytesup.paths import outputs_root
 from bytesup.store.plots import write_plots
@@ -141,23 +142,22 @@ def new_run_dir(root: Path, date: str) -> Path:
             n += 1
 
 
-def _manifests_under(root: Path) -> Iterator[tuple[Path, dict]]:
-    """(folder, manifest) for every folder under `root` whose manifest.json is a JSON object; others are skipped."""
+def _manifests_under(root: Path) -> Iterator[tuple[Path, Manifest]]:
+    """(folder, manifest) for every folder under `root` whose manifest.json reads as a manifest; others are skipped."""
     if not root.is_dir():
         return
     for folder in root.iterdir():
+        path = folder / "manifest.json"
         try:
-            data = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
+            yield folder, Manifest.parse(json.loads(path.read_text(encoding="utf-8")), str(path))
+        except (OSError, ValueError, RecursionError, BytesupError):
             continue
-        if isinstance(data, dict):
-            yield folder, data
 
 
 def latest_unfinished(root: Path) -> Path | None:
     """The most recently updated run folder under `root` whose manifest is not complete."""
-    found = [(str(data.get("updated_at") or ""), (folder / "manifest.json").stat().st_mtime, folder)
-             for folder, data in _manifests_under(root) if data.get("status") != "complete"]
+    found = [(data.updated_at or "", (folder / "manifest.json").stat().st_mtime, folder)
+             for folder, data in _manifests_under(root) if data.status != "complete"]
     return max(found)[2] if found else None
 
 
@@ -169,12 +169,12 @@ def fmt_seconds(seconds: float) -> str:
     return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
 
 
-def _repeat(manifest: dict) -> int | None:
-    value = (manifest.get("options") or {}).get("repeat")
-    return value if isinstance(value, int) and value > 0 else None
+def _repeat(manifest: Manifest) -> int | None:
+    value = manifest.options.repeat if manifest.options is not None else None
+    return value if value is not None and value > 0 else None
 
 
-def estimate(root: Path, manifest: dict, todo: list[str], skip: Path | None = None) -> str:
+def estimate(root: Path, manifest: Manifest, todo: list[str], skip: Path | None = None) -> str:
     """One line: how long `todo` will take, from the latest earlier run under `root` that measured with the same
     configuration (`resume_differences` finds none) and timed every lesson in `todo`. Failing that, from one that
     differs in --repeat alone, its time scaled by the ratio of repeats (an upper bound: a lesson's untimed
@@ -182,18 +182,17 @@ def estimate(root: Path, manifest: dict, todo: list[str], skip: Path | None = No
     best: tuple[bool, str, Path, float, int | None] | None = None  # (same --repeat, when, folder, seconds, its --repeat)
     mine = _repeat(manifest)
     for folder, data in _manifests_under(root):
-        if (skip is not None and folder.resolve() == skip.resolve()) or not isinstance(data.get("lessons"), dict):
+        if skip is not None and folder.resolve() == skip.resolve():
             continue
-        entries = data["lessons"]
-        timed = [entries.get(lid, {}).get("seconds") for lid in todo]
-        if any(not isinstance(t, (int, float)) or entries[lid].get("status") != "ok" for lid, t in zip(todo, timed, strict=True)):
+        entries = [data.lessons.get(lid) or LessonEntry() for lid in todo]
+        timed = [e.seconds for e in entries]
+        if any(t is None or e.status != "ok" for e, t in zip(entries, timed, strict=True)):
             continue
         diffs = [d.label for d in resume_differences(data, manifest)]
         theirs = _repeat(data)
         if diffs and not (diffs == ["--repeat"] and mine and theirs):
             continue
-        key = (not diffs, str(data.get("updated_at") or ""), folder, float(sum(t for t in timed if isinstance(t, (int, float)))),
-               theirs)
+        key = (not diffs, data.updated_at or "", folder, float(sum(t for t in timed if t is not None)), theirs)
         if best is None or key[:2] > best[:2]:
             best = key
     n = f"{len(todo)} lesson{'s' if len(todo) != 1 else ''}"
@@ -208,7 +207,7 @@ def estimate(root: Path, manifest: dict, todo: list[str], skip: Path | None = No
 
 # --- resuming the same configuration -----------------------------------------------------------
 
-def identity_differences(old: dict, new: dict) -> list[str]:
+def identity_differences(old: Manifest, new: Manifest) -> list[str]:
     """`old` (the folder's manifest) vs `new` (this run's facts): one line per difference in what a
     resume checks (`identity.resume_differences`)."""
     return [d.sentence("in the folder", "now") for d in resume_differences(old, new)]
@@ -401,26 +400,23 @@ def choose_run_dir(options: RunOptions, console: Console) -> tuple[Path, bool]:
     return run_dir, True
 
 
-def run_readme(run_dir: Path, manifest: dict) -> str:
+def run_readme(run_dir: Path, manifest: Manifest) -> str:
     """The run folder's README.md while no report replaces it: status, host, engine, a line per lesson."""
     lines = [INDEX_MARK, f"# bytesup run {md_text(run_dir.name)}", ""]
-    host = manifest.get("host", {})
-    eng = manifest.get("engine", {})
-    model = manifest.get("model", {})
-    lines.append(md_text(f"Status: **{manifest.get('status')}** · host {host.get('hostname')} "
-                         f"({host.get('cpu')}, {host.get('cores')} cores)"))
-    lines.append(md_text(f"· engine {eng.get('engine', '?')} {eng.get('build', '')} · model {model.get('path', '?')}"))
+    host, eng, model = manifest.host, manifest.engine, manifest.model
+    lines.append(md_text(f"Status: **{manifest.status}** · host {host.hostname} "
+                         f"({host.cpu}, {host.cores} cores)"))
+    lines.append(md_text(f"· engine {eng.engine or '?'} {eng.build or ''} · model {model.path or '?'}"))
     lines.append("")
     lines.append("| lesson | status | time | result |")
     lines.append("|---|---|---|---|")
-    for lid, entry in sorted(manifest.get("lessons", {}).items()):
-        link = (f"[{md_text(entry.get('title', lid), cell=True)}]({lid}.md)" if entry.get("status") == "ok"
-                else md_text(entry.get("error", "")[:200], cell=True))
-        seconds = entry.get("seconds")
-        took = fmt_seconds(seconds) if isinstance(seconds, (int, float)) else ""
-        lines.append(f"| `{lid}` | {entry.get('status')} | {took} | {link} |")
-    total = manifest.get("lessons_seconds")
-    if isinstance(total, (int, float)):
+    for lid, entry in sorted(manifest.lessons.items()):
+        link = (f"[{md_text(entry.title or lid, cell=True)}]({lid}.md)" if entry.status == "ok"
+                else md_text((entry.error or "")[:200], cell=True))
+        took = fmt_seconds(entry.seconds) if entry.seconds is not None else ""
+        lines.append(f"| `{lid}` | {entry.status} | {took} | {link} |")
+    total = manifest.lessons_seconds
+    if total is not None:
         lines += ["", md_text(f"The lessons took {fmt_seconds(total)} of wall time in all.")]
     return "\n".join(lines) + "\n"
 
@@ -435,15 +431,15 @@ def save_lesson(run_dir: Path, result: LessonResult, exchanges: list[dict]) -> N
     write_json_atomic(run_dir / f"{result.lesson_id}.json", result.to_json())
 
 
-def keep_failed(run_dir: Path, lesson_id: str, entry: dict, sink: list[dict]) -> None:
+def keep_failed(run_dir: Path, lesson_id: str, entry: LessonEntry, sink: list[dict]) -> None:
     """A lesson that did not finish: its earlier files go to stale/ (a result is replaced only by a
     successful one), and its exchanges so far are kept in http/<id>.failed.jsonl for diagnosis."""
     try:
         moved = set_aside(run_dir, lesson_id)
         if moved is not None:
-            entry["set_aside"] = str(moved.relative_to(run_dir))
+            entry.set_aside = str(moved.relative_to(run_dir))
         if sink:
             write_jsonl_atomic(run_dir / "http" / f"{lesson_id}.failed.jsonl", sink)
-            entry["failed_exchanges"] = f"http/{lesson_id}.failed.jsonl"
+            entry.failed_exchanges = f"http/{lesson_id}.failed.jsonl"
     except OSError:
         pass  # a full disk is reported by the manifest's save; the lesson's status says what happened

@@ -15,6 +15,7 @@ from typing import Any
 
 from bytesup.check import checker as checks
 from bytesup.check.overhead import overhead_blocks
+from bytesup.store.manifest import LessonEntry
 from bytesup.store.runs import Run, load_run
 from bytesup.store.plots import svg_markup
 from bytesup.store.render import (
@@ -45,29 +46,27 @@ def _size(n: Any) -> str:
 
 def summary_rows(run: Run) -> list[tuple[str, Any]]:
     """(what, value or inline parts) for the manifest's summary; rows the manifest cannot fill are left out."""
-    m = run.manifest or {}
-    host = m.get("host") or {}
-    eng = m.get("engine") or {}
+    m = run.manifest
+    host, eng, repo = m.host, m.engine, m.repository
     model = run.model_identity()
-    flags = " ".join(k if v is None else f"{k} {v}" for k, v in (eng.get("flags") or {}).items() if k not in ("--api-key",))
-    repo = m.get("repository") or {}
+    flags = " ".join(k if v is None else f"{k} {v}" for k, v in (eng.flags or {}).items() if k not in ("--api-key",))
     rows: list[tuple[str, Any]] = [
-        ("status", m.get("status", "no manifest")),
-        ("created", m.get("created_at")),
-        ("updated", m.get("updated_at")),
-        ("host", f"{host.get('hostname', '?')}: {host.get('cpu', '?')}, {fmt(host.get('cores'))} cores, "
-                 f"{_size(host.get('memory_bytes'))} memory" + (f", GPU {', '.join(host['gpus'])}" if host.get("gpus") else ", no GPU")
+        ("status", m.status if run.has_manifest else "no manifest"),
+        ("created", m.created_at),
+        ("updated", m.updated_at),
+        ("host", f"{host.hostname or '?'}: {host.cpu or '?'}, {fmt(host.cores)} cores, "
+                 f"{_size(host.memory_bytes)} memory" + (f", GPU {', '.join(host.gpus)}" if host.gpus else ", no GPU")
          if host else None),
-        ("OS / Python", f"{host.get('os')} / Python {host.get('python')}" if host else None),
-        ("engine", f"{eng.get('engine', '?')} ({eng.get('build', '?')})" if eng else None),
+        ("OS / Python", f"{host.os} / Python {host.python}" if host else None),
+        ("engine", f"{eng.engine or '?'} ({eng.build or '?'})" if eng else None),
         ("server flags", Code(flags) if flags else None),
         ("model", (f"{model.get('file', '?')} ({_size(model.get('size_bytes'))}), sha256 ", Code(str(model.get("sha256", "?"))))
          if model else None),
-        ("code", f"commit {repo.get('commit') or '?'}" + (" (uncommitted changes)" if repo.get("dirty") else "") if repo else None),
-        ("packages", ", ".join(f"{k} {v}" for k, v in (m.get("packages") or {}).items() if v) or None),
-        ("load average before / after", f"{fmt(m.get('load_average_before'))} / {fmt(m.get('load_average_after'))}"
-         if m.get("load_average_before") is not None else None),
-        ("command", Code(" ".join(m["command"])) if m.get("command") else None),
+        ("code", f"commit {repo.commit or '?'}" + (" (uncommitted changes)" if repo.dirty else "") if repo else None),
+        ("packages", ", ".join(f"{k} {v}" for k, v in m.packages.items() if v) or None),
+        ("load average before / after", f"{fmt(m.load_average_before)} / {fmt(m.load_average_after)}"
+         if m.load_average_before is not None else None),
+        ("command", Code(" ".join(m.command)) if m.command else None),
     ]
     return [(k, v) for k, v in rows if v is not None]
 
@@ -79,20 +78,19 @@ def summary_md(run: Run) -> list[str]:
 def report_blocks(run: Run, check_report: "checks.CheckReport | None", files: bool = True) -> list[Block]:
     """The whole page: summary, the lessons' index, every lesson in course order, the checks.
     `files`: a line of links to each lesson's own files under its section."""
-    m = run.manifest or {}
     blocks: list[Block] = [Heading(1, f"bytesup run {run.name}", "top"),
                            TableBlock("", ("", ""), tuple(summary_rows(run)), css="summary")]
-    entries = dict(m.get("lessons") or {})
+    entries = dict(run.manifest.lessons)
     for lid in run.results:
-        entries.setdefault(lid, {"status": "ok", "title": run.results[lid].title})
+        entries.setdefault(lid, LessonEntry(status="ok", title=run.results[lid].title))
     index = []
     for lid, entry in sorted(entries.items()):
         result = run.results.get(lid)
         if result is not None:
             title: Any = Link(result.title, f"#{anchor(result.title)}")
         else:
-            title = entry.get("title", "") + (f": {entry['error'][:200]}" if entry.get("error") else "")
-        index.append((Code(lid), entry.get("status", "?"), title))
+            title = (entry.title or "") + (f": {entry.error[:200]}" if entry.error else "")
+        index.append((Code(lid), entry.status or "?", title))
     blocks.append(TableBlock("Lessons", ("lesson", "status", "title"), tuple(index), level=2))
     if check_report is not None:
         blocks.append(Paragraph((f"Checks: {check_report.summary()} (",

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bytesup.host import environment
-from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson
+from bytesup.run.lessons import UnknownLesson, check_lesson_options, discover_lessons, lesson_title, load_lesson, options_of
 from bytesup.llama.client import LlamaServer, default_base_url
 from bytesup.errors import BytesupError, RunFolderError
 from bytesup.store.escape import rich_text
@@ -47,7 +47,9 @@ from bytesup.run.folder import (
     save_lesson,
     signals_raise,
 )
-from bytesup.store.runs import MANIFEST_SCHEMA_VERSION, load_replay, read_manifest
+from bytesup.store import manifest as manifest_schema
+from bytesup.store.manifest import Engine, Host, LessonEntry, Manifest, ModelFile, RecordedOptions, Repository
+from bytesup.store.runs import load_replay, read_manifest
 from bytesup.run.server import (
     ServerChanged,
     answers,
@@ -83,6 +85,8 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
     for lid in lesson_ids:
         if lid not in available:
             raise UnknownLesson(lid, list(available))
+    # A bad lesson option, or one no lesson of the run takes, stops the run here, before its folder and any request.
+    options.lesson_options = check_lesson_options(lesson_ids, options.lesson_options)
     if options.replay is None:
         check_server_url(options.server_url or default_base_url())
     run_dir, created = choose_run_dir(options, console)
@@ -99,10 +103,10 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
 
 # --- before any request: what to run, and refusals ------------------------------------------------
 
-def lessons_to_run(run_dir: Path, lesson_ids: list[str], options: RunOptions, entries: dict[str, Any]) -> list[str]:
+def lessons_to_run(run_dir: Path, lesson_ids: list[str], options: RunOptions, entries: dict[str, LessonEntry]) -> list[str]:
     """The lessons this run (re)makes; a result it would overwrite without --force stops it here,
     before any request is sent, with nothing in the folder changed."""
-    done = {lid for lid, e in entries.items() if e.get("status") == "ok"}
+    done = {lid for lid, e in entries.items() if e.status == "ok"}
     todo = []
     clashes = []
     for lid in lesson_ids:
@@ -127,7 +131,7 @@ def lessons_to_run(run_dir: Path, lesson_ids: list[str], options: RunOptions, en
     return todo
 
 
-def _replay_manifest(options: RunOptions, todo: list[str]) -> dict | None:
+def _replay_manifest(options: RunOptions, todo: list[str]) -> Manifest | None:
     if options.replay is None:
         return None
     replay_manifest = read_manifest(options.replay)
@@ -168,31 +172,35 @@ def _server_for_run(options: RunOptions, todo: list[str], console: Console, clea
     return seen
 
 
-def manifest_facts(options: RunOptions, replay_manifest: dict | None, seen: ServerSeen, model_path: Path | None,
-                   earlier: dict, todo: list[str]) -> dict[str, Any]:
-    """What the manifest records of the host, engine, model and options (a replay: the recorded run's)."""
+def manifest_facts(options: RunOptions, replay_manifest: Manifest | None, seen: ServerSeen, model_path: Path | None,
+                   earlier: Manifest, todo: list[str]) -> Manifest:
+    """What the manifest records of the host, engine, model and options (a replay: the recorded run's), as the
+    fields of a Manifest that this run sets."""
     if options.replay is not None and replay_manifest is not None:
-        base = {k: replay_manifest.get(k) for k in ("host", "engine", "model", "packages", "repository", "host_bandwidth")
-                if k in replay_manifest or k != "host_bandwidth"}
-        base["replayed_from"] = str(options.replay)
+        recorded = replay_manifest.model_copy(deep=True)
+        facts = Manifest(host=recorded.host, engine=recorded.engine, model=recorded.model, packages=recorded.packages,
+                         repository=recorded.repository, replayed_from=str(options.replay))
+        if recorded.host_bandwidth:
+            facts.host_bandwidth = recorded.host_bandwidth
     else:
         engine_seen = {**engine_facts(seen.url, seen.props, seen.models), "started_for_run": seen.started_for_run}
-        base = {
-            "host": environment.host_facts(),
-            "packages": environment.package_versions(),
-            "repository": environment.repository_state(),
-            "engine": engine_seen if todo else earlier.get("engine", {}),
-            "model": ({"path": str(model_path), **environment.file_digest(model_path)} if model_path and model_path.is_file() else
-                      {"path": str(model_path) if model_path else seen.props.get("model_path"), "readable_here": False}),
-        }
-    base["options"] = {"repeat": options.repeat, "lesson_options": options.lesson_options.given()}
-    return base
+        model = ({"path": str(model_path), **environment.file_digest(model_path)} if model_path and model_path.is_file() else
+                 {"path": str(model_path) if model_path else seen.props.get("model_path"), "readable_here": False})
+        facts = Manifest(
+            host=Host.model_validate(environment.host_facts()),
+            packages=environment.package_versions(),
+            repository=Repository.model_validate(environment.repository_state()),
+            engine=Engine.model_validate(engine_seen) if todo else earlier.engine,
+            model=ModelFile.model_validate(model),
+        )
+    facts.options = RecordedOptions(repeat=options.repeat, lesson_options=dict(options.lesson_options))
+    return facts
 
 
 class ManifestFile:
     """The run's manifest.json (and, until a report replaces it, its README.md index), saved after every change."""
 
-    def __init__(self, run_dir: Path, manifest: dict, resume: str):
+    def __init__(self, run_dir: Path, manifest: Manifest, resume: str):
         self.run_dir = run_dir
         self.manifest = manifest
         self.resume = resume
@@ -201,9 +209,9 @@ class ManifestFile:
         self.had_report = readme.is_file() and INDEX_MARK not in readme.read_text(encoding="utf-8")
 
     def save(self) -> None:
-        self.manifest["updated_at"] = environment.utc_now()
+        self.manifest.updated_at = environment.utc_now()
         try:
-            write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+            write_json_atomic(self.run_dir / "manifest.json", self.manifest.to_json())
             if not self.had_report:  # the one-page report (`bytesup report`) is refreshed at the end instead
                 write_text_atomic(self.readme, run_readme(self.run_dir, self.manifest))
         except OSError as exc:
@@ -214,14 +222,13 @@ class ManifestFile:
                                  f"`{self.resume}`.") from None
 
 
-def lesson_identity(manifest: dict) -> dict[str, Any]:
+def lesson_identity(manifest: Manifest) -> dict[str, Any]:
     """The model and server every lesson's result names (recorded as the host value `identity`)."""
-    eng = manifest.get("engine", {})
-    mdl = manifest.get("model", {})
+    eng, mdl = manifest.engine, manifest.model
     return {
-        "model": {"file": Path(mdl.get("path") or "unknown").name, "size_bytes": mdl.get("size_bytes"),
-                  "sha256": mdl.get("sha256"), "name": Path(mdl.get("path") or "unknown").stem},
-        "server": {"engine": eng.get("engine"), "build": eng.get("build"), "flags": eng.get("flags")},
+        "model": {"file": Path(mdl.path or "unknown").name, "size_bytes": mdl.size_bytes,
+                  "sha256": mdl.sha256, "name": Path(mdl.path or "unknown").stem},
+        "server": {"engine": eng.engine, "build": eng.build, "flags": eng.flags},
     }
 
 
@@ -229,9 +236,9 @@ def lesson_identity(manifest: dict) -> dict[str, Any]:
 
 def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, console: Console,
                 cleanup: contextlib.ExitStack) -> int:
-    manifest = read_manifest(run_dir) or {}
-    entries = manifest.get("lessons", {})
-    done = {lid for lid, e in entries.items() if e.get("status") == "ok"}
+    manifest = read_manifest(run_dir) or Manifest()
+    entries = manifest.lessons
+    done = {lid for lid, e in entries.items() if e.status == "ok"}
     todo = lessons_to_run(run_dir, lesson_ids, options, entries)
     replay_manifest = _replay_manifest(options, todo)
     seen = _server_for_run(options, todo, console, cleanup)
@@ -250,21 +257,21 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 "settings, write this run to another folder with --out DIR, or mix them anyway with --force."
             )
 
-    manifest.update({
-        "schema_version": MANIFEST_SCHEMA_VERSION,
-        "kind": "bytesup-run",
-        "date": run_dir.name,
-        "created_at": manifest.get("created_at", now),
-        "updated_at": now,
-        "command": redact_command(options.command),
-        "status": "incomplete",
-        "load_average_before": environment.load_average(),
-        # With nothing left to run, the facts recorded when the lessons ran stay as they were.
-        **(base if todo or "host" not in manifest else {}),
-    })
-    lessons_state = manifest.setdefault("lessons", {})
+    manifest.schema_version = manifest_schema.MANIFEST_SCHEMA_VERSION
+    manifest.kind = manifest_schema.MANIFEST_KIND
+    manifest.date = run_dir.name
+    manifest.created_at = manifest.created_at or now
+    manifest.updated_at = now
+    manifest.command = redact_command(options.command)
+    manifest.status = "incomplete"
+    manifest.load_average_before = environment.load_average()
+    # With nothing left to run, the facts recorded when the lessons ran stay as they were.
+    if todo or not manifest.host:
+        for name in base.model_fields_set:
+            setattr(manifest, name, getattr(base, name))
+    lessons_state = manifest.lessons
     for lid in todo:
-        lessons_state[lid] = {"status": "pending", "title": lesson_title(load_lesson(lid))}
+        lessons_state[lid] = LessonEntry(status="pending", title=lesson_title(load_lesson(lid)))
 
     resume = resume_command(options.command, run_dir)
     manifest_file = ManifestFile(run_dir, manifest, resume)
@@ -283,7 +290,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
 
     if todo and options.replay is None:
         console.print(rich_text(estimate(outputs_root(), manifest, todo, skip=run_dir)), highlight=False)
-    build = (manifest.get("engine") or {}).get("build") or seen.props.get("build_info")
+    build = manifest.engine.build or seen.props.get("build_info")
     failures = 0
     interrupted: KeyboardInterrupt | None = None
     disk_full: DiskFull | None = None
@@ -298,14 +305,13 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             reporter = Reporter(progress, lid)
             entry = lessons_state[lid]
             # The commit per lesson too: a resumed run may hold lessons made by different code.
-            entry.update({"status": "running", "started_at": environment.utc_now(),
-                          "commit": (manifest.get("repository") or {}).get("commit")})
+            entry.status, entry.started_at, entry.commit = "running", environment.utc_now(), manifest.repository.commit
             began = time.monotonic()
             try:
                 save_manifest()
                 replay = None
                 if options.replay is not None:
-                    replay = load_replay(options.replay, lid, (replay_manifest or {}).get("lessons", {}).get(lid, {}),
+                    replay = load_replay(options.replay, lid, replay_manifest.lessons.get(lid) if replay_manifest else None,
                                          options.allow_modified)
                     client = LlamaServer("http://replay", transport=ReplayTransport(replay.exchanges, "main", sink))
                 else:
@@ -313,57 +319,56 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)
                     client = LlamaServer(seen.url, options.api_key, timeout=options.timeout,
                                          transport=RecordingTransport(sink, "main"), build=build)
-                ctx = LessonContext(lid, title, server=client, options=options, model_path=model_path,
-                                    sink=sink, replay=replay, progress=reporter, shared=shared)
-                entry["started_at"] = ctx.started_at
+                ctx = LessonContext(lid, title, server=client, run=options, model_path=model_path, sink=sink, replay=replay,
+                                    progress=reporter, shared=shared, options_type=options_of(module))
+                entry.started_at = ctx.started_at
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident
                 result = module.main(ctx)
                 if options.replay is None:
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)
                 save_lesson(run_dir, result, sink)
-                entry.update({"status": "ok", "finished_at": result.finished_at, "json": f"{lid}.json", "markdown": f"{lid}.md",
-                              "http_sha256": file_sha256(run_dir / "http" / f"{lid}.jsonl")})
-                for key in ("error", "traceback", "failed_exchanges", "set_aside", "replay_differences"):
-                    entry.pop(key, None)
+                entry.status, entry.finished_at, entry.json_file, entry.markdown = "ok", result.finished_at, f"{lid}.json", f"{lid}.md"
+                entry.http_sha256 = file_sha256(run_dir / "http" / f"{lid}.jsonl")
+                entry.error = entry.traceback = entry.failed_exchanges = entry.set_aside = entry.replay_differences = None
                 console.print(f"[green]✓[/green] {lid}: {rich_text(title)}")
                 if replay is not None:
                     diffs = differences(replay.recorded, result.to_json())
                     if diffs:
-                        entry["replay_differences"] = diffs
+                        entry.replay_differences = diffs
                         console.print(f"[yellow]! {lid}: the replayed result differs from the recorded {lid}.json "
                                       f"(the recording or the lesson changed):[/yellow] {rich_text('; '.join(diffs))}", highlight=False)
             except KeyboardInterrupt as exc:
                 how = f"stopped by {exc.args[0]}" if isinstance(exc, Terminated) else "stopped by Ctrl-C"
-                entry.update({"status": "interrupted", "error": f"{how} before the lesson finished"})
+                entry.status, entry.error = "interrupted", f"{how} before the lesson finished"
                 interrupted = exc
             except OSError as exc:
                 failures += 1
                 if exc.errno not in DISK_FULL:
-                    entry.update({"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+                    entry.status, entry.error, entry.traceback = "failed", f"{type(exc).__name__}: {exc}", traceback.format_exc()
                     console.print(f"[red]✗ {lid} failed with an unexpected error:[/red] {rich_text(f'{type(exc).__name__}: {exc}')}")
                 else:
                     disk_full = DiskFull(exc.filename or run_dir, lid, resume)
-                    entry.update({"status": "failed", "error": str(disk_full)})
+                    entry.status, entry.error = "failed", str(disk_full)
             except ServerChanged as exc:  # nothing more can be measured on this server: the run stops, resumable
                 failures += 1
-                entry.update({"status": "failed", "error": str(exc)})
+                entry.status, entry.error = "failed", str(exc)
                 console.print(f"[red]✗ {lid}: the run stopped:[/red] {rich_text(exc)}", highlight=False)
                 server_changed = exc
             except BytesupError as exc:
                 failures += 1
-                entry.update({"status": "failed", "error": str(exc)})
+                entry.status, entry.error = "failed", str(exc)
                 console.print(f"[red]✗ {lid} failed:[/red] {rich_text(exc)}", highlight=False)
             except Exception as exc:  # a bug in a lesson must not lose the other lessons' results
                 failures += 1
-                entry.update({"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+                entry.status, entry.error, entry.traceback = "failed", f"{type(exc).__name__}: {exc}", traceback.format_exc()
                 console.print(f"[red]✗ {lid} failed with an unexpected error:[/red] {rich_text(f'{type(exc).__name__}: {exc}')}")
             finally:
                 if client is not None:
                     client.close()
                 reporter.done()
-                entry["seconds"] = round(time.monotonic() - began, 1)  # the lesson's wall time, whatever its end
-                if entry["status"] != "ok":
+                entry.seconds = round(time.monotonic() - began, 1)  # the lesson's wall time, whatever its end
+                if entry.status != "ok":
                     keep_failed(run_dir, lid, entry, sink)
                 try:
                     save_manifest()
@@ -373,18 +378,17 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 break
 
     # The run's bandwidth again after its decode work, unless a lesson (the capstone) took it already.
-    record = manifest.get("host_bandwidth") or {}
-    if options.replay is None and record.get("before") and not record.get("after") and not interrupted:
+    record = manifest.host_bandwidth
+    if options.replay is None and record.before and not record.after and not interrupted:
         try:
             shared.bandwidth_after()
         except Exception as exc:  # a failed second reading must not lose the run
-            record["after_error"] = f"{type(exc).__name__}: {exc}"
-    statuses = [e.get("status") for e in lessons_state.values()]
-    times = [e.get("seconds") for e in lessons_state.values()]
-    if all(isinstance(t, (int, float)) for t in times):
-        manifest["lessons_seconds"] = round(sum(times), 1)
-    manifest["status"] = "complete" if all(s == "ok" for s in statuses) else "incomplete"
-    manifest["load_average_after"] = environment.load_average()
+            manifest.host_bandwidth.after_error = f"{type(exc).__name__}: {exc}"
+    times = [e.seconds for e in lessons_state.values()]
+    if all(t is not None for t in times):
+        manifest.lessons_seconds = round(sum(t for t in times if t is not None), 1)
+    manifest.status = "complete" if all(e.status == "ok" for e in lessons_state.values()) else "incomplete"
+    manifest.load_average_after = environment.load_average()
     try:
         save_manifest()
     except DiskFull as exc:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from bytesup.llama import process as engine
 from bytesup.llama import topology
+from bytesup.store.manifest import Manifest
 from bytesup.store.results import LessonResult
 
 NOT_SET = "(not set)"
@@ -80,15 +81,16 @@ class Difference(NamedTuple):
         return f"{self.label}: {value_text(self.a)} {a_side}, {value_text(self.b)} {b_side}"
 
 
-def model_facts(manifest: Mapping[str, Any] | None, results: Iterable[LessonResult] = ()) -> dict[str, Any]:
+def model_facts(manifest: Manifest, results: Iterable[LessonResult] = ()) -> dict[str, Any]:
     """file, size_bytes, sha256 (and name) of the served model: from the manifest, else from a lesson."""
-    mdl = (manifest or {}).get("model") or {}
+    mdl = manifest.model
     ident: dict[str, Any] = {}
-    if mdl.get("path"):
-        ident["file"] = Path(str(mdl["path"])).name
-    for key in ("size_bytes", "sha256"):
-        if mdl.get(key) is not None:
-            ident[key] = mdl[key]
+    if mdl.path:
+        ident["file"] = Path(mdl.path).name
+    if mdl.size_bytes is not None:
+        ident["size_bytes"] = mdl.size_bytes
+    if mdl.sha256 is not None:
+        ident["sha256"] = mdl.sha256
     for result in results:
         for key in ("file", "size_bytes", "sha256", "name"):
             if ident.get(key) is None and result.model.get(key) is not None:
@@ -107,44 +109,41 @@ class RunIdentity:
     repeat: Any = None
 
     @classmethod
-    def of(cls, manifest: Mapping[str, Any] | None, results: Iterable[LessonResult] = ()) -> "RunIdentity":
+    def of(cls, manifest: Manifest, results: Iterable[LessonResult] = ()) -> "RunIdentity":
         """From a manifest; a lesson result fills what an older manifest did not record."""
         results = list(results)
-        m = manifest or {}
-        host = m.get("host") or {}
-        eng = m.get("engine") or {}
+        host, eng, repo = manifest.host, manifest.engine, manifest.repository
         server = results[0].server if results else {}
-        repo = m.get("repository") or {}
-        model = model_facts(m, results)
+        model = model_facts(manifest, results)
         values: dict[str, Any] = {
-            "host": host.get("hostname"),
-            "cpu": host.get("cpu"),
-            "cores": host.get("cores"),
-            "memory_bytes": host.get("memory_bytes"),
-            "gpus": ", ".join(host.get("gpus") or []) or ("none" if host else None),
-            "os": host.get("os"),
-            "python": host.get("python"),
-            "engine": eng.get("engine") or server.get("engine"),
-            "engine_build": eng.get("build") or server.get("build"),
-            "engine_variant": engine.build_variant(eng),
-            "build_info": eng.get("build_info"),
-            "commit": repo.get("commit"),
-            "dirty": repo.get("dirty"),
+            "host": host.hostname,
+            "cpu": host.cpu,
+            "cores": host.cores,
+            "memory_bytes": host.memory_bytes,
+            "gpus": ", ".join(host.gpus or []) or ("none" if host else None),
+            "os": host.os,
+            "python": host.python,
+            "engine": eng.engine or server.get("engine"),
+            "engine_build": eng.build or server.get("build"),
+            "engine_variant": engine.build_variant(eng.model_dump(exclude_defaults=True)),
+            "build_info": eng.build_info,
+            "commit": repo.commit,
+            "dirty": repo.dirty,
             # A server whose layers were split across rpc-servers.
-            "topology": topology.describe(eng["topology"]) if eng.get("topology") is not None else None,
+            "topology": topology.describe(eng.topology) if eng.topology is not None else None,
             "model_file": model.get("file"),
             "model_size_bytes": model.get("size_bytes"),
             "model_sha256": model.get("sha256"),
         }
-        raw_flags = eng.get("flags") if eng.get("flags") is not None else server.get("flags")
+        raw_flags = eng.flags if eng.flags is not None else server.get("flags")
         flags = {name: "(set)" if value is None else value for name, value in sorted((raw_flags or {}).items())
                  if name not in engine.FLAGS_NOT_MEASURED}
-        packages = dict(sorted((m.get("packages") or {}).items()))
-        opts = m.get("options")
+        packages = dict(sorted(manifest.packages.items()))
+        opts = manifest.options
         options = None
         if opts is not None:
-            options = {f"--{name.replace('_', '-')}": value for name, value in sorted((opts.get("lesson_options") or {}).items())}
-        return cls(values, flags, packages, options, (opts or {}).get("repeat"))
+            options = {f"--{name.replace('_', '-')}": value for name, value in sorted((opts.lesson_options or {}).items())}
+        return cls(values, flags, packages, options, opts.repeat if opts is not None else None)
 
     def entries(self, kind: str | None = None, resume: bool = False) -> dict[str, Any]:
         """{label: value} in a fixed order; `kind` keeps one kind, `resume` only what a resume checks."""
@@ -182,11 +181,11 @@ def differences(a: RunIdentity, b: RunIdentity, kind: str | None = None, resume:
     return out
 
 
-def resume_differences(folder: Mapping[str, Any], now: Mapping[str, Any]) -> list[Difference]:
+def resume_differences(folder: Manifest, now: Manifest) -> list[Difference]:
     """The folder's manifest against this run's facts, for what a resume checks. A fact the folder
     did not record (None, or an older manifest without options) is not a difference; a flag is."""
     old, new = RunIdentity.of(folder), RunIdentity.of(now)
-    recorded_options = folder.get("options") is not None
+    recorded_options = folder.options is not None
 
     def unrecorded(label: str, was: Any, _now: Any) -> bool:
         if label.startswith(OPTION) and not recorded_options:

@@ -128,14 +128,12 @@ class LessonResult(Strict):
 
 
 # Step-by-step upgrades of an older lesson result: UPGRADES[n] turns version n into n + 1. The run manifest has
-# its own table and version (runs.MANIFEST_UPGRADES): a bump of one never runs the other's steps.
+# its own table and version (manifest.MANIFEST_UPGRADES): a bump of one never runs the other's steps.
 UPGRADES: dict[int, Any] = {}
 
 
-def upgrade(data: Any, kind: str, where: str, current: int = SCHEMA_VERSION,
-            upgrades: dict[int, Any] | None = None) -> dict[str, Any]:
-    """`data` brought to `current` through `upgrades` (the lesson results' own table unless another is given)."""
-    steps = UPGRADES if upgrades is None else upgrades
+def upgrade(data: Any, kind: str, where: str, current: int, steps: dict[int, Any]) -> dict[str, Any]:
+    """`data` brought to schema version `current` through `steps`, the upgrade table of its own kind."""
     if not isinstance(data, dict):
         raise SchemaError(f"{where} holds a JSON {type(data).__name__}, not an object: it is not a bytesup {kind}. "
                           "Point at a file written by `bytesup run`.")
@@ -182,4 +180,4 @@ def tables_to_facts(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_result(data: dict[str, Any], where: str) -> LessonResult:
-    return LessonResult.model_validate(tables_to_facts(upgrade(data, "lesson result", where)))
+    return LessonResult.model_validate(tables_to_facts(upgrade(data, "lesson result", where, SCHEMA_VERSION, UPGRADES)))

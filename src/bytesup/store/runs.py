@@ -21,20 +21,17 @@ from pydantic import ValidationError
 from bytesup.errors import RunFolderError
 from bytesup.store import moved
 from bytesup.store.identity import model_facts
-from bytesup.store.results import LessonResult, load_result, upgrade
+from bytesup.store.manifest import LessonEntry, Manifest
+from bytesup.store.results import LessonResult, load_result
 from bytesup.files import file_sha256
 
 LOCK_FILE = ".bytesup.lock"  # held with flock by the run writing the folder (runfolder.RunLock)
-MANIFEST_SCHEMA_VERSION = 1
-# Step-by-step upgrades of an older manifest, MANIFEST_UPGRADES[n] turning version n into n + 1: the manifest's own,
-# apart from the lesson results' (results.UPGRADES).
-MANIFEST_UPGRADES: dict[int, Any] = {}
 LESSON_JSON = re.compile(r"^(\d\d[a-z]?_[a-z0-9_]+)\.json$")
 LESSON_ID = re.compile(r"^\d\d[a-z]?_[a-z0-9_]+$")  # a lesson id names a file inside the run folder, never a path
 
 
-def read_manifest(run_dir: Path) -> dict | None:
-    """The run's manifest.json, upgraded to this schema; None when the folder has none."""
+def read_manifest(run_dir: Path) -> Manifest | None:
+    """The run's manifest.json, upgraded to this schema and typed; None when the folder has none."""
     path = run_dir / "manifest.json"
     if not path.is_file():
         return None
@@ -46,17 +43,17 @@ def read_manifest(run_dir: Path) -> dict | None:
     except RecursionError:
         raise RunFolderError(f"{path} nests its JSON too deeply to be a bytesup manifest. The run folder is damaged: "
                              "re-run the lessons into a new folder (or restore manifest.json from a copy).") from None
-    manifest = upgrade(data, "run manifest", str(path), MANIFEST_SCHEMA_VERSION, MANIFEST_UPGRADES)
-    lessons = manifest.get("lessons", {})
+    lessons = data.get("lessons", {}) if isinstance(data, dict) else {}
     if not isinstance(lessons, dict) or any(not LESSON_ID.match(str(k)) or not isinstance(v, dict) for k, v in lessons.items()):
         raise RunFolderError(f"{path} lists lessons that are not lesson ids (NN_name) with their entries. The run folder "
                              "is damaged or was edited: re-run the lessons into a new folder.")
-    if any(e.get("status") == "running" for e in lessons.values()) and not run_is_live(run_dir):
+    manifest = Manifest.parse(data, str(path))
+    running = [e for e in manifest.lessons.values() if e.status == "running"]
+    if running and not run_is_live(run_dir):
         # The run died without a word (kill -9, a power cut): what it was running is read as interrupted.
-        for entry in lessons.values():
-            if entry.get("status") == "running":
-                entry.update({"status": "interrupted", "error": "the run's process is gone (killed before it could save this "
-                              "lesson's end); --resume runs it again"})
+        for entry in running:
+            entry.status = "interrupted"
+            entry.error = "the run's process is gone (killed before it could save this lesson's end); --resume runs it again"
     return manifest
 
 
@@ -79,12 +76,14 @@ def run_is_live(run_dir: Path) -> bool:
 
 @dataclass
 class Run:
-    """A run folder read back: its manifest (when it has one) and its lesson results, in order."""
+    """A run folder read back: its manifest (an empty one when the folder has none: `has_manifest`) and its
+    lesson results, in order."""
 
     path: Path
-    manifest: dict[str, Any] | None
+    manifest: Manifest
     results: dict[str, LessonResult]
     problems: list[str] = field(default_factory=list)
+    has_manifest: bool = True
 
     @property
     def name(self) -> str:
@@ -110,33 +109,34 @@ def load_run(path: Path) -> Run:
     if not path.is_dir():
         raise RunFolderError(f"{path} is a file, not a run folder. Pass the folder that holds manifest.json "
                              "and the lessons' <id>.json files.")
-    manifest = read_manifest(path)
-    if manifest is not None and manifest.get("kind") not in (None, "bytesup-run"):
-        raise RunFolderError(f"{path / 'manifest.json'} is a {manifest.get('kind')!r} file, not a bytesup run manifest. "
+    read = read_manifest(path)
+    if read is not None and not read.is_run():
+        raise RunFolderError(f"{path / 'manifest.json'} is a {read.kind!r} file, not a bytesup run manifest. "
                              "Pass a folder written by `bytesup run`.")
+    manifest = read or Manifest()
 
     files = sorted(p for p in path.iterdir() if p.is_file() and LESSON_JSON.match(p.name))
-    if manifest is None and not files:
+    if read is None and not files:
         raise RunFolderError(
             f"{path} is not a bytesup run folder: it has no manifest.json and no lesson results "
             "(<id>.json such as 04_next_token.json). Pass a folder written by `bytesup run`, "
             "e.g. outputs/<date>/."
         )
-    order = list((manifest or {}).get("lessons", {}))
+    order = list(manifest.lessons)
     order += [lid for lid in _lesson_ids(files) if lid not in order]
     results: dict[str, LessonResult] = {}
     problems: list[str] = []
     for lid in sorted(order):
         json_path = path / f"{lid}.json"
-        entry = (manifest or {}).get("lessons", {}).get(lid, {})
+        entry = manifest.lessons.get(lid)
         if not json_path.is_file():
-            status = entry.get("status", "missing")
-            problems.append(f"{lid}: {status}" + (f" ({entry['error'][:200]})" if entry.get("error") else ", no result file"))
+            status = entry.status if entry and entry.status else "missing"
+            problems.append(f"{lid}: {status}" + (f" ({entry.error[:200]})" if entry and entry.error else ", no result file"))
             continue
-        if entry and entry.get("status") != "ok":
+        if entry and entry.status != "ok":
             # A result the manifest marks failed, interrupted or still running is never shown or checked.
-            problems.append(f"{lid}: {entry.get('status')}; its {json_path.name} is not used"
-                            + (f" ({entry['error'][:200]})" if entry.get("error") else ""))
+            problems.append(f"{lid}: {entry.status}; its {json_path.name} is not used"
+                            + (f" ({entry.error[:200]})" if entry.error else ""))
             continue
         try:
             data = json.loads(json_path.read_text(encoding="utf-8"))
@@ -155,7 +155,7 @@ def load_run(path: Path) -> Run:
                 f"{json_path} is not a lesson result this bytesup can read: {'.'.join(map(str, first['loc']))}: {first['msg']}. "
                 "It may come from a modified bytesup; re-run the lesson, or read it with the bytesup that wrote it."
             ) from None
-    return Run(path=path, manifest=manifest, results=results, problems=problems)
+    return Run(path=path, manifest=manifest, results=results, problems=problems, has_manifest=read is not None)
 
 
 # --- one lesson's recording, for a replay ----------------------------------------------------
@@ -167,14 +167,15 @@ class ReplaySource:
     recorded: dict = field(default_factory=dict)  # the recorded <id>.json, to compare the replay with
 
 
-def load_replay(run_dir: Path, lesson_id: str, entry: dict | None = None, allow_modified: bool = False) -> ReplaySource:
+def load_replay(run_dir: Path, lesson_id: str, entry: LessonEntry | None = None, allow_modified: bool = False) -> ReplaySource:
     """A recorded lesson: its result and exchanges. The exchanges must still have the sha256 the
     manifest recorded (`entry`), unless `allow_modified`; a damaged file is a RunFolderError."""
     json_path = run_dir / f"{lesson_id}.json"
     if lesson_id == moved.TO and not json_path.is_file() and (run_dir / f"{moved.FROM}.json").is_file():
         # A run recorded before lesson 5b existed: lesson 5b replays from lesson 5's result and recording.
         json_path = run_dir / f"{moved.FROM}.json"
-        entry = ((read_manifest(run_dir) or {}).get("lessons") or {}).get(moved.FROM, entry)
+        manifest = read_manifest(run_dir)
+        entry = manifest.lessons.get(moved.FROM, entry) if manifest is not None else entry
     if not json_path.is_file():
         raise RunFolderError(
             f"{run_dir} has no recorded result for {lesson_id} ({json_path.name} is missing). "
@@ -196,7 +197,7 @@ def load_replay(run_dir: Path, lesson_id: str, entry: dict | None = None, allow_
     http = run_dir / (result.exchanges or f"http/{lesson_id}.jsonl")
     if not http.is_file():
         return ReplaySource(result=result, exchanges=[], recorded=recorded)
-    expected = (entry or {}).get("http_sha256")
+    expected = entry.http_sha256 if entry is not None else None
     if expected and not allow_modified and file_sha256(http) != expected:
         raise RunFolderError(
             f"{http} has changed since it was recorded (its sha256 differs from the one in the run's "
