@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from bytesup.course import decodetime
 from bytesup.course import formulas
 from bytesup.host import hostbench
 from bytesup.llama import timed as measure
@@ -658,6 +659,9 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, ridge: f
     spread = spread_note(rows)
     if spread:
         notes.append(spread)
+    line_note = batch_line_note(rows)
+    if line_note:
+        notes.append(line_note)
     per_call = last.level.tokens_per_call
     if per_call is not None and P_last > 1:
         together = (f"on average {per_call:.1f} sequences shared each step, and so each read of the weights"
@@ -674,6 +678,28 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, ridge: f
         notes.append(f"This script cannot start servers of its own for the sweep ({why}): the user's server was "
                      f"measured as it runs, with up to {P_last} of its slots.")
     return notes
+
+
+def batch_line_note(rows: list[BatchRow]) -> str | None:
+    """The batch view's prediction (bytesup.course.decodetime.batch_prediction): the line through the steps at
+    P = 2 and 4 set against the step measured at the largest P, and against P = 1."""
+    steps = {r.level.parallel: 1e3 / r.per_sequence.median for r in rows if r.per_sequence.median > 0}
+    last = max(steps, default=0)
+    predicted = decodetime.batch_prediction(steps, (2, 4), last) if last > 4 else None
+    if predicted is None:
+        return None
+    line, at_last = predicted
+    alone = line.intercept_ms + line.slope_ms
+    text = (f"A step with P sequences takes 1000 ÷ the per-sequence tokens/s: "
+            + ", ".join(f"{ms:.3g} ms" for ms in steps.values()) + f" at P = {', '.join(map(str, steps))}. "
+            f"The line through P = 2 and 4 (a = {line.intercept_ms:.3g} ms, b = {line.slope_ms:.3g} ms per "
+            f"sequence) predicts {at_last:.3g} ms at P = {last}, measured {steps[last]:.3g} "
+            f"({100 * (steps[last] / at_last - 1):+.0f}%: predicted ÷ measured aggregate − 1), an aggregate of "
+            f"{1e3 * last / at_last:,.0f} tokens/s against {1e3 * last / steps[last]:,.0f}.")
+    if 1 in steps:
+        text += (f" At P = 1 the same line gives {alone:.3g} ms against {steps[1]:.3g} measured: one sequence alone "
+                 f"is another regime, the one the capstone's decode-time model explains.")
+    return text
 
 
 def show_batching(ctx: LessonContext, rows: list[BatchRow], notes: list[str]) -> None:

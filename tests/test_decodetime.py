@@ -103,3 +103,11 @@ def test_the_published_spark_figures():
     assert t["rest_ms"] == pytest.approx(30.1205 - 26.2271, abs=1e-3)
     assert t["memory_share"] == pytest.approx(0.8707, abs=1e-4)
     assert dt.waits_on(t["memory_ms"], t["arithmetic_ms"], t["rest_ms"]) == dt.MEMORY
+
+
+def test_the_batch_line_predicts_a_larger_batch():
+    # steps of 12 and 16.5 ms at P = 2 and 4: b = 4.5 ÷ 2 = 2.25 ms per sequence, a = 12 − 4.5 = 7.5 ms;
+    # at P = 8: 7.5 + 18 = 25.5 ms
+    line, at8 = dt.batch_prediction({1: 5.6, 2: 12.0, 4: 16.5, 8: 24.5})
+    assert line == dt.Line(pytest.approx(7.5), pytest.approx(2.25)) and at8 == pytest.approx(25.5)
+    assert dt.batch_prediction({1: 5.6, 2: 12.0}) is None

@@ -472,3 +472,16 @@ def test_main_measures_a_prefill_and_places_both_phases(lesson):
     plot = next(p for p in result.plots if p.name == "roofline")
     measured = next(s for s in plot.series if s.label.startswith("measured"))
     assert measured.x == pytest.approx([1.0, 128.0]) and measured.y == pytest.approx([9.5, 32.0])
+
+
+def test_the_batch_line_predicts_the_largest_batch(lesson):
+    """Per-sequence 178.6, 83.3, 60.6 and 40 tokens/s: steps of 5.6, 12, 16.5 and 25 ms. The line through P = 2
+    and 4 has b = (16.5 − 12) ÷ 2 = 2.25 ms and a = 12 − 4.5 = 7.5 ms: 7.5 + 8 × 2.25 = 25.5 ms at P = 8,
+    so 25 measured is −2%; an aggregate of 8000 ÷ 25.5 = 314 tokens/s against 8000 ÷ 25 = 320; at P = 1 the
+    line gives 9.75 ms against 5.6."""
+    rows = [_row(lesson, P, 0, 1e3 / ms, 1.0) for P, ms in ((1, 5.6), (2, 12.0), (4, 16.5), (8, 25.0))]
+    note = lesson.batch_line_note(rows)
+    assert "5.6 ms, 12 ms, 16.5 ms, 25 ms at P = 1, 2, 4, 8" in note
+    assert "(a = 7.5 ms, b = 2.25 ms per sequence) predicts 25.5 ms at P = 8, measured 25 (-2%" in note
+    assert "an aggregate of 314 tokens/s against 320" in note and "gives 9.75 ms against 5.6" in note
+    assert lesson.batch_line_note(rows[:3]) is None  # nothing beyond P = 4 to predict

@@ -177,6 +177,16 @@ def step_line(width: Width, levels: tuple[int, ...]) -> Line:
     return Line(a, b)
 
 
+def batch_prediction(step_ms: dict[int, float], fit_levels: tuple[int, ...] = (2, 4),
+                     at: int = 8) -> tuple[Line, float] | None:
+    """The batch view's own prediction: the line through the steps at `fit_levels` and the step it predicts at
+    P = `at` (ms); None when a level is missing."""
+    if any(p not in step_ms for p in fit_levels):
+        return None
+    a, b = least_squares([float(p) for p in fit_levels], [step_ms[p] for p in fit_levels])
+    return Line(a, b), a + b * at
+
+
 def published_terms(weight_bytes: float, bandwidth_gbs: float, decode_tokens_per_s: float,
                     prefill_tokens_per_s: float) -> dict[str, float]:
     """The same terms from a published run's figures (no step times of several models): the weights read at
