@@ -690,7 +690,7 @@ def batch_line_note(rows: list[BatchRow]) -> str | None:
         return None
     line, at_last = predicted
     alone = line.intercept_ms + line.slope_ms
-    text = (f"A step with P sequences takes 1000 ÷ the per-sequence tokens/s: "
+    text = ("A step with P sequences takes 1000 ÷ the per-sequence tokens/s: "
             + ", ".join(f"{ms:.3g} ms" for ms in steps.values()) + f" at P = {', '.join(map(str, steps))}. "
             f"The line through P = 2 and 4 (a = {line.intercept_ms:.3g} ms, b = {line.slope_ms:.3g} ms per "
             f"sequence) predicts {at_last:.3g} ms at P = {last}, measured {steps[last]:.3g} "
