@@ -53,6 +53,7 @@ MUTMUT = "2.5.1"
 SHARED_TARGETS = ["src/bytesup/course/formulas.py", "src/bytesup/llama/timed.py", "src/bytesup/llama/responses.py",
                   "src/bytesup/course/sampling.py", "src/bytesup/host/hostbench.py", "src/bytesup/course/memory_bound.py"]
 DEFAULT_TARGETS = [*SHARED_TARGETS, "src/bytesup/course/ceiling.py", "src/bytesup/models/forward.py",
+                   "src/bytesup/course/decodetime.py", "src/bytesup/course/robust.py",
                    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "lessons").glob("0*.py"))]
 # Test files per module, where tests/test_NAME.py (tests/test_lesson_STEM.py) alone is not the right set.
 TESTS: dict[str, list[str]] = {

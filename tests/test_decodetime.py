@@ -111,3 +111,31 @@ def test_the_batch_line_predicts_a_larger_batch():
     line, at8 = dt.batch_prediction({1: 5.6, 2: 12.0, 4: 16.5, 8: 24.5})
     assert line == dt.Line(pytest.approx(7.5), pytest.approx(2.25)) and at8 == pytest.approx(25.5)
     assert dt.batch_prediction({1: 5.6, 2: 12.0}) is None
+
+
+def test_the_rule_and_the_arithmetic_at_their_edges():
+    assert (dt.MEMORY, dt.COMPUTE, dt.FIXED) == ("memory-bound", "compute-bound", "fixed-cost-bound")
+    assert dt.waits_on(1.0, 2.0, 2.0) == dt.COMPUTE  # a fixed cost equal to the larger term is not the largest
+    # a compute-bound step: 100 MB in 2 ms against 100 M × 25 ps = 2.5 ms, + 2 ms
+    assert dt.step_time_ms(100 * MB, 100e6, 50.0, 25.0, 2.0) == pytest.approx(4.5)
+    # 200 tokens/s predicted against a 4 ms step measured (250 tokens/s): 200 × 4 ÷ 1000 − 1 = −20%
+    assert dt.error(dt.Prediction("x", 5.0, 1.0, 0.0), dt.Width("x", MB, 1e6, "F16", {1: 4.0})) == pytest.approx(-0.2)
+
+
+def test_least_squares_through_three_points():
+    # x 1, 2, 4 (mean 7/3), y 8, 15, 22 (mean 15): Sxy = 28/3 + 0 + 35/3 = 21, Sxx = 14/3, slope 4.5,
+    # intercept 15 − 4.5 × 7/3 = 4.5
+    assert dt.least_squares([1.0, 2.0, 4.0], [8.0, 15.0, 22.0]) == (pytest.approx(4.5), pytest.approx(4.5))
+
+
+def test_a_small_fixed_cost_comes_back_too():
+    """F = 0.2 ms with the same B and c: the fit never forces a larger one."""
+    widths = [dt.Width(w.name, w.weight_bytes, w.n_params, w.weight_type, {1: w.step_ms[1] - 1.8})
+              for w in (A, B, C, D)]
+    assert dt.fit(widths).fixed_ms == pytest.approx(0.2, abs=0.1)
+
+
+def test_the_published_shares():
+    t = dt.published_terms(7.16e9, 273.0, 33.2, 2393.5)
+    assert t["arithmetic_share"] == pytest.approx(0.41780 / 30.1205, abs=1e-4)
+    assert t["rest_share"] == pytest.approx((30.1205 - 26.2271) / 30.1205, abs=1e-4)
