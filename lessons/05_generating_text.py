@@ -28,33 +28,28 @@ from typing import Any
 
 import numpy as np
 
-from bytesup.course import clientclock
-from bytesup.course import published
+from bytesup.course import clientclock, published, samplercheck
+from bytesup.course.clientclock import OutsideView, StreamedRepeat
+from bytesup.course.loop import (CounterDelta, LatencyCheck, LatencyFit, counter_deltas, decode_calls_note, latency_check, latency_fit,
+                                 worst_prediction)
 from bytesup.course.samplercheck import (
     Applied,
-    Comparison,
+    CheckSummary,
     Distribution,
+    SamplerCheck,
     SamplerSetting,
     apply_setting,
     asked_candidates,
-    compare_with_server,
-    comparison_target,
     needs_more,
 )
 from bytesup.errors import BytesupError
 from bytesup.lesson import LessonContext
 from bytesup.llama import timed as measure
 from bytesup.llama.client import clock_info
-from bytesup.llama.responses import (
-    Completion,
-    StreamedCompletion,
-    Timings,
-    TokenProbabilities,
-    decode_ms_per_token,
-    decode_passes,
-    shown_token,
-)
+from bytesup.llama.responses import Completion, StreamedCompletion, TokenProbabilities, shown_token
 from bytesup.store.results import Series
+from bytesup.store.rows import cells, columns
+from bytesup.store.tables import lesson05 as rows
 
 TITLE = "Generating text"
 
@@ -174,240 +169,17 @@ def request_streamed(ctx: LessonContext) -> list[StreamedCompletion]:
 
 # --- computation: typed results from the answers ------------------------------------------------
 
-@dataclass(frozen=True)
-class LoopStep:
-    """One pass of the loop: the token it produced and that token's probability."""
-    pass_no: int
-    token: str
-    id: int
-    probability: float | None
-
-    def cells(self) -> list[Any]:
-        return [self.pass_no, self.token, self.id, self.probability]
-
-
-def loop_steps(done: Completion) -> list[LoopStep]:
-    return [LoopStep(i, shown_token(step.token, step.bytes), step.id,
+def loop_steps(done: Completion) -> list[rows.LoopStep]:
+    return [rows.LoopStep(i, shown_token(step.token, step.bytes), step.id,
                      math.exp(step.logprob) if step.logprob is not None else None)
             for i, step in enumerate(done.completion_probabilities, start=1)]
 
 
-@dataclass(frozen=True)
-class CounterDelta:
-    name: str
-    before: float
-    after: float
-
-    @property
-    def delta(self) -> float:
-        return self.after - self.before
-
-    def cells(self) -> list[Any]:
-        return [self.name, self.before, self.after, self.delta]
-
-
-def counter_deltas(before: dict[str, float], after: dict[str, float]) -> list[CounterDelta]:
-    """llama.cpp's *_total counters read before and after, in the order the server lists them."""
-    return [CounterDelta(name, before[name], after[name]) for name in before
-            if name.startswith("llamacpp:") and name.endswith("_total") and name in after]
-
-
-def decode_calls_note(n_decode: float, predicted_n: int, prompt_n: int) -> str:
-    """What the rise of n_decode_total (llama_decode calls) says about passes, from the counts alone.
-
-    After the first token every further token needs its own pass, so predicted_n − 1 calls are
-    decode; whatever is left over went to the prompt (the last of those calls also gives the first token).
-    """
-    later = max(predicted_n - 1, 0)
-    prompt_calls = n_decode - later
-    head = f"n_decode_total (calls of llama_decode) rose by {n_decode:g} for {predicted_n} tokens"
-    if prompt_calls == 1:
-        return (f"{head}: one pass per token. The {prompt_n}-token prompt went through in one pass that also gave "
-                f"the first token, then {later} passes of one token each.")
-    if prompt_calls > 1:
-        return (f"{head}: {later} passes for the tokens after the first leave {prompt_calls:g} for the "
-                f"{prompt_n}-token prompt: the server split it into batches, one pass each, the last giving the first token.")
-    return (f"{head}: fewer calls than the {later + 1} a one-token-per-pass loop needs, so some pass produced more "
-            "than one token.")
-
-
-@dataclass(frozen=True)
-class SamplerCheck:
-    """One setting checked against the server (cmp None: not checked)."""
-    setting: SamplerSetting
-    cmp: Comparison | None = None
-    relative: bool = False
-    drawn: str | None = None          # the token the server drew
-    edge: float | None = None         # our smallest kept probability (where the server listed part of the set)
-
-    @property
-    def verdict(self) -> str:
-        if self.cmp is None:
-            return "not checked"
-        return ("agree" if self.cmp.agree else "mismatch") + (" (relative)" if self.relative else "")
-
-    def cells(self) -> list[Any]:
-        c = self.cmp
-        if c is None:
-            return [self.setting.label, self.setting.chain, None, None, None, None, None, None, None, None, REL_TOL, self.verdict]
-        return [self.setting.label, self.setting.chain, c.kept_ours, c.kept_server, c.listed, c.same_set, self.drawn,
-                c.sampled_in_kept, c.max_abs, c.max_rel, REL_TOL, self.verdict]
-
-    def fact(self) -> dict[str, Any]:
-        c = self.cmp
-        rel = None if c is None or math.isnan(c.max_rel) else c.max_rel
-        return {"name": self.setting.label, "max_relative_difference": rel, "tolerance": REL_TOL,
-                "same_tokens": None if c is None else c.same_set}
-
-
 def check_setting(dist: Distribution, a: Applied, step: TokenProbabilities | None) -> SamplerCheck:
     """Our chain against the server's answer to the same chain (step None: not asked)."""
-    ours, relative = comparison_target(dist, a)
-    if ours is None or step is None:
-        return SamplerCheck(a.setting)
-    n_ask = asked_candidates(dist, a, MAX_POST_PROBS)
-    assert n_ask is not None
-    listed = [(c.id, c.probability) for c in step.candidates()]
-    cmp = compare_with_server(dist.ids, ours, listed, n_ask, step.id, REL_TOL, relative=relative)
-    partial = cmp.kept_server is None and cmp.kept_ours is not None and cmp.kept_ours > 1
-    edge = float(np.min(a.ours[a.ours > 0])) if partial and a.ours is not None else None
-    return SamplerCheck(a.setting, cmp, relative, shown_token(step.token, step.bytes), edge)
-
-
-@dataclass(frozen=True)
-class SeededRun:
-    run: int
-    seed: int
-    text: str                         # repr of the content
-    tokens: list[int]
-
-    def cells(self) -> list[Any]:
-        return [self.run, self.seed, self.text, self.tokens]
-
-
-@dataclass(frozen=True)
-class LatencyFit:
-    """Time to first token and time per output token, medians over the fit's repeats."""
-    ttft_samples: list[float]         # prompt_ms
-    tpot_samples: list[float]         # predicted_ms ÷ (predicted_n − 1)
-
-    @property
-    def ttft(self) -> float:
-        return statistics.median(self.ttft_samples)
-
-    @property
-    def tpot(self) -> float:
-        return statistics.median(self.tpot_samples)
-
-    def predict(self, n: int) -> float:
-        return latency_prediction(self.ttft, self.tpot, n)
-
-
-def latency_prediction(ttft_ms: float, tpot_ms: float, n: int) -> float:
-    """Total time ≈ time to first token + time per output token × (n − 1)."""
-    return ttft_ms + tpot_ms * (n - 1)
-
-
-def latency_fit(fit: list[Completion]) -> LatencyFit:
-    return LatencyFit([c.timings.prompt_ms for c in fit], [decode_ms_per_token(c.timings) for c in fit])
-
-
-@dataclass(frozen=True)
-class LatencyRow:
-    n: int
-    fitted: bool                      # the length the model was fitted at
-    predicted: float
-    totals: list[float]               # prompt_ms + predicted_ms per repeat
-    predicted_n: list[int]
-
-    @property
-    def measured(self) -> float:
-        return statistics.median(self.totals)
-
-    @property
-    def error_pct(self) -> float:
-        return 100 * (self.predicted - self.measured) / self.measured
-
-    @property
-    def errors_pct(self) -> list[float]:
-        return [100 * (self.predicted - m) / m for m in self.totals]
-
-    def cells(self) -> list[Any]:
-        return [self.n, "fit" if self.fitted else "predicted", self.predicted, self.measured, min(self.totals),
-                max(self.totals), self.error_pct, self.predicted_n]
-
-
-def latency_row(model: LatencyFit, n: int, runs: list[Completion], fitted: bool) -> LatencyRow:
-    return LatencyRow(n, fitted, model.predict(n), [c.timings.prompt_ms + c.timings.predicted_ms for c in runs],
-                      [c.timings.predicted_n for c in runs])
-
-
-@dataclass(frozen=True)
-class StreamedRepeat:
-    """One streamed generation on both clocks: the client's arrival times and the server's timings."""
-    repeat: int
-    client: clientclock.ClientTimes
-    timings: Timings
-    token_events: int                 # events that brought tokens
-
-    @property
-    def server_total_ms(self) -> float:
-        return self.timings.prompt_ms + self.timings.predicted_ms
-
-    @property
-    def per_token_ms(self) -> float:
-        return decode_ms_per_token(self.timings)
-
-    @property
-    def ttft_gap_ms(self) -> float:
-        return self.client.ttft_ms - self.timings.prompt_ms
-
-    @property
-    def overhead_ms(self) -> float:
-        """End-to-end on the client minus the server's own prompt_ms + predicted_ms."""
-        return self.client.end_to_end_ms - self.server_total_ms
-
-    @property
-    def floor_ms(self) -> float:
-        return clientclock.sequential_floor_ms(self.client.n, min(self.client.itl_ms))
-
-    def fact(self) -> dict[str, Any]:
-        t = self.timings
-        return {"ttft_ms": self.client.ttft_ms, "prompt_ms": t.prompt_ms, "token_events": self.token_events,
-                "tokens": self.client.n, "predicted_n": t.predicted_n, "itl_median_ms": statistics.median(self.client.itl_ms),
-                "predicted_per_token_ms": self.per_token_ms, "end_to_end_ms": self.client.end_to_end_ms,
-                "server_total_ms": self.server_total_ms}
-
-    def cells(self) -> list[Any]:
-        c, t = self.client, self.timings
-        return [self.repeat, self.token_events, t.predicted_n, c.ttft_ms, t.prompt_ms, self.ttft_gap_ms,
-                statistics.median(c.itl_ms), self.per_token_ms, c.end_to_end_ms, self.server_total_ms, self.overhead_ms,
-                c.in_order and c.separate, min(c.itl_ms), self.floor_ms]
-
-
-@dataclass(frozen=True)
-class OutsideView:
-    """The repeats of the streamed generation, and their gaps pooled."""
-    repeats: list[StreamedRepeat]
-
-    @property
-    def client(self) -> clientclock.Summary:
-        return clientclock.summarize([r.client for r in self.repeats])
-
-    @property
-    def prompt_ms(self) -> float:
-        return statistics.median(r.timings.prompt_ms for r in self.repeats)
-
-    @property
-    def per_token_ms(self) -> float:
-        """The server's time per token over every repeat, as the client's gaps are pooled:
-        Σ predicted_ms ÷ Σ (predicted_n − 1)."""
-        return (sum(r.timings.predicted_ms for r in self.repeats)
-                / sum(decode_passes(r.timings) for r in self.repeats))
-
-    @property
-    def server_total_ms(self) -> float:
-        return statistics.median(r.server_total_ms for r in self.repeats)
+    answer = None if step is None else samplercheck.ServerAnswer([(c.id, c.probability) for c in step.candidates()], step.id,
+                                                                  shown_token(step.token, step.bytes))
+    return samplercheck.check_setting(dist, a, answer, REL_TOL, MAX_POST_PROBS)
 
 
 def outside_view(done: list[StreamedCompletion]) -> OutsideView:
@@ -415,15 +187,40 @@ def outside_view(done: list[StreamedCompletion]) -> OutsideView:
                         for i, s in enumerate(done, start=1)])
 
 
+# --- what the lesson records: measurements and facts --------------------------------------------
+
+def record_latency(ctx: LessonContext, model: LatencyFit, checks: list[LatencyCheck]) -> None:
+    ctx.measure("time_to_first_token_ms", "ms", model.ttft_samples, higher_is_better=False,
+                settings={"n_predict": FIT_N}, description="prompt_ms: the prompt pass, which yields the first token")
+    ctx.measure("decode_ms_per_token", "ms", model.tpot_samples, higher_is_better=False,
+                settings={"n_predict": FIT_N}, description="predicted_ms / (predicted_n − 1)")
+    for c in checks:
+        if not c.fitted:
+            ctx.measure("latency_model_error_pct", "%", c.errors_pct, higher_is_better=None, settings={"n_predict": c.n},
+                        description="(predicted − measured) ÷ measured total time, per repeat")
+
+
+def record_outside(ctx: LessonContext, clock: dict[str, Any], view: OutsideView) -> None:
+    c, settings = view.client, {"n_predict": STREAM_TOKENS, "stream": True}
+    ctx.measure("client_ttft_ms", "ms", c.ttft_ms, higher_is_better=False, settings=settings,
+                description="the first token's arrival on the client's clock, ms after the request was sent")
+    ctx.measure("client_itl_ms", "ms", c.itl_ms, higher_is_better=False, settings=settings,
+                description="gaps between consecutive tokens' arrivals, every repeat pooled")
+    ctx.measure("client_end_to_end_ms", "ms", c.end_to_end_ms, higher_is_better=False, settings=settings,
+                description="the final event's arrival")
+    ctx.measure("client_minus_server_ms", "ms", view.overheads_ms, higher_is_better=False, settings=settings,
+                description="end-to-end on the client minus prompt_ms + predicted_ms")
+    ctx.fact("client_clock", {"n_predict": STREAM_TOKENS, "clock": clock["clock"], "repeats": [r.fact() for r in view.repeats]})
+
+
 # --- rendering: tables, notes and plots ------------------------------------------------------
 
-def render_loop(ctx: LessonContext, done: Completion, steps: list[LoopStep]) -> None:
+def render_loop(ctx: LessonContext, done: Completion, steps: list[rows.LoopStep]) -> None:
     t = done.timings
     probs = [s.probability for s in steps if s.probability is not None]
     ctx.table(
         "one_pass_per_token", f"The loop: {LOOP_TOKENS} tokens after {LOOP_PROMPT!r}, one per pass",
-        [("pass", ""), ("token sampled", ""), ("id", ""), ("its probability", "")],
-        [s.cells() for s in steps],
+        columns(rows.LoopStep), cells(steps),
         notes=[
             (f"The server generated predicted_n = {t.predicted_n} tokens after a {t.prompt_n}-token prompt; "
              f"each row is one pass that produced one token, appended before the next pass."),
@@ -446,41 +243,31 @@ def render_metrics(ctx: LessonContext, done: Completion, counters: list[CounterD
     if "llamacpp:prompt_tokens_total" in d:
         notes.append(f"prompt_tokens_total rose by {d['llamacpp:prompt_tokens_total']:g} "
                      f"(prompt_n = {t.prompt_n}).")
-    ctx.table("metrics_delta", "The server's counters around that request (/metrics)",
-              [("counter", ""), ("before", ""), ("after", ""), ("delta", "")], [c.cells() for c in counters], notes=notes)
+    ctx.table("metrics_delta", "The server's counters around that request (/metrics)", columns(rows.CounterRow),
+              cells([rows.counter_row(c) for c in counters]), notes=notes)
 
 
 def render_distribution(ctx: LessonContext, dist: Distribution) -> None:
-    cum = np.cumsum(dist.probs)
-    top = [[i + 1, dist.texts[i], dist.ids[i], float(dist.probs[i]), float(cum[i])] for i in range(min(10, len(dist.ids)))]
-    mass = dist.listed_mass
+    top, mass = rows.top_candidates(dist), dist.listed_mass
     ctx.table(
         "next_token_distribution", f"The next-token distribution after {SAMPLING_PROMPT!r} (full softmax, top 10)",
-        [("rank", ""), ("token", ""), ("id", ""), ("probability", ""), ("cumulative", "")],
-        top,
+        columns(rows.CandidateRow), cells(top),
         notes=[
             (f"The server listed {len(dist.ids):,} candidates (n_probs asked: {', then '.join(str(a) for a in dist.asked)}); "
              f"the vocabulary has {dist.n_vocab if dist.n_vocab is not None else 'an unreported number of'} entries."),
             f"The listed candidates hold {100 * mass:.5g}% of the probability"
             + (f" (the whole vocabulary: their sum differs from 1 by {abs(mass - 1):.2g}, the server's "
                f"float rounding)." if dist.complete else "."),
-            f"The top token has {100 * dist.probs[0]:.3g}%, the top ten {100 * cum[min(9, len(cum) - 1)]:.3g}%.",
+            f"The top token has {100 * dist.probs[0]:.3g}%, the top ten {100 * top[-1].cumulative:.3g}%.",
         ],
     )
 
 
 def render_applied(ctx: LessonContext, dist: Distribution, applied: list[Applied]) -> None:
-    def cells(a: Applied) -> list[Any]:
-        if a.ours is None:
-            return [a.setting.label, a.setting.chain, None, None, None, None, None]
-        return [a.setting.label, a.setting.chain, len(a.kept), a.kept_percent, a.top_token, a.top_before, a.top_after]
-
     determined = [a for a in applied if a.ours is not None]
     ctx.table(
         "samplers_applied", "Greedy, temperature, top-k and top-p on that distribution (numpy re-implementation)",
-        [("setting", ""), ("chain", "in order"), ("kept", "tokens"), ("original probability kept", "%"),
-         ("most probable token", ""), ("its probability before", ""), ("after", "")],
-        [cells(a) for a in applied],
+        columns(rows.AppliedRow), cells([rows.applied_row(a) for a in applied]),
         notes=[
             ("Temperature T divides the logits by T (p^(1/T), renormalized): below 1 it sharpens the "
              "distribution, above 1 it flattens it; greedy keeps one token."),
@@ -495,14 +282,11 @@ def render_applied(ctx: LessonContext, dist: Distribution, applied: list[Applied
 
 
 def render_check(ctx: LessonContext, dist: Distribution, applied: list[Applied], checks: list[SamplerCheck]) -> None:
-    checked = [c for c in checks if c.cmp is not None]
-    agree = [c for c in checked if c.verdict.startswith("agree")]
-    mismatch = [c for c in checked if c.verdict.startswith("mismatch")]
-    edge = [c.edge for c in checked if c.edge is not None]
-    largest = max(c.cmp.max_rel for c in checked if c.cmp is not None) if checked else math.nan
+    summary = CheckSummary(checks)
+    checked, mismatch, edge, largest = summary.checked, summary.mismatch, summary.edges, summary.largest_relative
     mass = dist.listed_mass
     notes = [
-        f"{len(agree)} of the {len(checked)} settings checked agree with the server within |Δp| ≤ {REL_TOL:g} × p"
+        f"{len(summary.agree)} of the {len(checked)} settings checked agree with the server within |Δp| ≤ {REL_TOL:g} × p"
         + (f"; mismatch: {', '.join(c.setting.label for c in mismatch)}." if mismatch else "."),
         f"Tolerance {REL_TOL:g} relative: the server computes in 32-bit floats"
         + (f" (its whole-vocabulary list sums to 1 within {abs(mass - 1):.2g})" if dist.complete else "")
@@ -530,10 +314,7 @@ def render_check(ctx: LessonContext, dist: Distribution, applied: list[Applied],
             notes.append(f"The chain {chain} agrees, so the server applied top-p before top-k, in the order given.")
     ctx.table(
         "sampler_check", "Our samplers against the server's post-sampling probabilities",
-        [("setting", ""), ("chain", "in order"), ("kept", "ours"), ("kept", "server"), ("listed by server", ""),
-         ("same tokens", ""), ("token the server drew", ""), ("drawn token in our kept set", ""),
-         ("max |Δp|", ""), ("max |Δp| / p", ""), ("tolerance", "relative"), ("verdict", "")],
-        [c.cells() for c in checks], notes=notes,
+        columns(rows.CheckRow), cells([rows.check_row(c) for c in checks]), notes=notes,
     )
     if checked:
         ctx.note(f"Sampler check tolerance: |Δp| ≤ {REL_TOL:g} × p. The server works in 32-bit floats, so exact "
@@ -541,13 +322,13 @@ def render_check(ctx: LessonContext, dist: Distribution, applied: list[Applied],
                  + (f", and a kept set one token off would show as {min(edge):.2g} or more." if edge else "."))
 
 
-def render_seeded(ctx: LessonContext, runs: list[SeededRun]) -> None:
+def render_seeded(ctx: LessonContext, runs: list[rows.SeededRun]) -> None:
     first, again, other = runs[0], runs[1], runs[2]
     same = first.tokens == again.tokens and first.text == again.text
     differ = first.tokens != other.tokens
     ctx.table(
         "seeded_sampling", f"Seeded sampling at temperature 1.0 ({SEEDED_TOKENS} tokens)",
-        [("run", ""), ("seed", ""), ("text", ""), ("token ids", "")], [r.cells() for r in runs],
+        columns(rows.SeededRun), cells(runs),
         notes=[
             f"Runs 1 and 2 (seed {first.seed} twice): {'identical' if same else 'different'} text and tokens.",
             (f"Run 3 (seed {other.seed}): {'different from' if differ else 'the same as'} run 1, "
@@ -556,30 +337,19 @@ def render_seeded(ctx: LessonContext, runs: list[SeededRun]) -> None:
     )
 
 
-def render_latency(ctx: LessonContext, model: LatencyFit, fit: list[Completion], rows: list[LatencyRow]) -> None:
+def render_latency(ctx: LessonContext, model: LatencyFit, fit: list[Completion], checks: list[LatencyCheck]) -> None:
     ttft, tpot = model.ttft, model.tpot
-    ctx.measure("time_to_first_token_ms", "ms", model.ttft_samples, higher_is_better=False,
-                settings={"n_predict": FIT_N}, description="prompt_ms: the prompt pass, which yields the first token")
-    ctx.measure("decode_ms_per_token", "ms", model.tpot_samples, higher_is_better=False,
-                settings={"n_predict": FIT_N}, description="predicted_ms / (predicted_n − 1)")
-    for r in rows:
-        if not r.fitted:
-            ctx.measure("latency_model_error_pct", "%", r.errors_pct, higher_is_better=None, settings={"n_predict": r.n},
-                        description="(predicted − measured) ÷ measured total time, per repeat")
-    worst = max(rows, key=lambda r: abs(r.error_pct) if not r.fitted else -1)
-    longest = rows[-1]
+    worst, longest = worst_prediction(checks), checks[-1]
     floor_s = PODCAST_TOKENS * PODCAST_PASS_MS / 1000
     ctx.table(
         "latency_model", "Total time ≈ time to first token + time per output token × (n − 1)",
-        [("n", "tokens"), ("row", ""), ("predicted", "ms"), ("measured median", "ms"), ("measured min", "ms"),
-         ("measured max", "ms"), ("error", "%"), ("predicted_n", "per repeat")],
-        [r.cells() for r in rows],
+        columns(rows.LatencyRow), cells([rows.latency_row(c) for c in checks]),
         notes=[
             (f"Fitted at n = {FIT_N} ({len(fit)} repeats): time to first token {ttft:.4g} ms (prompt_ms), "
              f"time per output token {tpot:.4g} ms (predicted_ms ÷ (predicted_n − 1))."),
             (f"Measured total = prompt_ms + predicted_ms; the largest prediction error is {worst.error_pct:+.3g}% at "
              f"n = {worst.n}."),
-            (f"At n = {longest.n} the decode passes take {100 * tpot * (longest.n - 1) / longest.predicted:.3g}% "
+            (f"At n = {longest.n} the decode passes take {model.decode_share_pct(longest.n):.3g}% "
              f"of the predicted time: long outputs are paid for pass by pass."),
             (f"The podcast's floor (published example): {PODCAST_TOKENS} passes × {PODCAST_PASS_MS:g} ms = "
              f"{floor_s:g} s (it says {PODCAST_FLOOR_S:g} s: "
@@ -588,56 +358,30 @@ def render_latency(ctx: LessonContext, model: LatencyFit, fit: list[Completion],
              f"{model.predict(PODCAST_TOKENS) / 1000:.3g} s."),
         ],
     )
-    xs = [float(r.n) for r in rows]
+    xs = [float(c.n) for c in checks]
     ctx.plot("latency_model", "Predicted vs measured total time", "tokens generated (n)", "total time (ms)", [
-        Series(label="predicted: TTFT + TPOT × (n − 1)", x=xs, y=[r.predicted for r in rows], style="dashed"),
-        Series(label="measured (median, min–max)", x=xs, y=[r.measured for r in rows], y_min=[min(r.totals) for r in rows],
-               y_max=[max(r.totals) for r in rows], style="points"),
+        Series(label="predicted: TTFT + TPOT × (n − 1)", x=xs, y=[c.predicted for c in checks], style="dashed"),
+        Series(label="measured (median, min–max)", x=xs, y=[c.measured for c in checks], y_min=[min(c.totals) for c in checks],
+               y_max=[max(c.totals) for c in checks], style="points"),
     ])
 
 
 def render_outside(ctx: LessonContext, clock: dict[str, Any], view: OutsideView) -> None:
-    c, reps = view.client, view.repeats
-    n = STREAM_TOKENS
-    per_token, prompt_ms, total = view.per_token_ms, view.prompt_ms, view.server_total_ms
-    itl = {q: c.itl_percentile(q) for q in clientclock.PERCENTILES}
-    mean_itl = statistics.fmean(c.itl_ms)
-    predicted = clientclock.predicted_end_to_end(c.ttft_median, itl[50], n)
-    settings = {"n_predict": n, "stream": True}
-    ctx.measure("client_ttft_ms", "ms", c.ttft_ms, higher_is_better=False, settings=settings,
-                description="the first token's arrival on the client's clock, ms after the request was sent")
-    ctx.measure("client_itl_ms", "ms", c.itl_ms, higher_is_better=False, settings=settings,
-                description="gaps between consecutive tokens' arrivals, every repeat pooled")
-    ctx.measure("client_end_to_end_ms", "ms", c.end_to_end_ms, higher_is_better=False, settings=settings,
-                description="the final event's arrival")
-    ctx.measure("client_minus_server_ms", "ms", [r.overhead_ms for r in reps], higher_is_better=False, settings=settings,
-                description="end-to-end on the client minus prompt_ms + predicted_ms")
-    ctx.fact("client_clock", {"n_predict": n, "clock": clock["clock"], "repeats": [r.fact() for r in reps]})
-    rows = [
-        ["time to first token", c.ttft_median, prompt_ms, c.ttft_median - prompt_ms, "prompt_ms"],
-        *[[f"inter-token latency p{q}", itl[q], per_token, itl[q] - per_token, "predicted_per_token_ms"] for q in itl],
-        ["inter-token latency mean", mean_itl, per_token, mean_itl - per_token, "predicted_per_token_ms"],
-        ["end-to-end", c.end_to_end_median, total, c.end_to_end_median - total, "prompt_ms + predicted_ms"],
-        [f"TTFT + ITL p50 × (n − 1), n = {n}", predicted, prompt_ms + per_token * (n - 1),
-         predicted - (prompt_ms + per_token * (n - 1)), "prompt_ms + predicted_per_token_ms × (n − 1)"],
-    ]
-    gaps = [r.ttft_gap_ms for r in reps]
-    overheads = [r.overhead_ms for r in reps]
-    slowest = max(c.itl_ms)
-    causal = all(g >= 0 for g in gaps)
-    counted = all(r.token_events == r.timings.predicted_n for r in reps)
+    c, reps, n = view.client, view.repeats, STREAM_TOKENS
+    per_token, itl, mean_itl = view.per_token_ms, view.itl_percentiles(), view.itl_mean_ms
+    predicted, gaps, overheads = view.predicted_end_to_end(n), view.ttft_gaps_ms, view.overheads_ms
     ctx.table(
         "client_clock", f"The loop from outside: {n} streamed tokens on the client's clock, beside the server's timings",
-        [("measure", ""), ("client", "ms"), ("server", "ms"), ("client − server", "ms"), ("server's field", "")], rows,
+        columns(rows.ClockRow), cells(rows.clock_rows(view, n)),
         notes=[
             (f"{len(reps)} repeats of the latency model's request (greedy, seeded, no prompt cache) with stream: true. "
              f"Each event is stamped when its last byte reaches this process ({clock['clock']}, "
              f"{clock['implementation']}, resolution {clock['resolution_s']:.3g} s); times are ms after the request was sent. "
              f"Percentiles pool the {len(c.itl_ms)} gaps of every repeat (linear between ranks); the server's time per "
              f"token pools the repeats too (Σ predicted_ms ÷ Σ (predicted_n − 1)); TTFT and end-to-end are medians."),
-            (f"Causality: {'in every repeat' if causal else 'NOT in every repeat:'} the first token reached the client after "
+            (f"Causality: {'in every repeat' if view.causal else 'NOT in every repeat:'} the first token reached the client after "
              f"the server's prompt_ms (TTFT − prompt_ms {min(gaps):.3g} to {max(gaps):.3g} ms), and "
-             f"{'every' if counted else 'NOT every'} repeat had one event per generated token "
+             f"{'every' if view.counted else 'NOT every'} repeat had one event per generated token "
              f"({', '.join(str(r.token_events) for r in reps)} events for predicted_n "
              f"{', '.join(str(r.timings.predicted_n) for r in reps)})."),
             (f"The gap at the first token, {statistics.median(gaps):.3g} ms here, is work outside prompt_ms: before it, the "
@@ -648,7 +392,7 @@ def render_outside(ctx: LessonContext, clock: dict[str, Any], view: OutsideView)
              f"{abs(mean_itl - per_token):.2g} ms of predicted_per_token_ms ({per_token:.4g}), because each token pays the same "
              f"framing on both sides of a gap. The median ({itl[50]:.4g} ms) sits "
              f"{'below' if itl[50] < mean_itl else 'above'} the mean and p99 reaches {itl[99]:.4g} ms (the slowest gap "
-             f"{slowest:.4g} ms): a few passes wait for a core (the server's threads, this client and anything else on the "
+             f"{max(c.itl_ms):.4g} ms): a few passes wait for a core (the server's threads, this client and anything else on the "
              f"machine share them), which a mean spreads over every token and percentiles show."),
             (f"End-to-end the client waits {statistics.median(overheads):.3g} ms more than the server's prompt_ms + "
              f"predicted_ms (median; {min(overheads):.3g} to {max(overheads):.3g}): HTTP, the JSON and framing of "
@@ -659,25 +403,19 @@ def render_outside(ctx: LessonContext, clock: dict[str, Any], view: OutsideView)
              f"the model's claim is that one typical gap stands for every pass."),
         ],
     )
-    floors = [r.client.end_to_end_ms >= r.floor_ms for r in reps]
     ctx.table(
         "client_clock_repeats", "Each streamed repeat on both clocks, and the sequential floor",
-        [("repeat", ""), ("events with tokens", ""), ("predicted_n", ""), ("TTFT", "ms"), ("prompt_ms", "ms"),
-         ("TTFT − prompt_ms", "ms"), ("ITL median", "ms"), ("predicted_per_token_ms", "ms"), ("end-to-end", "ms"),
-         ("prompt_ms + predicted_ms", "ms"), ("client − server", "ms"), ("each token after the one before", ""),
-         ("fastest gap", "ms"), ("n × fastest gap", "ms")],
-        [r.cells() for r in reps],
+        columns(rows.RepeatRow), cells([rows.repeat_row(r) for r in reps]),
         notes=[
             (f"The sequential floor: a token's pass needs the token before it, so {n} tokens cannot take less than {n} × the "
-             f"fastest gap. {'Every' if all(floors) else 'NOT every'} repeat took at least that "
-             f"(end-to-end ÷ floor {min(r.client.end_to_end_ms / r.floor_ms for r in reps):.3g} to "
-             f"{max(r.client.end_to_end_ms / r.floor_ms for r in reps):.3g}), and in "
+             f"fastest gap. {'Every' if view.floor_held else 'NOT every'} repeat took at least that "
+             f"(end-to-end ÷ floor {min(view.above_floor):.3g} to {max(view.above_floor):.3g}), and in "
              f"{sum(r.client.in_order and r.client.separate for r in reps)} of {len(reps)} repeats every token arrived "
              f"strictly after the one before it."),
-            *([(f"The fastest gap ({fastest:.3g} ms) is shorter than the server's time per token ({per_token:.3g} ms): an "
+            *([(f"The fastest gap ({view.fastest_gap_ms:.3g} ms) is shorter than the server's time per token ({per_token:.3g} ms): an "
                 f"event that reaches the client late shortens the gap after it, so the floor read on the client's clock "
                 f"is a loose one; the server's predicted_ms ÷ (predicted_n − 1) is the pass itself.")]
-              if (fastest := min(min(r.client.itl_ms) for r in reps)) < 0.5 * per_token else []),
+              if view.fastest_gap_ms < 0.5 * per_token else []),
         ],
     )
     first = reps[0]
@@ -688,7 +426,6 @@ def render_outside(ctx: LessonContext, clock: dict[str, Any], view: OutsideView)
                  Series(label="server: prompt_ms + predicted_per_token_ms × (i − 1)", x=xs,
                         y=[first.timings.prompt_ms + first.per_token_ms * (x - 1) for x in xs], style="dashed"),
              ])
-
 
 
 # --- the lesson ---------------------------------------------------------------------------
@@ -718,27 +455,31 @@ def main(ctx: LessonContext):
     for a in ctx.track(applied, "post-sampling checks"):
         n_ask = asked_candidates(dist, a, MAX_POST_PROBS)
         checks.append(check_setting(dist, a, request_post_sampling(ctx, a.setting, n_ask) if n_ask else None))
-    render_check(ctx, dist, applied, checks)
     ctx.fact("sampler_comparisons", [c.fact() for c in checks])
+    render_check(ctx, dist, applied, checks)
 
     # A seeded sampler repeats itself.
     ctx.step("seeded sampling")
-    render_seeded(ctx, [SeededRun(i, seed, repr(done.content), done.tokens)
+    render_seeded(ctx, [rows.SeededRun(i, seed, repr(done.content), done.tokens)
                         for i, (seed, done) in enumerate(zip(SEEDS, request_seeded(ctx), strict=True), start=1)])
 
     # Total time ≈ time to first token + time per output token × (n − 1), fitted at one length.
     ctx.step("fitting the latency model")
     fit = request_timed(ctx, FIT_N)
-    model = latency_fit(fit)
-    rows = [latency_row(model, n, fit if n == FIT_N else request_timed(ctx, n), n == FIT_N) for n in sorted({FIT_N, *PREDICT_N})]
-    render_latency(ctx, model, fit, rows)
+    model = latency_fit([c.timings for c in fit])
+    lengths = [latency_check(model, n, [c.timings for c in (fit if n == FIT_N else request_timed(ctx, n))], n == FIT_N)
+               for n in sorted({FIT_N, *PREDICT_N})]
+    record_latency(ctx, model, lengths)
+    render_latency(ctx, model, fit, lengths)
 
     # The same loop seen from outside: each token streamed and timed on arrival, beside the server's timings.
     # (A run recorded before the lesson streamed replays without this part.)
     if ctx.recorded("client_clock"):
         ctx.step(f"streaming {STREAM_TOKENS} tokens, each timed on arrival")
         clock = ctx.host("client_clock", clock_info)
-        render_outside(ctx, clock, outside_view(request_streamed(ctx)))
+        view = outside_view(request_streamed(ctx))
+        record_outside(ctx, clock, view)
+        render_outside(ctx, clock, view)
 
     return ctx.finish()
 

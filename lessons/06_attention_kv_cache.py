@@ -35,14 +35,8 @@ from bytesup.course import published
 from bytesup.errors import BytesupError
 from bytesup.models.gguf import read_model_info
 from bytesup.llama.timed import PINNED, context_size, long_prompt_tokens, timed_completions
-from bytesup.llama.responses import (
-    Completion,
-    Timings,
-    decode_ms_per_token,
-    decode_passes,
-    decode_tokens_per_s,
-    prefill_tokens_per_s,
-)
+from bytesup.course.loop import decode_ms_per_token, decode_passes
+from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.store.results import Series
 from bytesup.store.facts import lesson06 as stated
 from bytesup.lesson import LessonContext

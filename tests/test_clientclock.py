@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -65,3 +66,50 @@ def test_bursts_of_a_speculative_stream():
     assert cc.bursts([], threshold_ms=10.0) == [1]
     assert cc.bursts([8.0, 8.0], threshold_ms=2.0) == [1, 1, 1]   # a plain run: every token its own pass
     assert sum(cc.bursts(gaps, 10.0)) == len(gaps) + 1
+
+
+# --- both clocks: StreamedRepeat and OutsideView -------------------------------------------------------
+
+class Times:
+    def __init__(self, prompt_ms, predicted_ms, predicted_n):
+        self.prompt_ms, self.predicted_ms, self.predicted_n = prompt_ms, predicted_ms, predicted_n
+
+
+def hand_view():
+    # Two repeats of 4 tokens. Repeat 1: arrivals 28, 36, 44.5, 52 and the final event at 53; the server says
+    # prompt 25 ms and 3 passes in 24 ms. Repeat 2: arrivals 30, 40, 40, 49 (tokens 2 and 3 in one event),
+    # final at 51; prompt 31 ms, 3 passes in 27 ms.
+    one = cc.StreamedRepeat(1, cc.client_times([(1, 28.0), (2, 36.0), (3, 44.5), (4, 52.0)], 53.0), Times(25.0, 24.0, 4), 4)
+    two = cc.StreamedRepeat(2, cc.client_times([(1, 30.0), (3, 40.0), (4, 49.0)], 51.0), Times(31.0, 27.0, 4), 3)
+    return one, two, cc.OutsideView([one, two])
+
+
+def test_a_streamed_repeat_on_both_clocks_by_hand():
+    one, two, _ = hand_view()
+    assert one.server_total_ms == 49.0 and one.per_token_ms == 8.0 and one.ttft_gap_ms == 3.0
+    assert one.overhead_ms == 53.0 - 49.0
+    assert one.itl_median_ms == 8.0 and one.fastest_gap_ms == 7.5 and one.floor_ms == 4 * 7.5
+    # gaps 10, 0, 9: the median 9, the fastest 0, so the floor says nothing (0 ms)
+    assert two.itl_median_ms == 9.0 and two.fastest_gap_ms == 0.0 and two.floor_ms == 0.0
+    assert one.fact() == {"ttft_ms": 28.0, "prompt_ms": 25.0, "token_events": 4, "tokens": 4, "predicted_n": 4,
+                          "itl_median_ms": 8.0, "predicted_per_token_ms": 8.0, "end_to_end_ms": 53.0, "server_total_ms": 49.0}
+
+
+def test_the_outside_view_pools_repeats_by_hand():
+    one, two, view = hand_view()
+    # prompt_ms 25 and 31: median 28; Σ predicted_ms ÷ Σ passes = (24 + 27) ÷ (3 + 3) = 8.5
+    assert view.prompt_ms == 28.0 and view.per_token_ms == 8.5
+    assert view.server_total_ms == statistics.median([49.0, 58.0])
+    # the gaps of both repeats pooled: 8, 8.5, 7.5, 10, 0, 9
+    assert view.itl_mean_ms == pytest.approx(43 / 6)
+    assert view.itl_percentiles() == {q: pytest.approx(float(np.percentile([8, 8.5, 7.5, 10, 0, 9], q))) for q in (50, 90, 99)}
+    # TTFT median (28 + 30) ÷ 2 = 29, ITL p50 8.25: 29 + 8.25 × 3 = 53.75; the server's 28 + 8.5 × 3 = 53.5
+    assert view.predicted_end_to_end(4) == pytest.approx(53.75) and view.server_predicted(4) == 53.5
+    assert view.ttft_gaps_ms == [3.0, -1.0] and view.overheads_ms == [4.0, -7.0]
+    assert not view.causal                              # repeat 2's first token came 1 ms before prompt_ms ended
+    assert not view.counted                             # repeat 2 brought 4 tokens in 3 events
+    assert view.fastest_gap_ms == 0.0
+    # floors 30 and 0: both held (53 ≥ 30, 51 ≥ 0); end-to-end ÷ floor 53 ÷ 30, and 51 ÷ 0 is infinite
+    assert view.floor_held and view.above_floor == [53.0 / 30.0, math.inf]
+    alone = cc.OutsideView([one])
+    assert alone.causal and alone.counted and alone.above_floor == [53.0 / 30.0]

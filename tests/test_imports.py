@@ -210,7 +210,8 @@ def test_there_are_lessons_to_check():
     assert len(LESSON_FILES) == 10
 
 
-@pytest.mark.parametrize("path", LESSON_FILES, ids=lambda p: p.stem)
+# lessons/README.md's template is held to the same rule as the lessons it is a template for
+@pytest.mark.parametrize("path", [*LESSON_FILES, LESSONS / "_template.py"], ids=lambda p: p.stem)
 def test_lessons_use_the_lesson_api_only(path):
     imports = lesson_imports(path)
     assert "lesson" in {m for m, _ in imports}, f"{path.name} does not import bytesup.lesson"

@@ -14,7 +14,8 @@ from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges
 
 from bytesup.course import ceiling
 from bytesup.course import published
-from bytesup.llama.responses import Completion, Timings, decode_passes, decode_tokens_per_s, prefill_tokens_per_s
+from bytesup.course.loop import decode_passes
+from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.store.results import load_result
 from bytesup.options import RunOptions
 from bytesup.run.runner import run_lessons

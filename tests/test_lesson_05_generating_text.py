@@ -11,7 +11,9 @@ import statistics
 import numpy as np
 import pytest
 
-from bytesup.course import sampling
+from bytesup.course import sampling, samplercheck
+from bytesup.course.samplercheck import CheckSummary
+from bytesup.store.rows import cells
 
 LESSON = "05_generating_text"
 
@@ -242,31 +244,16 @@ def test_client_clock_fact_states_each_repeat(result, exchanges, lesson):
 
 # --- pure helpers ---------------------------------------------------------------------------------
 
-def test_decode_calls_note(lesson):
-    one = lesson.decode_calls_note(16, 16, 5)
-    assert "one pass per token" in one and "5-token prompt went through in one pass" in one and "15 passes" in one
-    split = lesson.decode_calls_note(18, 16, 1200)
-    assert "leave 3 for the 1200-token prompt" in split and "one pass that" not in split
-    fewer = lesson.decode_calls_note(10, 16, 5)
-    assert "more than one token" in fewer and "one pass per token" not in fewer
-    # 11 calls for 10 tokens: 10 − 1 = 9 passes after the first token leave 11 − 9 = 2 for the prompt.
-    two = lesson.decode_calls_note(11, 10, 600)
-    assert "9 passes for the tokens after the first leave 2 for the 600-token prompt" in two
-    # No token at all: max(0 − 1, 0) = 0 later passes, so a one-token-per-pass loop needs 0 + 1 = 1 call.
-    none = lesson.decode_calls_note(0, 0, 5)
-    assert "fewer calls than the 1 a one-token-per-pass loop needs" in none
-
-
 def test_compare_with_server_flags_a_wrong_kept_set(lesson):
     ids = [10, 11, 12, 13]
     ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)
-    ok = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 10, lesson.REL_TOL)
+    ok = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 10, lesson.REL_TOL)
     assert ok.agree and ok.kept_server == 2 and ok.kept_ours == 2
-    three = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.9), (11, 0.3 / 0.9), (12, 0.2 / 0.9)], 3, 10, lesson.REL_TOL)
+    three = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.9), (11, 0.3 / 0.9), (12, 0.2 / 0.9)], 3, 10, lesson.REL_TOL)
     assert not three.agree and not three.same_set
-    off = lesson.compare_with_server(ids, ours, [(10, 0.58), (11, 0.42)], 3, 10, lesson.REL_TOL)
+    off = samplercheck.compare_with_server(ids, ours, [(10, 0.58), (11, 0.42)], 3, 10, lesson.REL_TOL)
     assert not off.agree and off.max_rel > lesson.REL_TOL
-    drawn_elsewhere = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13, lesson.REL_TOL)
+    drawn_elsewhere = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13, lesson.REL_TOL)
     assert not drawn_elsewhere.agree
 
 
@@ -275,25 +262,25 @@ def test_compare_with_server_on_a_token_outside_the_reference(lesson):
     ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)             # 0.4 ÷ 0.7 = 0.571429, 0.3 ÷ 0.7 = 0.428571, 0, 0
     # The server lists 10 and 99, which our reference lacks: 99 counts as 0 on our side, so
     # |0.571429 − 0.75| = 0.178571 and |0 − 0.25| = 0.25; the larger is reported.
-    out = lesson.compare_with_server(ids, ours, [(10, 0.75), (99, 0.25)], 3, 10, lesson.REL_TOL)
+    out = samplercheck.compare_with_server(ids, ours, [(10, 0.75), (99, 0.25)], 3, 10, lesson.REL_TOL)
     assert out.max_abs == pytest.approx(0.25) and not out.same_set and not out.agree
     assert (out.kept_ours, out.kept_server, out.listed, out.server_listed_all) == (2, 2, 2, True)
     # Relative mode with nothing of ours among the listed: no renormalization (the sum is 0), |0 − 1| = 1;
     # a drawn token outside a partial reference is not a miss.
-    rel = lesson.compare_with_server(ids, ours, [(99, 1.0)], 3, 99, lesson.REL_TOL, relative=True)
+    rel = samplercheck.compare_with_server(ids, ours, [(99, 1.0)], 3, 99, lesson.REL_TOL, relative=True)
     assert rel.max_abs == 1.0 and rel.sampled_in_kept and rel.kept_ours is None
     # A listed probability of 0 (ours 0 too) adds no relative difference: 0 ÷ ∞ = 0, never 0 ÷ 0.
-    zero = lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7), (12, 0.0)], 4, 10, lesson.REL_TOL)
+    zero = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7), (12, 0.0)], 4, 10, lesson.REL_TOL)
     assert zero.max_rel == pytest.approx(0.0, abs=1e-12) and not zero.same_set
     # The server's whole kept set (1 listed, 3 asked) is {10}, ours {10, 11}: not the same set, though
     # every token it lists is one we keep.
-    fewer = lesson.compare_with_server(ids, ours, [(10, 1.0)], 3, 10, lesson.REL_TOL)
+    fewer = samplercheck.compare_with_server(ids, ours, [(10, 1.0)], 3, 10, lesson.REL_TOL)
     assert not fewer.same_set and not fewer.agree and fewer.kept_server == 1
     # A drawn token we cut (13, in the reference, probability 0) is a miss, in relative mode too; in
     # absolute mode a drawn token outside the reference is one as well.
     for relative in (False, True):
-        assert not lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 13, lesson.REL_TOL, relative=relative).sampled_in_kept
-    assert not lesson.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 99, lesson.REL_TOL).sampled_in_kept
+        assert not samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 13, lesson.REL_TOL, relative=relative).sampled_in_kept
+    assert not samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 99, lesson.REL_TOL).sampled_in_kept
 
 
 def test_needs_more_when_a_cutting_chain_keeps_unlisted_tokens(lesson):
@@ -457,23 +444,20 @@ def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
     greedy = lesson.apply_setting(dist, next(s for s in lesson.SAMPLER_SETTINGS if s.label == "greedy"))
     assert lesson.asked_candidates(dist, greedy, lesson.MAX_POST_PROBS) == 2
     assert lesson.check_setting(dist, greedy, step([(10, 1.0), (11, 0.0)])).edge is None
-    assert unchecked.cells() == ["top-p 0.5", "top_p → temperature", *[None] * 8, lesson.REL_TOL, "not checked"]
+    assert cells([lesson.rows.check_row(unchecked)]) == [["top-p 0.5", "top_p → temperature", *[None] * 8, lesson.REL_TOL,
+                                                          "not checked"]]
+    assert cells([lesson.rows.check_row(right)]) == [["top-p 0.5", "top_p → temperature", 2, 2, 2, True, "'a'", True,
+                                                      pytest.approx(0.0, abs=1e-15), pytest.approx(0.0, abs=1e-15),
+                                                      lesson.REL_TOL, "agree"]]
+    summary = CheckSummary([right, three, off, unchecked])
+    assert (len(summary.checked), summary.agree, summary.mismatch) == (3, [right], [three, off])
+    # the largest |Δp| / p is the third token of `three`, kept by the server and not by us: |0 − p| ÷ p = 1
+    # and `three` listed all 3 asked for, a cut list, so its edge is our smallest kept probability, 0.4
+    assert summary.largest_relative == 1.0 and summary.edges == [pytest.approx(0.4)]
+    assert CheckSummary([right, off]).largest_relative == pytest.approx(0.0006 / 0.3994)
+    assert math.isnan(CheckSummary([unchecked]).largest_relative)
     assert unchecked.fact() == {"name": "top-p 0.5", "max_relative_difference": None, "tolerance": lesson.REL_TOL,
                                 "same_tokens": None}
-
-
-def test_latency_fit_divides_by_the_passes_after_the_first_token(lesson):
-    from bytesup.llama.responses import Completion
-
-    # 32 tokens, predicted_ms 341: 31 decode passes of 11 ms (the server's own predicted_per_token_ms),
-    # not 341 ÷ 32 = 10.66
-    runs = [Completion(content="", timings={"prompt_n": 5, "prompt_ms": ms, "predicted_n": 32, "predicted_ms": 341.0,
-                                            "predicted_per_token_ms": 11.0}) for ms in (40.0, 60.0)]
-    fit = lesson.latency_fit(runs)
-    assert fit.tpot_samples == [r.timings.predicted_per_token_ms for r in runs] == [11.0, 11.0]
-    assert fit.ttft == 50.0
-    # n = 128: 50 + 11 × 127 = 1,447 ms
-    assert fit.predict(128) == 1447.0
 
 
 # --- main on hand-made answers -------------------------------------------------------------------

@@ -8,6 +8,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
+from bytesup.course import loop
 from bytesup.llama import responses as r
 from bytesup.errors import MalformedResponse, MissingField
 
@@ -56,12 +57,12 @@ def test_speeds_follow_one_rule():
     t = parsed(r.Completion, "completion_decode").timings
     assert t.predicted_n == 16
     # First generated token belongs to the prompt phase: predicted_ms spans predicted_n - 1 passes.
-    assert r.decode_passes(t) == 15
-    assert math.isclose(r.decode_ms_per_token(t), t.predicted_ms / 15)
+    assert loop.decode_passes(t) == 15
+    assert math.isclose(loop.decode_ms_per_token(t), t.predicted_ms / 15)
     assert math.isclose(r.decode_tokens_per_s(t), 15 * 1000 / t.predicted_ms)
     assert math.isclose(r.prefill_tokens_per_s(t), t.prompt_n * 1000 / t.prompt_ms)
     # This build divides the same way: its own per-token figure agrees with ours.
-    assert math.isclose(t.predicted_per_token_ms, r.decode_ms_per_token(t), rel_tol=1e-6)
+    assert math.isclose(t.predicted_per_token_ms, loop.decode_ms_per_token(t), rel_tol=1e-6)
 
 
 def test_metrics_text_parsed_into_numbers():
@@ -93,15 +94,15 @@ def timings(**fields):
 def test_decode_counts_n_minus_one_passes_like_the_servers_own_figure():
     # A 2026 build: 17 tokens, 320 ms of decode; its own figure is 320 ÷ 16 = 20 ms per token.
     t = timings(predicted_n=17, predicted_ms=320.0, predicted_per_token_ms=20.0, predicted_per_second=50.0)
-    assert r.decode_passes(t) == 16
-    assert r.decode_ms_per_token(t) == 20.0 == t.predicted_per_token_ms
+    assert loop.decode_passes(t) == 16
+    assert loop.decode_ms_per_token(t) == 20.0 == t.predicted_per_token_ms
     assert r.decode_tokens_per_s(t) == 50.0 == t.predicted_per_second  # 1000 ÷ 20
     # An older build divided by predicted_n: 320 ÷ 17 = 18.82 ms; we still count 16 passes.
     old = timings(predicted_n=17, predicted_ms=320.0, predicted_per_token_ms=320 / 17)
-    assert r.decode_ms_per_token(old) == 20.0 != old.predicted_per_token_ms
+    assert loop.decode_ms_per_token(old) == 20.0 != old.predicted_per_token_ms
     # 3 tokens in 30 ms: 2 passes of 15 ms, 66.67 tokens/s
     t3 = timings(predicted_n=3, predicted_ms=30.0)
-    assert r.decode_passes(t3) == 2 and r.decode_ms_per_token(t3) == 15.0
+    assert loop.decode_passes(t3) == 2 and loop.decode_ms_per_token(t3) == 15.0
     assert r.decode_tokens_per_s(t3) == pytest.approx(66.666667)
     # 2 tokens in 8 ms: one pass, 125 tokens/s
     assert r.decode_tokens_per_s(timings(predicted_n=2, predicted_ms=8.0)) == 125.0
@@ -111,13 +112,13 @@ def test_decode_of_one_token_or_none_has_no_speed():
     # one token came from the prompt pass: no decode pass at all
     for n in (0, 1):
         t = timings(predicted_n=n, predicted_ms=0.0)
-        assert r.decode_passes(t) == 0
-        assert math.isnan(r.decode_ms_per_token(t)) and math.isnan(r.decode_tokens_per_s(t))
+        assert loop.decode_passes(t) == 0
+        assert math.isnan(loop.decode_ms_per_token(t)) and math.isnan(r.decode_tokens_per_s(t))
     # passes but no time measured: refused when read, and no speed from one built around the check (never an infinite one)
     with pytest.raises(ValidationError):
         timings(predicted_n=5, predicted_ms=0.0)
     zero = r.Timings.model_construct(prompt_n=10, prompt_ms=50.0, predicted_n=5, predicted_ms=0.0)
-    assert r.decode_ms_per_token(zero) == 0.0 and math.isnan(r.decode_tokens_per_s(zero))
+    assert loop.decode_ms_per_token(zero) == 0.0 and math.isnan(r.decode_tokens_per_s(zero))
     with pytest.raises(ValidationError):  # a negative count is no server's: refused when read (issue 23)
         timings(predicted_n=-3)
 
@@ -257,7 +258,7 @@ def test_a_negative_time_is_refused_when_read_and_never_a_speed():
         timings(predicted_n=3, predicted_ms=-10.0)
     # The arithmetic still gives no speed for one built around the check: −5 ms per pass, not −200 tokens/s.
     t = r.Timings.model_construct(prompt_n=10, prompt_ms=-1.0, predicted_n=3, predicted_ms=-10.0)
-    assert r.decode_ms_per_token(t) == -5.0 and math.isnan(r.decode_tokens_per_s(t))
+    assert loop.decode_ms_per_token(t) == -5.0 and math.isnan(r.decode_tokens_per_s(t))
     assert math.isnan(r.prefill_tokens_per_s(t))
 
 

@@ -10,6 +10,7 @@ from those come what serving benchmarks report on the client side:
 - end-to-end time: the arrival of the final event;
 and the checks of the loop: every token arrived after the one before it, and n tokens took at least
 n × the fastest gap (each pass takes at least that long, and they cannot overlap).
+`StreamedRepeat` and `OutsideView` set those beside the server's own timings of the same generation.
 
 Percentiles interpolate linearly between the two nearest ranks (numpy's default method, and the
 one `vllm bench serve` reports): the q-th percentile of sorted x[0..n−1] is at rank (n − 1) × q / 100.
@@ -21,6 +22,8 @@ import math
 import statistics
 from dataclasses import dataclass
 from typing import Sequence
+
+from bytesup.course.loop import ServerTimes, decode_ms_per_token, decode_passes, server_total_ms
 
 PERCENTILES = (50, 90, 99)
 
@@ -135,3 +138,124 @@ class Summary:
 def summarize(runs: Sequence[ClientTimes]) -> Summary:
     return Summary([r.ttft_ms for r in runs], [r.end_to_end_ms for r in runs],
                    [g for r in runs for g in r.itl_ms], [r.n for r in runs])
+
+
+# --- both clocks: the client's arrivals beside the server's timings ----------------------------------
+
+@dataclass(frozen=True)
+class StreamedRepeat:
+    """One streamed generation on both clocks: the client's arrival times and the server's timings."""
+    repeat: int
+    client: ClientTimes
+    timings: ServerTimes
+    token_events: int                 # events that brought tokens
+
+    @property
+    def server_total_ms(self) -> float:
+        return server_total_ms(self.timings)
+
+    @property
+    def per_token_ms(self) -> float:
+        return decode_ms_per_token(self.timings)
+
+    @property
+    def ttft_gap_ms(self) -> float:
+        return self.client.ttft_ms - self.timings.prompt_ms
+
+    @property
+    def overhead_ms(self) -> float:
+        """End-to-end on the client minus the server's own prompt_ms + predicted_ms."""
+        return self.client.end_to_end_ms - self.server_total_ms
+
+    @property
+    def itl_median_ms(self) -> float:
+        return statistics.median(self.client.itl_ms)
+
+    @property
+    def fastest_gap_ms(self) -> float:
+        return min(self.client.itl_ms)
+
+    @property
+    def floor_ms(self) -> float:
+        return sequential_floor_ms(self.client.n, self.fastest_gap_ms)
+
+    def fact(self) -> dict[str, float | int]:
+        t = self.timings
+        return {"ttft_ms": self.client.ttft_ms, "prompt_ms": t.prompt_ms, "token_events": self.token_events,
+                "tokens": self.client.n, "predicted_n": t.predicted_n, "itl_median_ms": self.itl_median_ms,
+                "predicted_per_token_ms": self.per_token_ms, "end_to_end_ms": self.client.end_to_end_ms,
+                "server_total_ms": self.server_total_ms}
+
+
+@dataclass(frozen=True)
+class OutsideView:
+    """The repeats of one streamed generation, their gaps pooled, beside the server's timings."""
+    repeats: list[StreamedRepeat]
+
+    @property
+    def client(self) -> Summary:
+        return summarize([r.client for r in self.repeats])
+
+    @property
+    def prompt_ms(self) -> float:
+        return statistics.median(r.timings.prompt_ms for r in self.repeats)
+
+    @property
+    def per_token_ms(self) -> float:
+        """The server's time per token over every repeat, as the client's gaps are pooled:
+        Σ predicted_ms ÷ Σ (predicted_n − 1)."""
+        return (sum(r.timings.predicted_ms for r in self.repeats)
+                / sum(decode_passes(r.timings) for r in self.repeats))
+
+    @property
+    def server_total_ms(self) -> float:
+        return statistics.median(r.server_total_ms for r in self.repeats)
+
+    def itl_percentiles(self) -> dict[int, float]:
+        """The pooled gaps at each of PERCENTILES."""
+        return {q: self.client.itl_percentile(q) for q in PERCENTILES}
+
+    @property
+    def itl_mean_ms(self) -> float:
+        return statistics.fmean(self.client.itl_ms)
+
+    def predicted_end_to_end(self, n: int) -> float:
+        """The latency model on the client's clock: median TTFT + ITL p50 × (n − 1)."""
+        return predicted_end_to_end(self.client.ttft_median, self.client.itl_percentile(50), n)
+
+    def server_predicted(self, n: int) -> float:
+        """The same model on the server's clock: prompt_ms + predicted_per_token_ms × (n − 1)."""
+        return self.prompt_ms + self.per_token_ms * (n - 1)
+
+    @property
+    def ttft_gaps_ms(self) -> list[float]:
+        return [r.ttft_gap_ms for r in self.repeats]
+
+    @property
+    def overheads_ms(self) -> list[float]:
+        return [r.overhead_ms for r in self.repeats]
+
+    @property
+    def causal(self) -> bool:
+        """In every repeat the first token reached the client after the server's prompt_ms."""
+        return all(g >= 0 for g in self.ttft_gaps_ms)
+
+    @property
+    def counted(self) -> bool:
+        """Every repeat had one event per generated token."""
+        return all(r.token_events == r.timings.predicted_n for r in self.repeats)
+
+    @property
+    def floor_held(self) -> bool:
+        """Every repeat took at least its sequential floor."""
+        return all(r.client.end_to_end_ms >= r.floor_ms for r in self.repeats)
+
+    @property
+    def above_floor(self) -> list[float]:
+        """End-to-end ÷ the sequential floor, per repeat (at least 1 for a loop of one token at a time); infinite
+        where two tokens shared an event, so the fastest gap and the floor are 0."""
+        return [r.client.end_to_end_ms / r.floor_ms if r.floor_ms > 0 else math.inf for r in self.repeats]
+
+    @property
+    def fastest_gap_ms(self) -> float:
+        return min(r.fastest_gap_ms for r in self.repeats)

@@ -150,3 +150,75 @@ def compare_with_server(ref_ids: list[int], ours: np.ndarray, server: list[tuple
                       listed=len(listed), server_listed_all=complete, same_set=same,
                       max_abs=float(delta.max()) if delta.size else math.nan, max_rel=max_rel,
                       sampled_in_kept=drawn_ok, agree=same and drawn_ok and max_rel <= rel_tol)
+
+
+@dataclass(frozen=True)
+class SamplerCheck:
+    """One setting checked against the server (cmp None: not checked)."""
+    setting: SamplerSetting
+    tolerance: float                  # |Δp| / p allowed
+    cmp: Comparison | None = None
+    relative: bool = False
+    drawn: str | None = None          # the token the server drew
+    edge: float | None = None         # our smallest kept probability (where the server listed part of the set)
+
+    @property
+    def verdict(self) -> str:
+        if self.cmp is None:
+            return "not checked"
+        return ("agree" if self.cmp.agree else "mismatch") + (" (relative)" if self.relative else "")
+
+    def fact(self) -> dict[str, str | float | bool | None]:
+        c = self.cmp
+        rel = None if c is None or math.isnan(c.max_rel) else c.max_rel
+        return {"name": self.setting.label, "max_relative_difference": rel, "tolerance": self.tolerance,
+                "same_tokens": None if c is None else c.same_set}
+
+
+@dataclass(frozen=True)
+class ServerAnswer:
+    """The server's answer to one chain: its listed (id, p) after the chain and the token it drew."""
+    listed: list[tuple[int, float]]
+    drawn_id: int
+    drawn: str
+
+
+def check_setting(dist: Distribution, a: Applied, answer: ServerAnswer | None, tolerance: float, at_most: int) -> SamplerCheck:
+    """Our chain against the server's answer to the same chain (answer None: not asked); `at_most` is the most
+    candidates the request may ask for."""
+    ours, relative = comparison_target(dist, a)
+    if ours is None or answer is None:
+        return SamplerCheck(a.setting, tolerance)
+    n_ask = asked_candidates(dist, a, at_most)
+    assert n_ask is not None
+    cmp = compare_with_server(dist.ids, ours, answer.listed, n_ask, answer.drawn_id, tolerance, relative=relative)
+    partial = cmp.kept_server is None and cmp.kept_ours is not None and cmp.kept_ours > 1
+    edge = float(np.min(a.ours[a.ours > 0])) if partial and a.ours is not None else None
+    return SamplerCheck(a.setting, tolerance, cmp, relative, answer.drawn, edge)
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    """What the checks of every setting add up to."""
+    checks: list[SamplerCheck]
+
+    @property
+    def checked(self) -> list[SamplerCheck]:
+        return [c for c in self.checks if c.cmp is not None]
+
+    @property
+    def agree(self) -> list[SamplerCheck]:
+        return [c for c in self.checked if c.verdict.startswith("agree")]
+
+    @property
+    def mismatch(self) -> list[SamplerCheck]:
+        return [c for c in self.checked if c.verdict.startswith("mismatch")]
+
+    @property
+    def edges(self) -> list[float]:
+        return [c.edge for c in self.checked if c.edge is not None]
+
+    @property
+    def largest_relative(self) -> float:
+        """The largest |Δp| / p of any setting checked (NaN when none was)."""
+        return max(c.cmp.max_rel for c in self.checked if c.cmp is not None) if self.checked else math.nan

@@ -14,6 +14,7 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from bytesup.course.loop import decode_ms_per_token
 from bytesup.errors import ImplausibleValue, MalformedResponse, MissingField
 
 # Values a llama.cpp server can send, checked as each answer is read: a log-probability is finite and at most 0
@@ -238,23 +239,6 @@ class ModelList(ServerRecord):
 def prefill_tokens_per_s(t: Timings) -> float:
     """Prompt tokens evaluated per second (`prompt_n` tokens in `prompt_ms`)."""
     return t.prompt_n / t.prompt_ms * 1000.0 if t.prompt_ms > 0 else float("nan")
-
-
-def decode_passes(t: Timings) -> int:
-    """Decode passes inside `predicted_ms`.
-
-    The first generated token is sampled from the logits of the prompt pass, and `prompt_ms`
-    runs until that token is sampled; so `predicted_ms` holds `predicted_n - 1` passes.
-    Builds from 2026 compute `predicted_per_token_ms` the same way; older ones divided by
-    `predicted_n`. We apply one rule to every build so that runs compare; the server's own
-    `predicted_per_second` stays in the raw record.
-    """
-    return max(t.predicted_n - 1, 0)
-
-
-def decode_ms_per_token(t: Timings) -> float:
-    n = decode_passes(t)
-    return t.predicted_ms / n if n > 0 else float("nan")
 
 
 def decode_tokens_per_s(t: Timings) -> float:
