@@ -52,3 +52,31 @@ def test_few_samples_and_none():
     assert (one.median, one.q1, one.q3, one.relative_iqr, one.outliers) == (3.0, 3.0, 3.0, 0.0, ())
     with pytest.raises(ValueError):
         robust.judge([])
+
+
+def test_the_record_and_the_words():
+    r = robust.judge([93.6, 94.5, 93.1, 7.4, 93.9])
+    j = r.to_json()
+    assert j["samples"] == [93.6, 94.5, 93.1, 7.4, 93.9] and j["outlier_mads"] == 5.0
+    assert j["relative_iqr"] == pytest.approx(0.575 / 93.6)
+    assert robust.describe_outliers(r, "tokens/s") == (
+        "7.4 tokens/s (1 of 5, beyond 5 scaled MADs of the median 93.6; kept in the JSON, not used for the spread)")
+    assert robust.describe_outliers(r).startswith("7.4 (1 of 5,")
+    two = robust.judge([93.6, 94.5, 93.1, 7.4, 93.9, 8.1, 93.7, 93.8])
+    assert robust.describe_outliers(two).startswith("7.4, 8.1 (2 of 8,")
+    assert robust.describe_outliers(robust.judge([1.0] * 5)) == ""
+    # a median of 0 has no relative spread
+    assert robust.judge([0.0, 0.0, 0.0, 1.0, -1.0]).relative_iqr == 0.0
+
+
+def test_a_sample_exactly_at_the_distance_is_kept():
+    # identical samples: the scale is the floor, 1% of 100 = 1; 5 scales = 5: 105 is at the distance, kept
+    assert robust.judge([100.0, 100.0, 100.0, 100.0, 105.0]).outliers == ()
+    assert robust.judge([100.0, 100.0, 100.0, 100.0, 105.01]).outliers == (4,)
+    with pytest.raises(ValueError, match="at least one sample"):
+        robust.judge([])
+
+
+def test_no_scale_no_outliers():
+    # median 0 and MAD 0: the scale is 0, and nothing can be judged far from the median
+    assert robust.judge([0.0, 0.0, 0.0, 0.0, 1.0]).outliers == ()
