@@ -149,6 +149,25 @@ def test_start_replaces_a_stale_pid_file(fake, model, capsys):
         other.wait()
 
 
+def test_a_stopped_server_whose_parent_never_reaps_it_counts_as_stopped_at_once():
+    """scripts/start_server.sh leaves its server to the system; where the system's first process does not reap
+    (a container's), the stopped server stays a zombie. Stopping it returns when it ended, not after the grace time."""
+    keeper_code = ("import subprocess, time\n"
+                   "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+                   "print(child.pid, flush=True)\ntime.sleep(60)")
+    keeper = subprocess.Popen([sys.executable, "-c", keeper_code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(keeper.stdout.readline())
+        began = time.monotonic()
+        engine._terminate(pid, grace_s=10.0)
+        assert time.monotonic() - began < 5.0
+        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # ended; its exit is still unread by its parent
+        assert not engine._pid_alive(pid)
+    finally:
+        keeper.kill()
+        keeper.wait()
+
+
 # --- 9. the API key never on a command line -----------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["llama-server", "embedded"])

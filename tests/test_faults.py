@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -87,12 +88,19 @@ def test_two_processes_into_one_folder_one_runs(lessons, tmp_path):
 
     answers = {p: (200, load_fixture(n)["response"]) for n, p in
                [("health", "/health"), ("props", "/props"), ("v1_models", "/v1/models"), ("completion_decode", "/completion")]}
-    (lessons / "03_slow.py").write_text(LESSON_DECODE.replace("for _ in range(2)]", "for _ in range(2)]; __import__('time').sleep(2)"))
+    # The lesson holds the folder until the test lets it go, once one of the two has exited (or after a minute).
+    release = tmp_path / "release"
+    wait = f"[__import__('time').sleep(0.02) for _ in range(3000) if not __import__('os').path.exists({str(release)!r})]"
+    (lessons / "03_slow.py").write_text(LESSON_DECODE.replace("for _ in range(2)]", f"for _ in range(2)]; {wait}"))
     out = tmp_path / "run"
     with FakeServer(answers) as server:
         cmd = [sys.executable, "-m", "bytesup", "run", "03_slow", "--server", server.url, "--out", str(out)]
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
                  for _ in range(2)]
+        deadline = time.monotonic() + 60
+        while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        release.write_text("")
         results = [(p.wait(timeout=60), p.stdout.read()) for p in procs]
     codes = sorted(code for code, _ in results)
     assert codes[0] == 0 and codes[1] != 0, results

@@ -509,10 +509,10 @@ def endless(wfile):
 
 def trickle(wfile):
     wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
-    for _ in range(60):  # one byte a second, for a minute at most
+    for _ in range(240):  # four bytes a second, for a minute at most: never a gap as long as the timeout
         wfile.write(b" ")
         wfile.flush()
-        time.sleep(1.0)
+        time.sleep(0.25)
 
 
 @pytest.mark.parametrize("answer", [endless, trickle], ids=["endless", "trickle"])
@@ -524,11 +524,11 @@ def test_timeout_bounds_the_whole_answer(answer):
     for transport in (None, "recording"):
         sink: list = []
         with RawServer(answer) as server:
-            client = LlamaServer(server.url, timeout=2.0, transport=RecordingTransport(sink) if transport else None)
+            client = LlamaServer(server.url, timeout=1.0, transport=RecordingTransport(sink) if transport else None)
             began = time.monotonic()
             with pytest.raises((ServerTimeout, AnswerTooLarge)):
                 client.completion("x", n_predict=1, n_probs=8)
-            assert time.monotonic() - began < 6.0  # --timeout 2, and a little for the watchdog
+            assert time.monotonic() - began < 4.0  # --timeout 1, and a little for the watchdog
             assert sink == []  # nothing recorded of an answer that never ended
 
 
@@ -537,10 +537,13 @@ def test_an_answer_past_its_limit_is_refused_and_not_recorded(monkeypatch):
     from bytesup.errors import AnswerTooLarge
     from bytesup.llama.recording import RecordingTransport, answer_limit
 
-    probs = [{"id": i, "token": "x", "bytes": [120], "logprob": -1.0, "top_logprobs": []} for i in range(100_000)]
-    body = json.dumps({"content": "x", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 1.0},
-                       "completion_probabilities": probs}).encode()
-    assert len(body) > answer_limit("/completion", {"n_predict": 1, "n_probs": 8})
+    # One token with its eight candidates, and a text long enough to pass the limit for what was asked.
+    limit = answer_limit("/completion", {"n_predict": 1, "n_probs": 8})
+    probs = [{"id": 1, "token": "x", "bytes": [120], "logprob": -1.0,
+              "top_logprobs": [{"id": i, "token": "x", "bytes": [120], "logprob": -1.0} for i in range(8)]}]
+    body = json.dumps({"content": "x" * (limit + 1), "completion_probabilities": probs,
+                       "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 1.0}}).encode()
+    assert len(body) > limit
 
     def big(wfile):
         wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
@@ -552,7 +555,7 @@ def test_an_answer_past_its_limit_is_refused_and_not_recorded(monkeypatch):
         assert sink == []
         monkeypatch.setenv("BYTESUP_MAX_ANSWER_MB", "100")  # the way to accept it on purpose
         done = LlamaServer(server.url, transport=RecordingTransport(sink)).completion("x", n_predict=1, n_probs=8)
-        assert len(done.completion_probabilities) == 100_000 and len(sink) == 1
+        assert len(done.content) == limit + 1 and len(done.completion_probabilities) == 1 and len(sink) == 1
 
 
 def test_limits_by_hand():

@@ -150,6 +150,19 @@ def test_nothing_listening_a_server_is_started_for_the_run_and_stopped(tmp_path)
     print(f"lesson 02 with a server started for the run: {elapsed:.1f} s")
 
 
+def _measuring(out: Path, lesson_id: str, port: int) -> bool:
+    """Whether the run's manifest (written whole, so never read half-done) says the lesson runs, and the server's
+    /metrics counters have seen its first prompt."""
+    try:
+        if json.loads((out / "manifest.json").read_text())["lessons"][lesson_id]["status"] != "running":
+            return False
+        with client.LlamaServer(f"http://127.0.0.1:{port}", timeout=5) as server:
+            seen = server.metrics()
+    except (OSError, ValueError, KeyError, BytesupError):
+        return False
+    return seen.get("llamacpp:prompt_tokens_total", 0) > 0
+
+
 @pytest.mark.integration
 def test_sigterm_mid_lesson_stops_the_server_started_for_the_run(tmp_path):
     nobody = f"http://127.0.0.1:{free_port()}"
@@ -165,7 +178,10 @@ def test_sigterm_mid_lesson_stops_the_server_started_for_the_run(tmp_path):
         assert len(servers) == 1
         port = int(servers[0].cmdline()[servers[0].cmdline().index("--port") + 1])
         assert state_folder(port).is_dir()
-        time.sleep(1.0)  # into the lesson's measurements
+        deadline = time.monotonic() + 60
+        while not _measuring(out, "06_attention_kv_cache", port):  # into the lesson's measurements
+            assert time.monotonic() < deadline and proc.poll() is None, "the lesson never started its measurements"
+            time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         _, rest = proc.communicate(timeout=60)
     finally:

@@ -20,6 +20,28 @@ from bytesup.models.gguf import is_synthetic_metadata
 from bytesup.models.catalog import file_sha256
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _each_file_parsed_once():
+    """gguf.GGUFReader, which ``derive`` and these tests read GGUF files with, parses a file's metadata once per
+    module: the 49,152-entry vocabulary takes it 2 to 4 s each time. The parse is kept by the file's sha256, so a
+    file that changed between two reads is parsed again, and a reader always holds the bytes the file holds."""
+    parse = gguf.GGUFReader
+    parsed: dict[str, gguf.GGUFReader] = {}
+
+    def reader(path, mode="r"):
+        if mode != "r":
+            return parse(path, mode)
+        key = file_sha256(Path(path))
+        if key not in parsed:
+            parsed[key] = parse(path, mode)
+        return parsed[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gguf, "GGUFReader", reader)
+        yield
+    parsed.clear()
+
+
 @pytest.fixture(scope="module")
 def source() -> Path:
     """The shipped Q4_1 file, fetched once into the models folder (the same bytes every time)."""

@@ -245,13 +245,23 @@ class StartedServer:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether `pid` still runs. A zombie has ended: its exit waits to be read by a parent that is not
+    this process (a server that scripts/start_server.sh left to the system, where the system's first
+    process does not reap), so waiting for it to vanish would only wait out the grace time."""
+    import psutil
+
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
 
 
 def _log_tail(path: Path, lines: int = 15) -> str:
