@@ -765,3 +765,30 @@ def test_a_known_field_of_the_wrong_type_is_one_paragraph_that_names_it(tmp_path
     with pytest.raises(RunFolderError, match=rf"is not a run manifest this bytesup can read: {re.escape(where)}: ") as caught:
         read_manifest(write_manifest(tmp_path / "run", data))
     assert "\n" not in str(caught.value) and "re-run the lessons into a new folder" in str(caught.value)
+
+
+LESSON_SWALLOWS = '''"""Signals itself from inside a __del__, where Python drops the exception the handler raises."""
+import os, signal, time
+TITLE = "Swallows a stop (test)"
+class Sends:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)  # the handler runs here, inside __del__: its exception is printed and dropped
+def main(ctx):
+    Sends()
+    return ctx.finish()
+'''
+
+
+def test_a_stop_whose_exception_python_dropped_still_stops_the_run(tmp_path, lessons_dir):
+    """SIGTERM while an exception cannot propagate (in a __del__): the lesson is interrupted, not ok, and the run
+    ends with 143, where before it finished as if no signal had come (exit 0, status ok)."""
+    (lessons_dir / "04_swallows.py").write_text(LESSON_SWALLOWS)
+    with FakeServer(SERVER) as server:
+        done = subprocess.run([sys.executable, "-m", "bytesup", "run", "04_swallows", "--server", server.url,
+                               "--out", str(tmp_path / "run")], env=os.environ, capture_output=True, text=True,
+                              timeout=60)
+    assert "Exception ignored" in done.stderr  # the case itself: Python dropped the handler's exception
+    assert done.returncode == 143, done.stdout + done.stderr
+    entry = json.loads((tmp_path / "run" / "manifest.json").read_text())["lessons"]["04_swallows"]
+    assert entry["status"] == "interrupted" and "SIGTERM" in entry["error"]

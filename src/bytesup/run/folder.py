@@ -321,6 +321,20 @@ class Terminated(KeyboardInterrupt):
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# The stop signals received inside signals_raise, first one first (the process has one run at a time).
+_stopping: list[int] = []
+
+
+def _stop(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+def raise_if_stopping() -> None:
+    """Stop here when a stop signal arrived but its exception was lost: Python drops an exception raised
+    where none can propagate (a __del__, a weakref callback) after printing 'Exception ignored'. The
+    run would otherwise finish its lesson as if no signal had come, and end with status ok."""
+    if _stopping:
+        raise _stop(_stopping[0])
 
 
 @contextlib.contextmanager
@@ -333,7 +347,8 @@ def signals_raise() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    stopping: list[int] = []
+    stopping = _stopping
+    stopping.clear()
 
     def handler(signum: int, _frame: Any) -> None:
         if stopping:
@@ -342,9 +357,7 @@ def signals_raise() -> Iterator[None]:
             stopping.append(signum)
             return
         stopping.append(signum)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise Terminated(signum)
+        raise _stop(signum)
 
     previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:

@@ -45,6 +45,7 @@ from bytesup.run.folder import (
     resume_command,
     run_readme,
     save_lesson,
+    raise_if_stopping,
     signals_raise,
 )
 from bytesup.store import manifest as manifest_schema
@@ -325,6 +326,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident
                 result = module.main(ctx)
+                raise_if_stopping()  # a stop whose exception was lost inside the lesson
                 if options.replay is None:
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)
                 save_lesson(run_dir, result, sink)
