@@ -34,6 +34,7 @@ from bytesup.course.ceiling import Spread, ceiling_at
 from bytesup.errors import BytesupError
 from bytesup.llama.responses import Completion, decode_tokens_per_s
 from bytesup.store.results import Series
+from bytesup.store.rows import cells, column, columns
 from bytesup.lesson import LessonContext
 
 TITLE = "The hardware fit"
@@ -54,7 +55,7 @@ MEASURED_PREFILL_TOKENS = 128  # a prompt of one micro-batch, timed by the serve
 PREDICTED, DECODE_CALLS = "llamacpp:tokens_predicted_total", "llamacpp:n_decode_total"  # /metrics counters
 
 
-# --- records ----------------------------------------------------------------------------------
+# --- requests: the server, the host and the batches ---------------------------------------------
 
 @dataclass(frozen=True)
 class ServedModel:
@@ -78,43 +79,6 @@ class HostCeilings:
 
 
 @dataclass(frozen=True)
-class Roofline:
-    """One machine's roofline: peak FLOP/s, memory bytes/s, their ratio, and the decode ceiling they give."""
-    machine: str
-    source: str
-    peak_flop_s: float | None
-    bandwidth_bytes_per_s: float
-    ridge_flops_per_byte: float | None
-    decode_ceiling_tokens_per_s: float
-
-
-@dataclass(frozen=True)
-class RooflinePoint:
-    """A decode (N = 1) or a prefill of N tokens placed on this host's roofline."""
-    phase: str
-    prompt_tokens: int
-    weight_reads: int
-    tokens_per_read: float
-    intensity: float  # FLOPs per byte
-    attainable_gflop_s: float
-    bound_here: str
-    tokens_per_s: float  # attainable FLOP/s ÷ FLOPs per token
-    bound_h100: str
-
-
-@dataclass(frozen=True)
-class MeasuredPoint:
-    """A phase the server ran, placed at its intensity and the GFLOP/s it reached (tokens/s × FLOPs per token)."""
-    phase: str
-    intensity: float  # FLOPs per byte
-    tokens_per_s: Spread
-    gflop_s: Spread
-    numpy_roof_gflop_s: float  # this CPU's roofline (numpy's matmul and read) at that intensity
-    engine_roof_gflop_s: float | None  # the engine's: its prefill's GFLOP/s, and the same read bandwidth
-    closest: str  # the roof the point lies nearer to (in ratio)
-
-
-@dataclass(frozen=True)
 class BatchRun:
     """One batch: P completions sent at once, its wall time on this host's clock, /metrics around it."""
     completions: list[Completion]
@@ -122,59 +86,6 @@ class BatchRun:
     metrics_before: dict | None
     metrics_after: dict | None
 
-
-@dataclass(frozen=True)
-class BatchLevel:
-    """The batches of one level P, summed up: the samples, and the row of the batching table."""
-    parallel: int
-    wall_s: list[float]  # one per batch
-    generated: list[list[int]]  # tokens each sequence generated, per batch
-    aggregate: list[float]  # tokens/s of each batch: all its tokens ÷ its wall time
-    per_sequence: list[float]  # tokens/s of each sequence, from its own timings
-    predicted_delta: float | None  # /metrics tokens_predicted_total Δ over the batches (None: no /metrics)
-    decode_calls_delta: float | None  # /metrics n_decode_total Δ
-
-    @property
-    def tokens_per_batch(self) -> int:
-        return sum(self.generated[0])
-
-    @property
-    def tokens_generated(self) -> int:
-        return sum(map(sum, self.generated))
-
-    @property
-    def tokens_per_call(self) -> float | None:
-        """Tokens one llama_decode call generated: the sequences that shared one read of the weights."""
-        if self.predicted_delta is None or not self.decode_calls_delta:
-            return None
-        return self.predicted_delta / self.decode_calls_delta
-
-
-@dataclass(frozen=True)
-class BatchRow:
-    """A level against the baseline (one sequence alone) and placed on this host's roofline."""
-    level: BatchLevel
-    wall_ms: float
-    aggregate: Spread
-    per_sequence: Spread
-    aggregate_ratio: float
-    per_sequence_ratio: float
-    intensity: float | None
-    bound: str | None
-
-
-@dataclass(frozen=True)
-class AttentionIntensity:
-    label: str
-    seq_len: int
-    head_dim: int
-    group: float  # query heads per KV head
-    flops: float
-    bytes: float
-    flops_per_byte: float
-
-
-# --- requests: the server, the host and the batches ---------------------------------------------
 
 def served_model(ctx: LessonContext) -> ServedModel:
     """Parameters and weight bytes as the server reports them (/v1/models meta: n_params, and size,
@@ -261,6 +172,94 @@ def run_batches(ctx: LessonContext, levels: list[int], own: bool) -> dict[int, l
 
 
 # --- computation: pure, from the responses and the host's measurements ---------------------------
+
+@dataclass(frozen=True)
+class Roofline:
+    """One machine's roofline: peak FLOP/s, memory bytes/s, their ratio, and the decode ceiling they give."""
+    machine: str
+    source: str
+    peak_flop_s: float | None
+    bandwidth_bytes_per_s: float
+    ridge_flops_per_byte: float | None
+    decode_ceiling_tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """A decode (N = 1) or a prefill of N tokens placed on this host's roofline: a row of its table as it is."""
+    phase: str = column("phase")
+    prompt_tokens: int = column("prompt tokens", "N")
+    weight_reads: int = column("weight reads", "ceil(N ÷ n_ubatch)")
+    tokens_per_read: float = column("tokens per weight read")
+    intensity: float = column("arithmetic intensity", "FLOPs/byte")
+    attainable_gflop_s: float = column("attainable on this CPU", "GFLOP/s")
+    bound_here: str = column("bound on this CPU")
+    tokens_per_s: float = column("roofline speed on this CPU", "tokens/s")  # attainable FLOP/s ÷ FLOPs per token
+    bound_h100: str = column("bound on H100")
+
+
+@dataclass(frozen=True)
+class MeasuredPoint:
+    """A phase the server ran, placed at its intensity and the GFLOP/s it reached (tokens/s × FLOPs per token)."""
+    phase: str
+    intensity: float  # FLOPs per byte
+    tokens_per_s: Spread
+    gflop_s: Spread
+    numpy_roof_gflop_s: float  # this CPU's roofline (numpy's matmul and read) at that intensity
+    engine_roof_gflop_s: float | None  # the engine's: its prefill's GFLOP/s, and the same read bandwidth
+    closest: str  # the roof the point lies nearer to (in ratio)
+
+
+@dataclass(frozen=True)
+class BatchLevel:
+    """The batches of one level P, summed up: the samples, and the row of the batching table."""
+    parallel: int
+    wall_s: list[float]  # one per batch
+    generated: list[list[int]]  # tokens each sequence generated, per batch
+    aggregate: list[float]  # tokens/s of each batch: all its tokens ÷ its wall time
+    per_sequence: list[float]  # tokens/s of each sequence, from its own timings
+    predicted_delta: float | None  # /metrics tokens_predicted_total Δ over the batches (None: no /metrics)
+    decode_calls_delta: float | None  # /metrics n_decode_total Δ
+
+    @property
+    def tokens_per_batch(self) -> int:
+        return sum(self.generated[0])
+
+    @property
+    def tokens_generated(self) -> int:
+        return sum(map(sum, self.generated))
+
+    @property
+    def tokens_per_call(self) -> float | None:
+        """Tokens one llama_decode call generated: the sequences that shared one read of the weights."""
+        if self.predicted_delta is None or not self.decode_calls_delta:
+            return None
+        return self.predicted_delta / self.decode_calls_delta
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """A level against the baseline (one sequence alone) and placed on this host's roofline."""
+    level: BatchLevel
+    wall_ms: float
+    aggregate: Spread
+    per_sequence: Spread
+    aggregate_ratio: float
+    per_sequence_ratio: float
+    intensity: float | None
+    bound: str | None
+
+
+@dataclass(frozen=True)
+class AttentionIntensity:
+    label: str
+    seq_len: int
+    head_dim: int
+    group: float  # query heads per KV head
+    flops: float
+    bytes: float
+    flops_per_byte: float
+
 
 def decode_intensity(n_params: float, n_bytes: float) -> float:
     """FLOPs per byte of one decoded token: ~2 FLOPs per parameter, every weight byte read once."""
@@ -422,6 +421,142 @@ def decode_attention_cases() -> list[AttentionIntensity]:
                                 label=f"the 70B example: {kv70['n_head']} query heads share {kv70['n_head_kv']} KV heads")]
 
 
+def blas_text(host: HostCeilings) -> str:
+    """The BLAS numpy multiplies with, and its version: named in the host table and in the matmul's settings."""
+    lib = host.blas.get("blas") or {}
+    return f"{lib.get('internal_api', 'unknown BLAS')} {lib.get('version') or ''}".strip()
+
+
+# The tables' rows, one named record per row: each field is a column (bytesup.store.rows).
+
+@dataclass(frozen=True)
+class CeilingRow:
+    quantity: str = column("quantity")
+    median: float = column("median")
+    min: float = column("min")
+    max: float = column("max")
+    unit: str = column("unit")
+    samples: int = column("samples")
+    how: str = column("how")
+
+
+def ceiling_rows(host: HostCeilings) -> list[CeilingRow]:
+    """The read bandwidth and the matmul FLOP/s, each with how it was measured."""
+    bw, mm, blas = host.bandwidth, host.matmul, host.blas
+    bw_gbs, peak_gflops = bw["gb_per_s"], mm["gflop_per_s"]
+    return [
+        CeilingRow("memory read bandwidth", bw_gbs["median"], bw_gbs["min"], bw_gbs["max"], "GB/s", len(bw_gbs["samples"]),
+                   f"{bw['threads']} threads × {bw['bytes_per_thread'] / MiB:,.0f} MiB, np.add.reduce"),
+        CeilingRow("matmul compute", peak_gflops["median"], peak_gflops["min"], peak_gflops["max"], "GFLOP/s",
+                   len(peak_gflops["samples"]), (f"{mm['dtype']} {mm['m']}×{mm['k']} @ {mm['k']}×{mm['n']}, "
+                                                 f"{blas_text(host)}, {(blas.get('blas') or {}).get('num_threads')} threads")),
+    ]
+
+
+@dataclass(frozen=True)
+class RooflineRow:
+    machine: str = column("machine")
+    source: str = column("source")
+    peak: float | None = column("peak compute", "GFLOP/s")
+    bandwidth: float = column("memory bandwidth", "GB/s")
+    ridge: float | None = column("ridge point", "FLOPs/byte")
+    decode_ceiling: float = column("decode ceiling, {model}", "tokens/s")
+
+
+def roofline_row(r: Roofline) -> RooflineRow:
+    return RooflineRow(r.machine, r.source, None if r.peak_flop_s is None else r.peak_flop_s / 1e9,
+                       r.bandwidth_bytes_per_s / GB, r.ridge_flops_per_byte, r.decode_ceiling_tokens_per_s)
+
+
+@dataclass(frozen=True)
+class MeasuredRow:
+    phase: str = column("phase")
+    intensity: float = column("intensity", "FLOPs/byte")
+    tokens_per_s: float = column("tokens/s", "tokens/s")
+    tokens_per_s_min: float = column("tokens/s min", "tokens/s")
+    tokens_per_s_max: float = column("tokens/s max", "tokens/s")
+    reached: float = column("reached", "GFLOP/s")
+    numpy_roof: float = column("this CPU's roof there", "GFLOP/s")
+    engine_roof: float | None = column("the engine's roof there", "GFLOP/s")
+    closest: str = column("closest roof")
+
+
+def measured_row(m: MeasuredPoint) -> MeasuredRow:
+    return MeasuredRow(m.phase, m.intensity, m.tokens_per_s.median, m.tokens_per_s.min, m.tokens_per_s.max,
+                       m.gflop_s.median, m.numpy_roof_gflop_s, m.engine_roof_gflop_s, m.closest)
+
+
+@dataclass(frozen=True)
+class BatchTableRow:
+    parallel: int = column("parallel sequences", "P")
+    batches: int = column("batches")
+    tokens_per_batch: int = column("tokens per batch")
+    wall_ms: float = column("batch wall time", "ms")
+    aggregate: float = column("aggregate decode", "tokens/s")
+    aggregate_min: float = column("aggregate min", "tokens/s")
+    aggregate_max: float = column("aggregate max", "tokens/s")
+    per_sequence: float = column("per sequence", "tokens/s")
+    per_sequence_min: float = column("per sequence min", "tokens/s")
+    per_sequence_max: float = column("per sequence max", "tokens/s")
+    aggregate_ratio: float = column("aggregate ÷ baseline", "×")
+    per_sequence_ratio: float = column("per sequence ÷ baseline", "×")
+    tokens_generated: int = column("tokens generated (responses)")
+    predicted_delta: float | None = column("tokens_predicted_total Δ (/metrics)")
+    tokens_per_call: float | None = column("tokens per llama_decode call")
+    intensity: float | None = column("intensity of one step", "FLOPs/byte")
+    bound: str | None = column("bound on this CPU's roofline")
+
+
+def batch_table_row(r: BatchRow) -> BatchTableRow:
+    lv = r.level
+    return BatchTableRow(lv.parallel, len(lv.wall_s), lv.tokens_per_batch, r.wall_ms, r.aggregate.median, r.aggregate.min,
+                         r.aggregate.max, r.per_sequence.median, r.per_sequence.min, r.per_sequence.max,
+                         r.aggregate_ratio, r.per_sequence_ratio, lv.tokens_generated, lv.predicted_delta,
+                         lv.tokens_per_call, r.intensity, r.bound)
+
+
+@dataclass(frozen=True)
+class AttentionRow:
+    case: str = column("case")
+    positions: int = column("positions", "S")
+    head_width: int = column("head width", "d")
+    group: float = column("query heads per KV head", "g")
+    flops: float = column("FLOPs")
+    bytes: float = column("K and V bytes (FP16)", "bytes")
+    intensity: float = column("intensity", "FLOPs/byte")
+    podcast: float = column("the podcast", "FLOPs/byte")
+
+
+def attention_row(a: AttentionIntensity) -> AttentionRow:
+    """A case beside the podcast's own figure."""
+    return AttentionRow(a.label, a.seq_len, a.head_dim, a.group, a.flops, a.bytes, a.flops_per_byte,
+                        published.PODCAST_DECODE_ATTENTION["flops_per_byte"])
+
+
+# --- what the lesson records: measurements, never from a rendering function ---------------------
+
+def record_host_ceilings(ctx: LessonContext, host: HostCeilings, here: Roofline) -> None:
+    """The two ceilings' samples, and the ridge point they give."""
+    bw, mm = host.bandwidth, host.matmul
+    ctx.measure("read_bandwidth_gb_per_s", "GB/s", bw["gb_per_s"]["samples"], higher_is_better=True,
+                settings={"threads": bw["threads"]}, description=bw["method"])
+    ctx.measure("matmul_peak_gflop_per_s", "GFLOP/s", mm["gflop_per_s"]["samples"], higher_is_better=None,
+                settings={"size": mm["size"], "dtype": mm["dtype"], "blas": blas_text(host)},
+                description="square matmul with numpy: the compute ceiling of this host's CPU roofline")
+    assert here.ridge_flops_per_byte is not None
+    ctx.measure("ridge_point_flops_per_byte", "FLOPs/byte", [here.ridge_flops_per_byte], higher_is_better=None,
+                description="median matmul FLOP/s ÷ median read bandwidth, this host's CPU")
+
+
+def record_batches(ctx: LessonContext, levels: list[BatchLevel]) -> None:
+    for lv in levels:
+        ctx.measure("batch_aggregate_decode_tokens_per_s", "tokens/s", lv.aggregate, higher_is_better=True,
+                    settings={"parallel": lv.parallel},
+                    description="tokens generated by the batch ÷ its wall time (host clock)")
+        ctx.measure("batch_per_sequence_decode_tokens_per_s", "tokens/s", lv.per_sequence, higher_is_better=True,
+                    settings={"parallel": lv.parallel}, description="each sequence's decode speed from its own timings")
+
+
 # --- rendering: tables, notes and plots ----------------------------------------------------------
 
 def where_server(facts: dict) -> str:
@@ -432,25 +567,12 @@ def where_server(facts: dict) -> str:
     return "on this CPU"
 
 
-def _blas_text(host: HostCeilings) -> str:
-    lib = host.blas.get("blas") or {}
-    return f"{lib.get('internal_api', 'unknown BLAS')} {lib.get('version') or ''}".strip()
-
-
-def show_host_ceilings(ctx: LessonContext, host: HostCeilings, hroof: Roofline, model: ServedModel, where: str) -> None:
+def show_host_ceilings(ctx: LessonContext, host: HostCeilings, model: ServedModel, where: str) -> None:
     bw, mm, blas = host.bandwidth, host.matmul, host.blas
-    bw_gbs, peak_gflops = bw["gb_per_s"], mm["gflop_per_s"]
-    lib_text = _blas_text(host)
+    peak_gflops = mm["gflop_per_s"]
+    lib_text = blas_text(host)
     ctx.table(
-        "host_ceilings", "This host's CPU: its two ceilings, measured",
-        [("quantity", ""), ("median", ""), ("min", ""), ("max", ""), ("unit", ""), ("samples", ""), ("how", "")],
-        [
-            ["memory read bandwidth", bw_gbs["median"], bw_gbs["min"], bw_gbs["max"], "GB/s", len(bw_gbs["samples"]),
-             f"{bw['threads']} threads × {bw['bytes_per_thread'] / MiB:,.0f} MiB, np.add.reduce"],
-            ["matmul compute", peak_gflops["median"], peak_gflops["min"], peak_gflops["max"], "GFLOP/s",
-             len(peak_gflops["samples"]), (f"{mm['dtype']} {mm['m']}×{mm['k']} @ {mm['k']}×{mm['n']}, {lib_text}, "
-                                           f"{(blas.get('blas') or {}).get('num_threads')} threads")],
-        ],
+        "host_ceilings", "This host's CPU: its two ceilings, measured", columns(CeilingRow), cells(ceiling_rows(host)),
         notes=[
             f"Reading memory: {hostbench.describe_reading(bw)}.",
             (f"Computing: a {mm['m']}-square {mm['dtype']} matmul does {mm['flops'] / 1e9:.4g} GFLOP in "
@@ -461,14 +583,6 @@ def show_host_ceilings(ctx: LessonContext, host: HostCeilings, hroof: Roofline, 
              f"can differ."),
         ],
     )
-    ctx.measure("read_bandwidth_gb_per_s", "GB/s", bw_gbs["samples"], higher_is_better=True,
-                settings={"threads": bw["threads"]}, description=bw["method"])
-    ctx.measure("matmul_peak_gflop_per_s", "GFLOP/s", peak_gflops["samples"], higher_is_better=None,
-                settings={"size": mm["size"], "dtype": mm["dtype"], "blas": lib_text},
-                description="square matmul with numpy: the compute ceiling of this host's CPU roofline")
-    assert hroof.ridge_flops_per_byte is not None
-    ctx.measure("ridge_point_flops_per_byte", "FLOPs/byte", [hroof.ridge_flops_per_byte], higher_is_better=None,
-                description="median matmul FLOP/s ÷ median read bandwidth, this host's CPU")
 
 
 def show_rooflines(ctx: LessonContext, roofs: list[Roofline], host: HostCeilings, model: ServedModel,
@@ -492,10 +606,7 @@ def show_rooflines(ctx: LessonContext, roofs: list[Roofline], host: HostCeilings
                      f"machine's, and this CPU's row and the points below describe this host only.")
     ctx.table(
         "rooflines", "Rooflines: ridge point = peak FLOP/s ÷ memory bytes/s",
-        [("machine", ""), ("source", ""), ("peak compute", "GFLOP/s"), ("memory bandwidth", "GB/s"),
-         ("ridge point", "FLOPs/byte"), (f"decode ceiling, {model.name}", "tokens/s")],
-        [[r.machine, r.source, None if r.peak_flop_s is None else r.peak_flop_s / 1e9, r.bandwidth_bytes_per_s / GB,
-          r.ridge_flops_per_byte, r.decode_ceiling_tokens_per_s] for r in roofs],
+        columns(RooflineRow, model=model.name), cells([roofline_row(r) for r in roofs]),
         notes=notes,
     )
 
@@ -509,12 +620,7 @@ def show_roofline_points(ctx: LessonContext, points: list[RooflinePoint], model:
     flops_tok = formulas.flops_per_token(model.n_params)
     ctx.table(
         "roofline_points", f"Decode and prefill of {model.name} on this host's CPU roofline",
-        [("phase", ""), ("prompt tokens", "N"), ("weight reads", "ceil(N ÷ n_ubatch)"),
-         ("tokens per weight read", ""), ("arithmetic intensity", "FLOPs/byte"),
-         ("attainable on this CPU", "GFLOP/s"), ("bound on this CPU", ""), ("roofline speed on this CPU", "tokens/s"),
-         ("bound on H100", "")],
-        [[p.phase, p.prompt_tokens, p.weight_reads, p.tokens_per_read, p.intensity, p.attainable_gflop_s, p.bound_here,
-          p.tokens_per_s, p.bound_h100] for p in points],
+        columns(RooflinePoint), cells(points),
         notes=[
             (f"Decode: 2 × {model.n_params:,} parameters ÷ {model.bytes_per_token:,} bytes ({model.weight_type or 'weights'}) "
              f"= {dec_i:.3g} FLOPs per byte, {'below' if dec_i < ridge else 'at or above'} this CPU's ridge of "
@@ -585,21 +691,8 @@ def show_measured_points(ctx: LessonContext, measured: list[MeasuredPoint], mode
                         f"; closest to {m.closest} roof."))
     ctx.table(
         "measured_points", f"Where {model.name}'s decode and prefill were: measured GFLOP/s at their intensity",
-        [("phase", ""), ("intensity", "FLOPs/byte"), ("tokens/s", "tokens/s"), ("tokens/s min", "tokens/s"),
-         ("tokens/s max", "tokens/s"), ("reached", "GFLOP/s"), ("this CPU's roof there", "GFLOP/s"),
-         ("the engine's roof there", "GFLOP/s"), ("closest roof", "")],
-        [[m.phase, m.intensity, m.tokens_per_s.median, m.tokens_per_s.min, m.tokens_per_s.max, m.gflop_s.median,
-          m.numpy_roof_gflop_s, m.engine_roof_gflop_s, m.closest] for m in measured],
+        columns(MeasuredRow), cells([measured_row(m) for m in measured]),
         notes=notes)
-
-
-def measure_batches(ctx: LessonContext, levels: list[BatchLevel]) -> None:
-    for lv in levels:
-        ctx.measure("batch_aggregate_decode_tokens_per_s", "tokens/s", lv.aggregate, higher_is_better=True,
-                    settings={"parallel": lv.parallel},
-                    description="tokens generated by the batch ÷ its wall time (host clock)")
-        ctx.measure("batch_per_sequence_decode_tokens_per_s", "tokens/s", lv.per_sequence, higher_is_better=True,
-                    settings={"parallel": lv.parallel}, description="each sequence's decode speed from its own timings")
 
 
 def batch_verdict(rows: list[BatchRow]) -> str:
@@ -704,17 +797,7 @@ def batch_line_note(rows: list[BatchRow]) -> str | None:
 
 def show_batching(ctx: LessonContext, rows: list[BatchRow], notes: list[str]) -> None:
     ctx.table(
-        "batching", "Batching: P sequences decoded at once",
-        [("parallel sequences", "P"), ("batches", ""), ("tokens per batch", ""), ("batch wall time", "ms"),
-         ("aggregate decode", "tokens/s"), ("aggregate min", "tokens/s"), ("aggregate max", "tokens/s"),
-         ("per sequence", "tokens/s"), ("per sequence min", "tokens/s"), ("per sequence max", "tokens/s"),
-         ("aggregate ÷ baseline", "×"), ("per sequence ÷ baseline", "×"), ("tokens generated (responses)", ""),
-         ("tokens_predicted_total Δ (/metrics)", ""), ("tokens per llama_decode call", ""),
-         ("intensity of one step", "FLOPs/byte"), ("bound on this CPU's roofline", "")],
-        [[r.level.parallel, len(r.level.wall_s), r.level.tokens_per_batch, r.wall_ms,
-          r.aggregate.median, r.aggregate.min, r.aggregate.max, r.per_sequence.median, r.per_sequence.min,
-          r.per_sequence.max, r.aggregate_ratio, r.per_sequence_ratio, r.level.tokens_generated,
-          r.level.predicted_delta, r.level.tokens_per_call, r.intensity, r.bound] for r in rows],
+        "batching", "Batching: P sequences decoded at once", columns(BatchTableRow), cells([batch_table_row(r) for r in rows]),
         notes=notes,
     )
 
@@ -739,10 +822,7 @@ def show_decode_attention(ctx: LessonContext, cases: list[AttentionIntensity]) -
     one = cases[0].flops_per_byte
     ctx.table(
         "decode_attention_intensity", f"Attention in one decode step: FLOPs per byte over {S:,} cached positions",
-        [("case", ""), ("positions", "S"), ("head width", "d"), ("query heads per KV head", "g"), ("FLOPs", ""),
-         ("K and V bytes (FP16)", "bytes"), ("intensity", "FLOPs/byte"), ("the podcast", "FLOPs/byte")],
-        [[a.label, a.seq_len, a.head_dim, a.group, a.flops, a.bytes, a.flops_per_byte, pod["flops_per_byte"]]
-         for a in cases],
+        columns(AttentionRow), cells([attention_row(a) for a in cases]),
         notes=[(f"Per query head: q·K is 2·S·d FLOPs and the weighted sum of V another 2·S·d, 4·S·d = "
                 f"{4 * S * d:,} FLOPs, against K and V of 2·S·d FP16 numbers = {4 * S * d:,} bytes: {one:g} FLOP per "
                 f"byte, g FLOPs per byte when g query heads share one KV head."),
@@ -767,7 +847,8 @@ def main(ctx: LessonContext):
     roofs = [host_roofline(host, model.bytes_per_token), *published_rooflines(model.bytes_per_token)]
     here, h100_ridge = roofs[0], roofs[1].ridge_flops_per_byte
     assert here.ridge_flops_per_byte is not None and h100_ridge is not None
-    show_host_ceilings(ctx, host, here, model, where_server(facts))
+    record_host_ceilings(ctx, host, here)
+    show_host_ceilings(ctx, host, model, where_server(facts))
     show_rooflines(ctx, roofs, host, model, elsewhere)
 
     # 2. Where decode and prefill sit: intensity = N tokens × 2 FLOPs per parameter ÷ weight bytes per read.
@@ -781,7 +862,7 @@ def main(ctx: LessonContext):
     ctx.settings.update({"parallel": levels, "batch_n_predict": BATCH_N_PREDICT, "ctx_per_slot": CTX_PER_SLOT})
     runs = run_batches(ctx, levels, own)
     measured = [batch_level(P, runs[P]) for P in levels]
-    measure_batches(ctx, measured)
+    record_batches(ctx, measured)
     baseline = baseline_tokens_per_s(measured)
     dec_i = points[0].intensity
     rows = [batch_row(lv, baseline, dec_i, here.ridge_flops_per_byte) for lv in measured]

@@ -53,6 +53,7 @@ from bytesup.models.gguf import read_model_info
 from bytesup.llama.responses import Completion, shown_token
 from bytesup.store.facts.lesson08 import DecodeModel, ModelSteps
 from bytesup.store.results import Series
+from bytesup.store.rows import cells, column, columns
 from bytesup.lesson import LessonContext
 from bytesup.options import BandwidthGbs, LessonOptions
 
@@ -82,7 +83,47 @@ PUBLISHED_BYTES = published.SPECIMEN["file_bytes"]
 PUBLISHED_DECODE = published.LESSON4["decode_short_tokens_per_s"]
 
 
-# --- records ------------------------------------------------------------------------------------
+# --- requests: the models and their decodes ------------------------------------------------------
+
+class Options(LessonOptions):
+    """This lesson's options (`ctx.options`): the models to sweep, and a bandwidth of your own for the ceiling."""
+
+    sizes: list[str] | None = Field(
+        default=None, min_length=1,
+        description="the model presets to sweep, comma-separated on the command line (see `bytesup model build --list`)",
+        json_schema_extra={"hint": "give one or more model names separated by commas, e.g. --sizes tiny-q8_0,small-q8_0 "
+                                   "(`bytesup model build --list` names them)"})
+    bandwidth_gbs: BandwidthGbs = None
+
+    @field_validator("sizes", mode="before")
+    @classmethod
+    def _split_sizes(cls, value: Any) -> Any:
+        """`--sizes a, b,,c` → ["a", "b", "c"]; a list is stripped the same way."""
+        if value is None:
+            return None
+        names = value.split(",") if isinstance(value, str) else value
+        if not isinstance(names, list):
+            return names  # pydantic says what is wrong with it
+        return [n.strip() if isinstance(n, str) else n for n in names if not isinstance(n, str) or n.strip()]
+
+
+def parse_sizes(value: Any) -> list[str]:
+    """--sizes as given by the CLI (a list) or as a comma-separated string; defaults when absent. Each is a
+    preset name or the path of a GGUF file, which must exist."""
+    if value is None:
+        return list(DEFAULT_SIZES)
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = [n.strip() for n in names if n and n.strip()]
+    missing_files = [n for n in names if is_gguf_path(n) and not Path(n).is_file()]
+    if missing_files:
+        raise BytesupError(f"No GGUF file at {', '.join(missing_files)} in --sizes.")
+    known = models.model_names()
+    unknown = [n for n in names if n not in known and not is_gguf_path(n)]
+    if unknown or not names:
+        raise BytesupError(f"Unknown model(s) {', '.join(unknown) or '(none given)'} in --sizes. "
+                           f"Models: {', '.join(known)}, or a path to a .gguf file.")
+    return names
+
 
 @dataclass(frozen=True)
 class ModelInfo:
@@ -139,77 +180,6 @@ class ModelRun:
     answer: TopAnswer
     together: dict[int, list[float]]
 
-
-@dataclass(frozen=True)
-class ModelRow:
-    """One model set beside the decode-time model: its measured step times, the terms of the run's fit, and its
-    prediction by the terms fitted on the other models (None when too few others)."""
-    name: str
-    weight_type: str | None
-    step_ms: dict[int, float]  # median ms per step at each P measured
-    explained: decodetime.Prediction  # by the terms fitted on every model
-    prediction: decodetime.Prediction | None  # by the terms fitted on the others
-    measured: float  # decode tokens/s at P = 1: 1000 ÷ the median step time, outliers left out
-    line: decodetime.Line | None  # t(P) = a + b × P through its steps at LEVELS, where measured
-
-    @property
-    def error(self) -> float | None:
-        """predicted ÷ measured tokens/s − 1."""
-        return None if self.prediction is None else self.prediction.tokens_per_s / self.measured - 1
-
-
-@dataclass(frozen=True)
-class SweepRow:
-    """One measured width: tokens/s, effective GB/s = tokens/s × bytes per token, and the efficiency
-    against the bandwidth that feeds decode (None without one), with the sweep's verdict."""
-    name: str
-    weight_type: str | None
-    bytes_per_token: float
-    decode: Spread  # tokens/s
-    effective: Spread  # GB/s
-    efficiency: Spread | None  # % of the bandwidth
-    answer: TopAnswer | None
-    cache_resident: bool
-    on_line: bool | None
-    off_line_percent: float | None
-    verdict: str
-
-
-@dataclass(frozen=True)
-class PublishedPoint:
-    """The course's published decode on the DGX Spark, set beside the sweep."""
-    label: str
-    weight_type: str
-    bytes_per_token: float
-    decode: float
-    effective_gbs: float
-    efficiency_percent: float  # of the Spark's published bandwidth
-    ceiling_tokens_per_s: float
-
-
-@dataclass(frozen=True)
-class FitRow:
-    quantity: str
-    gbs: float
-    low: float
-    high: float
-    percent_of_run: float | None
-    points: str
-
-
-@dataclass(frozen=True)
-class ContextPrediction:
-    """The bytes model with context on the published figures."""
-    kv_bytes_per_token: float
-    depth: int
-    short: float  # tokens/s after a short prompt
-    effective_gbs: float  # the bandwidth that short decode implies
-    predicted: float  # tokens/s after `depth` tokens
-    published: float
-    error: float  # predicted ÷ published − 1
-
-
-# --- requests: the models and their decodes ------------------------------------------------------
 
 def _summary(path: str, preset: str | None) -> dict:
     """What the lesson needs from a GGUF header (recorded as a host value)."""
@@ -309,6 +279,76 @@ def sweep_remote(ctx: LessonContext, facts: dict, plan: SamplePlan) -> list[Mode
 
 # --- computation: pure, from the responses, the model headers and the bandwidth ------------------
 
+@dataclass(frozen=True)
+class ModelRow:
+    """One model set beside the decode-time model: its measured step times, the terms of the run's fit, and its
+    prediction by the terms fitted on the other models (None when too few others)."""
+    name: str
+    weight_type: str | None
+    step_ms: dict[int, float]  # median ms per step at each P measured
+    explained: decodetime.Prediction  # by the terms fitted on every model
+    prediction: decodetime.Prediction | None  # by the terms fitted on the others
+    measured: float  # decode tokens/s at P = 1: 1000 ÷ the median step time, outliers left out
+    line: decodetime.Line | None  # t(P) = a + b × P through its steps at LEVELS, where measured
+
+    @property
+    def error(self) -> float | None:
+        """predicted ÷ measured tokens/s − 1."""
+        return None if self.prediction is None else self.prediction.tokens_per_s / self.measured - 1
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One measured width: tokens/s, effective GB/s = tokens/s × bytes per token, and the efficiency
+    against the bandwidth that feeds decode (None without one), with the sweep's verdict."""
+    name: str
+    weight_type: str | None
+    bytes_per_token: float
+    decode: Spread  # tokens/s
+    effective: Spread  # GB/s
+    efficiency: Spread | None  # % of the bandwidth
+    answer: TopAnswer | None
+    cache_resident: bool
+    on_line: bool | None
+    off_line_percent: float | None
+    verdict: str
+
+
+@dataclass(frozen=True)
+class PublishedPoint:
+    """The course's published decode on the DGX Spark, set beside the sweep."""
+    label: str
+    weight_type: str
+    bytes_per_token: float
+    decode: float
+    effective_gbs: float
+    efficiency_percent: float  # of the Spark's published bandwidth
+    ceiling_tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class FitRow:
+    """A bandwidth beside the run's: the fitted B, a reading of the host; a row of its table as it is."""
+    quantity: str = column("quantity")
+    gbs: float = column("bandwidth", "GB/s")
+    low: float = column("low", "GB/s")
+    high: float = column("high", "GB/s")
+    percent_of_run: float | None = column("of the run's bandwidth", "%")
+    points: str = column("points")
+
+
+@dataclass(frozen=True)
+class ContextPrediction:
+    """The bytes model with context on the published figures."""
+    kv_bytes_per_token: float
+    depth: int
+    short: float  # tokens/s after a short prompt
+    effective_gbs: float  # the bandwidth that short decode implies
+    predicted: float  # tokens/s after `depth` tokens
+    published: float
+    error: float  # predicted ÷ published − 1
+
+
 def top_answer(completion: Completion) -> TopAnswer:
     """The most probable first token of a completion and its probability (%), from the full softmax."""
     first = completion.first_position()
@@ -319,46 +359,6 @@ def top_answer(completion: Completion) -> TopAnswer:
 def is_gguf_path(name: str) -> bool:
     """--sizes takes a GGUF file as well as a preset name: a name ending in .gguf is a path."""
     return name.lower().endswith(".gguf")
-
-
-class Options(LessonOptions):
-    """This lesson's options (`ctx.options`): the models to sweep, and a bandwidth of your own for the ceiling."""
-
-    sizes: list[str] | None = Field(
-        default=None, min_length=1,
-        description="the model presets to sweep, comma-separated on the command line (see `bytesup model build --list`)",
-        json_schema_extra={"hint": "give one or more model names separated by commas, e.g. --sizes tiny-q8_0,small-q8_0 "
-                                   "(`bytesup model build --list` names them)"})
-    bandwidth_gbs: BandwidthGbs = None
-
-    @field_validator("sizes", mode="before")
-    @classmethod
-    def _split_sizes(cls, value: Any) -> Any:
-        """`--sizes a, b,,c` → ["a", "b", "c"]; a list is stripped the same way."""
-        if value is None:
-            return None
-        names = value.split(",") if isinstance(value, str) else value
-        if not isinstance(names, list):
-            return names  # pydantic says what is wrong with it
-        return [n.strip() if isinstance(n, str) else n for n in names if not isinstance(n, str) or n.strip()]
-
-
-def parse_sizes(value: Any) -> list[str]:
-    """--sizes as given by the CLI (a list) or as a comma-separated string; defaults when absent. Each is a
-    preset name or the path of a GGUF file, which must exist."""
-    if value is None:
-        return list(DEFAULT_SIZES)
-    names = value.split(",") if isinstance(value, str) else list(value)
-    names = [n.strip() for n in names if n and n.strip()]
-    missing_files = [n for n in names if is_gguf_path(n) and not Path(n).is_file()]
-    if missing_files:
-        raise BytesupError(f"No GGUF file at {', '.join(missing_files)} in --sizes.")
-    known = models.model_names()
-    unknown = [n for n in names if n not in known and not is_gguf_path(n)]
-    if unknown or not names:
-        raise BytesupError(f"Unknown model(s) {', '.join(unknown) or '(none given)'} in --sizes. "
-                           f"Models: {', '.join(known)}, or a path to a .gguf file.")
-    return names
 
 
 def fastest_memory_gbs(before: dict | None, after: dict | None) -> float | None:
@@ -490,6 +490,199 @@ def spark_context_prediction() -> ContextPrediction:
     return ContextPrediction(kv, depth, short, effective / GB, predicted, measured, predicted / measured - 1)
 
 
+# The tables' rows, one named record per row: each field is a column (bytesup.store.rows).
+
+def yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+@dataclass(frozen=True)
+class ModelsTableRow:
+    model: str = column("model")
+    architecture: str | None = column("architecture")
+    weights: str | None = column("weights")
+    blocks: int | None = column("blocks")
+    width: int | None = column("width")
+    parameters: int = column("parameters")
+    bytes_per_token: float = column("bytes per token", "bytes")
+    bytes_per_parameter: float = column("bytes per parameter")
+    fits_in_cache: str = column("fits in the cache")
+    cache_resident: str = column("cache-resident")
+
+
+def models_table_row(r: ModelRun, p: dict) -> ModelsTableRow:
+    """A model as its header (or the server) describes it, beside its point's bytes and cache marks."""
+    i = r.info
+    return ModelsTableRow(i.name, i.architecture, i.weight_type, i.n_layer, i.n_embd, i.n_params, p["bytes"],
+                          p["bytes"] / i.n_params, yes_no(p["fits_in_cache"]), yes_no(p["cache_resident"]))
+
+
+@dataclass(frozen=True)
+class SweepTableRow:
+    model: str = column("model")
+    weights: str | None = column("weights")
+    bytes_per_token: float = column("bytes per token", "bytes")
+    decode: float = column("decode", "tokens/s")
+    decode_min: float | None = column("decode min", "tokens/s")
+    decode_max: float | None = column("decode max", "tokens/s")
+    effective: float = column("effective", "GB/s")
+    effective_min: float | None = column("effective min", "GB/s")
+    effective_max: float | None = column("effective max", "GB/s")
+    efficiency: float | None = column("efficiency", "%")
+    efficiency_min: float | None = column("efficiency min", "%")
+    efficiency_max: float | None = column("efficiency max", "%")
+    top_token: str | None = column("top token")
+    top_token_percent: float | None = column("top token probability", "%")
+    cache_resident: str | None = column("cache-resident")
+    on_line: str | None = column("on the line")
+    off_line_percent: float | None = column("off the line", "%")
+    verdict: str | None = column("verdict")
+
+
+def sweep_table_row(r: SweepRow) -> SweepTableRow:
+    eff = r.efficiency
+    return SweepTableRow(r.name, r.weight_type, r.bytes_per_token, r.decode.median, r.decode.min, r.decode.max,
+                         r.effective.median, r.effective.min, r.effective.max, eff.median if eff else None,
+                         eff.min if eff else None, eff.max if eff else None, r.answer.token if r.answer else None,
+                         r.answer.percent if r.answer else None, yes_no(r.cache_resident),
+                         None if r.on_line is None else yes_no(r.on_line), r.off_line_percent, r.verdict)
+
+
+def published_table_row(pub: PublishedPoint) -> SweepTableRow:
+    """The published point in the sweep's columns: one decode figure, no samples, no verdict."""
+    return SweepTableRow(pub.label, pub.weight_type, pub.bytes_per_token, pub.decode, None, None, pub.effective_gbs,
+                         None, None, pub.efficiency_percent, None, None, None, None, None, None, None, None)
+
+
+@dataclass(frozen=True)
+class StepTableRow:
+    narrower: str = column("narrower")
+    wider: str = column("wider")
+    bytes_ratio: float = column("bytes ratio", "×")
+    speedup: float = column("speed-up", "×")
+    gbs_ratio: float = column("effective GB/s ratio", "×")
+    allowance_percent: float = column("judged within", "%")
+    cache_resident: str = column("cache-resident width")
+    verdict: str = column("verdict")
+
+
+def step_table_row(st: dict) -> StepTableRow:
+    """A step between neighbouring widths (bytesup.course.memory_bound.analyse)."""
+    return StepTableRow(st["narrow"], st["wide"], st["bytes_ratio"], st["speedup"], st["gbs_ratio"], 100 * st["allowance"],
+                        yes_no(st["cache_resident"]), st["verdict"])
+
+
+@dataclass(frozen=True)
+class UnfitRow:
+    model: str = column("model")
+    why_not: str = column("why not")
+
+
+@dataclass(frozen=True)
+class DecodeModelRow:
+    """A model beside the decode-time model. The step columns are the sweep's P = 1 and LEVELS."""
+    model: str = column("model")
+    weights: str | None = column("weights")
+    step_1: float | None = column("step at P = 1", "ms")
+    step_2: float | None = column("step at P = 2", "ms")
+    step_4: float | None = column("step at P = 4", "ms")
+    line_a: float | None = column("batch line a", "ms")
+    line_b: float | None = column("batch line b", "ms per sequence")
+    memory_ms: float = column("read the weights", "ms")
+    arithmetic_ms: float = column("arithmetic", "ms")
+    fixed_ms: float = column("fixed", "ms")
+    step_ms: float = column("fit's step", "ms")
+    predicted: float | None = column("predicted", "tokens/s")
+    measured: float = column("measured", "tokens/s")
+    error_percent: float | None = column("predicted ÷ measured − 1", "%")
+    memory_share: float = column("read share", "%")
+    arithmetic_share: float = column("arithmetic share", "%")
+    fixed_share: float = column("fixed share", "%")
+    waits_on: str = column("waits on")
+
+
+def decode_model_row(r: ModelRow) -> DecodeModelRow:
+    e, p = r.explained, r.prediction
+    shares = e.shares()
+    return DecodeModelRow(r.name, r.weight_type, r.step_ms.get(1), r.step_ms.get(2), r.step_ms.get(4),
+                          r.line.intercept_ms if r.line else None, r.line.slope_ms if r.line else None,
+                          e.memory_ms, e.arithmetic_ms, e.fixed_ms, e.step_ms, p.tokens_per_s if p else None, r.measured,
+                          None if r.error is None else 100 * r.error, 100 * shares["memory"], 100 * shares["arithmetic"],
+                          100 * shares["fixed"], e.verdict)
+
+
+def spark_decode_model_row(spark: dict[str, float]) -> DecodeModelRow:
+    """The published figures in the same terms: no steps of their own, the rest counted as the fixed cost."""
+    return DecodeModelRow(f"{published.SPECIMEN_NAME} on {published.SPARK_NAME} (published)", "Q8_0", None, None, None,
+                          None, None, spark["memory_ms"], spark["arithmetic_ms"], spark["rest_ms"], spark["measured_ms"],
+                          None, PUBLISHED_DECODE, None, 100 * spark["memory_share"], 100 * spark["arithmetic_share"],
+                          100 * spark["rest_share"], spark_verdict(spark))
+
+
+@dataclass(frozen=True)
+class ContextRow:
+    case: str = column("case")
+    weight_bytes: float = column("weight bytes", "bytes")
+    kv_bytes_per_token: float = column("KV bytes per token", "bytes")
+    depth: int = column("depth", "tokens")
+    predicted: float = column("predicted", "tokens/s")
+    published: float = column("published", "tokens/s")
+    error_percent: float = column("predicted ÷ published − 1", "%")
+
+
+def context_row(sp: ContextPrediction) -> ContextRow:
+    return ContextRow(f"{published.SPECIMEN_NAME} on {published.SPARK_NAME}", PUBLISHED_BYTES, sp.kv_bytes_per_token,
+                      sp.depth, sp.predicted, sp.published, 100 * sp.error)
+
+
+# --- what the lesson records: measurements and facts, never from a rendering function ----------
+
+def record_measurements(ctx: LessonContext, points: list[dict], ref: BandwidthReference | None) -> None:
+    for p in points:
+        setting = {"preset": p["name"], "bytes_per_token": p["bytes"]}
+        ctx.measure("decode_tokens_per_s", "tokens/s", p["samples"], higher_is_better=True, settings=setting,
+                    description=f"decode after a short prompt, n_predict {N_PREDICT}, from the server's timings")
+        if ref:
+            ctx.measure("decode_efficiency", "%", decode_efficiency_samples(p["samples"], p["bytes"], ref.gbs),
+                        # A stated bandwidth is part of the configuration; a measured one is not (it
+                        # varies run to run, and runs must still join on these settings to compare).
+                        higher_is_better=True,
+                        settings={**setting, "cache_resident": p["cache_resident"],
+                                  **({} if ref.host_cpu else {"bandwidth_gbs": ref.gbs})},
+                        description=f"effective GB/s of each decode sample ÷ the bandwidth, {ref.label}")
+
+
+def record_fit(ctx: LessonContext, analysis: dict, bw: dict | None, after: dict | None) -> None:
+    """The fitted B, and the run's bandwidth readings before and after the decode work."""
+    fit = analysis["fit"]
+    if fit:
+        ctx.measure("fit_bandwidth_gb_per_s", "GB/s", [fit["gbs"]], higher_is_better=True,
+                    settings={"models": analysis["basis"]},
+                    description="geometric mean of effective GB/s over the points the data show memory-bound")
+    if bw is not None:
+        ctx.measure("read_bandwidth_gb_per_s", "GB/s", bw["gb_per_s"]["samples"], higher_is_better=True,
+                    settings={"threads": bw["threads"]}, description=bw["method"])
+        if after is not None:
+            ctx.measure("read_bandwidth_gb_per_s_after", "GB/s", after["gb_per_s"]["samples"], higher_is_better=True,
+                        settings={"threads": after["threads"]}, description=after["method"])
+
+
+def record_decode_model(ctx: LessonContext, runs: list[ModelRun], widths: list[decodetime.Width]) -> None:
+    """The samples of every P and the model's inputs as a fact, for `bytesup check` to recompute."""
+    for r in runs:
+        for P, samples in r.together.items():
+            ctx.measure("decode_tokens_per_s_per_sequence", "tokens/s", samples, higher_is_better=True,
+                        settings={"preset": r.info.name, "parallel": P},
+                        description=f"each of {P} sequences decoded together, from its own timings")
+    spreads = {r.info.name: {"1": step_spread(r.decode), **{str(P): step_spread(v) for P, v in r.together.items()}}
+               for r in runs}
+    ctx.fact(DecodeModel(
+        form="F + max(W / B, n * c) at P = 1, each model predicted by the others", tolerance=MODEL_TOLERANCE,
+        widths=[ModelSteps(name=w.name, weight_bytes=w.weight_bytes, n_params=w.n_params, weight_type=w.weight_type,
+                           step_ms={str(P): ms for P, ms in w.step_ms.items()}, step_spread=spreads[w.name])
+                for w in widths]))
+
+
 # --- rendering: tables, notes and the plot ------------------------------------------------------
 
 def show_models(ctx: LessonContext, runs: list[ModelRun], points: list[dict], llc: int | None, memory_max: float | None,
@@ -511,28 +704,9 @@ def show_models(ctx: LessonContext, runs: list[ModelRun], points: list[dict], ll
                      f"servers this script starts on this host.")
     ctx.table(
         "models", "The models: widths of one model, and larger models beyond them",
-        [("model", ""), ("architecture", ""), ("weights", ""), ("blocks", ""), ("width", ""), ("parameters", ""),
-         ("bytes per token", "bytes"), ("bytes per parameter", ""), ("fits in the cache", ""), ("cache-resident", "")],
-        [[r.info.name, r.info.architecture, r.info.weight_type, r.info.n_layer, r.info.n_embd, r.info.n_params,
-          p["bytes"], p["bytes"] / r.info.n_params, "yes" if p["fits_in_cache"] else "no",
-          "yes" if p["cache_resident"] else "no"] for r, p in zip(runs, points, strict=True)],
+        columns(ModelsTableRow), cells([models_table_row(r, p) for r, p in zip(runs, points, strict=True)]),
         notes=notes,
     )
-
-
-def record_measurements(ctx: LessonContext, points: list[dict], ref: BandwidthReference | None) -> None:
-    for p in points:
-        setting = {"preset": p["name"], "bytes_per_token": p["bytes"]}
-        ctx.measure("decode_tokens_per_s", "tokens/s", p["samples"], higher_is_better=True, settings=setting,
-                    description=f"decode after a short prompt, n_predict {N_PREDICT}, from the server's timings")
-        if ref:
-            ctx.measure("decode_efficiency", "%", decode_efficiency_samples(p["samples"], p["bytes"], ref.gbs),
-                        # A stated bandwidth is part of the configuration; a measured one is not (it
-                        # varies run to run, and runs must still join on these settings to compare).
-                        higher_is_better=True,
-                        settings={**setting, "cache_resident": p["cache_resident"],
-                                  **({} if ref.host_cpu else {"bandwidth_gbs": ref.gbs})},
-                        description=f"effective GB/s of each decode sample ÷ the bandwidth, {ref.label}")
 
 
 def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, TopAnswer],
@@ -603,32 +777,11 @@ def bandwidth_note(bw: dict | None, ref: BandwidthReference | None, given: Any, 
             f"pass --bandwidth-gbs with the bandwidth of the memory that feeds decode.")
 
 
-SWEEP_COLUMNS = [("model", ""), ("weights", ""), ("bytes per token", "bytes"), ("decode", "tokens/s"),
-                 ("decode min", "tokens/s"), ("decode max", "tokens/s"), ("effective", "GB/s"),
-                 ("effective min", "GB/s"), ("effective max", "GB/s"), ("efficiency", "%"), ("efficiency min", "%"),
-                 ("efficiency max", "%"), ("top token", ""), ("top token probability", "%"),
-                 ("cache-resident", ""), ("on the line", ""), ("off the line", "%"), ("verdict", "")]
-
-
-def sweep_table_row(r: SweepRow) -> list[Any]:
-    eff = r.efficiency
-    return [r.name, r.weight_type, r.bytes_per_token, r.decode.median, r.decode.min, r.decode.max, r.effective.median,
-            r.effective.min, r.effective.max, eff.median if eff else None, eff.min if eff else None,
-            eff.max if eff else None, r.answer.token if r.answer else None, r.answer.percent if r.answer else None,
-            "yes" if r.cache_resident else "no", None if r.on_line is None else ("yes" if r.on_line else "no"),
-            r.off_line_percent, r.verdict]
-
-
-def published_table_row(pub: PublishedPoint) -> list[Any]:
-    return [pub.label, pub.weight_type, pub.bytes_per_token, pub.decode, None, None, pub.effective_gbs, None, None,
-            pub.efficiency_percent, None, None, None, None, None, None, None, None]
-
-
 def show_sweep(ctx: LessonContext, rows: list[SweepRow], pub: PublishedPoint, sentences: list[str], bw_note: str,
                plan: SamplePlan) -> None:
     ctx.table(
         "sweep", f"Decode across widths: bytes per token, tokens/s, effective GB/s and the answer after {PROMPT!r}",
-        SWEEP_COLUMNS, [*map(sweep_table_row, rows), published_table_row(pub)],
+        columns(SweepTableRow), cells([*map(sweep_table_row, rows), published_table_row(pub)]),
         notes=[*sentences,
                bw_note,
                (f"Effective GB/s = bytes per token × tokens/s; efficiency = effective ÷ bandwidth. {plan.samples} timed "
@@ -648,10 +801,7 @@ def show_steps(ctx: LessonContext, steps: list[dict]) -> None:
         return
     ctx.table(
         "steps", "Steps between neighbouring widths of one model",
-        [("narrower", ""), ("wider", ""), ("bytes ratio", "×"), ("speed-up", "×"), ("effective GB/s ratio", "×"),
-         ("judged within", "%"), ("cache-resident width", ""), ("verdict", "")],
-        [[st["narrow"], st["wide"], st["bytes_ratio"], st["speedup"], st["gbs_ratio"], 100 * st["allowance"],
-          "yes" if st["cache_resident"] else "no", st["verdict"]] for st in steps],
+        columns(StepTableRow), cells([step_table_row(st) for st in steps]),
         notes=[(f"Bytes ratio = wider ÷ narrower bytes per token; speed-up = narrower ÷ wider median tokens/s. "
                 f"Memory-bound: |ln(speed-up ÷ bytes ratio)| ≤ ln(1 + a), effective GB/s flat; compute-bound: "
                 f"speed-up ≤ 1 + a, fewer bytes not faster; both at once: inconclusive; faster by less than the "
@@ -661,11 +811,7 @@ def show_steps(ctx: LessonContext, steps: list[dict]) -> None:
 
 
 def show_fit(ctx: LessonContext, analysis: dict, rows: list[FitRow], bw: dict | None, after: dict | None) -> None:
-    fit, slope = analysis["fit"], analysis["slope"]
-    if fit:
-        ctx.measure("fit_bandwidth_gb_per_s", "GB/s", [fit["gbs"]], higher_is_better=True,
-                    settings={"models": analysis["basis"]},
-                    description="geometric mean of effective GB/s over the points the data show memory-bound")
+    slope = analysis["slope"]
     notes = [("B = exp(mean of ln effective GB/s) over the points used: each point weighs the same, whatever its "
               "size; the range is one standard error (the scatter between points and within each point's samples).")]
     if slope:
@@ -674,37 +820,14 @@ def show_fit(ctx: LessonContext, analysis: dict, rows: list[FitRow], bw: dict | 
                      + f" ({slope['n']} points); a purely memory-bound decode gives −1.")
     if bw is not None:
         g = bw["gb_per_s"]
-        ctx.measure("read_bandwidth_gb_per_s", "GB/s", g["samples"], higher_is_better=True,
-                    settings={"threads": bw["threads"]}, description=bw["method"])
         if after is not None:
             a = after["gb_per_s"]
             drift = ctx.run_bandwidth_drift() or hostbench.bandwidth_drift(g, a)
-            ctx.measure("read_bandwidth_gb_per_s_after", "GB/s", a["samples"], higher_is_better=True,
-                        settings={"threads": after["threads"]}, description=after["method"])
             notes.append(f"Drift of the run's bandwidth over the decode work: {g['median']:.3g} → {a['median']:.3g} GB/s "
                          f"({100 * drift['change']:+.0f}%); the two readings' ranges "
                          + ("overlap." if drift["ranges_overlap"] else
                             "do not overlap: efficiencies against the first reading carry that uncertainty."))
-    ctx.table("bandwidth_fit", "What bandwidth did decode achieve?",
-              [("quantity", ""), ("bandwidth", "GB/s"), ("low", "GB/s"), ("high", "GB/s"),
-               ("of the run's bandwidth", "%"), ("points", "")],
-              [[r.quantity, r.gbs, r.low, r.high, r.percent_of_run, r.points] for r in rows], notes=notes)
-
-
-def record_decode_model(ctx: LessonContext, runs: list[ModelRun], widths: list[decodetime.Width]) -> None:
-    """The samples of every P and the model's inputs as a fact, for `bytesup check` to recompute."""
-    for r in runs:
-        for P, samples in r.together.items():
-            ctx.measure("decode_tokens_per_s_per_sequence", "tokens/s", samples, higher_is_better=True,
-                        settings={"preset": r.info.name, "parallel": P},
-                        description=f"each of {P} sequences decoded together, from its own timings")
-    spreads = {r.info.name: {"1": step_spread(r.decode), **{str(P): step_spread(v) for P, v in r.together.items()}}
-               for r in runs}
-    ctx.fact(DecodeModel(
-        form="F + max(W / B, n * c) at P = 1, each model predicted by the others", tolerance=MODEL_TOLERANCE,
-        widths=[ModelSteps(name=w.name, weight_bytes=w.weight_bytes, n_params=w.n_params, weight_type=w.weight_type,
-                           step_ms={str(P): ms for P, ms in w.step_ms.items()}, step_spread=spreads[w.name])
-                for w in widths]))
+    ctx.table("bandwidth_fit", "What bandwidth did decode achieve?", columns(FitRow), cells(rows), notes=notes)
 
 
 def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthReference | None,
@@ -767,44 +890,21 @@ def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthRef
 def show_decode_model(ctx: LessonContext, widths: list[decodetime.Width], rows: list[ModelRow],
                       terms: decodetime.Terms | None, why_not: str, ref: BandwidthReference | None,
                       spark: dict[str, float], matvec: dict | None = None) -> None:
-    levels = sorted({P for w in widths for P in w.step_ms})
     if terms is None:
-        ctx.table("decode_model", "Decode time from measured terms", [("model", ""), ("why not", "")],
-                  [[w.name, why_not] for w in widths])
+        ctx.table("decode_model", "Decode time from measured terms", columns(UnfitRow),
+                  cells([UnfitRow(w.name, why_not) for w in widths]))
         return
-    table_rows = []
-    for r in rows:
-        e, p = r.explained, r.prediction
-        shares = e.shares()
-        table_rows.append([r.name, r.weight_type, *[r.step_ms.get(P) for P in levels],
-                           r.line.intercept_ms if r.line else None, r.line.slope_ms if r.line else None,
-                           e.memory_ms, e.arithmetic_ms, e.fixed_ms, e.step_ms,
-                           p.tokens_per_s if p else None, r.measured,
-                           None if r.error is None else 100 * r.error,
-                           *[100 * shares[k] for k in ("memory", "arithmetic", "fixed")], e.verdict])
-    table_rows.append([f"{published.SPECIMEN_NAME} on {published.SPARK_NAME} (published)", "Q8_0",
-                       *[None] * (len(levels) + 2), spark["memory_ms"], spark["arithmetic_ms"], spark["rest_ms"],
-                       spark["measured_ms"], None, PUBLISHED_DECODE, None,
-                       100 * spark["memory_share"], 100 * spark["arithmetic_share"], 100 * spark["rest_share"],
-                       spark_verdict(spark)])
     ctx.table(
         "decode_model", "Every model explained: reading the weights, one token's arithmetic and a fixed cost per step",
-        [("model", ""), ("weights", ""), *[(f"step at P = {P}", "ms") for P in levels],
-         ("batch line a", "ms"), ("batch line b", "ms per sequence"),
-         ("read the weights", "ms"), ("arithmetic", "ms"), ("fixed", "ms"), ("fit's step", "ms"),
-         ("predicted", "tokens/s"), ("measured", "tokens/s"), ("predicted ÷ measured − 1", "%"),
-         ("read share", "%"), ("arithmetic share", "%"), ("fixed share", "%"), ("waits on", "")],
-        table_rows, notes=model_notes(rows, terms, ref, spark, matvec))
+        columns(DecodeModelRow), cells([*map(decode_model_row, rows), spark_decode_model_row(spark)]),
+        notes=model_notes(rows, terms, ref, spark, matvec))
 
 
 def show_context_prediction(ctx: LessonContext, sp: ContextPrediction) -> None:
     spec = published.SPECIMEN
     ctx.table(
         "bytes_model_with_context", "Decode at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d)",
-        [("case", ""), ("weight bytes", "bytes"), ("KV bytes per token", "bytes"), ("depth", "tokens"),
-         ("predicted", "tokens/s"), ("published", "tokens/s"), ("predicted ÷ published − 1", "%")],
-        [[f"{published.SPECIMEN_NAME} on {published.SPARK_NAME}", PUBLISHED_BYTES, sp.kv_bytes_per_token, sp.depth,
-          sp.predicted, sp.published, 100 * sp.error]],
+        columns(ContextRow), cells([context_row(sp)]),
         notes=[(f"The specimen has no grouped-query attention: KV = 2 × {spec['n_layer']} layers × "
                 f"{published.SPECIMEN_N_HEAD_KV} KV heads × {spec['n_embd'] // spec['n_head']} "
                 f"× 2 bytes = {sp.kv_bytes_per_token:,.0f} bytes per token."),
@@ -871,16 +971,17 @@ def main(ctx: LessonContext):
     memory_max = fastest_memory_gbs(bw, after)
     points = sweep_points(runs, llc, memory_max)
     analysis = sweep.analyse(points)
-    show_models(ctx, runs, points, llc, memory_max, bw, skipped, available, facts, local)
     answers = {r.info.name: r.answer for r in runs}
     rows = [sweep_row(p, analysis["verdicts"][p["name"]], ref.gbs if ref else None, answers.get(p["name"]))
             for p in points]
     record_measurements(ctx, points, ref)
+    show_models(ctx, runs, points, llc, memory_max, bw, skipped, available, facts, local)
     show_sweep(ctx, rows, published_point(), verdict_sentences(points, analysis, answers, ref, llc),
                bandwidth_note(bw, ref, given, facts), plan)
     show_steps(ctx, analysis["steps"])
 
     # 3. The fit and the run's bandwidth, before and after the decode work.
+    record_fit(ctx, analysis, bw, after)
     show_fit(ctx, analysis, fit_rows(analysis, ref, bw, after, matvec), bw, after)
 
     # 4. Every width explained: the decode-time model's terms from the step times, predicted beside measured.

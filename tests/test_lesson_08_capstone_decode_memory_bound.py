@@ -15,6 +15,7 @@ from bytesup.course import published
 from bytesup.course import memory_bound as sweep
 from bytesup.errors import BytesupError
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s
+from bytesup.store.rows import cells, columns
 
 LESSON = "08_capstone_decode_memory_bound"
 
@@ -135,10 +136,11 @@ def test_effective_gbs_and_efficiency_by_hand(lesson):
     assert (row.efficiency.median, row.efficiency.min, row.efficiency.max) == (
         pytest.approx(69.5422, abs=1e-4), pytest.approx(66.88645376), pytest.approx(71.80457536))
     assert row.off_line_percent == pytest.approx(-2.0) and row.on_line is True and row.verdict == sweep.MEMORY
-    table_row = lesson.sweep_table_row(row)
-    C = {name: i for i, (name, _) in enumerate(lesson.SWEEP_COLUMNS)}
-    assert table_row[C["effective"]] == row.effective.median and table_row[C["top token"]] == "' Paris'"
-    assert table_row[C["on the line"]] == "yes" and table_row[C["cache-resident"]] == "no"
+    # The table's cells by column name: each value under its own header.
+    (values,) = cells([lesson.sweep_table_row(row)])
+    C = dict(zip([name for name, _ in columns(lesson.SweepTableRow)], values, strict=True))
+    assert C["effective"] == row.effective.median and C["top token"] == "' Paris'"
+    assert C["on the line"] == "yes" and C["cache-resident"] == "no"
     # Without a bandwidth, no efficiency.
     assert lesson.sweep_row(p, verdict, None, None).efficiency is None
 

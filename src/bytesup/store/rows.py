@@ -18,12 +18,13 @@ def column(name: str, unit: str = "") -> Any:
     return dataclasses.field(metadata={COLUMN: (name, unit)})
 
 
-def columns(row_type: type) -> list[tuple[str, str]]:
-    """(name, unit) of every column of a row type, in field order."""
+def columns(row_type: type, **fill: str) -> list[tuple[str, str]]:
+    """(name, unit) of every column of a row type, in field order. With `fill`, names are filled in as
+    templates (`column("decode ceiling, {model}")` with model="…"): a column named after what the run serves."""
     found = [f.metadata.get(COLUMN) for f in dataclasses.fields(row_type)]
     if any(c is None for c in found):
         raise TypeError(f"every field of {row_type.__name__} must be declared with column(name, unit)")
-    return [c for c in found if c is not None]
+    return [(name.format(**fill) if fill else name, unit) for name, unit in (c for c in found if c is not None)]
 
 
 def cells(rows: list[Any]) -> list[list[Any]]:
