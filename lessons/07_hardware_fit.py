@@ -149,25 +149,37 @@ def batch_bodies(P: int, r: int) -> list[dict[str, Any]]:
              "id_slot": i} for i in range(P)]
 
 
-def run_batch(ctx: LessonContext, server, P: int, r: int) -> BatchRun:
-    """P completions sent at once, one per slot. The wall time is a host measurement (recorded)."""
-    before = _metrics(server)
+def run_batch(ctx: LessonContext, server, P: int, r: int, before: dict | None = None) -> BatchRun:
+    """P completions sent at once, one per slot, between two readings of /metrics (`before` when the caller
+    holds it already). The wall time is a host measurement (recorded)."""
+    before = _metrics(server) if before is None else before
     done, live_wall = measure.concurrent_completions(server, BATCH_PROMPT, batch_bodies(P, r))
     wall = ctx.host(f"batch_wall_s_p{P}_r{r}", lambda: live_wall)
     return BatchRun(done, wall, before, _metrics(server))
 
 
+def run_level(ctx: LessonContext, server, P: int, shared_reads: bool) -> list[BatchRun]:
+    """ctx.repeat batches of P. On a server of our own nothing else runs between two batches, so one reading
+    of /metrics is the counters after one batch and before the next (`shared_reads`)."""
+    runs: list[BatchRun] = []
+    for r in ctx.track(range(ctx.repeat), f"{P} at once"):
+        runs.append(run_batch(ctx, server, P, r, runs[-1].metrics_after if shared_reads and runs else None))
+    return runs
+
+
 def run_batches(ctx: LessonContext, levels: list[int], own: bool) -> dict[int, list[BatchRun]]:
-    """ctx.repeat batches per level: on servers of our own with P slots, else on the user's server."""
+    """ctx.repeat batches per level: on servers of our own with P slots, else on the user's server. A run
+    recorded before the readings were shared between batches replays with a reading on each side of each."""
     model = ctx.host("model_path", lambda: str(ctx.require_model())) if own else None  # a replay has no file
+    shared = own and ctx.host_since("shared_metrics_reads", lambda: True, before=False)
     out = {}
     for P in levels:
         ctx.step(f"decoding {P} sequence(s) at once")
         if own:
             with ctx.local_server(f"parallel-{P}", model, ["--parallel", str(P), "-c", str(CTX_PER_SLOT * P)]) as srv:
-                out[P] = [run_batch(ctx, srv, P, r) for r in ctx.track(range(ctx.repeat), f"{P} at once")]
+                out[P] = run_level(ctx, srv, P, shared)
         else:
-            out[P] = [run_batch(ctx, ctx.server, P, r) for r in ctx.track(range(ctx.repeat), f"{P} at once")]
+            out[P] = run_level(ctx, ctx.server, P, False)
     return out
 
 

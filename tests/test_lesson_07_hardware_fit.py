@@ -485,3 +485,20 @@ def test_the_batch_line_predicts_the_largest_batch(lesson):
     assert "(a = 7.5 ms, b = 2.25 ms per sequence) predicts 25.5 ms at P = 8, measured 25 (-2%" in note
     assert "an aggregate of 314 tokens/s against 320" in note and "gives 9.75 ms against 5.6" in note
     assert lesson.batch_line_note(rows[:3]) is None  # nothing beyond P = 4 to predict
+
+
+@pytest.mark.parametrize("shared,reads", [(True, 4), (False, 6)])
+def test_one_metrics_reading_between_batches_on_a_server_of_our_own(lesson, shared, reads):
+    """Three batches of 2: on a server of our own the counters after one batch are those before the next,
+    so 3 + 1 = 4 readings instead of 2 × 3; each batch still spans its own rise (128 tokens, 80 calls)."""
+    counters = [(0, 0), (128, 80), (256, 160), (384, 240)] if shared else \
+        [(0, 0), (128, 80), (128, 80), (256, 160), (256, 160), (384, 240)]
+    server = QueuedServer({"/metrics": [_metrics_text(*c) for c in counters],
+                           "/completion": [_completion(64, 1260.0)] * 6})
+    walls = {f"batch_wall_s_p2_r{r}": 1.28 for r in range(3)}
+    ctx = hand_context(LESSON, server, host_values={"repeat": 3, **walls})
+    runs = lesson.run_level(ctx, ctx.server, 2, shared)
+    assert server.left() == {}
+    assert sum(path == "/metrics" for _, path, _ in server.requests) == reads
+    level = lesson.batch_level(2, runs)
+    assert level.predicted_delta == 384.0 and level.decode_calls_delta == 240.0
