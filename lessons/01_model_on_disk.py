@@ -33,6 +33,7 @@ from bytesup.course.ceiling import Ceiling, TokenWork, token_work
 from bytesup.models.gguf import read_model_info
 from bytesup.lesson import LessonContext
 from bytesup.options import BandwidthGbs, LessonOptions
+from bytesup.store.rows import cells, column, columns
 
 TITLE = "What a model is on disk"
 
@@ -107,11 +108,11 @@ def shape_text(shape: list[int]) -> str:
 
 @dataclass(frozen=True)
 class TensorEntry:
-    name: str
-    shape: str       # llama.cpp's order, row length first
-    type: str
-    elements: int
-    bytes: int
+    name: str = column("name")
+    shape: str = column("shape", "elements")   # llama.cpp's order, row length first
+    type: str = column("type")
+    elements: int = column("elements")
+    bytes: int = column("bytes")
 
 
 def tensor_entries(info: dict) -> list[TensorEntry]:
@@ -123,14 +124,14 @@ def tensor_entries(info: dict) -> list[TensorEntry]:
 class TypeShare:
     """One storage type: its tensors, parameters and bytes, and its block layout."""
 
-    type: str
-    tensors: int
-    params: int
-    bytes: int
-    bits_per_param: float
-    block_elements: int
-    block_bytes: int
-    share_percent: float   # of all tensor bytes
+    type: str = column("type")
+    tensors: int = column("tensors")
+    params: int = column("parameters")
+    bytes: int = column("bytes")
+    bits_per_param: float = column("bits per parameter")
+    block_elements: int = column("block", "elements")
+    block_bytes: int = column("block", "bytes")
+    share_percent: float = column("share of bytes", "%")   # of all tensor bytes
 
 
 def type_shares(info: dict) -> list[TypeShare]:
@@ -149,12 +150,12 @@ def type_shares(info: dict) -> list[TypeShare]:
 class GroupShare:
     """One part of the network: its parameters, tensors and bytes, and their shares of the whole."""
 
-    part: str              # "feed-forward", not "feed_forward"
-    params: int
-    params_percent: float
-    tensors: int
-    bytes: int
-    bytes_percent: float
+    part: str = column("part")   # "feed-forward", not "feed_forward"
+    params: int = column("parameters")
+    params_percent: float = column("share of parameters", "%")
+    tensors: int = column("tensors")
+    bytes: int = column("bytes", "bytes")
+    bytes_percent: float = column("share of bytes", "%")
 
 
 def group_shares(info: dict) -> list[GroupShare]:
@@ -208,6 +209,38 @@ def totals(info: dict) -> Totals:
 
 
 @dataclass(frozen=True)
+class TotalsRow:
+    quantity: str = column("quantity")
+    this_model: int | float = column("this model")
+    server: int | None = column("server's /v1/models")
+    specimen: int | float | None = column("published specimen")
+
+
+def totals_rows(tot: Totals, server_meta: dict) -> list[TotalsRow]:
+    """This file's totals beside the server's /v1/models meta and the published specimen."""
+    return [
+        TotalsRow("parameters (sum of tensor elements)", tot.n_params, server_meta.get("n_params"), SPECIMEN["n_params"]),
+        TotalsRow("tensor bytes", tot.tensor_bytes, server_meta.get("size"), None),
+        TotalsRow("file size (bytes)", tot.file_bytes, None, SPECIMEN["file_bytes"]),
+        TotalsRow("header and padding (bytes)", tot.overhead_bytes, None, None),
+        TotalsRow("average bits per parameter", tot.bits_per_param, None, 8 * SPECIMEN["file_bytes"] / SPECIMEN["n_params"]),
+    ]
+
+
+@dataclass(frozen=True)
+class WorkRow:
+    model: str = column("model")
+    params: int = column("parameters")
+    bytes: float = column("bytes read", "bytes")
+    gflops: float = column("FLOPs", "GFLOP")
+    flops_per_byte: float = column("FLOPs per byte")
+
+
+def work_row(name: str, w: TokenWork) -> WorkRow:
+    return WorkRow(name, w.params, w.bytes, w.flops / 1e9, w.flops_per_byte)
+
+
+@dataclass(frozen=True)
 class StrictBytes:
     """Decode reads one row of token_embd per token, not all of it (when the output matrix is separate)."""
 
@@ -231,31 +264,59 @@ def reference_bandwidth(ceil: Ceiling) -> tuple[float, str]:
     return ref.gbs, ("this host's median" if ref.host_cpu else "the given bandwidth")
 
 
-# --- rendering: tables and their notes ---------------------------------------------------------
+@dataclass(frozen=True)
+class HyperparameterRow:
+    name: str = column("property")
+    this_model: Any = column("this model")
+    specimen: int | None = column(f"published specimen ({published.SPECIMEN_NAME})")
+    source: str = column("read from")
 
-def hyperparameter_rows(info: dict) -> list[list[Any]]:
+
+def hyperparameter_rows(info: dict) -> list[HyperparameterRow]:
     """property, this model, published specimen (where the course states it), GGUF source."""
     hp = info["hyperparameters"]
     arch = info["architecture"]
     rope_note = lambda flag: " (absent: llama.cpp's default)" if hp.get(flag) else ""  # noqa: E731
     return [
-        ["architecture", shown(arch), None, "general.architecture"],
-        ["blocks (layers)", shown(hp.get("n_layer")), SPECIMEN["n_layer"], f"{arch}.block_count"],
-        ["model width", shown(hp.get("n_embd")), SPECIMEN["n_embd"], f"{arch}.embedding_length"],
-        ["attention heads", shown(hp.get("n_head")), SPECIMEN["n_head"], f"{arch}.attention.head_count"],
-        ["KV heads", shown(hp.get("n_head_kv")), None, f"{arch}.attention.head_count_kv"],
-        ["head width", shown(hp.get("head_dim")), None, "model width ÷ heads, or attention.key_length"],
-        ["feed-forward width", shown(hp.get("n_ff")), SPECIMEN["n_ff"], f"{arch}.feed_forward_length"],
-        ["vocabulary", shown(hp.get("n_vocab")), SPECIMEN["n_vocab"], "tokenizer.ggml.tokens (length)"],
-        ["context length (training)", shown(hp.get("n_ctx_train")), None, f"{arch}.context_length"],
-        ["RoPE base", shown(hp.get("rope_freq_base")), None, f"{arch}.rope.freq_base" + rope_note("rope_freq_base_default")],
-        ["RoPE dimensions", shown(hp.get("rope_dimension_count")), None,
-         f"{arch}.rope.dimension_count" + rope_note("rope_dimension_count_default")],
-        ["file type", shown((info["file_type"] or {}).get("name")), None, "general.file_type"],
-        ["file size", info["file_size_bytes"], SPECIMEN["file_bytes"], "bytes on disk"],
-        ["GGUF version", info["gguf_version"], None, "header"],
+        HyperparameterRow("architecture", shown(arch), None, "general.architecture"),
+        HyperparameterRow("blocks (layers)", shown(hp.get("n_layer")), SPECIMEN["n_layer"], f"{arch}.block_count"),
+        HyperparameterRow("model width", shown(hp.get("n_embd")), SPECIMEN["n_embd"], f"{arch}.embedding_length"),
+        HyperparameterRow("attention heads", shown(hp.get("n_head")), SPECIMEN["n_head"], f"{arch}.attention.head_count"),
+        HyperparameterRow("KV heads", shown(hp.get("n_head_kv")), None, f"{arch}.attention.head_count_kv"),
+        HyperparameterRow("head width", shown(hp.get("head_dim")), None, "model width ÷ heads, or attention.key_length"),
+        HyperparameterRow("feed-forward width", shown(hp.get("n_ff")), SPECIMEN["n_ff"], f"{arch}.feed_forward_length"),
+        HyperparameterRow("vocabulary", shown(hp.get("n_vocab")), SPECIMEN["n_vocab"], "tokenizer.ggml.tokens (length)"),
+        HyperparameterRow("context length (training)", shown(hp.get("n_ctx_train")), None, f"{arch}.context_length"),
+        HyperparameterRow("RoPE base", shown(hp.get("rope_freq_base")), None,
+                          f"{arch}.rope.freq_base" + rope_note("rope_freq_base_default")),
+        HyperparameterRow("RoPE dimensions", shown(hp.get("rope_dimension_count")), None,
+                          f"{arch}.rope.dimension_count" + rope_note("rope_dimension_count_default")),
+        HyperparameterRow("file type", shown((info["file_type"] or {}).get("name")), None, "general.file_type"),
+        HyperparameterRow("file size", info["file_size_bytes"], SPECIMEN["file_bytes"], "bytes on disk"),
+        HyperparameterRow("GGUF version", info["gguf_version"], None, "header"),
     ]
 
+
+@dataclass(frozen=True)
+class CeilingRow:
+    source: str = column("bandwidth source")
+    model: str = column("model")
+    bandwidth: float = column("bandwidth", "GB/s")
+    bytes_per_token: float = column("bytes per token", "bytes")
+    tokens_per_s: float = column("ceiling", "tokens/s")
+
+
+def ceiling_rows(ceil: Ceiling | None, model_name: str) -> list[CeilingRow]:
+    """The published example, then bytesup.course.ceiling's sources (the given bandwidth, this host's median, min and max)."""
+    pub_bytes = SPECIMEN["file_bytes"]
+    pub_gbs = published.SPARK_BANDWIDTH_GB_PER_S
+    rows = [CeilingRow(PUBLISHED_HOST, PUBLISHED_MODEL, pub_gbs, pub_bytes, ceiling.ceiling_at(pub_gbs, pub_bytes))]
+    if ceil is not None:
+        rows += [CeilingRow(s.label, model_name, s.bandwidth_gbs, ceil.bytes_per_token, s.tokens_per_s) for s in ceil.sources()]
+    return rows
+
+
+# --- rendering: tables and their notes ---------------------------------------------------------
 
 def hyperparameter_notes(model_name: str, hp: dict) -> list[str]:
     """The shape sentences under the hyperparameter table; a missing or per-layer value is said to be."""
@@ -292,8 +353,7 @@ def hyperparameter_notes(model_name: str, hp: dict) -> list[str]:
 def show_hyperparameters(ctx: LessonContext, info: dict, model_name: str) -> None:
     ctx.table(
         "architecture", "Architecture and hyperparameters",
-        [("property", ""), ("this model", ""), (f"published specimen ({published.SPECIMEN_NAME})", ""), ("read from", "")],
-        hyperparameter_rows(info),
+        columns(HyperparameterRow), cells(hyperparameter_rows(info)),
         notes=hyperparameter_notes(model_name, info["hyperparameters"]),
     )
 
@@ -326,8 +386,7 @@ def show_tensors(ctx: LessonContext, info: dict, tensors: list[TensorEntry]) -> 
     biggest = max(tensors, key=lambda t: t.bytes)
     ctx.table(
         "tensors", "Every tensor in the file",
-        [("name", ""), ("shape", "elements"), ("type", ""), ("elements", ""), ("bytes", "")],
-        [[t.name, t.shape, t.type, t.elements, t.bytes] for t in tensors],
+        columns(TensorEntry), cells(tensors),
         notes=[
             f"{len(tensors)} tensors: {blocks_sentence(len(tensors), block_counts(info))}",
             embedding_shape_note(token_embd(info), info["hyperparameters"]),
@@ -352,14 +411,7 @@ def server_agreement(meta: dict, n_params: int, tensor_bytes: int) -> str:
 def show_totals(ctx: LessonContext, tot: Totals, server_meta: dict) -> None:
     ctx.table(
         "totals", "Parameters and bytes",
-        [("quantity", ""), ("this model", ""), ("server's /v1/models", ""), ("published specimen", "")],
-        [
-            ["parameters (sum of tensor elements)", tot.n_params, server_meta.get("n_params"), SPECIMEN["n_params"]],
-            ["tensor bytes", tot.tensor_bytes, server_meta.get("size"), None],
-            ["file size (bytes)", tot.file_bytes, None, SPECIMEN["file_bytes"]],
-            ["header and padding (bytes)", tot.overhead_bytes, None, None],
-            ["average bits per parameter", tot.bits_per_param, None, 8 * SPECIMEN["file_bytes"] / SPECIMEN["n_params"]],
-        ],
+        columns(TotalsRow), cells(totals_rows(tot, server_meta)),
         notes=[
             f"{tot.n_params:,} parameters ({tot.n_params / 1e6:,.4g} million) in {tot.tensor_bytes:,} bytes of tensor data.",
             (f"The header (metadata, tokenizer, tensor index) and alignment padding take {tot.overhead_bytes:,} bytes, "
@@ -379,10 +431,7 @@ def type_note(s: TypeShare) -> str:
 def show_bytes_by_type(ctx: LessonContext, shares: list[TypeShare]) -> None:
     ctx.table(
         "bytes_by_type", "Bytes by storage type",
-        [("type", ""), ("tensors", ""), ("parameters", ""), ("bytes", ""), ("bits per parameter", ""),
-         ("block", "elements"), ("block", "bytes"), ("share of bytes", "%")],
-        [[s.type, s.tensors, s.params, s.bytes, s.bits_per_param, s.block_elements, s.block_bytes, s.share_percent]
-         for s in shares],
+        columns(TypeShare), cells(shares),
         notes=[type_note(s) for s in shares],
     )
 
@@ -401,9 +450,7 @@ def show_groups(ctx: LessonContext, groups: list[GroupShare], n_blocks: Any) -> 
         notes.append("The file has no output.weight: the logits reuse token_embd (tied embeddings), so the output part is empty.")
     ctx.table(
         "parameter_groups", "Where the parameters are",
-        [("part", ""), ("parameters", ""), ("share of parameters", "%"), ("tensors", ""), ("bytes", "bytes"),
-         ("share of bytes", "%")],
-        [[g.part, g.params, g.params_percent, g.tensors, g.bytes, g.bytes_percent] for g in groups],
+        columns(GroupShare), cells(groups),
         notes=notes,
     )
 
@@ -411,25 +458,12 @@ def show_groups(ctx: LessonContext, groups: list[GroupShare], n_blocks: Any) -> 
 def show_work(ctx: LessonContext, model_name: str, work: TokenWork, published_work: TokenWork) -> None:
     ctx.table(
         "work_per_token", "Work per decoded token",
-        [("model", ""), ("parameters", ""), ("bytes read", "bytes"), ("FLOPs", "GFLOP"), ("FLOPs per byte", "")],
-        [[name, w.params, w.bytes, w.flops / 1e9, w.flops_per_byte]
-         for name, w in ((model_name, work), (PUBLISHED_MODEL, published_work))],
+        columns(WorkRow), cells([work_row(model_name, work), work_row(PUBLISHED_MODEL, published_work)]),
         notes=[
             (f"One token reads all {work.bytes:,} bytes of weights and does about 2 × {work.params:,} = "
             f"{work.flops / 1e9:.4g} GFLOP: {work.flops_per_byte:.3g} FLOPs per byte read."),
         ],
     )
-
-
-def ceiling_rows(ceil: Ceiling | None, model_name: str) -> list[list[Any]]:
-    """source, model, bandwidth (GB/s), bytes per token, ceiling (tokens/s): the published example,
-    then bytesup.course.ceiling's sources (the given bandwidth, this host's median, min and max)."""
-    pub_bytes = SPECIMEN["file_bytes"]
-    pub_gbs = published.SPARK_BANDWIDTH_GB_PER_S
-    rows = [[PUBLISHED_HOST, PUBLISHED_MODEL, pub_gbs, pub_bytes, ceiling.ceiling_at(pub_gbs, pub_bytes)]]
-    if ceil is not None:
-        rows += [[s.label, model_name, s.bandwidth_gbs, ceil.bytes_per_token, s.tokens_per_s] for s in ceil.sources()]
-    return rows
 
 
 def ceiling_notes(*, model_name: str, reading: dict, ceil: Ceiling, work: TokenWork, reason: str | None,
@@ -483,9 +517,7 @@ def show_ceiling(ctx: LessonContext, info: dict, model_name: str, inputs: Bandwi
         strict = strict_bytes(ceil.bytes_per_token, embd["n_bytes"], row_bytes, reference_bandwidth(ceil)[0])
     ctx.table(
         "bandwidth_ceiling", "The bandwidth ceiling: tokens/s ≤ bandwidth ÷ bytes per token",
-        [("bandwidth source", ""), ("model", ""), ("bandwidth", "GB/s"), ("bytes per token", "bytes"),
-         ("ceiling", "tokens/s")],
-        ceiling_rows(ceil, model_name),
+        columns(CeilingRow), cells(ceiling_rows(ceil, model_name)),
         notes=[published_ceiling_note()]
         + ceiling_notes(model_name=model_name, reading=inputs.reading, ceil=ceil, work=work,
                         reason=inputs.facts.get("reason"), strict=strict,

@@ -25,6 +25,7 @@ from typing import Any
 from bytesup.models.gguf import embedding_row, is_synthetic_metadata, read_model_info
 from bytesup.lesson import LessonContext
 from bytesup.llama.responses import ModelList, Props, Tokenized, TokenPiece, shown_token
+from bytesup.store.rows import cells, column, columns
 
 TITLE = "Tokens and embeddings"
 
@@ -179,6 +180,50 @@ def pieces_with(tokens: TextTokens, part: bytes) -> list[TokenPiece]:
     return [p for p in tokens.pieces if part in p.piece_bytes]
 
 
+def piece_text(piece: TokenPiece) -> str:
+    """A piece with its spacing visible: repr of the text, or of the bytes when not valid UTF-8."""
+    if isinstance(piece.piece, list):
+        return shown_token("", piece.piece)
+    return shown_token(piece.piece)
+
+
+def piece_hex(piece: TokenPiece) -> str:
+    return piece.piece_bytes.hex(" ")
+
+
+@dataclass(frozen=True)
+class TextRow:
+    text: str = column("text")
+    characters: int = column("characters")
+    utf8_bytes: int = column("UTF-8 bytes")
+    tokens: int = column("tokens")
+    characters_per_token: float = column("characters per token")
+    pieces: list[str] = column("pieces")
+    detokenized: str = column("detokenized")
+    round_trip_ok: bool = column("round trip ok")
+
+
+def text_row(t: TextTokens) -> TextRow:
+    return TextRow(repr(t.text), t.characters, t.utf8_bytes, t.n_tokens, t.characters_per_token,
+                   [piece_text(p) for p in t.pieces], repr(t.detokenized), t.round_trip_ok)
+
+
+@dataclass(frozen=True)
+class PieceRow:
+    text: str = column("text")
+    position: int = column("position")
+    id: int = column("id")
+    piece: str = column("piece")
+    hex: str = column("piece bytes", "hex")
+    as_bytes: bool = column("piece sent as bytes")
+
+
+def piece_rows(texts: list[TextTokens]) -> list[PieceRow]:
+    """Every token of every text, in order."""
+    return [PieceRow(repr(t.text), i, p.id, piece_text(p), piece_hex(p), isinstance(p.piece, list))
+            for t in texts for i, p in enumerate(t.pieces)]
+
+
 # --- computation: vocabulary and embedding rows ---------------------------------------------------
 
 def find_key(data: Any, key: str) -> Any:
@@ -214,8 +259,8 @@ def served_vocabulary(props: Props, models: ModelList) -> ServedVocabulary:
 
 @dataclass(frozen=True)
 class VocabularySource:
-    source: str
-    entries: Any  # an int, or None where the source states no size
+    source: str = column("source")
+    entries: Any = column("entries")  # an int, or None where the source states no size
 
 
 def vocabulary_sources(facts: dict | None, served: ServedVocabulary) -> list[VocabularySource]:
@@ -275,6 +320,25 @@ def embedding_rows(chosen: list[TextTokens], rows_by_id: dict[str, list[float]],
             for t in chosen]
 
 
+@dataclass(frozen=True)
+class LookupRow:
+    """An embedding row as its table shows it: the id, its piece, its length and norms, and its first numbers."""
+    text: str = column("text")
+    id: int = column("id")
+    piece: str = column("piece")
+    length: int = column("row length")
+    width: int = column("model width")
+    length_is_width: bool = column("length = width")
+    first: list[float] = column(f"first {SHOW_NUMBERS} numbers")
+    norm: float = column("L2 norm of the row")
+    first_norm: float = column(f"L2 norm of the first {SHOW_NUMBERS}")
+
+
+def lookup_row(r: EmbeddingRow) -> LookupRow:
+    return LookupRow(repr(r.text), r.token.id, piece_text(r.token), len(r.row), r.width, r.length_is_width, r.first,
+                     l2_norm(r.row), l2_norm(r.first))
+
+
 def model_width(facts: dict) -> int:
     """n_embd from the file's hyperparameters, else token_embd's row length."""
     n_embd = facts["hyperparameters"].get("n_embd")
@@ -287,17 +351,6 @@ def row_bytes(embd: dict) -> int:
 
 
 # --- rendering ------------------------------------------------------------------------------------
-
-def piece_text(piece: TokenPiece) -> str:
-    """A piece with its spacing visible: repr of the text, or of the bytes when not valid UTF-8."""
-    if isinstance(piece.piece, list):
-        return shown_token("", piece.piece)
-    return shown_token(piece.piece)
-
-
-def piece_hex(piece: TokenPiece) -> str:
-    return piece.piece_bytes.hex(" ")
-
 
 def leading_space_note(ids: dict[str, list[int]]) -> str:
     plain, spaced = ids["Paris"], ids[" Paris"]
@@ -333,10 +386,7 @@ def render_tokenization(ctx: LessonContext, texts: list[TextTokens], counts: Tok
     code = next(t for t in texts if t.text.startswith("def "))
     ctx.table(
         "tokenization", "Text → tokens → text",
-        [("text", ""), ("characters", ""), ("UTF-8 bytes", ""), ("tokens", ""), ("characters per token", ""),
-         ("pieces", ""), ("detokenized", ""), ("round trip ok", "")],
-        [[repr(t.text), t.characters, t.utf8_bytes, t.n_tokens, t.characters_per_token, [piece_text(p) for p in t.pieces],
-          repr(t.detokenized), t.round_trip_ok] for t in texts],
+        columns(TextRow), cells([text_row(t) for t in texts]),
         notes=[
             f"{counts.round_trips} of {counts.texts} texts came back unchanged from /detokenize.",
             leading_space_note({t: by_text[t].ids for t in ("Paris", " Paris")}),
@@ -364,8 +414,7 @@ def render_tokens(ctx: LessonContext, texts: list[TextTokens], counts: TokenCoun
     ]
     ctx.table(
         "tokens", "Every token: id, piece and bytes",
-        [("text", ""), ("position", ""), ("id", ""), ("piece", ""), ("piece bytes", "hex"), ("piece sent as bytes", "")],
-        [[repr(t.text), i, p.id, piece_text(p), piece_hex(p), isinstance(p.piece, list)] for t in texts for i, p in enumerate(t.pieces)],
+        columns(PieceRow), cells(piece_rows(texts)),
         notes=notes,
     )
 
@@ -396,8 +445,7 @@ def render_vocabulary(ctx: LessonContext, facts: dict | None, served: ServedVoca
                      "is not listed; pass --model PATH.gguf, the file the server runs, to add it.")
     elif facts["token_embd"] and facts["output"] is None:
         notes.append("The file has no output.weight: the logits reuse token_embd's rows (tied embeddings).")
-    ctx.table("vocabulary", "Vocabulary size", [("source", ""), ("entries", "")],
-              [[s.source, s.entries] for s in sources], notes=notes)
+    ctx.table("vocabulary", "Vocabulary size", columns(VocabularySource), cells(sources), notes=notes)
 
 
 def render_embeddings(ctx: LessonContext, facts: dict, rows: list[EmbeddingRow]) -> None:
@@ -416,10 +464,7 @@ def render_embeddings(ctx: LessonContext, facts: dict, rows: list[EmbeddingRow])
         notes.append(f"The file describes itself as {facts['description']!r}: its rows carry no meaning, only shape.")
     ctx.table(
         "embedding_rows", "One id, one row of token_embd",
-        [("text", ""), ("id", ""), ("piece", ""), ("row length", ""), ("model width", ""), ("length = width", ""),
-         (f"first {SHOW_NUMBERS} numbers", ""), ("L2 norm of the row", ""), (f"L2 norm of the first {SHOW_NUMBERS}", "")],
-        [[repr(r.text), r.token.id, piece_text(r.token), len(r.row), r.width, r.length_is_width, r.first,
-          l2_norm(r.row), l2_norm(r.first)] for r in rows],
+        columns(LookupRow), cells([lookup_row(r) for r in rows]),
         notes=notes,
     )
 

@@ -25,6 +25,7 @@ from bytesup.host import hostbench
 from bytesup.course import published
 from bytesup.store.results import Series
 from bytesup.lesson import LessonContext
+from bytesup.store.rows import cells, column, columns
 
 TITLE = "A layer is matrix multiplication"
 
@@ -115,6 +116,20 @@ def linear_map(w: Matrix, x: Vector, b: Vector) -> LinearMap:
     return LinearMap(w=w, x=x, b=b, y=y.tolist())
 
 
+@dataclass(frozen=True)
+class OutputRow:
+    i: int = column("output i")
+    row: Vector = column("row i of W")
+    x: Vector = column("x")
+    b: float = column("b_i")
+    y: float = column("y_i")
+
+
+def output_rows(lin: LinearMap) -> list[OutputRow]:
+    """y = Wx + b one output at a time: row i of W, x, b_i and y_i."""
+    return [OutputRow(i, row, lin.x, lin.b[i], lin.y[i]) for i, row in enumerate(lin.w)]
+
+
 def rms(v: np.ndarray) -> float:
     """Root mean square: the typical size of a vector's elements."""
     return float(np.sqrt(np.mean(np.square(v))))
@@ -146,6 +161,17 @@ def rmsnorm_example(v: Vector, eps: float = RMS_EPS) -> RmsNormExample:
 
 
 @dataclass(frozen=True)
+class VectorRow:
+    vector: str = column("vector")
+    values: Vector = column("values")
+    rms: float = column("root mean square")
+
+
+def rmsnorm_rows(rn: RmsNormExample) -> list[VectorRow]:
+    return [VectorRow("before", rn.v, rn.rms_before), VectorRow("after", rn.normed, rn.rms_after)]
+
+
+@dataclass(frozen=True)
 class Composition:
     """Two linear maps applied in turn, the one matrix they make, and the same with SiLU between them."""
     w1: Matrix
@@ -170,6 +196,37 @@ def composition(w1: Matrix, w2: Matrix, x: Vector) -> Composition:
                        silu_max_abs_difference=float(np.max(np.abs(with_silu - one_step))))
 
 
+@dataclass(frozen=True)
+class QuantityRow:
+    quantity: str = column("quantity")
+    value: Any = column("value")
+
+
+def composition_rows(c: Composition) -> list[QuantityRow]:
+    return [QuantityRow("W1", c.w1), QuantityRow("W2", c.w2), QuantityRow("x", c.x), QuantityRow("W2W1 (one matrix)", c.w2w1),
+            QuantityRow("W2(W1x): two steps", c.two_steps), QuantityRow("(W2W1)x: one step", c.one_step),
+            QuantityRow("max abs difference", c.max_abs_difference),
+            QuantityRow("W2 SiLU(W1x): a nonlinearity between", c.with_silu),
+            QuantityRow("max abs difference from (W2W1)x", c.silu_max_abs_difference)]
+
+
+@dataclass(frozen=True)
+class PropertyRow:
+    name: str = column("property")
+    value: Any = column("value")
+
+
+def blas_rows(blas: dict[str, Any]) -> list[PropertyRow]:
+    """numpy's BLAS as threadpoolctl reports it, and the thread settings in the environment."""
+    lib = blas.get("blas") or {}
+    return [PropertyRow("numpy", blas.get("numpy_version")), PropertyRow("BLAS", lib.get("internal_api")),
+            PropertyRow("BLAS version", lib.get("version")), PropertyRow("CPU kernel", lib.get("architecture")),
+            PropertyRow("threading layer", lib.get("threading_layer")), PropertyRow("BLAS threads", lib.get("num_threads")),
+            PropertyRow("logical CPUs", blas.get("logical_cpus")),
+            PropertyRow("thread settings in the environment",
+                        ", ".join(f"{k}={v}" for k, v in blas.get("env", {}).items()) or "none")]
+
+
 # --- computation: the shapes and the timings ---------------------------------------------------
 
 @dataclass(frozen=True)
@@ -183,6 +240,19 @@ class MatrixShape:
     @property
     def weights(self) -> int:
         return self.m * self.k
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    label: str = column("matrix")
+    tensor: str = column("tensor")
+    m: int = column("M", "rows")
+    k: int = column("K", "columns")
+    weights: int = column("weights")
+
+
+def shape_row(s: MatrixShape) -> ShapeRow:
+    return ShapeRow(s.label, s.tensor or "—", s.m, s.k, s.weights)
 
 
 def matrix_shapes(info: dict | None) -> list[MatrixShape]:
@@ -227,18 +297,18 @@ def planned_counts(m: int, k: int) -> tuple[list[int], list[int]]:
 
 @dataclass(frozen=True)
 class MatmulRow:
-    """One timed product W (M × K) @ X (K × N), in the units of the lesson's table."""
-    label: str
-    m: int
-    k: int
-    n: int
-    ms: float                # median time of one product
-    gflop_per_s: float       # 2·M·K·N FLOPs over that time
-    bytes_moved: int         # W, X and Y once each
-    gb_per_s: float          # bytes moved over that time
-    flop_per_byte: float     # arithmetic intensity
-    ms_per_token: float      # ms ÷ N
-    vs_one_token: float      # ms_per_token ÷ the same matrix's ms_per_token at N = 1
+    """One timed product W (M × K) @ X (K × N), in the units of the lesson's table: a row of it."""
+    label: str = column("matrix")
+    m: int = column("M", "rows")
+    k: int = column("K", "columns")
+    n: int = column("N", "tokens")
+    ms: float = column("time", "ms, median")                       # median time of one product
+    gflop_per_s: float = column("speed", "GFLOP/s")                # 2·M·K·N FLOPs over that time
+    bytes_moved: int = column("bytes moved", "bytes")              # W, X and Y once each
+    gb_per_s: float = column("effective bandwidth", "GB/s")        # bytes moved over that time
+    flop_per_byte: float = column("arithmetic intensity", "FLOP/byte")
+    ms_per_token: float = column("time per token", "ms")           # ms ÷ N
+    vs_one_token: float = column("time per token", "× N = 1")      # ms_per_token ÷ the same matrix's at N = 1
 
 
 def matmul_row(label: str, bench: dict, base_ms_per_token: float) -> MatmulRow:
@@ -300,8 +370,7 @@ def shown(value: Any) -> str:
 
 def render_linear_map(ctx: LessonContext, lin: LinearMap) -> None:
     ctx.table("linear_map", "y = Wx + b: each output is one row of W dotted with x, plus its bias",
-              [("output i", ""), ("row i of W", ""), ("x", ""), ("b_i", ""), ("y_i", "")],
-              [[i, row, lin.x, lin.b[i], lin.y[i]] for i, row in enumerate(lin.w)],
+              columns(OutputRow), cells(output_rows(lin)),
               notes=[(f"W has {len(lin.w)} rows and {len(lin.x)} columns: {len(lin.x)} numbers in, "
                       f"{len(lin.y)} out, {lin.flops} FLOPs (one multiply and one add per weight).")])
 
@@ -309,11 +378,7 @@ def render_linear_map(ctx: LessonContext, lin: LinearMap) -> None:
 def render_blas(ctx: LessonContext, blas: dict[str, Any]) -> None:
     lib = blas.get("blas") or {}
     ctx.table("blas", "The BLAS library numpy multiplies with here",
-              [("property", ""), ("value", "")],
-              [["numpy", blas.get("numpy_version")], ["BLAS", lib.get("internal_api")], ["BLAS version", lib.get("version")],
-               ["CPU kernel", lib.get("architecture")], ["threading layer", lib.get("threading_layer")],
-               ["BLAS threads", lib.get("num_threads")], ["logical CPUs", blas.get("logical_cpus")],
-               ["thread settings in the environment", ", ".join(f"{k}={v}" for k, v in blas.get("env", {}).items()) or "none"]],
+              columns(PropertyRow), cells(blas_rows(blas)),
               notes=[(f"numpy hands every product below to {lib.get('internal_api', 'an unknown BLAS')} "
                       f"running {lib.get('num_threads', '?')} thread(s) on {blas.get('logical_cpus')} logical CPU(s).")])
 
@@ -326,21 +391,9 @@ def render_shapes(ctx: LessonContext, info: dict | None, shapes: list[MatrixShap
     else:
         about = "The model file is not readable here (pass --model PATH.gguf), so only the course-sized matrix is timed."
     ctx.table("matrix_shapes", "The matrices timed: the served model's own, and a course-sized one",
-              [("matrix", ""), ("tensor", ""), ("M", "rows"), ("K", "columns"), ("weights", "")],
-              [[s.label, s.tensor or "—", s.m, s.k, s.weights] for s in shapes],
+              columns(ShapeRow), cells([shape_row(s) for s in shapes]),
               notes=[about]
               + [f"{s.label} has the same shape as a matrix above, so it is not timed again." for s in shapes if s.duplicate])
-
-
-MATMUL_COLUMNS = [("matrix", ""), ("M", "rows"), ("K", "columns"), ("N", "tokens"), ("time", "ms, median"),
-                  ("speed", "GFLOP/s"), ("bytes moved", "bytes"), ("effective bandwidth", "GB/s"),
-                  ("arithmetic intensity", "FLOP/byte"), ("time per token", "ms"), ("time per token", "× N = 1")]
-
-
-def matmul_cells(r: MatmulRow) -> list[Any]:
-    """A row's cells in MATMUL_COLUMNS order."""
-    return [r.label, r.m, r.k, r.n, r.ms, r.gflop_per_s, r.bytes_moved, r.gb_per_s, r.flop_per_byte, r.ms_per_token,
-            r.vs_one_token]
 
 
 def record_measurements(ctx: LessonContext, timed: TimedMatrix) -> None:
@@ -393,7 +446,7 @@ def render_matmul(ctx: LessonContext, timed: list[TimedMatrix], repeat: int) -> 
                  f"{MIN_SAMPLE_S * 1000:g} ms (measured: {min(lasted):,.0f}–{max(lasted):,.0f} ms). "
                  f"Bytes moved count W, X and Y once each, in {DTYPE}.")
     ctx.table("matvec_vs_matmul", "One token (matvec) versus N tokens (matmul), measured with numpy on this host",
-              MATMUL_COLUMNS, [matmul_cells(r) for r in rows], notes=notes)
+              columns(MatmulRow), cells(rows), notes=notes)
 
     def series(value) -> list[Series]:
         return [Series(label=f"{t.shape.label} ({t.shape.m} × {t.shape.k})", x=[r.n for r in matrix_rows],
@@ -407,8 +460,7 @@ def render_matmul(ctx: LessonContext, timed: list[TimedMatrix], repeat: int) -> 
 
 def render_rmsnorm(ctx: LessonContext, rn: RmsNormExample) -> None:
     ctx.table("rmsnorm", "RMSNorm: divide a vector by its root mean square",
-              [("vector", ""), ("values", ""), ("root mean square", "")],
-              [["before", rn.v, rn.rms_before], ["after", rn.normed, rn.rms_after]],
+              columns(VectorRow), cells(rmsnorm_rows(rn)),
               notes=[f"The root mean square goes from {rn.rms_before:.4f} to {rn.rms_after:.6f} "
                      + (f"(1 up to the epsilon {rn.eps:g})" if abs(rn.rms_after - 1) < 10 * rn.eps else
                         f"(not 1: the epsilon {rn.eps:g} matters for a vector this small)")
@@ -424,12 +476,7 @@ def render_composition(ctx: LessonContext, c: Composition) -> None:
                  "matrix reproduces it for every x: the nonlinearity is what makes depth." if c.silu_max_abs_difference > ROUNDING else
                  "With SiLU between them this x gives the same result as W2W1: try another x to see them part.")
     ctx.table("composition", "Two linear maps compose into one: W2(W1x) = (W2W1)x",
-              [("quantity", ""), ("value", "")],
-              [["W1", c.w1], ["W2", c.w2], ["x", c.x], ["W2W1 (one matrix)", c.w2w1],
-               ["W2(W1x): two steps", c.two_steps], ["(W2W1)x: one step", c.one_step],
-               ["max abs difference", c.max_abs_difference],
-               ["W2 SiLU(W1x): a nonlinearity between", c.with_silu],
-               ["max abs difference from (W2W1)x", c.silu_max_abs_difference]],
+              columns(QuantityRow), cells(composition_rows(c)),
               notes=[linear, nonlinear])
 
 

@@ -41,6 +41,7 @@ from bytesup.models import smollm2 as realmodel
 from bytesup.course.ceiling import Ceiling, Efficiency, Spread, TokenWork, token_work
 from bytesup.llama.responses import Completion, shown_token
 from bytesup.store.results import Series
+from bytesup.store.rows import cells, column, columns
 from bytesup.store.facts import lesson04 as stated
 from bytesup.lesson import LessonContext
 from bytesup.options import BandwidthGbs, LessonOptions
@@ -249,6 +250,18 @@ class SoftmaxExample:
     e_to_5: float
 
 
+@dataclass(frozen=True)
+class SoftmaxRow:
+    logit: float = column("logit")
+    exp: float = column("e^logit")
+    probability: float = column("probability")
+    shifted: float = column(f"probability after adding {SOFTMAX_SHIFT:g}")
+
+
+def softmax_rows(sm: SoftmaxExample) -> list[SoftmaxRow]:
+    return [SoftmaxRow(z, e, p, q) for z, e, p, q in zip(sm.logits, sm.exp, sm.probs, sm.probs_shifted, strict=True)]
+
+
 def softmax_example(logits: list[float] = SOFTMAX_LOGITS, shift: float = SOFTMAX_SHIFT) -> SoftmaxExample:
     """Softmax worked in numpy: e^logit, the probabilities, and the two facts the lesson states."""
     z = np.asarray(logits, dtype=np.float64)
@@ -291,6 +304,20 @@ class TopTokens:
     @property
     def paired(self) -> int:
         return sum(t.server_probability is not None for t in self.tokens)
+
+
+@dataclass(frozen=True)
+class TopRow:
+    rank: int = column("rank")
+    token: str = column("token")
+    probability: float = column("probability", "%")
+    server_probability: float | None = column("server probability", "%")
+    logprob: float = column("logprob")
+
+
+def top_row(k: TopToken) -> TopRow:
+    return TopRow(k.rank, k.token, 100.0 * k.probability,
+                  100.0 * k.server_probability if k.server_probability is not None else None, k.logprob)
 
 
 def top_tokens(completion: Completion, server: Completion | None = None) -> list[TopToken]:
@@ -380,6 +407,42 @@ def agreement(name: str, prompt: str, server: list[TopToken], done: forward.Pass
 
 
 @dataclass(frozen=True)
+class AgreementRow:
+    prompt: str = column("prompt")
+    tokens: int = column("tokens")
+    server_top: str = column("server's top token")
+    server: float = column("server", "%")
+    numpy_top: str = column("numpy's top token")
+    numpy: float = column("numpy", "%")
+    same_top: bool = column("same top token")
+    same_eight: bool = column("same top eight")
+    largest_dp: float = column("largest |Δp|", "points")
+    at: str = column("at")
+    kl_shared: float = column("KL over the shared tokens", "nats")
+    shared: int = column("shared")
+
+
+def agreement_row(a: Agreement) -> AgreementRow:
+    return AgreementRow(repr(a.prompt), a.n_tokens, a.server_top.token, 100 * a.server_top.probability, a.numpy[0].token,
+                        100 * a.numpy[0].probability, a.top_agrees, a.set_agrees, 100 * a.largest_dp, a.largest_dp_at.token,
+                        a.kl_shared, a.shared)
+
+
+@dataclass(frozen=True)
+class NumpyTopRow:
+    rank: int = column("rank")
+    token: str = column("token")
+    numpy: float = column("numpy", "%")
+    server: float | None = column("server", "%")
+    difference: float | None = column("numpy − server", "points")
+
+
+def numpy_top_row(t: NumpyToken) -> NumpyTopRow:
+    return NumpyTopRow(t.rank, t.token, 100 * t.probability, 100 * t.server_probability if t.server_probability is not None else None,
+                       100 * (t.probability - t.server_probability) if t.server_probability is not None else None)
+
+
+@dataclass(frozen=True)
 class LastOnly:
     """Lines 4 and 5 for every position against the last alone (lesson 4's "keep only the last position")."""
 
@@ -402,6 +465,22 @@ class LastOnly:
     def flops_saved(self) -> int:
         """(N − 1) × 2 × vocabulary × width."""
         return self.flops_all - self.flops_last
+
+
+@dataclass(frozen=True)
+class LastOnlyRow:
+    prompt: str = column("prompt")
+    tokens: int = column("tokens N")
+    largest: float = column("largest |Δlogit|")
+    same_top: bool = column("same top token")
+    flops_all: int = column("FLOPs, all N positions", "FLOP")
+    flops_last: int = column("FLOPs, the last alone", "FLOP")
+    flops_saved: int = column("saved: (N − 1) × 2 × vocabulary × width", "FLOP")
+
+
+def last_only_row(x: LastOnly, prompt: str) -> LastOnlyRow:
+    return LastOnlyRow(repr(prompt), x.n_tokens, x.max_abs_logit_difference, x.same_top, x.flops_all, x.flops_last,
+                       x.flops_saved)
 
 
 def last_only(model: forward.Model, name: str, done: forward.Pass) -> LastOnly:
@@ -558,17 +637,108 @@ def percent(fraction: float) -> str:
     return f"{100 * fraction:.3g}%"
 
 
-# --- rendering: tables and their notes ---------------------------------------------------------
-
-def median_min_max(samples: list[float] | tuple[float, ...]) -> list[float]:
+def median_min_max(samples: list[float] | tuple[float, ...]) -> tuple[float, float, float]:
     s = Spread.of(samples)
-    return [s.median, s.min, s.max]
+    return s.median, s.min, s.max
 
+
+@dataclass(frozen=True)
+class QuantityRow:
+    quantity: str = column("quantity")
+    unit: str = column("unit")
+    this_model: float = column("this model")
+    pub: float = column(f"published ({PUB_MODEL})")
+
+
+def cost_quantities(cost: TokenWork) -> list[QuantityRow]:
+    """One pass of this model beside the published specimen's."""
+    pub = token_work(SPECIMEN["n_params"], SPECIMEN["file_bytes"])
+    return [QuantityRow("parameters", "", cost.params, pub.params),
+            QuantityRow("bytes read (every weight once)", "bytes", cost.bytes, pub.bytes),
+            QuantityRow("FLOPs per token (2 per parameter)", "FLOP", cost.flops, pub.flops),
+            QuantityRow("FLOPs per byte read", "FLOP/byte", cost.flops_per_byte, pub.flops_per_byte)]
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    phase: str = column("phase")
+    unit: str = column("unit")
+    median: float = column("median")
+    min: float = column("min")
+    max: float = column("max")
+    samples: int | None = column("samples")
+    pub: float | str = column(f"published ({PUB_HOST})")
+
+
+def phase_rows(sp: Speeds) -> list[PhaseRow]:
+    pub_prefill = ", ".join(f"{v:,.0f}" for v in PUB["prefill_tokens_per_s"])
+    return [PhaseRow(f"prefill, {sp.prompt_n:,}-token prompt", "tokens/s", *median_min_max(sp.prefill), len(sp.prefill),
+                     pub_prefill),
+            PhaseRow(f"decode after the short prompt ({sp.short_prompt_n} tokens)", "tokens/s",
+                     *median_min_max(sp.decode_short), len(sp.decode_short), PUB["decode_short_tokens_per_s"]),
+            PhaseRow(f"decode after the {sp.prompt_n:,}-token prompt", "tokens/s", *median_min_max(sp.decode_long),
+                     len(sp.decode_long), PUB["decode_long_tokens_per_s"]),
+            PhaseRow("prefill per token ÷ decode (short prompt)", "×", sp.ratio, min(sp.prefill) / max(sp.decode_short),
+                     max(sp.prefill) / min(sp.decode_short), None, PUB["prefill_decode_ratio"])]
+
+
+@dataclass(frozen=True)
+class ClockRow:
+    phase: str = column("phase")
+    server_median: float = column("server median", "tokens/s")
+    server_min: float = column("server min", "tokens/s")
+    server_max: float = column("server max", "tokens/s")
+    bench_median: float = column("llama-bench median", "tokens/s")
+    bench_min: float = column("llama-bench min", "tokens/s")
+    bench_max: float = column("llama-bench max", "tokens/s")
+    ratio: float = column("server ÷ llama-bench", "×")
+    low: float = column("ratio low", "×")
+    high: float = column("ratio high", "×")
+    verdict: str = column("verdict")
+    samples_needed: int | None = column("samples needed")
+
+
+def clock_row(c: ThirdClock) -> ClockRow:
+    return ClockRow(c.phase, *median_min_max(list(c.server)), *median_min_max(list(c.bench)), c.ratio, c.low, c.high,
+                    "inside the noise" if c.inside_noise else "outside the noise", c.samples_needed())
+
+
+@dataclass(frozen=True)
+class CeilingRow:
+    quantity: str = column("quantity")
+    unit: str = column("unit")
+    median: float = column("median")
+    min: float = column("min")
+    max: float = column("max")
+    pub: float = column(f"published ({PUB_HOST})")
+
+
+def ceiling_rows(ceil: Ceiling, eff: Efficiency) -> list[CeilingRow]:
+    """Bandwidth, bytes per token, the ceiling and decode, beside the published figures; the efficiencies where
+    they are computed (this host's where its bandwidth bounds decode, and at --bandwidth-gbs)."""
+    per_token = ceil.bytes_per_token
+    pub_ceiling, pub_eff = PUB["ceiling_tokens_per_s"], PUB["decode_efficiency_percent"]
+    rows = [CeilingRow("read bandwidth, CPU of this host", "GB/s", *median_min_max(ceil.bandwidth_gbs),
+                       published.SPARK_BANDWIDTH_GB_PER_S),
+            CeilingRow("bytes read per token (every weight once)", "bytes", per_token, per_token, per_token,
+                       SPECIMEN["file_bytes"]),
+            CeilingRow("ceiling, CPU of this host: bandwidth ÷ bytes per token", "tokens/s", *median_min_max(ceil.ceilings),
+                       pub_ceiling),
+            CeilingRow("decode after the short prompt", "tokens/s", *median_min_max(eff.decode), PUB["decode_short_tokens_per_s"])]
+    if eff.host is not None:
+        rows.append(CeilingRow("decode ÷ ceiling, CPU of this host", "%", *median_min_max(eff.host), pub_eff))
+    if ceil.given_ceiling is not None and eff.given is not None:
+        g = ceil.given_ceiling
+        rows.append(CeilingRow(f"ceiling at {ceil.given_gbs:g} GB/s (--bandwidth-gbs)", "tokens/s", g, g, g, pub_ceiling))
+        rows.append(CeilingRow(f"decode ÷ ceiling at {ceil.given_gbs:g} GB/s", "%", *median_min_max(eff.given), pub_eff))
+    return rows
+
+
+# --- rendering: tables and their notes ---------------------------------------------------------
 
 def show_softmax(ctx: LessonContext, sm: SoftmaxExample) -> None:
     ctx.table("softmax", f"Softmax worked on {sm.logits}",
-              [("logit", ""), ("e^logit", ""), ("probability", ""), (f"probability after adding {sm.shift:g}", "")],
-              [[z, e, p, q] for z, e, p, q in zip(sm.logits, sm.exp, sm.probs, sm.probs_shifted, strict=True)],
+              columns(SoftmaxRow), cells(softmax_rows(sm)),
               notes=[f"The probabilities add up to {sm.sum:.15g}.",
                      f"Adding {sm.shift:g} to every logit changes them by at most {sm.shift_max_abs_difference:.1e}: only the gaps matter.",
                      (f"A gap of {sm.gap:g} between the first two logits gives p0/p1 = {sm.p0_over_p1:.6f}, and e = {sm.e:.6f}; "
@@ -594,9 +764,7 @@ def top_notes(t: TopTokens, n_vocab: int | None) -> list[str]:
 
 def show_top_tokens(ctx: LessonContext, t: TopTokens, n_vocab: int | None) -> None:
     ctx.table(t.name, f"The eight most probable next tokens after the prompt {t.prompt!r} ({t.prompt_n} tokens)",
-              [("rank", ""), ("token", ""), ("probability", "%"), ("server probability", "%"), ("logprob", "")],
-              [[k.rank, k.token, 100.0 * k.probability,
-                100.0 * k.server_probability if k.server_probability is not None else None, k.logprob] for k in t.tokens],
+              columns(TopRow), cells([top_row(k) for k in t.tokens]),
               notes=top_notes(t, n_vocab))
 
 
@@ -616,19 +784,12 @@ def show_numpy_vs_server(ctx: LessonContext, name: str, n: NumpyPass, server_lab
               for a, pn in zip(n.agreements, prompt_n, strict=True) if pn != a.n_tokens]
     notes += more_notes
     ctx.table(name, f"The same forward pass in numpy, from the file's bytes, against {server_label}",
-              [("prompt", ""), ("tokens", ""), ("server's top token", ""), ("server", "%"), ("numpy's top token", ""),
-               ("numpy", "%"), ("same top token", ""), ("same top eight", ""), ("largest |Δp|", "points"), ("at", ""),
-               ("KL over the shared tokens", "nats"), ("shared", "")],
-              [[repr(a.prompt), a.n_tokens, a.server_top.token, 100 * a.server_top.probability, a.numpy[0].token,
-                100 * a.numpy[0].probability, a.top_agrees, a.set_agrees, 100 * a.largest_dp, a.largest_dp_at.token,
-                a.kl_shared, a.shared] for a in n.agreements], notes=notes)
+              columns(AgreementRow), cells([agreement_row(a) for a in n.agreements]), notes=notes)
 
 
 def show_numpy_top8(ctx: LessonContext, a: Agreement) -> None:
     ctx.table(f"numpy_{a.name}", f"numpy's eight most probable next tokens after {a.prompt!r}, beside the server's",
-              [("rank", ""), ("token", ""), ("numpy", "%"), ("server", "%"), ("numpy − server", "points")],
-              [[t.rank, t.token, 100 * t.probability, 100 * t.server_probability if t.server_probability is not None else None,
-                100 * (t.probability - t.server_probability) if t.server_probability is not None else None] for t in a.numpy],
+              columns(NumpyTopRow), cells([numpy_top_row(t) for t in a.numpy]),
               notes=[(f"{sum(t.server_probability is not None for t in a.numpy)} of numpy's eight are among the server's eight; "
                      f"numpy's eight hold {percent(sum(t.probability for t in a.numpy))} of its probability.")])
 
@@ -654,10 +815,7 @@ def show_last_only(ctx: LessonContext, last: list[LastOnly], prompts: dict[str, 
     first = last[0]
     spec_v, spec_d = SPECIMEN["n_vocab"], SPECIMEN["n_embd"]
     ctx.table("last_position_only", "Keep only the last position: the final norm and the output matrix on all N positions or on the last",
-              [("prompt", ""), ("tokens N", ""), ("largest |Δlogit|", ""), ("same top token", ""),
-               ("FLOPs, all N positions", "FLOP"), ("FLOPs, the last alone", "FLOP"), ("saved: (N − 1) × 2 × vocabulary × width", "FLOP")],
-              [[repr(prompts[x.name]), x.n_tokens, x.max_abs_logit_difference, x.same_top, x.flops_all, x.flops_last,
-                x.flops_saved] for x in last],
+              columns(LastOnlyRow), cells([last_only_row(x, prompts[x.name]) for x in last]),
               notes=[(f"Lines 4 and 5 read one position's vector and make {first.n_vocab:,} logits with a {first.n_vocab:,} × "
                       f"{first.n_embd:,} matvec: 2 × {first.n_vocab:,} × {first.n_embd:,} = {first.flops_last:,} FLOPs per position."),
                      (f"The last row of the all-positions product differs from the last position alone by at most "
@@ -728,15 +886,9 @@ def not_computed(ctx: LessonContext, why: str) -> None:
 
 
 def show_cost(ctx: LessonContext, cost: TokenWork, n_vocab: int | None) -> None:
-    pub = token_work(SPECIMEN["n_params"], SPECIMEN["file_bytes"])
     ridge = published.H100["ridge_flops_per_byte"]
     intensity = cost.flops_per_byte
-    ctx.table("cost_of_one_pass", "What one forward pass costs",
-              [("quantity", ""), ("unit", ""), ("this model", ""), (f"published ({PUB_MODEL})", "")],
-              [["parameters", "", cost.params, pub.params],
-               ["bytes read (every weight once)", "bytes", cost.bytes, pub.bytes],
-               ["FLOPs per token (2 per parameter)", "FLOP", cost.flops, pub.flops],
-               ["FLOPs per byte read", "FLOP/byte", intensity, pub.flops_per_byte]],
+    ctx.table("cost_of_one_pass", "What one forward pass costs", columns(QuantityRow), cells(cost_quantities(cost)),
               notes=[f"2 × {cost.params:,} parameters = {cost.flops:,.0f} FLOPs per token, {intensity:.2f} per byte read"
                      + (f": {ridge / intensity:.0f}× below the {ridge:g} FLOP/byte an H100 needs to keep its arithmetic "
                         "units busy (published ridge point, lesson 7), so decode waits on memory."
@@ -784,7 +936,6 @@ def long_note(sp: Speeds) -> str:
 def show_prefill_decode(ctx: LessonContext, sp: Speeds, runs: TimedRuns, cost: TokenWork | None) -> None:
     batching = formulas.batch_sizes(ctx.identity.get("server", {}).get("flags"))
     p_med, d_med = statistics.median(sp.prefill), statistics.median(sp.decode_short)
-    pub_prefill = ", ".join(f"{v:,.0f}" for v in PUB["prefill_tokens_per_s"])
     notes = [ratio_note(sp, batching), long_note(sp),
              (f"Each request decoded {N_PREDICT} tokens at temperature 0 with end-of-text ignored, cache_prompt false; "
              f"decode speed counts the {N_PREDICT - 1} passes after the first token, whose time belongs to the prompt. "
@@ -794,15 +945,7 @@ def show_prefill_decode(ctx: LessonContext, sp: Speeds, runs: TimedRuns, cost: T
                      f"and decode {d_med * cost.flops / 1e9:,.2f} GFLOP/s: the same weights, used for many tokens at once "
                      "or one at a time.")
     ctx.table("prefill_vs_decode", f"Prefill of a {sp.prompt_n:,}-token prompt versus decode, from the server's timings",
-              [("phase", ""), ("unit", ""), ("median", ""), ("min", ""), ("max", ""), ("samples", ""), (f"published ({PUB_HOST})", "")],
-              [[f"prefill, {sp.prompt_n:,}-token prompt", "tokens/s", *median_min_max(sp.prefill), len(sp.prefill), pub_prefill],
-               [f"decode after the short prompt ({sp.short_prompt_n} tokens)", "tokens/s", *median_min_max(sp.decode_short),
-                len(sp.decode_short), PUB["decode_short_tokens_per_s"]],
-               [f"decode after the {sp.prompt_n:,}-token prompt", "tokens/s", *median_min_max(sp.decode_long), len(sp.decode_long),
-                PUB["decode_long_tokens_per_s"]],
-               ["prefill per token ÷ decode (short prompt)", "×", sp.ratio, min(sp.prefill) / max(sp.decode_short),
-                max(sp.prefill) / min(sp.decode_short), None, PUB["prefill_decode_ratio"]]],
-              notes=notes)
+              columns(PhaseRow), cells(phase_rows(sp)), notes=notes)
 
 
 def show_third_clock(ctx: LessonContext, runs: TimedRuns, clocks: list[ThirdClock] | None) -> None:
@@ -814,14 +957,9 @@ def show_third_clock(ctx: LessonContext, runs: TimedRuns, clocks: list[ThirdCloc
         ctx.note(f"llama-bench, llama.cpp in process, was not run beside the server ({why}); `bash "
                  f"{nativebuild.BUILD_SCRIPT}` builds it once, and the next run sets it beside the server's timings.")
         return
-    rows = [[c.phase, *median_min_max(list(c.server)), *median_min_max(list(c.bench)), c.ratio, c.low, c.high,
-             "inside the noise" if c.inside_noise else "outside the noise", c.samples_needed()] for c in clocks]
     threads = runs.in_process[0].get("threads")
     ctx.table("third_clock", "Three clocks: the server's timings beside llama.cpp in process (llama-bench)",
-              [("phase", ""), ("server median", "tokens/s"), ("server min", "tokens/s"), ("server max", "tokens/s"),
-               ("llama-bench median", "tokens/s"), ("llama-bench min", "tokens/s"), ("llama-bench max", "tokens/s"),
-               ("server ÷ llama-bench", "×"), ("ratio low", "×"), ("ratio high", "×"), ("verdict", ""),
-               ("samples needed", "")], rows,
+              columns(ClockRow), cells([clock_row(c) for c in clocks]),
               notes=[(f"llama-bench ran {BENCH_REPETITIONS} repetition{'s' if BENCH_REPETITIONS > 1 else ''} before (after "
                       "its own warm-up run), between and after the timed requests "
                      f"({len(clocks[0].bench)} samples a phase), on the same file with {threads} threads, `-p` the long "
@@ -853,15 +991,10 @@ def show_decode_vs_ceiling(ctx: LessonContext, ceil: Ceiling, eff: Efficiency, i
     reason = inputs.facts["reason"]
     spark_bw, pub_bytes = published.SPARK_BANDWIDTH_GB_PER_S, SPECIMEN["file_bytes"]
     pub_ceiling, pub_decode, pub_eff = PUB["ceiling_tokens_per_s"], PUB["decode_short_tokens_per_s"], PUB["decode_efficiency_percent"]
-    rows = [["read bandwidth, CPU of this host", "GB/s", *median_min_max(ceil.bandwidth_gbs), spark_bw],
-            ["bytes read per token (every weight once)", "bytes", per_token, per_token, per_token, pub_bytes],
-            ["ceiling, CPU of this host: bandwidth ÷ bytes per token", "tokens/s", *median_min_max(ceil.ceilings), pub_ceiling],
-            ["decode after the short prompt", "tokens/s", *median_min_max(eff.decode), pub_decode]]
     notes = []
     if eff.host is not None:
         effs = eff.host
         median_eff = statistics.median(effs)
-        rows.append(["decode ÷ ceiling, CPU of this host", "%", *median_min_max(effs), pub_eff])
         notes.append(f"Decode ran at {statistics.median(eff.decode):,.1f} tokens/s, {median_eff:.3g}% of the "
                      f"{ceil.median:,.1f} tokens/s that "
                      f"{ceil.bandwidth.median:,.1f} GB/s allows for {per_token / formulas.GB:.4g} GB per token "
@@ -877,8 +1010,6 @@ def show_decode_vs_ceiling(ctx: LessonContext, ceil: Ceiling, eff: Efficiency, i
                         "not computed (pass --bandwidth-gbs with the bandwidth of the memory that feeds decode)."))
     if ceil.given_ceiling is not None and eff.given is not None:
         g, geffs = ceil.given_ceiling, eff.given
-        rows.append([f"ceiling at {ceil.given_gbs:g} GB/s (--bandwidth-gbs)", "tokens/s", g, g, g, pub_ceiling])
-        rows.append([f"decode ÷ ceiling at {ceil.given_gbs:g} GB/s", "%", *median_min_max(geffs), pub_eff])
         notes.append(f"At the given {ceil.given_gbs:g} GB/s (--bandwidth-gbs) the ceiling is {g:,.1f} tokens/s, and decode "
                      f"reached {statistics.median(geffs):.3g}% of it (samples: {min(geffs):.3g}–{max(geffs):.3g}%).")
     notes.append(f"Published ({PUB_HOST}, {PUB_MODEL}): {spark_bw:g} GB/s ÷ {pub_bytes / formulas.GB:g} GB = "
@@ -887,8 +1018,7 @@ def show_decode_vs_ceiling(ctx: LessonContext, ceil: Ceiling, eff: Efficiency, i
                  f"(published: {pub_eff:.0f}%). Those figures assume {spark_bw:g} GB/s; compare with them through --bandwidth-gbs.")
     notes.append(f"Bandwidth: {hostbench.describe_reading(inputs.reading)}; ceilings come from each sample.")
     ctx.table("decode_vs_ceiling", "Decode against the bandwidth ceiling of lesson 1",
-              [("quantity", ""), ("unit", ""), ("median", ""), ("min", ""), ("max", ""), (f"published ({PUB_HOST})", "")],
-              rows, notes=notes)
+              columns(CeilingRow), cells(ceiling_rows(ceil, eff)), notes=notes)
 
 
 # --- the lesson ---------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from bytesup.llama.timed import PINNED, context_size, long_prompt_tokens, timed_
 from bytesup.course.loop import decode_ms_per_token, decode_passes
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.store.results import Series
+from bytesup.store.rows import cells, column, columns
 from bytesup.store.facts import lesson06 as stated
 from bytesup.lesson import LessonContext
 
@@ -64,68 +65,6 @@ COST_TABLE_N = (8, 64, 512, 4096)
 NUMPY_N = 16                  # tokens numpy generates each way, after the same COST_PROMPT_TOKENS-token prompt
 NUMPY_LENGTHS = (1, 2, 4, 8, 16)
 NUMPY_MAX_FLOAT32_BYTES = 2 * GiB   # numpy holds every weight as float32 to decode; a larger model is not tried
-
-
-# --- the lesson ---------------------------------------------------------------------------
-
-def main(ctx: LessonContext):
-    # The KV cache's size: 2 × layers × KV heads × head width × bytes per element, per token.
-    ctx.step("KV cache bytes per token")
-    n_ctx = kv_cache_size(ctx)
-
-    # Decode speed as the context grows, and the bytes model beside it.
-    ids = long_prompt_tokens(ctx.server, max(depth_plan(n_ctx, DECODE_N)[-1], cache_prompt_len(n_ctx), 1))
-    ctx.step("decode speed as the context grows")
-    asked = request_decode_at_depths(ctx, ids, depth_plan(n_ctx, DECODE_N))
-    depths = [depth_result(depth, runs, ctx.recorded(DEPTHS_FROM_CACHE)) for depth, runs in asked]
-    load = ctx.host("load_average", environment.load_average)
-    cores = ctx.host("cpu_count", os.cpu_count)
-    render_decode_vs_depth(ctx, n_ctx, depths, load, cores)
-    bytes_model = ctx.settings.get("bytes_model")
-    rows = None
-    if bytes_model:
-        rows = bytes_model_rows(depths, bytes_model["weight_bytes"], bytes_model["kv_bytes_per_token"])
-        render_bytes_model(ctx, rows, bytes_model["kv_bytes_per_token"], bytes_model["weight_bytes"])
-    render_depth_plot(ctx, depths, rows)
-
-    # A cached prompt prefix skips prefill.
-    ctx.step("the prompt cache")
-    length = cache_prompt_len(n_ctx)
-    requests = request_prompt_cache(ctx, ids, length)
-    render_prompt_cache(ctx, length, requests, prompt_cache_summary(requests))
-
-    # Without a cache: by formula, then by re-sending the growing text.
-    ctx.step("the cost of generating without a cache")
-    render_cost_formula(ctx, COST_PROMPT_TOKENS, cost_rows(COST_PROMPT_TOKENS, COST_TABLE_N))
-    one, resent = request_without_cache(ctx, ids[:COST_PROMPT_TOKENS])
-    steps = resend_steps(ids[:COST_PROMPT_TOKENS], resent)
-    render_no_cache_requests(ctx, COST_PROMPT_TOKENS, steps)
-    render_cache_vs_no_cache(ctx, COST_PROMPT_TOKENS, cache_vs_no_cache(one, steps))
-
-    # The same generation in numpy from the file's bytes: with a KV cache, and recomputing every prefix.
-    ctx.step("the KV cache in numpy")
-    kv_cache_in_numpy(ctx, ids[:COST_PROMPT_TOKENS], one.tokens)
-    return ctx.finish()
-
-
-def kv_cache_size(ctx: LessonContext) -> int:
-    """The KV table: the served model (when its GGUF is readable here) and the worked examples.
-    Returns the server's context size."""
-    readable = ctx.server_facts()["model_readable"]
-    info = ctx.host("model_info", lambda: model_facts(ctx.require_model())) if readable else None
-    setup = request_cache_setup(ctx)
-    served = served_example(info, setup, ctx.identity.get("model", {}).get("name")) if info is not None else None
-    examples = ([served] if served else []) + worked_examples()
-    if served is not None and info is not None:
-        ctx.settings["bytes_model"] = {"weight_bytes": info["tensor_bytes"], "kv_bytes_per_token": served.per_token}
-        ctx.measure("kv_bytes_per_token", "bytes", [served.per_token], higher_is_better=None,
-                    settings={"cache_type_k": setup.type_k, "cache_type_v": setup.type_v},
-                    description="2 × layers × KV heads × head width × bytes per element, from the GGUF")
-    render_kv_cache_size(ctx, examples, served, info, setup)
-    ctx.fact(stated.KvExamples([e.fact() for e in examples]))
-    ctx.settings.update({"n_ctx": setup.n_ctx, "cache_type_k": setup.type_k, "cache_type_v": setup.type_v,
-                         "cache_type_source": setup.type_source, "model_readable": readable})
-    return setup.n_ctx
 
 
 # --- requests: what the server (and this host) answer ----------------------------------------
@@ -185,16 +124,13 @@ def request_decode_at_depths(ctx: LessonContext, ids: list[int], depths: list[in
 
 @dataclass(frozen=True)
 class CacheRequest:
-    """One request of the prompt-cache test and the server's timings of it."""
-    repeat: int
-    label: str
-    cache_prompt: bool
-    cache_n: int
-    prompt_n: int
-    prompt_ms: float
-
-    def cells(self) -> list[Any]:
-        return [self.repeat, self.label, self.cache_prompt, self.cache_n, self.prompt_n, self.prompt_ms]
+    """One request of the prompt-cache test and the server's timings of it: a row of its table."""
+    repeat: int = column("repeat")
+    label: str = column("request")
+    cache_prompt: bool = column("cache_prompt")
+    cache_n: int = column("cache_n", "tokens reused")
+    prompt_n: int = column("prompt_n", "tokens processed")
+    prompt_ms: float = column("time to first token", "ms")
 
 
 CACHE_REQUESTS = (("first, cache_prompt true", True), ("second, cache_prompt true", True),
@@ -327,13 +263,29 @@ class KvExample:
     def mib_at_context(self) -> float:
         return self.bytes_per_token * self.context / MiB
 
-    def cells(self) -> list[Any]:
-        return [self.label, self.n_layer, self.n_head_kv, self.head_dim, self.cache_type, self.bytes_per_element,
-                self.per_token, self.kib_per_token, self.context, self.mib_at_context, self.source]
-
     def fact(self) -> stated.KvExample:
         return stated.KvExample(label=self.label, n_layer=self.n_layer, n_head_kv=self.n_head_kv, head_dim=self.head_dim,
                                 bytes_per_element=float(self.bytes_per_element), bytes_per_token=float(self.bytes_per_token))
+
+
+@dataclass(frozen=True)
+class KvRow:
+    model: str = column("model")
+    layers: int = column("layers")
+    kv_heads: int = column("KV heads")
+    head_width: int = column("head width")
+    cache_type: str = column("cache type")
+    bytes_per_element: float = column("bytes per element")
+    per_token: int = column("per token", "bytes")
+    kib_per_token: float = column("per token", "KiB")
+    context: int = column("context", "tokens")
+    mib_at_context: float = column("per request at that context", "MiB")
+    source: str = column("source")
+
+
+def kv_row(e: KvExample) -> KvRow:
+    return KvRow(e.label, e.n_layer, e.n_head_kv, e.head_dim, e.cache_type, e.bytes_per_element, e.per_token,
+                 e.kib_per_token, e.context, e.mib_at_context, e.source)
 
 
 def worked_examples() -> list[KvExample]:
@@ -417,10 +369,6 @@ class DepthResult:
     def high(self) -> float:
         return max(self.tokens_per_s)
 
-    def cells(self) -> list[Any]:
-        return [self.depth, self.prompt_n, self.ms_median, self.ms_per_token, self.median, self.low, self.high,
-                self.tokens_per_s, self.prefill_median]
-
 
 def depth_result(depth: int, runs: list[Completion], from_cache: bool = False) -> DepthResult:
     """ms per token = predicted_ms ÷ (predicted_n − 1) per repeat (the first token came with the prompt pass)."""
@@ -429,6 +377,24 @@ def depth_result(depth: int, runs: list[Completion], from_cache: bool = False) -
                        tokens_per_s=[decode_tokens_per_s(c.timings) for c in runs],
                        prefill_median=None if from_cache else statistics.median(prefill_tokens_per_s(c.timings) for c in runs),
                        cache_n=[c.timings.cache_n for c in runs] if from_cache else None)
+
+
+@dataclass(frozen=True)
+class DepthRow:
+    depth: int = column("depth", "tokens")
+    prompt_n: int = column("prompt_n", "tokens")
+    ms_median: float = column("decode median", "ms/token")
+    ms_per_token: list[float] = column("decode samples", "ms/token")
+    median: float = column("decode median", "tokens/s")
+    low: float = column("min", "tokens/s")
+    high: float = column("max", "tokens/s")
+    tokens_per_s: list[float] = column("decode samples", "tokens/s")
+    prefill_median: float | None = column("prefill median", "tokens/s")
+
+
+def depth_row(d: DepthResult) -> DepthRow:
+    return DepthRow(d.depth, d.prompt_n, d.ms_median, d.ms_per_token, d.median, d.low, d.high, d.tokens_per_s,
+                    d.prefill_median)
 
 
 def bytes_model_predictions(depths: list[int], measured: list[float], weight_bytes: float,
@@ -441,7 +407,8 @@ def bytes_model_predictions(depths: list[int], measured: list[float], weight_byt
 
 
 @dataclass(frozen=True)
-class BytesModelRow:
+class BytesModelPoint:
+    """One depth under the bytes model: what it reads per token, the speed that predicts, and the measured one."""
     depth: int
     bytes_per_token: float        # weights + KV bytes per token × depth
     predicted: float
@@ -452,16 +419,28 @@ class BytesModelRow:
     def ratio(self) -> float:
         return self.measured.median / self.predicted
 
-    def cells(self) -> list[Any]:
-        m = self.measured
-        return [self.depth, self.bytes_per_token, self.predicted, m.median, m.low, m.high, self.ratio]
 
-
-def bytes_model_rows(depths: list[DepthResult], weight_bytes: float, kv_bytes_per_tok: float) -> list[BytesModelRow]:
+def bytes_model_points(depths: list[DepthResult], weight_bytes: float, kv_bytes_per_tok: float) -> list[BytesModelPoint]:
     bandwidth, predicted = bytes_model_predictions([d.depth for d in depths], [d.median for d in depths],
                                                    weight_bytes, kv_bytes_per_tok)
-    return [BytesModelRow(d.depth, weight_bytes + kv_bytes_per_tok * d.depth, p, d, bandwidth)
+    return [BytesModelPoint(d.depth, weight_bytes + kv_bytes_per_tok * d.depth, p, d, bandwidth)
             for d, p in zip(depths, predicted, strict=True)]
+
+
+@dataclass(frozen=True)
+class BytesModelRow:
+    depth: int = column("depth", "tokens")
+    bytes_per_token: float = column("bytes read per token", "bytes")
+    predicted: float = column("predicted", "tokens/s")
+    median: float = column("measured median", "tokens/s")
+    low: float = column("measured min", "tokens/s")
+    high: float = column("measured max", "tokens/s")
+    ratio: float = column("measured ÷ predicted", "×")
+
+
+def bytes_model_row(p: BytesModelPoint) -> BytesModelRow:
+    m = p.measured
+    return BytesModelRow(p.depth, p.bytes_per_token, p.predicted, m.median, m.low, m.high, p.ratio)
 
 
 @dataclass(frozen=True)
@@ -513,34 +492,36 @@ def growth_exponent(n1: int, v1: float, n2: int, v2: float) -> float:
 
 @dataclass(frozen=True)
 class CostRow:
-    """Generating n tokens after a prompt: positions and attention pairs, with and without a cache."""
-    n: int
-    with_cache: int
-    without_cache: int
-    pairs_with: int
-    pairs_without: int
+    """Generating n tokens after a prompt: positions and attention pairs, with and without a cache (n passes)."""
+    n: int = column("n", "tokens")
+    passes: int = column("passes")
+    with_cache: int = column("with a KV cache", "positions")
+    without_cache: int = column("without", "positions")
+    ratio: float = column("ratio", "×")
+    pairs_with: int = column("attention pairs with cache")
+    pairs_without: int = column("attention pairs without")
+    pairs_ratio: float = column("ratio", "×")
 
-    def cells(self) -> list[Any]:
-        return [self.n, self.n, self.with_cache, self.without_cache, self.without_cache / self.with_cache,
-                self.pairs_with, self.pairs_without, self.pairs_without / self.pairs_with]
+
+def cost_row(prompt: int, n: int) -> CostRow:
+    with_cache, without_cache = tokens_with_cache(prompt, n), tokens_without_cache(prompt, n)
+    pairs_with, pairs_without = attention_pairs_with_cache(prompt, n), attention_pairs_without_cache(prompt, n)
+    return CostRow(n, n, with_cache, without_cache, without_cache / with_cache, pairs_with, pairs_without,
+                   pairs_without / pairs_with)
 
 
 def cost_rows(prompt: int, ns: tuple[int, ...]) -> list[CostRow]:
-    return [CostRow(n, tokens_with_cache(prompt, n), tokens_without_cache(prompt, n),
-                    attention_pairs_with_cache(prompt, n), attention_pairs_without_cache(prompt, n)) for n in ns]
+    return [cost_row(prompt, n) for n in ns]
 
 
 @dataclass(frozen=True)
 class ResendStep:
     """One request of the no-cache loop: the text sent and what the server processed."""
-    request: int
-    sent: int
-    prompt_n: int
-    prompt_ms: float
-    tokens: list[int]
-
-    def cells(self) -> list[Any]:
-        return [self.request, self.sent, self.prompt_n, self.prompt_ms, self.tokens]
+    request: int = column("request")
+    sent: int = column("tokens sent")
+    prompt_n: int = column("prompt_n", "tokens processed")
+    prompt_ms: float = column("prompt_ms", "ms")
+    tokens: list[int] = column("token generated", "id")
 
 
 def resend_steps(prompt: list[int], resent: list[Completion]) -> list[ResendStep]:
@@ -579,6 +560,20 @@ def cache_vs_no_cache(one: Completion, steps: list[ResendStep]) -> CacheVsNoCach
 
 
 @dataclass(frozen=True)
+class WayRow:
+    way: str = column("way")
+    requests: int = column("requests")
+    positions: int = column("positions processed")
+    ms: float = column("time", "ms")
+    tokens: list[int] = column("tokens", "ids")
+
+
+def way_rows(c: CacheVsNoCache) -> list[WayRow]:
+    return [WayRow("one request (KV cache across passes)", 1, c.positions_cached, c.ms_cached, c.tokens),
+            WayRow("re-send the growing text (no cache)", COST_N, c.positions_resent, c.ms_resent, c.generated)]
+
+
+@dataclass(frozen=True)
 class NumpyDecode:
     """numpy's greedy generation with a KV cache and recomputing every prefix; times as recorded."""
     prompt_n: int
@@ -596,6 +591,22 @@ class NumpyDecode:
         return (sum(self.cached.flops[:n]), sum(self.recomputed.flops[:n]), sum(self.cached_ms[:n]), sum(self.recomputed_ms[:n]))
 
 
+@dataclass(frozen=True)
+class NumpyRow:
+    n: int = column("tokens n")
+    flops_cached: int = column("FLOPs with the cache", "FLOP")
+    flops_recomputed: int = column("FLOPs recomputing", "FLOP")
+    flops_ratio: float = column("FLOPs ratio", "×")
+    ms_cached: float = column("time with the cache", "ms")
+    ms_recomputed: float = column("time recomputing", "ms")
+    ms_ratio: float = column("time ratio", "×")
+
+
+def numpy_row(d: NumpyDecode, n: int) -> NumpyRow:
+    fc, fr, mc, mr = d.totals(n)
+    return NumpyRow(n, fc, fr, fr / fc, mc, mr, mr / mc)
+
+
 def same_prefix(a: list[int], b: list[int]) -> int:
     """How many leading tokens two generations share."""
     n = 0
@@ -604,6 +615,32 @@ def same_prefix(a: list[int], b: list[int]) -> int:
             break
         n += 1
     return n
+
+
+# --- what the lesson records: measurements and facts, never from a rendering function -------------
+
+def record_kv_cache(ctx: LessonContext, examples: list[KvExample], served: KvExample | None, info: dict | None,
+                    setup: CacheSetup) -> None:
+    if served is not None and info is not None:
+        ctx.settings["bytes_model"] = {"weight_bytes": info["tensor_bytes"], "kv_bytes_per_token": served.per_token}
+        ctx.measure("kv_bytes_per_token", "bytes", [served.per_token], higher_is_better=None,
+                    settings={"cache_type_k": setup.type_k, "cache_type_v": setup.type_v},
+                    description="2 × layers × KV heads × head width × bytes per element, from the GGUF")
+    ctx.fact(stated.KvExamples([e.fact() for e in examples]))
+
+
+def record_depths(ctx: LessonContext, depths: list[DepthResult]) -> None:
+    for d in depths:
+        ctx.measure("decode_tokens_per_s_at_depth", "tokens/s", d.tokens_per_s, higher_is_better=True,
+                    settings={"depth": d.depth},
+                    description="decode after a prompt of `depth` tokens (1 for depth 0)")
+
+
+def record_prompt_cache(ctx: LessonContext, length: int, s: PromptCacheSummary) -> None:
+    ctx.measure("ttft_ms_cached", "ms", s.cached_ms, higher_is_better=False, settings={"prompt_tokens": length},
+                description="prompt_ms of the second identical request with cache_prompt true")
+    ctx.measure("ttft_ms_uncached", "ms", s.uncached_ms, higher_is_better=False, settings={"prompt_tokens": length},
+                description="prompt_ms with cache_prompt false")
 
 
 # --- rendering: tables, notes and plots ------------------------------------------------------
@@ -636,10 +673,7 @@ def render_kv_cache_size(ctx: LessonContext, examples: list[KvExample], served: 
     ]
     ctx.table(
         "kv_cache_size", "KV cache bytes per token = 2 × layers × KV heads × head width × bytes per element",
-        [("model", ""), ("layers", ""), ("KV heads", ""), ("head width", ""), ("cache type", ""),
-         ("bytes per element", ""), ("per token", "bytes"), ("per token", "KiB"), ("context", "tokens"),
-         ("per request at that context", "MiB"), ("source", "")],
-        [e.cells() for e in examples], notes=notes,
+        columns(KvRow), cells([kv_row(e) for e in examples]), notes=notes,
     )
 
 
@@ -663,10 +697,6 @@ def podcast_notes(big: KvExample, pod: PodcastCheck) -> list[str]:
 
 
 def render_decode_vs_depth(ctx: LessonContext, n_ctx: int, depths: list[DepthResult], load: Any, cores: Any) -> None:
-    for d in depths:
-        ctx.measure("decode_tokens_per_s_at_depth", "tokens/s", d.tokens_per_s, higher_is_better=True,
-                    settings={"depth": d.depth},
-                    description="decode after a prompt of `depth` tokens (1 for depth 0)")
     widest = max(depths, key=lambda d: d.high / d.low)
     widest_ratio = widest.high / widest.low
     first, last = depths[0], depths[-1]
@@ -675,10 +705,7 @@ def render_decode_vs_depth(ctx: LessonContext, n_ctx: int, depths: list[DepthRes
     pub_change = 100 * (pub_long - pub_short) / pub_short
     ctx.table(
         "decode_vs_depth", f"Decode speed as the context grows ({DECODE_N} tokens decoded at each depth)",
-        [("depth", "tokens"), ("prompt_n", "tokens"), ("decode median", "ms/token"), ("decode samples", "ms/token"),
-         ("decode median", "tokens/s"), ("min", "tokens/s"), ("max", "tokens/s"), ("decode samples", "tokens/s"),
-         ("prefill median", "tokens/s")],
-        [d.cells() for d in depths],
+        columns(DepthRow), cells([depth_row(d) for d in depths]),
         notes=[
             (f"Depths are fractions of the {n_ctx:,}-token context; each decoded token attends to every earlier "
             f"position, so each pass reads more of the KV cache the deeper it is."),
@@ -706,14 +733,12 @@ def cache_notes(depths: list[DepthResult]) -> list[str]:
              "timed here (lesson 4 and the prompt-cache table do); the decode after each depth is the same.")]
 
 
-def render_bytes_model(ctx: LessonContext, rows: list[BytesModelRow], kv: float, weights: float) -> None:
-    shallow, deep = rows[0], rows[-1]
-    ratios = [r.ratio for r in rows]
+def render_bytes_model(ctx: LessonContext, points: list[BytesModelPoint], kv: float, weights: float) -> None:
+    shallow, deep = points[0], points[-1]
+    ratios = [p.ratio for p in points]
     ctx.table(
         "bytes_model_with_context", "Decode at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d)",
-        [("depth", "tokens"), ("bytes read per token", "bytes"), ("predicted", "tokens/s"), ("measured median", "tokens/s"),
-         ("measured min", "tokens/s"), ("measured max", "tokens/s"), ("measured ÷ predicted", "×")],
-        [r.cells() for r in rows],
+        columns(BytesModelRow), cells([bytes_model_row(p) for p in points]),
         notes=[(f"Bandwidth from the shallowest depth: {shallow.measured.median:.4g} tokens/s × "
                f"{(weights + kv * shallow.depth) / 1e6:.4g} MB = {shallow.bandwidth / 1e9:.3g} GB/s; each deeper token "
                f"also reads {kv:,} bytes of KV cache per earlier position, so at depth {deep.depth:,} it reads "
@@ -724,12 +749,12 @@ def render_bytes_model(ctx: LessonContext, rows: list[BytesModelRow], kv: float,
     )
 
 
-def render_depth_plot(ctx: LessonContext, depths: list[DepthResult], rows: list[BytesModelRow] | None) -> None:
+def render_depth_plot(ctx: LessonContext, depths: list[DepthResult], points: list[BytesModelPoint] | None) -> None:
     xs = [float(d.depth) for d in depths]
     series = [Series(label="median (min–max band)", x=xs, y=[d.median for d in depths],
                      y_min=[d.low for d in depths], y_max=[d.high for d in depths])]
-    if rows is not None:
-        series.append(Series(label="bytes model: bandwidth ÷ (weights + KV × depth)", x=xs, y=[r.predicted for r in rows],
+    if points is not None:
+        series.append(Series(label="bytes model: bandwidth ÷ (weights + KV × depth)", x=xs, y=[p.predicted for p in points],
                              style="dashed"))
     ctx.plot("decode_vs_depth", "Decode speed vs context depth", "context depth (tokens)", "decode tokens/s", series)
 
@@ -739,9 +764,7 @@ def render_prompt_cache(ctx: LessonContext, length: int, requests: list[CacheReq
     full_match = all(r.prompt_n == 1 and r.cache_n + r.prompt_n == length for r in s.second)
     ctx.table(
         "prompt_cache", f"The same {length:,}-token prompt with and without the prompt cache (slot 0)",
-        [("repeat", ""), ("request", ""), ("cache_prompt", ""), ("cache_n", "tokens reused"),
-         ("prompt_n", "tokens processed"), ("time to first token", "ms")],
-        [r.cells() for r in requests],
+        columns(CacheRequest), cells(requests),
         notes=[
             (f"First request with the cache on: cache_n = {', '.join(str(r.cache_n) for r in s.first)} "
             f"({'cold, as intended' if cold else 'NOT cold'}); the second: cache_n = "
@@ -760,19 +783,13 @@ def render_prompt_cache(ctx: LessonContext, length: int, requests: list[CacheReq
                "make a cache cold." if s.restored > 0 else ": the slot's cache had been replaced."),
         ],
     )
-    ctx.measure("ttft_ms_cached", "ms", s.cached_ms, higher_is_better=False, settings={"prompt_tokens": length},
-                description="prompt_ms of the second identical request with cache_prompt true")
-    ctx.measure("ttft_ms_uncached", "ms", s.uncached_ms, higher_is_better=False, settings={"prompt_tokens": length},
-                description="prompt_ms with cache_prompt false")
 
 
 def render_cost_formula(ctx: LessonContext, p: int, rows: list[CostRow]) -> None:
     a, b = rows[-2], rows[-1]
     ctx.table(
         "cost_formula", f"Positions processed to generate n tokens after a {p}-token prompt",
-        [("n", "tokens"), ("passes", ""), ("with a KV cache", "positions"), ("without", "positions"),
-         ("ratio", "×"), ("attention pairs with cache", ""), ("attention pairs without", ""), ("ratio", "×")],
-        [r.cells() for r in rows],
+        columns(CostRow), cells(rows),
         notes=[
             (f"With a cache: the prompt once, then one new position per pass, {p} + n − 1. Without: pass i re-reads "
             f"all {p} + i − 1 positions, n × {p} + n(n − 1)/2 in all."),
@@ -791,9 +808,7 @@ def render_no_cache_requests(ctx: LessonContext, p: int, steps: list[ResendStep]
     series = tokens_without_cache(p, COST_N)
     ctx.table(
         "no_cache_requests", f"{COST_N} tokens, one request per token, each re-sending the whole text (cache_prompt false)",
-        [("request", ""), ("tokens sent", ""), ("prompt_n", "tokens processed"), ("prompt_ms", "ms"),
-         ("token generated", "id")],
-        [s.cells() for s in steps],
+        columns(ResendStep), cells(steps),
         notes=[
             (f"prompt_n adds up to {total:,}; the series {COST_N} × {p} + {COST_N}·{COST_N - 1}/2 = "
             f"{series:,} ({'equal' if total == series else 'NOT equal'})."),
@@ -807,11 +822,7 @@ def render_cache_vs_no_cache(ctx: LessonContext, p: int, c: CacheVsNoCache) -> N
     same = c.generated == c.tokens
     ctx.table(
         "cache_vs_no_cache", f"Generating {COST_N} tokens with and without the KV cache",
-        [("way", ""), ("requests", ""), ("positions processed", ""), ("time", "ms"), ("tokens", "ids")],
-        [
-            ["one request (KV cache across passes)", 1, c.positions_cached, c.ms_cached, c.tokens],
-            ["re-send the growing text (no cache)", COST_N, c.positions_resent, c.ms_resent, c.generated],
-        ],
+        columns(WayRow), cells(way_rows(c)),
         notes=[
             (f"With the cache: prompt_n {t.prompt_n} + {c.decode_passes} decode passes = {c.positions_cached} positions "
             f"(formula: {tokens_with_cache(p, COST_N)}); without: {c.positions_resent:,}, {ratio_n:.3g}× as many."),
@@ -826,27 +837,7 @@ def render_cache_vs_no_cache(ctx: LessonContext, p: int, c: CacheVsNoCache) -> N
     )
 
 
-def kv_cache_in_numpy(ctx: LessonContext, prompt: list[int], server_tokens: list[int]) -> None:
-    plan = ctx.host_since("numpy_plan", lambda: numpy_plan(ctx))
-    if plan is None:
-        return ctx.note("This run was recorded before lesson 6 generated text in numpy, so that is not recomputed here.")
-    if plan["served"] is None:
-        return ctx.note("The model file is not readable here (pass --model PATH.gguf), so numpy does not generate from it.")
-    if plan["float32_bytes"] > NUMPY_MAX_FLOAT32_BYTES:
-        return ctx.note(f"numpy would hold {plan['float32_bytes'] / GiB:.1f} GiB of float32 weights to generate from "
-                        f"{plan['served']['file']}, more than the {NUMPY_MAX_FLOAT32_BYTES / GiB:g} GiB this lesson allows "
-                        "itself, so it does not.")
-    path = ctx.file_with(plan["served"])
-    if path is None:
-        return ctx.note(ctx.file_not_here(plan["served"], "numpy's generation"))
-    render_numpy_decode(ctx, generate_in_numpy(ctx, path, prompt), server_tokens)
-
-
 def render_numpy_decode(ctx: LessonContext, d: NumpyDecode, server_tokens: list[int]) -> None:
-    rows = []
-    for n in NUMPY_LENGTHS:
-        fc, fr, mc, mr = d.totals(n)
-        rows.append([n, fc, fr, fr / fc, mc, mr, mr / mc])
     fc, fr, mc, mr = d.totals(NUMPY_N)
     shared = same_prefix(d.cached.tokens, server_tokens)
     k = growth_exponent(NUMPY_LENGTHS[-2], d.totals(NUMPY_LENGTHS[-2])[1], NUMPY_N, fr)
@@ -869,13 +860,90 @@ def render_numpy_decode(ctx: LessonContext, d: NumpyDecode, server_tokens: list[
          "they are the recorded run's, while the tokens and FLOPs are recomputed."),
     ]
     ctx.table("numpy_cache_vs_recompute", "numpy from the file's bytes: generating with the KV cache and recomputing every prefix",
-              [("tokens n", ""), ("FLOPs with the cache", "FLOP"), ("FLOPs recomputing", "FLOP"), ("FLOPs ratio", "×"),
-               ("time with the cache", "ms"), ("time recomputing", "ms"), ("time ratio", "×")], rows, notes=notes)
+              columns(NumpyRow), cells([numpy_row(d, n) for n in NUMPY_LENGTHS]), notes=notes)
     xs = [float(n) for n in range(1, NUMPY_N + 1)]
     ctx.plot("numpy_cache_vs_recompute", "numpy: time to generate n tokens, with the KV cache and recomputing every prefix",
              "tokens generated n", "time (ms)",
              [Series(label="with the KV cache", x=xs, y=[d.totals(n)[2] for n in range(1, NUMPY_N + 1)], style="points"),
               Series(label="recomputing every prefix", x=xs, y=[d.totals(n)[3] for n in range(1, NUMPY_N + 1)], style="points")])
+
+
+
+
+# --- the lesson ---------------------------------------------------------------------------
+
+def kv_cache_size(ctx: LessonContext) -> int:
+    """The KV table: the served model (when its GGUF is readable here) and the worked examples.
+    Returns the server's context size."""
+    readable = ctx.server_facts()["model_readable"]
+    info = ctx.host("model_info", lambda: model_facts(ctx.require_model())) if readable else None
+    setup = request_cache_setup(ctx)
+    served = served_example(info, setup, ctx.identity.get("model", {}).get("name")) if info is not None else None
+    examples = ([served] if served else []) + worked_examples()
+    record_kv_cache(ctx, examples, served, info, setup)
+    render_kv_cache_size(ctx, examples, served, info, setup)
+    ctx.settings.update({"n_ctx": setup.n_ctx, "cache_type_k": setup.type_k, "cache_type_v": setup.type_v,
+                         "cache_type_source": setup.type_source, "model_readable": readable})
+    return setup.n_ctx
+
+
+def kv_cache_in_numpy(ctx: LessonContext, prompt: list[int], server_tokens: list[int]) -> None:
+    plan = ctx.host_since("numpy_plan", lambda: numpy_plan(ctx))
+    if plan is None:
+        return ctx.note("This run was recorded before lesson 6 generated text in numpy, so that is not recomputed here.")
+    if plan["served"] is None:
+        return ctx.note("The model file is not readable here (pass --model PATH.gguf), so numpy does not generate from it.")
+    if plan["float32_bytes"] > NUMPY_MAX_FLOAT32_BYTES:
+        return ctx.note(f"numpy would hold {plan['float32_bytes'] / GiB:.1f} GiB of float32 weights to generate from "
+                        f"{plan['served']['file']}, more than the {NUMPY_MAX_FLOAT32_BYTES / GiB:g} GiB this lesson allows "
+                        "itself, so it does not.")
+    path = ctx.file_with(plan["served"])
+    if path is None:
+        return ctx.note(ctx.file_not_here(plan["served"], "numpy's generation"))
+    render_numpy_decode(ctx, generate_in_numpy(ctx, path, prompt), server_tokens)
+
+
+def main(ctx: LessonContext):
+    # The KV cache's size: 2 × layers × KV heads × head width × bytes per element, per token.
+    ctx.step("KV cache bytes per token")
+    n_ctx = kv_cache_size(ctx)
+
+    # Decode speed as the context grows, and the bytes model beside it.
+    ids = long_prompt_tokens(ctx.server, max(depth_plan(n_ctx, DECODE_N)[-1], cache_prompt_len(n_ctx), 1))
+    ctx.step("decode speed as the context grows")
+    asked = request_decode_at_depths(ctx, ids, depth_plan(n_ctx, DECODE_N))
+    depths = [depth_result(depth, runs, ctx.recorded(DEPTHS_FROM_CACHE)) for depth, runs in asked]
+    load = ctx.host("load_average", environment.load_average)
+    cores = ctx.host("cpu_count", os.cpu_count)
+    record_depths(ctx, depths)
+    render_decode_vs_depth(ctx, n_ctx, depths, load, cores)
+    bytes_model = ctx.settings.get("bytes_model")
+    points = None
+    if bytes_model:
+        points = bytes_model_points(depths, bytes_model["weight_bytes"], bytes_model["kv_bytes_per_token"])
+        render_bytes_model(ctx, points, bytes_model["kv_bytes_per_token"], bytes_model["weight_bytes"])
+    render_depth_plot(ctx, depths, points)
+
+    # A cached prompt prefix skips prefill.
+    ctx.step("the prompt cache")
+    length = cache_prompt_len(n_ctx)
+    requests = request_prompt_cache(ctx, ids, length)
+    summary = prompt_cache_summary(requests)
+    record_prompt_cache(ctx, length, summary)
+    render_prompt_cache(ctx, length, requests, summary)
+
+    # Without a cache: by formula, then by re-sending the growing text.
+    ctx.step("the cost of generating without a cache")
+    render_cost_formula(ctx, COST_PROMPT_TOKENS, cost_rows(COST_PROMPT_TOKENS, COST_TABLE_N))
+    one, resent = request_without_cache(ctx, ids[:COST_PROMPT_TOKENS])
+    steps = resend_steps(ids[:COST_PROMPT_TOKENS], resent)
+    render_no_cache_requests(ctx, COST_PROMPT_TOKENS, steps)
+    render_cache_vs_no_cache(ctx, COST_PROMPT_TOKENS, cache_vs_no_cache(one, steps))
+
+    # The same generation in numpy from the file's bytes: with a KV cache, and recomputing every prefix.
+    ctx.step("the KV cache in numpy")
+    kv_cache_in_numpy(ctx, ids[:COST_PROMPT_TOKENS], one.tokens)
+    return ctx.finish()
 
 
 if __name__ == "__main__":

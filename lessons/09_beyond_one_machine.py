@@ -32,6 +32,7 @@ from bytesup.llama import topology
 from bytesup.errors import BytesupError
 from bytesup.models.gguf import read_model_info
 from bytesup.store.results import Series
+from bytesup.store.rows import cells, column, columns
 from bytesup.store.facts import lesson09 as stated
 from bytesup.llama.placement import is_loopback
 from bytesup.lesson import LessonContext
@@ -272,6 +273,74 @@ def analyse(model: ModelFacts, whole: Timed, split: Timed, connect_s: dict[str, 
     return Outcome(w, s, shares, network, connect_s, prediction)
 
 
+@dataclass(frozen=True)
+class SetupRow:
+    setup: str = column("setup")
+    nodes: int = column("nodes")
+    threads: str = column("threads per node")
+    prefill: float = column("prefill", "tokens/s")
+    prefill_min: float = column("prefill min", "tokens/s")
+    prefill_max: float = column("prefill max", "tokens/s")
+    decode: float = column("decode", "tokens/s")
+    decode_min: float = column("decode min", "tokens/s")
+    decode_max: float = column("decode max", "tokens/s")
+    vs_whole: float = column("decode ÷ whole", "×")
+
+
+def setup_row(sp: Speeds, whole: Speeds) -> SetupRow:
+    return SetupRow(sp.setup, sp.nodes, ", ".join(map(str, sp.threads)), sp.prefill_median, sp.prefill_min, sp.prefill_max,
+                    sp.decode_median, sp.decode_min, sp.decode_max, sp.decode_median / whole.decode_median)
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    setup: str = column("setup")
+    device: str = column("device")
+    endpoint: str | None = column("endpoint")
+    model_bytes: int = column("weights", "bytes")
+    model_mib: float = column("weights", "MiB")
+    share_percent: float = column("share of the weights", "%")
+    kv_bytes: int = column("KV cache", "bytes")
+
+
+def node_row(sh: NodeShare) -> NodeRow:
+    return NodeRow(sh.setup, sh.device, sh.endpoint, sh.model_bytes, sh.model_bytes / MIB, 100 * sh.share, sh.kv_bytes)
+
+
+@dataclass(frozen=True)
+class NetworkRow:
+    quantity: str = column("quantity")
+    values: int | None = column("values")
+    bytes: int = column("bytes", "bytes")
+
+
+def network_rows(n: NetworkBytes, model: ModelFacts) -> list[NetworkRow]:
+    """The bytes per decoded token on the network, and the weights' bytes beside them."""
+    return [NetworkRow(f"activations: width {n.width} × {n.bytes_per_value} bytes × {n.hops} hops", n.width * n.hops,
+                       n.activation_bytes),
+            NetworkRow(f"logits back from the last node: {n.n_vocab:,} × {n.bytes_per_value} bytes", n.n_vocab, n.logits_bytes),
+            NetworkRow("total", None, n.total_bytes),
+            NetworkRow(f"for comparison: the weights the nodes read ({model.name})", None, model.tensor_bytes)]
+
+
+@dataclass(frozen=True)
+class TermRow:
+    term: str = column("term")
+    ms: float | None = column("time per token", "ms")
+    tokens_per_s: float | None = column("decode", "tokens/s")
+
+
+def prediction_rows(o: Outcome) -> list[TermRow]:
+    """Each term of the predicted time per token, their sum, the measured decode, and the prediction's error."""
+    p = o.prediction
+    rows = [TermRow(f"node {i + 1} reads its weights", 1e3 * s, None) for i, s in enumerate(p.node_seconds)]
+    return rows + [TermRow(f"{p.round_trips} round trips ({ROUND_TRIPS_PER_NODE} per node)", 1e3 * p.round_trip_seconds, None),
+                   TermRow(f"{o.network.total_bytes:,} bytes at {LINK_GB_PER_S:g} GB/s", 1e3 * p.link_seconds, None),
+                   TermRow("predicted: one token", 1e3 * p.seconds_per_token, p.tokens_per_s),
+                   TermRow("measured (median)", 1e3 / o.split.decode_median, o.split.decode_median),
+                   TermRow("predicted ÷ measured − 1", None, 100 * o.prediction_error)]
+
+
 # --- rendering ------------------------------------------------------------------------------------------
 
 def split_verdict(ratio: float) -> str:
@@ -287,13 +356,8 @@ def split_verdict(ratio: float) -> str:
 
 
 def show_setups(ctx: LessonContext, o: Outcome) -> None:
-    rows = [[sp.setup, sp.nodes, ", ".join(map(str, sp.threads)), sp.prefill_median, sp.prefill_min, sp.prefill_max,
-             sp.decode_median, sp.decode_min, sp.decode_max, sp.decode_median / o.whole.decode_median]
-            for sp in (o.whole, o.split)]
     ctx.table("setups", f"One process against {o.split.nodes} rpc-servers: prefill and decode",
-              [("setup", ""), ("nodes", ""), ("threads per node", ""), ("prefill", "tokens/s"), ("prefill min", "tokens/s"),
-               ("prefill max", "tokens/s"), ("decode", "tokens/s"), ("decode min", "tokens/s"), ("decode max", "tokens/s"),
-               ("decode ÷ whole", "×")], rows,
+              columns(SetupRow), cells([setup_row(sp, o.whole) for sp in (o.whole, o.split)]),
               notes=[(f"{ctx.repeat} timed completions per setup: {PROMPT_TOKENS} prompt tokens, {N_PREDICT} decoded; speeds "
                      "from the server's own timings, min and max the extreme samples."),
                      f"Split, decode ran {o.decode_ratio:.2f} × as fast as whole: " + split_verdict(o.decode_ratio)])
@@ -301,10 +365,7 @@ def show_setups(ctx: LessonContext, o: Outcome) -> None:
 
 def show_nodes(ctx: LessonContext, o: Outcome) -> None:
     ctx.table("nodes", "Bytes of weights per node (from the server's log)",
-              [("setup", ""), ("device", ""), ("endpoint", ""), ("weights", "bytes"), ("weights", "MiB"),
-               ("share of the weights", "%"), ("KV cache", "bytes")],
-              [[sh.setup, sh.device, sh.endpoint, sh.model_bytes, sh.model_bytes / MIB, 100 * sh.share, sh.kv_bytes]
-               for sh in o.shares],
+              columns(NodeRow), cells([node_row(sh) for sh in o.shares]),
               notes=[("llama-server prints each device's model buffer in MiB with two decimals while it loads; the bytes "
                      "are those figures × 2^20, exact to about 5 kB. The driving server keeps the token embeddings "
                      "(one row is read per token) on its own CPU.")])
@@ -314,11 +375,7 @@ def show_network(ctx: LessonContext, o: Outcome, model: ModelFacts) -> None:
     n = o.network
     trips = ", ".join(f"{e} {1e6 * s:.0f} µs" for e, s in o.connect_s.items())
     ctx.table("network", "What crosses the network per decoded token",
-              [("quantity", ""), ("values", ""), ("bytes", "bytes")],
-              [[f"activations: width {n.width} × {n.bytes_per_value} bytes × {n.hops} hops", n.width * n.hops, n.activation_bytes],
-               [f"logits back from the last node: {n.n_vocab:,} × {n.bytes_per_value} bytes", n.n_vocab, n.logits_bytes],
-               ["total", None, n.total_bytes],
-               [f"for comparison: the weights the nodes read ({model.name})", None, model.tensor_bytes]],
+              columns(NetworkRow), cells(network_rows(n, model)),
               notes=[(f"Hops: the activations enter the first node, and at each of the {len(o.connect_s) - 1} split(s) go back "
                      "to the driving server and on to the next node (ggml's RPC copies between two rpc-servers through "
                      f"its client): 1 + 2 × (nodes − 1) = {n.hops}. Small inputs (positions, the attention mask) are left out."),
@@ -329,14 +386,8 @@ def show_network(ctx: LessonContext, o: Outcome, model: ModelFacts) -> None:
 
 def show_prediction(ctx: LessonContext, o: Outcome) -> None:
     p = o.prediction
-    rows = [[f"node {i + 1} reads its weights", 1e3 * s, None] for i, s in enumerate(p.node_seconds)]
-    rows += [[f"{p.round_trips} round trips ({ROUND_TRIPS_PER_NODE} per node)", 1e3 * p.round_trip_seconds, None],
-             [f"{o.network.total_bytes:,} bytes at {LINK_GB_PER_S:g} GB/s", 1e3 * p.link_seconds, None],
-             ["predicted: one token", 1e3 * p.seconds_per_token, p.tokens_per_s],
-             ["measured (median)", 1e3 / o.split.decode_median, o.split.decode_median],
-             ["predicted ÷ measured − 1", None, 100 * o.prediction_error]]
     ctx.table("prediction", "The bytes model with a network term, against the split's measured decode",
-              [("term", ""), ("time per token", "ms"), ("decode", "tokens/s")], rows,
+              columns(TermRow), cells(prediction_rows(o)),
               notes=[(f"Rate per thread: the whole setup read {p.bytes_per_thread_per_s / GB:.3g} GB/s per thread (its bytes "
                      f"per token × {o.whole.decode_median:.3g} tokens/s ÷ {sum(o.whole.threads)} threads); each node reads "
                      "its share at that rate × its threads. The nodes work in turn, so their times add up."),

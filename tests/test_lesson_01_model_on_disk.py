@@ -328,5 +328,5 @@ def test_lesson_functions_on_a_model_built_here(tmp_path, lesson):
     groups = {g.part: g for g in lesson.group_shares(info)}
     assert groups["embedding"].params == groups["output"].params == preset.n_vocab * preset.n_embd
     assert sum(g.tensors for g in groups.values()) == len(info["tensors"])
-    hp = {r[0]: r[1] for r in lesson.hyperparameter_rows(info)}
+    hp = {r.name: r.this_model for r in lesson.hyperparameter_rows(info)}
     assert (hp["blocks (layers)"], hp["model width"], hp["feed-forward width"]) == (preset.n_layer, preset.n_embd, preset.n_ff)

@@ -8,6 +8,8 @@ import math
 import pytest
 from lessonkit import QueuedServer, hand_context
 
+from bytesup.store.rows import cells, columns
+
 LESSON = "03_layer_is_matmul"
 
 
@@ -153,7 +155,8 @@ def test_matmul_row_by_hand(lesson):
     assert row.ms_per_token == pytest.approx(0.5)      # 2 ms / 4 tokens
     assert row.vs_one_token == pytest.approx(0.5)      # 0.5 ms against 1 ms alone
     assert lesson.matmul_row("x", bench, base_ms_per_token=0.25).vs_one_token == pytest.approx(2.0)
-    assert len(lesson.matmul_cells(row)) == len(lesson.MATMUL_COLUMNS)
+    # the row is the table's: its fields are the columns, in order
+    assert cells([row])[0][:4] == ["x", 10, 20, 4] and len(columns(lesson.MatmulRow)) == len(cells([row])[0]) == 11
 
 
 def _info(tensors):
