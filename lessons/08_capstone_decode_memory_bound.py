@@ -473,7 +473,7 @@ def spark_terms() -> dict[str, float]:
 
 def spark_verdict(spark: dict[str, float]) -> str:
     """The decode-time model's rule on the published terms (the rest counted as the fixed cost)."""
-    return decodetime.waits_on(spark["memory_ms"], spark["arithmetic_ms"], spark["rest_ms"])
+    return decodetime.waits_on(spark["memory_ms"], spark["arithmetic_ms"])
 
 
 def spark_context_prediction() -> ContextPrediction:
@@ -836,7 +836,7 @@ def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthRef
     within = [n for n, e in errors.items() if abs(e) <= MODEL_TOLERANCE]
     worst = max(errors.items(), key=lambda kv: abs(kv[1]), default=None)
     waits = {v: [r.name for r in rows if r.explained.verdict == v]
-             for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.FIXED)}
+             for v in (decodetime.MEMORY, decodetime.COMPUTE)}
     notes = [
         (f"One sequence's step waits on the slower of reading the weights and doing one token's arithmetic, plus a "
          f"fixed cost: t₁ = F + max(W ÷ B, n × c). Fitted on the {len(rows)} models' median steps at P = 1 "
@@ -848,9 +848,10 @@ def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthRef
          + (f"Within ±{100 * MODEL_TOLERANCE:.0f}% of measured: {len(within)} of {len(errors)}"
             + (f"; the furthest, {worst[0]}, at {100 * worst[1]:+.0f}%." if worst else ".")
             if errors else f"Too few models to leave one out (at least {decodetime.MIN_FIT + 1}).")),
-        ("The verdict is the term the step waits on under the run's terms: memory-bound when reading the weights "
-         "takes longer than the arithmetic, compute-bound when the arithmetic does, fixed-cost-bound when the fixed "
-         "cost is the largest. Here: "
+        ("The verdict is what the step waits on beyond its fixed cost, under the run's terms: memory-bound when "
+         "reading the weights takes longer than the arithmetic, compute-bound when the arithmetic takes as long or "
+         "longer. The fixed cost is paid either way and is left out: on the widths of one model only F + n × c is "
+         "measured, so F and c trade against each other from run to run. Here: "
          + "; ".join(f"{v} {', '.join(names)}" for v, names in waits.items() if names) + "."),
         ("The read and arithmetic shares overlap (they run at once), so the shares of one row add to more than "
          "100%: each says how much of the step that term alone would take."),

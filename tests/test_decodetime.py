@@ -80,10 +80,11 @@ def test_too_few_models_or_no_single_step():
 
 
 def test_the_verdict_rule():
-    assert dt.waits_on(5.0, 4.0, 1.0) == dt.MEMORY
-    assert dt.waits_on(4.0, 5.0, 1.0) == dt.COMPUTE
-    assert dt.waits_on(4.0, 4.0, 1.0) == dt.COMPUTE  # a tie is not memory-bound
-    assert dt.waits_on(1.0, 2.0, 3.0) == dt.FIXED
+    assert dt.waits_on(5.0, 4.0) == dt.MEMORY
+    assert dt.waits_on(4.0, 5.0) == dt.COMPUTE
+    assert dt.waits_on(4.0, 4.0) == dt.COMPUTE  # a tie is not memory-bound
+    # the fixed cost never names the verdict: 3 ms of it beside 1 ms of reading and 2 of arithmetic
+    assert dt.Prediction("x", 1.0, 2.0, 3.0).verdict == dt.COMPUTE
 
 
 def test_lines_through_the_step_times():
@@ -102,7 +103,7 @@ def test_the_published_spark_figures():
     # the rest is what the larger term, the read, leaves: 30.1205 − 26.2271
     assert t["rest_ms"] == pytest.approx(30.1205 - 26.2271, abs=1e-3)
     assert t["memory_share"] == pytest.approx(0.8707, abs=1e-4)
-    assert dt.waits_on(t["memory_ms"], t["arithmetic_ms"], t["rest_ms"]) == dt.MEMORY
+    assert dt.waits_on(t["memory_ms"], t["arithmetic_ms"]) == dt.MEMORY
 
 
 def test_the_batch_line_predicts_a_larger_batch():
@@ -114,8 +115,7 @@ def test_the_batch_line_predicts_a_larger_batch():
 
 
 def test_the_rule_and_the_arithmetic_at_their_edges():
-    assert (dt.MEMORY, dt.COMPUTE, dt.FIXED) == ("memory-bound", "compute-bound", "fixed-cost-bound")
-    assert dt.waits_on(1.0, 2.0, 2.0) == dt.COMPUTE  # a fixed cost equal to the larger term is not the largest
+    assert (dt.MEMORY, dt.COMPUTE) == ("memory-bound", "compute-bound")
     # a compute-bound step: 100 MB in 2 ms against 100 M × 25 ps = 2.5 ms, + 2 ms
     assert dt.step_time_ms(100 * MB, 100e6, 50.0, 25.0, 2.0) == pytest.approx(4.5)
     # 200 tokens/s predicted against a 4 ms step measured (250 tokens/s): 200 × 4 ÷ 1000 − 1 = −20%

@@ -23,10 +23,13 @@ below 0). Each model is then predicted by the terms fitted on the *others* (leav
 prediction, not the fit, is what the tolerance is checked on. A model cannot be predicted when fewer
 than MIN_FIT others remain.
 
-The verdict follows the term the predicted step waits on: memory-bound when reading the weights takes
-longer than the arithmetic, compute-bound when the arithmetic does, fixed-cost-bound when the fixed
-cost is larger than both. Each term's share is given as a fraction of the predicted step; the two
-overlapped terms' shares add to more than the step they share.
+The verdict names what the step waits on beyond its fixed cost, the larger of the two overlapped
+terms: memory-bound when reading the weights takes longer than the arithmetic, compute-bound when
+the arithmetic takes as long or longer. The fixed cost is paid either way and stays out of the
+verdict: fitted on models of one parameter count it trades against c (only F + n × c is measured
+there), so a rule that set it against the arithmetic would follow that trade, not the machine. Each
+term's share is given as a fraction of the predicted step; the two overlapped terms' shares add to
+more than the step they share.
 
 Several sequences in one step (P ≥ 2) are another regime: the weights are read once for all of them,
 the arithmetic grows with P, and the server's step with two or more sequences costs more than this
@@ -42,7 +45,7 @@ import numpy as np
 
 TOLERANCE = 0.15  # the model should predict a model's decode tokens/s within ±15% of measured
 MIN_FIT = 3       # three terms need at least three models
-MEMORY, COMPUTE, FIXED = "memory-bound", "compute-bound", "fixed-cost-bound"
+MEMORY, COMPUTE = "memory-bound", "compute-bound"
 # The grid the terms are fitted on: B from 1 GB/s to 10 TB/s, c from 0.1 ps to 10 ns per parameter,
 # GRID points each, evenly spaced on a log scale (steps of 2.3% in B and 3% in c).
 B_RANGE_GBS = (1.0, 1e4)
@@ -101,13 +104,11 @@ class Prediction:
 
     @property
     def verdict(self) -> str:
-        return waits_on(self.memory_ms, self.arithmetic_ms, self.fixed_ms)
+        return waits_on(self.memory_ms, self.arithmetic_ms)
 
 
-def waits_on(memory_ms: float, arithmetic_ms: float, fixed_ms: float) -> str:
-    """The module's rule: the largest of the three terms names what the step waits on."""
-    if fixed_ms > max(memory_ms, arithmetic_ms):
-        return FIXED
+def waits_on(memory_ms: float, arithmetic_ms: float) -> str:
+    """The module's rule: the larger of the two overlapped terms names what the step waits on beyond its fixed cost."""
     return MEMORY if memory_ms > arithmetic_ms else COMPUTE
 
 
