@@ -12,8 +12,8 @@ within the spread (tokens/s follows 1 ÷ bytes), compute-bound where fewer bytes
 fit tokens/s = B ÷ bytes with equal relative weight per point gives the bandwidth decode achieved,
 with its uncertainty, and which points lie on that line. Then every model is explained (bytesup.course.decodetime): one
 sequence's step waits on the slower of reading the weights and one token's arithmetic, plus a fixed
-cost, t₁ = F + max(W ÷ B, n × c), with one bandwidth, one arithmetic cost per parameter and one fixed
-cost fitted on every model's step; each model is predicted by the terms of the others, set beside
+cost per block, t₁ = L × f + max(W ÷ B, n × c), with one bandwidth, one arithmetic cost per parameter and
+one cost per block fitted on every model's step; each model is predicted by the terms of the others, set beside
 the measured, and the verdict is the term its step waits on. The first server of each weight type
 also decodes 2 and 4 sequences at once: the batch view, where the weights are read once for all.
 Samples follow one rule (bytesup.course.robust): a warm-up per server, at least five samples, the
@@ -63,7 +63,12 @@ GB = formulas.GB
 MB = 1e6
 
 # The sweep, in one place: the widths of one model, then larger synthetic models beyond them.
-DEFAULT_SIZES = ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32", "large-q8_0")
+# The default model's four widths, then models of other shapes: medium-q8_0 (16 blocks of 1,024) and large-q8_0
+# (18 of 2,048) give the decode-time model three shapes, so its cost per block, its arithmetic per parameter and
+# its bandwidth can be told apart. A run recorded before medium-q8_0 joined swept the others (SIZES_BEFORE_MEDIUM).
+DEFAULT_SIZES = ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32", "medium-q8_0",
+                 "large-q8_0")
+SIZES_BEFORE_MEDIUM = tuple(n for n in DEFAULT_SIZES if n != "medium-q8_0")
 PROMPT = "The capital of France is"  # short: the measurement is the decode after it; its top token is the answer
 N_PREDICT = 32
 CTX = 256  # the short prompt and the generated tokens fit; a small context keeps each server light
@@ -107,11 +112,18 @@ class Options(LessonOptions):
         return [n.strip() if isinstance(n, str) else n for n in names if not isinstance(n, str) or n.strip()]
 
 
-def parse_sizes(value: Any) -> list[str]:
-    """--sizes as given by the CLI (a list) or as a comma-separated string; defaults when absent. Each is a
+def default_sizes(ctx: LessonContext) -> list[str]:
+    """The models swept without --sizes: DEFAULT_SIZES, or those of a run recorded before medium-q8_0 joined."""
+    if ctx.options.sizes is not None:
+        return list(DEFAULT_SIZES)
+    return ctx.host_since("default_sizes", lambda: list(DEFAULT_SIZES), before=list(SIZES_BEFORE_MEDIUM))
+
+
+def parse_sizes(value: Any, defaults: tuple[str, ...] | list[str] = DEFAULT_SIZES) -> list[str]:
+    """--sizes as given by the CLI (a list) or as a comma-separated string; `defaults` when absent. Each is a
     preset name or the path of a GGUF file, which must exist."""
     if value is None:
-        return list(DEFAULT_SIZES)
+        return list(defaults)
     names = value.split(",") if isinstance(value, str) else list(value)
     names = [n.strip() for n in names if n and n.strip()]
     missing_files = [n for n in names if is_gguf_path(n) and not Path(n).is_file()]
@@ -440,7 +452,8 @@ def step_spread(tokens_per_s: list[float]) -> float:
 def model_widths(runs: list[ModelRun]) -> list[decodetime.Width]:
     """Every measured model as the decode-time model sees it: weights, parameters, type, step times."""
     return [decodetime.Width(r.info.name, r.info.bytes_per_token, r.info.n_params, r.info.weight_type or "?",
-                             {1: step_ms(r.decode), **{P: step_ms(v) for P, v in r.together.items()}})
+                             {1: step_ms(r.decode), **{P: step_ms(v) for P, v in r.together.items()}},
+                             r.info.n_layer or 1)
             for r in runs]
 
 
@@ -459,7 +472,7 @@ def model_rows(widths: list[decodetime.Width], runs: list[ModelRun], terms: deco
     for w, r in zip(widths, runs, strict=True):
         line = decodetime.step_line(w, LEVELS) if all(P in w.step_ms for P in LEVELS) else None
         rows.append(ModelRow(w.name, r.info.weight_type, w.step_ms,
-                             decodetime.predict(terms, w.name, w.weight_bytes, w.n_params), held[w.name],
+                             decodetime.predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer), held[w.name],
                              1e3 / w.step_ms[1], line))
     return rows
 
@@ -473,7 +486,7 @@ def spark_terms() -> dict[str, float]:
 
 def spark_verdict(spark: dict[str, float]) -> str:
     """The decode-time model's rule on the published terms (the rest counted as the fixed cost)."""
-    return decodetime.waits_on(spark["memory_ms"], spark["arithmetic_ms"], spark["rest_ms"])
+    return decodetime.waits_on(spark["memory_ms"], spark["arithmetic_ms"])
 
 
 def spark_context_prediction() -> ContextPrediction:
@@ -677,9 +690,10 @@ def record_decode_model(ctx: LessonContext, runs: list[ModelRun], widths: list[d
     spreads = {r.info.name: {"1": step_spread(r.decode), **{str(P): step_spread(v) for P, v in r.together.items()}}
                for r in runs}
     ctx.fact(DecodeModel(
-        form="F + max(W / B, n * c) at P = 1, each model predicted by the others", tolerance=MODEL_TOLERANCE,
-        widths=[ModelSteps(name=w.name, weight_bytes=w.weight_bytes, n_params=w.n_params, weight_type=w.weight_type,
-                           step_ms={str(P): ms for P, ms in w.step_ms.items()}, step_spread=spreads[w.name])
+        form="L * f + max(W / B, n * c) at P = 1, each model predicted by the others", tolerance=MODEL_TOLERANCE,
+        widths=[ModelSteps(name=w.name, weight_bytes=w.weight_bytes, n_params=w.n_params, n_layer=w.n_layer,
+                           weight_type=w.weight_type, step_ms={str(P): ms for P, ms in w.step_ms.items()},
+                           step_spread=spreads[w.name])
                 for w in widths]))
 
 
@@ -836,21 +850,22 @@ def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthRef
     within = [n for n, e in errors.items() if abs(e) <= MODEL_TOLERANCE]
     worst = max(errors.items(), key=lambda kv: abs(kv[1]), default=None)
     waits = {v: [r.name for r in rows if r.explained.verdict == v]
-             for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.FIXED)}
+             for v in (decodetime.MEMORY, decodetime.COMPUTE)}
     notes = [
         (f"One sequence's step waits on the slower of reading the weights and doing one token's arithmetic, plus a "
-         f"fixed cost: t₁ = F + max(W ÷ B, n × c). Fitted on the {len(rows)} models' median steps at P = 1 "
-         f"(least squares of the relative error): B = {terms.gbs:.3g} GB/s, c = {terms.arith_ps:.3g} ps per parameter "
-         f"({terms.arith_gflops:.3g} GFLOP/s at one token) and F = {terms.fixed_ms:.3g} ms; the fit's column is these "
-         f"terms, set against every model."),
+         f"fixed cost per block: t₁ = L × f + max(W ÷ B, n × c). Fitted on the {len(rows)} models' median steps at "
+         f"P = 1 (least squares of the relative error): B = {terms.gbs:.3g} GB/s, c = {terms.arith_ps:.3g} ps per "
+         f"parameter ({terms.arith_gflops:.3g} GFLOP/s at one token) and f = {terms.fixed_ms_per_block:.3g} ms per "
+         f"block; the fit's columns are these terms, set against every model."),
         ("The predicted column is each model by the terms fitted on the others alone: what the model says of a "
          "model it has not seen. "
          + (f"Within ±{100 * MODEL_TOLERANCE:.0f}% of measured: {len(within)} of {len(errors)}"
             + (f"; the furthest, {worst[0]}, at {100 * worst[1]:+.0f}%." if worst else ".")
             if errors else f"Too few models to leave one out (at least {decodetime.MIN_FIT + 1}).")),
-        ("The verdict is the term the step waits on under the run's terms: memory-bound when reading the weights "
-         "takes longer than the arithmetic, compute-bound when the arithmetic does, fixed-cost-bound when the fixed "
-         "cost is the largest. Here: "
+        ("The verdict is what the step waits on beyond its fixed cost, under the run's terms: memory-bound when "
+         "reading the weights takes longer than the arithmetic, compute-bound when the arithmetic takes as long or "
+         "longer. The fixed cost is paid either way and is left out: on the widths of one model only L × f + n × c is "
+         "measured, so f and c trade against each other there. Here: "
          + "; ".join(f"{v} {', '.join(names)}" for v, names in waits.items() if names) + "."),
         ("The read and arithmetic shares overlap (they run at once), so the shares of one row add to more than "
          "100%: each says how much of the step that term alone would take."),
@@ -945,7 +960,7 @@ def plot_decode_vs_bytes(ctx: LessonContext, points: list[dict], fit: dict | Non
 def main(ctx: LessonContext):
     facts = ctx.server_facts()
     local = facts["local"]  # our own servers run on this host, with the user's server flags
-    sizes = parse_sizes(ctx.options.sizes) if local else []
+    sizes = parse_sizes(ctx.options.sizes, default_sizes(ctx)) if local else []
     given = ctx.options.bandwidth_gbs
     ctx.settings.update({"pinned": measure.PINNED, "top": TOP, "n_predict": N_PREDICT, "prompt": PROMPT, "local": local,
                          "sizes": sizes, "repeat": ctx.repeat, "bandwidth_gbs": given,

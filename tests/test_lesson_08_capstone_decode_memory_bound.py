@@ -425,7 +425,7 @@ def test_main_decode_model_on_hand_made_step_times(lesson):
     assert spark[col(t, "read the weights")] == pytest.approx(26.2271, abs=1e-4)
     assert spark[col(t, "waits on")] == "memory-bound"
     notes = " ".join(t.notes)
-    assert "t₁ = F + max(W ÷ B, n × c)" in notes and "Fitted on the 4 models" in notes
+    assert "t₁ = L × f + max(W ÷ B, n × c)" in notes and "Fitted on the 4 models" in notes
     assert "Within ±15% of measured: 4 of 4" in notes
     # the fitted B (about 50 GB/s; 48.3 with large-q8_0 10% slow) against numpy's matrix-vector product's 40
     b_fit = float(re.search(r"B = ([0-9.]+) GB/s", notes).group(1))
@@ -471,3 +471,13 @@ def test_batch_bodies(lesson):
     assert all(b["temperature"] == 0 and b["cache_prompt"] is False and b["n_predict"] == 32 for b in bodies)
     plan = lesson.SamplePlan(1, 5, (2, 4))
     assert (plan.rounds(2), plan.rounds(4), plan.slots) == (3, 2, 4)
+
+
+def test_the_default_sweep_includes_a_third_shape_and_older_runs_replay_without_it(lesson):
+    assert "medium-q8_0" in lesson.DEFAULT_SIZES and "medium-q8_0" not in lesson.SIZES_BEFORE_MEDIUM
+    assert list(lesson.SIZES_BEFORE_MEDIUM) == [n for n in lesson.DEFAULT_SIZES if n != "medium-q8_0"]
+    older = hand_context(LESSON, QueuedServer({}))
+    assert lesson.default_sizes(older) == list(lesson.SIZES_BEFORE_MEDIUM)
+    newer = hand_context(LESSON, QueuedServer({}), host_values={"default_sizes": list(lesson.DEFAULT_SIZES)})
+    assert lesson.default_sizes(newer) == list(lesson.DEFAULT_SIZES)
+    assert lesson.parse_sizes(None, lesson.SIZES_BEFORE_MEDIUM) == list(lesson.SIZES_BEFORE_MEDIUM)

@@ -837,7 +837,7 @@ DECODE_MODEL_TOLERANCE = decodetime.TOLERANCE
 def decode_model_check(fact: DecodeModel, tolerance: float = DECODE_MODEL_TOLERANCE) -> tuple[str, str, str]:
     """(status, observed, detail) of the decode-time model on the capstone's fact: for each model, the terms
     fitted by bytesup.course.decodetime on the *other* models' steps at P = 1, and its step predicted here as
-    F + max(W ÷ B, n × c), set against 1000 ÷ its measured step time. A miss (or no model at all) is
+    L × f + max(W ÷ B, n × c), set against 1000 ÷ its measured step time. A miss (or no model at all) is
     inconclusive rather than a failure when some model's step times at P = 1 scatter wider than the tolerance
     (their robust spread, bytesup.course.robust): such samples cannot tell a model that holds from one that
     does not."""
@@ -846,7 +846,7 @@ def decode_model_check(fact: DecodeModel, tolerance: float = DECODE_MODEL_TOLERA
     why = (f"; the steps at P = 1 scatter by up to {scatter:.0%} (interquartile range ÷ median), wider than "
            f"±{tolerance:.0%}: inconclusive" if missed == INCONCLUSIVE else "")
     widths = [decodetime.Width(w.name, w.weight_bytes, w.n_params, w.weight_type,
-                               {int(p): ms for p, ms in w.step_ms.items()})
+                               {int(p): ms for p, ms in w.step_ms.items()}, w.n_layer)
               for w in fact.widths if "1" in w.step_ms]
     if len(widths) <= decodetime.MIN_FIT:
         return NA, "too few models", (f"{len(widths)} models with a step at P = 1; leaving one out needs at least "
@@ -854,7 +854,7 @@ def decode_model_check(fact: DecodeModel, tolerance: float = DECODE_MODEL_TOLERA
     errors = []
     for k, w in enumerate(widths):
         terms = decodetime.fit([x for i, x in enumerate(widths) if i != k])
-        step = terms.fixed_ms + max(w.weight_bytes / terms.gbs / 1e6, w.n_params * terms.arith_ps / 1e9)
+        step = w.n_layer * terms.fixed_ms_per_block + max(w.weight_bytes / terms.gbs / 1e6, w.n_params * terms.arith_ps / 1e9)
         errors.append((w.step_ms[1] / step - 1, w.name))  # predicted ÷ measured tokens/s − 1
     worst = max(errors, key=lambda e: abs(e[0]))
     status = PASS if abs(worst[0]) <= tolerance else missed
@@ -865,7 +865,7 @@ def decode_model_check(fact: DecodeModel, tolerance: float = DECODE_MODEL_TOLERA
 
 def claim_decode_model_predicts_every_width(run: Run) -> list[ClaimResult]:
     cid = "decode_model_predicts_every_width"
-    text = "decode step = fixed cost + the slower of reading the weights and one token's arithmetic predicts every model"
+    text = "decode step = a cost per block + the slower of reading the weights and one token's arithmetic predicts every model"
     lesson = find_lesson(run, "08_")
     if lesson is None:
         return [ClaimResult(cid, "general", "08", text, NA, detail=missing(run, "08_", L8))]

@@ -4,29 +4,37 @@ One decode step of one sequence reads every weight once and does one token's ari
 overlap: the cores compute on the rows already read while the next ones stream in, so the step
 waits on the slower of the two, as on lesson 7's roofline:
 
-    t₁ = F + max(W ÷ B, n × c)      (milliseconds per step)
+    t₁ = L × f + max(W ÷ B, n × c)      (milliseconds per step)
 
 - W: the model's weight bytes; B: the bandwidth decode reads them at (one value for every model,
   a property of the memory and of the kernels' reads);
 - n: its parameters; c: the arithmetic of one token per parameter (one value for every model on one
   engine: the single-token kernels' speed);
-- F: the fixed cost of a step (what grows neither with the weights nor with the arithmetic).
+- L: its blocks; f: the fixed cost of one block in a step (the graph's operations and the points where
+  the threads wait for each other, which grow with the blocks, not with the weights): F = L × f.
 
 Why a maximum and not a sum: on the 2-core course machine the sum misses by 20-60% whatever its
 terms. The narrowest widths of the default model (97 and 143 MB) decode in the same ~5.5 ms, so
 their step waits on something other than their bytes; the widest ones (269 and 538 MB, and the
 986 MB large-q8_0) take time in proportion to their bytes above that floor.
 
+Why a cost per block and not one fixed cost: medium-q8_0 (224 MB, 16 blocks) decodes as fast as the
+default model's q8_0 width (143 MB, 30 blocks). With one F for every model, the model left out missed
+by up to 37% in two runs that swept both; with F = L × f, by at most 7%.
+
 The terms are fitted on every measured model's median step time at P = 1, by least squares of the
-relative error over a fine logarithmic grid of B and c (F follows in closed form for each pair, never
+relative error over a fine logarithmic grid of B and c (f follows in closed form for each pair, never
 below 0). Each model is then predicted by the terms fitted on the *others* (leave one out): that
 prediction, not the fit, is what the tolerance is checked on. A model cannot be predicted when fewer
 than MIN_FIT others remain.
 
-The verdict follows the term the predicted step waits on: memory-bound when reading the weights takes
-longer than the arithmetic, compute-bound when the arithmetic does, fixed-cost-bound when the fixed
-cost is larger than both. Each term's share is given as a fraction of the predicted step; the two
-overlapped terms' shares add to more than the step they share.
+The verdict names what the step waits on beyond its fixed cost, the larger of the two overlapped
+terms: memory-bound when reading the weights takes longer than the arithmetic, compute-bound when
+the arithmetic takes as long or longer. The fixed cost is paid either way and stays out of the
+verdict: on models of one shape it trades against c (only L × f + n × c is measured there), so a
+rule that set it against the arithmetic would follow that trade, not the machine. Each
+term's share is given as a fraction of the predicted step; the two overlapped terms' shares add to
+more than the step they share.
 
 Several sequences in one step (P ≥ 2) are another regime: the weights are read once for all of them,
 the arithmetic grows with P, and the server's step with two or more sequences costs more than this
@@ -42,7 +50,7 @@ import numpy as np
 
 TOLERANCE = 0.15  # the model should predict a model's decode tokens/s within ±15% of measured
 MIN_FIT = 3       # three terms need at least three models
-MEMORY, COMPUTE, FIXED = "memory-bound", "compute-bound", "fixed-cost-bound"
+MEMORY, COMPUTE = "memory-bound", "compute-bound"
 # The grid the terms are fitted on: B from 1 GB/s to 10 TB/s, c from 0.1 ps to 10 ns per parameter,
 # GRID points each, evenly spaced on a log scale (steps of 2.3% in B and 3% in c).
 B_RANGE_GBS = (1.0, 1e4)
@@ -58,6 +66,7 @@ class Width:
     n_params: float
     weight_type: str
     step_ms: dict[int, float]
+    n_layer: int = 1  # its blocks
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ class Line:
 class Terms:
     gbs: float                       # B, GB/s
     arith_ps: float                  # c, picoseconds per parameter and token
-    fixed_ms: float                  # F
+    fixed_ms_per_block: float        # f
     fitted: tuple[str, ...]          # the models the terms come from
 
     @property
@@ -101,23 +110,22 @@ class Prediction:
 
     @property
     def verdict(self) -> str:
-        return waits_on(self.memory_ms, self.arithmetic_ms, self.fixed_ms)
+        return waits_on(self.memory_ms, self.arithmetic_ms)
 
 
-def waits_on(memory_ms: float, arithmetic_ms: float, fixed_ms: float) -> str:
-    """The module's rule: the largest of the three terms names what the step waits on."""
-    if fixed_ms > max(memory_ms, arithmetic_ms):
-        return FIXED
+def waits_on(memory_ms: float, arithmetic_ms: float) -> str:
+    """The module's rule: the larger of the two overlapped terms names what the step waits on beyond its fixed cost."""
     return MEMORY if memory_ms > arithmetic_ms else COMPUTE
 
 
-def step_time_ms(weight_bytes: float, n_params: float, gbs: float, arith_ps: float, fixed_ms: float) -> float:
-    """t₁ = F + max(W ÷ B, n × c) in ms, for one model."""
-    return fixed_ms + max(weight_bytes / (gbs * 1e9), n_params * arith_ps * 1e-12) * 1e3
+def step_time_ms(weight_bytes: float, n_params: float, n_layer: int, gbs: float, arith_ps: float,
+                 fixed_ms_per_block: float) -> float:
+    """t₁ = L × f + max(W ÷ B, n × c) in ms, for one model."""
+    return n_layer * fixed_ms_per_block + max(weight_bytes / (gbs * 1e9), n_params * arith_ps * 1e-12) * 1e3
 
 
 def fit(widths: list[Width]) -> Terms:
-    """B, c and F from the models' median step times at P = 1 (see the module). Raises ValueError with
+    """B, c and f from the models' median step times at P = 1 (see the module). Raises ValueError with
     fewer than MIN_FIT models or a model without a step time at P = 1."""
     missing = [w.name for w in widths if 1 not in w.step_ms]
     if missing:
@@ -126,22 +134,23 @@ def fit(widths: list[Width]) -> Terms:
         raise ValueError(f"the three terms need at least {MIN_FIT} models; {len(widths)} measured")
     w = np.array([x.weight_bytes for x in widths], dtype=float)
     n = np.array([x.n_params for x in widths], dtype=float)
+    blocks = np.array([x.n_layer for x in widths], dtype=float)
     t = np.array([x.step_ms[1] for x in widths], dtype=float)
     gbs = np.geomspace(*B_RANGE_GBS, GRID)
     ps = np.geomspace(*C_RANGE_PS, GRID)
     core = np.maximum(w[None, None, :] / (gbs[:, None, None] * 1e9),
                       n[None, None, :] * ps[None, :, None] * 1e-12) * 1e3           # ms, [B, c, model]
-    # F minimising Σ ((F + core) ÷ t − 1)² for each (B, c): Σ (t − core) ÷ t² over Σ 1 ÷ t², at least 0.
-    fixed = np.clip(((t - core) / t**2).sum(axis=2) / (1 / t**2).sum(), 0.0, None)
-    err = (((fixed[:, :, None] + core) / t - 1) ** 2).sum(axis=2)
+    # f minimising Σ ((L f + core) ÷ t − 1)² for each (B, c): Σ L (t − core) ÷ t² over Σ L² ÷ t², at least 0.
+    per_block = np.clip((blocks * (t - core) / t**2).sum(axis=2) / (blocks**2 / t**2).sum(), 0.0, None)
+    err = (((per_block[:, :, None] * blocks + core) / t - 1) ** 2).sum(axis=2)
     i, j = np.unravel_index(int(np.argmin(err)), err.shape)
-    return Terms(float(gbs[i]), float(ps[j]), float(fixed[i, j]), tuple(x.name for x in widths))
+    return Terms(float(gbs[i]), float(ps[j]), float(per_block[i, j]), tuple(x.name for x in widths))
 
 
-def predict(terms: Terms, name: str, weight_bytes: float, n_params: float) -> Prediction:
+def predict(terms: Terms, name: str, weight_bytes: float, n_params: float, n_layer: int) -> Prediction:
     """The predicted step of one sequence, term by term."""
     return Prediction(name, weight_bytes / (terms.gbs * 1e9) * 1e3, n_params * terms.arith_ps * 1e-9,
-                      terms.fixed_ms)
+                      n_layer * terms.fixed_ms_per_block)
 
 
 def held_out(widths: list[Width]) -> dict[str, Prediction | None]:
@@ -149,7 +158,7 @@ def held_out(widths: list[Width]) -> dict[str, Prediction | None]:
     out: dict[str, Prediction | None] = {}
     for k, w in enumerate(widths):
         others = [x for i, x in enumerate(widths) if i != k]
-        out[w.name] = predict(fit(others), w.name, w.weight_bytes, w.n_params) if len(others) >= MIN_FIT else None
+        out[w.name] = predict(fit(others), w.name, w.weight_bytes, w.n_params, w.n_layer) if len(others) >= MIN_FIT else None
     return out
 
 

@@ -15,6 +15,7 @@ class ModelSteps(BaseModel):
     name: str
     weight_bytes: float
     n_params: float
+    n_layer: int = 1  # its blocks
     weight_type: str
     step_ms: dict[str, float]
     step_spread: dict[str, float] = {}
