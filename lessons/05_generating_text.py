@@ -47,6 +47,7 @@ from bytesup.lesson import LessonContext
 from bytesup.llama import timed as measure
 from bytesup.llama.client import clock_info
 from bytesup.llama.responses import Completion, StreamedCompletion, TokenProbabilities, shown_token
+from bytesup.store.facts import lesson05 as facts05
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, columns
 from bytesup.store.tables import lesson05 as rows
@@ -210,7 +211,8 @@ def record_outside(ctx: LessonContext, clock: dict[str, Any], view: OutsideView)
                 description="the final event's arrival")
     ctx.measure("client_minus_server_ms", "ms", view.overheads_ms, higher_is_better=False, settings=settings,
                 description="end-to-end on the client minus prompt_ms + predicted_ms")
-    ctx.fact("client_clock", {"n_predict": STREAM_TOKENS, "clock": clock["clock"], "repeats": [r.fact() for r in view.repeats]})
+    ctx.fact(facts05.ClientClock(n_predict=STREAM_TOKENS, clock=clock["clock"],
+                                 repeats=[facts05.StreamedRepeat.model_validate(r.fact()) for r in view.repeats]))
 
 
 # --- rendering: tables, notes and plots ------------------------------------------------------
@@ -455,7 +457,7 @@ def main(ctx: LessonContext):
     for a in ctx.track(applied, "post-sampling checks"):
         n_ask = asked_candidates(dist, a, MAX_POST_PROBS)
         checks.append(check_setting(dist, a, request_post_sampling(ctx, a.setting, n_ask) if n_ask else None))
-    ctx.fact("sampler_comparisons", [c.fact() for c in checks])
+    ctx.fact(facts05.SamplerComparisons([facts05.SamplerComparison.model_validate(c.fact()) for c in checks]))
     render_check(ctx, dist, applied, checks)
 
     # A seeded sampler repeats itself.

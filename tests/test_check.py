@@ -317,7 +317,8 @@ def test_kv_bytes_formula_on_an_older_runs_table(tmp_path):
 
 
 def test_sampler_numbers_of_an_older_runs_table(tmp_path):
-    """A run without the sampler_comparisons fact: the numbers of its table, never its verdict text."""
+    """A run without the sampler_comparisons fact: the numbers of its table, never its verdict text, become the fact
+    when the run is loaded (results.tables_to_facts)."""
     names = [("setting", ""), ("same tokens", ""), ("max |Δp| / p", ""), ("tolerance", "relative"), ("verdict", "")]
     cols = [Column(name=n, unit=u) for n, u in names]
 
@@ -331,7 +332,7 @@ def test_sampler_numbers_of_an_older_runs_table(tmp_path):
     assert claim.status == check.FAIL and "0.003 > tolerance" in claim.detail
     # Numbers within the tolerance pass whatever the verdict says.
     claim = claim_of([["top_p 0.9", True, 2e-6, 1e-5, "disagree"]])
-    assert claim.status == check.PASS and "from table sampler_check" in claim.detail
+    assert claim.status == check.PASS and "from fact sampler_comparisons" in claim.detail
 
 
 @pytest.mark.parametrize("eff,unit,bandwidth,status", [

@@ -82,3 +82,26 @@ def test_an_older_runs_kv_table_becomes_the_fact():
     rows = load_result(result_json("06_attention_kv_cache", [kv]), "older").stated(lesson06.KvExamples).rows()
     # 2 × 30 × 3 × 64 × 2 = 23,040 bytes, read from the column in bytes, not the one in KiB; 30.5 layers is no row.
     assert [(r.label, r.n_layer, r.bytes_per_token) for r in rows] == [("kv_cache_size: served", 30, 23040.0)]
+
+
+def test_lesson_5s_facts_read_back_typed_and_as_written():
+    from bytesup.store.facts import lesson05
+
+    rows = [{"name": "greedy", "max_relative_difference": 0.0, "tolerance": 1e-05, "same_tokens": True},
+            {"name": "top_k 40", "max_relative_difference": None, "tolerance": 1e-05, "same_tokens": None}]
+    typed = lesson05.SamplerComparisons.model_validate(rows)
+    assert typed.rows()[0].same_tokens is True and typed.rows()[1].max_relative_difference is None
+    assert typed.model_dump(mode="json") == rows
+    clock = {"n_predict": 128, "clock": "time.perf_counter", "repeats": [
+        {"ttft_ms": 118.551, "prompt_ms": 113, "token_events": 128, "tokens": 128, "predicted_n": 128,
+         "itl_median_ms": 35.99, "predicted_per_token_ms": 43.6, "end_to_end_ms": 5655.105, "server_total_ms": 5653.67}]}
+    back = lesson05.ClientClock.model_validate(clock).model_dump(mode="json")
+    assert back == clock and isinstance(back["repeats"][0]["prompt_ms"], int)  # 113 stays 113, not 113.0
+    # an older run's table: its numbers, never its verdict text
+    table = {"name": "sampler_check", "columns": [{"name": "setting"}, {"name": "same tokens"}, {"name": "max |Δp| / p"},
+                                                  {"name": "tolerance"}, {"name": "verdict"}],
+             "rows": [["top_p 0.9", True, 2e-6, 1e-5, "disagree"]]}
+    old = lesson05.sampler_comparisons_from_tables([table])
+    assert old is not None and old.model_dump(mode="json") == [
+        {"name": "top_p 0.9", "max_relative_difference": 2e-6, "tolerance": 1e-5, "same_tokens": True}]
+    assert lesson05.sampler_comparisons_from_tables([]) is None

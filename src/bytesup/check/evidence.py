@@ -3,8 +3,8 @@
 Two sources, kept apart on purpose:
 
 - what a lesson *showed*: the facts it stated with `ctx.fact`, read through their models in
-  `bytesup.store.facts` (`top_tokens`, `kv_examples`; `sampler_comparisons` still as JSON, falling back to
-  its table in an older run); an older run's lesson 4 and 6 tables became facts when it was loaded;
+  `bytesup.store.facts` (`top_tokens`, `kv_examples`, `sampler_comparisons`); an older run's lesson 4,
+  5 and 6 tables became those facts when it was loaded;
 - what the server *answered*: the lesson's recorded HTTP exchanges (`<run>/http/<lesson>.jsonl`,
   one JSON object per line with `path`, `request` and `response`), read here without the
   lessons' helpers or `bytesup.llama.responses`, so a number the lesson computed wrongly cannot agree
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bytesup.check.compare import column_index, token_text
-from bytesup.store.facts import FactShapeError, lesson04, lesson06
+from bytesup.check.compare import token_text
+from bytesup.store.facts import FactShapeError, lesson04, lesson05, lesson06
 from bytesup.store.runs import Run
 from bytesup.store.results import LessonResult
 
@@ -159,42 +159,14 @@ def recorded_next_tokens(path: Path) -> list[RawNextToken]:
 
 # --- lesson 5: the sampler comparisons -------------------------------------------------------
 
-@dataclass(frozen=True)
-class SamplerComparison:
-    name: str
-    max_relative_difference: float | None   # max |Δp| / p over the kept tokens; None: not compared
-    tolerance: float | None
-    same_tokens: bool | None                # the same kept tokens as the server; None: not compared
+SamplerComparison = lesson05.SamplerComparison
 
 
 def sampler_comparisons(result: LessonResult) -> tuple[list[SamplerComparison], str]:
-    """Lesson 5's comparisons with the server: its fact `sampler_comparisons`, else (an older run)
-    the numbers of its table with a max |Δp| / p column (never its verdict text)."""
-    if "sampler_comparisons" in result.facts:
-        fact = result.fact("sampler_comparisons")
-        if not isinstance(fact, list):
-            raise FactShapeError(f"sampler_comparisons is a {type(fact).__name__}, not a list")
-        rows = []
-        for i, c in enumerate(fact):
-            if not isinstance(c, dict) or "name" not in c:
-                raise FactShapeError(f"sampler_comparisons[{i}] has no name")
-            same = c.get("same_tokens")
-            rows.append(SamplerComparison(str(c["name"]), _number(c.get("max_relative_difference")),
-                                          _number(c.get("tolerance")), same if isinstance(same, bool) else None))
-        return rows, "fact sampler_comparisons"
-    for t in result.tables:
-        ri = column_index(t, "max |δp| / p", "max relative difference")
-        if ri is None:
-            continue
-        ti = column_index(t, "tolerance")
-        si = column_index(t, "same tokens")
-        rows = []
-        for r in t.rows:
-            same = r[si] if si is not None else None
-            rows.append(SamplerComparison(str(r[0]), _number(r[ri]), _number(r[ti]) if ti is not None else None,
-                                          same if isinstance(same, bool) else None))
-        return rows, f"table {t.name}"
-    return [], ""
+    """Lesson 5's comparisons with the server, from its fact `sampler_comparisons` (an older run's table becomes
+    that fact when it is loaded); FactShapeError when the fact does not have its model's shape."""
+    fact = result.stated(lesson05.SamplerComparisons)
+    return ([], "") if fact is None else (fact.rows(), "fact sampler_comparisons")
 
 
 # --- lesson 6: the KV-cache rows ---------------------------------------------------------------

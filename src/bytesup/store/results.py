@@ -160,6 +160,7 @@ def upgrade(data: Any, kind: str, where: str, current: int, steps: dict[int, Any
 # so this step runs on any result whose lesson states the fact not, and only then.
 FACTS_FROM_TABLES: dict[str, list[tuple[type[BaseModel], Any]]] = {
     "04": [(typed_facts.lesson04.TopTokens, typed_facts.lesson04.top_tokens_from_tables)],
+    "05": [(typed_facts.lesson05.SamplerComparisons, typed_facts.lesson05.sampler_comparisons_from_tables)],
     "06": [(typed_facts.lesson06.KvExamples, typed_facts.lesson06.kv_examples_from_tables)],
 }
 
@@ -167,7 +168,7 @@ FACTS_FROM_TABLES: dict[str, list[tuple[type[BaseModel], Any]]] = {
 def tables_to_facts(data: dict[str, Any]) -> dict[str, Any]:
     """`data` (a current lesson result, as JSON) with the facts its lesson states today filled in from its tables
     where it predates them; a result that states them, or has no such table, is returned unchanged."""
-    steps = FACTS_FROM_TABLES.get(str(data.get("lesson_id", ""))[:2], [])
+    steps = FACTS_FROM_TABLES.get(str(data.get("lesson_id", "")).split("_")[0], [])
     found = {}
     for model, from_tables in steps:
         name = typed_facts.name_of(model)
