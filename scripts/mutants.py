@@ -53,12 +53,16 @@ MUTMUT = "2.5.1"
 SHARED_TARGETS = ["src/bytesup/course/formulas.py", "src/bytesup/llama/timed.py", "src/bytesup/llama/responses.py",
                   "src/bytesup/course/sampling.py", "src/bytesup/host/hostbench.py", "src/bytesup/course/memory_bound.py"]
 DEFAULT_TARGETS = [*SHARED_TARGETS, "src/bytesup/course/ceiling.py", "src/bytesup/models/forward.py",
-                   "src/bytesup/course/decodetime.py", "src/bytesup/course/robust.py",
+                   "src/bytesup/course/decodetime.py", "src/bytesup/course/robust.py", "src/bytesup/course/loop.py",
+                   "src/bytesup/course/samplercheck.py", "src/bytesup/course/speculative.py",
+                   "src/bytesup/course/clientclock.py",
                    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "lessons").glob("0*.py"))]
 # Test files per module, where tests/test_NAME.py (tests/test_lesson_STEM.py) alone is not the right set.
 TESTS: dict[str, list[str]] = {
     "lessons/05_generating_text.py": ["tests/test_lesson_05_generating_text.py", "tests/test_sampling.py"],
     "lessons/05b_speculative_decoding.py": ["tests/test_lesson_05b_speculative_decoding.py", "tests/test_speculative.py"],
+    "src/bytesup/course/samplercheck.py": ["tests/test_lesson_05_generating_text.py", "tests/test_sampling.py"],
+    "src/bytesup/course/speculative.py": ["tests/test_speculative.py", "tests/test_lesson_05b_speculative_decoding.py"],
 }
 SECTION = re.compile(r"^# --- ")
 COMPUTATION = re.compile(r"^# --- computation\b")

@@ -20,7 +20,8 @@ their step waits on something other than their bytes; the widest ones (269 and 5
 
 Why a cost per block and not one fixed cost: medium-q8_0 (224 MB, 16 blocks) decodes as fast as the
 default model's q8_0 width (143 MB, 30 blocks). With one F for every model, the model left out missed
-by up to 37% in two runs that swept both; with F = L × f, by at most 7%.
+by up to 37% in two runs that swept both; with F = L × f, by at most 7% in those two, then 8% in two
+make runs in a row and 18% in a third, whose narrowest width decoded 25% faster than in the others.
 
 The terms are fitted on every measured model's median step time at P = 1, by least squares of the
 relative error over a fine logarithmic grid of B and c (f follows in closed form for each pair, never
