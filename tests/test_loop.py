@@ -77,3 +77,19 @@ def test_latency_check_against_repeats_by_hand():
     assert loop.worst_prediction([fitted, close, c]) is c
     assert loop.worst_prediction([fitted, close]) is close
     assert loop.worst_prediction([fitted]) is fitted
+
+
+def test_one_decode_pass_and_the_whole_notes():
+    # 2 tokens in 20 ms: one pass after the prompt's, 20 ms
+    assert loop.decode_ms_per_token(Times(50.0, 20.0, 2)) == 20.0
+    assert loop.decode_calls_note(16, 16, 5) == (
+        "n_decode_total (calls of llama_decode) rose by 16 for 16 tokens: one pass per token. The 5-token prompt "
+        "went through in one pass that also gave the first token, then 15 passes of one token each.")
+    assert loop.decode_calls_note(18, 16, 1200).startswith("n_decode_total (calls of llama_decode) rose by 18 for 16 tokens: ")
+
+
+def test_the_worst_prediction_is_never_the_fitted_length_even_when_every_error_is_small():
+    fit = loop.LatencyFit([50.0], [11.0])
+    fitted = loop.latency_check(fit, 32, [Times(50.0, 341.0, 32)], fitted=True)      # 391 against 391: 0%
+    small = loop.latency_check(fit, 16, [Times(50.0, 166.0, 16)], fitted=False)      # 215 against 216: −0.46%
+    assert abs(small.error_pct) < 1 and loop.worst_prediction([fitted, small]) is small
