@@ -300,13 +300,17 @@ class ModelRow:
     step_ms: dict[int, float]  # median ms per step at each P measured
     explained: decodetime.Prediction  # by the terms fitted on every model
     prediction: decodetime.Prediction | None  # by the terms fitted on the others
-    measured: float  # decode tokens/s at P = 1: 1000 ÷ the median step time, outliers left out
     line: decodetime.Line | None  # t(P) = a + b × P through its steps at LEVELS, where measured
+
+    @property
+    def measured(self) -> float:
+        """Decode tokens/s at P = 1: 1000 ÷ the median step time, outliers left out."""
+        return 1e3 / self.step_ms[1]
 
     @property
     def error(self) -> float | None:
         """predicted ÷ measured tokens/s − 1."""
-        return None if self.prediction is None else self.prediction.tokens_per_s / self.measured - 1
+        return None if self.prediction is None else decodetime.error(self.prediction, self.step_ms[1])
 
 
 @dataclass(frozen=True)
@@ -473,7 +477,7 @@ def model_rows(widths: list[decodetime.Width], runs: list[ModelRun], terms: deco
         line = decodetime.step_line(w, LEVELS) if all(P in w.step_ms for P in LEVELS) else None
         rows.append(ModelRow(w.name, r.info.weight_type, w.step_ms,
                              decodetime.predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer), held[w.name],
-                             1e3 / w.step_ms[1], line))
+                             line))
     return rows
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import math
 import shutil
 from pathlib import Path
@@ -532,3 +533,16 @@ def test_reference_tolerances_are_consistent():
     assert "paris_probability" not in fig
     t = fig["paris_logprob"].tolerance.absolute
     assert 100 * (math.exp(-0.0756 + t) - math.exp(-0.0756)) == pytest.approx(1.0, abs=0.05)
+
+
+def test_decode_model_claim_counts_each_models_blocks(tmp_path):
+    """a, b and c of 20 blocks (f = 0.1 ms: 2 ms each), big of 2 blocks: 0.2 + max(20, 25) = 25.2 ms. Measured
+    22.5 ms is predicted ÷ measured − 1 ≈ −11% (−12.3% with the fit's grid on a, b and c), within ±15%; with every
+    model given one fixed cost, the same 22.5 ms fails (test_decode_model_claim_fails_beyond_its_tolerance)."""
+    fact = decode_model_fact(22.5)
+    for w, blocks in zip(fact["widths"], (20, 20, 20, 2), strict=True):
+        w["n_layer"] = blocks
+    result = lesson("08_capstone_decode_memory_bound", []).model_copy(update={"facts": {"decode_model": fact}})
+    claim = only(check.check_run(run_of(tmp_path, result), []), "decode_model_predicts_every_width")
+    assert claim.status == check.PASS, claim
+    assert re.search(r"big: -1[0-4]\.\d%", claim.detail), claim.detail

@@ -179,3 +179,13 @@ def test_ctx_options_are_the_lessons_typed_options_and_are_recorded_as_given(tmp
     bare = LessonContext("t", "t", server=None, run=RunOptions(command=["t"]), model_path=None, sink=[], replay=None,
                          progress=Reporter(None, "t"))
     assert bare.options.given() == {} and bare.host_values == {}
+
+
+def test_an_options_help_names_lessons_by_number_and_letter():
+    from pydantic.fields import FieldInfo
+
+    from bytesup.run.lessons import OptionField
+
+    field = OptionField("x", "--x", FieldInfo(description="a value"), False, ("04_next_token", "05b_speculative_decoding"))
+    assert field.help() == "a value (lessons 4 and 5b)"
+    assert OptionField("x", "--x", FieldInfo(description="a value"), False, ("08_capstone",)).help() == "a value (lesson 8)"

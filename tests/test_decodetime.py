@@ -31,7 +31,7 @@ def test_a_prediction_term_by_term():
     assert p.verdict == dt.COMPUTE
     b = dt.predict(TERMS, "b", 200 * MB, 100e6, 20)
     assert b.step_ms == pytest.approx(6.0) and b.verdict == dt.MEMORY
-    assert dt.step_time_ms(400 * MB, 100e6, 20, 50.0, 25.0, 0.1) == pytest.approx(10.0)
+    assert dt.predict(TERMS, "c", 400 * MB, 100e6, 20).step_ms == pytest.approx(10.0)
     assert TERMS.arith_gflops == pytest.approx(80.0)  # 2 FLOPs in 25 ps
 
 
@@ -43,14 +43,14 @@ def test_the_terms_come_back_from_their_own_steps():
     assert terms.fixed_ms_per_block == pytest.approx(0.1, abs=0.008)
     assert terms.fitted == ("a", "b", "c", "d")
     for w in (A, B, C, D):
-        assert abs(dt.error(dt.predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer), w)) < 0.02
+        assert abs(dt.error(dt.predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer), w.step_ms[1])) < 0.02
 
 
 def test_each_model_is_predicted_by_the_others():
     held = dt.held_out([A, B, C, D])
     for w in (A, B, C, D):
         p = held[w.name]
-        assert p is not None and abs(dt.error(p, w)) < 0.05, (w.name, p)
+        assert p is not None and abs(dt.error(p, w.step_ms[1])) < 0.05, (w.name, p)
     # d left out: a (arithmetic) still fixes c, b and c fix B and f, so d's 26 ms comes back
     assert held["d"] is not None and held["d"].verdict == dt.COMPUTE
     # with three models, leaving one out leaves two: too few for three terms
@@ -69,8 +69,8 @@ def test_a_model_that_does_not_fit_is_not_predicted_within_the_tolerance():
     tokens/s are 52 ÷ 26 − 1 = +100% of the measured."""
     slow = dt.Width("d", 1000 * MB, 1000e6, "Q8_0", {1: 52.0}, 10)
     p = dt.held_out([A, B, C, slow])["d"]
-    assert p is not None and dt.error(p, slow) == pytest.approx(52 / 26 - 1, abs=0.05)
-    assert abs(dt.error(p, slow)) > dt.TOLERANCE
+    assert p is not None and dt.error(p, slow.step_ms[1]) == pytest.approx(52 / 26 - 1, abs=0.05)
+    assert abs(dt.error(p, slow.step_ms[1])) > dt.TOLERANCE
 
 
 def test_too_few_models_or_no_single_step():
@@ -118,9 +118,9 @@ def test_the_batch_line_predicts_a_larger_batch():
 def test_the_rule_and_the_arithmetic_at_their_edges():
     assert (dt.MEMORY, dt.COMPUTE) == ("memory-bound", "compute-bound")
     # a compute-bound step: 100 MB in 2 ms against 100 M × 25 ps = 2.5 ms, + 2 ms
-    assert dt.step_time_ms(100 * MB, 100e6, 20, 50.0, 25.0, 0.1) == pytest.approx(4.5)
+    assert dt.predict(TERMS, "a", 100 * MB, 100e6, 20).step_ms == pytest.approx(4.5)
     # 200 tokens/s predicted against a 4 ms step measured (250 tokens/s): 200 × 4 ÷ 1000 − 1 = −20%
-    assert dt.error(dt.Prediction("x", 5.0, 1.0, 0.0), dt.Width("x", MB, 1e6, "F16", {1: 4.0})) == pytest.approx(-0.2)
+    assert dt.error(dt.Prediction("x", 5.0, 1.0, 0.0), 4.0) == pytest.approx(-0.2)
 
 
 def test_least_squares_through_three_points():

@@ -119,12 +119,6 @@ def waits_on(memory_ms: float, arithmetic_ms: float) -> str:
     return MEMORY if memory_ms > arithmetic_ms else COMPUTE
 
 
-def step_time_ms(weight_bytes: float, n_params: float, n_layer: int, gbs: float, arith_ps: float,
-                 fixed_ms_per_block: float) -> float:
-    """t₁ = L × f + max(W ÷ B, n × c) in ms, for one model."""
-    return n_layer * fixed_ms_per_block + max(weight_bytes / (gbs * 1e9), n_params * arith_ps * 1e-12) * 1e3
-
-
 def fit(widths: list[Width]) -> Terms:
     """B, c and f from the models' median step times at P = 1 (see the module). Raises ValueError with
     fewer than MIN_FIT models or a model without a step time at P = 1."""
@@ -163,9 +157,9 @@ def held_out(widths: list[Width]) -> dict[str, Prediction | None]:
     return out
 
 
-def error(prediction: Prediction, width: Width) -> float:
-    """predicted ÷ measured tokens/s − 1 at P = 1."""
-    return prediction.tokens_per_s * width.step_ms[1] / 1e3 - 1
+def error(prediction: Prediction, measured_step_ms: float) -> float:
+    """predicted ÷ measured tokens/s − 1, against a measured step of one sequence."""
+    return prediction.tokens_per_s * measured_step_ms / 1e3 - 1
 
 
 def least_squares(xs: list[float], ys: list[float]) -> tuple[float, float]:

@@ -85,7 +85,7 @@ class OptionField:
     lessons: tuple[str, ...]
 
     def help(self) -> str:
-        numbers = [str(int(lid[:2])) for lid in self.lessons]
+        numbers = [lid.split("_")[0].lstrip("0") for lid in self.lessons]  # 04_next_token: 4, 05b_…: 5b
         which = numbers[0] if len(numbers) == 1 else f"{', '.join(numbers[:-1])} and {numbers[-1]}"
         return f"{self.info.description} (lesson{'s' if len(numbers) > 1 else ''} {which})"
 
