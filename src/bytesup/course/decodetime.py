@@ -159,7 +159,7 @@ def held_out(widths: list[Width]) -> dict[str, Prediction | None]:
 
 def error(prediction: Prediction, measured_step_ms: float) -> float:
     """predicted ÷ measured tokens/s − 1, against a measured step of one sequence."""
-    return prediction.tokens_per_s * measured_step_ms / 1e3 - 1
+    return prediction.tokens_per_s / (1e3 / measured_step_ms) - 1
 
 
 def least_squares(xs: list[float], ys: list[float]) -> tuple[float, float]:
