@@ -14,7 +14,8 @@ with its uncertainty, and which points lie on that line. Then every model is exp
 sequence's step waits on the slower of reading the weights and one token's arithmetic, plus a fixed
 cost per block, t₁ = L × f + max(W ÷ B, n × c), with one bandwidth, one arithmetic cost per parameter and
 one cost per block fitted on every model's step; each model is predicted by the terms of the others, set beside
-the measured, and the verdict is the term its step waits on. The first server of each weight type
+the measured, and the verdict is the term its step waits on, named where every fit (all the models, and each
+leave-one-out set) agrees and mixed where one model's steps turn it over. The first server of each weight type
 also decodes 2 and 4 sequences at once: the batch view, where the weights are read once for all.
 Samples follow one rule (bytesup.course.robust): a warm-up per server, at least five samples, the
 median, and outliers shown but never widening an allowance. The bytes model is then carried to
@@ -301,6 +302,7 @@ class ModelRow:
     explained: decodetime.Prediction  # by the terms fitted on every model
     prediction: decodetime.Prediction | None  # by the terms fitted on the others
     line: decodetime.Line | None  # t(P) = a + b × P through its steps at LEVELS, where measured
+    verdict: str  # decodetime.verdicts: named where every fit of the run agrees, else mixed
 
     @property
     def measured(self) -> float:
@@ -470,14 +472,17 @@ def fit_terms(widths: list[decodetime.Width]) -> tuple[decodetime.Terms | None, 
 
 
 def model_rows(widths: list[decodetime.Width], runs: list[ModelRun], terms: decodetime.Terms) -> list[ModelRow]:
-    """Each model's measured step times beside the run's terms and its prediction by the others' terms."""
-    held = decodetime.held_out(widths)
+    """Each model's measured step times beside the run's terms, its prediction by the others' terms, and the
+    verdict every fit agrees on."""
+    fits = decodetime.leave_one_out(widths)
+    held = decodetime.held_out(widths, fits)
+    verdicts = decodetime.verdicts(widths, terms, fits)
     rows = []
     for w, r in zip(widths, runs, strict=True):
         line = decodetime.step_line(w, LEVELS) if all(P in w.step_ms for P in LEVELS) else None
         rows.append(ModelRow(w.name, r.info.weight_type, w.step_ms,
                              decodetime.predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer), held[w.name],
-                             line))
+                             line, verdicts[w.name]))
     return rows
 
 
@@ -625,7 +630,7 @@ def decode_model_row(r: ModelRow) -> DecodeModelRow:
                           r.line.intercept_ms if r.line else None, r.line.slope_ms if r.line else None,
                           e.memory_ms, e.arithmetic_ms, e.fixed_ms, e.step_ms, p.tokens_per_s if p else None, r.measured,
                           None if r.error is None else 100 * r.error, 100 * shares["memory"], 100 * shares["arithmetic"],
-                          100 * shares["fixed"], e.verdict)
+                          100 * shares["fixed"], r.verdict)
 
 
 def spark_decode_model_row(spark: dict[str, float]) -> DecodeModelRow:
@@ -853,8 +858,8 @@ def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthRef
     errors = {r.name: r.error for r in rows if r.error is not None}
     within = [n for n, e in errors.items() if abs(e) <= MODEL_TOLERANCE]
     worst = max(errors.items(), key=lambda kv: abs(kv[1]), default=None)
-    waits = {v: [r.name for r in rows if r.explained.verdict == v]
-             for v in (decodetime.MEMORY, decodetime.COMPUTE)}
+    waits = {v: [r.name for r in rows if r.verdict == v]
+             for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED)}
     notes = [
         (f"One sequence's step waits on the slower of reading the weights and doing one token's arithmetic, plus a "
          f"fixed cost per block: t₁ = L × f + max(W ÷ B, n × c). Fitted on the {len(rows)} models' median steps at "
@@ -866,10 +871,12 @@ def model_notes(rows: list[ModelRow], terms: decodetime.Terms, ref: BandwidthRef
          + (f"Within ±{100 * MODEL_TOLERANCE:.0f}% of measured: {len(within)} of {len(errors)}"
             + (f"; the furthest, {worst[0]}, at {100 * worst[1]:+.0f}%." if worst else ".")
             if errors else f"Too few models to leave one out (at least {decodetime.MIN_FIT + 1}).")),
-        ("The verdict is what the step waits on beyond its fixed cost, under the run's terms: memory-bound when "
-         "reading the weights takes longer than the arithmetic, compute-bound when the arithmetic takes as long or "
-         "longer. The fixed cost is paid either way and is left out: on the widths of one model only L × f + n × c is "
-         "measured, so f and c trade against each other there. Here: "
+        ("The verdict is what the step waits on beyond its fixed cost: memory-bound when reading the weights takes "
+         "longer than the arithmetic, compute-bound when the arithmetic takes as long or longer, under the terms of "
+         "every model and under each fit that leaves one model out. Where those fits disagree it is mixed: one "
+         "model's steps would turn it over, so the run cannot tell the two terms apart. The fixed cost is paid either "
+         "way and is left out: on the widths of one model only L × f + n × c is measured, so f and c trade against "
+         "each other there. Here: "
          + "; ".join(f"{v} {', '.join(names)}" for v, names in waits.items() if names) + "."),
         ("The read and arithmetic shares overlap (they run at once), so the shares of one row add to more than "
          "100%: each says how much of the step that term alone would take."),

@@ -140,3 +140,58 @@ def test_the_published_shares():
     t = dt.published_terms(7.16e9, 273.0, 33.2, 2393.5)
     assert t["arithmetic_share"] == pytest.approx(0.41780 / 30.1205, abs=1e-4)
     assert t["rest_share"] == pytest.approx((30.1205 - 26.2271) / 30.1205, abs=1e-4)
+
+
+def test_a_verdict_is_named_only_where_every_fit_names_it():
+    assert dt.agreed([dt.MEMORY, dt.MEMORY, dt.MEMORY]) == dt.MEMORY
+    assert dt.agreed([dt.COMPUTE]) == dt.COMPUTE
+    assert dt.agreed([dt.COMPUTE, dt.COMPUTE, dt.MEMORY]) == dt.MIXED
+    assert dt.agreed([dt.MEMORY, dt.COMPUTE]) == dt.MIXED
+
+
+# Six models of the course's shapes (MB, M parameters, blocks), their steps made by hand from B = 50 GB/s,
+# c = 25 ps and f = 0.08 ms per block. Q8_0's 1.0625 bytes per parameter lies near the ridge, where B × c = 1.25:
+# q8_0 reads 143 MB in 2.86 ms against 134.5 M × 25 ps = 3.36 ms of arithmetic (15% apart), while f32 reads
+# 538.1 MB in 10.76 ms, 3.2 × its arithmetic.
+SHAPES = [("q4_1", 96.6, 134.5, 30), ("q8_0", 143.0, 134.5, 30), ("f16", 269.1, 134.5, 30),
+          ("f32", 538.1, 134.5, 30), ("medium", 224.1, 210.8, 16), ("large", 985.7, 927.5, 18)]
+RIDGE = dt.Terms(gbs=50.0, arith_ps=25.0, fixed_ms_per_block=0.08, fitted=())
+
+
+def course_widths(scale: dict[str, float] | None = None) -> list[dt.Width]:
+    out = []
+    for name, mb, mparams, blocks in SHAPES:
+        step = dt.predict(RIDGE, name, mb * MB, mparams * 1e6, blocks).step_ms * (scale or {}).get(name, 1.0)
+        out.append(dt.Width(name, mb * MB, mparams * 1e6, "x", {1: step}, blocks))
+    return out
+
+
+def test_every_fit_names_the_verdict_of_the_terms_that_made_the_steps():
+    widths = course_widths()
+    fits = dt.leave_one_out(widths)
+    assert all(t is not None for t in fits.values())
+    named = dt.verdicts(widths, dt.fit(widths), fits)
+    # the naive reference: the verdict under the terms the steps were made from
+    assert named == {w.name: dt.predict(RIDGE, w.name, w.weight_bytes, w.n_params, w.n_layer).verdict for w in widths}
+    assert named == {"q4_1": dt.COMPUTE, "q8_0": dt.COMPUTE, "f16": dt.MEMORY, "f32": dt.MEMORY,
+                     "medium": dt.COMPUTE, "large": dt.COMPUTE}
+
+
+def test_one_fast_model_turns_the_widths_near_the_ridge_mixed_not_over():
+    """q4_1 15% faster than the terms allow (as in a make run whose narrowest width decoded 25% faster than in
+    the others): the fit without q4_1 still finds Q8_0 compute-bound, some fit with it does not, so every Q8_0
+    model is mixed; f16 and f32, twice and more than three times their arithmetic, stay memory-bound."""
+    widths = course_widths({"q4_1": 0.85})
+    named = dt.verdicts(widths, dt.fit(widths), dt.leave_one_out(widths))
+    assert named == {"q4_1": dt.COMPUTE, "q8_0": dt.MIXED, "f16": dt.MEMORY, "f32": dt.MEMORY,
+                     "medium": dt.MIXED, "large": dt.MIXED}
+    without = dt.leave_one_out(widths)["q4_1"]
+    assert without is not None
+    assert dt.predict(without, "q8_0", 143.0 * MB, 134.5e6, 30).verdict == dt.COMPUTE
+
+
+def test_a_fit_too_small_to_leave_one_out_adds_no_verdict():
+    """With three models no leave-one-out fit exists: the verdicts are the full fit's alone."""
+    fits = dt.leave_one_out([A, B, C])
+    assert fits == {"a": None, "b": None, "c": None}
+    assert dt.verdicts([A, B, C], TERMS, fits) == {"a": dt.COMPUTE, "b": dt.MEMORY, "c": dt.MEMORY}

@@ -481,3 +481,21 @@ def test_the_default_sweep_includes_a_third_shape_and_older_runs_replay_without_
     newer = hand_context(LESSON, QueuedServer({}), host_values={"default_sizes": list(lesson.DEFAULT_SIZES)})
     assert lesson.default_sizes(newer) == list(lesson.DEFAULT_SIZES)
     assert lesson.parse_sizes(None, lesson.SIZES_BEFORE_MEDIUM) == list(lesson.SIZES_BEFORE_MEDIUM)
+
+
+def test_a_verdict_that_one_model_turns_over_is_shown_mixed(lesson):
+    """Six models' steps made by hand from B = 50 GB/s, c = 25 ps and f = 0.08 ms per block, q4_1's 15% faster:
+    the Q8_0 models, 15% from the ridge, are mixed in the table and the notes; f32 stays memory-bound."""
+    from bytesup.course import decodetime as dt
+    terms = dt.Terms(50.0, 25.0, 0.08, ())
+    shapes = [("q4_1", "Q4_1", 96.6e6, 134.5e6, 30, 0.85), ("q8_0", "Q8_0", 143.0e6, 134.5e6, 30, 1.0),
+              ("f16", "F16", 269.1e6, 134.5e6, 30, 1.0), ("f32", "ALL_F32", 538.1e6, 134.5e6, 30, 1.0),
+              ("medium", "Q8_0", 224.1e6, 210.8e6, 16, 1.0), ("large", "Q8_0", 985.7e6, 927.5e6, 18, 1.0)]
+    widths = [dt.Width(n, b, p, t, {1: dt.predict(terms, n, b, p, L).step_ms * s}, L) for n, t, b, p, L, s in shapes]
+    runs = [lesson.ModelRun(lesson.ModelInfo(n, int(p), int(b), t, n_layer=L), [], lesson.TopAnswer("x", 1.0), {})
+            for n, t, b, p, L, _ in shapes]
+    rows = lesson.model_rows(widths, runs, dt.fit(widths))
+    assert [lesson.decode_model_row(r).waits_on for r in rows] == [
+        "compute-bound", "mixed", "memory-bound", "memory-bound", "mixed", "mixed"]
+    notes = " ".join(lesson.model_notes(rows, dt.fit(widths), None, lesson.spark_terms()))
+    assert "Here: memory-bound f16, f32; compute-bound q4_1; mixed q8_0, medium, large." in notes

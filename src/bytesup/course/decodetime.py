@@ -37,6 +37,15 @@ rule that set it against the arithmetic would follow that trade, not the machine
 term's share is given as a fraction of the predicted step; the two overlapped terms' shares add to
 more than the step they share.
 
+A verdict is named only when every set of terms the run fits agrees on it: the terms of all the
+models and those of each leave-one-out fit (`verdicts`). Where they disagree, the model is "mixed":
+the run's own data cannot tell which of the two terms is the larger, because leaving out one model's
+steps turns it over. On the 2-core course machine the product B × c (the bytes per parameter at
+which the two terms are equal) came out at 1.17-1.52 in seven runs and 0.82 in an eighth, whose
+narrowest width decoded 25% faster than in the others; Q8_0's 1.0625 bytes per parameter lies between,
+so in that eighth run its verdict turned over with one model left out, and the rule names it mixed
+there rather than memory-bound.
+
 Several sequences in one step (P ≥ 2) are another regime: the weights are read once for all of them,
 the arithmetic grows with P, and the server's step with two or more sequences costs more than this
 model allows (lesson 7's batching table and the capstone's lines show it). `step_line` draws the line
@@ -51,7 +60,7 @@ import numpy as np
 
 TOLERANCE = 0.15  # the model should predict a model's decode tokens/s within ±15% of measured
 MIN_FIT = 3       # three terms need at least three models
-MEMORY, COMPUTE = "memory-bound", "compute-bound"
+MEMORY, COMPUTE, MIXED = "memory-bound", "compute-bound", "mixed"
 # The grid the terms are fitted on: B from 1 GB/s to 10 TB/s, c from 0.1 ps to 10 ns per parameter,
 # GRID points each, evenly spaced on a log scale (steps of 2.3% in B and 3% in c).
 B_RANGE_GBS = (1.0, 1e4)
@@ -148,13 +157,37 @@ def predict(terms: Terms, name: str, weight_bytes: float, n_params: float, n_lay
                       n_layer * terms.fixed_ms_per_block)
 
 
-def held_out(widths: list[Width]) -> dict[str, Prediction | None]:
-    """Each model predicted by the terms fitted on the others (None when fewer than MIN_FIT others)."""
-    out: dict[str, Prediction | None] = {}
+def leave_one_out(widths: list[Width]) -> dict[str, Terms | None]:
+    """The terms fitted on every model but each one, keyed by the one left out (None when fewer than MIN_FIT others)."""
+    out: dict[str, Terms | None] = {}
     for k, w in enumerate(widths):
         others = [x for i, x in enumerate(widths) if i != k]
-        out[w.name] = predict(fit(others), w.name, w.weight_bytes, w.n_params, w.n_layer) if len(others) >= MIN_FIT else None
+        out[w.name] = fit(others) if len(others) >= MIN_FIT else None
     return out
+
+
+def held_out(widths: list[Width], fits: dict[str, Terms | None] | None = None) -> dict[str, Prediction | None]:
+    """Each model predicted by the terms fitted on the others (None when fewer than MIN_FIT others); `fits` is
+    leave_one_out(widths) when already computed."""
+    fits = leave_one_out(widths) if fits is None else fits
+    out: dict[str, Prediction | None] = {}
+    for w in widths:
+        terms = fits[w.name]
+        out[w.name] = None if terms is None else predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer)
+    return out
+
+
+def agreed(named: list[str]) -> str:
+    """One verdict where every fit names the same one, MIXED where they differ."""
+    return named[0] if len(set(named)) == 1 else MIXED
+
+
+def verdicts(widths: list[Width], terms: Terms, fits: dict[str, Terms | None]) -> dict[str, str]:
+    """Each model's verdict under the terms of every model (`terms`) and under each leave-one-out fit (`fits`):
+    named where they all agree, MIXED where they do not (see the module)."""
+    every = [terms, *(t for t in fits.values() if t is not None)]
+    return {w.name: agreed([predict(t, w.name, w.weight_bytes, w.n_params, w.n_layer).verdict for t in every])
+            for w in widths}
 
 
 def error(prediction: Prediction, measured_step_ms: float) -> float:
