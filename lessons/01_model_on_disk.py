@@ -76,7 +76,7 @@ class BandwidthInputs:
 
 def bandwidth_inputs(ctx: LessonContext) -> BandwidthInputs:
     facts = ctx.server_facts()
-    reading = ctx.run_bandwidth()  # the run's one reading, shared by lessons 1, 4, 7 and 8
+    reading = ctx.run_bandwidth()  # the run's one reading, shared by lessons 1, 4, 6, 7 and 8
     return BandwidthInputs(reading, facts, ctx.options.bandwidth_gbs)
 
 

@@ -5,9 +5,10 @@ earlier position and takes a weighted sum of their values. Those keys and values
 by layer, in the KV cache, so a new token costs one pass over the new position instead of the
 whole sequence. This script computes the cache's size per token from the served model's metadata
 (when its file is readable here) and for worked examples (and checks the podcast's figure),
-measures decode speed as the context grows, times a long prompt with and without the server's
-prompt cache, and counts the tokens generation would process without a cache, by formula and by
-re-sending the growing text to the server. Last, the same greedy generation runs in numpy from the
+measures decode speed as the context grows and predicts the deeper depths from a line through the
+shallower ones (its slope split into the KV read and attention's work), times a long prompt with
+and without the server's prompt cache, and counts the tokens generation would process without a
+cache, by formula and by re-sending the growing text to the server. Last, the same greedy generation runs in numpy from the
 GGUF's bytes (bytesup.models.forward), once with a KV cache and once recomputing the whole prefix at every
 step: the same tokens, the FLOPs and the time of both ways, beside the server's own tokens.
 """
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from bytesup.host import environment
-from bytesup.course import formulas
+from bytesup.course import depthtime, formulas
 from bytesup.models import forward
 from bytesup.course import published
 from bytesup.errors import BytesupError
@@ -120,6 +121,17 @@ def request_decode_at_depths(ctx: LessonContext, ids: list[int], depths: list[in
         by_depth[depth] = timed_completions(ctx.server, ids[:max(depth, 1)], DECODE_N, ctx.repeat, cache_prompt=True,
                                             track=lambda r, depth=depth: ctx.track(r, f"depth {depth} (from the cache)"))
     return [(depth, by_depth[depth]) for depth in depths]
+
+
+def request_run_bandwidth(ctx: LessonContext) -> tuple[float | None, str | None]:
+    """The run's bandwidth reading (GB/s, its median) where it bounds the server's decode; else None and why."""
+    facts = ctx.server_facts()
+    if not facts["host_bandwidth_applies"]:
+        return None, f"this host's bandwidth does not bound the server's decode: {facts['reason']}"
+    reading = ctx.run_bandwidth_since()  # the run's one reading, shared by lessons 1, 4, 6, 7 and 8
+    if reading is None:
+        return None, "this run was recorded without a reading of the host's bandwidth"
+    return reading["gb_per_s"]["median"], None
 
 
 @dataclass(frozen=True)
@@ -444,6 +456,92 @@ def bytes_model_row(p: BytesModelPoint) -> BytesModelRow:
 
 
 @dataclass(frozen=True)
+class AttentionShape:
+    """What splitting the depth line's slope needs of a model: its KV bytes per token and attention's shape."""
+    kv_bytes_per_token: float
+    n_layer: int
+    n_head: int
+    head_dim: int
+
+    @property
+    def flops_per_position(self) -> int:
+        return depthtime.attention_flops_per_position(self.n_layer, self.n_head, self.head_dim)
+
+
+SPARK_ROUNDING = 0.05  # tokens/s: half the last digit of the published decode figures
+NO_SHAPE = "the served model's file is not readable here, so its KV bytes per token and heads are unknown"
+
+
+@dataclass(frozen=True)
+class SparkSlope:
+    """The published figures' slope split at the published bandwidth, and the range of its KV share that the
+    figures' rounding allows."""
+    split: depthtime.Split
+    kv_share_low: float
+    kv_share_high: float
+
+
+@dataclass(frozen=True)
+class DepthModel:
+    """t(d) = t(0) + d × s on the run's depths; s split at the run's bandwidth (None: `why_no_split` says why),
+    and the published Spark's slope split the same way."""
+    line: depthtime.Line
+    points: list[depthtime.DepthPrediction]
+    shape: AttentionShape | None
+    split: depthtime.Split | None
+    why_no_split: str | None
+    spark: SparkSlope
+
+    @property
+    def held_out(self) -> list[depthtime.DepthPrediction]:
+        return depthtime.held_out(self.points)
+
+
+def spark_slope() -> SparkSlope:
+    """s = (1000 ÷ 29.6 − 1000 ÷ 33.2) ÷ 1,921 ms from lesson 4's figures, against the specimen's KV bytes per
+    token (the worked example's) at 273 GB/s; the share again with each figure moved by its rounding."""
+    spec = worked_examples()[0]
+    short, long, n = LESSON4["decode_short_tokens_per_s"], LESSON4["decode_long_tokens_per_s"], LESSON4["long_prompt_tokens"]
+
+    def split(slope_ms: float) -> depthtime.Split:
+        return depthtime.Split(slope_ms, spec.bytes_per_token, published.SPARK_BANDWIDTH_GB_PER_S,
+                               depthtime.attention_flops_per_position(spec.n_layer, SPEC["n_head"], spec.head_dim))
+
+    steepest = split(depthtime.published_slope_ms(short + SPARK_ROUNDING, long - SPARK_ROUNDING, n))
+    flattest = split(depthtime.published_slope_ms(short - SPARK_ROUNDING, long + SPARK_ROUNDING, n))
+    return SparkSlope(split(depthtime.published_slope_ms(short, long, n)), steepest.kv_share, flattest.kv_share)
+
+
+def depth_model(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | None, bandwidth_gbs: float | None,
+                why_no_bandwidth: str | None) -> DepthModel:
+    """The line through the median ms per token at the depths up to half the context, every depth predicted by it,
+    and its slope split where the run's bandwidth and the model's shape are known. ValueError when fewer than
+    two depths lie in the fitted half."""
+    at, ms = [d.depth for d in depths], [d.ms_median for d in depths]
+    line = depthtime.fit_line(at, ms, depthtime.default_fit_until(n_ctx))
+    split, why = None, NO_SHAPE if shape is None else why_no_bandwidth
+    if shape is not None and bandwidth_gbs is not None:
+        split, why = depthtime.Split(line.slope_ms, shape.kv_bytes_per_token, bandwidth_gbs, shape.flops_per_position), None
+    return DepthModel(line, depthtime.predictions(line, at, ms), shape, split, why, spark_slope())
+
+
+@dataclass(frozen=True)
+class DepthLineRow:
+    depth: int = column("depth", "tokens")
+    measured_ms: float = column("measured median", "ms/token")
+    predicted_ms: float = column("predicted", "ms/token")
+    predicted: float | None = column("predicted", "tokens/s")
+    measured: float = column("measured", "tokens/s")
+    error_percent: float | None = column("predicted ÷ measured − 1", "%")
+    role: str = column("fitted or held out")
+
+
+def depth_line_row(p: depthtime.DepthPrediction) -> DepthLineRow:
+    return DepthLineRow(p.depth, p.measured_ms, p.predicted_ms, p.predicted_tokens_per_s, p.measured_tokens_per_s,
+                        None if p.error is None else 100 * p.error, p.role)
+
+
+@dataclass(frozen=True)
 class PromptCacheSummary:
     first: list[CacheRequest]     # the cold requests with the cache on
     second: list[CacheRequest]    # the same prompt again, cache on
@@ -636,6 +734,13 @@ def record_depths(ctx: LessonContext, depths: list[DepthResult]) -> None:
                     description="decode after a prompt of `depth` tokens (1 for depth 0)")
 
 
+def record_depth_line(ctx: LessonContext, m: DepthModel) -> None:
+    ctx.fact(stated.DecodeAtDepth(
+        t0_ms=m.line.t0_ms, slope_ms_per_position=m.line.slope_ms, fit_until=m.line.fit_until,
+        tolerance=depthtime.TOLERANCE, held_out=[stated.HeldOutDepth(depth=p.depth, error=p.error) for p in m.held_out],
+        bandwidth_gbs=m.split.bandwidth_gbs if m.split else None, kv_read_ms_per_position=m.split.kv_read_ms if m.split else None))
+
+
 def record_prompt_cache(ctx: LessonContext, length: int, s: PromptCacheSummary) -> None:
     ctx.measure("ttft_ms_cached", "ms", s.cached_ms, higher_is_better=False, settings={"prompt_tokens": length},
                 description="prompt_ms of the second identical request with cache_prompt true")
@@ -749,13 +854,69 @@ def render_bytes_model(ctx: LessonContext, points: list[BytesModelPoint], kv: fl
     )
 
 
-def render_depth_plot(ctx: LessonContext, depths: list[DepthResult], points: list[BytesModelPoint] | None) -> None:
+def render_depth_line(ctx: LessonContext, m: DepthModel) -> None:
+    line = m.line
+    ctx.table(
+        "decode_at_depth_line", f"Decode at depth d: t(d) = t(0) + d × s, fitted up to depth {line.fit_until:,}, "
+        "predicting the deeper depths", columns(DepthLineRow), cells([depth_line_row(p) for p in m.points]),
+        notes=[
+            (f"The least-squares line through the median ms per token at the depths up to half the context "
+             f"({', '.join(f'{d:,}' for d in line.fitted)}): t(0) = {line.t0_ms:.4g} ms and s = "
+             f"{1e3 * line.slope_ms:.4g} µs per earlier position; the error is predicted ÷ measured tokens/s − 1."),
+            held_out_note(m.held_out),
+            split_note(m),
+            spark_note(m.spark, m.split),
+        ],
+    )
+
+
+def held_out_note(held: list[depthtime.DepthPrediction]) -> str:
+    worst = depthtime.worst(held)
+    if worst is None:
+        return "No depth lies beyond half the context, so none is held out."
+    within = [p for p in held if p.within]
+    return (f"Held out, predicted by a line not fitted on them: {len(within)} of {len(held)} depths within "
+            f"±{100 * depthtime.TOLERANCE:.0f}% of measured; the worst, depth {worst.depth:,}, "
+            + (f"at {100 * worst.error:+.1f}%." if worst.error is not None else
+               f"where the line gives a step of {worst.predicted_ms:.4g} ms: no speed at all."))
+
+
+def split_note(m: DepthModel) -> str:
+    sp, shape = m.split, m.shape
+    if sp is None or shape is None:
+        return f"The KV read is not split out of s: {m.why_no_split}."
+    rest = (f"The rest, {1e3 * sp.rest_ms:.3g} µs, is attention's work per position: 4 × {shape.n_layer} layers × "
+            f"{shape.n_head} heads × {shape.head_dim} = {sp.flops_per_position:,} FLOPs (q·k and V's weighted sum, 2 "
+            f"each per element), at {sp.rest_gflops:.3g} GFLOP/s." if sp.rest_gflops is not None else
+            "The KV read alone takes s or more: at that bandwidth nothing is left for attention's arithmetic.")
+    return (f"At the run's bandwidth reading, {sp.bandwidth_gbs:.3g} GB/s (median), one position's "
+            f"{sp.kv_bytes_per_token:,.0f} bytes of K and V take {1e3 * sp.kv_read_ms:.3g} µs to read: "
+            f"{100 * sp.kv_share:.2g}% of s. " + rest + f" Here s is mostly {sp.mostly}.")
+
+
+def spark_note(spark: SparkSlope, here: depthtime.Split | None) -> str:
+    sp = spark.split
+    short, long, n = LESSON4["decode_short_tokens_per_s"], LESSON4["decode_long_tokens_per_s"], LESSON4["long_prompt_tokens"]
+    return (f"Published ({published.SPARK_NAME}, lesson 4, {published.SPECIMEN_NAME}): {short:g} → {long:g} tokens/s "
+            f"after a {n:,}-token prompt, so s = (1000 ÷ {long:g} − 1000 ÷ {short:g}) ÷ {n:,} = {1e3 * sp.slope_ms:.4g} µs "
+            f"per position; its KV read, {sp.kv_bytes_per_token:,.0f} bytes ÷ {sp.bandwidth_gbs:g} GB/s = "
+            f"{1e3 * sp.kv_read_ms:.4g} µs, is {100 * sp.kv_share:.0f}% of it ({100 * spark.kv_share_low:.0f}–"
+            f"{100 * spark.kv_share_high:.0f}% within the figures' rounding): there s is mostly {sp.mostly}"
+            + (f", here mostly {here.mostly} ({100 * here.kv_share:.2g}% the KV read)." if here is not None else "."))
+
+
+def render_depth_plot(ctx: LessonContext, depths: list[DepthResult], points: list[BytesModelPoint] | None,
+                      model: DepthModel | None) -> None:
     xs = [float(d.depth) for d in depths]
     series = [Series(label="median (min–max band)", x=xs, y=[d.median for d in depths],
                      y_min=[d.low for d in depths], y_max=[d.high for d in depths])]
     if points is not None:
         series.append(Series(label="bytes model: bandwidth ÷ (weights + KV × depth)", x=xs, y=[p.predicted for p in points],
                              style="dashed"))
+    if model is not None:
+        speeds = [(float(p.depth), p.predicted_tokens_per_s) for p in model.points if p.predicted_tokens_per_s is not None]
+        series.append(Series(label=f"line fitted up to depth {model.line.fit_until:,}: 1000 ÷ (t(0) + d × s)",
+                             x=[x for x, _ in speeds], y=[y for _, y in speeds], style="dashed"))
     ctx.plot("decode_vs_depth", "Decode speed vs context depth", "context depth (tokens)", "decode tokens/s", series)
 
 
@@ -872,9 +1033,9 @@ def render_numpy_decode(ctx: LessonContext, d: NumpyDecode, server_tokens: list[
 
 # --- the lesson ---------------------------------------------------------------------------
 
-def kv_cache_size(ctx: LessonContext) -> int:
+def kv_cache_size(ctx: LessonContext) -> tuple[int, AttentionShape | None]:
     """The KV table: the served model (when its GGUF is readable here) and the worked examples.
-    Returns the server's context size."""
+    Returns the server's context size and the served model's attention shape (None when its file is not readable)."""
     readable = ctx.server_facts()["model_readable"]
     info = ctx.host("model_info", lambda: model_facts(ctx.require_model())) if readable else None
     setup = request_cache_setup(ctx)
@@ -884,7 +1045,22 @@ def kv_cache_size(ctx: LessonContext) -> int:
     render_kv_cache_size(ctx, examples, served, info, setup)
     ctx.settings.update({"n_ctx": setup.n_ctx, "cache_type_k": setup.type_k, "cache_type_v": setup.type_v,
                          "cache_type_source": setup.type_source, "model_readable": readable})
-    return setup.n_ctx
+    if served is None or info is None:
+        return setup.n_ctx, None
+    return setup.n_ctx, AttentionShape(served.per_token, served.n_layer, info["hyperparameters"]["n_head"], served.head_dim)
+
+
+def decode_at_depth_line(ctx: LessonContext, depths: list[DepthResult], n_ctx: int, shape: AttentionShape | None,
+                         bandwidth: tuple[float | None, str | None]) -> DepthModel | None:
+    """The line through the shallow half's decode steps, predicting the deeper half; None (said) with too few depths."""
+    try:
+        model = depth_model(depths, n_ctx, shape, *bandwidth)
+    except ValueError as exc:
+        ctx.note(f"No line of decode time against depth: {exc}.")
+        return None
+    record_depth_line(ctx, model)
+    render_depth_line(ctx, model)
+    return model
 
 
 def kv_cache_in_numpy(ctx: LessonContext, prompt: list[int], server_tokens: list[int]) -> None:
@@ -906,11 +1082,12 @@ def kv_cache_in_numpy(ctx: LessonContext, prompt: list[int], server_tokens: list
 def main(ctx: LessonContext):
     # The KV cache's size: 2 × layers × KV heads × head width × bytes per element, per token.
     ctx.step("KV cache bytes per token")
-    n_ctx = kv_cache_size(ctx)
+    n_ctx, shape = kv_cache_size(ctx)
 
     # Decode speed as the context grows, and the bytes model beside it.
     ids = long_prompt_tokens(ctx.server, max(depth_plan(n_ctx, DECODE_N)[-1], cache_prompt_len(n_ctx), 1))
     ctx.step("decode speed as the context grows")
+    bandwidth = request_run_bandwidth(ctx)  # before the decode work
     asked = request_decode_at_depths(ctx, ids, depth_plan(n_ctx, DECODE_N))
     depths = [depth_result(depth, runs, ctx.recorded(DEPTHS_FROM_CACHE)) for depth, runs in asked]
     load = ctx.host("load_average", environment.load_average)
@@ -922,7 +1099,10 @@ def main(ctx: LessonContext):
     if bytes_model:
         points = bytes_model_points(depths, bytes_model["weight_bytes"], bytes_model["kv_bytes_per_token"])
         render_bytes_model(ctx, points, bytes_model["kv_bytes_per_token"], bytes_model["weight_bytes"])
-    render_depth_plot(ctx, depths, points)
+
+    # A line through the shallow half predicts the deeper depths; its slope split into the KV read and the rest.
+    model = decode_at_depth_line(ctx, depths, n_ctx, shape, bandwidth)
+    render_depth_plot(ctx, depths, points, model)
 
     # A cached prompt prefix skips prefill.
     ctx.step("the prompt cache")

@@ -110,7 +110,7 @@ def served_slots(server) -> int:
 
 
 def measure_host_ceilings(ctx: LessonContext) -> HostCeilings:
-    """The run's bandwidth reading (shared by lessons 1, 4, 7 and 8) and a numpy matmul's FLOP/s."""
+    """The run's bandwidth reading (shared by lessons 1, 4, 6, 7 and 8) and a numpy matmul's FLOP/s."""
     ctx.step("measuring this host's memory read bandwidth")
     bw = ctx.run_bandwidth()
     ctx.step("measuring this host's matmul FLOP/s")

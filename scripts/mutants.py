@@ -53,7 +53,8 @@ MUTMUT = "2.5.1"
 SHARED_TARGETS = ["src/bytesup/course/formulas.py", "src/bytesup/llama/timed.py", "src/bytesup/llama/responses.py",
                   "src/bytesup/course/sampling.py", "src/bytesup/host/hostbench.py", "src/bytesup/course/memory_bound.py"]
 DEFAULT_TARGETS = [*SHARED_TARGETS, "src/bytesup/course/ceiling.py", "src/bytesup/models/forward.py",
-                   "src/bytesup/course/decodetime.py", "src/bytesup/course/robust.py", "src/bytesup/course/loop.py",
+                   "src/bytesup/course/decodetime.py", "src/bytesup/course/depthtime.py", "src/bytesup/course/robust.py",
+                   "src/bytesup/course/loop.py",
                    "src/bytesup/course/samplercheck.py", "src/bytesup/course/speculative.py",
                    "src/bytesup/course/clientclock.py",
                    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "lessons").glob("0*.py"))]

@@ -234,7 +234,7 @@ def _ctx(n_ctx, slots=None, model=None):
 
 def test_kv_table_without_the_model_file(lesson):
     ctx = _ctx(4096)
-    assert lesson.kv_cache_size(ctx) == 4096
+    assert lesson.kv_cache_size(ctx) == (4096, None)
     table = ctx.tables[0]
     assert [r[0].split(" (")[0] for r in table.rows] == [published.SPECIMEN_NAME, "70B example"]
     assert any("not readable here" in n for n in table.notes)
@@ -349,6 +349,10 @@ HAND_INFO = {"name": "hand model", "architecture": "llama", "file_type": None, "
              "hyperparameters": {"n_layer": 2, "n_head_kv": 2, "head_dim": 8, "n_head": 4}}
 
 
+# Where the hand-made server decodes: on this host's CPU, so the run's bandwidth reading bounds its decode.
+HAND_FACTS = {"model_readable": True, "host_bandwidth_applies": True, "reason": "the server decodes on this host's CPU"}
+
+
 def ms_per_token(prompt_n: int) -> float:
     """The hand-made server's decode cost: 8 ms + 0.25 ms per position already in the context."""
     return 8 + prompt_n / 4
@@ -389,7 +393,7 @@ def hand_run(lesson):
     server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
                            "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
     ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
-        "server_facts": {"model_readable": True}, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
+        "server_facts": HAND_FACTS, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
         "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]]})
     result = lesson.main(ctx)
     return result, server
@@ -515,7 +519,7 @@ def test_a_model_too_large_for_numpys_float32_is_not_tried(hand_run, lesson):
                            "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
     plan = {"served": {"file": "big.gguf", "path": "/nowhere/big.gguf", "sha256": "0" * 64}, "float32_bytes": 27 * 2**30}
     ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
-        "server_facts": {"model_readable": True}, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
+        "server_facts": HAND_FACTS, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
         "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]], "numpy_plan": plan})
     result = lesson.main(ctx)
     assert result.notes[-1] == ("numpy would hold 27.0 GiB of float32 weights to generate from big.gguf, more than the "
@@ -524,7 +528,7 @@ def test_a_model_too_large_for_numpys_float32_is_not_tried(hand_run, lesson):
     server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
                            "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
     ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
-        "server_facts": {"model_readable": True}, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
+        "server_facts": HAND_FACTS, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
         "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]], "numpy_plan": {**plan, "float32_bytes": 2**20}})
     result = lesson.main(ctx)
     assert result.notes[-1].startswith("numpy's generation over big.gguf is not recomputed: no file with its recorded sha256")
@@ -564,7 +568,7 @@ def test_each_depth_comes_from_the_prompt_cache_with_the_same_decode(lesson):
     server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
                            "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
     ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
-        "server_facts": {"model_readable": True}, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
+        "server_facts": HAND_FACTS, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
         "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]], "depths_from_cache": True})
     result = lesson.main(ctx)
     bodies = [b for _, path, b in server.requests if path == "/completion"]
@@ -581,3 +585,155 @@ def test_each_depth_comes_from_the_prompt_cache_with_the_same_decode(lesson):
     note = table.notes[-1]
     assert note.startswith("Each depth's prompt came from the prompt cache: one prefill of the deepest, 47 tokens")
     assert "depth 47: 46, 46 reused, prompt_n 1" in note and "depth 8: 7, 7 reused, prompt_n 1" in note
+
+
+# --- decode at depth: the line t(d) = t(0) + d × s, fitted on the shallow half ---------------------------
+
+def test_depth_line_on_the_recording(result, lesson):
+    """Every row is the fact's line at its depth, set against the depth table's median; this fixture recorded no
+    bandwidth reading, so the slope is not split."""
+    line = result.fact("decode_at_depth")
+    measured = {r[0]: r[2] for r in rows(result, "decode_vs_depth")}
+    table = result.table("decode_at_depth_line")
+    assert [r[0] for r in table.rows] == list(measured) and line["fit_until"] == 1024
+    for depth, ms, predicted_ms, predicted, tokens, error, role in table.rows:
+        assert ms == measured[depth] and tokens == pytest.approx(1000 / ms)
+        assert predicted_ms == pytest.approx(line["t0_ms"] + depth * line["slope_ms_per_position"])
+        assert role == ("fitted" if depth <= 1024 else "held out")
+        if predicted_ms > 0:
+            assert predicted == pytest.approx(1000 / predicted_ms) and error == pytest.approx(100 * (ms / predicted_ms - 1))
+        else:  # the fixture's steps scatter so much that the line falls below 0 ms at depth 0
+            assert predicted is None and error is None
+    assert [h["depth"] for h in line["held_out"]] == [1536, 1904] and line["tolerance"] == 0.15
+    assert line["bandwidth_gbs"] is None and line["kv_read_ms_per_position"] is None
+    assert table.notes[2] == ("The KV read is not split out of s: this run was recorded without a reading of the "
+                              "host's bandwidth.")
+
+
+@pytest.fixture(scope="module")
+def committed_run(tmp_path_factory):
+    """Lesson 6 of the committed 2026-12-01 run, replayed from its recordings (the golden test checks every file)."""
+    import json
+    from pathlib import Path
+
+    from bytesup.options import RunOptions
+    from bytesup.run.runner import run_lessons
+    from bytesup.store.results import load_result
+
+    run = Path(__file__).resolve().parents[1] / "outputs" / "2026-12-01-cpu2-smollm2"
+    out = tmp_path_factory.mktemp("committed") / "replay"
+    assert run_lessons([LESSON], RunOptions(replay=run, out=out, command=["test"])) == 0
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    return load_result(json.loads((out / f"{LESSON}.json").read_text(encoding="utf-8")), LESSON), manifest
+
+
+def test_depth_line_on_the_committed_run(committed_run):
+    """The line against numpy's least squares on the same points, the held-out depths within ±15%, and the KV read at
+    the run's bandwidth reading."""
+    import numpy as np
+
+    result, manifest = committed_run
+    line = result.fact("decode_at_depth")
+    depths = rows(result, "decode_vs_depth")
+    fitted = [(r[0], r[2]) for r in depths if r[0] <= 1024]
+    assert [d for d, _ in fitted] == [0, 256, 512, 1024]
+    slope, t0 = np.polyfit([d for d, _ in fitted], [ms for _, ms in fitted], 1)
+    assert line["t0_ms"] == pytest.approx(t0) and line["slope_ms_per_position"] == pytest.approx(slope)
+    # 1,536 and 1,904 held out: -3.4% and -6.2%
+    for held in line["held_out"]:
+        ms = next(r[2] for r in depths if r[0] == held["depth"])
+        assert held["error"] == pytest.approx(ms / (t0 + slope * held["depth"]) - 1)
+        assert abs(held["error"]) <= 0.15
+    assert [round(100 * h["error"], 1) for h in line["held_out"]] == [-3.4, -6.2]
+    # 23,040 bytes of K and V per position at the manifest's 21.36 GB/s: 1.079 µs, 12.5% of s = 8.598 µs
+    gbs = manifest["host_bandwidth"]["before"]["gb_per_s"]["median"]
+    assert line["bandwidth_gbs"] == gbs
+    assert line["kv_read_ms_per_position"] == pytest.approx(23_040 / (gbs * 1e9) * 1e3)
+    assert line["kv_read_ms_per_position"] / slope == pytest.approx(0.1255, abs=1e-4)
+    notes = result.table("decode_at_depth_line").notes
+    assert notes[1] == ("Held out, predicted by a line not fitted on them: 2 of 2 depths within ±15% of measured; "
+                        "the worst, depth 1,904, at -6.2%.")
+    assert "23,040 bytes of K and V take 1.08 µs to read: 13% of s. The rest, 7.52 µs" in notes[2]
+    assert "= 69,120 FLOPs" in notes[2] and notes[2].endswith("at 9.19 GFLOP/s. Here s is mostly attention's work.")
+
+
+def test_the_spark_slope_by_hand(lesson):
+    # (1000 ÷ 29.6 − 1000 ÷ 33.2) ÷ 1,921 = (33.784 − 30.120) ÷ 1,921 = 1.907 µs; 524,288 B ÷ 273 GB/s = 1.920 µs
+    spark = lesson.spark_slope()
+    assert 1e3 * spark.split.slope_ms == pytest.approx(1.907, abs=5e-4)
+    assert 1e3 * spark.split.kv_read_ms == pytest.approx(1.920, abs=5e-4)
+    assert spark.split.kv_bytes_per_token == 524_288 and spark.split.flops_per_position == 4 * 32 * 32 * 128
+    assert spark.split.kv_share == pytest.approx(1.0071, abs=1e-4)
+    # each figure moved by 0.05 tokens/s: 33.25 → 29.55 gives 1.960 µs (98.0%), 33.15 → 29.65 gives 1.854 µs (103.6%)
+    assert spark.kv_share_low == pytest.approx(0.9797, abs=1e-4) and spark.kv_share_high == pytest.approx(1.0360, abs=1e-4)
+
+
+def test_main_on_hand_made_answers_depth_line(hand_run):
+    result, _ = hand_run
+    # depths 0, 8, 16, 32 fitted (half of 64), at 8.25, 10, 12, 16 ms: x̄ = 14, ȳ = 11.5625,
+    # Σ(x − x̄)(y − ȳ) = 136.5, Σ(x − x̄)² = 560: s = 0.24375 ms, t(0) = 11.5625 − 0.24375 × 14 = 8.15 ms
+    line = result.fact("decode_at_depth")
+    assert (line["t0_ms"], line["slope_ms_per_position"], line["fit_until"]) == (
+        pytest.approx(8.15), pytest.approx(0.24375), 32)
+    # depth 47 held out: 8.15 + 47 × 0.24375 = 19.606 ms against 8 + 47 ÷ 4 = 19.75 measured: +0.73%
+    assert line["held_out"] == [{"depth": 47, "error": pytest.approx(19.75 / 19.60625 - 1)}]
+    table = result.table("decode_at_depth_line")
+    assert [r[6] for r in table.rows] == ["fitted"] * 4 + ["held out"]
+    assert table.rows[-1][:3] == [47, 19.75, pytest.approx(19.60625)]
+    assert table.notes[0].startswith("The least-squares line through the median ms per token at the depths up to half "
+                                     "the context (0, 8, 16, 32): t(0) = 8.15 ms and s = 243.8 µs per earlier position")
+    assert table.notes[1] == ("Held out, predicted by a line not fitted on them: 1 of 1 depths within ±15% of measured; "
+                              "the worst, depth 47, at +0.7%.")
+    # hand_context gives no bandwidth reading: a replay of a run that recorded none
+    assert table.notes[2] == ("The KV read is not split out of s: this run was recorded without a reading of the "
+                              "host's bandwidth.")
+    plot = next(p for p in result.plots if p.name == "decode_vs_depth")
+    assert plot.series[-1].y[-1] == pytest.approx(1000 / 19.60625)
+
+
+def _hand_depth_run(lesson, facts: dict, bandwidth: dict | None):
+    from lessonkit import QueuedServer, hand_context
+
+    answer = HandServer()
+    props = {"default_generation_settings": {"n_ctx": N_CTX}}
+    server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
+                           "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
+    ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, bandwidth=bandwidth,
+                       host_values={"server_facts": facts, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
+                                    "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]]})
+    return lesson.main(ctx)
+
+
+def test_the_hand_made_slope_split_at_the_runs_bandwidth(lesson):
+    result = _hand_depth_run(lesson, HAND_FACTS, {"gb_per_s": {"median": 12.8, "min": 12.0, "max": 13.0}})
+    # 128 bytes of K and V per position at 12.8 GB/s: 1e-8 s = 0.01 µs, 0.0041% of s = 243.75 µs; the rest,
+    # 243.74 µs, does 4 × 2 layers × 4 heads × 8 = 256 FLOPs: 256 ÷ 243.74e-6 s = 0.00105 GFLOP/s
+    line = result.fact("decode_at_depth")
+    assert line["bandwidth_gbs"] == 12.8 and line["kv_read_ms_per_position"] == pytest.approx(1e-5)
+    assert result.table("decode_at_depth_line").notes[2] == (
+        "At the run's bandwidth reading, 12.8 GB/s (median), one position's 128 bytes of K and V take 0.01 µs to read: "
+        "0.0041% of s. The rest, 244 µs, is attention's work per position: 4 × 2 layers × 4 heads × 8 = 256 FLOPs "
+        "(q·k and V's weighted sum, 2 each per element), at 0.00105 GFLOP/s. Here s is mostly attention's work.")
+    assert result.table("decode_at_depth_line").notes[3].endswith(
+        "there s is mostly the KV read, here mostly attention's work (0.0041% the KV read).")
+
+
+def test_no_slope_split_where_the_hosts_bandwidth_does_not_apply(lesson):
+    elsewhere = {**HAND_FACTS, "host_bandwidth_applies": False, "reason": "the server runs on another host"}
+    result = _hand_depth_run(lesson, elsewhere, {"gb_per_s": {"median": 12.8}})
+    line = result.fact("decode_at_depth")
+    assert line["bandwidth_gbs"] is None and line["kv_read_ms_per_position"] is None
+    assert line["slope_ms_per_position"] == pytest.approx(0.24375)  # the line and its predictions still show
+    notes = result.table("decode_at_depth_line").notes
+    assert notes[2] == ("The KV read is not split out of s: this host's bandwidth does not bound the server's decode: "
+                        "the server runs on another host.")
+    assert notes[3].endswith("there s is mostly the KV read.")
+
+
+def test_no_slope_split_without_the_model_file(lesson):
+    result = _hand_depth_run(lesson, {**HAND_FACTS, "model_readable": False}, {"gb_per_s": {"median": 12.8}})
+    assert "bytes_model_with_context" not in [t.name for t in result.tables]
+    notes = result.table("decode_at_depth_line").notes
+    assert notes[2] == ("The KV read is not split out of s: the served model's file is not readable here, so its KV "
+                        "bytes per token and heads are unknown.")
+    assert result.fact("decode_at_depth")["held_out"][0]["depth"] == 47

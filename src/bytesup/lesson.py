@@ -190,6 +190,13 @@ class LessonContext:
             return self.host("read_bandwidth", lambda: None)
         return reading
 
+    def run_bandwidth_since(self) -> dict | None:
+        """`run_bandwidth()` for a lesson that began to read it later: None when replaying a run that recorded
+        no reading (none in its manifest, none of the lesson's own), never a guess, so older recordings still replay."""
+        if self.replaying and self.shared.bandwidth_record.before is None and not self.recorded("read_bandwidth"):
+            return None
+        return self.run_bandwidth()
+
     def run_bandwidth_after(self) -> dict | None:
         """The run's second reading, taken now, after the decode work (None when replaying a run without one)."""
         return self.shared.bandwidth_after()

@@ -1,4 +1,5 @@
-"""Lesson 6's facts: the rows of its KV-bytes table (`kv_examples`)."""
+"""Lesson 6's facts: the rows of its KV-bytes table (`kv_examples`) and the line of decode time against context
+depth (`decode_at_depth`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,30 @@ class KvExample(BaseModel):
 class KvExamples(RootModel[list[KvExample]]):
     def rows(self) -> list[KvExample]:
         return self.root
+
+
+class HeldOutDepth(BaseModel):
+    """A depth the line was not fitted on, and how far the line's prediction of it was from measured."""
+    model_config = ConfigDict(extra="forbid")
+
+    depth: int
+    error: float | None  # predicted ÷ measured tokens/s − 1; None where the line gives a step of 0 ms or less
+
+
+@stated("decode_at_depth")
+class DecodeAtDepth(BaseModel):
+    """t(d) = t(0) + d × s through the median decode steps at the depths up to `fit_until`, the deeper depths it
+    predicts, and the KV read's part of s at the run's bandwidth (None where no reading applies or was recorded,
+    or the served model's shape is unknown)."""
+    model_config = ConfigDict(extra="forbid")
+
+    t0_ms: float
+    slope_ms_per_position: float
+    fit_until: int
+    tolerance: float  # a held-out depth is predicted within this
+    held_out: list[HeldOutDepth]
+    bandwidth_gbs: float | None
+    kv_read_ms_per_position: float | None
 
 
 # How an older run's tables named the columns (lower case), and the bytes-per-token column's names.

@@ -1,0 +1,127 @@
+"""Decode time at context depth (bytesup.course.depthtime) on hand arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from bytesup.course import depthtime as dt
+
+
+def test_a_line_through_three_points_predicts_a_fourth():
+    # 10, 11 and 12 ms at depths 0, 100 and 200: t(0) = 10 ms, s = 1 ms per 100 positions = 0.01 ms
+    line = dt.fit_line([0, 100, 200, 400], [10.0, 11.0, 12.0, 14.5], fit_until=200)
+    assert (line.t0_ms, line.slope_ms) == (pytest.approx(10.0), pytest.approx(0.01))
+    assert line.fit_until == 200 and line.fitted == (0, 100, 200)
+    # 10 + 400 × 0.01 = 14 ms at depth 400, which was not fitted; measured 14.5 ms
+    assert line.ms_at(400) == pytest.approx(14.0)
+    points = dt.predictions(line, [0, 100, 200, 400], [10.0, 11.0, 12.0, 14.5])
+    deep = points[-1]
+    assert (deep.depth, deep.measured_ms, deep.predicted_ms, deep.fitted) == (400, 14.5, pytest.approx(14.0), False)
+    # 1000 ÷ 14 = 71.43 tokens/s predicted, 1000 ÷ 14.5 = 68.97 measured: 14.5 ÷ 14 − 1 = +3.57%
+    assert deep.predicted_tokens_per_s == pytest.approx(1000 / 14)
+    assert deep.measured_tokens_per_s == pytest.approx(1000 / 14.5)
+    assert deep.error == pytest.approx(14.5 / 14 - 1)
+    assert [p.role for p in points] == ["fitted", "fitted", "fitted", "held out"]
+    assert dt.held_out(points) == [deep]
+
+
+def test_a_point_off_the_line():
+    # 10, 12, 11 ms at 0, 100, 200: x̄ = 100, ȳ = 11, Σ(x − x̄)(y − ȳ) = (−100)(−1) + 0 + 100 × 0 = 100,
+    # Σ(x − x̄)² = 20,000: s = 0.005 ms, t(0) = 11 − 0.005 × 100 = 10.5 ms
+    line = dt.fit_line([0, 100, 200], [10.0, 12.0, 11.0], fit_until=1000)
+    assert (line.t0_ms, line.slope_ms) == (pytest.approx(10.5), pytest.approx(0.005))
+    middle = dt.predictions(line, [100], [12.0])[0]
+    # 11 ms predicted, 12 measured: 12 ÷ 11 − 1 = +9.09%; a depth at fit_until or below is fitted
+    assert middle.predicted_ms == pytest.approx(11.0) and middle.error == pytest.approx(12 / 11 - 1)
+    assert middle.fitted and middle.role == dt.FITTED
+
+
+def test_only_the_depths_up_to_fit_until_are_fitted():
+    # a far point at depth 300 would pull the line; it lies beyond fit_until = 200 and is not fitted
+    line = dt.fit_line([0, 100, 200, 300], [10.0, 11.0, 12.0, 100.0], fit_until=200)
+    assert (line.t0_ms, line.slope_ms) == (pytest.approx(10.0), pytest.approx(0.01)) and line.fitted == (0, 100, 200)
+    assert dt.default_fit_until(2048) == 1024 and dt.default_fit_until(2047) == 1023
+    default = dt.fit_line([0, 256, 512, 1024, 1536, 1904], [12.0, 14.0, 16.0, 20.0, 30.0, 40.0], dt.default_fit_until(2048))
+    assert default.fitted == (0, 256, 512, 1024)
+
+
+def test_a_line_needs_two_distinct_depths():
+    with pytest.raises(ValueError, match="at least two distinct depths up to 100; 0 measured there"):
+        dt.fit_line([0, 500], [10.0, 15.0], fit_until=100)
+    with pytest.raises(ValueError, match="at least two distinct depths up to 100; 50, 50 measured there"):
+        dt.fit_line([50, 50], [10.0, 11.0], fit_until=100)
+    with pytest.raises(ValueError, match="up to 10; none measured there"):
+        dt.fit_line([100, 200], [10.0, 11.0], fit_until=10)
+    with pytest.raises(ValueError, match="^3 depths but 2 times$"):
+        dt.fit_line([0, 1, 2], [10.0, 11.0], fit_until=10)
+    with pytest.raises(ValueError):  # every depth needs its time
+        dt.predictions(dt.Line(10.0, 0.01, 100, (0, 100)), [0, 100, 200], [10.0, 11.0])
+    # two distinct depths are enough
+    assert dt.fit_line([0, 100], [10.0, 11.0], fit_until=100).slope_ms == pytest.approx(0.01)
+
+
+def test_the_tolerance_is_fifteen_percent_either_way():
+    assert dt.TOLERANCE == 0.15
+    # predicted 10 ms (100 tokens/s) against measured 11.6 ms: 11.6 ÷ 10 − 1 = +16%, outside; 11.4 ms: +14%, inside
+    assert dt.DepthPrediction(1536, 11.6, 10.0, False).error == pytest.approx(0.16)
+    assert not dt.DepthPrediction(1536, 11.6, 10.0, False).within
+    assert dt.DepthPrediction(1536, 11.4, 10.0, False).within
+    # measured 8.4 ms: 8.4 ÷ 10 − 1 = −16%, outside; 8.6 ms: −14%, inside
+    assert not dt.DepthPrediction(1536, 8.4, 10.0, False).within
+    assert dt.DepthPrediction(1536, 8.6, 10.0, False).within
+
+
+def test_a_line_below_zero_predicts_no_speed():
+    # a line through scattered steps can give a step of 0 ms or less: no speed, no error, not within
+    for predicted_ms in (0.0, -3.0):
+        p = dt.DepthPrediction(0, 5.0, predicted_ms, True)
+        assert p.predicted_tokens_per_s is None and p.error is None and not p.within
+    # any step above 0 ms is a speed, a short one too: 0.5 ms is 2,000 tokens/s
+    assert dt.DepthPrediction(0, 0.5, 0.5, True).predicted_tokens_per_s == 2000.0
+    near = dt.DepthPrediction(1536, 10.0, 10.5, False)
+    far = dt.DepthPrediction(1904, 10.0, 12.0, False)
+    below = dt.DepthPrediction(0, 5.0, -1.0, True)
+    # the worst is the furthest from measured, and a point without a speed is worse than any
+    assert dt.worst([near, far]) is far and dt.worst([far, near]) is far
+    assert dt.worst([near, below, far]) is below
+    assert dt.worst([]) is None
+
+
+def test_attentions_flops_per_position():
+    # 4 × layers × heads × head width: SmolLM2-135M 4 × 30 × 9 × 64, the specimen 4 × 32 × 32 × 128
+    assert dt.attention_flops_per_position(30, 9, 64) == 69_120
+    assert dt.attention_flops_per_position(32, 32, 128) == 524_288
+
+
+def test_the_slope_split_into_the_kv_read_and_the_rest():
+    # s = 10 µs; 20,000 bytes of K and V at 20 GB/s = 1 µs, a tenth of s; the rest 9 µs does 69,120 FLOPs:
+    # 69,120 ÷ 9e-6 s = 7.68 GFLOP/s
+    sp = dt.Split(slope_ms=0.01, kv_bytes_per_token=20_000, bandwidth_gbs=20.0, flops_per_position=69_120)
+    assert sp.kv_read_ms == pytest.approx(0.001) and sp.rest_ms == pytest.approx(0.009)
+    assert sp.kv_share == pytest.approx(0.1)
+    assert sp.rest_gflops == pytest.approx(7.68)
+    assert sp.mostly == dt.ATTENTION_WORK == "attention's work"
+
+
+def test_a_slope_the_kv_read_takes_whole():
+    # 1,000,000 bytes at 1 GB/s = 1 ms; a slope of 2 ms is half of it, a tie: the KV read is named
+    half = dt.Split(slope_ms=2.0, kv_bytes_per_token=1e6, bandwidth_gbs=1.0, flops_per_position=1000)
+    assert half.kv_read_ms == 1.0 and half.rest_ms == 1.0 and half.mostly == dt.KV_READ == "the KV read"
+    # 1000 FLOPs in 1 ms: 1e6 FLOP/s = 0.001 GFLOP/s
+    assert half.rest_gflops == pytest.approx(0.001)
+    # the read takes the whole slope (nothing left) or more: no rate
+    whole = dt.Split(slope_ms=1.0, kv_bytes_per_token=1e6, bandwidth_gbs=1.0, flops_per_position=1000)
+    assert whole.rest_ms == 0.0 and whole.rest_gflops is None and whole.kv_share == 1.0 and whole.mostly == dt.KV_READ
+    assert dt.Split(0.5, 1e6, 1.0, 1000).rest_gflops is None
+
+
+def test_the_published_spark_slope_is_its_kv_read():
+    # 1000 ÷ 29.6 − 1000 ÷ 33.2 = 33.784 − 30.120 = 3.663 ms over 1,921 positions: 1.907 µs per position
+    s = dt.published_slope_ms(33.2, 29.6, 1921)
+    assert 1e3 * s == pytest.approx(1.907, abs=5e-4)
+    assert s == pytest.approx((1000 / 29.6 - 1000 / 33.2) / 1921)
+    # 524,288 bytes ÷ 273 GB/s = 1.920 µs: the KV read is the whole slope, to within 1%
+    sp = dt.Split(s, 524_288, 273.0, dt.attention_flops_per_position(32, 32, 128))
+    assert 1e3 * sp.kv_read_ms == pytest.approx(1.920, abs=5e-4)
+    assert sp.kv_share == pytest.approx(1.0071, abs=1e-4)
+    assert sp.rest_gflops is None and sp.mostly == dt.KV_READ
