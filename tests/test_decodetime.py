@@ -116,7 +116,7 @@ def test_the_batch_line_predicts_a_larger_batch():
 
 
 def test_the_rule_and_the_arithmetic_at_their_edges():
-    assert (dt.MEMORY, dt.COMPUTE) == ("memory-bound", "compute-bound")
+    assert (dt.MEMORY, dt.COMPUTE, dt.MIXED) == ("memory-bound", "compute-bound", "mixed")
     # a compute-bound step: 100 MB in 2 ms against 100 M × 25 ps = 2.5 ms, + 2 ms
     assert dt.predict(TERMS, "a", 100 * MB, 100e6, 20).step_ms == pytest.approx(4.5)
     # 200 tokens/s predicted against a 4 ms step measured (250 tokens/s): 200 × 4 ÷ 1000 − 1 = −20%

@@ -9,6 +9,7 @@ from bytesup.course import formulas
 from bytesup.course import published
 from bytesup.check.checker import CACHE_TYPE_BYTES
 from bytesup.errors import BytesupError
+from lessonkit import run_bandwidth
 
 LESSON = "06_attention_kv_cache"
 
@@ -72,7 +73,12 @@ def test_depths_cover_the_context(result):
     assert len(depths) >= 5 and depths == sorted(depths) and depths[0] == 0
     assert depths[-1] >= n_ctx // 2 and depths[-1] < n_ctx
     assert table[0][1] == 1                      # depth 0: a one-token prompt
-    assert [r[1] for r in table[1:]] == depths[1:]
+    if result.host_values.get("depths_from_cache"):
+        # one prefill of the deepest prompt, then each depth as a prefix of it from the prompt cache: only
+        # the last prompt position is processed again
+        assert [r[1] for r in table[1:]] == [1] * (len(depths) - 1)
+    else:
+        assert [r[1] for r in table[1:]] == depths[1:]
 
 
 def test_tokens_per_second_is_1000_over_ms_per_token(result):
@@ -590,8 +596,8 @@ def test_each_depth_comes_from_the_prompt_cache_with_the_same_decode(lesson):
 # --- decode at depth: the line t(d) = t(0) + d × s, fitted on the shallow half ---------------------------
 
 def test_depth_line_on_the_recording(result, lesson):
-    """Every row is the fact's line at its depth, set against the depth table's median; this fixture recorded no
-    bandwidth reading, so the slope is not split."""
+    """Every row is the fact's line at its depth, set against the depth table's median; the slope is split at the
+    run's bandwidth reading: 23,040 bytes of K and V per position ÷ that bandwidth."""
     line = result.fact("decode_at_depth")
     measured = {r[0]: r[2] for r in rows(result, "decode_vs_depth")}
     table = result.table("decode_at_depth_line")
@@ -602,12 +608,14 @@ def test_depth_line_on_the_recording(result, lesson):
         assert role == ("fitted" if depth <= 1024 else "held out")
         if predicted_ms > 0:
             assert predicted == pytest.approx(1000 / predicted_ms) and error == pytest.approx(100 * (ms / predicted_ms - 1))
-        else:  # the fixture's steps scatter so much that the line falls below 0 ms at depth 0
+        else:
             assert predicted is None and error is None
     assert [h["depth"] for h in line["held_out"]] == [1536, 1904] and line["tolerance"] == 0.15
-    assert line["bandwidth_gbs"] is None and line["kv_read_ms_per_position"] is None
-    assert table.notes[2] == ("The KV read is not split out of s: this run was recorded without a reading of the "
-                              "host's bandwidth.")
+    gbs = run_bandwidth(LESSON, result)["gb_per_s"]["median"]
+    assert line["bandwidth_gbs"] == pytest.approx(gbs)
+    assert line["kv_read_ms_per_position"] == pytest.approx(23040 / (gbs * 1e9) * 1e3)
+    assert table.notes[2].startswith(f"At the run's bandwidth reading, {gbs:.3g} GB/s (median), one position's "
+                                     "23,040 bytes of K and V take")
 
 
 @pytest.fixture(scope="module")
