@@ -30,6 +30,7 @@ except ImportError:
     import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
+import contextlib
 import functools
 import math
 import statistics
@@ -76,6 +77,7 @@ CTX = 256  # the short prompt and the generated tokens fit; a small context keep
 # The top token at temperature 0 from the full softmax (post_sampling_probs false); cache_prompt false.
 TOP = {"n_predict": 1, "n_probs": 3, "temperature": 0, "post_sampling_probs": False, "cache_prompt": False, "seed": 42}
 MEMORY_SHARE = 0.5  # a model is skipped when its file would take more than this share of the available memory
+IN_TURNS = "sweep_in_turns"  # host value: this run's servers were up at once and its timed decodes went round them
 # The decode-time model (bytesup.course.decodetime): t₁ = F + max(W ÷ B, n × c) from every model's step at P = 1,
 # each model predicted by the terms of the others. The first model of each weight type also decodes 2 and 4
 # sequences at once: the batch view, a line t(P) = a + b × P through those steps.
@@ -249,37 +251,100 @@ def batch_bodies(parallel: int, r: int) -> list[dict[str, Any]]:
              "id_slot": i} for i in range(parallel)]
 
 
+def batches_at(srv, plan: SamplePlan, levels: tuple[int, ...]) -> dict[int, list[float]]:
+    """Per-sequence decode tokens/s at each P of `levels`: plan.rounds(P) batches of P decodes sent at once."""
+    together = {}
+    for P in levels:
+        batches = [measure.concurrent_completions(srv, PROMPT, batch_bodies(P, r))[0] for r in range(plan.rounds(P))]
+        together[P] = [v for batch in batches for v in measure.decode_samples(batch)]
+    return together
+
+
 def measure_decode(ctx: LessonContext, srv, info: ModelInfo, plan: SamplePlan, levels: tuple[int, ...]) -> ModelRun:
     """The top token after PROMPT, the warm-up, plan.samples timed decodes of N_PREDICT tokens
     (measure.PINNED), then at each P of `levels` batches of P decodes sent at once."""
     answer = top_answer(srv.completion(PROMPT, **TOP))
     done = measure.timed_completions(srv, PROMPT, N_PREDICT, plan.warmup + plan.samples,
                                      track=lambda it: ctx.track(it, info.name))[plan.warmup:]
-    together = {}
-    for P in levels:
-        batches = [measure.concurrent_completions(srv, PROMPT, batch_bodies(P, r))[0] for r in range(plan.rounds(P))]
-        together[P] = [v for batch in batches for v in measure.decode_samples(batch)]
-    return ModelRun(info, measure.decode_samples(done), answer, together)
+    return ModelRun(info, measure.decode_samples(done), answer, batches_at(srv, plan, levels))
 
 
-def sweep_local(ctx: LessonContext, sizes: list[str], available: int | None,
-                plan: SamplePlan) -> tuple[list[ModelRun], list[str]]:
-    """Each model on a server of its own, with the user's server flags; those too big for memory skipped.
-    The first model of each weight type also decodes plan.levels sequences at once (its step-time line);
-    a later one of the same type is left for the model to predict."""
-    runs, skipped, seen = [], [], set()
+@dataclass(frozen=True)
+class Planned:
+    """A model the sweep serves, and the P it also decodes at (LEVELS for the first of its weight type)."""
+    name: str
+    info: ModelInfo
+    levels: tuple[int, ...]
+
+
+def plan_sweep(ctx: LessonContext, sizes: list[str], available: int | None,
+               plan: SamplePlan) -> tuple[list[Planned], list[str]]:
+    """The models to serve, built or fetched first where missing; those too big for memory skipped. The first
+    model of each weight type also decodes plan.levels sequences at once (its step-time line); a later one of
+    the same type is left for the model to predict."""
+    planned, skipped, seen = [], [], set()
     for name in sizes:
         ctx.step(f"building or reusing {name}")
         info = ModelInfo.of(ctx.host(f"model_{name}", functools.partial(preset_summary, name)))
         if available and info.tensor_bytes > MEMORY_SHARE * available:
             skipped.append(f"{name} ({info.tensor_bytes / GB:.3g} GB)")
             continue
-        levels = () if info.weight_type in seen else plan.levels
+        planned.append(Planned(name, info, () if info.weight_type in seen else plan.levels))
         seen.add(info.weight_type)
-        ctx.step(f"decoding with {name}")
-        flags = ["-c", str(CTX * plan.slots), "--parallel", str(plan.slots)]
-        with ctx.local_server(f"preset-{name}", Path(info.path) if info.path else None, flags) as srv:
-            runs.append(measure_decode(ctx, srv, info, plan, levels))
+    return planned, skipped
+
+
+def in_turns(ctx: LessonContext, planned: list[Planned], available: int | None) -> bool:
+    """Whether every server is up at once and the timed decodes go round the models in turns: where the models
+    fit in MEMORY_SHARE of the available memory together. A run recorded before turns replays one model after
+    another, as it was measured."""
+    fits = bool(available) and sum(p.info.tensor_bytes for p in planned) <= MEMORY_SHARE * (available or 0)
+    return fits and bool(ctx.host_since(IN_TURNS, lambda: True, before=False))
+
+
+def serve(ctx: LessonContext, p: Planned, plan: SamplePlan):
+    """A server of its own for one model, with the user's server flags and plan.slots slots."""
+    return ctx.local_server(f"preset-{p.name}", Path(p.info.path) if p.info.path else None,
+                            ["-c", str(CTX * plan.slots), "--parallel", str(plan.slots)])
+
+
+def sweep_in_turns(ctx: LessonContext, planned: list[Planned], plan: SamplePlan) -> list[ModelRun]:
+    """Every model on a server of its own, all up at once: each one's answer and warm-up, then plan.samples rounds
+    of one timed decode per model in turn, then each one's batches. Each server sees the same requests in the same
+    order as one after another, but a slow spell of the machine lands on every model's samples alike, not on one
+    model's median: the decode-time model compares the models with each other."""
+    with contextlib.ExitStack() as stack:
+        servers = []
+        for p in planned:
+            ctx.step(f"starting a server for {p.name}")
+            servers.append(stack.enter_context(serve(ctx, p, plan)))
+        answers = [top_answer(srv.completion(PROMPT, **TOP)) for srv in servers]
+        for srv in servers:
+            measure.timed_completions(srv, PROMPT, N_PREDICT, plan.warmup)
+        done: list[list[Completion]] = [[] for _ in servers]
+        for _ in ctx.track(range(plan.samples), f"decoding with the {len(servers)} models in turn"):
+            for i, srv in enumerate(servers):
+                done[i] += measure.timed_completions(srv, PROMPT, N_PREDICT, 1)
+        runs = []
+        for p, srv, answer, d in zip(planned, servers, answers, done, strict=True):
+            if p.levels:
+                ctx.step(f"decoding {' and '.join(map(str, p.levels))} sequences at once with {p.name}")
+            runs.append(ModelRun(p.info, measure.decode_samples(d), answer, batches_at(srv, plan, p.levels)))
+    return runs
+
+
+def sweep_local(ctx: LessonContext, sizes: list[str], available: int | None,
+                plan: SamplePlan) -> tuple[list[ModelRun], list[str]]:
+    """Each model on a server of its own, with the user's server flags (plan_sweep), measured in turns where they
+    fit in memory together (sweep_in_turns), else one after another."""
+    planned, skipped = plan_sweep(ctx, sizes, available, plan)
+    if in_turns(ctx, planned, available):
+        return sweep_in_turns(ctx, planned, plan), skipped
+    runs = []
+    for p in planned:
+        ctx.step(f"decoding with {p.name}")
+        with serve(ctx, p, plan) as srv:
+            runs.append(measure_decode(ctx, srv, p.info, plan, p.levels))
     return runs, skipped
 
 

@@ -359,21 +359,33 @@ def test_fit_rows_share_one_reference(lesson):
 
 # --- the decode-time model -----------------------------------------------------------------------
 
-def test_main_decode_model_on_hand_made_step_times(lesson):
+@pytest.mark.parametrize("in_turns", [False, True])
+def test_main_decode_model_on_hand_made_step_times(lesson, in_turns):
     """Four models with steps at P = 1 made from B = 50 GB/s, c = 25 ps per parameter and F = 2 ms (see
-    tests/test_decodetime.py), large-q8_0 10% slower than that; the first of each weight type also at P = 2 and 4."""
+    tests/test_decodetime.py), large-q8_0 10% slower than that; the first of each weight type also at P = 2 and 4.
+    One model after another (a run recorded before turns), or every server up at once and the timed decodes in
+    turns: each server gets the same requests in the same order, and the tables are the same."""
     q4, q8, f32, big = "smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f32", "large-q8_0"
     # q4_1: 100 MB in 2 ms, 100 M × 25 ps = 2.5 ms: 2 + 2.5 = 4.5 ms; q8_0: 200 MB, 4 ms: 6 ms; f32: 400 MB: 10 ms;
     # large: 1,000 MB in 20 ms, 1,000 M × 25 ps = 25 ms: 27 ms, measured 29.7. 32 passes per decode.
     step = {q4: {1: 4.5, 2: 9.0, 4: 12.0}, q8: {1: 6.0, 2: 10.0, 4: 14.0}, f32: {1: 10.0, 2: 14.0, 4: 18.0}}
 
+    order: list[str] = []  # the model of each timed decode at P = 1, in the order they were sent
+
+    def timed(name: str, ms: float):
+        def answer(body):
+            order.append(name)
+            return _decode(ms)
+        return answer
+
     def answers(name: str) -> list:
         s = step[name]
-        return [_top(-0.3), _decode(9_999.0), *[_decode(32 * s[1])] * 5, *[_decode(32 * s[2])] * 6,
+        return [_top(-0.3), _decode(9_999.0), *[timed(name, 32 * s[1])] * 5, *[_decode(32 * s[2])] * 6,
                 *[_decode(32 * s[4])] * 8]
 
     servers = {f"preset-{n}": QueuedServer({"/completion": answers(n)}) for n in step}
-    servers[f"preset-{big}"] = QueuedServer({"/completion": [_top(-0.3), _decode(1.0), *[_decode(32 * 29.7)] * 5]})
+    servers[f"preset-{big}"] = QueuedServer({"/completion": [_top(-0.3), _decode(1.0),
+                                                             *[timed(big, 32 * 29.7)] * 5]})
     started = []
 
     def local_server(label, model, flags):
@@ -392,10 +404,14 @@ def test_main_decode_model_on_hand_made_step_times(lesson):
         "matvec_bandwidth": {"threads": 2, "bytes_per_sample": 536_870_912, "gb_per_s":
                              {"samples": [40.0] * 5, "median": 40.0, "min": 39.0, "max": 41.0}},
     }
+    if in_turns:
+        host_values[lesson.IN_TURNS] = True
     ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
     ctx.local_server = local_server
     result = lesson.main(ctx)
     assert all(s.left() == {} for s in servers.values())
+    names = [q4, q8, f32, big]
+    assert order == (names * 5 if in_turns else [n for n in names for _ in range(5)])
     assert started[0][-4:] == ["-c", "1024", "--parallel", "4"]  # four slots of 256 tokens
     batch = [b for _, _, b in servers[f"preset-{q8}"].requests][7:]
     # three batches of 2 and two of 4 (the order within a batch is the threads')
@@ -499,3 +515,17 @@ def test_a_verdict_that_one_model_turns_over_is_shown_mixed(lesson):
         "compute-bound", "mixed", "memory-bound", "memory-bound", "mixed", "mixed"]
     notes = " ".join(lesson.model_notes(rows, dt.fit(widths), None, lesson.spark_terms()))
     assert "Here: memory-bound f16, f32; compute-bound q4_1; mixed q8_0, medium, large." in notes
+
+
+def test_servers_are_up_at_once_only_where_the_models_fit_together(lesson):
+    """Turns need every model in memory at once: within MEMORY_SHARE (half) of the available memory together,
+    and a run that measured that way (a run recorded before turns replays one model after another)."""
+    def planned(*gb: float) -> list:
+        return [lesson.Planned(f"m{i}", lesson.ModelInfo(f"m{i}", 1, int(g * 1e9), "Q8_0"), ()) for i, g in enumerate(gb)]
+
+    turns = hand_context(LESSON, QueuedServer({}), host_values={lesson.IN_TURNS: True})
+    assert lesson.in_turns(turns, planned(1.0, 0.9), 4_000_000_000) is True      # 1.9 GB ≤ 2 GB
+    assert lesson.in_turns(turns, planned(1.0, 1.1), 4_000_000_000) is False     # 2.1 GB > 2 GB
+    assert lesson.in_turns(turns, planned(0.1), None) is False                   # the memory unknown
+    before = hand_context(LESSON, QueuedServer({}), host_values={})
+    assert lesson.in_turns(before, planned(0.1), 4_000_000_000) is False
