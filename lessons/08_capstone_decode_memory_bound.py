@@ -2,9 +2,10 @@
 
 Each decoded token reads every weight once, so decode can be no faster than memory bandwidth ÷
 bytes per token. This script tests that claim on the widths of one model (the same weights stored
-in fewer or more bytes each) and on larger models beyond them: it serves each in turn on a server
-of its own, measures decode tokens/s with repeats, and asks each for the top token after "The
-capital of France is". Effective GB/s = bytes per token × tokens/s; efficiency compares it with the
+in fewer or more bytes each) and on larger models beyond them: it serves each on a server of its
+own, all up at once where they fit in memory together, measures decode tokens/s going round the
+models in turns (a slow spell of the machine then lands on every model alike), and asks each for
+the top token after "The capital of France is". Effective GB/s = bytes per token × tokens/s; efficiency compares it with the
 run's one reading of this host's bandwidth (or --bandwidth-gbs). Points whose weights fit in the
 last-level cache are marked cache-resident and kept out of the fit. The verdicts follow stated
 rules (bytesup.course.memory_bound): between neighbouring widths, memory-bound where effective GB/s stays flat

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from bytesup.course.depthtime import attention_flops_per_position
 from bytesup.errors import BytesupError
 from bytesup.models.gguf import TensorFile, read_vocabulary
 
@@ -281,7 +282,7 @@ def pass_flops(hp: Hyper, start: int, new: int) -> int:
     weight of every block for each new position, attention's scores and weighted sums (2 × 2 × heads × head width
     for each position a new one attends to, itself included), and the output matrix on the last position alone."""
     attended = sum(range(start + 1, start + new + 1))
-    return (2 * hp.n_layer * block_weights(hp) * new + 4 * hp.n_layer * hp.n_head * hp.head_dim * attended
+    return (2 * hp.n_layer * block_weights(hp) * new + attention_flops_per_position(hp.n_layer, hp.n_head, hp.head_dim) * attended
             + 2 * hp.n_vocab * hp.n_embd)
 
 
