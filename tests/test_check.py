@@ -57,6 +57,12 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     deep, shallow = depths[-1], depths[0]
     assert slows[0].status == (check.PASS if deep.median < shallow.median else
                                check.INCONCLUSIVE if deep.min <= shallow.max else check.FAIL)
+    # Lesson 6's depth line: the checker's own line gives the lesson's held-out errors, to the printed digit.
+    depth_claim = only(report, "depth_line_predicts_deeper_depths")
+    line_t = l6.table("decode_at_depth_line")
+    held = [(r[0], r[5]) for r in line_t.rows if r[6] == "held out"]
+    assert held and all(f"{d:,}: {e / 100:+.1%}" in depth_claim.detail for d, e in held), (held, depth_claim)
+    assert depth_claim.status == (check.PASS if max(abs(e) for _, e in held) <= 15 else check.FAIL)
     effs = claims(report, "decode_efficiency_in_unit_interval")
     l8 = read_result(full_run, "08_capstone_decode_memory_bound")
     assert len(effs) == 1 + sum(m.name == "decode_efficiency" for m in l8.measurements)
@@ -546,3 +552,48 @@ def test_decode_model_claim_counts_each_models_blocks(tmp_path):
     claim = only(check.check_run(run_of(tmp_path, result), []), "decode_model_predicts_every_width")
     assert claim.status == check.PASS, claim
     assert re.search(r"big: -1[0-4]\.\d%", claim.detail), claim.detail
+
+
+# --- lesson 6's depth line ---------------------------------------------------------------------
+
+def depth_line_lesson(deep_ms: dict[int, float], scatter: float = 0.0) -> LessonResult:
+    """Decode at depths 0, 256, 512 and 1,024 on the line t = 10 + 0.01 × d ms (10, 12.56, 15.12 and 20.24 ms, five
+    samples each, the middle three spread by `scatter` of the step), and the deeper depths at `deep_ms`."""
+    steps = {d: 10 + 0.01 * d for d in (0, 256, 512, 1024)} | deep_ms
+    ms = [(1 - scatter, 1 - scatter / 2, 1.0, 1 + scatter / 2, 1 + scatter)]
+    return lesson("06_attention_kv_cache", [depth(d, [1e3 / (t * k) for k in ms[0]]) for d, t in steps.items()]
+                  ).model_copy(update={"facts": {"decode_at_depth": {
+                      "t0_ms": 10.0, "slope_ms_per_position": 0.01, "fit_until": 1024, "tolerance": 0.15, "held_out": [],
+                      "bandwidth_gbs": None, "kv_read_ms_per_position": None}}})
+
+
+@pytest.mark.parametrize("k,status", [(1.0, check.PASS), (1.1, check.PASS), (1.16, check.FAIL), (0.84, check.FAIL)])
+def test_depth_line_claim_fails_beyond_its_tolerance(tmp_path, k, status):
+    """The line through the shallow half puts depth 1,536 at 10 + 15.36 = 25.36 ms (measured so) and 1,904 at
+    29.04 ms, measured k × that: predicted ÷ measured tokens/s − 1 = k − 1, so +10% passes and ±16% fail."""
+    result = depth_line_lesson({1536: 25.36, 1904: 29.04 * k})
+    claim = only(check.check_run(run_of(tmp_path, result), []), "depth_line_predicts_deeper_depths")
+    assert claim.status == status, claim
+    assert "t(0) = 10 ms, s = 10 µs per position, fitted on depths 0, 256, 512, 1,024" in claim.detail
+    assert f"1,904: {k - 1:+.1%}" in claim.detail and claim.tolerance == "±15%"
+
+
+def test_depth_line_claim_numbers_by_hand():
+    """Measured steps 1.16 × and 0.84 × the line's 29.04 ms at depth 1,904: +16.0% and −16.0%, outside ±15%; 1.1 ×:
+    +10.0%, inside. A planted tolerance of 1e9 turns the first two into passes, so these fail then."""
+    from bytesup.check.claims import depth_line_check
+    base = {d: [1e3 / (10 + 0.01 * d)] for d in (0, 256, 512, 1024)}
+    for k, status in ((1.16, check.FAIL), (0.84, check.FAIL), (1.1, check.PASS)):
+        st, observed, _ = depth_line_check({**base, 1904: [1e3 / (29.04 * k)]}, 1024)
+        assert st == status and observed == f"furthest depth 1,904 {k - 1:+.1%}", (k, st, observed)
+
+
+def test_depth_line_claim_cannot_tell_from_scattered_samples(tmp_path):
+    """The same +16% miss, with each depth's samples spread by 20% (interquartile range ÷ median 20%, wider than
+    ±15%): inconclusive. Too few depths: not applicable."""
+    result = depth_line_lesson({1904: 29.04 * 1.16}, scatter=0.4)
+    claim = only(check.check_run(run_of(tmp_path, result), []), "depth_line_predicts_deeper_depths")
+    assert claim.status == check.INCONCLUSIVE and "inconclusive" in claim.detail, claim
+    from bytesup.check.claims import depth_line_check
+    assert depth_line_check({0: [100.0], 2000: [50.0]}, 1024)[0] == check.NA
+    assert depth_line_check({0: [100.0], 256: [90.0]}, 1024)[0] == check.NA  # nothing beyond the fitted half

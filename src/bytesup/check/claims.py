@@ -11,9 +11,10 @@ check instead of agreeing with itself.
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Callable
 
-from bytesup.course import decodetime
+from bytesup.course import decodetime, depthtime, robust
 from bytesup.course import published
 from bytesup.course.speculative import first_difference
 from bytesup.store.runs import Run
@@ -31,6 +32,7 @@ from bytesup.check.evidence import (
     shown_top_tokens,
 )
 from bytesup.store.facts.lesson04 import FilePass, NumpyPass
+from bytesup.store.facts.lesson06 import DecodeAtDepth
 from bytesup.store.facts.lesson08 import DecodeModel
 from bytesup.store.render import fmt, measurement_label
 from bytesup.store.results import LessonResult, Measurement
@@ -879,6 +881,57 @@ def claim_decode_model_predicts_every_width(run: Run) -> list[ClaimResult]:
                         detail=detail)]
 
 
+# A line through the shallower half of lesson 6's depths predicts each deeper depth within this (lesson 6 states the same).
+DEPTH_LINE_TOLERANCE = depthtime.TOLERANCE
+
+
+def depth_line_check(depths: dict[int, list[float]], fit_until: int,
+                     tolerance: float = DEPTH_LINE_TOLERANCE) -> tuple[str, str, str]:
+    """(status, observed, detail) of lesson 6's depth line from its decode samples (tokens/s) at each depth: the
+    checker's own least-squares line of the median ms per token (1000 ÷ each sample) against the depth through
+    the depths ≤ fit_until, and each deeper depth's predicted ÷ measured tokens/s − 1 = measured ms ÷ the line's
+    ms − 1. A miss is inconclusive rather than a failure when a depth's samples scatter wider than the tolerance
+    (interquartile range ÷ median, bytesup.course.robust)."""
+    ms = {d: statistics.median(1e3 / v for v in samples) for d, samples in sorted(depths.items()) if samples}
+    fitted = [(d, t) for d, t in ms.items() if d <= fit_until]
+    held = [(d, t) for d, t in ms.items() if d > fit_until]
+    if len(fitted) < 2 or not held:
+        return NA, "too few depths", (f"{len(fitted)} depths up to {fit_until:,} and {len(held)} beyond: the line needs two "
+                                      f"and a depth to predict")
+    n = len(fitted)
+    mx, my = sum(d for d, _ in fitted) / n, sum(t for _, t in fitted) / n
+    slope = sum((d - mx) * (t - my) for d, t in fitted) / sum((d - mx) ** 2 for d, _ in fitted)
+    line = {d: my + slope * (d - mx) for d, _ in held}
+    errors = [(t / line[d] - 1 if line[d] > 0 else math.inf, d) for d, t in held]
+    worst = max(errors, key=lambda e: abs(e[0]))
+    scatter = max(robust.judge(samples).relative_iqr for samples in depths.values() if samples)
+    missed = INCONCLUSIVE if scatter > tolerance else FAIL
+    status = PASS if abs(worst[0]) <= tolerance else missed
+    return (status, f"furthest depth {worst[1]:,} {worst[0]:+.1%}",
+            f"t(0) = {my - slope * mx:.4g} ms, s = {1e3 * slope:.4g} µs per position, fitted on depths "
+            + ", ".join(f"{d:,}" for d, _ in fitted) + "; held out: " + "; ".join(f"{d:,}: {e:+.1%}" for e, d in errors)
+            + (f"; a depth's samples scatter by up to {scatter:.0%}, wider than ±{tolerance:.0%}: inconclusive"
+               if status == INCONCLUSIVE else ""))
+
+
+def claim_depth_line_predicts_deeper_depths(run: Run) -> list[ClaimResult]:
+    cid = "depth_line_predicts_deeper_depths"
+    text = "decode time at depth d = t(0) + d × s, fitted on the shallower half, predicts the deeper depths"
+    lesson = find_lesson(run, "06_")
+    if lesson is None:
+        return [ClaimResult(cid, "general", "06", text, NA, detail=missing(run, "06_", L6))]
+    fact = lesson.stated(DecodeAtDepth)
+    if fact is None:
+        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
+                            detail="lesson 06 recorded no depth line (a run before it)")]
+    depths = {int(m.settings["depth"]): list(m.samples or [m.median]) for m in measurements(lesson, "decode_tokens_per_s_at_depth")
+              if isinstance(m.settings.get("depth"), (int, float))}
+    status, observed, detail = depth_line_check(depths, fact.fit_until)
+    return [ClaimResult(cid, "general", lesson.lesson_id, text, status, observed=observed,
+                        expected=f"every depth beyond {fact.fit_until:,} within the tolerance",
+                        tolerance=f"±{DEPTH_LINE_TOLERANCE:.0%}", detail=detail)]
+
+
 GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
     claim_probability_is_exp_logprob,
     claim_top_tokens_match_server,
@@ -896,4 +949,5 @@ GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
     claim_ridge_point,
     claim_bytes_model_with_context,
     claim_decode_model_predicts_every_width,
+    claim_depth_line_predicts_deeper_depths,
 ]

@@ -157,7 +157,8 @@ def register(app: typer.Typer) -> None:
         re-implementation agrees with the server within its tolerance, speculative decoding generates the plain tokens,
         streamed tokens reach the client after the server's prompt_ms, one event per token, and their median gap agrees
         with the server's time per token within a tolerance derived from the recorded gaps, decode efficiency lies
-        between 0 and 1, the ridge point, the bytes model with context, and the capstone's decode-time model (each
+        between 0 and 1, the ridge point, the bytes model with context, lesson 6's depth line (a line through the
+        shallower half of its depths predicts the deeper ones within ±15%), and the capstone's decode-time model (each
         model's step predicted by the terms fitted on the other models, within ±15%).
 
         Published figures come from reference files (references/*.json) with their scope (model, quantization, hardware, engine,
