@@ -17,7 +17,8 @@ cost per block, t₁ = L × f + max(W ÷ B, n × c), with one bandwidth, one ari
 one cost per block fitted on every model's step; each model is predicted by the terms of the others, set beside
 the measured, and the verdict is the term its step waits on, named where every fit (all the models, and each
 leave-one-out set) agrees and mixed where one model's steps turn it over. The first server of each weight type
-also decodes 2 and 4 sequences at once: the batch view, where the weights are read once for all.
+also decodes 2 and 4 sequences at once: the batch view, where the weights are read once for all; and
+it times a 128-token prefill, the engine's fastest arithmetic for that weight type, set beside decode's.
 Samples follow one rule (bytesup.course.robust): a warm-up per server, at least five samples, the
 median, and outliers shown but never widening an allowance. The bytes model is then carried to
 context: tokens/s at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d), applied to the
@@ -35,7 +36,7 @@ import contextlib
 import functools
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,7 @@ IN_TURNS = "sweep_in_turns"  # host value: this run's servers were up at once an
 # each model predicted by the terms of the others. The first model of each weight type also decodes 2 and 4
 # sequences at once: the batch view, a line t(P) = a + b × P through those steps.
 LEVELS = (2, 4)  # P besides the sweep's own P = 1 decodes, on the first model of each weight type
+PREFILL_TOKENS = 128  # each weight type's timed prefill: one micro-batch, as lesson 7's measured prefill point
 BATCH_SEED_BASE = 8000  # each request of a batch gets its own seed, so a replay answers each one exactly
 MODEL_TOLERANCE = decodetime.TOLERANCE  # the model predicts a width's decode within ±15%
 
@@ -172,11 +174,21 @@ class TopAnswer:
 
 
 @dataclass(frozen=True)
+class PrefillPlan:
+    """Each weight type's timed prefill: warm-ups dropped, timed prefills kept, of a prompt of `tokens` tokens."""
+    warmup: int
+    samples: int
+    tokens: int
+
+
+@dataclass(frozen=True)
 class SamplePlan:
-    """How each server is sampled: warm-up decodes dropped, timed decodes kept, the P of the step-time lines."""
+    """How each server is sampled: warm-up decodes dropped, timed decodes kept, the P of the step-time lines, and
+    the prefill timed on the first model of each weight type (None: a run recorded before it)."""
     warmup: int
     samples: int
     levels: tuple[int, ...]
+    prefill: PrefillPlan | None = None
 
     def rounds(self, parallel: int) -> int:
         """Batches at P sequences: enough for `samples` per-sequence samples."""
@@ -195,6 +207,7 @@ class ModelRun:
     decode: list[float]
     answer: TopAnswer
     together: dict[int, list[float]]
+    prefill: list[float] = field(default_factory=list)  # prefill tokens/s samples (the first model of a weight type)
 
 
 def _summary(path: str, preset: str | None) -> dict:
@@ -233,7 +246,10 @@ def sample_plan(ctx: LessonContext) -> SamplePlan:
     plan = ctx.host_since("sample_plan", lambda: {"warmup": 1, "samples": max(robust.MIN_SAMPLES, ctx.repeat),
                                                   "levels": list(LEVELS)},
                           before={"warmup": 0, "samples": ctx.repeat, "levels": []})
-    return SamplePlan(plan["warmup"], plan["samples"], tuple(plan["levels"]))
+    prefill = ctx.host_since("prefill_plan", lambda: {"warmup": 1, "samples": max(robust.MIN_SAMPLES, ctx.repeat),
+                                                      "tokens": PREFILL_TOKENS}, before=None)
+    return SamplePlan(plan["warmup"], plan["samples"], tuple(plan["levels"]),
+                      PrefillPlan(prefill["warmup"], prefill["samples"], prefill["tokens"]) if prefill else None)
 
 
 def matvec_reading(ctx: LessonContext, bw: dict | None) -> dict | None:
@@ -261,13 +277,24 @@ def batches_at(srv, plan: SamplePlan, levels: tuple[int, ...]) -> dict[int, list
     return together
 
 
+def prefill_at(srv, plan: SamplePlan, levels: tuple[int, ...]) -> list[float]:
+    """Prefill tokens/s of a plan.prefill.tokens-token prompt (one token generated), after its warm-up; only on the
+    first model of a weight type (`levels` given) and where the plan has a prefill."""
+    if not levels or plan.prefill is None:
+        return []
+    ids = measure.long_prompt_tokens(srv, plan.prefill.tokens)
+    done = measure.timed_completions(srv, ids, 1, plan.prefill.warmup + plan.prefill.samples)
+    return measure.prefill_samples(done[plan.prefill.warmup:])
+
+
 def measure_decode(ctx: LessonContext, srv, info: ModelInfo, plan: SamplePlan, levels: tuple[int, ...]) -> ModelRun:
     """The top token after PROMPT, the warm-up, plan.samples timed decodes of N_PREDICT tokens
-    (measure.PINNED), then at each P of `levels` batches of P decodes sent at once."""
+    (measure.PINNED), then at each P of `levels` batches of P decodes sent at once, then the prefill."""
     answer = top_answer(srv.completion(PROMPT, **TOP))
     done = measure.timed_completions(srv, PROMPT, N_PREDICT, plan.warmup + plan.samples,
                                      track=lambda it: ctx.track(it, info.name))[plan.warmup:]
-    return ModelRun(info, measure.decode_samples(done), answer, batches_at(srv, plan, levels))
+    return ModelRun(info, measure.decode_samples(done), answer, batches_at(srv, plan, levels),
+                    prefill_at(srv, plan, levels))
 
 
 @dataclass(frozen=True)
@@ -311,9 +338,9 @@ def serve(ctx: LessonContext, p: Planned, plan: SamplePlan):
 
 def sweep_in_turns(ctx: LessonContext, planned: list[Planned], plan: SamplePlan) -> list[ModelRun]:
     """Every model on a server of its own, all up at once: each one's answer and warm-up, then plan.samples rounds
-    of one timed decode per model in turn, then each one's batches. Each server sees the same requests in the same
-    order as one after another, but a slow spell of the machine lands on every model's samples alike, not on one
-    model's median: the decode-time model compares the models with each other."""
+    of one timed decode per model in turn, then each one's batches and prefill. Each server sees the same requests
+    in the same order as one after another, but a slow spell of the machine lands on every model's samples alike,
+    not on one model's median: the decode-time model compares the models with each other."""
     with contextlib.ExitStack() as stack:
         servers = []
         for p in planned:
@@ -330,7 +357,8 @@ def sweep_in_turns(ctx: LessonContext, planned: list[Planned], plan: SamplePlan)
         for p, srv, answer, d in zip(planned, servers, answers, done, strict=True):
             if p.levels:
                 ctx.step(f"decoding {' and '.join(map(str, p.levels))} sequences at once with {p.name}")
-            runs.append(ModelRun(p.info, measure.decode_samples(d), answer, batches_at(srv, plan, p.levels)))
+            runs.append(ModelRun(p.info, measure.decode_samples(d), answer, batches_at(srv, plan, p.levels),
+                                 prefill_at(srv, plan, p.levels)))
     return runs
 
 
@@ -552,6 +580,42 @@ def model_rows(widths: list[decodetime.Width], runs: list[ModelRun], terms: deco
     return rows
 
 
+@dataclass(frozen=True)
+class PrefillPoint:
+    """One weight type's prefill beside decode's arithmetic: prefill tokens/s (outliers left out of the median and
+    range), the GFLOP/s that is at 2 FLOPs per parameter and token, and the one-token arithmetic n × c of the run's
+    terms."""
+    name: str
+    weight_type: str | None
+    tokens_per_s: Spread
+    n_params: float
+    decode_arithmetic_ms: float
+
+    @property
+    def gflops(self) -> float:
+        return formulas.flops_per_token(self.n_params) * self.tokens_per_s.median / 1e9
+
+    @property
+    def ms_per_token(self) -> float:
+        return 1e3 / self.tokens_per_s.median
+
+    @property
+    def decode_over_prefill(self) -> float:
+        """How many times longer one token's arithmetic takes in decode (n × c) than a token of prefill."""
+        return self.decode_arithmetic_ms / self.ms_per_token
+
+
+def prefill_points(runs: list[ModelRun], terms: decodetime.Terms) -> list[PrefillPoint]:
+    """Every model with a timed prefill, set beside the arithmetic the run's terms give one token of its decode."""
+    out = []
+    for r in runs:
+        if r.prefill:
+            kept = robust.judge(r.prefill)
+            out.append(PrefillPoint(r.info.name, r.info.weight_type, Spread(statistics.median(kept.kept), kept.low, kept.high),
+                                    r.info.n_params, r.info.n_params * terms.arith_ps * 1e-9))
+    return out
+
+
 def spark_terms() -> dict[str, float]:
     """The same terms from the published DGX Spark figures (bytesup.course.decodetime.published_terms)."""
     prefill = published.LESSON4["prefill_tokens_per_s"]
@@ -705,6 +769,25 @@ def spark_decode_model_row(spark: dict[str, float]) -> DecodeModelRow:
                           None, None, spark["memory_ms"], spark["arithmetic_ms"], spark["rest_ms"], spark["measured_ms"],
                           None, PUBLISHED_DECODE, None, 100 * spark["memory_share"], 100 * spark["arithmetic_share"],
                           100 * spark["rest_share"], spark_verdict(spark))
+
+
+@dataclass(frozen=True)
+class PrefillRow:
+    model: str = column("model")
+    weights: str | None = column("weights")
+    median: float = column("prefill", "tokens/s")
+    low: float = column("prefill min", "tokens/s")
+    high: float = column("prefill max", "tokens/s")
+    gflops: float = column("reached", "GFLOP/s")
+    ms_per_token: float = column("prefill per token", "ms")
+    decode_arithmetic_ms: float = column("decode's arithmetic per token, n × c", "ms")
+    decode_over_prefill: float = column("decode ÷ prefill", "×")
+
+
+def prefill_row(p: PrefillPoint) -> PrefillRow:
+    t = p.tokens_per_s
+    return PrefillRow(p.name, p.weight_type, t.median, t.min, t.max, p.gflops, p.ms_per_token, p.decode_arithmetic_ms,
+                      p.decode_over_prefill)
 
 
 @dataclass(frozen=True)
@@ -992,6 +1075,36 @@ def show_decode_model(ctx: LessonContext, widths: list[decodetime.Width], rows: 
         notes=model_notes(rows, terms, ref, spark, matvec))
 
 
+def prefill_notes(points: list[PrefillPoint], terms: decodetime.Terms, plan: PrefillPlan) -> list[str]:
+    slowest = max(points, key=lambda p: p.decode_over_prefill)
+    fastest = min(points, key=lambda p: p.decode_over_prefill)
+    return [
+        (f"A prompt of {plan.tokens} tokens, one micro-batch, on the first model of each weight type: {plan.samples} "
+         f"timed prefills after {plan.warmup} warm-up{'' if plan.warmup == 1 else 's'}, from the server's "
+         f"prompt_ms; reached = 2 FLOPs per parameter × tokens/s. Prefill runs matrix-matrix kernels, each weight "
+         f"read once for all {plan.tokens} tokens: the fastest arithmetic the engine shows for that weight type."),
+        (f"Decode's one-token arithmetic, n × c at the run's c = {terms.arith_ps:.3g} ps per parameter "
+         f"({terms.arith_gflops:.3g} GFLOP/s), takes {fastest.decode_over_prefill:.2g}× ({fastest.name}) to "
+         f"{slowest.decode_over_prefill:.2g}× ({slowest.name}) the time of a token of prefill: decode's kernels "
+         f"(matrix-vector, one token at a time) are not prefill's, so the model fits c on decode's own steps instead of "
+         f"taking prefill's rate, which would put each width's arithmetic that many times too low."),
+    ]
+
+
+def show_prefill(ctx: LessonContext, runs: list[ModelRun], terms: decodetime.Terms | None, plan: SamplePlan) -> None:
+    """Each weight type's prefill beside decode's arithmetic (nothing for a run without prefills or without terms)."""
+    points = [] if terms is None else prefill_points(runs, terms)
+    if not points or plan.prefill is None or terms is None:
+        return
+    for r in runs:
+        if r.prefill:
+            ctx.measure("prefill_tokens_per_s", "tokens/s", r.prefill, higher_is_better=True,
+                        settings={"preset": r.info.name, "prompt_tokens": plan.prefill.tokens},
+                        description="prefill of a prompt of prompt_tokens tokens, one generated, from the server's timings")
+    ctx.table("prefill_per_width", "Prefill per weight type: the engine's fastest arithmetic, beside decode's",
+              columns(PrefillRow), cells([prefill_row(p) for p in points]), notes=prefill_notes(points, terms, plan.prefill))
+
+
 def show_context_prediction(ctx: LessonContext, sp: ContextPrediction) -> None:
     spec = published.SPECIMEN
     ctx.table(
@@ -1056,6 +1169,9 @@ def main(ctx: LessonContext):
     plan = sample_plan(ctx)
     ctx.settings.update({"sample_plan": {"warmup": plan.warmup, "samples": plan.samples, "levels": list(plan.levels)},
                          "model_tolerance": MODEL_TOLERANCE})
+    if plan.prefill is not None:
+        ctx.settings["prefill_plan"] = {"warmup": plan.prefill.warmup, "samples": plan.prefill.samples,
+                                        "tokens": plan.prefill.tokens}
     runs, skipped = sweep_local(ctx, sizes, available, plan) if local else (sweep_remote(ctx, facts, plan), [])
     after = ctx.run_bandwidth_after() if bw is not None else None
 
@@ -1083,6 +1199,7 @@ def main(ctx: LessonContext):
         record_decode_model(ctx, runs, widths)
         explained = [] if terms is None else model_rows(widths, runs, terms)
         show_decode_model(ctx, widths, explained, terms, why_not, ref, spark_terms(), matvec)
+        show_prefill(ctx, runs, terms, plan)
 
     # 5. The bytes model with context, on the published figures.
     show_context_prediction(ctx, spark_context_prediction())

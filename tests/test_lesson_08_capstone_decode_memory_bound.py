@@ -41,15 +41,21 @@ def test_sweep_rows_recomputed(result):
 
 
 def test_measurements_match_responses(result):
-    """Each server: the top answer, the warm-up (not a sample), the timed decodes, then batches at P = 2 and 4."""
+    """Each server: the top answer, the warm-up (not a sample), the timed decodes, then batches at P = 2 and 4,
+    then, on the first model of each weight type, a prefill's warm-up and timed prefills of token ids."""
     plan = result.host_values["sample_plan"]
-    speeds, together = defaultdict(list), defaultdict(list)
+    prefill_plan = result.host_values.get("prefill_plan")
+    speeds, together, prefills = defaultdict(list), defaultdict(list), defaultdict(list)
     for e in recorded_exchanges(LESSON):
         if e["path"] == "/completion" and "n_probs" not in e["request"]:
             assert e["request"]["temperature"] == 0 and e["request"]["cache_prompt"] is False
             tps = decode_tokens_per_s(Timings(**e["response"]["timings"]))
             name = e["server"].removeprefix("preset-")
-            if "id_slot" in e["request"]:
+            if isinstance(e["request"]["prompt"], list):  # a prefill: token ids, one token generated
+                assert len(e["request"]["prompt"]) == prefill_plan["tokens"] and e["request"]["n_predict"] == 1
+                t = e["response"]["timings"]
+                prefills[name].append(1e3 * t["prompt_n"] / t["prompt_ms"])
+            elif "id_slot" in e["request"]:
                 together[(name, (e["request"]["seed"] - lesson_seed_base()) // 100)].append(tps)
             else:
                 speeds[name].append(tps)
@@ -60,7 +66,11 @@ def test_measurements_match_responses(result):
             assert m.samples == pytest.approx(recorded[plan["warmup"]:])
         if m.name == "decode_tokens_per_s_per_sequence":
             assert sorted(m.samples) == pytest.approx(sorted(together[(m.settings["preset"], m.settings["parallel"])]))
+        if m.name == "prefill_tokens_per_s":
+            recorded = prefills.pop(m.settings["preset"])
+            assert m.samples == pytest.approx(recorded[prefill_plan["warmup"]:]) and len(m.samples) >= 5
     assert {P for _, P in together} == set(plan["levels"])
+    assert not prefills  # every timed prefill is a measurement
 
 
 def lesson_seed_base() -> int:
@@ -363,8 +373,9 @@ def test_fit_rows_share_one_reference(lesson):
 def test_main_decode_model_on_hand_made_step_times(lesson, in_turns):
     """Four models with steps at P = 1 made from B = 50 GB/s, c = 25 ps per parameter and F = 2 ms (see
     tests/test_decodetime.py), large-q8_0 10% slower than that; the first of each weight type also at P = 2 and 4.
-    One model after another (a run recorded before turns), or every server up at once and the timed decodes in
-    turns: each server gets the same requests in the same order, and the tables are the same."""
+    One model after another (a run recorded before turns and prefills), or every server up at once and the timed
+    decodes in turns: each server gets the same requests in the same order, and the tables are the same; that run
+    also times a 128-token prefill on the first model of each weight type."""
     q4, q8, f32, big = "smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f32", "large-q8_0"
     # q4_1: 100 MB in 2 ms, 100 M × 25 ps = 2.5 ms: 2 + 2.5 = 4.5 ms; q8_0: 200 MB, 4 ms: 6 ms; f32: 400 MB: 10 ms;
     # large: 1,000 MB in 20 ms, 1,000 M × 25 ps = 25 ms: 27 ms, measured 29.7. 32 passes per decode.
@@ -378,12 +389,20 @@ def test_main_decode_model_on_hand_made_step_times(lesson, in_turns):
             return _decode(ms)
         return answer
 
+    # Prefill of 128 tokens in 256, 128 and 64 ms: 500, 1,000 and 2,000 tokens/s (a warm-up of 9,999 ms first).
+    prefill_ms = {q4: 256.0, q8: 128.0, f32: 64.0}
+
+    def prefill(ms: float) -> dict:
+        return {"content": "", "timings": {"prompt_n": 128, "prompt_ms": ms, "predicted_n": 1, "predicted_ms": 0.0}}
+
     def answers(name: str) -> list:
         s = step[name]
         return [_top(-0.3), _decode(9_999.0), *[timed(name, 32 * s[1])] * 5, *[_decode(32 * s[2])] * 6,
-                *[_decode(32 * s[4])] * 8]
+                *[_decode(32 * s[4])] * 8, *([prefill(9_999.0), *[prefill(prefill_ms[name])] * 5] if in_turns else [])]
 
-    servers = {f"preset-{n}": QueuedServer({"/completion": answers(n)}) for n in step}
+    servers = {f"preset-{n}": QueuedServer({"/completion": answers(n),
+                                           **({"/tokenize": [{"tokens": list(range(200))}]} if in_turns else {})})
+               for n in step}
     servers[f"preset-{big}"] = QueuedServer({"/completion": [_top(-0.3), _decode(1.0),
                                                              *[timed(big, 32 * 29.7)] * 5]})
     started = []
@@ -406,14 +425,33 @@ def test_main_decode_model_on_hand_made_step_times(lesson, in_turns):
     }
     if in_turns:
         host_values[lesson.IN_TURNS] = True
+        host_values["prefill_plan"] = {"warmup": 1, "samples": 5, "tokens": 128}
     ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
     ctx.local_server = local_server
     result = lesson.main(ctx)
     assert all(s.left() == {} for s in servers.values())
     names = [q4, q8, f32, big]
     assert order == (names * 5 if in_turns else [n for n in names for _ in range(5)])
+    prefill_t = next((t for t in result.tables if t.name == "prefill_per_width"), None)
+    if not in_turns:
+        assert prefill_t is None and not [m for m in result.measurements if m.name == "prefill_tokens_per_s"]
+    else:
+        assert prefill_t is not None
+        pre = {r[0]: r for r in prefill_t.rows}
+        assert list(pre) == [q4, q8, f32]  # large-q8_0 is not the first of its weight type
+        # q4_1: 500 tokens/s, 2 × 100 M × 500 = 100 GFLOP/s, 2 ms a token; decode's arithmetic 100 M × c (about
+        # 25 ps) = about 2.5 ms, so about 1.25 × a token of prefill; f32: 2,000 tokens/s, 0.5 ms, about 5 ×.
+        assert pre[q4][2:8] == [500.0, 500.0, 500.0, pytest.approx(100.0), 2.0, pytest.approx(2.5, rel=0.12)]
+        assert pre[q4][8] == pytest.approx(pre[q4][7] / 2.0)
+        assert pre[f32][2] == 2000.0 and pre[f32][8] == pytest.approx(pre[f32][7] / 0.5)
+        assert [m.settings for m in result.measurements if m.name == "prefill_tokens_per_s"] == [
+            {"preset": n, "prompt_tokens": 128} for n in (q4, q8, f32)]
+        assert all(s.requests[-6][2]["prompt"] == list(range(128)) for n, s in servers.items() if n != f"preset-{big}")
+        notes = " ".join(prefill_t.notes)
+        assert "5 timed prefills after 1 warm-up, from the server's prompt_ms" in notes
+        assert f"to {pre[f32][8]:.2g}× ({f32})" in notes
     assert started[0][-4:] == ["-c", "1024", "--parallel", "4"]  # four slots of 256 tokens
-    batch = [b for _, _, b in servers[f"preset-{q8}"].requests][7:]
+    batch = [b for _, path, b in servers[f"preset-{q8}"].requests if path == "/completion"][7:21]
     # three batches of 2 and two of 4 (the order within a batch is the threads')
     assert sorted(b["id_slot"] for b in batch[:6]) == [0, 0, 0, 1, 1, 1]
     assert sorted(b["id_slot"] for b in batch[6:]) == [0, 0, 1, 1, 2, 2, 3, 3]
@@ -529,3 +567,17 @@ def test_servers_are_up_at_once_only_where_the_models_fit_together(lesson):
     assert lesson.in_turns(turns, planned(0.1), None) is False                   # the memory unknown
     before = hand_context(LESSON, QueuedServer({}), host_values={})
     assert lesson.in_turns(before, planned(0.1), 4_000_000_000) is False
+
+
+def test_a_slow_prefill_sample_is_an_outlier_not_the_range(lesson):
+    """Prefills of 500, 510, 490, 505 and one of 50 tokens/s: the 50 is beyond 5 scaled MADs, so the median is that
+    of the other four, 502.5, and the range 490-510; 2 × 100 M × 502.5 = 100.5 GFLOP/s and 1.99 ms a token, against
+    decode's 100 M × 25 ps = 2.5 ms."""
+    from bytesup.course import decodetime as dt
+    run = lesson.ModelRun(lesson.ModelInfo("q4", 100_000_000, 60_000_000, "Q4_1"), [], lesson.TopAnswer("x", 1.0), {},
+                          [500.0, 510.0, 490.0, 505.0, 50.0])
+    (p,) = lesson.prefill_points([run, lesson.ModelRun(run.info, [], run.answer, {})], dt.Terms(50.0, 25.0, 0.1, ()))
+    row = lesson.prefill_row(p)
+    assert (row.median, row.low, row.high) == (502.5, 490.0, 510.0)
+    assert row.gflops == pytest.approx(100.5) and row.ms_per_token == pytest.approx(1.99, abs=1e-3)
+    assert row.decode_arithmetic_ms == pytest.approx(2.5) and row.decode_over_prefill == pytest.approx(2.5 * 502.5 / 1e3)
