@@ -1091,16 +1091,20 @@ def prefill_notes(points: list[PrefillPoint], terms: decodetime.Terms, plan: Pre
     ]
 
 
+def record_prefill(ctx: LessonContext, runs: list[ModelRun], plan: SamplePlan) -> None:
+    """Every timed prefill, whether or not the decode-time model could be fitted."""
+    for r in runs:
+        if r.prefill and plan.prefill is not None:
+            ctx.measure("prefill_tokens_per_s", "tokens/s", r.prefill, higher_is_better=True,
+                        settings={"preset": r.info.name, "prompt_tokens": plan.prefill.tokens},
+                        description="prefill of a prompt of prompt_tokens tokens, one generated, from the server's timings")
+
+
 def show_prefill(ctx: LessonContext, runs: list[ModelRun], terms: decodetime.Terms | None, plan: SamplePlan) -> None:
     """Each weight type's prefill beside decode's arithmetic (nothing for a run without prefills or without terms)."""
     points = [] if terms is None else prefill_points(runs, terms)
     if not points or plan.prefill is None or terms is None:
         return
-    for r in runs:
-        if r.prefill:
-            ctx.measure("prefill_tokens_per_s", "tokens/s", r.prefill, higher_is_better=True,
-                        settings={"preset": r.info.name, "prompt_tokens": plan.prefill.tokens},
-                        description="prefill of a prompt of prompt_tokens tokens, one generated, from the server's timings")
     ctx.table("prefill_per_width", "Prefill per weight type: the engine's fastest arithmetic, beside decode's",
               columns(PrefillRow), cells([prefill_row(p) for p in points]), notes=prefill_notes(points, terms, plan.prefill))
 
@@ -1183,6 +1187,7 @@ def main(ctx: LessonContext):
     rows = [sweep_row(p, analysis["verdicts"][p["name"]], ref.gbs if ref else None, answers.get(p["name"]))
             for p in points]
     record_measurements(ctx, points, ref)
+    record_prefill(ctx, runs, plan)
     show_models(ctx, runs, points, llc, memory_max, bw, skipped, available, facts, local)
     show_sweep(ctx, rows, published_point(), verdict_sentences(points, analysis, answers, ref, llc),
                bandwidth_note(bw, ref, given, facts), plan)

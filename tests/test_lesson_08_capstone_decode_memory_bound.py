@@ -581,3 +581,17 @@ def test_a_slow_prefill_sample_is_an_outlier_not_the_range(lesson):
     assert (row.median, row.low, row.high) == (502.5, 490.0, 510.0)
     assert row.gflops == pytest.approx(100.5) and row.ms_per_token == pytest.approx(1.99, abs=1e-3)
     assert row.decode_arithmetic_ms == pytest.approx(2.5) and row.decode_over_prefill == pytest.approx(2.5 * 502.5 / 1e3)
+
+
+def test_prefills_are_recorded_without_the_decode_model(lesson):
+    """Two models are too few to fit the decode-time model: the prefill table is left out, its samples are not."""
+    ctx = hand_context(LESSON, QueuedServer({}), host_values={})
+    plan = lesson.SamplePlan(1, 5, (2, 4), lesson.PrefillPlan(1, 5, 128))
+    runs = [lesson.ModelRun(lesson.ModelInfo(n, 1, 1, "Q8_0"), [], lesson.TopAnswer("x", 1.0), {}, p)
+            for n, p in (("a", [500.0] * 5), ("b", []))]
+    lesson.record_prefill(ctx, runs, plan)
+    lesson.show_prefill(ctx, runs, None, plan)
+    result = ctx.finish()
+    assert [(m.name, m.settings, m.samples) for m in result.measurements] == [
+        ("prefill_tokens_per_s", {"preset": "a", "prompt_tokens": 128}, [500.0] * 5)]
+    assert not [t for t in result.tables if t.name == "prefill_per_width"]
