@@ -22,8 +22,10 @@ Why a cost per block and not one fixed cost: medium-q8_0 (224 MB, 16 blocks) dec
 default model's q8_0 width (143 MB, 30 blocks). With one F for every model, the model left out missed
 by up to 37% in two runs that swept both; with F = L × f, by at most 7% in those two, then 8% in two
 make runs in a row and 18% in a third, whose narrowest width decoded 25% faster than in the others.
-With the models measured in turns (lesson 8's sweep), by at most 4% in two make runs in a row and 12% in
-two from new clones.
+With the models measured in turns (lesson 8's sweep), by at most 4%, then 8%, in two pairs of make runs
+in a row and 12% in two from new clones; but by 17% (f16 and f32) in a recording made while the memory
+read fast (B fitted at 75 GB/s, f32 at 9.3 ms a step), where one arithmetic cost for every weight type
+is too few terms.
 
 The terms are fitted on every measured model's median step time at P = 1, by least squares of the
 relative error over a fine logarithmic grid of B and c (f follows in closed form for each pair, never
