@@ -836,6 +836,15 @@ def claim_stream_clocks_agree(run: Run) -> list[ClaimResult]:
 DECODE_MODEL_TOLERANCE = decodetime.TOLERANCE
 
 
+def prediction_status(worst_error: float, tolerance: float, scatter: float) -> str:
+    """PASS where the worst prediction lies within the tolerance; a miss is INCONCLUSIVE where the samples it was
+    measured from scatter wider than the tolerance (they cannot tell a model that holds from one that does not),
+    else FAIL."""
+    if abs(worst_error) <= tolerance:
+        return PASS
+    return INCONCLUSIVE if scatter > tolerance else FAIL
+
+
 def decode_model_check(fact: DecodeModel, tolerance: float = DECODE_MODEL_TOLERANCE) -> tuple[str, str, str]:
     """(status, observed, detail) of the decode-time model on the capstone's fact: for each model, the terms
     fitted by bytesup.course.decodetime on the *other* models' steps at P = 1, and its step predicted here as
@@ -844,9 +853,8 @@ def decode_model_check(fact: DecodeModel, tolerance: float = DECODE_MODEL_TOLERA
     (their robust spread, bytesup.course.robust): such samples cannot tell a model that holds from one that
     does not."""
     scatter = max((w.step_spread.get("1", 0.0) for w in fact.widths), default=0.0)
-    missed = INCONCLUSIVE if scatter > tolerance else FAIL
     why = (f"; the steps at P = 1 scatter by up to {scatter:.0%} (interquartile range ÷ median), wider than "
-           f"±{tolerance:.0%}: inconclusive" if missed == INCONCLUSIVE else "")
+           f"±{tolerance:.0%}: inconclusive" if scatter > tolerance else "")
     widths = [decodetime.Width(w.name, w.weight_bytes, w.n_params, w.weight_type,
                                {int(p): ms for p, ms in w.step_ms.items()}, w.n_layer)
               for w in fact.widths if "1" in w.step_ms]
@@ -859,7 +867,7 @@ def decode_model_check(fact: DecodeModel, tolerance: float = DECODE_MODEL_TOLERA
         step = w.n_layer * terms.fixed_ms_per_block + max(w.weight_bytes / terms.gbs / 1e6, w.n_params * terms.arith_ps / 1e9)
         errors.append((w.step_ms[1] / step - 1, w.name))  # predicted ÷ measured tokens/s − 1
     worst = max(errors, key=lambda e: abs(e[0]))
-    status = PASS if abs(worst[0]) <= tolerance else missed
+    status = prediction_status(worst[0], tolerance, scatter)
     return (status, f"furthest {worst[1]} {worst[0]:+.1%}",
             "each model by the terms of the others: " + "; ".join(f"{n}: {e:+.1%}" for e, n in errors)
             + (why if status != PASS else ""))
@@ -905,8 +913,7 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int,
     errors = [(t / line[d] - 1 if line[d] > 0 else math.inf, d) for d, t in held]
     worst = max(errors, key=lambda e: abs(e[0]))
     scatter = max(robust.judge(samples).relative_iqr for samples in depths.values() if samples)
-    missed = INCONCLUSIVE if scatter > tolerance else FAIL
-    status = PASS if abs(worst[0]) <= tolerance else missed
+    status = prediction_status(worst[0], tolerance, scatter)
     return (status, f"furthest depth {worst[1]:,} {worst[0]:+.1%}",
             f"t(0) = {my - slope * mx:.4g} ms, s = {1e3 * slope:.4g} µs per position, fitted on depths "
             + ", ".join(f"{d:,}" for d, _ in fitted) + "; held out: " + "; ".join(f"{d:,}: {e:+.1%}" for e, d in errors)
