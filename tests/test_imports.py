@@ -21,7 +21,7 @@ LESSONS = ROOT / "lessons"
 LAYERS: dict[str, tuple[int, str]] = {}
 for _layer, _name, _units in [
     (0, "errors", "__init__ errors"),
-    (1, "leaves: where things live, atomic files, the course's arithmetic", "paths files course"),
+    (1, "leaves: where things live, atomic files, the course's arithmetic", "paths files units course"),
     (2, "this host", "host"),
     (3, "the models", "models"),
     (4, "llama.cpp: client, servers, recordings", "llama"),

@@ -14,8 +14,8 @@ from bytesup.llama.client import LlamaServer
 from bytesup.errors import BytesupError
 from bytesup.paths import data_dir
 from bytesup.llama.responses import Completion, StreamedCompletion, decode_tokens_per_s, prefill_tokens_per_s
+from bytesup.units import PINNED
 
-PINNED = {"temperature": 0, "seed": 42, "cache_prompt": False, "ignore_eos": True}
 
 
 def corpus_text() -> str:
