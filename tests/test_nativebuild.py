@@ -321,3 +321,43 @@ def test_start_server_script_skips_a_crashing_native_build_and_says_why(tmp_path
         assert not prefix.exists() and list((tmp_path / "cache").glob("llama.cpp-1.0.0.set-aside-*"))
     finally:
         subprocess.run(["bash", str(ROOT / "scripts" / "stop_server.sh"), "--port", port], env=env, timeout=60)
+
+
+# --- make run's choice: the fastest engine that is ready --------------------------------------------------
+
+WHEEL_AVX2 = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 | "
+
+
+def test_the_features_a_build_leaves_unused_are_the_cpus_wider_kernels_missing_from_its_system_info():
+    assert nativebuild.compiled_features(WHEEL_AVX2) == {"SSE3", "SSSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "LLAMAFILE"}
+    zen4 = nativebuild.Cpu("EPYC", frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_vbmi"}))
+    assert nativebuild.unused_features(zen4, WHEEL_AVX2) == ["AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16"]
+    assert nativebuild.unused_features(zen4, WHEEL_AVX2 + "AVX512 = 1 | AVX512_VNNI = 1 | AVX512_VBMI = 0 |") == [
+        "AVX512_VBMI", "AVX512_BF16"]
+    avx2_only = nativebuild.Cpu("EPYC", frozenset({"avx", "avx2", "fma"}))
+    assert nativebuild.unused_features(avx2_only, WHEEL_AVX2) == []
+    sapphire = nativebuild.Cpu("Xeon", frozenset({"avx512f", "amx_int8", "avx_vnni"}))
+    assert nativebuild.unused_features(sapphire, WHEEL_AVX2) == ["AVX512", "AVX_VNNI", "AMX_INT8"]
+
+
+def test_make_runs_choice_takes_the_native_build_when_ready_and_never_path(tmp_path, monkeypatch, no_engines):
+    monkeypatch.setenv("BYTESUP_ENGINE", "fastest")
+    monkeypatch.setattr(nativebuild, "embedded_system_info", lambda: WHEEL_AVX2)
+    monkeypatch.setattr(nativebuild, "this_cpu", lambda: nativebuild.Cpu("EPYC", frozenset({"avx2", "avx512f"})))
+    on_path = stand_in_build(tmp_path / "path", crashes=False)
+    monkeypatch.setenv("PATH", f"{on_path}:/usr/bin:/bin")
+    chosen = engine.choose_engine()
+    assert (chosen.kind, chosen.source) == ("embedded", "embedded")  # a llama-server on PATH is passed over
+    assert "no native build is cached" in chosen.why and "This CPU has AVX512" in chosen.why and "`make native`" in chosen.why
+    monkeypatch.setattr(nativebuild, "this_cpu", lambda: nativebuild.Cpu("EPYC", frozenset({"avx2"})))
+    assert "kernels use every instruction set" in engine.choose_engine().why
+    prefix = cached(tmp_path, nativebuild.this_cpu(), crashes=False)
+    chosen = engine.choose_engine()
+    assert (chosen.source, chosen.command) == ("native build", [str(prefix / "bin" / "llama-server")])
+
+
+def test_make_run_asks_for_the_fastest_engine_and_make_native_builds_it():
+    root = Path(__file__).resolve().parents[1]
+    assert 'BYTESUP_ENGINE="${BYTESUP_ENGINE:-fastest}"' in (root / "scripts" / "run_course.sh").read_text()
+    makefile = (root / "Makefile").read_text()
+    assert "\nnative: install\n\tbash scripts/build_llama_server.sh\n" in makefile

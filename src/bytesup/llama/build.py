@@ -125,6 +125,37 @@ def this_cpu() -> Cpu:
         return Cpu(model=platform.processor() or platform.machine(), flags=frozenset())
 
 
+# llama.cpp's names (its system info, "AVX512 = 1 | …") for the CPU flags its wider x86 kernels need.
+KERNEL_FLAGS = {"AVX512": "avx512f", "AVX512_VBMI": "avx512_vbmi", "AVX512_VNNI": "avx512_vnni",
+                "AVX512_BF16": "avx512_bf16", "AVX_VNNI": "avx_vnni", "AMX_INT8": "amx_int8"}
+
+
+def compiled_features(system_info: str) -> set[str]:
+    """The features a llama.cpp build was compiled with, from its system info ("CPU : SSE3 = 1 | AVX2 = 1 | …")."""
+    found = set()
+    for part in system_info.replace("\n", "|").split("|"):
+        name, _, value = part.rpartition("=")
+        name = name.split(":")[-1].strip()
+        if name and value.strip() == "1":
+            found.add(name)
+    return found
+
+
+def unused_features(cpu: Cpu, system_info: str) -> list[str]:
+    """The wider kernels this CPU has and a build leaves unused (llama.cpp's names, in a fixed order)."""
+    compiled = compiled_features(system_info)
+    return [name for name, flag in KERNEL_FLAGS.items() if flag in cpu.flags and name not in compiled]
+
+
+def embedded_system_info() -> str:
+    """The embedded engine's system info (what its wheel was compiled with); empty when xllamacpp is missing."""
+    try:
+        import xllamacpp
+    except ImportError:
+        return ""
+    return str(xllamacpp.get_system_info())
+
+
 def variants_for(cpu: Cpu) -> list[Variant]:
     """The variants worth trying on `cpu`, best first: without AMX flags, native-no-amx is native again."""
     names = ["native", "native-no-amx", "portable"] if cpu.has_amx else ["native", "portable"]

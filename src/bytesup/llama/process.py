@@ -115,7 +115,9 @@ def redacted(flags: dict[str, str | None]) -> dict[str, str | None]:
     return {k: ("***" if k in _SECRET_FLAGS and v else v) for k, v in flags.items()}
 
 
-ENGINE_CHOICE = "BYTESUP_ENGINE"  # "embedded": the embedded engine unless LLAMA_SERVER is set; "native": the native build
+# "embedded": the embedded engine unless LLAMA_SERVER is set; "native": the native build; "fastest" (`make run`): the
+# native build where it is cached and passed its smoke test on this CPU, else the embedded engine (PATH is passed over).
+ENGINE_CHOICE = "BYTESUP_ENGINE"
 REBUILD_HINT = ("To go on without it, unset LLAMA_SERVER and set BYTESUP_ENGINE=embedded (the embedded engine); to rebuild "
                 "the native build for this machine, run `bash scripts/build_llama_server.sh --rebuild`.")
 
@@ -178,11 +180,25 @@ def choose_engine(native: bool = False, say: Callable[[str], None] | None = None
     if wanted == "embedded":
         return EngineChoice("embedded", [sys.executable, "-m", "bytesup.llama.embedded"], "embedded",
                             f"the embedded engine ({ENGINE_CHOICE}=embedded)")
+    if wanted == "fastest":
+        return EngineChoice("embedded", [sys.executable, "-m", "bytesup.llama.embedded"], "embedded",
+                            f"the embedded engine, the only one ready: {passed_over}. {embedded_gap_line()}")
     found = shutil.which("llama-server")
     if found:
         return EngineChoice("llama-server", [found], "PATH", f"llama-server on PATH ({found}); {passed_over}")
     return EngineChoice("embedded", [sys.executable, "-m", "bytesup.llama.embedded"], "embedded",
                         f"the embedded engine: {passed_over}, and no llama-server is on PATH")
+
+
+def embedded_gap_line() -> str:
+    """What the embedded engine leaves unused on this CPU, and how to get the native build that does not."""
+    unused = nativebuild.unused_features(nativebuild.this_cpu(), nativebuild.embedded_system_info())
+    how = ("`make native` (or the first `make test`) builds the native engine once, about 4 to 9 minutes on 2 cores, "
+           "and later runs use it")
+    if not unused:
+        return f"On this CPU the embedded wheel's kernels use every instruction set llama.cpp's CPU kernels can; {how}."
+    return (f"This CPU has {', '.join(unused)}, which the embedded wheel was built without, so its wider kernels go "
+            f"unused and decode and prefill may be slower than the native build's; {how}.")
 
 
 def speculation_support() -> dict:
