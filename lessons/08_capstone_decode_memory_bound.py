@@ -157,15 +157,7 @@ def main(ctx: LessonContext):
     return ctx.finish()
 
 
-# --- requests: the plan, the models and their decodes ----------------------------------------------
-
-def recorded_plan(ctx: LessonContext) -> Plan:
-    """The run's plan, recorded once as a host value; a replay reads the recorded run's, or for a run recorded
-    before plans, the one it followed, from the host values it did record (bytesup.store.plans.lesson08)."""
-    if not ctx.replaying:
-        return Plan.model_validate(ctx.host(PLAN_VALUE, lambda: current_plan(ctx.repeat).model_dump(mode="json")))
-    return read_plan({name: ctx.host(name, lambda: None) for name in PLAN_READS if ctx.recorded(name)})
-
+# --- computation: pure, from the options, the plan and the models' headers -----------------------
 
 def parse_sizes(value: Any, defaults: tuple[str, ...] | list[str]) -> list[str]:
     """--sizes as given by the CLI (a list) or as a comma-separated string; `defaults` when absent. Each is a
@@ -188,6 +180,37 @@ def parse_sizes(value: Any, defaults: tuple[str, ...] | list[str]) -> list[str]:
 def is_gguf_path(name: str) -> bool:
     """--sizes takes a GGUF file as well as a preset name: a name ending in .gguf is a path."""
     return name.lower().endswith(".gguf")
+
+
+@dataclass(frozen=True)
+class Served:
+    """A model the sweep serves, and the P it also decodes at (the plan's levels for the first of its weight type)."""
+    name: str
+    info: ModelInfo
+    levels: tuple[int, ...]
+
+
+def in_turns(plan: Plan, served: list[Served], available: int | None) -> bool:
+    """Whether every server is up at once and the timed decodes go round the models in turns: where the plan says
+    so and the models fit in MEMORY_SHARE of the available memory together."""
+    fits = bool(available) and sum(s.info.tensor_bytes for s in served) <= MEMORY_SHARE * (available or 0)
+    return fits and plan.in_turns
+
+
+def batch_bodies(parallel: int, r: int, n_predict: int) -> list[dict[str, Any]]:
+    """The P requests of batch r, one per slot, PINNED apart from a seed of their own."""
+    return [{**PINNED, "n_predict": n_predict, "seed": BATCH_SEED_BASE + 100 * parallel + 10 * r + i, "id_slot": i}
+            for i in range(parallel)]
+
+
+# --- requests: the plan, the models and their decodes ----------------------------------------------
+
+def recorded_plan(ctx: LessonContext) -> Plan:
+    """The run's plan, recorded once as a host value; a replay reads the recorded run's, or for a run recorded
+    before plans, the one it followed, from the host values it did record (bytesup.store.plans.lesson08)."""
+    if not ctx.replaying:
+        return Plan.model_validate(ctx.host(PLAN_VALUE, lambda: current_plan(ctx.repeat).model_dump(mode="json")))
+    return read_plan({name: ctx.host(name, lambda: None) for name in PLAN_READS if ctx.recorded(name)})
 
 
 def _summary(path: str, preset: str | None) -> dict:
@@ -229,12 +252,6 @@ def matvec_reading(ctx: LessonContext, bw: dict | None, plan: Plan) -> dict | No
         bw["threads"], bw.get("working_set_bytes") or bw["bytes_per_sample"]))
 
 
-def batch_bodies(parallel: int, r: int, n_predict: int) -> list[dict[str, Any]]:
-    """The P requests of batch r, one per slot, PINNED apart from a seed of their own."""
-    return [{**PINNED, "n_predict": n_predict, "seed": BATCH_SEED_BASE + 100 * parallel + 10 * r + i, "id_slot": i}
-            for i in range(parallel)]
-
-
 def batches_at(srv, plan: Plan, levels: tuple[int, ...]) -> dict[int, list[float]]:
     """Per-sequence decode tokens/s at each P of `levels`: plan.rounds(P) batches of P decodes sent at once."""
     together = {}
@@ -264,14 +281,6 @@ def measure_decode(ctx: LessonContext, srv, info: ModelInfo, plan: Plan, levels:
     return ModelRun(info, timed.decode_samples(done), answer, batches_at(srv, plan, levels), prefill_at(srv, plan, levels))
 
 
-@dataclass(frozen=True)
-class Served:
-    """A model the sweep serves, and the P it also decodes at (the plan's levels for the first of its weight type)."""
-    name: str
-    info: ModelInfo
-    levels: tuple[int, ...]
-
-
 def models_to_serve(ctx: LessonContext, sizes: list[str], available: int | None,
                     plan: Plan) -> tuple[list[Served], list[str]]:
     """The models to serve, built or fetched first where missing; those too big for memory skipped. The first
@@ -287,13 +296,6 @@ def models_to_serve(ctx: LessonContext, sizes: list[str], available: int | None,
         served.append(Served(name, info, () if info.weight_type in seen else plan.levels))
         seen.add(info.weight_type)
     return served, skipped
-
-
-def in_turns(plan: Plan, served: list[Served], available: int | None) -> bool:
-    """Whether every server is up at once and the timed decodes go round the models in turns: where the plan says
-    so and the models fit in MEMORY_SHARE of the available memory together."""
-    fits = bool(available) and sum(s.info.tensor_bytes for s in served) <= MEMORY_SHARE * (available or 0)
-    return fits and plan.in_turns
 
 
 def serve(ctx: LessonContext, s: Served, plan: Plan):

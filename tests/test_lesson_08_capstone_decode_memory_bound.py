@@ -1,7 +1,6 @@
 """Lesson 8: tokens/s, bytes per token, effective GB/s and efficiency on hand-made answers worked out
-here, and the sweep table, the verdicts and the fit recomputed from the recorded run. The figures' records and
-their arithmetic are bytesup.store.facts.lesson08's, the notes bytesup.store.views.lesson08's and the plan
-bytesup.store.plans.lesson08's (its upgrades: tests/test_plans_lesson08.py)."""
+here, and the sweep table, the verdicts and the fit recomputed from the recorded run. The lesson's parts below it
+(its plan, its figures' arithmetic and its view) are tested on their own in tests/test_lesson08.py."""
 
 from __future__ import annotations
 
@@ -13,17 +12,12 @@ from collections import defaultdict
 import pytest
 from lessonkit import QueuedServer, hand_context, recorded_exchanges
 
-from bytesup.course import decodetime, memory_bound, published
-from bytesup.course.ceiling import BandwidthReference
+from bytesup.course import decodetime, memory_bound
 from bytesup.errors import BytesupError
-from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s
-from bytesup.store.facts.lesson08 import (ModelInfo, ModelRun, SweepRow, TopAnswer, decode_efficiency_samples,
-                                          efficiency_percent, explained, fastest_memory_gbs, fit_rows, prefill_rows,
-                                          published_ceiling, published_point, spark_context_prediction, spark_terms,
-                                          step_ms, sweep_row, top_answer)
+from bytesup.llama.responses import Timings, decode_tokens_per_s
+from bytesup.store.facts.lesson08 import ModelInfo, ModelRun, TopAnswer, prefill_rows
 from bytesup.store.plans.lesson08 import DEFAULT_SIZES, current_plan, read_plan
-from bytesup.store.rows import cells, columns
-from bytesup.store.views.lesson08 import model_notes, show_prefill, verdict_sentences
+from bytesup.store.views.lesson08 import show_prefill
 
 LESSON = "08_capstone_decode_memory_bound"
 
@@ -120,69 +114,7 @@ def test_plot_is_log_log(result):
     assert measured.y_min is not None and all(lo <= y <= hi for lo, y, hi in zip(measured.y_min, measured.y, measured.y_max, strict=True))
 
 
-# --- pure computation, against hand arithmetic -------------------------------------------------
-
-def test_spark_context_prediction(lesson):
-    sp = spark_context_prediction()
-    # deepseek-coder-6.7b: no grouped-query attention, 2 × 32 layers × 32 KV heads × 128 × 2 bytes.
-    assert sp.kv_bytes_per_token == 2 * 32 * 32 * 128 * 2 == 524_288
-    # 33.2 tokens/s × 7.16 GB = 237.712 GB/s; ÷ (7.16e9 + 524,288 × 1,921 = 8,167,157,248 bytes) = 29.106 tokens/s.
-    assert published_point().effective == pytest.approx(237.712)  # the bandwidth its short-prompt decode read
-    assert sp.predicted == pytest.approx(237.712e9 / 8_167_157_248) == pytest.approx(29.106, abs=0.001)
-    assert sp.published == published.LESSON4["decode_long_tokens_per_s"] == 29.6
-    assert sp.error_percent == pytest.approx(100 * (29.106 / 29.6 - 1), abs=1e-2)  # −1.7%
-
-
-def test_published_point_by_hand(lesson):
-    pub = published_point()
-    assert pub.effective == pytest.approx(237.712)  # 33.2 × 7.16 GB
-    assert pub.efficiency == pytest.approx(87.074, abs=0.001)  # 237.712 ÷ 273
-    assert published_ceiling() == pytest.approx(38.128, abs=0.001)  # 273 ÷ 7.16
-    assert (pub.decode_min, pub.decode_max, pub.verdict) == (None, None, None)  # one figure, no samples
-
-
-def test_effective_gbs_and_efficiency_by_hand(lesson):
-    # 70.7 tokens/s × 98,362,432 bytes = 6,954,223,942 bytes/s = 6.954 GB/s; of 10 GB/s: 69.54%.
-    assert decode_efficiency_samples([70.7], 98_362_432, 10.0) == [pytest.approx(69.542, abs=0.001)]
-    assert efficiency_percent(6.0, 8.0) == 75.0
-    p = memory_bound.make_point("w", 98_362_432, [68.0, 70.7, 73.0], None, weight_type="Q8_0")
-    verdict = {"on_line": True, "residual": -0.02, "verdict": memory_bound.MEMORY}
-    row = sweep_row(p, verdict, 10.0, TopAnswer("' Paris'", 77.1))
-    assert (row.decode, row.decode_min, row.decode_max) == (70.7, 68.0, 73.0)
-    # 68 × 98,362,432 = 6,688,645,376; 73 × 98,362,432 = 7,180,457,536.
-    assert row.effective == pytest.approx(6.95422, abs=1e-5)
-    assert (row.effective_min, row.effective_max) == (pytest.approx(6.688645376), pytest.approx(7.180457536))
-    assert (row.efficiency, row.efficiency_min, row.efficiency_max) == (
-        pytest.approx(69.5422, abs=1e-4), pytest.approx(66.88645376), pytest.approx(71.80457536))
-    assert row.off_line_percent == pytest.approx(-2.0) and row.on_line == "yes" and row.verdict == memory_bound.MEMORY
-    # The table's cells by column name: each value under its own header.
-    (values,) = cells([row])
-    C = dict(zip([name for name, _ in columns(SweepRow)], values, strict=True))
-    assert C["effective"] == row.effective and C["top token"] == "' Paris'" and C["top token probability"] == 77.1
-    assert C["on the line"] == "yes" and C["cache-resident"] == "no" and C["efficiency min"] == row.efficiency_min
-    # Without a bandwidth, no efficiency.
-    bare = sweep_row(p, verdict, None, None)
-    assert (bare.efficiency, bare.efficiency_min, bare.efficiency_max, bare.top_token) == (None, None, None, None)
-
-
-def test_top_answer_is_the_most_probable_candidate(lesson):
-    c = Completion(content=" Paris", timings={"prompt_n": 6, "prompt_ms": 5.0, "predicted_n": 1, "predicted_ms": 0.0},
-                   completion_probabilities=[{"id": 1, "token": " Paris", "logprob": -0.26, "top_logprobs": [
-                       {"id": 2, "token": " the", "logprob": -1.5}, {"id": 1, "token": " Paris", "logprob": -0.26},
-                       {"id": 3, "token": " a", "logprob": -3.0}]}])
-    answer = top_answer(c)
-    assert answer.token == "' Paris'" and answer.percent == pytest.approx(77.105, abs=0.001)  # e^−0.26
-
-
-def test_fastest_memory_sample(lesson):
-    before, after = {"gb_per_s": {"max": 16.9}}, {"gb_per_s": {"max": 16.5}}
-    assert fastest_memory_gbs(before, after) == 16.9
-    assert fastest_memory_gbs(before, {"gb_per_s": {"max": 17.2}}) == 17.2
-    assert fastest_memory_gbs(before, None) == 16.9 and fastest_memory_gbs(None, after) is None
-    # A slow host (0.5 GB/s at best) with an "after" reading that has no bandwidth: 0.5, nothing invented.
-    assert fastest_memory_gbs({"gb_per_s": {"max": 0.5}}, {}) == 0.5
-    assert fastest_memory_gbs({"gb_per_s": {"max": 0.5}}, {"gb_per_s": {}}) == 0.5
-
+# --- the lesson's own computation: the sizes, the batch bodies, the turns ------------------------
 
 def test_parse_sizes(lesson):
     assert lesson.parse_sizes(None, DEFAULT_SIZES) == list(DEFAULT_SIZES)
@@ -209,32 +141,6 @@ def test_sizes_take_gguf_paths(lesson, tmp_path):
     assert lesson.parse_sizes(f"tiny-q8_0,{gguf}", DEFAULT_SIZES) == ["tiny-q8_0", str(gguf)]
     with pytest.raises(BytesupError, match="No GGUF file at /nowhere/x.gguf in --sizes"):
         lesson.parse_sizes("/nowhere/x.gguf", DEFAULT_SIZES)
-
-
-def _points(llc=None):
-    # widths of one model (f16 → f32 memory-bound, q8_0 → f16 partly) and a cache-resident small one
-    mk = lambda n, b, t, p=1: memory_bound.make_point(n, b, [t * 0.99, t, t * 1.01], llc, n_params=p)  # noqa: E731
-    return [mk("tiny", 5e6, 3000.0, 2), mk("q8_0", 144.8e6, 141.0), mk("f16", 270.9e6, 99.0), mk("f32", 539.8e6, 50.0)]
-
-
-def test_verdict_sentences(lesson):
-    pts = _points(llc=32 * 2**20)
-    analysis = memory_bound.analyse(pts)
-    ref = BandwidthReference(40.0, "this host's CPU read", host_cpu=True)
-    answers = {n: TopAnswer("' Paris'", pct) for n, pct in (("q8_0", 60.0), ("f16", 61.0), ("f32", 61.0))}
-    row = sweep_row(pts[3], analysis["verdicts"]["f32"], ref.gbs, answers["f32"])
-    assert row.effective == pytest.approx(539.8e6 * 50 / 1e9)  # 26.99 GB/s
-    assert row.efficiency == pytest.approx(100 * 26.99 / 40)
-    assert row.verdict == memory_bound.MEMORY and row.on_line == "yes" and row.cache_resident == "no"
-    tiny = sweep_row(pts[0], analysis["verdicts"]["tiny"], ref.gbs, None)
-    assert tiny.cache_resident == "yes" and tiny.verdict == "cache-resident" and tiny.on_line is None
-    text = " ".join(verdict_sentences(pts, analysis, answers, ref, 32 * 2**20, "The capital of France is"))
-    assert "From f32 to f16" in text and "memory-bound" in text and "partly memory-bound" in text
-    assert "tiny: the weights fit in the 32 MiB last-level cache" in text
-    assert "The same top token at every width" in text and "random weights" not in text
-    assert "through f16, f32" in text and "Verdict:" in text
-    assert "The answer after 'The capital of France is': q8_0 ' Paris' (60.0%)" in text
-    assert math.isfinite(analysis["fit"]["gbs"])
 
 
 # --- main on hand-made answers ---------------------------------------------------------------
@@ -366,19 +272,6 @@ def test_main_on_a_remote_server_with_a_given_bandwidth(lesson):
     assert m.settings["bandwidth_gbs"] == 20.0 and m.samples == [pytest.approx(34.771, abs=1e-3)] * 2
     assert any("20 GB/s given with --bandwidth-gbs" in n for n in t.notes)
     assert "Only the one model the user's server serves was measured" in " ".join(result.table("models").notes)
-
-
-def test_fit_rows_share_one_reference(lesson):
-    from bytesup.course.ceiling import BandwidthReference
-
-    analysis = {"fit": {"gbs": 12.0, "gbs_low": 11.0, "gbs_high": 13.0}, "basis": ["a", "b"]}
-    before, after = {"gb_per_s": {"median": 10.0, "min": 9.0, "max": 11.0}}, {"gb_per_s": {"median": 8.0, "min": 7.0, "max": 9.0}}
-    # Given 20 GB/s (--bandwidth-gbs): the fit 12 ÷ 20 = 60%, the readings 10 ÷ 20 = 50% and 8 ÷ 20 = 40%.
-    given = fit_rows(analysis, BandwidthReference(20.0, "given", False), before, after)
-    assert [r.percent_of_run for r in given] == [pytest.approx(60.0), pytest.approx(50.0), pytest.approx(40.0)]
-    # The host's own reading as the reference: 12 ÷ 10 = 120%, 100%, 8 ÷ 10 = 80%.
-    host = fit_rows(analysis, BandwidthReference(10.0, "host", True), before, after)
-    assert [r.percent_of_run for r in host] == [pytest.approx(120.0), pytest.approx(100.0), pytest.approx(80.0)]
 
 
 # --- the decode-time model -----------------------------------------------------------------------
@@ -524,12 +417,6 @@ def test_an_old_recording_replays_without_the_model(lesson):
     assert "sample_plan" not in result.host_values and "plan" not in result.host_values
 
 
-def test_step_ms_leaves_an_outlier_out(lesson):
-    # the 7.4 tokens/s (135 ms) is an outlier and not used: the median of 10.684 and 10.650 ms of the four others
-    assert step_ms([93.6, 94.5, 93.1, 7.4, 93.9]) == pytest.approx((1000 / 93.6 + 1000 / 93.9) / 2)
-    assert step_ms([100.0, 50.0]) == pytest.approx(15.0)  # 10 and 20 ms
-
-
 def test_batch_bodies(lesson):
     bodies = lesson.batch_bodies(4, 1, 32)
     assert [b["id_slot"] for b in bodies] == [0, 1, 2, 3]
@@ -537,22 +424,6 @@ def test_batch_bodies(lesson):
     assert all(b["temperature"] == 0 and b["cache_prompt"] is False and b["n_predict"] == 32 for b in bodies)
     plan = current_plan(2)  # five samples: three batches of 2 and two of 4, on four slots of 256 tokens
     assert (plan.samples, plan.rounds(2), plan.rounds(4), plan.slots, plan.context) == (5, 3, 2, 4, 1024)
-
-
-def test_a_verdict_that_one_model_turns_over_is_shown_mixed(lesson):
-    """Six models' steps made by hand from B = 50 GB/s, c = 25 ps and f = 0.08 ms per block, q4_1's 15% faster:
-    the Q8_0 models, 15% from the ridge, are mixed in the table and the notes; f32 stays memory-bound."""
-    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
-    shapes = [("q4_1", "Q4_1", 96.6e6, 134.5e6, 30, 0.85), ("q8_0", "Q8_0", 143.0e6, 134.5e6, 30, 1.0),
-              ("f16", "F16", 269.1e6, 134.5e6, 30, 1.0), ("f32", "ALL_F32", 538.1e6, 134.5e6, 30, 1.0),
-              ("medium", "Q8_0", 224.1e6, 210.8e6, 16, 1.0), ("large", "Q8_0", 985.7e6, 927.5e6, 18, 1.0)]
-    widths = [decodetime.Width(n, b, p, t, {1: decodetime.predict(terms, n, b, p, L).step_ms * s}, L)
-              for n, t, b, p, L, s in shapes]
-    rows = explained(widths, decodetime.fit(widths), (2, 4))
-    assert [r.waits_on for r in rows] == ["compute-bound", "mixed", "memory-bound", "memory-bound", "mixed", "mixed"]
-    assert all(r.step_2 is None and r.line_a is None and r.line_b is None for r in rows)  # no steps at P = 2 and 4
-    notes = " ".join(model_notes(rows, decodetime.fit(widths), None, spark_terms(), (2, 4)))
-    assert "Here: memory-bound f16, f32; compute-bound q4_1; mixed q8_0, medium, large." in notes
 
 
 def test_servers_are_up_at_once_only_where_the_models_fit_together(lesson):
@@ -569,18 +440,6 @@ def test_servers_are_up_at_once_only_where_the_models_fit_together(lesson):
     assert lesson.in_turns(before, served(0.1), 4_000_000_000) is False
 
 
-def test_a_slow_prefill_sample_is_an_outlier_not_the_range(lesson):
-    """Prefills of 500, 510, 490, 505 and one of 50 tokens/s: the 50 is beyond 5 scaled MADs, so the median is that
-    of the other four, 502.5, and the range 490-510; 2 × 100 M × 502.5 = 100.5 GFLOP/s and 1.99 ms a token, against
-    decode's 100 M × 25 ps = 2.5 ms."""
-    run = ModelRun(ModelInfo("q4", 100_000_000, 60_000_000, "Q4_1"), [], TopAnswer("x", 1.0), {},
-                   [500.0, 510.0, 490.0, 505.0, 50.0])
-    (row,) = prefill_rows([run, ModelRun(run.info, [], run.answer, {})], decodetime.Terms(50.0, 25.0, 0.1, ()))
-    assert (row.model, row.weights, row.median, row.low, row.high) == ("q4", "Q4_1", 502.5, 490.0, 510.0)
-    assert row.gflops == pytest.approx(100.5) and row.ms_per_token == pytest.approx(1.99, abs=1e-3)
-    assert row.decode_arithmetic_ms == pytest.approx(2.5) and row.decode_over_prefill == pytest.approx(2.5 * 502.5 / 1e3)
-
-
 def test_prefills_are_recorded_without_the_decode_model(lesson):
     """Two models are too few to fit the decode-time model: the prefill table is left out, its samples are not."""
     ctx = hand_context(LESSON, QueuedServer({}), host_values={})
@@ -593,3 +452,19 @@ def test_prefills_are_recorded_without_the_decode_model(lesson):
     assert [(m.name, m.settings, m.samples) for m in result.measurements] == [
         ("prefill_tokens_per_s", {"preset": "a", "prompt_tokens": 128}, [500.0] * 5)]
     assert not [t for t in result.tables if t.name == "prefill_per_width"]
+
+
+def test_a_run_records_its_plan_once_and_its_replay_reads_it_back(lesson):
+    """Live, the plan a run makes now is recorded as the host value `plan` (with --repeat 7: seven samples); a replay
+    of that run reads the same plan back, and a replay of a run recorded before plans reads the plan it followed."""
+    from bytesup.lesson import LessonContext, Reporter
+    from bytesup.options import RunOptions
+
+    live = LessonContext(LESSON, "live", server=QueuedServer({}).server, run=RunOptions(command=["test"], repeat=7),
+                         model_path=None, sink=[], replay=None, progress=Reporter(None, LESSON))
+    plan = lesson.recorded_plan(live)
+    assert plan == current_plan(7) and plan.samples == 7
+    assert live.host_values["plan"] == plan.model_dump(mode="json") and "sample_plan" not in live.host_values
+    assert lesson.recorded_plan(hand_context(LESSON, QueuedServer({}), host_values=live.host_values)) == plan
+    older = lesson.recorded_plan(hand_context(LESSON, QueuedServer({}), host_values={"repeat": 3}))
+    assert (older.warmup, older.samples, older.levels, older.prefill) == (0, 3, (), None)
