@@ -166,6 +166,12 @@ LOCAL = {"url_host": "127.0.0.1", "local": True, "model_readable": True, "accele
          "host_bandwidth_applies": True, "reason": "by hand"}
 
 
+def _sweep(*headers: dict) -> dict:
+    """The host values of a sweep of these models (--sizes) on our own servers, with 16 GB of memory available."""
+    return {"server_facts": LOCAL, "option_sizes": ",".join(h["name"] for h in headers), "option_bandwidth_gbs": None,
+            "available_memory_bytes": 16_000_000_000, **{f"model_{h['name']}": h for h in headers}}
+
+
 def _bandwidth(samples=(11.0, 12.0, 13.0)) -> dict:
     return {"threads": 2, "bytes_per_thread": 512 * 2**20, "bytes_per_sample": 1024 * 2**20, "method": "by hand",
             "gb_per_s": {"samples": list(samples), "median": sorted(samples)[len(samples) // 2], "min": min(samples),
@@ -189,14 +195,9 @@ def test_main_sweep_on_hand_made_answers(lesson):
         started.append((label, model, flags))
         return contextlib.nullcontext(servers[label].server)
 
-    host_values = {
-        "server_facts": LOCAL, "option_sizes": f"{q8},{f16},{large}", "option_bandwidth_gbs": None,
-        "available_memory_bytes": 16_000_000_000,
-        # 100,000,000 parameters: 1.0625 bytes each (q8_0), 2 bytes each (f16).
-        f"model_{q8}": _header(q8, 100_000_000, 106_250_000, "Q8_0"),
-        f"model_{f16}": _header(f16, 100_000_000, 200_000_000, "F16"),
-        f"model_{large}": _header(large, 9_000_000_000, 9_000_000_000, "Q8_0"),  # 9 GB > half of 16 GB
-    }
+    # 100,000,000 parameters: 1.0625 bytes each (q8_0), 2 bytes each (f16); large: 9 GB > half of 16 GB.
+    host_values = _sweep(_header(q8, 100_000_000, 106_250_000, "Q8_0"), _header(f16, 100_000_000, 200_000_000, "F16"),
+                         _header(large, 9_000_000_000, 9_000_000_000, "Q8_0"))
     ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
     ctx.local_server = local_server
     result = lesson.main(ctx)
@@ -320,12 +321,8 @@ def test_main_decode_model_on_hand_made_step_times(lesson, in_turns):
         return contextlib.nullcontext(servers[label].server)
 
     host_values = {
-        "server_facts": LOCAL, "option_sizes": f"{q4},{q8},{f32},{big}", "option_bandwidth_gbs": None,
-        "available_memory_bytes": 16_000_000_000,
-        f"model_{q4}": _header(q4, 100_000_000, 100_000_000, "Q4_1"),
-        f"model_{q8}": _header(q8, 100_000_000, 200_000_000, "Q8_0"),
-        f"model_{f32}": _header(f32, 100_000_000, 400_000_000, "F32"),
-        f"model_{big}": _header(big, 1_000_000_000, 1_000_000_000, "Q8_0"),
+        **_sweep(_header(q4, 100_000_000, 100_000_000, "Q4_1"), _header(q8, 100_000_000, 200_000_000, "Q8_0"),
+                 _header(f32, 100_000_000, 400_000_000, "F32"), _header(big, 1_000_000_000, 1_000_000_000, "Q8_0")),
         "matvec_bandwidth": {"threads": 2, "bytes_per_sample": 536_870_912, "gb_per_s":
                              {"samples": [40.0] * 5, "median": 40.0, "min": 39.0, "max": 41.0}},
     }
@@ -407,8 +404,7 @@ def test_an_old_recording_replays_without_the_model(lesson):
     """A recording made before the sample plan: no warm-up, ctx.repeat decodes, no lines, no model table."""
     q8 = "smollm2-135m-q8_0"
     server = QueuedServer({"/completion": [_top(-0.3), _decode(400.0), _decode(320.0)]})
-    host_values = {"server_facts": LOCAL, "option_sizes": q8, "option_bandwidth_gbs": None,
-                   "available_memory_bytes": 16_000_000_000, f"model_{q8}": _header(q8, 100_000_000, 106_250_000, "Q8_0")}
+    host_values = _sweep(_header(q8, 100_000_000, 106_250_000, "Q8_0"))
     ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
     ctx.local_server = lambda label, model, flags: contextlib.nullcontext(server.server)
     result = lesson.main(ctx)
