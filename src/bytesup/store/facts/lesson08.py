@@ -7,7 +7,8 @@ records as they are, and a test reads a figure by its field. The arithmetic is t
 (`course.memory_bound`, `course.decodetime`, `course.ceiling`); nothing here measures or records.
 - the models: `ModelInfo` (a GGUF header or the server's meta), `ModelRun` (its samples), `ModelsRow`;
 - the sweep across widths: `SweepRow` (each width, and the published point), `StepRow`, `FitRow`;
-- the decode-time model: `ModelSteps` (the fact's record of each model's steps), `ModelExplained`, `PrefillRow`;
+- the decode-time model: `ModelSteps` (the fact's record of each model's steps, which gives the course's `Width`),
+  `ModelExplained` (or `UnfitRow`, why not), `PrefillRow`;
 - the bytes model with context: `ContextRow`."""
 
 from __future__ import annotations
