@@ -1,11 +1,242 @@
-"""Lesson 8's facts: the decode-time model's inputs (`decode_model`), for `bytesup check` to refit on its own."""
+"""Lesson 8's figures: one typed record per figure, the pure arithmetic that makes it from what the lesson measured,
+and the fact the lesson states (`decode_model`), the decode-time model's inputs, for `bytesup check` to refit on
+its own.
+
+A record's fields are its table's columns (`store.rows.column`): the view (`store.views.lesson08`) renders the
+records as they are, and a test reads a figure by its field. The arithmetic is the course's
+(`course.memory_bound`, `course.decodetime`, `course.ceiling`); nothing here measures or records.
+- the models: `ModelInfo` (a GGUF header or the server's meta), `ModelRun` (its samples), `ModelsRow`;
+- the sweep across widths: `SweepRow` (each width, and the published point), `StepRow`, `FitRow`;
+- the decode-time model: `ModelSteps` (the fact's record of each model's steps, which gives the course's `Width`),
+  `ModelExplained` (or `UnfitRow`, why not), `PrefillRow`;
+- the bytes model with context: `ContextRow`."""
 
 from __future__ import annotations
 
+import math
+import statistics
+from dataclasses import dataclass, field
+
 from pydantic import BaseModel, ConfigDict
 
+from bytesup.course import decodetime, formulas, memory_bound, published, robust
+from bytesup.course.ceiling import BandwidthReference, ceiling_at, effective_gbs
+from bytesup.llama.responses import Completion, shown_token
 from bytesup.store.facts.base import stated
+from bytesup.store.rows import column
+from bytesup.units import MB
 
+
+# The published reference run (bytesup.course.published): the specimen on the DGX Spark, lesson 4's figures.
+PUBLISHED_LABEL = f"{published.SPECIMEN_NAME} on {published.SPARK_NAME} (published)"
+PUBLISHED_BYTES = published.SPECIMEN["file_bytes"]
+PUBLISHED_DECODE = published.LESSON4["decode_short_tokens_per_s"]
+
+
+# --- what the lesson measured of each model ------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the lesson needs of one model: from its GGUF header (a host value) or the server's meta."""
+    name: str
+    n_params: int
+    tensor_bytes: int
+    weight_type: str | None
+    preset: str | None = None
+    path: str | None = None
+    architecture: str | None = None
+    n_layer: int | None = None
+    n_embd: int | None = None
+
+    @classmethod
+    def of(cls, summary: dict) -> "ModelInfo":
+        return cls(summary["name"], summary["n_params"], summary["tensor_bytes"], summary.get("weight_type"),
+                   summary.get("preset"), summary.get("path"), summary.get("architecture"), summary.get("n_layer"),
+                   summary.get("n_embd"))
+
+    @property
+    def bytes_per_token(self) -> int:
+        return formulas.bytes_per_token({"tensor_bytes": self.tensor_bytes})
+
+
+@dataclass(frozen=True)
+class TopAnswer:
+    token: str  # as shown
+    percent: float  # its probability, %
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One model measured: its decode tokens/s samples, its top token after the prompt, and the per-sequence
+    tokens/s of each sequence when P decoded together (empty for a model only predicted)."""
+    info: ModelInfo
+    decode: list[float]
+    answer: TopAnswer
+    together: dict[int, list[float]]
+    prefill: list[float] = field(default_factory=list)  # prefill tokens/s samples (the first model of a weight type)
+
+
+def top_answer(completion: Completion) -> TopAnswer:
+    """The most probable first token of a completion and its probability (%), from the full softmax."""
+    first = completion.first_position()
+    best = max(first.top_logprobs or [], key=lambda c: c.logprob)
+    return TopAnswer(shown_token(best.token, best.bytes), 100.0 * math.exp(best.logprob))
+
+
+def yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+# --- the models -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelsRow:
+    """A model as its header (or the server) describes it, beside its point's bytes and cache marks."""
+    model: str = column("model")
+    architecture: str | None = column("architecture")
+    weights: str | None = column("weights")
+    blocks: int | None = column("blocks")
+    width: int | None = column("width")
+    parameters: int = column("parameters")
+    bytes_per_token: float = column("bytes per token", "bytes")
+    bytes_per_parameter: float = column("bytes per parameter")
+    fits_in_cache: str = column("fits in the cache")
+    cache_resident: str = column("cache-resident")
+
+
+def models_row(info: ModelInfo, p: dict) -> ModelsRow:
+    return ModelsRow(info.name, info.architecture, info.weight_type, info.n_layer, info.n_embd, info.n_params,
+                     p["bytes"], p["bytes"] / info.n_params, yes_no(p["fits_in_cache"]), yes_no(p["cache_resident"]))
+
+
+def fastest_memory_gbs(before: dict | None, after: dict | None) -> float | None:
+    """The run's fastest memory-bandwidth sample (before or after the decode work): above it, only a cache reads."""
+    if before is None:
+        return None
+    return max(before["gb_per_s"]["max"], (after or {}).get("gb_per_s", {}).get("max", 0))
+
+
+def sweep_points(runs: list[ModelRun], llc: int | None, memory_max: float | None) -> list[dict]:
+    """bytesup.course.memory_bound's points: bytes per token and the decode samples of each model."""
+    return [memory_bound.make_point(r.info.name, r.info.bytes_per_token, r.decode, llc, n_params=r.info.n_params,
+                             weight_type=r.info.weight_type, memory_gbs_max=memory_max) for r in runs]
+
+
+# --- the sweep across widths ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One measured width: tokens/s, effective GB/s = tokens/s × bytes per token and the efficiency against the
+    bandwidth that feeds decode (None without one), each as median, min and max, with its answer and the sweep's
+    verdict; or the published point, one decode figure without samples or a verdict."""
+    model: str = column("model")
+    weights: str | None = column("weights")
+    bytes_per_token: float = column("bytes per token", "bytes")
+    decode: float = column("decode", "tokens/s")
+    decode_min: float | None = column("decode min", "tokens/s")
+    decode_max: float | None = column("decode max", "tokens/s")
+    effective: float = column("effective", "GB/s")
+    effective_min: float | None = column("effective min", "GB/s")
+    effective_max: float | None = column("effective max", "GB/s")
+    efficiency: float | None = column("efficiency", "%")
+    efficiency_min: float | None = column("efficiency min", "%")
+    efficiency_max: float | None = column("efficiency max", "%")
+    top_token: str | None = column("top token")
+    top_token_percent: float | None = column("top token probability", "%")
+    cache_resident: str | None = column("cache-resident")
+    on_line: str | None = column("on the line")
+    off_line_percent: float | None = column("off the line", "%")
+    verdict: str | None = column("verdict")
+
+
+def efficiency_percent(gbs: float, ref_gbs: float) -> float:
+    """Effective GB/s as a share of the bandwidth, %."""
+    return formulas.percent(gbs / ref_gbs)
+
+
+def decode_efficiency_samples(samples: list[float], bytes_per_token: float, ref_gbs: float) -> list[float]:
+    """Each decode sample's effective GB/s (tokens/s × bytes per token) ÷ the bandwidth, %."""
+    return [efficiency_percent(effective_gbs(v, bytes_per_token), ref_gbs) for v in samples]
+
+
+def sweep_row(p: dict, verdict: dict, ref_gbs: float | None, answer: TopAnswer | None) -> SweepRow:
+    """A point with its verdict (memory_bound.analyse) and its efficiency against `ref_gbs`."""
+    eff = [efficiency_percent(p[k], ref_gbs) if ref_gbs else None for k in ("gbs", "gbs_min", "gbs_max")]
+    return SweepRow(p["name"], p.get("weight_type"), p["bytes"], p["median"], p["min"], p["max"], p["gbs"],
+                    p["gbs_min"], p["gbs_max"], eff[0], eff[1], eff[2], answer.token if answer else None,
+                    answer.percent if answer else None, yes_no(p["cache_resident"]),
+                    None if verdict["on_line"] is None else yes_no(verdict["on_line"]),
+                    None if verdict["residual"] is None else 100 * verdict["residual"], verdict["verdict"])
+
+
+def published_point() -> SweepRow:
+    """33.2 tokens/s × 7.16 GB = 237.7 GB/s, 87% of the Spark's 273 GB/s."""
+    gbs = effective_gbs(PUBLISHED_DECODE, PUBLISHED_BYTES)
+    return SweepRow(PUBLISHED_LABEL, "Q8_0", PUBLISHED_BYTES, PUBLISHED_DECODE, None, None, gbs, None, None,
+                    100 * gbs / published.SPARK_BANDWIDTH_GB_PER_S, None, None, None, None, None, None, None, None)
+
+
+def published_ceiling() -> float:
+    """The Spark's ceiling for the specimen: 273 GB/s ÷ 7.16 GB = 38.1 tokens/s."""
+    return ceiling_at(published.SPARK_BANDWIDTH_GB_PER_S, PUBLISHED_BYTES)
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """A step between neighbouring widths (bytesup.course.memory_bound.analyse)."""
+    narrower: str = column("narrower")
+    wider: str = column("wider")
+    bytes_ratio: float = column("bytes ratio", "×")
+    speedup: float = column("speed-up", "×")
+    gbs_ratio: float = column("effective GB/s ratio", "×")
+    allowance_percent: float = column("judged within", "%")
+    cache_resident: str = column("cache-resident width")
+    verdict: str = column("verdict")
+
+
+def step_row(st: dict) -> StepRow:
+    return StepRow(st["narrow"], st["wide"], st["bytes_ratio"], st["speedup"], st["gbs_ratio"], 100 * st["allowance"],
+                   yes_no(st["cache_resident"]), st["verdict"])
+
+
+@dataclass(frozen=True)
+class FitRow:
+    """A bandwidth beside the run's: the fitted B, a reading of the host."""
+    quantity: str = column("quantity")
+    gbs: float = column("bandwidth", "GB/s")
+    low: float = column("low", "GB/s")
+    high: float = column("high", "GB/s")
+    percent_of_run: float | None = column("of the run's bandwidth", "%")
+    points: str = column("points")
+
+
+def fit_rows(analysis: dict, ref: BandwidthReference | None, before: dict | None, after: dict | None,
+             matvec: dict | None = None) -> list[FitRow]:
+    """The fitted B (with its standard-error range), then the run's bandwidth readings around the decode work,
+    and numpy's matrix-vector product where the run measured it."""
+    rows = []
+    fit = analysis["fit"]
+    if fit:
+        rows.append(FitRow("tokens/s = B ÷ bytes (equal relative weight per point)", fit["gbs"], fit["gbs_low"],
+                           fit["gbs_high"], 100 * fit["gbs"] / ref.gbs if ref else None, ", ".join(analysis["basis"])))
+    # Every row against the same reference: --bandwidth-gbs when given, else the reading before the work.
+    if before is not None:
+        g = before["gb_per_s"]
+        rows.append(FitRow("this host's read bandwidth, before the decode work", g["median"], g["min"], g["max"],
+                           100 * (g["median"] / ref.gbs) if ref else None, ""))  # exactly 100 when it is the reference
+        if after is not None:
+            a = after["gb_per_s"]
+            rows.append(FitRow("this host's read bandwidth, after the decode work", a["median"], a["min"], a["max"],
+                               100 * a["median"] / ref.gbs if ref else None, ""))
+    if matvec is not None:
+        m = matvec["gb_per_s"]
+        rows.append(FitRow(f"numpy's float32 matrix-vector product over {matvec['bytes_per_sample'] / MB:,.0f} MB, "
+                           f"{matvec['threads']} thread(s), before the decode work", m["median"], m["min"], m["max"],
+                           100 * m["median"] / ref.gbs if ref else None, ""))
+    return rows
+
+
+# --- the decode-time model ------------------------------------------------------------------------
 
 class ModelSteps(BaseModel):
     """One model as the decode-time model sees it: its weights, and its median step (ms) and the steps' robust
@@ -20,6 +251,11 @@ class ModelSteps(BaseModel):
     step_ms: dict[str, float]
     step_spread: dict[str, float] = {}
 
+    def width(self) -> decodetime.Width:
+        """The model as bytesup.course.decodetime fits it."""
+        return decodetime.Width(self.name, self.weight_bytes, self.n_params, self.weight_type,
+                                {int(P): ms for P, ms in self.step_ms.items()}, self.n_layer)
+
 
 @stated("decode_model")
 class DecodeModel(BaseModel):
@@ -28,3 +264,163 @@ class DecodeModel(BaseModel):
     form: str  # the model's equation, in words
     tolerance: float  # a model left out is predicted within this (predicted ÷ measured tokens/s − 1)
     widths: list[ModelSteps]
+
+
+def step_ms(tokens_per_s: list[float]) -> float:
+    """The median time per decode step (ms) of per-sequence tokens/s samples, outliers left out (bytesup.course.robust)."""
+    return statistics.median(1e3 / v for v in robust.judge(tokens_per_s).kept)
+
+
+def step_spread(tokens_per_s: list[float]) -> float:
+    """The robust spread (interquartile range ÷ median, bytesup.course.robust) of the step times of these samples."""
+    return robust.judge([1e3 / v for v in tokens_per_s]).relative_iqr
+
+
+def model_steps(r: ModelRun) -> ModelSteps:
+    """A measured model's median step and its spread at P = 1 and at each P it decoded together."""
+    samples = {1: r.decode, **r.together}
+    return ModelSteps(name=r.info.name, weight_bytes=r.info.bytes_per_token, n_params=r.info.n_params,
+                      n_layer=r.info.n_layer or 1, weight_type=r.info.weight_type or "?",
+                      step_ms={str(P): step_ms(v) for P, v in samples.items()},
+                      step_spread={str(P): step_spread(v) for P, v in samples.items()})
+
+
+def fit_terms(widths: list[decodetime.Width]) -> tuple[decodetime.Terms | None, str]:
+    """The terms from every model's step at P = 1, or None and why not."""
+    try:
+        return decodetime.fit(widths), ""
+    except ValueError as e:
+        return None, str(e)
+
+
+@dataclass(frozen=True)
+class UnfitRow:
+    """A model the decode-time model could not be fitted on, and why not."""
+    model: str = column("model")
+    why_not: str = column("why not")
+
+
+@dataclass(frozen=True)
+class ModelExplained:
+    """A model beside the decode-time model: its measured steps at P = 1, 2 and 4 and the batch line through the
+    steps at several P, the terms of the run's fit, its prediction by the terms fitted on the other models alone
+    (None when too few others), each term's share of the fit's step, and the term it waits on (named where every
+    fit agrees, else mixed). The published figures fill the same columns, their rest counted as the fixed cost."""
+    model: str = column("model")
+    weights: str | None = column("weights")
+    step_1: float | None = column("step at P = 1", "ms")
+    step_2: float | None = column("step at P = 2", "ms")
+    step_4: float | None = column("step at P = 4", "ms")
+    line_a: float | None = column("batch line a", "ms")
+    line_b: float | None = column("batch line b", "ms per sequence")
+    memory_ms: float = column("read the weights", "ms")
+    arithmetic_ms: float = column("arithmetic", "ms")
+    fixed_ms: float = column("fixed", "ms")
+    step_ms: float = column("fit's step", "ms")
+    predicted: float | None = column("predicted", "tokens/s")
+    measured: float = column("measured", "tokens/s")
+    error_percent: float | None = column("predicted ÷ measured − 1", "%")
+    memory_share: float = column("read share", "%")
+    arithmetic_share: float = column("arithmetic share", "%")
+    fixed_share: float = column("fixed share", "%")
+    waits_on: str = column("waits on")
+
+
+def explained(widths: list[decodetime.Width], terms: decodetime.Terms,
+              levels: tuple[int, ...]) -> list[ModelExplained]:
+    """Each model's measured steps beside the run's terms, its prediction by the others' terms (decode tokens/s at
+    P = 1 is 1000 ÷ the median step), and the verdict every fit agrees on; the batch line through `levels`."""
+    fits = decodetime.leave_one_out(widths)
+    held = decodetime.held_out(widths, fits)
+    verdicts = decodetime.verdicts(widths, terms, fits)
+    rows = []
+    for w in widths:
+        line = decodetime.step_line(w, levels) if levels and all(P in w.step_ms for P in levels) else None
+        e, p = decodetime.predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer), held[w.name]
+        shares = e.shares()
+        rows.append(ModelExplained(
+            w.name, w.weight_type, w.step_ms.get(1), w.step_ms.get(2), w.step_ms.get(4),
+            line.intercept_ms if line else None, line.slope_ms if line else None, e.memory_ms, e.arithmetic_ms,
+            e.fixed_ms, e.step_ms, p.tokens_per_s if p else None, 1e3 / w.step_ms[1],
+            None if p is None else 100 * decodetime.error(p, w.step_ms[1]), 100 * shares["memory"],
+            100 * shares["arithmetic"], 100 * shares["fixed"], verdicts[w.name]))
+    return rows
+
+
+def spark_terms() -> dict[str, float]:
+    """The same terms from the published DGX Spark figures (bytesup.course.decodetime.published_terms)."""
+    prefill = published.LESSON4["prefill_tokens_per_s"]
+    return decodetime.published_terms(PUBLISHED_BYTES, published.SPARK_BANDWIDTH_GB_PER_S, PUBLISHED_DECODE,
+                                      sum(prefill) / len(prefill))
+
+
+def spark_verdict(spark: dict[str, float]) -> str:
+    """The decode-time model's rule on the published terms (the rest counted as the fixed cost)."""
+    return decodetime.waits_on(spark["memory_ms"], spark["arithmetic_ms"])
+
+
+def spark_explained(spark: dict[str, float]) -> ModelExplained:
+    """The published figures in the same terms: no steps of their own, the rest counted as the fixed cost."""
+    return ModelExplained(PUBLISHED_LABEL, "Q8_0", None, None, None, None, None, spark["memory_ms"],
+                          spark["arithmetic_ms"], spark["rest_ms"], spark["measured_ms"], None, PUBLISHED_DECODE, None,
+                          100 * spark["memory_share"], 100 * spark["arithmetic_share"], 100 * spark["rest_share"],
+                          spark_verdict(spark))
+
+
+@dataclass(frozen=True)
+class PrefillRow:
+    """One weight type's prefill beside decode's arithmetic: prefill tokens/s (outliers left out of the median and
+    range), the GFLOP/s that is at 2 FLOPs per parameter and token, and the one-token arithmetic n × c of the
+    run's terms against a token of prefill."""
+    model: str = column("model")
+    weights: str | None = column("weights")
+    median: float = column("prefill", "tokens/s")
+    low: float = column("prefill min", "tokens/s")
+    high: float = column("prefill max", "tokens/s")
+    gflops: float = column("reached", "GFLOP/s")
+    ms_per_token: float = column("prefill per token", "ms")
+    decode_arithmetic_ms: float = column("decode's arithmetic per token, n × c", "ms")
+    decode_over_prefill: float = column("decode ÷ prefill", "×")
+
+
+def prefill_rows(runs: list[ModelRun], terms: decodetime.Terms) -> list[PrefillRow]:
+    """Every model with a timed prefill, set beside the arithmetic the run's terms give one token of its decode."""
+    out = []
+    for r in runs:
+        if r.prefill:
+            kept = robust.judge(r.prefill)
+            median = statistics.median(kept.kept)
+            arithmetic_ms = r.info.n_params * terms.arith_ps * 1e-9
+            ms_per_token = 1e3 / median
+            out.append(PrefillRow(r.info.name, r.info.weight_type, median, kept.low, kept.high,
+                                  formulas.flops_per_token(r.info.n_params) * median / 1e9, ms_per_token,
+                                  arithmetic_ms, arithmetic_ms / ms_per_token))
+    return out
+
+
+# --- the bytes model with context ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ContextRow:
+    """The bytes model with context on the published figures: the speed the specimen's short-prompt decode
+    (the published point's effective GB/s) predicts after lesson 4's long prompt, against the published one."""
+    case: str = column("case")
+    weight_bytes: float = column("weight bytes", "bytes")
+    kv_bytes_per_token: float = column("KV bytes per token", "bytes")
+    depth: int = column("depth", "tokens")
+    predicted: float = column("predicted", "tokens/s")
+    published: float = column("published", "tokens/s")
+    error_percent: float = column("predicted ÷ published − 1", "%")
+
+
+def spark_context_prediction() -> ContextRow:
+    """The specimen's KV cache per token (no grouped-query attention: 32 KV heads, FP16), the effective bandwidth
+    its short-prompt decode implies, and the speed that bandwidth predicts after lesson 4's long prompt."""
+    spec = published.SPECIMEN
+    kv = formulas.kv_bytes_per_token(spec["n_layer"], published.SPECIMEN_N_HEAD_KV, spec["n_embd"] // spec["n_head"], 2)
+    depth = published.LESSON4["long_prompt_tokens"]
+    effective = published.LESSON4["decode_short_tokens_per_s"] * PUBLISHED_BYTES  # bytes/s a decode of 33.2 tokens/s read
+    predicted = formulas.decode_tokens_per_s_at_depth(effective, PUBLISHED_BYTES, kv, depth)
+    measured = published.LESSON4["decode_long_tokens_per_s"]
+    return ContextRow(f"{published.SPECIMEN_NAME} on {published.SPARK_NAME}", PUBLISHED_BYTES, kv, depth, predicted,
+                      measured, 100 * (predicted / measured - 1))

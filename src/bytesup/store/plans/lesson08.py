@@ -1,0 +1,138 @@
+"""Lesson 8's plan: what the capstone asks of its servers, recorded once in the run as the host value `plan`.
+
+- the models swept without --sizes;
+- the prompt and the tokens each timed decode generates, and each slot's context;
+- the samples: warm-up decodes dropped, timed decodes kept, and the numbers of sequences P decoded together on the
+  first model of each weight type (the server then has that many slots);
+- the prefill timed on the first model of each weight type, if any;
+- whether numpy's matrix-vector reading is taken beside the run's bandwidth, and whether the servers may be up at
+  once with the timed decodes going round them in turns (where the models fit in memory together).
+
+A run recorded before the plan existed followed one of its earlier versions, and says which by the host values it
+did record: `read_plan` starts from what the lesson asked at first (version 0) and brings it up through `UPGRADES`, each
+step reading the value that recorded the change (the sample plan, numpy's matrix-vector reading, the models swept,
+the turns, the prefill). A recorded plan is brought up the same way from its own version."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+from bytesup.course import robust
+from bytesup.store.results import upgrade
+
+PLAN_VALUE = "plan"  # the host value the plan is recorded as
+VERSION = 5
+# Every host value `read` looks at: the plan itself, then what a run recorded before it holds instead.
+PLAN_READS = (PLAN_VALUE, "repeat", "sample_plan", "matvec_bandwidth", "default_sizes", "sweep_in_turns", "prefill_plan")
+
+# The widths of one model, then models of other shapes: medium-q8_0 (16 blocks of 1,024) and large-q8_0 (18 of
+# 2,048) give the decode-time model three shapes, so its cost per block, its arithmetic per parameter and its
+# bandwidth can be told apart.
+DEFAULT_SIZES = ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32", "medium-q8_0",
+                 "large-q8_0")
+PROMPT = "The capital of France is"  # short: the measurement is the decode after it; its top token is the answer
+N_PREDICT = 32
+CONTEXT_PER_SLOT = 256  # the short prompt and the generated tokens fit; a small context keeps each server light
+LEVELS = (2, 4)  # P besides the sweep's own P = 1 decodes, on the first model of each weight type
+MEMORY_SHARE = 0.5  # a model is skipped when its file would take more than this share of the available memory
+PREFILL_TOKENS = 128  # each weight type's timed prefill: one micro-batch, as lesson 7's measured prefill point
+
+
+class PrefillPlan(BaseModel):
+    """Each weight type's timed prefill: warm-ups dropped, timed prefills kept, of a prompt of `tokens` tokens."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    warmup: int
+    samples: int
+    tokens: int
+
+
+class Plan(BaseModel):
+    """What lesson 8 asks (see the module)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = VERSION
+    default_sizes: tuple[str, ...]  # the models swept without --sizes
+    prompt: str
+    n_predict: int
+    context_per_slot: int
+    warmup: int  # decodes per server dropped before the timed ones
+    samples: int  # timed decodes per model at P = 1
+    levels: tuple[int, ...]  # P decoded together on the first model of each weight type
+    prefill: PrefillPlan | None  # None: no prefill is timed
+    matvec: bool  # numpy's matrix-vector reading, where the host's bandwidth feeds decode
+    in_turns: bool  # servers up at once and the timed decodes in turns, where the models fit in memory together
+
+    def rounds(self, parallel: int) -> int:
+        """Batches at P sequences: enough for `samples` per-sequence samples."""
+        return -(-self.samples // parallel)
+
+    @property
+    def slots(self) -> int:
+        return max((1, *self.levels))
+
+    @property
+    def context(self) -> int:
+        """Each server's context: CONTEXT_PER_SLOT for each of its slots."""
+        return self.context_per_slot * self.slots
+
+
+def current_plan(repeat: int) -> Plan:
+    """The plan of a run made now: one warm-up decode per server, at least robust.MIN_SAMPLES timed decodes and
+    prefills (more with --repeat), LEVELS, and every model of DEFAULT_SIZES."""
+    samples = max(robust.MIN_SAMPLES, repeat)
+    return Plan(default_sizes=DEFAULT_SIZES, prompt=PROMPT, n_predict=N_PREDICT, context_per_slot=CONTEXT_PER_SLOT,
+                warmup=1, samples=samples, levels=LEVELS,
+                prefill=PrefillPlan(warmup=1, samples=samples, tokens=PREFILL_TOKENS), matvec=True, in_turns=True)
+
+
+# --- the table of upgrades ---------------------------------------------------------------------------
+
+def first(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 0, what lesson 8 asked at first: ctx.repeat timed decodes and no warm-up, no batches, no prefill,
+    no numpy reading, one model after another, and the default models before medium-q8_0 joined."""
+    return {"schema_version": 0, "default_sizes": [n for n in DEFAULT_SIZES if n != "medium-q8_0"], "prompt": PROMPT,
+            "n_predict": N_PREDICT, "context_per_slot": CONTEXT_PER_SLOT, "warmup": 0, "samples": recorded["repeat"],
+            "levels": [], "prefill": None, "matvec": False, "in_turns": False}
+
+
+def _sample_plan(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """0 → 1: a warm-up, at least five samples and the batches at P = 2 and 4 (the host value `sample_plan`)."""
+    return {**plan, **recorded.get("sample_plan", {}), "schema_version": 1}
+
+
+def _matvec(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """1 → 2: numpy's matrix-vector reading (the host value `matvec_bandwidth`, where the host's bandwidth applied)."""
+    return {**plan, "matvec": plan["matvec"] or "matvec_bandwidth" in recorded, "schema_version": 2}
+
+
+def _medium(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """2 → 3: medium-q8_0 among the default models (the host value `default_sizes`, recorded without --sizes)."""
+    return {**plan, "default_sizes": recorded.get("default_sizes", plan["default_sizes"]), "schema_version": 3}
+
+
+def _turns(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """3 → 4: the servers up at once and the decodes in turns (the host value `sweep_in_turns`, recorded where the
+    models fitted in memory together)."""
+    return {**plan, "in_turns": plan["in_turns"] or bool(recorded.get("sweep_in_turns")), "schema_version": 4}
+
+
+def _prefill(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """4 → 5: a prefill timed on the first model of each weight type (the host value `prefill_plan`)."""
+    return {**plan, "prefill": plan["prefill"] or recorded.get("prefill_plan"), "schema_version": 5}
+
+
+# UPGRADES[n] turns version n into n + 1: step(recorded host values, plan), reading the value that recorded the change.
+UPGRADES: dict[int, Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]] = {
+    0: _sample_plan, 1: _matvec, 2: _medium, 3: _turns, 4: _prefill}
+
+
+def read_plan(recorded: Mapping[str, Any]) -> Plan:
+    """The plan a recorded run followed, at VERSION, from its host values (those of PLAN_READS it holds): its own
+    plan, or for a run recorded before plans, the one it followed, from the values it did record."""
+    start = dict(recorded[PLAN_VALUE]) if PLAN_VALUE in recorded else first(recorded)
+    steps = {v: functools.partial(step, recorded) for v, step in UPGRADES.items()}
+    return Plan.model_validate(upgrade(start, "lesson 8 plan", "the recorded lesson 8", VERSION, steps))

@@ -1,0 +1,316 @@
+"""Lesson 8's view: its tables, their notes and its plot, rendered from the records of its figures
+(`store.facts.lesson08`) by their declared columns, onto a `Page` (the lesson's context). It records nothing and
+measures nothing; every number in a note comes from a record, the analysis of the sweep or the run's readings.
+
+In the order of the page: `show_models`, `show_sweep` (with `verdict_sentences` and `bandwidth_note`), `show_steps`,
+`show_fit`, `show_decode_model` (with `model_notes`), `show_prefill`, `show_context_prediction` and
+`plot_decode_vs_bytes`."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from bytesup.course import decodetime, published, robust
+from bytesup.course import memory_bound
+from bytesup.course.ceiling import BandwidthReference
+from bytesup.host import hostbench
+from bytesup.models import catalog
+from bytesup.store.facts.lesson08 import (PUBLISHED_BYTES, PUBLISHED_DECODE, PUBLISHED_LABEL, ContextRow, FitRow,
+                                          ModelExplained, ModelRun, ModelsRow, PrefillRow, StepRow, SweepRow, TopAnswer,
+                                          UnfitRow, models_row, published_ceiling, spark_explained, spark_verdict,
+                                          step_row)
+from bytesup.store.plans.lesson08 import MEMORY_SHARE, Plan, PrefillPlan
+from bytesup.store.results import Series
+from bytesup.store.rows import cells, columns
+from bytesup.units import GB, MB, MiB
+
+
+class Page(Protocol):
+    """Where a view puts its tables and plots (a LessonContext)."""
+
+    def table(self, name: str, title: str, columns: list[tuple[str, str]], rows: list[list[Any]],
+              notes: list[str] | None = None) -> Any: ...
+
+    def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Any: ...
+
+
+def show_models(page: Page, runs: list[ModelRun], points: list[dict], llc: int | None, memory_max: float | None,
+                bw: dict | None, skipped: list[str], available: int | None, facts: dict, local: bool) -> None:
+    notes = [("Widths of one model share its parameters and differ in bytes per parameter; a step between "
+              "neighbouring widths changes only how many bytes decode reads (and the arithmetic to unpack them).")]
+    if llc and memory_max:
+        notes.append(f"Fits in the cache: bytes per token ≤ the {llc / MiB:,.0f} MiB last-level cache "
+                     f"({(bw or {}).get('llc_source') or 'reported by the OS'}); on a virtual machine that is the cache "
+                     f"the hypervisor reports, shared with other tenants, so an upper bound on what stays there. "
+                     f"Cache-resident: it fits, and even its slowest sample read faster than the {memory_max:,.3g} GB/s "
+                     f"of the run's fastest memory-bandwidth sample, which only a cache can deliver.")
+    if skipped:
+        assert available is not None
+        notes.append(f"Skipped for memory: {', '.join(skipped)}, more than {100 * MEMORY_SHARE:.0f}% of the "
+                     f"{available / GB:.3g} GB available.")
+    if not local:
+        notes.append(f"Only the one model the user's server serves was measured ({facts['reason']}); the sweep needs "
+                     f"servers this script starts on this host.")
+    page.table("models", "The models: widths of one model, and larger models beyond them", columns(ModelsRow),
+               cells([models_row(r.info, p) for r, p in zip(runs, points, strict=True)]), notes=notes)
+
+
+def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, TopAnswer],
+                      ref: BandwidthReference | None, llc_bytes: int | None, prompt: str) -> list[str]:
+    """The conclusion, each sentence chosen and filled in by the analysis of this run's points."""
+    out = []
+    fit, steps, verdicts = analysis["fit"], analysis["steps"], analysis["verdicts"]
+    tol = 100 * analysis["tolerance"]
+    for st in steps:
+        how = {memory_bound.MEMORY: "effective GB/s stayed flat: tokens/s follows 1 ÷ bytes, memory-bound",
+               memory_bound.COMPUTE: "fewer bytes were not faster: compute-bound",
+               memory_bound.PARTLY: "faster, but by less than the bytes shrank: partly memory-bound",
+               memory_bound.FASTER: "faster than the bytes alone explain",
+               memory_bound.INCONCLUSIVE: "the spread is too wide to tell memory- from compute-bound"}[st["verdict"]]
+        out.append(f"From {st['wide']} to {st['narrow']} the bytes per token shrank {st['bytes_ratio']:.3g} × and decode "
+                   f"got {st['speedup']:.3g} × as fast (effective GB/s × {st['gbs_ratio']:.3g}, judged within "
+                   f"±{100 * st['allowance']:.0f}%): {how}"
+                   + (" (a cache-resident width takes part)." if st["cache_resident"] else "."))
+    cached = [p["name"] for p in points if p["cache_resident"]]
+    if cached:
+        assert llc_bytes is not None
+        out.append(f"{', '.join(cached)}: the weights fit in the {llc_bytes / MiB:,.0f} MiB last-level cache the OS "
+                   f"reports and were read faster than memory delivers, so they came from the cache; marked "
+                   f"cache-resident and kept out of the fit.")
+    fitting = [p["name"] for p in points if p["fits_in_cache"] and not p["cache_resident"]]
+    if fitting:
+        out.append(f"{', '.join(fitting)}: the weights fit in that cache by size, yet decode read them no faster than "
+                   "memory delivers, so they are treated as read from memory (the cache is shared, and it holds "
+                   "more than the weights).")
+    if fit:
+        on = [n for n, v in verdicts.items() if v["on_line"]]
+        off = [f"{n} {100 * v['residual']:+.0f}%" for n, v in verdicts.items() if v["on_line"] is False]
+        out.append(f"The line tokens/s = B ÷ bytes through {', '.join(analysis['basis'])} (equal relative weight per "
+                   f"point) gives B = {fit['gbs']:.3g} GB/s (one standard error {fit['gbs_low']:.3g}–{fit['gbs_high']:.3g})"
+                   + (f", {100 * fit['gbs'] / ref.gbs:.0f}% of the {ref.gbs:.3g} GB/s {ref.label}" if ref else "")
+                   + f". On the line (within ±{tol:.0f}% or the point's own spread, widened by two standard errors of B): "
+                     f"{', '.join(on) or 'none'}"
+                   + (f"; off it: {', '.join(off)}." if off else "."))
+    trained = {n: a for n, a in answers.items() if not catalog.is_synthetic(n)}
+    if answers:
+        same = sorted({a.token for a in trained.values()})
+        out.append(f"The answer after {prompt!r}: " + ", ".join(f"{n} {a.token} ({a.percent:.1f}%)" for n, a in answers.items())
+                   + "." + (" The same top token at every width of the trained model, for fewer bytes: why people "
+                            "quantize." if len(trained) > 1 and len(same) == 1 else
+                            " The top token changed between widths of the trained model." if len(trained) > 1 else "")
+                   + (" The synthetic models' random weights give no meaningful answer."
+                      if len(trained) < len(answers) else ""))
+    flagged = [f"{p['name']} {', '.join(f'{v:.3g}' for v in p['outliers'])} tokens/s" for p in points if p["outliers"]]
+    out.append(("Outliers (beyond " + f"{robust.OUTLIER_MADS:g} scaled MADs of a width's median; shown in min and max, "
+                "kept in the JSON, never widening an allowance): " + ("; ".join(flagged) if flagged else "none") + "."))
+    by_verdict: dict[str, list[str]] = {}
+    for n, v in verdicts.items():
+        by_verdict.setdefault(v["verdict"], []).append(n)
+    out.append("Verdict: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in by_verdict.items()) + ".")
+    return out
+
+
+def bandwidth_note(bw: dict | None, ref: BandwidthReference | None, given: Any, facts: dict) -> str:
+    if bw is not None:
+        note = f"Bandwidth: {hostbench.describe_reading(bw)}."
+        if given is not None:
+            note += f" Efficiencies use the {float(given):g} GB/s given with --bandwidth-gbs."
+        return note
+    if ref:
+        return (f"Bandwidth: {ref.gbs:g} GB/s given with --bandwidth-gbs; this host's CPU bandwidth does not "
+                f"apply, because {facts['reason']}.")
+    return (f"No efficiency is shown: this host's CPU bandwidth does not bound these servers ({facts['reason']}); "
+            f"pass --bandwidth-gbs with the bandwidth of the memory that feeds decode.")
+
+
+def show_sweep(page: Page, rows: list[SweepRow], pub: SweepRow, sentences: list[str], bw_note: str,
+               plan: Plan) -> None:
+    page.table(
+        "sweep", f"Decode across widths: bytes per token, tokens/s, effective GB/s and the answer after {plan.prompt!r}",
+        columns(SweepRow), cells([*rows, pub]),
+        notes=[*sentences,
+               bw_note,
+               (f"Effective GB/s = bytes per token × tokens/s; efficiency = effective ÷ bandwidth. {plan.samples} timed "
+                f"decodes of {plan.n_predict} tokens per model"
+                + (f" after {plan.warmup} warm-up decode{'s' if plan.warmup > 1 else ''} (not a sample)" if plan.warmup
+                   else "") + ", min and max the extreme samples."),
+               (f"Published reference: {pub.decode:g} tokens/s × {pub.bytes_per_token / GB:g} GB = {pub.effective:.3g} "
+                f"GB/s, {pub.efficiency:.0f}% of the {published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s "
+                f"{published.SPARK_NAME} (ceiling {published_ceiling():.1f} tokens/s; the course rounds it to "
+                f"{published.LESSON4['ceiling_tokens_per_s']:g} and quotes "
+                f"{published.LESSON4['decode_efficiency_percent']:g}%).")],
+    )
+
+
+def show_steps(page: Page, steps: list[dict]) -> None:
+    if not steps:
+        return
+    page.table(
+        "steps", "Steps between neighbouring widths of one model", columns(StepRow), cells([step_row(st) for st in steps]),
+        notes=[(f"Bytes ratio = wider ÷ narrower bytes per token; speed-up = narrower ÷ wider median tokens/s. "
+                f"Memory-bound: |ln(speed-up ÷ bytes ratio)| ≤ ln(1 + a), effective GB/s flat; compute-bound: "
+                f"speed-up ≤ 1 + a, fewer bytes not faster; both at once: inconclusive; faster by less than the "
+                f"bytes: partly memory-bound. a = the larger of ±{100 * memory_bound.TOLERANCE:.0f}% and each width's own "
+                f"robust spread (interquartile range ÷ median of its samples that are not outliers; bytesup.course.robust).")],
+    )
+
+
+def show_fit(page: Page, analysis: dict, rows: list[FitRow], bw: dict | None, after: dict | None,
+             drift: dict | None) -> None:
+    """The fitted B beside the run's readings; `drift` is the run's recorded drift between them, if any."""
+    slope = analysis["slope"]
+    notes = [("B = exp(mean of ln effective GB/s) over the points used: each point weighs the same, whatever its "
+              "size; the range is one standard error (the scatter between points and within each point's samples).")]
+    if slope:
+        notes.append(f"Free log-log slope over every point beyond the cache: tokens/s ∝ bytes^{slope['slope']:.3g}"
+                     + (f" ± {slope['se']:.2g}" if slope["se"] is not None else "")
+                     + f" ({slope['n']} points); a purely memory-bound decode gives −1.")
+    if bw is not None:
+        g = bw["gb_per_s"]
+        if after is not None:
+            a = after["gb_per_s"]
+            drift = drift or hostbench.bandwidth_drift(g, a)
+            notes.append(f"Drift of the run's bandwidth over the decode work: {g['median']:.3g} → {a['median']:.3g} GB/s "
+                         f"({100 * drift['change']:+.0f}%); the two readings' ranges "
+                         + ("overlap." if drift["ranges_overlap"] else
+                            "do not overlap: efficiencies against the first reading carry that uncertainty."))
+    page.table("bandwidth_fit", "What bandwidth did decode achieve?", columns(FitRow), cells(rows), notes=notes)
+
+
+def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: BandwidthReference | None,
+                spark: dict[str, float], levels: tuple[int, ...], matvec: dict | None = None) -> list[str]:
+    errors = {r.model: r.error_percent for r in rows if r.error_percent is not None}  # predicted ÷ measured − 1, %
+    within = [n for n, e in errors.items() if abs(e) <= 100 * decodetime.TOLERANCE]
+    worst = max(errors.items(), key=lambda kv: abs(kv[1]), default=None)
+    waits = {v: [r.model for r in rows if r.waits_on == v]
+             for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED)}
+    notes = [
+        (f"One sequence's step waits on the slower of reading the weights and doing one token's arithmetic, plus a "
+         f"fixed cost per block: t₁ = L × f + max(W ÷ B, n × c). Fitted on the {len(rows)} models' median steps at "
+         f"P = 1 (least squares of the relative error): B = {terms.gbs:.3g} GB/s, c = {terms.arith_ps:.3g} ps per "
+         f"parameter ({terms.arith_gflops:.3g} GFLOP/s at one token) and f = {terms.fixed_ms_per_block:.3g} ms per "
+         f"block; the fit's columns are these terms, set against every model."),
+        ("The predicted column is each model by the terms fitted on the others alone: what the model says of a "
+         "model it has not seen. "
+         + (f"Within ±{100 * decodetime.TOLERANCE:.0f}% of measured: {len(within)} of {len(errors)}"
+            + (f"; the furthest, {worst[0]}, at {worst[1]:+.0f}%." if worst else ".")
+            if errors else f"Too few models to leave one out (at least {decodetime.MIN_FIT + 1}).")),
+        ("The verdict is what the step waits on beyond its fixed cost: memory-bound when reading the weights takes "
+         "longer than the arithmetic, compute-bound when the arithmetic takes as long or longer, under the terms of "
+         "every model and under each fit that leaves one model out. Where those fits disagree it is mixed: one "
+         "model's steps would turn it over, so the run cannot tell the two terms apart. The fixed cost is paid either "
+         "way and is left out: on the widths of one model only L × f + n × c is measured, so f and c trade against "
+         "each other there. Here: "
+         + "; ".join(f"{v} {', '.join(names)}" for v, names in waits.items() if names) + "."),
+        ("The read and arithmetic shares overlap (they run at once), so the shares of one row add to more than "
+         "100%: each says how much of the step that term alone would take."),
+    ]
+    # A model with a batch line has its steps at every P of `levels`: the jump from one sequence to two, then b.
+    lines = [(r.model, (r.step_2 or 0.0) - (r.step_1 or 0.0), r.line_b) for r in rows if r.line_b is not None]
+    if lines:
+        jumps = [f"{name} {jump:.3g} ms, then {b:.3g} ms per sequence" for name, jump, b in lines]
+        dearer = all(jump > b for _, jump, b in lines)
+        notes.append(
+            f"Several sequences in one step are another regime: the weights are read once for all of them. The line "
+            f"through the steps at P = {' and '.join(map(str, levels))} has slope b (each further sequence) and "
+            f"intercept a. From one sequence to two the step grows by: {'; '.join(jumps)}. "
+            + ("The second sequence costs more than each further one, so the one-sequence terms are not carried to "
+               "batches; lesson 7's batching table measures them." if dearer else
+               "Lesson 7's batching table measures batches on the default model."))
+    if ref:
+        notes.append(f"B is {100 * terms.gbs / ref.gbs:.0f}% of the {ref.gbs:.3g} GB/s {ref.label}, the bandwidth numpy's "
+                     f"multi-threaded sum reached: B is what decode's own kernels read the weights at, and it feeds the "
+                     f"model; the numpy reading is the memory's as numpy sees it.")
+    if matvec is not None:
+        notes.append(f"Read the way decode reads (numpy's float32 matrix-vector product over "
+                     f"{matvec['bytes_per_sample'] / MB:,.0f} MB with {matvec['threads']} thread(s)): "
+                     f"{matvec['gb_per_s']['median']:.3g} GB/s, so B is {100 * terms.gbs / matvec['gb_per_s']['median']:.0f}% "
+                     f"of it. B feeds the model: it is fitted on the engine's own steps; both numpy readings stay "
+                     f"beside it, one reading each per run.")
+    notes.append(
+        f"The published {published.SPARK_NAME} figures in the same terms: {PUBLISHED_BYTES / GB:g} GB ÷ "
+        f"{published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s = {spark['memory_ms']:.1f} ms to read the weights of "
+        f"{spark['measured_ms']:.1f} ms per token ({PUBLISHED_DECODE:g} tokens/s); the arithmetic at prefill's rate "
+        f"{spark['arithmetic_ms']:.2f} ms (a lower bound: prefill's kernels are matrix-matrix); the remaining "
+        f"{spark['rest_ms']:.1f} ms is the fixed cost. The step waits on memory for "
+        f"{100 * spark['memory_share']:.0f}% of it: {spark_verdict(spark)}.")
+    return notes
+
+
+def show_decode_model(page: Page, names: list[str], rows: list[ModelExplained], terms: decodetime.Terms | None,
+                      why_not: str, ref: BandwidthReference | None, spark: dict[str, float], levels: tuple[int, ...],
+                      matvec: dict | None = None) -> None:
+    """Every model explained by the run's terms, and the published figures in the same terms; without terms, why not."""
+    if terms is None:
+        page.table("decode_model", "Decode time from measured terms", columns(UnfitRow),
+                   cells([UnfitRow(name, why_not) for name in names]))
+        return
+    page.table(
+        "decode_model", "Every model explained: reading the weights, one token's arithmetic and a fixed cost per step",
+        columns(ModelExplained), cells([*rows, spark_explained(spark)]),
+        notes=model_notes(rows, terms, ref, spark, levels, matvec))
+
+
+def prefill_notes(rows: list[PrefillRow], terms: decodetime.Terms, plan: PrefillPlan) -> list[str]:
+    slowest = max(rows, key=lambda p: p.decode_over_prefill)
+    fastest = min(rows, key=lambda p: p.decode_over_prefill)
+    return [
+        (f"A prompt of {plan.tokens} tokens, one micro-batch, on the first model of each weight type: {plan.samples} "
+         f"timed prefills after {plan.warmup} warm-up{'' if plan.warmup == 1 else 's'}, from the server's "
+         f"prompt_ms; reached = 2 FLOPs per parameter × tokens/s. Prefill runs matrix-matrix kernels, each weight "
+         f"read once for all {plan.tokens} tokens: the fastest arithmetic the engine shows for that weight type."),
+        (f"Decode's one-token arithmetic, n × c at the run's c = {terms.arith_ps:.3g} ps per parameter "
+         f"({terms.arith_gflops:.3g} GFLOP/s), takes {fastest.decode_over_prefill:.2g}× ({fastest.model}) to "
+         f"{slowest.decode_over_prefill:.2g}× ({slowest.model}) the time of a token of prefill: decode's kernels "
+         f"(matrix-vector, one token at a time) are not prefill's, so the model fits c on decode's own steps instead of "
+         f"taking prefill's rate, which would put each width's arithmetic that many times too low."),
+    ]
+
+
+def show_prefill(page: Page, rows: list[PrefillRow], terms: decodetime.Terms | None, plan: Plan) -> None:
+    """Each weight type's prefill beside decode's arithmetic (nothing for a run without prefills or without terms)."""
+    if not rows or plan.prefill is None or terms is None:
+        return
+    page.table("prefill_per_width", "Prefill per weight type: the engine's fastest arithmetic, beside decode's",
+               columns(PrefillRow), cells(rows), notes=prefill_notes(rows, terms, plan.prefill))
+
+
+def show_context_prediction(page: Page, sp: ContextRow, pub: SweepRow) -> None:
+    """The bytes model with context, from the published point's decode and effective GB/s."""
+    spec = published.SPECIMEN
+    page.table(
+        "bytes_model_with_context", "Decode at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d)",
+        columns(ContextRow), cells([sp]),
+        notes=[(f"The specimen has no grouped-query attention: KV = 2 × {spec['n_layer']} layers × "
+                f"{published.SPECIMEN_N_HEAD_KV} KV heads × {spec['n_embd'] // spec['n_head']} "
+                f"× 2 bytes = {sp.kv_bytes_per_token:,.0f} bytes per token."),
+               (f"Its short-prompt decode of {pub.decode:g} tokens/s read {pub.effective:.3g} GB/s; at that rate, "
+                f"after {sp.depth:,} tokens each token also reads {sp.kv_bytes_per_token * sp.depth / GB:.3g} GB "
+                f"of KV cache: {sp.predicted:.1f} tokens/s predicted, {sp.published:g} published "
+                f"({sp.error_percent:+.1f}%). Lesson 6 sets the same model against this run's own depths.")],
+    )
+
+
+def plot_decode_vs_bytes(page: Page, points: list[dict], fit: dict | None, ref: BandwidthReference | None) -> None:
+    """Tokens/s against bytes per token on log-log axes, with the fitted line and the bandwidth's."""
+    xs = [p["bytes"] / MB for p in points]
+    lo, hi = min(xs) / 2, max(max(xs), PUBLISHED_BYTES / MB) * 2
+
+    def line(gbs: float) -> list[float]:
+        return [gbs * GB / (lo * MB), gbs * GB / (hi * MB)]
+
+    mem = [p for p in points if not p["cache_resident"]]
+    cached = [p for p in points if p["cache_resident"]]
+    series = []
+    for group, label in ((mem, "measured (median, min–max)"), (cached, "cache-resident (kept out of the fit)")):
+        if group:
+            series.append(Series(label=label, x=[p["bytes"] / MB for p in group], y=[p["median"] for p in group],
+                                 y_min=[p["min"] for p in group], y_max=[p["max"] for p in group], style="points"))
+    if fit:
+        series.append(Series(label=f"fit: {fit['gbs']:.3g} GB/s ÷ bytes", x=[lo, hi], y=line(fit["gbs"]), style="dashed"))
+    if ref:
+        series.append(Series(label=f"{ref.gbs:.3g} GB/s ÷ bytes ({ref.label})", x=[lo, hi], y=line(ref.gbs),
+                             style="dashed"))
+    series.append(Series(label=PUBLISHED_LABEL, x=[PUBLISHED_BYTES / MB], y=[PUBLISHED_DECODE], style="points"))
+    page.plot("decode_vs_bytes", "Decode tokens/s against bytes per token", "bytes per token (MB)", "decode tokens/s",
+              series, log_x=True, log_y=True)

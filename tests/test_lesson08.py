@@ -1,0 +1,279 @@
+"""Lesson 8's parts below the lesson, each on hand-made input worked out here: its plan (bytesup.store.plans.lesson08)
+and the plan each older recording followed, read from the host values it recorded; its figures' records and their
+arithmetic (bytesup.store.facts.lesson08); its view's notes (bytesup.store.views.lesson08); and the fixture run
+replayed through all of them to the same files, byte for byte. tests/test_lesson_08_capstone_decode_memory_bound.py
+runs the lesson itself."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from lessonkit import replay
+
+from bytesup.course import decodetime, memory_bound, published
+from bytesup.course.ceiling import BandwidthReference
+from bytesup.llama.responses import Completion
+from bytesup.store.facts.lesson08 import (PUBLISHED_LABEL, ModelInfo, ModelRun, ModelSteps, SweepRow, TopAnswer,
+                                          decode_efficiency_samples, efficiency_percent, explained, fastest_memory_gbs,
+                                          fit_rows, model_steps, models_row, prefill_rows, published_ceiling,
+                                          published_point, spark_context_prediction, spark_explained, spark_terms,
+                                          step_ms, step_row, sweep_row, top_answer)
+from bytesup.store.plans.lesson08 import (DEFAULT_SIZES, PLAN_READS, PLAN_VALUE, UPGRADES, VERSION, Plan,
+                                          PrefillPlan, current_plan, read_plan)
+from bytesup.store.results import SchemaError
+from bytesup.store.rows import cells, columns
+from bytesup.store.views.lesson08 import model_notes, verdict_sentences
+
+LESSON = "08_capstone_decode_memory_bound"
+ROOT = Path(__file__).resolve().parents[1]
+BEFORE_MEDIUM = ["smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32", "large-q8_0"]
+
+
+def test_the_fixture_replays_through_the_parts_byte_for_byte(tmp_path):
+    result = replay(LESSON, tmp_path)
+    assert [t.name for t in result.tables] == ["models", "sweep", "steps", "bandwidth_fit", "decode_model",
+                                               "prefill_per_width", "bytes_model_with_context"]
+
+
+# --- the plan -------------------------------------------------------------------------------------
+
+def host_values(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))["host_values"]
+
+
+def test_the_plan_of_a_run_made_now():
+    plan = current_plan(2)
+    assert plan.schema_version == VERSION == len(UPGRADES)
+    assert plan.default_sizes == DEFAULT_SIZES and "medium-q8_0" in plan.default_sizes
+    assert (plan.prompt, plan.n_predict, plan.context_per_slot) == ("The capital of France is", 32, 256)
+    # At least five samples (bytesup.course.robust), more with --repeat; one warm-up; batches at P = 2 and 4.
+    assert (plan.warmup, plan.samples, plan.levels) == (1, 5, (2, 4))
+    assert current_plan(7).samples == 7 and current_plan(7).prefill == PrefillPlan(warmup=1, samples=7, tokens=128)
+    assert plan.matvec and plan.in_turns
+    # Four slots of 256 tokens: 1,024; two of 4 sequences make 8 samples, three of 2 make 6.
+    assert (plan.slots, plan.context, plan.rounds(4), plan.rounds(2), plan.rounds(1)) == (4, 1024, 2, 3, 5)
+
+
+def test_a_recorded_plan_reads_back_as_itself():
+    plan = current_plan(3)
+    recorded = json.loads(json.dumps(plan.model_dump(mode="json")))
+    assert read_plan({PLAN_VALUE: recorded, "repeat": 3}) == plan
+    # the plan wins over any older value the run also holds
+    assert read_plan({PLAN_VALUE: recorded, "repeat": 3, "sample_plan": {"warmup": 0}}) == plan
+
+
+def test_a_run_recorded_before_the_sample_plan():
+    """Both committed runs under outputs/: --repeat 3 timed decodes, no warm-up, no batches, no prefill, no numpy
+    reading, one model after another, and the default models before medium-q8_0 joined."""
+    for run in ("2026-11-30-cpu2-smollm2", "2026-12-01-cpu2-smollm2"):
+        values = host_values(ROOT / "outputs" / run / "08_capstone_decode_memory_bound.json")
+        plan = read_plan({n: v for n, v in values.items() if n in PLAN_READS})
+        assert plan.schema_version == VERSION and list(plan.default_sizes) == BEFORE_MEDIUM
+        assert (plan.warmup, plan.samples, plan.levels, plan.prefill) == (0, 3, (), None)
+        assert (plan.matvec, plan.in_turns, plan.slots, plan.context) == (False, False, 1, 256)
+
+
+def test_the_fixture_recorded_before_plans_followed_the_plan_of_today():
+    """The fixture holds every older value (sample plan, numpy reading, medium-q8_0, turns, prefill) and --repeat 2:
+    its upgraded plan is the one a run made now records."""
+    values = host_values(ROOT / "tests/fixtures/runs/08_capstone_decode_memory_bound/08_capstone_decode_memory_bound.json")
+    assert PLAN_VALUE not in values and values["repeat"] == 2
+    assert read_plan(values) == current_plan(2)
+
+
+def test_each_step_reads_its_own_host_value():
+    base = {"repeat": 2}
+    sample_plan = {"warmup": 1, "samples": 5, "levels": [2, 4]}
+    assert (read_plan({**base, "sample_plan": sample_plan}).levels, read_plan(base).levels) == ((2, 4), ())
+    assert read_plan({**base, "matvec_bandwidth": {"gb_per_s": {}}}).matvec is True
+    assert list(read_plan({**base, "default_sizes": list(DEFAULT_SIZES)}).default_sizes) == list(DEFAULT_SIZES)
+    assert read_plan({**base, "sweep_in_turns": True}).in_turns is True
+    prefill = read_plan({**base, "prefill_plan": {"warmup": 1, "samples": 5, "tokens": 128}}).prefill
+    assert prefill == PrefillPlan(warmup=1, samples=5, tokens=128)
+    # one change alone leaves the rest as the first version had it
+    turns = read_plan({**base, "sweep_in_turns": True})
+    assert (turns.warmup, turns.samples, turns.prefill, turns.matvec) == (0, 2, None, False)
+
+
+def test_an_intermediate_version_goes_through_the_later_steps_only():
+    """A plan recorded at version 3 (before turns and prefills) takes steps 3 and 4 from the values beside it."""
+    v3 = {**current_plan(2).model_dump(mode="json"), "schema_version": 3, "in_turns": False, "prefill": None}
+    plan = read_plan({PLAN_VALUE: v3, "repeat": 2, "sweep_in_turns": True})
+    assert plan.in_turns is True and plan.prefill is None and plan.schema_version == VERSION
+
+
+def test_a_plan_newer_than_this_bytesup_is_an_error():
+    newer = {**current_plan(2).model_dump(mode="json"), "schema_version": VERSION + 1}
+    with pytest.raises(SchemaError, match="newer than this bytesup"):
+        read_plan({PLAN_VALUE: newer, "repeat": 2})
+    assert isinstance(read_plan({"repeat": 1}), Plan)
+
+
+# --- the figures --------------------------------------------------------------------------------------
+
+def test_spark_context_prediction():
+    sp = spark_context_prediction()
+    # deepseek-coder-6.7b: no grouped-query attention, 2 × 32 layers × 32 KV heads × 128 × 2 bytes.
+    assert sp.kv_bytes_per_token == 2 * 32 * 32 * 128 * 2 == 524_288
+    # 33.2 tokens/s × 7.16 GB = 237.712 GB/s; ÷ (7.16e9 + 524,288 × 1,921 = 8,167,157,248 bytes) = 29.106 tokens/s.
+    assert published_point().effective == pytest.approx(237.712)  # the bandwidth its short-prompt decode read
+    assert sp.predicted == pytest.approx(237.712e9 / 8_167_157_248) == pytest.approx(29.106, abs=0.001)
+    assert sp.published == published.LESSON4["decode_long_tokens_per_s"] == 29.6
+    assert sp.error_percent == pytest.approx(100 * (29.106 / 29.6 - 1), abs=1e-2)  # −1.7%
+
+
+def test_published_point_by_hand():
+    pub = published_point()
+    assert pub.effective == pytest.approx(237.712)  # 33.2 × 7.16 GB
+    assert pub.efficiency == pytest.approx(87.074, abs=0.001)  # 237.712 ÷ 273
+    assert published_ceiling() == pytest.approx(38.128, abs=0.001)  # 273 ÷ 7.16
+    assert (pub.decode_min, pub.decode_max, pub.verdict) == (None, None, None)  # one figure, no samples
+
+
+def test_effective_gbs_and_efficiency_by_hand():
+    # 70.7 tokens/s × 98,362,432 bytes = 6,954,223,942 bytes/s = 6.954 GB/s; of 10 GB/s: 69.54%.
+    assert decode_efficiency_samples([70.7], 98_362_432, 10.0) == [pytest.approx(69.542, abs=0.001)]
+    assert efficiency_percent(6.0, 8.0) == 75.0
+    p = memory_bound.make_point("w", 98_362_432, [68.0, 70.7, 73.0], None, weight_type="Q8_0")
+    verdict = {"on_line": True, "residual": -0.02, "verdict": memory_bound.MEMORY}
+    row = sweep_row(p, verdict, 10.0, TopAnswer("' Paris'", 77.1))
+    assert (row.decode, row.decode_min, row.decode_max) == (70.7, 68.0, 73.0)
+    # 68 × 98,362,432 = 6,688,645,376; 73 × 98,362,432 = 7,180,457,536.
+    assert row.effective == pytest.approx(6.95422, abs=1e-5)
+    assert (row.effective_min, row.effective_max) == (pytest.approx(6.688645376), pytest.approx(7.180457536))
+    assert (row.efficiency, row.efficiency_min, row.efficiency_max) == (
+        pytest.approx(69.5422, abs=1e-4), pytest.approx(66.88645376), pytest.approx(71.80457536))
+    assert row.off_line_percent == pytest.approx(-2.0) and row.on_line == "yes" and row.verdict == memory_bound.MEMORY
+    # The table's cells by column name: each value under its own header.
+    (values,) = cells([row])
+    C = dict(zip([name for name, _ in columns(SweepRow)], values, strict=True))
+    assert C["effective"] == row.effective and C["top token"] == "' Paris'" and C["top token probability"] == 77.1
+    assert C["on the line"] == "yes" and C["cache-resident"] == "no" and C["efficiency min"] == row.efficiency_min
+    # Without a bandwidth, no efficiency.
+    bare = sweep_row(p, verdict, None, None)
+    assert (bare.efficiency, bare.efficiency_min, bare.efficiency_max, bare.top_token) == (None, None, None, None)
+
+
+def test_top_answer_is_the_most_probable_candidate():
+    c = Completion(content=" Paris", timings={"prompt_n": 6, "prompt_ms": 5.0, "predicted_n": 1, "predicted_ms": 0.0},
+                   completion_probabilities=[{"id": 1, "token": " Paris", "logprob": -0.26, "top_logprobs": [
+                       {"id": 2, "token": " the", "logprob": -1.5}, {"id": 1, "token": " Paris", "logprob": -0.26},
+                       {"id": 3, "token": " a", "logprob": -3.0}]}])
+    answer = top_answer(c)
+    assert answer.token == "' Paris'" and answer.percent == pytest.approx(77.105, abs=0.001)  # e^−0.26
+
+
+def test_fastest_memory_sample():
+    before, after = {"gb_per_s": {"max": 16.9}}, {"gb_per_s": {"max": 16.5}}
+    assert fastest_memory_gbs(before, after) == 16.9
+    assert fastest_memory_gbs(before, {"gb_per_s": {"max": 17.2}}) == 17.2
+    assert fastest_memory_gbs(before, None) == 16.9 and fastest_memory_gbs(None, after) is None
+    # A slow host (0.5 GB/s at best) with an "after" reading that has no bandwidth: 0.5, nothing invented.
+    assert fastest_memory_gbs({"gb_per_s": {"max": 0.5}}, {}) == 0.5
+    assert fastest_memory_gbs({"gb_per_s": {"max": 0.5}}, {"gb_per_s": {}}) == 0.5
+
+
+def _points(llc=None):
+    # widths of one model (f16 → f32 memory-bound, q8_0 → f16 partly) and a cache-resident small one
+    mk = lambda n, b, t, p=1: memory_bound.make_point(n, b, [t * 0.99, t, t * 1.01], llc, n_params=p)  # noqa: E731
+    return [mk("tiny", 5e6, 3000.0, 2), mk("q8_0", 144.8e6, 141.0), mk("f16", 270.9e6, 99.0), mk("f32", 539.8e6, 50.0)]
+
+
+def test_verdict_sentences():
+    pts = _points(llc=32 * 2**20)
+    analysis = memory_bound.analyse(pts)
+    ref = BandwidthReference(40.0, "this host's CPU read", host_cpu=True)
+    answers = {n: TopAnswer("' Paris'", pct) for n, pct in (("q8_0", 60.0), ("f16", 61.0), ("f32", 61.0))}
+    row = sweep_row(pts[3], analysis["verdicts"]["f32"], ref.gbs, answers["f32"])
+    assert row.effective == pytest.approx(539.8e6 * 50 / 1e9)  # 26.99 GB/s
+    assert row.efficiency == pytest.approx(100 * 26.99 / 40)
+    assert row.verdict == memory_bound.MEMORY and row.on_line == "yes" and row.cache_resident == "no"
+    tiny = sweep_row(pts[0], analysis["verdicts"]["tiny"], ref.gbs, None)
+    assert tiny.cache_resident == "yes" and tiny.verdict == "cache-resident" and tiny.on_line is None
+    text = " ".join(verdict_sentences(pts, analysis, answers, ref, 32 * 2**20, "The capital of France is"))
+    assert "From f32 to f16" in text and "memory-bound" in text and "partly memory-bound" in text
+    assert "tiny: the weights fit in the 32 MiB last-level cache" in text
+    assert "The same top token at every width" in text and "random weights" not in text
+    assert "through f16, f32" in text and "Verdict:" in text
+    assert "The answer after 'The capital of France is': q8_0 ' Paris' (60.0%)" in text
+    assert math.isfinite(analysis["fit"]["gbs"])
+
+
+def test_fit_rows_share_one_reference():
+    from bytesup.course.ceiling import BandwidthReference
+
+    analysis = {"fit": {"gbs": 12.0, "gbs_low": 11.0, "gbs_high": 13.0}, "basis": ["a", "b"]}
+    before, after = {"gb_per_s": {"median": 10.0, "min": 9.0, "max": 11.0}}, {"gb_per_s": {"median": 8.0, "min": 7.0, "max": 9.0}}
+    # Given 20 GB/s (--bandwidth-gbs): the fit 12 ÷ 20 = 60%, the readings 10 ÷ 20 = 50% and 8 ÷ 20 = 40%.
+    given = fit_rows(analysis, BandwidthReference(20.0, "given", False), before, after)
+    assert [r.percent_of_run for r in given] == [pytest.approx(60.0), pytest.approx(50.0), pytest.approx(40.0)]
+    # The host's own reading as the reference: 12 ÷ 10 = 120%, 100%, 8 ÷ 10 = 80%.
+    host = fit_rows(analysis, BandwidthReference(10.0, "host", True), before, after)
+    assert [r.percent_of_run for r in host] == [pytest.approx(120.0), pytest.approx(100.0), pytest.approx(80.0)]
+
+
+def test_step_ms_leaves_an_outlier_out():
+    # the 7.4 tokens/s (135 ms) is an outlier and not used: the median of 10.684 and 10.650 ms of the four others
+    assert step_ms([93.6, 94.5, 93.1, 7.4, 93.9]) == pytest.approx((1000 / 93.6 + 1000 / 93.9) / 2)
+    assert step_ms([100.0, 50.0]) == pytest.approx(15.0)  # 10 and 20 ms
+
+
+def test_a_verdict_that_one_model_turns_over_is_shown_mixed():
+    """Six models' steps made by hand from B = 50 GB/s, c = 25 ps and f = 0.08 ms per block, q4_1's 15% faster:
+    the Q8_0 models, 15% from the ridge, are mixed in the table and the notes; f32 stays memory-bound."""
+    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
+    shapes = [("q4_1", "Q4_1", 96.6e6, 134.5e6, 30, 0.85), ("q8_0", "Q8_0", 143.0e6, 134.5e6, 30, 1.0),
+              ("f16", "F16", 269.1e6, 134.5e6, 30, 1.0), ("f32", "ALL_F32", 538.1e6, 134.5e6, 30, 1.0),
+              ("medium", "Q8_0", 224.1e6, 210.8e6, 16, 1.0), ("large", "Q8_0", 985.7e6, 927.5e6, 18, 1.0)]
+    widths = [decodetime.Width(n, b, p, t, {1: decodetime.predict(terms, n, b, p, L).step_ms * s}, L)
+              for n, t, b, p, L, s in shapes]
+    rows = explained(widths, decodetime.fit(widths), (2, 4))
+    assert [r.waits_on for r in rows] == ["compute-bound", "mixed", "memory-bound", "memory-bound", "mixed", "mixed"]
+    assert all(r.step_2 is None and r.line_a is None and r.line_b is None for r in rows)  # no steps at P = 2 and 4
+    notes = " ".join(model_notes(rows, decodetime.fit(widths), None, spark_terms(), (2, 4)))
+    assert "Here: memory-bound f16, f32; compute-bound q4_1; mixed q8_0, medium, large." in notes
+
+
+def test_a_slow_prefill_sample_is_an_outlier_not_the_range():
+    """Prefills of 500, 510, 490, 505 and one of 50 tokens/s: the 50 is beyond 5 scaled MADs, so the median is that
+    of the other four, 502.5, and the range 490-510; 2 × 100 M × 502.5 = 100.5 GFLOP/s and 1.99 ms a token, against
+    decode's 100 M × 25 ps = 2.5 ms."""
+    run = ModelRun(ModelInfo("q4", 100_000_000, 60_000_000, "Q4_1"), [], TopAnswer("x", 1.0), {},
+                   [500.0, 510.0, 490.0, 505.0, 50.0])
+    (row,) = prefill_rows([run, ModelRun(run.info, [], run.answer, {})], decodetime.Terms(50.0, 25.0, 0.1, ()))
+    assert (row.model, row.weights, row.median, row.low, row.high) == ("q4", "Q4_1", 502.5, 490.0, 510.0)
+    assert row.gflops == pytest.approx(100.5) and row.ms_per_token == pytest.approx(1.99, abs=1e-3)
+    assert row.decode_arithmetic_ms == pytest.approx(2.5) and row.decode_over_prefill == pytest.approx(2.5 * 502.5 / 1e3)
+
+
+def test_a_model_its_steps_and_its_row():
+    """A model of 100 M parameters in 106.25 MB (1.0625 bytes each), 30 blocks: its steps at P = 1 from 80 and 100
+    tokens/s (12.5 and 10 ms, median 11.25), at P = 2 from 40 tokens/s twice (25 ms)."""
+    info = ModelInfo("q8", 100_000_000, 106_250_000, "Q8_0", n_layer=30, n_embd=576, architecture="llama")
+    steps = model_steps(ModelRun(info, [80.0, 100.0], TopAnswer("x", 1.0), {2: [40.0, 40.0]}))
+    assert steps == ModelSteps(name="q8", weight_bytes=106_250_000, n_params=100_000_000, n_layer=30, weight_type="Q8_0",
+                               step_ms={"1": 11.25, "2": 25.0}, step_spread=steps.step_spread)
+    assert steps.step_spread["2"] == 0.0 and steps.step_spread["1"] > 0
+    width = steps.width()
+    assert (width.step_ms, width.n_layer, width.weight_bytes) == ({1: 11.25, 2: 25.0}, 30, 106_250_000)
+    # A model without a weight type or blocks in its header: "?" and one block, as the fact states it.
+    bare = model_steps(ModelRun(ModelInfo("x", 1, 2, None), [10.0], TopAnswer("x", 1.0), {}))
+    assert (bare.weight_type, bare.n_layer, bare.step_ms) == ("?", 1, {"1": 100.0})
+    point = memory_bound.make_point("q8", info.bytes_per_token, [80.0, 100.0], 128 * 2**20, n_params=info.n_params)
+    row = models_row(info, point)
+    assert (row.bytes_per_token, row.bytes_per_parameter, row.fits_in_cache, row.blocks) == (106_250_000, 1.0625, "yes", 30)
+
+
+def test_a_step_row_and_the_published_figures_in_the_models_terms():
+    st = {"narrow": "q4", "wide": "q8", "bytes_ratio": 1.8, "speedup": 1.5, "gbs_ratio": 0.83, "allowance": 0.12,
+          "cache_resident": False, "verdict": memory_bound.PARTLY}
+    assert cells([step_row(st)]) == [["q4", "q8", 1.8, 1.5, 0.83, 12.0, "no", memory_bound.PARTLY]]
+    # 7.16 GB ÷ 273 GB/s = 26.23 ms to read the weights, of 1000 ÷ 33.2 = 30.12 ms a token: 87% of it.
+    row = spark_explained(spark_terms())
+    assert row.model == PUBLISHED_LABEL and row.memory_ms == pytest.approx(26.2271, abs=1e-4)
+    assert row.step_ms == pytest.approx(1000 / 33.2) and row.measured == 33.2
+    assert row.memory_share == pytest.approx(100 * 26.2271 / (1000 / 33.2), abs=1e-2) and row.waits_on == "memory-bound"
+    assert row.step_1 is None and row.predicted is None and row.error_percent is None
