@@ -41,7 +41,7 @@ from bytesup.store.views import lesson09
 from bytesup.store.views.lesson09 import NetworkBytes, NodeShare, Outcome, Prediction, Speeds
 from bytesup.lesson import LessonContext
 from bytesup.options import LessonOptions
-from bytesup.units import GB
+from bytesup.units import GB, MiB
 
 TITLE = "Beyond one machine: a model split across RPC servers"
 
@@ -166,8 +166,8 @@ def speeds(t: Timed) -> Speeds:
 def node_shares(setup: str, where: dict) -> list[NodeShare]:
     devices = where.get("devices") or []
     total = sum(d["model_bytes"] for d in devices)
-    return [NodeShare(setup, d["device"], d.get("endpoint"), d["model_bytes"], d.get("kv_bytes") or 0,
-                      d["model_bytes"] / total if total else 0.0) for d in devices]
+    return [NodeShare(setup, d["device"], d.get("endpoint"), d["model_bytes"], d["model_bytes"] / MiB,
+                      100 * (d["model_bytes"] / total if total else 0.0), d.get("kv_bytes") or 0) for d in devices]
 
 
 def network_bytes_per_token(width: int, n_vocab: int, nodes: int, bytes_per_value: int = ACTIVATION_BYTES) -> NetworkBytes:

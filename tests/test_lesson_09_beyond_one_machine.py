@@ -71,6 +71,18 @@ def test_predict_split_by_hand():
     assert "1.25 GB/s is 10 Gbit/s Ethernet, slower than loopback" in lesson09.prediction(outcome).notes[1]
 
 
+def test_node_shares_by_hand():
+    # 40 MiB and 60 MiB of weights: 40% and 60% of the 100 MiB this server placed; a KV cache not given is 0 bytes.
+    where = {"devices": [{"device": "RPC0", "endpoint": "127.0.0.1:1", "model_bytes": 40 * 2**20, "kv_bytes": 5},
+                         {"device": "RPC1", "endpoint": "127.0.0.1:2", "model_bytes": 60 * 2**20}]}
+    first, second = L.node_shares("split", where)
+    assert (first.model_mib, first.share_percent, first.kv_bytes) == (40.0, 40.0, 5)
+    assert (second.model_mib, second.share_percent, second.kv_bytes) == (60.0, 60.0, 0)
+    # No weights at all: every share is 0%, not a division by zero.
+    assert L.node_shares("whole", {"devices": [{"device": "CPU", "model_bytes": 0}]})[0].share_percent == 0.0
+    assert L.node_shares("whole", {}) == []
+
+
 # --- the topology, from a recorded log --------------------------------------------------------------
 
 def test_topology_from_recorded_split_log():

@@ -11,7 +11,7 @@ from typing import Any
 from bytesup.llama.placement import is_loopback
 from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
-from bytesup.units import GB, MiB
+from bytesup.units import GB
 
 
 def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str]) -> Table:
@@ -37,12 +37,14 @@ class Speeds:
 
 @dataclass(frozen=True)
 class NodeShare:
-    setup: str
-    device: str
-    endpoint: str | None
-    model_bytes: int
-    kv_bytes: int
-    share: float  # of all the weights this server placed
+    """One device's weights as the server's log gave them, and its share of all the weights that server placed."""
+    setup: str = column("setup")
+    device: str = column("device")
+    endpoint: str | None = column("endpoint")
+    model_bytes: int = column("weights", "bytes")
+    model_mib: float = column("weights", "MiB")
+    share_percent: float = column("share of the weights", "%")
+    kv_bytes: int = column("KV cache", "bytes")
 
 
 @dataclass(frozen=True)
@@ -117,21 +119,6 @@ def setup_row(sp: Speeds, whole: Speeds) -> SetupRow:
 
 
 @dataclass(frozen=True)
-class NodeRow:
-    setup: str = column("setup")
-    device: str = column("device")
-    endpoint: str | None = column("endpoint")
-    model_bytes: int = column("weights", "bytes")
-    model_mib: float = column("weights", "MiB")
-    share_percent: float = column("share of the weights", "%")
-    kv_bytes: int = column("KV cache", "bytes")
-
-
-def node_row(sh: NodeShare) -> NodeRow:
-    return NodeRow(sh.setup, sh.device, sh.endpoint, sh.model_bytes, sh.model_bytes / MiB, 100 * sh.share, sh.kv_bytes)
-
-
-@dataclass(frozen=True)
 class NetworkRow:
     quantity: str = column("quantity")
     values: int | None = column("values")
@@ -188,7 +175,7 @@ def setups(o: Outcome, *, repeat: int, prompt_tokens: int, n_predict: int) -> Ta
 
 
 def nodes(o: Outcome) -> Table:
-    return table("nodes", "Bytes of weights per node (from the server's log)", NodeRow, [node_row(sh) for sh in o.shares],
+    return table("nodes", "Bytes of weights per node (from the server's log)", NodeShare, o.shares,
                  [("llama-server prints each device's model buffer in MiB with two decimals while it loads; the bytes "
                    "are those figures × 2^20, exact to about 5 kB. The driving server keeps the token embeddings "
                    "(one row is read per token) on its own CPU.")])
