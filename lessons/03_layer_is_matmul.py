@@ -49,12 +49,8 @@ RMS_EPS = 1e-6  # RMSNorm's epsilon; llama models store theirs in the GGUF, typi
 MIN_SAMPLE_S = 0.05
 
 # The model's matrices, as (label, tensor name); block 0 stands for every block.
-MODEL_MATRICES = [
-    ("attention query (attn_q)", "blk.0.attn_q.weight"),
-    ("feed-forward up (ffn_up)", "blk.0.ffn_up.weight"),
-    ("feed-forward down (ffn_down)", "blk.0.ffn_down.weight"),
-    ("output (logits)", "output.weight"),
-]
+MODEL_MATRICES = [("attention query (attn_q)", "blk.0.attn_q.weight"), ("feed-forward up (ffn_up)", "blk.0.ffn_up.weight"),
+                  ("feed-forward down (ffn_down)", "blk.0.ffn_down.weight"), ("output (logits)", "output.weight")]
 
 
 # --- the lesson ----------------------------------------------------------------------------------
