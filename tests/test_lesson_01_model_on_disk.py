@@ -14,6 +14,7 @@ from bytesup.models.gguf import GGUFError, read_model_info
 from bytesup.models.catalog import build_model, get_preset
 from bytesup.lesson import LessonContext, Reporter
 from bytesup.options import RunOptions
+from bytesup.store.views import lesson01
 
 LESSON = "01_model_on_disk"
 
@@ -108,25 +109,25 @@ def test_embedding_row_bytes_use_the_tables_own_rows(lesson):
             "hyperparameters": {"n_vocab": 4096}}
     assert lesson.embedding_row_bytes(info) == 272
     assert lesson.embedding_row_bytes({"tensors": []}) is None
-    note = lesson.embedding_shape_note(lesson.token_embd(info), info["hyperparameters"])
+    note = lesson01.embedding_shape_note(lesson.token_embd(info), info["hyperparameters"])
     assert "4,160 rows of width 256" in note and "64 more than the vocabulary's 4,096" in note
 
 
 def test_missing_or_per_layer_hyperparameters_are_said_to_be(lesson):
     hp = {"n_layer": 4, "n_embd": 256, "n_head": [4, 4, 8, 8], "n_head_kv": None, "head_dim": 64, "n_ff": None}
-    notes = lesson.hyperparameter_notes("m", hp)
+    notes = lesson01.hyperparameter_notes("m", hp)
     text = " ".join(notes)
     assert "per layer: 4–8" in text and "not in the file" in text
     assert "query heads per KV head" not in text and "own keys and values" not in text
-    assert lesson.shown(None) == "not in the file" and lesson.shown([3, 3]) == "per layer: 3"
-    assert lesson.shown([4, 4, 8, 8]) == "per layer: 4–8" and lesson.shown([1000, 2000]) == "per layer: 1,000–2,000"
-    assert lesson.shown(["x", 3]) == "a list of 2 values" and lesson.shown([]) == "a list of 0 values"
-    assert lesson.number(True) is None and lesson.number(7) == 7
-    full = lesson.hyperparameter_notes("m", {"n_layer": 2, "n_embd": 64, "n_head": 8, "n_head_kv": 2, "head_dim": 8, "n_ff": 176})
+    assert lesson01.shown(None) == "not in the file" and lesson01.shown([3, 3]) == "per layer: 3"
+    assert lesson01.shown([4, 4, 8, 8]) == "per layer: 4–8" and lesson01.shown([1000, 2000]) == "per layer: 1,000–2,000"
+    assert lesson01.shown(["x", 3]) == "a list of 2 values" and lesson01.shown([]) == "a list of 0 values"
+    assert lesson01.number(True) is None and lesson01.number(7) == 7
+    full = lesson01.hyperparameter_notes("m", {"n_layer": 2, "n_embd": 64, "n_head": 8, "n_head_kv": 2, "head_dim": 8, "n_ff": 176})
     # 8 ÷ 2 = 4 query heads per KV head: the KV cache is 4× smaller than with 8 KV heads.
     assert ("8 query heads share 2 KV heads, 4 query heads per KV head (grouped-query attention): the KV cache "
             "holds 2 keys and values per layer and token instead of 8, 4× less memory (lesson 6).") in full
-    mha = lesson.hyperparameter_notes("m", {"n_layer": 2, "n_embd": 64, "n_head": 8, "n_head_kv": 8, "head_dim": 8, "n_ff": 176})
+    mha = lesson01.hyperparameter_notes("m", {"n_layer": 2, "n_embd": 64, "n_head": 8, "n_head_kv": 8, "head_dim": 8, "n_ff": 176})
     assert any("each query head has its own keys and values" in n for n in mha)
     assert "2.75 × the model width" in " ".join(full)
 
@@ -328,5 +329,5 @@ def test_lesson_functions_on_a_model_built_here(tmp_path, lesson):
     groups = {g.part: g for g in lesson.group_shares(info)}
     assert groups["embedding"].params == groups["output"].params == preset.n_vocab * preset.n_embd
     assert sum(g.tensors for g in groups.values()) == len(info["tensors"])
-    hp = {r.name: r.this_model for r in lesson.hyperparameter_rows(info)}
+    hp = {r.name: r.this_model for r in lesson01.hyperparameter_rows(info)}
     assert (hp["blocks (layers)"], hp["model width"], hp["feed-forward width"]) == (preset.n_layer, preset.n_embd, preset.n_ff)

@@ -12,6 +12,7 @@ from lessonkit import QueuedServer, hand_context
 from bytesup.models.gguf import embedding_row
 from bytesup.models.catalog import build_model, get_preset
 from bytesup.llama.responses import ModelList, Props, TokenPiece
+from bytesup.store.views import lesson02
 
 LESSON = "02_tokens_and_embeddings"
 
@@ -73,20 +74,20 @@ def test_embedding_rows_have_the_model_width(result, lesson):
     for r in rows:
         full = result.host_values["embedding_rows"][str(r["id"])]
         assert r["row length"] == len(full) == r["model width"] == width
-        first = r[f"first {lesson.SHOW_NUMBERS} numbers"]
-        assert first == full[: lesson.SHOW_NUMBERS]
+        first = r[f"first {lesson02.SHOW_NUMBERS} numbers"]
+        assert first == full[: lesson02.SHOW_NUMBERS]
         assert r["L2 norm of the row"] == pytest.approx(math.sqrt(sum(v * v for v in full)))
-        assert r[f"L2 norm of the first {lesson.SHOW_NUMBERS}"] == pytest.approx(math.sqrt(sum(v * v for v in first)))
-        assert r["L2 norm of the row"] >= r[f"L2 norm of the first {lesson.SHOW_NUMBERS}"]
+        assert r[f"L2 norm of the first {lesson02.SHOW_NUMBERS}"] == pytest.approx(math.sqrt(sum(v * v for v in first)))
+        assert r["L2 norm of the row"] >= r[f"L2 norm of the first {lesson02.SHOW_NUMBERS}"]
         # The id shown is the text's own (first) token.
         assert r["id"] == tokens_of(result, ast.literal_eval(r["text"]))[0]["id"]
     assert rows[0]["id"] != rows[1]["id"]
 
 
 def test_pure_helpers(lesson):
-    assert lesson.piece_text(TokenPiece(id=1, piece=" Paris")) == "' Paris'"
-    assert lesson.piece_text(TokenPiece(id=2, piece=[240])) == "b'\\xf0'"
-    assert lesson.piece_hex(TokenPiece(id=3, piece="é")) == "c3 a9"
+    assert lesson02.piece_text(TokenPiece(id=1, piece=" Paris")) == "' Paris'"
+    assert lesson02.piece_text(TokenPiece(id=2, piece=[240])) == "b'\\xf0'"
+    assert lesson02.piece_hex(TokenPiece(id=3, piece="é")) == "c3 a9"
     assert lesson.find_key({"a": [{"b": 1}, {"n_vocab": 7}]}, "n_vocab") == 7
     assert lesson.find_key({"a": 1}, "n_vocab") is None
 
@@ -94,27 +95,27 @@ def test_pure_helpers(lesson):
 # --- arithmetic by hand --------------------------------------------------------------------------
 
 def test_norm_and_cosine_by_hand(lesson):
-    assert lesson.l2_norm([3.0, 4.0]) == 5.0            # √(9 + 16)
-    assert lesson.l2_norm([1.0, 2.0, 2.0]) == 3.0       # √(1 + 4 + 4)
+    assert lesson02.l2_norm([3.0, 4.0]) == 5.0            # √(9 + 16)
+    assert lesson02.l2_norm([1.0, 2.0, 2.0]) == 3.0       # √(1 + 4 + 4)
     # [1, 2, 2] · [2, 1, 2] = 2 + 2 + 4 = 8; both norms 3: cosine 8/9
-    assert lesson.cosine([1.0, 2.0, 2.0], [2.0, 1.0, 2.0]) == pytest.approx(8 / 9, rel=1e-15)
+    assert lesson02.cosine([1.0, 2.0, 2.0], [2.0, 1.0, 2.0]) == pytest.approx(8 / 9, rel=1e-15)
     # [1, 0] · [−3, 4] = −3; norms 1 and 5: cosine −0.6
-    assert lesson.cosine([1.0, 0.0], [-3.0, 4.0]) == pytest.approx(-0.6, rel=1e-15)
-    assert lesson.cosine([1.0, 0.0], [0.0, 2.0]) == 0.0
-    assert lesson.cosine([1.0, 2.0], [2.0, 4.0]) == pytest.approx(1.0)
+    assert lesson02.cosine([1.0, 0.0], [-3.0, 4.0]) == pytest.approx(-0.6, rel=1e-15)
+    assert lesson02.cosine([1.0, 0.0], [0.0, 2.0]) == 0.0
+    assert lesson02.cosine([1.0, 2.0], [2.0, 4.0]) == pytest.approx(1.0)
 
 
 def test_text_tokens_counts_by_hand(lesson):
     # 'café' is 4 characters, 5 UTF-8 bytes (é is c3 a9), cut here into 'caf' + 'é': 2 tokens, 2 characters each
-    cafe = lesson.TextTokens(text="café", pieces=[TokenPiece(id=7, piece="caf"), TokenPiece(id=9, piece="é")], detokenized="café")
+    cafe = lesson02.TextTokens(text="café", pieces=[TokenPiece(id=7, piece="caf"), TokenPiece(id=9, piece="é")], detokenized="café")
     assert (cafe.characters, cafe.utf8_bytes, cafe.n_tokens, cafe.characters_per_token) == (4, 5, 2, 2.0)
     assert cafe.ids == [7, 9] and cafe.round_trip_ok and cafe.pieces_rejoin and cafe.pieces_as_bytes == 0
     # '🦙' is 1 character, 4 bytes f0 9f a6 99, in two byte-list pieces: 0.5 characters per token
-    llama = lesson.TextTokens(text="🦙", pieces=[TokenPiece(id=1, piece=[0xF0, 0x9F]), TokenPiece(id=2, piece=[0xA6, 0x99])],
+    llama = lesson02.TextTokens(text="🦙", pieces=[TokenPiece(id=1, piece=[0xF0, 0x9F]), TokenPiece(id=2, piece=[0xA6, 0x99])],
                               detokenized="?")
     assert (llama.characters, llama.utf8_bytes, llama.n_tokens, llama.characters_per_token) == (1, 4, 2, 0.5)
     assert llama.pieces_as_bytes == 2 and llama.pieces_rejoin and not llama.round_trip_ok
-    cut = lesson.TextTokens(text="🦙", pieces=[TokenPiece(id=1, piece=[0xF0, 0x9F])], detokenized="🦙")
+    cut = lesson02.TextTokens(text="🦙", pieces=[TokenPiece(id=1, piece=[0xF0, 0x9F])], detokenized="🦙")
     assert not cut.pieces_rejoin
     # together: 5 characters in 4 tokens, 1 of 2 round trips, largest id 9
     counts = lesson.token_counts([cafe, llama])
@@ -140,7 +141,7 @@ def test_vocabulary_sources_and_size(lesson):
     # a GGUF shape is [row length, rows]: 64 rows of token_embd, 65 of output
     assert [(s.source.split(":")[0], s.entries) for s in sources] == [("GGUF", 64), ("GGUF", 64), ("GGUF", 65),
                                                                       ("server", 64), ("server", 70)]
-    assert lesson.reported_sizes(sources) == [64, 64, 65, 64, 70]
+    assert lesson02.reported_sizes(sources) == [64, 64, 65, 64, 70]
     assert lesson.model_n_vocab(facts, served) == 66  # the file's hyperparameter first
     assert lesson.model_n_vocab(None, served) == 64   # else the server's /v1/models meta
     none = lesson.served_vocabulary(Props(), ModelList())
@@ -152,7 +153,7 @@ def test_vocabulary_sources_and_size(lesson):
 def test_row_bytes_and_width_by_hand(lesson):
     # SmolLM2's token_embd: 49,152 rows of 576 numbers in Q8_0, 18 blocks of 32 numbers × 34 bytes = 612 bytes a row
     embd = {"shape": [576, 49152], "n_bytes": 30081024}
-    assert lesson.row_bytes(embd) == 612
+    assert lesson02.row_bytes(embd) == 612
     assert lesson.model_width({"hyperparameters": {"n_embd": 576}, "token_embd": embd}) == 576
     assert lesson.model_width({"hyperparameters": {}, "token_embd": {"shape": [12, 100]}}) == 12
     # The file's n_embd wins over the row length when both are there (and disagree).
@@ -160,7 +161,7 @@ def test_row_bytes_and_width_by_hand(lesson):
 
 
 def test_embedding_rows_take_the_first_token(lesson):
-    text = lesson.TextTokens(text="ab", pieces=[TokenPiece(id=3, piece="a"), TokenPiece(id=4, piece="b")], detokenized="ab")
+    text = lesson02.TextTokens(text="ab", pieces=[TokenPiece(id=3, piece="a"), TokenPiece(id=4, piece="b")], detokenized="ab")
     row = list(range(10))
     (got,) = lesson.embedding_rows([text], {"3": [float(v) for v in row], "4": [0.0] * 10}, width=10)
     assert got.token.id == 3 and got.n_tokens == 2 and got.length_is_width
@@ -300,17 +301,17 @@ def test_model_facts_on_a_model_built_here(tmp_path, lesson):
 
 
 def test_notes_follow_the_data(lesson):
-    assert "different ids, so the leading space is part of the token" in lesson.leading_space_note({"Paris": [1], " Paris": [2]})
-    same = lesson.leading_space_note({"Paris": [1], " Paris": [1]})
+    assert "different ids, so the leading space is part of the token" in lesson02.leading_space_note({"Paris": [1], " Paris": [2]})
+    same = lesson02.leading_space_note({"Paris": [1], " Paris": [1]})
     assert "part of the token" not in same and "no token of its own" in same
-    ws = lesson.whitespace_note([TokenPiece(id=1, piece="x"), TokenPiece(id=2, piece="\n"), TokenPiece(id=3, piece="   ")])
+    ws = lesson02.whitespace_note([TokenPiece(id=1, piece="x"), TokenPiece(id=2, piece="\n"), TokenPiece(id=3, piece="   ")])
     assert "'\\n', '   '" in ws and "tokens too" in ws
-    inside = lesson.whitespace_note([TokenPiece(id=1, piece=":\n"), TokenPiece(id=2, piece="    if")])
+    inside = lesson02.whitespace_note([TokenPiece(id=1, piece=":\n"), TokenPiece(id=2, piece="    if")])
     assert "tokens too" not in inside and "':\\n', '    if'" in inside
-    assert "no piece holds" in lesson.whitespace_note([TokenPiece(id=1, piece="x")])
-    assert lesson.vocabulary_note([]) == "No source reports a vocabulary size."
-    assert lesson.vocabulary_note([5]) == "One source reports a size: 5."
-    assert "all agree" in lesson.vocabulary_note([5, 5]) and "disagree: 5, 6" in lesson.vocabulary_note([5, 6])
+    assert "no piece holds" in lesson02.whitespace_note([TokenPiece(id=1, piece="x")])
+    assert lesson02.vocabulary_note([]) == "No source reports a vocabulary size."
+    assert lesson02.vocabulary_note([5]) == "One source reports a size: 5."
+    assert "all agree" in lesson02.vocabulary_note([5, 5]) and "disagree: 5, 6" in lesson02.vocabulary_note([5, 6])
 
 
 def _ctx(lesson, model_path):

@@ -9,6 +9,7 @@ import pytest
 from lessonkit import QueuedServer, hand_context
 
 from bytesup.store.rows import cells, columns
+from bytesup.store.views import lesson03
 
 LESSON = "03_layer_is_matmul"
 
@@ -59,7 +60,7 @@ def test_linear_map_on_small_integers(lesson):
 
 
 def test_the_seeded_inputs_and_their_linear_map(lesson):
-    inputs = lesson.worked_inputs(lesson.SEED)
+    inputs = lesson.worked_inputs(lesson.WORKED_SEED)
     assert inputs.w == [[-1.7, -1.1, 1.2], [0.3, -1.6, -0.3]]
     assert inputs.x == [-0.1, -1.4, 0.9]
     assert inputs.b == [-1.5, -0.4]
@@ -85,7 +86,7 @@ def test_composition_on_small_integers(lesson):
 
 
 def test_the_seeded_composition_against_loops(lesson):
-    inputs = lesson.worked_inputs(lesson.SEED)
+    inputs = lesson.worked_inputs(lesson.WORKED_SEED)
     assert inputs.w1 == [[0.1, -0.3, 0.3], [1.0, 1.8, -0.9], [0.6, 0.8, -0.8]]
     assert inputs.w2 == [[-2.0, 1.9, -0.8], [-0.7, 1.6, 0.3]]
     assert inputs.x2 == [-0.1, 1.1, -1.9]
@@ -120,7 +121,7 @@ def test_rmsnorm_by_hand(lesson):
 
 
 def test_the_seeded_rmsnorm_against_a_loop(lesson):
-    v = lesson.worked_inputs(lesson.SEED).v
+    v = lesson.worked_inputs(lesson.WORKED_SEED).v
     assert v == [3.01, -2.66, -0.88, 2.65, 1.74, 0.27, 2.01, -8.48]
     squares = 0.0
     for x in v:
@@ -156,7 +157,7 @@ def test_matmul_row_by_hand(lesson):
     assert row.vs_one_token == pytest.approx(0.5)      # 0.5 ms against 1 ms alone
     assert lesson.matmul_row("x", bench, base_ms_per_token=0.25).vs_one_token == pytest.approx(2.0)
     # the row is the table's: its fields are the columns, in order
-    assert cells([row])[0][:4] == ["x", 10, 20, 4] and len(columns(lesson.MatmulRow)) == len(cells([row])[0]) == 11
+    assert cells([row])[0][:4] == ["x", 10, 20, 4] and len(columns(lesson03.MatmulRow)) == len(cells([row])[0]) == 11
 
 
 def _info(tensors):
@@ -203,7 +204,7 @@ def test_planned_counts_skip_only_oversized_products(lesson):
 
 def test_matvec_summary_picks_by_field(lesson):
     def row(label, n, gflops, bytes_moved, gbs, fpb):
-        return lesson.MatmulRow(label=label, m=1, k=1, n=n, ms=1.0, gflop_per_s=gflops, bytes_moved=bytes_moved,
+        return lesson03.MatmulRow(label=label, m=1, k=1, n=n, ms=1.0, gflop_per_s=gflops, bytes_moved=bytes_moved,
                                 gb_per_s=gbs, flop_per_byte=fpb, ms_per_token=1.0, vs_one_token=1.0)
 
     rows = [row("a", 1, 10.0, 100, 50.0, 0.4), row("a", 8, 80.0, 120, 9.0, 3.0),
@@ -219,10 +220,10 @@ def test_matvec_summary_picks_by_field(lesson):
 def test_sample_ms_and_shown(lesson):
     bench = {"products_per_sample": 10, "seconds": {"samples": [0.001, 0.002]}}
     assert lesson.sample_ms(bench) == pytest.approx([10.0, 20.0])
-    assert lesson.shown(4096) == "4,096"
-    assert lesson.shown(None) == "not in the file"
-    assert lesson.shown([11008, 11008]) == "per layer 11,008"
-    assert lesson.shown([8, 16]) == "per layer 8–16"
+    assert lesson03.shown(4096) == "4,096"
+    assert lesson03.shown(None) == "not in the file"
+    assert lesson03.shown([11008, 11008]) == "per layer 11,008"
+    assert lesson03.shown([8, 16]) == "per layer 8–16"
 
 
 # --- main on hand-made host measurements ------------------------------------------------------------

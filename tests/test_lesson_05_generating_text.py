@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 
 from bytesup.course import sampling, samplercheck
+from bytesup.course.loop import decode_calls_note
 from bytesup.course.samplercheck import CheckSummary
+from bytesup.store.plans.lesson05 import CURRENT
 from bytesup.store.rows import cells
+from bytesup.store.views import lesson05
 
 LESSON = "05_generating_text"
 
@@ -27,7 +30,7 @@ def table(result, name):
 
 def test_one_pass_per_token(result, lesson):
     _, rows = table(result, "one_pass_per_token")
-    assert [r[0] for r in rows] == list(range(1, lesson.LOOP_TOKENS + 1))
+    assert [r[0] for r in rows] == list(range(1, CURRENT.loop_tokens + 1))
     assert all(0 < r[3] <= 1 for r in rows)
 
 
@@ -38,10 +41,10 @@ def test_metrics_count_one_decode_per_token(result, lesson):
     delta = {r[0]: r[3] for r in rows}
     for r in rows:
         assert r[3] == pytest.approx(r[2] - r[1])
-    assert delta["llamacpp:tokens_predicted_total"] == lesson.LOOP_TOKENS
-    assert delta["llamacpp:n_decode_total"] == lesson.LOOP_TOKENS
+    assert delta["llamacpp:tokens_predicted_total"] == CURRENT.loop_tokens
+    assert delta["llamacpp:n_decode_total"] == CURRENT.loop_tokens
     notes = result.table("metrics_delta").notes
-    assert lesson.decode_calls_note(delta["llamacpp:n_decode_total"], lesson.LOOP_TOKENS,
+    assert decode_calls_note(delta["llamacpp:n_decode_total"], CURRENT.loop_tokens,
                                     int(delta["llamacpp:prompt_tokens_total"])) in notes
 
 
@@ -50,10 +53,10 @@ def test_metrics_delta_matches_the_recorded_exchanges(exchanges, lesson):
     assert len(metrics) == 2
     from bytesup.llama.responses import parse_metrics
     before, after = (parse_metrics(m["response_text"]) for m in metrics)
-    loop = next(e for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == lesson.LOOP_PROMPT
-                and e["request"]["n_predict"] == lesson.LOOP_TOKENS and e["request"].get("n_probs") == 1)
+    loop = next(e for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == CURRENT.loop_prompt
+                and e["request"]["n_predict"] == CURRENT.loop_tokens and e["request"].get("n_probs") == 1)
     n = loop["response"]["timings"]["predicted_n"]
-    assert n == lesson.LOOP_TOKENS
+    assert n == CURRENT.loop_tokens
     assert after["llamacpp:n_decode_total"] - before["llamacpp:n_decode_total"] == n
     assert after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"] == n
     assert after["llamacpp:prompt_tokens_total"] - before["llamacpp:prompt_tokens_total"] == loop["response"]["timings"]["prompt_n"]
@@ -63,11 +66,11 @@ def test_metrics_delta_matches_the_recorded_exchanges(exchanges, lesson):
 
 def test_every_setting_agrees_within_the_tolerance(result, lesson):
     cols, rows = table(result, "sampler_check")
-    assert len(rows) == len(lesson.SAMPLER_SETTINGS)
+    assert len(rows) == len(lesson.sampler_settings(CURRENT))
     for r in rows:
         label, kept_ours, kept_server, listed, same, drawn_ok, max_rel, tol, verdict = (
             r[0], r[2], r[3], r[4], r[5], r[7], r[9], r[10], r[11])
-        assert tol == lesson.REL_TOL
+        assert tol == CURRENT.rel_tol
         assert verdict.startswith("agree"), r
         assert same and drawn_ok, label
         assert max_rel <= tol, label
@@ -95,7 +98,7 @@ def test_applied_table_matches_the_check(result):
 
 
 def _reference(exchanges, lesson):
-    refs = [e for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == lesson.SAMPLING_PROMPT
+    refs = [e for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == CURRENT.sampling_prompt
             and e["request"].get("post_sampling_probs") is False]
     ref = max(refs, key=lambda e: e["request"]["n_probs"])
     top = ref["response"]["completion_probabilities"][0]["top_logprobs"]
@@ -109,7 +112,7 @@ def test_samplers_against_the_recorded_exchanges(exchanges, lesson):
     complete = len(ids) >= meta["n_vocab"]
     pos = {t: i for i, t in enumerate(ids)}
     posts = [e for e in exchanges if e["path"] == "/completion" and e["request"].get("post_sampling_probs") is True]
-    assert len(posts) == len(lesson.SAMPLER_SETTINGS)
+    assert len(posts) == len(lesson.sampler_settings(CURRENT))
     checked = 0
     for e in posts:
         req = e["request"]
@@ -131,7 +134,7 @@ def test_samplers_against_the_recorded_exchanges(exchanges, lesson):
         else:
             assert {t for t, _ in listed} == set(kept_ids[:len(listed)]), req["samplers"]
         for tid, q in listed:
-            assert abs(ours[pos[tid]] - q) <= lesson.REL_TOL * q, (req["samplers"], tid)
+            assert abs(ours[pos[tid]] - q) <= CURRENT.rel_tol * q, (req["samplers"], tid)
         assert ours[pos[step["id"]]] > 0      # the token the server drew is one we keep
     assert checked >= len(posts) // 2, f"only {checked} of {len(posts)} settings could be recomputed"
 
@@ -161,19 +164,19 @@ def test_latency_model_arithmetic(result, lesson):
     ttft = result.measurement("time_to_first_token_ms").median
     tpot = result.measurement("decode_ms_per_token").median
     _, rows = table(result, "latency_model")
-    assert [r[0] for r in rows] == sorted({lesson.FIT_N, *lesson.PREDICT_N})
+    assert [r[0] for r in rows] == sorted({CURRENT.fit_n, *CURRENT.predict_n})
     for n, _kind, predicted, measured, lo, hi, err, predicted_n in rows:
         assert predicted == pytest.approx(ttft + tpot * (n - 1))
         assert lo <= measured <= hi
         assert err == pytest.approx(100 * (predicted - measured) / measured)
         assert predicted_n == [n] * len(predicted_n)
     errors = [m for m in result.measurements if m.name == "latency_model_error_pct"]
-    assert sorted(m.settings["n_predict"] for m in errors) == sorted(lesson.PREDICT_N)
+    assert sorted(m.settings["n_predict"] for m in errors) == sorted(CURRENT.predict_n)
 
 
 def test_latency_fit_comes_from_the_recorded_timings(exchanges, lesson, result):
     fit = [e["response"]["timings"] for e in exchanges if e["path"] == "/completion"
-           and e["request"]["prompt"] == lesson.LOOP_PROMPT and e["request"]["n_predict"] == lesson.FIT_N]
+           and e["request"]["prompt"] == CURRENT.loop_prompt and e["request"]["n_predict"] == CURRENT.fit_n]
     assert result.measurement("time_to_first_token_ms").samples == [t["prompt_ms"] for t in fit]
     per_token = [t["predicted_ms"] / (t["predicted_n"] - 1) for t in fit]
     assert result.measurement("decode_ms_per_token").samples == pytest.approx(per_token)
@@ -183,7 +186,7 @@ def test_latency_fit_comes_from_the_recorded_timings(exchanges, lesson, result):
 # --- the loop from outside: the client's clock -------------------------------------------------------
 
 def _streamed(exchanges, lesson):
-    return [e for e in exchanges if "stream" in e and e["request"]["n_predict"] == lesson.STREAM_TOKENS]
+    return [e for e in exchanges if "stream" in e and e["request"]["n_predict"] == CURRENT.stream_tokens]
 
 
 def _token_events(e):
@@ -208,7 +211,7 @@ def test_client_clock_repeats_come_from_the_recorded_events(result, exchanges, l
     for row, e in zip(rows, streamed, strict=True):
         events, t = _token_events(e), _final_timings(e)
         times = [at for _, at in events]
-        assert row[1] == len(events) == t["predicted_n"] == row[2] == lesson.STREAM_TOKENS
+        assert row[1] == len(events) == t["predicted_n"] == row[2] == CURRENT.stream_tokens
         assert row[3] == times[0] and row[4] == t["prompt_ms"]
         assert row[5] == pytest.approx(times[0] - t["prompt_ms"])
         assert row[6] == pytest.approx(statistics.median(np.diff(times)))
@@ -216,7 +219,7 @@ def test_client_clock_repeats_come_from_the_recorded_events(result, exchanges, l
         assert row[8] == e["stream"][-1]["arrived_ms"]
         assert row[10] == pytest.approx(row[8] - t["prompt_ms"] - t["predicted_ms"])
         assert row[11] == all(np.diff(times) > 0)
-        assert row[13] == pytest.approx(lesson.STREAM_TOKENS * float(np.min(np.diff(times))))
+        assert row[13] == pytest.approx(CURRENT.stream_tokens * float(np.min(np.diff(times))))
 
 
 def test_client_clock_percentiles_pool_every_repeat(result, exchanges, lesson):
@@ -236,7 +239,7 @@ def test_client_clock_percentiles_pool_every_repeat(result, exchanges, lesson):
 
 def test_client_clock_fact_states_each_repeat(result, exchanges, lesson):
     fact = result.facts["client_clock"]
-    assert fact["n_predict"] == lesson.STREAM_TOKENS
+    assert fact["n_predict"] == CURRENT.stream_tokens
     for rep, e in zip(fact["repeats"], _streamed(exchanges, lesson), strict=True):
         assert rep["token_events"] == rep["predicted_n"] == _final_timings(e)["predicted_n"]
         assert rep["ttft_ms"] == _token_events(e)[0][1]
@@ -247,13 +250,13 @@ def test_client_clock_fact_states_each_repeat(result, exchanges, lesson):
 def test_compare_with_server_flags_a_wrong_kept_set(lesson):
     ids = [10, 11, 12, 13]
     ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)
-    ok = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 10, lesson.REL_TOL)
+    ok = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 10, CURRENT.rel_tol)
     assert ok.agree and ok.kept_server == 2 and ok.kept_ours == 2
-    three = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.9), (11, 0.3 / 0.9), (12, 0.2 / 0.9)], 3, 10, lesson.REL_TOL)
+    three = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.9), (11, 0.3 / 0.9), (12, 0.2 / 0.9)], 3, 10, CURRENT.rel_tol)
     assert not three.agree and not three.same_set
-    off = samplercheck.compare_with_server(ids, ours, [(10, 0.58), (11, 0.42)], 3, 10, lesson.REL_TOL)
-    assert not off.agree and off.max_rel > lesson.REL_TOL
-    drawn_elsewhere = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13, lesson.REL_TOL)
+    off = samplercheck.compare_with_server(ids, ours, [(10, 0.58), (11, 0.42)], 3, 10, CURRENT.rel_tol)
+    assert not off.agree and off.max_rel > CURRENT.rel_tol
+    drawn_elsewhere = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7)], 3, 13, CURRENT.rel_tol)
     assert not drawn_elsewhere.agree
 
 
@@ -262,25 +265,25 @@ def test_compare_with_server_on_a_token_outside_the_reference(lesson):
     ours = sampling.top_k([0.4, 0.3, 0.2, 0.1], 2)             # 0.4 ÷ 0.7 = 0.571429, 0.3 ÷ 0.7 = 0.428571, 0, 0
     # The server lists 10 and 99, which our reference lacks: 99 counts as 0 on our side, so
     # |0.571429 − 0.75| = 0.178571 and |0 − 0.25| = 0.25; the larger is reported.
-    out = samplercheck.compare_with_server(ids, ours, [(10, 0.75), (99, 0.25)], 3, 10, lesson.REL_TOL)
+    out = samplercheck.compare_with_server(ids, ours, [(10, 0.75), (99, 0.25)], 3, 10, CURRENT.rel_tol)
     assert out.max_abs == pytest.approx(0.25) and not out.same_set and not out.agree
     assert (out.kept_ours, out.kept_server, out.listed, out.server_listed_all) == (2, 2, 2, True)
     # Relative mode with nothing of ours among the listed: no renormalization (the sum is 0), |0 − 1| = 1;
     # a drawn token outside a partial reference is not a miss.
-    rel = samplercheck.compare_with_server(ids, ours, [(99, 1.0)], 3, 99, lesson.REL_TOL, relative=True)
+    rel = samplercheck.compare_with_server(ids, ours, [(99, 1.0)], 3, 99, CURRENT.rel_tol, relative=True)
     assert rel.max_abs == 1.0 and rel.sampled_in_kept and rel.kept_ours is None
     # A listed probability of 0 (ours 0 too) adds no relative difference: 0 ÷ ∞ = 0, never 0 ÷ 0.
-    zero = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7), (12, 0.0)], 4, 10, lesson.REL_TOL)
+    zero = samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7), (11, 0.3 / 0.7), (12, 0.0)], 4, 10, CURRENT.rel_tol)
     assert zero.max_rel == pytest.approx(0.0, abs=1e-12) and not zero.same_set
     # The server's whole kept set (1 listed, 3 asked) is {10}, ours {10, 11}: not the same set, though
     # every token it lists is one we keep.
-    fewer = samplercheck.compare_with_server(ids, ours, [(10, 1.0)], 3, 10, lesson.REL_TOL)
+    fewer = samplercheck.compare_with_server(ids, ours, [(10, 1.0)], 3, 10, CURRENT.rel_tol)
     assert not fewer.same_set and not fewer.agree and fewer.kept_server == 1
     # A drawn token we cut (13, in the reference, probability 0) is a miss, in relative mode too; in
     # absolute mode a drawn token outside the reference is one as well.
     for relative in (False, True):
-        assert not samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 13, lesson.REL_TOL, relative=relative).sampled_in_kept
-    assert not samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 99, lesson.REL_TOL).sampled_in_kept
+        assert not samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 13, CURRENT.rel_tol, relative=relative).sampled_in_kept
+    assert not samplercheck.compare_with_server(ids, ours, [(10, 0.4 / 0.7)], 3, 99, CURRENT.rel_tol).sampled_in_kept
 
 
 def test_needs_more_when_a_cutting_chain_keeps_unlisted_tokens(lesson):
@@ -303,14 +306,14 @@ def test_a_chain_that_needs_the_unlisted_mass_applies_to_nothing(lesson):
 
 def test_timed_requests_use_the_shared_pinned_settings(exchanges, lesson):
     from bytesup.llama.timed import PINNED
-    timed = [e["request"] for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == lesson.LOOP_PROMPT
-             and e["request"]["n_predict"] in {lesson.FIT_N, *lesson.PREDICT_N} and "n_probs" not in e["request"]
+    timed = [e["request"] for e in exchanges if e["path"] == "/completion" and e["request"]["prompt"] == CURRENT.loop_prompt
+             and e["request"]["n_predict"] in {CURRENT.fit_n, *CURRENT.predict_n} and "n_probs" not in e["request"]
              and not e["request"].get("stream")]
-    assert len(timed) == len({lesson.FIT_N, *lesson.PREDICT_N}) * 2  # fixtures are recorded with --repeat 2
+    assert len(timed) == len({CURRENT.fit_n, *CURRENT.predict_n}) * 2  # fixtures are recorded with --repeat 2
     streamed = [e["request"] for e in _streamed(exchanges, lesson)]
-    assert len(streamed) == 2 and all(req["stream"] is True and req["prompt"] == lesson.LOOP_PROMPT for req in streamed)
+    assert len(streamed) == 2 and all(req["stream"] is True and req["prompt"] == CURRENT.loop_prompt for req in streamed)
     for req in timed + streamed:
-        assert {k: req[k] for k in PINNED} == {**PINNED, "seed": lesson.SEED}
+        assert {k: req[k] for k in PINNED} == {**PINNED, "seed": CURRENT.seed}
 
 
 # --- the sampler pipeline against a naive reference, on a 4-token distribution --------------------
@@ -398,7 +401,7 @@ HAND = {
 
 def test_sampler_settings_against_hand_arithmetic_and_a_naive_reference(lesson):
     dist = hand_distribution(lesson)
-    for setting in lesson.SAMPLER_SETTINGS:
+    for setting in lesson.sampler_settings(CURRENT):
         applied = lesson.apply_setting(dist, setting)
         naive = naive_chain(PROBS, setting.samplers, setting.params)
         assert list(applied.ours) == pytest.approx(naive, abs=1e-12), setting.label
@@ -408,47 +411,47 @@ def test_sampler_settings_against_hand_arithmetic_and_a_naive_reference(lesson):
         assert applied.kept_percent == pytest.approx(100 * sum(p for p, x in zip(PROBS, naive, strict=True) if x > 0))
     # min-p is not one of the lesson's samplers: every request switches it off (0.0), which keeps every token.
     assert naive_min_p(PROBS, 0.0) == pytest.approx(PROBS)
-    assert lesson.post_sampling_body(("top_k",), {"top_k": 2}, 3)["min_p"] == 0.0
+    assert lesson.post_sampling_body(("top_k",), {"top_k": 2}, 3, CURRENT.seed)["min_p"] == 0.0
     # 0.2 × 0.45 = 0.09: min-p 0.2 would drop 0.08 (the request would then differ from the chain computed here)
     assert naive_min_p(PROBS, 0.2)[3] == 0.0
 
 
 def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
     dist = hand_distribution(lesson)
-    top_p = next(s for s in lesson.SAMPLER_SETTINGS if s.label == "top-p 0.5")
+    top_p = next(s for s in lesson.sampler_settings(CURRENT) if s.label == "top-p 0.5")
     applied = lesson.apply_setting(dist, top_p)
-    assert lesson.asked_candidates(dist, applied, lesson.MAX_POST_PROBS) == 3          # two kept, one more asked for
+    assert lesson.asked_candidates(dist, applied, CURRENT.max_post_probs) == 3          # two kept, one more asked for
 
     def step(listed):
         from bytesup.llama.responses import TokenProbabilities
         return TokenProbabilities(id=10, token="a", prob=listed[0][1],
                                   top_probs=[{"id": i, "token": "x", "prob": p} for i, p in listed])
 
-    right = lesson.check_setting(dist, applied, step([(10, 0.6), (11, 0.4)]))
+    right = lesson.check_setting(CURRENT, dist, applied, step([(10, 0.6), (11, 0.4)]))
     assert right.verdict == "agree" and right.fact() == {"name": "top-p 0.5", "max_relative_difference": pytest.approx(0.0, abs=1e-15),
-                                                         "tolerance": lesson.REL_TOL, "same_tokens": True}
-    three = lesson.check_setting(dist, applied, step([(10, 0.45 / 0.92), (11, 0.30 / 0.92), (12, 0.17 / 0.92)]))
+                                                         "tolerance": CURRENT.rel_tol, "same_tokens": True}
+    three = lesson.check_setting(CURRENT, dist, applied, step([(10, 0.45 / 0.92), (11, 0.30 / 0.92), (12, 0.17 / 0.92)]))
     assert three.verdict == "mismatch" and three.fact()["same_tokens"] is False
     # 0.6 against 0.6006 and 0.4 against 0.3994: |Δp| / p is 0.0006 / 0.6006 ≈ 1.0e-3 and 0.0006 / 0.3994 ≈ 1.5e-3,
     # the larger one reported, 150 times the tolerance
-    off = lesson.check_setting(dist, applied, step([(10, 0.6006), (11, 0.3994)]))
+    off = lesson.check_setting(CURRENT, dist, applied, step([(10, 0.6006), (11, 0.3994)]))
     assert off.verdict == "mismatch" and off.fact()["max_relative_difference"] == pytest.approx(0.0006 / 0.3994)
-    unchecked = lesson.check_setting(dist, lesson.Applied(top_p, None), None)
+    unchecked = lesson.check_setting(CURRENT, dist, lesson.Applied(top_p, None), None)
     assert (unchecked.verdict, unchecked.relative, unchecked.drawn, unchecked.edge) == ("not checked", False, None, None)
-    assert lesson.check_setting(dist, applied, None).verdict == "not checked"     # computed, but not asked
+    assert lesson.check_setting(CURRENT, dist, applied, None).verdict == "not checked"     # computed, but not asked
     # The server lists the 3 asked for (0 for the third): its list was cut, so the edge is our smallest kept
     # probability, 0.3 ÷ 0.75 = 0.4 (top-p 0.5 keeps 0.45 and 0.30); a whole list (2 of 3) has no edge.
-    assert lesson.check_setting(dist, applied, step([(10, 0.6), (11, 0.4), (12, 0.0)])).edge == pytest.approx(0.4)
+    assert lesson.check_setting(CURRENT, dist, applied, step([(10, 0.6), (11, 0.4), (12, 0.0)])).edge == pytest.approx(0.4)
     assert right.edge is None
     # Greedy keeps one token: with a single kept token there is no edge to show.
-    greedy = lesson.apply_setting(dist, next(s for s in lesson.SAMPLER_SETTINGS if s.label == "greedy"))
-    assert lesson.asked_candidates(dist, greedy, lesson.MAX_POST_PROBS) == 2
-    assert lesson.check_setting(dist, greedy, step([(10, 1.0), (11, 0.0)])).edge is None
-    assert cells([lesson.rows.check_row(unchecked)]) == [["top-p 0.5", "top_p → temperature", *[None] * 8, lesson.REL_TOL,
+    greedy = lesson.apply_setting(dist, next(s for s in lesson.sampler_settings(CURRENT) if s.label == "greedy"))
+    assert lesson.asked_candidates(dist, greedy, CURRENT.max_post_probs) == 2
+    assert lesson.check_setting(CURRENT, dist, greedy, step([(10, 1.0), (11, 0.0)])).edge is None
+    assert cells([lesson05.check_row(unchecked)]) == [["top-p 0.5", "top_p → temperature", *[None] * 8, CURRENT.rel_tol,
                                                           "not checked"]]
-    assert cells([lesson.rows.check_row(right)]) == [["top-p 0.5", "top_p → temperature", 2, 2, 2, True, "'a'", True,
+    assert cells([lesson05.check_row(right)]) == [["top-p 0.5", "top_p → temperature", 2, 2, 2, True, "'a'", True,
                                                       pytest.approx(0.0, abs=1e-15), pytest.approx(0.0, abs=1e-15),
-                                                      lesson.REL_TOL, "agree"]]
+                                                      CURRENT.rel_tol, "agree"]]
     summary = CheckSummary([right, three, off, unchecked])
     assert (len(summary.checked), summary.agree, summary.mismatch) == (3, [right], [three, off])
     # the largest |Δp| / p is the third token of `three`, kept by the server and not by us: |0 − p| ÷ p = 1
@@ -456,7 +459,7 @@ def test_a_wrong_kept_set_or_probability_is_a_mismatch(lesson):
     assert summary.largest_relative == 1.0 and summary.edges == [pytest.approx(0.4)]
     assert CheckSummary([right, off]).largest_relative == pytest.approx(0.0006 / 0.3994)
     assert math.isnan(CheckSummary([unchecked]).largest_relative)
-    assert unchecked.fact() == {"name": "top-p 0.5", "max_relative_difference": None, "tolerance": lesson.REL_TOL,
+    assert unchecked.fact() == {"name": "top-p 0.5", "max_relative_difference": None, "tolerance": CURRENT.rel_tol,
                                 "same_tokens": None}
 
 
@@ -520,7 +523,7 @@ def by_hand(lesson):
 
 def test_main_by_hand_the_loop_and_its_counters(by_hand, lesson):
     loop = by_hand.table("one_pass_per_token")
-    assert [r[3] for r in loop.rows] == [0.5] * lesson.LOOP_TOKENS
+    assert [r[3] for r in loop.rows] == [0.5] * CURRENT.loop_tokens
     assert "averaged 50% here" in loop.notes[1]
     delta = {r[0]: r[3] for r in by_hand.table("metrics_delta").rows}
     assert delta == {"llamacpp:prompt_tokens_total": 5, "llamacpp:tokens_predicted_total": 16, "llamacpp:n_decode_total": 16}
@@ -536,7 +539,7 @@ def test_main_by_hand_the_samplers(by_hand, lesson):
     assert applied["top-p 0.9"][2] == 3 and applied["top-p 0.9"][6] == pytest.approx(0.489130, abs=1e-6)
     assert applied["temperature 0.5"][6] == pytest.approx(0.617755, abs=1e-6)
     facts = by_hand.fact("sampler_comparisons")
-    assert [f["name"] for f in facts] == [s.label for s in lesson.SAMPLER_SETTINGS]
+    assert [f["name"] for f in facts] == [s.label for s in lesson.sampler_settings(CURRENT)]
     assert all(f["same_tokens"] is True and f["max_relative_difference"] <= f["tolerance"] == 1e-5 for f in facts)
 
 
@@ -567,3 +570,19 @@ def test_main_by_hand_measures_no_speculation(by_hand):
     # speculative decoding is lesson 5b's: lesson 5 neither asks for nor states it
     assert "speculative" not in by_hand.settings and not [t for t in by_hand.tables if t.name.startswith("speculative")]
     assert not [m for m in by_hand.measurements if m.name.startswith("spec_")]
+
+
+def test_main_follows_the_recorded_plan(lesson):
+    from lessonkit import QueuedServer, hand_context
+
+    # A plan that predicts one length and streams nothing: the fit at n = 32 and n = 8, two repeats each, so
+    # 1 loop + 1 reference + 10 post-sampling + 3 seeded + 2 × 2 timed = 19 of the 25 answers.
+    plan = {**CURRENT.model_dump(mode="json"), "predict_n": [8], "stream_tokens": None}
+    server = QueuedServer(hand_answers(lesson))
+    ctx = hand_context(LESSON, server, host_values={
+        "plan": plan, "client_clock": {"clock": "never asked"},
+        "server_facts": {"local": False, "reason": "the server runs on gpu-box, not on this host"}})
+    result = lesson.main(ctx)
+    assert server.left() == {"/completion": 6}
+    assert [r[0] for r in result.table("latency_model").rows] == [8, 32]
+    assert "client_clock" not in [t.name for t in result.tables] and "client_clock" not in result.facts

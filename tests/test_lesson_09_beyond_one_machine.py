@@ -15,6 +15,7 @@ from bytesup.llama import topology
 from bytesup.check.compare import Run, compare_runs, run_identity
 from bytesup.store.results import LessonResult, Measurement
 from bytesup.store.manifest import Manifest
+from bytesup.store.views import lesson09
 
 from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges, replay
 
@@ -51,7 +52,7 @@ def test_network_bytes_per_token_one_and_no_node():
 
 
 def test_predict_split_by_hand():
-    whole = L.Speeds("whole", 1, [2], 500.0, 490.0, 510.0, 100.0, 95.0, 105.0)
+    whole = lesson09.Speeds("whole", 1, [2], 500.0, 490.0, 510.0, 100.0, 95.0, 105.0)
     net = L.network_bytes_per_token(576, 49152, 2)  # 203,520 bytes
     p = L.predict_split(whole, 100_000_000, [40_000_000, 60_000_000], [1, 1], 50e-6, net, 1.25e9)
     # 100 MB × 100 tokens/s ÷ 2 threads = 5 GB/s per thread; 40 MB ÷ 5 GB/s = 8 ms, 60 MB ÷ 5 GB/s = 12 ms;
@@ -62,6 +63,24 @@ def test_predict_split_by_hand():
     assert p.link_seconds == pytest.approx(162.816e-6)
     assert p.seconds_per_token == pytest.approx(0.020262816)
     assert p.tokens_per_s == pytest.approx(49.351482, rel=1e-6)  # 1000 ÷ 20.262816
+    # The record states what it assumed, and the prediction table reads it from there: 1 round trip a node, 1.25 GB/s.
+    assert (p.round_trips_per_node, p.link_bytes_per_s) == (1, 1.25e9)
+    outcome = lesson09.Outcome(whole, whole, [], net, {"127.0.0.1:1": 50e-6, "127.0.0.1:2": 50e-6}, p)
+    terms = [r.term for r in lesson09.prediction_rows(outcome)]
+    assert terms[2:4] == ["2 round trips (1 per node)", "203,520 bytes at 1.25 GB/s"]
+    assert "1.25 GB/s is 10 Gbit/s Ethernet, slower than loopback" in lesson09.prediction(outcome).notes[1]
+
+
+def test_node_shares_by_hand():
+    # 40 MiB and 60 MiB of weights: 40% and 60% of the 100 MiB this server placed; a KV cache not given is 0 bytes.
+    where = {"devices": [{"device": "RPC0", "endpoint": "127.0.0.1:1", "model_bytes": 40 * 2**20, "kv_bytes": 5},
+                         {"device": "RPC1", "endpoint": "127.0.0.1:2", "model_bytes": 60 * 2**20}]}
+    first, second = L.node_shares("split", where)
+    assert (first.model_mib, first.share_percent, first.kv_bytes) == (40.0, 40.0, 5)
+    assert (second.model_mib, second.share_percent, second.kv_bytes) == (60.0, 60.0, 0)
+    # No weights at all: every share is 0%, not a division by zero.
+    assert L.node_shares("whole", {"devices": [{"device": "CPU", "model_bytes": 0}]})[0].share_percent == 0.0
+    assert L.node_shares("whole", {}) == []
 
 
 # --- the topology, from a recorded log --------------------------------------------------------------
@@ -239,14 +258,14 @@ def test_golden_replay(tmp_path):
 
 
 def test_split_verdict_is_judged_within_ten_percent():
-    assert L.split_verdict(0.74).startswith("slower")
-    assert L.split_verdict(0.95).startswith("about as fast") and L.split_verdict(1.05).startswith("about as fast")
-    assert L.split_verdict(15.4).startswith("faster, which the split alone cannot do")
+    assert lesson09.split_verdict(0.74).startswith("slower")
+    assert lesson09.split_verdict(0.95).startswith("about as fast") and lesson09.split_verdict(1.05).startswith("about as fast")
+    assert lesson09.split_verdict(15.4).startswith("faster, which the split alone cannot do")
 
 
 def test_loopback_wording_only_when_every_node_is_on_this_machine():
     def outcome(*endpoints):
-        return L.Outcome(None, None, [], None, {e: 1e-4 for e in endpoints}, None)
+        return lesson09.Outcome(None, None, [], None, {e: 1e-4 for e in endpoints}, None)
 
     assert outcome("127.0.0.1:50052", "localhost:50053", "[::1]:50054").on_loopback
     assert not outcome("127.0.0.1:50052", "10.0.0.2:50052").on_loopback
