@@ -21,9 +21,12 @@ block runs, and dropped after it unless `keep_blocks`; held throughout are the o
 (n_vocab × width float32; the token embedding when tied), the final norm and the activations.
 `memory_bound_bytes` states that bound for a file.
 
-BLAS runs on one thread here: a prompt's few rows make small products, where a second thread costs
-more than it gives on a busy machine, and one thread adds every sum in the same order on any number
-of cores, so a replay recomputes the same bits.
+Weights and activations are float32, and every operation is computed in float64 and rounded back to
+float32 (`product`, `rms_norm`, `softmax`, `silu`): the order in which a CPU's BLAS or SIMD kernels add a
+sum changes a float64 result far below float32's last bit, so the pass gives the same float32 bits on
+every CPU (AVX2 or AVX-512 kernels alike) and a replay anywhere recomputes what the run computed. BLAS
+runs on one thread: a prompt's few rows make small products, where a second thread costs more than it
+gives on a busy machine.
 """
 
 from __future__ import annotations
@@ -125,9 +128,23 @@ def _check_tensors(tf: TensorFile, hp: Hyper) -> None:
 
 # --- the parts, each as lessons 2, 3 and 6 explain it -----------------------------------------
 
+F32, F64 = np.float32, np.float64
+
+
+def _rounded(result: np.ndarray, *inputs: np.ndarray) -> np.ndarray:
+    """A float64 result back in the inputs' precision: float32 unless an input is float64."""
+    return result if any(np.asarray(a).dtype == F64 for a in inputs) else result.astype(F32)
+
+
+def product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x · wᵀ, each dot product summed in float64 and rounded to float32 (the same bits on any CPU's kernels)."""
+    return _rounded(np.asarray(x, dtype=F64) @ np.asarray(w, dtype=F64).T, x, w)
+
+
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """Rescale each row so its root mean square is 1, then multiply by the learned weight (lesson 3)."""
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+    x64 = np.asarray(x, dtype=F64)
+    return _rounded(x64 / np.sqrt(np.mean(x64 * x64, axis=-1, keepdims=True) + eps) * weight, x)
 
 
 def rope(x: np.ndarray, positions: np.ndarray, base: float, n_rot: int, freq_scale: float = 1.0) -> np.ndarray:
@@ -145,15 +162,21 @@ def rope(x: np.ndarray, positions: np.ndarray, base: float, n_rot: int, freq_sca
 
 
 def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
-    """e^z over the sum of e^z (less the largest z, which changes nothing: lesson 4)."""
-    e = np.exp(z - np.max(z, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
+    """e^z over the sum of e^z (less the largest z, which changes nothing: lesson 4), in float64; float32 in, float32 out."""
+    z64 = np.asarray(z, dtype=F64)
+    e = np.exp(z64 - np.max(z64, axis=axis, keepdims=True))
+    return _rounded(e / np.sum(e, axis=axis, keepdims=True), z)
+
+
+def silu(g: np.ndarray) -> np.ndarray:
+    """g / (1 + e^−g), in float64, rounded to float32."""
+    g64 = np.asarray(g, dtype=F64)
+    return _rounded(g64 / (1.0 + np.exp(-g64)), g)
 
 
 def swiglu(x: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray) -> np.ndarray:
     """The feed-forward half: down · (silu(gate · x) × up · x), silu(a) = a / (1 + e^−a)."""
-    g = x @ gate.T
-    return (g / (1.0 + np.exp(-g)) * (x @ up.T)) @ down.T
+    return product(silu(product(x, gate)) * product(x, up), down)
 
 
 @dataclass
@@ -192,20 +215,20 @@ def attention(w: BlockWeights, x: np.ndarray, hp: Hyper, positions: np.ndarray,
               cache: KVCache | None = None, b: int = 0) -> np.ndarray:
     """Causal grouped-query self-attention over x (N, width) at `positions`, with RoPE on queries and keys."""
     n = x.shape[0]
-    q = (x @ w.attn_q.T).reshape(n, hp.n_head, hp.head_dim)
-    k = (x @ w.attn_k.T).reshape(n, hp.n_head_kv, hp.head_dim)
-    v = (x @ w.attn_v.T).reshape(n, hp.n_head_kv, hp.head_dim)
+    q = product(x, w.attn_q).reshape(n, hp.n_head, hp.head_dim)
+    k = product(x, w.attn_k).reshape(n, hp.n_head_kv, hp.head_dim)
+    v = product(x, w.attn_v).reshape(n, hp.n_head_kv, hp.head_dim)
     q = rope(q, positions, hp.rope_base, hp.rope_dims, hp.rope_freq_scale)
     k = rope(k, positions, hp.rope_base, hp.rope_dims, hp.rope_freq_scale)
     if cache is not None:  # the keys and values of every earlier position, then these
         k, v = cache.extend(b, k, v)
     kv_head = np.arange(hp.n_head) // hp.group  # query head h reads KV head h // group
     keys, values = k[:, kv_head], v[:, kv_head]
-    scores = np.einsum("nhd,thd->hnt", q, keys) / np.float32(math.sqrt(hp.head_dim))
+    scores = (np.einsum("nhd,thd->hnt", q.astype(F64), keys.astype(F64)) / math.sqrt(hp.head_dim)).astype(F32)
     later = np.arange(keys.shape[0])[None, :] > np.asarray(positions)[:, None]  # a position sees only those before it
     scores = np.where(later[None], -np.inf, scores)
-    mixed = np.einsum("hnt,thd->nhd", softmax(scores), values).reshape(n, hp.n_head * hp.head_dim)
-    return mixed @ w.attn_output.T
+    mixed = np.einsum("hnt,thd->nhd", softmax(scores).astype(F64), values.astype(F64)).astype(F32)
+    return product(mixed.reshape(n, hp.n_head * hp.head_dim), w.attn_output)
 
 
 def block(w: BlockWeights, x: np.ndarray, hp: Hyper, positions: np.ndarray,
@@ -261,7 +284,7 @@ class Model:
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """Lines 4 and 5 on any rows of hidden states: the final norm, then one score per vocabulary entry."""
         with threadpool_limits(1, user_api="blas"):
-            return rms_norm(hidden, self.output_norm, self.hp.rms_eps) @ self.output.T
+            return product(rms_norm(hidden, self.output_norm, self.hp.rms_eps), self.output)
 
 
 def block_weights(hp: Hyper) -> int:
@@ -314,7 +337,7 @@ def forward(model: Model, prompts: list[list[int]]) -> list[Pass]:
         for tokens, x, lasts in zip(prompts, X, seen, strict=True):
             last = x[-1]                                                   # 3. keep only the last position
             last = rms_norm(last, model.output_norm, model.hp.rms_eps)     # 4. one final normalization
-            logits = model.output @ last                                   # 5. one score per vocabulary entry
+            logits = product(last, model.output)                           # 5. one score per vocabulary entry
             probs = softmax(logits.astype(np.float64))                     # 6. scores -> probabilities
             passes.append(Pass(list(tokens), x, np.stack(lasts), logits, probs))
     return passes
