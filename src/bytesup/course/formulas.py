@@ -41,6 +41,21 @@ def ridge_point(flops_per_s: float, bytes_per_s: float) -> float:
     return flops_per_s / bytes_per_s
 
 
+def attainable_flop_s(intensity: float, peak_flop_s: float, bandwidth_b_s: float) -> float:
+    """The roofline: the lower of the compute ceiling and what the memory can feed at this intensity."""
+    return min(peak_flop_s, intensity * bandwidth_b_s)
+
+
+def bound(intensity: float, ridge: float) -> str:
+    """Which ceiling limits work of this intensity on a machine with this ridge point."""
+    return "memory" if intensity < ridge else "compute"
+
+
+def tokens_to_cross(ridge: float, intensity_per_token: float) -> int:
+    """Smallest number of tokens per weight read whose intensity reaches the ridge."""
+    return max(1, math.ceil(ridge / intensity_per_token))
+
+
 def efficiency(measured: float, ceiling: float) -> float:
     return measured / ceiling if ceiling > 0 else math.nan
 
