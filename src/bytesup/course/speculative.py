@@ -15,6 +15,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
+from bytesup.course import clientclock
 from bytesup.course.formulas import GB
 
 
@@ -147,3 +148,25 @@ def predict(c: Counts, k: int, draft_ms: float, target_ms: float,
     verify_ms = batch_pass_ms(c.drafted_per_pass + 1, short, long, target_ms)
     predicted = predicted_speculative_speedup(c.tokens_per_pass, c.drafted_per_pass, draft_ms, target_ms, verify_ms)
     return Prediction(expected, draft_ms / target_ms, verify_ms / target_ms, ideal, predicted)
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One streamed request on a speculative server (or the target alone), on the client's clock, with the server's
+    counters of the same request. A gap shorter than `threshold_ms` joins a token to the one before: the tokens of
+    one speculative pass arrive microseconds apart, passes a whole pass apart."""
+    label: str
+    prompt: str
+    client: clientclock.ClientTimes
+    generated: int                    # predicted_n
+    accepted: int                     # draft_n_accepted (0 without a draft)
+    threshold_ms: float
+
+    @property
+    def bursts(self) -> list[int]:
+        return clientclock.bursts(self.client.itl_ms, self.threshold_ms)
+
+    @property
+    def server_passes(self) -> int:
+        """Target passes by the server's counters: generated − accepted."""
+        return target_passes(self.generated, self.accepted)
