@@ -518,3 +518,16 @@ def test_one_metrics_reading_between_batches_on_a_server_of_our_own(lesson, shar
     assert sum(path == "/metrics" for _, path, _ in server.requests) == reads
     level = lesson.batch_level(2, runs)
     assert level.predicted_delta == 384.0 and level.decode_calls_delta == 240.0
+
+
+def test_the_view_records_nothing():
+    """The view only renders: it puts tables and plots on the page and asks nothing else of it."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(view))
+    pages = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+             and isinstance(c.func.value, ast.Name) and c.func.value.id == "page"}
+    assert pages == {"table", "plot"}
+    calls = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+    assert not calls & {"measure", "fact", "host", "recorded", "local_server", "step", "completion", "metrics"}
