@@ -24,7 +24,6 @@ except ImportError:
     import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +37,8 @@ from bytesup.llama import timed as measure
 from bytesup.llama.responses import Completion, decode_tokens_per_s
 from bytesup.store.plans import lesson07 as plans
 from bytesup.store.views import lesson07 as view
-from bytesup.store.views.lesson07 import AttentionIntensity, BatchRow, Ceiling, MeasuredPoint, Roofline, RooflinePoint
+from bytesup.store.views.lesson07 import (AttentionIntensity, BatchRow, BoundRidge, Ceiling, MeasuredPoint, Roofline,
+                                          RooflinePoint)
 from bytesup.units import GB, MiB, PINNED
 
 TITLE = "The hardware fit"
@@ -66,11 +66,13 @@ def main(ctx: LessonContext):
     view.show_rooflines(ctx, roofs, host.bandwidth["gb_per_s"]["median"], host.matmul["gflop_per_s"]["median"], model,
                         elsewhere)
 
-    # 2. Where decode and prefill sit: intensity = N tokens × 2 FLOPs per parameter ÷ weight bytes per read.
-    batching = formulas.batch_sizes(ctx.identity.get("server", {}).get("flags"))
-    points = roofline_points(model.n_params, model.bytes_per_token, batching["n_ubatch"], host, ridge, h100_ridge)
-    view.show_roofline_points(ctx, points, model, host.peak_flop_s, ridge, h100_ridge, batching)
+    # 2. Where decode and prefill sit: intensity = N tokens × 2 FLOPs per parameter ÷ weight bytes per read. A timed
+    # prefill gives the engine's roof: left of its ridge a point waits on memory, right of it on arithmetic.
     prefill = measure_prefill(ctx, plan)
+    labels = bound_ridge(ridge, engine_roof_gflop_s(model.n_params, prefill), host)
+    batching = formulas.batch_sizes(ctx.identity.get("server", {}).get("flags"))
+    points = roofline_points(model.n_params, model.bytes_per_token, batching["n_ubatch"], host, labels.ridge, h100_ridge)
+    view.show_roofline_points(ctx, points, model, host.peak_flop_s, ridge, labels, h100_ridge, batching)
 
     # 3. Batching flips the bottleneck: P sequences share each read of the weights.
     levels = list(plan.parallel) if own else parallel_levels(served_slots(ctx.server))
@@ -80,8 +82,8 @@ def main(ctx: LessonContext):
     record_batches(ctx, measured)
     baseline = baseline_tokens_per_s(measured)
     dec_i = points[0].intensity
-    rows = [batch_row(lv, baseline, dec_i, ridge) for lv in measured]
-    view.show_batching(ctx, rows, view.batching_notes(rows, baseline, dec_i, ridge, h100_ridge, facts, own))
+    rows = [batch_row(lv, baseline, dec_i, labels.ridge) for lv in measured]
+    view.show_batching(ctx, rows, view.batching_notes(rows, baseline, dec_i, labels, h100_ridge, facts, own))
 
     # 4. The measured points on the roofline: decode alone and the timed prefill, in GFLOP/s.
     reached = measured_points(model.n_params, dec_i, host, measured[0].per_sequence, prefill, plan.prefill.tokens)
@@ -237,16 +239,6 @@ def run_batches(ctx: LessonContext, plan: plans.Plan, levels: list[int], own: bo
 
 # --- arithmetic: pure, from the responses and the host's measurements; one record per figure -----------
 
-def decode_intensity(n_params: float, n_bytes: float) -> float:
-    """FLOPs per byte of one decoded token: ~2 FLOPs per parameter, every weight byte read once."""
-    return formulas.flops_per_token(n_params) / n_bytes
-
-
-def aggregate_tokens_per_s(generated: list[int], wall_s: float) -> float:
-    """All tokens the batch generated ÷ the batch's wall time."""
-    return sum(generated) / wall_s
-
-
 def parallel_levels(total_slots: int, wanted: tuple[int, ...] = (1, 2, 4, 8)) -> list[int]:
     """Powers of two up to the slots a remote server offers, and that count itself."""
     levels = [p for p in wanted if p <= total_slots]
@@ -295,11 +287,27 @@ def published_rooflines(n_bytes: int) -> list[Roofline]:
                      ceiling_at(spark_gbs, n_bytes))]
 
 
+def engine_roof_gflop_s(n_params: int, prefill: list[float]) -> float | None:
+    """The engine's compute roof: the GFLOP/s its timed prefill reached (median tokens/s × FLOPs per token), the
+    fastest arithmetic it showed; None when the run timed no prefill."""
+    return Spread.of(prefill).median * formulas.flops_per_token(n_params) / 1e9 if prefill else None
+
+
+def bound_ridge(ridge: float, engine_gflop_s: float | None, host: HostCeilings) -> BoundRidge:
+    """The ridge the bound labels use, the roof the plot draws the measured points against: the engine's (its roof ÷
+    the read bandwidth) where the run timed a prefill, else numpy's matmul ridge."""
+    bw_gbs = host.bandwidth["gb_per_s"]["median"]
+    if engine_gflop_s is None:
+        return BoundRidge(ridge, None, bw_gbs, ridge)
+    return BoundRidge(engine_gflop_s * 1e9 / host.bandwidth_b_s, engine_gflop_s, bw_gbs, ridge)
+
+
 def roofline_points(n_params: int, n_bytes: int, n_ubatch: int, host: HostCeilings, ridge: float,
                     h100_ridge: float) -> list[RooflinePoint]:
     """Decode and prefills of PREFILL_TOKENS: a prefill of N reads the weights ceil(N ÷ n_ubatch) times,
-    so its intensity is N ÷ reads × the decode's; attainable = min(peak, intensity × bandwidth)."""
-    dec_i = decode_intensity(n_params, n_bytes)
+    so its intensity is N ÷ reads × the decode's; attainable = min(peak, intensity × bandwidth) on numpy's roof.
+    The bound is against `ridge`: the engine's where the run timed a prefill, else numpy's."""
+    dec_i = formulas.decode_intensity(n_params, n_bytes)
     flops_tok = formulas.flops_per_token(n_params)
     points = []
     for N in (1, *PREFILL_TOKENS):
@@ -309,14 +317,6 @@ def roofline_points(n_params: int, n_bytes: int, n_ubatch: int, host: HostCeilin
         points.append(RooflinePoint("decode" if N == 1 else f"prefill of {N}", N, reads, N / reads, inten, att / 1e9,
                                     bound(inten, ridge), att / flops_tok, bound(inten, h100_ridge)))
     return points
-
-
-def closest_roof(gflop_s: float, roofs: dict[str, float]) -> str:
-    """The roof whose attainable GFLOP/s is nearest the measured one, as a ratio (|ln(measured ÷ roof)|);
-    "both" when the roofs are one there (below both ridges they share the memory slope)."""
-    if len(set(roofs.values())) == 1 and len(roofs) > 1:
-        return "both"
-    return min(roofs, key=lambda name: abs(math.log(gflop_s / roofs[name])))
 
 
 def measured_points(n_params: int, dec_i: float, host: HostCeilings, decode: list[float], prefill: list[float],
@@ -337,7 +337,7 @@ def measured_points(n_params: int, dec_i: float, host: HostCeilings, decode: lis
         engine_roof = None if engine_peak is None else attainable_flop_s(inten, engine_peak, host.bandwidth_b_s) / 1e9
         roofs = {"numpy's": numpy_roof, **({"the engine's": engine_roof} if engine_roof is not None else {})}
         out.append(MeasuredPoint(phase, inten, tps.median, tps.min, tps.max, reached, numpy_roof, engine_roof,
-                                 closest_roof(reached, roofs)))
+                                 formulas.closest_roof(reached, roofs)))
     return out
 
 
@@ -377,7 +377,7 @@ def batch_level(P: int, runs: list[BatchRun]) -> BatchLevel:
     walls = [run.wall_s for run in runs]
     return BatchLevel(
         P, walls, generated,
-        aggregate=[aggregate_tokens_per_s(g, w) for g, w in zip(generated, walls, strict=True)],
+        aggregate=[sum(g) / w for g, w in zip(generated, walls, strict=True)],  # all its tokens ÷ its wall time
         per_sequence=[decode_tokens_per_s(c.timings) for run in runs for c in run.completions],
         predicted_delta=_sum_or_none([_delta(r.metrics_after, r.metrics_before, PREDICTED) for r in runs]),
         decode_calls_delta=_sum_or_none([_delta(r.metrics_after, r.metrics_before, DECODE_CALLS) for r in runs]))

@@ -58,6 +58,10 @@ def test_decode_intensity_and_attainable(result):
     host = next(r for r in roof.rows if r[0] == "this host's CPU")
     peak_gflops, bw_gbs, ridge = host[2], host[3], host[4]
     h100_ridge = next(r for r in roof.rows if r[0] == "H100")[4]
+    # The run timed a prefill: the labels read the engine's ridge, its prefill's GFLOP/s ÷ the read bandwidth.
+    mp = result.table("measured_points")
+    engine_ridge = next(r for r in mp.rows if r[0].startswith("prefill"))[col(mp, "reached")] / bw_gbs
+    assert engine_ridge < ridge
     t = result.table("roofline_points")
     n, inten, att, bound_here = col(t, "tokens per weight read"), col(t, "arithmetic intensity"), \
         col(t, "attainable on this CPU"), col(t, "bound on this CPU")
@@ -71,7 +75,7 @@ def test_decode_intensity_and_attainable(result):
         assert row[n] == pytest.approx(row[N] / row[reads])
         assert row[inten] == pytest.approx(row[n] * decode[inten])
         assert row[att] == pytest.approx(min(peak_gflops, row[inten] * bw_gbs))
-        assert row[bound_here] == ("memory" if row[inten] < ridge else "compute")
+        assert row[bound_here] == ("memory" if row[inten] < engine_ridge else "compute")
         assert row[col(t, "bound on H100")] == ("memory" if row[inten] < h100_ridge else "compute")
         tokens_s = row[col(t, "roofline speed on this CPU")]
         assert tokens_s == pytest.approx(row[att] * 1e9 / (2 * meta["n_params"]))
@@ -126,6 +130,11 @@ def test_aggregate_is_tokens_over_wall_time(result):
         if per_call is not None:
             decode_i = 2 * _served_meta()["n_params"] / _served_meta()["size"]
             assert row[col(t, "intensity of one step")] == pytest.approx(per_call * decode_i)
+            bw = result.measurement("read_bandwidth_gb_per_s").median
+            mp = result.table("measured_points")
+            engine_ridge = next(r for r in mp.rows if r[0].startswith("prefill"))[col(mp, "reached")] / bw
+            bound = "memory" if per_call * decode_i < engine_ridge else "compute"
+            assert row[col(t, "bound on this CPU's roofline")] == bound
 
 
 def test_plots(result):
@@ -166,10 +175,10 @@ N_PARAMS, N_BYTES = 50_000_000, 100_000_000
 
 
 def test_decode_intensity_by_hand(lesson):
-    assert lesson.decode_intensity(N_PARAMS, N_BYTES) == 1.0
+    assert formulas.decode_intensity(N_PARAMS, N_BYTES) == 1.0
     # SmolLM2-135M Q4_1: 2 × 134,515,008 = 269,030,016 FLOPs over 96,576,768 bytes = 2.7857 FLOPs per byte.
-    assert lesson.decode_intensity(134_515_008, 96_576_768) == pytest.approx(2.7857, abs=1e-4)
-    assert lesson.decode_intensity(6.74e9, 7.16e9) == pytest.approx(1.8827, abs=1e-4)  # 13.48 ÷ 7.16
+    assert formulas.decode_intensity(134_515_008, 96_576_768) == pytest.approx(2.7857, abs=1e-4)
+    assert formulas.decode_intensity(6.74e9, 7.16e9) == pytest.approx(1.8827, abs=1e-4)  # 13.48 ÷ 7.16
 
 
 def test_roofline_helpers_by_hand(lesson):
@@ -260,6 +269,47 @@ def test_roofline_points_by_hand(lesson):
         assert p.tokens_per_read == pytest.approx(N / reads) and p.intensity == pytest.approx(inten)
         assert p.attainable_gflop_s == pytest.approx(att) and p.tokens_per_s == pytest.approx(tps)
         assert (p.bound_here, p.bound_h100) == (here_bound, h100_bound)
+    # Against an engine whose prefill reached 8 GFLOP/s, 8 ÷ 16 GB/s = a ridge of 0.5: decode at 1 FLOP/byte is right
+    # of it, compute-bound, though numpy's roof (ridge 12.5) still lets it reach only 16 GFLOP/s.
+    engine = lesson.roofline_points(N_PARAMS, N_BYTES, 512, lesson.HostCeilings(bandwidth, blas, matmul), 0.5, 295.22)
+    assert [p.bound_here for p in engine] == ["compute"] * 5 and engine[0].attainable_gflop_s == pytest.approx(16.0)
+
+
+def test_the_labels_read_the_engines_ridge_when_a_prefill_was_timed(lesson):
+    """The ridge of the bound labels: 100 M parameters, 0.2 GFLOP per token; a prefill of 40 tokens/s reached 8 GFLOP/s,
+    ÷ 16 GB/s = 0.5 FLOPs/byte; without a prefill, numpy's 12.5."""
+    host = lesson.HostCeilings(*_host())
+    engine = lesson.engine_roof_gflop_s(100_000_000, [30.0, 40.0, 50.0])
+    assert engine == pytest.approx(8.0) and lesson.engine_roof_gflop_s(100_000_000, []) is None
+    labels = lesson.bound_ridge(12.5, engine, host)
+    assert labels.ridge == pytest.approx(0.5) and labels.name == "the engine's ridge" and labels.bandwidth_gb_s == 16.0
+    numpy = lesson.bound_ridge(12.5, None, host)
+    assert numpy.ridge == 12.5 and numpy.name == "this CPU's ridge"
+    # The decode note says which ridge its label reads, and on which side decode sits (1 FLOP/byte).
+    dec = lesson.roofline_points(50_000_000, 100_000_000, 512, host, labels.ridge, 295.22)[0]
+    model = lesson.ServedModel("hand", 50_000_000, 100_000_000, "Q8_0")
+    note = view.decode_note(dec, model, host.peak_flop_s, labels)
+    assert "at or right of the engine's ridge of 0.5 (its prefill's 8 GFLOP/s ÷ 16 GB/s" in note
+    assert "compute-bound on this CPU" in note and "numpy's matmul ridge is 12.5" in note
+    dec = lesson.roofline_points(50_000_000, 100_000_000, 512, host, numpy.ridge, 295.22)[0]
+    assert view.decode_note(dec, model, host.peak_flop_s, numpy).endswith(
+        "below this CPU's ridge of 12.5: memory-bound, at most 16 GFLOP/s (8.0% of the matmul peak).")
+
+
+def test_what_the_largest_batch_gain_shows(lesson):
+    """Steps of 10 ms alone and 40 ms for 8 at once: 4 × the step for 8 × the tokens, 2 × the decode tokens/s;
+    4 = s + (1 − s) × 8 gives s = (8 − 4) ÷ 7 = 57% shared. A step of 8 that took 9 × one alone shares nothing:
+    s = (8 − 9) ÷ 7 = −14%, and the note says the model does not hold."""
+    assert formulas.shared_share(8, 4.0) == pytest.approx(4 / 7)
+    assert formulas.shared_share(8, 1.0) == 1.0 and formulas.shared_share(8, 8.0) == 0.0
+    one, eight = _row(lesson, 1, 90, 100, 0.9), _row(lesson, 8, 180, 25, 1.8)
+    note = view.gain_note(one, eight)
+    assert note.startswith("What the P = 8 gain shows: 8 × the tokens per step, for 1.80 × the tokens/s of one")
+    assert "a step of 8 took 4 × the step of one (40 ms against 10 ms), so decode ran 2 × as many tokens/s" in note
+    assert "s = (8 − 4) ÷ 7 = 57% of one sequence's step is shared by the batch" in note and "43% is each" in note
+    slow = view.gain_note(one, _row(lesson, 8, 80, 100 / 9, 0.8))
+    assert "s = -14%, outside 0–100%" in slow and "is shared by" not in slow
+    assert view.gain_note(one, one) is None
 
 
 def _completion(predicted_n: int, predicted_ms: float) -> dict:
@@ -268,7 +318,6 @@ def _completion(predicted_n: int, predicted_ms: float) -> dict:
 
 
 def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
-    assert lesson.aggregate_tokens_per_s([64, 64], 0.5) == 256.0  # 128 tokens in half a second
     c = [Completion(**_completion(64, 1260.0)), Completion(**_completion(64, 1575.0))]
     runs = [lesson.BatchRun([c[0], c[0]], 1.28, {"llamacpp:tokens_predicted_total": 10.0, "llamacpp:n_decode_total": 7.0},
                             {"llamacpp:tokens_predicted_total": 138.0, "llamacpp:n_decode_total": 87.0}),
@@ -422,7 +471,7 @@ def test_measured_points_by_hand(lesson):
     # without a prefill: decode alone against this CPU's roof
     (alone,) = lesson.measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [], 128)
     assert alone.engine_roof is None and alone.closest == "numpy's"
-    assert lesson.closest_roof(30.0, {"a": 20.0, "b": 100.0}) == "a"  # 1.5 × a, 0.3 × b
+    assert formulas.closest_roof(30.0, {"a": 20.0, "b": 100.0}) == "a"  # 1.5 × a, 0.3 × b
 
 
 def test_the_plan_of_a_run_and_of_older_recordings(lesson):
@@ -445,9 +494,16 @@ def test_the_plan_of_a_run_and_of_older_recordings(lesson):
     assert set(read) == {"plan"}
 
 
-def test_main_measures_a_prefill_and_places_both_phases(lesson):
+# 128-token prefills: 320 tokens/s (median of 380, 400, 400, 420, 440 ms: 400 ms) reach 32 GFLOP/s, an engine ridge
+# of 32 ÷ 16 GB/s = 2 FLOPs/byte, right of decode (1) and of P = 2's step (1.6): both memory-bound. 100 tokens/s
+# (1,280 ms) reach 10 GFLOP/s, a ridge of 0.625, left of both: the same steps become compute-bound.
+@pytest.mark.parametrize("prefill_ms,tokens_s,engine,dec_closest,bound", [
+    ((380.0, 400.0, 400.0, 420.0, 440.0), 320.0, 32.0, "both", "memory"),
+    ((1200.0, 1280.0, 1280.0, 1300.0, 1400.0), 100.0, 10.0, "the engine's", "compute"),
+])
+def test_main_measures_a_prefill_and_places_both_phases(lesson, prefill_ms, tokens_s, engine, dec_closest, bound):
     """The same user's server, now with the prefill plan: one warm-up and five timed 128-token prompts (the warm-up's
-    9,999 ms is not a sample), then the measured points against both roofs."""
+    9,999 ms is not a sample), then the measured points against both roofs, and the labels read the engine's ridge."""
     counters = [(0, 0), (64, 64), (64, 64), (128, 128), (128, 128), (256, 208), (256, 208), (384, 288)]
 
     def prefill(ms: float) -> dict:
@@ -459,8 +515,7 @@ def test_main_measures_a_prefill_and_places_both_phases(lesson):
         "/props": [{"total_slots": 2}],
         "/metrics": [_metrics_text(*c) for c in counters],
         "/tokenize": [{"tokens": list(range(128))}],
-        # 128 tokens in 400 ms = 320 tokens/s (median of 380, 400, 400, 420, 440 ms: 320); then the batches as before
-        "/completion": [prefill(9999.0), *[prefill(ms) for ms in (380.0, 400.0, 400.0, 420.0, 440.0)],
+        "/completion": [prefill(9999.0), *[prefill(ms) for ms in prefill_ms],
                         _completion(64, 630.0), _completion(64, 700.0), *[_completion(64, 1260.0)] * 2,
                         *[_completion(64, 1575.0)] * 2],
     })
@@ -478,16 +533,26 @@ def test_main_measures_a_prefill_and_places_both_phases(lesson):
 
     t = result.table("measured_points")
     dec, pre = t.rows
-    # 0.1 GFLOP per token. decode alone: 95 tokens/s, 9.5 GFLOP/s at 1 FLOP/byte, where both roofs are 16 GB/s × 1
-    assert dec[col(t, "reached")] == pytest.approx(9.5) and dec[col(t, "closest roof")] == "both"
+    # 0.1 GFLOP per token. decode alone: 95 tokens/s, 9.5 GFLOP/s at 1 FLOP/byte, where this CPU's roof is 16 GB/s × 1
+    # and the engine's the lower of its prefill's GFLOP/s and 16
+    assert dec[col(t, "reached")] == pytest.approx(9.5) and dec[col(t, "closest roof")] == dec_closest
     assert dec[col(t, "this CPU's roof there")] == pytest.approx(16.0)
-    # prefill: 320 tokens/s, 32 GFLOP/s at 128 FLOPs/byte: this CPU's roof 200, the engine's 32
-    assert pre[col(t, "tokens/s")] == pytest.approx(320.0) and pre[col(t, "reached")] == pytest.approx(32.0)
+    assert dec[col(t, "the engine's roof there")] == pytest.approx(min(engine, 16.0))
+    # prefill: its tokens/s × 0.1 GFLOP at 128 FLOPs/byte: this CPU's roof 200, the engine's its own GFLOP/s
+    assert pre[col(t, "tokens/s")] == pytest.approx(tokens_s) and pre[col(t, "reached")] == pytest.approx(engine)
     assert pre[col(t, "this CPU's roof there")] == pytest.approx(200.0)
-    assert pre[col(t, "the engine's roof there")] == pytest.approx(32.0) and pre[col(t, "closest roof")] == "the engine's"
+    assert pre[col(t, "the engine's roof there")] == pytest.approx(engine) and pre[col(t, "closest roof")] == "the engine's"
     plot = next(p for p in result.plots if p.name == "roofline")
     measured = next(s for s in plot.series if s.label.startswith("measured"))
-    assert measured.x == pytest.approx([1.0, 128.0]) and measured.y == pytest.approx([9.5, 32.0])
+    assert measured.x == pytest.approx([1.0, 128.0]) and measured.y == pytest.approx([9.5, engine])
+    roof = next(s for s in plot.series if s.label.startswith("the engine's roof"))
+    assert roof.x[1] == pytest.approx(engine / 16.0)  # the plot's ridge is the labels' ridge
+    # The labels: decode and P = 2's step (1.6 FLOPs/byte) against the engine's ridge; numpy's (12.5) says memory.
+    pts, batches = result.table("roofline_points"), result.table("batching")
+    assert pts.rows[0][col(pts, "bound on this CPU")] == bound
+    assert [r[col(batches, "bound on this CPU's roofline")] for r in batches.rows] == [bound, bound]
+    assert f"{'left of' if bound == 'memory' else 'at or right of'} the engine's ridge of {engine / 16:.3g}" in pts.notes[0]
+    assert f"which reaches the engine's ridge ({engine / 16:.3g})" in " ".join(batches.notes)
 
 
 def test_the_batch_line_predicts_the_largest_batch(lesson):

@@ -49,6 +49,21 @@ class Served(Protocol):
     def bytes_per_token(self) -> int: ...
 
 
+@dataclass(frozen=True)
+class BoundRidge:
+    """The ridge the "bound" labels are read against: the engine's, its prefill's GFLOP/s ÷ the read bandwidth, where
+    the run timed a prefill (the roof the plot draws the measured points against), else numpy's matmul ridge.
+    Left of it a point is memory-bound, right of it compute-bound."""
+    ridge: float
+    engine_gflop_s: float | None
+    bandwidth_gb_s: float
+    numpy_ridge: float
+
+    @property
+    def name(self) -> str:
+        return "this CPU's ridge" if self.engine_gflop_s is None else "the engine's ridge"
+
+
 # --- the records: one per figure ------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -186,25 +201,37 @@ def show_rooflines(page: Page, roofs: list[Roofline], bw_median: float, peak_med
                columns(Roofline, model=model.name), cells(roofs), notes=notes)
 
 
+def decode_note(dec: RooflinePoint, model: Served, peak_flop_s: float, labels: BoundRidge) -> str:
+    """Where decode sits against the ridge its label is read at, and what numpy's roof would allow it."""
+    head = (f"Decode: 2 × {model.n_params:,} parameters ÷ {model.bytes_per_token:,} bytes ({model.weight_type or 'weights'}) "
+            f"= {dec.intensity:.3g} FLOPs per byte, ")
+    share = f"{100 * dec.attainable_gflop_s * 1e9 / peak_flop_s:.1f}% of the matmul peak"
+    if labels.engine_gflop_s is None:
+        return (head + f"{'below' if dec.intensity < labels.ridge else 'at or above'} this CPU's ridge of "
+                f"{labels.ridge:.3g}: {dec.bound_here}-bound, at most {dec.attainable_gflop_s:.4g} GFLOP/s ({share}).")
+    return (head + f"{'left of' if dec.intensity < labels.ridge else 'at or right of'} the engine's ridge of "
+            f"{labels.ridge:.3g} (its prefill's {labels.engine_gflop_s:.3g} GFLOP/s ÷ {labels.bandwidth_gb_s:.3g} GB/s, "
+            f"the roof the plot draws the measured points against): {dec.bound_here}-bound on this CPU. A point left of "
+            f"a ridge is memory-bound, right of it compute-bound: this CPU's column reads the engine's ridge, the "
+            f"H100's its own. numpy's matmul ridge is {labels.numpy_ridge:.3g}; on numpy's roof decode could reach "
+            f"{dec.attainable_gflop_s:.4g} GFLOP/s ({share}).")
+
+
 def show_roofline_points(page: Page, points: list[RooflinePoint], model: Served, peak_flop_s: float, ridge: float,
-                         h100_ridge: float, batching: dict) -> None:
+                         labels: BoundRidge, h100_ridge: float, batching: dict) -> None:
     dec, best = points[0], points[-1]
     dec_i, n_ubatch = dec.intensity, batching["n_ubatch"]
-    cross_here, cross_h100 = formulas.tokens_to_cross(ridge, dec_i), formulas.tokens_to_cross(h100_ridge, dec_i)
+    cross_here, cross_h100 = formulas.tokens_to_cross(labels.ridge, dec_i), formulas.tokens_to_cross(h100_ridge, dec_i)
     flops_tok = formulas.flops_per_token(model.n_params)
     page.table(
         "roofline_points", f"Decode and prefill of {model.name} on this host's CPU roofline",
         columns(RooflinePoint), cells(points),
         notes=[
-            (f"Decode: 2 × {model.n_params:,} parameters ÷ {model.bytes_per_token:,} bytes ({model.weight_type or 'weights'}) "
-             f"= {dec_i:.3g} FLOPs per byte, {'below' if dec_i < ridge else 'at or above'} this CPU's ridge of "
-             f"{ridge:.3g}: {dec.bound_here}-bound, "
-             f"at most {dec.attainable_gflop_s:.4g} GFLOP/s ({100 * dec.attainable_gflop_s * 1e9 / peak_flop_s:.1f}% "
-             f"of the matmul peak)."),
+            decode_note(dec, model, peak_flop_s, labels),
             f"A prefill multiplies the weights by micro-batches of up to n_ubatch = {n_ubatch:,} tokens "
             f"({batching['source']}), so it reads every weight ceil(N ÷ {n_ubatch:,}) times and its intensity is "
             f"N ÷ ceil(N ÷ {n_ubatch:,}) × {dec_i:.3g}: never above {n_ubatch:,} × {dec_i:.3g} = {n_ubatch * dec_i:,.4g}. "
-            f"From {cross_here} tokens per read on it reaches this CPU's ridge, and on the H100 from {cross_h100}"
+            f"From {cross_here} tokens per read on it reaches {labels.name}, and on the H100 from {cross_h100}"
             + ("" if cross_h100 <= n_ubatch else f", more than one micro-batch holds: on the H100 a prefill stays "
                f"memory-bound at n_ubatch = {n_ubatch:,}") + ".",
             (f"The roofline speed column is attainable FLOP/s ÷ {flops_tok / 1e9:.4g} GFLOP per token: "
@@ -310,11 +337,32 @@ def batch_line_note(rows: list[BatchRow]) -> str | None:
     return text
 
 
-def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, ridge: float, h100_ridge: float,
+def gain_note(first: BatchRow, last: BatchRow) -> str | None:
+    """What the largest batch's gain says about the two terms of a step: the part P sequences share (reading the
+    weights, the step's fixed cost) and each sequence's own (chiefly its arithmetic), from the server-timed steps."""
+    if first.parallel != 1 or last.parallel <= 1 or last.per_sequence <= 0 or first.per_sequence <= 0:
+        return None
+    P, step_1, step_P = last.parallel, 1e3 / first.per_sequence, 1e3 / last.per_sequence
+    ratio = step_P / step_1
+    shared = formulas.shared_share(P, ratio)
+    text = (f"What the P = {P} gain shows: {P} × the tokens per step, for {last.aggregate_ratio:.2f} × the tokens/s of one "
+            f"sequence alone (the aggregate, on the batch's wall time). On the server's clock a step of {P} took "
+            f"{ratio:.3g} × the step of one ({step_P:.3g} ms against {step_1:.3g} ms), so decode ran {P / ratio:.3g} × as "
+            f"many tokens/s. A step spent only reading the weights would be shared whole by the batch ({P} ×, the same "
+            f"step time); one spent only on each token's arithmetic would not be shared at all (1 ×, {P} × the step time). "
+            f"With step(P) = step(1) × (s + (1 − s) × P), ")
+    if not 0 <= shared <= 1:
+        return text + f"s = {100 * shared:.0f}%, outside 0–100%: these steps are not one shared part and one per sequence."
+    return text + (f"s = ({P} − {ratio:.3g}) ÷ {P - 1} = {100 * shared:.0f}% of one sequence's step is shared by the "
+                   f"batch (the weight read and the step's fixed cost) and {100 * (1 - shared):.0f}% is each sequence's "
+                   f"own (chiefly its arithmetic).")
+
+
+def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: BoundRidge, h100_ridge: float,
                    facts: dict, own: bool) -> list[str]:
     first, last = rows[0], rows[-1]
     base, P_last = first.parallel, last.parallel
-    cross_here, cross_h100 = formulas.tokens_to_cross(ridge, dec_i), formulas.tokens_to_cross(h100_ridge, dec_i)
+    cross_here, cross_h100 = formulas.tokens_to_cross(labels.ridge, dec_i), formulas.tokens_to_cross(h100_ridge, dec_i)
     notes = []
     if len(rows) > 1:
         notes += [
@@ -323,6 +371,7 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, ridge: f
              f"timed by the server); each sequence ran at {last.per_sequence:,.0f} tokens/s, "
              f"{last.per_sequence_ratio:.2f} × the same baseline."),
             batch_verdict(rows),
+            *[n for n in (gain_note(first, last),) if n],
         ]
     else:
         notes.append(f"The server offers {base} slot, so no batch of more than {base} sequence could be "
@@ -333,7 +382,7 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, ridge: f
          f"the prefill and the HTTP round trips."),
         (f"One step reads the weights once and does the arithmetic of every token it decodes: intensity = tokens "
          f"per llama_decode call (from /metrics: tokens_predicted_total Δ ÷ n_decode_total Δ) × {dec_i:.3g} "
-         f"FLOPs/byte, which reaches this CPU's ridge ({ridge:.3g}) from {cross_here} tokens per call on "
+         f"FLOPs/byte, which reaches {labels.name} ({labels.ridge:.3g}) from {cross_here} tokens per call on "
          f"(the H100's from {cross_h100})."),
         ("Aggregate = tokens generated ÷ the batch's wall time on this host's clock; per sequence = "
          "(predicted_n − 1) ÷ predicted_ms from each response."),
