@@ -201,3 +201,16 @@ def test_the_plan_of_a_run_and_of_older_recordings(lesson):
     assert plan_of({"repeat": 1, "client_clock": {}}) == (plans.current(1), {"repeat", "client_clock"})
     recorded = PLAN.model_copy(update={"n_predict": 16, "draft_lengths": [2]})
     assert plan_of({"plan": recorded.model_dump(), "client_clock": {}}) == (recorded, {"plan"})
+
+
+def test_a_live_run_records_its_plan_once(lesson):
+    """Live, the plan is today's, at most two rounds whatever --repeat, recorded as the one host value `plan`."""
+    from lessonkit import QueuedServer
+
+    from bytesup.lesson import LessonContext, Reporter
+    from bytesup.options import RunOptions
+
+    ctx = LessonContext(LESSON, "live", server=QueuedServer({}).server, run=RunOptions(command=["test"], repeat=5),
+                        model_path=None, sink=[], replay=None, progress=Reporter(None, LESSON))
+    plan = lesson.the_plan(ctx)
+    assert plan.rounds == 2 and plan.stream and ctx.host_values == {"repeat": 5, "plan": plan.model_dump()}

@@ -596,3 +596,14 @@ def test_the_view_records_nothing():
     assert pages == {"table", "plot"}
     calls = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
     assert not calls & {"measure", "fact", "host", "recorded", "local_server", "step", "completion", "metrics"}
+
+
+def test_a_live_run_records_its_plan_once(lesson):
+    """Live, the plan is today's, with --repeat batches per level, recorded as the one host value `plan`."""
+    from bytesup.lesson import LessonContext, Reporter
+    from bytesup.options import RunOptions
+
+    ctx = LessonContext(LESSON, "live", server=QueuedServer({}).server, run=RunOptions(command=["test"], repeat=4),
+                        model_path=None, sink=[], replay=None, progress=Reporter(None, LESSON))
+    plan = lesson.the_plan(ctx)
+    assert plan == plans.current(4) and ctx.host_values == {"repeat": 4, "plan": plans.current(4).model_dump()}
