@@ -72,7 +72,7 @@ def main(ctx: LessonContext):
     labels = bound_ridge(ridge, engine_roof_gflop_s(model.n_params, prefill), host)
     batching = formulas.batch_sizes(ctx.identity.get("server", {}).get("flags"))
     points = roofline_points(model.n_params, model.bytes_per_token, batching["n_ubatch"], host, labels.ridge, h100_ridge)
-    view.show_roofline_points(ctx, points, model, host.peak_flop_s, ridge, labels, h100_ridge, batching)
+    view.show_roofline_points(ctx, points, model, host.peak_flop_s, labels, h100_ridge, batching)
 
     # 3. Batching flips the bottleneck: P sequences share each read of the weights.
     levels = list(plan.parallel) if own else parallel_levels(served_slots(ctx.server))

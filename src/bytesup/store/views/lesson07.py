@@ -217,8 +217,8 @@ def decode_note(dec: RooflinePoint, model: Served, peak_flop_s: float, labels: B
             f"{dec.attainable_gflop_s:.4g} GFLOP/s ({share}).")
 
 
-def show_roofline_points(page: Page, points: list[RooflinePoint], model: Served, peak_flop_s: float, ridge: float,
-                         labels: BoundRidge, h100_ridge: float, batching: dict) -> None:
+def show_roofline_points(page: Page, points: list[RooflinePoint], model: Served, peak_flop_s: float, labels: BoundRidge,
+                         h100_ridge: float, batching: dict) -> None:
     dec, best = points[0], points[-1]
     dec_i, n_ubatch = dec.intensity, batching["n_ubatch"]
     cross_here, cross_h100 = formulas.tokens_to_cross(labels.ridge, dec_i), formulas.tokens_to_cross(h100_ridge, dec_i)
