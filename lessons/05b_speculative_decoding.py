@@ -79,22 +79,24 @@ def main(ctx: LessonContext):
     # The cost of one pass of each model alone, and of the target's batched prompt passes.
     costs = [model_cost(plan, name, spec_models[name], plain[(name, plan.short)]) for name in (*plan.targets, *plan.drafts)]
     batches = {name: prompt_passes(plan, plain, name) for name in plan.targets}
-    # Every configuration measured, and the arithmetic beside it.
+    # Every configuration measured (the targets alone first: the reference), and the arithmetic beside it.
+    alone = [(name, prompt) for name in plan.targets for prompt in (plan.short, plan.repetitive)]
+    answers = [plain[k] for k in alone] + [done[(cfg.label, cfg.prompt)] for cfg in configs]
+    rows = ([plain_row(plan, name, prompt, plain[(name, prompt)]) for name, prompt in alone]
+            + [spec_row(plan, cfg, done[(cfg.label, cfg.prompt)], plain[(cfg.target, cfg.prompt)]) for cfg in configs])
     ms = {c.name: c.ms_per_token for c in costs}
-    plain_runs = [plain_run(name, prompt, plain[(name, prompt)]) for name in plan.targets
-                  for prompt in (plan.short, plan.repetitive)]
-    spec_runs = [spec_run(cfg, done[(cfg.label, cfg.prompt)], plain[(cfg.target, cfg.prompt)]) for cfg in configs]
-    arithmetic = [spec_arithmetic(plan, r, ms, batches[r.config.target]) for r in spec_runs]
+    arithmetic = [spec_arithmetic(plan, cfg, spec_counts(done[(cfg.label, cfg.prompt)]), row.speedup, ms, batches[cfg.target])
+                  for cfg, row in zip(configs, rows[len(alone):], strict=True)]
     streams = [spec_stream(plan, label, prompt, done_s, streamed) for (label, prompt), done_s in streamed.items()]
 
     ctx.settings["speculative"] = SpeculativeSettings(
         n_predict=plan.n_predict, repeat=plan.rounds, temperature=0, seed=plan.seed, ctx_size=plan.ctx_size,
         prompts=plan.prompts, engine=support,
-        runs=[p.record(plan).model_dump() for p in plain_runs] + [s.record(plan).model_dump() for s in spec_runs]).model_dump()
+        runs=[run_record(row, a).model_dump() for row, a in zip(rows, answers, strict=True)]).model_dump()
     record_costs(ctx, plan, costs)
-    record_measured(ctx, plan, plain_runs, spec_runs)
+    record_measured(ctx, plan, rows, answers)
     view.show_costs(ctx, plan, costs, [cost_row(c, costs[0]) for c in costs], batches[plan.targets[0]])
-    view.show_measured(ctx, plan, [plain_row(plan, p) for p in plain_runs] + [spec_row(plan, s) for s in spec_runs])
+    view.show_measured(ctx, plan, rows)
     view.show_arithmetic(ctx, plan, arithmetic)
     # How speculation looks from outside: one streamed request per configuration, timed on the client's clock.
     if streams:
@@ -256,101 +258,50 @@ class SpeculativeSettings(BaseModel):
     runs: list[dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class PlainRun:
-    """A target alone on one prompt: the reference of the configurations on that prompt."""
-    target: str
-    prompt: str
-    samples: list[float]
-    tokens: list[list[int]]
-
-    @property
-    def repeats_agree(self) -> bool:
-        return all(spec.first_difference(t, self.tokens[0]) is None for t in self.tokens)
-
-    def record(self, plan: Plan) -> PlainRecord:
-        return PlainRecord(label=f"spec-{self.target}", target=self.target, spec_type="none", draft=None, draft_n_max=None,
-                           prompt=plan.prompt_name(self.prompt), server_flags=[], tokens=self.tokens)
+def run_record(row: Measured, done: list[Completion]) -> PlainRecord:
+    """A row's run as the settings keep it for `bytesup check`: its server's flags and every repeat's tokens, and a
+    speculative run's draft counters."""
+    tokens = [c.tokens for c in done]
+    if row.speculation == "none":
+        return PlainRecord(label=row.label, target=row.target, spec_type="none", draft=None, draft_n_max=None,
+                           prompt=row.prompt, server_flags=[], tokens=tokens)
+    return SpecRecord(label=row.label, target=row.target, spec_type=row.speculation, draft=row.draft,
+                      draft_n_max=row.draft_length, prompt=row.prompt,
+                      server_flags=spec_flags(row.speculation, row.draft, row.draft_length), tokens=tokens,
+                      draft_n=[c.timings.draft_n for c in done], draft_n_accepted=[c.timings.draft_n_accepted for c in done])
 
 
-def plain_run(target: str, prompt: str, done: list[Completion]) -> PlainRun:
-    return PlainRun(target, prompt, measure.decode_samples(done), [c.tokens for c in done])
+def plain_row(plan: Plan, target: str, prompt: str, done: list[Completion]) -> Measured:
+    """A target alone on one prompt: the reference of the configurations on that prompt, its repeats agreeing."""
+    samples, tokens = measure.decode_samples(done), [c.tokens for c in done]
+    agree = all(spec.first_difference(t, tokens[0]) is None for t in tokens)
+    return Measured(target, "none", None, None, plan.prompt_name(prompt), statistics.median(samples), min(samples),
+                    max(samples), None, None, None, 1.0, 1.0, "reference" if agree else "repeats differ")
 
 
-def plain_row(plan: Plan, p: PlainRun) -> Measured:
-    return Measured(p.target, "none", None, None, plan.prompt_name(p.prompt), statistics.median(p.samples), min(p.samples),
-                    max(p.samples), None, None, None, 1.0, 1.0, "reference" if p.repeats_agree else "repeats differ")
+def spec_row(plan: Plan, cfg: SpecConfig, done: list[Completion], plain: list[Completion]) -> Measured:
+    """A speculative configuration against the plain target on the same prompt: its speed-up over the target's median,
+    its counters, and whether every repeat gave the plain run's tokens."""
+    samples, counts = measure.decode_samples(done), spec_counts(done)
+    median, base = statistics.median(samples), statistics.median(measure.decode_samples(plain))
+    bad = [d for d in (spec.first_difference(c.tokens, plain[0].tokens) for c in done) if d is not None]
+    return Measured(cfg.target, cfg.spec_type, cfg.draft, cfg.draft_n_max, plan.prompt_name(cfg.prompt), median,
+                    min(samples), max(samples), counts.drafted, counts.accepted,
+                    counts.acceptance if counts.reported else None, counts.tokens_per_pass, median / base,
+                    "identical" if not bad else f"differ from token {min(bad) + 1}")
 
 
-@dataclass(frozen=True)
-class SpecRun:
-    """A speculative configuration against the plain target on the same prompt."""
-    config: SpecConfig
-    samples: list[float]
-    base: float                       # the plain target's median decode speed on that prompt
-    counts: spec.Counts
-    first_differences: list[int | None]
-    draft_n: list[int | None]
-    draft_n_accepted: list[int | None]
-    tokens: list[list[int]]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def speedup(self) -> float:
-        return self.median / self.base
-
-    @property
-    def identical(self) -> bool:
-        return all(d is None for d in self.first_differences)
-
-    @property
-    def check(self) -> str:
-        bad = [d for d in self.first_differences if d is not None]
-        return "identical" if not bad else f"differ from token {min(bad) + 1}"
-
-    @property
-    def acceptance(self) -> float | None:
-        return self.counts.acceptance if self.counts.reported else None
-
-    def settings(self, plan: Plan) -> dict[str, Any]:
-        c = self.config
-        return {"target": c.target, "spec_type": c.spec_type, "draft": c.draft, "draft_n_max": c.draft_n_max,
-                "prompt": plan.prompt_name(c.prompt), "n_predict": plan.n_predict}
-
-    def record(self, plan: Plan) -> SpecRecord:
-        c = self.config
-        return SpecRecord(label=c.label, target=c.target, spec_type=c.spec_type, draft=c.draft, draft_n_max=c.draft_n_max,
-                          prompt=plan.prompt_name(c.prompt), server_flags=spec_flags(c.spec_type, c.draft, c.draft_n_max),
-                          tokens=self.tokens, draft_n=self.draft_n, draft_n_accepted=self.draft_n_accepted)
-
-
-def spec_run(cfg: SpecConfig, done: list[Completion], plain: list[Completion]) -> SpecRun:
-    return SpecRun(cfg, measure.decode_samples(done), statistics.median(measure.decode_samples(plain)), spec_counts(done),
-                   [spec.first_difference(c.tokens, plain[0].tokens) for c in done], [c.timings.draft_n for c in done],
-                   [c.timings.draft_n_accepted for c in done], [c.tokens for c in done])
-
-
-def spec_row(plan: Plan, s: SpecRun) -> Measured:
-    c = s.config
-    return Measured(c.target, c.spec_type, c.draft, c.draft_n_max, plan.prompt_name(c.prompt), s.median, min(s.samples),
-                    max(s.samples), s.counts.drafted, s.counts.accepted, s.acceptance, s.counts.tokens_per_pass, s.speedup,
-                    s.check)
-
-
-def spec_arithmetic(plan: Plan, run: SpecRun, ms_per_token: dict[str, float],
+def spec_arithmetic(plan: Plan, cfg: SpecConfig, counts: spec.Counts, speedup: float, ms_per_token: dict[str, float],
                     batches: dict[str, tuple[int, float]]) -> Arithmetic:
-    cfg, counts = run.config, run.counts
+    """A configuration's counts and measured speed-up beside 1 + a + … + a^k and the speed-up its pass costs predict."""
     k = cfg.draft_n_max if cfg.draft and cfg.draft_n_max is not None else NGRAM_DRAFT_MAX
     draft_ms = ms_per_token[cfg.draft] if cfg.draft else 0.0
     p = spec.predict(counts, k, draft_ms, ms_per_token[cfg.target], batches[plan.short], batches[plan.repetitive])
     label = f"{cfg.draft} k={k}" if cfg.draft else f"ngram-simple (m-gram ≤ {k})"
     return Arithmetic(label, cfg.target, counts.acceptance if counts.reported else None, k, p.expected,
                       counts.tokens_per_pass, counts.tokens_per_pass / p.expected if p.expected else None, p.draft_cost,
-                      counts.drafted_per_pass, p.check_cost, p.ideal, p.predicted, run.speedup,
-                      run.speedup / p.predicted if p.predicted > 0 else None)
+                      counts.drafted_per_pass, p.check_cost, p.ideal, p.predicted, speedup,
+                      speedup / p.predicted if p.predicted > 0 else None)
 
 
 def spec_stream(plan: Plan, label: str, prompt: str, done: StreamedCompletion,
@@ -379,13 +330,11 @@ def record_costs(ctx: LessonContext, plan: Plan, costs: list[PassCost]) -> None:
                     description="one model alone: (predicted_n − 1) ÷ predicted_ms, the cost of one of its passes")
 
 
-def record_measured(ctx: LessonContext, plan: Plan, plain: list[PlainRun], runs: list[SpecRun]) -> None:
-    for p in plain:
-        ctx.measure("spec_decode_tokens_per_s", "tokens/s", p.samples, higher_is_better=True,
-                    settings={"target": p.target, "spec_type": "none", "draft": None, "draft_n_max": None,
-                              "prompt": plan.prompt_name(p.prompt), "n_predict": plan.n_predict})
-    for s in runs:
-        ctx.measure("spec_decode_tokens_per_s", "tokens/s", s.samples, higher_is_better=True, settings=s.settings(plan))
+def record_measured(ctx: LessonContext, plan: Plan, rows: list[Measured], answers: list[list[Completion]]) -> None:
+    for row, done in zip(rows, answers, strict=True):
+        ctx.measure("spec_decode_tokens_per_s", "tokens/s", measure.decode_samples(done), higher_is_better=True,
+                    settings={"target": row.target, "spec_type": row.speculation, "draft": row.draft,
+                              "draft_n_max": row.draft_length, "prompt": row.prompt, "n_predict": plan.n_predict})
 
 
 if __name__ == "__main__":

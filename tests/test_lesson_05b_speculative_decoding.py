@@ -142,13 +142,24 @@ def test_prompt_passes_take_the_first_repeats_length_and_the_median_time(lesson)
     assert lesson.prompt_passes(PLAN, plain, "t") == {plans.SHORT: (6, 20.0), plans.REPETITIVE: (40, 60.0)}
 
 
-def test_plain_run_repeats_agree(lesson):
-    def run(tokens):
-        return lesson.PlainRun("t", plans.SHORT, samples=[10.0] * len(tokens), tokens=tokens)
-    assert run([[1, 2, 3]]).repeats_agree                      # a single repeat agrees with itself
-    assert lesson.plain_row(PLAN, run([[1, 2, 3], [1, 2, 3]])).same_tokens == "reference"
-    assert not run([[1, 2, 3], [1, 2, 4]]).repeats_agree
-    assert lesson.plain_row(PLAN, run([[1, 2, 3], [1, 2, 4]])).same_tokens == "repeats differ"
+def test_plain_row_and_its_record(lesson):
+    """A target alone: decode 63 tokens in 630, 700 and 900 ms (100, 90 and 70 tokens/s: median 90); its repeats agree
+    or not; its record keeps every repeat's tokens and no flags."""
+    from bytesup.llama.responses import Completion
+
+    def done(ms, tokens):
+        return Completion(content="", tokens=tokens, timings={"prompt_n": 5, "prompt_ms": 1.0, "predicted_n": 64,
+                                                              "predicted_ms": ms})
+    same = [done(630.0, [1, 2, 3]), done(700.0, [1, 2, 3]), done(900.0, [1, 2, 3])]
+    row = lesson.plain_row(PLAN, "t", plans.SHORT, same)
+    assert (row.median, row.min, row.max) == pytest.approx((90.0, 70.0, 100.0))
+    assert (row.speculation, row.prompt, row.speedup, row.tokens_per_pass, row.same_tokens) == ("none", "short", 1.0, 1.0,
+                                                                                                "reference")
+    assert lesson.plain_row(PLAN, "t", plans.SHORT, [done(630.0, [1, 2, 3])]).same_tokens == "reference"  # one repeat
+    assert lesson.plain_row(PLAN, "t", plans.SHORT, same[:2] + [done(900.0, [1, 2, 4])]).same_tokens == "repeats differ"
+    record = lesson.run_record(row, same)
+    assert record.model_dump() == {"label": "spec-t", "target": "t", "spec_type": "none", "draft": None, "draft_n_max": None,
+                                   "prompt": "short", "server_flags": [], "tokens": [[1, 2, 3]] * 3}
 
 
 def test_main_by_hand_on_a_remote_server(lesson):
