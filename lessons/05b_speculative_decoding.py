@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from bytesup.course import clientclock
 from bytesup.course import speculative as spec
-from bytesup.course.speculative import PassCost, Stream
+from bytesup.course.speculative import Stream
 from bytesup.lesson import LessonContext
 from bytesup.llama import process as engine
 from bytesup.llama import timed as measure
@@ -43,6 +43,7 @@ from bytesup.store.plans import lesson05b as plans
 from bytesup.store.plans.lesson05b import Plan
 from bytesup.store.views import lesson05b as view
 from bytesup.store.views.lesson05b import Arithmetic, Cost, Measured, StreamRow
+from bytesup.units import GB
 
 TITLE = "Speculative decoding"
 
@@ -77,14 +78,14 @@ def main(ctx: LessonContext):
              for p in (plan.short, plan.repetitive) if (f"spec-{n}", p) in done}
 
     # The cost of one pass of each model alone, and of the target's batched prompt passes.
-    costs = [model_cost(plan, name, spec_models[name], plain[(name, plan.short)]) for name in (*plan.targets, *plan.drafts)]
+    costs = model_costs(plan, spec_models, plain)
     batches = {name: prompt_passes(plan, plain, name) for name in plan.targets}
     # Every configuration measured (the targets alone first: the reference), and the arithmetic beside it.
     alone = [(name, prompt) for name in plan.targets for prompt in (plan.short, plan.repetitive)]
     answers = [plain[k] for k in alone] + [done[(cfg.label, cfg.prompt)] for cfg in configs]
     rows = ([plain_row(plan, name, prompt, plain[(name, prompt)]) for name, prompt in alone]
             + [spec_row(plan, cfg, done[(cfg.label, cfg.prompt)], plain[(cfg.target, cfg.prompt)]) for cfg in configs])
-    ms = {c.name: c.ms_per_token for c in costs}
+    ms = {c.model: c.one_pass for c in costs}
     arithmetic = [spec_arithmetic(plan, cfg, spec_counts(done[(cfg.label, cfg.prompt)]), row.speedup, ms, batches[cfg.target])
                   for cfg, row in zip(configs, rows[len(alone):], strict=True)]
     streams = [spec_stream(plan, label, prompt, done_s, streamed) for (label, prompt), done_s in streamed.items()]
@@ -93,9 +94,9 @@ def main(ctx: LessonContext):
         n_predict=plan.n_predict, repeat=plan.rounds, temperature=0, seed=plan.seed, ctx_size=plan.ctx_size,
         prompts=plan.prompts, engine=support,
         runs=[run_record(row, a).model_dump() for row, a in zip(rows, answers, strict=True)]).model_dump()
-    record_costs(ctx, plan, costs)
+    record_costs(ctx, plan, costs, plain)
     record_measured(ctx, plan, rows, answers)
-    view.show_costs(ctx, plan, costs, [cost_row(c, costs[0]) for c in costs], batches[plan.targets[0]])
+    view.show_costs(ctx, plan, costs, batches[plan.targets[0]])
     view.show_measured(ctx, plan, rows)
     view.show_arithmetic(ctx, plan, arithmetic)
     # How speculation looks from outside: one streamed request per configuration, timed on the client's clock.
@@ -210,14 +211,20 @@ def spec_counts(done: list[Completion]) -> spec.Counts:
     return spec.counts((c.timings.predicted_n, c.timings.draft_n, c.timings.draft_n_accepted) for c in done)
 
 
-def model_cost(plan: Plan, name: str, model: dict[str, Any], done: list[Completion]) -> PassCost:
-    return PassCost(name, "target" if name in plan.targets else "draft", model["weight_type"], model["tensor_bytes"],
-                    measure.decode_samples(done))
-
-
-def cost_row(c: PassCost, target: PassCost) -> Cost:
-    return Cost(c.name, c.role, c.weight_type, c.tensor_bytes, c.median, min(c.samples), max(c.samples), c.ms_per_token,
-                c.ms_per_token / target.ms_per_token, c.gb_per_s)
+def model_costs(plan: Plan, spec_models: dict[str, dict[str, Any]],
+                plain: dict[tuple[str, str], list[Completion]]) -> list[Cost]:
+    """Each model alone on the short prompt, the first target first: its decode speed, hence the cost of one of its
+    passes (against the target's), and the weights it reads per second."""
+    names = (*plan.targets, *plan.drafts)
+    samples = {n: measure.decode_samples(plain[(n, plan.short)]) for n in names}
+    target_ms = 1000.0 / statistics.median(samples[names[0]])
+    costs = []
+    for n in names:
+        model, median = spec_models[n], statistics.median(samples[n])
+        costs.append(Cost(n, "target" if n in plan.targets else "draft", model["weight_type"], model["tensor_bytes"],
+                          median, min(samples[n]), max(samples[n]), 1000.0 / median, 1000.0 / median / target_ms,
+                          model["tensor_bytes"] * median / GB))
+    return costs
 
 
 def prompt_passes(plan: Plan, plain: dict[tuple[str, str], list[Completion]], target: str) -> dict[str, tuple[int, float]]:
@@ -323,10 +330,10 @@ def stream_row(plan: Plan, r: Stream) -> StreamRow:
 
 # --- what the lesson records: measurements ----------------------------------------------------
 
-def record_costs(ctx: LessonContext, plan: Plan, costs: list[PassCost]) -> None:
+def record_costs(ctx: LessonContext, plan: Plan, costs: list[Cost], plain: dict[tuple[str, str], list[Completion]]) -> None:
     for c in costs:
-        ctx.measure("spec_model_decode_tokens_per_s", "tokens/s", c.samples, higher_is_better=True,
-                    settings={"model": c.name, "role": c.role, "n_predict": plan.n_predict},
+        ctx.measure("spec_model_decode_tokens_per_s", "tokens/s", measure.decode_samples(plain[(c.model, plan.short)]),
+                    higher_is_better=True, settings={"model": c.model, "role": c.role, "n_predict": plan.n_predict},
                     description="one model alone: (predicted_n − 1) ÷ predicted_ms, the cost of one of its passes")
 
 

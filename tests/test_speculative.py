@@ -107,8 +107,21 @@ def test_predict_by_hand():
     # the check of 2.40625 tokens on the line 40 ms + 5 ms per token from 5 tokens: 27.03125 ms
     assert p.check_cost == pytest.approx(27.03125 / 20) and p.draft_cost == 0.25
     assert p.ideal == pytest.approx(40 / (1.40625 * 5 + 20)) and p.predicted == pytest.approx(40 / (1.40625 * 5 + 27.03125))
-    cost = formulas.PassCost("t", "target", "F32", 500_000_000, [40.0, 50.0, 60.0])
-    assert cost.median == 50.0 and cost.ms_per_token == 20.0 and cost.gb_per_s == 25.0   # 0.5 GB × 50 per s
+
+
+def test_model_costs_by_hand(l5):
+    """A target of 0.5 GB decoding 63 tokens in 1,575, 1,260 and 1,050 ms (40, 50, 60 tokens/s: a pass of 20 ms,
+    0.5 GB × 50 = 25 GB/s) and a draft of 0.1 GB at 200 tokens/s (5 ms, a quarter of a target pass, 20 GB/s)."""
+    plan = plans.current(2).model_copy(update={"targets": ["t"], "drafts": ["d"]})
+    models = {"t": {"weight_type": "F32", "tensor_bytes": 500_000_000}, "d": {"weight_type": "Q4_1", "tensor_bytes": 100_000_000}}
+    plain = {("t", plans.SHORT): [hand_completion(ms) for ms in (1575.0, 1260.0, 1050.0)],
+             ("d", plans.SHORT): [hand_completion(315.0)]}
+    target, draft = l5.model_costs(plan, models, plain)
+    assert (target.model, target.role, target.weights, target.bytes_per_token) == ("t", "target", "F32", 500_000_000)
+    assert (target.median, target.min, target.max) == pytest.approx((50.0, 40.0, 60.0))
+    assert (target.one_pass, target.over_target, target.weights_read) == pytest.approx((20.0, 1.0, 25.0))
+    assert (draft.role, draft.median, draft.one_pass) == ("draft", pytest.approx(200.0), pytest.approx(5.0))
+    assert (draft.over_target, draft.weights_read) == pytest.approx((0.25, 20.0))
 
 
 def test_spec_flags(l5):

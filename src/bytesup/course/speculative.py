@@ -11,12 +11,10 @@ plain ones through `first_difference`.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
 from bytesup.course import clientclock
-from bytesup.course.formulas import GB
 
 
 def expected_tokens_per_pass(draft_len: int, accept: float) -> float:
@@ -102,29 +100,6 @@ def counts(answers: Iterable[tuple[int, int | None, int | None]]) -> Counts:
     rows = list(answers)
     return Counts(generated=sum(n for n, _, _ in rows), drafted=sum(d or 0 for _, d, _ in rows),
                   accepted=sum(a or 0 for _, _, a in rows), reported=any(d is not None for _, d, _ in rows))
-
-
-@dataclass(frozen=True)
-class PassCost:
-    """One model alone: its decode speed per repeat, hence the cost of one of its passes."""
-    name: str
-    role: str                         # target | draft
-    weight_type: str | None
-    tensor_bytes: int
-    samples: list[float]              # decode tokens/s
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def ms_per_token(self) -> float:
-        return 1000.0 / self.median
-
-    @property
-    def gb_per_s(self) -> float:
-        """Weights read per second."""
-        return self.tensor_bytes * self.median / GB
 
 
 @dataclass(frozen=True)

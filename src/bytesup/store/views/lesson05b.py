@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from bytesup.course import clientclock
 from bytesup.course import speculative as spec
-from bytesup.course.speculative import PassCost, Stream
+from bytesup.course.speculative import Stream
 from bytesup.store.plans.lesson05b import Plan
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
@@ -131,32 +131,31 @@ def show_illustration(page: Page) -> None:
             f"before the draft model's own time.")
 
 
-def draft_cost_note(draft: PassCost, target: PassCost) -> str:
+def draft_cost_note(draft: Cost, target: Cost) -> str:
     """Bytes against time: a draft reading a share of the target's bytes but costing a larger share of its
     time is not limited by memory reads (its weights read per second stay below the target's)."""
-    share_bytes, share_time = draft.tensor_bytes / target.tensor_bytes, draft.ms_per_token / target.ms_per_token
-    head = (f"{draft.name} reads {share_bytes:.2g} of the target's bytes per token and costs {share_time:.2g} of its "
-            f"pass, reading {draft.gb_per_s:.3g} GB/s against the target's {target.gb_per_s:.3g} GB/s")
-    if share_time > share_bytes * 1.2 and draft.gb_per_s < target.gb_per_s:
+    share_bytes, share_time = draft.bytes_per_token / target.bytes_per_token, draft.one_pass / target.one_pass
+    head = (f"{draft.model} reads {share_bytes:.2g} of the target's bytes per token and costs {share_time:.2g} of its "
+            f"pass, reading {draft.weights_read:.3g} GB/s against the target's {target.weights_read:.3g} GB/s")
+    if share_time > share_bytes * 1.2 and draft.weights_read < target.weights_read:
         return head + ": memory is not what limits it; unpacking quantized blocks is work too."
     return head + "."
 
 
-def show_costs(page: Page, plan: Plan, costs: list[PassCost], rows: list[Cost],
-               batches: dict[str, tuple[int, float]]) -> None:
+def show_costs(page: Page, plan: Plan, costs: list[Cost], batches: dict[str, tuple[int, float]]) -> None:
     target = costs[0]
     drafts = [c for c in costs if c.role == "draft"]
     (batch_n, batch_ms), (long_n, long_ms) = batches[plan.short], batches[plan.repetitive]
     page.table(
         "speculative_costs", f"The cost of one pass: each model alone, {plan.n_predict} tokens after {plan.short!r}",
-        [(name, unit.format(target=plan.targets[0])) for name, unit in columns(Cost)], cells(rows),
+        [(name, unit.format(target=plan.targets[0])) for name, unit in columns(Cost)], cells(costs),
         notes=[
             "One pass of a model costs 1 ÷ its decode speed. A draft pass costs "
-            + ", ".join(f"{c.ms_per_token / target.ms_per_token:.2g} of a target pass ({c.name})" for c in drafts) + ".",
+            + ", ".join(f"{c.one_pass / target.one_pass:.2g} of a target pass ({c.model})" for c in drafts) + ".",
             *[draft_cost_note(c, target) for c in drafts],
             (f"The target's prompt passes take several tokens at once, as checking a draft does: {batch_n} tokens "
-             f"in {batch_ms:.3g} ms ({batch_ms / target.ms_per_token:.3g} × one decode pass), {long_n} tokens in "
-             f"{long_ms:.3g} ms ({long_ms / target.ms_per_token:.3g} ×). A check of b tokens is costed on the line "
+             f"in {batch_ms:.3g} ms ({batch_ms / target.one_pass:.3g} × one decode pass), {long_n} tokens in "
+             f"{long_ms:.3g} ms ({long_ms / target.one_pass:.3g} ×). A check of b tokens is costed on the line "
              f"through these two (never below one decode pass)."),
         ],
     )
