@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 
 from bytesup.course import speculative as spec
+from bytesup.store.plans import lesson05b as plans
+from bytesup.store.views import lesson05b as view
 
 from test_lesson_05_generating_text import _final_timings, _token_events
 
 LESSON = "05b_speculative_decoding"
+PLAN = plans.current(2)  # the plan of the recorded run: two rounds, the short and the repeating prompt
 
 
 def table(result, name):
@@ -51,14 +54,14 @@ def test_speculative_client_clock_comes_from_the_recorded_streams(result, exchan
     streams = {(e["server"], e["request"]["prompt"]): e for e in exchanges if "stream" in e and e["server"].startswith("spec-")}
     _, rows = table(result, "speculative_client_clock")
     assert len(rows) == len(streams) == 7  # the target alone on two prompts, four drafts, n-grams
-    prompts = {"short": lesson.SPEC_PROMPT, "repetitive": lesson.SPEC_REPETITIVE_PROMPT}
+    prompts = {"short": plans.SHORT, "repetitive": plans.REPETITIVE}
     for label, prompt, n, p50, p90, p99, inside, bursts, passes, largest in rows:
         e = streams[(f"spec-{label}", prompts[prompt])]
-        assert {k: e["request"][k] for k in PINNED} == {**PINNED, "seed": lesson.SEED} and e["request"]["stream"] is True
+        assert {k: e["request"][k] for k in PINNED} == {**PINNED, "seed": PLAN.seed} and e["request"]["stream"] is True
         gaps = np.diff([at for _, at in _token_events(e)])
-        plain_gaps = np.diff([at for _, at in _token_events(streams[(f"spec-{lesson.SPEC_TARGETS[0]}", prompts[prompt])])])
+        plain_gaps = np.diff([at for _, at in _token_events(streams[(f"spec-{PLAN.targets[0]}", prompts[prompt])])])
         threshold = lesson.TOGETHER * float(np.median(plain_gaps))
-        assert n == len(gaps) + 1 == lesson.SPEC_TOKENS
+        assert n == len(gaps) + 1 == PLAN.n_predict
         assert (p50, p90, p99) == pytest.approx(tuple(float(np.percentile(gaps, q)) for q in (50, 90, 99)))
         assert inside == int((gaps < threshold).sum()) and bursts == n - inside
         t = _final_timings(e)
@@ -71,7 +74,7 @@ def test_speculative_table_comes_from_the_recorded_counters(result, exchanges, l
     recomputed from the raw answers of each server."""
     _, rows = table(result, "speculative_measured")
     answers = _by_server(exchanges)
-    prompts = {"short": lesson.SPEC_PROMPT, "repetitive": lesson.SPEC_REPETITIVE_PROMPT}
+    prompts = {"short": plans.SHORT, "repetitive": plans.REPETITIVE}
     for target, kind, draft, k, prompt, median, lo, hi, drafted, accepted, acceptance, per_pass, speedup, same in rows:
         plain = [e for e in answers[f"spec-{target}"] if e["request"]["prompt"] == prompts[prompt]]
         plain_speed = statistics.median(_decode(e["response"]["timings"]) for e in plain)
@@ -104,7 +107,7 @@ def test_speculative_arithmetic_beside_the_measurement(result, lesson):
     from bytesup.course import speculative as formulas
 
     _, rows = table(result, "speculative_vs_arithmetic")
-    assert len(rows) == len(lesson.SPEC_TARGETS) * (len(lesson.SPEC_DRAFTS) * len(lesson.SPEC_DRAFT_LENGTHS) + 1)
+    assert len(rows) == len(PLAN.targets) * (len(PLAN.drafts) * len(PLAN.draft_lengths) + 1)
     for (_label, _target, a, k, expected, measured, ratio, cost, drafted, check, ideal, predicted, speedup,
          measured_over_predicted) in rows:
         assert expected == pytest.approx(formulas.expected_tokens_per_pass(k, a))
@@ -134,18 +137,29 @@ def test_prompt_passes_take_the_first_repeats_length_and_the_median_time(lesson)
                                                "predicted_ms": 1.0})
     # A later repeat may find its prompt cached (1 token): the length is the first repeat's;
     # the time is the median of 30, 10 and 20 ms = 20 ms.
-    plain = {("t", lesson.SPEC_PROMPT): [done(6, 30.0), done(1, 10.0), done(1, 20.0)],
-             ("t", lesson.SPEC_REPETITIVE_PROMPT): [done(40, 50.0), done(1, 70.0)]}
-    assert lesson.prompt_passes(plain, "t") == {lesson.SPEC_PROMPT: (6, 20.0), lesson.SPEC_REPETITIVE_PROMPT: (40, 60.0)}
+    plain = {("t", plans.SHORT): [done(6, 30.0), done(1, 10.0), done(1, 20.0)],
+             ("t", plans.REPETITIVE): [done(40, 50.0), done(1, 70.0)]}
+    assert lesson.prompt_passes(PLAN, plain, "t") == {plans.SHORT: (6, 20.0), plans.REPETITIVE: (40, 60.0)}
 
 
-def test_plain_run_repeats_agree(lesson):
-    def run(tokens):
-        return lesson.PlainRun("t", lesson.SPEC_PROMPT, samples=[10.0] * len(tokens), tokens=tokens)
-    assert run([[1, 2, 3]]).repeats_agree                      # a single repeat agrees with itself
-    assert lesson.plain_row(run([[1, 2, 3], [1, 2, 3]])).same_tokens == "reference"
-    assert not run([[1, 2, 3], [1, 2, 4]]).repeats_agree
-    assert lesson.plain_row(run([[1, 2, 3], [1, 2, 4]])).same_tokens == "repeats differ"
+def test_plain_row_and_its_record(lesson):
+    """A target alone: decode 63 tokens in 630, 700 and 900 ms (100, 90 and 70 tokens/s: median 90); its repeats agree
+    or not; its record keeps every repeat's tokens and no flags."""
+    from bytesup.llama.responses import Completion
+
+    def done(ms, tokens):
+        return Completion(content="", tokens=tokens, timings={"prompt_n": 5, "prompt_ms": 1.0, "predicted_n": 64,
+                                                              "predicted_ms": ms})
+    same = [done(630.0, [1, 2, 3]), done(700.0, [1, 2, 3]), done(900.0, [1, 2, 3])]
+    row = lesson.plain_row(PLAN, "t", plans.SHORT, same)
+    assert (row.median, row.min, row.max) == pytest.approx((90.0, 70.0, 100.0))
+    assert (row.speculation, row.prompt, row.speedup, row.tokens_per_pass, row.same_tokens) == ("none", "short", 1.0, 1.0,
+                                                                                                "reference")
+    assert lesson.plain_row(PLAN, "t", plans.SHORT, [done(630.0, [1, 2, 3])]).same_tokens == "reference"  # one repeat
+    assert lesson.plain_row(PLAN, "t", plans.SHORT, same[:2] + [done(900.0, [1, 2, 4])]).same_tokens == "repeats differ"
+    record = lesson.run_record(row, same)
+    assert record.model_dump() == {"label": "spec-t", "target": "t", "spec_type": "none", "draft": None, "draft_n_max": None,
+                                   "prompt": "short", "server_flags": [], "tokens": [[1, 2, 3]] * 3}
 
 
 def test_main_by_hand_on_a_remote_server(lesson):
@@ -167,16 +181,47 @@ def test_main_by_hand_on_a_remote_server(lesson):
 def test_rows_are_read_by_field_name(lesson):
     from bytesup.store.rows import cells, columns
 
-    row = lesson.MeasuredRow("t", "none", None, None, "short", 50.0, 40.0, 60.0, None, None, None, 1.0, 1.0, "reference")
-    assert columns(lesson.MeasuredRow)[5] == ("decode median", "tokens/s") and len(columns(lesson.MeasuredRow)) == 14
+    row = view.Measured("t", "none", None, None, "short", 50.0, 40.0, 60.0, None, None, None, 1.0, 1.0, "reference")
+    assert columns(view.Measured)[5] == ("decode median", "tokens/s") and len(columns(view.Measured)) == 14
     assert cells([row]) == [["t", "none", None, None, "short", 50.0, 40.0, 60.0, None, None, None, 1.0, 1.0, "reference"]]
 
 
-def test_the_rendering_records_nothing(lesson):
+def test_the_view_records_nothing():
+    """The view only renders: it puts tables, notes and a plot on the page and asks nothing else of it."""
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(lesson))
-    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("render_")):
-        calls = {c.func.attr for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
-        assert not calls & {"measure", "fact", "host"}, fn.name
+    tree = ast.parse(inspect.getsource(view))
+    pages = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+             and isinstance(c.func.value, ast.Name) and c.func.value.id == "page"}
+    assert pages == {"table", "note", "plot"}
+    calls = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+    assert not calls & {"measure", "fact", "host", "recorded", "local_server", "step", "completion"}
+
+
+def test_the_plan_of_a_run_and_of_older_recordings(lesson):
+    """A recorded plan is read as recorded; a run recorded before plans streamed only if it recorded the client's
+    clock, and ran min(2, --repeat) rounds; a replay adds no host value the recording lacks."""
+    from lessonkit import QueuedServer, hand_context
+
+    def plan_of(host_values):
+        ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values)
+        return lesson.the_plan(ctx), set(ctx.host_values)
+
+    assert plan_of({"repeat": 3}) == (PLAN.model_copy(update={"stream": False}), {"repeat"})
+    assert plan_of({"repeat": 1, "client_clock": {}}) == (plans.current(1), {"repeat", "client_clock"})
+    recorded = PLAN.model_copy(update={"n_predict": 16, "draft_lengths": [2]})
+    assert plan_of({"plan": recorded.model_dump(), "client_clock": {}}) == (recorded, {"plan"})
+
+
+def test_a_live_run_records_its_plan_once(lesson):
+    """Live, the plan is today's, at most two rounds whatever --repeat, recorded as the one host value `plan`."""
+    from lessonkit import QueuedServer
+
+    from bytesup.lesson import LessonContext, Reporter
+    from bytesup.options import RunOptions
+
+    ctx = LessonContext(LESSON, "live", server=QueuedServer({}).server, run=RunOptions(command=["test"], repeat=5),
+                        model_path=None, sink=[], replay=None, progress=Reporter(None, LESSON))
+    plan = lesson.the_plan(ctx)
+    assert plan.rounds == 2 and plan.stream and ctx.host_values == {"repeat": 5, "plan": plan.model_dump()}

@@ -8,8 +8,10 @@ from collections import defaultdict
 import pytest
 from lessonkit import QueuedServer, hand_context, recorded_exchanges, run_bandwidth
 
-from bytesup.course import published
+from bytesup.course import formulas, published
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s
+from bytesup.store.plans import lesson07 as plans
+from bytesup.store.views import lesson07 as view
 
 LESSON = "07_hardware_fit"
 
@@ -56,6 +58,10 @@ def test_decode_intensity_and_attainable(result):
     host = next(r for r in roof.rows if r[0] == "this host's CPU")
     peak_gflops, bw_gbs, ridge = host[2], host[3], host[4]
     h100_ridge = next(r for r in roof.rows if r[0] == "H100")[4]
+    # The run timed a prefill: the labels read the engine's ridge, its prefill's GFLOP/s ÷ the read bandwidth.
+    mp = result.table("measured_points")
+    engine_ridge = next(r for r in mp.rows if r[0].startswith("prefill"))[col(mp, "reached")] / bw_gbs
+    assert engine_ridge < ridge
     t = result.table("roofline_points")
     n, inten, att, bound_here = col(t, "tokens per weight read"), col(t, "arithmetic intensity"), \
         col(t, "attainable on this CPU"), col(t, "bound on this CPU")
@@ -69,7 +75,7 @@ def test_decode_intensity_and_attainable(result):
         assert row[n] == pytest.approx(row[N] / row[reads])
         assert row[inten] == pytest.approx(row[n] * decode[inten])
         assert row[att] == pytest.approx(min(peak_gflops, row[inten] * bw_gbs))
-        assert row[bound_here] == ("memory" if row[inten] < ridge else "compute")
+        assert row[bound_here] == ("memory" if row[inten] < engine_ridge else "compute")
         assert row[col(t, "bound on H100")] == ("memory" if row[inten] < h100_ridge else "compute")
         tokens_s = row[col(t, "roofline speed on this CPU")]
         assert tokens_s == pytest.approx(row[att] * 1e9 / (2 * meta["n_params"]))
@@ -124,6 +130,11 @@ def test_aggregate_is_tokens_over_wall_time(result):
         if per_call is not None:
             decode_i = 2 * _served_meta()["n_params"] / _served_meta()["size"]
             assert row[col(t, "intensity of one step")] == pytest.approx(per_call * decode_i)
+            bw = result.measurement("read_bandwidth_gb_per_s").median
+            mp = result.table("measured_points")
+            engine_ridge = next(r for r in mp.rows if r[0].startswith("prefill"))[col(mp, "reached")] / bw
+            bound = "memory" if per_call * decode_i < engine_ridge else "compute"
+            assert row[col(t, "bound on this CPU's roofline")] == bound
 
 
 def test_plots(result):
@@ -149,7 +160,7 @@ def test_measured_points_from_the_recording(result):
     assert dec[col(t, "reached")] == pytest.approx(per_seq.median * flops / 1e9)
     timed = [e for e in recorded_exchanges(LESSON) if e["path"] == "/completion" and e["server"] == "main"
              and e["request"].get("n_predict") == 1]
-    plan = result.host_values["prefill_plan"]
+    plan = result.host_values["prefill_plan"]  # recorded before plans: the prefill's own host value
     assert len(timed) == plan["warmup"] + plan["samples"] and plan["samples"] >= 5
     speeds = sorted(prefill_tokens_per_s(Timings(**e["response"]["timings"])) for e in timed[plan["warmup"]:])
     assert pre[col(t, "tokens/s")] == pytest.approx(speeds[len(speeds) // 2])
@@ -164,18 +175,18 @@ N_PARAMS, N_BYTES = 50_000_000, 100_000_000
 
 
 def test_decode_intensity_by_hand(lesson):
-    assert lesson.decode_intensity(N_PARAMS, N_BYTES) == 1.0
+    assert formulas.decode_intensity(N_PARAMS, N_BYTES) == 1.0
     # SmolLM2-135M Q4_1: 2 × 134,515,008 = 269,030,016 FLOPs over 96,576,768 bytes = 2.7857 FLOPs per byte.
-    assert lesson.decode_intensity(134_515_008, 96_576_768) == pytest.approx(2.7857, abs=1e-4)
-    assert lesson.decode_intensity(6.74e9, 7.16e9) == pytest.approx(1.8827, abs=1e-4)  # 13.48 ÷ 7.16
+    assert formulas.decode_intensity(134_515_008, 96_576_768) == pytest.approx(2.7857, abs=1e-4)
+    assert formulas.decode_intensity(6.74e9, 7.16e9) == pytest.approx(1.8827, abs=1e-4)  # 13.48 ÷ 7.16
 
 
 def test_roofline_helpers_by_hand(lesson):
-    assert lesson.attainable_flop_s(2.0, 100.0, 10.0) == 20.0  # memory feeds 2 × 10 = 20 < 100
-    assert lesson.attainable_flop_s(50.0, 100.0, 10.0) == 100.0  # 50 × 10 = 500 > 100: the compute roof
-    assert lesson.bound(1.9, 5.0) == "memory" and lesson.bound(5.0, 5.0) == "compute"
-    assert lesson.tokens_to_cross(295.2, 1.88) == 158  # 295.2 ÷ 1.88 = 157.02, rounded up
-    assert lesson.tokens_to_cross(12.5, 1.0) == 13 and lesson.tokens_to_cross(1.0, 2.0) == 1
+    assert formulas.attainable_flop_s(2.0, 100.0, 10.0) == 20.0  # memory feeds 2 × 10 = 20 < 100
+    assert formulas.attainable_flop_s(50.0, 100.0, 10.0) == 100.0  # 50 × 10 = 500 > 100: the compute roof
+    assert formulas.bound(1.9, 5.0) == "memory" and formulas.bound(5.0, 5.0) == "compute"
+    assert formulas.tokens_to_cross(295.2, 1.88) == 158  # 295.2 ÷ 1.88 = 157.02, rounded up
+    assert formulas.tokens_to_cross(12.5, 1.0) == 13 and formulas.tokens_to_cross(1.0, 2.0) == 1
     assert lesson.parallel_levels(1) == [1]
     assert lesson.parallel_levels(6) == [1, 2, 4, 6]
     assert lesson.parallel_levels(32) == [1, 2, 4, 8, 16, 32]
@@ -204,12 +215,12 @@ def test_counter_delta_by_hand(lesson):
 def test_h100_and_spark_rooflines_by_hand(lesson):
     h100, spark = lesson.published_rooflines(N_BYTES)
     # 989 TFLOP/s ÷ 3.35 TB/s = 295.22 FLOPs per byte (the course's 295).
-    assert h100.ridge_flops_per_byte == pytest.approx(295.22, abs=0.005)
-    assert h100.peak_flop_s == 989e12 and h100.bandwidth_bytes_per_s == 3.35e12
-    assert h100.decode_ceiling_tokens_per_s == pytest.approx(33_500.0)  # 3.35e12 ÷ 1e8 bytes
+    assert h100.ridge == pytest.approx(295.22, abs=0.005)
+    assert h100.peak == 989_000.0 and h100.bandwidth == 3_350.0  # GFLOP/s, GB/s
+    assert h100.decode_ceiling == pytest.approx(33_500.0)  # 3.35e12 ÷ 1e8 bytes
     # DGX Spark: 273 GB/s and no FLOP/s: 273e9 ÷ 1e8 = 2,730 tokens/s, no ridge.
-    assert spark.peak_flop_s is None and spark.ridge_flops_per_byte is None
-    assert spark.decode_ceiling_tokens_per_s == pytest.approx(2_730.0)
+    assert spark.peak is None and spark.ridge is None and spark.bandwidth == 273.0
+    assert spark.decode_ceiling == pytest.approx(2_730.0)
 
 
 def _host(bw_samples=(15.0, 16.0, 17.0), gflops=(190.0, 200.0, 210.0)):
@@ -228,15 +239,22 @@ def _host(bw_samples=(15.0, 16.0, 17.0), gflops=(190.0, 200.0, 210.0)):
 
 def test_host_roofline_by_hand(lesson):
     bandwidth, blas, matmul = _host()
-    roof = lesson.host_roofline(lesson.HostCeilings(bandwidth, blas, matmul), N_BYTES)
-    assert roof.peak_flop_s == pytest.approx(200e9) and roof.bandwidth_bytes_per_s == pytest.approx(16e9)
-    assert roof.ridge_flops_per_byte == pytest.approx(12.5)  # 200 GFLOP/s ÷ 16 GB/s
-    assert roof.decode_ceiling_tokens_per_s == pytest.approx(160.0)  # 16e9 B/s ÷ 1e8 B per token
+    host = lesson.HostCeilings(bandwidth, blas, matmul)
+    assert host.peak_flop_s == pytest.approx(200e9) and host.bandwidth_b_s == pytest.approx(16e9)
+    roof = lesson.host_roofline(host, N_BYTES)
+    assert roof.peak == pytest.approx(200.0) and roof.bandwidth == pytest.approx(16.0)
+    assert roof.ridge == pytest.approx(12.5)  # 200 GFLOP/s ÷ 16 GB/s
+    assert roof.decode_ceiling == pytest.approx(160.0)  # 16e9 B/s ÷ 1e8 B per token
+    # The host table: each ceiling with its spread and how it was measured.
+    bw_row, mm_row = lesson.ceilings(host)
+    assert (bw_row.median, bw_row.min, bw_row.max, bw_row.samples) == (16.0, 15.0, 17.0, 3)
+    assert bw_row.how == "2 threads × 512 MiB, np.add.reduce"
+    assert (mm_row.median, mm_row.unit) == (200.0, "GFLOP/s") and mm_row.how == "float32 2048×2048 @ 2048×2048, openblas 0.3, 2 threads"
 
 
 def test_roofline_points_by_hand(lesson):
-    here = lesson.Roofline("host", "hand", 200e9, 16e9, 12.5, 160.0)
-    points = lesson.roofline_points(N_PARAMS, N_BYTES, 512, here, 295.22)
+    bandwidth, blas, matmul = _host()  # 200 GFLOP/s, 16 GB/s: ridge 12.5
+    points = lesson.roofline_points(N_PARAMS, N_BYTES, 512, lesson.HostCeilings(bandwidth, blas, matmul), 12.5, 295.22)
     # N, reads = ceil(N / 512), intensity = N / reads × 1 FLOP/byte, attainable = min(200, intensity × 16) GFLOP/s,
     # tokens/s = attainable ÷ 1e8 FLOPs per token.
     expected = [
@@ -251,6 +269,47 @@ def test_roofline_points_by_hand(lesson):
         assert p.tokens_per_read == pytest.approx(N / reads) and p.intensity == pytest.approx(inten)
         assert p.attainable_gflop_s == pytest.approx(att) and p.tokens_per_s == pytest.approx(tps)
         assert (p.bound_here, p.bound_h100) == (here_bound, h100_bound)
+    # Against an engine whose prefill reached 8 GFLOP/s, 8 ÷ 16 GB/s = a ridge of 0.5: decode at 1 FLOP/byte is right
+    # of it, compute-bound, though numpy's roof (ridge 12.5) still lets it reach only 16 GFLOP/s.
+    engine = lesson.roofline_points(N_PARAMS, N_BYTES, 512, lesson.HostCeilings(bandwidth, blas, matmul), 0.5, 295.22)
+    assert [p.bound_here for p in engine] == ["compute"] * 5 and engine[0].attainable_gflop_s == pytest.approx(16.0)
+
+
+def test_the_labels_read_the_engines_ridge_when_a_prefill_was_timed(lesson):
+    """The ridge of the bound labels: 100 M parameters, 0.2 GFLOP per token; a prefill of 40 tokens/s reached 8 GFLOP/s,
+    ÷ 16 GB/s = 0.5 FLOPs/byte; without a prefill, numpy's 12.5."""
+    host = lesson.HostCeilings(*_host())
+    engine = lesson.engine_roof_gflop_s(100_000_000, [30.0, 40.0, 50.0])
+    assert engine == pytest.approx(8.0) and lesson.engine_roof_gflop_s(100_000_000, []) is None
+    labels = lesson.bound_ridge(12.5, engine, host)
+    assert labels.ridge == pytest.approx(0.5) and labels.name == "the engine's ridge" and labels.bandwidth_gb_s == 16.0
+    numpy = lesson.bound_ridge(12.5, None, host)
+    assert numpy.ridge == 12.5 and numpy.name == "this CPU's ridge"
+    # The decode note says which ridge its label reads, and on which side decode sits (1 FLOP/byte).
+    dec = lesson.roofline_points(50_000_000, 100_000_000, 512, host, labels.ridge, 295.22)[0]
+    model = lesson.ServedModel("hand", 50_000_000, 100_000_000, "Q8_0")
+    note = view.decode_note(dec, model, host.peak_flop_s, labels)
+    assert "at or right of the engine's ridge of 0.5 (its prefill's 8 GFLOP/s ÷ 16 GB/s" in note
+    assert "compute-bound on this CPU" in note and "numpy's matmul ridge is 12.5" in note
+    dec = lesson.roofline_points(50_000_000, 100_000_000, 512, host, numpy.ridge, 295.22)[0]
+    assert view.decode_note(dec, model, host.peak_flop_s, numpy).endswith(
+        "below this CPU's ridge of 12.5: memory-bound, at most 16 GFLOP/s (8.0% of the matmul peak).")
+
+
+def test_what_the_largest_batch_gain_shows(lesson):
+    """Steps of 10 ms alone and 40 ms for 8 at once: 4 × the step for 8 × the tokens, 2 × the decode tokens/s;
+    4 = s + (1 − s) × 8 gives s = (8 − 4) ÷ 7 = 57% shared. A step of 8 that took 9 × one alone shares nothing:
+    s = (8 − 9) ÷ 7 = −14%, and the note says the model does not hold."""
+    assert formulas.shared_share(8, 4.0) == pytest.approx(4 / 7)
+    assert formulas.shared_share(8, 1.0) == 1.0 and formulas.shared_share(8, 8.0) == 0.0
+    one, eight = _row(lesson, 1, 90, 100, 0.9), _row(lesson, 8, 180, 25, 1.8)
+    note = view.gain_note(one, eight)
+    assert note.startswith("What the P = 8 gain shows: 8 × the tokens per step, for 1.80 × the tokens/s of one")
+    assert "a step of 8 took 4 × the step of one (40 ms against 10 ms), so decode ran 2 × as many tokens/s" in note
+    assert "s = (8 − 4) ÷ 7 = 57% of one sequence's step is shared by the batch" in note and "43% is each" in note
+    slow = view.gain_note(one, _row(lesson, 8, 80, 100 / 9, 0.8))
+    assert "s = -14%, outside 0–100%" in slow and "is shared by" not in slow
+    assert view.gain_note(one, one) is None
 
 
 def _completion(predicted_n: int, predicted_ms: float) -> dict:
@@ -259,7 +318,6 @@ def _completion(predicted_n: int, predicted_ms: float) -> dict:
 
 
 def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
-    assert lesson.aggregate_tokens_per_s([64, 64], 0.5) == 256.0  # 128 tokens in half a second
     c = [Completion(**_completion(64, 1260.0)), Completion(**_completion(64, 1575.0))]
     runs = [lesson.BatchRun([c[0], c[0]], 1.28, {"llamacpp:tokens_predicted_total": 10.0, "llamacpp:n_decode_total": 7.0},
                             {"llamacpp:tokens_predicted_total": 138.0, "llamacpp:n_decode_total": 87.0}),
@@ -270,14 +328,16 @@ def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
     assert level.aggregate == [pytest.approx(100.0), pytest.approx(80.0)]
     # (64 − 1) passes in 1,260 ms = 50 tokens/s; in 1,575 ms = 40 tokens/s.
     assert level.per_sequence == [pytest.approx(50.0)] * 2 + [pytest.approx(40.0)] * 2
-    assert level.tokens_per_batch == 128 and level.tokens_generated == 256
     # /metrics: (138 − 10) + (266 − 138) = 256 tokens in (87 − 7) + (167 − 87) = 160 calls: 1.6 per call.
     assert level.predicted_delta == 256.0 and level.decode_calls_delta == 160.0
     assert level.tokens_per_call == pytest.approx(1.6)
 
     row = lesson.batch_row(level, baseline=100.0, dec_i=2.0, ridge=5.0)
     assert row.wall_ms == pytest.approx(1440.0)  # median of 1.28 s and 1.6 s
-    assert row.aggregate.median == pytest.approx(90.0) and row.per_sequence.median == pytest.approx(45.0)
+    assert (row.batches, row.tokens_per_batch, row.tokens_generated) == (2, 128, 256)
+    assert (row.aggregate, row.aggregate_min, row.aggregate_max) == pytest.approx((90.0, 80.0, 100.0))
+    assert (row.per_sequence, row.per_sequence_min, row.per_sequence_max) == pytest.approx((45.0, 40.0, 50.0))
+    assert (row.predicted_delta, row.tokens_per_call) == pytest.approx((256.0, 1.6))
     assert row.aggregate_ratio == pytest.approx(0.9) and row.per_sequence_ratio == pytest.approx(0.45)
     assert row.intensity == pytest.approx(3.2) and row.bound == "memory"  # 1.6 × 2 = 3.2 < 5
 
@@ -288,23 +348,22 @@ def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
 
 
 def _row(lesson, P, agg, per, ratio, lo=None, hi=None):
-    level = lesson.BatchLevel(P, [1.0], [[64] * P], [agg], [per], None, None)
-    return lesson.BatchRow(level, 1000.0, lesson.Spread(agg, lo or agg, hi or agg), lesson.Spread(per, per, per),
-                           ratio, per / 100, None, None)
+    return view.BatchRow(P, 1, 64 * P, 1000.0, agg, lo or agg, hi or agg, per, per, per, ratio, per / 100, 64 * P,
+                         None, None, None, None)
 
 
 def test_batch_verdict_follows_the_numbers(lesson):
-    paid = lesson.batch_verdict([_row(lesson, 1, 100, 100, 1.0), _row(lesson, 4, 300, 75, 3.0)])
+    paid = view.batch_verdict([_row(lesson, 1, 100, 100, 1.0), _row(lesson, 4, 300, 75, 3.0)])
     assert paid.startswith("Batching paid") and "3.00" in paid and "P = 4" in paid
-    flat = lesson.batch_verdict([_row(lesson, 1, 100, 100, 1.0), _row(lesson, 4, 105, 26, 1.05)])
+    flat = view.batch_verdict([_row(lesson, 1, 100, 100, 1.0), _row(lesson, 4, 105, 26, 1.05)])
     assert flat.startswith("Batching did not pay") and "×1.05 at P = 4" in flat
     # Only what the numbers show: no cause is offered.
     assert "cost" not in flat and "because" not in flat
 
 
 def test_spread_note(lesson):
-    assert lesson.spread_note([_row(lesson, 1, 105, 100, 1.0, 100, 110), _row(lesson, 2, 210, 100, 1.0, 200, 220)]) is None
-    note = lesson.spread_note([_row(lesson, 1, 105, 100, 1.0, 100, 110), _row(lesson, 8, 200, 20, 2.0, 100, 400)])
+    assert view.spread_note([_row(lesson, 1, 105, 100, 1.0, 100, 110), _row(lesson, 2, 210, 100, 1.0, 200, 220)]) is None
+    note = view.spread_note([_row(lesson, 1, 105, 100, 1.0, 100, 110), _row(lesson, 8, 200, 20, 2.0, 100, 400)])
     assert "P = 8: 100–400" in note and "P = 1" not in note
 
 
@@ -397,41 +456,54 @@ def test_main_on_hand_made_answers(lesson):
 
 def test_measured_points_by_hand(lesson):
     """100 M parameters in 100 MB: 2 FLOPs per byte, 0.2 GFLOP per token, on a CPU of 100 GFLOP/s and 10 GB/s."""
-    here = lesson.Roofline("cpu", "by hand", 100e9, 10e9, 10.0, 100.0)
-    points = lesson.measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [150.0, 200.0, 250.0, 210.0, 190.0])
+    bandwidth, blas, matmul = _host((10.0,), (100.0,))
+    here = lesson.HostCeilings(bandwidth, blas, matmul)
+    points = lesson.measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [150.0, 200.0, 250.0, 210.0, 190.0], 128)
     dec, pre = points
     # decode: 50 tokens/s × 0.2 GFLOP = 10 GFLOP/s at 2 FLOPs/byte, where both roofs are 2 × 10 GB/s = 20 GFLOP/s
-    assert (dec.intensity, dec.gflop_s.median, dec.gflop_s.min, dec.gflop_s.max) == (2.0, 10.0, 8.0, 12.0)
-    assert dec.numpy_roof_gflop_s == 20.0 and dec.engine_roof_gflop_s == 20.0 and dec.closest == "both"
+    assert (dec.phase, dec.intensity, dec.reached) == ("decode (P = 1)", 2.0, 10.0)
+    assert (dec.tokens_per_s, dec.tokens_per_s_min, dec.tokens_per_s_max) == (50.0, 40.0, 60.0)
+    assert dec.numpy_roof == 20.0 and dec.engine_roof == 20.0 and dec.closest == "both"
     # prefill of 128: 256 FLOPs/byte; 200 tokens/s × 0.2 = 40 GFLOP/s, the engine's roof; numpy's is 100
-    assert pre.intensity == 256.0 and pre.gflop_s.median == pytest.approx(40.0)
-    assert pre.numpy_roof_gflop_s == 100.0 and pre.engine_roof_gflop_s == pytest.approx(40.0)
+    assert pre.phase == "prefill of 128" and pre.intensity == 256.0 and pre.reached == pytest.approx(40.0)
+    assert pre.numpy_roof == 100.0 and pre.engine_roof == pytest.approx(40.0)
     assert pre.closest == "the engine's"
     # without a prefill: decode alone against this CPU's roof
-    (alone,) = lesson.measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [])
-    assert alone.engine_roof_gflop_s is None and alone.closest == "numpy's"
-    assert lesson.closest_roof(30.0, {"a": 20.0, "b": 100.0}) == "a"  # 1.5 × a, 0.3 × b
+    (alone,) = lesson.measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [], 128)
+    assert alone.engine_roof is None and alone.closest == "numpy's"
+    assert formulas.closest_roof(30.0, {"a": 20.0, "b": 100.0}) == "a"  # 1.5 × a, 0.3 × b
 
 
-def test_host_since_replays_an_older_run_as_it_was(lesson):
-    """A plan an older recording lacks gives `before` and is not added to it; a recorded plan is returned as recorded;
-    never measured on replay."""
-    from lessonkit import hand_context
+def test_the_plan_of_a_run_and_of_older_recordings(lesson):
+    """A recorded plan is read as recorded; a run recorded before plans is read from the host values it recorded
+    (no prefill before `prefill_plan`, two /metrics readings per batch before `shared_metrics_reads`); a replay
+    measures nothing and adds no host value the recording lacks."""
+    def plan_of(host_values):
+        ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values)
+        return lesson.the_plan(ctx), ctx.host_values
 
-    def never():
-        raise AssertionError("a replay measures nothing")
+    oldest, read = plan_of({"repeat": 3})
+    assert (oldest.batches, oldest.matmul_repeats, oldest.prefill.samples, oldest.shared_metrics_reads) == (3, 5, 0, False)
+    assert set(read) == {"repeat"}
+    older, read = plan_of({"prefill_plan": {"warmup": 1, "samples": 5, "tokens": 128}, "shared_metrics_reads": True})
+    assert (older.batches, older.prefill.warmup, older.prefill.samples, older.shared_metrics_reads) == (2, 1, 5, True)
+    assert set(read) == {"repeat", "prefill_plan", "shared_metrics_reads"}
+    recorded = plans.current(4).model_copy(update={"batch_n_predict": 16}).model_dump()
+    now, read = plan_of({"plan": recorded, "prefill_plan": {"warmup": 9, "samples": 9, "tokens": 9}})
+    assert now.batch_n_predict == 16 and now.prefill.samples == 5 and now.batches == 4  # max(5, 4) timed prefills
+    assert set(read) == {"plan"}
 
-    old = hand_context(lesson.__name__, QueuedServer({}))
-    assert old.host_since("prefill_plan", never, before={"samples": 0}) == {"samples": 0}
-    assert "prefill_plan" not in old.host_values
-    new = hand_context(lesson.__name__, QueuedServer({}), host_values={"prefill_plan": {"samples": 5}})
-    assert new.host_since("prefill_plan", never, before={"samples": 0}) == {"samples": 5}
-    assert new.host_values["prefill_plan"] == {"samples": 5}
 
-
-def test_main_measures_a_prefill_and_places_both_phases(lesson):
+# 128-token prefills: 320 tokens/s (median of 380, 400, 400, 420, 440 ms: 400 ms) reach 32 GFLOP/s, an engine ridge
+# of 32 ÷ 16 GB/s = 2 FLOPs/byte, right of decode (1) and of P = 2's step (1.6): both memory-bound. 100 tokens/s
+# (1,280 ms) reach 10 GFLOP/s, a ridge of 0.625, left of both: the same steps become compute-bound.
+@pytest.mark.parametrize("prefill_ms,tokens_s,engine,dec_closest,bound", [
+    ((380.0, 400.0, 400.0, 420.0, 440.0), 320.0, 32.0, "both", "memory"),
+    ((1200.0, 1280.0, 1280.0, 1300.0, 1400.0), 100.0, 10.0, "the engine's", "compute"),
+])
+def test_main_measures_a_prefill_and_places_both_phases(lesson, prefill_ms, tokens_s, engine, dec_closest, bound):
     """The same user's server, now with the prefill plan: one warm-up and five timed 128-token prompts (the warm-up's
-    9,999 ms is not a sample), then the measured points against both roofs."""
+    9,999 ms is not a sample), then the measured points against both roofs, and the labels read the engine's ridge."""
     counters = [(0, 0), (64, 64), (64, 64), (128, 128), (128, 128), (256, 208), (256, 208), (384, 288)]
 
     def prefill(ms: float) -> dict:
@@ -443,8 +515,7 @@ def test_main_measures_a_prefill_and_places_both_phases(lesson):
         "/props": [{"total_slots": 2}],
         "/metrics": [_metrics_text(*c) for c in counters],
         "/tokenize": [{"tokens": list(range(128))}],
-        # 128 tokens in 400 ms = 320 tokens/s (median of 380, 400, 400, 420, 440 ms: 320); then the batches as before
-        "/completion": [prefill(9999.0), *[prefill(ms) for ms in (380.0, 400.0, 400.0, 420.0, 440.0)],
+        "/completion": [prefill(9999.0), *[prefill(ms) for ms in prefill_ms],
                         _completion(64, 630.0), _completion(64, 700.0), *[_completion(64, 1260.0)] * 2,
                         *[_completion(64, 1575.0)] * 2],
     })
@@ -462,16 +533,26 @@ def test_main_measures_a_prefill_and_places_both_phases(lesson):
 
     t = result.table("measured_points")
     dec, pre = t.rows
-    # 0.1 GFLOP per token. decode alone: 95 tokens/s, 9.5 GFLOP/s at 1 FLOP/byte, where both roofs are 16 GB/s × 1
-    assert dec[col(t, "reached")] == pytest.approx(9.5) and dec[col(t, "closest roof")] == "both"
+    # 0.1 GFLOP per token. decode alone: 95 tokens/s, 9.5 GFLOP/s at 1 FLOP/byte, where this CPU's roof is 16 GB/s × 1
+    # and the engine's the lower of its prefill's GFLOP/s and 16
+    assert dec[col(t, "reached")] == pytest.approx(9.5) and dec[col(t, "closest roof")] == dec_closest
     assert dec[col(t, "this CPU's roof there")] == pytest.approx(16.0)
-    # prefill: 320 tokens/s, 32 GFLOP/s at 128 FLOPs/byte: this CPU's roof 200, the engine's 32
-    assert pre[col(t, "tokens/s")] == pytest.approx(320.0) and pre[col(t, "reached")] == pytest.approx(32.0)
+    assert dec[col(t, "the engine's roof there")] == pytest.approx(min(engine, 16.0))
+    # prefill: its tokens/s × 0.1 GFLOP at 128 FLOPs/byte: this CPU's roof 200, the engine's its own GFLOP/s
+    assert pre[col(t, "tokens/s")] == pytest.approx(tokens_s) and pre[col(t, "reached")] == pytest.approx(engine)
     assert pre[col(t, "this CPU's roof there")] == pytest.approx(200.0)
-    assert pre[col(t, "the engine's roof there")] == pytest.approx(32.0) and pre[col(t, "closest roof")] == "the engine's"
+    assert pre[col(t, "the engine's roof there")] == pytest.approx(engine) and pre[col(t, "closest roof")] == "the engine's"
     plot = next(p for p in result.plots if p.name == "roofline")
     measured = next(s for s in plot.series if s.label.startswith("measured"))
-    assert measured.x == pytest.approx([1.0, 128.0]) and measured.y == pytest.approx([9.5, 32.0])
+    assert measured.x == pytest.approx([1.0, 128.0]) and measured.y == pytest.approx([9.5, engine])
+    roof = next(s for s in plot.series if s.label.startswith("the engine's roof"))
+    assert roof.x[1] == pytest.approx(engine / 16.0)  # the plot's ridge is the labels' ridge
+    # The labels: decode and P = 2's step (1.6 FLOPs/byte) against the engine's ridge; numpy's (12.5) says memory.
+    pts, batches = result.table("roofline_points"), result.table("batching")
+    assert pts.rows[0][col(pts, "bound on this CPU")] == bound
+    assert [r[col(batches, "bound on this CPU's roofline")] for r in batches.rows] == [bound, bound]
+    assert f"{'left of' if bound == 'memory' else 'at or right of'} the engine's ridge of {engine / 16:.3g}" in pts.notes[0]
+    assert f"which reaches the engine's ridge ({engine / 16:.3g})" in " ".join(batches.notes)
 
 
 def test_the_batch_line_predicts_the_largest_batch(lesson):
@@ -480,11 +561,11 @@ def test_the_batch_line_predicts_the_largest_batch(lesson):
     so 25 measured is −2%; an aggregate of 8000 ÷ 25.5 = 314 tokens/s against 8000 ÷ 25 = 320; at P = 1 the
     line gives 9.75 ms against 5.6."""
     rows = [_row(lesson, P, 0, 1e3 / ms, 1.0) for P, ms in ((1, 5.6), (2, 12.0), (4, 16.5), (8, 25.0))]
-    note = lesson.batch_line_note(rows)
+    note = view.batch_line_note(rows)
     assert "5.6 ms, 12 ms, 16.5 ms, 25 ms at P = 1, 2, 4, 8" in note
     assert "(a = 7.5 ms, b = 2.25 ms per sequence) predicts 25.5 ms at P = 8, measured 25 (-2%" in note
     assert "an aggregate of 314 tokens/s against 320" in note and "gives 9.75 ms against 5.6" in note
-    assert lesson.batch_line_note(rows[:3]) is None  # nothing beyond P = 4 to predict
+    assert view.batch_line_note(rows[:3]) is None  # nothing beyond P = 4 to predict
 
 
 @pytest.mark.parametrize("shared,reads", [(True, 4), (False, 6)])
@@ -497,8 +578,32 @@ def test_one_metrics_reading_between_batches_on_a_server_of_our_own(lesson, shar
                            "/completion": [_completion(64, 1260.0)] * 6})
     walls = {f"batch_wall_s_p2_r{r}": 1.28 for r in range(3)}
     ctx = hand_context(LESSON, server, host_values={"repeat": 3, **walls})
-    runs = lesson.run_level(ctx, ctx.server, 2, shared)
+    runs = lesson.run_level(ctx, ctx.server, plans.current(3), 2, shared)
     assert server.left() == {}
     assert sum(path == "/metrics" for _, path, _ in server.requests) == reads
     level = lesson.batch_level(2, runs)
     assert level.predicted_delta == 384.0 and level.decode_calls_delta == 240.0
+
+
+def test_the_view_records_nothing():
+    """The view only renders: it puts tables and plots on the page and asks nothing else of it."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(view))
+    pages = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+             and isinstance(c.func.value, ast.Name) and c.func.value.id == "page"}
+    assert pages == {"table", "plot"}
+    calls = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+    assert not calls & {"measure", "fact", "host", "recorded", "local_server", "step", "completion", "metrics"}
+
+
+def test_a_live_run_records_its_plan_once(lesson):
+    """Live, the plan is today's, with --repeat batches per level, recorded as the one host value `plan`."""
+    from bytesup.lesson import LessonContext, Reporter
+    from bytesup.options import RunOptions
+
+    ctx = LessonContext(LESSON, "live", server=QueuedServer({}).server, run=RunOptions(command=["test"], repeat=4),
+                        model_path=None, sink=[], replay=None, progress=Reporter(None, LESSON))
+    plan = lesson.the_plan(ctx)
+    assert plan == plans.current(4) and ctx.host_values == {"repeat": 4, "plan": plans.current(4).model_dump()}

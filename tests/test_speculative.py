@@ -15,6 +15,7 @@ from bytesup.course import speculative as formulas
 from bytesup.llama import responses as r
 from bytesup.llama import embedded as server
 from bytesup.run.lessons import load_lesson
+from bytesup.store.plans import lesson05b as plans
 from bytesup.lesson import NOT_INHERITED
 
 from conftest import load_fixture
@@ -106,8 +107,21 @@ def test_predict_by_hand():
     # the check of 2.40625 tokens on the line 40 ms + 5 ms per token from 5 tokens: 27.03125 ms
     assert p.check_cost == pytest.approx(27.03125 / 20) and p.draft_cost == 0.25
     assert p.ideal == pytest.approx(40 / (1.40625 * 5 + 20)) and p.predicted == pytest.approx(40 / (1.40625 * 5 + 27.03125))
-    cost = formulas.PassCost("t", "target", "F32", 500_000_000, [40.0, 50.0, 60.0])
-    assert cost.median == 50.0 and cost.ms_per_token == 20.0 and cost.gb_per_s == 25.0   # 0.5 GB × 50 per s
+
+
+def test_model_costs_by_hand(l5):
+    """A target of 0.5 GB decoding 63 tokens in 1,575, 1,260 and 1,050 ms (40, 50, 60 tokens/s: a pass of 20 ms,
+    0.5 GB × 50 = 25 GB/s) and a draft of 0.1 GB at 200 tokens/s (5 ms, a quarter of a target pass, 20 GB/s)."""
+    plan = plans.current(2).model_copy(update={"targets": ["t"], "drafts": ["d"]})
+    models = {"t": {"weight_type": "F32", "tensor_bytes": 500_000_000}, "d": {"weight_type": "Q4_1", "tensor_bytes": 100_000_000}}
+    plain = {("t", plans.SHORT): [hand_completion(ms) for ms in (1575.0, 1260.0, 1050.0)],
+             ("d", plans.SHORT): [hand_completion(315.0)]}
+    target, draft = l5.model_costs(plan, models, plain)
+    assert (target.model, target.role, target.weights, target.bytes_per_token) == ("t", "target", "F32", 500_000_000)
+    assert (target.median, target.min, target.max) == pytest.approx((50.0, 40.0, 60.0))
+    assert (target.one_pass, target.over_target, target.weights_read) == pytest.approx((20.0, 1.0, 25.0))
+    assert (draft.role, draft.median, draft.one_pass) == ("draft", pytest.approx(200.0), pytest.approx(5.0))
+    assert (draft.over_target, draft.weights_read) == pytest.approx((0.25, 20.0))
 
 
 def test_spec_flags(l5):
@@ -135,14 +149,17 @@ def test_speculative_figures_by_hand(l5):
     assert counts.passes == 64                                # 128 − 64 tokens took a target pass each
     assert counts.tokens_per_pass == 2.0                      # 128 ÷ 64
     assert counts.drafted_per_pass == 90 / 64                 # 1.40625
-    cfg = l5.SpecConfig("t", "draft-simple", "d", 4, l5.SPEC_PROMPT)
-    run = l5.spec_run(cfg, spec, plain)
+    cfg = l5.SpecConfig("t", "draft-simple", "d", 4, plans.SHORT)
+    plan = plans.current(2)
+    row = l5.spec_row(plan, cfg, spec, plain)
     # 63 decode passes in 630 ms: 100 tokens/s; in 700 ms: 90; plain 63 in 1,260 ms: 50. Speed-up 95 ÷ 50.
-    assert run.samples == [100.0, 90.0] and run.base == 50.0 and run.speedup == 1.9
-    assert run.check == "identical"
+    assert (row.median, row.min, row.max) == (95.0, 90.0, 100.0) and row.speedup == 1.9
+    assert (row.drafted, row.accepted, row.acceptance, row.tokens_per_pass) == (90, 64, 64 / 90, 2.0)
+    assert row.same_tokens == "identical" and row.label == "spec-t-draft-d-k4"
     # One pass: target 1000 ÷ 50 = 20 ms, draft 5 ms. Prompt passes: 5 tokens in 40 ms, 105 in 540 ms
     # (5 ms per extra token), so a check of 1.40625 + 1 = 2.40625 tokens costs 40 + 5 × (2.40625 − 5) = 27.03125 ms.
-    arith = l5.spec_arithmetic(run, {"t": 20.0, "d": 5.0}, {l5.SPEC_PROMPT: (5, 40.0), l5.SPEC_REPETITIVE_PROMPT: (105, 540.0)})
+    arith = l5.spec_arithmetic(plan, cfg, counts, row.speedup, {"t": 20.0, "d": 5.0},
+                               {plans.SHORT: (5, 40.0), plans.REPETITIVE: (105, 540.0)})
     a = 64 / 90
     expected = 0.0
     for i in range(4 + 1):                                    # 1 + a + a² + a³ + a⁴
@@ -154,19 +171,26 @@ def test_speculative_figures_by_hand(l5):
     assert arith.over_predicted == pytest.approx(1.9 / (40 / 34.0625))
     assert arith.label == "d k=4"
     # a repeat whose third token differs from the plain run's
-    other = l5.spec_run(cfg, [spec[0], hand_completion(700.0, 50, 34, tokens=(1, 2, 9, 4))], plain)
-    assert other.check == "differ from token 3" and not other.identical
-    assert other.record().draft_n == [40, 50] and other.record().tokens[1] == [1, 2, 9, 4]
+    differing = [spec[0], hand_completion(700.0, 50, 34, tokens=(1, 2, 9, 4))]
+    other = l5.spec_row(plan, cfg, differing, plain)
+    assert other.same_tokens == "differ from token 3"
+    record = l5.run_record(other, differing)
+    assert record.draft_n == [40, 50] and record.draft_n_accepted == [30, 34] and record.tokens[1] == [1, 2, 9, 4]
+    assert record.server_flags == ["--spec-type", "draft-simple", "--spec-draft-model", "d", "--spec-draft-n-max", "4"]
 
 
 def test_ngram_figures_by_hand(l5):
     # n-grams: no draft model (no draft cost), k is the m-gram limit; a run with no counters drafted nothing.
-    cfg = l5.SpecConfig("t", "ngram-simple", None, None, l5.SPEC_REPETITIVE_PROMPT)
-    assert cfg.label == "spec-t-ngram-simple" and cfg.prompt_name == "repetitive"
+    cfg = l5.SpecConfig("t", "ngram-simple", None, None, plans.REPETITIVE)
+    assert cfg.label == "spec-t-ngram-simple" and plans.current(2).prompt_name(cfg.prompt) == "repetitive"
     plain = [hand_completion(1260.0)]
-    silent = l5.spec_run(cfg, [hand_completion(1260.0)], plain)
-    assert not silent.counts.reported and silent.acceptance is None and silent.counts.tokens_per_pass == 1
-    arith = l5.spec_arithmetic(silent, {"t": 20.0}, {l5.SPEC_PROMPT: (5, 40.0), l5.SPEC_REPETITIVE_PROMPT: (105, 540.0)})
+    plan = plans.current(2)
+    silent = l5.spec_row(plan, cfg, [hand_completion(1260.0)], plain)
+    counts = l5.spec_counts([hand_completion(1260.0)])
+    assert not counts.reported and silent.acceptance is None and silent.tokens_per_pass == 1 and silent.drafted == 0
+    assert silent.label == "spec-t-ngram-simple" and silent.speedup == 1.0
+    arith = l5.spec_arithmetic(plan, cfg, counts, silent.speedup, {"t": 20.0},
+                               {plans.SHORT: (5, 40.0), plans.REPETITIVE: (105, 540.0)})
     assert arith.expected is None and arith.draft_cost == 0 and arith.k == l5.NGRAM_DRAFT_MAX
     # drafted 0 per pass: the check is one token, 40 + 5 × (1 − 5) = 20 ms, one target pass; speed-up 1
     assert arith.check_cost == 1.0 and arith.ideal == 1.0 and arith.predicted == 1.0

@@ -41,6 +41,40 @@ def ridge_point(flops_per_s: float, bytes_per_s: float) -> float:
     return flops_per_s / bytes_per_s
 
 
+def decode_intensity(n_params: float, n_bytes: float) -> float:
+    """FLOPs per byte of one decoded token: ~2 FLOPs per parameter, every weight byte read once."""
+    return flops_per_token(n_params) / n_bytes
+
+
+def closest_roof(gflop_s: float, roofs: dict[str, float]) -> str:
+    """The roof whose attainable GFLOP/s is nearest the measured one, as a ratio (|ln(measured ÷ roof)|);
+    "both" when the roofs are one there (below both ridges they share the memory slope)."""
+    if len(set(roofs.values())) == 1 and len(roofs) > 1:
+        return "both"
+    return min(roofs, key=lambda name: abs(math.log(gflop_s / roofs[name])))
+
+
+def attainable_flop_s(intensity: float, peak_flop_s: float, bandwidth_b_s: float) -> float:
+    """The roofline: the lower of the compute ceiling and what the memory can feed at this intensity."""
+    return min(peak_flop_s, intensity * bandwidth_b_s)
+
+
+def bound(intensity: float, ridge: float) -> str:
+    """Which ceiling limits work of this intensity on a machine with this ridge point."""
+    return "memory" if intensity < ridge else "compute"
+
+
+def tokens_to_cross(ridge: float, intensity_per_token: float) -> int:
+    """Smallest number of tokens per weight read whose intensity reaches the ridge."""
+    return max(1, math.ceil(ridge / intensity_per_token))
+
+
+def shared_share(parallel: int, step_ratio: float) -> float:
+    """The share s of one sequence's step that `parallel` sequences decoded together share (reading the weights, the
+    step's fixed cost), from their step ÷ one sequence's step = s + (1 − s) × P: s = (P − ratio) ÷ (P − 1)."""
+    return (parallel - step_ratio) / (parallel - 1)
+
+
 def efficiency(measured: float, ceiling: float) -> float:
     return measured / ceiling if ceiling > 0 else math.nan
 

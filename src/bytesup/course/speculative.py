@@ -11,11 +11,10 @@ plain ones through `first_difference`.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
-from bytesup.course.formulas import GB
+from bytesup.course import clientclock
 
 
 def expected_tokens_per_pass(draft_len: int, accept: float) -> float:
@@ -104,29 +103,6 @@ def counts(answers: Iterable[tuple[int, int | None, int | None]]) -> Counts:
 
 
 @dataclass(frozen=True)
-class PassCost:
-    """One model alone: its decode speed per repeat, hence the cost of one of its passes."""
-    name: str
-    role: str                         # target | draft
-    weight_type: str | None
-    tensor_bytes: int
-    samples: list[float]              # decode tokens/s
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def ms_per_token(self) -> float:
-        return 1000.0 / self.median
-
-    @property
-    def gb_per_s(self) -> float:
-        """Weights read per second."""
-        return self.tensor_bytes * self.median / GB
-
-
-@dataclass(frozen=True)
 class Prediction:
     """A configuration's arithmetic: 1 + a + … + a^k, the costs of a round, and the speed-ups they predict."""
     expected: float | None            # 1 + a + … + a^k (None: no acceptance to put in)
@@ -147,3 +123,25 @@ def predict(c: Counts, k: int, draft_ms: float, target_ms: float,
     verify_ms = batch_pass_ms(c.drafted_per_pass + 1, short, long, target_ms)
     predicted = predicted_speculative_speedup(c.tokens_per_pass, c.drafted_per_pass, draft_ms, target_ms, verify_ms)
     return Prediction(expected, draft_ms / target_ms, verify_ms / target_ms, ideal, predicted)
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One streamed request on a speculative server (or the target alone), on the client's clock, with the server's
+    counters of the same request. A gap shorter than `threshold_ms` joins a token to the one before: the tokens of
+    one speculative pass arrive microseconds apart, passes a whole pass apart."""
+    label: str
+    prompt: str
+    client: clientclock.ClientTimes
+    generated: int                    # predicted_n
+    accepted: int                     # draft_n_accepted (0 without a draft)
+    threshold_ms: float
+
+    @property
+    def bursts(self) -> list[int]:
+        return clientclock.bursts(self.client.itl_ms, self.threshold_ms)
+
+    @property
+    def server_passes(self) -> int:
+        """Target passes by the server's counters: generated − accepted."""
+        return target_passes(self.generated, self.accepted)
