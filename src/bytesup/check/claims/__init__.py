@@ -17,12 +17,13 @@ from bytesup.check.claims.common import prediction_status
 from bytesup.check.claims.lesson04 import EXP_RELATIVE_TOLERANCE
 from bytesup.check.claims.lesson05b import first_difference
 from bytesup.check.claims.lesson06 import CACHE_TYPE_BYTES, DEPTH_LINE_TOLERANCE, depth_line_check
-from bytesup.check.claims.lesson08 import DECODE_MODEL_TOLERANCE, decode_model_check
+from bytesup.check.claims.lesson08 import decode_model_check, fit_step_terms
 from bytesup.check.verdicts import ClaimResult
 from bytesup.store.runs import Run
 
-__all__ = ["CACHE_TYPE_BYTES", "DECODE_MODEL_TOLERANCE", "DEPTH_LINE_TOLERANCE", "EXP_RELATIVE_TOLERANCE", "GENERAL_CLAIMS",
-           "decode_model_check", "depth_line_check", "first_difference", "prediction_status"]
+__all__ = ["CACHE_TYPE_BYTES", "DEPTH_LINE_TOLERANCE", "EXP_RELATIVE_TOLERANCE", "GENERAL_CLAIMS",
+           "decode_model_check", "depth_line_check", "first_difference", "fit_step_terms",
+           "prediction_status"]
 
 GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
     lesson04.claim_probability_is_exp_logprob,
@@ -39,7 +40,6 @@ GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
     lesson05.claim_stream_clocks_agree,
     lesson08.claim_decode_efficiency_in_unit_interval,
     lesson07.claim_ridge_point,
-    lesson08.claim_bytes_model_with_context,
     lesson08.claim_decode_model_predicts_every_width,
     lesson06.claim_depth_line_predicts_deeper_depths,
 ]
