@@ -72,7 +72,15 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     # lesson's table); a miss there is about this machine's timings.
     model_claim = only(report, "decode_model_predicts_every_width")
     assert model_claim.status != check.NA, model_claim
-    general = [r for r in general if r.id != "decode_model_predicts_every_width"]
+    # The course's title per width: a pass where lesson 8 and check's fits both say memory-bound, not applicable
+    # (with the reason) where both say compute-bound; they never contradict each other on this recording.
+    shown = {r[0]: r[-1] for r in l8.table("decode_model").rows if r[1] is not None and "published" not in r[0]}
+    titles = {r.claim.rsplit(": ", 1)[1]: r for r in claims(report, "decode_memory_bound_per_width")}
+    assert set(titles) == set(shown) and len(titles) == 6
+    for name, verdict in shown.items():
+        assert titles[name].status == {"memory-bound": check.PASS, "compute-bound": check.NA}[verdict], titles[name]
+        assert titles[name].group == "course" and f"lesson 8: {verdict}; check: {verdict}" == titles[name].observed
+    general = [r for r in general if r.id not in ("decode_model_predicts_every_width", "decode_memory_bound_per_width")]
     # None is "not applicable": every lesson the claims need is in this run.
     assert [r for r in general if r.status == check.NA] == []
     # Timings recorded on a busy machine could honestly fail; these recordings pass.

@@ -244,3 +244,59 @@ def test_every_claim_module_is_registered():
     for module in ("lesson04", "lesson05", "lesson05b", "lesson06", "lesson07", "lesson08"):
         assert any(name.startswith(f"bytesup.check.claims.{module}.claim_") for name in registered), module
     assert Path(claims.__file__).parent.name == "claims"
+
+
+# --- the course's title, width by width ---------------------------------------------------------------
+
+def verdict_table(verdicts: dict[str, str]):
+    from bytesup.store.results import Column, Table
+    return Table(name="decode_model", title="decode-time model", columns=[Column(name="model"), Column(name="waits on")],
+                 rows=[[n, v] for n, v in verdicts.items()])
+
+
+def test_verdicts_by_hand():
+    """By the terms above, a (2 ms read, 2.5 ms arithmetic) and big (20 and 25 ms) wait on arithmetic, b (4 and 2.5)
+    and c (8 and 2.5) on their weights, in every fit. d, 130 MB over 100 M parameters (1.3 bytes per parameter), at
+    its exact 2 + max(2.6, 2.5) = 4.6 ms beside big measured at 32.4 ms: the fit without big is exact (crossover
+    1.25, below d's 1.3: memory-bound), every other fit puts the crossover above 1.3 (d compute-bound): mixed."""
+    from bytesup.check.claims.lesson08 import check_verdicts
+    assert check_verdicts(models(27.0)) == {"a": "compute-bound", "b": "memory-bound", "c": "memory-bound",
+                                            "big": "compute-bound"}
+    d = ModelSamples("d", 130 * MB, 100e6, 1, (4.6,) * 5)
+    assert check_verdicts([*models(27 * 1.2), d])["d"] == "mixed"
+    assert [h.terms.crossover for h in held_out([*models(27 * 1.2), d]) if h.model.name == "big"] == [pytest.approx(1.25)]
+
+
+def test_the_title_per_width(tmp_path):
+    """b and c memory-bound as the lesson says: pass; a compute-bound as the lesson says: not applicable, with the
+    reason; big shown memory-bound where every fit gives compute-bound: a failure."""
+    stated = {"a": "compute-bound", "b": "memory-bound", "c": "memory-bound", "big": "memory-bound"}
+    result = capstone(27.0).model_copy(update={"tables": [verdict_table(stated)]})
+    got = {r.claim.rsplit(": ", 1)[1]: r for r in check.check_run(run_of(tmp_path, result), []).results
+           if r.id == "decode_memory_bound_per_width"}
+    assert {n: r.status for n, r in got.items()} == {"a": check.NA, "b": check.PASS, "c": check.PASS, "big": check.FAIL}
+    assert all(r.group == "course" and r.expected == "memory-bound" for r in got.values())
+    # a: W ÷ B = 100 MB ÷ 50 GB/s = 2 ms, n × c = 100 M × 25 ps = 2.5 ms, crossover 25 ps × 50 GB/s = 1.25.
+    assert "the title does not hold for a on this machine" in got["a"].detail
+    assert "W ÷ B = 2 ms, one token's arithmetic n × c = 2.5 ms; 1 bytes per parameter against the crossover B × c = 1.25" \
+        in got["a"].detail
+    assert got["big"].observed == "lesson 8: memory-bound; check: compute-bound"
+    assert "lesson 8 states memory-bound, but every fit check makes on its samples gives compute-bound" in got["big"].detail
+
+
+def test_the_title_where_the_fits_disagree(tmp_path):
+    """d (see test_verdicts_by_hand) is mixed by check's fits: inconclusive, whatever the lesson shows."""
+    result = capstone(27 * 1.2).model_copy(update={"tables": [verdict_table({"d": "memory-bound"})]})
+    result.measurements.append(m("decode_tokens_per_s", "tokens/s", [1e3 / 4.6] * 5, settings={"preset": "d"},
+                                 higher_is_better=True))
+    result.facts["decode_model"]["widths"].append({"name": "d", "weight_bytes": 130 * MB, "n_params": 100e6,
+                                                   "weight_type": "Q8_0", "step_ms": {"1": 4.6}})
+    claim = next(r for r in check.check_run(run_of(tmp_path, result), []).results
+                 if r.id == "decode_memory_bound_per_width" and r.claim.endswith(": d"))
+    assert claim.status == check.INCONCLUSIVE and "check finds it mixed" in claim.detail
+    assert claim.observed == "lesson 8: memory-bound; check: mixed"
+
+
+def test_the_title_without_the_model(tmp_path):
+    claim = only(check.check_run(run_of(tmp_path, lesson(L8, [])), []), "decode_memory_bound_per_width")
+    assert claim.status == check.NA and "states no decode-time model" in claim.detail

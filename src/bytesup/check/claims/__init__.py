@@ -41,5 +41,6 @@ GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
     lesson08.claim_decode_efficiency_in_unit_interval,
     lesson07.claim_ridge_point,
     lesson08.claim_decode_model_predicts_every_width,
+    lesson08.claim_decode_memory_bound_per_width,
     lesson06.claim_depth_line_predicts_deeper_depths,
 ]

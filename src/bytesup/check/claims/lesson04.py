@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from bytesup.course import published
 from bytesup.store.runs import Run
 from bytesup.check.evidence import (
     FactShapeError,
@@ -16,9 +17,9 @@ from bytesup.check.evidence import (
 )
 from bytesup.store.facts.lesson04 import FilePass, NumpyPass
 from bytesup.store.results import LessonResult
-from bytesup.check.verdicts import (FAIL, NA, PASS, ClaimResult, find_lesson, measurements, missing,
+from bytesup.check.verdicts import (ITSELF, SANITY, FAIL, NA, PASS, ClaimResult, find_lesson, measurements, missing,
                                     samples_text)
-from bytesup.check.claims.common import L4
+from bytesup.check.claims.common import L4, grouped
 
 
 def _relative_gap(shown: float, expected: float) -> float:
@@ -62,6 +63,7 @@ def _shown(lesson: LessonResult) -> tuple[list[ShownTopTokens], str]:
         return [], f"lesson {lesson.lesson_id}'s fact {exc}"
 
 
+@grouped(ITSELF)
 def claim_probability_is_exp_logprob(run: Run) -> list[ClaimResult]:
     """The server's own post-sampling probability (temperature 1, no cuts: the full softmax) of each
     candidate equals e^logprob of its answer for the same prompt, both read from the recorded
@@ -165,6 +167,7 @@ def _compare_table(table: ShownTopTokens, answers: list[RawNextToken]) -> tuple[
     return n, problems, worst
 
 
+@grouped(ITSELF)
 def claim_top_tokens_match_server(run: Run) -> list[ClaimResult]:
     """Every token lesson 4 shows against the server's recorded answer for the same prompt: the same
     token at the same rank, its logprob, its probability = e^logprob (so a softmax at another
@@ -198,6 +201,7 @@ def claim_top_tokens_match_server(run: Run) -> list[ClaimResult]:
         detail="; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else ""))]
 
 
+@grouped(SANITY)
 def claim_top8_share_at_most_one(run: Run) -> list[ClaimResult]:
     """Σ e^logprob over the eight most probable candidates of each recorded answer is at most 1.
     A run without recorded answers falls back to the probabilities the lesson showed."""
@@ -267,6 +271,7 @@ def _prompts(lesson: LessonResult) -> dict[str, str]:
     return {t.key: t.prompt for t in tables if t.prompt is not None}
 
 
+@grouped(ITSELF)
 def claim_numpy_top_token_is_the_servers(run: Run) -> list[ClaimResult]:
     """numpy's most probable token, for each prompt and file, is the top candidate of the server's recorded
     answer for the same prompt on the same file (read from the exchanges, not from the lesson's tables)."""
@@ -301,6 +306,7 @@ def claim_numpy_top_token_is_the_servers(run: Run) -> list[ClaimResult]:
     return results
 
 
+@grouped(ITSELF)
 def claim_numpy_f32_within_rounding(run: Run) -> list[ClaimResult]:
     """On the f32 width the engine keeps float32 activations, as numpy does; what is left is float32 summation
     order (about 1e-7 relative) and the f16 KV cache. Counted as if one float16 rounding, 2^-11 relative, fell
@@ -345,7 +351,37 @@ def claim_numpy_f32_within_rounding(run: Run) -> list[ClaimResult]:
 
 # --- lessons 4 and 6: speeds ------------------------------------------------------------------
 
+def prefill_ratio_reason(ratio: float, ridge: float | None, bytes_per_param: float | None) -> str:
+    """The run's prefill ÷ decode beside the course's, and why they differ. Prefill's tokens share each read of the
+    weights, so it waits on arithmetic, 2 FLOPs per parameter and token; decode reads every weight for each token.
+    Both at their ceilings, prefill ÷ decode = (peak ÷ 2n) ÷ (bandwidth ÷ W) = the ridge point × W/n ÷ 2."""
+    course = published.LESSON4["prefill_decode_ratio"]
+    spark_bpp = float(published.SPECIMEN["file_bytes"]) / float(published.SPECIMEN["n_params"])
+    text = (f"prefill is {ratio:.3g}× decode; the course's {course:g}× was measured on the {published.SPARK_NAME}'s GPU "
+            f"({published.SPECIMEN_NAME}). Prefill's tokens share each read of the weights and wait on arithmetic "
+            "(2 FLOPs per parameter and token); decode reads every weight for each token. Both at their ceilings, "
+            "prefill ÷ decode ≈ the ridge point (peak FLOP/s ÷ bandwidth) × bytes per parameter ÷ 2: the course's "
+            f"{course:g}× at {spark_bpp:.3g} bytes per parameter takes a ridge near {2 * course / spark_bpp:.0f} FLOPs/byte, "
+            "a GPU's")
+    if ridge is None or bytes_per_param is None:
+        return text + "; this run has no ridge point (lesson 7) or no model size (lesson 4) to size this machine's"
+    than = "less" if ridge < 2 * course / spark_bpp else "no less"
+    return (text + f"; this machine's ridge is {ridge:.3g} FLOPs/byte (lesson 7), so at {bytes_per_param:.3g} bytes per "
+            f"parameter about {ridge * bytes_per_param / 2:.3g}×: it does {than} arithmetic per byte read than that GPU")
+
+
+def _bytes_per_param(lesson: LessonResult) -> float | None:
+    info = lesson.host_values.get("model_info")
+    if not isinstance(info, dict):
+        return None
+    n, w = info.get("n_params"), info.get("tensor_bytes")
+    return float(w) / float(n) if isinstance(n, (int, float)) and isinstance(w, (int, float)) and n > 0 else None
+
+
+@grouped(ITSELF)
 def claim_prefill_faster_than_decode(run: Run) -> list[ClaimResult]:
+    """Prefill beats decode per token, from the lesson's medians; the ratio stands beside the course's, with the
+    reason this machine's differs (prefill_ratio_reason)."""
     cid, text = "prefill_faster_than_decode", "prefill processes prompt tokens faster per token than decode generates them"
     lesson = find_lesson(run, "04_")
     if lesson is None:
@@ -357,7 +393,13 @@ def claim_prefill_faster_than_decode(run: Run) -> list[ClaimResult]:
                             detail="lesson 04 has no prefill_tokens_per_s_long_prompt or decode_tokens_per_s_* measurement")]
     p = prefill[0]
     d = max(decodes, key=lambda m: m.median)
+    l7 = find_lesson(run, "07_")
+    ridges = measurements(l7, "ridge_point_flops_per_byte") if l7 is not None else []
+    detail = (prefill_ratio_reason(p.median / d.median, ridges[0].median if ridges else None, _bytes_per_param(lesson))
+              if d.median > 0 else "")
     return [ClaimResult(cid, "general", lesson.lesson_id, text, PASS if p.median > d.median else FAIL,
-                        observed=f"prefill {samples_text(p)} tokens/s", expected=f"> {d.name} {samples_text(d)} tokens/s",
-                        tolerance="medians compared",
-                        detail=f"prefill is {p.median / d.median:.3g}× decode" if d.median > 0 else "")]
+                        observed=f"prefill {samples_text(p)} tokens/s"
+                                 + (f": {p.median / d.median:.3g}× decode (the course: "
+                                    f"{published.LESSON4['prefill_decode_ratio']:g}×)" if d.median > 0 else ""),
+                        expected=f"> {d.name} {samples_text(d)} tokens/s",
+                        tolerance="medians compared", detail=detail)]

@@ -3,6 +3,8 @@ client's clock against the server's timings."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 
 from bytesup.store.runs import Run
@@ -14,8 +16,8 @@ from bytesup.check.evidence import (
     sampler_comparisons,
 )
 from bytesup.store.results import LessonResult
-from bytesup.check.verdicts import (FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, missing)
-from bytesup.check.claims.common import L5
+from bytesup.check.verdicts import (ITSELF, SANITY, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, missing)
+from bytesup.check.claims.common import L5, grouped
 
 
 # --- lessons 5 and 5b: samplers and speculative decoding ------------------------------------------------
@@ -26,6 +28,7 @@ from bytesup.check.claims.common import L5
 SAMPLER_TOLERANCE_CEILING = 1e-3
 
 
+@grouped(ITSELF)
 def claim_sampler_matches_server(run: Run) -> list[ClaimResult]:
     """Lesson 5's comparisons of its samplers with the server's post-sampling probabilities, judged
     from their numbers (never the lesson's verdict): each compared setting has max |Δp| / p within
@@ -97,6 +100,7 @@ def _timing(stream: RawStream, name: str) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
+# Two results in two groups: TTFT ≥ prompt_ms is a bound any sound recording meets, one event per token a consistency.
 def claim_stream_causality(run: Run) -> list[ClaimResult]:
     """The first token cannot reach the client before the server has sampled it: the client's time
     to first token (from sending the request) is at least the server's prompt_ms (from the slot
@@ -105,13 +109,13 @@ def claim_stream_causality(run: Run) -> list[ClaimResult]:
     cid, text = "stream_first_token_after_prompt", "a streamed token reaches the client after the server's prompt_ms (TTFT ≥ prompt_ms)"
     lesson, streams, na = _streams(run, cid, text)
     if na is not None:
-        return [na, ClaimResult("stream_one_event_per_token", "general", na.lesson,
+        return [replace(na, group=SANITY), ClaimResult("stream_one_event_per_token", "general", na.lesson,
                                 "a stream has one event per generated token (events = predicted_n)", NA, detail=na.detail)]
     assert lesson is not None
     gaps = [(s.token_events[0][1] - _timing(s, "prompt_ms"), s.line) for s in streams]
     early = [f"line {line}: {g:.3g} ms" for g, line in gaps if not g >= 0]
     results.append(ClaimResult(
-        cid, "general", lesson.lesson_id, text, FAIL if early else PASS,
+        cid, "general", lesson.lesson_id, text, FAIL if early else PASS, group=SANITY,
         observed=f"TTFT − prompt_ms from {min(g for g, _ in gaps):.3g} to {max(g for g, _ in gaps):.3g} ms over {len(streams)} streams",
         expected="≥ 0 ms", tolerance="none: both clocks are monotonic and the server's interval lies inside the client's",
         detail="; ".join(early[:5]) or f"from the streams recorded in {lesson.exchanges}"))
@@ -136,6 +140,7 @@ def claim_stream_causality(run: Run) -> list[ClaimResult]:
     return results
 
 
+@grouped(ITSELF)
 def claim_stream_clocks_agree(run: Run) -> list[ClaimResult]:
     """The median gap between streamed tokens on the client's clock against the server's
     predicted_ms ÷ (predicted_n − 1), within a tolerance derived per stream.

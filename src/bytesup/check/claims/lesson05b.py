@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from bytesup.course.speculative import first_difference
 from bytesup.store.runs import Run
-from bytesup.check.verdicts import (FAIL, NA, PASS, ClaimResult, find_lesson, missing)
-from bytesup.check.claims.common import L5B
+from bytesup.check.verdicts import (ITSELF, FAIL, NA, PASS, ClaimResult, find_lesson, missing)
+from bytesup.check.claims.common import L5B, grouped
 
 
+@grouped(ITSELF)
 def claim_speculative_equals_plain(run: Run) -> list[ClaimResult]:
     """Lesson 5b's speculative runs against its plain runs, token by token, from the token ids the
     lesson keeps in its settings (`speculative.runs`): a plain run (spec_type none) is the reference

@@ -16,9 +16,9 @@ from bytesup.check.evidence import (
 from bytesup.store.facts.lesson06 import DecodeAtDepth
 from bytesup.store.render import fmt
 from bytesup.store.results import LessonResult, Measurement
-from bytesup.check.verdicts import (FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, judged, measurements, missing,
+from bytesup.check.verdicts import (ITSELF, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, judged, measurements, missing,
                                     samples_text)
-from bytesup.check.claims.common import L6, prediction_status
+from bytesup.check.claims.common import L6, grouped, prediction_status
 
 
 def _slower(subject: str, lesson: str, shallow: Measurement, deep: Measurement, what: tuple[str, str]) -> ClaimResult:
@@ -36,6 +36,7 @@ def _slower(subject: str, lesson: str, shallow: Measurement, deep: Measurement, 
                        tolerance="the samples' [min, max] ranges, outliers left out (bytesup.course.robust)", detail=detail)
 
 
+@grouped(ITSELF)
 def claim_decode_slows_with_context(run: Run) -> list[ClaimResult]:
     results = []
     l6 = find_lesson(run, "06_")
@@ -94,6 +95,7 @@ def _kv_from_gguf(lesson: LessonResult) -> list[tuple[str, float, float]]:
     return checked
 
 
+@grouped(ITSELF)
 def claim_kv_bytes_formula(run: Run) -> list[ClaimResult]:
     """Lesson 6's KV-cache bytes recomputed: its measurement from the served model's GGUF
     hyperparameters and cache types (check's own table of bytes per element), and every row it
@@ -155,6 +157,7 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int,
                if status == INCONCLUSIVE else ""))
 
 
+@grouped(ITSELF)
 def claim_depth_line_predicts_deeper_depths(run: Run) -> list[ClaimResult]:
     cid = "depth_line_predicts_deeper_depths"
     text = "decode time at depth d = t(0) + d × s, fitted on the shallower half, predicts the deeper depths"

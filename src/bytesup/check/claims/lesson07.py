@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from bytesup.store.runs import Run
 from bytesup.store.render import fmt
-from bytesup.check.verdicts import (FAIL, NA, PASS, ClaimResult, find_lesson, measurements, missing)
-from bytesup.check.claims.common import L7
+from bytesup.check.verdicts import (ITSELF, FAIL, NA, PASS, ClaimResult, find_lesson, measurements, missing)
+from bytesup.check.claims.common import L7, grouped
 
 
 FLOP_RATE_UNITS = {"flop/s": 1.0, "mflop/s": 1e6, "gflop/s": 1e9, "tflop/s": 1e12}
 BYTE_RATE_UNITS = {"b/s": 1.0, "bytes/s": 1.0, "mb/s": 1e6, "gb/s": 1e9, "tb/s": 1e12, "gib/s": 2.0 ** 30}
 
 
+@grouped(ITSELF)
 def claim_ridge_point(run: Run) -> list[ClaimResult]:
     """Lesson 7's ridge point against the peak FLOP/s ÷ the bandwidth in bytes/s of its two
     measurements, each converted from its own unit."""

@@ -19,17 +19,19 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from bytesup.course import robust
+from bytesup.course import published, robust
 from bytesup.store.runs import Run
 from bytesup.store.facts.lesson08 import DecodeModel, ModelSteps
 from bytesup.store.results import LessonResult
 from bytesup.store.render import fmt, measurement_label
-from bytesup.check.verdicts import (FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, judged, measurements, missing)
-from bytesup.check.claims.common import L4, L8, prediction_status
+from bytesup.check.verdicts import (COURSE, ITSELF, SANITY, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult,
+                                    find_lesson, judged, measurements, missing)
+from bytesup.check.claims.common import L4, L8, grouped, prediction_status
 
 
 # --- lessons 4, 7 and 8: ceilings ----------------------------------------------------------------
 
+@grouped(SANITY)
 def claim_decode_efficiency_in_unit_interval(run: Run) -> list[ClaimResult]:
     """Efficiency = measured ÷ ceiling; the ceiling comes from a measured bandwidth, so its spread
     widens what "at most 1" allows: the lowest efficiency the samples allow is
@@ -246,6 +248,7 @@ def model_samples(lesson: LessonResult, fact: DecodeModel) -> tuple[list[ModelSa
     return out, without
 
 
+@grouped(ITSELF)
 def claim_decode_model_predicts_every_width(run: Run) -> list[ClaimResult]:
     cid = "decode_model_predicts_every_width"
     text = "decode step = a cost per block + the slower of reading the weights and one token's arithmetic predicts every model"
@@ -267,3 +270,84 @@ def claim_decode_model_predicts_every_width(run: Run) -> list[ClaimResult]:
     return [ClaimResult(cid, "general", lesson.lesson_id, text, status, observed=observed,
                         expected="every model within the tolerance the lesson states",
                         tolerance=f"±{fact.tolerance:.0%}", detail=detail)]
+
+
+# --- the course's title, width by width -------------------------------------------------------------
+
+MEMORY, COMPUTE, MIXED = "memory-bound", "compute-bound", "mixed"
+
+
+def waits_on(terms: StepTerms, m: ModelSamples) -> str:
+    """The larger of the two overlapped terms: memory-bound where reading the weights takes longer than the arithmetic."""
+    return MEMORY if terms.memory_ms(m) > terms.arithmetic_ms(m) else COMPUTE
+
+
+def check_verdicts(models: list[ModelSamples]) -> dict[str, str]:
+    """Each model's verdict under check's fit of every model and under each fit that leaves one out (where enough
+    remain): named where they all agree, MIXED where leaving one model out turns it over."""
+    fits = [fit_step_terms(models)]
+    if len(models) > TERMS:
+        fits += [h.terms for h in held_out(models)]
+    out = {}
+    for m in models:
+        named = {waits_on(t, m) for t in fits}
+        out[m.name] = named.pop() if len(named) == 1 else MIXED
+    return out
+
+
+def stated_verdicts(lesson: LessonResult) -> dict[str, str]:
+    """The verdict lesson 8 shows for each model: its decode_model table's "waits on" column."""
+    table = next((t for t in lesson.tables if t.name == "decode_model"), None)
+    if table is None:
+        return {}
+    names = [c.name for c in table.columns]
+    if "model" not in names or "waits on" not in names:
+        return {}
+    return {str(r[names.index("model")]): str(r[names.index("waits on")]) for r in table.rows
+            if r[names.index("waits on")] is not None}
+
+
+def title_verdict(m: ModelSamples, stated: str | None, ours: str, terms: StepTerms) -> tuple[str, str]:
+    """(status, detail) of the course's title, decode is memory-bound, for one model: its verdict as lesson 8 states
+    it and as check's fits give it (`ours`), with the terms of every model (`terms`) for the reason."""
+    read, arithmetic = terms.memory_ms(m), terms.arithmetic_ms(m)
+    numbers = (f"by every model's terms, reading the weights W ÷ B = {read:.3g} ms, one token's arithmetic n × c = "
+               f"{arithmetic:.3g} ms; {m.weight_bytes / m.n_params:.3g} bytes per parameter against the crossover "
+               f"B × c = {terms.crossover:.3g}")
+    if stated in (MEMORY, COMPUTE) and ours in (MEMORY, COMPUTE) and stated != ours:
+        return FAIL, f"lesson 8 states {stated}, but every fit check makes on its samples gives {ours} ({numbers})"
+    if MIXED in (ours, stated):
+        return INCONCLUSIVE, (f"{'check' if ours == MIXED else 'lesson 8'} finds it mixed: leaving one model out turns "
+                              f"over which term is the larger, so this run cannot tell ({numbers})")
+    if ours == MEMORY:
+        return PASS, numbers
+    return NA, (f"the title does not hold for {m.name} on this machine: one token's arithmetic takes longer than reading "
+                f"its weights ({numbers}). The course states it for a machine whose arithmetic outpaces its memory "
+                f"(the {published.SPARK_NAME}'s GPU); this one's does not, at this many bytes per parameter")
+
+
+@grouped(COURSE)
+def claim_decode_memory_bound_per_width(run: Run) -> list[ClaimResult]:
+    """The course's title claim, decode is memory-bound, for each model the capstone fits: set against the verdict
+    lesson 8 states for it and the one check's own fits give (see title_verdict)."""
+    cid, text = "decode_memory_bound_per_width", "decode is memory-bound (the course's title)"
+    lesson = find_lesson(run, "08_")
+    if lesson is None:
+        return [ClaimResult(cid, "general", "08", text, NA, detail=missing(run, "08_", L8))]
+    fact = lesson.stated(DecodeModel)
+    if fact is None:
+        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
+                            detail="lesson 08 states no decode-time model to give a verdict per width (a run before it)")]
+    models, _ = model_samples(lesson, fact)
+    if len(models) < TERMS:
+        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
+                            detail=f"{len(models)} models with decode samples; the terms need at least {TERMS}")]
+    every, ours, stated = fit_step_terms(models), check_verdicts(models), stated_verdicts(lesson)
+    results = []
+    for m in models:
+        status, detail = title_verdict(m, stated.get(m.name), ours[m.name], every)
+        results.append(ClaimResult(cid, "general", lesson.lesson_id, f"{text}: {m.name}", status,
+                                   observed=f"lesson 8: {stated.get(m.name, 'no verdict shown')}; check: {ours[m.name]}",
+                                   expected=MEMORY, tolerance="every fit (all models, and each leaving one out) agrees",
+                                   detail=detail))
+    return results
