@@ -100,6 +100,28 @@ def test_blocks_count_in_the_fixed_cost():
     assert fit_step_terms(models(22.5, blocks=blocks)[:3]).per_block_ms == pytest.approx(0.1, rel=1e-6)
 
 
+def test_steps_that_show_no_arithmetic_give_none():
+    """b, c and e (800 MB, 200 M parameters: 2 + 16 = 18 ms) all wait on their weights: any c up to 2 bytes per
+    parameter × 1 ÷ B fits them exactly, and the fit takes the smallest, none. a (1 byte per parameter) is then
+    predicted at 2 + max(2, 0) = 4 ms, not the 2 + max(2, 4) = 6 ms of the largest c that fits."""
+    xs = [ModelSamples("b", 200 * MB, 100e6, 1, (6.0,)), ModelSamples("c", 400 * MB, 100e6, 1, (10.0,)),
+          ModelSamples("e", 800 * MB, 200e6, 1, (18.0,))]
+    terms = fit_step_terms(xs)
+    assert terms.crossover == 0 and terms.gbs == pytest.approx(50.0) and terms.per_block_ms == pytest.approx(2.0)
+    assert terms.step_ms(ModelSamples("a", 100 * MB, 100e6, 1, (4.5,))) == pytest.approx(4.0)
+
+
+def test_the_fixed_cost_is_never_below_zero():
+    """3, 7 and 15 ms for 200, 400 and 800 MB lie on t = −1 + W ÷ 50 GB/s: the fixed cost stops at 0, and 1 ÷ B is then
+    the least squares of the relative errors alone, Σ (W/t) ÷ Σ (W/t)² with W/t = 200e6/3, 400e6/7, 800e6/15 bytes per
+    ms: 1 ÷ B = 1.6784e-8 ms per byte, B = 59.58 GB/s."""
+    xs = [ModelSamples("b", 200 * MB, 100e6, 1, (3.0,)), ModelSamples("c", 400 * MB, 100e6, 1, (7.0,)),
+          ModelSamples("e", 800 * MB, 200e6, 1, (15.0,))]
+    terms = fit_step_terms(xs)
+    assert terms.per_block_ms == 0 and terms.crossover == 0
+    assert terms.ms_per_byte == pytest.approx(1.6784118e-8, rel=1e-6) and terms.gbs == pytest.approx(59.580, abs=1e-3)
+
+
 def test_too_few_models_to_leave_one_out():
     st, observed, detail = decode_model_check(models(27.0)[:3], 0.15)
     assert st == check.NA and "at least 4" in detail
@@ -124,6 +146,7 @@ def test_no_point_of_a_naive_grid_fits_better(steps):
               (224.1 * MB, 210.8e6, 16), (985.7 * MB, 927.5e6, 18)]
     xs = [ModelSamples(str(i), w, n, blocks, (t,)) for i, ((w, n, blocks), t) in enumerate(zip(shapes, steps, strict=True))]
     terms = fit_step_terms(xs)
+    assert terms.per_block_ms >= 0 and terms.ms_per_byte >= 0 and terms.crossover >= 0
     best = naive_loss(xs, np.array(terms.per_block_ms), np.array(terms.ms_per_byte), np.array(terms.ms_per_param))
     f = np.linspace(0, max(4 * terms.per_block_ms, 0.2), 60)[:, None, None]
     r = np.geomspace(terms.ms_per_byte / 4, terms.ms_per_byte * 4, 60)[None, :, None]
