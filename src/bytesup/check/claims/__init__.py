@@ -1,5 +1,13 @@
-"""The general claims of `bytesup check`, one module per lesson (lesson04 … lesson08), checked on every run from
-whatever lessons it holds.
+"""The general claims of `bytesup check`, checked on every run from whatever lessons it holds, one module per lesson:
+
+- lesson04: the server's probabilities are e^logprob, the tables show the server's answers, the top eight share at
+  most 1, numpy's forward pass gives the server's token and (on f32) its probabilities, prefill beats decode;
+- lesson05: the samplers re-implemented in numpy, and the streamed tokens on the client's clock;
+- lesson05b: speculative decoding generates the plain tokens;
+- lesson06: decode slows with context, the KV-cache bytes, the depth line;
+- lesson07: the ridge point;
+- lesson08: decode efficiency within [0, 1], the decode-time model, the course's title per width;
+- common: the lessons' ids, a claim's group (bytesup.check.verdicts.GROUPS) and a prediction's status.
 
 Each claim is computed with check's own arithmetic from raw records: the server's recorded
 answers (lesson 4's logprobs and post-sampling probabilities), measurements read by name, the

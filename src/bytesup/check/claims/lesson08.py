@@ -1,5 +1,6 @@
-"""The capstone's claims (lesson 8): decode efficiency within [0, 1] (lesson 4's too), and the decode-time model
-predicting every model it left out, refitted here from the lesson's samples.
+"""The capstone's claims (lesson 8): decode efficiency within [0, 1] (lesson 4's too; a sanity check), the
+decode-time model predicting every model it left out, refitted here from the lesson's samples, and the course's
+title, decode memory-bound, width by width against the verdict lesson 8 shows and the one these fits give.
 
 The decode-time model, t₁ = L × f + max(W ÷ B, n × c) (bytesup.course.decodetime states it for the lesson), is
 fitted here with arithmetic of check's own: the same form, another way to the same least squares. Write c = κ ÷ B:
