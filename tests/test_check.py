@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import math
 import shutil
 from pathlib import Path
@@ -12,7 +11,6 @@ import pytest
 from test_compare import L4, assemble_run, edit_manifest, invoke, read_result, write_result
 
 from bytesup.check import checker as check
-from bytesup.check.claims import DECODE_MODEL_TOLERANCE
 from bytesup.check.compare import load_run
 from bytesup.errors import BytesupError
 from bytesup.store.results import Column, LessonResult, Measurement, Table
@@ -44,7 +42,7 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     general = [r for r in report.results if r.source == "general"]
     # Arithmetic claims hold exactly on any run of any model.
     for claim_id in ("probability_is_exp_logprob", "top_tokens_match_server", "top8_share_at_most_one", "kv_bytes_formula",
-                     "sampler_matches_server", "ridge_point_formula", "bytes_model_with_context"):
+                     "sampler_matches_server", "ridge_point_formula"):
         assert only(report, claim_id).status == check.PASS, only(report, claim_id)
     # Timing claims: the verdict must follow from the recorded numbers, computed here again.
     l4 = read_result(full_run, L4)
@@ -70,21 +68,19 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     slows4 = [r for r in claims(report, "decode_slows_with_context") if r.lesson == L4]
     assert slows4[0].status == (check.PASS if long.median < short.median else
                                 check.INCONCLUSIVE if long.min <= short.max else check.FAIL)
-    # The decode-time model: the checker's own arithmetic agrees with the capstone's table, whatever the machine.
-    model_t = l8.table("decode_model")
+    # The decode-time model: check refits it from the samples (tests/test_check_lesson08.py sets it beside the
+    # lesson's table); a miss there is about this machine's timings.
     model_claim = only(report, "decode_model_predicts_every_width")
-    names = [c.name for c in model_t.columns]
-    if "predicted ÷ measured − 1" in names:
-        errors = [r[names.index("predicted ÷ measured − 1")] for r in model_t.rows]
-        worst = max(abs(e) for e in errors if e is not None) / 100
-        assert (model_claim.status == check.PASS) == (worst <= DECODE_MODEL_TOLERANCE), model_claim
-        assert f"{worst:.1%}" in model_claim.observed
-    else:  # too few models to leave one out: the lesson says why, the claim is not applicable
-        assert model_claim.status == check.NA
-    if model_claim.status not in (check.PASS, check.NA):
-        scattered = max(w["step_spread"].get("1", 0.0) for w in l8.facts["decode_model"]["widths"])
-        assert model_claim.status == (check.INCONCLUSIVE if scattered > DECODE_MODEL_TOLERANCE else check.FAIL)
-    general = [r for r in general if r.id != "decode_model_predicts_every_width"]
+    assert model_claim.status != check.NA, model_claim
+    # The course's title per width: a pass where lesson 8 and check's fits both say memory-bound, not applicable
+    # (with the reason) where both say compute-bound; they never contradict each other on this recording.
+    shown = {r[0]: r[-1] for r in l8.table("decode_model").rows if r[1] is not None and "published" not in r[0]}
+    titles = {r.claim.rsplit(": ", 1)[1]: r for r in claims(report, "decode_memory_bound_per_width")}
+    assert set(titles) == set(shown) and len(titles) == 6
+    for name, verdict in shown.items():
+        assert titles[name].status == {"memory-bound": check.PASS, "compute-bound": check.NA}[verdict], titles[name]
+        assert titles[name].group == "course" and f"lesson 8: {verdict}; check: {verdict}" == titles[name].observed
+    general = [r for r in general if r.id not in ("decode_model_predicts_every_width", "decode_memory_bound_per_width")]
     # None is "not applicable": every lesson the claims need is in this run.
     assert [r for r in general if r.status == check.NA] == []
     # Timings recorded on a busy machine could honestly fail; these recordings pass.
@@ -163,7 +159,7 @@ def test_missing_lessons_are_named_not_crashed_on(tmp_path):
     run = assemble_run(tmp_path / "run", "01_model_on_disk")
     report = check.check_run(load_run(run))
     # Course arithmetic needs no lesson; every claim that needs one is not applicable.
-    assert {r.status for r in report.results if r.id != "bytes_model_with_context"} == {check.NA}
+    assert {r.status for r in report.results} == {check.NA}
     details = " ".join(r.detail for r in report.results)
     for lesson in ("04_next_token", "05_generating_text", "06_attention_kv_cache", "07_hardware_fit"):
         assert f"lesson {lesson} not in this run" in details
@@ -457,74 +453,6 @@ def test_efficiency_at_most_one_skips_cache_resident_points(tmp_path):
     assert any("cache-resident" in r.detail for r in got.values() if r.status == check.NA)
 
 
-def test_bytes_model_with_context_on_the_published_figures(tmp_path):
-    claim = only(check.check_run(run_of(tmp_path, lesson("02_tokens_and_embeddings")), []), "bytes_model_with_context")
-    # 33.2 × 7.16e9 ÷ (7.16e9 + 524,288 × 1,921) = 29.106 tokens/s, against 29.6 published: −1.7%.
-    assert claim.status == check.PASS
-    assert claim.observed == "29.1 tokens/s predicted at depth 1,921" and claim.expected == "29.6 tokens/s published"
-    assert "524,288 bytes per token" in claim.detail
-
-
-@pytest.mark.parametrize("published_long,status", [(27.8, check.PASS), (27.6, check.FAIL), (30.6, check.PASS),
-                                                   (30.7, check.FAIL)])
-def test_bytes_model_with_context_fails_beyond_its_tolerance(tmp_path, monkeypatch, published_long, status):
-    """29.106 predicted passes against a published figure from 29.106 ÷ 1.05 = 27.72 to 29.106 ÷ 0.95 = 30.64:
-    27.8 (+4.7%) and 30.6 (−4.9%) pass, 27.6 (+5.5%) and 30.7 (−5.2%) fail, whatever tolerance is planted."""
-    from bytesup.course import published
-
-    monkeypatch.setitem(published.LESSON4, "decode_long_tokens_per_s", published_long)
-    claim = only(check.check_run(run_of(tmp_path, lesson("02_tokens_and_embeddings")), []), "bytes_model_with_context")
-    assert claim.status == status, claim
-
-
-def decode_model_fact(big_step_ms: float) -> dict:
-    """The models of tests/test_decodetime.py (B = 50 GB/s, c = 25 ps per parameter, F = 2 ms) at P = 1 exactly as
-    the model says (4.5, 6 and 10 ms), and a model of 1,000 MB and 1,000 M parameters that it puts at 27 ms."""
-    mb = 1e6
-    return {"form": "F + max(W / B, n * c)", "tolerance": 0.15, "widths": [
-        {"name": "a", "weight_bytes": 100 * mb, "n_params": 100e6, "weight_type": "Q4_1", "step_ms": {"1": 4.5, "2": 9}},
-        {"name": "b", "weight_bytes": 200 * mb, "n_params": 100e6, "weight_type": "Q8_0", "step_ms": {"1": 6.0}},
-        {"name": "c", "weight_bytes": 400 * mb, "n_params": 100e6, "weight_type": "F32", "step_ms": {"1": 10.0}},
-        {"name": "big", "weight_bytes": 1000 * mb, "n_params": 1000e6, "weight_type": "Q8_0",
-         "step_ms": {"1": big_step_ms}}]}
-
-
-@pytest.mark.parametrize("big_step_ms,status", [(27 * 1.1, check.PASS), (27 * 1.2, check.FAIL), (27 / 1.2, check.FAIL)])
-def test_decode_model_claim_fails_beyond_its_tolerance(tmp_path, big_step_ms, status):
-    """a, b and c put big at about 27 ms (within a grid step): measured 29.7 ms is predicted ÷ measured tokens/s
-    − 1 ≈ +10%, within ±15%; 32.4 ms is about +20% and 22.5 ms about −17%: both fail, whatever tolerance is planted."""
-    result = lesson("08_capstone_decode_memory_bound", []).model_copy(update={"facts": {"decode_model": decode_model_fact(big_step_ms)}})
-    claim = only(check.check_run(run_of(tmp_path, result), []), "decode_model_predicts_every_width")
-    assert claim.status == status, claim
-    assert "big" in claim.observed and "a: " in claim.detail
-
-
-def test_decode_model_claim_cannot_tell_from_scattered_samples(tmp_path):
-    """The same +20% miss, with one model's steps at P = 1 scattering 16% (interquartile range ÷ median):
-    inconclusive; at 15%, within the tolerance, it fails. A scatter at P = 2 does not count."""
-    for spread, status in ((0.16, check.INCONCLUSIVE), (0.15, check.FAIL)):
-        fact = decode_model_fact(27 * 1.2)
-        fact["widths"][0]["step_spread"] = {"1": spread, "2": 0.5}
-        result = lesson("08_capstone_decode_memory_bound", []).model_copy(update={"facts": {"decode_model": fact}})
-        (tmp_path / str(spread)).mkdir()
-        claim = only(check.check_run(run_of(tmp_path / str(spread), result), []), "decode_model_predicts_every_width")
-        assert claim.status == status, claim
-
-
-def test_decode_model_claim_needs_four_models(tmp_path):
-    fact = decode_model_fact(27.0)
-    fact["widths"] = fact["widths"][:3]
-    result = lesson("08_capstone_decode_memory_bound", []).model_copy(update={"facts": {"decode_model": fact}})
-    claim = only(check.check_run(run_of(tmp_path, result), []), "decode_model_predicts_every_width")
-    assert claim.status == check.NA and "at least 4" in claim.detail
-
-
-def test_decode_model_claim_without_the_fact(tmp_path):
-    claim = only(check.check_run(run_of(tmp_path, lesson("08_capstone_decode_memory_bound", [])), []),
-                 "decode_model_predicts_every_width")
-    assert claim.status == check.NA
-
-
 def test_reference_tolerances_are_consistent():
     ref = check.load_reference(check.references_dir() / "lesson04_dgx_spark.json")
     fig = {f.id: f for f in ref.figures}
@@ -539,19 +467,6 @@ def test_reference_tolerances_are_consistent():
     assert "paris_probability" not in fig
     t = fig["paris_logprob"].tolerance.absolute
     assert 100 * (math.exp(-0.0756 + t) - math.exp(-0.0756)) == pytest.approx(1.0, abs=0.05)
-
-
-def test_decode_model_claim_counts_each_models_blocks(tmp_path):
-    """a, b and c of 20 blocks (f = 0.1 ms: 2 ms each), big of 2 blocks: 0.2 + max(20, 25) = 25.2 ms. Measured
-    22.5 ms is predicted ÷ measured − 1 ≈ −11% (−12.3% with the fit's grid on a, b and c), within ±15%; with every
-    model given one fixed cost, the same 22.5 ms fails (test_decode_model_claim_fails_beyond_its_tolerance)."""
-    fact = decode_model_fact(22.5)
-    for w, blocks in zip(fact["widths"], (20, 20, 20, 2), strict=True):
-        w["n_layer"] = blocks
-    result = lesson("08_capstone_decode_memory_bound", []).model_copy(update={"facts": {"decode_model": fact}})
-    claim = only(check.check_run(run_of(tmp_path, result), []), "decode_model_predicts_every_width")
-    assert claim.status == check.PASS, claim
-    assert re.search(r"big: -1[0-4]\.\d%", claim.detail), claim.detail
 
 
 # --- lesson 6's depth line ---------------------------------------------------------------------

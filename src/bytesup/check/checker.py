@@ -2,21 +2,24 @@
 
 Two kinds of claims:
 
-- general claims (`bytesup.check.claims`), true for any model on any host, checked on every run from
-  whatever lessons it holds, each with check's own arithmetic on raw records: the server's
-  recorded answers, measurements and facts read by name, the model's GGUF hyperparameters
-  (probabilities are e^logprob and the lesson shows them, the top eight share at most 1, prefill
-  beats decode per token, decode slows with context, the KV-cache formula, the sampler
-  re-implementation within its tolerance, speculative output equal to plain output, streamed
-  tokens after prompt_ms, one event per token and the two clocks' time per token, decode
-  efficiency in [0, 1], the ridge point, the bytes model with context);
-- published figures (`bytesup.check.references`, files under `references/`), each with the scope it was
+- general claims (`bytesup.check.claims`, one module per lesson), true for any model on any host, checked on every
+  run from whatever lessons it holds, each with check's own arithmetic on raw records: the server's recorded
+  answers, measurements and facts read by name, the model's GGUF hyperparameters (probabilities are e^logprob and
+  the lesson shows them, the top eight share at most 1, prefill beats decode per token, decode slows with context,
+  the KV-cache formula, the sampler re-implementation within its tolerance, speculative output equal to plain
+  output, streamed tokens after prompt_ms, one event per token and the two clocks' time per token, decode
+  efficiency in [0, 1], the ridge point, the depth line and the decode-time model refitted from their samples, and
+  the course's title, decode memory-bound, width by width);
+- figures in reference files (`bytesup.check.references`, files under `references/`), each with the scope it was
   measured in and a tolerance. A run outside that scope gets "not applicable" with what differs;
   inside it, the run's number is compared.
 
 Every claim ends as pass, fail (with both numbers and the tolerance), inconclusive (the samples
-cannot tell) or not applicable (with what differs or is missing). Results go to the terminal and
-to `check.md` / `check.json`.
+cannot tell) or not applicable (with what differs or is missing), and belongs to one group
+(bytesup.check.verdicts.GROUPS): this run against the course's published figures, against itself
+(predictions and consistency), sanity checks (bounds any sound run meets, not evidence), or against
+a reference run. The counts per group say what the passes are worth. Results go to the terminal
+and to `check.md` / `check.json`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from bytesup.check.references import (
     scope_differences,
 )
 from bytesup.files import write_json_atomic, write_text_atomic
-from bytesup.check.verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult
+from bytesup.check.verdicts import COURSE, FAIL, GROUPS, INCONCLUSIVE, NA, PASS, ClaimResult
 
 CHECK_SCHEMA_VERSION = 1
 
@@ -71,6 +74,18 @@ class CheckReport:
     def failed(self) -> bool:
         return self.counts()[FAIL] > 0
 
+    def counts_by_group(self) -> dict[str, dict[str, int]]:
+        """{group: {status: count}} for every group that has a result, in GROUPS' order."""
+        out = {g: {PASS: 0, FAIL: 0, INCONCLUSIVE: 0, NA: 0} for g in GROUPS}
+        for r in self.results:
+            out[r.group][r.status] += 1
+        return {g: c for g, c in out.items() if sum(c.values())}
+
+    def group_rows(self) -> list[tuple[str, int, int, int, int, str]]:
+        """(group, passes, failures, inconclusives, not applicable, what a pass shows) per group with a result."""
+        return [(GROUPS[g][0], c[PASS], c[FAIL], c[INCONCLUSIVE], c[NA], GROUPS[g][1])
+                for g, c in self.counts_by_group().items()]
+
     def summary(self) -> str:
         c = self.counts()
         return (f"{c[PASS]} pass, {c[FAIL]} fail, " + (f"{c[INCONCLUSIVE]} inconclusive, " if c[INCONCLUSIVE] else "")
@@ -81,7 +96,7 @@ class CheckReport:
             "schema_version": CHECK_SCHEMA_VERSION, "kind": "bytesup-check",
             "run": str(self.run.path), "checked_at": self.checked_at,
             "references": [{"file": str(p), "name": r.name, "source": r.source} for p, r in self.references],
-            "counts": self.counts(), "claims": [r.to_json() for r in self.results],
+            "counts": self.counts(), "counts_by_group": self.counts_by_group(), "claims": [r.to_json() for r in self.results],
         }
 
 
@@ -98,10 +113,22 @@ def check_run(run: Run, reference_files: list[Path] | None = None) -> CheckRepor
 
 MARK = {PASS: "✅ pass", FAIL: "❌ fail", INCONCLUSIVE: "❔ inconclusive", NA: "➖ not applicable"}
 CLAIM_HEADERS = ("lesson", "result", "observed")
+GROUP_HEADERS = ("group", "pass", "fail", "inconclusive", "not applicable", "a pass shows")
+GENERAL_TITLE = "General claims (any model, any host)"
 
 
 def _row(r: ClaimResult) -> tuple[str, ...]:
     return (r.claim, r.lesson, MARK[r.status], r.observed, r.expected, r.tolerance, r.detail)
+
+
+def _general_by_group(report: CheckReport) -> list[tuple[str, list[ClaimResult]]]:
+    """The general claims' results per group, in GROUPS' order, groups without one left out."""
+    general = [r for r in report.results if r.source == "general"]
+    return [(g, rows) for g in GROUPS if (rows := [r for r in general if r.group == g])]
+
+
+def _reference_heading(ref: Reference) -> str:
+    return f"{'Published figures' if ref.group == COURSE else 'Reference run'}: {ref.name}"
 
 
 def check_blocks(report: CheckReport, level: int = 1) -> list[Block]:
@@ -110,16 +137,19 @@ def check_blocks(report: CheckReport, level: int = 1) -> list[Block]:
     blocks: list[Block] = [
         Heading(level, f"Checks of run {report.run.name}", anchor(f"Checks of run {report.run.name}")),
         Paragraph((f"{report.summary()} · checked {report.checked_at}",)),
-        TableBlock("General claims (any model, any host)",
-                   ("claim", *CLAIM_HEADERS, "expected", "tolerance", "detail"),
-                   tuple(_row(r) for r in report.results if r.source == "general"), level=sub, css="checks"),
+        TableBlock("What each pass is worth", GROUP_HEADERS, tuple(report.group_rows()), level=sub, css="checks"),
+        Heading(sub, GENERAL_TITLE),
     ]
+    for group, rows in _general_by_group(report):
+        blocks.append(TableBlock(GROUPS[group][0][0].upper() + GROUPS[group][0][1:], ("claim", *CLAIM_HEADERS, "expected",
+                                 "tolerance", "detail"), tuple(_row(r) for r in rows), level=sub + 1, css="checks"))
     for path, ref in report.references:
         rows = [r for r in report.results if r.source == ref.name]
         scope = ref.scope
         blocks += [
-            Heading(sub, f"Published figures: {ref.name}"),
-            Paragraph((f"Source: {ref.source}" + (f" (measured {ref.measured_on})" if ref.measured_on else ""),)),
+            Heading(sub, _reference_heading(ref)),
+            Paragraph((f"Group: {GROUPS[ref.group][0]}. Source: {ref.source}"
+                       + (f" (measured {ref.measured_on})" if ref.measured_on else ""),)),
             Paragraph((f"Scope: {scope.model.name} {scope.model.quantization or ''}".rstrip()
                        + (f" (sha256 {scope.model.sha256[:12]}…)" if scope.model.sha256 else "")
                        + (f" · {scope.hardware.name}" if scope.hardware else "")
@@ -165,12 +195,20 @@ def print_rich(report: CheckReport, console) -> None:
             t.add_row(*(cells + ([escape(r.detail)] if with_detail else [])))
         console.print(t)
 
-    table("general claims (any model, any host)", None, [r for r in report.results if r.source == "general"], True)
+    counts = RichTable(title="what each pass is worth", title_justify="left")
+    for col in GROUP_HEADERS:
+        counts.add_column(col, overflow="fold")
+    for g, passes, fails, inconclusive, na, shows in report.group_rows():
+        counts.add_row(escape(g), str(passes), f"[{STATUS_STYLE[FAIL]}]{fails}[/{STATUS_STYLE[FAIL]}]" if fails else "0",
+                       str(inconclusive), str(na), escape(shows))
+    for group, rows in _general_by_group(report):
+        table(f"general claims: {GROUPS[group][0]}", None, rows, True)
     for _, ref in report.references:
         rows = [r for r in report.results if r.source == ref.name]
         shared_na = bool(rows) and all(r.status == NA for r in rows) and len({r.detail for r in rows}) == 1
-        caption = f"source: {ref.source}"
+        caption = f"group: {GROUPS[ref.group][0]}\nsource: {ref.source}"
         if shared_na:
             caption += f"\nall {len(rows)} figures not applicable: {rows[0].detail}"
-        table(f"published: {ref.name}", caption, rows, not shared_na)
+        table(_reference_heading(ref).lower(), caption, rows, not shared_na)
+    console.print(counts)
     console.print(f"[bold]{report.summary()}[/bold]")

@@ -33,7 +33,7 @@ from bytesup.store.facts import FACTS, FactShapeError
 from bytesup.paths import REPO_ROOT
 from bytesup.store.render import fmt
 from bytesup.store.results import LessonResult, Strict
-from bytesup.check.verdicts import FAIL, NA, PASS, ClaimResult, find_lesson, measurements, missing
+from bytesup.check.verdicts import COURSE, FAIL, NA, PASS, REFERENCE, ClaimResult, find_lesson, measurements, missing
 
 REFERENCE_SCHEMA_VERSION = 1
 
@@ -156,6 +156,12 @@ class Reference(Strict):
     measured_on: str | None = None
     scope: Scope
     figures: list[Figure]
+
+    @property
+    def group(self) -> str:
+        """COURSE where the figures come from the course (some name a `course_figure` of bytesup.course.published),
+        else REFERENCE: a file of figures taken from a recorded run."""
+        return COURSE if any(f.course_figure for f in self.figures) else REFERENCE
 
 
 def load_reference(path: Path) -> Reference:
@@ -437,7 +443,7 @@ def check_reference(run: Run, ref: Reference) -> list[ClaimResult]:
             expected, pub_text = math.nan, ", ".join(repr(t) for t in shown)
         else:
             expected, pub_text = _published_text(fig)
-        base = dict(id=fig.id, source=ref.name, lesson=fig.lesson, claim=fig.claim, expected=pub_text,
+        base = dict(id=fig.id, source=ref.name, group=ref.group, lesson=fig.lesson, claim=fig.claim, expected=pub_text,
                     tolerance=fig.tolerance.text(fig.unit) if not isinstance(fig.published, str) else "exact")
         if diffs:
             results.append(ClaimResult(status=NA, detail="; ".join(diffs), **base))

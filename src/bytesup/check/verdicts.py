@@ -1,7 +1,8 @@
 """A checked claim's verdict (`ClaimResult`) and the small readings every check shares.
 
 Every claim of `bytesup check` ends as pass, fail (with both numbers and the tolerance),
-inconclusive (the samples cannot tell) or not applicable (with what differs or is missing).
+inconclusive (the samples cannot tell) or not applicable (with what differs or is missing), and belongs to one
+group (`GROUPS`): what it sets the run against, and so what its pass is worth.
 """
 
 from __future__ import annotations
@@ -16,6 +17,20 @@ from bytesup.store.results import LessonResult, Measurement
 
 PASS, FAIL, NA, INCONCLUSIVE = "pass", "fail", "not applicable", "inconclusive"
 
+# What a claim sets the run against, and so what its pass is worth. Arithmetic that does not depend on the run is
+# no claim at all: it is a unit test.
+COURSE, ITSELF, SANITY, REFERENCE = "course", "itself", "sanity", "reference"
+GROUPS: dict[str, tuple[str, str]] = {   # group: (title, what a pass shows)
+    COURSE: ("this run against the course's published figures",
+             "the course's statement or figure holds on this machine and model"),
+    ITSELF: ("this run against itself: predictions and consistency",
+             "the run's numbers agree with each other, the server's answers and the GGUF; its models predict what they left out"),
+    SANITY: ("sanity checks: bounds any sound run meets",
+             "nothing is broken; not evidence for any claim of the course"),
+    REFERENCE: ("this run against a reference run",
+                "the run repeats an earlier recorded run of the same model: agreement with the project, not the course"),
+}
+
 
 @dataclass
 class ClaimResult:
@@ -28,6 +43,7 @@ class ClaimResult:
     expected: str = ""
     tolerance: str = ""
     detail: str = ""
+    group: str = ITSELF    # one of GROUPS
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
