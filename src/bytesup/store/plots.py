@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 from bytesup.store.render import plot_files
@@ -53,11 +54,31 @@ def write_plots(result: LessonResult, run_dir: Path) -> list[Path]:
     return written
 
 
-def svg_markup(plot: Plot) -> str:
-    """The plot as an <svg> element to put inside an HTML page (the XML prolog and doctype dropped)."""
-    fig, plt = _figure(plot)
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
-    plt.close(fig)
+_ID = re.compile(r'\bid="([^"]+)"')
+_REF = re.compile(r'((?:xlink:)?href="#|url\(#)')
+_METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.S)
+_STYLE = re.compile(r"<style([^>]*)>\s*\*\s*\{")
+
+
+def svg_markup(plot: Plot, prefix: str = "") -> str:
+    """The plot as an <svg> element to put inside an HTML page (the XML prolog and doctype dropped).
+
+    With `prefix` (unique in the page), for a page that holds several plots: every id in it begins with `prefix`
+    and every reference follows, the root is `<prefix>svg` and its style rule applies inside it alone, text is
+    drawn as text rather than glyph outlines, and the metadata is dropped."""
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.fonttype": "none" if prefix else matplotlib.rcParams["svg.fonttype"]}):
+        fig, plt = _figure(plot)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+        plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    text = text[text.index("<svg"):]
+    if not prefix:
+        return text
+    text = _METADATA.sub("", text)
+    text = _ID.sub(lambda m: f'id="{prefix}{m.group(1)}"', text)
+    text = _REF.sub(lambda m: m.group(1) + prefix, text)
+    text = text.replace("<svg ", f'<svg id="{prefix}svg" ', 1)
+    return _STYLE.sub(lambda m: f"<style{m.group(1)}>#{prefix}svg * {{", text, count=1)
