@@ -378,6 +378,8 @@ def folded(block: TableBlock) -> bool:
 
 
 REPORT_STYLE = """
+ul.notes { font-size: 13px; color: #444; }
+details.table .size { color: #666; font-size: 13px; }
 table.summary { width: 100%; }
 table.summary td:first-child { width: 16em; color: #444; }
 @media (max-width: 600px) {

@@ -46,7 +46,9 @@ def _common(text: str) -> str:
     text = _ENTITY.sub("&amp;", text)
     text = _HTML.sub("&lt;", text)
     text = _LINK.sub("\\\\]", text)
-    return _BLOCK_START.sub(lambda m: "\\" + m.group(0), text)
+    # An ordered list marker is escaped at its dot (`1\.`): a backslash before a digit is no escape in Markdown.
+    return _BLOCK_START.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1] if m.group(0)[0].isdigit()
+                            else "\\" + m.group(0), text)
 
 
 def md_literal(value: Any, newline: str = " ", cell: bool = False) -> str:

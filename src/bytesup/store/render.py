@@ -305,15 +305,15 @@ th { background: #f2f2f2; }
 code { background: #f4f4f4; padding: 0 2px; overflow-wrap: anywhere; }
 figure.plot { margin: 1em 1em 1em 0; display: inline-block; vertical-align: top; width: min(100%, 520px); }
 figure.plot svg { width: 100%; height: auto; display: block; }
-ul.notes { font-size: 13px; color: #444; }
 details { margin: .5em 0; }
 details > summary { cursor: pointer; }
 details > summary > h1, details > summary > h2, details > summary > h3, details > summary > h4 { display: inline; }
-details.table .size { color: #666; font-size: 13px; }
 @media print {
   body { max-width: none; margin: 0; font-size: 10pt; }
   .table-box { overflow: visible; }
   table { font-size: 8pt; }
+  th, td { overflow-wrap: anywhere; }
+  td.num { white-space: normal; }
   h1, h2, h3 { break-after: avoid; }
   figure.plot, tr { break-inside: avoid; }
   a { color: inherit; }
