@@ -125,3 +125,11 @@ def test_a_lesson_page_shows_outside_text_as_typed_in_html():
         assert s in text, s
     assert not {"em", "strong", "img", "a", "script"} & set(out.tags)
     assert out.code == ["04_next_token", "samplers", "bytesup check"]
+
+
+def test_a_link_target_from_a_file_stays_one_target():
+    from bytesup.store.render import Link, Paragraph, markdown
+
+    text = markdown([Paragraph(("Files: ", Link("http/a (1)].jsonl", "http/a (1)].jsonl", code=True)))])
+    out = reader().render(text)
+    assert '<a href="http/a%20%281%29%5D.jsonl"><code>http/a (1)].jsonl</code></a>' in out

@@ -8,6 +8,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Union
+from urllib.parse import quote
 
 from bytesup.store.escape import md_code, md_literal
 from bytesup.store.results import LessonResult, Measurement, Plot, Table
@@ -139,13 +140,17 @@ def anchor(text: str) -> str:
 
 # --- Markdown -----------------------------------------------------------------------------------
 
+# What a link's target keeps as it is in Markdown; anything else (a space, a parenthesis, a bracket) is percent-encoded.
+_HREF_SAFE = "/#.-_~%"
+
+
 def _md_inline(part: Inline, in_cell: bool = False) -> str:
     newline = "⏎" if in_cell else " "
     if isinstance(part, Code):
         return md_code(part.text, newline, cell=in_cell)
     if isinstance(part, Link):
         text = md_code(part.text, newline, cell=in_cell) if part.code else md_literal(part.text, newline, cell=in_cell)
-        return f"[{text}]({part.href})"
+        return f"[{text}]({quote(part.href, safe=_HREF_SAFE)})"
     return md_literal(part, newline, cell=in_cell)
 
 
