@@ -148,6 +148,21 @@ def test_the_committed_runs_report_in_chromium(chromium, tmp_path, width):
     page.close()
 
 
+def test_the_committed_runs_report_prints_within_the_paper(chromium, tmp_path):
+    """On A4 (718 CSS pixels between the margins), with the print stylesheet: no table reaches past the paper."""
+    run = tmp_path / COMMITTED.name
+    shutil.copytree(COMMITTED, run)
+    pages, _ = write_run_report(run, None, run_checks=False, with_html=True)
+    seen = visit(chromium, pages[1], width=718, height=1000)
+    page = seen.page
+    page.emulate_media(media="print")
+    wider = page.evaluate("Array.from(document.querySelectorAll('table, figure, pre, p, li'))"
+                          ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).length")
+    assert wider == 0 and page.evaluate("document.documentElement.scrollWidth") <= 718
+    assert page.pdf(format="A4")[:4] == b"%PDF"
+    page.close()
+
+
 def test_history_page_in_chromium(chromium, tmp_path):
     root = tmp_path / "outputs"
     for n, (host, scale) in enumerate([("vm", 1.0), ("vm", 1.4), ("vm", 1.41), (HOSTILE, 2.0), (HOSTILE, 2.1)]):
