@@ -8,11 +8,12 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 from test_check import ALL
 from test_compare import L4, assemble_run, edit_manifest, fixture_run, invoke, read_result
 
 from bytesup.store.render import anchor, demoted, fmt, lesson_blocks, lesson_md, markdown
-from bytesup.run.report import write_run_report
+from bytesup.run.report import report_html, report_md, write_run_report
 
 
 def test_report_writes_one_page_with_summary_lessons_plots_and_checks(tmp_path):
@@ -261,18 +262,33 @@ def test_a_gpu_flag_is_not_marked_where_the_engine_saw_an_accelerator(tmp_path):
     assert "--n-gpu-layers 99" in page and "does nothing" not in page
 
 
-def test_a_skipped_lesson_is_shown_skipped_with_its_reason_never_ok(tmp_path):
+@pytest.mark.parametrize("result_kept", [False, True])
+def test_a_skipped_lesson_is_shown_skipped_with_its_reason_never_ok(tmp_path, result_kept):
+    from bytesup.run.report import lesson_sections
+    from bytesup.store.runs import load_run
+
     nine = "09_beyond_one_machine"
     run = assemble_run(tmp_path / "run", L4, nine)
-    edit_manifest(run, lambda m: m["lessons"][nine].update(
-        status="skipped", reason="the embedded engine has no rpc-server", enable="bash scripts/build_llama_server.sh"))
-    pages, _ = write_run_report(run, None, run_checks=False, with_html=True)
-    md = pages[0].read_text(encoding="utf-8")
+    reason, command = "the embedded engine has no rpc-server", "bash scripts/build_llama_server.sh"
+    edit_manifest(run, lambda m: m["lessons"][nine].update(status="skipped", skip_reason=reason, enable_command=command))
+    loaded = load_run(run)
+    if result_kept:  # a skipped lesson's page, kept to say what it did not measure
+        loaded.results[nine] = read_result(run, nine)
+    else:
+        loaded.results.pop(nine, None)
+    md = report_md(loaded, None)
     row = next(line for line in md.splitlines() if line.startswith(f"| `{nine}` |"))
-    assert "| skipped |" in row and "the embedded engine has no rpc-server" in row and "| ok |" not in row
-    assert f"- {nine} was skipped: the embedded engine has no rpc-server (enable it with bash scripts/build" in md
-    page = pages[1].read_text(encoding="utf-8")
-    assert f'id="lesson-{nine}"' not in page and f"{nine} was skipped" in page[:page.index("</header>")]
+    assert "| skipped |" in row and f"{reason}; {command} enables it" in row and "| ok |" not in row
+    assert f"- {nine} was skipped: it measured nothing here: {reason}; {command} enables it" in md
+    page = report_html(loaded, None)
+    assert f"{nine} was skipped" in page[:page.index("</header>")]
+    if result_kept:
+        [blocks] = [b for lid, b in lesson_sections(loaded) if lid == nine]
+        assert markdown(blocks[:2]).endswith(f"This lesson was skipped: it measured nothing on this machine ({reason}; "
+                                             f"{command} enables it).\n")
+        assert f'id="lesson-{nine}"' in page
+    else:
+        assert f'id="lesson-{nine}"' not in page
 
 
 def test_a_model_path_with_markup_stays_one_code_span_in_the_readme(tmp_path):
@@ -286,3 +302,18 @@ def test_a_model_path_with_markup_stays_one_code_span_in_the_readme(tmp_path):
     rendered = MarkdownIt("commonmark").enable("table").render("| | |\n|---|---|\n" + row + "\n")
     assert html.unescape(re.search(r"<code>(.*?)</code>", rendered).group(1)) == " ".join(command)
     assert f"<code>{html.escape(' '.join(command))}</code>" in pages[1].read_text(encoding="utf-8")
+
+
+def test_the_summary_counts_the_checks_by_kind_from_check_json_when_none_were_run(tmp_path):
+    from bytesup.run.report import summary_blocks
+    from bytesup.store.runs import load_run
+
+    run = assemble_run(tmp_path / "run", L4)
+    claims = [{"source": "general", "status": s} for s in ("pass", "pass", "fail", "not applicable")]
+    claims += [{"source": "lesson 4 on the DGX Spark", "status": "not applicable"}] * 3
+    (run / "check.json").write_text(json.dumps({"claims": claims}), encoding="utf-8")
+    page = markdown(summary_blocks(load_run(run), None))
+    assert ("| checks | general claims: 2 pass, 1 fail, 1 not applicable; published figures (lesson 4 on the DGX Spark): "
+            "0 pass, 0 fail, 3 not applicable |") in page
+    (run / "check.json").write_text("{ damaged", encoding="utf-8")
+    assert "| checks |" not in markdown(summary_blocks(load_run(run), None))

@@ -18,6 +18,7 @@ run's files are relative: they open when the page is read in its folder, which t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -180,28 +181,40 @@ def capstone_conclusion(run: Run) -> str | None:
     return "; ".join(f"{v}: {', '.join(models)}" for v, models in by_verdict.items())
 
 
-def check_counts(report: "checks.CheckReport") -> list[tuple[str, str]]:
-    """(kind, counts) for the general claims and each reference's published figures."""
+def check_counts(claims: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(kind, counts) from the claims' (source, status): the general claims, then each reference's published figures."""
     kinds: list[tuple[str, str]] = []
-    sources = ["general"] + [ref.name for _, ref in report.references]
+    sources = list(dict.fromkeys(["general", *(source for source, _ in claims)]))
     for source in sources:
-        rows = [r for r in report.results if r.source == source]
-        if not rows:
+        statuses = [status for src, status in claims if src == source]
+        if not statuses:
             continue
-        counts = {st: sum(r.status == st for r in rows) for st in (PASS, FAIL, INCONCLUSIVE, NA)}
+        counts = {st: statuses.count(st) for st in (PASS, FAIL, INCONCLUSIVE, NA)}
         text = ", ".join(f"{n} {'not applicable' if st == NA else st}" for st, n in counts.items() if n or st in (PASS, FAIL))
         kinds.append(("general claims" if source == "general" else f"published figures ({source})", text))
     return kinds
 
 
+def checked_claims(run: Run, report: "checks.CheckReport | None") -> list[tuple[str, str]] | None:
+    """(source, status) of each claim: from the checks just run, else from the run's check.json where
+    `bytesup check` wrote one; None when the run was not checked."""
+    if report is not None:
+        return [(r.source, r.status) for r in report.results]
+    try:
+        data = json.loads((run.path / "check.json").read_text(encoding="utf-8"))
+        return [(str(c["source"]), str(c["status"])) for c in data["claims"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def entry_reason(entry: LessonEntry) -> str:
-    """Why a lesson did not give a result: the reason its entry records (a skipped lesson's, with the command
-    that enables it where recorded), else its error."""
-    extra = entry.model_extra or {}
-    reason = next((str(extra[k]) for k in ("reason", "skipped_reason", "why") if extra.get(k)), None) or entry.error or ""
-    enable = next((str(extra[k]) for k in ("enable", "enable_command", "command") if extra.get(k)), None)
+    """Why a lesson did not give a result: the reason its entry records (a skipped lesson's `skip_reason`, with
+    the command that enables it, `enable_command`, where recorded), else its error."""
+    data = entry.model_dump(exclude_none=True)
+    reason = next((str(data[k]) for k in ("skip_reason", "reason") if data.get(k)), None) or entry.error or ""
+    enable = next((str(data[k]) for k in ("enable_command", "enable") if data.get(k)), None)
     if enable and enable not in reason:
-        reason = f"{reason} (enable it with {enable})" if reason else f"enable it with {enable}"
+        reason = f"{reason}; {enable} enables it" if reason else f"{enable} enables it"
     return reason[:300]
 
 
@@ -214,7 +227,8 @@ def warnings(run: Run, check_report: "checks.CheckReport | None") -> list[str]:
             continue
         reason = entry_reason(entry)
         status = entry.status or "missing"
-        out.append(f"{lid} {'was skipped' if status == SKIPPED else status}" + (f": {reason}" if reason else ""))
+        out.append(f"{lid} {'was skipped: it measured nothing here' if status == SKIPPED else status}"
+                   + (f": {reason}" if reason else ""))
     cores = m.host.cores if m.host else None
     for when, load in (("before", m.load_average_before), ("after", m.load_average_after)):
         if cores and load and load[0] > cores:
@@ -259,8 +273,9 @@ def summary_blocks(run: Run, check_report: "checks.CheckReport | None") -> list[
         ("the capstone's verdicts", capstone_conclusion(run)),
         ("server flags", flag_parts(run)),
     ]
-    if check_report is not None:
-        account.append(("checks", "; ".join(f"{kind}: {text}" for kind, text in check_counts(check_report))))
+    claims = checked_claims(run, check_report)
+    if claims:
+        account.append(("checks", "; ".join(f"{kind}: {text}" for kind, text in check_counts(claims))))
     blocks: list[Block] = [
         Heading(1, f"bytesup run {run.name}", "top"),
         Paragraph(identity_parts(run)),
@@ -310,10 +325,10 @@ def contents_block(run: Run) -> TableBlock:
     for lid, entry in sorted(entries.items()):
         result = run.results.get(lid)
         status = entry.status or "?"
-        if result is not None and status == OK:
-            title: Any = Link(result.title, f"#{anchor(result.title)}")
+        reason = entry_reason(entry) if status != OK else ""
+        if result is not None:
+            title: Any = (Link(result.title, f"#{anchor(result.title)}"), f": {reason[:200]}" if reason else "")
         else:
-            reason = entry_reason(entry)
             title = (entry.title or "") + (f": {reason[:200]}" if reason else "")
         index.append((Code(lid), status, title))
     return TableBlock("Lessons", ("lesson", "status", "title"), tuple(index), level=2)
@@ -335,11 +350,17 @@ def files_note(run: Run) -> Paragraph:
 
 
 def lesson_sections(run: Run, files: bool = True) -> list[tuple[str, list[Block]]]:
-    """(lesson id, its blocks) for every lesson with a result, in course order."""
+    """(lesson id, its blocks) for every lesson with a result, in course order; one the manifest does not call ok
+    (a skipped lesson) says so, with its reason, under its title."""
     out = []
     for lid in sorted(run.results):
         result = run.results[lid]
         blocks = demoted(lesson_blocks(result))
+        entry = run.manifest.lessons.get(lid)
+        if entry is not None and entry.status not in (OK, None):
+            reason = entry_reason(entry)
+            what = "skipped: it measured nothing on this machine" if entry.status == SKIPPED else f"not ok: {entry.status}"
+            blocks.insert(1, Paragraph((f"This lesson was {what}" + (f" ({reason})." if reason else "."),)))
         if files:
             blocks.append(files_paragraph(lid, result.exchanges))
         out.append((lid, blocks))
