@@ -45,8 +45,11 @@ def header(name: str, unit: str) -> str:
 
 # --- the document: what a lesson (or a run, or a history) says, before any format -------------
 #
-# One page is a list of blocks. `markdown` and `html` write the same blocks; every string that
-# comes from outside stays a plain str here and is escaped by the writer for its format.
+# One page is a list of blocks. `markdown` and `html` write the same blocks; every plain str is text,
+# shown as typed in either format (`md_literal`, `html.escape`): a token piece `_u_` or `` `tick` ``
+# never becomes emphasis or code. What the page means as code is a `Code` part (shown as typed
+# inside its span, `md_code`); a lesson's note is split into its own code spans and text by
+# `note_parts`, which keeps the strings the lesson recorded as data (its cells, facts, names) text.
 
 @dataclass(frozen=True)
 class Code:
