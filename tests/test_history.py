@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from test_compare import invoke
 
 from bytesup.check import history as hist
 from bytesup.check.history import NEXT_TOKEN
+from bytesup.store.plots import DATE_AXIS
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "outputs" / "2026-12-01-cpu2-smollm2"
@@ -79,7 +82,10 @@ def test_each_groups_plot_holds_only_its_own_runs(runs):
     decode = next(p for p in plots if p.name == "group1-decode")
     [series] = decode.series
     medians = [r.figures["decode"].median for r in main.runs]
-    assert series.y == medians and series.x == [0.0, 1.0, 2.0]
+    # Dates on the x axis: days since 1970-01-01 UTC, the runs made at 10:00 on 1, 2 and 3 November 2026.
+    first = (datetime(2026, 11, 1, 10, tzinfo=timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc)).total_seconds() / 86400
+    assert decode.x_label == DATE_AXIS
+    assert series.y == medians and series.x == [first, first + 1, first + 2]
     assert series.y_min == [r.figures["decode"].min for r in main.runs]
     assert hist.group_plots(spark) == []  # one run: no line to draw
 
@@ -121,3 +127,34 @@ def test_a_hundred_generated_runs_are_all_read(tmp_path):
     found = hist.find_runs([root])
     assert len(found.runs) == 100 and not found.skipped
     assert [len(g.runs) for g in hist.group_runs(found.runs)] == [34, 33, 33]
+
+
+def test_the_history_page_has_dates_on_its_axes_links_each_point_to_its_run_and_marks_the_moves(runs, tmp_path):
+    (runs / "c" / "report.html").write_text("<!DOCTYPE html><title>c</title>", encoding="utf-8")
+    (runs / "a" / "README.md").write_text("# a\n", encoding="utf-8")
+    page_file = tmp_path / "history.html"
+    result = invoke("history", runs, "--html", "--output", page_file)
+    assert result.exit_code == 0, result.output
+    page = page_file.read_text(encoding="utf-8")
+    decode = page[page.index('id="plot-group1-decode-svg"'):]
+    decode = decode[:decode.index("</svg>")]
+    # The axis is written in dates (matplotlib's concise format: the days, and the year and month once).
+    ticks = re.findall(r"<text[^>]*>([^<]+)</text>", decode)
+    assert "date (UTC)" in ticks and any(t.startswith("2026-Nov") for t in ticks), ticks
+    assert {"Nov-02", "Nov-03"} & set(ticks) or {"02", "03"} <= set(ticks), ticks
+    assert not any("days since" in t or ":00" in t for t in ticks), ticks
+    # Each point leads to its run's page, relative to the page: report.html where there is one, else README.md.
+    assert re.findall(r'<a xlink:href="([^"]+)"', decode) == ["./outputs/a/README.md", "./outputs/b", "./outputs/c/report.html"]
+    # The move compare judges real (b to c) is marked on the plot, with what changed.
+    assert "better: engine build xllamacpp 1 → xllamacpp 2" in decode
+    assert "better:" not in page[page.index('id="plot-group1-prefill-svg"'):]  # prefill did not move
+    # The table's run names link to the same pages.
+    assert '<a href="./outputs/c/report.html"><code>c</code></a>' in page
+
+
+def test_a_link_to_a_run_is_always_a_relative_path(tmp_path):
+    folder = make_run(tmp_path / "outputs" / "javascript:alert(1)", 1)
+    (folder / "report.html").write_text("x", encoding="utf-8")
+    [run] = hist.find_runs([folder]).runs
+    assert hist.run_page(run, tmp_path) == "./outputs/javascript%3Aalert%281%29/report.html"
+    assert hist.run_page(run, tmp_path / "pages") == "../outputs/javascript%3Aalert%281%29/report.html"

@@ -5,13 +5,15 @@ from __future__ import annotations
 import html
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 from test_check import ALL
 from test_compare import L4, assemble_run, edit_manifest, fixture_run, invoke, read_result
 
 from bytesup.store.render import anchor, demoted, fmt, lesson_blocks, lesson_md, markdown
-from bytesup.run.report import write_run_report
+from bytesup.run.report import report_html, report_md, write_run_report
 
 
 def test_report_writes_one_page_with_summary_lessons_plots_and_checks(tmp_path):
@@ -142,3 +144,176 @@ def test_run_all_with_report_replays_a_committed_run_and_prints_both_pages(tmp_p
     assert len(titles) == 10
     positions = [page.index(f'<h2 id="{anchor(t)}">') for t in titles]
     assert positions == sorted(positions)  # course order
+
+
+# --- the page's summary, sections and validity -----------------------------------------------------
+
+class Page(HTMLParser):
+    """What report.html holds, element by element: ids, classes, internal links, the body's first element, and the
+    text outside code, style and svg."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: list[str] = []
+        self.classes: set[str] = set()
+        self.targets: list[str] = []
+        self.hrefs: list[str] = []
+        self.body_children: list[tuple[str, str]] = []
+        self.text: list[str] = []
+        self.stack: list[str] = []
+        self.style = ""
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.append(a["id"])
+        self.classes.update((a.get("class") or "").split())
+        for key in ("href", "xlink:href"):
+            if a.get(key):
+                (self.targets if a[key].startswith("#") else self.hrefs).append(a[key])
+        if self.stack and self.stack[-1] == "body":
+            self.body_children.append((tag, a.get("class") or ""))
+        if tag not in ("meta", "br", "img", "path", "use", "rect", "circle", "line", "polyline", "stop"):
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if self.stack and self.stack[-1] == tag:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        while self.stack:
+            if self.stack.pop() == tag:
+                break
+
+    def handle_data(self, data):
+        if "style" in self.stack and "svg" not in self.stack:
+            self.style += data
+        elif not {"code", "style", "svg", "title"} & set(self.stack):
+            self.text.append(data)
+
+
+def parse(page: str) -> Page:
+    parsed = Page()
+    parsed.feed(page)
+    return parsed
+
+
+def test_report_html_is_valid_and_opens_with_the_summary(tmp_path):
+    run = assemble_run(tmp_path / "run", *ALL)
+    pages, report = write_run_report(run, None, run_checks=True, with_html=True)
+    page = pages[1].read_text(encoding="utf-8")
+    parsed = parse(page)
+
+    # Unique ids, the plots' own among them, and every link inside the page (and inside each plot) has its target.
+    assert len(parsed.ids) == len(set(parsed.ids)) > 100
+    refs = re.findall(r'(?:href="#|url\(#)([^")]+)', page)
+    assert refs and set(refs) <= set(parsed.ids)
+    assert page.count("<svg") == sum(len(read_result(run, lid).plots) for lid in ALL)
+    # The summary comes first; then the contents, one section per lesson with a result, the checks.
+    assert parsed.body_children[0] == ("header", "summary") and parsed.body_children[1] == ("nav", "contents")
+    lessons = [c for c in parsed.body_children if c == ("section", "lesson")]
+    assert len(lessons) == len(ALL)
+    head = page[:page.index("</header>")]
+    assert '<table class="summary">' in head and "Warnings" in head and "checks" in head
+    assert report is not None and f"general claims: {sum(r.status == 'pass' for r in report.results if r.source == 'general')} pass" in head
+    # No raw Markdown anywhere in the text: the files are code, the notes' code spans are code.
+    text = "".join(parsed.text)
+    assert "`" not in text and "Files: " in text
+    assert f'<a href="{L4}.json"><code>{L4}.json</code></a>' in page
+    # Every class a style rule names is used by an element of the page.
+    named = set(re.findall(r"\.([A-Za-z][\w-]*)", re.sub(r"\{[^}]*\}", "{}", parsed.style)))
+    assert named and named <= parsed.classes, named - parsed.classes
+    # Long and wide tables are folded: lesson 1's tensors, every measurements table.
+    tensors = page.index(">Every tensor in the file</h3>")
+    assert page.rfind('<details class="table">', 0, tensors) > page.rfind("</details>", 0, tensors)
+    assert all(len(re.findall(r"<th>", t)) <= 8 or '<details class="table">' in page[max(0, page.find(t) - 400):page.find(t)]
+               for t in re.findall(r"<table>.*?</table>", page, re.S))
+
+
+def test_the_summary_gives_the_runs_account_of_the_machine_and_the_capstone(tmp_path):
+    from bytesup.course import decodetime
+    from bytesup.run.report import summary_blocks
+    from bytesup.store.facts.lesson08 import DecodeModel
+    from bytesup.store.runs import load_run
+
+    run = load_run(assemble_run(tmp_path / "run", L4, "08_capstone_decode_memory_bound"))
+    page = markdown(summary_blocks(run, None))
+    reading = run.manifest.host_bandwidth.before["gb_per_s"]
+    assert f"{fmt(reading['median'])} GB/s (median of {len(reading['samples'])} samples" in page
+    # The terms are decodetime's fit of the capstone's own steps at one sequence.
+    fact = run.results["08_capstone_decode_memory_bound"].stated(DecodeModel)
+    terms = decodetime.fit([decodetime.Width(w.name, w.weight_bytes, w.n_params, w.weight_type,
+                                             {int(p): v for p, v in w.step_ms.items()}, w.n_layer) for w in fact.widths])
+    assert f"B = {fmt(terms.gbs)} GB/s" in page and f"f = {fmt(terms.fixed_ms_per_block)} ms per block" in page
+    # The engine saw no accelerator: the GPU flag is there, marked as doing nothing.
+    assert "`--n-gpu-layers 99` does nothing here" in page
+
+
+def test_a_gpu_flag_is_not_marked_where_the_engine_saw_an_accelerator(tmp_path):
+    from bytesup.run.report import summary_blocks
+    from bytesup.store.runs import load_run
+
+    path = assemble_run(tmp_path / "run", L4)
+    result = read_result(path, L4)
+    result.host_values["server_facts"]["accelerators"] = ["CUDA0"]
+    (path / f"{L4}.json").write_text(json.dumps(result.to_json()), encoding="utf-8")
+    page = markdown(summary_blocks(load_run(path), None))
+    assert "--n-gpu-layers 99" in page and "does nothing" not in page
+
+
+@pytest.mark.parametrize("result_kept", [False, True])
+def test_a_skipped_lesson_is_shown_skipped_with_its_reason_never_ok(tmp_path, result_kept):
+    from bytesup.run.report import lesson_sections
+    from bytesup.store.runs import load_run
+
+    nine = "09_beyond_one_machine"
+    run = assemble_run(tmp_path / "run", L4, nine)
+    reason, command = "the embedded engine has no rpc-server", "bash scripts/build_llama_server.sh"
+    edit_manifest(run, lambda m: m["lessons"][nine].update(status="skipped", skip_reason=reason, enable_command=command))
+    loaded = load_run(run)
+    if result_kept:  # a skipped lesson's page, kept to say what it did not measure
+        loaded.results[nine] = read_result(run, nine)
+    else:
+        loaded.results.pop(nine, None)
+    md = report_md(loaded, None)
+    row = next(line for line in md.splitlines() if line.startswith(f"| `{nine}` |"))
+    assert "| skipped |" in row and f"{reason}; {command} enables it" in row and "| ok |" not in row
+    assert f"- {nine} was skipped: it measured nothing here: {reason}; {command} enables it" in md
+    page = report_html(loaded, None)
+    assert f"{nine} was skipped" in page[:page.index("</header>")]
+    if result_kept:
+        [blocks] = [b for lid, b in lesson_sections(loaded) if lid == nine]
+        assert markdown(blocks[:2]).endswith(f"This lesson was skipped: it measured nothing on this machine ({reason}; "
+                                             f"{command} enables it).\n")
+        assert f'id="lesson-{nine}"' in page
+    else:
+        assert f'id="lesson-{nine}"' not in page
+
+
+def test_a_model_path_with_markup_stays_one_code_span_in_the_readme(tmp_path):
+    from markdown_it import MarkdownIt
+
+    run = assemble_run(tmp_path / "run", L4)
+    command = ["bytesup", "run-all", "--model", "/m/<img src=x>`&amp;|x`.gguf"]
+    edit_manifest(run, lambda m: m.update(command=command))
+    pages, _ = write_run_report(run, None, run_checks=False, with_html=True)
+    row = next(line for line in pages[0].read_text(encoding="utf-8").splitlines() if line.startswith("| command |"))
+    rendered = MarkdownIt("commonmark").enable("table").render("| | |\n|---|---|\n" + row + "\n")
+    assert html.unescape(re.search(r"<code>(.*?)</code>", rendered).group(1)) == " ".join(command)
+    assert f"<code>{html.escape(' '.join(command))}</code>" in pages[1].read_text(encoding="utf-8")
+
+
+def test_the_summary_counts_the_checks_by_kind_from_check_json_when_none_were_run(tmp_path):
+    from bytesup.run.report import summary_blocks
+    from bytesup.store.runs import load_run
+
+    run = assemble_run(tmp_path / "run", L4)
+    claims = [{"source": "general", "status": s} for s in ("pass", "pass", "fail", "not applicable")]
+    claims += [{"source": "lesson 4 on the DGX Spark", "status": "not applicable"}] * 3
+    (run / "check.json").write_text(json.dumps({"claims": claims}), encoding="utf-8")
+    page = markdown(summary_blocks(load_run(run), None))
+    assert ("| checks | general claims: 2 pass, 1 fail, 1 not applicable; published figures (lesson 4 on the DGX Spark): "
+            "0 pass, 0 fail, 3 not applicable |") in page
+    (run / "check.json").write_text("{ damaged", encoding="utf-8")
+    assert "| checks |" not in markdown(summary_blocks(load_run(run), None))

@@ -17,17 +17,19 @@ Folders that are not runs are skipped and counted.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
 from bytesup.check.compare import DEFAULT_THRESHOLD, measure_text, verdict
 from bytesup.errors import BytesupError
 from bytesup.store.identity import FLAG, RunIdentity, differences, value_text
-from bytesup.store.render import Block, Code, Figure, Heading, Paragraph, TableBlock, anchor, html, html_page, markdown
-from bytesup.store.plots import svg_markup
+from bytesup.store.render import Block, Code, Figure, Heading, Ids, Link, Paragraph, TableBlock, anchor, html, html_page, markdown
+from bytesup.store.plots import DATE_AXIS, Mark, svg_markup
 from bytesup.store.results import LessonResult, Measurement, Plot, Series, load_result
 from bytesup.store.manifest import Manifest
 from bytesup.store.runs import LESSON_JSON, read_manifest
@@ -245,28 +247,63 @@ def skipped_text(n: int) -> str:
 
 # --- the page ------------------------------------------------------------------------------------
 
-def _days(when: str) -> float | None:
+def _day(when: str) -> float | None:
+    """The run's date as days since 1970-01-01 UTC (the date axis's numbers); a date without a zone is UTC."""
     try:
-        return datetime.fromisoformat(when).timestamp() / 86400.0
+        moment = datetime.fromisoformat(when)
     except ValueError:
         return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp() / 86400.0
+
+
+def _dated(group: Group, fig: Headline) -> list[tuple[float, RunRecord]]:
+    return [(d, r) for r in group.runs if fig.key in r.figures and (d := _day(r.when)) is not None]
 
 
 def group_plots(group: Group) -> list[Plot]:
-    """One plot per figure: the group's runs over time, medians joined, min–max shaded."""
+    """One plot per figure: the group's runs by date, medians joined, min–max shaded."""
     plots = []
     for fig in FIGURES:
-        points = [(d, r.figures[fig.key]) for r in group.runs if fig.key in r.figures and (d := _days(r.when)) is not None]
+        points = _dated(group, fig)
         if len(points) < 2:
             continue
-        start = points[0][0]
-        unit = points[0][1].unit
+        ms = [r.figures[fig.key] for _, r in points]
         plots.append(Plot(
             name=f"group{group.number}-{fig.key}", title=f"{fig.title}, group {group.number}",
-            x_label=f"days since {group.runs[0].when[:10]}", y_label=unit,
-            series=[Series(label=f"group {group.number} ({len(points)} runs)", x=[d - start for d, _ in points],
-                           y=[m.median for _, m in points], y_min=[m.min for _, m in points], y_max=[m.max for _, m in points])]))
+            x_label=DATE_AXIS, y_label=ms[0].unit,
+            series=[Series(label=f"group {group.number} ({len(points)} runs)", x=[d for d, _ in points],
+                           y=[m.median for m in ms], y_min=[m.min for m in ms], y_max=[m.max for m in ms])]))
     return plots
+
+
+def run_page(run: RunRecord, base: Path | None) -> str:
+    """A relative link from a page in `base` to the run's own page: report.html where the run has one, else its
+    README.md; every character that could make it something other than a path is percent-encoded."""
+    page = next((run.path / n for n in ("report.html", "README.md") if (run.path / n).is_file()), run.path)
+    rel = os.path.relpath(page.resolve(), (base or Path.cwd()).resolve())
+    rel = rel.replace(os.sep, "/")
+    return quote(rel if rel.startswith("../") else f"./{rel}", safe="/.-_~")
+
+
+def plot_links(group: Group, base: Path | None) -> dict[str, list[str]]:
+    """For each of the group's plots (by name), the page of each point's run, in the points' order."""
+    return {f"group{group.number}-{fig.key}": [run_page(r, base) for _, r in _dated(group, fig)] for fig in FIGURES}
+
+
+def plot_marks(group: Group, threshold: float) -> dict[str, list[Mark]]:
+    """For each of the group's plots (by name), a mark at each move `compare` judges real: at the later run's
+    date, with the verdict and what changed between the two runs where it is known."""
+    out: dict[str, list[Mark]] = {}
+    for move in moves(group, threshold):
+        fig = next(f for f in FIGURES if f.title == move.figure)
+        day = _day(move.after.when)
+        if day is None:
+            continue
+        what = "; ".join(move.changes) if move.changes else "nothing recorded changed"
+        out.setdefault(f"group{group.number}-{fig.key}", []).append(Mark(day, f"{move.verdict}: {what}"))
+    return out
 
 
 def _flags(identity: RunIdentity) -> str:
@@ -274,8 +311,10 @@ def _flags(identity: RunIdentity) -> str:
                     for k, v in identity.entries("setup").items() if k.startswith(FLAG))
 
 
-def history_blocks(found: Found, threshold: float = DEFAULT_THRESHOLD, plots: str | None = "") -> list[Block]:
-    """The page. `plots`: None for no plots (the terminal), else the folder the SVG links point into."""
+def history_blocks(found: Found, threshold: float = DEFAULT_THRESHOLD, plots: str | None = "",
+                   base: Path | None = None) -> list[Block]:
+    """The page. `plots`: None for no plots (the terminal), else the folder the SVG links point into. `base`: the
+    folder the page is written to, for the links to each run's page (None: the terminal, no links)."""
     groups = group_runs(found.runs)
     group_of = {id(r): g.number for g in groups for r in g.runs}
     blocks: list[Block] = [Heading(1, "bytesup history", "top")]
@@ -287,7 +326,8 @@ def history_blocks(found: Found, threshold: float = DEFAULT_THRESHOLD, plots: st
     rows = []
     for r in found.runs:
         v = r.identity.values
-        rows.append((r.when[:19], Code(r.name), group_of[id(r)], f"{value_text(v.get('host'))} ({value_text(v.get('cpu'))})",
+        name = Link(r.name, run_page(r, base), code=True) if base is not None else Code(r.name)
+        rows.append((r.when[:19], name, group_of[id(r)], f"{value_text(v.get('host'))} ({value_text(v.get('cpu'))})",
                      f"{value_text(v.get('engine'))} {value_text(v.get('engine_build'))}",
                      (f"{value_text(v.get('model_file'))} ", Code(str(v.get("model_sha256") or "?")[:12])),
                      Code(_flags(r.identity)) if _flags(r.identity) else "—",
@@ -316,26 +356,40 @@ def _names(group: Group) -> list[Any]:
     return parts
 
 
-def history_markdown(found: Found, threshold: float = DEFAULT_THRESHOLD, plots: str | None = None) -> str:
-    return markdown(history_blocks(found, threshold, plots))
+def history_markdown(found: Found, threshold: float = DEFAULT_THRESHOLD, plots: str | None = None,
+                     base: Path | None = None) -> str:
+    return markdown(history_blocks(found, threshold, plots, base))
 
 
-def history_html(found: Found, threshold: float = DEFAULT_THRESHOLD) -> str:
-    """The history as one self-contained page, each group's plots drawn inline as SVG."""
-    return html_page("bytesup history", [html(history_blocks(found, threshold), svg_markup)])
+def history_html(found: Found, threshold: float = DEFAULT_THRESHOLD, base: Path | None = None) -> str:
+    """The history as one self-contained page, each group's plots drawn inline as SVG: each point a link to its
+    run's page (relative to `base`, the page's folder), each move judged real marked with what changed."""
+    groups = group_runs(found.runs)
+    links: dict[str, list[str]] = {}
+    marks: dict[str, list[Mark]] = {}
+    for g in groups:
+        links.update(plot_links(g, base))
+        marks.update(plot_marks(g, threshold))
+
+    def svg(plot: Plot, prefix: str) -> str:
+        return svg_markup(plot, prefix, links.get(plot.name), marks.get(plot.name))
+
+    return html_page("bytesup history", [html(history_blocks(found, threshold, "", base), svg, Ids())])
 
 
 def write_history(found: Found, output: Path, as_html: bool, threshold: float = DEFAULT_THRESHOLD) -> list[Path]:
     """history.html (plots inline), or Markdown with its plots as SVG files in `<name>-plots/` beside it."""
+    base = output.parent
     if as_html:
-        write_text_atomic(output, history_html(found, threshold))
+        write_text_atomic(output, history_html(found, threshold, base))
         return [output]
     folder = output.with_name(f"{output.stem}-plots")
     written = [output]
     for group in group_runs(found.runs):
+        marks = plot_marks(group, threshold)
         for plot in group_plots(group):
             path = folder / f"{plot.name}.svg"
-            write_text_atomic(path, svg_markup(plot))
+            write_text_atomic(path, svg_markup(plot, marks=marks.get(plot.name)))
             written.append(path)
-    write_text_atomic(output, history_markdown(found, threshold, f"{folder.name}/"))
+    write_text_atomic(output, history_markdown(found, threshold, f"{folder.name}/", base))
     return written

@@ -117,9 +117,10 @@ def register(app: typer.Typer) -> None:
         Reads each run folder given, or each folder directly inside a folder given (outputs/ by default); folders that are not
         runs are skipped and counted. A table gives each run's date, host, engine and build, model, flags, decode and prefill
         tokens/s, host bandwidth, decode efficiency, the capstone's verdicts and the checks. Runs with the same machine, model,
-        server flags and lesson options form a group; for each group, a plot of each figure over time with the samples' min–max
-        (runs of different groups are never joined), and the figures that moved beyond the noise between consecutive runs
-        (compare's rule) with what changed between them (engine build, packages, code).
+        server flags and lesson options form a group; for each group, a plot of each figure by date with the samples' min–max
+        (runs of different groups are never joined), each point a link to its run's page, and the figures that moved beyond
+        the noise between consecutive runs (compare's rule) with what changed between them (engine build, packages, code),
+        listed and marked on the plot.
 
         Example: bytesup history --html -o outputs/history.html
         """
@@ -200,10 +201,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write the run's README.md as one readable page: what ran where, every lesson, the checks.
 
-        The page starts with the manifest's summary (host, engine and flags, model, code commit, status), then every lesson's
-        tables, measurements and plots in lesson order, then the results of `bytesup check`. Open it in any Markdown viewer; plot
-        links point into plots/ beside it. With --html, report.html beside it holds the same page for a browser, every plot drawn
-        inline from the lesson's JSON: one file that opens offline.
+        The page starts with a summary: the run's date, commit, engine and model, the machine and what the run measured of
+        it (its memory bandwidth, lesson 8's decode-time terms), the capstone's verdicts, the checks counted by kind, and
+        warnings (skipped or failed lessons with their reasons, a busy machine, failed checks); server flags that do nothing
+        on this host say so. Then the lessons' contents, every lesson's tables, measurements and plots in lesson order, the
+        results of `bytesup check` and the manifest's details. Open it in any Markdown viewer; plot links point into plots/
+        beside it. With --html, report.html beside it holds the same page for a browser, a section per lesson, long tables
+        folded, every plot drawn inline from the lesson's JSON: one file that opens offline and prints on paper.
         """
         err = Console(stderr=True)
         try:

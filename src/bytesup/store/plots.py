@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from bytesup.store.render import plot_files
@@ -10,7 +12,22 @@ from bytesup.store.results import LessonResult, Plot
 from bytesup.files import write_bytes_atomic
 
 
-def _figure(plot: Plot):
+# A plot whose x_label is this has dates on its x axis: x counts days since 1970-01-01 (UTC), matplotlib's own
+# date numbers, and its ticks are written as dates.
+DATE_AXIS = "date (UTC)"
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A vertical line at x with its label (a move judged real on a history plot, and what changed)."""
+
+    x: float
+    label: str
+
+
+def _figure(plot: Plot, urls: "list[str] | None" = None, marks: "list[Mark] | None" = None):
+    """The plot drawn. `urls`: a link for each point of the first series (an SVG <a> around its marker);
+    `marks`: vertical lines with labels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -27,6 +44,20 @@ def _figure(plot: Plot):
             ax.plot(s.x, s.y, style, label=s.label, markersize=4)
         if s.y_min is not None and s.y_max is not None:
             ax.fill_between(s.x, s.y_min, s.y_max, alpha=0.2)
+    if urls and plot.series:
+        first = plot.series[0]
+        points = ax.scatter(first.x, first.y, s=36, zorder=3, color=ax.lines[0].get_color() if ax.lines else None)
+        points.set_urls(list(urls)[:len(first.x)])
+    for n, mark in enumerate(marks or []):
+        ax.axvline(mark.x, color="#b00", linestyle=":", linewidth=1)
+        ax.annotate(mark.label, xy=(mark.x, 1), xycoords=("data", "axes fraction"), xytext=(3, -4 - 11 * (n % 3)),
+                    textcoords="offset points", fontsize=7, color="#b00", va="top", ha="left")
+    if plot.x_label == DATE_AXIS:
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator(minticks=2, maxticks=8)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     if plot.log_x:
         ax.set_xscale("log")
     if plot.log_y:
@@ -53,11 +84,31 @@ def write_plots(result: LessonResult, run_dir: Path) -> list[Path]:
     return written
 
 
-def svg_markup(plot: Plot) -> str:
-    """The plot as an <svg> element to put inside an HTML page (the XML prolog and doctype dropped)."""
-    fig, plt = _figure(plot)
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
-    plt.close(fig)
+_ID = re.compile(r'\bid="([^"]+)"')
+_REF = re.compile(r'((?:xlink:)?href="#|url\(#)')
+_METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.S)
+_STYLE = re.compile(r"<style([^>]*)>\s*\*\s*\{")
+
+
+def svg_markup(plot: Plot, prefix: str = "", urls: "list[str] | None" = None, marks: "list[Mark] | None" = None) -> str:
+    """The plot as an <svg> element to put inside an HTML page (the XML prolog and doctype dropped).
+
+    With `prefix` (unique in the page), for a page that holds several plots: every id in it begins with `prefix`
+    and every reference follows, the root is `<prefix>svg` and its style rule applies inside it alone, text is
+    drawn as text rather than glyph outlines, and the metadata is dropped. `urls` and `marks`: see `_figure`."""
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.fonttype": "none" if prefix else matplotlib.rcParams["svg.fonttype"]}):
+        fig, plt = _figure(plot, urls, marks)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+        plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    text = text[text.index("<svg"):]
+    if not prefix:
+        return text
+    text = _METADATA.sub("", text)
+    text = _ID.sub(lambda m: f'id="{prefix}{m.group(1)}"', text)
+    text = _REF.sub(lambda m: m.group(1) + prefix, text)
+    text = text.replace("<svg ", f'<svg id="{prefix}svg" ', 1)
+    return _STYLE.sub(lambda m: f"<style{m.group(1)}>#{prefix}svg * {{", text, count=1)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import html as _html
 import math
+import re
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Union
+from typing import Any, Callable, Iterator, Union
+from urllib.parse import quote
 
-from bytesup.store.escape import md_text
+from bytesup.store.escape import md_code, md_literal
 from bytesup.store.results import LessonResult, Measurement, Plot, Table
 
 
@@ -34,7 +36,7 @@ def fmt(value: Any) -> str:
 
 
 def cell(value: Any) -> str:
-    return md_text(fmt(value), newline="⏎", cell=True)
+    return md_literal(fmt(value), newline="⏎", cell=True)
 
 
 def header(name: str, unit: str) -> str:
@@ -43,8 +45,11 @@ def header(name: str, unit: str) -> str:
 
 # --- the document: what a lesson (or a run, or a history) says, before any format -------------
 #
-# One page is a list of blocks. `markdown` and `html` write the same blocks; every string that
-# comes from outside stays a plain str here and is escaped by the writer for its format.
+# One page is a list of blocks. `markdown` and `html` write the same blocks; every plain str is text,
+# shown as typed in either format (`md_literal`, `html.escape`): a token piece `_u_` or `` `tick` ``
+# never becomes emphasis or code. What the page means as code is a `Code` part (shown as typed
+# inside its span, `md_code`); a lesson's note is split into its own code spans and text by
+# `note_parts`, which keeps the strings the lesson recorded as data (its cells, facts, names) text.
 
 @dataclass(frozen=True)
 class Code:
@@ -55,11 +60,16 @@ class Code:
 
 @dataclass(frozen=True)
 class Link:
+    """A link inside the page (`#anchor`) or to a file beside it; `code`: its text shown as code (a file name)."""
+
     text: str
     href: str
+    code: bool = False
 
 
 Inline = Union[str, Code, Link]
+# A note: a plain str is text; parts are text (str) and the lesson's own code spans (Code), see `note_parts`.
+Note = Union[str, tuple[Inline, ...]]
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,7 @@ class Paragraph:
 @dataclass(frozen=True)
 class Bullets:
     title: str
-    items: tuple[str, ...]
+    items: tuple[Note, ...]
     level: int = 3
 
 
@@ -88,7 +98,7 @@ class TableBlock:
     title: str
     headers: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
     level: int = 3
     css: str = ""
 
@@ -102,7 +112,17 @@ class Figure:
     level: int = 3
 
 
-Block = Union[Heading, Paragraph, Bullets, TableBlock, Figure]
+@dataclass(frozen=True)
+class Details:
+    """What a reader may skip: folded under its title in HTML (`<details>`), and in Markdown gathered into a
+    section "Details" at the end of the page, in order."""
+
+    title: str
+    blocks: tuple["Block", ...]
+    level: int = 3
+
+
+Block = Union[Heading, Paragraph, Bullets, TableBlock, Figure, Details]
 
 
 def demoted(blocks: list[Block]) -> list[Block]:
@@ -123,12 +143,24 @@ def anchor(text: str) -> str:
 
 # --- Markdown -----------------------------------------------------------------------------------
 
+# What a link's target keeps as it is in Markdown; anything else (a space, a parenthesis, a bracket) is percent-encoded.
+_HREF_SAFE = "/#.-_~%"
+
+
 def _md_inline(part: Inline, in_cell: bool = False) -> str:
+    newline = "⏎" if in_cell else " "
     if isinstance(part, Code):
-        return f"`{md_text(part.text, cell=in_cell)}`"
+        return md_code(part.text, newline, cell=in_cell)
     if isinstance(part, Link):
-        return f"[{md_text(part.text, cell=in_cell)}]({part.href})"
-    return md_text(part, newline="⏎" if in_cell else " ", cell=in_cell)
+        text = md_code(part.text, newline, cell=in_cell) if part.code else md_literal(part.text, newline, cell=in_cell)
+        return f"[{text}]({quote(part.href, safe=_HREF_SAFE)})"
+    return md_literal(part, newline, cell=in_cell)
+
+
+def _md_note(note: Note) -> str:
+    if isinstance(note, str):
+        return md_literal(note)
+    return "".join(_md_inline(p) for p in note)
 
 
 def cell_md(value: Any) -> str:
@@ -142,27 +174,36 @@ def cell_md(value: Any) -> str:
 
 def block_md(block: Block) -> str:
     if isinstance(block, Heading):
-        return f"{'#' * block.level} {md_text(block.text)}\n"
+        return f"{'#' * block.level} {md_literal(block.text)}\n"
     if isinstance(block, Paragraph):
         return "".join(_md_inline(p) for p in block.parts) + "\n"
     if isinstance(block, Bullets):
-        return f"{'#' * block.level} {md_text(block.title)}\n\n" + "\n".join(f"- {md_text(n)}" for n in block.items) + "\n"
+        return f"{'#' * block.level} {md_literal(block.title)}\n\n" + "\n".join(f"- {_md_note(n)}" for n in block.items) + "\n"
     if isinstance(block, Figure):
-        drawing = f"![{md_text(block.title)}]({block.png}) ([SVG]({block.svg}))" if block.png else f"![{md_text(block.title)}]({block.svg})"
-        return f"{'#' * block.level} {md_text(block.title)}\n\n{drawing}\n"
-    lines = [f"{'#' * block.level} {md_text(block.title)}", ""] if block.title else []
+        title = md_literal(block.title)
+        drawing = f"![{title}]({block.png}) ([SVG]({block.svg}))" if block.png else f"![{title}]({block.svg})"
+        return f"{'#' * block.level} {title}\n\n{drawing}\n"
+    if isinstance(block, Details):
+        return f"{'#' * block.level} {md_literal(block.title)}\n\n" + markdown(list(block.blocks))
+    lines = [f"{'#' * block.level} {md_literal(block.title)}", ""] if block.title else []
     lines.append("|" + "|".join(f" {cell(h)} " if h else " " for h in block.headers) + "|")
     lines.append("|" + "|".join("---" for _ in block.headers) + "|")
     for row in block.rows:
         lines.append("| " + " | ".join(cell_md(v) for v in row) + " |")
     if block.notes:
         lines.append("")
-        lines.extend(f"- {md_text(n)}" for n in block.notes)
+        lines.extend(f"- {_md_note(n)}" for n in block.notes)
     return "\n".join(lines) + "\n"
 
 
 def markdown(blocks: list[Block]) -> str:
-    return "\n".join(block_md(b) for b in blocks)
+    """The page in Markdown: its blocks in order, then its Details (if any) in a section of their own at the end."""
+    main: list[Block] = [b for b in blocks if not isinstance(b, Details)]
+    folded = [b for b in blocks if isinstance(b, Details)]
+    if folded:
+        main.append(Heading(max(min(b.level for b in folded) - 1, 1), "Details", "details"))
+        main += folded
+    return "\n".join(block_md(b) for b in main)
 
 
 # --- HTML ---------------------------------------------------------------------------------------
@@ -175,12 +216,16 @@ def _html_inline(part: Inline) -> str:
     if isinstance(part, Code):
         return f"<code>{_h(part.text)}</code>"
     if isinstance(part, Link):
+        text = f"<code>{_h(part.text)}</code>" if part.code else _h(part.text)
         # Inside the page, or a file beside it; anything with a scheme (http:, javascript:) is not a link.
         if ":" in part.href or part.href.startswith("//"):
-            return _h(part.text)
-        href = part.href
-        return f'<a href="{_h(href)}">{_h(part.text)}</a>'
+            return text
+        return f'<a href="{_h(part.href)}">{text}</a>'
     return _h(part)
+
+
+def _html_note(note: Note) -> str:
+    return _h(note) if isinstance(note, str) else "".join(_html_inline(p) for p in note)
 
 
 def _html_cell(value: Any) -> str:
@@ -195,60 +240,111 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def block_html(block: Block, svg: "Callable[[Plot], str] | None" = None) -> str:
+class Ids:
+    """The ids of one HTML page, each given once: a second heading of the same text gets `-2`, and so on."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def __call__(self, wanted: str) -> str:
+        base = wanted or "section"
+        out, n = base, 1
+        while out in self.used:
+            n += 1
+            out = f"{base}-{n}"
+        self.used.add(out)
+        return out
+
+
+# svg(plot, prefix): the plot as an inline <svg> whose own ids all begin with `prefix` (unique in the page).
+SvgWriter = Callable[[Plot, str], str]
+# fold(table): whether a table goes into <details> (closed) on this page.
+Fold = Callable[[TableBlock], bool]
+
+
+def _table_html(block: TableBlock) -> str:
+    css = f' class="{_h(block.css)}"' if block.css else ""
+    head = "<thead><tr>" + "".join(f"<th>{_h(h)}</th>" for h in block.headers) + "</tr></thead>" if any(block.headers) else ""
+    out = [f'<div class="table-box"><table{css}>{head}<tbody>']
+    for row in block.rows:
+        out.append("<tr>" + "".join(f'<td class="num">{_html_cell(v)}</td>' if _numeric(v) else f"<td>{_html_cell(v)}</td>"
+                                    for v in row) + "</tr>")
+    out.append("</tbody></table></div>")
+    if block.notes:
+        out.append('<ul class="notes">' + "".join(f"<li>{_html_note(n)}</li>" for n in block.notes) + "</ul>")
+    return "\n".join(out)
+
+
+def block_html(block: Block, svg: "SvgWriter | None" = None, ids: "Ids | None" = None, fold: "Fold | None" = None) -> str:
+    ids = ids if ids is not None else Ids()
     if isinstance(block, Heading):
-        anchor = f' id="{_h(block.anchor)}"' if block.anchor else ""
-        return f"<h{block.level}{anchor}>{_h(block.text)}</h{block.level}>"
+        id_ = f' id="{_h(ids(block.anchor))}"' if block.anchor else ""
+        return f"<h{block.level}{id_}>{_h(block.text)}</h{block.level}>"
     if isinstance(block, Paragraph):
         return "<p>" + "".join(_html_inline(p) for p in block.parts) + "</p>"
     if isinstance(block, Bullets):
         return (f"<h{block.level}>{_h(block.title)}</h{block.level}>\n<ul>"
-                + "".join(f"<li>{_h(n)}</li>" for n in block.items) + "</ul>")
+                + "".join(f"<li>{_html_note(n)}</li>" for n in block.items) + "</ul>")
     if isinstance(block, Figure):
-        drawing = svg(block.plot) if svg is not None else ""
-        return (f'<figure class="plot"><figcaption>{_h(block.title)}</figcaption>\n{drawing}</figure>')
-    css = f' class="{_h(block.css)}"' if block.css else ""
+        drawing = svg(block.plot, ids(anchor(f"plot {block.plot.name}")) + "-") if svg is not None else ""
+        return f'<figure class="plot"><figcaption>{_h(block.title)}</figcaption>\n{drawing}</figure>'
+    if isinstance(block, Details):
+        return (f"<details><summary>{_h(block.title)}</summary>\n"
+                + "\n".join(block_html(b, svg, ids, fold) for b in block.blocks) + "\n</details>")
+    if fold is not None and fold(block):
+        size = f"{len(block.rows):,} row{'s' if len(block.rows) != 1 else ''} × {len(block.headers)} columns"
+        title = (f"<h{block.level}>{_h(block.title)}</h{block.level}> " if block.title else "")
+        return (f'<details class="table"><summary>{title}<span class="size">({size})</span></summary>\n'
+                + _table_html(replace(block, title="")) + "\n</details>")
     out = [f"<h{block.level}>{_h(block.title)}</h{block.level}>"] if block.title else []
-    head = "<thead><tr>" + "".join(f"<th>{_h(h)}</th>" for h in block.headers) + "</tr></thead>" if any(block.headers) else ""
-    out.append(f"<table{css}>{head}<tbody>")
-    for row in block.rows:
-        out.append("<tr>" + "".join(f'<td class="num">{_html_cell(v)}</td>' if _numeric(v) else f"<td>{_html_cell(v)}</td>"
-                                    for v in row) + "</tr>")
-    out.append("</tbody></table>")
-    if block.notes:
-        out.append('<ul class="notes">' + "".join(f"<li>{_h(n)}</li>" for n in block.notes) + "</ul>")
+    out.append(_table_html(block))
     return "\n".join(out)
 
 
+# The rules every page uses; a page adds the rules of its own elements (`html_page(..., style=...)`).
 STYLE = """
-body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: .5em 0 1em; font-size: 13px; display: block; overflow-x: auto; max-width: 100%; }
+body { font: 15px/1.45 system-ui, sans-serif; margin: 1em auto; max-width: 72em; padding: 0 1em; color: #222;
+       overflow-wrap: break-word; }
+.table-box { overflow-x: auto; max-width: 100%; margin: .5em 0 1em; }
+table { border-collapse: collapse; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; vertical-align: top; text-align: left; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 th { background: #f2f2f2; }
-code { background: #f4f4f4; padding: 0 2px; overflow-wrap: break-word; }
-section.lesson { border-top: 2px solid #888; margin-top: 2em; }
-figure.plot { margin: 1em 0; }
-figure.plot svg { width: 100%; max-width: 640px; height: auto; display: block; }
-.pass { color: #176b17; } .fail { color: #b00; font-weight: bold; } .na, .inconclusive { color: #777; }
-ul.notes { font-size: 13px; color: #444; }
+code { background: #f4f4f4; padding: 0 2px; overflow-wrap: anywhere; }
+figure.plot { margin: 1em 1em 1em 0; display: inline-block; vertical-align: top; width: min(100%, 520px); }
+figure.plot svg { width: 100%; height: auto; display: block; }
+details { margin: .5em 0; }
+details > summary { cursor: pointer; }
+details > summary > h1, details > summary > h2, details > summary > h3, details > summary > h4 { display: inline; }
+@media print {
+  body { max-width: none; margin: 0; font-size: 10pt; }
+  .table-box { overflow: visible; }
+  table { font-size: 8pt; }
+  th, td { overflow-wrap: anywhere; }
+  td.num { white-space: normal; }
+  h1, h2, h3 { break-after: avoid; }
+  figure.plot, tr { break-inside: avoid; }
+  a { color: inherit; }
+}
 """
 
 # No script, font or stylesheet from anywhere: the page's own policy forbids every fetch.
 POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
-def html_page(title: str, body: list[str]) -> str:
+def html_page(title: str, body: list[str], style: str = "") -> str:
     """A self-contained page: inline style, inline SVG, no script, nothing fetched."""
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{_h(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+            f"<title>{_h(title)}</title>\n<style>{STYLE}{style}</style>\n</head>\n<body>\n"
             + "\n".join(body) + "\n</body>\n</html>\n")
 
 
-def html(blocks: list[Block], svg: "Callable[[Plot], str] | None" = None) -> str:
-    return "\n".join(block_html(b, svg) for b in blocks)
+def html(blocks: list[Block], svg: "SvgWriter | None" = None, ids: "Ids | None" = None, fold: "Fold | None" = None) -> str:
+    """The blocks as HTML; `ids` gathers the page's ids when it is written in several parts."""
+    ids = ids if ids is not None else Ids()
+    return "\n".join(block_html(b, svg, ids, fold) for b in blocks)
 
 
 # --- a lesson -----------------------------------------------------------------------------------
@@ -260,14 +356,65 @@ def measurement_label(name: str, settings: dict[str, Any]) -> str:
     return f"{name} [" + ", ".join(f"{k}={fmt(v)}" for k, v in sorted(settings.items())) + "]"
 
 
-def table_block(table: Table) -> TableBlock:
+# A string recorded as data that holds one of these is kept as text wherever a note repeats it.
+_MARKUP = re.compile(r"[`*_~<>&\[\]\\|#]")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def outside_strings(result: LessonResult) -> frozenset[str]:
+    """The strings a lesson recorded as data (its cells, facts, model and server, settings, plot labels) that
+    Markdown could read as syntax: the text from outside that its notes may quote (a token piece, a prompt,
+    a model's name)."""
+    found = _strings([[t.rows for t in result.tables], result.facts, result.model, result.server, result.settings,
+                      [[s.label for s in p.series] for p in result.plots]])
+    return frozenset(s for s in found if len(s) >= 2 and _MARKUP.search(s))
+
+
+def note_parts(note: str, outside: "frozenset[str] | set[str]" = frozenset()) -> Note:
+    """A lesson's note as inline parts: the lesson's own backtick spans (`--repeat`) become code, everything else
+    is text. The strings it recorded as data (`outside`) are text wherever the note repeats them, backticks
+    included, so a token piece such as '`tick` *star*' reads as typed; the longest is taken first."""
+    taken = [False] * len(note)
+    for s in sorted(outside, key=lambda x: (-len(x), x)):
+        start = note.find(s)
+        while start >= 0:
+            if not any(taken[start:start + len(s)]):
+                taken[start:start + len(s)] = [True] * len(s)
+            start = note.find(s, start + 1)
+    ticks = [i for i, ch in enumerate(note) if ch == "`" and not taken[i]]
+    if len(ticks) < 2:
+        return note
+    parts: list[Inline] = []
+    at = 0
+    for a, b in zip(ticks[::2], ticks[1::2], strict=False):
+        if note[at:a]:
+            parts.append(note[at:a])
+        parts.append(Code(note[a + 1:b]))
+        at = b + 1
+    if note[at:]:
+        parts.append(note[at:])
+    return tuple(parts)
+
+
+def table_block(table: Table, outside: "frozenset[str]" = frozenset()) -> TableBlock:
     return TableBlock(table.title, tuple(header(c.name, c.unit) for c in table.columns),
-                      tuple(tuple(row) for row in table.rows), tuple(table.notes))
+                      tuple(tuple(row) for row in table.rows), tuple(note_parts(n, outside) for n in table.notes))
 
 
 def measurements_block(ms: list[Measurement]) -> TableBlock:
     return TableBlock("Measurements", ("measurement", "unit", "median", "min", "max", "samples"),
-                      tuple((measurement_label(m.name, m.settings), m.unit, m.median, m.min, m.max, len(m.samples)) for m in ms))
+                      tuple((measurement_label(m.name, m.settings), m.unit, m.median, m.min, m.max, len(m.samples)) for m in ms),
+                      css="measurements")
 
 
 def table_md(table: Table) -> str:
@@ -285,20 +432,21 @@ def plot_files(result: LessonResult, name: str) -> tuple[str, str]:
 
 def lesson_blocks(result: LessonResult) -> list[Block]:
     """What a lesson's page says: title, where it ran, tables, measurements, plots, notes."""
+    outside = outside_strings(result)
     blocks: list[Block] = [
         Heading(1, result.title, anchor(result.title)),
         Paragraph((Code(result.lesson_id), f" · {result.started_at} · model ",
                    str(result.model.get("name") or result.model.get("file") or "unknown model"),
                    " · server ", str(result.server.get("engine", "?")), " (", str(result.server.get("build") or "unknown build"), ")")),
     ]
-    blocks += [table_block(t) for t in result.tables]
+    blocks += [table_block(t, outside) for t in result.tables]
     if result.measurements:
         blocks.append(measurements_block(result.measurements))
     for p in result.plots:
         png, svg = plot_files(result, p.name)
         blocks.append(Figure(p.title, p, png, svg))
     if result.notes:
-        blocks.append(Bullets("Notes", tuple(result.notes)))
+        blocks.append(Bullets("Notes", tuple(note_parts(n, outside) for n in result.notes)))
     return blocks
 
 
