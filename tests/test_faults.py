@@ -445,7 +445,7 @@ import json
 TITLE = "Watch (test)"
 def main(ctx):
     from bytesup.store.runs import read_manifest
-    status = ctx.host("status", lambda: read_manifest(ctx.run.run_dir).lessons["04_watch"].status)
+    status = ctx.host("status", lambda: read_manifest(ctx.run.out).lessons["04_watch"].status)
     ctx.table("s", "Status", [("status", "")], [[status]])
     return ctx.finish()
 '''

@@ -109,6 +109,7 @@ class LessonContext:
         self.run = run
         self._options_type = options_type
         self._options: LessonOptions | None = None
+        self._repeat: int | None = None
         self._model_path = model_path
         self._sink = sink
         self._replay = replay
@@ -127,11 +128,15 @@ class LessonContext:
     def repeat(self) -> int:
         """Repetitions of each timed measurement (--repeat). Recorded like a host value, so a
         replay asks for exactly the requests the recorded run made, whatever --repeat it is given."""
+        if self._repeat is not None:
+            return self._repeat
         return self.host("repeat", lambda: max(1, self.run.repeat))
 
     @repeat.setter
     def repeat(self, value: int) -> None:
-        self.run.repeat = self.host_values["repeat"] = int(value)
+        """This lesson's repetitions from now on, recorded as the host value `repeat`; the run's options, which
+        every lesson shares, are left as they are."""
+        self._repeat = self.host_values["repeat"] = int(value)
 
     @property
     def replaying(self) -> bool:

@@ -86,10 +86,12 @@ def cli(*flags: str, help: str, **bounds: Any) -> dict[str, Any]:  # noqa: A002 
     return {"cli": {"flags": flags, "help": help, **bounds}}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
-    """The run's own options, one record from the command line to the runner. A field with `cli` metadata is a
-    flag of `bytesup run` and `bytesup run-all` (its help is the flag's); the others are set by the code."""
+    """The run's own options, one record from the command line to the runner, read and never written: every lesson
+    of a run reads the same record (a lesson's own number of samples is `LessonContext.samples`). A field with `cli`
+    metadata is a flag of `bytesup run` and `bytesup run-all` (its help is the flag's); the others are set by the
+    code. The folder a run wrote to is what the runner returns (`run.runner.run_into_folder`), not an option."""
 
     server_url: str | None = field(default=None, metadata=cli(
         "--server", help="llama-server URL (default $BYTESUP_SERVER or http://127.0.0.1:8099)"))
@@ -127,10 +129,11 @@ class RunOptions:
         "manifest, i.e. edited on purpose")))
     model_mismatch_ok: bool = field(default=False, metadata=cli("--model-mismatch-ok", help=(
         "go on when --model differs (parameter count or tensor bytes) from the model the server serves")))
-    # The lessons' options given, by field name (validated by each lesson's Options before the run starts).
+    # The lessons' options given, by field name, validated once by the Options of the lessons named in
+    # `lessons_checked` (`run.lessons.check_lesson_options`); the runner validates options not checked for its lessons.
     lesson_options: dict[str, Any] = field(default_factory=dict)
+    lessons_checked: tuple[str, ...] | None = None
     command: list[str] = field(default_factory=lambda: shown_command(sys.argv))
-    run_dir: Path | None = None  # the folder the run wrote to, set by run_lessons
 
 
 def shown_command(argv: list[str]) -> list[str]:

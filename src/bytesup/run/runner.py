@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bytesup.host import environment
-from bytesup.run.lessons import UnknownLesson, check_lesson_options, discover_lessons, lesson_title, load_lesson, options_of
+from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson, options_of, with_checked_options
 from bytesup.llama.client import LlamaServer, default_base_url
 from bytesup.errors import BytesupError, RunFolderError
 from bytesup.store.escape import rich_text
@@ -71,9 +71,17 @@ DIE_WITH_PARENT_ENV = "BYTESUP_DIE_WITH_PARENT"
 
 
 
-def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> int:
-    """Run lessons into a run folder. Returns the exit code (0: all ok). A server started for the
-    run (`start_run_server`) is stopped when the run ends, however it ends."""
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ended: its exit code (0: every lesson ok or skipped) and the folder it wrote to."""
+
+    exit_code: int
+    run_dir: Path
+
+
+def run_into_folder(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> RunEnd:
+    """Run lessons into a run folder; returns the exit code and the folder. A server started for the
+    run (`start_run_server`) is stopped when the run ends, however it ends. `options` is read, never written."""
     # The signal handlers cover the cleanup too: a second Ctrl-C never interrupts stopping the run's server.
     with signals_raise(), contextlib.ExitStack() as cleanup:
         if os.environ.get(DIE_WITH_PARENT_ENV):
@@ -81,23 +89,27 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
         return _run_lessons(lesson_ids, options, console or Console(stderr=True), cleanup)
 
 
-def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> int:
+def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> int:
+    """`run_into_folder`'s exit code alone (0: every lesson ok or skipped)."""
+    return run_into_folder(lesson_ids, options, console).exit_code
+
+
+def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> RunEnd:
     available = discover_lessons()
     for lid in lesson_ids:
         if lid not in available:
             raise UnknownLesson(lid, list(available))
     # A bad lesson option, or one no lesson of the run takes, stops the run here, before its folder and any request.
-    options.lesson_options = check_lesson_options(lesson_ids, options.lesson_options)
+    options = with_checked_options(lesson_ids, options)
     if options.replay is None:
         check_server_url(options.server_url or default_base_url())
     run_dir, created = choose_run_dir(options, console)
-    options.run_dir = run_dir
     lock = RunLock(run_dir, redact_command(options.command), created=created)
     taken_over = lock.acquire()
     try:
         if taken_over:
             console.print(f"[yellow]{rich_text(taken_over)}[/yellow]", highlight=False)
-        return _run_locked(run_dir, lesson_ids, options, console, cleanup)
+        return RunEnd(_run_locked(run_dir, lesson_ids, options, console, cleanup), run_dir)
     finally:
         lock.release()
 
