@@ -110,6 +110,7 @@ class LessonContext:
         self._options_type = options_type
         self._options: LessonOptions | None = None
         self._repeat: int | None = None
+        self._sample_minimums: dict[str, int] = {}
         self._model_path = model_path
         self._sink = sink
         self._replay = replay
@@ -124,10 +125,33 @@ class LessonContext:
         self.facts: dict[str, Any] = {}
         self.identity: dict[str, Any] = {}
 
+    def samples(self, minimum: int, name: str = "samples") -> int:
+        """How many samples one timed measurement takes, by the run's one rule: the run's --repeat, and at least
+        `minimum`, what the lesson's statistics need (`robust.MIN_SAMPLES` for a median with its spread).
+
+        The number is recorded as the host value `name`, so a replay asks for exactly the requests the recorded run
+        made, whatever --repeat it is given and whatever minimum the lesson declares by then; a run recorded before
+        the lesson asked gets the rule applied to its recorded --repeat. A lesson with two rules gives each its own
+        `name`: one name with two minimums is a mistake in the lesson, a ValueError."""
+        if minimum < 1:
+            raise ValueError(f"a measurement takes at least one sample, not {minimum}")
+        declared = self._sample_minimums.setdefault(name, minimum)
+        if declared != minimum:
+            raise ValueError(f"samples {name!r} were declared with the minimum {declared}, now {minimum}: "
+                             "give each rule its own name")
+
+        def rule() -> int:
+            return max(minimum, self.repeat)
+
+        if not self.recorded(name):
+            return rule()
+        return int(self.host(name, rule))
+
     @property
     def repeat(self) -> int:
-        """Repetitions of each timed measurement (--repeat). Recorded like a host value, so a
-        replay asks for exactly the requests the recorded run made, whatever --repeat it is given."""
+        """The run's --repeat, as every lesson reads it (`samples` applies the rule: at least the lesson's minimum).
+        Recorded like a host value, so a replay asks for exactly the requests the recorded run made, whatever
+        --repeat it is given."""
         if self._repeat is not None:
             return self._repeat
         return self.host("repeat", lambda: max(1, self.run.repeat))

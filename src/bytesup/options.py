@@ -112,7 +112,8 @@ class RunOptions:
     replay: Path | None = field(default=None, metadata=cli(
         "--replay", help="serve the lessons from a recorded run folder instead of a server"))
     repeat: int = field(default=3, metadata=cli("--repeat", min=1, max=MAX_REPEAT, help=(
-        f"repetitions of each timed measurement (1 to {MAX_REPEAT}; each lesson's timed requests grow with it)")))
+        f"samples of each timed measurement, 1 to {MAX_REPEAT}: every lesson takes this many, or the minimum its "
+        "statistics need when that is more (5 for a median with its spread); each lesson records how many it took")))
     timeout: float = field(default=DEFAULT_TIMEOUT_S, metadata=cli("--timeout", min=0.1, max=MAX_TIMEOUT_S, help=(
         "seconds to wait for one server answer, and for the first contact (default 120: a hung server "
         f"fails after 2 minutes; raise it for big models on slow machines, up to {MAX_TIMEOUT_S:g})")))
