@@ -306,7 +306,7 @@ class LessonContext:
         It runs with the user's server flags (see `inherited_flags`), then `flags`; on the one engine
         choice (`engine.choose_engine`), a native llama-server only when `native`."""
         if self._replay is not None:
-            client = LlamaServer("http://replay", transport=ReplayTransport(self._replay.exchanges, label, self._sink))
+            client = self.run.client("http://replay", ReplayTransport(self._replay.exchanges, label, self._sink), with_key=False)
             try:
                 yield client
             finally:
@@ -319,12 +319,11 @@ class LessonContext:
         try:
             try:
                 started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
-                                              die_with_parent=True, native=native)
+                                              die_with_parent=True, native=native, answer_s=self.run.timeout)
             except ServerStartError:
                 failed_to_start = True
                 raise
-            client = LlamaServer(started.url, timeout=self.run.timeout,
-                                 transport=RecordingTransport(self._sink, label))
+            client = self.run.client(started.url, RecordingTransport(self._sink, label), with_key=False)
             try:
                 yield client
             finally:

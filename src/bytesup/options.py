@@ -12,7 +12,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bytesup.llama.client import DEFAULT_TIMEOUT_S
+import httpx
+
+from bytesup.llama.client import DEFAULT_TIMEOUT_S, LlamaServer
 from bytesup.errors import BytesupError, redact_url
 
 MAX_TIMEOUT_S = 86400.0  # a day: past that a number of seconds is a typo (inf, 1e300), not a wait
@@ -135,6 +137,15 @@ class RunOptions:
     lesson_options: dict[str, Any] = field(default_factory=dict)
     lessons_checked: tuple[str, ...] | None = None
     command: list[str] = field(default_factory=lambda: shown_command(sys.argv))
+
+
+    def client(self, url: str, transport: httpx.BaseTransport | None = None, build: str | None = None,
+               with_key: bool = True) -> LlamaServer:
+        """The one way a run makes a client of a server: `url`, the run's --api-key (`with_key`; a server a lesson
+        starts, or a replay, takes none), the run's --timeout for every answer, and the transport that records or
+        replays."""
+        return LlamaServer(url, self.api_key if with_key else None, timeout=self.timeout, transport=transport,
+                           build=build)
 
 
 def shown_command(argv: list[str]) -> list[str]:

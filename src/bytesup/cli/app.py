@@ -211,7 +211,7 @@ def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8
     status = engine.server_status(port)
     url = status.get("url") or f"http://127.0.0.1:{port}"
     try:
-        with LlamaServer(url, timeout=5) as client:
+        with LlamaServer(url, timeout=engine.STATUS_WAIT_S) as client:
             status["health"] = client.health().status
             status["build_info"] = client.props().build_info
             # One real answer, so a glance shows the engine computes (greedy, pinned seed, no cache).

@@ -176,7 +176,7 @@ def _server_for_run(options: RunOptions, todo: list[str], console: Console, clea
                            "BYTESUP_SERVER. Drop one of them.")
     if options.replay is None and todo:
         if options.own_server or (options.start_server and not server_given(options)
-                                  and not answers(seen.url, options.api_key, options.timeout)):
+                                  and not answers(seen.url, options)):
             seen.url = start_run_server(seen.url, options, console, cleanup).url
             seen.started_for_run = True
         seen.props, seen.models = probe(seen.url, options)
@@ -326,12 +326,11 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 if options.replay is not None:
                     replay = load_replay(options.replay, lid, replay_manifest.lessons.get(lid) if replay_manifest else None,
                                          options.allow_modified)
-                    client = LlamaServer("http://replay", transport=ReplayTransport(replay.exchanges, "main", sink))
+                    client = options.client("http://replay", ReplayTransport(replay.exchanges, "main", sink), with_key=False)
                 else:
                     # The server must still serve what it served at the start, before and after the lesson.
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)
-                    client = LlamaServer(seen.url, options.api_key, timeout=options.timeout,
-                                         transport=RecordingTransport(sink, "main"), build=build)
+                    client = options.client(seen.url, RecordingTransport(sink, "main"), build=build)
                 ctx = LessonContext(lid, title, server=client, run=options, model_path=model_path, sink=sink, replay=replay,
                                     progress=reporter, shared=shared, options_type=options_of(module))
                 entry.started_at = ctx.started_at

@@ -17,7 +17,6 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bytesup.llama import process as engine
 from bytesup.models import catalog as models
-from bytesup.llama.client import LlamaServer
 from bytesup.errors import BytesupError, ServerUnreachable, redact_url
 from bytesup.course.formulas import batch_sizes
 from bytesup.models.gguf import is_gguf, read_model_info
@@ -35,7 +34,7 @@ def check_server_url(url: str) -> None:
 
 def probe(url: str, options: RunOptions) -> tuple[dict[str, Any], dict | None]:
     """/health, then /props and /v1/models (None where the server has no /v1/models), as JSON."""
-    with LlamaServer(url, options.api_key, timeout=options.timeout) as client:
+    with options.client(url) as client:
         client.health()
         props = client.props().model_dump(mode="json")
         try:
@@ -144,10 +143,10 @@ def server_given(options: RunOptions) -> bool:
     return bool(options.server_url or os.environ.get("BYTESUP_SERVER"))
 
 
-def answers(url: str, api_key: str | None, timeout: float) -> bool:
+def answers(url: str, options: RunOptions) -> bool:
     """False only when nothing listens at `url`. A server that answers, even with an error, is
     used as it is (the probe that follows reports what is wrong with it)."""
-    with LlamaServer(url, api_key, timeout=timeout) as probe:
+    with options.client(url) as probe:
         try:
             probe.health()
         except ServerUnreachable:
@@ -183,7 +182,7 @@ def start_run_server(url: str, options: RunOptions, console: Console, cleanup: c
     port = engine.free_port()
     cleanup.callback(_stop_run_server, port)  # before starting: a start cut short is stopped too
     with _spinner(console, f"starting a server on {model.name}"):
-        started = engine.start_server(model, ["--port", str(port)], die_with_parent=True)
+        started = engine.start_server(model, ["--port", str(port)], die_with_parent=True, answer_s=options.timeout)
     why = "The run has its own server" if options.own_server else f"No server answers at {redact_url(url)}"
     console.print(escape(
         f"{why}: started {started.info['choice']['why']} "
