@@ -35,6 +35,7 @@ from bytesup.store.results import Column, LessonResult, Measurement, Plot, Serie
 from bytesup.store.manifest import HostBandwidth, Manifest
 from bytesup.store.runs import ReplaySource
 from bytesup.llama.placement import ServerSetup, decide, is_loopback
+from bytesup.llama.shapes import ServerShape
 
 # Flags of the user's server that a lesson's own servers set for themselves.
 # Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft; and --rpc: the
@@ -124,6 +125,7 @@ class LessonContext:
         self.plots: list[Plot] = []
         self.facts: dict[str, Any] = {}
         self.identity: dict[str, Any] = {}
+        self.server_shapes: dict[str, dict[str, Any]] = {}  # the shape of each server of the lesson's own, by label
 
     def samples(self, minimum: int, name: str = "samples") -> int:
         """How many samples one timed measurement takes, by the run's one rule: the run's --repeat, and at least
@@ -301,10 +303,23 @@ class LessonContext:
 
     # servers of the lesson's own --------------------------------------------------------
     @contextlib.contextmanager
-    def local_server(self, label: str, model: Path | None, flags: list[str], native: bool = False) -> Iterator[LlamaServer]:
-        """Start a server of our own on a free port (lessons 7, 8 and 9), recorded under `label`.
-        It runs with the user's server flags (see `inherited_flags`), then `flags`; on the one engine
-        choice (`engine.choose_engine`), a native llama-server only when `native`."""
+    def local_server(self, label: str, shape: ServerShape | Path | None, flags: list[str] | None = None,
+                     native: bool = False) -> Iterator[LlamaServer]:
+        """Start a server of our own on a free port (lessons 4, 5b, 7, 8 and 9), its exchanges recorded under `label`.
+
+        `shape` is a `ServerShape` (model, slots, context, extra flags, native), recorded as the host value
+        `server_shape_<label>` and kept in `server_shapes`; the older form, a model and raw `flags` (and `native`),
+        is still taken and records no shape. The server runs with the user's server flags (see `inherited_flags`),
+        then the shape's; on the one engine choice (`engine.choose_engine`), a native llama-server only when native."""
+        if isinstance(shape, ServerShape):
+            if flags is not None or native:
+                raise TypeError("local_server takes a ServerShape alone: its flags and native are the shape's")
+            self.server_shapes[label] = shape.to_json()
+            if self.recorded(f"server_shape_{label}"):
+                self.host(f"server_shape_{label}", shape.to_json)
+            model, flags, native = shape.model, shape.argv(), shape.native
+        else:
+            model, flags = shape, list(flags or [])
         if self._replay is not None:
             client = self.run.client("http://replay", ReplayTransport(self._replay.exchanges, label, self._sink), with_key=False)
             try:
