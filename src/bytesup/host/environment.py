@@ -14,12 +14,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bytesup.paths import REPO_ROOT
+from bytesup.units import GB, MiB
 
 PACKAGES = ["bytesup", "numpy", "httpx", "pydantic", "typer", "rich", "gguf", "xllamacpp", "matplotlib"]
 # Hashing a multi-GB model on every run costs more than it tells: above this size we digest
 # the first 16 MiB (the GGUF header and metadata live there) plus the size, and say so.
-FULL_HASH_LIMIT = 1_000_000_000
-HEADER_DIGEST_BYTES = 16 * 1024 * 1024
+FULL_HASH_LIMIT = int(GB)
+HEADER_DIGEST_BYTES = 16 * MiB
 
 
 def utc_now() -> str:
