@@ -34,7 +34,7 @@ from bytesup.store import facts
 from bytesup.store.results import Column, LessonResult, Measurement, Plot, Series, Table
 from bytesup.store.manifest import HostBandwidth, Manifest
 from bytesup.store.runs import ReplaySource
-from bytesup.llama.placement import ServerSetup, decide, is_loopback
+from bytesup.llama.placement import ServerSetup, decide, is_loopback, offloads
 from bytesup.llama.shapes import ServerShape
 
 # Flags of the user's server that a lesson's own servers set for themselves.
@@ -292,8 +292,18 @@ class LessonContext:
         local = is_loopback(url_host) or url_host in environment.own_addresses()
         server = self.identity.get("server", {})
         ngl = (server.get("flags") or {}).get("--n-gpu-layers")
-        return ServerSetup(url_host=url_host, local=local, n_gpu_layers=None if ngl is None else str(ngl),
-                           accelerators=environment.accelerators(server.get("engine")) if local else [],
+        n_gpu_layers = None if ngl is None else str(ngl)
+        found: list[str] = []
+        if local:
+            try:
+                found = environment.accelerators(server.get("engine"))
+            except environment.AcceleratorsUnknown as exc:
+                if offloads(n_gpu_layers):  # the answer decides where decode reads from: the lesson stops, saying why
+                    raise
+                # --n-gpu-layers 0: every layer stays on the CPU whatever devices there are; the page says what failed.
+                self.note(f"This host could not list its accelerators ({exc.tool} {exc.detail}); the server keeps every "
+                          "layer on the CPU (--n-gpu-layers 0), so this host's memory feeds its decode all the same.")
+        return ServerSetup(url_host=url_host, local=local, n_gpu_layers=n_gpu_layers, accelerators=found,
                            model_readable=self.readable_model() is not None)
 
     def inherited_flags(self) -> list[str]:
