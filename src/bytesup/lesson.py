@@ -25,7 +25,7 @@ from bytesup.llama import process as engine
 from bytesup.host import environment
 from bytesup.host import hostbench
 from bytesup.llama.client import LlamaServer
-from bytesup.errors import BytesupError, ReplayMiss, ServerStartError
+from bytesup.errors import BytesupError, LessonSkipped, ReplayMiss, ServerStartError
 from bytesup.course.formulas import server_threads
 from bytesup.models.gguf import read_model_info
 from bytesup.options import LessonOptions, RunOptions
@@ -126,6 +126,7 @@ class LessonContext:
         self.facts: dict[str, Any] = {}
         self.identity: dict[str, Any] = {}
         self.server_shapes: dict[str, dict[str, Any]] = {}  # the shape of each server of the lesson's own, by label
+        self.skipped: LessonSkipped | None = None  # set by `skip`: the lesson measured nothing here
 
     def samples(self, minimum: int, name: str = "samples") -> int:
         """How many samples one timed measurement takes, by the run's one rule: the run's --repeat, and at least
@@ -396,6 +397,14 @@ class LessonContext:
         p = Plot(name=name, title=title, x_label=x_label, y_label=y_label, series=series, **kw)
         self.plots.append(p)
         return p
+
+    def skip(self, reason: str, command: str) -> LessonResult:
+        """End a lesson that measures nothing on this machine: `reason`, one paragraph that says what is missing, is
+        the page's note, and the runner records the lesson as skipped (neither ok nor failed) with the reason and
+        `command`, the command that enables it. Returns the result to return from main."""
+        self.skipped = LessonSkipped(reason, command)
+        self.note(reason)
+        return self.finish()
 
     def finish(self) -> LessonResult:
         finished = environment.utc_now()

@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from bytesup.host import environment
 from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson, options_of, with_checked_options
 from bytesup.llama.client import LlamaServer, default_base_url
-from bytesup.errors import BytesupError, RunFolderError
+from bytesup.errors import BytesupError, LessonSkipped, RunFolderError
 from bytesup.store.escape import rich_text
 from bytesup.lesson import LessonContext, Reporter, RunShared
 from bytesup.options import RunOptions, redact_command
@@ -336,15 +336,26 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 entry.started_at = ctx.started_at
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident
-                result = module.main(ctx)
+                try:
+                    result = module.main(ctx)
+                except LessonSkipped as exc:  # raised from inside the lesson: its page says why, as ctx.skip's does
+                    result = ctx.skip(exc.reason, exc.command)
                 raise_if_stopping()  # a stop whose exception was lost inside the lesson
                 if options.replay is None:
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)
                 save_lesson(run_dir, result, sink)
-                entry.status, entry.finished_at, entry.json_file, entry.markdown = "ok", result.finished_at, f"{lid}.json", f"{lid}.md"
+                skipped = ctx.skipped
+                entry.status = "skipped" if skipped else "ok"
+                entry.finished_at, entry.json_file, entry.markdown = result.finished_at, f"{lid}.json", f"{lid}.md"
                 entry.http_sha256 = file_sha256(run_dir / "http" / f"{lid}.jsonl")
                 entry.error = entry.traceback = entry.failed_exchanges = entry.set_aside = entry.replay_differences = None
-                console.print(f"[green]✓[/green] {lid}: {rich_text(title)}")
+                entry.skip_reason = skipped.reason if skipped else None
+                entry.enable_command = skipped.command if skipped else None
+                if skipped:
+                    console.print(f"[cyan]–[/cyan] {lid}: {rich_text(title)}: skipped, nothing measured here; "
+                                  f"`{rich_text(skipped.command)}` enables it", highlight=False)
+                else:
+                    console.print(f"[green]✓[/green] {lid}: {rich_text(title)}")
                 if replay is not None:
                     diffs = differences(replay.recorded, result.to_json())
                     if diffs:
@@ -381,7 +392,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                     client.close()
                 reporter.done()
                 entry.seconds = round(time.monotonic() - began, 1)  # the lesson's wall time, whatever its end
-                if entry.status != "ok":
+                if entry.status not in ("ok", "skipped"):
                     keep_failed(run_dir, lid, entry, sink)
                 try:
                     save_manifest()
@@ -400,7 +411,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     times = [e.seconds for e in lessons_state.values()]
     if all(t is not None for t in times):
         manifest.lessons_seconds = round(sum(t for t in times if t is not None), 1)
-    manifest.status = "complete" if all(e.status == "ok" for e in lessons_state.values()) else "incomplete"
+    # A skipped lesson ran to its end: it measured nothing on this machine, and says what enables it.
+    manifest.status = "complete" if all(e.status in ("ok", "skipped") for e in lessons_state.values()) else "incomplete"
     manifest.load_average_after = environment.load_average()
     try:
         save_manifest()
