@@ -254,8 +254,7 @@ def main(ctx: LessonContext):
 
     # 1. The same engine for both setups: the native build (the embedded engine has no RPC).
     if not ctx.host("rpc_engine_available", rpc_engine_available):
-        ctx.note(NO_RPC_ENGINE)
-        return ctx.finish()
+        return ctx.skip(NO_RPC_ENGINE, "bash scripts/build_llama_server.sh && bytesup run 09_beyond_one_machine")
     whole = measure_whole(ctx, model, node_threads)
     split, connect = measure_split(ctx, model, node_threads)
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import types
 
+import pytest
+
+from bytesup.errors import BytesupError
 from bytesup.host import environment
 
 
@@ -18,3 +22,71 @@ def test_available_memory_is_psutils_figure_or_none(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "psutil", types.SimpleNamespace(virtual_memory=broken))
     assert environment.available_memory() is None
+
+
+# --- accelerators: an error is reported, never an empty list ------------------------------------------------
+
+def one_paragraph(text: str) -> bool:
+    return "\n" not in text.strip() and text.rstrip().endswith(".")
+
+
+def test_an_embedded_engine_that_cannot_list_its_devices_is_an_error(monkeypatch):
+    def broken():
+        raise RuntimeError("ggml backend registry not loaded")
+
+    monkeypatch.setitem(sys.modules, "xllamacpp", types.SimpleNamespace(get_device_info=broken))
+    with pytest.raises(environment.AcceleratorsUnknown) as caught:
+        environment.accelerators("embedded")
+    message = str(caught.value)
+    assert isinstance(caught.value, BytesupError) and one_paragraph(message)
+    assert "RuntimeError: ggml backend registry not loaded" in message and "--n-gpu-layers 0" in message
+    listed = [{"name": "CPU", "description": "x86"}, {"name": "CUDA0", "description": "H200"}]
+    monkeypatch.setitem(sys.modules, "xllamacpp", types.SimpleNamespace(get_device_info=lambda: listed))
+    assert environment.accelerators("embedded") == ["CUDA0 (H200)"]
+
+
+def nvidia_smi(monkeypatch, returncode: int, stdout: str = "", stderr: str = "") -> None:
+    monkeypatch.setattr(environment.shutil, "which", lambda name: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else None)
+    monkeypatch.setattr(environment.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, returncode, stdout, stderr))
+    monkeypatch.setattr(environment.sys, "platform", "linux")
+
+
+def test_an_nvidia_smi_that_fails_is_an_error_and_the_manifest_says_so(monkeypatch):
+    nvidia_smi(monkeypatch, 9, stderr="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+    with pytest.raises(environment.AcceleratorsUnknown, match="nvidia-smi failed with exit code 9") as caught:
+        environment.accelerators("llama-server")
+    assert one_paragraph(str(caught.value)) and "couldn't communicate" in str(caught.value)
+    facts = environment.host_facts()
+    assert facts["gpus"] is None and "exit code 9" in facts["gpus_error"]  # unknown, not "no GPU"
+
+
+def test_no_nvidia_smi_is_no_gpu_and_a_working_one_lists_them(monkeypatch):
+    monkeypatch.setattr(environment.shutil, "which", lambda name: None)
+    monkeypatch.setattr(environment.sys, "platform", "linux")
+    assert environment.accelerators("llama-server") == [] and environment.host_facts()["gpus"] == []
+    nvidia_smi(monkeypatch, 0, stdout="NVIDIA H200, 143771 MiB, 570.1\n\n")
+    assert environment.accelerators("llama-server") == ["NVIDIA H200, 143771 MiB, 570.1"]
+    assert "gpus_error" not in environment.host_facts()
+
+
+@pytest.mark.parametrize(("n_gpu_layers", "stops"), [(None, True), ("99", True), ("0", False)])
+def test_where_the_server_decodes_is_never_decided_on_an_unknown_list(monkeypatch, n_gpu_layers, stops):
+    from bytesup.lesson import LessonContext, Reporter
+    from bytesup.options import RunOptions
+
+    def unknown(engine):
+        raise environment.AcceleratorsUnknown("nvidia-smi", "failed with exit code 9")
+
+    monkeypatch.setattr(environment, "accelerators", unknown)
+    server = types.SimpleNamespace(base_url="http://127.0.0.1:8099")
+    ctx = LessonContext("t", "t", server=server, run=RunOptions(command=["t"]), model_path=None, sink=[],  # type: ignore[arg-type]
+                        replay=None, progress=Reporter(None, "t"))
+    ctx.identity = {"server": {"engine": "llama-server", "flags": {} if n_gpu_layers is None else {"--n-gpu-layers": n_gpu_layers}}}
+    if stops:
+        with pytest.raises(environment.AcceleratorsUnknown):
+            ctx.server_facts()
+        assert "server_facts" not in ctx.host_values
+    else:
+        facts = ctx.server_facts()
+        assert facts["host_bandwidth_applies"] is True and facts["accelerators"] == []
+        assert ctx.notes and "failed with exit code 9" in ctx.notes[0] and "--n-gpu-layers 0" in ctx.notes[0]

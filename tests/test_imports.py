@@ -20,8 +20,8 @@ LESSONS = ROOT / "lessons"
 # layer never import each other). A new package or top-level module must be given a layer here.
 LAYERS: dict[str, tuple[int, str]] = {}
 for _layer, _name, _units in [
-    (0, "errors", "__init__ errors"),
-    (1, "leaves: where things live, atomic files, the course's arithmetic", "paths files units course"),
+    (0, "errors and units, which import nothing of bytesup", "__init__ errors units"),
+    (1, "leaves: where things live, atomic files, the course's arithmetic", "paths files course"),
     (2, "this host", "host"),
     (3, "the models", "models"),
     (4, "llama.cpp: client, servers, recordings", "llama"),

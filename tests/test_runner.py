@@ -405,3 +405,72 @@ def test_server_facts_are_observed_once_and_recorded_as_before(monkeypatch, tmp_
     assert ctx.host_values["server_facts"] == facts
     recorded = json.loads((Path(__file__).parent / "fixtures" / "runs" / "04_next_token" / "04_next_token.json").read_text())
     assert list(facts) == list(recorded["host_values"]["server_facts"])
+
+
+# --- the run's options are read, never written ---------------------------------------------------------------
+
+LESSON_REPEAT = '''"""Sets its own repetitions."""
+TITLE = "Repeat (test)"
+def main(ctx):
+    ctx.repeat = 7
+    ctx.table("r", "Repeat", [("repeat", "")], [[ctx.repeat, ctx.run.repeat]])
+    return ctx.finish()
+'''
+
+
+def test_a_run_returns_its_folder_and_leaves_its_options_as_they_were(lessons, tmp_path, httpx_mock):
+    import dataclasses
+
+    from bytesup.run.runner import run_into_folder
+
+    serve(httpx_mock)
+    (lessons / "03_repeat.py").write_text(LESSON_REPEAT)
+    options = RunOptions(server_url=URL, out=tmp_path / "run", repeat=2, command=["t"])
+    before = dataclasses.asdict(options)
+    end = run_into_folder(["01_tokens", "03_repeat"], options)
+    assert end.exit_code == 0 and end.run_dir == (tmp_path / "run").resolve()
+    assert dataclasses.asdict(options) == before  # a lesson's own repetitions never reach the shared record
+    result = json.loads((end.run_dir / "03_repeat.json").read_text())
+    assert result["tables"][0]["rows"] == [[7, 2]] and result["host_values"]["repeat"] == 7
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.repeat = 5  # type: ignore[misc]
+
+
+def test_lesson_options_are_validated_once_from_the_command_line_to_the_lessons(lessons, tmp_path, httpx_mock, monkeypatch):
+    from bytesup.run import lessons as course
+
+    serve(httpx_mock)
+    (lessons / "03_opt.py").write_text(LESSON_OPTION)
+    calls = []
+    real = course.check_lesson_options
+    monkeypatch.setattr(course, "check_lesson_options", lambda ids, given: calls.append(ids) or real(ids, given))
+    import dataclasses
+
+    from bytesup.cli.app import run_options
+
+    # What the command line gives: every flag of the run (at its default here) and the lesson's option, as text.
+    given = {f.name: f.default for f in dataclasses.fields(RunOptions) if "cli" in f.metadata}
+    options = run_options({**given, "server_url": URL, "out": tmp_path / "run", "factor": "3"}, ["03_opt"])
+    assert options.lesson_options == {"factor": 3.0} and calls == [["03_opt"]]
+    assert run_lessons(["03_opt"], options) == 0
+    assert calls == [["03_opt"]]
+    assert json.loads((tmp_path / "run" / "03_opt.json").read_text())["tables"][0]["rows"] == [[3.0]]
+    # Options built by hand (a script, a test) are validated by the runner, once, and a bad one stops it first.
+    assert run_lessons(["03_opt"], RunOptions(server_url=URL, out=tmp_path / "two", lesson_options={"factor": "4"})) == 0
+    assert calls == [["03_opt"], ["03_opt"]]
+    from bytesup.options import OptionError
+    with pytest.raises(OptionError, match="--factor"):
+        run_lessons(["03_opt"], RunOptions(server_url=URL, out=tmp_path / "three", lesson_options={"factor": "-1"}))
+    assert not (tmp_path / "three").exists()
+
+
+LESSON_OPTION = '''"""Takes one option."""
+from pydantic import Field
+from bytesup.options import LessonOptions
+TITLE = "Option (test)"
+class Options(LessonOptions):
+    factor: float | None = Field(default=None, gt=0, description="a factor", json_schema_extra={"hint": "a positive number"})
+def main(ctx):
+    ctx.table("f", "Factor", [("factor", "")], [[ctx.options.factor]])
+    return ctx.finish()
+'''

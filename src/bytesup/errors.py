@@ -120,6 +120,15 @@ class ReplayMiss(BytesupError):
         )
 
 
+class LessonSkipped(BytesupError):
+    """A lesson that measured nothing on this machine, and says why and what enables it (`ctx.skip` does the same
+    from a lesson's main). The runner records the lesson as skipped, neither ok nor failed."""
+
+    def __init__(self, reason: str, command: str):
+        self.reason, self.command = reason, command
+        super().__init__(f"{reason} (`{command}` enables it)")
+
+
 class ServerStartError(BytesupError):
     pass
 

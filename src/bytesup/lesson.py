@@ -25,7 +25,7 @@ from bytesup.llama import process as engine
 from bytesup.host import environment
 from bytesup.host import hostbench
 from bytesup.llama.client import LlamaServer
-from bytesup.errors import BytesupError, ReplayMiss, ServerStartError
+from bytesup.errors import BytesupError, LessonSkipped, ReplayMiss, ServerStartError
 from bytesup.course.formulas import server_threads
 from bytesup.models.gguf import read_model_info
 from bytesup.options import LessonOptions, RunOptions
@@ -34,7 +34,8 @@ from bytesup.store import facts
 from bytesup.store.results import Column, LessonResult, Measurement, Plot, Series, Table
 from bytesup.store.manifest import HostBandwidth, Manifest
 from bytesup.store.runs import ReplaySource
-from bytesup.llama.placement import ServerSetup, decide, is_loopback
+from bytesup.llama.placement import ServerSetup, decide, is_loopback, offloads
+from bytesup.llama.shapes import ServerShape
 
 # Flags of the user's server that a lesson's own servers set for themselves.
 # Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft; and --rpc: the
@@ -109,6 +110,8 @@ class LessonContext:
         self.run = run
         self._options_type = options_type
         self._options: LessonOptions | None = None
+        self._repeat: int | None = None
+        self._sample_minimums: dict[str, int] = {}
         self._model_path = model_path
         self._sink = sink
         self._replay = replay
@@ -122,16 +125,45 @@ class LessonContext:
         self.plots: list[Plot] = []
         self.facts: dict[str, Any] = {}
         self.identity: dict[str, Any] = {}
+        self.server_shapes: dict[str, dict[str, Any]] = {}  # the shape of each server of the lesson's own, by label
+        self.skipped: LessonSkipped | None = None  # set by `skip`: the lesson measured nothing here
+
+    def samples(self, minimum: int, name: str = "samples") -> int:
+        """How many samples one timed measurement takes, by the run's one rule: the run's --repeat, and at least
+        `minimum`, what the lesson's statistics need (`robust.MIN_SAMPLES` for a median with its spread).
+
+        The number is recorded as the host value `name`, so a replay asks for exactly the requests the recorded run
+        made, whatever --repeat it is given and whatever minimum the lesson declares by then; a run recorded before
+        the lesson asked gets the rule applied to its recorded --repeat. A lesson with two rules gives each its own
+        `name`: one name with two minimums is a mistake in the lesson, a ValueError."""
+        if minimum < 1:
+            raise ValueError(f"a measurement takes at least one sample, not {minimum}")
+        declared = self._sample_minimums.setdefault(name, minimum)
+        if declared != minimum:
+            raise ValueError(f"samples {name!r} were declared with the minimum {declared}, now {minimum}: "
+                             "give each rule its own name")
+
+        def rule() -> int:
+            return max(minimum, self.repeat)
+
+        if not self.recorded(name):
+            return rule()
+        return int(self.host(name, rule))
 
     @property
     def repeat(self) -> int:
-        """Repetitions of each timed measurement (--repeat). Recorded like a host value, so a
-        replay asks for exactly the requests the recorded run made, whatever --repeat it is given."""
+        """The run's --repeat, as every lesson reads it (`samples` applies the rule: at least the lesson's minimum).
+        Recorded like a host value, so a replay asks for exactly the requests the recorded run made, whatever
+        --repeat it is given."""
+        if self._repeat is not None:
+            return self._repeat
         return self.host("repeat", lambda: max(1, self.run.repeat))
 
     @repeat.setter
     def repeat(self, value: int) -> None:
-        self.run.repeat = self.host_values["repeat"] = int(value)
+        """This lesson's repetitions from now on, recorded as the host value `repeat`; the run's options, which
+        every lesson shares, are left as they are."""
+        self._repeat = self.host_values["repeat"] = int(value)
 
     @property
     def replaying(self) -> bool:
@@ -261,8 +293,18 @@ class LessonContext:
         local = is_loopback(url_host) or url_host in environment.own_addresses()
         server = self.identity.get("server", {})
         ngl = (server.get("flags") or {}).get("--n-gpu-layers")
-        return ServerSetup(url_host=url_host, local=local, n_gpu_layers=None if ngl is None else str(ngl),
-                           accelerators=environment.accelerators(server.get("engine")) if local else [],
+        n_gpu_layers = None if ngl is None else str(ngl)
+        found: list[str] = []
+        if local:
+            try:
+                found = environment.accelerators(server.get("engine"))
+            except environment.AcceleratorsUnknown as exc:
+                if offloads(n_gpu_layers):  # the answer decides where decode reads from: the lesson stops, saying why
+                    raise
+                # --n-gpu-layers 0: every layer stays on the CPU whatever devices there are; the page says what failed.
+                self.note(f"This host could not list its accelerators ({exc.tool} {exc.detail}); the server keeps every "
+                          "layer on the CPU (--n-gpu-layers 0), so this host's memory feeds its decode all the same.")
+        return ServerSetup(url_host=url_host, local=local, n_gpu_layers=n_gpu_layers, accelerators=found,
                            model_readable=self.readable_model() is not None)
 
     def inherited_flags(self) -> list[str]:
@@ -272,12 +314,25 @@ class LessonContext:
 
     # servers of the lesson's own --------------------------------------------------------
     @contextlib.contextmanager
-    def local_server(self, label: str, model: Path | None, flags: list[str], native: bool = False) -> Iterator[LlamaServer]:
-        """Start a server of our own on a free port (lessons 7, 8 and 9), recorded under `label`.
-        It runs with the user's server flags (see `inherited_flags`), then `flags`; on the one engine
-        choice (`engine.choose_engine`), a native llama-server only when `native`."""
+    def local_server(self, label: str, shape: ServerShape | Path | None, flags: list[str] | None = None,
+                     native: bool = False) -> Iterator[LlamaServer]:
+        """Start a server of our own on a free port (lessons 4, 5b, 7, 8 and 9), its exchanges recorded under `label`.
+
+        `shape` is a `ServerShape` (model, slots, context, extra flags, native), recorded as the host value
+        `server_shape_<label>` and kept in `server_shapes`; the older form, a model and raw `flags` (and `native`),
+        is still taken and records no shape. The server runs with the user's server flags (see `inherited_flags`),
+        then the shape's; on the one engine choice (`engine.choose_engine`), a native llama-server only when native."""
+        if isinstance(shape, ServerShape):
+            if flags is not None or native:
+                raise TypeError("local_server takes a ServerShape alone: its flags and native are the shape's")
+            self.server_shapes[label] = shape.to_json()
+            if self.recorded(f"server_shape_{label}"):
+                self.host(f"server_shape_{label}", shape.to_json)
+            model, flags, native = shape.model, shape.argv(), shape.native
+        else:
+            model, flags = shape, list(flags or [])
         if self._replay is not None:
-            client = LlamaServer("http://replay", transport=ReplayTransport(self._replay.exchanges, label, self._sink))
+            client = self.run.client("http://replay", ReplayTransport(self._replay.exchanges, label, self._sink), with_key=False)
             try:
                 yield client
             finally:
@@ -290,12 +345,11 @@ class LessonContext:
         try:
             try:
                 started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
-                                              die_with_parent=True, native=native)
+                                              die_with_parent=True, native=native, answer_s=self.run.timeout)
             except ServerStartError:
                 failed_to_start = True
                 raise
-            client = LlamaServer(started.url, timeout=self.run.timeout,
-                                 transport=RecordingTransport(self._sink, label))
+            client = self.run.client(started.url, RecordingTransport(self._sink, label), with_key=False)
             try:
                 yield client
             finally:
@@ -343,6 +397,14 @@ class LessonContext:
         p = Plot(name=name, title=title, x_label=x_label, y_label=y_label, series=series, **kw)
         self.plots.append(p)
         return p
+
+    def skip(self, reason: str, command: str) -> LessonResult:
+        """End a lesson that measures nothing on this machine: `reason`, one paragraph that says what is missing, is
+        the page's note, and the runner records the lesson as skipped (neither ok nor failed) with the reason and
+        `command`, the command that enables it. Returns the result to return from main."""
+        self.skipped = LessonSkipped(reason, command)
+        self.note(reason)
+        return self.finish()
 
     def finish(self) -> LessonResult:
         finished = environment.utc_now()

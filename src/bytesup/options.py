@@ -12,7 +12,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bytesup.llama.client import DEFAULT_TIMEOUT_S
+import httpx
+
+from bytesup.llama.client import DEFAULT_TIMEOUT_S, LlamaServer
 from bytesup.errors import BytesupError, redact_url
 
 MAX_TIMEOUT_S = 86400.0  # a day: past that a number of seconds is a typo (inf, 1e300), not a wait
@@ -86,10 +88,12 @@ def cli(*flags: str, help: str, **bounds: Any) -> dict[str, Any]:  # noqa: A002 
     return {"cli": {"flags": flags, "help": help, **bounds}}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
-    """The run's own options, one record from the command line to the runner. A field with `cli` metadata is a
-    flag of `bytesup run` and `bytesup run-all` (its help is the flag's); the others are set by the code."""
+    """The run's own options, one record from the command line to the runner, read and never written: every lesson
+    of a run reads the same record (a lesson's own number of samples is `LessonContext.samples`). A field with `cli`
+    metadata is a flag of `bytesup run` and `bytesup run-all` (its help is the flag's); the others are set by the
+    code. The folder a run wrote to is what the runner returns (`run.runner.run_into_folder`), not an option."""
 
     server_url: str | None = field(default=None, metadata=cli(
         "--server", help="llama-server URL (default $BYTESUP_SERVER or http://127.0.0.1:8099)"))
@@ -110,7 +114,8 @@ class RunOptions:
     replay: Path | None = field(default=None, metadata=cli(
         "--replay", help="serve the lessons from a recorded run folder instead of a server"))
     repeat: int = field(default=3, metadata=cli("--repeat", min=1, max=MAX_REPEAT, help=(
-        f"repetitions of each timed measurement (1 to {MAX_REPEAT}; each lesson's timed requests grow with it)")))
+        f"samples of each timed measurement, 1 to {MAX_REPEAT}: every lesson takes this many, or the minimum its "
+        "statistics need when that is more (5 for a median with its spread); each lesson records how many it took")))
     timeout: float = field(default=DEFAULT_TIMEOUT_S, metadata=cli("--timeout", min=0.1, max=MAX_TIMEOUT_S, help=(
         "seconds to wait for one server answer, and for the first contact (default 120: a hung server "
         f"fails after 2 minutes; raise it for big models on slow machines, up to {MAX_TIMEOUT_S:g})")))
@@ -127,10 +132,20 @@ class RunOptions:
         "manifest, i.e. edited on purpose")))
     model_mismatch_ok: bool = field(default=False, metadata=cli("--model-mismatch-ok", help=(
         "go on when --model differs (parameter count or tensor bytes) from the model the server serves")))
-    # The lessons' options given, by field name (validated by each lesson's Options before the run starts).
+    # The lessons' options given, by field name, validated once by the Options of the lessons named in
+    # `lessons_checked` (`run.lessons.check_lesson_options`); the runner validates options not checked for its lessons.
     lesson_options: dict[str, Any] = field(default_factory=dict)
+    lessons_checked: tuple[str, ...] | None = None
     command: list[str] = field(default_factory=lambda: shown_command(sys.argv))
-    run_dir: Path | None = None  # the folder the run wrote to, set by run_lessons
+
+
+    def client(self, url: str, transport: httpx.BaseTransport | None = None, build: str | None = None,
+               with_key: bool = True) -> LlamaServer:
+        """The one way a run makes a client of a server: `url`, the run's --api-key (`with_key`; a server a lesson
+        starts, or a replay, takes none), the run's --timeout for every answer, and the transport that records or
+        replays."""
+        return LlamaServer(url, self.api_key if with_key else None, timeout=self.timeout, transport=transport,
+                           build=build)
 
 
 def shown_command(argv: list[str]) -> list[str]:

@@ -19,7 +19,7 @@ from rich.table import Table as RichTable
 from bytesup.llama import process as engine
 from bytesup.models import catalog as models
 from bytesup.llama import rpc
-from bytesup.run.lessons import check_lesson_options, course_options, discover_lessons, lesson_title, load_lesson
+from bytesup.run.lessons import course_options, discover_lessons, lesson_title, load_lesson, with_checked_options
 from bytesup.cli.common import err, fail, out
 from bytesup.cli.derive import register as register_derive
 from bytesup.cli.reports import register as register_reports
@@ -28,7 +28,7 @@ from bytesup.options import MAX_TIMEOUT_S, RunOptions
 from bytesup.errors import BytesupError
 from bytesup.store.escape import rich_text
 from bytesup.run.report import write_run_report
-from bytesup.run.runner import run_lessons
+from bytesup.run.runner import run_into_folder
 
 app = typer.Typer(
     help=(
@@ -115,35 +115,31 @@ def run_options(given: dict[str, Any], lesson_ids: list[str]) -> RunOptions:
     own = {f.name for f in dataclasses.fields(RunOptions) if "cli" in f.metadata}
     lesson = {k: v for k, v in given.items() if k not in own and v not in (None, [])}
     try:
-        checked = check_lesson_options(lesson_ids, lesson)
+        return with_checked_options(lesson_ids, RunOptions(lesson_options=lesson, **{k: v for k, v in given.items() if k in own}))
     except BytesupError as exc:
         raise fail(exc) from None
-    return RunOptions(lesson_options=checked, **{k: v for k, v in given.items() if k in own})
 
 
 def _run(lesson_ids: list[str], options: RunOptions, *, print_tables: bool, report: bool = False) -> None:
     try:
-        code = run_lessons(lesson_ids, options, console=err)
+        end = run_into_folder(lesson_ids, options, console=err)
     except BytesupError as exc:
         raise fail(exc) from None
     if print_tables:
-        _print_results(options, lesson_ids)
-    if report and options.run_dir is not None:
+        _print_results(end.run_dir, lesson_ids)
+    if report:
         try:
-            pages, checks = write_run_report(options.run_dir, None, True, with_html=True)
+            pages, checks = write_run_report(end.run_dir, None, True, with_html=True)
         except BytesupError as exc:
             raise fail(exc) from None
         err.print(rich_text(f"report: {pages[0]}" + (f" (checks: {checks.summary()})" if checks else "")), highlight=False)
         err.print(rich_text(f"page: {pages[1]} (open it in a browser; it needs nothing else)"), highlight=False)
-    raise typer.Exit(code)
+    raise typer.Exit(end.exit_code)
 
 
-def _print_results(options: RunOptions, lesson_ids: list[str]) -> None:
+def _print_results(run_dir: Path, lesson_ids: list[str]) -> None:
     from rich.markdown import Markdown
 
-    run_dir = options.run_dir
-    if run_dir is None:
-        return
     for lid in lesson_ids:
         md = run_dir / f"{lid}.md"
         if md.is_file():
@@ -215,7 +211,7 @@ def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8
     status = engine.server_status(port)
     url = status.get("url") or f"http://127.0.0.1:{port}"
     try:
-        with LlamaServer(url, timeout=5) as client:
+        with LlamaServer(url, timeout=engine.STATUS_WAIT_S) as client:
             status["health"] = client.health().status
             status["build_info"] = client.props().build_info
             # One real answer, so a glance shows the engine computes (greedy, pinned seed, no cache).

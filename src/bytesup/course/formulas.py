@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-GB = 1e9  # bandwidths and sizes in the course are decimal gigabytes
+from bytesup.units import GB  # noqa: F401 - the course's decimal gigabyte, read by lessons as formulas.GB
 
 # Bytes per element of llama.cpp's KV cache types (block types: block bytes ÷ elements per block).
 CACHE_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32,

@@ -27,8 +27,8 @@ import statistics
 from typing import Any
 
 from bytesup.course import robust
+from bytesup.units import GB
 
-GB = 1e9
 # Effective GB/s "flat", a point "on the line", and "not faster" are judged within this relative
 # tolerance, or within the points' own robust spread (bytesup.course.robust: interquartile range ÷ median of
 # the samples that are not outliers) when that is wider.

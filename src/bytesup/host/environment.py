@@ -13,13 +13,15 @@ from importlib import metadata
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bytesup.errors import BytesupError
 from bytesup.paths import REPO_ROOT
+from bytesup.units import GB, MiB
 
 PACKAGES = ["bytesup", "numpy", "httpx", "pydantic", "typer", "rich", "gguf", "xllamacpp", "matplotlib"]
 # Hashing a multi-GB model on every run costs more than it tells: above this size we digest
 # the first 16 MiB (the GGUF header and metadata live there) plus the size, and say so.
-FULL_HASH_LIMIT = 1_000_000_000
-HEADER_DIGEST_BYTES = 16 * 1024 * 1024
+FULL_HASH_LIMIT = int(GB)
+HEADER_DIGEST_BYTES = 16 * MiB
 
 
 def utc_now() -> str:
@@ -64,11 +66,32 @@ def available_memory() -> int | None:
         return None
 
 
+class AcceleratorsUnknown(BytesupError):
+    """This host could not say which accelerators a server's engine can offload to: an error, never an empty list."""
+
+    def __init__(self, tool: str, detail: str):
+        self.tool, self.detail = tool, detail
+        super().__init__(
+            f"This host could not tell which accelerators the server's engine can use: {tool} {detail}. Without that, "
+            "whether the server decodes from this host's memory or from an accelerator's is unknown, and with it "
+            f"whether this host's bandwidth bounds its decode. Repair {tool} (run it by hand to see why it fails), or "
+            "start the server with --n-gpu-layers 0 so that it decodes on the CPU.")
+
+
 def gpus() -> list[str]:
+    """The NVIDIA GPUs nvidia-smi lists; [] where there is no nvidia-smi. An nvidia-smi that is there but fails is an
+    AcceleratorsUnknown: a GPU that could not be listed is not the absence of one."""
     if not shutil.which("nvidia-smi"):
         return []
-    out = _run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"])
-    return [line.strip() for line in out.splitlines()] if out else []
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise AcceleratorsUnknown("nvidia-smi", f"could not be run ({type(exc).__name__}: {exc})") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip()[:300]
+        raise AcceleratorsUnknown("nvidia-smi", f"failed with exit code {done.returncode}" + (f" ({said!r})" if said else ""))
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
 
 
 def own_addresses() -> set[str]:
@@ -83,14 +106,16 @@ def own_addresses() -> set[str]:
 
 
 def accelerators(engine: str | None) -> list[str]:
-    """Devices other than the CPU that the server's engine can offload layers to."""
+    """Devices other than the CPU that the server's engine can offload layers to; [] when there is none. A host that
+    cannot tell (the embedded engine's device query or nvidia-smi fails) raises AcceleratorsUnknown."""
     if engine == "embedded":
         try:
             import xllamacpp
 
             return [f"{d['name']} ({d['description']})" for d in xllamacpp.get_device_info() if d["name"] != "CPU"]
-        except Exception:
-            return []
+        except Exception as exc:  # an import error, a device query that fails, a device record without its keys
+            raise AcceleratorsUnknown("the embedded engine (xllamacpp.get_device_info)",
+                                      f"failed ({type(exc).__name__}: {exc})") from None
     found = gpus()
     if sys.platform == "darwin" and platform.machine() == "arm64":
         found.append("Apple GPU (Metal)")
@@ -105,15 +130,22 @@ def load_average() -> list[float] | None:
 
 
 def host_facts() -> dict:
-    return {
+    """The host as the manifest records it. GPUs that could not be listed are recorded as unknown (None), with the
+    error beside them (`gpus_error`), never as none."""
+    facts: dict = {
         "hostname": socket.gethostname(),
         "os": platform.platform(),
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "memory_bytes": memory_bytes(),
-        "gpus": gpus(),
+        "gpus": None,
         "python": sys.version.split()[0],
     }
+    try:
+        facts["gpus"] = gpus()
+    except AcceleratorsUnknown as exc:
+        facts["gpus_error"] = str(exc)
+    return facts
 
 
 def package_versions() -> dict[str, str | None]:

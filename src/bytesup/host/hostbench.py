@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from bytesup.units import GB, GiB, KiB, MiB
+
 __all__ = ["summarize", "blas_info", "measure_read_bandwidth", "host_bandwidth", "last_level_cache", "physical_cores",
            "run_bandwidth_plan", "bandwidth_drift", "measure_matmul", "measure_matmul_peak", "measure_matvec_bandwidth"]
 
-MiB = 2**20
-GB = 1e9  # decimal, as bandwidth is usually quoted
 _ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -135,7 +135,7 @@ def _parse_size(text: str) -> int | None:
     m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text or "", re.I)
     if not m:
         return None
-    return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2).upper()]
+    return int(m.group(1)) * {"": 1, "K": KiB, "M": MiB, "G": GiB}[m.group(2).upper()]
 
 
 def last_level_cache(sys_cpu: str = SYS_CPU) -> dict:

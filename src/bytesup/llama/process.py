@@ -73,6 +73,12 @@ _SECRET_FLAGS = {"--api-key"}
 
 STATE_FILE = "engine.json"
 
+# How long the calls around a server's start wait for one answer, named once here. A run passes its --timeout as
+# `answer_s` (start_server); these are the waits where no run gives one.
+READY_POLL_S = 2.0  # one poll of /health while the server loads; it polls again until start_server's wait_s is over
+PROPS_WAIT_S = 10.0  # /props once the server is ready (`bytesup server start`, the fixture scripts)
+STATUS_WAIT_S = 5.0  # each answer of `bytesup server status`: a glance at a server, not a measurement
+
 
 def parse_flags(argv: list[str]) -> dict[str, str | None]:
     """llama-server flags -> {canonical flag: value or None}. Unknown flags are kept as given."""
@@ -392,13 +398,15 @@ def die_with_parent_hook():
 
 
 def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, ...] = (), wait_s: float = 180.0,
-                 die_with_parent: bool = False, native: bool = False) -> StartedServer:
+                 die_with_parent: bool = False, native: bool = False, answer_s: float = PROPS_WAIT_S) -> StartedServer:
     """Start a server in the background, wait for /health, and record what was started.
 
     An API key reaches the engine through the LLAMA_API_KEY environment variable (read by
     llama-server and by `python -m bytesup.llama.embedded`), never on its command line, where `ps` shows it.
     `die_with_parent`: stop the server when this process dies (servers of a lesson's own).
-    `native`: a llama-server binary only ($LLAMA_SERVER or the native build), as RPC needs (see `choose_engine`)."""
+    `native`: a llama-server binary only ($LLAMA_SERVER or the native build), as RPC needs (see `choose_engine`).
+    `answer_s`: how long /props may take once the server is ready (a run's --timeout; each /health poll waits at
+    most READY_POLL_S of it)."""
     merged = merge_flags(list(flags))
     chosen = choose_engine(native=native or bool(merged.get("--rpc")))  # --rpc: only a native llama-server has RPC
     if model is None and merged.get("--model"):
@@ -451,7 +459,7 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     # The process's start time beside its pid: a pid reused by another program is never taken for it.
     pid_file.write_text(f"{proc.pid}\n{_process_started(proc.pid) or ''}\n")
     try:
-        return _wait_ready(proc, chosen, merged, model, host, port, state, wait_s)
+        return _wait_ready(proc, chosen, merged, model, host, port, state, wait_s, answer_s)
     except BaseException:
         # Ctrl-C or an error while waiting: the half-started server is not left behind.
         _terminate(proc.pid)
@@ -460,7 +468,7 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
 
 
 def _wait_ready(proc: subprocess.Popen, chosen: EngineChoice, merged: dict, model: Path, host: str, port: int,
-                state: Path, wait_s: float) -> StartedServer:
+                state: Path, wait_s: float, answer_s: float = PROPS_WAIT_S) -> StartedServer:
     kind, command = chosen.kind, chosen.command
     pid_file = state / "pid"
     log_path = state / "server.log"
@@ -480,9 +488,9 @@ def _wait_ready(proc: subprocess.Popen, chosen: EngineChoice, merged: dict, mode
                 f"(model {model}).{hint} Last lines of {log_path}:\n{_log_tail(log_path)}"
             )
         try:
-            h = httpx.get(f"{url}/health", headers=headers, timeout=2.0)
+            h = httpx.get(f"{url}/health", headers=headers, timeout=min(READY_POLL_S, answer_s))
             if h.status_code == 200 and h.json().get("status") == "ok":
-                props = httpx.get(f"{url}/props", headers=headers, timeout=10.0).json()
+                props = httpx.get(f"{url}/props", headers=headers, timeout=answer_s).json()
                 break
         except (httpx.HTTPError, ValueError):
             pass

@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-MIB = 1024 * 1024
+from bytesup.units import MiB
+
 
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers")
 _BUFFER = re.compile(r"(?P<device>[A-Za-z][\w-]*(?:\[(?P<endpoint>[^\]]+)\])?) (?P<kind>model|KV) buffer size\s*=\s*"
@@ -48,7 +49,7 @@ def from_log(text: str, rpc_flag: str | None = None) -> dict[str, Any]:
             short = name.split("[", 1)[0]
             entry = devices.setdefault(name, {"device": short, "endpoint": m.group("endpoint"), "model_bytes": 0, "kv_bytes": 0})
             key = "model_bytes" if m.group("kind") == "model" else "kv_bytes"
-            entry[key] += round(float(m.group("mib")) * MIB)
+            entry[key] += round(float(m.group("mib")) * MiB)
     rpc = endpoints(rpc_flag)
     return {"rpc": rpc, "nodes": max(1, len(rpc)), "layers_offloaded": offloaded, "layers_total": total,
             "devices": list(devices.values()), "source": "server log"}
@@ -77,7 +78,7 @@ def describe(topology: dict[str, Any] | None) -> str:
     for e in topology["rpc"]:
         d = by_endpoint.get(e)
         host = e.rsplit(":", 1)[0]
-        parts.append(f"{host} ({d['model_bytes'] / MIB:.1f} MiB)" if d else host)
+        parts.append(f"{host} ({d['model_bytes'] / MiB:.1f} MiB)" if d else host)
     layers = (f", {topology['layers_offloaded']}/{topology['layers_total']} layers offloaded"
               if topology.get("layers_total") else "")
     return f"{len(topology['rpc'])} RPC nodes: " + ", ".join(parts) + layers

@@ -424,8 +424,10 @@ def run_readme(run_dir: Path, manifest: Manifest) -> str:
     lines.append("| lesson | status | time | result |")
     lines.append("|---|---|---|---|")
     for lid, entry in sorted(manifest.lessons.items()):
-        link = (f"[{md_text(entry.title or lid, cell=True)}]({lid}.md)" if entry.status == "ok"
+        link = (f"[{md_text(entry.title or lid, cell=True)}]({lid}.md)" if entry.status in ("ok", "skipped")
                 else md_text((entry.error or "")[:200], cell=True))
+        if entry.status == "skipped":  # measured nothing here; the command that enables it
+            link += md_text(f": nothing measured here; `{entry.enable_command}` enables it", cell=True)
         took = fmt_seconds(entry.seconds) if entry.seconds is not None else ""
         lines.append(f"| `{lid}` | {entry.status} | {took} | {link} |")
     total = manifest.lessons_seconds

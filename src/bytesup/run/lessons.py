@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -15,7 +16,7 @@ from typing import Any
 from pydantic.fields import FieldInfo
 
 from bytesup.errors import BytesupError
-from bytesup.options import LessonOptions, OptionError
+from bytesup.options import LessonOptions, OptionError, RunOptions
 from bytesup.paths import lessons_dir
 
 # A lesson file is NN_name.py, or NNx_name.py for a lesson that follows lesson NN (05b_… after 05_…):
@@ -134,3 +135,13 @@ def check_lesson_options(lesson_ids: list[str], given: dict[str, Any]) -> dict[s
         raise OptionError(f"{'; '.join(parts)}, and this run does not run that lesson ({', '.join(lesson_ids) or 'no lesson'}). "
                           "Drop the option, or add the lesson that takes it (`bytesup run --help` says which lesson takes what).")
     return checked
+
+
+def with_checked_options(lesson_ids: list[str], options: RunOptions) -> RunOptions:
+    """`options` with its lesson options validated, once, by the Options of the lessons `lesson_ids`: the same record
+    when that was done already (the command line does it before anything else), else a new one with the values as
+    `check_lesson_options` gives them. A bad value is an OptionError before the run starts."""
+    if options.lessons_checked == tuple(lesson_ids):
+        return options
+    return dataclasses.replace(options, lesson_options=check_lesson_options(lesson_ids, options.lesson_options),
+                               lessons_checked=tuple(lesson_ids))

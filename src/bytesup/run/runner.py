@@ -21,9 +21,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bytesup.host import environment
-from bytesup.run.lessons import UnknownLesson, check_lesson_options, discover_lessons, lesson_title, load_lesson, options_of
+from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson, options_of, with_checked_options
 from bytesup.llama.client import LlamaServer, default_base_url
-from bytesup.errors import BytesupError, RunFolderError
+from bytesup.errors import BytesupError, LessonSkipped, RunFolderError
 from bytesup.store.escape import rich_text
 from bytesup.lesson import LessonContext, Reporter, RunShared
 from bytesup.options import RunOptions, redact_command
@@ -71,9 +71,17 @@ DIE_WITH_PARENT_ENV = "BYTESUP_DIE_WITH_PARENT"
 
 
 
-def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> int:
-    """Run lessons into a run folder. Returns the exit code (0: all ok). A server started for the
-    run (`start_run_server`) is stopped when the run ends, however it ends."""
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ended: its exit code (0: every lesson ok or skipped) and the folder it wrote to."""
+
+    exit_code: int
+    run_dir: Path
+
+
+def run_into_folder(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> RunEnd:
+    """Run lessons into a run folder; returns the exit code and the folder. A server started for the
+    run (`start_run_server`) is stopped when the run ends, however it ends. `options` is read, never written."""
     # The signal handlers cover the cleanup too: a second Ctrl-C never interrupts stopping the run's server.
     with signals_raise(), contextlib.ExitStack() as cleanup:
         if os.environ.get(DIE_WITH_PARENT_ENV):
@@ -81,23 +89,27 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
         return _run_lessons(lesson_ids, options, console or Console(stderr=True), cleanup)
 
 
-def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> int:
+def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> int:
+    """`run_into_folder`'s exit code alone (0: every lesson ok or skipped)."""
+    return run_into_folder(lesson_ids, options, console).exit_code
+
+
+def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> RunEnd:
     available = discover_lessons()
     for lid in lesson_ids:
         if lid not in available:
             raise UnknownLesson(lid, list(available))
     # A bad lesson option, or one no lesson of the run takes, stops the run here, before its folder and any request.
-    options.lesson_options = check_lesson_options(lesson_ids, options.lesson_options)
+    options = with_checked_options(lesson_ids, options)
     if options.replay is None:
         check_server_url(options.server_url or default_base_url())
     run_dir, created = choose_run_dir(options, console)
-    options.run_dir = run_dir
     lock = RunLock(run_dir, redact_command(options.command), created=created)
     taken_over = lock.acquire()
     try:
         if taken_over:
             console.print(f"[yellow]{rich_text(taken_over)}[/yellow]", highlight=False)
-        return _run_locked(run_dir, lesson_ids, options, console, cleanup)
+        return RunEnd(_run_locked(run_dir, lesson_ids, options, console, cleanup), run_dir)
     finally:
         lock.release()
 
@@ -164,7 +176,7 @@ def _server_for_run(options: RunOptions, todo: list[str], console: Console, clea
                            "BYTESUP_SERVER. Drop one of them.")
     if options.replay is None and todo:
         if options.own_server or (options.start_server and not server_given(options)
-                                  and not answers(seen.url, options.api_key, options.timeout)):
+                                  and not answers(seen.url, options)):
             seen.url = start_run_server(seen.url, options, console, cleanup).url
             seen.started_for_run = True
         seen.props, seen.models = probe(seen.url, options)
@@ -314,26 +326,36 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 if options.replay is not None:
                     replay = load_replay(options.replay, lid, replay_manifest.lessons.get(lid) if replay_manifest else None,
                                          options.allow_modified)
-                    client = LlamaServer("http://replay", transport=ReplayTransport(replay.exchanges, "main", sink))
+                    client = options.client("http://replay", ReplayTransport(replay.exchanges, "main", sink), with_key=False)
                 else:
                     # The server must still serve what it served at the start, before and after the lesson.
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)
-                    client = LlamaServer(seen.url, options.api_key, timeout=options.timeout,
-                                         transport=RecordingTransport(sink, "main"), build=build)
+                    client = options.client(seen.url, RecordingTransport(sink, "main"), build=build)
                 ctx = LessonContext(lid, title, server=client, run=options, model_path=model_path, sink=sink, replay=replay,
                                     progress=reporter, shared=shared, options_type=options_of(module))
                 entry.started_at = ctx.started_at
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident
-                result = module.main(ctx)
+                try:
+                    result = module.main(ctx)
+                except LessonSkipped as exc:  # raised from inside the lesson: its page says why, as ctx.skip's does
+                    result = ctx.skip(exc.reason, exc.command)
                 raise_if_stopping()  # a stop whose exception was lost inside the lesson
                 if options.replay is None:
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)
                 save_lesson(run_dir, result, sink)
-                entry.status, entry.finished_at, entry.json_file, entry.markdown = "ok", result.finished_at, f"{lid}.json", f"{lid}.md"
+                skipped = ctx.skipped
+                entry.status = "skipped" if skipped else "ok"
+                entry.finished_at, entry.json_file, entry.markdown = result.finished_at, f"{lid}.json", f"{lid}.md"
                 entry.http_sha256 = file_sha256(run_dir / "http" / f"{lid}.jsonl")
                 entry.error = entry.traceback = entry.failed_exchanges = entry.set_aside = entry.replay_differences = None
-                console.print(f"[green]✓[/green] {lid}: {rich_text(title)}")
+                entry.skip_reason = skipped.reason if skipped else None
+                entry.enable_command = skipped.command if skipped else None
+                if skipped:
+                    console.print(f"[cyan]–[/cyan] {lid}: {rich_text(title)}: skipped, nothing measured here; "
+                                  f"`{rich_text(skipped.command)}` enables it", highlight=False)
+                else:
+                    console.print(f"[green]✓[/green] {lid}: {rich_text(title)}")
                 if replay is not None:
                     diffs = differences(replay.recorded, result.to_json())
                     if diffs:
@@ -370,7 +392,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                     client.close()
                 reporter.done()
                 entry.seconds = round(time.monotonic() - began, 1)  # the lesson's wall time, whatever its end
-                if entry.status != "ok":
+                if entry.status not in ("ok", "skipped"):
                     keep_failed(run_dir, lid, entry, sink)
                 try:
                     save_manifest()
@@ -389,7 +411,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     times = [e.seconds for e in lessons_state.values()]
     if all(t is not None for t in times):
         manifest.lessons_seconds = round(sum(t for t in times if t is not None), 1)
-    manifest.status = "complete" if all(e.status == "ok" for e in lessons_state.values()) else "incomplete"
+    # A skipped lesson ran to its end: it measured nothing on this machine, and says what enables it.
+    manifest.status = "complete" if all(e.status in ("ok", "skipped") for e in lessons_state.values()) else "incomplete"
     manifest.load_average_after = environment.load_average()
     try:
         save_manifest()

@@ -17,8 +17,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bytesup.llama import process as engine
 from bytesup.models import catalog as models
-from bytesup.llama.client import LlamaServer
-from bytesup.errors import BytesupError, ServerUnreachable, redact_url
+from bytesup.errors import BytesupError, ServerHTTPError, ServerUnreachable, redact_url
 from bytesup.course.formulas import batch_sizes
 from bytesup.models.gguf import is_gguf, read_model_info
 from bytesup.options import RunOptions
@@ -33,15 +32,35 @@ def check_server_url(url: str) -> None:
         )
 
 
+# HTTP statuses of a server that has no /v1/models at all (an older or smaller build): the run goes on without it.
+NO_SUCH_ENDPOINT = (404, 501)
+
+
+class ModelsUnanswered(BytesupError):
+    """/v1/models failed on a server that answered /health and /props: the run cannot say what the server serves."""
+
+    def __init__(self, url: str, cause: BytesupError):
+        super().__init__(
+            f"The server at {redact_url(url)} answered /health and /props, but not /v1/models: {cause} The run reads "
+            "the served model's parameters and size there, to record them, to check --model against them and to "
+            "notice a server swapped during the run, so it stops before its first lesson. Read the server's log and "
+            "restart it, or point --server at a llama-server that answers /v1/models.")
+
+
 def probe(url: str, options: RunOptions) -> tuple[dict[str, Any], dict | None]:
-    """/health, then /props and /v1/models (None where the server has no /v1/models), as JSON."""
-    with LlamaServer(url, options.api_key, timeout=options.timeout) as client:
+    """/health, then /props and /v1/models as JSON: None where the server has no /v1/models (it answers 404 or
+    501); any other failure of /v1/models is a ModelsUnanswered, never a silent None."""
+    with options.client(url) as client:
         client.health()
         props = client.props().model_dump(mode="json")
         try:
             served: dict | None = client.models().model_dump(mode="json")
-        except BytesupError:
+        except ServerHTTPError as exc:
+            if exc.status not in NO_SUCH_ENDPOINT:
+                raise ModelsUnanswered(url, exc) from None
             served = None
+        except BytesupError as exc:
+            raise ModelsUnanswered(url, exc) from None
     return props, served
 
 
@@ -144,10 +163,10 @@ def server_given(options: RunOptions) -> bool:
     return bool(options.server_url or os.environ.get("BYTESUP_SERVER"))
 
 
-def answers(url: str, api_key: str | None, timeout: float) -> bool:
+def answers(url: str, options: RunOptions) -> bool:
     """False only when nothing listens at `url`. A server that answers, even with an error, is
     used as it is (the probe that follows reports what is wrong with it)."""
-    with LlamaServer(url, api_key, timeout=timeout) as probe:
+    with options.client(url) as probe:
         try:
             probe.health()
         except ServerUnreachable:
@@ -183,7 +202,7 @@ def start_run_server(url: str, options: RunOptions, console: Console, cleanup: c
     port = engine.free_port()
     cleanup.callback(_stop_run_server, port)  # before starting: a start cut short is stopped too
     with _spinner(console, f"starting a server on {model.name}"):
-        started = engine.start_server(model, ["--port", str(port)], die_with_parent=True)
+        started = engine.start_server(model, ["--port", str(port)], die_with_parent=True, answer_s=options.timeout)
     why = "The run has its own server" if options.own_server else f"No server answers at {redact_url(url)}"
     console.print(escape(
         f"{why}: started {started.info['choice']['why']} "

@@ -87,7 +87,8 @@ class HostBandwidth(Record):
 
 
 class LessonEntry(Record):
-    """One lesson of the run: pending, running, ok, failed or interrupted, with its files and time."""
+    """One lesson of the run: pending, running, ok, skipped (it measured nothing here: `skip_reason`, and the command
+    that enables it, `enable_command`), failed or interrupted, with its files and time."""
 
     status: str | None = None
     title: str | None = None
@@ -103,6 +104,8 @@ class LessonEntry(Record):
     failed_exchanges: str | None = None
     set_aside: str | None = None
     replay_differences: list[str] | None = None
+    skip_reason: str | None = None
+    enable_command: str | None = None
 
 
 class Manifest(Record):

@@ -133,7 +133,11 @@ def load_run(path: Path) -> Run:
             status = entry.status if entry and entry.status else "missing"
             problems.append(f"{lid}: {status}" + (f" ({entry.error[:200]})" if entry and entry.error else ", no result file"))
             continue
-        if entry and entry.status != "ok":
+        if entry and entry.status == "skipped":
+            # Neither ok nor failed: its page says what it did not measure, and the command that enables it.
+            problems.append(f"{lid}: skipped, nothing measured here ({(entry.skip_reason or '')[:200]}); "
+                            f"`{entry.enable_command}` enables it")
+        elif entry and entry.status != "ok":
             # A result the manifest marks failed, interrupted or still running is never shown or checked.
             problems.append(f"{lid}: {entry.status}; its {json_path.name} is not used"
                             + (f" ({entry.error[:200]})" if entry.error else ""))
