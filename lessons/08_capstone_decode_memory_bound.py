@@ -168,7 +168,7 @@ def main(ctx: LessonContext):
     # 5. The bytes model with context, on the published figures; 6. the picture, on log-log axes; 7. the conclusion.
     show_context_prediction(ctx, spark_context_prediction(), published_point())
     plot_decode_vs_bytes(ctx, points, analysis["fit"], ref, cross, widths)
-    show_conclusion(ctx, cross, why_not, spark, prefills)
+    show_conclusion(ctx, cross, why_not, spark, prefills, model_rows)
     return ctx.finish()
 
 

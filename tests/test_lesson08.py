@@ -6,6 +6,7 @@ runs the lesson itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -442,7 +443,25 @@ def test_the_conclusion_follows_the_numbers():
     assert "To move f32 (4 bytes per parameter) onto memory: arithmetic under 80 ps per parameter" in " ".join(slow)
 
 
-def test_a_mixed_model_is_said_to_sit_on_the_line():
+def test_the_conclusion_says_how_well_the_model_predicted():
+    """The verdicts rest on the model: the conclusion says how many models the others' terms predicted within ±15%."""
+    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
+    cross, _, rows = _crossover(terms)
+    untested = conclusion(cross, "", spark_terms(), None, rows)  # no leave-one-out fit: nothing predicted
+    assert ("With 6 models none can be left out to test the model on one it has not seen, so these verdicts are "
+            "untested.") in untested
+    within = [dataclasses.replace(r, error_percent=e) for r, e in zip(rows, (2.0, -15.0, 3.0, 1.0, -4.0, 0.5), strict=True)]
+    assert ("The model behind these verdicts predicted each of the 6 models within ±15% from the others' terms."
+            in conclusion(cross, "", spark_terms(), None, within))
+    missed = [dataclasses.replace(r, error_percent=e) for r, e in zip(rows, (2.0, 36.0, -24.0, 1.0, -4.0, 0.5), strict=True)]
+    text = conclusion(cross, "", spark_terms(), None, missed)
+    assert ("The model behind these verdicts predicted 4 of 6 models within ±15% from the others' terms (the furthest, "
+            "q8_0, at +36%): they are this run's best reading, not a settled one.") in text
+    assert not any("predicted each of" in s for s in text)
+    assert len(conclusion(cross, "", spark_terms())) == len(text) - 1  # without rows, no such sentence
+
+
+def test_a_mixed_model_is_said_to_sit_at_the_crossover():
     terms = decodetime.Terms(50.0, 25.0, 0.08, ())
     cross = Crossover(1.25, 1.0, 1.3, terms, (Side("q4", 0.7, "compute-bound"), Side("q8", 1.06, "mixed"),
                                               Side("f16", 2.0, "memory-bound")))
@@ -450,7 +469,7 @@ def test_a_mixed_model_is_said_to_sit_on_the_line():
     assert "(1–1.3 across the run's fit and those that leave one model out)" in text
     assert ("Mixed, between 1 and 1.3 bytes per parameter where the fits disagree: q8 (1.06); this run cannot tell "
             "which term is larger.") in text
-    assert "q8 sit on the line" in text and "To move q4 (0.7 bytes per parameter) onto memory" in text
+    assert "q8 sit at the crossover" in text and "To move q4 (0.7 bytes per parameter) onto memory" in text
     assert "No model" not in text
 
 

@@ -468,6 +468,8 @@ def test_an_old_recording_of_four_models_gets_its_verdicts_without_a_fact(lesson
     sweep_t = result.table("sweep")
     assert {r[0]: r[col(sweep_t, "verdict")] for r in measured_rows(result)} == waits
     assert result.notes[0].startswith("Conclusion. On this machine reading one byte takes 1 ÷ B = ")
+    assert ("The model behind these verdicts predicted each of the 4 models within ±15% from the others' terms."
+            in result.notes)
     assert any(n.startswith("Decode waits on memory where a model stores more than") and f"{q8} (2), {f32} (4)" in n
                for n in result.notes)
 

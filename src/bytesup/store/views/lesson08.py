@@ -448,10 +448,28 @@ def spark_sentence(spark: dict[str, float], prefill: list[PrefillRow]) -> str:
     return out
 
 
+def tested_sentence(rows: list[ModelExplained]) -> str:
+    """How far the verdicts can be trusted: how many models the terms of the others predicted within the tolerance."""
+    errors = [(r.model, r.error_percent) for r in rows if r.error_percent is not None]
+    tol = 100 * decodetime.TOLERANCE
+    if not errors:
+        return (f"With {len(rows)} models none can be left out to test the model on one it has not seen, so these "
+                f"verdicts are untested.")
+    within = [n for n, e in errors if abs(e) <= tol]
+    if len(within) == len(errors):
+        return (f"The model behind these verdicts predicted each of the {len(errors)} models within ±{tol:.0f}% from the "
+                f"others' terms.")
+    name, worst = max(errors, key=lambda ne: abs(ne[1]))
+    return (f"The model behind these verdicts predicted {len(within)} of {len(errors)} models within ±{tol:.0f}% from "
+            f"the others' terms (the furthest, {name}, at {worst:+.0f}%): they are this run's best reading, not a "
+            f"settled one.")
+
+
 def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
-               prefill: list[PrefillRow] | None = None) -> list[str]:
+               prefill: list[PrefillRow] | None = None, rows: list[ModelExplained] | None = None) -> list[str]:
     """The capstone's conclusion, every sentence chosen by the numbers: where this machine's decode waits on memory
-    and where on the arithmetic, and why; the published figures in the same terms; what would move a width across."""
+    and where on the arithmetic, and why, and how well the model behind it predicted models it had not seen (`rows`,
+    when given); the published figures in the same terms; what would move a width across."""
     prefill = prefill or []
     if cross is None:
         return [(f"Conclusion: this run cannot say where its decode waits on memory and where on the arithmetic: the "
@@ -478,6 +496,8 @@ def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
                    f"{sides_text(mixed)}; this run cannot tell which term is larger.")
     out.append(f"Whichever term a step waits on, it also pays f = {t.fixed_ms_per_block:.3g} ms per block (the graph's "
                f"operations and the threads' waits).")
+    if rows is not None:
+        out.append(tested_sentence(rows))
     out.append(spark_sentence(spark, prefill))
     if memory:
         near = nearest(memory, largest=False)
@@ -495,13 +515,13 @@ def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
                    f"do more per cycle), or more than {x:.3g} bytes per parameter, a wider width that reads more and "
                    f"decodes slower.")
     if mixed:
-        out.append(f"{', '.join(s.model for s in mixed)} sit on the line: more samples, or models of other shapes, "
+        out.append(f"{', '.join(s.model for s in mixed)} sit at the crossover: more samples, or models of other shapes, "
                    f"would tell which side.")
     return out
 
 
 def show_conclusion(page: Page, cross: Crossover | None, why_not: str, spark: dict[str, float],
-                    prefill: list[PrefillRow] | None = None) -> None:
+                    prefill: list[PrefillRow] | None = None, rows: list[ModelExplained] | None = None) -> None:
     """The conclusion as the page's last words (its notes, after the plot)."""
-    for sentence in conclusion(cross, why_not, spark, prefill):
+    for sentence in conclusion(cross, why_not, spark, prefill, rows):
         page.note(sentence)
