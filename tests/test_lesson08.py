@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -340,8 +341,11 @@ def test_the_model_notes_state_the_crossover_and_the_published_rule():
     assert ("Here (bytes per parameter): memory-bound f16 (2), f32 (4); compute-bound q4_1 (0.718), q8_0 (1.06), "
             "medium (1.06), large (1.06).") in notes
     # the Spark: 0.4178 ms ÷ 6.74e9 parameters = 0.062 ps; 273 GB/s × 0.062 ps = 0.0169; 7.16 ÷ 6.74 = 1.06, 62.8×
-    assert ("c = 0.062 ps per parameter, so the crossover is 273 GB/s × 0.062 ps = 0.017 bytes per parameter (a lower "
-            "bound, as c is); the specimen stores 1.06, 62.8× the crossover.") in notes
+    assert ("prefill's rate gives 0.062 ps of arithmetic per parameter, so its crossover is 273 GB/s × 0.062 ps = 0.017 "
+            "bytes per parameter (a lower bound, as that arithmetic is); the specimen stores 1.06, 62.8× the "
+            "crossover.") in notes
+    # one value per letter: B and c are this run's alone (50 GB/s and 25 ps), never the Spark's
+    assert set(re.findall(r"(?<!× )\bc = ([0-9.]+ ps)", notes)) == {"25 ps"} and "B = 273" not in notes
 
 
 class _Page:
@@ -400,7 +404,8 @@ def test_the_plot_draws_the_crossover_of_the_shape_most_widths_share():
 def test_the_slope_in_words(slope, words):
     note = slope_note(slope)
     assert note.startswith(f"Free log-log slope over the {slope['n']} widths beyond the cache: tokens/s ∝ bytes^k")
-    assert "k = −1 would mean every width waits on its bytes alone" in note and words in note
+    assert "A slope of −1 would mean every width waits on its bytes alone" in note and words in note
+    assert len(re.findall(r"(?<!\^)k = ", note)) == 1  # one value of k on the page: the measured one (2^k is not k)
     # only a slope near −1 says the speeds follow the bytes
     assert ("consistent with each width waiting on its bytes" in note) == (words.endswith("waiting on its bytes."))
 

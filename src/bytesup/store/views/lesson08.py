@@ -166,9 +166,9 @@ def show_steps(page: Page, steps: list[dict]) -> None:
     page.table(
         "steps", "Steps between neighbouring widths of one model", columns(StepRow), cells([step_row(st) for st in steps]),
         notes=[(f"Bytes ratio = wider ÷ narrower bytes per token; speed-up = narrower ÷ wider median tokens/s. "
-                f"Followed the bytes: |ln(speed-up ÷ bytes ratio)| ≤ ln(1 + a), effective GB/s flat; no faster: "
-                f"speed-up ≤ 1 + a; both at once: too spread to tell; otherwise faster by less than the bytes, or "
-                f"faster than the bytes. a = the larger of ±{100 * memory_bound.TOLERANCE:.0f}% and each width's own "
+                f"Followed the bytes: |ln(speed-up ÷ bytes ratio)| ≤ ln(1 + ε), effective GB/s flat; no faster: "
+                f"speed-up ≤ 1 + ε; both at once: too spread to tell; otherwise faster by less than the bytes, or "
+                f"faster than the bytes. ε = the larger of ±{100 * memory_bound.TOLERANCE:.0f}% and each width's own "
                 f"robust spread (interquartile range ÷ median of its samples that are not outliers; bytesup.course.robust)."),
                ("These describe the speed-up against the bytes and name no verdict: a step that was faster by less "
                 "than the bytes may join a width that waits on memory to one that waits on arithmetic, or two that "
@@ -181,9 +181,9 @@ def slope_note(slope: dict) -> str:
     its standard errors (two of them: "within")."""
     k, se, n = slope["slope"], slope["se"], slope["n"]
     head = (f"Free log-log slope over the {n} widths beyond the cache: tokens/s ∝ bytes^k with k = {k:.3g}"
-            + (f" ± {se:.2g}" if se is not None else "") + ". k = −1 would mean every width waits on its bytes alone "
-            "(twice the bytes, half the tokens/s); k = 0 that the bytes do not matter (every step waits on something "
-            f"else). Doubling the bytes here multiplies tokens/s by 2^k = {2 ** k:.2f}")
+            + (f" ± {se:.2g}" if se is not None else "") + ". A slope of −1 would mean every width waits on its bytes "
+            "alone (twice the bytes, half the tokens/s); a slope of 0 that the bytes do not matter (every step waits on "
+            f"something else). Doubling the bytes here multiplies tokens/s by 2^k = {2 ** k:.2f}")
     if se is None or se == 0:
         return head + (": two widths give no standard error, so the slope says how they compare and nothing more."
                        if se is None else ".")
@@ -303,10 +303,10 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
         f"{spark['arithmetic_ms']:.2f} ms (a lower bound: prefill's kernels are matrix-matrix); the remaining "
         f"{spark['rest_ms']:.1f} ms is the fixed cost. The step waits on memory for "
         f"{100 * spark['memory_share']:.0f}% of it: {spark_verdict(spark)}. The same rule in bytes per parameter: "
-        f"c = {spark['arith_ps']:.2g} ps per parameter, so the crossover is {published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s × "
-        f"{spark['arith_ps']:.2g} ps = {spark['crossover']:.2g} bytes per parameter (a lower bound, as c is); the "
-        f"specimen stores {spark['bytes_per_param']:.3g}, {spark['bytes_per_param'] / spark['crossover']:.3g}× the "
-        f"crossover.")
+        f"prefill's rate gives {spark['arith_ps']:.2g} ps of arithmetic per parameter, so its crossover is "
+        f"{published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s × {spark['arith_ps']:.2g} ps = {spark['crossover']:.2g} bytes per "
+        f"parameter (a lower bound, as that arithmetic is); the specimen stores {spark['bytes_per_param']:.3g}, "
+        f"{spark['bytes_per_param'] / spark['crossover']:.3g}× the crossover.")
     return notes
 
 
