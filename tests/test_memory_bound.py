@@ -94,14 +94,14 @@ def test_steps_only_between_widths_of_one_model():
 
 
 def test_fit_is_the_geometric_mean_of_effective_bandwidth():
-    # Two exact points at 20 and 45 GB/s: B = sqrt(20 × 45) = 30 GB/s, equal weight for each.
+    # Two exact points at 20 and 45 GB/s: the line's bandwidth sqrt(20 × 45) = 30 GB/s, equal weight for each.
     pts = [sweep.make_point("a", 10 * MB, [2000.0], None), sweep.make_point("b", 1000 * MB, [45.0], None)]
     fit = sweep.fit_bandwidth(pts)
     assert fit["gbs"] == pytest.approx(30.0)
     # One standard error: sd of ln 20, ln 45 over sqrt(2) = |ln 45 − ln 20| / 2.
     assert fit["u"] == pytest.approx(abs(math.log(45 / 20)) / 2)
     assert fit["gbs_low"] == pytest.approx(30 * math.exp(-fit["u"]))
-    # The smallest point does not dominate: swapping which one is small leaves B unchanged.
+    # The smallest point does not dominate: swapping which one is small leaves the line unchanged.
     swapped = [sweep.make_point("a", 1000 * MB, [20.0], None), sweep.make_point("b", 10 * MB, [4500.0], None)]
     assert sweep.fit_bandwidth(swapped)["gbs"] == pytest.approx(30.0)
     assert sweep.fit_bandwidth([]) is None
@@ -168,7 +168,7 @@ def test_no_memory_bound_step_fits_every_point_beyond_the_cache():
     assert out["steps"] == [] and out["basis"] == ["a", "b", "c"]
     assert out["fit"]["gbs"] == pytest.approx((10 * 10 * 8) ** (1 / 3))
     v = {k: x["on_line"] for k, x in out["line"].items()}
-    # c: 8 vs 9.28 GB/s, −14% (|ln| = 0.148), beyond ±10% (0.0953) alone; but B's standard error over three
+    # c: 8 vs 9.28 GB/s, −14% (|ln| = 0.148), beyond ±10% (0.0953) alone; but the line's standard error over three
     # scattered points is u = sqrt(var(ln 10, ln 10, ln 8) ÷ 3) = 0.0744, and 0.0953 + 2u = 0.244 covers it.
     assert out["fit"]["u"] == pytest.approx(0.0744, abs=5e-4)
     assert v == {"a": True, "b": True, "c": True}
@@ -190,7 +190,7 @@ def test_fitting_in_the_cache_is_not_enough_to_be_cache_resident():
 
 
 def test_on_the_line_allows_for_the_uncertainty_of_the_fitted_bandwidth():
-    # B = 11.49 GB/s known to u = 0.0376 (its standard error, in log space); a point reading 10.12 GB/s is
+    # A line at 11.49 GB/s known to u = 0.0376 (its standard error, in log space); a point reading 10.12 GB/s is
     # 11.9% below: beyond ±10% alone (ln 1.1 = 0.0953 < |ln(10.12/11.49)| = 0.1270) but within
     # ±10% widened by two standard errors (0.0953 + 0.0752 = 0.1705).
     fit = {"gbs": 11.49, "u": 0.0376}
@@ -286,15 +286,16 @@ def test_width_steps_group_sort_and_order():
 
 
 def test_fit_through_three_points_by_hand():
-    # effective GB/s 10, 20 and 40 (100, 200 and 400 MB, 100 tokens/s each). tokens/s = B ÷ bytes with equal
-    # relative weight is least squares in log space: ln B = mean(ln 10, ln 20, ln 40) = ln 20, so B = 20 GB/s.
+    # effective GB/s 10, 20 and 40 (100, 200 and 400 MB, 100 tokens/s each). tokens/s = L ÷ bytes with equal
+    # relative weight is least squares in log space: ln L = mean(ln 10, ln 20, ln 40) = ln 20, so the line's
+    # bandwidth L = 20 GB/s (not the decode-time model's B).
     pts = [_one("a", 100, 100.0), _one("b", 200, 100.0), _one("c", 400, 100.0)]
     fit = sweep.fit_bandwidth(pts)
     assert fit["gbs"] == pytest.approx(20.0)
     # u: the logs are ln 20 − ln 2, ln 20, ln 20 + ln 2; their variance (over n − 1 = 2) is (ln 2)² = 0.480453,
     # ÷ n = 0.160151; one sample each adds nothing; u = √0.160151 = 0.400189
     assert fit["u"] == pytest.approx(0.400189, abs=1e-6)
-    # B × e^±u: e^0.400189 = 1.492106, so 20 ÷ 1.492106 = 13.40387 and 20 × 1.492106 = 29.84212
+    # L × e^±u: e^0.400189 = 1.492106, so 20 ÷ 1.492106 = 13.40387 and 20 × 1.492106 = 29.84212
     assert fit["gbs_low"] == pytest.approx(13.40387, abs=1e-4) and fit["gbs_high"] == pytest.approx(29.84212, abs=1e-4)
     assert fit["points"] == ["a", "b", "c"] and fit["n"] == 3
     # not the plain least squares of tokens/s against 1 ÷ bytes through the origin, which the narrowest
@@ -316,7 +317,7 @@ def test_fit_error_adds_the_points_own_scatter():
 
 def test_fit_error_of_a_point_with_two_samples():
     # samples 100 e^−0.1 and 100 e^0.1 at 100 MB: ln GB/s = ln 10 ± 0.1, variance (over 1) 0.02, ÷ 2 samples = 0.01;
-    # one point: nothing between points, u = √0.01 = 0.1, B = 10
+    # one point: nothing between points, u = √0.01 = 0.1, L = 10
     p = sweep.make_point("a", 100 * MB, [100 * math.exp(-0.1), 100 * math.exp(0.1)], None)
     fit = sweep.fit_bandwidth([p])
     assert fit["gbs"] == pytest.approx(10.0) and fit["u"] == pytest.approx(0.1)
@@ -356,7 +357,7 @@ def test_on_line_by_hand():
     # median 100 -> 25 GB/s, ln 1.25 = 0.223 ≤ ln 1.4 = 0.336
     wide = sweep.make_point("p", 250 * MB, [60.0, 80.0, 100.0, 120.0, 140.0], None)
     assert sweep.on_line(wide, fit)[0]
-    # B's own error widens it by 2u: 25 GB/s with u = 0.07: 0.0953 + 0.14 = 0.2353 ≥ 0.2231
+    # The line's own error widens it by 2u: 25 GB/s with u = 0.07: 0.0953 + 0.14 = 0.2353 ≥ 0.2231
     assert sweep.on_line(_one("p", 250, 100.0), {"gbs": 20.0, "u": 0.07})[0]
     assert not sweep.on_line(_one("p", 250, 100.0), {"gbs": 20.0, "u": 0.06})[0]  # 0.0953 + 0.12 = 0.2153 < 0.2231
     # symmetric in log space: 16 GB/s is ln 0.8 = −0.223 below
