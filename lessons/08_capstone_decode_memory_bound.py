@@ -12,22 +12,26 @@ own, all up at once where they fit in memory together, measures decode tokens/s 
 models in turns (a slow spell of the machine then lands on every model alike), and asks each for
 the top token after "The capital of France is". Effective GB/s = bytes per token × tokens/s; efficiency compares it with the
 run's one reading of this host's bandwidth (or --bandwidth-gbs). Points whose weights fit in the
-last-level cache are marked cache-resident and kept out of the fit. The verdicts follow stated
-rules (bytesup.course.memory_bound): between neighbouring widths, memory-bound where effective GB/s stays flat
-within the spread (tokens/s follows 1 ÷ bytes), compute-bound where fewer bytes are not faster; a
-fit tokens/s = B ÷ bytes with equal relative weight per point gives the bandwidth decode achieved,
-with its uncertainty, and which points lie on that line. Then every model is explained (bytesup.course.decodetime): one
+last-level cache are marked cache-resident and kept out of the line. The sweep is described by stated
+rules (bytesup.course.memory_bound) that name no verdict: between neighbouring widths, whether the speed-up
+followed the bytes (effective GB/s flat within the spread) or was no faster; a line tokens/s = the line's
+bandwidth ÷ bytes with equal relative weight per point, with its uncertainty, and which points lie on it; the
+free log-log slope, in words. Then every model is explained (bytesup.course.decodetime): one
 sequence's step waits on the slower of reading the weights and one token's arithmetic, plus a fixed
 cost per block, t₁ = L × f + max(W ÷ B, n × c), with one bandwidth, one arithmetic cost per parameter and
 one cost per block fitted on every model's step; each model is predicted by the terms of the others, set beside
 the measured, and the verdict is the term its step waits on, named where every fit (all the models, and each
-leave-one-out set) agrees and mixed where one model's steps turn it over. The first server of each weight type
+leave-one-out set) agrees and mixed where one model's steps turn it over: the page's one verdict per width. The
+crossover, B × c bytes per parameter, is where reading a parameter's bytes takes as long as its arithmetic: stated,
+drawn on the plot, and applied to the published DGX Spark figures. The first server of each weight type
 also decodes 2 and 4 sequences at once: the batch view, where the weights are read once for all; and
 it times a 128-token prefill, the engine's fastest arithmetic for that weight type, set beside decode's.
 Samples follow one rule (bytesup.course.robust): a warm-up per server, at least five samples, the
 median, and outliers shown but never widening an allowance. The bytes model is then carried to
 context: tokens/s at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d), applied to the
-published DGX Spark figures.
+published DGX Spark figures. The page ends with its conclusion, every sentence chosen by the run's numbers: where
+this machine's decode waits on memory and where on the arithmetic, what the Spark's figures say in the same terms,
+and what would move a width across the crossover.
 """
 
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
@@ -55,14 +59,14 @@ from bytesup.llama.responses import Completion
 from bytesup.models import catalog
 from bytesup.models.gguf import read_model_info
 from bytesup.options import BandwidthGbs, LessonOptions
-from bytesup.store.facts.lesson08 import (DecodeModel, ModelInfo, ModelRun, ModelSteps, decode_efficiency_samples,
-                                          explained, fastest_memory_gbs, fit_rows, fit_terms, model_steps,
-                                          prefill_rows, published_point, spark_context_prediction, spark_terms,
-                                          sweep_points, sweep_row, top_answer)
+from bytesup.store.facts.lesson08 import (DecodeModel, ModelInfo, ModelRun, ModelSteps, crossover_of,
+                                          decode_efficiency_samples, explained, fastest_memory_gbs, fit_rows, fit_terms,
+                                          model_steps, prefill_rows, published_point, spark_context_prediction,
+                                          spark_terms, sweep_points, sweep_row, top_answer)
 from bytesup.store.plans.lesson08 import MEMORY_SHARE, PLAN_READS, PLAN_VALUE, Plan, current_plan, read_plan
-from bytesup.store.views.lesson08 import (bandwidth_note, plot_decode_vs_bytes, show_context_prediction,
-                                          show_decode_model, show_fit, show_models, show_prefill, show_steps,
-                                          show_sweep, verdict_sentences)
+from bytesup.store.views.lesson08 import (bandwidth_note, plot_decode_vs_bytes, show_conclusion,
+                                          show_context_prediction, show_decode_model, show_fit, show_models,
+                                          show_prefill, show_steps, show_sweep, verdict_sentences)
 from bytesup.units import GB, PINNED
 
 TITLE = "Why LLM decode is memory-bound"
@@ -123,17 +127,26 @@ def main(ctx: LessonContext):
     runs, skipped = sweep_local(ctx, sizes, available, plan) if local else (sweep_remote(ctx, facts, plan), [])
     after = ctx.run_bandwidth_after() if bw is not None else None
 
-    # 2. The points and their verdicts (bytesup.course.memory_bound: stated rules, tested on their own).
+    # 2. The points described (bytesup.course.memory_bound: stated rules, tested on their own), and one verdict per
+    # width: the decode-time model's, from its terms fitted on every model's steps (bytesup.course.decodetime).
     memory_max = fastest_memory_gbs(bw, after)
     points = sweep_points(runs, llc, memory_max)
     analysis = memory_bound.analyse(points)
     answers = {r.info.name: r.answer for r in runs}
-    rows = [sweep_row(p, analysis["verdicts"][p["name"]], ref.gbs if ref else None, answers.get(p["name"]))
-            for p in points]
+    steps = [model_steps(r) for r in runs]
+    widths = [s.width() for s in steps]
+    terms, why_not = fit_terms(widths)
+    fits = decodetime.leave_one_out(widths) if terms is not None else {}
+    model_rows = explained(widths, terms, plan.levels, fits) if terms is not None else []
+    cross = crossover_of(widths, terms, fits, model_rows) if terms is not None else None
+    verdicts = {r.model: r.waits_on for r in model_rows}
+    rows = [sweep_row(p, analysis["line"][p["name"]], verdicts.get(p["name"]), ref.gbs if ref else None,
+                      answers.get(p["name"])) for p in points]
     record_measurements(ctx, points, ref, plan)
     record_prefill(ctx, runs, plan)
     show_models(ctx, runs, points, llc, memory_max, bw, skipped, available, facts, local)
-    show_sweep(ctx, rows, published_point(), verdict_sentences(points, analysis, answers, ref, llc, plan.prompt),
+    show_sweep(ctx, rows, published_point(),
+               verdict_sentences(points, analysis, answers, ref, llc, plan.prompt, verdicts, why_not),
                bandwidth_note(bw, ref, given, facts), plan)
     show_steps(ctx, analysis["steps"])
 
@@ -141,19 +154,21 @@ def main(ctx: LessonContext):
     record_fit(ctx, analysis, bw, after)
     show_fit(ctx, analysis, fit_rows(analysis, ref, bw, after, matvec), bw, after, ctx.run_bandwidth_drift())
 
-    # 4. Every width explained: the decode-time model's terms from the step times, predicted beside measured.
-    steps = [model_steps(r) for r in runs]
-    widths = [s.width() for s in steps]
-    terms, why_not = fit_terms(widths)
+    # 4. Every width explained: the decode-time model's terms from the step times, predicted beside measured, and
+    # the crossover. The fact (for `bytesup check`) is recorded where the lesson decoded several sequences at once.
+    spark = spark_terms()
+    prefills = prefill_rows(runs, terms) if terms is not None else []
     if any(r.together for r in runs):
         record_decode_model(ctx, runs, steps)
-        show_decode_model(ctx, [w.name for w in widths], [] if terms is None else explained(widths, terms, plan.levels),
-                          terms, why_not, ref, spark_terms(), plan.levels, matvec)
-        show_prefill(ctx, [] if terms is None else prefill_rows(runs, terms), terms, plan)
+    if any(r.together for r in runs) or terms is not None:
+        show_decode_model(ctx, [w.name for w in widths], model_rows, terms, why_not, ref, spark, plan.levels, matvec,
+                          cross)
+        show_prefill(ctx, prefills, terms, plan)
 
-    # 5. The bytes model with context, on the published figures; 6. the picture, on log-log axes.
+    # 5. The bytes model with context, on the published figures; 6. the picture, on log-log axes; 7. the conclusion.
     show_context_prediction(ctx, spark_context_prediction(), published_point())
-    plot_decode_vs_bytes(ctx, points, analysis["fit"], ref)
+    plot_decode_vs_bytes(ctx, points, analysis["fit"], ref, cross, widths)
+    show_conclusion(ctx, cross, why_not, spark, prefills, model_rows)
     return ctx.finish()
 
 
@@ -379,12 +394,13 @@ def record_prefill(ctx: LessonContext, runs: list[ModelRun], plan: Plan) -> None
 
 
 def record_fit(ctx: LessonContext, analysis: dict, bw: dict | None, after: dict | None) -> None:
-    """The fitted B, and the run's bandwidth readings before and after the decode work."""
+    """The line's bandwidth, and the run's bandwidth readings before and after the decode work."""
     fit = analysis["fit"]
     if fit:
         ctx.measure("fit_bandwidth_gb_per_s", "GB/s", [fit["gbs"]], higher_is_better=True,
                     settings={"models": analysis["basis"]},
-                    description="geometric mean of effective GB/s over the points the data show memory-bound")
+                    description="the line's bandwidth: geometric mean of effective GB/s over the widths a step that "
+                                "followed the bytes joins (a description, not the decode-time model's B)")
     if bw is not None:
         ctx.measure("read_bandwidth_gb_per_s", "GB/s", bw["gb_per_s"]["samples"], higher_is_better=True,
                     settings={"threads": bw["threads"]}, description=bw["method"])

@@ -97,7 +97,7 @@ def test_lines_through_the_step_times():
 
 
 def test_the_published_spark_figures():
-    t = dt.published_terms(7.16e9, 273.0, 33.2, (2379.0 + 2408.0) / 2)
+    t = dt.published_terms(7.16e9, 273.0, 33.2, (2379.0 + 2408.0) / 2, 6.74e9)
     # 7.16 GB ÷ 273 GB/s = 26.227 ms of 1000 ÷ 33.2 = 30.120 ms; prefill's 2,393.5 tokens/s: 0.4178 ms
     assert t["memory_ms"] == pytest.approx(26.2271, abs=1e-4) and t["measured_ms"] == pytest.approx(30.1205, abs=1e-4)
     assert t["arithmetic_ms"] == pytest.approx(0.41780, abs=1e-5)
@@ -105,6 +105,12 @@ def test_the_published_spark_figures():
     assert t["rest_ms"] == pytest.approx(30.1205 - 26.2271, abs=1e-3)
     assert t["memory_share"] == pytest.approx(0.8707, abs=1e-4)
     assert dt.waits_on(t["memory_ms"], t["arithmetic_ms"]) == dt.MEMORY
+    # the same rule in bytes per parameter: c = 0.41780 ms ÷ 6.74e9 = 0.061988 ps; B × c = 273 × 0.061988e-3 =
+    # 0.016923 bytes per parameter, against the specimen's 7.16 ÷ 6.74 = 1.06231, 62.8 × above it
+    assert t["arith_ps"] == pytest.approx(0.061988, abs=1e-6)
+    assert t["crossover"] == pytest.approx(0.016923, abs=1e-6)
+    assert t["bytes_per_param"] == pytest.approx(1.06231, abs=1e-5)
+    assert (t["bytes_per_param"] > t["crossover"]) == (t["memory_ms"] > t["arithmetic_ms"])
 
 
 def test_the_batch_line_predicts_a_larger_batch():
@@ -137,7 +143,7 @@ def test_a_small_fixed_cost_comes_back_too():
 
 
 def test_the_published_shares():
-    t = dt.published_terms(7.16e9, 273.0, 33.2, 2393.5)
+    t = dt.published_terms(7.16e9, 273.0, 33.2, 2393.5, 6.74e9)
     assert t["arithmetic_share"] == pytest.approx(0.41780 / 30.1205, abs=1e-4)
     assert t["rest_share"] == pytest.approx((30.1205 - 26.2271) / 30.1205, abs=1e-4)
 
@@ -195,3 +201,38 @@ def test_a_fit_too_small_to_leave_one_out_adds_no_verdict():
     fits = dt.leave_one_out([A, B, C])
     assert fits == {"a": None, "b": None, "c": None}
     assert dt.verdicts([A, B, C], TERMS, fits) == {"a": dt.COMPUTE, "b": dt.MEMORY, "c": dt.MEMORY}
+
+
+def test_the_crossover_by_hand():
+    """B = 50 GB/s and c = 25 ps: a parameter's arithmetic takes 25 ps, in which 50 GB/s reads 1.25 bytes. So b
+    (2 bytes per parameter) waits on memory and a (1 byte per parameter) on the arithmetic, as their terms say."""
+    assert dt.crossover(TERMS) == pytest.approx(1.25)
+    for w in (A, B, C, D):
+        p = dt.predict(TERMS, w.name, w.weight_bytes, w.n_params, w.n_layer)
+        assert (w.weight_bytes / w.n_params > dt.crossover(TERMS)) == (p.verdict == dt.MEMORY), w.name
+    # to move b (2 bytes per parameter) onto the arithmetic: B of at least 2 ÷ 25 ps = 80 GB/s;
+    # to move a (1 byte per parameter) onto memory: c below 1 ÷ 50 GB/s = 20 ps
+    assert dt.bandwidth_to_cross(2.0, TERMS) == pytest.approx(80.0)
+    assert dt.arithmetic_to_cross(1.0, TERMS) == pytest.approx(20.0)
+    at80 = dt.Terms(80.0, 25.0, 0.1, ())
+    assert dt.crossover(at80) == pytest.approx(2.0)
+    assert dt.predict(at80, "b", 200 * MB, 100e6, 20).verdict == dt.COMPUTE  # a tie is not memory-bound
+    # the crossover moves with either term: c = 10 ps puts it at 0.5, below every model here
+    assert dt.crossover(dt.Terms(50.0, 10.0, 0.1, ())) == pytest.approx(0.5)
+
+
+def test_the_crossover_range_over_the_fits_brackets_the_mixed_models():
+    """q4_1 15% fast (as above): the fits' crossovers spread around Q8_0's 1.0625 bytes per parameter, which is
+    why the Q8_0 models are mixed; every other model lies outside the range."""
+    widths = course_widths({"q4_1": 0.85})
+    terms, fits = dt.fit(widths), dt.leave_one_out(widths)
+    low, high = dt.crossover_range(terms, fits)
+    every = [dt.crossover(t) for t in (terms, *fits.values()) if t is not None]
+    assert (low, high) == (min(every), max(every)) and len(every) == 7
+    assert low < 1.0625 <= high
+    named = dt.verdicts(widths, terms, fits)
+    for w in widths:
+        per_param = w.weight_bytes / w.n_params
+        inside = low < per_param <= high
+        assert (named[w.name] == dt.MIXED) == inside, (w.name, per_param, low, high)
+    assert dt.crossover_range(TERMS, {"a": None}) == (1.25, 1.25)

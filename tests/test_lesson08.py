@@ -6,8 +6,10 @@ runs the lesson itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,9 @@ from lessonkit import replay
 from bytesup.course import decodetime, memory_bound, published
 from bytesup.course.ceiling import BandwidthReference
 from bytesup.llama.responses import Completion
-from bytesup.store.facts.lesson08 import (PUBLISHED_LABEL, ModelInfo, ModelRun, ModelSteps, SweepRow, TopAnswer,
-                                          decode_efficiency_samples, efficiency_percent, explained, fastest_memory_gbs,
+from bytesup.store.facts.lesson08 import (PUBLISHED_LABEL, Crossover, ModelInfo, ModelRun, ModelSteps, Side, StepRow,
+                                          SweepRow, TopAnswer, crossover_of, decode_efficiency_samples,
+                                          efficiency_percent, explained, fastest_memory_gbs,
                                           fit_rows, model_steps, models_row, prefill_rows, published_ceiling,
                                           published_point, spark_context_prediction, spark_explained, spark_terms,
                                           step_ms, step_row, sweep_row, top_answer)
@@ -25,7 +28,8 @@ from bytesup.store.plans.lesson08 import (DEFAULT_SIZES, PLAN_READS, PLAN_VALUE,
                                           PrefillPlan, current_plan, read_plan)
 from bytesup.store.results import SchemaError
 from bytesup.store.rows import cells, columns
-from bytesup.store.views.lesson08 import model_notes, verdict_sentences
+from bytesup.store.views.lesson08 import (conclusion, model_notes, plot_decode_vs_bytes, show_conclusion, slope_note,
+                                          spark_sentence, verdict_sentences)
 
 LESSON = "08_capstone_decode_memory_bound"
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,23 +142,24 @@ def test_effective_gbs_and_efficiency_by_hand():
     assert decode_efficiency_samples([70.7], 98_362_432, 10.0) == [pytest.approx(69.542, abs=0.001)]
     assert efficiency_percent(6.0, 8.0) == 75.0
     p = memory_bound.make_point("w", 98_362_432, [68.0, 70.7, 73.0], None, weight_type="Q8_0")
-    verdict = {"on_line": True, "residual": -0.02, "verdict": memory_bound.MEMORY}
-    row = sweep_row(p, verdict, 10.0, TopAnswer("' Paris'", 77.1))
+    line = {"on_line": True, "residual": -0.02}
+    row = sweep_row(p, line, decodetime.MEMORY, 10.0, TopAnswer("' Paris'", 77.1))
     assert (row.decode, row.decode_min, row.decode_max) == (70.7, 68.0, 73.0)
     # 68 × 98,362,432 = 6,688,645,376; 73 × 98,362,432 = 7,180,457,536.
     assert row.effective == pytest.approx(6.95422, abs=1e-5)
     assert (row.effective_min, row.effective_max) == (pytest.approx(6.688645376), pytest.approx(7.180457536))
     assert (row.efficiency, row.efficiency_min, row.efficiency_max) == (
         pytest.approx(69.5422, abs=1e-4), pytest.approx(66.88645376), pytest.approx(71.80457536))
-    assert row.off_line_percent == pytest.approx(-2.0) and row.on_line == "yes" and row.verdict == memory_bound.MEMORY
+    assert row.off_line_percent == pytest.approx(-2.0) and row.on_line == "yes" and row.verdict == decodetime.MEMORY
     # The table's cells by column name: each value under its own header.
     (values,) = cells([row])
     C = dict(zip([name for name, _ in columns(SweepRow)], values, strict=True))
     assert C["effective"] == row.effective and C["top token"] == "' Paris'" and C["top token probability"] == 77.1
     assert C["on the line"] == "yes" and C["cache-resident"] == "no" and C["efficiency min"] == row.efficiency_min
     # Without a bandwidth, no efficiency.
-    bare = sweep_row(p, verdict, None, None)
+    bare = sweep_row(p, line, None, None, None)
     assert (bare.efficiency, bare.efficiency_min, bare.efficiency_max, bare.top_token) == (None, None, None, None)
+    assert bare.verdict is None  # no decode-time model, no verdict
 
 
 def test_top_answer_is_the_most_probable_candidate():
@@ -187,19 +192,33 @@ def test_verdict_sentences():
     analysis = memory_bound.analyse(pts)
     ref = BandwidthReference(40.0, "this host's CPU read", host_cpu=True)
     answers = {n: TopAnswer("' Paris'", pct) for n, pct in (("q8_0", 60.0), ("f16", 61.0), ("f32", 61.0))}
-    row = sweep_row(pts[3], analysis["verdicts"]["f32"], ref.gbs, answers["f32"])
+    verdicts = {"tiny": decodetime.COMPUTE, "q8_0": decodetime.COMPUTE, "f16": decodetime.MIXED, "f32": decodetime.MEMORY}
+    row = sweep_row(pts[3], analysis["line"]["f32"], verdicts["f32"], ref.gbs, answers["f32"])
     assert row.effective == pytest.approx(539.8e6 * 50 / 1e9)  # 26.99 GB/s
     assert row.efficiency == pytest.approx(100 * 26.99 / 40)
-    assert row.verdict == memory_bound.MEMORY and row.on_line == "yes" and row.cache_resident == "no"
-    tiny = sweep_row(pts[0], analysis["verdicts"]["tiny"], ref.gbs, None)
-    assert tiny.cache_resident == "yes" and tiny.verdict == "cache-resident" and tiny.on_line is None
-    text = " ".join(verdict_sentences(pts, analysis, answers, ref, 32 * 2**20, "The capital of France is"))
-    assert "From f32 to f16" in text and "memory-bound" in text and "partly memory-bound" in text
+    assert row.verdict == decodetime.MEMORY and row.on_line == "yes" and row.cache_resident == "no"
+    tiny = sweep_row(pts[0], analysis["line"]["tiny"], verdicts["tiny"], ref.gbs, None)
+    assert tiny.cache_resident == "yes" and tiny.verdict == decodetime.COMPUTE and tiny.on_line is None
+    text = " ".join(verdict_sentences(pts, analysis, answers, ref, 32 * 2**20, "The capital of France is", verdicts))
+    # f16 → f32: 1.99 × the bytes, 1.98 × as fast (flat); q8_0 → f16: 1.87 × the bytes, 1.42 × as fast
+    assert "From f32 to f16" in text and "tokens/s followed 1 ÷ bytes." in text
+    assert "From f16 to q8_0 the bytes per token shrank 1.87 × and decode got 1.42 × as fast" in text
+    assert "faster, but by less than the bytes shrank." in text
     assert "tiny: the weights fit in the 32 MiB last-level cache" in text
     assert "The same top token at every width" in text and "random weights" not in text
-    assert "through f16, f32" in text and "Verdict:" in text
+    assert "through f16, f32" in text and "the line's bandwidth at 26.9 GB/s" in text
     assert "The answer after 'The capital of France is': q8_0 ' Paris' (60.0%)" in text
+    # One verdict per width, the decode-time model's, in one sentence; the steps and the line name none.
+    assert ("Verdict, the decode-time model's (below: the term each width's step waits on, named where every fit "
+            "agrees): compute-bound: tiny, q8_0; mixed: f16; memory-bound: f32.") in text
+    assert text.count("memory-bound") == 1 and text.count("compute-bound") == 1
+    assert "partly" not in text and " B = " not in text and "B ÷ bytes" not in text
     assert math.isfinite(analysis["fit"]["gbs"])
+    # Without the model: no verdict, and why.
+    bare = " ".join(verdict_sentences(pts, analysis, answers, ref, 32 * 2**20, "x", {},
+                                      "the three terms need at least 3 models; 2 measured"))
+    assert "No verdict per width: the decode-time model could not be fitted (the three terms need at least 3" in bare
+    assert "memory-bound" not in bare and "compute-bound" not in bare
 
 
 def test_fit_rows_share_one_reference():
@@ -269,11 +288,222 @@ def test_a_model_its_steps_and_its_row():
 
 def test_a_step_row_and_the_published_figures_in_the_models_terms():
     st = {"narrow": "q4", "wide": "q8", "bytes_ratio": 1.8, "speedup": 1.5, "gbs_ratio": 0.83, "allowance": 0.12,
-          "cache_resident": False, "verdict": memory_bound.PARTLY}
-    assert cells([step_row(st)]) == [["q4", "q8", 1.8, 1.5, 0.83, 12.0, "no", memory_bound.PARTLY]]
+          "cache_resident": False, "outcome": memory_bound.LESS}
+    assert cells([step_row(st)]) == [["q4", "q8", 1.8, 1.5, 0.83, 12.0, "no", "faster, by less than the bytes"]]
+    assert columns(StepRow)[-1] == ("speed-up against the bytes", "")  # a description, not a verdict column
     # 7.16 GB ÷ 273 GB/s = 26.23 ms to read the weights, of 1000 ÷ 33.2 = 30.12 ms a token: 87% of it.
     row = spark_explained(spark_terms())
     assert row.model == PUBLISHED_LABEL and row.memory_ms == pytest.approx(26.2271, abs=1e-4)
     assert row.step_ms == pytest.approx(1000 / 33.2) and row.measured == 33.2
     assert row.memory_share == pytest.approx(100 * 26.2271 / (1000 / 33.2), abs=1e-2) and row.waits_on == "memory-bound"
     assert row.step_1 is None and row.predicted is None and row.error_percent is None
+
+
+# --- the crossover, the slope in words, the plot and the conclusion ------------------------------------
+
+# The course's six shapes (MB, M parameters, blocks) as in test_a_verdict_that_one_model_turns_over_is_shown_mixed:
+# bytes per parameter 96.6 ÷ 134.5 = 0.718, 143 ÷ 134.5 = 1.0632, 269.1 ÷ 134.5 = 2.0007, 538.1 ÷ 134.5 = 4.0007,
+# 224.1 ÷ 210.8 = 1.0631, 985.7 ÷ 927.5 = 1.0627.
+SHAPES = [("q4_1", "Q4_1", 96.6e6, 134.5e6, 30), ("q8_0", "Q8_0", 143.0e6, 134.5e6, 30),
+          ("f16", "F16", 269.1e6, 134.5e6, 30), ("f32", "ALL_F32", 538.1e6, 134.5e6, 30),
+          ("medium", "Q8_0", 224.1e6, 210.8e6, 16), ("large", "Q8_0", 985.7e6, 927.5e6, 18)]
+
+
+def _crossover(terms: decodetime.Terms):
+    """The six shapes, their steps made from `terms`, judged by `terms` alone (no leave-one-out fit): each model's
+    side is its bytes per parameter against B × c."""
+    widths = [decodetime.Width(n, b, p, t, {1: decodetime.predict(terms, n, b, p, L).step_ms}, L)
+              for n, t, b, p, L in SHAPES]
+    fits = {w.name: None for w in widths}
+    rows = explained(widths, terms, (), fits)
+    return crossover_of(widths, terms, fits, rows), widths, rows
+
+
+def test_the_crossover_and_each_models_side():
+    """B = 50 GB/s and c = 25 ps: 25 ps of arithmetic per parameter is the time 50 GB/s takes to read 1.25 bytes."""
+    cross, widths, rows = _crossover(decodetime.Terms(50.0, 25.0, 0.08, ()))
+    assert cross.bytes_per_param == pytest.approx(1.25) and (cross.low, cross.high) == (cross.bytes_per_param,) * 2
+    assert cross.byte_ps == pytest.approx(20.0)  # 1 ÷ 50 GB/s
+    side = {s.model: (round(s.bytes_per_param, 4), s.waits_on) for s in cross.sides}
+    assert side == {"q4_1": (0.7182, "compute-bound"), "q8_0": (1.0632, "compute-bound"), "f16": (2.0007, "memory-bound"),
+                    "f32": (4.0007, "memory-bound"), "medium": (1.0631, "compute-bound"), "large": (1.0627, "compute-bound")}
+    assert [r.waits_on for r in rows] == [side[w.name][1] for w in widths]  # the table's verdicts, the same
+    # c = 10 ps moves the crossover to 0.5 bytes per parameter, below every model: every one waits on memory
+    low, _, _ = _crossover(decodetime.Terms(50.0, 10.0, 0.08, ()))
+    assert low.bytes_per_param == pytest.approx(0.5) and {s.waits_on for s in low.sides} == {"memory-bound"}
+
+
+def test_the_model_notes_state_the_crossover_and_the_published_rule():
+    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
+    cross, _, rows = _crossover(terms)
+    notes = " ".join(model_notes(rows, terms, None, spark_terms(), (2, 4), None, cross))
+    assert "at B × c = 50 GB/s × 25 ps = 1.25 bytes per parameter. A model storing more" in notes
+    assert ("Here (bytes per parameter): memory-bound f16 (2), f32 (4); compute-bound q4_1 (0.718), q8_0 (1.06), "
+            "medium (1.06), large (1.06).") in notes
+    # the Spark: 0.4178 ms ÷ 6.74e9 parameters = 0.062 ps; 273 GB/s × 0.062 ps = 0.0169; 7.16 ÷ 6.74 = 1.06, 62.8×
+    assert ("prefill's rate gives 0.062 ps of arithmetic per parameter, so its crossover is 273 GB/s × 0.062 ps = 0.017 "
+            "bytes per parameter (a lower bound, as that arithmetic is); the specimen stores 1.06, 62.8× the "
+            "crossover.") in notes
+    # one value per letter: B and c are this run's alone (50 GB/s and 25 ps), never the Spark's
+    assert set(re.findall(r"(?<!× )\bc = ([0-9.]+ ps)", notes)) == {"25 ps"} and "B = 273" not in notes
+
+
+class _Page:
+    def __init__(self):
+        self.plots, self.notes = [], []
+
+    def table(self, *a, **kw):
+        raise AssertionError("no table expected")
+
+    def plot(self, name, title, x_label, y_label, series, **kw):
+        self.plots.append(series)
+
+    def note(self, text):
+        self.notes.append(text)
+
+
+def test_the_plot_draws_the_crossover_of_the_shape_most_widths_share():
+    """At 134.5 M parameters in 30 blocks, B × c = 1.25 bytes per parameter is 168.125 MB per token; below it the
+    model's step is 30 × 0.08 + 134.5 M × 25 ps = 2.4 + 3.3625 ms, 173.5 tokens/s, and at 538.1 MB it is
+    2.4 + 10.762 ms, 75.98 tokens/s."""
+    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
+    cross, widths, _ = _crossover(terms)
+    points = [memory_bound.make_point(w.name, w.weight_bytes, [1e3 / w.step_ms[1]], None, n_params=int(w.n_params))
+              for w in widths]
+    page = _Page()
+    plot_decode_vs_bytes(page, points, memory_bound.analyse(points)["fit"], None, cross, widths)
+    (series,) = page.plots
+    curve, marker = series[-2:]
+    assert marker.label == "crossover B × c = 1.25 bytes per parameter (168 MB at 134.5 M parameters)"
+    assert marker.x == [pytest.approx(168.125)] * 2 and marker.style == "dashed"
+    every_y = [y for s in series[:-2] for y in (*s.y, *(s.y_min or []), *(s.y_max or []))]
+    assert marker.y == [min(every_y), max(every_y)]  # spans what is drawn, no further
+    assert curve.label == "decode-time model at 134.5 M parameters in 30 blocks"
+    (at,) = [y for x, y in zip(curve.x, curve.y, strict=True) if x == pytest.approx(168.125)]
+    assert at == pytest.approx(1e3 / 5.7625)
+    # out to twice the published 7,160 MB: 14,320 MB read at 50 GB/s in 286.4 ms, + 2.4 ms
+    assert curve.x[-1] == pytest.approx(14_320) and curve.y[-1] == pytest.approx(1e3 / (2.4 + 286.4))
+    assert min(curve.x) == pytest.approx(96.6 / 2) and curve.y[0] == pytest.approx(1e3 / 5.7625)  # flat below
+    # without the model's terms, neither is drawn
+    bare = _Page()
+    plot_decode_vs_bytes(bare, points, None, None)
+    assert not any("crossover" in s.label or "decode-time" in s.label for s in bare.plots[0])
+
+
+@pytest.mark.parametrize("slope, words", [
+    ({"slope": -1.05, "se": 0.05, "n": 4}, ("2^k = 0.48, within two standard errors of −1 (1.0): the speeds are "
+                                            "consistent with each width waiting on its bytes.")),
+    ({"slope": -0.808, "se": 0.086, "n": 5}, ("2^k = 0.57, 2.2 standard errors from −1 and 9.4 from 0: the time per "
+                                              "token grows with the bytes but by less than in proportion")),
+    ({"slope": -0.05, "se": 0.1, "n": 3}, "within two standard errors of 0 (0.5): the speeds barely follow the bytes."),
+    ({"slope": -0.5, "se": 0.5, "n": 3}, "within two standard errors of both −1 and 0, too uncertain"),
+    ({"slope": -1.5, "se": 0.1, "n": 4}, "5.0 standard errors steeper than −1: tokens/s fell faster than the bytes"),
+    ({"slope": 0.5, "se": 0.1, "n": 3}, "5.0 standard errors above 0: more bytes were faster"),
+    ({"slope": -1.0, "se": None, "n": 2}, "two widths give no standard error"),
+])
+def test_the_slope_in_words(slope, words):
+    note = slope_note(slope)
+    assert note.startswith(f"Free log-log slope over the {slope['n']} widths beyond the cache: tokens/s ∝ bytes^k")
+    assert "A slope of −1 would mean every width waits on its bytes alone" in note and words in note
+    assert len(re.findall(r"(?<!\^)k = ", note)) == 1  # one value of k on the page: the measured one (2^k is not k)
+    # only a slope near −1 says the speeds follow the bytes
+    assert ("consistent with each width waiting on its bytes" in note) == (words.endswith("waiting on its bytes."))
+
+
+def test_the_conclusion_follows_the_numbers():
+    """The same six shapes under three sets of terms: each moves the crossover, and the sentences move with it."""
+    spark = spark_terms()
+    text = conclusion(_crossover(decodetime.Terms(50.0, 25.0, 0.08, ()))[0], "", spark)
+    assert text[0] == ("Conclusion. On this machine reading one byte takes 1 ÷ B = 20 ps (B = 50 GB/s) and one "
+                       "parameter's arithmetic c = 25 ps, so reading a parameter's weights takes as long as its "
+                       "arithmetic at B × c = 1.25 bytes per parameter.")
+    assert text[1] == ("Decode waits on memory where a model stores more than 1.25 bytes per parameter: f16 (2), f32 "
+                       "(4); their weights take longer to read than their arithmetic takes.")
+    assert text[2] == ("It waits on the arithmetic where a model stores 1.25 bytes per parameter or fewer: q4_1 (0.718), "
+                       "q8_0 (1.06), medium (1.06), large (1.06); their weights arrive before the arithmetic on them is "
+                       "done.")
+    assert text[3] == "Whichever term a step waits on, it also pays f = 0.08 ms per block (the graph's operations and the threads' waits)."
+    assert text[4].startswith("The published DGX Spark figures in the same terms:")
+    # f16 (2.0007 bytes per parameter) crosses at 2.0007 ÷ 25 ps = 80.03 GB/s, 1.6 × B; q8_0, the widest of the
+    # compute-bound ones (1.0632), at 1.0632 ÷ 50 GB/s = 21.26 ps, 25 ÷ 21.26 = 1.2 × as fast
+    assert text[5] == ("To move f16 (2 bytes per parameter) onto the arithmetic: store it in 1.25 bytes per parameter or "
+                       "fewer (a narrower width), or read memory at 80 GB/s or more (1.6× B, with c as it is).")
+    assert text[6].startswith("To move q8_0 (1.06 bytes per parameter) onto memory: arithmetic under 21.3 ps per "
+                              "parameter (1.2× as fast")
+    assert len(text) == 7
+    # c = 10 ps: the crossover falls to 0.5, below every model; no sentence may name one that waits on arithmetic
+    fast = conclusion(_crossover(decodetime.Terms(50.0, 10.0, 0.08, ()))[0], "", spark)
+    assert "B × c = 0.5 bytes per parameter." in fast[0]
+    assert fast[2] == ("No model measured here waits on the arithmetic under every fit (that takes 0.5 bytes per "
+                       "parameter or fewer).")
+    assert not any("onto memory" in s or "It waits on the arithmetic where" in s for s in fast)
+    # q4_1, now the nearest (0.718), crosses at 0.7182 ÷ 10 ps = 71.8 GB/s
+    assert "To move q4_1 (0.718 bytes per parameter) onto the arithmetic" in " ".join(fast)
+    assert "read memory at 71.8 GB/s or more" in " ".join(fast)
+    # c = 100 ps: 5 bytes per parameter, above every model: none waits on memory, and none is moved onto arithmetic
+    slow = conclusion(_crossover(decodetime.Terms(50.0, 100.0, 0.08, ()))[0], "", spark)
+    assert slow[1] == ("No model measured here waits on memory under every fit (that takes more than 5 bytes per "
+                       "parameter).")
+    assert not any("onto the arithmetic" in s or "Decode waits on memory where" in s for s in slow)
+    assert "To move f32 (4 bytes per parameter) onto memory: arithmetic under 80 ps per parameter" in " ".join(slow)
+
+
+def test_the_conclusion_says_how_well_the_model_predicted():
+    """The verdicts rest on the model: the conclusion says how many models the others' terms predicted within ±15%."""
+    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
+    cross, _, rows = _crossover(terms)
+    untested = conclusion(cross, "", spark_terms(), None, rows)  # no leave-one-out fit: nothing predicted
+    assert ("With 6 models none can be left out to test the model on one it has not seen, so these verdicts are "
+            "untested.") in untested
+    within = [dataclasses.replace(r, error_percent=e) for r, e in zip(rows, (2.0, -15.0, 3.0, 1.0, -4.0, 0.5), strict=True)]
+    assert ("The model behind these verdicts predicted each of the 6 models within ±15% from the others' terms."
+            in conclusion(cross, "", spark_terms(), None, within))
+    missed = [dataclasses.replace(r, error_percent=e) for r, e in zip(rows, (2.0, 36.0, -24.0, 1.0, -4.0, 0.5), strict=True)]
+    text = conclusion(cross, "", spark_terms(), None, missed)
+    assert ("The model behind these verdicts predicted 4 of 6 models within ±15% from the others' terms (the furthest, "
+            "q8_0, at +36%): they are this run's best reading, not a settled one.") in text
+    assert not any("predicted each of" in s for s in text)
+    assert len(conclusion(cross, "", spark_terms())) == len(text) - 1  # without rows, no such sentence
+
+
+def test_a_mixed_model_is_said_to_sit_at_the_crossover():
+    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
+    cross = Crossover(1.25, 1.0, 1.3, terms, (Side("q4", 0.7, "compute-bound"), Side("q8", 1.06, "mixed"),
+                                              Side("f16", 2.0, "memory-bound")))
+    text = " ".join(conclusion(cross, "", spark_terms()))
+    assert "(1–1.3 across the run's fit and those that leave one model out)" in text
+    assert ("Mixed, between 1 and 1.3 bytes per parameter where the fits disagree: q8 (1.06); this run cannot tell "
+            "which term is larger.") in text
+    assert "q8 sit at the crossover" in text and "To move q4 (0.7 bytes per parameter) onto memory" in text
+    assert "No model" not in text
+
+
+def test_without_the_model_the_conclusion_says_what_it_cannot_say():
+    page = _Page()
+    show_conclusion(page, None, "the three terms need at least 3 models; 2 measured", spark_terms())
+    assert page.notes[0] == ("Conclusion: this run cannot say where its decode waits on memory and where on the "
+                             "arithmetic: the decode-time model could not be fitted (the three terms need at least 3 "
+                             "models; 2 measured). Measure at least 4 models (three terms, and one model left out to "
+                             "test them).")
+    assert len(page.notes) == 2 and page.notes[1].startswith("The published DGX Spark figures")
+    assert not any("waits on memory where" in n or "To move" in n for n in page.notes)
+
+
+def test_the_published_figures_under_the_same_rule():
+    """273 GB/s reads a byte in 3.66 ps; 0.062 ps of arithmetic per parameter; 1.06 bytes per parameter is 62.8 × the
+    crossover of 0.0169: memory-bound, 87% of its step reading. This machine's decode ÷ prefill, when measured, beside."""
+    spark = spark_terms()
+    assert spark["crossover"] == pytest.approx(273 * (1e3 / 2393.5) / 6.74e9 * 1e9 * 1e-3, rel=1e-9)
+    info = ModelInfo("q4", 100_000_000, 60_000_000, "Q4_1")
+    runs = [ModelRun(info, [], TopAnswer("x", 1.0), {}, [500.0] * 5), ModelRun(info, [], TopAnswer("x", 1.0), {}, [1000.0] * 5)]
+    prefill = prefill_rows(runs, decodetime.Terms(50.0, 25.0, 0.1, ()))  # 2.5 ms ÷ 2 ms = 1.25×, ÷ 1 ms = 2.5×
+    sentence = spark_sentence(spark, prefill)
+    assert ("273 GB/s reads a byte in 3.66 ps and prefill's rate gives 0.062 ps of arithmetic per parameter (a lower "
+            "bound: decode's kernels are slower), a crossover of 0.017 bytes per parameter; the specimen's Q8_0 stores "
+            "1.06, 62.8× the crossover, so its decode is memory-bound, reading the weights taking 87% of its step.") in sentence
+    assert sentence.endswith("only if decode's arithmetic per token were more than 62.8× prefill's; on this machine it "
+                             "was 1.2–2.5×.")
+    # figures whose arithmetic outweighs the read: compute-bound, and no sentence about what would make it so
+    flipped = {**spark, "memory_ms": 0.1, "crossover": 2.0}
+    other = spark_sentence(flipped, [])
+    assert "so its decode is compute-bound" in other and "would wait on the arithmetic only if" not in other

@@ -83,7 +83,8 @@ def lesson_seed_base() -> int:
 
 
 def test_verdicts_follow_the_rules(result, lesson):
-    """The verdict column is memory_bound.analyse of the recorded points, nothing else."""
+    """The sweep's line is memory_bound.analyse of the recorded points, and its verdict column is the decode-time
+    model's: the waits-on column of the model's table, one verdict per width, and the same in the sweep's sentence."""
     t = result.table("sweep")
     rows = measured_rows(result)
     llc = {r[0]: r[col(t, "cache-resident")] == "yes" for r in rows}
@@ -95,11 +96,19 @@ def test_verdicts_follow_the_rules(result, lesson):
         p["cache_resident"] = llc[r[0]]
         points.append(p)
     analysis = memory_bound.analyse(points)
+    model = result.table("decode_model")
+    waits = {r[0]: r[col(model, "waits on")] for r in model.rows}
     for r in rows:
-        assert r[col(t, "verdict")] == analysis["verdicts"][r[0]]["verdict"]
+        assert r[col(t, "on the line")] == ("yes" if analysis["line"][r[0]]["on_line"] else "no")
+        assert r[col(t, "verdict")] == waits[r[0]]
     fit = result.table("bandwidth_fit").rows[0]
-    assert fit[1] == pytest.approx(analysis["fit"]["gbs"])
-    assert "Verdict:" in " ".join(t.notes)
+    assert fit[1] == pytest.approx(analysis["fit"]["gbs"]) and fit[0].startswith("the line's bandwidth")
+    (verdict,) = [n for n in t.notes if n.startswith("Verdict")]
+    for v in set(waits.values()):
+        assert f"{v}: {', '.join(n for n in waits if waits[n] == v and 'published' not in n)}" in verdict
+    # the steps name no verdict
+    steps = result.table("steps")
+    assert not any("bound" in str(r[-1]) for r in steps.rows)
 
 
 def test_bandwidth_is_the_runs(result):
@@ -232,8 +241,12 @@ def test_main_sweep_on_hand_made_answers(lesson):
     for name, (a, b) in expect.items():
         assert (q8_row[col(t, name)], f16_row[col(t, name)]) == pytest.approx((a, b), abs=1e-3), name
     assert q8_row[col(t, "top token")] == f16_row[col(t, "top token")] == "' Paris'"
-    # 200e6 ÷ 106.25e6 = 1.882 × the bytes for 90 ÷ 45 = 2 × the speed, within the 25% spread: memory-bound.
-    assert q8_row[col(t, "verdict")] == f16_row[col(t, "verdict")] == memory_bound.MEMORY
+    # Two models are too few for the decode-time model's three terms: no verdict, and the sweep says why.
+    assert q8_row[col(t, "verdict")] is None and f16_row[col(t, "verdict")] is None
+    assert ("No verdict per width: the decode-time model could not be fitted (the three terms need at least 3 "
+            "models; 2 measured)") in " ".join(t.notes)
+    assert "decode_model" not in {x.name for x in result.tables}
+    assert result.notes[0].startswith("Conclusion: this run cannot say where its decode waits on memory")
     assert pub_row[col(t, "effective")] == pytest.approx(237.712)
     eff = {m.settings["preset"]: m.samples for m in result.measurements if m.name == "decode_efficiency"}
     # Each sample: 80 × 106.25e6 ÷ 12e9 = 70.83%, 100 × 106.25e6 ÷ 12e9 = 88.54%; 40 × 2e8 ÷ 12e9 = 66.67%, 83.33%.
@@ -244,6 +257,8 @@ def test_main_sweep_on_hand_made_answers(lesson):
     steps = result.table("steps").rows
     assert len(steps) == 1 and steps[0][:2] == [q8, f16]
     assert steps[0][2:5] == pytest.approx([200 / 106.25, 2.0, 2.0 / (200 / 106.25)])
+    # 200e6 ÷ 106.25e6 = 1.882 × the bytes for 90 ÷ 45 = 2 × the speed, within the 25% spread: followed the bytes.
+    assert steps[0][-1] == memory_bound.FOLLOWS
 
     fit = result.table("bandwidth_fit").rows[0]
     # B = exp(mean of each point's mean ln effective GB/s) = ((8.5 × 10.625) × (8 × 10))^(1/4) = 7225^(1/4) = √85.
@@ -378,6 +393,23 @@ def test_main_decode_model_on_hand_made_step_times(lesson, in_turns):
     assert rows[big][col(t, "predicted ÷ measured − 1")] == pytest.approx(10.0, abs=2.0)
     assert [rows[n][col(t, "waits on")] for n in (q4, q8, f32, big)] == [
         "compute-bound", "memory-bound", "memory-bound", "compute-bound"]
+    # One verdict per width: the sweep's column is the model's.
+    sweep_t = result.table("sweep")
+    assert {r[0]: r[col(sweep_t, "verdict")] for r in measured_rows(result)} == {
+        n: rows[n][col(t, "waits on")] for n in (q4, q8, f32, big)}
+    # The crossover B × c (about 50 GB/s × 25 ps = 1.25 bytes per parameter) lies between q4_1's and large's 1 byte
+    # per parameter and q8_0's 2, as their verdicts say; the plot marks it at 100 M parameters × B × c.
+    found = re.search(r"B × c = ([0-9.]+) GB/s × ([0-9.]+) ps = ([0-9.]+) bytes per parameter", " ".join(t.notes))
+    gbs, ps, crossover = (float(v) for v in found.groups())
+    assert crossover == pytest.approx(gbs * ps / 1e3, rel=0.01) and 1.0 < crossover < 2.0
+    plot = next(p for p in result.plots if p.name == "decode_vs_bytes")
+    marker = next(s for s in plot.series if s.label.startswith("crossover"))
+    assert marker.x[0] == marker.x[1] == pytest.approx(100 * crossover, rel=0.01)
+    assert result.notes[1] == (f"Decode waits on memory where a model stores more than {crossover:.3g} bytes per "
+                               f"parameter: {q8} (2), {f32} (4); their weights take longer to read than their "
+                               f"arithmetic takes.")
+    assert result.notes[2].startswith(f"It waits on the arithmetic where a model stores {crossover:.3g} bytes per "
+                                      f"parameter or fewer: {q4} (1), {big} (1);")
     assert rows[f32][col(t, "read share")] > 75  # 8 of about 10 ms
     spark = rows[next(n for n in rows if "published" in n)]
     assert spark[col(t, "read the weights")] == pytest.approx(26.2271, abs=1e-4)
@@ -411,6 +443,35 @@ def test_an_old_recording_replays_without_the_model(lesson):
     assert server.left() == {}
     assert "decode_model" not in {t.name for t in result.tables} and "decode_model" not in result.facts
     assert "sample_plan" not in result.host_values and "plan" not in result.host_values
+
+
+def test_an_old_recording_of_four_models_gets_its_verdicts_without_a_fact(lesson):
+    """A recording made before the sample plan with four models (as both committed runs): no batches, so no fact for
+    `bytesup check`, but the terms fit on the steps at P = 1, so every width gets the model's verdict and the page its
+    crossover and conclusion. Steps from B = 50 GB/s, c = 25 ps and F = 2 ms (30 blocks): 4.5, 6, 10 and 27 ms."""
+    q4, q8, f32, big = "smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f32", "large-q8_0"
+    step = {q4: 4.5, q8: 6.0, f32: 10.0, big: 27.0}
+    servers = {f"preset-{n}": QueuedServer({"/completion": [_top(-0.3), _decode(32 * ms), _decode(32 * ms)]})
+               for n, ms in step.items()}
+    host_values = _sweep(_header(q4, 100_000_000, 100_000_000, "Q4_1"), _header(q8, 100_000_000, 200_000_000, "Q8_0"),
+                         _header(f32, 100_000_000, 400_000_000, "F32"), _header(big, 1_000_000_000, 1_000_000_000, "Q8_0"))
+    ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
+    ctx.local_server = lambda label, model, flags: contextlib.nullcontext(servers[label].server)
+    result = lesson.main(ctx)
+    assert all(s.left() == {} for s in servers.values())
+    assert "decode_model" not in result.facts and "sample_plan" not in result.host_values
+    assert not [m for m in result.measurements if m.name == "decode_tokens_per_s_per_sequence"]
+    t = result.table("decode_model")
+    waits = {r[0]: r[col(t, "waits on")] for r in t.rows if "published" not in r[0]}
+    assert waits == {q4: "compute-bound", q8: "memory-bound", f32: "memory-bound", big: "compute-bound"}
+    assert all(r[col(t, "step at P = 2")] is None for r in t.rows)
+    sweep_t = result.table("sweep")
+    assert {r[0]: r[col(sweep_t, "verdict")] for r in measured_rows(result)} == waits
+    assert result.notes[0].startswith("Conclusion. On this machine reading one byte takes 1 ÷ B = ")
+    assert ("The model behind these verdicts predicted each of the 4 models within ±15% from the others' terms."
+            in result.notes)
+    assert any(n.startswith("Decode waits on memory where a model stores more than") and f"{q8} (2), {f32} (4)" in n
+               for n in result.notes)
 
 
 def test_batch_bodies(lesson):

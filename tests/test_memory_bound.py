@@ -1,4 +1,5 @@
-"""The capstone's verdict rules on hand-made points, expected values worked by hand."""
+"""The capstone's description of its sweep (steps, the line, the slope) on hand-made points, expected values worked
+by hand. It names no verdict: that is the decode-time model's (tests/test_decodetime.py)."""
 
 from __future__ import annotations
 
@@ -38,14 +39,14 @@ def test_point_effective_bandwidth_and_cache_mark():
 def test_steps_of_the_issue():
     steps = {s["narrow"]: s for s in sweep.width_steps(_smollm2())}
     # f16 -> f32: 539.8/270.9 = 1.993 × the bytes, 99/50 = 1.98 × the speed: flat effective GB/s.
-    assert steps["f16"]["verdict"] == sweep.MEMORY
+    assert steps["f16"]["outcome"] == sweep.FOLLOWS
     assert steps["f16"]["bytes_ratio"] == pytest.approx(1.9926, rel=1e-4)
     assert steps["f16"]["speedup"] == pytest.approx(1.98)
-    # q8_0 -> f16: 1.871 × the bytes, only 141/99 = 1.424 × faster: partly memory-bound.
-    assert steps["q8_0"]["verdict"] == sweep.PARTLY
+    # q8_0 -> f16: 1.871 × the bytes, only 141/99 = 1.424 × faster: faster by less than the bytes.
+    assert steps["q8_0"]["outcome"] == sweep.LESS
     assert steps["q8_0"]["gbs_ratio"] == pytest.approx(1.4242 / 1.8708, rel=1e-3)
-    # q4_1 -> q8_0: fewer bytes, but 125 < 141 tokens/s: compute-bound.
-    assert steps["q4_1"]["verdict"] == sweep.COMPUTE
+    # q4_1 -> q8_0: fewer bytes, but 125 < 141 tokens/s: no faster.
+    assert steps["q4_1"]["outcome"] == sweep.NOT_FASTER
     assert steps["q4_1"]["speedup"] == pytest.approx(125 / 141)
 
 
@@ -53,12 +54,12 @@ def test_step_inconclusive_when_spread_exceeds_the_ratio():
     # 60, 80, 100, 120, 140: quartiles 80 and 120, a robust spread of 40 ÷ 100 = 40%
     a = sweep.make_point("narrow", 100 * MB, [60.0, 80.0, 100.0, 120.0, 140.0], None, n_params=1)
     b = sweep.make_point("wide", 120 * MB, [90.0, 95.0, 95.0, 95.0, 100.0], None, n_params=1)
-    step = sweep.step_verdict(a, b)
+    step = sweep.step_outcome(a, b)
     # allowance 0.4: flat (|ln(1.0526/1.2)| = 0.131 <= ln 1.4 = 0.336) and not faster (1.0526 <= 1.4).
-    assert step["allowance"] == pytest.approx(0.4) and step["verdict"] == sweep.INCONCLUSIVE
+    assert step["allowance"] == pytest.approx(0.4) and step["outcome"] == sweep.UNCLEAR
 
 
-def test_one_stalled_sample_is_flagged_and_changes_no_verdict():
+def test_one_stalled_sample_is_flagged_and_changes_no_outcome():
     """The fresh run of issue 26: q8_0 at 93.6 (7.4–94.5) tokens/s made a ±1,172% allowance. The same
     rows with the 7.4 and without it give the same steps, each judged within ±10%."""
     mb = {"q4_1": 96.6, "q8_0": 143.0, "f16": 269.1}
@@ -72,10 +73,10 @@ def test_one_stalled_sample_is_flagged_and_changes_no_verdict():
     quiet = [sweep.make_point(n, mb[n] * MB, [v for v in vals if v != 7.4], None, n_params=1)
              for n, vals in (("q4_1", q4), ("q8_0", q8), ("f16", f16))]
     with_it, without = sweep.width_steps(stalled), sweep.width_steps(quiet)
-    assert [s["verdict"] for s in with_it] == [s["verdict"] for s in without]
+    assert [s["outcome"] for s in with_it] == [s["outcome"] for s in without]
     assert [s["allowance"] for s in with_it] == [0.1, 0.1]
-    verdict = {n: (v["verdict"], v["on_line"]) for n, v in sweep.analyse(stalled)["verdicts"].items()}
-    assert verdict == {n: (v["verdict"], v["on_line"]) for n, v in sweep.analyse(quiet)["verdicts"].items()}
+    placed = {n: v["on_line"] for n, v in sweep.analyse(stalled)["line"].items()}
+    assert placed == {n: v["on_line"] for n, v in sweep.analyse(quiet)["line"].items()}
     # the old rule, max ÷ min − 1, would have judged the q8_0 steps within ±1,177%
     assert sweep.relative_range(q8) == pytest.approx(94.5 / 7.4 - 1)
 
@@ -83,7 +84,7 @@ def test_one_stalled_sample_is_flagged_and_changes_no_verdict():
 def test_step_faster_than_the_bytes():
     a = sweep.make_point("narrow", 100 * MB, [300.0], None, n_params=1)
     b = sweep.make_point("wide", 200 * MB, [100.0], None, n_params=1)
-    assert sweep.step_verdict(a, b)["verdict"] == sweep.FASTER  # 3 × faster for 2 × fewer bytes
+    assert sweep.step_outcome(a, b)["outcome"] == sweep.FASTER  # 3 × faster for 2 × fewer bytes
 
 
 def test_steps_only_between_widths_of_one_model():
@@ -93,14 +94,14 @@ def test_steps_only_between_widths_of_one_model():
 
 
 def test_fit_is_the_geometric_mean_of_effective_bandwidth():
-    # Two exact points at 20 and 45 GB/s: B = sqrt(20 × 45) = 30 GB/s, equal weight for each.
+    # Two exact points at 20 and 45 GB/s: the line's bandwidth sqrt(20 × 45) = 30 GB/s, equal weight for each.
     pts = [sweep.make_point("a", 10 * MB, [2000.0], None), sweep.make_point("b", 1000 * MB, [45.0], None)]
     fit = sweep.fit_bandwidth(pts)
     assert fit["gbs"] == pytest.approx(30.0)
     # One standard error: sd of ln 20, ln 45 over sqrt(2) = |ln 45 − ln 20| / 2.
     assert fit["u"] == pytest.approx(abs(math.log(45 / 20)) / 2)
     assert fit["gbs_low"] == pytest.approx(30 * math.exp(-fit["u"]))
-    # The smallest point does not dominate: swapping which one is small leaves B unchanged.
+    # The smallest point does not dominate: swapping which one is small leaves the line unchanged.
     swapped = [sweep.make_point("a", 1000 * MB, [20.0], None), sweep.make_point("b", 10 * MB, [4500.0], None)]
     assert sweep.fit_bandwidth(swapped)["gbs"] == pytest.approx(30.0)
     assert sweep.fit_bandwidth([]) is None
@@ -125,26 +126,25 @@ def test_slope():
 
 def test_analyse_the_issue_widths():
     out = sweep.analyse(_smollm2())
-    v = {k: x["verdict"] for k, x in out["verdicts"].items()}
-    assert v == {"q4_1": sweep.COMPUTE, "q8_0": sweep.PARTLY, "f16": sweep.MEMORY, "f32": sweep.MEMORY}
-    # The line goes through the memory-bound step's two widths: B = sqrt(26.82 × 26.99) GB/s.
+    assert [s["outcome"] for s in out["steps"]] == [sweep.NOT_FASTER, sweep.LESS, sweep.FOLLOWS]
+    # The line goes through the two widths of the step that followed the bytes: sqrt(26.82 × 26.99) GB/s.
     assert out["basis"] == ["f16", "f32"]
     assert out["fit"]["gbs"] == pytest.approx(math.sqrt(270.9 * 99 * 539.8 * 50) / 1e3, rel=1e-3)
-    assert out["verdicts"]["f32"]["on_line"] and out["verdicts"]["f16"]["on_line"]
-    assert out["verdicts"]["q4_1"]["on_line"] is False and out["verdicts"]["q4_1"]["residual"] < -0.5
+    assert out["line"]["f32"]["on_line"] and out["line"]["f16"]["on_line"]
+    assert out["line"]["q4_1"]["on_line"] is False and out["line"]["q4_1"]["residual"] < -0.5
+    assert all("verdict" not in x for x in out["line"].values())  # the line names no verdict
 
 
 def test_cache_resident_points_are_marked_and_kept_out_of_the_fit():
     # A 260 MiB last-level cache holds q4_1, q8_0 and f16 (258 MiB): only f32 is fitted.
     pts = _smollm2(llc=260 * 2**20)
     out = sweep.analyse(pts)
-    v = {k: x["verdict"] for k, x in out["verdicts"].items()}
-    assert v["q4_1"] == v["q8_0"] == v["f16"] == "cache-resident"
+    assert all(out["line"][k] == {"on_line": None, "residual": None} for k in ("q4_1", "q8_0", "f16"))
     assert out["basis"] == ["f32"] and out["fit"]["gbs"] == pytest.approx(
         math.exp(sum(math.log(539.8e6 * t / 1e9) for t in (49.0, 50.0, 51.0)) / 3))
     # The step into f32 still says what the data show, marked as touching the cache.
     step = next(s for s in out["steps"] if s["wide"] == "f32")
-    assert step["verdict"] == sweep.MEMORY and step["cache_resident"] is True
+    assert step["outcome"] == sweep.FOLLOWS and step["cache_resident"] is True
     # A cache-resident point far above the line does not drag the fit.
     fast = pts + [sweep.make_point("tiny", 5 * MB, [9000.0], 260 * 2**20, n_params=5)]
     assert sweep.analyse(fast)["fit"]["gbs"] == pytest.approx(out["fit"]["gbs"])
@@ -154,9 +154,11 @@ def test_points_judged_against_the_line():
     # A synthetic 1 GB q8_0 model at 20 GB/s lies below the 26.9 GB/s line of f16/f32; a 1.86 GB f16 at 27 on it.
     pts = _smollm2() + [_point("large-q8_0", 985.9 * MB, 20.0, n_params=9), _point("large-f16", 1855 * MB, 14.5, n_params=9)]
     out = sweep.analyse(pts)
-    v = {k: x["verdict"] for k, x in out["verdicts"].items()}
-    assert v["large-f16"] == sweep.MEMORY  # its step from large-q8_0 is partly; it is the wide end, on the line
-    assert v["large-q8_0"] == sweep.PARTLY  # 1.88 × the bytes, 1.38 × faster
+    line = out["line"]
+    assert line["large-f16"]["on_line"] is True  # 1855 MB × 14.5 = 26.9 GB/s
+    assert line["large-q8_0"]["on_line"] is False and line["large-q8_0"]["residual"] < -0.2  # 19.7 GB/s
+    step = next(s for s in out["steps"] if s["wide"] == "large-f16")
+    assert step["outcome"] == sweep.LESS  # 1.88 × the bytes, 1.38 × faster
     assert out["basis"] == ["f16", "f32"]
 
 
@@ -165,11 +167,11 @@ def test_no_memory_bound_step_fits_every_point_beyond_the_cache():
     out = sweep.analyse(pts)  # no parameter counts: no steps
     assert out["steps"] == [] and out["basis"] == ["a", "b", "c"]
     assert out["fit"]["gbs"] == pytest.approx((10 * 10 * 8) ** (1 / 3))
-    v = {k: x["verdict"] for k, x in out["verdicts"].items()}
-    # c: 8 vs 9.28 GB/s, −14% (|ln| = 0.148), beyond ±10% (0.0953) alone; but B's standard error over three
+    v = {k: x["on_line"] for k, x in out["line"].items()}
+    # c: 8 vs 9.28 GB/s, −14% (|ln| = 0.148), beyond ±10% (0.0953) alone; but the line's standard error over three
     # scattered points is u = sqrt(var(ln 10, ln 10, ln 8) ÷ 3) = 0.0744, and 0.0953 + 2u = 0.244 covers it.
     assert out["fit"]["u"] == pytest.approx(0.0744, abs=5e-4)
-    assert v == {"a": sweep.MEMORY, "b": sweep.MEMORY, "c": sweep.MEMORY}
+    assert v == {"a": True, "b": True, "c": True}
     far = sweep.make_point("d", 800 * MB, [8.0], None)  # 6.4 GB/s: |ln(6.4 / 9.28)| = 0.372 > 0.244
     assert sweep.on_line(far, out["fit"]) == (False, pytest.approx(6.4 / out["fit"]["gbs"] - 1))
 
@@ -188,7 +190,7 @@ def test_fitting_in_the_cache_is_not_enough_to_be_cache_resident():
 
 
 def test_on_the_line_allows_for_the_uncertainty_of_the_fitted_bandwidth():
-    # B = 11.49 GB/s known to u = 0.0376 (its standard error, in log space); a point reading 10.12 GB/s is
+    # A line at 11.49 GB/s known to u = 0.0376 (its standard error, in log space); a point reading 10.12 GB/s is
     # 11.9% below: beyond ±10% alone (ln 1.1 = 0.0953 < |ln(10.12/11.49)| = 0.1270) but within
     # ±10% widened by two standard errors (0.0953 + 0.0752 = 0.1705).
     fit = {"gbs": 11.49, "u": 0.0376}
@@ -204,8 +206,11 @@ def test_on_the_line_allows_for_the_uncertainty_of_the_fitted_bandwidth():
 
 def test_constants():
     assert sweep.GB == 1e9 and sweep.TOLERANCE == 0.10
-    assert (sweep.MEMORY, sweep.COMPUTE, sweep.PARTLY, sweep.FASTER, sweep.INCONCLUSIVE) == (
-        "memory-bound", "compute-bound", "partly memory-bound", "faster than the bytes", "inconclusive")
+    assert (sweep.FOLLOWS, sweep.NOT_FASTER, sweep.LESS, sweep.FASTER, sweep.UNCLEAR) == (
+        "followed the bytes", "no faster", "faster, by less than the bytes", "faster than the bytes",
+        "too spread to tell")
+    # the outcomes describe a speed-up and name no verdict
+    assert not any("bound" in o for o in (sweep.FOLLOWS, sweep.NOT_FASTER, sweep.LESS, sweep.FASTER, sweep.UNCLEAR))
 
 
 def test_spread_by_hand():
@@ -243,31 +248,31 @@ def _one(name, mbytes, tps, n_params=1, llc=None, memory_gbs_max=None):
     return sweep.make_point(name, mbytes * MB, [tps], llc, n_params=n_params, memory_gbs_max=memory_gbs_max)
 
 
-def test_step_verdict_by_hand():
-    # 100 MB at 200/s, 200 MB at 100/s: R = 2, S = 2, effective GB/s 20 and 20: memory-bound
-    step = sweep.step_verdict(_one("n", 100, 200.0), _one("w", 200, 100.0))
+def test_step_outcome_by_hand():
+    # 100 MB at 200/s, 200 MB at 100/s: R = 2, S = 2, effective GB/s 20 and 20: followed the bytes
+    step = sweep.step_outcome(_one("n", 100, 200.0), _one("w", 200, 100.0))
     assert step == {"narrow": "n", "wide": "w", "bytes_ratio": 2.0, "speedup": 2.0, "gbs_ratio": 1.0, "allowance": 0.1,
-                    "verdict": sweep.MEMORY, "cache_resident": False}
+                    "outcome": sweep.FOLLOWS, "cache_resident": False}
     # the edges are inside: |ln(S ÷ R)| = ln 1.25 with a tolerance of 0.25 is flat (S = 2.5, R = 2)
-    assert sweep.step_verdict(_one("n", 100, 250.0), _one("w", 200, 100.0), tolerance=0.25)["verdict"] == sweep.MEMORY
-    # ... and S = 1.25 = 1 + 0.25 is "not faster" (R = 4, far from flat): compute-bound
-    assert sweep.step_verdict(_one("n", 100, 125.0), _one("w", 400, 100.0), tolerance=0.25)["verdict"] == sweep.COMPUTE
-    # S = 1.5 < R = 4 beyond both edges: partly; S = 6 > R = 4 (S ÷ R = 1.5 > 1.25): faster than the bytes
-    assert sweep.step_verdict(_one("n", 100, 150.0), _one("w", 400, 100.0), tolerance=0.25)["verdict"] == sweep.PARTLY
-    assert sweep.step_verdict(_one("n", 100, 600.0), _one("w", 400, 100.0), tolerance=0.25)["verdict"] == sweep.FASTER
+    assert sweep.step_outcome(_one("n", 100, 250.0), _one("w", 200, 100.0), tolerance=0.25)["outcome"] == sweep.FOLLOWS
+    # ... and S = 1.25 = 1 + 0.25 is "not faster" (R = 4, far from flat): no faster
+    assert sweep.step_outcome(_one("n", 100, 125.0), _one("w", 400, 100.0), tolerance=0.25)["outcome"] == sweep.NOT_FASTER
+    # S = 1.5 < R = 4 beyond both edges: faster by less; S = 6 > R = 4 (S ÷ R = 1.5 > 1.25): faster than the bytes
+    assert sweep.step_outcome(_one("n", 100, 150.0), _one("w", 400, 100.0), tolerance=0.25)["outcome"] == sweep.LESS
+    assert sweep.step_outcome(_one("n", 100, 600.0), _one("w", 400, 100.0), tolerance=0.25)["outcome"] == sweep.FASTER
     # the allowance is the widest of the tolerance and both robust spreads: the wide point's 0.5 here
     # (quartiles 75 and 125 of 50, 75, 100, 125, 150, ÷ 100)
     wide = sweep.make_point("w", 200 * MB, [50.0, 75.0, 100.0, 125.0, 150.0], None, n_params=1)
-    assert sweep.step_verdict(_one("n", 100, 200.0), wide)["allowance"] == 0.5
+    assert sweep.step_outcome(_one("n", 100, 200.0), wide)["allowance"] == 0.5
 
 
 def test_a_step_touching_the_cache_is_marked_from_either_end():
     llc = int(150 * MB)
     resident = _one("n", 100, 200.0, llc=llc)
     assert resident["cache_resident"]
-    assert sweep.step_verdict(resident, _one("w", 200, 100.0))["cache_resident"] is True
-    assert sweep.step_verdict(_one("n", 100, 200.0), _one("w", 140, 150.0, llc=llc))["cache_resident"] is True
-    assert sweep.step_verdict(_one("n", 100, 200.0), _one("w", 200, 100.0))["cache_resident"] is False
+    assert sweep.step_outcome(resident, _one("w", 200, 100.0))["cache_resident"] is True
+    assert sweep.step_outcome(_one("n", 100, 200.0), _one("w", 140, 150.0, llc=llc))["cache_resident"] is True
+    assert sweep.step_outcome(_one("n", 100, 200.0), _one("w", 200, 100.0))["cache_resident"] is False
 
 
 def test_width_steps_group_sort_and_order():
@@ -281,15 +286,16 @@ def test_width_steps_group_sort_and_order():
 
 
 def test_fit_through_three_points_by_hand():
-    # effective GB/s 10, 20 and 40 (100, 200 and 400 MB, 100 tokens/s each). tokens/s = B ÷ bytes with equal
-    # relative weight is least squares in log space: ln B = mean(ln 10, ln 20, ln 40) = ln 20, so B = 20 GB/s.
+    # effective GB/s 10, 20 and 40 (100, 200 and 400 MB, 100 tokens/s each). tokens/s = L ÷ bytes with equal
+    # relative weight is least squares in log space: ln L = mean(ln 10, ln 20, ln 40) = ln 20, so the line's
+    # bandwidth L = 20 GB/s (not the decode-time model's B).
     pts = [_one("a", 100, 100.0), _one("b", 200, 100.0), _one("c", 400, 100.0)]
     fit = sweep.fit_bandwidth(pts)
     assert fit["gbs"] == pytest.approx(20.0)
     # u: the logs are ln 20 − ln 2, ln 20, ln 20 + ln 2; their variance (over n − 1 = 2) is (ln 2)² = 0.480453,
     # ÷ n = 0.160151; one sample each adds nothing; u = √0.160151 = 0.400189
     assert fit["u"] == pytest.approx(0.400189, abs=1e-6)
-    # B × e^±u: e^0.400189 = 1.492106, so 20 ÷ 1.492106 = 13.40387 and 20 × 1.492106 = 29.84212
+    # L × e^±u: e^0.400189 = 1.492106, so 20 ÷ 1.492106 = 13.40387 and 20 × 1.492106 = 29.84212
     assert fit["gbs_low"] == pytest.approx(13.40387, abs=1e-4) and fit["gbs_high"] == pytest.approx(29.84212, abs=1e-4)
     assert fit["points"] == ["a", "b", "c"] and fit["n"] == 3
     # not the plain least squares of tokens/s against 1 ÷ bytes through the origin, which the narrowest
@@ -311,7 +317,7 @@ def test_fit_error_adds_the_points_own_scatter():
 
 def test_fit_error_of_a_point_with_two_samples():
     # samples 100 e^−0.1 and 100 e^0.1 at 100 MB: ln GB/s = ln 10 ± 0.1, variance (over 1) 0.02, ÷ 2 samples = 0.01;
-    # one point: nothing between points, u = √0.01 = 0.1, B = 10
+    # one point: nothing between points, u = √0.01 = 0.1, L = 10
     p = sweep.make_point("a", 100 * MB, [100 * math.exp(-0.1), 100 * math.exp(0.1)], None)
     fit = sweep.fit_bandwidth([p])
     assert fit["gbs"] == pytest.approx(10.0) and fit["u"] == pytest.approx(0.1)
@@ -351,7 +357,7 @@ def test_on_line_by_hand():
     # median 100 -> 25 GB/s, ln 1.25 = 0.223 ≤ ln 1.4 = 0.336
     wide = sweep.make_point("p", 250 * MB, [60.0, 80.0, 100.0, 120.0, 140.0], None)
     assert sweep.on_line(wide, fit)[0]
-    # B's own error widens it by 2u: 25 GB/s with u = 0.07: 0.0953 + 0.14 = 0.2353 ≥ 0.2231
+    # The line's own error widens it by 2u: 25 GB/s with u = 0.07: 0.0953 + 0.14 = 0.2353 ≥ 0.2231
     assert sweep.on_line(_one("p", 250, 100.0), {"gbs": 20.0, "u": 0.07})[0]
     assert not sweep.on_line(_one("p", 250, 100.0), {"gbs": 20.0, "u": 0.06})[0]  # 0.0953 + 0.12 = 0.2153 < 0.2231
     # symmetric in log space: 16 GB/s is ln 0.8 = −0.223 below
@@ -359,41 +365,42 @@ def test_on_line_by_hand():
 
 
 def test_analyse_line_through_a_memory_bound_step_and_points_off_it():
-    pts = [_one("m-100", 100, 200.0), _one("m-200", 200, 100.0),   # 20 and 20 GB/s, R = S = 2: memory-bound
+    pts = [_one("m-100", 100, 200.0), _one("m-200", 200, 100.0),   # 20 and 20 GB/s, R = S = 2: followed the bytes
            _one("above", 50, 600.0, n_params=None),               # 30 GB/s
            _one("below", 400, 25.0, n_params=None),               # 10 GB/s
            _one("near", 300, 70.0, n_params=None)]                # 21 GB/s
     out = sweep.analyse(pts)
     assert out["basis"] == ["m-100", "m-200"] and out["fit"]["gbs"] == pytest.approx(20.0) and out["fit"]["u"] == 0.0
-    assert out["tolerance"] == 0.10 and [s["verdict"] for s in out["steps"]] == [sweep.MEMORY]
-    v = out["verdicts"]
-    assert v["above"] == {"verdict": "above the line", "on_line": False, "residual": pytest.approx(0.5)}
-    assert v["below"] == {"verdict": "below the line", "on_line": False, "residual": pytest.approx(-0.5)}
-    assert v["near"] == {"verdict": sweep.MEMORY, "on_line": True, "residual": pytest.approx(0.05)}
-    assert v["m-100"]["verdict"] == v["m-200"]["verdict"] == sweep.MEMORY
+    assert out["tolerance"] == 0.10 and [s["outcome"] for s in out["steps"]] == [sweep.FOLLOWS]
+    v = out["line"]
+    assert v["above"] == {"on_line": False, "residual": pytest.approx(0.5)}
+    assert v["below"] == {"on_line": False, "residual": pytest.approx(-0.5)}
+    assert v["near"] == {"on_line": True, "residual": pytest.approx(0.05)}
+    assert v["m-100"] == v["m-200"] == {"on_line": True, "residual": pytest.approx(0.0)}
     assert out["slope"]["n"] == 5
 
 
 def test_analyse_without_a_memory_bound_step_leaves_out_the_narrow_end():
-    # a (100 MB, 120/s) to b (200 MB, 100/s): S = 1.2, R = 2: partly memory-bound; a is held back
+    # a (100 MB, 120/s) to b (200 MB, 100/s): S = 1.2, R = 2: faster by less than the bytes; a is held back
     pts = [_one("a", 100, 120.0), _one("b", 200, 100.0), _one("c", 400, 50.0, n_params=None)]  # b and c: 20 GB/s
     out = sweep.analyse(pts)
     assert out["basis"] == ["b", "c"] and out["fit"]["gbs"] == pytest.approx(20.0)
-    v = out["verdicts"]
-    assert v["a"] == {"verdict": sweep.PARTLY, "on_line": False, "residual": pytest.approx(-0.4)}  # 12 ÷ 20 − 1
-    assert v["b"]["verdict"] == v["c"]["verdict"] == sweep.MEMORY
+    v = out["line"]
+    assert out["steps"][0]["outcome"] == sweep.LESS
+    assert v["a"] == {"on_line": False, "residual": pytest.approx(-0.4)}  # 12 ÷ 20 − 1
+    assert v["b"]["on_line"] is v["c"]["on_line"] is True
 
 
 def test_analyse_falls_back_to_every_point_beyond_the_cache():
     # b fits a 1 GB cache and reads at 30 GB/s, above memory's 25: resident. a reads at 12 GB/s, at memory speed.
-    # The step a -> b: S = 120/150 = 0.8, not faster: compute-bound, so a is held back, and a is all there is.
+    # The step a -> b: S = 120/150 = 0.8, no faster, so a is held back, and a is all there is.
     a = _one("a", 100, 120.0, llc=int(1000 * MB), memory_gbs_max=25.0)
     b = _one("b", 200, 150.0, llc=int(1000 * MB), memory_gbs_max=25.0)
     assert not a["cache_resident"] and b["cache_resident"]
     out = sweep.analyse([a, b])
     assert out["basis"] == ["a"] and out["fit"]["gbs"] == pytest.approx(12.0)
-    assert out["verdicts"]["a"]["verdict"] == sweep.COMPUTE
-    assert out["verdicts"]["b"] == {"verdict": "cache-resident", "on_line": None, "residual": None}
+    assert out["steps"][0]["outcome"] == sweep.NOT_FASTER and out["line"]["a"]["on_line"] is True
+    assert out["line"]["b"] == {"on_line": None, "residual": None}
     assert out["steps"][0]["cache_resident"] is True
     # every point resident: no fit, no slope
     only = sweep.analyse([b])

@@ -41,6 +41,11 @@ rule that set it against the arithmetic would follow that trade, not the machine
 term's share is given as a fraction of the predicted step; the two overlapped terms' shares add to
 more than the step they share.
 
+The crossover: W ÷ B = n × c where W ÷ n = B × c, so a model waits on memory when it stores more bytes per
+parameter than B × c (the bytes one parameter's arithmetic takes to read), on the arithmetic when it stores as many
+or fewer (`crossover`). Reading one byte takes 1 ÷ B; a width crosses the line when its bytes per parameter, B or c
+move the product past its own bytes per parameter (`bandwidth_to_cross`, `arithmetic_to_cross`).
+
 A verdict is named only when every set of terms the run fits agrees on it: the terms of all the
 models and those of each leave-one-out fit (`verdicts`). Where they disagree, the model is "mixed":
 the run's own data cannot tell which of the two terms is the larger, because leaving out one model's
@@ -181,6 +186,31 @@ def held_out(widths: list[Width], fits: dict[str, Terms | None] | None = None) -
     return out
 
 
+def crossover(terms: Terms) -> float:
+    """The bytes per parameter at which reading the weights takes as long as the arithmetic: B × c (GB/s × ps is
+    10⁻³ bytes). A model with more bytes per parameter waits on memory, with as many or fewer on the arithmetic."""
+    return terms.gbs * terms.arith_ps * 1e-3
+
+
+def crossover_range(terms: Terms, fits: dict[str, Terms | None]) -> tuple[float, float]:
+    """The lowest and highest crossover of the terms of every model and of each leave-one-out fit: a model whose
+    bytes per parameter lie between them is named by some fits memory-bound and by others compute-bound (mixed)."""
+    every = [crossover(t) for t in (terms, *fits.values()) if t is not None]
+    return min(every), max(every)
+
+
+def bandwidth_to_cross(bytes_per_param: float, terms: Terms) -> float:
+    """The bandwidth (GB/s) at which a model of these bytes per parameter reads its weights in its arithmetic's
+    time: bytes per parameter ÷ c. Faster memory than that turns a memory-bound model compute-bound."""
+    return bytes_per_param / (terms.arith_ps * 1e-3)
+
+
+def arithmetic_to_cross(bytes_per_param: float, terms: Terms) -> float:
+    """The arithmetic per parameter (ps) that takes as long as reading these bytes per parameter: bytes per
+    parameter ÷ B. Faster arithmetic than that turns a compute-bound model memory-bound."""
+    return bytes_per_param / (terms.gbs * 1e-3)
+
+
 def agreed(named: list[str]) -> str:
     """One verdict where every fit names the same one, MIXED where they differ."""
     return named[0] if len(set(named)) == 1 else MIXED
@@ -229,13 +259,17 @@ def batch_prediction(step_ms: dict[int, float], fit_levels: tuple[int, ...] = (2
 
 
 def published_terms(weight_bytes: float, bandwidth_gbs: float, decode_tokens_per_s: float,
-                    prefill_tokens_per_s: float) -> dict[str, float]:
+                    prefill_tokens_per_s: float, n_params: float) -> dict[str, float]:
     """The same terms from a published run's figures (no step times of several models): the weights read at
     the published bandwidth, the arithmetic at prefill's rate (matrix-matrix kernels: a lower bound for
-    decode's), and what remains of the measured decode time beyond the larger of the two (the fixed cost)."""
+    decode's), and what remains of the measured decode time beyond the larger of the two (the fixed cost).
+    The same rule then: c = the arithmetic ÷ n, the crossover B × c in bytes per parameter, and the model's own
+    bytes per parameter W ÷ n beside it (a lower bound on c makes the crossover a lower bound too)."""
     measured = 1e3 / decode_tokens_per_s
     memory = weight_bytes / (bandwidth_gbs * 1e9) * 1e3
     arithmetic = 1e3 / prefill_tokens_per_s
     rest = measured - max(memory, arithmetic)
+    arith_ps = arithmetic / n_params * 1e9
     return {"measured_ms": measured, "memory_ms": memory, "arithmetic_ms": arithmetic, "rest_ms": rest,
-            "memory_share": memory / measured, "arithmetic_share": arithmetic / measured, "rest_share": rest / measured}
+            "memory_share": memory / measured, "arithmetic_share": arithmetic / measured, "rest_share": rest / measured,
+            "arith_ps": arith_ps, "crossover": bandwidth_gbs * arith_ps * 1e-3, "bytes_per_param": weight_bytes / n_params}

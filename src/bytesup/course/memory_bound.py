@@ -1,4 +1,7 @@
-"""The capstone's rules: is decode memory-bound, width by width? Pure functions on measured points.
+"""The capstone's sweep described: how decode's speed follows the bytes, width by width. Pure functions on measured
+points. The verdict per width (memory-bound, compute-bound or mixed) is not made here: it is the decode-time model's
+(bytesup.course.decodetime), which sets reading the weights against the arithmetic. These rules describe what the
+sweep shows and name no verdict.
 
 A point is one model file: its bytes per token and its decode tokens/s samples. From those:
 
@@ -11,13 +14,17 @@ A point is one model file: its bytes per token and its decode tokens/s samples. 
   memory speed is not being served from the cache;
 - samples are judged by bytesup.course.robust: the median, and a spread (interquartile range ÷ median) of
   the samples that are not outliers, so one stalled request is shown but decides nothing;
-- a step between neighbouring widths of one model (same parameters, fewer bytes per weight) is
-  memory-bound when effective GB/s stays flat within the spread (tokens/s follows 1 ÷ bytes),
-  compute-bound when fewer bytes are not faster, partly memory-bound in between;
-- the fit: tokens/s = B ÷ bytes with equal relative weight per point (in log space, B is the
-  geometric mean of the points' effective GB/s), with its standard error u, over the points the data
-  show memory-bound (see `analyse`); a point lies on the line when its effective GB/s is within the
-  tolerance (or its own spread) of B, widened by 2u.
+- a step between neighbouring widths of one model (same parameters, fewer bytes per weight) is described
+  by its speed-up against its bytes ratio: it followed the bytes when effective GB/s stays flat within the
+  spread (tokens/s follows 1 ÷ bytes), it was no faster when fewer bytes were not faster, and in between
+  it was faster by less than the bytes;
+- the line: tokens/s = (the line's bandwidth) ÷ bytes with equal relative weight per point (in log space,
+  the line's bandwidth is the geometric mean of the points' effective GB/s), with its standard error u, over
+  the points a step that followed the bytes joins (see `analyse`); a point lies on the line when its effective
+  GB/s is within the tolerance (or its own spread) of the line's bandwidth, widened by 2u. The line's bandwidth
+  is a description of how fast these widths read, not the decode-time model's B;
+- the free log-log slope k of tokens/s ∝ bytes^k: −1 when tokens/s follows 1 ÷ bytes, 0 when the bytes do
+  not matter.
 """
 
 from __future__ import annotations
@@ -29,13 +36,14 @@ from typing import Any
 from bytesup.course import robust
 from bytesup.units import GB
 
-# Effective GB/s "flat", a point "on the line", and "not faster" are judged within this relative
+# Effective GB/s "flat", a point "on the line", and "no faster" are judged within this relative
 # tolerance, or within the points' own robust spread (bytesup.course.robust: interquartile range ÷ median of
 # the samples that are not outliers) when that is wider.
 TOLERANCE = 0.10
 
-MEMORY, COMPUTE, PARTLY, FASTER, INCONCLUSIVE = (
-    "memory-bound", "compute-bound", "partly memory-bound", "faster than the bytes", "inconclusive")
+# What a step between neighbouring widths shows: its speed-up against its bytes ratio (no verdict).
+FOLLOWS, NOT_FASTER, LESS, FASTER, UNCLEAR = (
+    "followed the bytes", "no faster", "faster, by less than the bytes", "faster than the bytes", "too spread to tell")
 
 
 def relative_range(samples: list[float]) -> float:
@@ -69,16 +77,17 @@ def make_point(name: str, bytes_per_token: float, samples: list[float], llc_byte
     }
 
 
-def step_verdict(narrow: dict, wide: dict, tolerance: float = TOLERANCE) -> dict[str, Any]:
-    """Compare two neighbouring widths (narrow has fewer bytes per token than wide).
+def step_outcome(narrow: dict, wide: dict, tolerance: float = TOLERANCE) -> dict[str, Any]:
+    """Compare two neighbouring widths (narrow has fewer bytes per token than wide): what the speed-up did against
+    the bytes ratio, as `outcome`.
 
     bytes ratio R = wide ÷ narrow bytes; speed-up S = narrow ÷ wide median tokens/s; allowance
     a = the larger of the tolerance and each point's own robust spread (outliers never widen it). Then:
     - flat: |ln(S ÷ R)| ≤ ln(1 + a) (effective GB/s equal within a: tokens/s follows 1 ÷ bytes);
     - not faster: S ≤ 1 + a;
-    - memory-bound if flat and not "not faster"; compute-bound if not faster and not flat;
-      inconclusive if both (the spread is too wide for this bytes ratio); partly memory-bound if
-      faster but by less than the bytes shrank; "faster than the bytes" if by more.
+    - followed the bytes if flat and not "not faster"; no faster if not faster and not flat; too spread to
+      tell if both (the spread is too wide for this bytes ratio); faster by less than the bytes if faster but
+      by less than the bytes shrank; faster than the bytes if by more.
     """
     ratio = wide["bytes"] / narrow["bytes"]
     speedup = narrow["median"] / wide["median"]
@@ -86,17 +95,17 @@ def step_verdict(narrow: dict, wide: dict, tolerance: float = TOLERANCE) -> dict
     flat = abs(math.log(speedup / ratio)) <= math.log(1 + allowance)
     not_faster = speedup <= 1 + allowance
     if flat and not_faster:
-        verdict = INCONCLUSIVE
+        outcome = UNCLEAR
     elif flat:
-        verdict = MEMORY
+        outcome = FOLLOWS
     elif not_faster:
-        verdict = COMPUTE
+        outcome = NOT_FASTER
     elif speedup < ratio:
-        verdict = PARTLY
+        outcome = LESS
     else:
-        verdict = FASTER
+        outcome = FASTER
     return {"narrow": narrow["name"], "wide": wide["name"], "bytes_ratio": ratio, "speedup": speedup,
-            "gbs_ratio": speedup / ratio, "allowance": allowance, "verdict": verdict,
+            "gbs_ratio": speedup / ratio, "allowance": allowance, "outcome": outcome,
             "cache_resident": narrow["cache_resident"] or wide["cache_resident"]}
 
 
@@ -109,16 +118,18 @@ def width_steps(points: list[dict], tolerance: float = TOLERANCE) -> list[dict]:
     steps = []
     for members in groups.values():
         members = sorted(members, key=lambda p: p["bytes"])
-        steps += [step_verdict(a, b, tolerance) for a, b in zip(members, members[1:], strict=False)]
+        steps += [step_outcome(a, b, tolerance) for a, b in zip(members, members[1:], strict=False)]
     return sorted(steps, key=lambda s: next(p["bytes"] for p in points if p["name"] == s["narrow"]))
 
 
 def fit_bandwidth(points: list[dict]) -> dict[str, Any] | None:
-    """tokens/s = B ÷ bytes with equal relative weight per point: ln B = mean of ln(effective GB/s).
+    """The line tokens/s = (the line's bandwidth) ÷ bytes with equal relative weight per point: its ln is the mean
+    of ln(effective GB/s).
 
     The uncertainty is one standard error of that mean in log space: the scatter between points
     (over n − 1) and each point's own scatter of ln samples, both divided down by the counts.
-    Returns B (GB/s), its relative error u (B × e^±u), and the points used; None without points."""
+    Returns the line's bandwidth (GB/s) as `gbs`, its relative error u (× e^±u), and the points used; None
+    without points."""
     if not points:
         return None
     n = len(points)
@@ -134,8 +145,9 @@ def fit_bandwidth(points: list[dict]) -> dict[str, Any] | None:
 
 
 def fit_slope(points: list[dict]) -> dict[str, Any] | None:
-    """Free log-log slope k in tokens/s ∝ bytes^k over the points (−1 when purely memory-bound), with its
-    standard error (None below three points); None with fewer than two distinct sizes."""
+    """Free log-log slope k in tokens/s ∝ bytes^k over the points (−1 when tokens/s follows 1 ÷ bytes, 0 when the
+    bytes do not matter), with its standard error (None below three points); None with fewer than two distinct
+    sizes."""
     xs = [math.log(p["bytes"]) for p in points]
     ys = [math.log(p["median"]) for p in points]
     if len(set(xs)) < 2:
@@ -151,48 +163,38 @@ def fit_slope(points: list[dict]) -> dict[str, Any] | None:
 
 
 def on_line(point: dict, fit: dict, tolerance: float = TOLERANCE) -> tuple[bool, float]:
-    """(lies on the line, relative residual effective GB/s ÷ B − 1): within the tolerance or the point's
-    robust spread, whichever is wider, widened by two standard errors of B itself (the line is measured too:
-    a point just past ±10% of an uncertain B is not off the line)."""
+    """(lies on the line, relative residual effective GB/s ÷ the line's bandwidth − 1): within the tolerance or the
+    point's robust spread, whichever is wider, widened by two standard errors of the line's bandwidth itself (the
+    line is measured too: a point just past ±10% of an uncertain line is not off it)."""
     residual = point["gbs"] / fit["gbs"] - 1
     allowance = max(tolerance, point["robust_spread"])
     return abs(math.log(point["gbs"] / fit["gbs"])) <= math.log(1 + allowance) + 2 * fit["u"], residual
 
 
 def analyse(points: list[dict], tolerance: float = TOLERANCE) -> dict[str, Any]:
-    """Steps, the fit, and each point's verdict, by the rules of this module's docstring.
+    """Steps, the line, the slope, and each point against the line, by the rules of this module's docstring.
 
-    The line is drawn through the points that a memory-bound step joins (the data show them reading
-    at the memory's rate), leaving out cache-resident ones; when no step is memory-bound, through
-    every point that is not cache-resident and not the narrow end of a compute-bound or partly
-    memory-bound step; failing that, through every point that is not cache-resident. Each point's
-    verdict: cache-resident; else the verdict of the step that narrows to it when that step is not
-    memory-bound; else memory-bound when a memory-bound step joins it or it lies on the line, and
-    "below the line" or "above the line" when it does not.
+    The line is drawn through the points that a step which followed the bytes joins (they read at one rate),
+    leaving out cache-resident ones; when no step followed the bytes, through every point that is not
+    cache-resident and not the narrow end of a step that was no faster or faster by less than the bytes;
+    failing that, through every point that is not cache-resident. Each point's place (`line`): on the line or
+    not, and its residual (None for a cache-resident point). No verdict is named here.
     """
     steps = width_steps(points, tolerance)
     outside = [p for p in points if not p["cache_resident"]]
-    joined = {name for s in steps if s["verdict"] == MEMORY for name in (s["narrow"], s["wide"])}
-    held_back = {s["narrow"] for s in steps if s["verdict"] in (COMPUTE, PARTLY)}
+    joined = {name for s in steps if s["outcome"] == FOLLOWS for name in (s["narrow"], s["wide"])}
+    held_back = {s["narrow"] for s in steps if s["outcome"] in (NOT_FASTER, LESS)}
     basis = ([p for p in outside if p["name"] in joined]
              or [p for p in outside if p["name"] not in held_back] or outside)
     fit = fit_bandwidth(basis)
     slope = fit_slope(outside)
-    into = {s["narrow"]: s for s in steps}
-    verdicts: dict[str, dict[str, Any]] = {}
+    line: dict[str, dict[str, Any]] = {}
     for p in points:
         if p["cache_resident"]:
-            verdicts[p["name"]] = {"verdict": "cache-resident", "on_line": None, "residual": None}
+            line[p["name"]] = {"on_line": None, "residual": None}
             continue
         assert fit is not None  # this point is outside the caches, so the basis has at least one point
         lies, residual = on_line(p, fit, tolerance)
-        step = into.get(p["name"])
-        if step is not None and step["verdict"] != MEMORY:
-            verdict = step["verdict"]
-        elif p["name"] in joined or lies:
-            verdict = MEMORY
-        else:
-            verdict = "below the line" if residual < 0 else "above the line"
-        verdicts[p["name"]] = {"verdict": verdict, "on_line": lies, "residual": residual}
+        line[p["name"]] = {"on_line": lies, "residual": residual}
     return {"steps": steps, "fit": fit, "slope": slope, "basis": [p["name"] for p in basis],
-            "verdicts": verdicts, "tolerance": tolerance}
+            "line": line, "tolerance": tolerance}

@@ -8,7 +8,8 @@ records as they are, and a test reads a figure by its field. The arithmetic is t
 - the models: `ModelInfo` (a GGUF header or the server's meta), `ModelRun` (its samples), `ModelsRow`;
 - the sweep across widths: `SweepRow` (each width, and the published point), `StepRow`, `FitRow`;
 - the decode-time model: `ModelSteps` (the fact's record of each model's steps, which gives the course's `Width`),
-  `ModelExplained` (or `UnfitRow`, why not), `PrefillRow`;
+  `ModelExplained` (or `UnfitRow`, why not), `Crossover` (its bytes per parameter, and the side of it each model
+  lies on), `PrefillRow`;
 - the bytes model with context: `ContextRow`."""
 
 from __future__ import annotations
@@ -127,8 +128,9 @@ def sweep_points(runs: list[ModelRun], llc: int | None, memory_max: float | None
 @dataclass(frozen=True)
 class SweepRow:
     """One measured width: tokens/s, effective GB/s = tokens/s × bytes per token and the efficiency against the
-    bandwidth that feeds decode (None without one), each as median, min and max, with its answer and the sweep's
-    verdict; or the published point, one decode figure without samples or a verdict."""
+    bandwidth that feeds decode (None without one), each as median, min and max, with its answer, its place against
+    the line (the line's bandwidth, a description) and its verdict, the decode-time model's (None where the model
+    could not be fitted); or the published point, one decode figure without samples or a verdict."""
     model: str = column("model")
     weights: str | None = column("weights")
     bytes_per_token: float = column("bytes per token", "bytes")
@@ -159,14 +161,15 @@ def decode_efficiency_samples(samples: list[float], bytes_per_token: float, ref_
     return [efficiency_percent(effective_gbs(v, bytes_per_token), ref_gbs) for v in samples]
 
 
-def sweep_row(p: dict, verdict: dict, ref_gbs: float | None, answer: TopAnswer | None) -> SweepRow:
-    """A point with its verdict (memory_bound.analyse) and its efficiency against `ref_gbs`."""
+def sweep_row(p: dict, line: dict, verdict: str | None, ref_gbs: float | None, answer: TopAnswer | None) -> SweepRow:
+    """A point with its place against the line (memory_bound.analyse's `line`), the decode-time model's verdict and
+    its efficiency against `ref_gbs`."""
     eff = [efficiency_percent(p[k], ref_gbs) if ref_gbs else None for k in ("gbs", "gbs_min", "gbs_max")]
     return SweepRow(p["name"], p.get("weight_type"), p["bytes"], p["median"], p["min"], p["max"], p["gbs"],
                     p["gbs_min"], p["gbs_max"], eff[0], eff[1], eff[2], answer.token if answer else None,
                     answer.percent if answer else None, yes_no(p["cache_resident"]),
-                    None if verdict["on_line"] is None else yes_no(verdict["on_line"]),
-                    None if verdict["residual"] is None else 100 * verdict["residual"], verdict["verdict"])
+                    None if line["on_line"] is None else yes_no(line["on_line"]),
+                    None if line["residual"] is None else 100 * line["residual"], verdict)
 
 
 def published_point() -> SweepRow:
@@ -183,7 +186,8 @@ def published_ceiling() -> float:
 
 @dataclass(frozen=True)
 class StepRow:
-    """A step between neighbouring widths (bytesup.course.memory_bound.analyse)."""
+    """A step between neighbouring widths (bytesup.course.memory_bound.analyse): what its speed-up did against its
+    bytes ratio, a description and no verdict."""
     narrower: str = column("narrower")
     wider: str = column("wider")
     bytes_ratio: float = column("bytes ratio", "×")
@@ -191,17 +195,17 @@ class StepRow:
     gbs_ratio: float = column("effective GB/s ratio", "×")
     allowance_percent: float = column("judged within", "%")
     cache_resident: str = column("cache-resident width")
-    verdict: str = column("verdict")
+    outcome: str = column("speed-up against the bytes")
 
 
 def step_row(st: dict) -> StepRow:
     return StepRow(st["narrow"], st["wide"], st["bytes_ratio"], st["speedup"], st["gbs_ratio"], 100 * st["allowance"],
-                   yes_no(st["cache_resident"]), st["verdict"])
+                   yes_no(st["cache_resident"]), st["outcome"])
 
 
 @dataclass(frozen=True)
 class FitRow:
-    """A bandwidth beside the run's: the fitted B, a reading of the host."""
+    """A bandwidth beside the run's: the line's bandwidth, a reading of the host."""
     quantity: str = column("quantity")
     gbs: float = column("bandwidth", "GB/s")
     low: float = column("low", "GB/s")
@@ -212,12 +216,13 @@ class FitRow:
 
 def fit_rows(analysis: dict, ref: BandwidthReference | None, before: dict | None, after: dict | None,
              matvec: dict | None = None) -> list[FitRow]:
-    """The fitted B (with its standard-error range), then the run's bandwidth readings around the decode work,
-    and numpy's matrix-vector product where the run measured it."""
+    """The line's bandwidth (with its standard-error range), then the run's bandwidth readings around the decode
+    work, and numpy's matrix-vector product where the run measured it."""
     rows = []
     fit = analysis["fit"]
     if fit:
-        rows.append(FitRow("tokens/s = B ÷ bytes (equal relative weight per point)", fit["gbs"], fit["gbs_low"],
+        rows.append(FitRow("the line's bandwidth: tokens/s = the line's bandwidth ÷ bytes (equal relative weight per "
+                           "point)", fit["gbs"], fit["gbs_low"],
                            fit["gbs_high"], 100 * fit["gbs"] / ref.gbs if ref else None, ", ".join(analysis["basis"])))
     # Every row against the same reference: --bandwidth-gbs when given, else the reading before the work.
     if before is not None:
@@ -326,11 +331,12 @@ class ModelExplained:
     waits_on: str = column("waits on")
 
 
-def explained(widths: list[decodetime.Width], terms: decodetime.Terms,
-              levels: tuple[int, ...]) -> list[ModelExplained]:
+def explained(widths: list[decodetime.Width], terms: decodetime.Terms, levels: tuple[int, ...],
+              fits: dict[str, decodetime.Terms | None] | None = None) -> list[ModelExplained]:
     """Each model's measured steps beside the run's terms, its prediction by the others' terms (decode tokens/s at
-    P = 1 is 1000 ÷ the median step), and the verdict every fit agrees on; the batch line through `levels`."""
-    fits = decodetime.leave_one_out(widths)
+    P = 1 is 1000 ÷ the median step), and the verdict every fit agrees on; the batch line through `levels`. `fits`
+    is decodetime.leave_one_out(widths) when already computed."""
+    fits = decodetime.leave_one_out(widths) if fits is None else fits
     held = decodetime.held_out(widths, fits)
     verdicts = decodetime.verdicts(widths, terms, fits)
     rows = []
@@ -351,7 +357,7 @@ def spark_terms() -> dict[str, float]:
     """The same terms from the published DGX Spark figures (bytesup.course.decodetime.published_terms)."""
     prefill = published.LESSON4["prefill_tokens_per_s"]
     return decodetime.published_terms(PUBLISHED_BYTES, published.SPARK_BANDWIDTH_GB_PER_S, PUBLISHED_DECODE,
-                                      sum(prefill) / len(prefill))
+                                      sum(prefill) / len(prefill), published.SPECIMEN["n_params"])
 
 
 def spark_verdict(spark: dict[str, float]) -> str:
@@ -365,6 +371,43 @@ def spark_explained(spark: dict[str, float]) -> ModelExplained:
                           spark["arithmetic_ms"], spark["rest_ms"], spark["measured_ms"], None, PUBLISHED_DECODE, None,
                           100 * spark["memory_share"], 100 * spark["arithmetic_share"], 100 * spark["rest_share"],
                           spark_verdict(spark))
+
+
+@dataclass(frozen=True)
+class Side:
+    """A model against the crossover: its bytes per parameter and the verdict every fit agrees on."""
+    model: str
+    bytes_per_param: float
+    waits_on: str
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where reading the weights takes as long as the arithmetic on this machine: B × c bytes per parameter under
+    the terms of every model, the lowest and highest under each fit that leaves one model out, the terms it comes
+    from, and each model's side of it (its verdict, from `explained`)."""
+    bytes_per_param: float
+    low: float
+    high: float
+    terms: decodetime.Terms
+    sides: tuple[Side, ...]
+
+    @property
+    def byte_ps(self) -> float:
+        """The time to read one byte at B: 1 ÷ B, in ps."""
+        return 1e3 / self.terms.gbs
+
+    def waiting_on(self, verdict: str) -> list[Side]:
+        return [s for s in self.sides if s.waits_on == verdict]
+
+
+def crossover_of(widths: list[decodetime.Width], terms: decodetime.Terms, fits: dict[str, decodetime.Terms | None],
+                 rows: list[ModelExplained]) -> Crossover:
+    """The run's crossover (bytesup.course.decodetime.crossover) and each model's side of it, by its verdict."""
+    low, high = decodetime.crossover_range(terms, fits)
+    verdict = {r.model: r.waits_on for r in rows}
+    return Crossover(decodetime.crossover(terms), low, high, terms,
+                     tuple(Side(w.name, w.weight_bytes / w.n_params, verdict[w.name]) for w in widths))
 
 
 @dataclass(frozen=True)

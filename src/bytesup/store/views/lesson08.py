@@ -3,11 +3,15 @@
 measures nothing; every number in a note comes from a record, the analysis of the sweep or the run's readings.
 
 In the order of the page: `show_models`, `show_sweep` (with `verdict_sentences` and `bandwidth_note`), `show_steps`,
-`show_fit`, `show_decode_model` (with `model_notes`), `show_prefill`, `show_context_prediction` and
-`plot_decode_vs_bytes`."""
+`show_fit` (with `slope_note`), `show_decode_model` (with `model_notes` and `crossover_note`), `show_prefill`,
+`show_context_prediction`, `plot_decode_vs_bytes`, and the page's last words, `show_conclusion` (`conclusion`).
+
+One verdict per width, the decode-time model's (memory-bound, compute-bound or mixed): the sweep's steps and its line
+describe the speeds and name none, and the line's bandwidth is named so, never B, which is the model's."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 from bytesup.course import decodetime, published, robust
@@ -15,10 +19,10 @@ from bytesup.course import memory_bound
 from bytesup.course.ceiling import BandwidthReference
 from bytesup.host import hostbench
 from bytesup.models import catalog
-from bytesup.store.facts.lesson08 import (PUBLISHED_BYTES, PUBLISHED_DECODE, PUBLISHED_LABEL, ContextRow, FitRow,
-                                          ModelExplained, ModelRun, ModelsRow, PrefillRow, StepRow, SweepRow, TopAnswer,
-                                          UnfitRow, models_row, published_ceiling, spark_explained, spark_verdict,
-                                          step_row)
+from bytesup.store.facts.lesson08 import (PUBLISHED_BYTES, PUBLISHED_DECODE, PUBLISHED_LABEL, ContextRow, Crossover,
+                                          FitRow, ModelExplained, ModelRun, ModelsRow, PrefillRow, Side, StepRow,
+                                          SweepRow, TopAnswer, UnfitRow, models_row, published_ceiling, spark_explained,
+                                          spark_verdict, step_row)
 from bytesup.store.plans.lesson08 import MEMORY_SHARE, Plan, PrefillPlan
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, columns
@@ -32,6 +36,8 @@ class Page(Protocol):
               notes: list[str] | None = None) -> Any: ...
 
     def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Any: ...
+
+    def note(self, text: str) -> None: ...
 
 
 def show_models(page: Page, runs: list[ModelRun], points: list[dict], llc: int | None, memory_max: float | None,
@@ -55,40 +61,46 @@ def show_models(page: Page, runs: list[ModelRun], points: list[dict], llc: int |
                cells([models_row(r.info, p) for r, p in zip(runs, points, strict=True)]), notes=notes)
 
 
+STEP_WORDS = {memory_bound.FOLLOWS: "effective GB/s stayed flat: tokens/s followed 1 ÷ bytes",
+              memory_bound.NOT_FASTER: "fewer bytes were not faster",
+              memory_bound.LESS: "faster, but by less than the bytes shrank",
+              memory_bound.FASTER: "faster than the bytes alone explain",
+              memory_bound.UNCLEAR: "the spread is too wide to tell a speed-up from none at this bytes ratio"}
+
+
 def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, TopAnswer],
-                      ref: BandwidthReference | None, llc_bytes: int | None, prompt: str) -> list[str]:
-    """The conclusion, each sentence chosen and filled in by the analysis of this run's points."""
+                      ref: BandwidthReference | None, llc_bytes: int | None, prompt: str,
+                      verdicts: dict[str, str], why_not: str = "") -> list[str]:
+    """The sweep's sentences, each chosen and filled in by the analysis of this run's points; the verdict per width is
+    the decode-time model's (`verdicts`, empty where it could not be fitted, and then `why_not`)."""
     out = []
-    fit, steps, verdicts = analysis["fit"], analysis["steps"], analysis["verdicts"]
+    fit, steps, line = analysis["fit"], analysis["steps"], analysis["line"]
     tol = 100 * analysis["tolerance"]
     for st in steps:
-        how = {memory_bound.MEMORY: "effective GB/s stayed flat: tokens/s follows 1 ÷ bytes, memory-bound",
-               memory_bound.COMPUTE: "fewer bytes were not faster: compute-bound",
-               memory_bound.PARTLY: "faster, but by less than the bytes shrank: partly memory-bound",
-               memory_bound.FASTER: "faster than the bytes alone explain",
-               memory_bound.INCONCLUSIVE: "the spread is too wide to tell memory- from compute-bound"}[st["verdict"]]
         out.append(f"From {st['wide']} to {st['narrow']} the bytes per token shrank {st['bytes_ratio']:.3g} × and decode "
                    f"got {st['speedup']:.3g} × as fast (effective GB/s × {st['gbs_ratio']:.3g}, judged within "
-                   f"±{100 * st['allowance']:.0f}%): {how}"
+                   f"±{100 * st['allowance']:.0f}%): {STEP_WORDS[st['outcome']]}"
                    + (" (a cache-resident width takes part)." if st["cache_resident"] else "."))
     cached = [p["name"] for p in points if p["cache_resident"]]
     if cached:
         assert llc_bytes is not None
         out.append(f"{', '.join(cached)}: the weights fit in the {llc_bytes / MiB:,.0f} MiB last-level cache the OS "
                    f"reports and were read faster than memory delivers, so they came from the cache; marked "
-                   f"cache-resident and kept out of the fit.")
+                   f"cache-resident and kept out of the line.")
     fitting = [p["name"] for p in points if p["fits_in_cache"] and not p["cache_resident"]]
     if fitting:
         out.append(f"{', '.join(fitting)}: the weights fit in that cache by size, yet decode read them no faster than "
                    "memory delivers, so they are treated as read from memory (the cache is shared, and it holds "
                    "more than the weights).")
     if fit:
-        on = [n for n, v in verdicts.items() if v["on_line"]]
-        off = [f"{n} {100 * v['residual']:+.0f}%" for n, v in verdicts.items() if v["on_line"] is False]
-        out.append(f"The line tokens/s = B ÷ bytes through {', '.join(analysis['basis'])} (equal relative weight per "
-                   f"point) gives B = {fit['gbs']:.3g} GB/s (one standard error {fit['gbs_low']:.3g}–{fit['gbs_high']:.3g})"
+        on = [n for n, v in line.items() if v["on_line"]]
+        off = [f"{n} {100 * v['residual']:+.0f}%" for n, v in line.items() if v["on_line"] is False]
+        out.append(f"The line tokens/s = the line's bandwidth ÷ bytes through {', '.join(analysis['basis'])} (equal "
+                   f"relative weight per point) puts the line's bandwidth at {fit['gbs']:.3g} GB/s (one standard error "
+                   f"{fit['gbs_low']:.3g}–{fit['gbs_high']:.3g})"
                    + (f", {100 * fit['gbs'] / ref.gbs:.0f}% of the {ref.gbs:.3g} GB/s {ref.label}" if ref else "")
-                   + f". On the line (within ±{tol:.0f}% or the point's own spread, widened by two standard errors of B): "
+                   + f": how fast those widths read, a description and not a verdict. On the line (within ±{tol:.0f}% "
+                     f"or the point's own spread, widened by two standard errors of the line's bandwidth): "
                      f"{', '.join(on) or 'none'}"
                    + (f"; off it: {', '.join(off)}." if off else "."))
     trained = {n: a for n, a in answers.items() if not catalog.is_synthetic(n)}
@@ -103,10 +115,16 @@ def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, Top
     flagged = [f"{p['name']} {', '.join(f'{v:.3g}' for v in p['outliers'])} tokens/s" for p in points if p["outliers"]]
     out.append(("Outliers (beyond " + f"{robust.OUTLIER_MADS:g} scaled MADs of a width's median; shown in min and max, "
                 "kept in the JSON, never widening an allowance): " + ("; ".join(flagged) if flagged else "none") + "."))
-    by_verdict: dict[str, list[str]] = {}
-    for n, v in verdicts.items():
-        by_verdict.setdefault(v["verdict"], []).append(n)
-    out.append("Verdict: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in by_verdict.items()) + ".")
+    if verdicts:
+        by_verdict: dict[str, list[str]] = {}
+        for n, v in verdicts.items():
+            by_verdict.setdefault(v, []).append(n)
+        out.append("Verdict, the decode-time model's (below: the term each width's step waits on, named where every "
+                   "fit agrees): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in by_verdict.items()) + ". The steps "
+                   "and the line above describe the speeds; they name no verdict.")
+    else:
+        out.append(f"No verdict per width: the decode-time model could not be fitted ({why_not or 'no steps'}); the "
+                   f"steps and the line above describe the speeds and name no verdict.")
     return out
 
 
@@ -148,23 +166,55 @@ def show_steps(page: Page, steps: list[dict]) -> None:
     page.table(
         "steps", "Steps between neighbouring widths of one model", columns(StepRow), cells([step_row(st) for st in steps]),
         notes=[(f"Bytes ratio = wider ÷ narrower bytes per token; speed-up = narrower ÷ wider median tokens/s. "
-                f"Memory-bound: |ln(speed-up ÷ bytes ratio)| ≤ ln(1 + a), effective GB/s flat; compute-bound: "
-                f"speed-up ≤ 1 + a, fewer bytes not faster; both at once: inconclusive; faster by less than the "
-                f"bytes: partly memory-bound. a = the larger of ±{100 * memory_bound.TOLERANCE:.0f}% and each width's own "
-                f"robust spread (interquartile range ÷ median of its samples that are not outliers; bytesup.course.robust).")],
+                f"Followed the bytes: |ln(speed-up ÷ bytes ratio)| ≤ ln(1 + ε), effective GB/s flat; no faster: "
+                f"speed-up ≤ 1 + ε; both at once: too spread to tell; otherwise faster by less than the bytes, or "
+                f"faster than the bytes. ε = the larger of ±{100 * memory_bound.TOLERANCE:.0f}% and each width's own "
+                f"robust spread (interquartile range ÷ median of its samples that are not outliers; bytesup.course.robust)."),
+               ("These describe the speed-up against the bytes and name no verdict: a step that was faster by less "
+                "than the bytes may join a width that waits on memory to one that waits on arithmetic, or two that "
+                "each pay a cost the bytes do not change. The verdict per width is the decode-time model's.")],
     )
+
+
+def slope_note(slope: dict) -> str:
+    """The free log-log slope k (tokens/s ∝ bytes^k) in words: what −1 and 0 would mean, and where k lies from them in
+    its standard errors (two of them: "within")."""
+    k, se, n = slope["slope"], slope["se"], slope["n"]
+    head = (f"Free log-log slope over the {n} widths beyond the cache: tokens/s ∝ bytes^k with k = {k:.3g}"
+            + (f" ± {se:.2g}" if se is not None else "") + ". A slope of −1 would mean every width waits on its bytes "
+            "alone (twice the bytes, half the tokens/s); a slope of 0 that the bytes do not matter (every step waits on "
+            f"something else). Doubling the bytes here multiplies tokens/s by 2^k = {2 ** k:.2f}")
+    if se is None or se == 0:
+        return head + (": two widths give no standard error, so the slope says how they compare and nothing more."
+                       if se is None else ".")
+    near_one, near_zero = abs(k + 1) <= 2 * se, abs(k) <= 2 * se
+    if near_one and near_zero:
+        return head + ": within two standard errors of both −1 and 0, too uncertain to tell them apart."
+    if near_one:
+        return head + (f", within two standard errors of −1 ({abs(k + 1) / se:.1f}): the speeds are consistent with "
+                       "each width waiting on its bytes.")
+    if near_zero:
+        return head + (f", within two standard errors of 0 ({abs(k) / se:.1f}): the speeds barely follow the bytes.")
+    if k < -1:
+        return head + (f", {abs(k + 1) / se:.1f} standard errors steeper than −1: tokens/s fell faster than the bytes "
+                       "grew, more than reading them alone explains.")
+    if k > 0:
+        return head + f", {k / se:.1f} standard errors above 0: more bytes were faster, which neither term explains."
+    return head + (f", {abs(k + 1) / se:.1f} standard errors from −1 and {abs(k) / se:.1f} from 0: the time per token "
+                   "grows with the bytes but by less than in proportion, so part of each step does not grow with them "
+                   "(the arithmetic, the fixed cost). The decode-time model below separates the parts.")
 
 
 def show_fit(page: Page, analysis: dict, rows: list[FitRow], bw: dict | None, after: dict | None,
              drift: dict | None) -> None:
-    """The fitted B beside the run's readings; `drift` is the run's recorded drift between them, if any."""
+    """The line's bandwidth beside the run's readings; `drift` is the run's recorded drift between them, if any."""
     slope = analysis["slope"]
-    notes = [("B = exp(mean of ln effective GB/s) over the points used: each point weighs the same, whatever its "
-              "size; the range is one standard error (the scatter between points and within each point's samples).")]
+    notes = [("The line's bandwidth = exp(mean of ln effective GB/s) over the points used: each point weighs the "
+              "same, whatever its size; the range is one standard error (the scatter between points and within each "
+              "point's samples). It describes how fast those widths read; B, the rate decode's kernels read the "
+              "weights at, is the decode-time model's, below.")]
     if slope:
-        notes.append(f"Free log-log slope over every point beyond the cache: tokens/s ∝ bytes^{slope['slope']:.3g}"
-                     + (f" ± {slope['se']:.2g}" if slope["se"] is not None else "")
-                     + f" ({slope['n']} points); a purely memory-bound decode gives −1.")
+        notes.append(slope_note(slope))
     if bw is not None:
         g = bw["gb_per_s"]
         if after is not None:
@@ -177,8 +227,26 @@ def show_fit(page: Page, analysis: dict, rows: list[FitRow], bw: dict | None, af
     page.table("bandwidth_fit", "What bandwidth did decode achieve?", columns(FitRow), cells(rows), notes=notes)
 
 
+def sides_text(sides: list[Side]) -> str:
+    return ", ".join(f"{s.model} ({s.bytes_per_param:.3g})" for s in sides)
+
+
+def crossover_note(cross: Crossover) -> str:
+    """The crossover in bytes per parameter, the fits' range of it, and each model's side."""
+    t = cross.terms
+    spread = (f" ({cross.low:.3g}–{cross.high:.3g} across the run's fit and those that leave one model out)"
+              if cross.high > cross.low else "")
+    sides = "; ".join(f"{v} {sides_text(cross.waiting_on(v))}" for v in (decodetime.MEMORY, decodetime.COMPUTE,
+                                                                          decodetime.MIXED) if cross.waiting_on(v))
+    return (f"The crossover: reading a parameter's bytes takes as long as its arithmetic where W ÷ B = n × c, that is "
+            f"at B × c = {t.gbs:.3g} GB/s × {t.arith_ps:.3g} ps = {cross.bytes_per_param:.3g} bytes per parameter"
+            f"{spread}. A model storing more bytes per parameter waits on memory, one storing as many or fewer on the "
+            f"arithmetic, one inside the fits' range is mixed. Here (bytes per parameter): {sides}. The plot draws it.")
+
+
 def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: BandwidthReference | None,
-                spark: dict[str, float], levels: tuple[int, ...], matvec: dict | None = None) -> list[str]:
+                spark: dict[str, float], levels: tuple[int, ...], matvec: dict | None = None,
+                cross: Crossover | None = None) -> list[str]:
     errors = {r.model: r.error_percent for r in rows if r.error_percent is not None}  # predicted ÷ measured − 1, %
     within = [n for n, e in errors.items() if abs(e) <= 100 * decodetime.TOLERANCE]
     worst = max(errors.items(), key=lambda kv: abs(kv[1]), default=None)
@@ -204,6 +272,7 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
          + "; ".join(f"{v} {', '.join(names)}" for v, names in waits.items() if names) + "."),
         ("The read and arithmetic shares overlap (they run at once), so the shares of one row add to more than "
          "100%: each says how much of the step that term alone would take."),
+        *([crossover_note(cross)] if cross is not None else []),
     ]
     # A model with a batch line has its steps at every P of `levels`: the jump from one sequence to two, then b.
     lines = [(r.model, (r.step_2 or 0.0) - (r.step_1 or 0.0), r.line_b) for r in rows if r.line_b is not None]
@@ -233,13 +302,17 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
         f"{spark['measured_ms']:.1f} ms per token ({PUBLISHED_DECODE:g} tokens/s); the arithmetic at prefill's rate "
         f"{spark['arithmetic_ms']:.2f} ms (a lower bound: prefill's kernels are matrix-matrix); the remaining "
         f"{spark['rest_ms']:.1f} ms is the fixed cost. The step waits on memory for "
-        f"{100 * spark['memory_share']:.0f}% of it: {spark_verdict(spark)}.")
+        f"{100 * spark['memory_share']:.0f}% of it: {spark_verdict(spark)}. The same rule in bytes per parameter: "
+        f"prefill's rate gives {spark['arith_ps']:.2g} ps of arithmetic per parameter, so its crossover is "
+        f"{published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s × {spark['arith_ps']:.2g} ps = {spark['crossover']:.2g} bytes per "
+        f"parameter (a lower bound, as that arithmetic is); the specimen stores {spark['bytes_per_param']:.3g}, "
+        f"{spark['bytes_per_param'] / spark['crossover']:.3g}× the crossover.")
     return notes
 
 
 def show_decode_model(page: Page, names: list[str], rows: list[ModelExplained], terms: decodetime.Terms | None,
                       why_not: str, ref: BandwidthReference | None, spark: dict[str, float], levels: tuple[int, ...],
-                      matvec: dict | None = None) -> None:
+                      matvec: dict | None = None, cross: Crossover | None = None) -> None:
     """Every model explained by the run's terms, and the published figures in the same terms; without terms, why not."""
     if terms is None:
         page.table("decode_model", "Decode time from measured terms", columns(UnfitRow),
@@ -248,7 +321,7 @@ def show_decode_model(page: Page, names: list[str], rows: list[ModelExplained], 
     page.table(
         "decode_model", "Every model explained: reading the weights, one token's arithmetic and a fixed cost per step",
         columns(ModelExplained), cells([*rows, spark_explained(spark)]),
-        notes=model_notes(rows, terms, ref, spark, levels, matvec))
+        notes=model_notes(rows, terms, ref, spark, levels, matvec, cross))
 
 
 def prefill_notes(rows: list[PrefillRow], terms: decodetime.Terms, plan: PrefillPlan) -> list[str]:
@@ -291,8 +364,34 @@ def show_context_prediction(page: Page, sp: ContextRow, pub: SweepRow) -> None:
     )
 
 
-def plot_decode_vs_bytes(page: Page, points: list[dict], fit: dict | None, ref: BandwidthReference | None) -> None:
-    """Tokens/s against bytes per token on log-log axes, with the fitted line and the bandwidth's."""
+def plot_shape(widths: list[decodetime.Width]) -> decodetime.Width | None:
+    """The shape the plot draws the model for: the parameters and blocks most widths share (the first such on a tie)."""
+    counts: dict[tuple[float, int], int] = {}
+    for w in widths:
+        counts[(w.n_params, w.n_layer)] = counts.get((w.n_params, w.n_layer), 0) + 1
+    if not counts:
+        return None
+    shape = max(counts, key=lambda k: counts[k])  # the first of the most common, in the widths' order
+    return next(w for w in widths if (w.n_params, w.n_layer) == shape)
+
+
+def model_series(shape: decodetime.Width, cross: Crossover, lo: float, hi: float,
+                 y_range: tuple[float, float]) -> list[Series]:
+    """The decode-time model's tokens/s over bytes per token (MB) for `shape`'s parameters and blocks, and a vertical
+    marker at its crossover, n × B × c bytes, spanning `y_range`."""
+    t, n, L = cross.terms, shape.n_params, shape.n_layer
+    at = cross.bytes_per_param * n / MB
+    xs = sorted({*(lo * (hi / lo) ** (i / 24) for i in range(25)), at})
+    ys = [decodetime.predict(t, shape.name, x * MB, n, L).tokens_per_s for x in xs]
+    return [Series(label=f"decode-time model at {n / 1e6:.1f} M parameters in {L} blocks", x=xs, y=ys, style="dashed"),
+            Series(label=f"crossover B × c = {cross.bytes_per_param:.3g} bytes per parameter ({at:,.0f} MB at "
+                         f"{n / 1e6:.1f} M parameters)", x=[at, at], y=list(y_range), style="dashed")]
+
+
+def plot_decode_vs_bytes(page: Page, points: list[dict], fit: dict | None, ref: BandwidthReference | None,
+                         cross: Crossover | None = None, widths: list[decodetime.Width] | None = None) -> None:
+    """Tokens/s against bytes per token on log-log axes, with the line's bandwidth and the run's, and where the
+    decode-time model was fitted, its curve and its crossover for the shape most widths share."""
     xs = [p["bytes"] / MB for p in points]
     lo, hi = min(xs) / 2, max(max(xs), PUBLISHED_BYTES / MB) * 2
 
@@ -302,15 +401,127 @@ def plot_decode_vs_bytes(page: Page, points: list[dict], fit: dict | None, ref: 
     mem = [p for p in points if not p["cache_resident"]]
     cached = [p for p in points if p["cache_resident"]]
     series = []
-    for group, label in ((mem, "measured (median, min–max)"), (cached, "cache-resident (kept out of the fit)")):
+    for group, label in ((mem, "measured (median, min–max)"), (cached, "cache-resident (kept out of the line)")):
         if group:
             series.append(Series(label=label, x=[p["bytes"] / MB for p in group], y=[p["median"] for p in group],
                                  y_min=[p["min"] for p in group], y_max=[p["max"] for p in group], style="points"))
     if fit:
-        series.append(Series(label=f"fit: {fit['gbs']:.3g} GB/s ÷ bytes", x=[lo, hi], y=line(fit["gbs"]), style="dashed"))
+        series.append(Series(label=f"the line's bandwidth: {fit['gbs']:.3g} GB/s ÷ bytes", x=[lo, hi],
+                             y=line(fit["gbs"]), style="dashed"))
     if ref:
         series.append(Series(label=f"{ref.gbs:.3g} GB/s ÷ bytes ({ref.label})", x=[lo, hi], y=line(ref.gbs),
                              style="dashed"))
     series.append(Series(label=PUBLISHED_LABEL, x=[PUBLISHED_BYTES / MB], y=[PUBLISHED_DECODE], style="points"))
+    shape = plot_shape(widths or [])
+    if cross is not None and shape is not None:
+        ys = [y for s in series for y in (*s.y, *(s.y_min or []), *(s.y_max or []))]
+        series += model_series(shape, cross, lo, hi, (min(ys), max(ys)))
     page.plot("decode_vs_bytes", "Decode tokens/s against bytes per token", "bytes per token (MB)", "decode tokens/s",
               series, log_x=True, log_y=True)
+
+
+# --- the conclusion: the page's last words, from the run's numbers ----------------------------------
+
+def nearest(sides: list[Side], largest: bool) -> list[Side]:
+    """The sides nearest the crossover from one side: those sharing the largest (or smallest) bytes per parameter."""
+    edge = (max if largest else min)(s.bytes_per_param for s in sides)
+    return [s for s in sides if math.isclose(s.bytes_per_param, edge, rel_tol=1e-9)]
+
+
+def spark_sentence(spark: dict[str, float], prefill: list[PrefillRow]) -> str:
+    verdict = spark_verdict(spark)
+    times = spark["bytes_per_param"] / spark["crossover"]
+    out = (f"The published {published.SPARK_NAME} figures in the same terms: {published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s "
+           f"reads a byte in {1e3 / published.SPARK_BANDWIDTH_GB_PER_S:.3g} ps and prefill's rate gives "
+           f"{spark['arith_ps']:.2g} ps of arithmetic per parameter (a lower bound: decode's kernels are slower), a "
+           f"crossover of {spark['crossover']:.2g} bytes per parameter; the specimen's Q8_0 stores "
+           f"{spark['bytes_per_param']:.3g}, {times:.3g}× the crossover, so its decode is {verdict}, reading the weights "
+           f"taking {100 * spark['memory_share']:.0f}% of its step.")
+    if verdict == decodetime.MEMORY:
+        out += (f" It would wait on the arithmetic only if decode's arithmetic per token were more than {times:.3g}× "
+                f"prefill's")
+        if prefill:
+            lo = min(r.decode_over_prefill for r in prefill)
+            hi = max(r.decode_over_prefill for r in prefill)
+            out += f"; on this machine it was {lo:.2g}–{hi:.2g}×" if hi > lo else f"; on this machine it was {lo:.2g}×"
+        out += "."
+    return out
+
+
+def tested_sentence(rows: list[ModelExplained]) -> str:
+    """How far the verdicts can be trusted: how many models the terms of the others predicted within the tolerance."""
+    errors = [(r.model, r.error_percent) for r in rows if r.error_percent is not None]
+    tol = 100 * decodetime.TOLERANCE
+    if not errors:
+        return (f"With {len(rows)} models none can be left out to test the model on one it has not seen, so these "
+                f"verdicts are untested.")
+    within = [n for n, e in errors if abs(e) <= tol]
+    if len(within) == len(errors):
+        return (f"The model behind these verdicts predicted each of the {len(errors)} models within ±{tol:.0f}% from the "
+                f"others' terms.")
+    name, worst = max(errors, key=lambda ne: abs(ne[1]))
+    return (f"The model behind these verdicts predicted {len(within)} of {len(errors)} models within ±{tol:.0f}% from "
+            f"the others' terms (the furthest, {name}, at {worst:+.0f}%): they are this run's best reading, not a "
+            f"settled one.")
+
+
+def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
+               prefill: list[PrefillRow] | None = None, rows: list[ModelExplained] | None = None) -> list[str]:
+    """The capstone's conclusion, every sentence chosen by the numbers: where this machine's decode waits on memory
+    and where on the arithmetic, and why, and how well the model behind it predicted models it had not seen (`rows`,
+    when given); the published figures in the same terms; what would move a width across."""
+    prefill = prefill or []
+    if cross is None:
+        return [(f"Conclusion: this run cannot say where its decode waits on memory and where on the arithmetic: the "
+                 f"decode-time model could not be fitted ({why_not or 'no steps'}). Measure at least "
+                 f"{decodetime.MIN_FIT + 1} models (three terms, and one model left out to test them)."),
+                spark_sentence(spark, prefill)]
+    t, x = cross.terms, cross.bytes_per_param
+    spread = (f" ({cross.low:.3g}–{cross.high:.3g} across the run's fit and those that leave one model out)"
+              if cross.high > cross.low else "")
+    out = [(f"Conclusion. On this machine reading one byte takes 1 ÷ B = {cross.byte_ps:.3g} ps (B = {t.gbs:.3g} GB/s) "
+            f"and one parameter's arithmetic c = {t.arith_ps:.3g} ps, so reading a parameter's weights takes as long as "
+            f"its arithmetic at B × c = {x:.3g} bytes per parameter{spread}.")]
+    memory, compute, mixed = (cross.waiting_on(v) for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED))
+    out.append(f"Decode waits on memory where a model stores more than {x:.3g} bytes per parameter: "
+               f"{sides_text(memory)}; their weights take longer to read than their arithmetic takes." if memory else
+               f"No model measured here waits on memory under every fit (that takes more than {cross.high:.3g} bytes "
+               f"per parameter).")
+    out.append(f"It waits on the arithmetic where a model stores {x:.3g} bytes per parameter or fewer: "
+               f"{sides_text(compute)}; their weights arrive before the arithmetic on them is done." if compute else
+               f"No model measured here waits on the arithmetic under every fit (that takes {cross.low:.3g} bytes per "
+               f"parameter or fewer).")
+    if mixed:
+        out.append(f"Mixed, between {cross.low:.3g} and {cross.high:.3g} bytes per parameter where the fits disagree: "
+                   f"{sides_text(mixed)}; this run cannot tell which term is larger.")
+    out.append(f"Whichever term a step waits on, it also pays f = {t.fixed_ms_per_block:.3g} ms per block (the graph's "
+               f"operations and the threads' waits).")
+    if rows is not None:
+        out.append(tested_sentence(rows))
+    out.append(spark_sentence(spark, prefill))
+    if memory:
+        near = nearest(memory, largest=False)
+        p = near[0].bytes_per_param
+        need = decodetime.bandwidth_to_cross(p, t)
+        out.append(f"To move {', '.join(s.model for s in near)} ({p:.3g} bytes per parameter) onto the arithmetic: "
+                   f"store it in {x:.3g} bytes per parameter or fewer (a narrower width), or read memory at "
+                   f"{need:.3g} GB/s or more ({need / t.gbs:.2g}× B, with c as it is).")
+    if compute:
+        near = nearest(compute, largest=True)
+        p = near[0].bytes_per_param
+        need = decodetime.arithmetic_to_cross(p, t)
+        out.append(f"To move {', '.join(s.model for s in near)} ({p:.3g} bytes per parameter) onto memory: arithmetic "
+                   f"under {need:.3g} ps per parameter ({t.arith_ps / need:.2g}× as fast: more cores, or kernels that "
+                   f"do more per cycle), or more than {x:.3g} bytes per parameter, a wider width that reads more and "
+                   f"decodes slower.")
+    if mixed:
+        out.append(f"{', '.join(s.model for s in mixed)} sit at the crossover: more samples, or models of other shapes, "
+                   f"would tell which side.")
+    return out
+
+
+def show_conclusion(page: Page, cross: Crossover | None, why_not: str, spark: dict[str, float],
+                    prefill: list[PrefillRow] | None = None, rows: list[ModelExplained] | None = None) -> None:
+    """The conclusion as the page's last words (its notes, after the plot)."""
+    for sentence in conclusion(cross, why_not, spark, prefill, rows):
+        page.note(sentence)
