@@ -1,0 +1,66 @@
+"""Lesson 4's plan (store.plans.lesson04) and how its view shows a record by declared columns (store.views.lesson04)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bytesup.store.facts import lesson04 as stated
+from bytesup.store.plans import lesson04 as plans
+from bytesup.store.views import lesson04 as view
+
+SERVED = {"file": "m.gguf", "path": "/m.gguf", "sha256": "ab"}
+
+
+def test_a_run_recorded_before_plans_is_read_from_its_host_values():
+    # The first runs: no option_prompts, no numpy pass, no llama-bench; --repeat 1 still times two runs of each.
+    first = plans.from_older({"repeat": 1})
+    assert first == plans.Plan(prompts=plans.PROMPTS, repeat=2, numpy=None, llama_bench=False)
+    # A run with the numpy pass and a prompt of its own.
+    numpy = plans.from_older({"repeat": 3, "option_prompts": ["1, 2, 3,"], "numpy_plan": {"served": SERVED, "f32": None}})
+    assert numpy.prompts[-1] == ("top8_prompt_1", "1, 2, 3,") and len(numpy.prompts) == 5 and numpy.repeat == 3
+    assert numpy.numpy == plans.NumpyFiles(served=SERVED, f32=None) and numpy.llama_bench is False
+    # llama-bench's first turn recorded: the run had the third clock.
+    assert plans.from_older({"repeat": 2, "llama_bench_before": {"available": False, "why": "x"}}).llama_bench is True
+    assert set(plans.READ_FROM) >= {shown for _, shown, _ in plans.UPGRADES.values() if shown}
+
+
+def test_a_fresh_plan_is_this_version_and_reads_back_as_recorded():
+    plan = plans.fresh(["a"], 5, plans.NumpyFiles(served=SERVED, f32=None))
+    assert (plan.version, plan.repeat, plan.llama_bench, plan.prompts[-1]) == (plans.VERSION, 5, True, ("top8_prompt_1", "a"))
+    assert plans.read(plan.model_dump(mode="json")) == plan
+    assert plans.fresh(None, 1, plans.NumpyFiles(served=None, f32=None)).repeat == plans.MIN_REPEAT
+    with pytest.raises(ValueError):
+        plans.read({**plan.model_dump(mode="json"), "samples": 3})  # a field no version has
+
+
+def test_settings_and_the_long_prompt_by_hand():
+    plan = plans.fresh(None, 3, plans.NumpyFiles(served=None, f32=None))
+    settings = plan.settings(n_ctx=2048, n_long=1921)
+    assert list(settings) == ["top8", "server_probabilities", "timed", "short_prompt", "long_prompt_tokens", "n_ctx", "repeat"]
+    assert settings["timed"] == {"temperature": 0, "seed": 42, "cache_prompt": False, "ignore_eos": True, "n_predict": 32}
+    assert (settings["long_prompt_tokens"], settings["n_ctx"], settings["repeat"]) == (1921, 2048, 3)
+    # 2048 − 32 − 16 = 2000 leaves room for the published 1,921; 1024 − 48 = 976 does not; 10 − 48 < 1 gives 1.
+    assert plans.long_prompt_length(2048) == 1921
+    assert plans.long_prompt_length(1024) == 976 and plans.long_prompt_length(10) == 1
+
+
+def test_a_record_is_shown_by_its_declared_columns():
+    tokens = [stated.ShownToken(1, 5, "' Paris'", 0.5, -0.6931, 0.5002), stated.ShownToken(2, 7, "' the'", 0.25, -1.386, None)]
+    heads, rows = view.by_columns(stated.ShownToken, view.TOP_COLUMNS, tokens)
+    assert heads == [("rank", ""), ("token", ""), ("probability", "%"), ("server probability", "%"), ("logprob", "")]
+    # Fractions shown in percent: 0.5 → 50, 0.5002 → 50.02; None stays None.
+    assert rows == [[1, "' Paris'", 50.0, 100 * 0.5002, -0.6931], [2, "' the'", 25.0, None, -1.386]]
+    heads, rows = view.by_columns(stated.NumpyToken, ["token", "difference"], [stated.NumpyToken(1, 5, "'x'", 0.4, 0.3, 0.4 - 0.3)],
+                                  {"token": str.upper})
+    assert heads == [("token", ""), ("numpy − server", "points")] and rows == [["'X'", 100 * (0.4 - 0.3)]]
+
+
+def test_a_stated_agreement_keeps_the_view_out_of_the_fact():
+    a = stated.PromptAgreement(numpy_top_id=5, server_top_id=5, top_agrees=True, set_agrees=False, largest_abs_dp=0.01,
+                               kl_shared=0.002, shared=7, probabilities_of_server_ids={"5": 0.49}, largest_abs_logit=20.0,
+                               name="t", prompt="p", n_tokens=3, numpy=[stated.NumpyToken(1, 5, "'x'", 0.49, 0.5, -0.01)])
+    part = stated.FilePass(file="m.gguf", weight_type="Q4_1", prompts={"t": a}).model_dump(mode="json")
+    assert list(part["prompts"]["t"]) == ["numpy_top_id", "server_top_id", "top_agrees", "set_agrees", "largest_abs_dp",
+                                          "kl_shared", "shared", "probabilities_of_server_ids", "largest_abs_logit"]
+    back = stated.FilePass.model_validate(part).prompts["t"]
+    assert back.largest_abs_dp == 0.01 and back.prompt is None and back.numpy is None
