@@ -806,3 +806,14 @@ def test_the_third_clocks_arithmetic_by_hand():
     assert apart.ratio == 2.1 and apart.low == 2.0 and apart.high == 2.2 and not apart.inside_noise
     # relative spread 20 ÷ 210 = 0.0952; (2 × 0.0952 ÷ 1.1)² = 0.03: one sample of each would do
     assert apart.samples_needed() == 1
+
+
+def test_a_recorded_plan_is_read_as_it_is(lesson):
+    """A run recorded with a plan replays from it alone: its prompts, its repeat and its parts, no older host value."""
+    plan = plans.fresh(None, 2, plans.NumpyFiles(served=None, f32=None)).model_dump(mode="json")
+    result, server = _run_hand(lesson, bench={"plan": plan, **HAND_BENCH})
+    assert result.notes[0].startswith("The model file is not readable here") and "not computed in numpy" in result.notes[0]
+    assert result.fact("numpy_pass")["recomputed"] is False and "third_clock" in [t.name for t in result.tables]
+    assert result.settings["repeat"] == 2 and result.settings["long_prompt_tokens"] == 52
+    assert [t.name for t in result.tables if t.name.startswith("top8_")] == [name for name, _ in plans.PROMPTS]
+    assert not any(path == "/tokenize" and body.get("add_special") for _, path, body in server.requests)

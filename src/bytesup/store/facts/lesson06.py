@@ -1,13 +1,16 @@
 """Lesson 6's facts: the rows of its KV-bytes table (`kv_examples`) and the line of decode time against context
-depth (`decode_at_depth`)."""
+depth (`decode_at_depth`); and the records of its request tables (the prompt cache, the cost formula, the requests
+without a cache), each shown by its declared columns."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, RootModel
 
-from bytesup.store.facts.base import column, number, stated
+from bytesup.store.facts.base import column as table_column, number, stated
+from bytesup.store.rows import column
 
 
 class KvExample(BaseModel):
@@ -52,6 +55,42 @@ class DecodeAtDepth(BaseModel):
     kv_read_ms_per_position: float | None
 
 
+# --- records of the figures, each shown by its declared columns (store.views.lesson06) -----------------------
+
+@dataclass(frozen=True)
+class CacheRequest:
+    """One request of the prompt-cache test and the server's timings of it: a row of its table."""
+    repeat: int = column("repeat")
+    label: str = column("request")
+    cache_prompt: bool = column("cache_prompt")
+    cache_n: int = column("cache_n", "tokens reused")
+    prompt_n: int = column("prompt_n", "tokens processed")
+    prompt_ms: float = column("time to first token", "ms")
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """Generating n tokens after a prompt: positions and attention pairs, with and without a cache (n passes)."""
+    n: int = column("n", "tokens")
+    passes: int = column("passes")
+    with_cache: int = column("with a KV cache", "positions")
+    without_cache: int = column("without", "positions")
+    ratio: float = column("ratio", "×")
+    pairs_with: int = column("attention pairs with cache")
+    pairs_without: int = column("attention pairs without")
+    pairs_ratio: float = column("ratio", "×")
+
+
+@dataclass(frozen=True)
+class ResendStep:
+    """One request of the no-cache loop: the text sent and what the server processed."""
+    request: int = column("request")
+    sent: int = column("tokens sent")
+    prompt_n: int = column("prompt_n", "tokens processed")
+    prompt_ms: float = column("prompt_ms", "ms")
+    tokens: list[int] = column("token generated", "id")
+
+
 # How an older run's tables named the columns (lower case), and the bytes-per-token column's names.
 _COLUMNS = {
     "n_layer": ("layers", "n_layer", "blocks", "block_count"),
@@ -68,14 +107,14 @@ def _per_token_column(table: dict[str, Any]) -> int | None:
         if isinstance(c, dict) and str(c.get("name", "")).strip().lower() in _PER_TOKEN \
                 and str(c.get("unit", "")).strip().lower() == "bytes":
             return i
-    return column(table, *_PER_TOKEN[1:])
+    return table_column(table, *_PER_TOKEN[1:])
 
 
 def kv_examples_from_tables(tables: list[Any]) -> KvExamples | None:
     """An older run's KV rows: every row of every table laid out with the four inputs and bytes per token."""
     rows = []
     for table in (t for t in tables if isinstance(t, dict)):
-        idx = {key: column(table, *names) for key, names in _COLUMNS.items()}
+        idx = {key: table_column(table, *names) for key, names in _COLUMNS.items()}
         out = _per_token_column(table)
         if out is None or any(i is None for i in idx.values()):
             continue
