@@ -6,6 +6,7 @@ import pytest
 
 from bytesup.store.facts import lesson04 as stated
 from bytesup.store.plans import lesson04 as plans
+from bytesup.store.plans import upgrades
 from bytesup.store.views import lesson04 as view
 
 SERVED = {"file": "m.gguf", "path": "/m.gguf", "sha256": "ab"}
@@ -21,7 +22,6 @@ def test_a_run_recorded_before_plans_is_read_from_its_host_values():
     assert numpy.numpy == plans.NumpyFiles(served=SERVED, f32=None) and numpy.llama_bench is False
     # llama-bench's first turn recorded: the run had the third clock.
     assert plans.from_older({"repeat": 2, "llama_bench_before": {"available": False, "why": "x"}}).llama_bench is True
-    assert set(plans.READ_FROM) >= {shown for _, shown, _ in plans.UPGRADES.values() if shown}
 
 
 def test_a_fresh_plan_is_this_version_and_reads_back_as_recorded():
@@ -64,3 +64,15 @@ def test_a_stated_agreement_keeps_the_view_out_of_the_fact():
                                           "kl_shared", "shared", "probabilities_of_server_ids", "largest_abs_logit"]
     back = stated.FilePass.model_validate(part).prompts["t"]
     assert back.largest_abs_dp == 0.01 and back.prompt is None and back.numpy is None
+
+
+def test_the_table_of_upgrades_applies_in_order_what_a_run_recorded():
+    table: upgrades.Table = {
+        3: ("c", "z", lambda plan, old: {**plan, "parts": plan["parts"] + ["c"]}),
+        1: ("a", None, lambda _, old: {"parts": ["a"], "n": old["n"]}),
+        2: ("b", "y", lambda plan, old: {**plan, "parts": plan["parts"] + ["b"], "n": plan["n"] + old["y"]}),
+    }
+    assert upgrades.apply(table, {"n": 1}) == {"parts": ["a"], "n": 1}
+    assert upgrades.apply(table, {"n": 1, "z": 0}) == {"parts": ["a", "c"], "n": 1}          # 2 not recorded: skipped
+    assert upgrades.apply(table, {"n": 1, "y": 10, "z": 0}) == {"parts": ["a", "b", "c"], "n": 11}  # by number
+    assert upgrades.shown_by(table) == ["z", "y"]

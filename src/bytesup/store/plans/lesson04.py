@@ -7,11 +7,12 @@ part of the lesson, and an older run lacks the parts added after it, so its repl
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
 from bytesup.course import published
+from bytesup.store.plans import upgrades
 from bytesup.units import PINNED, SEED
 
 NAME = "plan"  # the host value that holds it
@@ -88,11 +89,9 @@ def fresh(given_prompts: list[str] | None, repeat: int, numpy: NumpyFiles) -> Pl
     return Plan(prompts=prompts(given_prompts), repeat=max(MIN_REPEAT, repeat), numpy=numpy, llama_bench=True)
 
 
-# The numbered table: version → (what it added, the host value a run recorded it by, how an older run's host
-# values give it). Version 1 is the lesson before the others; a run recorded before the plan existed (plans begin
-# at version 3) has each later part where it recorded that part's host value, and goes without it elsewhere.
-Upgrade = Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any]]
-UPGRADES: dict[int, tuple[str, str | None, Upgrade]] = {
+# The numbered table (store.plans.upgrades): version → (what it added, the host value a run recorded it by, how an
+# older run's host values give it). Plans are recorded from version 3 on.
+UPGRADES: upgrades.Table = {
     1: ("the next-token tables, the timed requests and the ceiling", None,
         lambda _, old: {"prompts": prompts(old.get("option_prompts")), "repeat": max(MIN_REPEAT, int(old["repeat"])),
                         "numpy": None, "llama_bench": False}),
@@ -101,17 +100,13 @@ UPGRADES: dict[int, tuple[str, str | None, Upgrade]] = {
     3: ("llama-bench before, between and after the timed requests", "llama_bench_before",
         lambda plan, old: {**plan, "llama_bench": True}),
 }
-# The host values `from_older` reads.
-READ_FROM = ["repeat", "option_prompts", "numpy_plan", "llama_bench_before"]
+# The host values `from_older` reads: those of version 1, and those that show each later version.
+READ_FROM = ["repeat", "option_prompts", *upgrades.shown_by(UPGRADES)]
 
 
 def from_older(old: Mapping[str, Any]) -> Plan:
     """The plan of a run recorded before plans, from the host values it recorded (those of `READ_FROM` it has)."""
-    plan: dict[str, Any] = {}
-    for _, (_, shown_by, upgrade) in sorted(UPGRADES.items()):
-        if shown_by is None or shown_by in old:
-            plan = upgrade(plan, old)
-    return Plan.model_validate(plan)
+    return Plan.model_validate(upgrades.apply(UPGRADES, old))
 
 
 def read(stored: Mapping[str, Any]) -> Plan:

@@ -7,10 +7,11 @@ part of the lesson, and an older run lacks the parts added after it, so its repl
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from bytesup.store.plans import upgrades
 from bytesup.units import GiB, PINNED, SEED
 
 NAME = "plan"  # the host value that holds it
@@ -70,11 +71,9 @@ def fresh(repeat: int, numpy: NumpyFile) -> Plan:
     return Plan(repeat=repeat, depths_from_cache=True, numpy=numpy)
 
 
-# The numbered table: version → (what it added, the host value a run recorded it by, how an older run's host
-# values give it). Version 1 is the lesson before the others; a run recorded before the plan existed (plans begin
-# at version 3) has each later part where it recorded that part's host value, and goes without it elsewhere.
-Upgrade = Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any]]
-UPGRADES: dict[int, tuple[str, str | None, Upgrade]] = {
+# The numbered table (store.plans.upgrades): version → (what it added, the host value a run recorded it by, how an
+# older run's host values give it). Plans are recorded from version 3 on.
+UPGRADES: upgrades.Table = {
     1: ("the KV table, decode at depth with every repeat prefilled, the prompt cache and the requests without one",
         None, lambda _, old: {"repeat": int(old["repeat"]), "depths_from_cache": False, "numpy": None}),
     2: ("numpy's generation with and without a KV cache, from the file of the host value numpy_plan", "numpy_plan",
@@ -82,17 +81,13 @@ UPGRADES: dict[int, tuple[str, str | None, Upgrade]] = {
     3: ("every depth reached through the prompt cache after one prefill", "depths_from_cache",
         lambda plan, old: {**plan, "depths_from_cache": True}),
 }
-# The host values `from_older` reads.
-READ_FROM = ["repeat", "numpy_plan", "depths_from_cache"]
+# The host values `from_older` reads: those of version 1, and those that show each later version.
+READ_FROM = ["repeat", *upgrades.shown_by(UPGRADES)]
 
 
 def from_older(old: Mapping[str, Any]) -> Plan:
     """The plan of a run recorded before plans, from the host values it recorded (those of `READ_FROM` it has)."""
-    plan: dict[str, Any] = {}
-    for _, (_, shown_by, upgrade) in sorted(UPGRADES.items()):
-        if shown_by is None or shown_by in old:
-            plan = upgrade(plan, old)
-    return Plan.model_validate(plan)
+    return Plan.model_validate(upgrades.apply(UPGRADES, old))
 
 
 def read(stored: Mapping[str, Any]) -> Plan:
