@@ -21,6 +21,7 @@ except ImportError:
     import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +76,10 @@ def main(ctx: LessonContext):
     # 3. The same pass in numpy from the file's bytes: its top eight beside the server's, on this file and the
     #    f32 width; keeping only the last position; the answer through the layers.
     ctx.step("the forward pass in numpy")
-    the_pass_in_numpy(ctx, plan.numpy, tables)
+    numpy = the_pass_in_numpy(ctx, plan.numpy, tables)
+    view.show_numpy_pass(ctx, numpy, dict(plan.prompts))
+    if numpy is not None:
+        ctx.fact(numpy.fact())
 
     # 4. What one forward pass costs: every weight read once, two FLOPs per weight.
     cost = token_work(info["n_params"], formulas.bytes_per_token(info)) if info is not None else None
@@ -259,40 +263,30 @@ def record_ceiling(ctx: LessonContext, ceil: Ceiling, eff: Efficiency, threads: 
 
 # --- the forward pass in numpy: the file's bytes against the server's tables ---------------------
 
-def the_pass_in_numpy(ctx: LessonContext, files: plans.NumpyFiles | None, tables: list[stated.ShownTable]) -> None:
-    """Lesson 4's fifteen lines in numpy on the file's bytes, set against the server's tables (bytesup.models.forward)."""
+def the_pass_in_numpy(ctx: LessonContext, files: plans.NumpyFiles | None,
+                      tables: list[stated.ShownTable]) -> stated.NumpyOutcome | None:
+    """Lesson 4's fifteen lines in numpy on the file's bytes against the server's tables (bytesup.models.forward), and
+    on the f32 width against a server of its own; None for a run recorded before the pass."""
     if files is None:
-        return ctx.note("This run was recorded before lesson 4 computed the forward pass in numpy, so it is not recomputed here.")
+        return None
     if files.served is None:
-        return not_computed(ctx, "The model file is not readable here (pass --model PATH.gguf), so the forward pass is "
-                                 "not computed in numpy.")
+        return stated.NumpyOutcome(None, "The model file is not readable here (pass --model PATH.gguf), so the forward "
+                                         "pass is not computed in numpy.")
     names = [(t.name or "", t.prompt or "") for t in tables]
     asked = ask_for_the_numpy_pass(ctx, files, [prompt for _, prompt in names])
     served = ctx.file_with(files.served)
     if served is None:
-        return not_computed(ctx, ctx.file_not_here(files.served, "The numpy pass"))
+        return stated.NumpyOutcome(None, ctx.file_not_here(files.served, "The numpy pass"))
     done, probs = numpy_pass(served, names, asked.ids, [t.tokens for t in tables])
-    view.show_numpy_vs_server(ctx, "numpy_vs_server", done.part, "the server", [t.prompt_n or 0 for t in tables])
-    for a in done.part.prompts.values():
-        view.show_numpy_top8(ctx, a)
-    f32 = None
-    if asked.f32 is not None and files.f32 is not None:
-        f32_path = ctx.file_with(files.f32)
-        if f32_path is None:
-            ctx.note(ctx.file_not_here(files.f32, "The numpy pass"))
-        else:
-            f32, f32_probs = numpy_pass(f32_path, names, asked.ids, [top_tokens(c) for c in asked.f32])
-            same = max(float(np.max(np.abs(p - q))) for p, q in zip(probs, f32_probs, strict=True))
-            view.show_numpy_vs_server(ctx, "numpy_vs_server_f32", f32.part, f"a server on the f32 width ({f32.part.file})",
-                                      [c.timings.prompt_n for c in asked.f32], view.rounding_notes(done.part, f32.part, same))
-    view.show_last_only(ctx, done.last, dict(names))
-    view.show_through_the_layers(ctx, done.layers, dict(names))
-    ctx.fact(stated.NumpyPass(recomputed=True, why_not=None, served=done.part, f32=f32.part if f32 else None))
-
-
-def not_computed(ctx: LessonContext, why: str) -> None:
-    ctx.note(why)
-    ctx.fact(stated.NumpyPass(recomputed=False, why_not=why, served=None, f32=None))
+    outcome = stated.NumpyOutcome(done.part, prompt_n=[t.prompt_n or 0 for t in tables], last=done.last, layers=done.layers)
+    if asked.f32 is None or files.f32 is None:
+        return outcome
+    f32_path = ctx.file_with(files.f32)
+    if f32_path is None:
+        return dataclasses.replace(outcome, f32_missing=ctx.file_not_here(files.f32, "The numpy pass"))
+    f32, f32_probs = numpy_pass(f32_path, names, asked.ids, [top_tokens(c) for c in asked.f32])
+    return dataclasses.replace(outcome, f32=f32.part, f32_prompt_n=[c.timings.prompt_n for c in asked.f32],
+                               same=max(float(np.max(np.abs(p - q))) for p, q in zip(probs, f32_probs, strict=True)))
 
 
 # --- computation: pure functions of the answers and the file ----------------------------------------

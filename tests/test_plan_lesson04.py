@@ -76,3 +76,43 @@ def test_the_table_of_upgrades_applies_in_order_what_a_run_recorded():
     assert upgrades.apply(table, {"n": 1, "z": 0}) == {"parts": ["a", "c"], "n": 1}          # 2 not recorded: skipped
     assert upgrades.apply(table, {"n": 1, "y": 10, "z": 0}) == {"parts": ["a", "b", "c"], "n": 11}  # by number
     assert upgrades.shown_by(table) == ["z", "y"]
+
+
+class _Page:
+    """Where a view writes, kept in order: ("table", name, rows, notes), ("note", text) and ("plot", name)."""
+
+    def __init__(self):
+        self.written = []
+
+    def table(self, name, title, columns, rows, notes=None):
+        self.written.append(("table", name, rows, notes or []))
+
+    def note(self, text):
+        self.written.append(("note", text))
+
+    def plot(self, name, title, x_label, y_label, series, **kw):
+        self.written.append(("plot", name))
+
+
+def test_the_numpy_pass_is_shown_without_its_f32_width_when_that_file_is_not_here():
+    from bytesup.course.nexttoken import LastOnly, ThroughTheLayers
+
+    a = stated.PromptAgreement(numpy_top_id=5, server_top_id=5, top_agrees=True, set_agrees=True, largest_abs_dp=0.002,
+                               kl_shared=1e-6, shared=8, probabilities_of_server_ids={"5": 0.498}, largest_abs_logit=20.0,
+                               name="t", prompt="p", n_tokens=3, server_token="' Paris'", server_p=0.5,
+                               numpy_token="' Paris'", numpy_p=0.498, at_token="' Paris'", at_server=0.5, at_numpy=0.498,
+                               numpy=[stated.NumpyToken(1, 5, "' Paris'", 0.498, 0.5, 0.498 - 0.5)])
+    done = stated.NumpyOutcome(stated.FilePass(file="m.gguf", weight_type="Q4_1", prompts={"t": a}), prompt_n=[3],
+                               f32_missing="The numpy pass over m-f32.gguf is not recomputed: no file here.",
+                               last=[LastOnly("t", 3, 10, 4, 0.0, True)], layers=[ThroughTheLayers("t", 5, "' Paris'", [2, 1], [0.3, 0.498])])
+    page = _Page()
+    view.show_numpy_pass(page, done, {"t": "p"})
+    assert [w[1] for w in page.written] == ["numpy_vs_server", "numpy_t", "The numpy pass over m-f32.gguf is not recomputed: no file here.",
+                                            "last_position_only", "answer_through_the_layers", "answer_through_the_layers"]
+    # The agreement's row: the server's 50% against numpy's 49.8%, |Δp| 0.002 = 0.2 points.
+    assert page.written[0][2] == [["'p'", 3, "' Paris'", 50.0, "' Paris'", 49.8, True, True, 0.2, "' Paris'", 1e-6, 8]]
+    assert done.fact() == stated.NumpyPass(recomputed=True, why_not=None, served=done.served, f32=None)
+    before = _Page()
+    view.show_numpy_pass(before, None, {})
+    assert before.written == [("note", "This run was recorded before lesson 4 computed the forward pass in numpy, so it is "
+                                       "not recomputed here.")]

@@ -9,6 +9,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 from pydantic.dataclasses import dataclass
 
+from bytesup.course.nexttoken import LastOnly, ThroughTheLayers
 from bytesup.store.facts.base import column as table_column, fraction, number, stated
 from bytesup.store.rows import COLUMN, column
 
@@ -155,3 +156,23 @@ class NumpyPass(Record):
     why_not: str | None
     served: FilePass | None
     f32: FilePass | None
+
+
+@dataclasses.dataclass(frozen=True)
+class NumpyOutcome:
+    """What the numpy pass gave, for the fact and the view: the served file's part against the server (None with
+    `why_not`), and the f32 width's where it ran (`f32_missing`: why not, where its file is not here); with the
+    prompts' lengths as each server evaluated them, numpy's largest difference between the two files, and the two
+    figures of the served file's pass (course.nexttoken.LastOnly and ThroughTheLayers, by prompt)."""
+    served: FilePass | None
+    why_not: str | None = None
+    prompt_n: list[int] = dataclasses.field(default_factory=list)
+    f32: FilePass | None = None
+    f32_prompt_n: list[int] = dataclasses.field(default_factory=list)
+    f32_missing: str | None = None
+    same: float | None = None
+    last: list[LastOnly] = dataclasses.field(default_factory=list)
+    layers: list[ThroughTheLayers] = dataclasses.field(default_factory=list)
+
+    def fact(self) -> NumpyPass:
+        return NumpyPass(recomputed=self.served is not None, why_not=self.why_not, served=self.served, f32=self.f32)

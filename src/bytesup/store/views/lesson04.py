@@ -17,7 +17,7 @@ from bytesup.course.nexttoken import (LastOnly, SoftmaxExample, Speeds, ThirdClo
                                       median_min_max, percent)
 from bytesup.host import hostbench
 from bytesup.llama import build as nativebuild
-from bytesup.store.facts.lesson04 import FilePass, NumpyToken, PromptAgreement, ShownTable, ShownToken
+from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken
 from bytesup.store.plans.lesson04 import BENCH_REPETITIONS, N_PREDICT
 from bytesup.store.results import Series
 from bytesup.store.rows import COLUMN, cells, column, columns
@@ -298,6 +298,26 @@ def show_through_the_layers(page: Page, layers: list[ThroughTheLayers], prompts:
     page.plot("answer_through_the_layers", "The final top token's probability after each block", "block", "probability (%)",
              [Series(label=f"{t.token} after {prompts[t.name]!r}", x=[float(b + 1) for b in range(n_blocks)],
                      y=[100 * p for p in t.probabilities]) for t in layers], log_y=True)
+
+
+def show_numpy_pass(page: Page, done: NumpyOutcome | None, prompts: dict[str, str]) -> None:
+    """numpy's pass against the server, and against the f32 width; keeping only the last position; the answer
+    through the layers. Or a note: why not (None: a run recorded before the pass)."""
+    if done is None:
+        return page.note("This run was recorded before lesson 4 computed the forward pass in numpy, so it is not "
+                         "recomputed here.")
+    if done.served is None:
+        return page.note(done.why_not or "")
+    show_numpy_vs_server(page, "numpy_vs_server", done.served, "the server", done.prompt_n)
+    for a in done.served.prompts.values():
+        show_numpy_top8(page, a)
+    if done.f32_missing is not None:
+        page.note(done.f32_missing)
+    elif done.f32 is not None and done.same is not None:
+        show_numpy_vs_server(page, "numpy_vs_server_f32", done.f32, f"a server on the f32 width ({done.f32.file})",
+                             done.f32_prompt_n, rounding_notes(done.served, done.f32, done.same))
+    show_last_only(page, done.last, prompts)
+    show_through_the_layers(page, done.layers, prompts)
 
 
 def show_cost(page: Page, cost: TokenWork, n_vocab: int | None) -> None:
