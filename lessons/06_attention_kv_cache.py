@@ -54,7 +54,14 @@ def main(ctx: LessonContext):
     plan = the_plan(ctx)
     # The KV cache's size: 2 × layers × KV heads × head width × bytes per element, per token.
     ctx.step("KV cache bytes per token")
-    n_ctx, shape = kv_cache_size(ctx)
+    readable = ctx.server_facts()["model_readable"]
+    info = ctx.host("model_info", lambda: model_facts(ctx.require_model())) if readable else None
+    setup = request_cache_setup(ctx)
+    served = arithmetic.served_example(info, setup, ctx.identity.get("model", {}).get("name")) if info is not None else None
+    examples = ([served] if served else []) + arithmetic.worked_examples()
+    record_kv_cache(ctx, examples, served, info, setup, readable)
+    view.render_kv_cache_size(ctx, examples, served, info, setup)
+    n_ctx, shape = setup.n_ctx, attention_shape(served, info)
 
     # Decode speed as the context grows, and the bytes model beside it.
     ids = long_prompt_tokens(ctx.server, max(plans.depth_plan(n_ctx)[-1], plans.cache_prompt_len(n_ctx), 1))
@@ -73,7 +80,10 @@ def main(ctx: LessonContext):
         view.render_bytes_model(ctx, points, bytes_model["kv_bytes_per_token"], bytes_model["weight_bytes"])
 
     # A line through the shallow half predicts the deeper depths; its slope split into the KV read and the rest.
-    model = decode_at_depth_line(ctx, depths, n_ctx, shape, bandwidth)
+    model, why_no_line = depth_line(depths, n_ctx, shape, bandwidth)
+    if model is not None:
+        record_depth_line(ctx, model)
+    view.render_depth_line(ctx, model, why_no_line)
     view.render_depth_plot(ctx, depths, points, model)
 
     # A cached prompt prefix skips prefill.
@@ -95,53 +105,8 @@ def main(ctx: LessonContext):
 
     # The same generation in numpy from the file's bytes: with a KV cache, and recomputing every prefix.
     ctx.step("the KV cache in numpy")
-    kv_cache_in_numpy(ctx, plan.numpy, ids[:p], one.tokens)
+    view.render_numpy_decode(ctx, generate_in_numpy(ctx, plan.numpy, ids[:p]), one.tokens)
     return ctx.finish()
-
-
-def kv_cache_size(ctx: LessonContext) -> tuple[int, AttentionShape | None]:
-    """The KV table: the served model (when its GGUF is readable here) and the worked examples.
-    Returns the server's context size and the served model's attention shape (None when its file is not readable)."""
-    readable = ctx.server_facts()["model_readable"]
-    info = ctx.host("model_info", lambda: model_facts(ctx.require_model())) if readable else None
-    setup = request_cache_setup(ctx)
-    served = arithmetic.served_example(info, setup, ctx.identity.get("model", {}).get("name")) if info is not None else None
-    examples = ([served] if served else []) + arithmetic.worked_examples()
-    record_kv_cache(ctx, examples, served, info, setup)
-    view.render_kv_cache_size(ctx, examples, served, info, setup)
-    ctx.settings.update({"n_ctx": setup.n_ctx, "cache_type_k": setup.type_k, "cache_type_v": setup.type_v,
-                         "cache_type_source": setup.type_source, "model_readable": readable})
-    if served is None or info is None:
-        return setup.n_ctx, None
-    return setup.n_ctx, AttentionShape(served.per_token, served.n_layer, info["hyperparameters"]["n_head"], served.head_dim)
-
-
-def decode_at_depth_line(ctx: LessonContext, depths: list[DepthResult], n_ctx: int, shape: AttentionShape | None,
-                         bandwidth: tuple[float | None, str | None]) -> DepthModel | None:
-    """The line through the shallow half's decode steps, predicting the deeper half; None (said) with too few depths."""
-    try:
-        model = arithmetic.depth_model(depths, n_ctx, shape, *bandwidth)
-    except ValueError as exc:
-        ctx.note(f"No line of decode time against depth: {exc}.")
-        return None
-    record_depth_line(ctx, model)
-    view.render_depth_line(ctx, model)
-    return model
-
-
-def kv_cache_in_numpy(ctx: LessonContext, file: plans.NumpyFile | None, prompt: list[int], server_tokens: list[int]) -> None:
-    if file is None:
-        return ctx.note("This run was recorded before lesson 6 generated text in numpy, so that is not recomputed here.")
-    if file.served is None or file.float32_bytes is None:
-        return ctx.note("The model file is not readable here (pass --model PATH.gguf), so numpy does not generate from it.")
-    if file.float32_bytes > plans.NUMPY_MAX_FLOAT32_BYTES:
-        return ctx.note(f"numpy would hold {file.float32_bytes / GiB:.1f} GiB of float32 weights to generate from "
-                        f"{file.served['file']}, more than the {plans.NUMPY_MAX_FLOAT32_BYTES / GiB:g} GiB this lesson allows "
-                        "itself, so it does not.")
-    path = ctx.file_with(file.served)
-    if path is None:
-        return ctx.note(ctx.file_not_here(file.served, "numpy's generation"))
-    view.render_numpy_decode(ctx, generate_in_numpy(ctx, path, prompt), server_tokens)
 
 
 # --- the plan: what this run asks, recorded once ---------------------------------------------
@@ -249,8 +214,20 @@ def request_without_cache(ctx: LessonContext, prompt: list[int]) -> tuple[Comple
     return one, resent
 
 
-def generate_in_numpy(ctx: LessonContext, path, prompt: list[int]) -> NumpyDecode:
-    """NUMPY_N greedy tokens both ways, recomputed on every run and replay; each step's time is a host value."""
+def generate_in_numpy(ctx: LessonContext, file: plans.NumpyFile | None, prompt: list[int]) -> NumpyDecode | str | None:
+    """NUMPY_N greedy tokens both ways, recomputed on every run and replay; each step's time is a host value. Or why
+    numpy does not generate (None: a run recorded before it did)."""
+    if file is None:
+        return None
+    if file.served is None or file.float32_bytes is None:
+        return "The model file is not readable here (pass --model PATH.gguf), so numpy does not generate from it."
+    if file.float32_bytes > plans.NUMPY_MAX_FLOAT32_BYTES:
+        return (f"numpy would hold {file.float32_bytes / GiB:.1f} GiB of float32 weights to generate from "
+                f"{file.served['file']}, more than the {plans.NUMPY_MAX_FLOAT32_BYTES / GiB:g} GiB this lesson allows "
+                "itself, so it does not.")
+    path = ctx.file_with(file.served)
+    if path is None:
+        return ctx.file_not_here(file.served, "numpy's generation")
     model = forward.Model(path, keep_blocks=True)
     for b in range(model.hp.n_layer):  # every block read and dequantized first, so neither way's time includes the file
         model.block(b)
@@ -264,7 +241,9 @@ def generate_in_numpy(ctx: LessonContext, path, prompt: list[int]) -> NumpyDecod
 # --- what the lesson records: measurements and facts ----------------------------------------------
 
 def record_kv_cache(ctx: LessonContext, examples: list[KvExample], served: KvExample | None, info: dict | None,
-                    setup: CacheSetup) -> None:
+                    setup: CacheSetup, readable: bool) -> None:
+    """The served model's KV bytes per token (a measurement, and the bytes model's inputs in the settings), the
+    examples as a fact, and the server's context and cache types."""
     if served is not None and info is not None:
         ctx.settings["bytes_model"] = {"weight_bytes": info["tensor_bytes"], "kv_bytes_per_token": served.per_token}
         ctx.measure("kv_bytes_per_token", "bytes", [served.per_token], higher_is_better=None,
@@ -273,6 +252,8 @@ def record_kv_cache(ctx: LessonContext, examples: list[KvExample], served: KvExa
     ctx.fact(stated.KvExamples([stated.KvExample(
         label=e.label, n_layer=e.n_layer, n_head_kv=e.n_head_kv, head_dim=e.head_dim,
         bytes_per_element=float(e.bytes_per_element), bytes_per_token=float(e.bytes_per_token)) for e in examples]))
+    ctx.settings.update({"n_ctx": setup.n_ctx, "cache_type_k": setup.type_k, "cache_type_v": setup.type_v,
+                         "cache_type_source": setup.type_source, "model_readable": readable})
 
 
 def record_depths(ctx: LessonContext, depths: list[DepthResult]) -> None:
@@ -305,6 +286,22 @@ def depth_result(depth: int, runs: list[Completion], from_cache: bool = False) -
                        tokens_per_s=[decode_tokens_per_s(c.timings) for c in runs],
                        prefill_median=None if from_cache else statistics.median(prefill_tokens_per_s(c.timings) for c in runs),
                        cache_n=[c.timings.cache_n for c in runs] if from_cache else None)
+
+
+def attention_shape(served: KvExample | None, info: dict | None) -> AttentionShape | None:
+    """The served model's KV bytes per token and attention's shape (None when its file is not readable here)."""
+    if served is None or info is None:
+        return None
+    return AttentionShape(served.per_token, served.n_layer, info["hyperparameters"]["n_head"], served.head_dim)
+
+
+def depth_line(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | None,
+               bandwidth: tuple[float | None, str | None]) -> tuple[DepthModel | None, str | None]:
+    """The line through the shallow half's decode steps, predicting the deeper half; or why there is none."""
+    try:
+        return arithmetic.depth_model(depths, n_ctx, shape, *bandwidth), None
+    except ValueError as exc:
+        return None, str(exc)
 
 
 def cost_row(prompt: int, n: int) -> stated.CostRow:

@@ -241,8 +241,14 @@ def _ctx(n_ctx, slots=None, model=None):
 
 
 def test_kv_table_without_the_model_file(lesson):
+    from bytesup.store.views import lesson06 as view
+
     ctx = _ctx(4096)
-    assert lesson.kv_cache_size(ctx) == (4096, None)
+    setup = lesson.request_cache_setup(ctx)
+    examples = kvcache.worked_examples()
+    lesson.record_kv_cache(ctx, examples, None, None, setup, False)
+    view.render_kv_cache_size(ctx, examples, None, None, setup)
+    assert (setup.n_ctx, lesson.attention_shape(None, None)) == (4096, None)
     table = ctx.tables[0]
     assert [r[0].split(" (")[0] for r in table.rows] == [published.SPECIMEN_NAME, "70B example"]
     assert any("not readable here" in n for n in table.notes)
@@ -253,7 +259,7 @@ def test_kv_table_without_the_model_file(lesson):
 
 def test_no_context_size_is_a_clear_error(lesson):
     with pytest.raises(BytesupError, match="no context size"):
-        lesson.kv_cache_size(_ctx(None, slots=[{"id": 0}]))
+        lesson.request_cache_setup(_ctx(None, slots=[{"id": 0}]))
 
 
 def test_bytes_model_predictions(lesson):

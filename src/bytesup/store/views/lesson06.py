@@ -227,7 +227,9 @@ def render_bytes_model(page: Page, points: list[BytesModelPoint], kv: float, wei
     )
 
 
-def render_depth_line(page: Page, m: DepthModel) -> None:
+def render_depth_line(page: Page, m: DepthModel | None, why_not: str | None) -> None:
+    if m is None:
+        return page.note(f"No line of decode time against depth: {why_not}.")
     line = m.line
     page.table(
         "decode_at_depth_line", f"Decode at depth d: t(d) = t(0) + d × s, fitted up to depth {line.fit_until:,}, "
@@ -371,7 +373,13 @@ def render_cache_vs_no_cache(page: Page, p: int, c: CacheVsNoCache) -> None:
     )
 
 
-def render_numpy_decode(page: Page, d: NumpyDecode, server_tokens: list[int]) -> None:
+def render_numpy_decode(page: Page, d: NumpyDecode | str | None, server_tokens: list[int]) -> None:
+    """numpy's generation both ways beside the server's tokens, or why numpy did not generate (None: a run recorded
+    before it did)."""
+    if d is None:
+        return page.note("This run was recorded before lesson 6 generated text in numpy, so that is not recomputed here.")
+    if isinstance(d, str):
+        return page.note(d)
     fc, fr, mc, mr = d.totals(NUMPY_N)
     shared = same_prefix(d.cached.tokens, server_tokens)
     k = growth_exponent(NUMPY_LENGTHS[-2], d.totals(NUMPY_LENGTHS[-2])[1], NUMPY_N, fr)
