@@ -104,15 +104,16 @@ def test_the_numpy_pass_is_shown_without_its_f32_width_when_that_file_is_not_her
                                numpy=[stated.NumpyToken(1, 5, "' Paris'", 0.498, 0.5, 0.498 - 0.5)])
     done = stated.NumpyOutcome(stated.FilePass(file="m.gguf", weight_type="Q4_1", prompts={"t": a}), prompt_n=[3],
                                f32_missing="The numpy pass over m-f32.gguf is not recomputed: no file here.",
-                               last=[LastOnly("t", 3, 10, 4, 0.0, True)], layers=[ThroughTheLayers("t", 5, "' Paris'", [2, 1], [0.3, 0.498])])
+                               last=[LastOnly("t", 3, 10, 4, 0.0, True)],
+                               layers=[ThroughTheLayers("t", 5, "' Paris'", [2, 1], [0.3, 0.498])])
     page = _Page()
     view.show_numpy_pass(page, done, {"t": "p"})
-    assert [w[1] for w in page.written] == ["numpy_vs_server", "numpy_t", "The numpy pass over m-f32.gguf is not recomputed: no file here.",
-                                            "last_position_only", "answer_through_the_layers", "answer_through_the_layers"]
+    assert [w[1] for w in page.written] == ["numpy_vs_server", "numpy_t", done.f32_missing, "last_position_only",
+                                            "answer_through_the_layers", "answer_through_the_layers"]
     # The agreement's row: the server's 50% against numpy's 49.8%, |Δp| 0.002 = 0.2 points.
     assert page.written[0][2] == [["'p'", 3, "' Paris'", 50.0, "' Paris'", 49.8, True, True, 0.2, "' Paris'", 1e-6, 8]]
     assert done.fact() == stated.NumpyPass(recomputed=True, why_not=None, served=done.served, f32=None)
     before = _Page()
     view.show_numpy_pass(before, None, {})
-    assert before.written == [("note", "This run was recorded before lesson 4 computed the forward pass in numpy, so it is "
-                                       "not recomputed here.")]
+    said = "This run was recorded before lesson 4 computed the forward pass in numpy, so it is not recomputed here."
+    assert before.written == [("note", said)]
