@@ -757,3 +757,28 @@ def test_a_recorded_plan_is_read_as_it_is(lesson):
     assert result.settings["repeat"] == 2 and result.settings["long_prompt_tokens"] == 52
     assert [t.name for t in result.tables if t.name.startswith("top8_")] == [name for name, _ in plans.PROMPTS]
     assert not any(path == "/tokenize" and body.get("add_special") for _, path, body in server.requests)
+
+
+def test_a_live_run_records_its_plan_once_and_replays_from_it(lesson):
+    """Live, without the model file: the plan is one host value (this version, the published prompts, at least two
+    runs of each timed request, no file for numpy); replayed from that recording, the lesson gives the same tables."""
+    from bytesup.lesson import LessonContext, Reporter
+
+    def answers():
+        return QueuedServer({
+            "/completion": [HAND_TOP, HAND_SERVER] * 4 + [_timed(52, 26.0, 620.0), _timed(52, 20.8, 775.0),
+                                                          _timed(5, 5.0, 310.0), _timed(5, 5.0, 248.0)],
+            "/props": [{"default_generation_settings": {"n_ctx": 100}}],
+            "/tokenize": [{"tokens": list(range(60))}]})
+
+    server = answers()
+    ctx = LessonContext(LESSON, "t", server=server.server, model_path=None, sink=[], replay=None,
+                        run=RunOptions(command=["t"], repeat=1), progress=Reporter(None, LESSON), options_type=lesson.Options)
+    live = lesson.main(ctx)
+    assert server.left() == {}
+    assert plans.read(live.host_values["plan"]) == plans.Plan(prompts=plans.PROMPTS, repeat=2, llama_bench=True,
+                                                             numpy=plans.NumpyFiles(served=None, f32=None))
+    assert "numpy_plan" not in live.host_values and live.settings["repeat"] == 2
+    again = lesson.main(hand_context(LESSON, answers(), host_values=live.host_values))
+    assert [(t.name, t.rows, t.notes) for t in again.tables] == [(t.name, t.rows, t.notes) for t in live.tables]
+    assert again.facts == live.facts and again.notes == live.notes
