@@ -8,6 +8,7 @@ from bytesup.store.facts import lesson04 as stated
 from bytesup.store.plans import lesson04 as plans
 from bytesup.store.plans import upgrades
 from bytesup.store.views import lesson04 as view
+from bytesup.store.views import page
 
 SERVED = {"file": "m.gguf", "path": "/m.gguf", "sha256": "ab"}
 
@@ -46,11 +47,11 @@ def test_settings_and_the_long_prompt_by_hand():
 
 def test_a_record_is_shown_by_its_declared_columns():
     tokens = [stated.ShownToken(1, 5, "' Paris'", 0.5, -0.6931, 0.5002), stated.ShownToken(2, 7, "' the'", 0.25, -1.386, None)]
-    heads, rows = view.by_columns(stated.ShownToken, view.TOP_COLUMNS, tokens)
+    heads, rows = page.by_columns(stated.ShownToken, view.TOP_COLUMNS, tokens)
     assert heads == [("rank", ""), ("token", ""), ("probability", "%"), ("server probability", "%"), ("logprob", "")]
     # Fractions shown in percent: 0.5 → 50, 0.5002 → 50.02; None stays None.
     assert rows == [[1, "' Paris'", 50.0, 100 * 0.5002, -0.6931], [2, "' the'", 25.0, None, -1.386]]
-    heads, rows = view.by_columns(stated.NumpyToken, ["token", "difference"], [stated.NumpyToken(1, 5, "'x'", 0.4, 0.3, 0.4 - 0.3)],
+    heads, rows = page.by_columns(stated.NumpyToken, ["token", "difference"], [stated.NumpyToken(1, 5, "'x'", 0.4, 0.3, 0.4 - 0.3)],
                                   {"token": str.upper})
     assert heads == [("token", ""), ("numpy − server", "points")] and rows == [["'X'", 100 * (0.4 - 0.3)]]
 

@@ -5,10 +5,9 @@ It records nothing and measures nothing: each function writes to the lesson's pa
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any
 
 
 from bytesup.course import ceiling, formulas, published
@@ -20,7 +19,8 @@ from bytesup.llama import build as nativebuild
 from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken
 from bytesup.store.plans.lesson04 import BENCH_REPETITIONS, N_PREDICT
 from bytesup.store.results import Series
-from bytesup.store.rows import COLUMN, cells, column, columns
+from bytesup.store.rows import cells, column, columns
+from bytesup.store.views.page import Page, by_columns
 from bytesup.units import GB, MiB
 
 # Published figures (bytesup.course.published: lesson 4 on the DGX Spark, its specimen model, lesson 7's
@@ -35,33 +35,6 @@ SOFTMAX_SHIFT = 100.0
 # vec_dot_type of type_traits_cpu in ggml-cpu.c); numpy keeps float32 throughout.
 ACTIVATIONS_ROUNDED_TO = {"Q4_0": "Q8_0 (8 bits)", "Q4_1": "Q8_1 (8 bits)", "Q5_0": "Q8_0 (8 bits)", "Q5_1": "Q8_1 (8 bits)",
                           "Q8_0": "Q8_0 (8 bits)", "F16": "float16", "BF16": "bfloat16", "F32": None}
-HUNDREDTHS = ("%", "points")  # a record holds fractions of 1; these columns show them × 100
-
-
-class Page(Protocol):
-    """Where a view writes: the lesson's context (`table`, `note`, `plot`)."""
-
-    def table(self, name: str, title: str, columns: list[tuple[str, str]], rows: list[list[Any]],
-              notes: list[str] | None = None) -> Any: ...
-    def note(self, text: str) -> None: ...
-    def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Any: ...
-
-
-def by_columns(record: type, fields: Sequence[str], records: Sequence[Any],
-               shown: dict[str, Any] | None = None) -> tuple[list[tuple[str, str]], list[list[Any]]]:
-    """The columns `fields` of a record type (their declared name and unit) and each record's values under them:
-    a fraction under % or points × 100, a field in `shown` through its function."""
-    declared = {f.name: f.metadata[COLUMN] for f in dataclasses.fields(record) if COLUMN in f.metadata}
-    heads = [declared[f] for f in fields]
-
-    def value(r: Any, f: str, unit: str) -> Any:
-        v = getattr(r, f)
-        if shown and f in shown:
-            return shown[f](v)
-        return 100 * v if unit in HUNDREDTHS and v is not None else v
-    return heads, [[value(r, f, unit) for f, (_, unit) in zip(fields, heads, strict=True)] for r in records]
-
-
 TOP_COLUMNS = ["rank", "token", "probability", "server_probability", "logprob"]
 AGREEMENT_COLUMNS = ["prompt", "n_tokens", "server_token", "server_p", "numpy_token", "numpy_p", "top_agrees",
                      "set_agrees", "largest_abs_dp", "at_token", "kl_shared", "shared"]

@@ -19,7 +19,7 @@ from bytesup.store.facts.lesson06 import CacheRequest, CostRow, ResendStep
 from bytesup.store.plans.lesson06 import COST_N, DECODE_N, NUMPY_LENGTHS, NUMPY_N
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
-from bytesup.store.views.lesson04 import Page
+from bytesup.store.views.page import Page
 from bytesup.units import GiB, MiB
 
 
