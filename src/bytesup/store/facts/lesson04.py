@@ -40,9 +40,6 @@ class ShownToken:
     server_probability: float | None = column("server probability", "%")  # the server's own; None when it did not list it
 
 
-TopToken = ShownToken
-
-
 class ShownTable(Record):
     """One next-token table: the fact states its prompt and tokens; the view also shows its name, the prompt's
     length and what the server generated at temperature 0."""
