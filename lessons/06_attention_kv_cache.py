@@ -60,7 +60,7 @@ def main(ctx: LessonContext):
     served = arithmetic.served_example(info, setup, ctx.identity.get("model", {}).get("name")) if info is not None else None
     examples = ([served] if served else []) + arithmetic.worked_examples()
     record_kv_cache(ctx, examples, served, info, setup, readable)
-    view.render_kv_cache_size(ctx, examples, served, info, setup)
+    view.show_kv_cache_size(ctx, examples, served, info, setup)
     n_ctx, shape = setup.n_ctx, attention_shape(served, info)
 
     # Decode speed as the context grows, and the bytes model beside it.
@@ -72,19 +72,19 @@ def main(ctx: LessonContext):
     load = ctx.host("load_average", environment.load_average)
     cores = ctx.host("cpu_count", os.cpu_count)
     record_depths(ctx, depths)
-    view.render_decode_vs_depth(ctx, n_ctx, depths, plan.repeat, load, cores)
+    view.show_decode_vs_depth(ctx, n_ctx, depths, plan.repeat, load, cores)
     bytes_model = ctx.settings.get("bytes_model")
     points = None
     if bytes_model:
         points = arithmetic.bytes_model_points(depths, bytes_model["weight_bytes"], bytes_model["kv_bytes_per_token"])
-        view.render_bytes_model(ctx, points, bytes_model["kv_bytes_per_token"], bytes_model["weight_bytes"])
+        view.show_bytes_model(ctx, points, bytes_model["kv_bytes_per_token"], bytes_model["weight_bytes"])
 
     # A line through the shallow half predicts the deeper depths; its slope split into the KV read and the rest.
     model, why_no_line = depth_line(depths, n_ctx, shape, bandwidth)
     if model is not None:
         record_depth_line(ctx, model)
-    view.render_depth_line(ctx, model, why_no_line)
-    view.render_depth_plot(ctx, depths, points, model)
+    view.show_depth_line(ctx, model, why_no_line)
+    view.show_depth_plot(ctx, depths, points, model)
 
     # A cached prompt prefix skips prefill.
     ctx.step("the prompt cache")
@@ -92,20 +92,20 @@ def main(ctx: LessonContext):
     requests = request_prompt_cache(ctx, plan, ids, length)
     summary = arithmetic.prompt_cache_summary(requests, plans.AGAIN)
     record_prompt_cache(ctx, length, summary)
-    view.render_prompt_cache(ctx, length, requests, summary)
+    view.show_prompt_cache(ctx, length, requests, summary)
 
     # Without a cache: by formula, then by re-sending the growing text.
     ctx.step("the cost of generating without a cache")
     p = plans.COST_PROMPT_TOKENS
-    view.render_cost_formula(ctx, p, cost_rows(p, plans.COST_TABLE_N))
+    view.show_cost_formula(ctx, p, cost_rows(p, plans.COST_TABLE_N))
     one, resent = request_without_cache(ctx, ids[:p])
     steps = resend_steps(ids[:p], resent)
-    view.render_no_cache_requests(ctx, p, steps)
-    view.render_cache_vs_no_cache(ctx, p, arithmetic.cache_vs_no_cache(one.timings, one.tokens, steps))
+    view.show_no_cache_requests(ctx, p, steps)
+    view.show_cache_vs_no_cache(ctx, p, arithmetic.cache_vs_no_cache(one.timings, one.tokens, steps))
 
     # The same generation in numpy from the file's bytes: with a KV cache, and recomputing every prefix.
     ctx.step("the KV cache in numpy")
-    view.render_numpy_decode(ctx, generate_in_numpy(ctx, plan.numpy, ids[:p]), one.tokens)
+    view.show_numpy_decode(ctx, generate_in_numpy(ctx, plan.numpy, ids[:p]), one.tokens)
     return ctx.finish()
 
 

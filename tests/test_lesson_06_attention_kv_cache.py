@@ -188,7 +188,7 @@ def test_kv_table_without_the_model_file(lesson):
     setup = lesson.request_cache_setup(ctx)
     examples = kvcache.worked_examples()
     lesson.record_kv_cache(ctx, examples, None, None, setup, False)
-    view.render_kv_cache_size(ctx, examples, None, None, setup)
+    view.show_kv_cache_size(ctx, examples, None, None, setup)
     assert (setup.n_ctx, lesson.attention_shape(None, None)) == (4096, None)
     table = ctx.tables[0]
     assert [r[0].split(" (")[0] for r in table.rows] == [published.SPECIMEN_NAME, "70B example"]

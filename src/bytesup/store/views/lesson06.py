@@ -123,7 +123,7 @@ def numpy_row(d: NumpyDecode, n: int) -> NumpyRow:
     return NumpyRow(n, fc, fr, fr / fc, mc, mr, mr / mc)
 
 
-def render_kv_cache_size(page: Page, examples: list[KvExample], served: KvExample | None,
+def show_kv_cache_size(page: Page, examples: list[KvExample], served: KvExample | None,
                          info: dict | None, setup: CacheSetup) -> None:
     course, big = examples[-2], examples[-1]
     notes = ["The 2 is K and V: every layer stores a key and a value vector of head width for every KV head."]
@@ -174,7 +174,7 @@ def podcast_notes(big: KvExample, pod: PodcastCheck) -> list[str]:
     ]
 
 
-def render_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repeat: int, load: Any, cores: Any) -> None:
+def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repeat: int, load: Any, cores: Any) -> None:
     widest = max(depths, key=lambda d: d.high / d.low)
     widest_ratio = widest.high / widest.low
     first, last = depths[0], depths[-1]
@@ -211,7 +211,7 @@ def cache_notes(depths: list[DepthResult]) -> list[str]:
              "timed here (lesson 4 and the prompt-cache table do); the decode after each depth is the same.")]
 
 
-def render_bytes_model(page: Page, points: list[BytesModelPoint], kv: float, weights: float) -> None:
+def show_bytes_model(page: Page, points: list[BytesModelPoint], kv: float, weights: float) -> None:
     shallow, deep = points[0], points[-1]
     ratios = [p.ratio for p in points]
     page.table(
@@ -227,7 +227,7 @@ def render_bytes_model(page: Page, points: list[BytesModelPoint], kv: float, wei
     )
 
 
-def render_depth_line(page: Page, m: DepthModel | None, why_not: str | None) -> None:
+def show_depth_line(page: Page, m: DepthModel | None, why_not: str | None) -> None:
     if m is None:
         return page.note(f"No line of decode time against depth: {why_not}.")
     line = m.line
@@ -280,7 +280,7 @@ def spark_note(spark: SparkSlope, here: depthtime.Split | None) -> str:
             + (f", here mostly {here.mostly} ({100 * here.kv_share:.2g}% the KV read)." if here is not None else "."))
 
 
-def render_depth_plot(page: Page, depths: list[DepthResult], points: list[BytesModelPoint] | None,
+def show_depth_plot(page: Page, depths: list[DepthResult], points: list[BytesModelPoint] | None,
                       model: DepthModel | None) -> None:
     xs = [float(d.depth) for d in depths]
     series = [Series(label="median (min–max band)", x=xs, y=[d.median for d in depths],
@@ -295,7 +295,7 @@ def render_depth_plot(page: Page, depths: list[DepthResult], points: list[BytesM
     page.plot("decode_vs_depth", "Decode speed vs context depth", "context depth (tokens)", "decode tokens/s", series)
 
 
-def render_prompt_cache(page: Page, length: int, requests: list[CacheRequest], s: PromptCacheSummary) -> None:
+def show_prompt_cache(page: Page, length: int, requests: list[CacheRequest], s: PromptCacheSummary) -> None:
     cold = all(r.cache_n == 0 for r in s.first)
     full_match = all(r.prompt_n == 1 and r.cache_n + r.prompt_n == length for r in s.second)
     page.table(
@@ -321,7 +321,7 @@ def render_prompt_cache(page: Page, length: int, requests: list[CacheRequest], s
     )
 
 
-def render_cost_formula(page: Page, p: int, rows: list[CostRow]) -> None:
+def show_cost_formula(page: Page, p: int, rows: list[CostRow]) -> None:
     a, b = rows[-2], rows[-1]
     page.table(
         "cost_formula", f"Positions processed to generate n tokens after a {p}-token prompt",
@@ -339,7 +339,7 @@ def render_cost_formula(page: Page, p: int, rows: list[CostRow]) -> None:
     )
 
 
-def render_no_cache_requests(page: Page, p: int, steps: list[ResendStep]) -> None:
+def show_no_cache_requests(page: Page, p: int, steps: list[ResendStep]) -> None:
     total = sum(s.prompt_n for s in steps)
     series = tokens_without_cache(p, COST_N)
     page.table(
@@ -352,7 +352,7 @@ def render_no_cache_requests(page: Page, p: int, steps: list[ResendStep]) -> Non
     )
 
 
-def render_cache_vs_no_cache(page: Page, p: int, c: CacheVsNoCache) -> None:
+def show_cache_vs_no_cache(page: Page, p: int, c: CacheVsNoCache) -> None:
     t = c.timings
     ratio_n, ratio_ms = c.positions_resent / c.positions_cached, c.ms_resent / c.ms_cached
     same = c.generated == c.tokens
@@ -373,7 +373,7 @@ def render_cache_vs_no_cache(page: Page, p: int, c: CacheVsNoCache) -> None:
     )
 
 
-def render_numpy_decode(page: Page, d: NumpyDecode | str | None, server_tokens: list[int]) -> None:
+def show_numpy_decode(page: Page, d: NumpyDecode | str | None, server_tokens: list[int]) -> None:
     """numpy's generation both ways beside the server's tokens, or why numpy did not generate (None: a run recorded
     before it did)."""
     if d is None:
