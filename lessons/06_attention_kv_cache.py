@@ -73,11 +73,10 @@ def main(ctx: LessonContext):
     cores = ctx.host("cpu_count", os.cpu_count)
     record_depths(ctx, depths)
     view.show_decode_vs_depth(ctx, n_ctx, depths, plan.repeat, load, cores)
-    bytes_model = ctx.settings.get("bytes_model")
     points = None
-    if bytes_model:
-        points = arithmetic.bytes_model_points(depths, bytes_model["weight_bytes"], bytes_model["kv_bytes_per_token"])
-        view.show_bytes_model(ctx, points, bytes_model["kv_bytes_per_token"], bytes_model["weight_bytes"])
+    if served is not None and info is not None:  # the bytes model: the served model's weights and KV bytes per token
+        points = arithmetic.bytes_model_points(depths, info["tensor_bytes"], served.per_token)
+        view.show_bytes_model(ctx, points, served.per_token, info["tensor_bytes"])
 
     # A line through the shallow half predicts the deeper depths; its slope split into the KV read and the rest.
     model, why_no_line = depth_line(depths, n_ctx, shape, bandwidth)
