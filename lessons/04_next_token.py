@@ -11,8 +11,10 @@ inference from the server's own timings: prefill of a long prompt and decode aft
 a long one. It ends with decode as a share of the
 bandwidth ceiling of lesson 1 (where this host's bandwidth bounds the server, or at the bandwidth
 given with --bandwidth-gbs) and the cost of one pass, about two FLOPs per parameter per token.
-"""
 
+Its parts: the plan (store/plans/lesson04.py), the requests and main here, the arithmetic (course/nexttoken.py and
+the computation section at the end), the view (store/views/lesson04.py).
+"""
 
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
     import bytesup  # noqa: F401
@@ -21,9 +23,8 @@ except ImportError:
     import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
-import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -54,8 +55,6 @@ NARROWER_WIDTHS = {m.sha256 for m in realmodel.REAL_MODELS.values() if m.name !=
 
 
 # --- the lesson ---------------------------------------------------------------------------
-# Its parts: the plan (store/plans/lesson04.py: prompts, timed requests, files), the requests below, the arithmetic
-# (course/nexttoken.py and the computation section below), the view (store/views/lesson04.py), and main.
 
 def main(ctx: LessonContext):
     plan = the_plan(ctx)
@@ -283,9 +282,9 @@ def the_pass_in_numpy(ctx: LessonContext, files: plans.NumpyFiles | None,
         return outcome
     f32_path = ctx.file_with(files.f32)
     if f32_path is None:
-        return dataclasses.replace(outcome, f32_missing=ctx.file_not_here(files.f32, "The numpy pass"))
+        return replace(outcome, f32_missing=ctx.file_not_here(files.f32, "The numpy pass"))
     f32, f32_probs = numpy_pass(f32_path, names, asked.ids, [top_tokens(c) for c in asked.f32])
-    return dataclasses.replace(outcome, f32=f32.part, f32_prompt_n=[c.timings.prompt_n for c in asked.f32],
+    return replace(outcome, f32=f32.part, f32_prompt_n=[c.timings.prompt_n for c in asked.f32],
                                same=max(float(np.max(np.abs(p - q))) for p, q in zip(probs, f32_probs, strict=True)))
 
 

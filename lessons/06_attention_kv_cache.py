@@ -11,8 +11,10 @@ and without the server's prompt cache, and counts the tokens generation would pr
 cache, by formula and by re-sending the growing text to the server. Last, the same greedy generation runs in numpy from the
 GGUF's bytes (bytesup.models.forward), once with a KV cache and once recomputing the whole prefix at every
 step: the same tokens, the FLOPs and the time of both ways, beside the server's own tokens.
-"""
 
+Its parts: the plan (store/plans/lesson06.py), main and the requests here, the arithmetic (course/kvcache.py,
+course/depthtime.py and the computation section at the end), the view (store/views/lesson06.py).
+"""
 
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
     import bytesup  # noqa: F401
@@ -42,11 +44,6 @@ from bytesup.store.views import lesson06 as view
 from bytesup.units import GiB
 
 TITLE = "Attention and the KV cache"
-
-# Its parts: the plan (store/plans/lesson06.py: depths, requests, the numpy file), the requests below, the arithmetic
-# (course/kvcache.py, course/depthtime.py and the computation section below), the view (store/views/lesson06.py),
-# and main, next.
-
 
 # --- the lesson ---------------------------------------------------------------------------
 
