@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from bytesup.errors import BytesupError
+
 from bytesup.store.facts import lesson04 as stated
 from bytesup.store.plans import lesson04 as plans
 from bytesup.store.plans import upgrades
@@ -30,8 +32,11 @@ def test_a_fresh_plan_is_this_version_and_reads_back_as_recorded():
     assert (plan.version, plan.repeat, plan.llama_bench, plan.prompts[-1]) == (plans.VERSION, 5, True, ("top8_prompt_1", "a"))
     assert plans.read(plan.model_dump(mode="json")) == plan
     assert plans.fresh(None, 1, plans.NumpyFiles(served=None, f32=None)).repeat == plans.MIN_REPEAT
-    with pytest.raises(ValueError):
+    with pytest.raises(BytesupError, match=r"^The plan lesson 04 recorded .*: samples: extra inputs are not permitted\."):
         plans.read({**plan.model_dump(mode="json"), "samples": 3})  # a field no version has
+    # An older run whose repeat is not a whole number: refused, not taken as two.
+    with pytest.raises(BytesupError, match="repeat: input should be a valid integer"):
+        plans.from_older({"repeat": "three"})
 
 
 def test_settings_and_the_long_prompt_by_hand():

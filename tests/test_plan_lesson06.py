@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bytesup.store.plans import lesson06 as plans
 
 SERVED = {"file": "m.gguf", "path": "/m.gguf", "sha256": "ab"}
@@ -30,3 +32,18 @@ def test_the_depths_and_the_cache_prompt_by_hand():
     # 64 tokens: 0, 8, 16, 32, 48 and 59 capped at 64 − 16 − 1 = 47, where 48 is capped too: one depth 47.
     assert plans.depth_plan(64) == [0, 8, 16, 32, 47]
     assert plans.cache_prompt_len(2048) == 512 and plans.cache_prompt_len(400) == 300
+
+
+def test_a_plan_of_another_shape_is_refused_in_one_paragraph():
+    from bytesup.errors import BytesupError
+
+    stored = plans.fresh(2, plans.NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
+    for bad, where in (({**stored, "repeat": "two"}, "repeat"), ({**stored, "depths": [0, 8]}, "depths")):
+        with pytest.raises(BytesupError) as caught:
+            plans.read(bad)
+        text = str(caught.value)
+        assert text.startswith("The plan lesson 06 recorded") and f": {where}: " in text and "\n" not in text
+        assert "record the lesson again" in text
+    # An older run with no repeat recorded: refused, not guessed.
+    with pytest.raises(BytesupError, match="repeat: input should be a valid integer"):
+        plans.from_older({"numpy_plan": {"served": None, "float32_bytes": None}})

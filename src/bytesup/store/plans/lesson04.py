@@ -84,16 +84,21 @@ def long_prompt_length(n_ctx: int, wanted: int = LONG_PROMPT_TOKENS, n_predict: 
     return max(1, min(wanted, n_ctx - n_predict - margin))
 
 
+def at_least_two(repeat: Any) -> Any:
+    """--repeat as the lesson uses it: MIN_REPEAT at least (anything but a whole number is left for the plan to refuse)."""
+    return max(MIN_REPEAT, repeat) if isinstance(repeat, int) and not isinstance(repeat, bool) else repeat
+
+
 def fresh(given_prompts: list[str] | None, repeat: int, numpy: NumpyFiles) -> Plan:
     """This version's plan for a run made now: `repeat` as --repeat gave it, at least MIN_REPEAT."""
-    return Plan(prompts=prompts(given_prompts), repeat=max(MIN_REPEAT, repeat), numpy=numpy, llama_bench=True)
+    return Plan(prompts=prompts(given_prompts), repeat=at_least_two(repeat), numpy=numpy, llama_bench=True)
 
 
 # The numbered table (store.plans.upgrades): version → (what it added, the host value a run recorded it by, how an
 # older run's host values give it). Plans are recorded from version 3 on.
 UPGRADES: upgrades.Table = {
     1: ("the next-token tables, the timed requests and the ceiling", None,
-        lambda _, old: {"prompts": prompts(old.get("option_prompts")), "repeat": max(MIN_REPEAT, int(old["repeat"])),
+        lambda _, old: {"prompts": prompts(old.get("option_prompts")), "repeat": at_least_two(old.get("repeat")),
                         "numpy": None, "llama_bench": False}),
     2: ("the forward pass in numpy, on the files of the host value numpy_plan", "numpy_plan",
         lambda plan, old: {**plan, "numpy": old["numpy_plan"]}),
@@ -106,9 +111,9 @@ READ_FROM = ["repeat", "option_prompts", *upgrades.shown_by(UPGRADES)]
 
 def from_older(old: Mapping[str, Any]) -> Plan:
     """The plan of a run recorded before plans, from the host values it recorded (those of `READ_FROM` it has)."""
-    return Plan.model_validate(upgrades.apply(UPGRADES, old))
+    return upgrades.plan_of(Plan, upgrades.apply(UPGRADES, old), "04")
 
 
 def read(stored: Mapping[str, Any]) -> Plan:
     """A recorded plan as this version's (version 3 is the first recorded; a later one adds its upgrade here)."""
-    return Plan.model_validate(dict(stored))
+    return upgrades.plan_of(Plan, stored, "04")

@@ -75,7 +75,7 @@ def fresh(repeat: int, numpy: NumpyFile) -> Plan:
 # older run's host values give it). Plans are recorded from version 3 on.
 UPGRADES: upgrades.Table = {
     1: ("the KV table, decode at depth with every repeat prefilled, the prompt cache and the requests without one",
-        None, lambda _, old: {"repeat": int(old["repeat"]), "depths_from_cache": False, "numpy": None}),
+        None, lambda _, old: {"repeat": old.get("repeat"), "depths_from_cache": False, "numpy": None}),
     2: ("numpy's generation with and without a KV cache, from the file of the host value numpy_plan", "numpy_plan",
         lambda plan, old: {**plan, "numpy": old["numpy_plan"]}),
     3: ("every depth reached through the prompt cache after one prefill", "depths_from_cache",
@@ -87,9 +87,9 @@ READ_FROM = ["repeat", *upgrades.shown_by(UPGRADES)]
 
 def from_older(old: Mapping[str, Any]) -> Plan:
     """The plan of a run recorded before plans, from the host values it recorded (those of `READ_FROM` it has)."""
-    return Plan.model_validate(upgrades.apply(UPGRADES, old))
+    return upgrades.plan_of(Plan, upgrades.apply(UPGRADES, old), "06")
 
 
 def read(stored: Mapping[str, Any]) -> Plan:
     """A recorded plan as this version's (version 3 is the first recorded; a later one adds its upgrade here)."""
-    return Plan.model_validate(dict(stored))
+    return upgrades.plan_of(Plan, stored, "06")

@@ -7,8 +7,13 @@ upgrade whose host value the run recorded, in order."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from bytesup.errors import RunFolderError
+
+P = TypeVar("P", bound=BaseModel)
 Upgrade = Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any]]
 Table = dict[int, tuple[str, str | None, Upgrade]]
 
@@ -25,3 +30,16 @@ def apply(table: Table, old: Mapping[str, Any]) -> dict[str, Any]:
 def shown_by(table: Table) -> list[str]:
     """The host values that show a run recorded a later version's part."""
     return [name for _, name, _ in table.values() if name is not None]
+
+
+def plan_of(model: type[P], data: Mapping[str, Any], lesson: str) -> P:
+    """`data` as the plan `model`; a recorded plan (or older host values) of another shape is refused in one paragraph."""
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the plan"
+        raise RunFolderError(
+            f"The plan lesson {lesson} recorded (its host value `plan`, or the host values an older run recorded) is "
+            f"not one this version of bytesup reads: {where}: {first['msg'].lower()}. Nothing was replayed from it. "
+            "Replay the run with the version of bytesup that recorded it, or record the lesson again.") from None
