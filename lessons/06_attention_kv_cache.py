@@ -29,7 +29,8 @@ import statistics
 
 from bytesup.course import depthtime
 from bytesup.course import kvcache as arithmetic
-from bytesup.course.kvcache import AttentionShape, CacheSetup, DepthModel, DepthResult, KvExample, NumpyDecode, PromptCacheSummary
+from bytesup.course import formulas, published
+from bytesup.course.kvcache import AttentionShape, CacheSetup, DepthModel, DepthResult, NumpyDecode, PromptCacheSummary
 from bytesup.course.loop import decode_ms_per_token
 from bytesup.errors import BytesupError
 from bytesup.host import environment
@@ -54,8 +55,8 @@ def main(ctx: LessonContext):
     readable = ctx.server_facts()["model_readable"]
     info = ctx.host("model_info", lambda: model_facts(ctx.require_model())) if readable else None
     setup = request_cache_setup(ctx)
-    served = arithmetic.served_example(info, setup, ctx.identity.get("model", {}).get("name")) if info is not None else None
-    examples = ([served] if served else []) + arithmetic.worked_examples()
+    served = served_example(info, setup, ctx.identity.get("model", {}).get("name")) if info is not None else None
+    examples = ([served] if served else []) + worked_examples()
     record_kv_cache(ctx, examples, served, info, setup, readable)
     view.show_kv_cache_size(ctx, examples, served, info, setup)
     n_ctx, shape = setup.n_ctx, attention_shape(served, info)
@@ -236,7 +237,7 @@ def generate_in_numpy(ctx: LessonContext, file: plans.NumpyFile | None, prompt: 
 
 # --- what the lesson records: measurements and facts ----------------------------------------------
 
-def record_kv_cache(ctx: LessonContext, examples: list[KvExample], served: KvExample | None, info: dict | None,
+def record_kv_cache(ctx: LessonContext, examples: list[stated.KvExample], served: stated.KvExample | None, info: dict | None,
                     setup: CacheSetup, readable: bool) -> None:
     """The served model's KV bytes per token (a measurement, and the bytes model's inputs in the settings), the
     examples as a fact, and the server's context and cache types."""
@@ -245,9 +246,7 @@ def record_kv_cache(ctx: LessonContext, examples: list[KvExample], served: KvExa
         ctx.measure("kv_bytes_per_token", "bytes", [served.per_token], higher_is_better=None,
                     settings={"cache_type_k": setup.type_k, "cache_type_v": setup.type_v},
                     description="2 × layers × KV heads × head width × bytes per element, from the GGUF")
-    ctx.fact(stated.KvExamples([stated.KvExample(
-        label=e.label, n_layer=e.n_layer, n_head_kv=e.n_head_kv, head_dim=e.head_dim,
-        bytes_per_element=float(e.bytes_per_element), bytes_per_token=float(e.bytes_per_token)) for e in examples]))
+    ctx.fact(stated.KvExamples(examples))
     ctx.settings.update({"n_ctx": setup.n_ctx, "cache_type_k": setup.type_k, "cache_type_v": setup.type_v,
                          "cache_type_source": setup.type_source, "model_readable": readable})
 
@@ -284,7 +283,42 @@ def depth_result(depth: int, runs: list[Completion], from_cache: bool = False) -
                        cache_n=[c.timings.cache_n for c in runs] if from_cache else None)
 
 
-def attention_shape(served: KvExample | None, info: dict | None) -> AttentionShape | None:
+def kv_example(label: str, n_layer: int, n_head_kv: int, head_dim: int, cache_type: str, bytes_per_element: float,
+               context: int, source: str) -> stated.KvExample:
+    """One row of the KV table: 2 × layers × KV heads × head width × bytes per element bytes per token."""
+    return stated.KvExample(label, n_layer, n_head_kv, head_dim, bytes_per_element,
+                            formulas.kv_bytes_per_token(n_layer, n_head_kv, head_dim, bytes_per_element), cache_type, context,
+                            source)
+
+
+def worked_examples() -> list[stated.KvExample]:
+    """The published specimen at lesson 4's context, and the 70B example at the podcast's."""
+    spec, big, element_bytes = arithmetic.SPEC, arithmetic.BIG, arithmetic.element_bytes
+    return [kv_example(f"{published.SPECIMEN_NAME} (published specimen)", spec["n_layer"], published.SPECIMEN_N_HEAD_KV,
+                       spec["n_embd"] // spec["n_head"], "F16", element_bytes("f16"), published.LESSON4_CONTEXT_TOKENS,
+                       "published; head width = width ÷ heads; lesson 4's context"),
+            kv_example("70B example (published)", big["n_layer"], big["n_head_kv"], big["head_dim"], "F16",
+                       big["bytes_per_element"], arithmetic.PODCAST["context_tokens"], "published; the podcast's context")]
+
+
+def served_example(info: dict, setup: CacheSetup, identity_name: str | None) -> stated.KvExample:
+    """The served model, from its GGUF hyperparameters and the server's cache types and context.
+    K and V each hold half of the formula's 2, so a mixed cache costs the mean of their element bytes."""
+    hp = info["hyperparameters"]
+    name = info.get("name") or identity_name or "served model"
+    elem = (arithmetic.element_bytes(setup.type_k) + arithmetic.element_bytes(setup.type_v)) / 2
+    ctype = setup.type_k.upper() if setup.type_k == setup.type_v else f"K {setup.type_k.upper()}, V {setup.type_v.upper()}"
+    return kv_example(f"{name} (served)", hp["n_layer"], hp["n_head_kv"], hp["head_dim"], ctype, elem, setup.n_ctx,
+                      f"GGUF; cache type: {setup.type_source}; context: the server")
+
+
+def specimen_shape() -> AttentionShape:
+    """The published specimen's KV bytes per token and attention's shape (its worked example)."""
+    spec = worked_examples()[0]
+    return AttentionShape(spec.bytes_per_token, spec.n_layer, arithmetic.SPEC["n_head"], spec.head_dim)
+
+
+def attention_shape(served: stated.KvExample | None, info: dict | None) -> AttentionShape | None:
     """The served model's KV bytes per token and attention's shape (None when its file is not readable here)."""
     if served is None or info is None:
         return None
@@ -295,7 +329,7 @@ def depth_line(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | No
                bandwidth: tuple[float | None, str | None]) -> tuple[DepthModel | None, str | None]:
     """The line through the shallow half's decode steps, predicting the deeper half; or why there is none."""
     try:
-        return arithmetic.depth_model(depths, n_ctx, shape, *bandwidth), None
+        return arithmetic.depth_model(depths, n_ctx, shape, *bandwidth, specimen=specimen_shape()), None
     except ValueError as exc:
         return None, str(exc)
 

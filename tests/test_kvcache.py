@@ -20,8 +20,10 @@ def test_attention_pairs_by_brute_force():
         assert kvcache.attention_pairs_with_cache(p, n) == with_cache
         assert kvcache.attention_pairs_without_cache(p, n) == without
 
+
 def test_growth_exponent():
     assert kvcache.growth_exponent(10, 100.0, 100, 10_000.0) == pytest.approx(2.0)
+
 
 def test_element_bytes():
     assert kvcache.element_bytes("f16") == 2
@@ -30,16 +32,19 @@ def test_element_bytes():
     with pytest.raises(BytesupError, match="q3_k"):
         kvcache.element_bytes("q3_k")
 
+
 def test_kv_cache_types():
     assert kvcache.kv_cache_types({}, [{"id": 0}], {})[:2] == ("f16", "f16")
     assert kvcache.kv_cache_types({}, None, {"--cache-type-k": "q8_0"})[:2] == ("q8_0", "f16")
     assert kvcache.kv_cache_types({"x": {"cache_type_k": "Q4_0", "cache_type_v": "q4_0"}}, None, {}) == ("q4_0", "q4_0", "/props")
+
 
 def test_unknown_element_type_lists_the_known_ones():
     with pytest.raises(BytesupError) as err:
         kvcache.element_bytes("q3_k")
     assert str(err.value) == ("Unknown KV cache type 'q3_k'; known: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, "
                               "iq4_nl.")
+
 
 def test_kv_cache_types_every_spelling_and_source():
     types = kvcache.kv_cache_types
@@ -57,6 +62,7 @@ def test_kv_cache_types_every_spelling_and_source():
     assert types({}, None, {"--cache-type-v": "q5_0"}) == ("f16", "q5_0", "server flags")
     assert types({}, [], None) == ("f16", "f16", "llama.cpp's default (not reported by /props or /slots)")
 
+
 def test_bytes_model_predictions():
     # 100 MB of weights, 1 MB of KV per token: 50 tokens/s at depth 0 reads 5 GB/s; at depth 100 each
     # token reads 200 MB, so 25 tokens/s.
@@ -67,38 +73,9 @@ def test_bytes_model_predictions():
     bandwidth, predicted = kvcache.bytes_model_predictions([20, 220], [40.0, 10.0], 100e6, 1e6)
     assert bandwidth == pytest.approx(4.8e9) and predicted[1] == pytest.approx(4.8e9 / 320e6)
 
-def test_kv_bytes_of_the_published_70b_example_by_hand():
-    # 2 (K and V) × 80 layers × 8 KV heads × 128 head width × 2 bytes (f16) = 327,680 bytes = 320 KiB
-    big = kvcache.worked_examples()[-1]
-    assert (big.n_layer, big.n_head_kv, big.head_dim, big.bytes_per_element) == (80, 8, 128, 2)
-    assert big.bytes_per_token == 327_680
-    assert big.kib_per_token == 320
-    # at the podcast's 4,096-token context: 327,680 × 4,096 bytes = 1,280 MiB
-    assert big.context == 4096 and big.mib_at_context == 1280
-    # the podcast's "32 KB" read as 32,768 bytes: 327,680 ÷ 32,768 = 10
-    pod = kvcache.podcast_check(big)
-    assert pod.ratio == 10
-    # 64 requests × 4,096 tokens = 262,144 tokens
-    assert pod.batch_tokens == 262_144
-
-def test_kv_bytes_of_the_specimen_and_a_mixed_cache_by_hand():
-    course = kvcache.worked_examples()[0]
-    # 2 × 32 × 32 × (4,096 ÷ 32 = 128) × 2 = 524,288 bytes; × 2,048 tokens = 1,024 MiB
-    assert course.bytes_per_token == 524_288 and course.mib_at_context == 1024
-    info = {"name": "tiny", "hyperparameters": {"n_layer": 3, "n_head_kv": 2, "head_dim": 16, "n_head": 4}, "tensor_bytes": 10}
-    # K in f16 (2 bytes) and V in q8_0 (34 bytes per 32 numbers): each holds half of the 2, so
-    # 3 × 2 × 16 × (2 + 34/32) = 96 × 3.0625 = 294 bytes per token
-    mixed = kvcache.served_example(info, kvcache.CacheSetup(100, "f16", "q8_0", "server flags"), None)
-    assert mixed.bytes_per_token == 294.0 and mixed.cache_type == "K F16, V Q8_0"
-    assert mixed.context == 100 and mixed.label == "tiny (served)"
-    # No name in the file: the server's name, else "served model".
-    setup = kvcache.CacheSetup(100, "f16", "f16", "server flags")
-    unnamed = {**info, "name": None}
-    assert kvcache.served_example(unnamed, setup, "llama").label == "llama (served)"
-    assert kvcache.served_example(unnamed, setup, None).label == "served model (served)"
 
 def test_podcast_figures_follow_within_ten_percent_of_a_mib_or_a_mb(monkeypatch):
-    big = kvcache.worked_examples()[-1]
+    big = 2 * 80 * 8 * 128 * 2  # the 70B example's KV bytes per token: 327,680
     # "32 KB" read as 1,000-byte kilobytes: 32 × 1,000 = 32,000 bytes
     assert kvcache.podcast_check(big).claimed_decimal == 32_000
     # tokens per "megabyte" × 32,768 bytes: within 10% of 1,048,576 (MiB) or of 1,000,000 (MB)?
@@ -113,9 +90,11 @@ def test_podcast_figures_follow_within_ten_percent_of_a_mib_or_a_mb(monkeypatch)
         pod = kvcache.podcast_check(big)
         assert (pod.per_megabyte_claim, pod.follows) == (per_mb, follows), tokens
 
+
 def test_the_spark_slope_by_hand():
     # (1000 ÷ 29.6 − 1000 ÷ 33.2) ÷ 1,921 = (33.784 − 30.120) ÷ 1,921 = 1.907 µs; 524,288 B ÷ 273 GB/s = 1.920 µs
-    spark = kvcache.spark_slope()
+    # The specimen: 2 × 32 layers × 32 KV heads × 128 × 2 bytes = 524,288 bytes per token; 32 heads of 128.
+    spark = kvcache.spark_slope(kvcache.AttentionShape(524_288, 32, 32, 128))
     assert 1e3 * spark.split.slope_ms == pytest.approx(1.907, abs=5e-4)
     assert 1e3 * spark.split.kv_read_ms == pytest.approx(1.920, abs=5e-4)
     assert spark.split.kv_bytes_per_token == 524_288 and spark.split.flops_per_position == 4 * 32 * 32 * 128

@@ -181,12 +181,48 @@ def _ctx(n_ctx, slots=None, model=None):
     return ctx
 
 
+def test_kv_bytes_of_the_published_70b_example_by_hand(lesson):
+    # 2 (K and V) × 80 layers × 8 KV heads × 128 head width × 2 bytes (f16) = 327,680 bytes = 320 KiB
+    big = lesson.worked_examples()[-1]
+    assert (big.n_layer, big.n_head_kv, big.head_dim, big.bytes_per_element) == (80, 8, 128, 2)
+    assert big.bytes_per_token == 327_680
+    assert big.kib_per_token == 320
+    # at the podcast's 4,096-token context: 327,680 × 4,096 bytes = 1,280 MiB
+    assert big.context == 4096 and big.mib_at_context == 1280
+    # the podcast's "32 KB" read as 32,768 bytes: 327,680 ÷ 32,768 = 10
+    pod = kvcache.podcast_check(big.per_token)
+    assert pod.ratio == 10
+    # 64 requests × 4,096 tokens = 262,144 tokens
+    assert pod.batch_tokens == 262_144
+
+
+def test_kv_bytes_of_the_specimen_and_a_mixed_cache_by_hand(lesson):
+    course = lesson.worked_examples()[0]
+    # 2 × 32 × 32 × (4,096 ÷ 32 = 128) × 2 = 524,288 bytes; × 2,048 tokens = 1,024 MiB
+    assert course.bytes_per_token == 524_288 and course.mib_at_context == 1024
+    info = {"name": "tiny", "hyperparameters": {"n_layer": 3, "n_head_kv": 2, "head_dim": 16, "n_head": 4}, "tensor_bytes": 10}
+    # K in f16 (2 bytes) and V in q8_0 (34 bytes per 32 numbers): each holds half of the 2, so
+    # 3 × 2 × 16 × (2 + 34/32) = 96 × 3.0625 = 294 bytes per token
+    mixed = lesson.served_example(info, kvcache.CacheSetup(100, "f16", "q8_0", "server flags"), None)
+    assert mixed.bytes_per_token == 294.0 and mixed.cache_type == "K F16, V Q8_0"
+    assert mixed.context == 100 and mixed.label == "tiny (served)"
+    # The fact states the shape and the bytes, as floats; the view's cache type, context and source are not stated.
+    assert lesson.stated.KvExamples([mixed]).model_dump(mode="json") == [
+        {"label": "tiny (served)", "n_layer": 3, "n_head_kv": 2, "head_dim": 16, "bytes_per_element": (2 + 34 / 32) / 2,
+         "bytes_per_token": 294.0}]
+    # No name in the file: the server's name, else "served model".
+    setup = kvcache.CacheSetup(100, "f16", "f16", "server flags")
+    unnamed = {**info, "name": None}
+    assert lesson.served_example(unnamed, setup, "llama").label == "llama (served)"
+    assert lesson.served_example(unnamed, setup, None).label == "served model (served)"
+
+
 def test_kv_table_without_the_model_file(lesson):
     from bytesup.store.views import lesson06 as view
 
     ctx = _ctx(4096)
     setup = lesson.request_cache_setup(ctx)
-    examples = kvcache.worked_examples()
+    examples = lesson.worked_examples()
     lesson.record_kv_cache(ctx, examples, None, None, setup, False)
     view.show_kv_cache_size(ctx, examples, None, None, setup)
     assert (setup.n_ctx, lesson.attention_shape(None, None)) == (4096, None)
@@ -642,3 +678,16 @@ def test_a_recorded_plan_is_read_as_it_is(lesson):
     assert [len(b["prompt"]) for b in bodies[:11]] == [47, 47, 47, 32, 32, 16, 16, 8, 8, 1, 1]
     assert "2 repeats per depth" in " ".join(result.table("decode_vs_depth").notes)
     assert result.notes[-1] == "The model file is not readable here (pass --model PATH.gguf), so numpy does not generate from it."
+
+
+def test_the_published_70b_row_shows_its_whole_bytes_and_states_a_float(lesson):
+    """One record for the KV figure: the table shows the published 2 bytes per element as given, the fact states 2.0."""
+    from bytesup.store.views import page
+
+    big = lesson.worked_examples()[-1]
+    heads, rows = page.by_columns(type(big), ["bytes_per_element", "bytes_per_token", "kib_per_token"], [big],
+                                  {"bytes_per_token": int})
+    assert heads == [("bytes per element", ""), ("per token", "bytes"), ("per token", "KiB")]
+    assert rows == [[2, 327_680, 320.0]] and type(rows[0][0]) is int and type(rows[0][1]) is int
+    assert lesson.stated.KvExamples([big]).model_dump(mode="json")[0]["bytes_per_element"] == 2.0
+    assert lesson.specimen_shape() == kvcache.AttentionShape(524_288, 32, 32, 128)

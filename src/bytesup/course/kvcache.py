@@ -111,59 +111,6 @@ def kv_cache_types(props: dict, slots: list[dict] | None, flags: dict | None) ->
 
 
 @dataclass(frozen=True)
-class KvExample:
-    """One row of the KV table: a model's shape, its cache type, and the context it is costed at."""
-    label: str
-    n_layer: int
-    n_head_kv: int
-    head_dim: int
-    cache_type: str
-    bytes_per_element: float
-    context: int
-    source: str
-
-    @property
-    def bytes_per_token(self) -> float:
-        return formulas.kv_bytes_per_token(self.n_layer, self.n_head_kv, self.head_dim, self.bytes_per_element)
-
-    @property
-    def per_token(self) -> int:
-        """Bytes per token as the table shows it (whole bytes)."""
-        return int(self.bytes_per_token)
-
-    @property
-    def kib_per_token(self) -> float:
-        return self.bytes_per_token / KiB
-
-    @property
-    def mib_at_context(self) -> float:
-        return self.bytes_per_token * self.context / MiB
-
-
-
-def worked_examples() -> list[KvExample]:
-    """The published specimen at lesson 4's context, and the 70B example at the podcast's."""
-    return [
-        KvExample(f"{published.SPECIMEN_NAME} (published specimen)", SPEC["n_layer"], published.SPECIMEN_N_HEAD_KV,
-                  SPEC["n_embd"] // SPEC["n_head"], "F16", element_bytes("f16"), published.LESSON4_CONTEXT_TOKENS,
-                  "published; head width = width ÷ heads; lesson 4's context"),
-        KvExample("70B example (published)", BIG["n_layer"], BIG["n_head_kv"], BIG["head_dim"], "F16",
-                  BIG["bytes_per_element"], PODCAST["context_tokens"], "published; the podcast's context"),
-    ]
-
-
-def served_example(info: dict, setup: CacheSetup, identity_name: str | None) -> KvExample:
-    """The served model, from its GGUF hyperparameters and the server's cache types and context.
-    K and V each hold half of the formula's 2, so a mixed cache costs the mean of their element bytes."""
-    hp = info["hyperparameters"]
-    name = info.get("name") or identity_name or "served model"
-    elem = (element_bytes(setup.type_k) + element_bytes(setup.type_v)) / 2
-    ctype = setup.type_k.upper() if setup.type_k == setup.type_v else f"K {setup.type_k.upper()}, V {setup.type_v.upper()}"
-    return KvExample(f"{name} (served)", hp["n_layer"], hp["n_head_kv"], hp["head_dim"], ctype, elem, setup.n_ctx,
-                     f"GGUF; cache type: {setup.type_source}; context: the server")
-
-
-@dataclass(frozen=True)
 class PodcastCheck:
     """The podcast's 70B KV figures beside the computed ones."""
     computed: int                 # bytes per token, computed
@@ -178,9 +125,10 @@ class PodcastCheck:
         return self.computed / self.claimed
 
 
-def podcast_check(big: KvExample) -> PodcastCheck:
+def podcast_check(per_token: int) -> PodcastCheck:
+    """The podcast's 70B figures against `per_token`, the 70B example's KV bytes per token computed."""
     per_mb = PODCAST["tokens_per_megabyte"] * PODCAST_KV_BYTES   # the podcast's tokens × its own per-token figure
-    return PodcastCheck(computed=big.per_token, claimed=PODCAST_KV_BYTES,
+    return PodcastCheck(computed=per_token, claimed=PODCAST_KV_BYTES,
                         claimed_decimal=PODCAST["kilobytes_per_token"] * 1000, per_megabyte_claim=per_mb,
                         follows=min(abs(per_mb / MiB - 1), abs(per_mb / 1e6 - 1)) <= 0.1,
                         batch_tokens=PODCAST["batch_requests"] * PODCAST["context_tokens"])
@@ -285,15 +233,14 @@ class DepthModel:
         return depthtime.held_out(self.points)
 
 
-def spark_slope() -> SparkSlope:
+def spark_slope(specimen: AttentionShape) -> SparkSlope:
     """s = (1000 ÷ 29.6 − 1000 ÷ 33.2) ÷ 1,921 ms from lesson 4's figures, against the specimen's KV bytes per
     token (the worked example's) at 273 GB/s; the share again with each figure moved by its rounding."""
-    spec = worked_examples()[0]
     short, long, n = LESSON4["decode_short_tokens_per_s"], LESSON4["decode_long_tokens_per_s"], LESSON4["long_prompt_tokens"]
 
     def split(slope_ms: float) -> depthtime.Split:
-        return depthtime.Split(slope_ms, spec.bytes_per_token, published.SPARK_BANDWIDTH_GB_PER_S,
-                               depthtime.attention_flops_per_position(spec.n_layer, SPEC["n_head"], spec.head_dim))
+        return depthtime.Split(slope_ms, specimen.kv_bytes_per_token, published.SPARK_BANDWIDTH_GB_PER_S,
+                               specimen.flops_per_position)
 
     steepest = split(depthtime.published_slope_ms(short + SPARK_ROUNDING, long - SPARK_ROUNDING, n))
     flattest = split(depthtime.published_slope_ms(short - SPARK_ROUNDING, long + SPARK_ROUNDING, n))
@@ -301,16 +248,16 @@ def spark_slope() -> SparkSlope:
 
 
 def depth_model(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | None, bandwidth_gbs: float | None,
-                why_no_bandwidth: str | None) -> DepthModel:
+                why_no_bandwidth: str | None, specimen: AttentionShape) -> DepthModel:
     """The line through the median ms per token at the depths up to half the context, every depth predicted by it,
-    and its slope split where the run's bandwidth and the model's shape are known. ValueError when fewer than
-    two depths lie in the fitted half."""
+    and its slope split where the run's bandwidth and the model's shape are known; beside it the published Spark's
+    slope split with the specimen's shape. ValueError when fewer than two depths lie in the fitted half."""
     at, ms = [d.depth for d in depths], [d.ms_median for d in depths]
     line = depthtime.fit_line(at, ms, depthtime.default_fit_until(n_ctx))
     split, why = None, NO_SHAPE if shape is None else why_no_bandwidth
     if shape is not None and bandwidth_gbs is not None:
         split, why = depthtime.Split(line.slope_ms, shape.kv_bytes_per_token, bandwidth_gbs, shape.flops_per_position), None
-    return DepthModel(line, depthtime.predictions(line, at, ms), shape, split, why, spark_slope())
+    return DepthModel(line, depthtime.predictions(line, at, ms), shape, split, why, spark_slope(specimen))
 
 
 @dataclass(frozen=True)

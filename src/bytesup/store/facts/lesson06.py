@@ -4,25 +4,63 @@ without a cache), each shown by its declared columns."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_serializer
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from bytesup.store.facts.base import column as table_column, number, stated
-from bytesup.store.rows import column
+from bytesup.store.rows import COLUMN, column
+from bytesup.units import KiB, MiB
 
 
-class KvExample(BaseModel):
-    """One model's shape and cache type, and the bytes per token the lesson computed from them."""
-    model_config = ConfigDict(extra="forbid")
+# A figure's record is a pydantic dataclass: the fact states it, and its fields' columns (store.rows.column) are what
+# the view shows of it. A field the fact does not state (`Shown`, excluded) is None in a fact read back.
+RECORD = ConfigDict(extra="forbid")
+Shown = Field(exclude=True)
 
-    label: str
-    n_layer: int
-    n_head_kv: int
-    head_dim: int
-    bytes_per_element: float
-    bytes_per_token: float
+
+def shown(name: str, unit: str = "") -> Any:
+    """A column of the view that the fact does not state: None in a fact read back."""
+    return dataclasses.field(default=None, metadata={COLUMN: (name, unit)})
+
+
+@pydantic_dataclass(frozen=True, config=RECORD)
+class KvExample:
+    """One row of the KV table: a model's shape and cache type, and the bytes per token the lesson computed from them
+    (stated, bytes per element as a float); the view also shows the cache type, the context it is costed at and
+    where the figures come from."""
+    label: str = column("model")
+    n_layer: int = column("layers")
+    n_head_kv: int = column("KV heads")
+    head_dim: int = column("head width")
+    bytes_per_element: float | int = column("bytes per element")  # as given: a published whole number shows as one
+    bytes_per_token: float = column("per token", "bytes")            # shown in whole bytes (per_token)
+    cache_type: Annotated[str | None, Shown] = shown("cache type")
+    context: Annotated[int | None, Shown] = shown("context", "tokens")
+    source: Annotated[str | None, Shown] = shown("source")
+    # Columns the record computes from its fields.
+    COLUMNS: ClassVar[dict[str, tuple[str, str]]] = {"kib_per_token": ("per token", "KiB"),
+                                                     "mib_at_context": ("per request at that context", "MiB")}
+
+    @field_serializer("bytes_per_element")
+    def _as_stated(self, value: float | int) -> float:
+        return float(value)
+
+    @property
+    def per_token(self) -> int:
+        """Bytes per token as the table shows it (whole bytes)."""
+        return int(self.bytes_per_token)
+
+    @property
+    def kib_per_token(self) -> float:
+        return self.bytes_per_token / KiB
+
+    @property
+    def mib_at_context(self) -> float:
+        return self.bytes_per_token * (self.context or 0) / MiB
 
 
 @stated("kv_examples")

@@ -12,35 +12,19 @@ from typing import Any
 
 from bytesup.course import depthtime, published
 from bytesup.course.kvcache import (BIG, LESSON4, PODCAST, PODCAST_KV_BYTES, BytesModelPoint, CacheSetup, CacheVsNoCache,
-                                    DepthModel, DepthResult, KvExample, NumpyDecode, PodcastCheck, PromptCacheSummary,
+                                    DepthModel, DepthResult, NumpyDecode, PodcastCheck, PromptCacheSummary,
                                     SparkSlope, growth_exponent, podcast_check, same_prefix, tokens_with_cache,
                                     tokens_without_cache)
-from bytesup.store.facts.lesson06 import CacheRequest, CostRow, ResendStep
+from bytesup.store.facts.lesson06 import CacheRequest, CostRow, KvExample, ResendStep
 from bytesup.store.plans.lesson06 import COST_N, DECODE_N, NUMPY_LENGTHS, NUMPY_N
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
-from bytesup.store.views.page import Page
+from bytesup.store.views.page import Page, by_columns
 from bytesup.units import GiB, MiB
 
 
-@dataclass(frozen=True)
-class KvRow:
-    model: str = column("model")
-    layers: int = column("layers")
-    kv_heads: int = column("KV heads")
-    head_width: int = column("head width")
-    cache_type: str = column("cache type")
-    bytes_per_element: float = column("bytes per element")
-    per_token: int = column("per token", "bytes")
-    kib_per_token: float = column("per token", "KiB")
-    context: int = column("context", "tokens")
-    mib_at_context: float = column("per request at that context", "MiB")
-    source: str = column("source")
-
-
-def kv_row(e: KvExample) -> KvRow:
-    return KvRow(e.label, e.n_layer, e.n_head_kv, e.head_dim, e.cache_type, e.bytes_per_element, e.per_token,
-                 e.kib_per_token, e.context, e.mib_at_context, e.source)
+KV_COLUMNS = ["label", "n_layer", "n_head_kv", "head_dim", "cache_type", "bytes_per_element", "bytes_per_token",
+              "kib_per_token", "context", "mib_at_context", "source"]
 
 
 @dataclass(frozen=True)
@@ -147,11 +131,11 @@ def show_kv_cache_size(page: Page, examples: list[KvExample], served: KvExample 
     notes += [
         (f"{course.label}: {course.per_token:,} bytes ({course.kib_per_token:g} KiB) per token, "
         f"{course.mib_at_context / 1024:.3g} GiB at its {course.context:,}-token context."),
-        *podcast_notes(big, podcast_check(big)),
+        *podcast_notes(big, podcast_check(big.per_token)),
     ]
     page.table(
         "kv_cache_size", "KV cache bytes per token = 2 × layers × KV heads × head width × bytes per element",
-        columns(KvRow), cells([kv_row(e) for e in examples]), notes=notes,
+        *by_columns(KvExample, KV_COLUMNS, examples, {"bytes_per_token": int}), notes=notes,
     )
 
 

@@ -22,9 +22,11 @@ class Page(Protocol):
 
 def by_columns(record: type, fields: Sequence[str], records: Sequence[Any],
                shown: dict[str, Any] | None = None) -> tuple[list[tuple[str, str]], list[list[Any]]]:
-    """The columns `fields` of a record type (their declared name and unit) and each record's values under them:
-    a fraction under % or points × 100, a field in `shown` through its function."""
+    """The columns `fields` of a record type (their declared name and unit: a field's column, or one the record
+    computes, named in its `COLUMNS`) and each record's values under them: a fraction under % or points × 100, a
+    field in `shown` through its function."""
     declared = {f.name: f.metadata[COLUMN] for f in dataclasses.fields(record) if COLUMN in f.metadata}
+    declared.update(getattr(record, "COLUMNS", {}))
     heads = [declared[f] for f in fields]
 
     def value(r: Any, f: str, unit: str) -> Any:
