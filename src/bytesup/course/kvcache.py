@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, ClassVar, Protocol, Sequence
 
 import numpy as np
 
@@ -143,6 +143,12 @@ class DepthResult:
     tokens_per_s: list[float]
     prefill_median: float | None  # None: the prompt came from the cache, nothing worth timing was prefilled
     cache_n: list[int] | None = None  # each repeat's tokens reused from the prompt cache (None: no cache asked)
+    # The columns of its table, in order (name, unit), for the view (store.views.page.by_columns).
+    COLUMNS: ClassVar[dict[str, tuple[str, str]]] = {
+        "depth": ("depth", "tokens"), "prompt_n": ("prompt_n", "tokens"), "ms_median": ("decode median", "ms/token"),
+        "ms_per_token": ("decode samples", "ms/token"), "median": ("decode median", "tokens/s"),
+        "low": ("min", "tokens/s"), "high": ("max", "tokens/s"), "tokens_per_s": ("decode samples", "tokens/s"),
+        "prefill_median": ("prefill median", "tokens/s")}
 
     @property
     def ms_median(self) -> float:
@@ -178,10 +184,27 @@ class BytesModelPoint:
     predicted: float
     measured: DepthResult
     bandwidth: float              # bytes/s, from the shallowest depth
+    # The columns of its table, in order (name, unit), for the view (store.views.page.by_columns).
+    COLUMNS: ClassVar[dict[str, tuple[str, str]]] = {
+        "depth": ("depth", "tokens"), "bytes_per_token": ("bytes read per token", "bytes"),
+        "predicted": ("predicted", "tokens/s"), "median": ("measured median", "tokens/s"),
+        "low": ("measured min", "tokens/s"), "high": ("measured max", "tokens/s"), "ratio": ("measured ÷ predicted", "×")}
 
     @property
     def ratio(self) -> float:
         return self.measured.median / self.predicted
+
+    @property
+    def median(self) -> float:
+        return self.measured.median
+
+    @property
+    def low(self) -> float:
+        return self.measured.low
+
+    @property
+    def high(self) -> float:
+        return self.measured.high
 
 
 def bytes_model_points(depths: list[DepthResult], weight_bytes: float, kv_bytes_per_tok: float) -> list[BytesModelPoint]:

@@ -28,56 +28,6 @@ KV_COLUMNS = ["label", "n_layer", "n_head_kv", "head_dim", "cache_type", "bytes_
 
 
 @dataclass(frozen=True)
-class DepthRow:
-    depth: int = column("depth", "tokens")
-    prompt_n: int = column("prompt_n", "tokens")
-    ms_median: float = column("decode median", "ms/token")
-    ms_per_token: list[float] = column("decode samples", "ms/token")
-    median: float = column("decode median", "tokens/s")
-    low: float = column("min", "tokens/s")
-    high: float = column("max", "tokens/s")
-    tokens_per_s: list[float] = column("decode samples", "tokens/s")
-    prefill_median: float | None = column("prefill median", "tokens/s")
-
-
-def depth_row(d: DepthResult) -> DepthRow:
-    return DepthRow(d.depth, d.prompt_n, d.ms_median, d.ms_per_token, d.median, d.low, d.high, d.tokens_per_s,
-                    d.prefill_median)
-
-
-@dataclass(frozen=True)
-class BytesModelRow:
-    depth: int = column("depth", "tokens")
-    bytes_per_token: float = column("bytes read per token", "bytes")
-    predicted: float = column("predicted", "tokens/s")
-    median: float = column("measured median", "tokens/s")
-    low: float = column("measured min", "tokens/s")
-    high: float = column("measured max", "tokens/s")
-    ratio: float = column("measured ÷ predicted", "×")
-
-
-def bytes_model_row(p: BytesModelPoint) -> BytesModelRow:
-    m = p.measured
-    return BytesModelRow(p.depth, p.bytes_per_token, p.predicted, m.median, m.low, m.high, p.ratio)
-
-
-@dataclass(frozen=True)
-class DepthLineRow:
-    depth: int = column("depth", "tokens")
-    measured_ms: float = column("measured median", "ms/token")
-    predicted_ms: float = column("predicted", "ms/token")
-    predicted: float | None = column("predicted", "tokens/s")
-    measured: float = column("measured", "tokens/s")
-    error_percent: float | None = column("predicted ÷ measured − 1", "%")
-    role: str = column("fitted or held out")
-
-
-def depth_line_row(p: depthtime.DepthPrediction) -> DepthLineRow:
-    return DepthLineRow(p.depth, p.measured_ms, p.predicted_ms, p.predicted_tokens_per_s, p.measured_tokens_per_s,
-                        None if p.error is None else 100 * p.error, p.role)
-
-
-@dataclass(frozen=True)
 class WayRow:
     way: str = column("way")
     requests: int = column("requests")
@@ -167,7 +117,7 @@ def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repe
     pub_change = 100 * (pub_long - pub_short) / pub_short
     page.table(
         "decode_vs_depth", f"Decode speed as the context grows ({DECODE_N} tokens decoded at each depth)",
-        columns(DepthRow), cells([depth_row(d) for d in depths]),
+        *by_columns(DepthResult, list(DepthResult.COLUMNS), depths),
         notes=[
             (f"Depths are fractions of the {n_ctx:,}-token context; each decoded token attends to every earlier "
             f"position, so each pass reads more of the KV cache the deeper it is."),
@@ -200,7 +150,7 @@ def show_bytes_model(page: Page, points: list[BytesModelPoint], kv: float, weigh
     ratios = [p.ratio for p in points]
     page.table(
         "bytes_model_with_context", "Decode at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d)",
-        columns(BytesModelRow), cells([bytes_model_row(p) for p in points]),
+        *by_columns(BytesModelPoint, list(BytesModelPoint.COLUMNS), points),
         notes=[(f"Bandwidth from the shallowest depth: {shallow.measured.median:.4g} tokens/s × "
                f"{(weights + kv * shallow.depth) / 1e6:.4g} MB = {shallow.bandwidth / 1e9:.3g} GB/s; each deeper token "
                f"also reads {kv:,} bytes of KV cache per earlier position, so at depth {deep.depth:,} it reads "
@@ -217,7 +167,8 @@ def show_depth_line(page: Page, m: DepthModel | None, why_not: str | None) -> No
     line = m.line
     page.table(
         "decode_at_depth_line", f"Decode at depth d: t(d) = t(0) + d × s, fitted up to depth {line.fit_until:,}, "
-        "predicting the deeper depths", columns(DepthLineRow), cells([depth_line_row(p) for p in m.points]),
+        "predicting the deeper depths",
+        *by_columns(depthtime.DepthPrediction, list(depthtime.DepthPrediction.COLUMNS), m.points),
         notes=[
             (f"The least-squares line through the median ms per token at the depths up to half the context "
              f"({', '.join(f'{d:,}' for d in line.fitted)}): t(0) = {line.t0_ms:.4g} ms and s = "
