@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -63,6 +63,13 @@ class LastOnly:
     n_embd: int
     max_abs_logit_difference: float   # the last row of all N against the last position alone
     same_top: bool
+    # The columns of its table, in order (name, unit), for the view (store.views.page.by_columns); the view shows
+    # the prompt of the table `name`.
+    COLUMNS: ClassVar[dict[str, tuple[str, str]]] = {
+        "name": ("prompt", ""), "n_tokens": ("tokens N", ""), "max_abs_logit_difference": ("largest |Δlogit|", ""),
+        "same_top": ("same top token", ""), "flops_all": ("FLOPs, all N positions", "FLOP"),
+        "flops_last": ("FLOPs, the last alone", "FLOP"),
+        "flops_saved": ("saved: (N − 1) × 2 × vocabulary × width", "FLOP")}
 
     @property
     def flops_all(self) -> int:
@@ -121,6 +128,45 @@ class ThirdClock:
     phase: str
     server: tuple[float, ...]
     bench: tuple[float, ...]
+    # The columns of its table, in order (name, unit), for the view (store.views.page.by_columns).
+    COLUMNS: ClassVar[dict[str, tuple[str, str]]] = {
+        "phase": ("phase", ""), "server_median": ("server median", "tokens/s"), "server_min": ("server min", "tokens/s"),
+        "server_max": ("server max", "tokens/s"), "bench_median": ("llama-bench median", "tokens/s"),
+        "bench_min": ("llama-bench min", "tokens/s"), "bench_max": ("llama-bench max", "tokens/s"),
+        "ratio": ("server ÷ llama-bench", "×"), "low": ("ratio low", "×"), "high": ("ratio high", "×"),
+        "verdict": ("verdict", ""), "needed": ("samples needed", "")}
+
+    @property
+    def server_median(self) -> float:
+        return statistics.median(self.server)
+
+    @property
+    def server_min(self) -> float:
+        return min(self.server)
+
+    @property
+    def server_max(self) -> float:
+        return max(self.server)
+
+    @property
+    def bench_median(self) -> float:
+        return statistics.median(self.bench)
+
+    @property
+    def bench_min(self) -> float:
+        return min(self.bench)
+
+    @property
+    def bench_max(self) -> float:
+        return max(self.bench)
+
+    @property
+    def verdict(self) -> str:
+        return "inside the noise" if self.inside_noise else "outside the noise"
+
+    @property
+    def needed(self) -> int | None:
+        return self.samples_needed()
 
     @property
     def ratio(self) -> float:

@@ -54,22 +54,6 @@ def softmax_rows(sm: SoftmaxExample) -> list[SoftmaxRow]:
 
 
 @dataclass(frozen=True)
-class LastOnlyRow:
-    prompt: str = column("prompt")
-    tokens: int = column("tokens N")
-    largest: float = column("largest |Δlogit|")
-    same_top: bool = column("same top token")
-    flops_all: int = column("FLOPs, all N positions", "FLOP")
-    flops_last: int = column("FLOPs, the last alone", "FLOP")
-    flops_saved: int = column("saved: (N − 1) × 2 × vocabulary × width", "FLOP")
-
-
-def last_only_row(x: LastOnly, prompt: str) -> LastOnlyRow:
-    return LastOnlyRow(repr(prompt), x.n_tokens, x.max_abs_logit_difference, x.same_top, x.flops_all, x.flops_last,
-                       x.flops_saved)
-
-
-@dataclass(frozen=True)
 class QuantityRow:
     quantity: str = column("quantity")
     unit: str = column("unit")
@@ -107,27 +91,6 @@ def phase_rows(sp: Speeds) -> list[PhaseRow]:
                      len(sp.decode_long), PUB["decode_long_tokens_per_s"]),
             PhaseRow("prefill per token ÷ decode (short prompt)", "×", sp.ratio, min(sp.prefill) / max(sp.decode_short),
                      max(sp.prefill) / min(sp.decode_short), None, PUB["prefill_decode_ratio"])]
-
-
-@dataclass(frozen=True)
-class ClockRow:
-    phase: str = column("phase")
-    server_median: float = column("server median", "tokens/s")
-    server_min: float = column("server min", "tokens/s")
-    server_max: float = column("server max", "tokens/s")
-    bench_median: float = column("llama-bench median", "tokens/s")
-    bench_min: float = column("llama-bench min", "tokens/s")
-    bench_max: float = column("llama-bench max", "tokens/s")
-    ratio: float = column("server ÷ llama-bench", "×")
-    low: float = column("ratio low", "×")
-    high: float = column("ratio high", "×")
-    verdict: str = column("verdict")
-    samples_needed: int | None = column("samples needed")
-
-
-def clock_row(c: ThirdClock) -> ClockRow:
-    return ClockRow(c.phase, *median_min_max(list(c.server)), *median_min_max(list(c.bench)), c.ratio, c.low, c.high,
-                    "inside the noise" if c.inside_noise else "outside the noise", c.samples_needed())
 
 
 @dataclass(frozen=True)
@@ -240,7 +203,7 @@ def show_last_only(page: Page, last: list[LastOnly], prompts: dict[str, str]) ->
     first = last[0]
     spec_v, spec_d = SPECIMEN["n_vocab"], SPECIMEN["n_embd"]
     page.table("last_position_only", "Keep only the last position: the final norm and the output matrix on all N positions or on the last",
-              columns(LastOnlyRow), cells([last_only_row(x, prompts[x.name]) for x in last]),
+              *by_columns(LastOnly, list(LastOnly.COLUMNS), last, {"name": lambda name: repr(prompts[name])}),
               notes=[(f"Lines 4 and 5 read one position's vector and make {first.n_vocab:,} logits with a {first.n_vocab:,} × "
                       f"{first.n_embd:,} matvec: 2 × {first.n_vocab:,} × {first.n_embd:,} = {first.flops_last:,} FLOPs per position."),
                      (f"The last row of the all-positions product differs from the last position alone by at most "
@@ -358,7 +321,7 @@ def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks
         return
     threads = in_process[0].get("threads")
     page.table("third_clock", "Three clocks: the server's timings beside llama.cpp in process (llama-bench)",
-              columns(ClockRow), cells([clock_row(c) for c in clocks]),
+              *by_columns(ThirdClock, list(ThirdClock.COLUMNS), clocks),
               notes=[(f"llama-bench ran {BENCH_REPETITIONS} repetition{'s' if BENCH_REPETITIONS > 1 else ''} before (after "
                       "its own warm-up run), between and after the timed requests "
                      f"({len(clocks[0].bench)} samples a phase), on the same file with {threads} threads, `-p` the long "
