@@ -49,6 +49,7 @@ from bytesup.store.plans import lesson04 as plans
 from bytesup.store.views import lesson04 as view
 
 TITLE = "The forward pass"
+PROMPTS, TOP8 = plans.PROMPTS, plans.TOP8  # the published prompts and their top-eight request (read by other tests too)
 TOP_K = 8   # tokens compared per prompt, as the server lists them
 # The default model's narrower widths: the numpy pass sets these against their f32 width a second time.
 NARROWER_WIDTHS = {m.sha256 for m in realmodel.REAL_MODELS.values() if m.name != plans.F32_WIDTH}
@@ -160,7 +161,7 @@ class TopAnswers:
 
 
 def ask_top_tokens(ctx: LessonContext, prompts: list[tuple[str, str]]) -> list[TopAnswers]:
-    return [TopAnswers(name, prompt, ctx.server.completion(prompt, **plans.TOP8),
+    return [TopAnswers(name, prompt, ctx.server.completion(prompt, **TOP8),
                        ctx.server.completion(prompt, **plans.SERVER_PROBS))
             for name, prompt in ctx.track(prompts, "top eight next tokens")]
 
