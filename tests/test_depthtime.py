@@ -125,3 +125,17 @@ def test_the_published_spark_slope_is_its_kv_read():
     assert 1e3 * sp.kv_read_ms == pytest.approx(1.920, abs=5e-4)
     assert sp.kv_share == pytest.approx(1.0071, abs=1e-4)
     assert sp.rest_gflops is None and sp.mostly == dt.KV_READ
+
+
+def test_a_prediction_is_shown_by_its_columns():
+    from bytesup.store.views import page
+
+    p = dt.DepthPrediction(depth=400, measured_ms=14.5, predicted_ms=14.0, fitted=False)
+    heads, rows = page.by_columns(dt.DepthPrediction, list(dt.DepthPrediction.COLUMNS), [p])
+    assert [h for h, _ in heads] == ["depth", "measured median", "predicted", "predicted", "measured",
+                                     "predicted ÷ measured − 1", "fitted or held out"]
+    # 1000 ÷ 14 = 71.43 predicted against 1000 ÷ 14.5 = 68.97 measured tokens/s: +3.57%, shown in percent.
+    assert rows[0][:3] == [400, 14.5, 14.0] and rows[0][6] == "held out"
+    assert rows[0][3:6] == [pytest.approx(1000 / 14), pytest.approx(1000 / 14.5), pytest.approx(100 * (14.5 / 14 - 1))]
+    off = dt.DepthPrediction(depth=10, measured_ms=2.0, predicted_ms=-1.0, fitted=True)
+    assert page.by_columns(dt.DepthPrediction, ["predicted_tokens_per_s", "error"], [off])[1] == [[None, None]]

@@ -9,13 +9,15 @@ import statistics
 
 import numpy as np
 import pytest
-from bytesup.run.lessons import load_lesson
 from lessonkit import QueuedServer, hand_context, recorded, recorded_exchanges
 
 from bytesup.course import ceiling
 from bytesup.course import published
+from bytesup.course import nexttoken
 from bytesup.course.loop import decode_passes
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s, prefill_tokens_per_s
+from bytesup.store.facts import lesson04 as stated
+from bytesup.store.plans import lesson04 as plans
 from bytesup.store.results import load_result
 from bytesup.options import RunOptions
 from bytesup.run.runner import run_lessons
@@ -49,7 +51,7 @@ def _replayed(tmp_path_factory):
 # --- top eight ----------------------------------------------------------------------------------
 
 def test_top8_tables_have_the_published_shape(result, lesson):
-    for (name, prompt), expected in zip(lesson.PROMPTS, TOP8_TABLES, strict=True):
+    for (name, prompt), expected in zip(plans.PROMPTS, TOP8_TABLES, strict=True):
         assert name == expected
         t = result.table(name)
         assert [(c.name, c.unit) for c in t.columns] == [("rank", ""), ("token", ""), ("probability", "%"),
@@ -70,7 +72,7 @@ def test_probabilities_are_exp_logprob_in_descending_order(result, name, lesson)
     share = sum(r[2] for r in rows) / 100
     assert 0 < share <= 1
     notes = result.table(name).notes
-    assert f"cover {lesson.percent(share)} of the probability" in notes[0]
+    assert f"cover {nexttoken.percent(share)} of the probability" in notes[0]
     assert f"= {math.exp(rows[0][4]):.4g}" in notes[1]
 
 
@@ -91,7 +93,7 @@ def test_server_probability_matches_exp_logprob(result, name):
 def test_top8_requests_pin_their_settings(lesson):
     top8 = [ex["request"] for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("post_sampling_probs") is False]
     server = [ex["request"] for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("post_sampling_probs") is True]
-    assert len(top8) == len(server) == len(lesson.PROMPTS)
+    assert len(top8) == len(server) == len(plans.PROMPTS)
     for body in top8:
         assert (body["n_predict"], body["n_probs"], body["temperature"], body["cache_prompt"], body["seed"]) == (1, 8, 0, False, 42)
     for body in server:  # temperature 1 alone, every cut off: the full softmax
@@ -103,11 +105,11 @@ def test_top8_rows_match_the_recorded_responses(result, lesson):
     completions = [ex for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("n_probs")]
     top8 = [ex for ex in completions if ex["request"]["post_sampling_probs"] is False]
     server = [ex for ex in completions if ex["request"]["post_sampling_probs"] is True]
-    assert [ex["request"]["prompt"] for ex in top8] == [p for _, p in lesson.PROMPTS]
-    assert [ex["request"]["prompt"] for ex in server] == [p for _, p in lesson.PROMPTS]
+    assert [ex["request"]["prompt"] for ex in top8] == [p for _, p in plans.PROMPTS]
+    assert [ex["request"]["prompt"] for ex in server] == [p for _, p in plans.PROMPTS]
     fact = result.fact("top_tokens")
     assert list(fact) == TOP8_TABLES
-    for (name, prompt), ex, theirs in zip(lesson.PROMPTS, top8, server, strict=True):
+    for (name, prompt), ex, theirs in zip(plans.PROMPTS, top8, server, strict=True):
         listed = ex["response"]["completion_probabilities"][0]["top_logprobs"]
         by_id = {c["id"]: c["prob"] for c in theirs["response"]["completion_probabilities"][0]["top_probs"]}
         # The recorded candidates, most probable first, read straight from the raw JSON.
@@ -269,48 +271,8 @@ def test_cost_of_one_pass_is_two_flops_per_parameter(result):
 
 # --- pure functions ---------------------------------------------------------------------------------------
 
-def test_long_prompt_length(lesson):
-    assert lesson.long_prompt_length(2048) == 1921
-    assert lesson.long_prompt_length(1024) == 1024 - 32 - 16
-    assert lesson.long_prompt_length(10) == 1
-
-
-def test_percent(lesson):
-    assert lesson.percent(0.927) == "92.7%"
-    assert lesson.percent(0.58) == "58%"
-    assert lesson.percent(0.005731) == "0.573%"
-
 
 # --- the computations, against hand arithmetic ------------------------------------------------------
-
-def test_softmax_worked_by_hand(lesson):
-    sm = lesson.softmax_example()
-    # e^2 = 7.389056, e^1 = 2.718282, e^0.1 = 1.105171; their sum 11.212509;
-    # 7.389056 / 11.212509 = 0.6590, 2.718282 / 11.212509 = 0.2424, 1.105171 / 11.212509 = 0.0986.
-    # (At temperature 2 the same logits would give 0.5017, 0.3043, 0.1940.)
-    assert sm.logits == [2.0, 1.0, 0.1]
-    assert sm.exp == pytest.approx([7.389056, 2.718282, 1.105171], abs=1e-6)
-    assert sm.probs == pytest.approx([0.6590, 0.2424, 0.0986], abs=1e-4)
-    assert sm.probs_shifted == pytest.approx([0.6590, 0.2424, 0.0986], abs=1e-4)
-    assert sm.sum == pytest.approx(1.0, abs=1e-12) and sm.shift == 100.0
-    assert sm.gap == 1.0 and sm.p0_over_p1 == pytest.approx(2.718282, abs=1e-6)
-    assert sm.e_to_5 == pytest.approx(148.4132, abs=1e-4)
-    assert sm.shift_max_abs_difference < 1e-12
-    # A naive softmax with explicit loops, on logits of the test's own.
-    logits = [0.5, -1.0, 3.0, 0.0]
-    exps = []
-    for z in logits:
-        exps.append(math.exp(z))
-    total = 0.0
-    for e in exps:
-        total += e
-    assert lesson.softmax_example(logits, shift=7.0).probs == pytest.approx([e / total for e in exps], rel=1e-12)
-    two = lesson.softmax_example([0.0, 0.0], shift=5.0)
-    assert two.probs == [0.5, 0.5] and two.shift_max_abs_difference == 0.0
-    # A shift of 1,000: e^1002 overflows a float64 (its largest is about e^709.78); less the largest
-    # shifted logit, 1,002, the exponents are 0, −1, −1.9 again, and so are the probabilities.
-    far = lesson.softmax_example(shift=1000.0)
-    assert far.probs_shifted == pytest.approx([0.6590, 0.2424, 0.0986], abs=1e-4) and far.shift_max_abs_difference < 1e-12
 
 
 def test_speeds_take_the_first_repeats_prompt_lengths(lesson):
@@ -362,12 +324,41 @@ def test_top_tokens_and_the_largest_gap_by_hand(lesson):
     assert [t.probability for t in tokens] == pytest.approx([0.5, 0.25, 0.125], rel=1e-12)
     assert [t.server_probability for t in tokens] == [0.5002, 0.2499, None]
     # |0.5002 − 0.5| = 0.0002 (relative 0.0004); |0.2499 − 0.25| = 0.0001 (relative 0.0004).
-    gap = lesson.largest_gap(tokens)
+    gap = nexttoken.largest_gap(tokens)
     assert gap == (pytest.approx(2e-4), pytest.approx(4e-4))
     table = lesson.top_table(lesson.TopAnswers("t", "p", Completion.model_validate(HAND_TOP), Completion.model_validate(HAND_SERVER)))
     assert table.share == pytest.approx(0.875) and table.paired == 2 and table.generated == "' Paris'"
     alone = lesson.top_tokens(Completion.model_validate(HAND_TOP))
-    assert all(t.server_probability is None for t in alone) and lesson.largest_gap(alone) is None
+    assert all(t.server_probability is None for t in alone) and nexttoken.largest_gap(alone) is None
+
+
+def test_an_answer_without_candidates_is_refused_in_one_paragraph(lesson):
+    from bytesup.errors import BytesupError
+
+    empty = {**HAND_TOP, "completion_probabilities": [{**HAND_TOP["completion_probabilities"][0], "top_logprobs": []}]}
+    for answer in (empty, {**empty, "completion_probabilities": [{"id": 5, "token": " Paris", "logprob": -0.7}]}):
+        with pytest.raises(BytesupError) as caught:
+            lesson.top_tokens(Completion.model_validate(answer), Completion.model_validate(HAND_SERVER))
+        text = str(caught.value)
+        assert "/completion" in text and "completion_probabilities[0].top_logprobs" in text and "n_probs 8" in text
+        assert "run the lesson against a llama-server you trust" in text and "\n" not in text
+
+
+def test_logprobs_whose_exponent_is_zero_are_refused_in_one_paragraph(lesson):
+    """Every logprob −1e308: e^logprob is 0, so the relative gap would divide by 0; the answer is refused instead."""
+    from bytesup.errors import BytesupError
+
+    floor = _top_answer({5: -1e308, 7: -1e308, 9: -1e308}, generated=5)
+    with pytest.raises(BytesupError) as caught:
+        lesson.top_table(lesson.TopAnswers("t", "p", Completion.model_validate(floor), Completion.model_validate(HAND_SERVER)))
+    text = str(caught.value)
+    assert "/completion" in text and "completion_probabilities[0].top_logprobs[0].logprob = -1e+308" in text
+    # One candidate far below any softmax's top eight is refused too; e^−745.2 is the last value above 0.
+    low = _top_answer({5: math.log(0.5), 7: -800.0, 9: math.log(0.125)}, generated=5)
+    with pytest.raises(BytesupError, match=r"top_logprobs\[1\]\.logprob = -800\.0"):
+        lesson.top_tokens(Completion.model_validate(low))
+    assert math.exp(-745.0) > 0 and lesson.top_tokens(Completion.model_validate(
+        _top_answer({5: math.log(0.5), 7: -745.0, 9: math.log(0.125)}, generated=5)))[2].probability == math.exp(-745.0)
 
 
 def test_pass_cost_by_hand(lesson):
@@ -539,7 +530,7 @@ def test_the_f32_width_agrees_far_closer_than_the_rounded_one(result):
 def test_the_server_columns_are_the_recorded_answers(result, lesson):
     top8 = [ex for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("post_sampling_probs") is False]
     f32 = [ex for ex in _exchanges("f32") if ex["path"] == "/completion"]
-    assert [ex["request"] for ex in f32] == [{"prompt": p, **lesson.TOP8} for _, p in lesson.PROMPTS]
+    assert [ex["request"] for ex in f32] == [{"prompt": p, **plans.TOP8} for _, p in plans.PROMPTS]
     for table, answers in (("numpy_vs_server", top8), ("numpy_vs_server_f32", f32)):
         for row, ex in zip(result.table(table).rows, answers, strict=True):
             best = max(ex["response"]["completion_probabilities"][0]["top_logprobs"], key=lambda c: c["logprob"])
@@ -549,7 +540,7 @@ def test_the_server_columns_are_the_recorded_answers(result, lesson):
 
 def test_token_ids_come_from_the_servers_tokenizer(result, lesson):
     asked = [ex for ex in _exchanges() if ex["path"] == "/tokenize" and ex["request"].get("add_special") is True]
-    assert [ex["request"]["content"] for ex in asked] == [p for _, p in lesson.PROMPTS]
+    assert [ex["request"]["content"] for ex in asked] == [p for _, p in plans.PROMPTS]
     top8 = [ex for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("post_sampling_probs") is False]
     for row, ex, done in zip(result.table("numpy_vs_server").rows, asked, top8, strict=True):
         # One row per token id, and the server evaluated exactly those tokens for its answer.
@@ -623,26 +614,17 @@ def test_agreement_by_hand(lesson):
     # numpy: ids 0..4 hold 0.4, 0.3, 0.2, 0.06, 0.04; the server lists id 1 first (0.5), then 0 (0.3), then 4 (0.1).
     probs = np.array([0.4, 0.3, 0.2, 0.06, 0.04])
     done = Pass(tokens=[1, 2], hidden=np.zeros((2, 1)), last_after_block=np.zeros((1, 1)), logits=np.log(probs), probs=probs)
-    server = [lesson.TopToken(rank, i, f"'t{i}'", p, math.log(p), None) for rank, i, p in ((1, 1, 0.5), (2, 0, 0.3), (3, 4, 0.1))]
+    server = [stated.ShownToken(rank, i, f"'t{i}'", p, math.log(p), None) for rank, i, p in ((1, 1, 0.5), (2, 0, 0.3), (3, 4, 0.1))]
     a = lesson.agreement("t", "p", server, done, lambda i: f"'t{i}'", k=3)
     assert [t.id for t in a.numpy] == [0, 1, 2] and [t.server_probability for t in a.numpy] == [0.3, 0.5, None]
+    # numpy − server where both list: id 0 0.4 − 0.3 = 0.1, id 1 0.3 − 0.5 = −0.2.
+    assert [t.difference for t in a.numpy] == [pytest.approx(0.1), pytest.approx(-0.2), None]
     assert a.top_agrees is False and a.set_agrees is False and a.shared == 2 and a.n_tokens == 2
     # |Δp|: id 1 0.2, id 0 0.1, id 4 0.06: the largest is 0.2 at id 1, where numpy says 0.3.
-    assert a.largest_dp == pytest.approx(0.2) and a.largest_dp_at.id == 1 and a.largest_dp_numpy == pytest.approx(0.3)
+    assert a.largest_abs_dp == pytest.approx(0.2) and a.at_token == "'t1'" and a.at_numpy == pytest.approx(0.3)
     # Shared ids 1 and 0: the server's 0.5, 0.3 renormalized to 0.625, 0.375; numpy's 0.3, 0.4 to 3/7, 4/7.
     kl = 0.625 * math.log(0.625 / (3 / 7)) + 0.375 * math.log(0.375 / (4 / 7))
     assert a.kl_shared == pytest.approx(kl, rel=1e-5)
-
-
-def test_first_block_on_top_and_the_flops_by_hand(lesson):
-    def layers(ranks):
-        return lesson.ThroughTheLayers("t", 0, "'x'", ranks, [0.0] * len(ranks))
-    assert layers([3, 1, 2, 1, 1]).on_top_from == 4
-    assert layers([1, 1, 1]).on_top_from == 1
-    assert layers([2, 2]).on_top_from is None
-    last = lesson.LastOnly("t", n_tokens=5, n_vocab=10, n_embd=4, max_abs_logit_difference=0.0, same_top=True)
-    # 5 × 2 × 10 × 4 = 400 FLOPs for every position, 80 for the last, (5 − 1) × 80 = 320 saved.
-    assert (last.flops_all, last.flops_last, last.flops_saved) == (400, 80, 320)
 
 
 def test_main_runs_the_numpy_pass_on_a_preset(lesson, tmp_path):
@@ -726,7 +708,7 @@ def test_the_prompts_of_a_live_run(lesson, given):
     ctx = LessonContext(LESSON, "t", server=QueuedServer({}).server, model_path=None, sink=[], replay=None,
                         run=RunOptions(command=["t"], lesson_options={"prompts": given}), progress=Reporter(None, LESSON),
                         options_type=lesson.Options)
-    assert lesson.lesson_prompts(ctx) == lesson.PROMPTS + [("top8_prompt_1", p) for p in given or []]
+    assert lesson.fresh_plan(ctx).prompts == plans.PROMPTS + [("top8_prompt_1", p) for p in given or []]
     assert ctx.host_values["option_prompts"] == given
 
 
@@ -766,11 +748,37 @@ def test_a_run_recorded_before_the_third_clock_shows_nothing_of_it(lesson):
     assert not any("llama-bench" in n for n in result.notes)
 
 
-def test_the_third_clocks_arithmetic_by_hand():
-    L = load_lesson(LESSON)
-    same = L.ThirdClock("x", (100.0, 110.0), (100.0, 110.0))
-    assert same.ratio == 1.0 and same.inside_noise and same.samples_needed() is None
-    apart = L.ThirdClock("x", (200.0, 220.0), (100.0, 100.0))
-    assert apart.ratio == 2.1 and apart.low == 2.0 and apart.high == 2.2 and not apart.inside_noise
-    # relative spread 20 ÷ 210 = 0.0952; (2 × 0.0952 ÷ 1.1)² = 0.03: one sample of each would do
-    assert apart.samples_needed() == 1
+def test_a_recorded_plan_is_read_as_it_is(lesson):
+    """A run recorded with a plan replays from it alone: its prompts, its repeat and its parts, no older host value."""
+    plan = plans.fresh(None, 2, plans.NumpyFiles(served=None, f32=None)).model_dump(mode="json")
+    result, server = _run_hand(lesson, bench={"plan": plan, **HAND_BENCH})
+    assert result.notes[0].startswith("The model file is not readable here") and "not computed in numpy" in result.notes[0]
+    assert result.fact("numpy_pass")["recomputed"] is False and "third_clock" in [t.name for t in result.tables]
+    assert result.settings["repeat"] == 2 and result.settings["long_prompt_tokens"] == 52
+    assert [t.name for t in result.tables if t.name.startswith("top8_")] == [name for name, _ in plans.PROMPTS]
+    assert not any(path == "/tokenize" and body.get("add_special") for _, path, body in server.requests)
+
+
+def test_a_live_run_records_its_plan_once_and_replays_from_it(lesson):
+    """Live, without the model file: the plan is one host value (this version, the published prompts, at least two
+    runs of each timed request, no file for numpy); replayed from that recording, the lesson gives the same tables."""
+    from bytesup.lesson import LessonContext, Reporter
+
+    def answers():
+        return QueuedServer({
+            "/completion": [HAND_TOP, HAND_SERVER] * 4 + [_timed(52, 26.0, 620.0), _timed(52, 20.8, 775.0),
+                                                          _timed(5, 5.0, 310.0), _timed(5, 5.0, 248.0)],
+            "/props": [{"default_generation_settings": {"n_ctx": 100}}],
+            "/tokenize": [{"tokens": list(range(60))}]})
+
+    server = answers()
+    ctx = LessonContext(LESSON, "t", server=server.server, model_path=None, sink=[], replay=None,
+                        run=RunOptions(command=["t"], repeat=1), progress=Reporter(None, LESSON), options_type=lesson.Options)
+    live = lesson.main(ctx)
+    assert server.left() == {}
+    assert plans.read(live.host_values["plan"]) == plans.Plan(prompts=plans.PROMPTS, repeat=2, llama_bench=True,
+                                                             numpy=plans.NumpyFiles(served=None, f32=None))
+    assert "numpy_plan" not in live.host_values and live.settings["repeat"] == 2
+    again = lesson.main(hand_context(LESSON, answers(), host_values=live.host_values))
+    assert [(t.name, t.rows, t.notes) for t in again.tables] == [(t.name, t.rows, t.notes) for t in live.tables]
+    assert again.facts == live.facts and again.notes == live.notes

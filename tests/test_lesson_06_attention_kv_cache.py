@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from bytesup.course import formulas
+from bytesup.course import kvcache
 from bytesup.course import published
 from bytesup.check.checker import CACHE_TYPE_BYTES
 from bytesup.errors import BytesupError
+from bytesup.store.plans import lesson06 as plans
 from lessonkit import run_bandwidth
 
 LESSON = "06_attention_kv_cache"
@@ -25,7 +27,7 @@ def test_kv_bytes_for_the_70b_example(result, lesson):
     assert big[1:4] == [80, 8, 128]
     assert big[6] == 327_680 == published.KV_70B["bytes_per_token"]
     assert big[7] == 320.0
-    assert big[6] / lesson.PODCAST_KV_BYTES == 10.0
+    assert big[6] / kvcache.PODCAST_KV_BYTES == 10.0
     assert big[8] == published.PODCAST_KV_70B["context_tokens"]
 
 
@@ -118,12 +120,12 @@ def test_every_cache_request_pins_its_slot_and_sampling(exchanges):
 
 def test_no_cache_token_sum_is_the_arithmetic_series(result, lesson):
     steps = rows(result, "no_cache_requests")
-    p, n = lesson.COST_PROMPT_TOKENS, lesson.COST_N
+    p, n = plans.COST_PROMPT_TOKENS, plans.COST_N
     assert [r[1] for r in steps] == [p + i for i in range(n)]
     assert [r[2] for r in steps] == [p + i for i in range(n)]      # each pass re-read the whole text
-    assert sum(r[2] for r in steps) == n * p + n * (n - 1) // 2 == lesson.tokens_without_cache(p, n)
+    assert sum(r[2] for r in steps) == n * p + n * (n - 1) // 2 == kvcache.tokens_without_cache(p, n)
     ways = rows(result, "cache_vs_no_cache")
-    assert ways[0][2] == lesson.tokens_with_cache(p, n)
+    assert ways[0][2] == kvcache.tokens_with_cache(p, n)
     assert ways[1][2] == sum(r[2] for r in steps)
     assert ways[1][3] == pytest.approx(sum(r[3] for r in steps))
 
@@ -131,17 +133,17 @@ def test_no_cache_token_sum_is_the_arithmetic_series(result, lesson):
 def test_no_cache_series_from_the_recorded_exchanges(exchanges, lesson):
     singles = [e for e in exchanges if e["path"] == "/completion" and e["request"].get("n_predict") == 1
                and e["request"].get("return_tokens")]
-    assert len(singles) == lesson.COST_N
+    assert len(singles) == plans.COST_N
     for a, b in zip(singles, singles[1:], strict=False):  # each request re-sends the previous text plus its token
         assert b["request"]["prompt"] == a["request"]["prompt"] + a["response"]["tokens"]
     total = sum(e["response"]["timings"]["prompt_n"] for e in singles)
     p = len(singles[0]["request"]["prompt"])
-    assert total == sum(p + i for i in range(lesson.COST_N))
+    assert total == sum(p + i for i in range(plans.COST_N))
     assert all(e["response"]["timings"]["cache_n"] == 0 for e in singles)
 
 
 def test_cost_formula_table(result, lesson):
-    p = lesson.COST_PROMPT_TOKENS
+    p = plans.COST_PROMPT_TOKENS
     for n, passes, w, wo, ratio, aw, awo, aratio in rows(result, "cost_formula"):
         assert passes == n and w == p + n - 1
         assert wo == sum(p + i - 1 for i in range(1, n + 1))
@@ -149,65 +151,6 @@ def test_cost_formula_table(result, lesson):
 
 
 # --- pure helpers ---------------------------------------------------------------------------------
-
-def test_attention_pairs_by_brute_force(lesson):
-    for p, n in ((1, 1), (3, 4), (16, 8)):
-        with_cache = sum(i + 1 for i in range(p))           # the prompt: position i sees i + 1 positions
-        seq = p
-        for _ in range(n - 1):                               # each new position sees itself and all before
-            seq += 1
-            with_cache += seq
-        without = sum(sum(i + 1 for i in range(p + k)) for k in range(n))
-        assert lesson.attention_pairs_with_cache(p, n) == with_cache
-        assert lesson.attention_pairs_without_cache(p, n) == without
-
-
-def test_growth_exponent(lesson):
-    assert lesson.growth_exponent(10, 100.0, 100, 10_000.0) == pytest.approx(2.0)
-
-
-def test_depth_plan(lesson):
-    plan = lesson.depth_plan(2048, 16)
-    assert plan[0] == 0 and plan[-1] == int(0.93 * 2048) and len(plan) == 6
-    assert max(lesson.depth_plan(64, 16)) <= 64 - 16 - 1
-
-
-def test_element_bytes(lesson):
-    assert lesson.element_bytes("f16") == 2
-    assert lesson.element_bytes("F32") == 4
-    assert lesson.element_bytes("q8_0") == 34 / 32
-    with pytest.raises(BytesupError, match="q3_k"):
-        lesson.element_bytes("q3_k")
-
-
-def test_kv_cache_types(lesson):
-    assert lesson.kv_cache_types({}, [{"id": 0}], {})[:2] == ("f16", "f16")
-    assert lesson.kv_cache_types({}, None, {"--cache-type-k": "q8_0"})[:2] == ("q8_0", "f16")
-    assert lesson.kv_cache_types({"x": {"cache_type_k": "Q4_0", "cache_type_v": "q4_0"}}, None, {}) == ("q4_0", "q4_0", "/props")
-
-
-def test_unknown_element_type_lists_the_known_ones(lesson):
-    with pytest.raises(BytesupError) as err:
-        lesson.element_bytes("q3_k")
-    assert str(err.value) == ("Unknown KV cache type 'q3_k'; known: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, "
-                              "iq4_nl.")
-
-
-def test_kv_cache_types_every_spelling_and_source(lesson):
-    types = lesson.kv_cache_types
-    # Either key spelling, case folded; a half that is missing takes the other half's type.
-    assert types({"cache_type_k": "Q8_0"}, None, None) == ("q8_0", "q8_0", "/props")
-    assert types({"type_v": "Q4_0"}, None, None) == ("q4_0", "q4_0", "/props")
-    assert types({"type_k": "f32", "cache_type_v": "Q8_0"}, None, None) == ("f32", "q8_0", "/props")
-    # /slots, nested in a slot; /props comes first, /slots before the flags.
-    assert types({}, [{"id": 0, "params": {"type_k": "q5_0", "type_v": "q5_1"}}], None) == ("q5_0", "q5_1", "/slots")
-    assert types({}, [{"cache_type_v": "q4_1"}], {"-ctk": "f32"}) == ("q4_1", "q4_1", "/slots")
-    assert types({"cache_type_k": "q8_0"}, [{"type_k": "q4_0"}], {"-ctk": "f32"})[2] == "/props"
-    # The flags, short and long spellings; a half not given is llama.cpp's default, f16.
-    assert types({}, None, {"-ctk": "Q4_1"}) == ("q4_1", "f16", "server flags")
-    assert types({}, None, {"-ctv": "Q8_0"}) == ("f16", "q8_0", "server flags")
-    assert types({}, None, {"--cache-type-v": "q5_0"}) == ("f16", "q5_0", "server flags")
-    assert types({}, [], None) == ("f16", "f16", "llama.cpp's default (not reported by /props or /slots)")
 
 
 # --- without the model file or a context size -------------------------------------------------------
@@ -238,36 +181,6 @@ def _ctx(n_ctx, slots=None, model=None):
     return ctx
 
 
-def test_kv_table_without_the_model_file(lesson):
-    ctx = _ctx(4096)
-    assert lesson.kv_cache_size(ctx) == (4096, None)
-    table = ctx.tables[0]
-    assert [r[0].split(" (")[0] for r in table.rows] == [published.SPECIMEN_NAME, "70B example"]
-    assert any("not readable here" in n for n in table.notes)
-    assert not any(m.name == "kv_bytes_per_token" for m in ctx.measurements)
-    assert ctx.settings["model_readable"] is False
-    assert [e["label"].split(" (")[0] for e in ctx.facts["kv_examples"]] == [published.SPECIMEN_NAME, "70B example"]
-
-
-def test_no_context_size_is_a_clear_error(lesson):
-    with pytest.raises(BytesupError, match="no context size"):
-        lesson.kv_cache_size(_ctx(None, slots=[{"id": 0}]))
-
-
-def test_bytes_model_predictions(lesson):
-    # 100 MB of weights, 1 MB of KV per token: 50 tokens/s at depth 0 reads 5 GB/s; at depth 100 each
-    # token reads 200 MB, so 25 tokens/s.
-    bandwidth, predicted = lesson.bytes_model_predictions([0, 100], [50.0, 30.0], 100e6, 1e6)
-    assert bandwidth == pytest.approx(5e9)
-    assert predicted == pytest.approx([50.0, 25.0])
-    # Starting from a non-zero depth: 40 tokens/s at depth 20 reads 40 × 120 MB = 4.8 GB/s.
-    bandwidth, predicted = lesson.bytes_model_predictions([20, 220], [40.0, 10.0], 100e6, 1e6)
-    assert bandwidth == pytest.approx(4.8e9) and predicted[1] == pytest.approx(4.8e9 / 320e6)
-
-
-
-# --- the arithmetic by hand ---------------------------------------------------------------------------
-
 def test_kv_bytes_of_the_published_70b_example_by_hand(lesson):
     # 2 (K and V) × 80 layers × 8 KV heads × 128 head width × 2 bytes (f16) = 327,680 bytes = 320 KiB
     big = lesson.worked_examples()[-1]
@@ -277,7 +190,7 @@ def test_kv_bytes_of_the_published_70b_example_by_hand(lesson):
     # at the podcast's 4,096-token context: 327,680 × 4,096 bytes = 1,280 MiB
     assert big.context == 4096 and big.mib_at_context == 1280
     # the podcast's "32 KB" read as 32,768 bytes: 327,680 ÷ 32,768 = 10
-    pod = lesson.podcast_check(big)
+    pod = kvcache.podcast_check(big.per_token)
     assert pod.ratio == 10
     # 64 requests × 4,096 tokens = 262,144 tokens
     assert pod.batch_tokens == 262_144
@@ -290,31 +203,43 @@ def test_kv_bytes_of_the_specimen_and_a_mixed_cache_by_hand(lesson):
     info = {"name": "tiny", "hyperparameters": {"n_layer": 3, "n_head_kv": 2, "head_dim": 16, "n_head": 4}, "tensor_bytes": 10}
     # K in f16 (2 bytes) and V in q8_0 (34 bytes per 32 numbers): each holds half of the 2, so
     # 3 × 2 × 16 × (2 + 34/32) = 96 × 3.0625 = 294 bytes per token
-    mixed = lesson.served_example(info, lesson.CacheSetup(100, "f16", "q8_0", "server flags"), None)
+    mixed = lesson.served_example(info, kvcache.CacheSetup(100, "f16", "q8_0", "server flags"), None)
     assert mixed.bytes_per_token == 294.0 and mixed.cache_type == "K F16, V Q8_0"
     assert mixed.context == 100 and mixed.label == "tiny (served)"
+    # The fact states the shape and the bytes, as floats; the view's cache type, context and source are not stated.
+    assert lesson.stated.KvExamples([mixed]).model_dump(mode="json") == [
+        {"label": "tiny (served)", "n_layer": 3, "n_head_kv": 2, "head_dim": 16, "bytes_per_element": (2 + 34 / 32) / 2,
+         "bytes_per_token": 294.0}]
     # No name in the file: the server's name, else "served model".
-    setup = lesson.CacheSetup(100, "f16", "f16", "server flags")
+    setup = kvcache.CacheSetup(100, "f16", "f16", "server flags")
     unnamed = {**info, "name": None}
     assert lesson.served_example(unnamed, setup, "llama").label == "llama (served)"
     assert lesson.served_example(unnamed, setup, None).label == "served model (served)"
 
 
-def test_podcast_figures_follow_within_ten_percent_of_a_mib_or_a_mb(lesson, monkeypatch):
-    big = lesson.worked_examples()[-1]
-    # "32 KB" read as 1,000-byte kilobytes: 32 × 1,000 = 32,000 bytes
-    assert lesson.podcast_check(big).claimed_decimal == 32_000
-    # tokens per "megabyte" × 32,768 bytes: within 10% of 1,048,576 (MiB) or of 1,000,000 (MB)?
-    for tokens, per_mb, follows in [
-        (30, 983_040, True),      # 0.9375 MiB (off 6.25%), 0.983 MB (off 1.7%)
-        (34, 1_114_112, True),    # 1.0625 MiB (off 6.25%), 1.114 MB (off 11.4%): MiB only
-        (28, 917_504, True),      # 0.875 MiB (off 12.5%), 0.9175 MB (off 8.25%): MB only
-        (10, 327_680, False),     # 0.3125 MiB (off 68.75%), 0.328 MB (off 67.2%): neither
-        (64, 2_097_152, False),   # 2 MiB (off 100%), 2.097 MB (off 109.7%): neither
-    ]:
-        monkeypatch.setitem(lesson.PODCAST, "tokens_per_megabyte", tokens)
-        pod = lesson.podcast_check(big)
-        assert (pod.per_megabyte_claim, pod.follows) == (per_mb, follows), tokens
+def test_kv_table_without_the_model_file(lesson):
+    from bytesup.store.views import lesson06 as view
+
+    ctx = _ctx(4096)
+    setup = lesson.request_cache_setup(ctx)
+    examples = lesson.worked_examples()
+    lesson.record_kv_cache(ctx, examples, None, None, setup, False)
+    view.show_kv_cache_size(ctx, examples, None, None, setup)
+    assert (setup.n_ctx, lesson.attention_shape(None, None)) == (4096, None)
+    table = ctx.tables[0]
+    assert [r[0].split(" (")[0] for r in table.rows] == [published.SPECIMEN_NAME, "70B example"]
+    assert any("not readable here" in n for n in table.notes)
+    assert not any(m.name == "kv_bytes_per_token" for m in ctx.measurements)
+    assert ctx.settings["model_readable"] is False
+    assert [e["label"].split(" (")[0] for e in ctx.facts["kv_examples"]] == [published.SPECIMEN_NAME, "70B example"]
+
+
+def test_no_context_size_is_a_clear_error(lesson):
+    with pytest.raises(BytesupError, match="no context size"):
+        lesson.request_cache_setup(_ctx(None, slots=[{"id": 0}]))
+
+
+# --- the arithmetic by hand ---------------------------------------------------------------------------
 
 
 def test_cost_rows_by_hand(lesson):
@@ -487,9 +412,9 @@ def _numpy_flops(h: dict, prompt: int, n: int) -> tuple[int, int]:
 def test_numpy_counts_the_flops_of_both_ways(result, lesson):
     h = result.host_values["model_info"]["hyperparameters"]
     table = result.table("numpy_cache_vs_recompute")
-    assert [r[0] for r in table.rows] == list(lesson.NUMPY_LENGTHS)
+    assert [r[0] for r in table.rows] == list(plans.NUMPY_LENGTHS)
     for n, cached, recomputed, ratio, *_ in table.rows:
-        assert (cached, recomputed) == _numpy_flops(h, lesson.COST_PROMPT_TOKENS, n)
+        assert (cached, recomputed) == _numpy_flops(h, plans.COST_PROMPT_TOKENS, n)
         assert ratio == recomputed / cached
     # One token is one pass over the prompt either way; after that recomputing costs more every step.
     assert table.rows[0][1] == table.rows[0][2] and table.rows[-1][3] > table.rows[-2][3] > 1
@@ -497,22 +422,22 @@ def test_numpy_counts_the_flops_of_both_ways(result, lesson):
 
 def test_numpy_generates_the_same_tokens_both_ways_and_the_servers(result, lesson, exchanges):
     notes = result.table("numpy_cache_vs_recompute").notes
-    assert notes[0].startswith(f"numpy generated {lesson.NUMPY_N} tokens greedily after the same "
-                               f"{lesson.COST_PROMPT_TOKENS}-token prompt both ways: the same tokens, every logit within")
-    one = next(e for e in exchanges if e["path"] == "/completion" and e["request"].get("n_predict") == lesson.COST_N
+    assert notes[0].startswith(f"numpy generated {plans.NUMPY_N} tokens greedily after the same "
+                               f"{plans.COST_PROMPT_TOKENS}-token prompt both ways: the same tokens, every logit within")
+    one = next(e for e in exchanges if e["path"] == "/completion" and e["request"].get("n_predict") == plans.COST_N
                and e["request"].get("return_tokens"))
-    assert len(one["request"]["prompt"]) == lesson.COST_PROMPT_TOKENS
-    assert notes[3] == f"The server's own {lesson.COST_N} greedy tokens from this prompt (above) are numpy's first {lesson.COST_N}."
+    assert len(one["request"]["prompt"]) == plans.COST_PROMPT_TOKENS
+    assert notes[3] == f"The server's own {plans.COST_N} greedy tokens from this prompt (above) are numpy's first {plans.COST_N}."
 
 
 def test_numpy_times_are_the_recorded_ones(result, lesson):
     ms = result.host_values["numpy_step_ms"]
-    assert len(ms["cached"]) == len(ms["recomputed"]) == lesson.NUMPY_N
+    assert len(ms["cached"]) == len(ms["recomputed"]) == plans.NUMPY_N
     for n, *_, cached, recomputed, ratio in result.table("numpy_cache_vs_recompute").rows:
         assert cached == pytest.approx(sum(ms["cached"][:n])) and recomputed == pytest.approx(sum(ms["recomputed"][:n]))
         assert ratio == pytest.approx(recomputed / cached)
     plot = next(p for p in result.plots if p.name == "numpy_cache_vs_recompute")
-    assert [s.x for s in plot.series] == [[float(n) for n in range(1, lesson.NUMPY_N + 1)]] * 2
+    assert [s.x for s in plot.series] == [[float(n) for n in range(1, plans.NUMPY_N + 1)]] * 2
     assert plot.series[1].y[-1] == pytest.approx(sum(ms["recomputed"]))
 
 
@@ -665,17 +590,6 @@ def test_depth_line_on_the_committed_run(committed_run):
     assert "= 69,120 FLOPs" in notes[2] and notes[2].endswith("at 9.19 GFLOP/s. Here s is mostly attention's work.")
 
 
-def test_the_spark_slope_by_hand(lesson):
-    # (1000 ÷ 29.6 − 1000 ÷ 33.2) ÷ 1,921 = (33.784 − 30.120) ÷ 1,921 = 1.907 µs; 524,288 B ÷ 273 GB/s = 1.920 µs
-    spark = lesson.spark_slope()
-    assert 1e3 * spark.split.slope_ms == pytest.approx(1.907, abs=5e-4)
-    assert 1e3 * spark.split.kv_read_ms == pytest.approx(1.920, abs=5e-4)
-    assert spark.split.kv_bytes_per_token == 524_288 and spark.split.flops_per_position == 4 * 32 * 32 * 128
-    assert spark.split.kv_share == pytest.approx(1.0071, abs=1e-4)
-    # each figure moved by 0.05 tokens/s: 33.25 → 29.55 gives 1.960 µs (98.0%), 33.15 → 29.65 gives 1.854 µs (103.6%)
-    assert spark.kv_share_low == pytest.approx(0.9797, abs=1e-4) and spark.kv_share_high == pytest.approx(1.0360, abs=1e-4)
-
-
 def test_main_on_hand_made_answers_depth_line(hand_run):
     result, _ = hand_run
     # depths 0, 8, 16, 32 fitted (half of 64), at 8.25, 10, 12, 16 ms: x̄ = 14, ȳ = 11.5625,
@@ -745,3 +659,35 @@ def test_no_slope_split_without_the_model_file(lesson):
     assert notes[2] == ("The KV read is not split out of s: the served model's file is not readable here, so its KV "
                         "bytes per token and heads are unknown.")
     assert result.fact("decode_at_depth")["held_out"][0]["depth"] == 47
+
+
+def test_a_recorded_plan_is_read_as_it_is(lesson):
+    """A run recorded with a plan replays from it alone: its repeat (not the host value `repeat`), depths from the
+    cache, and no numpy file."""
+    from lessonkit import QueuedServer, hand_context
+
+    props = {"default_generation_settings": {"n_ctx": N_CTX}}
+    server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
+                           "/tokenize": [{"tokens": IDS}], "/completion": [PrefixCacheServer()] * 40})
+    plan = plans.fresh(2, plans.NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
+    ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
+        "server_facts": HAND_FACTS, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3], "repeat": 7,
+        "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]], "plan": plan})
+    result = lesson.main(ctx)
+    bodies = [b for _, path, b in server.requests if path == "/completion"]
+    assert [len(b["prompt"]) for b in bodies[:11]] == [47, 47, 47, 32, 32, 16, 16, 8, 8, 1, 1]
+    assert "2 repeats per depth" in " ".join(result.table("decode_vs_depth").notes)
+    assert result.notes[-1] == "The model file is not readable here (pass --model PATH.gguf), so numpy does not generate from it."
+
+
+def test_the_published_70b_row_shows_its_whole_bytes_and_states_a_float(lesson):
+    """One record for the KV figure: the table shows the published 2 bytes per element as given, the fact states 2.0."""
+    from bytesup.store.views import page
+
+    big = lesson.worked_examples()[-1]
+    heads, rows = page.by_columns(type(big), ["bytes_per_element", "bytes_per_token", "kib_per_token"], [big],
+                                  {"bytes_per_token": int})
+    assert heads == [("bytes per element", ""), ("per token", "bytes"), ("per token", "KiB")]
+    assert rows == [[2, 327_680, 320.0]] and type(rows[0][0]) is int and type(rows[0][1]) is int
+    assert lesson.stated.KvExamples([big]).model_dump(mode="json")[0]["bytes_per_element"] == 2.0
+    assert lesson.specimen_shape() == kvcache.AttentionShape(524_288, 32, 32, 128)

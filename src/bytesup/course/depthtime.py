@@ -32,6 +32,7 @@ through the shallower depths predicts that).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from bytesup.course.decodetime import least_squares
 from bytesup.course.formulas import GB
@@ -60,6 +61,12 @@ class DepthPrediction:
     measured_ms: float
     predicted_ms: float
     fitted: bool
+    # The columns of lesson 6's table of it, in order (name, unit; the error as a fraction, shown in %).
+    COLUMNS: ClassVar[dict[str, tuple[str, str]]] = {
+        "depth": ("depth", "tokens"), "measured_ms": ("measured median", "ms/token"),
+        "predicted_ms": ("predicted", "ms/token"), "predicted_tokens_per_s": ("predicted", "tokens/s"),
+        "measured_tokens_per_s": ("measured", "tokens/s"), "error": ("predicted ÷ measured − 1", "%"),
+        "role": ("fitted or held out", "")}
 
     @property
     def predicted_tokens_per_s(self) -> float | None:

@@ -2,31 +2,61 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic.dataclasses import dataclass
 
-from bytesup.store.facts.base import column, fraction, number, stated
+from bytesup.course.nexttoken import LastOnly, ThroughTheLayers
+from bytesup.store.facts.base import column as table_column, fraction, number, stated
+from bytesup.store.rows import COLUMN, column
 
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ShownToken(Record):
-    """One candidate as the lesson showed it; probabilities are fractions of 1."""
-    rank: int
-    id: int | None            # None in a run written before the lesson stated facts (its tables show no id)
-    token: str                # the lesson's text of the token: repr() quotes, spacing visible
-    probability: float | None  # e^logprob
-    logprob: float | None
-    server_probability: float | None  # the server's own post-sampling probability; None when it did not list it
+# A figure's record is a pydantic dataclass: the fact states it, and its fields' columns (store.rows.column) are what
+# the view shows of it. A field the fact does not state (`Shown`, excluded) is None in a fact read back.
+RECORD = ConfigDict(extra="forbid")
+Shown = Field(exclude=True)
+
+
+def shown(name: str, unit: str = "") -> Any:
+    """A column of the view that the fact does not state: None in a fact read back."""
+    return dataclasses.field(default=None, metadata={COLUMN: (name, unit)})
+
+
+@dataclass(frozen=True, config=RECORD)
+class ShownToken:
+    """One candidate of a next-token table, as the lesson shows and states it; probabilities are fractions of 1."""
+    rank: int = column("rank")
+    id: int | None = column("id")            # None in a run written before the lesson stated facts (its tables show no id)
+    token: str = column("token")              # the lesson's text of the token: repr() quotes, spacing visible
+    probability: float | None = column("probability", "%")  # e^logprob
+    logprob: float | None = column("logprob")
+    server_probability: float | None = column("server probability", "%")  # the server's own; None when it did not list it
 
 
 class ShownTable(Record):
+    """One next-token table: the fact states its prompt and tokens; the view also shows its name, the prompt's
+    length and what the server generated at temperature 0."""
     prompt: str | None         # None in a run written before the lesson stated facts
     tokens: list[ShownToken]   # by rank
+    name: str | None = Field(default=None, exclude=True)
+    prompt_n: int | None = Field(default=None, exclude=True)
+    generated: str | None = Field(default=None, exclude=True)
+
+    @property
+    def share(self) -> float:
+        """The probability the listed tokens hold together."""
+        return sum(t.probability or 0.0 for t in self.tokens)
+
+    @property
+    def paired(self) -> int:
+        return sum(t.server_probability is not None for t in self.tokens)
 
     def ranked(self) -> list[ShownToken]:
         return sorted(self.tokens, key=lambda t: t.rank)
@@ -50,12 +80,12 @@ def top_tokens_from_tables(tables: list[Any]) -> TopTokens | None:
     for table in tables:
         if not isinstance(table, dict) or not str(table.get("name", "")).startswith("top8_"):
             continue
-        ti = column(table, "token", "piece")
+        ti = table_column(table, "token", "piece")
         if ti is None:
             continue
         units = [str(c.get("unit", "")) if isinstance(c, dict) else "" for c in table.get("columns", [])]
-        ri, pi = column(table, "rank"), column(table, "probability", "prob", "p")
-        si, li = column(table, "server probability"), column(table, "logprob", "log probability")
+        ri, pi = table_column(table, "rank"), table_column(table, "probability", "prob", "p")
+        si, li = table_column(table, "server probability"), table_column(table, "logprob", "log probability")
 
         def cell(row: list[Any], i: int | None) -> float | None:
             x = number(row[i]) if i is not None and i < len(row) else None
@@ -73,17 +103,41 @@ def top_tokens_from_tables(tables: list[Any]) -> TopTokens | None:
     return TopTokens(found) if found else None
 
 
-class PromptAgreement(Record):
-    """numpy's pass on one prompt against the server's top eight."""
+@dataclass(frozen=True, config=RECORD)
+class NumpyToken:
+    """One of numpy's most probable next tokens beside the server's probability of the same id."""
+    rank: int = column("rank")
+    id: int = column("id")
+    token: str = column("token")              # from the file's own vocabulary, spacing visible
+    probability: float = column("numpy", "%")
+    server_probability: float | None = column("server", "%")  # e^logprob when the server listed this id among its eight
+    difference: float | None = column("numpy − server", "points")  # probability − server_probability
+
+
+@dataclass(frozen=True, config=RECORD)
+class PromptAgreement:
+    """numpy's pass on one prompt against the server's top eight: the fact states the ids and the gaps, the view
+    shows them with the prompt and the tokens' text."""
     numpy_top_id: int
     server_top_id: int
-    top_agrees: bool
-    set_agrees: bool                 # the same eight ids, in any order
-    largest_abs_dp: float            # largest |numpy − server| over the server's eight
-    kl_shared: float                 # KL(server ‖ numpy) over the shared ids, each renormalized over them
-    shared: int                      # ids both list
-    probabilities_of_server_ids: dict[str, float]  # numpy's probability of each of the server's eight, by id
-    largest_abs_logit: float         # numpy's largest |logit|
+    top_agrees: bool = column("same top token")
+    set_agrees: bool = column("same top eight")    # the same eight ids, in any order
+    largest_abs_dp: float = column("largest |Δp|", "points")  # largest |numpy − server| over the server's eight
+    kl_shared: float = column("KL over the shared tokens", "nats")  # KL(server ‖ numpy) over the shared ids, renormalized
+    shared: int = column("shared")                # ids both list
+    probabilities_of_server_ids: dict[str, float] = column("numpy's probability of each of the server's eight")  # by id
+    largest_abs_logit: float = column("numpy's largest |logit|")  # bytesup check sizes its f32 tolerance with it
+    name: Annotated[str | None, Shown] = None     # the prompt's next-token table
+    prompt: Annotated[str | None, Shown] = shown("prompt")
+    n_tokens: Annotated[int | None, Shown] = shown("tokens")
+    server_token: Annotated[str | None, Shown] = shown("server's top token")
+    server_p: Annotated[float | None, Shown] = shown("server", "%")
+    numpy_token: Annotated[str | None, Shown] = shown("numpy's top token")
+    numpy_p: Annotated[float | None, Shown] = shown("numpy", "%")
+    at_token: Annotated[str | None, Shown] = shown("at")           # the server's token with the largest |Δp|
+    at_server: Annotated[float | None, Shown] = None               # the server's probability of it
+    at_numpy: Annotated[float | None, Shown] = None                # numpy's
+    numpy: Annotated[list[NumpyToken] | None, Shown] = None        # numpy's eight, by rank
 
 
 class FilePass(Record):
@@ -99,3 +153,23 @@ class NumpyPass(Record):
     why_not: str | None
     served: FilePass | None
     f32: FilePass | None
+
+
+@dataclasses.dataclass(frozen=True)
+class NumpyOutcome:
+    """What the numpy pass gave, for the fact and the view: the served file's part against the server (None with
+    `why_not`), and the f32 width's where it ran (`f32_missing`: why not, where its file is not here); with the
+    prompts' lengths as each server evaluated them, numpy's largest difference between the two files, and the two
+    figures of the served file's pass (course.nexttoken.LastOnly and ThroughTheLayers, by prompt)."""
+    served: FilePass | None
+    why_not: str | None = None
+    prompt_n: list[int] = dataclasses.field(default_factory=list)
+    f32: FilePass | None = None
+    f32_prompt_n: list[int] = dataclasses.field(default_factory=list)
+    f32_missing: str | None = None
+    same: float | None = None
+    last: list[LastOnly] = dataclasses.field(default_factory=list)
+    layers: list[ThroughTheLayers] = dataclasses.field(default_factory=list)
+
+    def fact(self) -> NumpyPass:
+        return NumpyPass(recomputed=self.served is not None, why_not=self.why_not, served=self.served, f32=self.f32)

@@ -1,25 +1,66 @@
 """Lesson 6's facts: the rows of its KV-bytes table (`kv_examples`) and the line of decode time against context
-depth (`decode_at_depth`)."""
+depth (`decode_at_depth`); and the records of its request tables (the prompt cache, the cost formula, the requests
+without a cache), each shown by its declared columns."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_serializer
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from bytesup.store.facts.base import column, number, stated
+from bytesup.store.facts.base import column as table_column, number, stated
+from bytesup.store.rows import COLUMN, column
+from bytesup.units import KiB, MiB
 
 
-class KvExample(BaseModel):
-    """One model's shape and cache type, and the bytes per token the lesson computed from them."""
-    model_config = ConfigDict(extra="forbid")
+# A figure's record is a pydantic dataclass: the fact states it, and its fields' columns (store.rows.column) are what
+# the view shows of it. A field the fact does not state (`Shown`, excluded) is None in a fact read back.
+RECORD = ConfigDict(extra="forbid")
+Shown = Field(exclude=True)
 
-    label: str
-    n_layer: int
-    n_head_kv: int
-    head_dim: int
-    bytes_per_element: float
-    bytes_per_token: float
+
+def shown(name: str, unit: str = "") -> Any:
+    """A column of the view that the fact does not state: None in a fact read back."""
+    return dataclasses.field(default=None, metadata={COLUMN: (name, unit)})
+
+
+@pydantic_dataclass(frozen=True, config=RECORD)
+class KvExample:
+    """One row of the KV table: a model's shape and cache type, and the bytes per token the lesson computed from them
+    (stated, bytes per element as a float); the view also shows the cache type, the context it is costed at and
+    where the figures come from."""
+    label: str = column("model")
+    n_layer: int = column("layers")
+    n_head_kv: int = column("KV heads")
+    head_dim: int = column("head width")
+    bytes_per_element: float | int = column("bytes per element")  # as given: a published whole number shows as one
+    bytes_per_token: float = column("per token", "bytes")            # shown in whole bytes (per_token)
+    cache_type: Annotated[str | None, Shown] = shown("cache type")
+    context: Annotated[int | None, Shown] = shown("context", "tokens")
+    source: Annotated[str | None, Shown] = shown("source")
+    # Columns the record computes from its fields.
+    COLUMNS: ClassVar[dict[str, tuple[str, str]]] = {"kib_per_token": ("per token", "KiB"),
+                                                     "mib_at_context": ("per request at that context", "MiB")}
+
+    @field_serializer("bytes_per_element")
+    def _as_stated(self, value: float | int) -> float:
+        return float(value)
+
+    @property
+    def per_token(self) -> int:
+        """Bytes per token as the table shows it (whole bytes)."""
+        return int(self.bytes_per_token)
+
+    @property
+    def kib_per_token(self) -> float:
+        return self.bytes_per_token / KiB
+
+    @property
+    def mib_at_context(self) -> float:
+        return self.bytes_per_token * (self.context or 0) / MiB
 
 
 @stated("kv_examples")
@@ -52,6 +93,42 @@ class DecodeAtDepth(BaseModel):
     kv_read_ms_per_position: float | None
 
 
+# --- records of the figures, each shown by its declared columns (store.views.lesson06) -----------------------
+
+@dataclass(frozen=True)
+class CacheRequest:
+    """One request of the prompt-cache test and the server's timings of it: a row of its table."""
+    repeat: int = column("repeat")
+    label: str = column("request")
+    cache_prompt: bool = column("cache_prompt")
+    cache_n: int = column("cache_n", "tokens reused")
+    prompt_n: int = column("prompt_n", "tokens processed")
+    prompt_ms: float = column("time to first token", "ms")
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """Generating n tokens after a prompt: positions and attention pairs, with and without a cache (n passes)."""
+    n: int = column("n", "tokens")
+    passes: int = column("passes")
+    with_cache: int = column("with a KV cache", "positions")
+    without_cache: int = column("without", "positions")
+    ratio: float = column("ratio", "×")
+    pairs_with: int = column("attention pairs with cache")
+    pairs_without: int = column("attention pairs without")
+    pairs_ratio: float = column("ratio", "×")
+
+
+@dataclass(frozen=True)
+class ResendStep:
+    """One request of the no-cache loop: the text sent and what the server processed."""
+    request: int = column("request")
+    sent: int = column("tokens sent")
+    prompt_n: int = column("prompt_n", "tokens processed")
+    prompt_ms: float = column("prompt_ms", "ms")
+    tokens: list[int] = column("token generated", "id")
+
+
 # How an older run's tables named the columns (lower case), and the bytes-per-token column's names.
 _COLUMNS = {
     "n_layer": ("layers", "n_layer", "blocks", "block_count"),
@@ -68,14 +145,14 @@ def _per_token_column(table: dict[str, Any]) -> int | None:
         if isinstance(c, dict) and str(c.get("name", "")).strip().lower() in _PER_TOKEN \
                 and str(c.get("unit", "")).strip().lower() == "bytes":
             return i
-    return column(table, *_PER_TOKEN[1:])
+    return table_column(table, *_PER_TOKEN[1:])
 
 
 def kv_examples_from_tables(tables: list[Any]) -> KvExamples | None:
     """An older run's KV rows: every row of every table laid out with the four inputs and bytes per token."""
     rows = []
     for table in (t for t in tables if isinstance(t, dict)):
-        idx = {key: column(table, *names) for key, names in _COLUMNS.items()}
+        idx = {key: table_column(table, *names) for key, names in _COLUMNS.items()}
         out = _per_token_column(table)
         if out is None or any(i is None for i in idx.values()):
             continue

@@ -1,0 +1,367 @@
+"""Lesson 4's view: its tables, notes and plot, rendered from the records its arithmetic returned.
+
+It records nothing and measures nothing: each function writes to the lesson's page (`Page`: `table`, `note`,
+`plot`), and a figure's record is shown by its declared columns (`by_columns`)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+
+from bytesup.course import ceiling, formulas, published
+from bytesup.course.ceiling import Ceiling, Efficiency, TokenWork, token_work
+from bytesup.course.nexttoken import (LastOnly, SoftmaxExample, Speeds, ThirdClock, ThroughTheLayers, largest_gap,
+                                      median_min_max, percent)
+from bytesup.host import hostbench
+from bytesup.llama import build as nativebuild
+from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken
+from bytesup.store.plans.lesson04 import BENCH_REPETITIONS, N_PREDICT
+from bytesup.store.results import Series
+from bytesup.store.rows import cells, column, columns
+from bytesup.store.views.page import Page, by_columns
+from bytesup.units import GB, MiB
+
+# Published figures (bytesup.course.published: lesson 4 on the DGX Spark, its specimen model, lesson 7's
+# H100 ridge point). References only: every comparison with them is computed.
+PUB: published.Lesson4Figures = published.LESSON4
+SPECIMEN: dict[str, Any] = published.SPECIMEN
+PUB_HOST = published.SPARK_NAME
+PUB_MODEL = published.SPECIMEN_NAME
+SOFTMAX_SHIFT = 100.0
+
+# What ggml's CPU kernels round the activations to before a dot product with weights of each type (the
+# vec_dot_type of type_traits_cpu in ggml-cpu.c); numpy keeps float32 throughout.
+ACTIVATIONS_ROUNDED_TO = {"Q4_0": "Q8_0 (8 bits)", "Q4_1": "Q8_1 (8 bits)", "Q5_0": "Q8_0 (8 bits)", "Q5_1": "Q8_1 (8 bits)",
+                          "Q8_0": "Q8_0 (8 bits)", "F16": "float16", "BF16": "bfloat16", "F32": None}
+TOP_COLUMNS = ["rank", "token", "probability", "server_probability", "logprob"]
+AGREEMENT_COLUMNS = ["prompt", "n_tokens", "server_token", "server_p", "numpy_token", "numpy_p", "top_agrees",
+                     "set_agrees", "largest_abs_dp", "at_token", "kl_shared", "shared"]
+NUMPY_COLUMNS = ["rank", "token", "probability", "server_probability", "difference"]
+
+
+@dataclass(frozen=True)
+class SoftmaxRow:
+    logit: float = column("logit")
+    exp: float = column("e^logit")
+    probability: float = column("probability")
+    shifted: float = column(f"probability after adding {SOFTMAX_SHIFT:g}")
+
+
+def softmax_rows(sm: SoftmaxExample) -> list[SoftmaxRow]:
+    return [SoftmaxRow(z, e, p, q) for z, e, p, q in zip(sm.logits, sm.exp, sm.probs, sm.probs_shifted, strict=True)]
+
+
+@dataclass(frozen=True)
+class QuantityRow:
+    quantity: str = column("quantity")
+    unit: str = column("unit")
+    this_model: float = column("this model")
+    pub: float = column(f"published ({PUB_MODEL})")
+
+
+def cost_quantities(cost: TokenWork) -> list[QuantityRow]:
+    """One pass of this model beside the published specimen's."""
+    pub = token_work(SPECIMEN["n_params"], SPECIMEN["file_bytes"])
+    return [QuantityRow("parameters", "", cost.params, pub.params),
+            QuantityRow("bytes read (every weight once)", "bytes", cost.bytes, pub.bytes),
+            QuantityRow("FLOPs per token (2 per parameter)", "FLOP", cost.flops, pub.flops),
+            QuantityRow("FLOPs per byte read", "FLOP/byte", cost.flops_per_byte, pub.flops_per_byte)]
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    phase: str = column("phase")
+    unit: str = column("unit")
+    median: float = column("median")
+    min: float = column("min")
+    max: float = column("max")
+    samples: int | None = column("samples")
+    pub: float | str = column(f"published ({PUB_HOST})")
+
+
+def phase_rows(sp: Speeds) -> list[PhaseRow]:
+    pub_prefill = ", ".join(f"{v:,.0f}" for v in PUB["prefill_tokens_per_s"])
+    return [PhaseRow(f"prefill, {sp.prompt_n:,}-token prompt", "tokens/s", *median_min_max(sp.prefill), len(sp.prefill),
+                     pub_prefill),
+            PhaseRow(f"decode after the short prompt ({sp.short_prompt_n} tokens)", "tokens/s",
+                     *median_min_max(sp.decode_short), len(sp.decode_short), PUB["decode_short_tokens_per_s"]),
+            PhaseRow(f"decode after the {sp.prompt_n:,}-token prompt", "tokens/s", *median_min_max(sp.decode_long),
+                     len(sp.decode_long), PUB["decode_long_tokens_per_s"]),
+            PhaseRow("prefill per token ÷ decode (short prompt)", "×", sp.ratio, min(sp.prefill) / max(sp.decode_short),
+                     max(sp.prefill) / min(sp.decode_short), None, PUB["prefill_decode_ratio"])]
+
+
+@dataclass(frozen=True)
+class CeilingRow:
+    quantity: str = column("quantity")
+    unit: str = column("unit")
+    median: float = column("median")
+    min: float = column("min")
+    max: float = column("max")
+    pub: float = column(f"published ({PUB_HOST})")
+
+
+def ceiling_rows(ceil: Ceiling, eff: Efficiency) -> list[CeilingRow]:
+    """Bandwidth, bytes per token, the ceiling and decode, beside the published figures; the efficiencies where
+    they are computed (this host's where its bandwidth bounds decode, and at --bandwidth-gbs)."""
+    per_token = ceil.bytes_per_token
+    pub_ceiling, pub_eff = PUB["ceiling_tokens_per_s"], PUB["decode_efficiency_percent"]
+    rows = [CeilingRow("read bandwidth, CPU of this host", "GB/s", *median_min_max(ceil.bandwidth_gbs),
+                       published.SPARK_BANDWIDTH_GB_PER_S),
+            CeilingRow("bytes read per token (every weight once)", "bytes", per_token, per_token, per_token,
+                       SPECIMEN["file_bytes"]),
+            CeilingRow("ceiling, CPU of this host: bandwidth ÷ bytes per token", "tokens/s", *median_min_max(ceil.ceilings),
+                       pub_ceiling),
+            CeilingRow("decode after the short prompt", "tokens/s", *median_min_max(eff.decode), PUB["decode_short_tokens_per_s"])]
+    if eff.host is not None:
+        rows.append(CeilingRow("decode ÷ ceiling, CPU of this host", "%", *median_min_max(eff.host), pub_eff))
+    if ceil.given_ceiling is not None and eff.given is not None:
+        g = ceil.given_ceiling
+        rows.append(CeilingRow(f"ceiling at {ceil.given_gbs:g} GB/s (--bandwidth-gbs)", "tokens/s", g, g, g, pub_ceiling))
+        rows.append(CeilingRow(f"decode ÷ ceiling at {ceil.given_gbs:g} GB/s", "%", *median_min_max(eff.given), pub_eff))
+    return rows
+
+
+def show_softmax(page: Page, sm: SoftmaxExample) -> None:
+    page.table("softmax", f"Softmax worked on {sm.logits}",
+              columns(SoftmaxRow), cells(softmax_rows(sm)),
+              notes=[f"The probabilities add up to {sm.sum:.15g}.",
+                     f"Adding {sm.shift:g} to every logit changes them by at most {sm.shift_max_abs_difference:.1e}: only the gaps matter.",
+                     (f"A gap of {sm.gap:g} between the first two logits gives p0/p1 = {sm.p0_over_p1:.6f}, and e = {sm.e:.6f}; "
+                     f"a gap of 5 would be a factor of e^5 = {sm.e_to_5:.1f}.")])
+
+
+def top_notes(t: ShownTable, n_vocab: int | None) -> list[str]:
+    top = t.tokens[0]
+    share = t.share
+    gap = largest_gap(t.tokens)
+    n = len(t.tokens)
+    rest = f"; the other {n_vocab - n:,} vocabulary entries share the remaining {percent(1 - share)}." if n_vocab else "."
+    return [f"The top {n} cover {percent(share)} of the probability" + rest,
+            (f"The top token {top.token} has logprob {top.logprob:.4f}: e^{top.logprob:.4f} = {top.probability:.4g}, "
+            f"that is {percent(top.probability or 0.0)}."),
+            f"At temperature 0 the server generated {t.generated}, "
+            + ("the rank-1 token." if t.generated == top.token else "which is not the rank-1 token listed."),
+            (f"Server probability: the server's own probabilities for {t.paired} of these {n} tokens, asked for "
+             f"separately (temperature 1.0 alone, no cuts: the full softmax); the largest |server probability − e^logprob| "
+             f"is {gap[0]:.2g} (relative: {gap[1]:.2g})." if gap else
+             "Server probability: none of these tokens is among the eight the server listed with its own probabilities.")]
+
+
+def show_top_tokens(page: Page, t: ShownTable, n_vocab: int | None) -> None:
+    page.table(t.name or "", f"The eight most probable next tokens after the prompt {t.prompt!r} ({t.prompt_n} tokens)",
+               *by_columns(ShownToken, TOP_COLUMNS, t.tokens), notes=top_notes(t, n_vocab))
+
+
+def show_numpy_vs_server(page: Page, name: str, n: FilePass, server_label: str, prompt_n: list[int],
+                         more_notes: tuple[str, ...] = ()) -> None:
+    agreements = list(n.prompts.values())
+    agree, sets, k = sum(a.top_agrees for a in agreements), sum(a.set_agrees for a in agreements), len(agreements)
+    worst = max(agreements, key=lambda a: a.largest_abs_dp)
+    notes = [(f"numpy ran lesson 4's fifteen lines on the bytes of {n.file} ({n.weight_type} weights): each tensor "
+             "dequantized with gguf when its block runs, the token ids from the server's /tokenize."),
+             f"The top token agrees on {agree} of {k} prompts, the top-eight set on {sets} of {k}.",
+             (f"The largest |Δp| over the server's eight is {worst.largest_abs_dp:.2g}, at {worst.at_token} after "
+              f"{worst.prompt!r}: numpy {100 * (worst.at_numpy or 0.0):.4g}% against the server's {100 * (worst.at_server or 0.0):.4g}%."),
+             ("KL over the shared tokens is KL(server ‖ numpy) = Σ p·ln(p/q) over the ids both list, each side "
+              "renormalized over them: 0 when they split their share alike.")]
+    notes += [f"The server evaluated {pn} tokens for {a.prompt!r}, /tokenize gave {a.n_tokens}."
+              for a, pn in zip(agreements, prompt_n, strict=True) if pn != a.n_tokens]
+    notes += more_notes
+    page.table(name, f"The same forward pass in numpy, from the file's bytes, against {server_label}",
+               *by_columns(PromptAgreement, AGREEMENT_COLUMNS, agreements, {"prompt": repr}), notes=notes)
+
+
+def show_numpy_top8(page: Page, a: PromptAgreement) -> None:
+    numpy: list[NumpyToken] = a.numpy or []
+    page.table(f"numpy_{a.name}", f"numpy's eight most probable next tokens after {a.prompt!r}, beside the server's",
+               *by_columns(NumpyToken, NUMPY_COLUMNS, numpy),
+               notes=[(f"{sum(t.server_probability is not None for t in numpy)} of numpy's eight are among the server's eight; "
+                      f"numpy's eight hold {percent(sum(t.probability for t in numpy))} of its probability.")])
+
+
+def rounding_notes(served: FilePass, f32: FilePass, same: float) -> tuple[str, ...]:
+    """Where the gap comes from: the same weights at two widths (numpy's probabilities on them differ by at most
+    `same`), against the server on each."""
+    gap_served = max(a.largest_abs_dp for a in served.prompts.values())
+    gap_f32 = max(a.largest_abs_dp for a in f32.prompts.values())
+    rounded = ACTIVATIONS_ROUNDED_TO.get(served.weight_type)
+    notes = [(f"numpy gives the same probabilities on {served.file} and {f32.file} (largest difference {same:.2g}): the f32 "
+             "file holds exactly the dequantized values of the narrower one."),
+             f"Against the server, the largest |Δp| is {gap_served:.2g} on {served.file} and {gap_f32:.2g} on {f32.file}"
+             + (f", {gap_served / gap_f32:.0f}× smaller." if gap_f32 > 0 and gap_served > gap_f32 else ".")]
+    if rounded:
+        notes.append(f"On {served.weight_type} weights the engine's CPU kernels round each activation vector to {rounded} before "
+                     "its dot products with the weights; on F32 weights they keep float32 activations, as numpy does. "
+                     f"What is left on {f32.file} comes from float32 sums taken in another order and the f16 KV cache.")
+    return tuple(notes)
+
+
+def show_last_only(page: Page, last: list[LastOnly], prompts: dict[str, str]) -> None:
+    first = last[0]
+    spec_v, spec_d = SPECIMEN["n_vocab"], SPECIMEN["n_embd"]
+    page.table("last_position_only", "Keep only the last position: the final norm and the output matrix on all N positions or on the last",
+              *by_columns(LastOnly, list(LastOnly.COLUMNS), last, {"name": lambda name: repr(prompts[name])}),
+              notes=[(f"Lines 4 and 5 read one position's vector and make {first.n_vocab:,} logits with a {first.n_vocab:,} × "
+                      f"{first.n_embd:,} matvec: 2 × {first.n_vocab:,} × {first.n_embd:,} = {first.flops_last:,} FLOPs per position."),
+                     (f"The last row of the all-positions product differs from the last position alone by at most "
+                      f"{max(x.max_abs_logit_difference for x in last):.2g} in any logit (the two products add in another "
+                      "order): the same answer, with the other N − 1 rows thrown away."),
+                     (f"For {PUB_MODEL} (vocabulary {spec_v:,}, width {spec_d:,}) each position left out saves "
+                      f"2 × {spec_v:,} × {spec_d:,} = {2 * spec_v * spec_d:,} FLOPs.")])
+
+
+def show_through_the_layers(page: Page, layers: list[ThroughTheLayers], prompts: dict[str, str]) -> None:
+    n_blocks = len(layers[0].ranks)
+    columns = [("block", "")]
+    for t in layers:
+        columns += [(f"rank of {t.token}", ""), (f"p of {t.token}", "%")]
+    rows = [[b + 1, *[v for t in layers for v in (t.ranks[b], 100 * t.probabilities[b])]] for b in range(n_blocks)]
+    notes = []
+    for t in layers:
+        start = t.on_top_from
+        notes.append(f"After {prompts[t.name]!r}, {t.token} "
+                     + ("ranks first only after the last block" if start == n_blocks else
+                        f"ranks first from block {start} of {n_blocks} on" if start else "never ranks first")
+                     + f"; its probability is {percent(t.probabilities[0])} after block 1 and "
+                     f"{percent(t.probabilities[-1])} after block {n_blocks}.")
+    notes.append("Each row applies the final norm and the output matrix (lines 4 and 5) to the last position as it "
+                 "leaves that block; the last row is the pass's own answer.")
+    page.table("answer_through_the_layers", "The answer through the layers: the final top token's rank and probability after each block",
+              columns, rows, notes=notes)
+    page.plot("answer_through_the_layers", "The final top token's probability after each block", "block", "probability (%)",
+             [Series(label=f"{t.token} after {prompts[t.name]!r}", x=[float(b + 1) for b in range(n_blocks)],
+                     y=[100 * p for p in t.probabilities]) for t in layers], log_y=True)
+
+
+def show_numpy_pass(page: Page, done: NumpyOutcome | None, prompts: dict[str, str]) -> None:
+    """numpy's pass against the server, and against the f32 width; keeping only the last position; the answer
+    through the layers. Or a note: why not (None: a run recorded before the pass)."""
+    if done is None:
+        return page.note("This run was recorded before lesson 4 computed the forward pass in numpy, so it is not "
+                         "recomputed here.")
+    if done.served is None:
+        return page.note(done.why_not or "")
+    show_numpy_vs_server(page, "numpy_vs_server", done.served, "the server", done.prompt_n)
+    for a in done.served.prompts.values():
+        show_numpy_top8(page, a)
+    if done.f32_missing is not None:
+        page.note(done.f32_missing)
+    elif done.f32 is not None and done.same is not None:
+        show_numpy_vs_server(page, "numpy_vs_server_f32", done.f32, f"a server on the f32 width ({done.f32.file})",
+                             done.f32_prompt_n, rounding_notes(done.served, done.f32, done.same))
+    show_last_only(page, done.last, prompts)
+    show_through_the_layers(page, done.layers, prompts)
+
+
+def show_cost(page: Page, cost: TokenWork, n_vocab: int | None) -> None:
+    ridge = published.H100["ridge_flops_per_byte"]
+    intensity = cost.flops_per_byte
+    page.table("cost_of_one_pass", "What one forward pass costs", columns(QuantityRow), cells(cost_quantities(cost)),
+              notes=[f"2 × {cost.params:,} parameters = {cost.flops:,.0f} FLOPs per token, {intensity:.2f} per byte read"
+                     + (f": {ridge / intensity:.0f}× below the {ridge:g} FLOP/byte an H100 needs to keep its arithmetic "
+                        "units busy (published ridge point, lesson 7), so decode waits on memory."
+                        if intensity < ridge else
+                        f": at or above the {ridge:g} FLOP/byte of the H100's published ridge point (lesson 7)."),
+                     f"One pass ends in {n_vocab:,} logits, one per vocabulary entry; softmax turns them into the probabilities above."])
+
+
+def ratio_note(sp: Speeds, batching: dict[str, Any]) -> str:
+    pub_ratio = PUB["prefill_decode_ratio"]
+    if sp.ratio <= 1:
+        return (f"Prefill processed the prompt at {sp.ratio:.2f}× the per-token speed of decode: slower, not faster "
+                f"(published: about {pub_ratio:.0f}× faster).")
+    reads = formulas.prefill_weight_reads(sp.prompt_n, batching["n_ubatch"])
+    return (f"Prefill processed the prompt {sp.ratio:.1f}× faster per token than decode produced new tokens "
+            f"(published: about {pub_ratio:.0f}× faster): prefill multiplies the weights by micro-batches "
+            f"of up to n_ubatch = {batching['n_ubatch']:,} tokens ({batching['source']}), so it read every "
+            f"weight ceil({sp.prompt_n:,} ÷ {batching['n_ubatch']:,}) = {reads} time(s) for {sp.prompt_n:,} tokens, "
+            f"about {sp.prompt_n / reads:,.0f} tokens per read; decode reads every weight again for each token.")
+
+
+def long_note(sp: Speeds) -> str:
+    short, long = sp.decode_short, sp.decode_long
+    text = (f"Decode after the long prompt ran at {statistics.median(long) / statistics.median(short):.1%} of its speed "
+            f"after the short one (published: {PUB['decode_long_tokens_per_s'] / PUB['decode_short_tokens_per_s']:.1%})")
+    if max(long) < min(short):
+        return text + ("; every sample was slower than every short-prompt sample, beyond the spread: the weights are the "
+                       "same, but each new token's attention reads the keys and values of every earlier position (lesson 6).")
+    if min(long) > max(short):
+        return text + "; every sample was faster than every short-prompt sample: the longer context did not slow decode measurably here."
+    return text + (f"; the samples overlap ({min(long):,.1f}–{max(long):,.1f} against "
+                   f"{min(short):,.1f}–{max(short):,.1f} tokens/s), so the difference is within the spread.")
+
+
+def show_prefill_decode(page: Page, sp: Speeds, n_ctx: int, n_long: int, cost: TokenWork | None,
+                        server_flags: dict[str, Any] | None) -> None:
+    batching = formulas.batch_sizes(server_flags)
+    p_med, d_med = statistics.median(sp.prefill), statistics.median(sp.decode_short)
+    notes = [ratio_note(sp, batching), long_note(sp),
+             (f"Each request decoded {N_PREDICT} tokens at temperature 0 with end-of-text ignored, cache_prompt false; "
+             f"decode speed counts the {N_PREDICT - 1} passes after the first token, whose time belongs to the prompt. "
+             f"The context holds {n_ctx:,} tokens; the long prompt is {n_long:,} of them.")]
+    if cost is not None:
+        notes.append(f"Counting two FLOPs per parameter, prefill did {p_med * cost.flops / 1e9:,.2f} GFLOP/s of weight arithmetic "
+                     f"and decode {d_med * cost.flops / 1e9:,.2f} GFLOP/s: the same weights, used for many tokens at once "
+                     "or one at a time.")
+    page.table("prefill_vs_decode", f"Prefill of a {sp.prompt_n:,}-token prompt versus decode, from the server's timings",
+              columns(PhaseRow), cells(phase_rows(sp)), notes=notes)
+
+
+def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks: list[ThirdClock] | None) -> None:
+    """The server's timings beside llama.cpp in process (llama-bench), or one line on how to get it."""
+    if in_process is None:
+        return  # a run recorded before this clock: shown as it was
+    if clocks is None:
+        why = next((t.get("why") for t in in_process if not t.get("available")), "")
+        page.note(f"llama-bench, llama.cpp in process, was not run beside the server ({why}); `bash "
+                 f"{nativebuild.BUILD_SCRIPT}` builds it once, and the next run sets it beside the server's timings.")
+        return
+    threads = in_process[0].get("threads")
+    page.table("third_clock", "Three clocks: the server's timings beside llama.cpp in process (llama-bench)",
+              *by_columns(ThirdClock, list(ThirdClock.COLUMNS), clocks),
+              notes=[(f"llama-bench ran {BENCH_REPETITIONS} repetition{'s' if BENCH_REPETITIONS > 1 else ''} before (after "
+                      "its own warm-up run), between and after the timed requests "
+                     f"({len(clocks[0].bench)} samples a phase), on the same file with {threads} threads, `-p` the long "
+                     f"prompt's length and `-n {N_PREDICT}`: no HTTP, no slot, no sampling. Its build is the native one "
+                     "(scripts/build_llama_server.sh), which may not be the server's engine."),
+                     ("A ratio is inside the noise when the samples overlap: some pair of them gives 1. The samples "
+                     "needed are each clock's for the medians' difference to stand clear of the spread seen here "
+                     "(n ≥ (2 × relative spread ÷ |ratio − 1|)², as a median's spread falls about as 1/√n).")])
+
+
+def show_decode_vs_ceiling(page: Page, ceil: Ceiling, eff: Efficiency, reading: dict[str, Any], reason: str) -> None:
+    per_token = ceil.bytes_per_token
+    spark_bw, pub_bytes = published.SPARK_BANDWIDTH_GB_PER_S, SPECIMEN["file_bytes"]
+    pub_ceiling, pub_decode, pub_eff = PUB["ceiling_tokens_per_s"], PUB["decode_short_tokens_per_s"], PUB["decode_efficiency_percent"]
+    notes = []
+    if eff.host is not None:
+        effs = eff.host
+        median_eff = statistics.median(effs)
+        notes.append(f"Decode ran at {statistics.median(eff.decode):,.1f} tokens/s, {median_eff:.3g}% of the "
+                     f"{ceil.median:,.1f} tokens/s that "
+                     f"{ceil.bandwidth.median:,.1f} GB/s allows for {per_token / GB:.4g} GB per token "
+                     f"(samples: {min(effs):.3g}–{max(effs):.3g}%); {reason}.")
+        if median_eff > 100:
+            notes.append(f"Decode beat the ceiling: the server runs on this CPU, and {per_token / MiB:.1f} MiB of "
+                         "weights is small enough for part of it to stay in the CPU caches, which are faster than the "
+                         "memory the bandwidth test streams from.")
+    else:
+        notes.append(f"This host's CPU memory bandwidth does not bound this server's decode: {reason}. The CPU "
+                     "rows are for reference only; decode ÷ ceiling is "
+                     + ("computed against --bandwidth-gbs only." if ceil.given_gbs else
+                        "not computed (pass --bandwidth-gbs with the bandwidth of the memory that feeds decode)."))
+    if ceil.given_ceiling is not None and eff.given is not None:
+        g, geffs = ceil.given_ceiling, eff.given
+        notes.append(f"At the given {ceil.given_gbs:g} GB/s (--bandwidth-gbs) the ceiling is {g:,.1f} tokens/s, and decode "
+                     f"reached {statistics.median(geffs):.3g}% of it (samples: {min(geffs):.3g}–{max(geffs):.3g}%).")
+    notes.append(f"Published ({PUB_HOST}, {PUB_MODEL}): {spark_bw:g} GB/s ÷ {pub_bytes / GB:g} GB = "
+                 f"{ceiling.ceiling_at(spark_bw, pub_bytes):.1f} tokens/s (published: about "
+                 f"{pub_ceiling:.0f}); {pub_decode:g} ÷ {pub_ceiling:.0f} = {100 * pub_decode / pub_ceiling:.0f}% "
+                 f"(published: {pub_eff:.0f}%). Those figures assume {spark_bw:g} GB/s; compare with them through --bandwidth-gbs.")
+    notes.append(f"Bandwidth: {hostbench.describe_reading(reading)}; ceilings come from each sample.")
+    page.table("decode_vs_ceiling", "Decode against the bandwidth ceiling of lesson 1",
+              columns(CeilingRow), cells(ceiling_rows(ceil, eff)), notes=notes)
+

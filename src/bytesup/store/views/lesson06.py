@@ -1,0 +1,345 @@
+"""Lesson 6's view: its tables, notes and plots, rendered from the records its arithmetic returned
+(bytesup.course.kvcache, bytesup.course.depthtime) and its requests' records (bytesup.store.facts.lesson06).
+
+It records nothing and measures nothing: each function writes to the lesson's page (`Page`: `table`, `note`,
+`plot`)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from bytesup.course import depthtime, published
+from bytesup.course.kvcache import (BIG, LESSON4, PODCAST, PODCAST_KV_BYTES, BytesModelPoint, CacheSetup, CacheVsNoCache,
+                                    DepthModel, DepthResult, NumpyDecode, PodcastCheck, PromptCacheSummary,
+                                    SparkSlope, growth_exponent, podcast_check, same_prefix, tokens_with_cache,
+                                    tokens_without_cache)
+from bytesup.store.facts.lesson06 import CacheRequest, CostRow, KvExample, ResendStep
+from bytesup.store.plans.lesson06 import COST_N, DECODE_N, NUMPY_LENGTHS, NUMPY_N
+from bytesup.store.results import Series
+from bytesup.store.rows import cells, column, columns
+from bytesup.store.views.page import Page, by_columns
+from bytesup.units import GiB, MiB
+
+
+KV_COLUMNS = ["label", "n_layer", "n_head_kv", "head_dim", "cache_type", "bytes_per_element", "bytes_per_token",
+              "kib_per_token", "context", "mib_at_context", "source"]
+
+
+@dataclass(frozen=True)
+class WayRow:
+    way: str = column("way")
+    requests: int = column("requests")
+    positions: int = column("positions processed")
+    ms: float = column("time", "ms")
+    tokens: list[int] = column("tokens", "ids")
+
+
+def way_rows(c: CacheVsNoCache) -> list[WayRow]:
+    return [WayRow("one request (KV cache across passes)", 1, c.positions_cached, c.ms_cached, c.tokens),
+            WayRow("re-send the growing text (no cache)", COST_N, c.positions_resent, c.ms_resent, c.generated)]
+
+
+@dataclass(frozen=True)
+class NumpyRow:
+    n: int = column("tokens n")
+    flops_cached: int = column("FLOPs with the cache", "FLOP")
+    flops_recomputed: int = column("FLOPs recomputing", "FLOP")
+    flops_ratio: float = column("FLOPs ratio", "×")
+    ms_cached: float = column("time with the cache", "ms")
+    ms_recomputed: float = column("time recomputing", "ms")
+    ms_ratio: float = column("time ratio", "×")
+
+
+def numpy_row(d: NumpyDecode, n: int) -> NumpyRow:
+    fc, fr, mc, mr = d.totals(n)
+    return NumpyRow(n, fc, fr, fr / fc, mc, mr, mr / mc)
+
+
+def show_kv_cache_size(page: Page, examples: list[KvExample], served: KvExample | None,
+                         info: dict | None, setup: CacheSetup) -> None:
+    course, big = examples[-2], examples[-1]
+    notes = ["The 2 is K and V: every layer stores a key and a value vector of head width for every KV head."]
+    if served is not None and info is not None:
+        hp, weights = info["hyperparameters"], info["tensor_bytes"]
+        groups = hp["n_head"] / hp["n_head_kv"]
+        notes += [
+            (f"{served.label}: 2 × {served.n_layer} × {served.n_head_kv} × {served.head_dim} × {served.bytes_per_element:g} = "
+            f"{served.per_token:,} bytes per token; a full {setup.n_ctx:,}-token context holds {served.mib_at_context:.4g} MiB, "
+            f"{100 * served.per_token * setup.n_ctx / weights:.3g}% of the model's {weights:,} bytes of weights."),
+            (f"{hp['n_head']} query heads share {hp['n_head_kv']} KV heads ({groups:g} per KV head, grouped-query "
+             f"attention): the cache is {groups:g} × smaller than one K and V per query head."
+             if groups > 1 else
+             f"Each of the {hp['n_head']} query heads has its own K and V (no grouped-query attention)."),
+            f"Cache type {served.cache_type}: {setup.type_source}.",
+        ]
+    else:
+        notes.append("The served model's file is not readable here (pass --model PATH.gguf, the file the server runs), "
+                     "so its layers and KV heads are unknown and only the worked examples are computed; the rest of "
+                     "the lesson needs only the server.")
+    notes += [
+        (f"{course.label}: {course.per_token:,} bytes ({course.kib_per_token:g} KiB) per token, "
+        f"{course.mib_at_context / 1024:.3g} GiB at its {course.context:,}-token context."),
+        *podcast_notes(big, podcast_check(big.per_token)),
+    ]
+    page.table(
+        "kv_cache_size", "KV cache bytes per token = 2 × layers × KV heads × head width × bytes per element",
+        *by_columns(KvExample, KV_COLUMNS, examples, {"bytes_per_token": int}), notes=notes,
+    )
+
+
+def podcast_notes(big: KvExample, pod: PodcastCheck) -> list[str]:
+    tokens = PODCAST["tokens_per_megabyte"]
+    return [
+        f"70B example: {big.per_token:,} bytes = {big.kib_per_token:g} KiB per token "
+        f"({'equals' if big.per_token == BIG['bytes_per_token'] else 'differs from'} the published {BIG['bytes_per_token']:,}). "
+        f"The podcast says about {PODCAST['kilobytes_per_token']} KB ({PODCAST_KV_BYTES:,} bytes): "
+        + (f"{pod.ratio:.3g}× too small ({big.per_token / pod.claimed_decimal:.3g}× if KB means 1,000 bytes)." if pod.ratio > 1 else
+           f"{1 / pod.ratio:.3g}× too large." if pod.ratio < 1 else "the same."),
+        f"The podcast's \"one megabyte per {tokens} tokens\": {tokens} × its {PODCAST['kilobytes_per_token']} KB = "
+        f"{pod.per_megabyte_claim / MiB:.3g} MiB ({pod.per_megabyte_claim / 1e6:.3g} MB), "
+        + ("so it follows from the podcast's own per-token figure" if pod.follows else "which is not one megabyte either")
+        + f"; computed, 1 MiB holds {MiB / big.per_token:.3g} tokens of the 70B cache, and {tokens} "
+        f"tokens take {tokens * big.per_token / MiB:.4g} MiB.",
+        (f"The podcast's batch of {PODCAST['batch_requests']} requests × {PODCAST['context_tokens']:,} tokens needs "
+        f"{pod.batch_tokens * big.per_token / GiB:.4g} GiB of 70B KV cache "
+        f"({pod.batch_tokens * PODCAST_KV_BYTES / GiB:.4g} GiB by its own figure)."),
+    ]
+
+
+def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repeat: int, load: Any, cores: Any) -> None:
+    widest = max(depths, key=lambda d: d.high / d.low)
+    widest_ratio = widest.high / widest.low
+    first, last = depths[0], depths[-1]
+    change = 100 * (last.median - first.median) / first.median
+    pub_short, pub_long = LESSON4["decode_short_tokens_per_s"], LESSON4["decode_long_tokens_per_s"]
+    pub_change = 100 * (pub_long - pub_short) / pub_short
+    page.table(
+        "decode_vs_depth", f"Decode speed as the context grows ({DECODE_N} tokens decoded at each depth)",
+        *by_columns(DepthResult, list(DepthResult.COLUMNS), depths),
+        notes=[
+            (f"Depths are fractions of the {n_ctx:,}-token context; each decoded token attends to every earlier "
+            f"position, so each pass reads more of the KV cache the deeper it is."),
+            (f"From depth {first.depth} to {last.depth:,} the median decode speed went from {first.median:.4g} to "
+            f"{last.median:.4g} tokens/s ({change:+.3g}%); per token {first.ms_median:.4g} → {last.ms_median:.4g} ms."),
+            (f"Published (lesson 4, {published.SPARK_NAME}): {pub_short:g} → {pub_long:g} tokens/s after a "
+            f"{LESSON4['long_prompt_tokens']:,}-token prompt, {pub_change:+.3g}%."),
+            f"tokens/s = 1000 ÷ ms per token, sample by sample; {repeat} repeats per depth. The widest spread "
+            f"at one depth is {widest_ratio:.3g}× (max ÷ min, at depth {widest.depth:,}): differences smaller than that are "
+            f"noise" + (f"; the host's load average was {load[0]:g} on {cores} cores." if load and cores else "."),
+            *cache_notes(depths),
+        ],
+    )
+
+
+def cache_notes(depths: list[DepthResult]) -> list[str]:
+    """What the prompt cache gave each depth, from the server's own timings (nothing for a run without it)."""
+    if any(d.cache_n is None for d in depths):
+        return []
+    reused = "; ".join(f"depth {d.depth:,}: {', '.join(f'{n:,}' for n in d.cache_n or [])} reused, prompt_n {d.prompt_n}"
+                       for d in depths)
+    return [(f"Each depth's prompt came from the prompt cache: one prefill of the deepest, {max(d.depth for d in depths):,} "
+             "tokens, then every depth as a prefix of it, deepest first (cache_prompt true). The server's timings say "
+             f"how many tokens it reused (cache_n) and how many it evaluated (prompt_n): {reused}. So prefill is not "
+             "timed here (lesson 4 and the prompt-cache table do); the decode after each depth is the same.")]
+
+
+def show_bytes_model(page: Page, points: list[BytesModelPoint], kv: float, weights: float) -> None:
+    shallow, deep = points[0], points[-1]
+    ratios = [p.ratio for p in points]
+    page.table(
+        "bytes_model_with_context", "Decode at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d)",
+        *by_columns(BytesModelPoint, list(BytesModelPoint.COLUMNS), points),
+        notes=[(f"Bandwidth from the shallowest depth: {shallow.measured.median:.4g} tokens/s × "
+               f"{(weights + kv * shallow.depth) / 1e6:.4g} MB = {shallow.bandwidth / 1e9:.3g} GB/s; each deeper token "
+               f"also reads {kv:,} bytes of KV cache per earlier position, so at depth {deep.depth:,} it reads "
+               f"{100 * kv * deep.depth / weights:.3g}% more than the weights alone."),
+               (f"Measured ÷ predicted ranges {min(ratios):.3g}–{max(ratios):.3g}: below 1 where attention's arithmetic "
+               f"or other per-position work grows faster than its bytes; the capstone applies the same model to the "
+               f"published DGX Spark figures.")],
+    )
+
+
+def show_depth_line(page: Page, m: DepthModel | None, why_not: str | None) -> None:
+    if m is None:
+        return page.note(f"No line of decode time against depth: {why_not}.")
+    line = m.line
+    page.table(
+        "decode_at_depth_line", f"Decode at depth d: t(d) = t(0) + d × s, fitted up to depth {line.fit_until:,}, "
+        "predicting the deeper depths",
+        *by_columns(depthtime.DepthPrediction, list(depthtime.DepthPrediction.COLUMNS), m.points),
+        notes=[
+            (f"The least-squares line through the median ms per token at the depths up to half the context "
+             f"({', '.join(f'{d:,}' for d in line.fitted)}): t(0) = {line.t0_ms:.4g} ms and s = "
+             f"{1e3 * line.slope_ms:.4g} µs per earlier position; the error is predicted ÷ measured tokens/s − 1."),
+            held_out_note(m.held_out),
+            split_note(m),
+            spark_note(m.spark, m.split),
+        ],
+    )
+
+
+def held_out_note(held: list[depthtime.DepthPrediction]) -> str:
+    worst = depthtime.worst(held)
+    if worst is None:
+        return "No depth lies beyond half the context, so none is held out."
+    within = [p for p in held if p.within]
+    return (f"Held out, predicted by a line not fitted on them: {len(within)} of {len(held)} depths within "
+            f"±{100 * depthtime.TOLERANCE:.0f}% of measured; the worst, depth {worst.depth:,}, "
+            + (f"at {100 * worst.error:+.1f}%." if worst.error is not None else
+               f"where the line gives a step of {worst.predicted_ms:.4g} ms: no speed at all."))
+
+
+def split_note(m: DepthModel) -> str:
+    sp, shape = m.split, m.shape
+    if sp is None or shape is None:
+        return f"The KV read is not split out of s: {m.why_no_split}."
+    rest = (f"The rest, {1e3 * sp.rest_ms:.3g} µs, is attention's work per position: 4 × {shape.n_layer} layers × "
+            f"{shape.n_head} heads × {shape.head_dim} = {sp.flops_per_position:,} FLOPs (q·k and V's weighted sum, 2 "
+            f"each per element), at {sp.rest_gflops:.3g} GFLOP/s." if sp.rest_gflops is not None else
+            "The KV read alone takes s or more: at that bandwidth nothing is left for attention's arithmetic.")
+    return (f"At the run's bandwidth reading, {sp.bandwidth_gbs:.3g} GB/s (median), one position's "
+            f"{sp.kv_bytes_per_token:,.0f} bytes of K and V take {1e3 * sp.kv_read_ms:.3g} µs to read: "
+            f"{100 * sp.kv_share:.2g}% of s. " + rest + f" Here s is mostly {sp.mostly}.")
+
+
+def spark_note(spark: SparkSlope, here: depthtime.Split | None) -> str:
+    sp = spark.split
+    short, long, n = LESSON4["decode_short_tokens_per_s"], LESSON4["decode_long_tokens_per_s"], LESSON4["long_prompt_tokens"]
+    return (f"Published ({published.SPARK_NAME}, lesson 4, {published.SPECIMEN_NAME}): {short:g} → {long:g} tokens/s "
+            f"after a {n:,}-token prompt, so s = (1000 ÷ {long:g} − 1000 ÷ {short:g}) ÷ {n:,} = {1e3 * sp.slope_ms:.4g} µs "
+            f"per position; its KV read, {sp.kv_bytes_per_token:,.0f} bytes ÷ {sp.bandwidth_gbs:g} GB/s = "
+            f"{1e3 * sp.kv_read_ms:.4g} µs, is {100 * sp.kv_share:.0f}% of it ({100 * spark.kv_share_low:.0f}–"
+            f"{100 * spark.kv_share_high:.0f}% within the figures' rounding): there s is mostly {sp.mostly}"
+            + (f", here mostly {here.mostly} ({100 * here.kv_share:.2g}% the KV read)." if here is not None else "."))
+
+
+def show_depth_plot(page: Page, depths: list[DepthResult], points: list[BytesModelPoint] | None,
+                      model: DepthModel | None) -> None:
+    xs = [float(d.depth) for d in depths]
+    series = [Series(label="median (min–max band)", x=xs, y=[d.median for d in depths],
+                     y_min=[d.low for d in depths], y_max=[d.high for d in depths])]
+    if points is not None:
+        series.append(Series(label="bytes model: bandwidth ÷ (weights + KV × depth)", x=xs, y=[p.predicted for p in points],
+                             style="dashed"))
+    if model is not None:
+        speeds = [(float(p.depth), p.predicted_tokens_per_s) for p in model.points if p.predicted_tokens_per_s is not None]
+        series.append(Series(label=f"line fitted up to depth {model.line.fit_until:,}: 1000 ÷ (t(0) + d × s)",
+                             x=[x for x, _ in speeds], y=[y for _, y in speeds], style="dashed"))
+    page.plot("decode_vs_depth", "Decode speed vs context depth", "context depth (tokens)", "decode tokens/s", series)
+
+
+def show_prompt_cache(page: Page, length: int, requests: list[CacheRequest], s: PromptCacheSummary) -> None:
+    cold = all(r.cache_n == 0 for r in s.first)
+    full_match = all(r.prompt_n == 1 and r.cache_n + r.prompt_n == length for r in s.second)
+    page.table(
+        "prompt_cache", f"The same {length:,}-token prompt with and without the prompt cache (slot 0)",
+        columns(CacheRequest), cells(requests),
+        notes=[
+            (f"First request with the cache on: cache_n = {', '.join(str(r.cache_n) for r in s.first)} "
+            f"({'cold, as intended' if cold else 'NOT cold'}); the second: cache_n = "
+            f"{', '.join(str(r.cache_n) for r in s.second)} of {length:,}, prompt_n = "
+            f"{', '.join(str(r.prompt_n) for r in s.second)}."),
+            f"Time to first token: {statistics.median(s.cached_ms):.4g} ms cached vs "
+            f"{statistics.median(s.uncached_ms):.4g} ms with cache_prompt false (medians): "
+            + (f"{s.speedup:.3g}× faster, the cached prefix skipping prefill." if s.speedup > 1 else
+               f"the cached request was not faster ({s.speedup:.3g}×)."),
+        ] + ([
+            ("Even on a full match the second request processed 1 token: the server re-evaluates the last prompt "
+            "position so that it has logits to sample the first token from.")
+        ] if full_match else []) + [
+            f"After another prompt used the slot, the first prompt came back with cache_n = {s.restored:,}"
+            + (": the server restored it from its host-memory prompt cache, so a different prompt alone does not "
+               "make a cache cold." if s.restored > 0 else ": the slot's cache had been replaced."),
+        ],
+    )
+
+
+def show_cost_formula(page: Page, p: int, rows: list[CostRow]) -> None:
+    a, b = rows[-2], rows[-1]
+    page.table(
+        "cost_formula", f"Positions processed to generate n tokens after a {p}-token prompt",
+        columns(CostRow), cells(rows),
+        notes=[
+            (f"With a cache: the prompt once, then one new position per pass, {p} + n − 1. Without: pass i re-reads "
+            f"all {p} + i − 1 positions, n × {p} + n(n − 1)/2 in all."),
+            (f"Growth from n = {a.n:,} to {b.n:,}: positions with a cache ∝ "
+            f"n^{growth_exponent(a.n, a.with_cache, b.n, b.with_cache):.2f}, without ∝ "
+            f"n^{growth_exponent(a.n, a.without_cache, b.n, b.without_cache):.2f}; attention pairs with a cache ∝ "
+            f"n^{growth_exponent(a.n, a.pairs_with, b.n, b.pairs_with):.2f}, without ∝ "
+            f"n^{growth_exponent(a.n, a.pairs_without, b.n, b.pairs_without):.2f} "
+            f"(the podcast's n and n² vs n² and n³)."),
+        ],
+    )
+
+
+def show_no_cache_requests(page: Page, p: int, steps: list[ResendStep]) -> None:
+    total = sum(s.prompt_n for s in steps)
+    series = tokens_without_cache(p, COST_N)
+    page.table(
+        "no_cache_requests", f"{COST_N} tokens, one request per token, each re-sending the whole text (cache_prompt false)",
+        columns(ResendStep), cells(steps),
+        notes=[
+            (f"prompt_n adds up to {total:,}; the series {COST_N} × {p} + {COST_N}·{COST_N - 1}/2 = "
+            f"{series:,} ({'equal' if total == series else 'NOT equal'})."),
+        ],
+    )
+
+
+def show_cache_vs_no_cache(page: Page, p: int, c: CacheVsNoCache) -> None:
+    t = c.timings
+    ratio_n, ratio_ms = c.positions_resent / c.positions_cached, c.ms_resent / c.ms_cached
+    same = c.generated == c.tokens
+    page.table(
+        "cache_vs_no_cache", f"Generating {COST_N} tokens with and without the KV cache",
+        columns(WayRow), cells(way_rows(c)),
+        notes=[
+            (f"With the cache: prompt_n {t.prompt_n} + {c.decode_passes} decode passes = {c.positions_cached} positions "
+            f"(formula: {tokens_with_cache(p, COST_N)}); without: {c.positions_resent:,}, {ratio_n:.3g}× as many."),
+            (f"Time: {c.ms_cached:.4g} ms (prompt_ms + predicted_ms) vs {c.ms_resent:.4g} ms (sum of prompt_ms): "
+            f"{ratio_ms:.3g}× the time for {ratio_n:.3g}× the positions."),
+            (f"The {COST_N} tokens are the same both ways: here the cache changed the cost, not the result."
+             if same else
+             f"The tokens differ between the two ways from generated token "
+             f"{next(i for i, (a, b) in enumerate(zip(c.generated + [None], c.tokens + [None], strict=False), 1) if a != b)} on, "
+             f"although both decode greedily from the same prompt."),
+        ],
+    )
+
+
+def show_numpy_decode(page: Page, d: NumpyDecode | str | None, server_tokens: list[int]) -> None:
+    """numpy's generation both ways beside the server's tokens, or why numpy did not generate (None: a run recorded
+    before it did)."""
+    if d is None:
+        return page.note("This run was recorded before lesson 6 generated text in numpy, so that is not recomputed here.")
+    if isinstance(d, str):
+        return page.note(d)
+    fc, fr, mc, mr = d.totals(NUMPY_N)
+    shared = same_prefix(d.cached.tokens, server_tokens)
+    k = growth_exponent(NUMPY_LENGTHS[-2], d.totals(NUMPY_LENGTHS[-2])[1], NUMPY_N, fr)
+    notes = [
+        (f"numpy generated {NUMPY_N} tokens greedily after the same {d.prompt_n}-token prompt both ways: "
+         + ("the same tokens" if d.cached.tokens == d.recomputed.tokens else "different tokens")
+         + f", every logit within {d.largest_logit_difference:.2g} (float32 sums in another order)."),
+        (f"With the cache the first step runs the prompt's {d.prompt_n} positions and each later one a single position; "
+         f"recomputing runs all {d.prompt_n} + k − 1 at step k. Over {NUMPY_N} tokens that is {fr / fc:.3g}× the FLOPs "
+         f"({fr:,} against {fc:,}) and took {mr / mc:.3g}× the time."),
+        (f"Counted as 2 FLOPs per weight of every block for each position computed, 4 × heads × head width per block for "
+         "each position a new one attends to, and the output matrix on the last position only. The recomputed FLOPs "
+         f"grow as n^{k:.2f} from {NUMPY_LENGTHS[-2]} to {NUMPY_N} tokens: on the way to n² as n outgrows the prompt."),
+        (f"The server's own {len(server_tokens)} greedy tokens from this prompt (above) "
+         + (f"are numpy's first {len(server_tokens)}." if shared == len(server_tokens) else
+            f"agree with numpy's for the first {shared}: the server rounds activations on this file's weight type, numpy "
+            "does not (lesson 4).")
+         ),
+        ("The times are numpy's on this host's CPU, one BLAS thread, every block dequantized beforehand; on a replay "
+         "they are the recorded run's, while the tokens and FLOPs are recomputed."),
+    ]
+    page.table("numpy_cache_vs_recompute", "numpy from the file's bytes: generating with the KV cache and recomputing every prefix",
+              columns(NumpyRow), cells([numpy_row(d, n) for n in NUMPY_LENGTHS]), notes=notes)
+    xs = [float(n) for n in range(1, NUMPY_N + 1)]
+    page.plot("numpy_cache_vs_recompute", "numpy: time to generate n tokens, with the KV cache and recomputing every prefix",
+             "tokens generated n", "time (ms)",
+             [Series(label="with the KV cache", x=xs, y=[d.totals(n)[2] for n in range(1, NUMPY_N + 1)], style="points"),
+              Series(label="recomputing every prefix", x=xs, y=[d.totals(n)[3] for n in range(1, NUMPY_N + 1)], style="points")])

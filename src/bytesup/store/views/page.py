@@ -1,0 +1,37 @@
+"""What every lesson's view writes to, and how it shows a record by its declared columns (store.rows.column)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol, Sequence
+
+from bytesup.store.results import Series
+from bytesup.store.rows import COLUMN
+
+HUNDREDTHS = ("%", "points")  # a record holds fractions of 1; these columns show them × 100
+
+
+class Page(Protocol):
+    """Where a view writes: the lesson's context (`table`, `note`, `plot`)."""
+
+    def table(self, name: str, title: str, columns: list[tuple[str, str]], rows: list[list[Any]],
+              notes: list[str] | None = None) -> Any: ...
+    def note(self, text: str) -> None: ...
+    def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Any: ...
+
+
+def by_columns(record: type, fields: Sequence[str], records: Sequence[Any],
+               shown: dict[str, Any] | None = None) -> tuple[list[tuple[str, str]], list[list[Any]]]:
+    """The columns `fields` of a record type (their declared name and unit: a field's column, or one the record
+    computes, named in its `COLUMNS`) and each record's values under them: a fraction under % or points × 100, a
+    field in `shown` through its function."""
+    declared = {f.name: f.metadata[COLUMN] for f in dataclasses.fields(record) if COLUMN in f.metadata}
+    declared.update(getattr(record, "COLUMNS", {}))
+    heads = [declared[f] for f in fields]
+
+    def value(r: Any, f: str, unit: str) -> Any:
+        v = getattr(r, f)
+        if shown and f in shown:
+            return shown[f](v)
+        return 100 * v if unit in HUNDREDTHS and v is not None else v
+    return heads, [[value(r, f, unit) for f, (_, unit) in zip(fields, heads, strict=True)] for r in records]

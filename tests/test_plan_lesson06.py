@@ -1,0 +1,49 @@
+"""Lesson 6's plan (store.plans.lesson06): read from an older run's host values, fresh, and its depths by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from bytesup.store.plans import lesson06 as plans
+
+SERVED = {"file": "m.gguf", "path": "/m.gguf", "sha256": "ab"}
+
+
+def test_a_run_recorded_before_plans_is_read_from_its_host_values():
+    # The first runs: every repeat prefilled its depth, no numpy generation.
+    assert plans.from_older({"repeat": 3}) == plans.Plan(repeat=3, depths_from_cache=False, numpy=None)
+    numpy = plans.from_older({"repeat": 2, "numpy_plan": {"served": SERVED, "float32_bytes": 540_000_000},
+                              "depths_from_cache": True})
+    assert numpy == plans.Plan(repeat=2, depths_from_cache=True,
+                               numpy=plans.NumpyFile(served=SERVED, float32_bytes=540_000_000))
+    assert plans.READ_FROM == ["repeat", "numpy_plan", "depths_from_cache"]
+
+
+def test_a_fresh_plan_reads_back_as_recorded():
+    plan = plans.fresh(3, plans.NumpyFile(served=None, float32_bytes=None))
+    assert (plan.version, plan.repeat, plan.depths_from_cache, plan.numpy) == (plans.VERSION, 3, True,
+                                                                               plans.NumpyFile(served=None, float32_bytes=None))
+    assert plans.read(plan.model_dump(mode="json")) == plan
+
+
+def test_the_depths_and_the_cache_prompt_by_hand():
+    # 2,048 tokens: 0, 256, 512, 1,024, 1,536 and int(0.93 × 2,048) = 1,904, below 2,048 − 16 − 1 = 2,031.
+    assert plans.depth_plan(2048) == [0, 256, 512, 1024, 1536, 1904]
+    # 64 tokens: 0, 8, 16, 32, 48 and 59 capped at 64 − 16 − 1 = 47, where 48 is capped too: one depth 47.
+    assert plans.depth_plan(64) == [0, 8, 16, 32, 47]
+    assert plans.cache_prompt_len(2048) == 512 and plans.cache_prompt_len(400) == 300
+
+
+def test_a_plan_of_another_shape_is_refused_in_one_paragraph():
+    from bytesup.errors import BytesupError
+
+    stored = plans.fresh(2, plans.NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
+    for bad, where in (({**stored, "repeat": "two"}, "repeat"), ({**stored, "depths": [0, 8]}, "depths")):
+        with pytest.raises(BytesupError) as caught:
+            plans.read(bad)
+        text = str(caught.value)
+        assert text.startswith("The plan lesson 06 recorded") and f": {where}: " in text and "\n" not in text
+        assert "record the lesson again" in text
+    # An older run with no repeat recorded: refused, not guessed.
+    with pytest.raises(BytesupError, match="repeat: input should be a valid integer"):
+        plans.from_older({"numpy_plan": {"served": None, "float32_bytes": None}})
