@@ -423,7 +423,8 @@ def test_numpy_counts_the_flops_of_both_ways(result, lesson):
 def test_numpy_generates_the_same_tokens_both_ways_and_the_servers(result, lesson, exchanges):
     notes = result.table("numpy_cache_vs_recompute").notes
     assert notes[0].startswith(f"numpy generated {plans.NUMPY_N} tokens greedily after the same "
-                               f"{plans.COST_PROMPT_TOKENS}-token prompt both ways: the same tokens, every logit within")
+                               f"{plans.COST_PROMPT_TOKENS}-token prompt both ways: the same tokens, every logit the same "
+                               "to the last bit")
     one = next(e for e in exchanges if e["path"] == "/completion" and e["request"].get("n_predict") == plans.COST_N
                and e["request"].get("return_tokens"))
     assert len(one["request"]["prompt"]) == plans.COST_PROMPT_TOKENS
@@ -691,3 +692,43 @@ def test_the_published_70b_row_shows_its_whole_bytes_and_states_a_float(lesson):
     assert rows == [[2, 327_680, 320.0]] and type(rows[0][0]) is int and type(rows[0][1]) is int
     assert lesson.stated.KvExamples([big]).model_dump(mode="json")[0]["bytes_per_element"] == 2.0
     assert lesson.specimen_shape() == kvcache.AttentionShape(524_288, 32, 32, 128)
+
+
+def _notes_of_numpy_decode(cached_logits: list[list[float]], recomputed_logits: list[list[float]]) -> list[str]:
+    """show_numpy_decode's notes for a hand-made generation of len(logits) tokens whose two ways give these logits."""
+    import numpy as np
+
+    from bytesup.course.kvcache import NumpyDecode
+    from bytesup.models.forward import Generation
+    from bytesup.store.views import lesson06 as view
+
+    n = len(cached_logits)
+    way = [Generation(tokens=[7] * n, logits=[np.array(x, dtype=np.float32) for x in logits], seconds=[0.01] * n,
+                      flops=[100 * (i + 1) for i in range(n)]) for logits in (cached_logits, recomputed_logits)]
+    d = NumpyDecode(prompt_n=4, cached=way[0], recomputed=way[1], cached_ms=[1.0] * n, recomputed_ms=[2.0] * n)
+    tables: list = []
+
+    class Page:
+        def table(self, name, title, columns, rows, notes=None):
+            tables.append(notes)
+
+        def note(self, text):
+            tables.append([text])
+
+        def plot(self, *args, **kw):
+            pass
+
+    view.show_numpy_decode(Page(), d, [7] * n)
+    return tables[0]
+
+
+def test_numpy_decode_says_the_two_ways_agree_to_the_bit_only_when_they_do(monkeypatch):
+    from bytesup.store.views import lesson06 as view
+
+    monkeypatch.setattr(view, "NUMPY_N", 16)
+    monkeypatch.setattr(view, "NUMPY_LENGTHS", (8, 16))
+    same = [[0.5, -1.25]] * 16
+    assert "every logit the same to the last bit" in _notes_of_numpy_decode(same, same)[0]
+    moved = [[0.5, -1.25]] * 15 + [[0.5, -1.2500305]]  # one logit a float32 step or so away
+    first = _notes_of_numpy_decode(same, moved)[0]
+    assert "the same to the last bit" not in first and "every logit within 3.1e-05: the same sums, added in another order" in first

@@ -16,8 +16,8 @@ import numpy as np
 from bytesup.course import depthtime, formulas, published
 from bytesup.course.loop import ServerTimes, decode_passes
 from bytesup.errors import BytesupError
+from bytesup.units import KiB, MiB
 
-KiB, MiB = 2**10, 2**20  # as bytesup.units has them: a module of the course's arithmetic imports no other leaf
 DEFAULT_CACHE_TYPE = "f16"  # llama.cpp's default for --cache-type-k and --cache-type-v
 
 # Worked examples, from bytesup.course.published: the course's specimen (deepseek-coder-6.7b-instruct, head width

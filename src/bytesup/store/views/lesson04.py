@@ -195,7 +195,8 @@ def rounding_notes(served: FilePass, f32: FilePass, same: float) -> tuple[str, .
     if rounded:
         notes.append(f"On {served.weight_type} weights the engine's CPU kernels round each activation vector to {rounded} before "
                      "its dot products with the weights; on F32 weights they keep float32 activations, as numpy does. "
-                     f"What is left on {f32.file} comes from float32 sums taken in another order and the f16 KV cache.")
+                     f"What is left on {f32.file} comes from the engine's float32 sums (numpy sums in float64, then "
+                     "rounds to float32) and its f16 KV cache.")
     return tuple(notes)
 
 

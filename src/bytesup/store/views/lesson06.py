@@ -321,7 +321,9 @@ def show_numpy_decode(page: Page, d: NumpyDecode | str | None, server_tokens: li
     notes = [
         (f"numpy generated {NUMPY_N} tokens greedily after the same {d.prompt_n}-token prompt both ways: "
          + ("the same tokens" if d.cached.tokens == d.recomputed.tokens else "different tokens")
-         + f", every logit within {d.largest_logit_difference:.2g} (float32 sums in another order)."),
+         + (", every logit the same to the last bit: each sum is taken in float64 and rounded to float32, so the "
+            "order in which the two ways add does not show." if d.largest_logit_difference == 0 else
+            f", every logit within {d.largest_logit_difference:.2g}: the same sums, added in another order.")),
         (f"With the cache the first step runs the prompt's {d.prompt_n} positions and each later one a single position; "
          f"recomputing runs all {d.prompt_n} + k − 1 at step k. Over {NUMPY_N} tokens that is {fr / fc:.3g}× the FLOPs "
          f"({fr:,} against {fc:,}) and took {mr / mc:.3g}× the time."),
