@@ -134,9 +134,7 @@ class Options(LessonOptions):
 def the_plan(ctx: LessonContext) -> plans.Plan:
     """The plan, recorded once as the host value `plan`. A run recorded before plans has none: the plan module
     reads its plan from the host values that run recorded (its numbered table of upgrades)."""
-    if ctx.replaying and not ctx.recorded(plans.NAME):
-        return plans.from_older({name: ctx.host(name, dict) for name in plans.READ_FROM if ctx.recorded(name)})
-    return plans.read(ctx.host(plans.NAME, lambda: fresh_plan(ctx).model_dump(mode="json")))
+    return ctx.plan(lambda: fresh_plan(ctx).model_dump(mode="json"), plans.read, plans.from_older, plans.READ_FROM)
 
 
 def fresh_plan(ctx: LessonContext) -> plans.Plan:

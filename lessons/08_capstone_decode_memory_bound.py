@@ -223,9 +223,8 @@ def batch_bodies(parallel: int, r: int, n_predict: int) -> list[dict[str, Any]]:
 def recorded_plan(ctx: LessonContext) -> Plan:
     """The run's plan, recorded once as a host value; a replay reads the recorded run's, or for a run recorded
     before plans, the one it followed, from the host values it did record (bytesup.store.plans.lesson08)."""
-    if not ctx.replaying:
-        return Plan.model_validate(ctx.host(PLAN_VALUE, lambda: current_plan(ctx.repeat).model_dump(mode="json")))
-    return read_plan({name: ctx.host(name, lambda: None) for name in PLAN_READS if ctx.recorded(name)})
+    return ctx.plan(lambda: current_plan(ctx.repeat).model_dump(mode="json"), lambda stored: read_plan({PLAN_VALUE: stored}),
+                    read_plan, PLAN_READS)
 
 
 def _summary(path: str, preset: str | None) -> dict:

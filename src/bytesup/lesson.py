@@ -14,7 +14,7 @@ import functools
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 from urllib.parse import urlparse
 
 from pydantic import BaseModel
@@ -44,6 +44,9 @@ NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--a
 
 
 # --- what a run measures once --------------------------------------------------------
+
+T = TypeVar("T")
+PLAN = "plan"  # the host value a lesson's plan is recorded as (bytesup.store.plans)
 
 class RunShared:
     """Facts a run measures once and every lesson of it shares: this host's memory read bandwidth.
@@ -198,6 +201,16 @@ class LessonContext:
         the recorded run measured it. A run recorded before a lesson took a measurement replays
         without that part (and gives its recorded files again, byte for byte)."""
         return self._replay is None or name in self._replay.result.host_values
+
+    def plan(self, fresh: Callable[[], Any], read: Callable[[Any], T], older: Callable[[dict[str, Any]], T],
+             reads: Iterable[str]) -> T:
+        """The lesson's plan (bytesup.store.plans), recorded once as the host value `plan`: live, `fresh()` (its JSON),
+        read back with `read`; a replay reads the recorded run's the same way. A run recorded before its lesson had a
+        plan is handed to `older`, the plan module's table of upgrades, with those host values of `reads` it recorded,
+        so the lesson itself never asks what an older run did."""
+        if self.replaying and not self.recorded(PLAN):
+            return older({name: self.host(name, lambda: None) for name in reads if self.recorded(name)})
+        return read(self.host(PLAN, fresh))
 
     def host_since(self, name: str, measure: Callable[[], Any], before: Any = None) -> Any:
         """`host(name, measure)` for a value a lesson began to record later: a replay of a run recorded
