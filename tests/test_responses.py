@@ -279,3 +279,40 @@ def test_candidates_are_named_whichever_shape_came():
     probs = TokenProbabilities.model_validate({"id": 1, "token": "a", "prob": 0.25, "bytes": [97],
                                                "top_probs": [{"id": 9, "token": "c", "prob": 0.125, "bytes": [99]}]})
     assert probs.candidates()[0].probability == 0.125 and probs.candidates()[0].id == 9
+
+
+@pytest.mark.parametrize("name,listed,field,value", [
+    ("completion_logprobs", "top_logprobs", "logprob", -1e308),
+    ("completion_logprobs", "top_logprobs", "logprob", -23.0),   # e^-23 < 2^-32
+    ("completion_post_sampling", "top_probs", "prob", 1e-300),
+])
+def test_a_position_whose_every_candidate_is_next_to_impossible_is_refused(name, listed, field, value):
+    from bytesup.errors import ImplausibleValue
+
+    body = load_fixture(name)["response"]
+    for c in body["completion_probabilities"][0][listed]:
+        c[field] = value
+    with pytest.raises(ImplausibleValue) as exc:
+        r.parse(r.Completion, body, path="/completion")
+    assert "completion_probabilities.0" in str(exc.value) and "2^-32" in str(exc.value)
+
+
+def test_a_position_whose_best_candidate_is_at_the_bound_is_kept():
+    body = load_fixture("completion_logprobs")["response"]
+    for c in body["completion_probabilities"][0]["top_logprobs"]:
+        c["logprob"] = -22.0   # e^-22 = 2.8e-10 > 2^-32 = 2.3e-10
+    position = r.parse(r.Completion, body, path="/completion").completion_probabilities[0]
+    assert sum(c.probability for c in position.candidates()) == pytest.approx(8 * math.exp(-22.0))
+
+
+@pytest.mark.parametrize("change,speed", [
+    ({"prompt_ms": 5e-324, "prompt_n": 7}, "prefill"),
+    ({"predicted_ms": 5e-324, "predicted_n": 16}, "decode"),
+])
+def test_a_time_that_makes_a_speed_infinite_is_refused_when_read(change, speed):
+    from bytesup.errors import ImplausibleValue
+
+    body = load_fixture("completion_decode")["response"]
+    body["timings"].update(change)
+    with pytest.raises(ImplausibleValue, match=f"makes the {speed} speed infinite"):
+        r.parse(r.Completion, body, path="/completion")
