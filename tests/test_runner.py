@@ -405,3 +405,49 @@ def test_server_facts_are_observed_once_and_recorded_as_before(monkeypatch, tmp_
     assert ctx.host_values["server_facts"] == facts
     recorded = json.loads((Path(__file__).parent / "fixtures" / "runs" / "04_next_token" / "04_next_token.json").read_text())
     assert list(facts) == list(recorded["host_values"]["server_facts"])
+
+
+# --- a file the server names ----------------------------------------------------------------------------------------
+
+SERVED_MAGIC_ONLY = b"GGUFTOPSECRET: the combination is 1234\n" * 4
+
+
+def test_a_server_named_file_with_the_magic_but_no_gguf_is_neither_hashed_nor_shown(tmp_path, monkeypatch, capsys):
+    from fakes import FakeServer
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "01_quick.py").write_text('"""Asks nothing."""\nTITLE = "Quick (test)"\n\ndef main(ctx):\n'
+                                         '    return ctx.finish()\n')
+    monkeypatch.setenv("BYTESUP_LESSONS", str(lessons))
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(SERVED_MAGIC_ONLY)
+    answers = {p: (200, load_fixture(n)["response"]) for n, p in [("health", "/health"), ("v1_models", "/v1/models")]}
+    answers["/props"] = (200, {**load_fixture("props")["response"], "model_path": str(fake)})
+    out = tmp_path / "run"
+    with FakeServer(answers) as server:
+        assert run_lessons(["01_quick"], RunOptions(server_url=server.url, out=out)) == 0
+    said = capsys.readouterr().err
+    assert "TOPS" not in said and "no GGUF file here; it was not read" in said and "--model" in said
+    model = json.loads((out / "manifest.json").read_text())["model"]
+    assert "sha256" not in model and "size_bytes" not in model and model["readable_here"] is False
+    assert "TOPS" not in (out / "README.md").read_text() and "sha256" not in (out / "README.md").read_text()
+
+
+def test_only_a_whole_gguf_named_by_the_server_is_used(tmp_path):
+    from gguf import GGMLQuantizationType as QT
+
+    from bytesup.run.server import model_path_from
+    from test_gguf_read import write_model
+
+    whole = tmp_path / "whole.gguf"
+    write_model(whole, QT.F16)
+    assert model_path_from({"model_path": str(whole)}, None) == whole
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(whole.read_bytes()[:-100])        # its header parses, its tensor data is not all there
+    magic = tmp_path / "magic.gguf"
+    magic.write_bytes(SERVED_MAGIC_ONLY)
+    header_only = tmp_path / "header.gguf"
+    header_only.write_bytes(whole.read_bytes()[:40])  # the magic, a version and counts, then nothing
+    for path in (cut, magic, header_only):
+        assert model_path_from({"model_path": str(path)}, None) is None, path.name

@@ -20,7 +20,7 @@ from bytesup.models import catalog as models
 from bytesup.llama.client import LlamaServer
 from bytesup.errors import BytesupError, ServerUnreachable, redact_url
 from bytesup.course.formulas import batch_sizes
-from bytesup.models.gguf import is_gguf, read_model_info
+from bytesup.models.gguf import GGUFError, check_gguf, is_gguf, read_model_info
 from bytesup.options import RunOptions
 from bytesup.llama.placement import is_loopback
 
@@ -121,17 +121,25 @@ def observed_engine(props: dict) -> dict:
 
 def model_path_from(props: dict, explicit: Path | None, console: Console | None = None) -> Path | None:
     """The GGUF the lessons read: --model, else the path the server reports in /props when it is a GGUF file
-    here. A reported path is opened only to read its first four bytes, GGUF's magic: a server never makes
-    bytesup read, hash or show another file."""
+    here. A reported path is read only as a GGUF's header and tensor index (`check_gguf`), and used (hashed,
+    sized, described) only once all of these parse and its tensor data is all there: a server never makes
+    bytesup hash or show another file, and no byte of one is ever printed."""
     if explicit is not None:
         return explicit
     served = props.get("model_path")
     if not served or not isinstance(served, str) or not Path(served).is_file():
         return None
-    if not is_gguf(served):
+    whole = is_gguf(served)
+    if whole:
+        try:
+            check_gguf(served)
+        except GGUFError:
+            whole = False
+    if not whole:
         if console is not None:
             console.print(escape(
-                f"The server reports model_path {served!r}, which is no GGUF file here; it was not read. Name the model "
+                f"The server reports model_path {served!r}, which is no GGUF file here; it was not read. Only a file "
+                "whose whole header and tensor index parse as a GGUF's is hashed, sized or described. Name the model "
                 "file explicitly with --model FILE.gguf."), highlight=False, soft_wrap=True)
         return None
     return Path(served)
