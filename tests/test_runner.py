@@ -451,3 +451,20 @@ def test_only_a_whole_gguf_named_by_the_server_is_used(tmp_path):
     header_only.write_bytes(whole.read_bytes()[:40])  # the magic, a version and counts, then nothing
     for path in (cut, magic, header_only):
         assert model_path_from({"model_path": str(path)}, None) is None, path.name
+
+
+def test_the_manifest_keeps_each_lesson_files_sha256_and_a_replay_checks_it(lessons, tmp_path, httpx_mock):
+    import hashlib
+
+    serve(httpx_mock)
+    out = tmp_path / "run"
+    assert run_lessons(["01_tokens", "02_decode"], RunOptions(server_url=URL, out=out)) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    for lid in ("01_tokens", "02_decode"):
+        assert manifest["lessons"][lid]["json_sha256"] == hashlib.sha256((out / f"{lid}.json").read_bytes()).hexdigest()
+    (out / "02_decode.json").write_text((out / "02_decode.json").read_text().replace('"Decode (test)"', '"Edited"'))
+    again = tmp_path / "again"
+    assert run_lessons(["01_tokens", "02_decode"], RunOptions(replay=out, out=again)) != 0
+    replayed = json.loads((again / "manifest.json").read_text())["lessons"]
+    assert replayed["01_tokens"]["status"] == "ok" and replayed["02_decode"]["status"] == "failed"
+    assert "has changed since the run wrote it" in replayed["02_decode"]["error"]

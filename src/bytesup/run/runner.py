@@ -332,6 +332,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 save_lesson(run_dir, result, sink)
                 entry.status, entry.finished_at, entry.json_file, entry.markdown = "ok", result.finished_at, f"{lid}.json", f"{lid}.md"
                 entry.http_sha256 = file_sha256(run_dir / "http" / f"{lid}.jsonl")
+                entry.json_sha256 = file_sha256(run_dir / f"{lid}.json")
                 entry.error = entry.traceback = entry.failed_exchanges = entry.set_aside = entry.replay_differences = None
                 console.print(f"[green]✓[/green] {lid}: {rich_text(title)}")
                 if replay is not None:
