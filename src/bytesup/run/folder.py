@@ -61,12 +61,21 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> str | None:
-        """Take the lock; returns a sentence when a dead run's lock was taken over."""
+        """Take the lock; returns a sentence when a dead run's lock was taken over. A folder that cannot be made
+        or written is a RunFolderError that says why (`cannot_write`)."""
+        hint = "Give --out a folder on a disk you can write to (or leave --out out to use outputs/)."
         if not self.run_dir.exists():
-            self.run_dir.mkdir(parents=True)
+            try:
+                self.run_dir.mkdir(parents=True)
+            except OSError as exc:
+                raise cannot_write(self.run_dir, exc, hint) from None
             self.created = True
         for _ in range(5):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                self.release()
+                raise cannot_write(self.run_dir, exc, hint) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -103,6 +112,9 @@ class RunLock:
 
     def release(self) -> None:
         if self._fd is None:
+            if self.created:  # made for this run, which never took its lock: removed again if empty
+                with contextlib.suppress(OSError):
+                    self.run_dir.rmdir()
             return
         with contextlib.suppress(OSError):
             self.path.unlink()
@@ -129,9 +141,32 @@ def _read_holder(path: Path) -> dict:
 
 # --- which folder ----------------------------------------------------------------------------
 
+_CANNOT_WRITE = {errno.EROFS: "is on a read-only file system", errno.EACCES: "is a folder you may not write to "
+                 "(permission denied)", errno.EPERM: "is a folder you may not write to (operation not permitted)",
+                 errno.EEXIST: "is a file, not a folder", errno.ENOTDIR: "lies under a file, not a folder",
+                 errno.ENOSPC: "is on a full disk", errno.EDQUOT: "is on a disk where your quota is used up"}
+
+
+def cannot_write(path: Path, exc: OSError, hint: str) -> RunFolderError:
+    """One paragraph for a run folder that cannot be made or written at `path`, from the OSError that said so."""
+    why = _CANNOT_WRITE.get(exc.errno or 0, f"cannot be written ({exc.strerror or exc})")
+    return RunFolderError(f"{path} {why}, so the run cannot write its folder there. Nothing was written, there or "
+                          f"anywhere else. {hint}")
+
+
 def new_run_dir(root: Path, date: str) -> Path:
-    """The next free `<date>`, `<date>.2`, `<date>.3`… under `root`, created (so claimed) here."""
-    root.mkdir(parents=True, exist_ok=True)
+    """The next free `<date>`, `<date>.2`, `<date>.3`… under `root`, created (so claimed) here. A root that is a
+    file, read-only or not writable is a RunFolderError that names BYTESUP_OUTPUTS where it set the root."""
+    moved = os.environ.get("BYTESUP_OUTPUTS")
+    hint = ("Set BYTESUP_OUTPUTS to a folder you can write to (or unset it to use outputs/), or pass --out DIR."
+            if moved else "Pass --out with a folder you can write to, or set BYTESUP_OUTPUTS to one.")
+    where = f"{root} (BYTESUP_OUTPUTS)" if moved else str(root)
+    if root.exists() and not root.is_dir():
+        raise cannot_write(Path(where), OSError(errno.EEXIST, "File exists"), hint)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(Path(where), exc, hint) from None
     n = 1
     while True:
         candidate = root / (date if n == 1 else f"{date}.{n}")
@@ -140,6 +175,8 @@ def new_run_dir(root: Path, date: str) -> Path:
             return candidate
         except FileExistsError:
             n += 1
+        except OSError as exc:
+            raise cannot_write(Path(where), exc, hint) from None
 
 
 def _manifests_under(root: Path) -> Iterator[tuple[Path, Manifest]]:
