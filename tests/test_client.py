@@ -156,3 +156,42 @@ def test_a_streamed_event_that_repeats_a_key_is_refused():
                                                                headers={"content-type": "text/event-stream"}))
     with pytest.raises(StreamError, match="appears twice"):
         LlamaServer(URL, transport=inner).completion_stream("x", n_predict=1)
+
+
+# --- an answer cut short is not a missing server --------------------------------------------------------------------
+
+@pytest.mark.parametrize("head,body", [
+    (b"Content-Length: 1000\r\n", b'{"status": "o'),                              # fewer bytes than announced
+    (b"Transfer-Encoding: chunked\r\n", b"d\r\n{\"status\": \"o\r\n"),             # no last chunk
+], ids=["content-length", "chunked"])
+def test_an_answer_cut_short_says_so_and_is_not_recorded(head, body):
+    from test_faults_second_round import RawServer
+
+    from bytesup.errors import AnswerCutShort
+    from bytesup.llama.recording import RecordingTransport
+
+    def cut(wfile):
+        wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + head + b"\r\n" + body)
+        wfile.flush()
+
+    for recording in (False, True):
+        sink: list = []
+        with RawServer(cut) as server:
+            client = LlamaServer(server.url, timeout=5, transport=RecordingTransport(sink) if recording else None)
+            with pytest.raises(AnswerCutShort) as exc:
+                client.health()
+        text = str(exc.value)
+        assert "answered /health, but its answer was cut short" in text and "No llama.cpp server answers" not in text
+        assert "after 13 bytes of the body" in text and sink == []
+
+
+def test_a_cut_answer_means_a_server_answers_there():
+    from test_faults_second_round import RawServer
+
+    from bytesup.run.server import answers
+
+    def cut(wfile):
+        wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}")
+
+    with RawServer(cut) as server:
+        assert answers(server.url, None, 5.0) is True   # never taken for "no server": no server is started in its place

@@ -259,3 +259,46 @@ def test_the_scripts_say_what_to_do_when_no_bytesup_is_found(checkout_without_ve
     if res.returncode == 0:
         pytest.skip("the system python3 has bytesup installed")
     assert "no Python with bytesup installed was found" in res.stderr and "BYTESUP_PYTHON" in res.stderr
+
+
+# --- IPv6 hosts ---------------------------------------------------------------------------------------------------
+
+def ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_an_ipv6_host_is_probed_with_an_ipv6_socket():
+    import socket
+
+    from bytesup.llama.process import free_port, port_is_free
+
+    port = free_port("::1")
+    assert port_is_free("::1", port) and port_is_free("[::1]", port)
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as taken:
+        taken.bind(("::1", port))
+        taken.listen()
+        assert not port_is_free("::1", port)
+
+
+def test_a_suggested_url_brackets_an_ipv6_host(monkeypatch, tmp_path):
+    from bytesup.errors import ServerStartError
+    from bytesup.llama import process
+
+    monkeypatch.setenv("BYTESUP_STATE", str(tmp_path / "state"))
+    monkeypatch.setattr(process, "check_gguf", lambda path: None)
+    monkeypatch.setattr(process, "port_is_free", lambda host, port: False)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    with pytest.raises(ServerStartError) as err:
+        process.start_server(model, ["--host", "::1", "--port", "8403"])
+    assert "--server http://[::1]:8404" in str(err.value)
+    assert [process.url_host(h) for h in ("::1", "[::1]", "127.0.0.1", "localhost")] == ["[::1]", "[::1]", "127.0.0.1",
+                                                                                        "localhost"]

@@ -39,6 +39,18 @@ class ServerUnreachable(BytesupError):
         )
 
 
+class AnswerCutShort(BytesupError):
+    """The server answered, then its answer stopped before the end it announced (a Content-Length the body never
+    reached, a chunked body without its last chunk, a connection reset mid-answer)."""
+
+    def __init__(self, url: str, path: str, received: int, detail: str = ""):
+        super().__init__(
+            f"The server at {url} answered {path}, but its answer was cut short: the connection closed after "
+            f"{received:,} bytes of the body{f' ({detail})' if detail else ''}. Nothing of it was used or recorded. "
+            "The server may have crashed or been restarted mid-answer, or a proxy between cut it: read the server's "
+            "log, then run again.")
+
+
 class ServerTimeout(BytesupError):
     def __init__(self, url: str, path: str, timeout_s: float):
         super().__init__(

@@ -12,6 +12,7 @@ import httpx
 from bytesup.llama import responses as r
 from bytesup.llama import sse
 from bytesup.errors import (
+    AnswerCutShort,
     AnswerTooLarge,
     BytesupError,
     MalformedResponse,
@@ -23,6 +24,7 @@ from bytesup.errors import (
 from bytesup.llama.recording import (
     ARRIVALS,
     LIMITS,
+    CutShort,
     DuplicateKey,
     answer_json,
     answer_limit,
@@ -94,6 +96,8 @@ class LlamaServer:
                                       request=streamed.request)
         except httpx.TimeoutException:
             raise ServerTimeout(self.base_url, path, self.timeout) from None
+        except CutShort as exc:
+            raise AnswerCutShort(self.base_url, path, exc.received, str(exc)[:200]) from None
         except httpx.TransportError as exc:
             raise ServerUnreachable(self.base_url, type(exc).__name__) from None
         if resp.status_code >= 400:

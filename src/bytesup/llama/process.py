@@ -209,8 +209,20 @@ def speculation_support() -> dict:
             "reason": "" if ok else f"{command[0]} --help lists no --spec-type (an older llama-server build)"}
 
 
+def _family(host: str) -> socket.AddressFamily:
+    """The address family of a --host: IPv6 for an address with a colon (::1, fe80::1, [::1]), else IPv4."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def url_host(host: str) -> str:
+    """A host as a URL writes it: an IPv6 address in brackets (http://[::1]:8404), any other host as it is."""
+    bare = host.strip("[]")
+    return f"[{bare}]" if ":" in bare else bare
+
+
 def port_is_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    host = host.strip("[]")
+    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
         # SO_REUSEADDR: a port left in TIME_WAIT by a server we just stopped is free to use;
         # a port where something listens still refuses the bind.
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -222,7 +234,8 @@ def port_is_free(host: str, port: int) -> bool:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    host = host.strip("[]")
+    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 
@@ -419,7 +432,7 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
         raise ServerStartError(
             f"Port {port} on {host} is already in use by another program. Stop that program, or "
             f"start on another port (`scripts/start_server.sh --port {port + 1}`) and pass "
-            f"`--server http://{host}:{port + 1}` to the lessons."
+            f"`--server http://{url_host(host)}:{port + 1}` to the lessons."
         )
 
     command = chosen.command
@@ -449,8 +462,8 @@ def _wait_ready(proc: subprocess.Popen, chosen: EngineChoice, merged: dict, mode
     pid_file = state / "pid"
     log_path = state / "server.log"
 
-    connect_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    url = f"http://{connect_host}:{port}"
+    connect_host = "127.0.0.1" if host in ("0.0.0.0", "::", "[::]") else host
+    url = f"http://{url_host(connect_host)}:{port}"
     headers = {"Authorization": f"Bearer {merged['--api-key']}"} if merged.get("--api-key") else {}
     deadline = time.monotonic() + wait_s
     props: dict = {}

@@ -125,6 +125,14 @@ def watchdog(resp: httpx.Response, seconds: float) -> _Deadline | None:
     return _WATCHDOG.arm(sock, time.perf_counter() + max(seconds, 0.0))
 
 
+class CutShort(httpx.TransportError):
+    """An answer whose status and headers came, whose body then broke off: `received` bytes of it had arrived."""
+
+    def __init__(self, message: str, received: int, request: httpx.Request):
+        super().__init__(message, request=request)
+        self.received = received
+
+
 def read_bounded(response: httpx.Response, request: httpx.Request) -> bytes:
     """The whole (decoded) body, within the request's limits: past `max_bytes` the answer is closed and
     AnswerTooLarge raised; past `deadline` a timeout, however steadily the bytes trickle in."""
@@ -140,10 +148,12 @@ def read_bounded(response: httpx.Response, request: httpx.Request) -> bytes:
                 raise AnswerTooLarge(f"{request.url.scheme}://{request.url.netloc.decode()}", request.url.path, max_bytes)
             if deadline is not None and time.perf_counter() > deadline:
                 raise httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request)
-    except httpx.TransportError:
+    except httpx.TransportError as exc:
         if deadline is not None and time.perf_counter() >= deadline:  # the watchdog shut the socket
             raise httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request) from None
-        raise
+        if isinstance(exc, httpx.TimeoutException):
+            raise
+        raise CutShort(f"{type(exc).__name__}: {exc}", len(body), request) from None
     finally:
         if timer is not None:
             timer.cancel()
