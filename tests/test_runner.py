@@ -468,3 +468,57 @@ def test_the_manifest_keeps_each_lesson_files_sha256_and_a_replay_checks_it(less
     replayed = json.loads((again / "manifest.json").read_text())["lessons"]
     assert replayed["01_tokens"]["status"] == "ok" and replayed["02_decode"]["status"] == "failed"
     assert "has changed since the run wrote it" in replayed["02_decode"]["error"]
+
+
+# --- a stop while the run's own server starts ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("after_s", [0.05, 0.4, 1.0])
+def test_ctrl_c_while_the_runs_server_starts_says_so_and_leaves_nothing(tmp_path, lessons, after_s):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from gguf import GGMLQuantizationType as QT
+
+    from fakes import fake_engine
+    from test_engine_faults import wait_for
+    from test_gguf_read import write_model
+
+    model = tmp_path / "small.gguf"
+    write_model(model, QT.F16)
+    state = Path(os.environ["BYTESUP_STATE"])
+    env = {**os.environ, "LLAMA_SERVER": str(fake_engine(tmp_path)), "BYTESUP_MODEL": str(model),
+           "FAKE_START_DELAY": "60"}
+    out = tmp_path / "run"
+    run = subprocess.Popen([sys.executable, "-m", "bytesup", "run", "01_tokens", "--own-server", "--out", str(out)],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def written() -> list[str]:
+            return [p.read_text() for p in state.glob("server-*/pid") if p.read_text().endswith("\n")]
+
+        wait_for(lambda: bool(written()), timeout=60)
+        server_pid = int(written()[0].split()[0])
+        time.sleep(after_s)
+        run.send_signal(signal.SIGINT)
+        code = run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    said = " ".join(run.stdout.read().split())
+    assert code == 130, said
+    assert "Stopped by Ctrl-C before the run's first lesson began, while the run's own server was starting" in said
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said
+    assert not list(state.glob("server-*")) and not out.exists()
+    wait_for(lambda: not psutil_alive(server_pid), timeout=15)
+
+
+def psutil_alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+

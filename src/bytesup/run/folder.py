@@ -357,6 +357,24 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+class StoppedBeforeLessons(BytesupError):
+    """A stop signal that came outside the run's lessons (which mark themselves interrupted), such as while its
+    server was starting or its model being built: what was happening, and that nothing of it stays behind."""
+
+    def __init__(self, exc: KeyboardInterrupt):
+        self.exit_code = 128 + exc.signum if isinstance(exc, Terminated) else 130
+        how = exc.args[0] if isinstance(exc, Terminated) else "Ctrl-C"
+        notes = "; ".join(getattr(exc, "__notes__", []))
+        if notes:
+            said = (f"Stopped by {how} before the run's first lesson began, {notes}. No lesson was run and nothing the "
+                    "run had started is left running or behind. Run the same command again to start over.")
+        else:
+            said = (f"Stopped by {how} outside a lesson. Every server the run started was stopped and its folder "
+                    "under .run/ removed; the run folder's manifest.json says which lessons finished. Run the same "
+                    "command again (with --out and --resume to keep the finished ones).")
+        super().__init__(said)
+
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # The stop signals received inside signals_raise, first one first (the process has one run at a time).
 _stopping: list[int] = []

@@ -35,6 +35,7 @@ from bytesup.run.folder import (
     INDEX_MARK,
     DiskFull,
     RunLock,
+    StoppedBeforeLessons,
     Terminated,
     choose_run_dir,
     die_with_parent,
@@ -75,10 +76,14 @@ def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | N
     """Run lessons into a run folder. Returns the exit code (0: all ok). A server started for the
     run (`start_run_server`) is stopped when the run ends, however it ends."""
     # The signal handlers cover the cleanup too: a second Ctrl-C never interrupts stopping the run's server.
-    with signals_raise(), contextlib.ExitStack() as cleanup:
-        if os.environ.get(DIE_WITH_PARENT_ENV):
-            die_with_parent()
-        return _run_lessons(lesson_ids, options, console or Console(stderr=True), cleanup)
+    # A stop before the lessons began (they handle their own) is one paragraph once the cleanup is done.
+    try:
+        with signals_raise(), contextlib.ExitStack() as cleanup:
+            if os.environ.get(DIE_WITH_PARENT_ENV):
+                die_with_parent()
+            return _run_lessons(lesson_ids, options, console or Console(stderr=True), cleanup)
+    except KeyboardInterrupt as exc:
+        raise StoppedBeforeLessons(exc) from None
 
 
 def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> int:

@@ -187,11 +187,22 @@ def model_for_run(options: RunOptions, console: Console) -> Path:
 def start_run_server(url: str, options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> engine.StartedServer:
     """Start a server for this run on a free port (so it never meets another run's or the user's);
     `cleanup` stops it and removes its state folder when the run ends, also on Ctrl-C or SIGTERM."""
-    model = model_for_run(options, console)  # SIGTERM already raises like Ctrl-C here (signals_raise)
+    try:
+        model = model_for_run(options, console)  # SIGTERM already raises like Ctrl-C here (signals_raise)
+    except KeyboardInterrupt as exc:
+        exc.add_note("while the model for the run's own server was being built or fetched")
+        raise
     port = engine.free_port()
     cleanup.callback(_stop_run_server, port)  # before starting: a start cut short is stopped too
-    with _spinner(console, f"starting a server on {model.name}"):
-        started = engine.start_server(model, ["--port", str(port)], die_with_parent=True)
+    try:
+        with _spinner(console, f"starting a server on {model.name}"):
+            started = engine.start_server(model, ["--port", str(port)], die_with_parent=True)
+    except KeyboardInterrupt as exc:
+        # start_server stopped the half-started server; the log of a start nobody waits for goes with its folder.
+        shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+        exc.add_note(f"while the run's own server was starting on {model.name} (port {port}); it was stopped and "
+                     f"its {engine.state_dir_for(port).name}/ folder removed")
+        raise
     why = "The run has its own server" if options.own_server else f"No server answers at {redact_url(url)}"
     console.print(escape(
         f"{why}: started {started.info['choice']['why']} "
