@@ -522,3 +522,35 @@ def psutil_alive(pid: int) -> bool:
     except psutil.Error:
         return False
 
+
+# --- smaller: a lesson named twice, a replay of some lessons --------------------------------------------------------
+
+def test_a_lesson_named_twice_runs_once_and_says_so(lessons, tmp_path, httpx_mock):
+    import io
+
+    from rich.console import Console
+
+    serve(httpx_mock)
+    said = io.StringIO()
+    out = tmp_path / "run"
+    assert run_lessons(["01_tokens", "02_decode", "01_tokens"], RunOptions(server_url=URL, out=out),
+                       console=Console(file=said, width=200)) == 0
+    assert "01_tokens is named more than once on the command line; it runs once." in said.getvalue()
+    assert said.getvalue().count("✓ 01_tokens") == 1
+    exchanges = (out / "http" / "01_tokens.jsonl").read_text().splitlines()
+    assert [json.loads(e)["path"] for e in exchanges] == ["/tokenize"]
+    assert list(json.loads((out / "manifest.json").read_text())["lessons"]) == ["01_tokens", "02_decode"]
+
+
+def test_run_all_replays_the_lessons_a_folder_holds_and_names_the_others(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    recorded = tmp_path / "recorded"
+    assert run_lessons(["01_tokens"], RunOptions(server_url=URL, out=recorded)) == 0
+    again = tmp_path / "again"
+    res = CliRunner().invoke(app, ["run-all", "--replay", str(recorded), "--out", str(again)])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert f"{recorded} holds no recorded result for 02_decode: that lesson is not replayed; the 1 it holds are." in said
+    manifest = json.loads((again / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and list(manifest["lessons"]) == ["01_tokens"]
+    assert (again / "01_tokens.json").read_text() == (recorded / "01_tokens.json").read_text()

@@ -91,6 +91,11 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
     for lid in lesson_ids:
         if lid not in available:
             raise UnknownLesson(lid, list(available))
+    twice = sorted({lid for lid in lesson_ids if lesson_ids.count(lid) > 1})
+    if twice:  # a lesson named again would replace its own result: each runs once, in the order first named
+        lesson_ids = list(dict.fromkeys(lesson_ids))
+        console.print(rich_text(f"{', '.join(twice)} {'is' if len(twice) == 1 else 'are'} named more than once on the "
+                                f"command line; {'it runs' if len(twice) == 1 else 'each runs'} once."), highlight=False)
     # A bad lesson option, or one no lesson of the run takes, stops the run here, before its folder and any request.
     options.lesson_options = check_lesson_options(lesson_ids, options.lesson_options)
     if options.replay is None:

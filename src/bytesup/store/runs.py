@@ -261,3 +261,20 @@ def load_replay(run_dir: Path, lesson_id: str, entry: LessonEntry | None = None,
     if older:  # one lesson's part of a recording made before lesson 5b: what its replay writes
         recorded.update({"exchanges": f"http/{lesson_id}.jsonl", "exchange_count": len(moved.own_exchanges(lesson_id, exchanges))})
     return ReplaySource(result=result, exchanges=exchanges, recorded=recorded)
+
+
+def held_lessons(run_dir: Path, lesson_ids: list[str]) -> tuple[list[str], list[str]]:
+    """(the lessons of `lesson_ids` whose recorded result `run_dir` holds, those it lacks), in the given order.
+    Lesson 5b is held in a run recorded before it existed when lesson 5's result still carries its part."""
+    held: list[str] = []
+    for lid in lesson_ids:
+        if (run_dir / f"{lid}.json").is_file():
+            held.append(lid)
+        elif lid == moved.TO and (run_dir / f"{moved.FROM}.json").is_file():
+            try:
+                data = json.loads((run_dir / f"{moved.FROM}.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError):
+                continue
+            if isinstance(data, dict) and moved.has_moved_part(data):
+                held.append(lid)
+    return held, [lid for lid in lesson_ids if lid not in held]
