@@ -107,3 +107,69 @@ def test_outputs_in_a_folder_one_may_not_write_are_one_paragraph(lessons, tmp_pa
     assert f"{locked} (BYTESUP_OUTPUTS) {why}" in str(err.value) and "Nothing was written" in str(err.value)
     monkeypatch.undo()
     assert tree(tmp_path) == before
+
+
+# --- other platforms: no flock, no SIGHUP, no PR_SET_PDEATHSIG ----------------------------------------------------------
+
+def test_without_flock_a_live_holder_keeps_the_lock_and_a_dead_ones_is_taken_over(tmp_path, monkeypatch):
+    import json
+    import subprocess
+    import sys
+
+    from bytesup import files
+    from bytesup.store.runs import LOCK_FILE, run_is_live
+
+    monkeypatch.setattr(files, "fcntl", None)       # Windows
+    folder = tmp_path / "run"
+    first = runfolder.RunLock(folder, ["bytesup", "run-all"])
+    assert first.acquire() is None and run_is_live(folder)
+    with pytest.raises(RunFolderError, match="is in use by another bytesup run"):
+        runfolder.RunLock(folder, ["bytesup", "run"]).acquire()
+    first.release()
+    assert not (folder / LOCK_FILE).exists() and not run_is_live(folder)
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)
+    folder.mkdir(exist_ok=True)
+    (folder / LOCK_FILE).write_text(json.dumps({"pid": dead, "started_at": "earlier", "process_started": 1.0}))
+    assert not run_is_live(folder)
+    second = runfolder.RunLock(folder, ["bytesup", "run"])
+    assert f"locked by a run that is no longer running (pid {dead}" in second.acquire()
+    assert json.loads((folder / LOCK_FILE).read_text())["pid"] == os.getpid()
+    second.release()
+
+
+def test_without_sighup_the_stop_signals_are_the_ones_there(monkeypatch):
+    import signal
+
+    monkeypatch.delattr(signal, "SIGHUP")        # Windows
+    assert runfolder.stop_signals() == (signal.SIGINT, signal.SIGTERM)
+    with runfolder.signals_raise():
+        pass
+
+
+def test_without_pdeathsig_a_thread_stops_the_run_when_its_parent_dies(monkeypatch):
+    import time
+
+    from bytesup.llama import process as engine
+
+    monkeypatch.setattr(engine.sys, "platform", "darwin")
+    assert engine.die_with_parent_hook() is None
+    monkeypatch.setattr(runfolder, "PARENT_POLL_S", 0.01)
+    parents = iter([4242, 4242, 4242])
+    monkeypatch.setattr(runfolder.os, "getppid", lambda: next(parents, 1))   # then re-parented to pid 1
+    import signal
+
+    before = {s: signal.getsignal(s) for s in runfolder.stop_signals()}
+    try:
+        with pytest.raises(runfolder.Terminated) as stopped:
+            with runfolder.signals_raise():
+                runfolder.die_with_parent()
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    time.sleep(0.01)
+    finally:  # a stopped run ignores further signals until it exits; this test's process goes on
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        runfolder._stopping.clear()
+    assert stopped.value.args[0] == "SIGTERM"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from bytesup.store.plots import write_plots
 from bytesup.store.render import lesson_md
 from bytesup.store.results import LessonResult
 from bytesup.store.runs import LOCK_FILE
+from bytesup import files
 from bytesup.files import dumps, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
 DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\.(\d+))?$")
@@ -70,6 +70,8 @@ class RunLock:
             except OSError as exc:
                 raise cannot_write(self.run_dir, exc, hint) from None
             self.created = True
+        if not files.has_flock():
+            return self._acquire_by_pid(hint)
         for _ in range(5):
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -77,7 +79,7 @@ class RunLock:
                 self.release()
                 raise cannot_write(self.run_dir, exc, hint) from None
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                files.fcntl.flock(fd, files.fcntl.LOCK_EX | files.fcntl.LOCK_NB)
             except OSError as exc:
                 os.close(fd)
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
@@ -93,13 +95,38 @@ class RunLock:
                 continue
             previous = _read_holder(self.path)
             os.ftruncate(fd, 0)
-            me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": utc_now(), "command": self.command}
-            os.write(fd, (json.dumps(me) + "\n").encode())
-            self._fd = fd
-            if previous.get("pid"):
-                return (f"{self.run_dir} was locked by a run that is no longer running (pid {previous.get('pid')}, "
-                        f"started {previous.get('started_at', '?')}); its lock was taken over.")
-            return None
+            return self._hold(fd, previous)
+        raise RunFolderError(f"Could not lock {self.run_dir}: its lock file keeps changing. Another run may be starting; try again.")
+
+    def _hold(self, fd: int, previous: dict) -> str | None:
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": utc_now(), "command": self.command,
+              "process_started": files.process_started(os.getpid())}
+        os.write(fd, (json.dumps(me) + "\n").encode())
+        self._fd = fd
+        if previous.get("pid"):
+            return (f"{self.run_dir} was locked by a run that is no longer running (pid {previous.get('pid')}, "
+                    f"started {previous.get('started_at', '?')}); its lock was taken over.")
+        return None
+
+    def _acquire_by_pid(self, hint: str) -> str | None:
+        """Where the OS has no flock (Windows): the lock file is created only where none is (O_EXCL), and one
+        whose holder no longer runs (`files.holder_alive`) was left by a dead run and is taken over."""
+        previous: dict = {}
+        for _ in range(5):
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                holder = _read_holder(self.path)
+                if files.holder_alive(holder):
+                    raise RunFolderError(self._held_message(holder)) from None
+                previous = holder or previous
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+                continue
+            except OSError as exc:
+                self.release()
+                raise cannot_write(self.run_dir, exc, hint) from None
+            return self._hold(fd, previous)
         raise RunFolderError(f"Could not lock {self.run_dir}: its lock file keeps changing. Another run may be starting; try again.")
 
     def _held_message(self, holder: dict) -> str:
@@ -116,9 +143,14 @@ class RunLock:
                 with contextlib.suppress(OSError):
                     self.run_dir.rmdir()
             return
-        with contextlib.suppress(OSError):
-            self.path.unlink()
-        os.close(self._fd)
+        if files.has_flock():  # unlinked while locked: no other run can lock this file and lose it to the unlink
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            os.close(self._fd)
+        else:  # Windows removes no file that is open
+            os.close(self._fd)
+            with contextlib.suppress(OSError):
+                self.path.unlink()
         self._fd = None
         if self.created:
             with contextlib.suppress(OSError):
@@ -375,7 +407,12 @@ class StoppedBeforeLessons(BytesupError):
         super().__init__(said)
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+def stop_signals() -> tuple[int, ...]:
+    """The stop signals this OS has: SIGINT, SIGTERM and SIGHUP (Windows has no SIGHUP)."""
+    return tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+STOP_SIGNALS = stop_signals()
 # The stop signals received inside signals_raise, first one first (the process has one run at a time).
 _stopping: list[int] = []
 
@@ -414,7 +451,7 @@ def signals_raise() -> Iterator[None]:
         stopping.append(signum)
         raise _stop(signum)
 
-    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    previous = {s: signal.signal(s, handler) for s in stop_signals()}
     try:
         yield
     finally:
@@ -422,15 +459,31 @@ def signals_raise() -> Iterator[None]:
             signal.signal(s, signal.SIG_IGN if stopping else h)
 
 
+PARENT_POLL_S = 0.5
+
+
 def die_with_parent() -> None:
-    """Linux: SIGTERM to this process when its parent dies (`make run` killed, even by kill -9), which stops
-    the run as a SIGTERM does. A parent already gone by the time this is set stops it at once."""
+    """SIGTERM to this process when its parent dies (`make run` killed, even by kill -9), which stops the run as a
+    SIGTERM does: from the kernel on Linux (PR_SET_PDEATHSIG), elsewhere from a thread that looks at the parent's
+    pid every half second and hands the main thread a SIGTERM once it changed. A parent already gone by the time
+    this is set stops it at once."""
     parent = os.getppid()
     hook = engine.die_with_parent_hook()
     if hook is not None:
         hook()
+    else:
+        threading.Thread(target=_watch_parent, args=(parent,), name="bytesup-parent", daemon=True).start()
     if os.getppid() != parent:
         raise Terminated(signal.SIGTERM)
+
+
+def _watch_parent(parent: int) -> None:
+    import _thread
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    _thread.interrupt_main(signal.SIGTERM)
 
 
 # --- the folder, its index and its lessons' files ------------------------------------------------

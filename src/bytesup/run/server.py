@@ -198,7 +198,9 @@ def start_run_server(url: str, options: RunOptions, console: Console, cleanup: c
         with _spinner(console, f"starting a server on {model.name}"):
             started = engine.start_server(model, ["--port", str(port)], die_with_parent=True)
     except KeyboardInterrupt as exc:
-        # start_server stopped the half-started server; the log of a start nobody waits for goes with its folder.
+        # start_server stopped the half-started server (or, stopped before its own cleanup began, it is stopped by
+        # its pid file here); the log of a start nobody waits for goes with its folder.
+        engine.stop_server(port)
         shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
         exc.add_note(f"while the run's own server was starting on {model.name} (port {port}); it was stopped and "
                      f"its {engine.state_dir_for(port).name}/ folder removed")

@@ -8,7 +8,6 @@ A run folder (`outputs/<date>/`, written by `bytesup run`) holds `manifest.json`
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -24,6 +23,7 @@ from bytesup.store import moved
 from bytesup.store.identity import model_facts
 from bytesup.store.manifest import LessonEntry, Manifest
 from bytesup.store.results import LessonResult, load_result
+from bytesup import files
 from bytesup.files import file_sha256
 
 LOCK_FILE = ".bytesup.lock"  # held with flock by the run writing the folder (runfolder.RunLock)
@@ -61,12 +61,18 @@ def read_manifest(run_dir: Path) -> Manifest | None:
 
 def run_is_live(run_dir: Path) -> bool:
     """Whether a run holds the folder's lock now (the kernel drops it when that run's process dies)."""
+    if not files.has_flock():  # Windows: the process the lock file names still runs
+        try:
+            holder = json.loads((run_dir / LOCK_FILE).read_text(encoding="utf-8") or "{}")
+        except (OSError, ValueError):
+            return False
+        return isinstance(holder, dict) and files.holder_alive(holder)
     try:
         fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY)
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        files.fcntl.flock(fd, files.fcntl.LOCK_SH | files.fcntl.LOCK_NB)
     except OSError as exc:
         return exc.errno in (errno.EWOULDBLOCK, errno.EACCES)
     finally:
