@@ -274,6 +274,89 @@ def estimate(root: Path, manifest: Manifest, todo: list[str], skip: Path | None 
             f"{fmt_seconds(seconds)} at --repeat {theirs}, scaled to --repeat {mine}")
 
 
+def _recorded_completions(roots: list[Path], lesson_id: str, skip: Path | None) -> tuple[int, int, str] | None:
+    """(requests to /completion, its --repeat, the folder's name) of the latest run under `roots` whose recording of
+    the lesson is whole (the lesson ok) and whose --repeat is recorded; None where there is none."""
+    found: list[tuple[str, Path, int]] = []
+    for root in roots:
+        for folder, data in _manifests_under(root):
+            entry, theirs = data.lessons.get(lesson_id), _repeat(data)
+            if (entry is None or entry.status != "ok" or theirs is None
+                    or (skip is not None and folder.resolve() == skip.resolve())):
+                continue
+            if (folder / "http" / f"{lesson_id}.jsonl").is_file():
+                found.append((data.updated_at or "", folder, theirs))
+    for _, folder, theirs in sorted(found, key=lambda f: (f[0], str(f[1])), reverse=True):
+        try:
+            lines = (folder / "http" / f"{lesson_id}.jsonl").read_text(encoding="utf-8").splitlines()
+            count = sum(1 for line in lines if line.strip() and json.loads(line).get("path") == "/completion")
+        except (OSError, ValueError, AttributeError, RecursionError):
+            continue
+        return count, theirs, folder.name
+    return None
+
+
+class FirstRequestEstimate:
+    """The run's length from its lessons' own request counts, said once its first /completion is timed: the requests
+    to /completion that recorded runs of its lessons made, scaled to this run's --repeat (an upper bound: a lesson's
+    untimed requests do not repeat), times the first one's time. For a run no earlier run of its configuration timed."""
+
+    def __init__(self, requests: float, lessons: int, say: Any):
+        self.requests, self.lessons, self.say, self.done = requests, lessons, say, False
+
+    def sink(self) -> list[dict]:
+        """A lesson's list of exchanges that tells this estimate of each one appended."""
+        return _Watched(self)
+
+    def seen(self, entry: dict) -> None:
+        took = entry.get("elapsed_ms")
+        if self.done or entry.get("path") != "/completion" or not isinstance(took, (int, float)) or took <= 0:
+            return
+        self.done = True
+        n = f"{self.lessons} lesson{'s' if self.lessons != 1 else ''}"
+        self.say(f"estimate: at most about {fmt_seconds(self.requests * took / 1000.0)} for {n}: about "
+                 f"{self.requests:,.0f} requests to /completion, each as long as the first ({took / 1000.0:.3g} s); "
+                 "the other requests are not counted")
+
+
+class _Watched(list):
+    def __init__(self, owner: FirstRequestEstimate):
+        super().__init__()
+        self.owner = owner
+
+    def append(self, entry: Any) -> None:
+        super().append(entry)
+        if isinstance(entry, dict):
+            self.owner.seen(entry)
+
+
+def first_request_estimate(roots: list[Path], manifest: Manifest, todo: list[str], say: Any,
+                           skip: Path | None = None) -> FirstRequestEstimate | None:
+    """Says how many requests to /completion the lessons in `todo` will make at this run's --repeat, counted in the
+    latest recorded run of each (`_recorded_completions`), and returns what says the run's length once the first is
+    timed; None (after saying why) where a lesson has no recorded run to count from."""
+    mine = _repeat(manifest)
+    counted: list[tuple[str, tuple[int, int, str]]] = []
+    missing: list[str] = []
+    for lid in todo:
+        rec = _recorded_completions(roots, lid, skip)
+        if rec is None:
+            missing.append(lid)
+        else:
+            counted.append((lid, rec))
+    if missing or not mine:
+        names = ", ".join(missing) or "these lessons"
+        say(f"estimate: nor from the lessons' requests: no recorded run of {names} under "
+            f"{' or '.join(str(r) for r in roots)} to count them in")
+        return None
+    total = sum(n * mine / theirs for _, (n, theirs, _) in counted)
+    shown = "; ".join(f"{lid}: {n:,} in {name} at --repeat {theirs}" for lid, (n, theirs, name) in counted[:3])
+    more = f"; and {len(counted) - 3} more" if len(counted) > 3 else ""
+    say(f"estimate: the lessons make about {total:,.0f} requests to /completion at --repeat {mine} ({shown}{more}, "
+        "scaled by the repeats); the run's length follows once the first is timed")
+    return FirstRequestEstimate(total, len(todo), say)
+
+
 # --- resuming the same configuration -----------------------------------------------------------
 
 def identity_differences(old: Manifest, new: Manifest) -> list[str]:

@@ -29,7 +29,7 @@ from bytesup.lesson import LessonContext, Reporter, RunShared
 from bytesup.options import RunOptions, redact_command
 from bytesup.llama.recording import RecordingTransport, ReplayTransport
 from bytesup.run.report import write_run_report
-from bytesup.paths import outputs_root
+from bytesup.paths import REPO_ROOT, outputs_root
 from bytesup.run.folder import (
     DISK_FULL,
     INDEX_MARK,
@@ -41,6 +41,7 @@ from bytesup.run.folder import (
     die_with_parent,
     differences,
     estimate,
+    first_request_estimate,
     identity_differences,
     keep_failed,
     resume_command,
@@ -299,8 +300,14 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             identity_cache.update(lesson_identity(manifest))
         return identity_cache
 
+    first_timed = None
     if todo and options.replay is None:
-        console.print(rich_text(estimate(outputs_root(), manifest, todo, skip=run_dir)), highlight=False)
+        line = estimate(outputs_root(), manifest, todo, skip=run_dir)
+        console.print(rich_text(line), highlight=False)
+        if line.startswith("estimate: none"):  # no earlier run timed these: from their request counts instead
+            first_timed = first_request_estimate(list(dict.fromkeys([outputs_root(), REPO_ROOT / "outputs"])),
+                                                 manifest, todo, lambda text: console.print(rich_text(text), highlight=False),
+                                                 skip=run_dir)
     build = manifest.engine.build or seen.props.get("build_info")
     failures = 0
     interrupted: KeyboardInterrupt | None = None
@@ -311,7 +318,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
         for lid in todo:
             module = load_lesson(lid)
             title = lesson_title(module)
-            sink: list[dict] = []
+            sink: list[dict] = first_timed.sink() if first_timed is not None and not first_timed.done else []
             client: LlamaServer | None = None
             reporter = Reporter(progress, lid)
             entry = lessons_state[lid]
