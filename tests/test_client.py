@@ -195,3 +195,11 @@ def test_a_cut_answer_means_a_server_answers_there():
 
     with RawServer(cut) as server:
         assert answers(server.url, None, 5.0) is True   # never taken for "no server": no server is started in its place
+
+
+def test_a_connection_closed_without_any_answer_says_so():
+    from test_faults_second_round import RawServer
+
+    with RawServer(lambda wfile: None) as server:
+        with pytest.raises(ServerUnreachable, match="took the connection and closed it without an answer"):
+            LlamaServer(server.url, timeout=5).health()

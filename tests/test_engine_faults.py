@@ -302,3 +302,38 @@ def test_a_suggested_url_brackets_an_ipv6_host(monkeypatch, tmp_path):
     assert "--server http://[::1]:8404" in str(err.value)
     assert [process.url_host(h) for h in ("::1", "[::1]", "127.0.0.1", "localhost")] == ["[::1]", "[::1]", "127.0.0.1",
                                                                                         "localhost"]
+
+
+# --- a server starting: stopped, or with nowhere to write -------------------------------------------------------------
+
+def test_ctrl_c_while_start_server_sh_starts_one_leaves_nothing(tmp_path, fake, model):
+    state = Path(os.environ["BYTESUP_STATE"])
+    env = {**os.environ, "FAKE_START_DELAY": "60"}
+    start = subprocess.Popen([sys.executable, "-m", "bytesup.llama.process", "start", str(model), "--port", "8431"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        pid_file = state / "server-8431" / "pid"
+        wait_for(lambda: pid_file.is_file() and pid_file.read_text().endswith("\n"), timeout=60)
+        server_pid = int(pid_file.read_text().split()[0])
+        time.sleep(0.3)
+        start.send_signal(signal.SIGINT)
+        code = start.wait(timeout=60)
+    finally:
+        if start.poll() is None:
+            start.kill()
+    said = start.stdout.read()
+    assert code == 130 and "Traceback" not in said and "stopped by Ctrl-C" in said, said
+    assert not (state / "server-8431").exists()
+    wait_for(lambda: not psutil.pid_exists(server_pid) or psutil.Process(server_pid).status() == psutil.STATUS_ZOMBIE)
+
+
+def test_a_state_folder_that_cannot_be_made_is_one_paragraph(tmp_path, fake, model, monkeypatch):
+    from bytesup.errors import ServerStartError
+    from bytesup.llama import process
+
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("BYTESUP_STATE", str(tmp_path / "a-file" / "run"))
+    with pytest.raises(ServerStartError) as err:
+        process.start_server(model, ["--port", "8432"])
+    assert "Could not make the server's folder" in str(err.value) and "BYTESUP_STATE" in str(err.value)
+    assert "Nothing was started" in str(err.value) and (tmp_path / "a-file").read_text() == "x"

@@ -316,3 +316,33 @@ def test_a_time_that_makes_a_speed_infinite_is_refused_when_read(change, speed):
     body["timings"].update(change)
     with pytest.raises(ImplausibleValue, match=f"makes the {speed} speed infinite"):
         r.parse(r.Completion, body, path="/completion")
+
+
+@pytest.mark.parametrize("name,listed,change,why", [
+    ("completion_logprobs", "top_logprobs", lambda cs: [c.update(logprob=math.log(0.6)) for c in cs[:2]], "add up to"),
+    ("completion_post_sampling", "top_probs", lambda cs: [c.update(prob=0.9) for c in cs], "add up to"),
+    ("completion_logprobs", "top_logprobs", lambda cs: cs[2].update(id=cs[0]["id"]), "lists a token more than once"),
+])
+def test_candidates_no_distribution_gives_are_refused(name, listed, change, why):
+    """Two candidates at 0.6 each (or five at 0.9) add up to more than 1; a token listed twice is no list of a softmax."""
+    from bytesup.errors import ImplausibleValue
+
+    body = load_fixture(name)["response"]
+    change(body["completion_probabilities"][0][listed])
+    with pytest.raises(ImplausibleValue) as exc:
+        r.parse(r.Completion, body, path="/completion")
+    assert "completion_probabilities.0, which no llama.cpp server sends (" in str(exc.value) and why in str(exc.value)
+
+
+@pytest.mark.parametrize("where", ["completion_probabilities__0__id", "completion_probabilities__0__top_logprobs__3__id",
+                                   "tokens_evaluated"])
+def test_a_negative_token_id_or_count_is_refused(where):
+    from bytesup.errors import ImplausibleValue
+
+    body = load_fixture("completion_logprobs")["response"]
+    node, keys = body, where.split("__")
+    for k in keys[:-1]:
+        node = node[int(k)] if k.isdigit() else node[k]
+    node[keys[-1]] = -3
+    with pytest.raises(ImplausibleValue, match="below the smallest possible value"):
+        r.parse(r.Completion, body, path="/completion")

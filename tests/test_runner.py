@@ -6,6 +6,7 @@ are two small lessons written into a temporary folder (BYTESUP_LESSONS)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import httpx
@@ -554,3 +555,37 @@ def test_run_all_replays_the_lessons_a_folder_holds_and_names_the_others(lessons
     manifest = json.loads((again / "manifest.json").read_text())
     assert manifest["status"] == "complete" and list(manifest["lessons"]) == ["01_tokens"]
     assert (again / "01_tokens.json").read_text() == (recorded / "01_tokens.json").read_text()
+
+
+@pytest.mark.parametrize("given,shown", [
+    ("http://::1:8404", "`--server http://[::1]:8404`"),
+    ("::1:8404", "`--server http://[::1]:8404`"),
+    ("127.0.0.1:8099", "`--server http://127.0.0.1:8099`"),
+])
+def test_a_server_address_that_is_no_url_suggests_one_with_ipv6_in_brackets(lessons, tmp_path, given, shown):
+    res = CliRunner().invoke(app, ["run", "01_tokens", "--server", given, "--out", str(tmp_path / "run")])
+    said = " ".join(res.output.split())
+    assert res.exit_code != 0 and "Traceback" not in said and shown in said, said
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_engine_facts_of_a_server_on_ipv6_are_read_by_its_port(monkeypatch):
+    from bytesup.run import server
+
+    asked = []
+    monkeypatch.setattr(server.engine, "read_engine_info", lambda port: asked.append(port) or {"engine": "x"})
+    assert server.engine_facts("http://[::1]:8404", {}, None)["engine"] == "x" and asked == [8404]
+
+
+def test_a_model_that_cannot_be_built_for_the_runs_server_is_one_paragraph(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from bytesup.errors import BytesupError
+    from bytesup.run.server import model_for_run
+
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("BYTESUP_MODELS", str(tmp_path / "a-file" / "models"))
+    monkeypatch.setenv("BYTESUP_MODEL", "tiny-q8_0")
+    with pytest.raises(BytesupError) as err:
+        model_for_run(RunOptions(), Console(file=open(os.devnull, "w")))
+    assert "Could not build or fetch the model tiny-q8_0" in str(err.value) and "BYTESUP_MODELS" in str(err.value)

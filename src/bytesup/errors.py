@@ -91,9 +91,12 @@ class AnswerTooLarge(BytesupError):
 
 
 class ImplausibleValue(BytesupError):
+    """`value` is shown after the field's name; Ellipsis where the reason says it all (a list's sum, say)."""
+
     def __init__(self, path: str, field: str, value: object, why: str, build: str | None):
+        shown = "" if value is Ellipsis else f" = {value!r}"
         super().__init__(
-            f"The server's answer to {path} gives {field} = {value!r}, which no llama.cpp server sends ({why}; server "
+            f"The server's answer to {path} gives {field}{shown}, which no llama.cpp server sends ({why}; server "
             f"build: {build or 'unknown'}). Nothing was computed from it. Check the server's log, and run the lesson "
             "against a llama-server you trust; if this build really sends it, report the build and the field.")
 

@@ -205,6 +205,10 @@ def server_start(ctx: typer.Context) -> None:
         started = engine.start_server(model, args)
     except BytesupError as exc:
         raise fail(exc) from None
+    except KeyboardInterrupt:
+        err.print("stopped by Ctrl-C: the server that was starting was stopped and its folder under .run/ removed; "
+                  "nothing is left running", highlight=False)
+        raise typer.Exit(130) from None
     out.print(rich_text(f"engine: {started.info['choice']['why']}"))
     out.print(rich_text(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, "
                         f"pid {started.pid}; log {started.log_path}"))

@@ -98,6 +98,9 @@ class LlamaServer:
             raise ServerTimeout(self.base_url, path, self.timeout) from None
         except CutShort as exc:
             raise AnswerCutShort(self.base_url, path, exc.received, str(exc)[:200]) from None
+        except httpx.RemoteProtocolError:
+            raise ServerUnreachable(self.base_url, "something there took the connection and closed it without an "
+                                    "answer: RemoteProtocolError") from None
         except httpx.TransportError as exc:
             raise ServerUnreachable(self.base_url, type(exc).__name__) from None
         if resp.status_code >= 400:

@@ -440,19 +440,29 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     api_key = merged.get("--api-key")
     env = {**os.environ, "LLAMA_API_KEY": api_key} if api_key else None
     argv = command + flags_to_argv(on_command_line)
-    state.mkdir(parents=True, exist_ok=True)
     log_path = state / "server.log"
-    with open(log_path, "wb") as log:
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "wb")
+    except OSError as exc:
+        raise ServerStartError(
+            f"Could not make the server's folder {state} for its pid file and log ({exc.strerror or exc}). Nothing "
+            "was started. Set BYTESUP_STATE to a folder you can write to (or free some space), then start again."
+        ) from None
+    with log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                 env=env, preexec_fn=die_with_parent_hook() if die_with_parent else None)
     # The process's start time beside its pid: a pid reused by another program is never taken for it.
     pid_file.write_text(f"{proc.pid}\n{_process_started(proc.pid) or ''}\n")
     try:
         return _wait_ready(proc, chosen, merged, model, host, port, state, wait_s)
-    except BaseException:
-        # Ctrl-C or an error while waiting: the half-started server is not left behind.
+    except BaseException as exc:
+        # Ctrl-C or an error while waiting: the half-started server is not left behind. After an error its log
+        # stays for the message to point at; after a stop nobody reads it, and the folder goes.
         _terminate(proc.pid)
         pid_file.unlink(missing_ok=True)
+        if isinstance(exc, KeyboardInterrupt):
+            shutil.rmtree(state, ignore_errors=True)
         raise
 
 
@@ -609,6 +619,10 @@ def main(argv: list[str] | None = None) -> int:
     except BytesupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print("stopped by Ctrl-C: a server that was starting was stopped and its folder under .run/ removed; nothing "
+              "is left running", file=sys.stderr)
+        return 130
     print(f"unknown action {action!r}: use start, stop or status", file=sys.stderr)
     return 2
 

@@ -25,7 +25,10 @@ LogProb = Annotated[float, Field(le=ROUNDING, allow_inf_nan=False)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0 + ROUNDING, allow_inf_nan=False)]
 Millis = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
+TokenId = Annotated[int, Field(ge=0)]
 MIN_TOP_PROBABILITY = 2.0 ** -32
+# Listed candidates are some of one distribution: their probabilities add up to at most 1 (float32 rounding aside).
+SUM_TOLERANCE = 1e-3
 
 
 class ServerRecord(BaseModel):
@@ -44,7 +47,7 @@ class Props(ServerRecord):
 
 
 class TokenPiece(ServerRecord):
-    id: int
+    id: TokenId
     # Pieces that are not valid UTF-8 arrive as a list of byte values: kept as they came.
     piece: str | list[int]
 
@@ -54,7 +57,7 @@ class TokenPiece(ServerRecord):
 
 
 class Tokenized(ServerRecord):
-    tokens: list[TokenPiece] | list[int]
+    tokens: list[TokenPiece] | list[TokenId]
 
     @property
     def ids(self) -> list[int]:
@@ -66,14 +69,14 @@ class Detokenized(ServerRecord):
 
 
 class TopLogprob(ServerRecord):
-    id: int
+    id: TokenId
     token: str
     bytes: list[int] | None = None
     logprob: LogProb
 
 
 class TopProb(ServerRecord):
-    id: int
+    id: TokenId
     token: str
     bytes: list[int] | None = None
     prob: Probability
@@ -83,7 +86,7 @@ class TokenProbabilities(ServerRecord):
     """One generated position. Two shapes: full softmax (`post_sampling_probs: false`)
     gives logprob/top_logprobs; after the sampler chain (`true`) gives prob/top_probs."""
 
-    id: int
+    id: TokenId
     token: str
     bytes: list[int] | None = None
     logprob: LogProb | None = None
@@ -101,6 +104,13 @@ class TokenProbabilities(ServerRecord):
                 raise PydanticCustomError(
                     "implausible", "every candidate of {listed} has a probability below 2^-32, the least the most "
                     "likely token of any vocabulary has", {"listed": listed})
+            if sum(values) > 1.0 + SUM_TOLERANCE:
+                raise PydanticCustomError("implausible", "the probabilities of {listed} add up to {total}, more than 1",
+                                          {"listed": listed, "total": f"{sum(values):.6g}"})
+        for listed, ids in (("top_logprobs", [c.id for c in self.top_logprobs or []]),
+                            ("top_probs", [c.id for c in self.top_probs or []])):
+            if len(set(ids)) != len(ids):
+                raise PydanticCustomError("implausible", "{listed} lists a token more than once", {"listed": listed})
         return self
 
     def candidates(self) -> list["Candidate"]:
@@ -158,10 +168,10 @@ class Timings(ServerRecord):
 
 class Completion(ServerRecord):
     content: str
-    tokens: list[int] = []
+    tokens: list[TokenId] = []
     stop_type: str | None = None
-    tokens_evaluated: int | None = None
-    tokens_cached: int | None = None
+    tokens_evaluated: Count | None = None
+    tokens_cached: Count | None = None
     generation_settings: dict[str, Any] | None = None
     timings: Timings
     completion_probabilities: list[TokenProbabilities] = []
@@ -184,7 +194,7 @@ class StreamEvent(ServerRecord):
     content: str = ""
     tokens: list[int] = []
     stop: bool = False
-    tokens_predicted: int | None = None
+    tokens_predicted: Count | None = None
     stop_type: str | None = None
     completion_probabilities: list[TokenProbabilities] = []
     timings: Timings | None = None
@@ -291,6 +301,7 @@ def parse(model: type[R], data: Any, *, path: str, url: str = "", build: str | N
                 field = ".".join(str(p) for p in err["loc"]) or "the answer"
                 value = {k: v for k, v in (err.get("input") or {}).items() if "_n" in k or "_ms" in k} \
                     if isinstance(err.get("input"), dict) else err.get("input")
+                value = value if value != {} else Ellipsis  # a position's candidates: the reason names them
                 raise ImplausibleValue(path, field, value, err["msg"], build) from None
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "the body"

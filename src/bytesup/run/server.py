@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
+import httpx
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -25,12 +26,29 @@ from bytesup.options import RunOptions
 from bytesup.llama.placement import is_loopback
 
 
+def _as_url_host(rest: str) -> str:
+    """host:port as a URL writes it: an IPv6 address (more than one colon, no brackets) goes in brackets."""
+    if rest.count(":") < 2 or rest.startswith("["):
+        return rest
+    host, _, port = rest.rpartition(":")
+    return f"[{host}]:{port}" if port.isdigit() and host else f"[{rest}]"
+
+
 def check_server_url(url: str) -> None:
     if not re.match(r"^https?://[^/]", url):
         raise BytesupError(
             f"The server address {url!r} is not a URL: it needs a scheme, as in "
-            f"`--server http://{url.split('://')[-1] or '127.0.0.1:8099'}` (or set BYTESUP_SERVER the same way)."
+            f"`--server http://{_as_url_host(url.split('://')[-1]) or '127.0.0.1:8099'}` (or set BYTESUP_SERVER the same way)."
         )
+    try:
+        _ = httpx.URL(url).port
+    except httpx.InvalidURL as exc:
+        scheme, _, rest = url.partition("://")
+        host_port = rest.split("/", 1)[0]
+        raise BytesupError(
+            f"The server address {url!r} is not a valid URL ({exc}). An IPv6 address goes in brackets: "
+            f"`--server {scheme}://{_as_url_host(host_port)}`."
+        ) from None
 
 
 def probe(url: str, options: RunOptions) -> tuple[dict[str, Any], dict | None]:
@@ -95,10 +113,10 @@ def check_model_matches(model: Path, models: dict | None) -> None:
 
 
 def engine_facts(url: str, props: dict, models: dict | None) -> dict:
-    port = None
-    m = re.match(r"https?://[^/:]+:(\d+)", url)
-    if m:
-        port = int(m.group(1))
+    try:
+        port = urlparse(url).port  # also of http://[::1]:8404
+    except ValueError:
+        port = None
     info = engine.read_engine_info(port) if port and is_loopback(urlparse(url).hostname or "") else None
     facts = dict(info) if info else observed_engine(props)
     facts.update({"url": redact_url(url), "props": props, "v1_models": models})
@@ -177,6 +195,12 @@ def model_for_run(options: RunOptions, console: Console) -> Path:
     with _spinner(console, f"model {name}: building or fetching it (once; later runs reuse the file)"):
         try:
             return models.ensure_model(name)
+        except OSError as exc:
+            raise BytesupError(
+                f"Could not build or fetch the model {name} for the run's own server ({exc.strerror or exc}"
+                f"{f': {exc.filename}' if exc.filename else ''}). Nothing was left half-written. Set BYTESUP_MODELS "
+                "(and BYTESUP_CACHE) to folders you can write to, or free some space, or pass --server URL."
+            ) from None
         except KeyError:
             raise BytesupError(
                 f"{MODEL_ENV}={wanted} is neither a GGUF file nor a model preset. Set it to a .gguf path or "
