@@ -203,3 +203,11 @@ def test_a_connection_closed_without_any_answer_says_so():
     with RawServer(lambda wfile: None) as server:
         with pytest.raises(ServerUnreachable, match="took the connection and closed it without an answer"):
             LlamaServer(server.url, timeout=5).health()
+
+
+def test_more_positions_than_n_predict_are_refused_whatever_predicted_n_says(httpx_mock):
+    body = logprobs_answer(predicted_n=1_000, predicted_ms=5_000.0)
+    body["completion_probabilities"] = body["completion_probabilities"] * 1_000   # as many positions: still not asked
+    httpx_mock.add_response(json=body)
+    with pytest.raises(ImplausibleValue, match=r"completion_probabilities = 1000, .*and n_predict asked for 1;"):
+        LlamaServer(URL).completion("x", n_predict=1, n_probs=8)

@@ -473,8 +473,8 @@ def test_the_manifest_keeps_each_lesson_files_sha256_and_a_replay_checks_it(less
 
 # --- a stop while the run's own server starts ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("after_s", [0.05, 0.4, 1.0])
-def test_ctrl_c_while_the_runs_server_starts_says_so_and_leaves_nothing(tmp_path, lessons, after_s):
+@pytest.mark.parametrize("after_s,signame", [(0.05, "SIGINT"), (0.4, "SIGINT"), (1.0, "SIGINT"), (0.4, "SIGTERM")])
+def test_ctrl_c_while_the_runs_server_starts_says_so_and_leaves_nothing(tmp_path, lessons, after_s, signame):
     import os
     import signal
     import subprocess
@@ -502,14 +502,15 @@ def test_ctrl_c_while_the_runs_server_starts_says_so_and_leaves_nothing(tmp_path
         wait_for(lambda: bool(written()), timeout=60)
         server_pid = int(written()[0].split()[0])
         time.sleep(after_s)
-        run.send_signal(signal.SIGINT)
+        run.send_signal(getattr(signal, signame))
         code = run.wait(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
     said = " ".join(run.stdout.read().split())
-    assert code == 130, said
-    assert "Stopped by Ctrl-C before the run's first lesson began, while the run's own server was starting" in said
+    assert code == (130 if signame == "SIGINT" else 143), said
+    how = "Ctrl-C" if signame == "SIGINT" else "SIGTERM"
+    assert f"Stopped by {how} before the run's first lesson began, while the run's own server was starting" in said
     assert "Traceback" not in said and "KeyboardInterrupt" not in said
     assert not list(state.glob("server-*")) and not out.exists()
     wait_for(lambda: not psutil_alive(server_pid), timeout=15)

@@ -311,16 +311,21 @@ def parse(model: type[R], data: Any, *, path: str, url: str = "", build: str | N
 def check_asked(answer: "Completion | StreamedCompletion", settings: dict[str, Any], *, path: str,
                 build: str | None = None) -> None:
     """An answer holds what its request asked, or ImplausibleValue names the field: at least one generated token
-    where n_predict asked for some; where n_probs asked for candidates, one position per generated token (not
-    streamed) and between 1 and n_probs candidates in each; no more positions than generated tokens otherwise."""
+    and at most n_predict positions where n_predict asked for some; where n_probs asked for candidates, one
+    position per generated token (not streamed) and between 1 and n_probs candidates in each; no more positions
+    than generated tokens otherwise."""
     n_predict, n_probs = settings.get("n_predict"), settings.get("n_probs")
     asked = n_probs if isinstance(n_probs, int) and not isinstance(n_probs, bool) and n_probs > 0 else 0
     generated = answer.timings.predicted_n
-    if isinstance(n_predict, int) and not isinstance(n_predict, bool) and n_predict > 0 and generated == 0:
+    limited = isinstance(n_predict, int) and not isinstance(n_predict, bool) and n_predict > 0
+    if limited and generated == 0:
         raise ImplausibleValue(path, "timings.predicted_n", 0, f"no token generated where n_predict asked for "
                                f"{n_predict}, and a server always generates at least one", build)
     if isinstance(answer, Completion):
         positions = answer.completion_probabilities
+        if limited and len(positions) > n_predict:
+            raise ImplausibleValue(path, "the number of completion_probabilities", len(positions),
+                                   f"one position per generated token, and n_predict asked for {n_predict}", build)
         if (asked and len(positions) != generated) or len(positions) > generated:
             raise ImplausibleValue(path, "the number of completion_probabilities", len(positions),
                                    f"one position per generated token, and timings.predicted_n is {generated}", build)
