@@ -317,13 +317,13 @@ def check_asked(answer: "Completion | StreamedCompletion", settings: dict[str, A
     n_predict, n_probs = settings.get("n_predict"), settings.get("n_probs")
     asked = n_probs if isinstance(n_probs, int) and not isinstance(n_probs, bool) and n_probs > 0 else 0
     generated = answer.timings.predicted_n
-    limited = isinstance(n_predict, int) and not isinstance(n_predict, bool) and n_predict > 0
-    if limited and generated == 0:
+    limit = n_predict if isinstance(n_predict, int) and not isinstance(n_predict, bool) and n_predict > 0 else None
+    if limit is not None and generated == 0:
         raise ImplausibleValue(path, "timings.predicted_n", 0, f"no token generated where n_predict asked for "
                                f"{n_predict}, and a server always generates at least one", build)
     if isinstance(answer, Completion):
         positions = answer.completion_probabilities
-        if limited and len(positions) > n_predict:
+        if limit is not None and len(positions) > limit:
             raise ImplausibleValue(path, "the number of completion_probabilities", len(positions),
                                    f"one position per generated token, and n_predict asked for {n_predict}", build)
         if (asked and len(positions) != generated) or len(positions) > generated:
