@@ -346,3 +346,16 @@ def test_a_negative_token_id_or_count_is_refused(where):
     node[keys[-1]] = -3
     with pytest.raises(ImplausibleValue, match="below the smallest possible value"):
         r.parse(r.Completion, body, path="/completion")
+
+
+@pytest.mark.parametrize("value", [256, -1])
+def test_a_byte_past_255_in_a_token_is_refused_not_a_crash_where_it_is_shown(value):
+    from bytesup.errors import ImplausibleValue
+
+    body = load_fixture("completion_logprobs")["response"]
+    body["completion_probabilities"][0]["top_logprobs"][0]["bytes"] = [104, value]
+    with pytest.raises(ImplausibleValue, match=r"top_logprobs\.0\.bytes\.1 = "):
+        r.parse(r.Completion, body, path="/completion")
+    pieces = {"tokens": [{"id": 5, "piece": [value]}]}
+    with pytest.raises(ImplausibleValue, match="possible value"):
+        r.parse(r.Tokenized, pieces, path="/tokenize")

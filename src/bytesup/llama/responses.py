@@ -26,6 +26,7 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0 + ROUNDING, allow_inf_nan=Fa
 Millis = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
 TokenId = Annotated[int, Field(ge=0)]
+Byte = Annotated[int, Field(ge=0, le=255)]  # a token's bytes, where the server lists them as numbers
 MIN_TOP_PROBABILITY = 2.0 ** -32
 # Listed candidates are some of one distribution: their probabilities add up to at most 1 (float32 rounding aside).
 SUM_TOLERANCE = 1e-3
@@ -49,7 +50,7 @@ class Props(ServerRecord):
 class TokenPiece(ServerRecord):
     id: TokenId
     # Pieces that are not valid UTF-8 arrive as a list of byte values: kept as they came.
-    piece: str | list[int]
+    piece: str | list[Byte]
 
     @property
     def piece_bytes(self) -> bytes:
@@ -71,14 +72,14 @@ class Detokenized(ServerRecord):
 class TopLogprob(ServerRecord):
     id: TokenId
     token: str
-    bytes: list[int] | None = None
+    bytes: list[Byte] | None = None
     logprob: LogProb
 
 
 class TopProb(ServerRecord):
     id: TokenId
     token: str
-    bytes: list[int] | None = None
+    bytes: list[Byte] | None = None
     prob: Probability
 
 
@@ -88,7 +89,7 @@ class TokenProbabilities(ServerRecord):
 
     id: TokenId
     token: str
-    bytes: list[int] | None = None
+    bytes: list[Byte] | None = None
     logprob: LogProb | None = None
     top_logprobs: list[TopLogprob] | None = None
     prob: Probability | None = None
@@ -192,7 +193,7 @@ class StreamEvent(ServerRecord):
     a character left unfinished at the end are counted only by the final event."""
 
     content: str = ""
-    tokens: list[int] = []
+    tokens: list[TokenId] = []
     stop: bool = False
     tokens_predicted: Count | None = None
     stop_type: str | None = None
