@@ -189,3 +189,25 @@ def test_an_options_help_names_lessons_by_number_and_letter():
     field = OptionField("x", "--x", FieldInfo(description="a value"), False, ("04_next_token", "05b_speculative_decoding"))
     assert field.help() == "a value (lessons 4 and 5b)"
     assert OptionField("x", "--x", FieldInfo(description="a value"), False, ("08_capstone",)).help() == "a value (lesson 8)"
+
+
+def test_ctrl_c_while_bytesup_loads_is_one_line_not_a_traceback():
+    """A KeyboardInterrupt no command caught, raised while the command's modules load: one line, status 130."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import signal, os, sys, importlib.abc, bytesup.cli\n"
+            "class Stop(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'bytesup.run.runner':\n"
+            "            os.kill(os.getpid(), signal.SIGINT)\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Stop())\n"
+            "import bytesup.cli.app\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ})
+    assert done.returncode in (130, -2), done.stderr
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
+    assert done.stderr.strip() == ("Stopped by Ctrl-C while bytesup was loading, before it started anything: nothing "
+                                   "was run or written.")

@@ -259,3 +259,81 @@ def test_the_scripts_say_what_to_do_when_no_bytesup_is_found(checkout_without_ve
     if res.returncode == 0:
         pytest.skip("the system python3 has bytesup installed")
     assert "no Python with bytesup installed was found" in res.stderr and "BYTESUP_PYTHON" in res.stderr
+
+
+# --- IPv6 hosts ---------------------------------------------------------------------------------------------------
+
+def ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_an_ipv6_host_is_probed_with_an_ipv6_socket():
+    import socket
+
+    from bytesup.llama.process import free_port, port_is_free
+
+    port = free_port("::1")
+    assert port_is_free("::1", port) and port_is_free("[::1]", port)
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as taken:
+        taken.bind(("::1", port))
+        taken.listen()
+        assert not port_is_free("::1", port)
+
+
+def test_a_suggested_url_brackets_an_ipv6_host(monkeypatch, tmp_path):
+    from bytesup.errors import ServerStartError
+    from bytesup.llama import process
+
+    monkeypatch.setenv("BYTESUP_STATE", str(tmp_path / "state"))
+    monkeypatch.setattr(process, "check_gguf", lambda path: None)
+    monkeypatch.setattr(process, "port_is_free", lambda host, port: False)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    with pytest.raises(ServerStartError) as err:
+        process.start_server(model, ["--host", "::1", "--port", "8403"])
+    assert "--server http://[::1]:8404" in str(err.value)
+    assert [process.url_host(h) for h in ("::1", "[::1]", "127.0.0.1", "localhost")] == ["[::1]", "[::1]", "127.0.0.1",
+                                                                                        "localhost"]
+
+
+# --- a server starting: stopped, or with nowhere to write -------------------------------------------------------------
+
+def test_ctrl_c_while_start_server_sh_starts_one_leaves_nothing(tmp_path, fake, model):
+    state = Path(os.environ["BYTESUP_STATE"])
+    env = {**os.environ, "FAKE_START_DELAY": "60"}
+    start = subprocess.Popen([sys.executable, "-m", "bytesup.llama.process", "start", str(model), "--port", "8431"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        pid_file = state / "server-8431" / "pid"
+        wait_for(lambda: pid_file.is_file() and pid_file.read_text().endswith("\n"), timeout=60)
+        server_pid = int(pid_file.read_text().split()[0])
+        time.sleep(0.3)
+        start.send_signal(signal.SIGINT)
+        code = start.wait(timeout=60)
+    finally:
+        if start.poll() is None:
+            start.kill()
+    said = start.stdout.read()
+    assert code == 130 and "Traceback" not in said and "stopped by Ctrl-C" in said, said
+    assert not (state / "server-8431").exists()
+    wait_for(lambda: not psutil.pid_exists(server_pid) or psutil.Process(server_pid).status() == psutil.STATUS_ZOMBIE)
+
+
+def test_a_state_folder_that_cannot_be_made_is_one_paragraph(tmp_path, fake, model, monkeypatch):
+    from bytesup.errors import ServerStartError
+    from bytesup.llama import process
+
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("BYTESUP_STATE", str(tmp_path / "a-file" / "run"))
+    with pytest.raises(ServerStartError) as err:
+        process.start_server(model, ["--port", "8432"])
+    assert "Could not make the server's folder" in str(err.value) and "BYTESUP_STATE" in str(err.value)
+    assert "Nothing was started" in str(err.value) and (tmp_path / "a-file").read_text() == "x"

@@ -90,3 +90,32 @@ def test_where_the_server_decodes_is_never_decided_on_an_unknown_list(monkeypatc
         facts = ctx.server_facts()
         assert facts["host_bandwidth_applies"] is True and facts["accelerators"] == []
         assert ctx.notes and "failed with exit code 9" in ctx.notes[0] and "--n-gpu-layers 0" in ctx.notes[0]
+
+
+# --- other platforms: no /proc, no load average -----------------------------------------------------------------------
+
+def test_the_cpu_name_without_proc(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from bytesup.host import environment
+
+    def no_proc(self, *args, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", str(self))
+
+    monkeypatch.setattr(Path, "read_text", no_proc)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(environment, "_run", lambda cmd, cwd=None: "Apple M2 Pro" if cmd[-1] == "machdep.cpu.brand_string" else None)
+    assert environment.cpu_model() == "Apple M2 Pro"
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(environment.platform, "processor", lambda: "Intel64 Family 6 Model 154 Stepping 3, GenuineIntel")
+    assert environment.cpu_model() == "Intel64 Family 6 Model 154 Stepping 3, GenuineIntel"
+
+
+def test_no_load_average_where_the_os_keeps_none(monkeypatch):
+    import os
+
+    from bytesup.host import environment
+
+    monkeypatch.delattr(os, "getloadavg")    # Windows
+    assert environment.load_average() is None

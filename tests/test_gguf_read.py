@@ -226,3 +226,15 @@ def test_tensor_data_is_not_loaded(tmp_path):
     assert info["tensor_bytes"] == nbytes and info["data_offset"] == data_start
     assert row == [0.0] * n_embd
     assert grown < 32 * 2**20, f"RSS grew by {grown} bytes"
+
+
+def test_a_version_field_no_writer_uses_is_not_echoed(tmp_path):
+    path = tmp_path / "tops.gguf"
+    path.write_bytes(b"GGUFTOPSECRET, and more of another file's text" * 2)
+    with pytest.raises(GGUFError) as err:
+        check_gguf(path)
+    text = str(err.value)
+    assert "1397772116" not in text and "TOPS" not in text and "no GGUF version any writer uses" in text
+    path.write_bytes(b"GGUF" + (7).to_bytes(4, "little") + bytes(40))
+    with pytest.raises(GGUFError, match="is GGUF version 7, which this reader does not handle"):
+        check_gguf(path)

@@ -478,3 +478,41 @@ def test_matvec_bandwidth_is_the_matrix_bytes_over_each_products_time(monkeypatc
 def test_matvec_bandwidth_really_multiplies():
     r = hostbench.measure_matvec_bandwidth(2, 4 * MiB, repeats=2)
     assert r["threads"] == 2 and len(r["gb_per_s"]["samples"]) == 2 and r["gb_per_s"]["min"] > 0
+
+
+# --- other platforms: no /sys ---------------------------------------------------------------------------------------
+
+def test_macos_cache_size_comes_from_sysctl(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+
+    asked = []
+
+    def sysctl(argv, **kwargs):
+        asked.append(argv[-1])
+        known = {"hw.perflevel0.l2cachesize": "16777216\n"}   # an Apple M-series chip: no L3, 16 MiB of L2
+        out = known.get(argv[-1])
+        return subprocess.CompletedProcess(argv, 0 if out else 1, out or "", "")
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(subprocess, "run", sysctl)
+    found = hostbench.last_level_cache(str(tmp_path / "no-sys"))
+    assert found == {"bytes": 16 * 2**20, "level": 2, "source": "sysctl hw.perflevel0.l2cachesize"}
+    assert asked == ["hw.l3cachesize", "hw.perflevel0.l2cachesize"]
+
+
+@pytest.mark.parametrize("platform", ["win32", "darwin"])
+def test_no_cache_size_is_said_and_the_floor_used(monkeypatch, tmp_path, platform):
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(sys, "platform", platform)
+    monkeypatch.setattr(subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(argv, 1, "", "unknown oid"))
+    found = hostbench.last_level_cache(str(tmp_path / "no-sys"))
+    assert found == {"bytes": None, "level": None, "source": None}
+    plan = hostbench.run_bandwidth_plan(4, found["bytes"])
+    assert plan["working_set_bytes"] == hostbench.MIN_WORKING_SET == 256 * 2**20
+    reading = {"gb_per_s": {"median": 10.0, "min": 9.0, "max": 11.0, "samples": [10.0] * 15}, "threads": 4,
+               "bytes_per_sample": plan["working_set_bytes"], "llc_bytes": None}
+    assert "this OS reported no last-level cache size, so the working set is the 256 MiB floor" in \
+        hostbench.describe_reading(reading)

@@ -165,7 +165,7 @@ def test_effective_gbs_and_efficiency_by_hand():
 def test_top_answer_is_the_most_probable_candidate():
     c = Completion(content=" Paris", timings={"prompt_n": 6, "prompt_ms": 5.0, "predicted_n": 1, "predicted_ms": 0.0},
                    completion_probabilities=[{"id": 1, "token": " Paris", "logprob": -0.26, "top_logprobs": [
-                       {"id": 2, "token": " the", "logprob": -1.5}, {"id": 1, "token": " Paris", "logprob": -0.26},
+                       {"id": 2, "token": " the", "logprob": -2.0}, {"id": 1, "token": " Paris", "logprob": -0.26},
                        {"id": 3, "token": " a", "logprob": -3.0}]}])
     answer = top_answer(c)
     assert answer.token == "' Paris'" and answer.percent == pytest.approx(77.105, abs=0.001)  # e^−0.26

@@ -488,7 +488,8 @@ def hand_answers(lesson, perturb=False):
                  "top_logprobs": [{"id": 10 + i, "token": "abcd"[i], "logprob": lp} for i, lp in enumerate(logs)]}]}
         if body.get("n_probs") == 1:                               # the loop: every step at probability 0.5
             return {"content": "x" * n, "timings": timings(5, n), "completion_probabilities": [
-                {"id": 7, "token": "x", "logprob": math.log(0.5)} for _ in range(n)]}
+                {"id": 7, "token": "x", "logprob": math.log(0.5),
+                 "top_logprobs": [{"id": 7, "token": "x", "logprob": math.log(0.5)}]} for _ in range(n)]}
         if body.get("temperature") == 1.0:                         # seeded
             tokens = [1, 2, 3, 4] if body["seed"] == 1234 else [1, 9, 3, 9]
             return {"content": "".join(map(str, tokens)), "tokens": tokens, "timings": timings(5, 4)}

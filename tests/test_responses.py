@@ -279,3 +279,83 @@ def test_candidates_are_named_whichever_shape_came():
     probs = TokenProbabilities.model_validate({"id": 1, "token": "a", "prob": 0.25, "bytes": [97],
                                                "top_probs": [{"id": 9, "token": "c", "prob": 0.125, "bytes": [99]}]})
     assert probs.candidates()[0].probability == 0.125 and probs.candidates()[0].id == 9
+
+
+@pytest.mark.parametrize("name,listed,field,value", [
+    ("completion_logprobs", "top_logprobs", "logprob", -1e308),
+    ("completion_logprobs", "top_logprobs", "logprob", -23.0),   # e^-23 < 2^-32
+    ("completion_post_sampling", "top_probs", "prob", 1e-300),
+])
+def test_a_position_whose_every_candidate_is_next_to_impossible_is_refused(name, listed, field, value):
+    from bytesup.errors import ImplausibleValue
+
+    body = load_fixture(name)["response"]
+    for c in body["completion_probabilities"][0][listed]:
+        c[field] = value
+    with pytest.raises(ImplausibleValue) as exc:
+        r.parse(r.Completion, body, path="/completion")
+    assert "completion_probabilities.0" in str(exc.value) and "2^-32" in str(exc.value)
+
+
+def test_a_position_whose_best_candidate_is_at_the_bound_is_kept():
+    body = load_fixture("completion_logprobs")["response"]
+    for c in body["completion_probabilities"][0]["top_logprobs"]:
+        c["logprob"] = -22.0   # e^-22 = 2.8e-10 > 2^-32 = 2.3e-10
+    position = r.parse(r.Completion, body, path="/completion").completion_probabilities[0]
+    assert sum(c.probability for c in position.candidates()) == pytest.approx(8 * math.exp(-22.0))
+
+
+@pytest.mark.parametrize("change,speed", [
+    ({"prompt_ms": 5e-324, "prompt_n": 7}, "prefill"),
+    ({"predicted_ms": 5e-324, "predicted_n": 16}, "decode"),
+])
+def test_a_time_that_makes_a_speed_infinite_is_refused_when_read(change, speed):
+    from bytesup.errors import ImplausibleValue
+
+    body = load_fixture("completion_decode")["response"]
+    body["timings"].update(change)
+    with pytest.raises(ImplausibleValue, match=f"makes the {speed} speed infinite"):
+        r.parse(r.Completion, body, path="/completion")
+
+
+@pytest.mark.parametrize("name,listed,change,why", [
+    ("completion_logprobs", "top_logprobs", lambda cs: [c.update(logprob=math.log(0.6)) for c in cs[:2]], "add up to"),
+    ("completion_post_sampling", "top_probs", lambda cs: [c.update(prob=0.9) for c in cs], "add up to"),
+    ("completion_logprobs", "top_logprobs", lambda cs: cs[2].update(id=cs[0]["id"]), "lists a token more than once"),
+])
+def test_candidates_no_distribution_gives_are_refused(name, listed, change, why):
+    """Two candidates at 0.6 each (or five at 0.9) add up to more than 1; a token listed twice is no list of a softmax."""
+    from bytesup.errors import ImplausibleValue
+
+    body = load_fixture(name)["response"]
+    change(body["completion_probabilities"][0][listed])
+    with pytest.raises(ImplausibleValue) as exc:
+        r.parse(r.Completion, body, path="/completion")
+    assert "completion_probabilities.0, which no llama.cpp server sends (" in str(exc.value) and why in str(exc.value)
+
+
+@pytest.mark.parametrize("where", ["completion_probabilities__0__id", "completion_probabilities__0__top_logprobs__3__id",
+                                   "tokens_evaluated"])
+def test_a_negative_token_id_or_count_is_refused(where):
+    from bytesup.errors import ImplausibleValue
+
+    body = load_fixture("completion_logprobs")["response"]
+    node, keys = body, where.split("__")
+    for k in keys[:-1]:
+        node = node[int(k)] if k.isdigit() else node[k]
+    node[keys[-1]] = -3
+    with pytest.raises(ImplausibleValue, match="below the smallest possible value"):
+        r.parse(r.Completion, body, path="/completion")
+
+
+@pytest.mark.parametrize("value", [256, -1])
+def test_a_byte_past_255_in_a_token_is_refused_not_a_crash_where_it_is_shown(value):
+    from bytesup.errors import ImplausibleValue
+
+    body = load_fixture("completion_logprobs")["response"]
+    body["completion_probabilities"][0]["top_logprobs"][0]["bytes"] = [104, value]
+    with pytest.raises(ImplausibleValue, match=r"top_logprobs\.0\.bytes\.1 = "):
+        r.parse(r.Completion, body, path="/completion")
+    pieces = {"tokens": [{"id": 5, "piece": [value]}]}
+    with pytest.raises(ImplausibleValue, match="possible value"):
+        r.parse(r.Tokenized, pieces, path="/tokenize")

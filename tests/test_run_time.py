@@ -65,3 +65,59 @@ def test_a_run_at_another_repeat_is_scaled_by_the_repeats(tmp_path):
         "estimate: at most about 2 h 30 min for 2 lessons: the run r3 took 1 min 30 s at --repeat 3, scaled to --repeat 300")
     other_host = many.model_copy(update={"host": many.host.model_copy(update={"hostname": "elsewhere"})})
     assert estimate(tmp_path, other_host, ["01_a"]).startswith("estimate: none")
+
+
+def recorded_lesson(root: Path, name: str, lesson_id: str, paths: list[str], repeat: int, **changes) -> Path:
+    folder = earlier(root, name, {lesson_id: 12.0}, "2026-11-05T00:00:00+00:00",
+                     options={"repeat": repeat, "lesson_options": {}}, **changes)
+    (folder / "http").mkdir()
+    (folder / "http" / f"{lesson_id}.jsonl").write_text(
+        "".join(json.dumps({"server": "main", "method": "POST", "path": p, "request": {}, "status": 200,
+                            "response": {}, "elapsed_ms": 1.0}) + "\n" for p in paths))
+    return folder
+
+
+def test_with_no_comparable_run_the_length_comes_from_the_request_count_and_the_first_request(tmp_path):
+    from bytesup.run.folder import first_request_estimate
+
+    elsewhere = {"host": {"hostname": "another", "cpu": "c"}}
+    recorded_lesson(tmp_path, "r2", "01_a", ["/tokenize", "/completion", "/completion", "/completion"], 2, **elsewhere)
+    many = IDENTITY.model_copy(update={"options": IDENTITY.options.model_copy(update={"repeat": 1000})})
+    assert estimate(tmp_path, many, ["01_a"]).startswith("estimate: none")
+    said: list[str] = []
+    found = first_request_estimate([tmp_path], many, ["01_a"], said.append)
+    # 3 requests to /completion at --repeat 2, scaled to --repeat 1000: 3 × 1000 ÷ 2 = 1,500
+    assert said == [("estimate: the lessons make about 1,500 requests to /completion at --repeat 1000 (01_a: 3 in r2 at "
+                     "--repeat 2, scaled by the repeats); the run's length follows once the first is timed")]
+    sink = found.sink()
+    sink.append({"path": "/tokenize", "elapsed_ms": 4.0})
+    assert len(said) == 1                                   # not a /completion: not timed
+    sink.append({"path": "/completion", "elapsed_ms": 2000.0})
+    sink.append({"path": "/completion", "elapsed_ms": 9000.0})
+    # 1,500 × 2 s = 3,000 s
+    assert said[1:] == [("estimate: at most about 50 min 00 s for 1 lesson: about 1,500 requests to /completion, each "
+                         "as long as the first (2 s); the other requests are not counted")]
+    assert [e["path"] for e in sink] == ["/tokenize", "/completion", "/completion"]
+
+
+def test_with_no_recorded_run_to_count_in_it_says_so(tmp_path):
+    from bytesup.run.folder import first_request_estimate
+
+    said: list[str] = []
+    assert first_request_estimate([tmp_path], IDENTITY, ["01_a", "02_b"], said.append) is None
+    assert said == [(f"estimate: nor from the lessons' requests: no recorded run of 01_a, 02_b under {tmp_path} to "
+                     "count them in")]
+
+
+def test_a_long_run_with_no_earlier_run_says_its_length_after_the_first_request(lessons, tmp_path, httpx_mock,
+                                                                                 monkeypatch, capsys):
+    serve(httpx_mock)
+    root = tmp_path / "outputs"
+    monkeypatch.setenv("BYTESUP_OUTPUTS", str(root))
+    recorded_lesson(root, "earlier", "02_decode", ["/completion", "/completion"], 3, host={"hostname": "other"})
+    assert run_lessons(["02_decode"], RunOptions(server_url=URL, out=tmp_path / "run", repeat=999)) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "estimate: none for 1 lesson" in said
+    # 2 requests at --repeat 3, scaled to 999: 666
+    assert "the lessons make about 666 requests to /completion at --repeat 999 (02_decode: 2 in earlier" in said
+    assert "estimate: at most about" in said and "about 666 requests to /completion, each as long as the first" in said

@@ -6,6 +6,7 @@ are two small lessons written into a temporary folder (BYTESUP_LESSONS)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import httpx
@@ -474,3 +475,187 @@ def main(ctx):
     ctx.table("f", "Factor", [("factor", "")], [[ctx.options.factor]])
     return ctx.finish()
 '''
+
+
+# --- a file the server names ----------------------------------------------------------------------------------------
+
+SERVED_MAGIC_ONLY = b"GGUFTOPSECRET: the combination is 1234\n" * 4
+
+
+def test_a_server_named_file_with_the_magic_but_no_gguf_is_neither_hashed_nor_shown(tmp_path, monkeypatch, capsys):
+    from fakes import FakeServer
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "01_quick.py").write_text('"""Asks nothing."""\nTITLE = "Quick (test)"\n\ndef main(ctx):\n'
+                                         '    return ctx.finish()\n')
+    monkeypatch.setenv("BYTESUP_LESSONS", str(lessons))
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(SERVED_MAGIC_ONLY)
+    answers = {p: (200, load_fixture(n)["response"]) for n, p in [("health", "/health"), ("v1_models", "/v1/models")]}
+    answers["/props"] = (200, {**load_fixture("props")["response"], "model_path": str(fake)})
+    out = tmp_path / "run"
+    with FakeServer(answers) as server:
+        assert run_lessons(["01_quick"], RunOptions(server_url=server.url, out=out)) == 0
+    said = capsys.readouterr().err
+    assert "TOPS" not in said and "no GGUF file here; it was not read" in said and "--model" in said
+    model = json.loads((out / "manifest.json").read_text())["model"]
+    assert "sha256" not in model and "size_bytes" not in model and model["readable_here"] is False
+    assert "TOPS" not in (out / "README.md").read_text() and "sha256" not in (out / "README.md").read_text()
+
+
+def test_only_a_whole_gguf_named_by_the_server_is_used(tmp_path):
+    from gguf import GGMLQuantizationType as QT
+
+    from bytesup.run.server import model_path_from
+    from test_gguf_read import write_model
+
+    whole = tmp_path / "whole.gguf"
+    write_model(whole, QT.F16)
+    assert model_path_from({"model_path": str(whole)}, None) == whole
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(whole.read_bytes()[:-100])        # its header parses, its tensor data is not all there
+    magic = tmp_path / "magic.gguf"
+    magic.write_bytes(SERVED_MAGIC_ONLY)
+    header_only = tmp_path / "header.gguf"
+    header_only.write_bytes(whole.read_bytes()[:40])  # the magic, a version and counts, then nothing
+    for path in (cut, magic, header_only):
+        assert model_path_from({"model_path": str(path)}, None) is None, path.name
+
+
+def test_the_manifest_keeps_each_lesson_files_sha256_and_a_replay_checks_it(lessons, tmp_path, httpx_mock):
+    import hashlib
+
+    serve(httpx_mock)
+    out = tmp_path / "run"
+    assert run_lessons(["01_tokens", "02_decode"], RunOptions(server_url=URL, out=out)) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    for lid in ("01_tokens", "02_decode"):
+        assert manifest["lessons"][lid]["json_sha256"] == hashlib.sha256((out / f"{lid}.json").read_bytes()).hexdigest()
+    (out / "02_decode.json").write_text((out / "02_decode.json").read_text().replace('"Decode (test)"', '"Edited"'))
+    again = tmp_path / "again"
+    assert run_lessons(["01_tokens", "02_decode"], RunOptions(replay=out, out=again)) != 0
+    replayed = json.loads((again / "manifest.json").read_text())["lessons"]
+    assert replayed["01_tokens"]["status"] == "ok" and replayed["02_decode"]["status"] == "failed"
+    assert "has changed since the run wrote it" in replayed["02_decode"]["error"]
+
+
+# --- a stop while the run's own server starts ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("after_s,signame", [(0.05, "SIGINT"), (0.4, "SIGINT"), (1.0, "SIGINT"), (0.4, "SIGTERM")])
+def test_ctrl_c_while_the_runs_server_starts_says_so_and_leaves_nothing(tmp_path, lessons, after_s, signame):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from gguf import GGMLQuantizationType as QT
+
+    from fakes import fake_engine
+    from test_engine_faults import wait_for
+    from test_gguf_read import write_model
+
+    model = tmp_path / "small.gguf"
+    write_model(model, QT.F16)
+    state = Path(os.environ["BYTESUP_STATE"])
+    env = {**os.environ, "LLAMA_SERVER": str(fake_engine(tmp_path)), "BYTESUP_MODEL": str(model),
+           "FAKE_START_DELAY": "60"}
+    out = tmp_path / "run"
+    run = subprocess.Popen([sys.executable, "-m", "bytesup", "run", "01_tokens", "--own-server", "--out", str(out)],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def written() -> list[str]:
+            return [p.read_text() for p in state.glob("server-*/pid") if p.read_text().endswith("\n")]
+
+        wait_for(lambda: bool(written()), timeout=60)
+        server_pid = int(written()[0].split()[0])
+        time.sleep(after_s)
+        run.send_signal(getattr(signal, signame))
+        code = run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    said = " ".join(run.stdout.read().split())
+    assert code == (130 if signame == "SIGINT" else 143), said
+    how = "Ctrl-C" if signame == "SIGINT" else "SIGTERM"
+    assert f"Stopped by {how} before the run's first lesson began, while the run's own server was starting" in said
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said
+    assert not list(state.glob("server-*")) and not out.exists()
+    wait_for(lambda: not psutil_alive(server_pid), timeout=15)
+
+
+def psutil_alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+# --- smaller: a lesson named twice, a replay of some lessons --------------------------------------------------------
+
+def test_a_lesson_named_twice_runs_once_and_says_so(lessons, tmp_path, httpx_mock):
+    import io
+
+    from rich.console import Console
+
+    serve(httpx_mock)
+    said = io.StringIO()
+    out = tmp_path / "run"
+    assert run_lessons(["01_tokens", "02_decode", "01_tokens"], RunOptions(server_url=URL, out=out),
+                       console=Console(file=said, width=200)) == 0
+    assert "01_tokens is named more than once on the command line; it runs once." in said.getvalue()
+    assert said.getvalue().count("✓ 01_tokens") == 1
+    exchanges = (out / "http" / "01_tokens.jsonl").read_text().splitlines()
+    assert [json.loads(e)["path"] for e in exchanges] == ["/tokenize"]
+    assert list(json.loads((out / "manifest.json").read_text())["lessons"]) == ["01_tokens", "02_decode"]
+
+
+def test_run_all_replays_the_lessons_a_folder_holds_and_names_the_others(lessons, tmp_path, httpx_mock):
+    serve(httpx_mock)
+    recorded = tmp_path / "recorded"
+    assert run_lessons(["01_tokens"], RunOptions(server_url=URL, out=recorded)) == 0
+    again = tmp_path / "again"
+    res = CliRunner().invoke(app, ["run-all", "--replay", str(recorded), "--out", str(again)])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert f"{recorded} holds no recorded result for 02_decode: that lesson is not replayed; the 1 it holds are." in said
+    manifest = json.loads((again / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and list(manifest["lessons"]) == ["01_tokens"]
+    assert (again / "01_tokens.json").read_text() == (recorded / "01_tokens.json").read_text()
+
+
+@pytest.mark.parametrize("given,shown", [
+    ("http://::1:8404", "`--server http://[::1]:8404`"),
+    ("::1:8404", "`--server http://[::1]:8404`"),
+    ("127.0.0.1:8099", "`--server http://127.0.0.1:8099`"),
+])
+def test_a_server_address_that_is_no_url_suggests_one_with_ipv6_in_brackets(lessons, tmp_path, given, shown):
+    res = CliRunner().invoke(app, ["run", "01_tokens", "--server", given, "--out", str(tmp_path / "run")])
+    said = " ".join(res.output.split())
+    assert res.exit_code != 0 and "Traceback" not in said and shown in said, said
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_engine_facts_of_a_server_on_ipv6_are_read_by_its_port(monkeypatch):
+    from bytesup.run import server
+
+    asked = []
+    monkeypatch.setattr(server.engine, "read_engine_info", lambda port: asked.append(port) or {"engine": "x"})
+    assert server.engine_facts("http://[::1]:8404", {}, None)["engine"] == "x" and asked == [8404]
+
+
+def test_a_model_that_cannot_be_built_for_the_runs_server_is_one_paragraph(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from bytesup.errors import BytesupError
+    from bytesup.run.server import model_for_run
+
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("BYTESUP_MODELS", str(tmp_path / "a-file" / "models"))
+    monkeypatch.setenv("BYTESUP_MODEL", "tiny-q8_0")
+    with pytest.raises(BytesupError) as err:
+        model_for_run(RunOptions(), Console(file=open(os.devnull, "w")))
+    assert "Could not build or fetch the model tiny-q8_0" in str(err.value) and "BYTESUP_MODELS" in str(err.value)

@@ -39,6 +39,18 @@ class ServerUnreachable(BytesupError):
         )
 
 
+class AnswerCutShort(BytesupError):
+    """The server answered, then its answer stopped before the end it announced (a Content-Length the body never
+    reached, a chunked body without its last chunk, a connection reset mid-answer)."""
+
+    def __init__(self, url: str, path: str, received: int, detail: str = ""):
+        super().__init__(
+            f"The server at {url} answered {path}, but its answer was cut short: the connection closed after "
+            f"{received:,} bytes of the body{f' ({detail})' if detail else ''}. Nothing of it was used or recorded. "
+            "The server may have crashed or been restarted mid-answer, or a proxy between cut it: read the server's "
+            "log, then run again.")
+
+
 class ServerTimeout(BytesupError):
     def __init__(self, url: str, path: str, timeout_s: float):
         super().__init__(
@@ -79,9 +91,12 @@ class AnswerTooLarge(BytesupError):
 
 
 class ImplausibleValue(BytesupError):
+    """`value` is shown after the field's name; Ellipsis where the reason says it all (a list's sum, say)."""
+
     def __init__(self, path: str, field: str, value: object, why: str, build: str | None):
+        shown = "" if value is Ellipsis else f" = {value!r}"
         super().__init__(
-            f"The server's answer to {path} gives {field} = {value!r}, which no llama.cpp server sends ({why}; server "
+            f"The server's answer to {path} gives {field}{shown}, which no llama.cpp server sends ({why}; server "
             f"build: {build or 'unknown'}). Nothing was computed from it. Check the server's log, and run the lesson "
             "against a llama-server you trust; if this build really sends it, report the build and the field.")
 

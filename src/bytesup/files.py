@@ -13,6 +13,11 @@ from typing import Any, Iterator
 
 from bytesup.errors import BytesupError
 
+try:  # flock: Linux, macOS and the BSDs; Windows has none, and a run folder's lock falls back to its holder's pid
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 
 def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
@@ -33,7 +38,8 @@ def atomic_path(path: Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         # mkstemp makes the file private (0600); results are meant to be read like any other file.
-        os.fchmod(fd, 0o666 & ~_umask())
+        if hasattr(os, "fchmod"):  # not on Windows, where mkstemp's file is readable anyway
+            os.fchmod(fd, 0o666 & ~_umask())
         os.close(fd)
         yield tmp
         with open(tmp, "rb+") as f:
@@ -93,3 +99,34 @@ def file_sha256(path: Path | str) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+# --- a lock on a file, on every platform -------------------------------------------------------------------------
+
+def has_flock() -> bool:
+    """Whether this OS has flock, the lock the kernel drops when its holder dies (not Windows)."""
+    return fcntl is not None
+
+
+def process_started(pid: int) -> float | None:
+    """When process `pid` started (psutil's create time), or None where it is gone or cannot be read."""
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time()
+    except Exception:
+        return None
+
+
+def holder_alive(holder: dict) -> bool:
+    """Whether the process a lock file names still runs: the same pid, started at the same time (so a reused pid
+    is no holder), on this host. Where flock is missing this is how a lock left by a dead run is told apart."""
+    import socket
+
+    pid, started = holder.get("pid"), holder.get("process_started")
+    if not isinstance(pid, int) or holder.get("host") not in (None, socket.gethostname()):
+        return False
+    now = process_started(pid)
+    if now is None:
+        return False
+    return started is None or abs(now - float(started)) < 1.0

@@ -29,6 +29,7 @@ from bytesup.errors import BytesupError
 from bytesup.store.escape import rich_text
 from bytesup.run.report import write_run_report
 from bytesup.run.runner import run_into_folder
+from bytesup.store.runs import held_lessons
 
 app = typer.Typer(
     help=(
@@ -168,9 +169,18 @@ def run_all_cmd(
         "then run the checks and write the run's README.md as one page, and report.html beside it (`bytesup report --html`)"))] = False,
     **given: Any,
 ) -> None:
-    """Run every lesson in order into one run folder (what `make run` does, with --own-server --report)."""
+    """Run every lesson in order into one run folder (what `make run` does, with --own-server --report).
+    With --replay, the lessons the recorded run holds; the others are named and left out."""
     lesson_ids = list(discover_lessons())
-    _run(lesson_ids, run_options(given, lesson_ids), print_tables=print_tables, report=report)
+    options = run_options(given, lesson_ids)
+    if options.replay is not None and options.replay.is_dir():
+        held, lacking = held_lessons(options.replay, lesson_ids)
+        if held and lacking:
+            err.print(rich_text(f"{options.replay} holds no recorded result for {', '.join(lacking)}: "
+                                f"{'that lesson is' if len(lacking) == 1 else 'those lessons are'} not replayed; "
+                                f"the {len(held)} it holds are."), highlight=False, soft_wrap=True)
+            lesson_ids = held
+    _run(lesson_ids, options, print_tables=print_tables, report=report)
 
 
 # --- server ----------------------------------------------------------------------------
@@ -191,6 +201,10 @@ def server_start(ctx: typer.Context) -> None:
         started = engine.start_server(model, args)
     except BytesupError as exc:
         raise fail(exc) from None
+    except KeyboardInterrupt:
+        err.print("stopped by Ctrl-C: the server that was starting was stopped and its folder under .run/ removed; "
+                  "nothing is left running", highlight=False)
+        raise typer.Exit(130) from None
     out.print(rich_text(f"engine: {started.info['choice']['why']}"))
     out.print(rich_text(f"{started.info['engine']} server ({started.info['build']}) ready at {started.url}, "
                         f"pid {started.pid}; log {started.log_path}"))

@@ -38,12 +38,18 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
 
 
 def cpu_model() -> str:
+    """The CPU's name: /proc/cpuinfo on Linux, `sysctl machdep.cpu.brand_string` on macOS, else what Python's
+    platform module tells (Windows names the CPU there; elsewhere it may be only the architecture)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    if sys.platform == "darwin":
+        brand = _run(["sysctl", "-n", "machdep.cpu.brand_string"])
+        if brand:
+            return brand
     return platform.processor() or platform.machine()
 
 
@@ -123,9 +129,10 @@ def accelerators(engine: str | None) -> list[str]:
 
 
 def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages; None where the OS keeps none (Windows has no os.getloadavg)."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
+    except (OSError, AttributeError):
         return None
 
 

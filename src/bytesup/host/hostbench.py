@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import threading
 import time
 from typing import Any
@@ -149,7 +150,7 @@ def last_level_cache(sys_cpu: str = SYS_CPU) -> dict:
     try:
         entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
     except OSError:
-        return best
+        return _sysctl_cache() if sys.platform == "darwin" else best
     for entry in entries:
         folder = os.path.join(base, entry)
         try:
@@ -166,6 +167,22 @@ def last_level_cache(sys_cpu: str = SYS_CPU) -> dict:
         if best["level"] is None or level > best["level"] or (level == best["level"] and size > best["bytes"]):
             best = {"bytes": size, "level": level, "source": os.path.join(folder, "size")}
     return best
+
+
+def _sysctl_cache() -> dict:
+    """macOS, which has no /sys: the largest cache `sysctl` reports (hw.l3cachesize, else the performance
+    cores' L2, else hw.l2cachesize); bytes None where it reports none."""
+    import subprocess
+
+    for level, key in ((3, "hw.l3cachesize"), (2, "hw.perflevel0.l2cachesize"), (2, "hw.l2cachesize")):
+        try:
+            out = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            break
+        size = _parse_size(out.stdout.strip()) if out.returncode == 0 else None
+        if size:
+            return {"bytes": size, "level": level, "source": f"sysctl {key}"}
+    return {"bytes": None, "level": None, "source": None}
 
 
 def physical_cores(sys_cpu: str = SYS_CPU) -> int:
@@ -232,6 +249,9 @@ def describe_reading(bw: dict) -> str:
     if llc:
         text += (f", {bw['bytes_per_sample'] / llc:.3g} × the {llc / MiB:,.0f} MiB last-level cache "
                  f"({bw.get('llc_source') or 'reported by the OS'})")
+    elif "llc_bytes" in bw:  # asked and none reported (a reading recorded before the cache was kept has no key)
+        text += (f"; this OS reported no last-level cache size, so the working set is the {MIN_WORKING_SET / MiB:,.0f} "
+                 "MiB floor, which may not be larger than the cache")
     return text
 
 

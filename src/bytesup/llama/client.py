@@ -12,6 +12,7 @@ import httpx
 from bytesup.llama import responses as r
 from bytesup.llama import sse
 from bytesup.errors import (
+    AnswerCutShort,
     AnswerTooLarge,
     BytesupError,
     MalformedResponse,
@@ -20,7 +21,18 @@ from bytesup.errors import (
     ServerUnreachable,
     StreamError,
 )
-from bytesup.llama.recording import ARRIVALS, LIMITS, answer_limit, read_bounded, settled_headers, since_ms, watchdog
+from bytesup.llama.recording import (
+    ARRIVALS,
+    LIMITS,
+    CutShort,
+    DuplicateKey,
+    answer_json,
+    answer_limit,
+    read_bounded,
+    settled_headers,
+    since_ms,
+    watchdog,
+)
 
 DEFAULT_URL = "http://127.0.0.1:8099"
 # Seconds to wait for one answer. A lesson's longest request (a long prefill on a big model on a
@@ -84,6 +96,11 @@ class LlamaServer:
                                       request=streamed.request)
         except httpx.TimeoutException:
             raise ServerTimeout(self.base_url, path, self.timeout) from None
+        except CutShort as exc:
+            raise AnswerCutShort(self.base_url, path, exc.received, str(exc)[:200]) from None
+        except httpx.RemoteProtocolError:
+            raise ServerUnreachable(self.base_url, "something there took the connection and closed it without an "
+                                    "answer: RemoteProtocolError") from None
         except httpx.TransportError as exc:
             raise ServerUnreachable(self.base_url, type(exc).__name__) from None
         if resp.status_code >= 400:
@@ -93,8 +110,11 @@ class LlamaServer:
     def request_json(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
         resp = self._send(method, path, payload)
         try:
-            return resp.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            return answer_json(resp.content)
+        except DuplicateKey as exc:
+            raise MalformedResponse(self.base_url, path, f"{exc}, so which value the server meant is unknowable and "
+                                    "nothing of the answer was believed", resp.text) from None
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise MalformedResponse(self.base_url, path, "not JSON", resp.text) from None
 
     def _get(self, model: type[r.R], method: str, path: str, payload: dict[str, Any] | None = None) -> r.R:
@@ -112,8 +132,12 @@ class LlamaServer:
         return props
 
     def completion(self, prompt: str | list[int], **settings: Any) -> r.Completion:
-        """POST /completion. `settings` go into the body as given (n_predict, n_probs, seed…)."""
-        return self._get(r.Completion, "POST", "/completion", {"prompt": prompt, **settings})
+        """POST /completion. `settings` go into the body as given (n_predict, n_probs, seed…). The answer must
+        hold what was asked (`responses.check_asked`): one position per generated token where n_probs asks for
+        candidates, at most n_probs candidates in each."""
+        answer = self._get(r.Completion, "POST", "/completion", {"prompt": prompt, **settings})
+        r.check_asked(answer, settings, path="/completion", build=self._build)
+        return answer
 
     def completion_stream(self, prompt: str | list[int], **settings: Any) -> r.StreamedCompletion:
         """POST /completion with `stream: true`: the server's events, each stamped on arrival.
@@ -192,7 +216,9 @@ class LlamaServer:
         if final is None or not final.stop or final.timings is None:
             raise StreamError(self.base_url, path, splitter.received,
                               f"ended after {len(events)} event(s) without its final event (`stop: true` with `timings`)")
-        return r.StreamedCompletion(events=events, timings=final.timings)
+        streamed = r.StreamedCompletion(events=events, timings=final.timings)
+        r.check_asked(streamed, json.loads(resp.request.content or b"{}"), path=path, build=self._build)
+        return streamed
 
     def _event(self, path: str, raw: sse.RawEvent) -> list[r.ArrivedEvent]:
         """The typed event of one block of the stream (none for a block without data, such as a comment)."""
@@ -207,7 +233,10 @@ class LlamaServer:
         if text is None:
             return []
         try:
-            data = json.loads(text)
+            data = answer_json(text)
+        except DuplicateKey as exc:
+            raise StreamError(self.base_url, path, raw.offset, f"sent an event in which {exc}, so nothing of it was "
+                              "believed", raw.raw) from None
         except json.JSONDecodeError as exc:
             raise StreamError(self.base_url, path, raw.offset, f"sent an event that is not JSON ({exc.msg})",
                               raw.raw) from None

@@ -231,8 +231,20 @@ def speculation_support() -> dict:
             "reason": "" if ok else f"{command[0]} --help lists no --spec-type (an older llama-server build)"}
 
 
+def _family(host: str) -> socket.AddressFamily:
+    """The address family of a --host: IPv6 for an address with a colon (::1, fe80::1, [::1]), else IPv4."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def url_host(host: str) -> str:
+    """A host as a URL writes it: an IPv6 address in brackets (http://[::1]:8404), any other host as it is."""
+    bare = host.strip("[]")
+    return f"[{bare}]" if ":" in bare else bare
+
+
 def port_is_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    host = host.strip("[]")
+    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
         # SO_REUSEADDR: a port left in TIME_WAIT by a server we just stopped is free to use;
         # a port where something listens still refuses the bind.
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -244,7 +256,8 @@ def port_is_free(host: str, port: int) -> bool:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    host = host.strip("[]")
+    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 
@@ -443,7 +456,7 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
         raise ServerStartError(
             f"Port {port} on {host} is already in use by another program. Stop that program, or "
             f"start on another port (`scripts/start_server.sh --port {port + 1}`) and pass "
-            f"`--server http://{host}:{port + 1}` to the lessons."
+            f"`--server http://{url_host(host)}:{port + 1}` to the lessons."
         )
 
     command = chosen.command
@@ -451,19 +464,29 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     api_key = merged.get("--api-key")
     env = {**os.environ, "LLAMA_API_KEY": api_key} if api_key else None
     argv = command + flags_to_argv(on_command_line)
-    state.mkdir(parents=True, exist_ok=True)
     log_path = state / "server.log"
-    with open(log_path, "wb") as log:
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "wb")
+    except OSError as exc:
+        raise ServerStartError(
+            f"Could not make the server's folder {state} for its pid file and log ({exc.strerror or exc}). Nothing "
+            "was started. Set BYTESUP_STATE to a folder you can write to (or free some space), then start again."
+        ) from None
+    with log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                 env=env, preexec_fn=die_with_parent_hook() if die_with_parent else None)
     # The process's start time beside its pid: a pid reused by another program is never taken for it.
     pid_file.write_text(f"{proc.pid}\n{_process_started(proc.pid) or ''}\n")
     try:
         return _wait_ready(proc, chosen, merged, model, host, port, state, wait_s, answer_s)
-    except BaseException:
-        # Ctrl-C or an error while waiting: the half-started server is not left behind.
+    except BaseException as exc:
+        # Ctrl-C or an error while waiting: the half-started server is not left behind. After an error its log
+        # stays for the message to point at; after a stop nobody reads it, and the folder goes.
         _terminate(proc.pid)
         pid_file.unlink(missing_ok=True)
+        if isinstance(exc, KeyboardInterrupt):
+            shutil.rmtree(state, ignore_errors=True)
         raise
 
 
@@ -473,8 +496,8 @@ def _wait_ready(proc: subprocess.Popen, chosen: EngineChoice, merged: dict, mode
     pid_file = state / "pid"
     log_path = state / "server.log"
 
-    connect_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    url = f"http://{connect_host}:{port}"
+    connect_host = "127.0.0.1" if host in ("0.0.0.0", "::", "[::]") else host
+    url = f"http://{url_host(connect_host)}:{port}"
     headers = {"Authorization": f"Bearer {merged['--api-key']}"} if merged.get("--api-key") else {}
     deadline = time.monotonic() + wait_s
     props: dict = {}
@@ -620,6 +643,10 @@ def main(argv: list[str] | None = None) -> int:
     except BytesupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print("stopped by Ctrl-C: a server that was starting was stopped and its folder under .run/ removed; nothing "
+              "is left running", file=sys.stderr)
+        return 130
     print(f"unknown action {action!r}: use start, stop or status", file=sys.stderr)
     return 2
 

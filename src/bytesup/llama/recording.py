@@ -125,6 +125,14 @@ def watchdog(resp: httpx.Response, seconds: float) -> _Deadline | None:
     return _WATCHDOG.arm(sock, time.perf_counter() + max(seconds, 0.0))
 
 
+class CutShort(httpx.TransportError):
+    """An answer whose status and headers came, whose body then broke off: `received` bytes of it had arrived."""
+
+    def __init__(self, message: str, received: int, request: httpx.Request):
+        super().__init__(message, request=request)
+        self.received = received
+
+
 def read_bounded(response: httpx.Response, request: httpx.Request) -> bytes:
     """The whole (decoded) body, within the request's limits: past `max_bytes` the answer is closed and
     AnswerTooLarge raised; past `deadline` a timeout, however steadily the bytes trickle in."""
@@ -140,10 +148,12 @@ def read_bounded(response: httpx.Response, request: httpx.Request) -> bytes:
                 raise AnswerTooLarge(f"{request.url.scheme}://{request.url.netloc.decode()}", request.url.path, max_bytes)
             if deadline is not None and time.perf_counter() > deadline:
                 raise httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request)
-    except httpx.TransportError:
+    except httpx.TransportError as exc:
         if deadline is not None and time.perf_counter() >= deadline:  # the watchdog shut the socket
             raise httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request) from None
-        raise
+        if isinstance(exc, httpx.TimeoutException):
+            raise
+        raise CutShort(f"{type(exc).__name__}: {exc}", len(body), request) from None
     finally:
         if timer is not None:
             timer.cancel()
@@ -154,9 +164,34 @@ def settled_headers(headers: httpx.Headers) -> list[tuple[str, str]]:
     return [(k, v) for k, v in headers.items() if k.lower() not in _TRAVEL_HEADERS]
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that names one key twice: which copy the sender meant is unknowable, so the text is malformed."""
+
+    def __init__(self, key: str):
+        self.key = key
+        super().__init__(f"the key {key!r} appears twice in one JSON object")
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`object_pairs_hook` for json.loads: an object, or DuplicateKey where a key repeats."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKey(key)
+        found[key] = value
+    return found
+
+
+def answer_json(body: bytes | str) -> Any:
+    """A server's JSON answer as the client reads it: DuplicateKey where an object repeats a key."""
+    return json.loads(body, object_pairs_hook=unique_keys)
+
+
 def strict_json(body: bytes) -> Any:
-    """JSON as a recording keeps it: strict, so NaN and infinities a server sends stay as the strings it wrote."""
-    return json.loads(body, parse_constant=lambda name: name)
+    """JSON as a recording keeps it: strict, so NaN and infinities a server sends stay as the strings it wrote.
+    An object that repeats a key raises DuplicateKey: such an answer is kept as the text that came, never
+    normalized to one of its copies."""
+    return json.loads(body, parse_constant=lambda name: name, object_pairs_hook=unique_keys)
 
 
 def since_ms(started: float) -> float:

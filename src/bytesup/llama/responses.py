@@ -25,6 +25,11 @@ LogProb = Annotated[float, Field(le=ROUNDING, allow_inf_nan=False)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0 + ROUNDING, allow_inf_nan=False)]
 Millis = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
+TokenId = Annotated[int, Field(ge=0)]
+Byte = Annotated[int, Field(ge=0, le=255)]  # a token's bytes, where the server lists them as numbers
+MIN_TOP_PROBABILITY = 2.0 ** -32
+# Listed candidates are some of one distribution: their probabilities add up to at most 1 (float32 rounding aside).
+SUM_TOLERANCE = 1e-3
 
 
 class ServerRecord(BaseModel):
@@ -43,9 +48,9 @@ class Props(ServerRecord):
 
 
 class TokenPiece(ServerRecord):
-    id: int
+    id: TokenId
     # Pieces that are not valid UTF-8 arrive as a list of byte values: kept as they came.
-    piece: str | list[int]
+    piece: str | list[Byte]
 
     @property
     def piece_bytes(self) -> bytes:
@@ -53,7 +58,7 @@ class TokenPiece(ServerRecord):
 
 
 class Tokenized(ServerRecord):
-    tokens: list[TokenPiece] | list[int]
+    tokens: list[TokenPiece] | list[TokenId]
 
     @property
     def ids(self) -> list[int]:
@@ -65,16 +70,16 @@ class Detokenized(ServerRecord):
 
 
 class TopLogprob(ServerRecord):
-    id: int
+    id: TokenId
     token: str
-    bytes: list[int] | None = None
+    bytes: list[Byte] | None = None
     logprob: LogProb
 
 
 class TopProb(ServerRecord):
-    id: int
+    id: TokenId
     token: str
-    bytes: list[int] | None = None
+    bytes: list[Byte] | None = None
     prob: Probability
 
 
@@ -82,13 +87,32 @@ class TokenProbabilities(ServerRecord):
     """One generated position. Two shapes: full softmax (`post_sampling_probs: false`)
     gives logprob/top_logprobs; after the sampler chain (`true`) gives prob/top_probs."""
 
-    id: int
+    id: TokenId
     token: str
-    bytes: list[int] | None = None
+    bytes: list[Byte] | None = None
     logprob: LogProb | None = None
     top_logprobs: list[TopLogprob] | None = None
     prob: Probability | None = None
     top_probs: list[TopProb] | None = None
+
+    @model_validator(mode="after")
+    def _a_top_candidate(self) -> "TokenProbabilities":
+        # The most likely of a vocabulary's tokens has a probability of at least 1 / its size (under 2^32 tokens),
+        # so a list whose best logprob lies below -ln 2^32 came from no softmax: its probabilities would all be 0.
+        for listed, values in (("top_logprobs", [math.exp(c.logprob) for c in self.top_logprobs or []]),
+                               ("top_probs", [c.prob for c in self.top_probs or []])):
+            if values and max(values) < MIN_TOP_PROBABILITY:
+                raise PydanticCustomError(
+                    "implausible", "every candidate of {listed} has a probability below 2^-32, the least the most "
+                    "likely token of any vocabulary has", {"listed": listed})
+            if sum(values) > 1.0 + SUM_TOLERANCE:
+                raise PydanticCustomError("implausible", "the probabilities of {listed} add up to {total}, more than 1",
+                                          {"listed": listed, "total": f"{sum(values):.6g}"})
+        for listed, ids in (("top_logprobs", [c.id for c in self.top_logprobs or []]),
+                            ("top_probs", [c.id for c in self.top_probs or []])):
+            if len(set(ids)) != len(ids):
+                raise PydanticCustomError("implausible", "{listed} lists a token more than once", {"listed": listed})
+        return self
 
     def candidates(self) -> list["Candidate"]:
         """(id, token, bytes, probability) for the listed candidates, whichever shape came."""
@@ -130,6 +154,14 @@ class Timings(ServerRecord):
             raise PydanticCustomError("implausible", "prompt_ms is 0 for {n} prompt tokens", {"n": self.prompt_n})
         if self.predicted_n > 1 and self.predicted_ms == 0:
             raise PydanticCustomError("implausible", "predicted_ms is 0 for {n} generated tokens", {"n": self.predicted_n})
+        # A time so small that the speed it gives is no finite number (a subnormal prompt_ms) is no measurement.
+        if self.prompt_n > 0 and not math.isfinite(self.prompt_n / self.prompt_ms * 1000.0):
+            raise PydanticCustomError("implausible", "prompt_ms {ms!r} for {n} prompt tokens makes the prefill speed "
+                                      "infinite", {"ms": self.prompt_ms, "n": self.prompt_n})
+        per_token = self.predicted_ms / max(self.predicted_n - 1, 1)
+        if self.predicted_n > 1 and (per_token == 0 or not math.isfinite(1000.0 / per_token)):
+            raise PydanticCustomError("implausible", "predicted_ms {ms!r} for {n} generated tokens makes the decode "
+                                      "speed infinite", {"ms": self.predicted_ms, "n": self.predicted_n})
         if self.draft_n is not None and self.draft_n_accepted is not None and self.draft_n_accepted > self.draft_n:
             raise PydanticCustomError("implausible", "more draft tokens accepted than drafted", {})
         return self
@@ -137,10 +169,10 @@ class Timings(ServerRecord):
 
 class Completion(ServerRecord):
     content: str
-    tokens: list[int] = []
+    tokens: list[TokenId] = []
     stop_type: str | None = None
-    tokens_evaluated: int | None = None
-    tokens_cached: int | None = None
+    tokens_evaluated: Count | None = None
+    tokens_cached: Count | None = None
     generation_settings: dict[str, Any] | None = None
     timings: Timings
     completion_probabilities: list[TokenProbabilities] = []
@@ -161,9 +193,9 @@ class StreamEvent(ServerRecord):
     a character left unfinished at the end are counted only by the final event."""
 
     content: str = ""
-    tokens: list[int] = []
+    tokens: list[TokenId] = []
     stop: bool = False
-    tokens_predicted: int | None = None
+    tokens_predicted: Count | None = None
     stop_type: str | None = None
     completion_probabilities: list[TokenProbabilities] = []
     timings: Timings | None = None
@@ -270,10 +302,44 @@ def parse(model: type[R], data: Any, *, path: str, url: str = "", build: str | N
                 field = ".".join(str(p) for p in err["loc"]) or "the answer"
                 value = {k: v for k, v in (err.get("input") or {}).items() if "_n" in k or "_ms" in k} \
                     if isinstance(err.get("input"), dict) else err.get("input")
+                value = value if value != {} else Ellipsis  # a position's candidates: the reason names them
                 raise ImplausibleValue(path, field, value, err["msg"], build) from None
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "the body"
         raise MalformedResponse(url, path, f"{where}: {first['msg']}", str(data)) from None
+
+
+def check_asked(answer: "Completion | StreamedCompletion", settings: dict[str, Any], *, path: str,
+                build: str | None = None) -> None:
+    """An answer holds what its request asked, or ImplausibleValue names the field: at least one generated token
+    and at most n_predict positions where n_predict asked for some; where n_probs asked for candidates, one
+    position per generated token (not streamed) and between 1 and n_probs candidates in each; no more positions
+    than generated tokens otherwise."""
+    n_predict, n_probs = settings.get("n_predict"), settings.get("n_probs")
+    asked = n_probs if isinstance(n_probs, int) and not isinstance(n_probs, bool) and n_probs > 0 else 0
+    generated = answer.timings.predicted_n
+    limit = n_predict if isinstance(n_predict, int) and not isinstance(n_predict, bool) and n_predict > 0 else None
+    if limit is not None and generated == 0:
+        raise ImplausibleValue(path, "timings.predicted_n", 0, f"no token generated where n_predict asked for "
+                               f"{n_predict}, and a server always generates at least one", build)
+    if isinstance(answer, Completion):
+        positions = answer.completion_probabilities
+        if limit is not None and len(positions) > limit:
+            raise ImplausibleValue(path, "the number of completion_probabilities", len(positions),
+                                   f"one position per generated token, and n_predict asked for {n_predict}", build)
+        if (asked and len(positions) != generated) or len(positions) > generated:
+            raise ImplausibleValue(path, "the number of completion_probabilities", len(positions),
+                                   f"one position per generated token, and timings.predicted_n is {generated}", build)
+    else:
+        positions = [p for e in answer.events for p in e.event.completion_probabilities]
+    if not asked:
+        return
+    for i, position in enumerate(positions):
+        listed, name = ((position.top_logprobs, "top_logprobs") if position.top_logprobs is not None
+                        else (position.top_probs or [], "top_probs"))
+        if not listed or len(listed) > asked:
+            raise ImplausibleValue(path, f"the number of completion_probabilities.{i}.{name}", len(listed),
+                                   f"n_probs asked for 1 to {asked} candidates at each position", build)
 
 
 _METRIC_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*(?:\{[^}]*\})?)\s+(\S+)")

@@ -214,8 +214,10 @@ def _parse_header(path: str | os.PathLike) -> _Header:
             (version,) = struct.unpack(">I", head[4:8])
             order = ">"
         if version not in _SUPPORTED_VERSIONS:
+            # A small number is a version some writer used; anything else is four bytes of another file, not shown.
+            which = f"GGUF version {version}" if version < 256 else "no GGUF version any writer uses"
             raise GGUFError(
-                f"{p} is GGUF version {version}, which this reader does not handle (it reads versions 2 and 3). "
+                f"{p} is {which}, which this reader does not handle (it reads versions 2 and 3). "
                 "Convert the model again with a current llama.cpp, or pass a newer model."
             )
         try:

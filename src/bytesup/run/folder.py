@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from bytesup.store.plots import write_plots
 from bytesup.store.render import lesson_md
 from bytesup.store.results import LessonResult
 from bytesup.store.runs import LOCK_FILE
+from bytesup import files
 from bytesup.files import dumps, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
 DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\.(\d+))?$")
@@ -61,14 +61,25 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> str | None:
-        """Take the lock; returns a sentence when a dead run's lock was taken over."""
+        """Take the lock; returns a sentence when a dead run's lock was taken over. A folder that cannot be made
+        or written is a RunFolderError that says why (`cannot_write`)."""
+        hint = "Give --out a folder on a disk you can write to (or leave --out out to use outputs/)."
         if not self.run_dir.exists():
-            self.run_dir.mkdir(parents=True)
-            self.created = True
-        for _ in range(5):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.run_dir.mkdir(parents=True)
+            except OSError as exc:
+                raise cannot_write(self.run_dir, exc, hint) from None
+            self.created = True
+        if not files.has_flock():
+            return self._acquire_by_pid(hint)
+        for _ in range(5):
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                self.release()
+                raise cannot_write(self.run_dir, exc, hint) from None
+            try:
+                files.fcntl.flock(fd, files.fcntl.LOCK_EX | files.fcntl.LOCK_NB)
             except OSError as exc:
                 os.close(fd)
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
@@ -84,13 +95,38 @@ class RunLock:
                 continue
             previous = _read_holder(self.path)
             os.ftruncate(fd, 0)
-            me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": utc_now(), "command": self.command}
-            os.write(fd, (json.dumps(me) + "\n").encode())
-            self._fd = fd
-            if previous.get("pid"):
-                return (f"{self.run_dir} was locked by a run that is no longer running (pid {previous.get('pid')}, "
-                        f"started {previous.get('started_at', '?')}); its lock was taken over.")
-            return None
+            return self._hold(fd, previous)
+        raise RunFolderError(f"Could not lock {self.run_dir}: its lock file keeps changing. Another run may be starting; try again.")
+
+    def _hold(self, fd: int, previous: dict) -> str | None:
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": utc_now(), "command": self.command,
+              "process_started": files.process_started(os.getpid())}
+        os.write(fd, (json.dumps(me) + "\n").encode())
+        self._fd = fd
+        if previous.get("pid"):
+            return (f"{self.run_dir} was locked by a run that is no longer running (pid {previous.get('pid')}, "
+                    f"started {previous.get('started_at', '?')}); its lock was taken over.")
+        return None
+
+    def _acquire_by_pid(self, hint: str) -> str | None:
+        """Where the OS has no flock (Windows): the lock file is created only where none is (O_EXCL), and one
+        whose holder no longer runs (`files.holder_alive`) was left by a dead run and is taken over."""
+        previous: dict = {}
+        for _ in range(5):
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                holder = _read_holder(self.path)
+                if files.holder_alive(holder):
+                    raise RunFolderError(self._held_message(holder)) from None
+                previous = holder or previous
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+                continue
+            except OSError as exc:
+                self.release()
+                raise cannot_write(self.run_dir, exc, hint) from None
+            return self._hold(fd, previous)
         raise RunFolderError(f"Could not lock {self.run_dir}: its lock file keeps changing. Another run may be starting; try again.")
 
     def _held_message(self, holder: dict) -> str:
@@ -103,10 +139,18 @@ class RunLock:
 
     def release(self) -> None:
         if self._fd is None:
+            if self.created:  # made for this run, which never took its lock: removed again if empty
+                with contextlib.suppress(OSError):
+                    self.run_dir.rmdir()
             return
-        with contextlib.suppress(OSError):
-            self.path.unlink()
-        os.close(self._fd)
+        if files.has_flock():  # unlinked while locked: no other run can lock this file and lose it to the unlink
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            os.close(self._fd)
+        else:  # Windows removes no file that is open
+            os.close(self._fd)
+            with contextlib.suppress(OSError):
+                self.path.unlink()
         self._fd = None
         if self.created:
             with contextlib.suppress(OSError):
@@ -129,9 +173,32 @@ def _read_holder(path: Path) -> dict:
 
 # --- which folder ----------------------------------------------------------------------------
 
+_CANNOT_WRITE = {errno.EROFS: "is on a read-only file system", errno.EACCES: "is a folder you may not write to "
+                 "(permission denied)", errno.EPERM: "is a folder you may not write to (operation not permitted)",
+                 errno.EEXIST: "is a file, not a folder", errno.ENOTDIR: "lies under a file, not a folder",
+                 errno.ENOSPC: "is on a full disk", errno.EDQUOT: "is on a disk where your quota is used up"}
+
+
+def cannot_write(path: Path, exc: OSError, hint: str) -> RunFolderError:
+    """One paragraph for a run folder that cannot be made or written at `path`, from the OSError that said so."""
+    why = _CANNOT_WRITE.get(exc.errno or 0, f"cannot be written ({exc.strerror or exc})")
+    return RunFolderError(f"{path} {why}, so the run cannot write its folder there. Nothing was written, there or "
+                          f"anywhere else. {hint}")
+
+
 def new_run_dir(root: Path, date: str) -> Path:
-    """The next free `<date>`, `<date>.2`, `<date>.3`… under `root`, created (so claimed) here."""
-    root.mkdir(parents=True, exist_ok=True)
+    """The next free `<date>`, `<date>.2`, `<date>.3`… under `root`, created (so claimed) here. A root that is a
+    file, read-only or not writable is a RunFolderError that names BYTESUP_OUTPUTS where it set the root."""
+    moved = os.environ.get("BYTESUP_OUTPUTS")
+    hint = ("Set BYTESUP_OUTPUTS to a folder you can write to (or unset it to use outputs/), or pass --out DIR."
+            if moved else "Pass --out with a folder you can write to, or set BYTESUP_OUTPUTS to one.")
+    where = f"{root} (BYTESUP_OUTPUTS)" if moved else str(root)
+    if root.exists() and not root.is_dir():
+        raise cannot_write(Path(where), OSError(errno.EEXIST, "File exists"), hint)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(Path(where), exc, hint) from None
     n = 1
     while True:
         candidate = root / (date if n == 1 else f"{date}.{n}")
@@ -140,6 +207,8 @@ def new_run_dir(root: Path, date: str) -> Path:
             return candidate
         except FileExistsError:
             n += 1
+        except OSError as exc:
+            raise cannot_write(Path(where), exc, hint) from None
 
 
 def _manifests_under(root: Path) -> Iterator[tuple[Path, Manifest]]:
@@ -203,6 +272,89 @@ def estimate(root: Path, manifest: Manifest, todo: list[str], skip: Path | None 
         return f"estimate: about {fmt_seconds(seconds)} for {n}, as the comparable run {folder.name} took"
     return (f"estimate: at most about {fmt_seconds(seconds * mine / theirs)} for {n}: the run {folder.name} took "
             f"{fmt_seconds(seconds)} at --repeat {theirs}, scaled to --repeat {mine}")
+
+
+def _recorded_completions(roots: list[Path], lesson_id: str, skip: Path | None) -> tuple[int, int, str] | None:
+    """(requests to /completion, its --repeat, the folder's name) of the latest run under `roots` whose recording of
+    the lesson is whole (the lesson ok) and whose --repeat is recorded; None where there is none."""
+    found: list[tuple[str, Path, int]] = []
+    for root in roots:
+        for folder, data in _manifests_under(root):
+            entry, theirs = data.lessons.get(lesson_id), _repeat(data)
+            if (entry is None or entry.status != "ok" or theirs is None
+                    or (skip is not None and folder.resolve() == skip.resolve())):
+                continue
+            if (folder / "http" / f"{lesson_id}.jsonl").is_file():
+                found.append((data.updated_at or "", folder, theirs))
+    for _, folder, theirs in sorted(found, key=lambda f: (f[0], str(f[1])), reverse=True):
+        try:
+            lines = (folder / "http" / f"{lesson_id}.jsonl").read_text(encoding="utf-8").splitlines()
+            count = sum(1 for line in lines if line.strip() and json.loads(line).get("path") == "/completion")
+        except (OSError, ValueError, AttributeError, RecursionError):
+            continue
+        return count, theirs, folder.name
+    return None
+
+
+class FirstRequestEstimate:
+    """The run's length from its lessons' own request counts, said once its first /completion is timed: the requests
+    to /completion that recorded runs of its lessons made, scaled to this run's --repeat (an upper bound: a lesson's
+    untimed requests do not repeat), times the first one's time. For a run no earlier run of its configuration timed."""
+
+    def __init__(self, requests: float, lessons: int, say: Any):
+        self.requests, self.lessons, self.say, self.done = requests, lessons, say, False
+
+    def sink(self) -> list[dict]:
+        """A lesson's list of exchanges that tells this estimate of each one appended."""
+        return _Watched(self)
+
+    def seen(self, entry: dict) -> None:
+        took = entry.get("elapsed_ms")
+        if self.done or entry.get("path") != "/completion" or not isinstance(took, (int, float)) or took <= 0:
+            return
+        self.done = True
+        n = f"{self.lessons} lesson{'s' if self.lessons != 1 else ''}"
+        self.say(f"estimate: at most about {fmt_seconds(self.requests * took / 1000.0)} for {n}: about "
+                 f"{self.requests:,.0f} requests to /completion, each as long as the first ({took / 1000.0:.3g} s); "
+                 "the other requests are not counted")
+
+
+class _Watched(list):
+    def __init__(self, owner: FirstRequestEstimate):
+        super().__init__()
+        self.owner = owner
+
+    def append(self, entry: Any) -> None:
+        super().append(entry)
+        if isinstance(entry, dict):
+            self.owner.seen(entry)
+
+
+def first_request_estimate(roots: list[Path], manifest: Manifest, todo: list[str], say: Any,
+                           skip: Path | None = None) -> FirstRequestEstimate | None:
+    """Says how many requests to /completion the lessons in `todo` will make at this run's --repeat, counted in the
+    latest recorded run of each (`_recorded_completions`), and returns what says the run's length once the first is
+    timed; None (after saying why) where a lesson has no recorded run to count from."""
+    mine = _repeat(manifest)
+    counted: list[tuple[str, tuple[int, int, str]]] = []
+    missing: list[str] = []
+    for lid in todo:
+        rec = _recorded_completions(roots, lid, skip)
+        if rec is None:
+            missing.append(lid)
+        else:
+            counted.append((lid, rec))
+    if missing or not mine:
+        names = ", ".join(missing) or "these lessons"
+        say(f"estimate: nor from the lessons' requests: no recorded run of {names} under "
+            f"{' or '.join(str(r) for r in roots)} to count them in")
+        return None
+    total = sum(n * mine / theirs for _, (n, theirs, _) in counted)
+    shown = "; ".join(f"{lid}: {n:,} in {name} at --repeat {theirs}" for lid, (n, theirs, name) in counted[:3])
+    more = f"; and {len(counted) - 3} more" if len(counted) > 3 else ""
+    say(f"estimate: the lessons make about {total:,.0f} requests to /completion at --repeat {mine} ({shown}{more}, "
+        "scaled by the repeats); the run's length follows once the first is timed")
+    return FirstRequestEstimate(total, len(todo), say)
 
 
 # --- resuming the same configuration -----------------------------------------------------------
@@ -320,7 +472,30 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+class StoppedBeforeLessons(BytesupError):
+    """A stop signal that came outside the run's lessons (which mark themselves interrupted), such as while its
+    server was starting or its model being built: what was happening, and that nothing of it stays behind."""
+
+    def __init__(self, exc: KeyboardInterrupt):
+        self.exit_code = 128 + exc.signum if isinstance(exc, Terminated) else 130
+        how = exc.args[0] if isinstance(exc, Terminated) else "Ctrl-C"
+        notes = "; ".join(getattr(exc, "__notes__", []))
+        if notes:
+            said = (f"Stopped by {how} before the run's first lesson began, {notes}. No lesson was run and nothing the "
+                    "run had started is left running or behind. Run the same command again to start over.")
+        else:
+            said = (f"Stopped by {how} outside a lesson. Every server the run started was stopped and its folder "
+                    "under .run/ removed; the run folder's manifest.json says which lessons finished. Run the same "
+                    "command again (with --out and --resume to keep the finished ones).")
+        super().__init__(said)
+
+
+def stop_signals() -> tuple[int, ...]:
+    """The stop signals this OS has: SIGINT, SIGTERM and SIGHUP (Windows has no SIGHUP)."""
+    return tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+STOP_SIGNALS = stop_signals()
 # The stop signals received inside signals_raise, first one first (the process has one run at a time).
 _stopping: list[int] = []
 
@@ -359,7 +534,7 @@ def signals_raise() -> Iterator[None]:
         stopping.append(signum)
         raise _stop(signum)
 
-    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    previous = {s: signal.signal(s, handler) for s in stop_signals()}
     try:
         yield
     finally:
@@ -367,15 +542,31 @@ def signals_raise() -> Iterator[None]:
             signal.signal(s, signal.SIG_IGN if stopping else h)
 
 
+PARENT_POLL_S = 0.5
+
+
 def die_with_parent() -> None:
-    """Linux: SIGTERM to this process when its parent dies (`make run` killed, even by kill -9), which stops
-    the run as a SIGTERM does. A parent already gone by the time this is set stops it at once."""
+    """SIGTERM to this process when its parent dies (`make run` killed, even by kill -9), which stops the run as a
+    SIGTERM does: from the kernel on Linux (PR_SET_PDEATHSIG), elsewhere from a thread that looks at the parent's
+    pid every half second and hands the main thread a SIGTERM once it changed. A parent already gone by the time
+    this is set stops it at once."""
     parent = os.getppid()
     hook = engine.die_with_parent_hook()
     if hook is not None:
         hook()
+    else:
+        threading.Thread(target=_watch_parent, args=(parent,), name="bytesup-parent", daemon=True).start()
     if os.getppid() != parent:
         raise Terminated(signal.SIGTERM)
+
+
+def _watch_parent(parent: int) -> None:
+    import _thread
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    _thread.interrupt_main(signal.SIGTERM)
 
 
 # --- the folder, its index and its lessons' files ------------------------------------------------

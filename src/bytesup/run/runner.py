@@ -29,17 +29,19 @@ from bytesup.lesson import LessonContext, Reporter, RunShared
 from bytesup.options import RunOptions, redact_command
 from bytesup.llama.recording import RecordingTransport, ReplayTransport
 from bytesup.run.report import write_run_report
-from bytesup.paths import outputs_root
+from bytesup.paths import REPO_ROOT, outputs_root
 from bytesup.run.folder import (
     DISK_FULL,
     INDEX_MARK,
     DiskFull,
     RunLock,
+    StoppedBeforeLessons,
     Terminated,
     choose_run_dir,
     die_with_parent,
     differences,
     estimate,
+    first_request_estimate,
     identity_differences,
     keep_failed,
     resume_command,
@@ -83,10 +85,14 @@ def run_into_folder(lesson_ids: list[str], options: RunOptions, console: Console
     """Run lessons into a run folder; returns the exit code and the folder. A server started for the
     run (`start_run_server`) is stopped when the run ends, however it ends. `options` is read, never written."""
     # The signal handlers cover the cleanup too: a second Ctrl-C never interrupts stopping the run's server.
-    with signals_raise(), contextlib.ExitStack() as cleanup:
-        if os.environ.get(DIE_WITH_PARENT_ENV):
-            die_with_parent()
-        return _run_lessons(lesson_ids, options, console or Console(stderr=True), cleanup)
+    # A stop before the lessons began (they handle their own) is one paragraph once the cleanup is done.
+    try:
+        with signals_raise(), contextlib.ExitStack() as cleanup:
+            if os.environ.get(DIE_WITH_PARENT_ENV):
+                die_with_parent()
+            return _run_lessons(lesson_ids, options, console or Console(stderr=True), cleanup)
+    except KeyboardInterrupt as exc:
+        raise StoppedBeforeLessons(exc) from None
 
 
 def run_lessons(lesson_ids: list[str], options: RunOptions, console: Console | None = None) -> int:
@@ -99,6 +105,11 @@ def _run_lessons(lesson_ids: list[str], options: RunOptions, console: Console, c
     for lid in lesson_ids:
         if lid not in available:
             raise UnknownLesson(lid, list(available))
+    twice = sorted({lid for lid in lesson_ids if lesson_ids.count(lid) > 1})
+    if twice:  # a lesson named again would replace its own result: each runs once, in the order first named
+        lesson_ids = list(dict.fromkeys(lesson_ids))
+        console.print(rich_text(f"{', '.join(twice)} {'is' if len(twice) == 1 else 'are'} named more than once on the "
+                                f"command line; {'it runs' if len(twice) == 1 else 'each runs'} once."), highlight=False)
     # A bad lesson option, or one no lesson of the run takes, stops the run here, before its folder and any request.
     options = with_checked_options(lesson_ids, options)
     if options.replay is None:
@@ -301,8 +312,14 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             identity_cache.update(lesson_identity(manifest))
         return identity_cache
 
+    first_timed = None
     if todo and options.replay is None:
-        console.print(rich_text(estimate(outputs_root(), manifest, todo, skip=run_dir)), highlight=False)
+        line = estimate(outputs_root(), manifest, todo, skip=run_dir)
+        console.print(rich_text(line), highlight=False)
+        if line.startswith("estimate: none"):  # no earlier run timed these: from their request counts instead
+            first_timed = first_request_estimate(list(dict.fromkeys([outputs_root(), REPO_ROOT / "outputs"])),
+                                                 manifest, todo, lambda text: console.print(rich_text(text), highlight=False),
+                                                 skip=run_dir)
     build = manifest.engine.build or seen.props.get("build_info")
     failures = 0
     interrupted: KeyboardInterrupt | None = None
@@ -313,7 +330,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
         for lid in todo:
             module = load_lesson(lid)
             title = lesson_title(module)
-            sink: list[dict] = []
+            sink: list[dict] = first_timed.sink() if first_timed is not None and not first_timed.done else []
             client: LlamaServer | None = None
             reporter = Reporter(progress, lid)
             entry = lessons_state[lid]
@@ -348,6 +365,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 entry.status = "skipped" if skipped else "ok"
                 entry.finished_at, entry.json_file, entry.markdown = result.finished_at, f"{lid}.json", f"{lid}.md"
                 entry.http_sha256 = file_sha256(run_dir / "http" / f"{lid}.jsonl")
+                entry.json_sha256 = file_sha256(run_dir / f"{lid}.json")
                 entry.error = entry.traceback = entry.failed_exchanges = entry.set_aside = entry.replay_differences = None
                 entry.skip_reason = skipped.reason if skipped else None
                 entry.enable_command = skipped.command if skipped else None

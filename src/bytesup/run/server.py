@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
+import httpx
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -19,17 +20,34 @@ from bytesup.llama import process as engine
 from bytesup.models import catalog as models
 from bytesup.errors import BytesupError, ServerHTTPError, ServerUnreachable, redact_url
 from bytesup.course.formulas import batch_sizes
-from bytesup.models.gguf import is_gguf, read_model_info
+from bytesup.models.gguf import GGUFError, check_gguf, is_gguf, read_model_info
 from bytesup.options import RunOptions
 from bytesup.llama.placement import is_loopback
+
+
+def _as_url_host(rest: str) -> str:
+    """host:port as a URL writes it: an IPv6 address (more than one colon, no brackets) goes in brackets."""
+    if rest.count(":") < 2 or rest.startswith("["):
+        return rest
+    host, _, port = rest.rpartition(":")
+    return f"[{host}]:{port}" if port.isdigit() and host else f"[{rest}]"
 
 
 def check_server_url(url: str) -> None:
     if not re.match(r"^https?://[^/]", url):
         raise BytesupError(
             f"The server address {url!r} is not a URL: it needs a scheme, as in "
-            f"`--server http://{url.split('://')[-1] or '127.0.0.1:8099'}` (or set BYTESUP_SERVER the same way)."
+            f"`--server http://{_as_url_host(url.split('://')[-1]) or '127.0.0.1:8099'}` (or set BYTESUP_SERVER the same way)."
         )
+    try:
+        _ = httpx.URL(url).port
+    except httpx.InvalidURL as exc:
+        scheme, _, rest = url.partition("://")
+        host_port = rest.split("/", 1)[0]
+        raise BytesupError(
+            f"The server address {url!r} is not a valid URL ({exc}). An IPv6 address goes in brackets: "
+            f"`--server {scheme}://{_as_url_host(host_port)}`."
+        ) from None
 
 
 # HTTP statuses of a server that has no /v1/models at all (an older or smaller build): the run goes on without it.
@@ -114,10 +132,10 @@ def check_model_matches(model: Path, models: dict | None) -> None:
 
 
 def engine_facts(url: str, props: dict, models: dict | None) -> dict:
-    port = None
-    m = re.match(r"https?://[^/:]+:(\d+)", url)
-    if m:
-        port = int(m.group(1))
+    try:
+        port = urlparse(url).port  # also of http://[::1]:8404
+    except ValueError:
+        port = None
     info = engine.read_engine_info(port) if port and is_loopback(urlparse(url).hostname or "") else None
     facts = dict(info) if info else observed_engine(props)
     facts.update({"url": redact_url(url), "props": props, "v1_models": models})
@@ -140,17 +158,25 @@ def observed_engine(props: dict) -> dict:
 
 def model_path_from(props: dict, explicit: Path | None, console: Console | None = None) -> Path | None:
     """The GGUF the lessons read: --model, else the path the server reports in /props when it is a GGUF file
-    here. A reported path is opened only to read its first four bytes, GGUF's magic: a server never makes
-    bytesup read, hash or show another file."""
+    here. A reported path is read only as a GGUF's header and tensor index (`check_gguf`), and used (hashed,
+    sized, described) only once all of these parse and its tensor data is all there: a server never makes
+    bytesup hash or show another file, and no byte of one is ever printed."""
     if explicit is not None:
         return explicit
     served = props.get("model_path")
     if not served or not isinstance(served, str) or not Path(served).is_file():
         return None
-    if not is_gguf(served):
+    whole = is_gguf(served)
+    if whole:
+        try:
+            check_gguf(served)
+        except GGUFError:
+            whole = False
+    if not whole:
         if console is not None:
             console.print(escape(
-                f"The server reports model_path {served!r}, which is no GGUF file here; it was not read. Name the model "
+                f"The server reports model_path {served!r}, which is no GGUF file here; it was not read. Only a file "
+                "whose whole header and tensor index parse as a GGUF's is hashed, sized or described. Name the model "
                 "file explicitly with --model FILE.gguf."), highlight=False, soft_wrap=True)
         return None
     return Path(served)
@@ -188,6 +214,12 @@ def model_for_run(options: RunOptions, console: Console) -> Path:
     with _spinner(console, f"model {name}: building or fetching it (once; later runs reuse the file)"):
         try:
             return models.ensure_model(name)
+        except OSError as exc:
+            raise BytesupError(
+                f"Could not build or fetch the model {name} for the run's own server ({exc.strerror or exc}"
+                f"{f': {exc.filename}' if exc.filename else ''}). Nothing was left half-written. Set BYTESUP_MODELS "
+                "(and BYTESUP_CACHE) to folders you can write to, or free some space, or pass --server URL."
+            ) from None
         except KeyError:
             raise BytesupError(
                 f"{MODEL_ENV}={wanted} is neither a GGUF file nor a model preset. Set it to a .gguf path or "
@@ -198,11 +230,24 @@ def model_for_run(options: RunOptions, console: Console) -> Path:
 def start_run_server(url: str, options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> engine.StartedServer:
     """Start a server for this run on a free port (so it never meets another run's or the user's);
     `cleanup` stops it and removes its state folder when the run ends, also on Ctrl-C or SIGTERM."""
-    model = model_for_run(options, console)  # SIGTERM already raises like Ctrl-C here (signals_raise)
+    try:
+        model = model_for_run(options, console)  # SIGTERM already raises like Ctrl-C here (signals_raise)
+    except KeyboardInterrupt as exc:
+        exc.add_note("while the model for the run's own server was being built or fetched")
+        raise
     port = engine.free_port()
     cleanup.callback(_stop_run_server, port)  # before starting: a start cut short is stopped too
-    with _spinner(console, f"starting a server on {model.name}"):
-        started = engine.start_server(model, ["--port", str(port)], die_with_parent=True, answer_s=options.timeout)
+    try:
+        with _spinner(console, f"starting a server on {model.name}"):
+            started = engine.start_server(model, ["--port", str(port)], die_with_parent=True, answer_s=options.timeout)
+    except KeyboardInterrupt as exc:
+        # start_server stopped the half-started server (or, stopped before its own cleanup began, it is stopped by
+        # its pid file here); the log of a start nobody waits for goes with its folder.
+        engine.stop_server(port)
+        shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+        exc.add_note(f"while the run's own server was starting on {model.name} (port {port}); it was stopped and "
+                     f"its {engine.state_dir_for(port).name}/ folder removed")
+        raise
     why = "The run has its own server" if options.own_server else f"No server answers at {redact_url(url)}"
     console.print(escape(
         f"{why}: started {started.info['choice']['why']} "

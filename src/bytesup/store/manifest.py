@@ -98,6 +98,7 @@ class LessonEntry(Record):
     json_file: str | None = Field(default=None, alias="json")
     markdown: str | None = None
     http_sha256: str | None = None
+    json_sha256: str | None = None  # of <id>.json as the run wrote it; None in manifests written before it was kept
     seconds: float | None = None
     error: str | None = None
     traceback: str | None = None

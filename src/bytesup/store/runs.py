@@ -8,7 +8,7 @@ A run folder (`outputs/<date>/`, written by `bytesup run`) holds `manifest.json`
 from __future__ import annotations
 
 import errno
-import fcntl
+import hashlib
 import json
 import os
 import re
@@ -23,6 +23,7 @@ from bytesup.store import moved
 from bytesup.store.identity import model_facts
 from bytesup.store.manifest import LessonEntry, Manifest
 from bytesup.store.results import LessonResult, load_result
+from bytesup import files
 from bytesup.files import file_sha256
 
 LOCK_FILE = ".bytesup.lock"  # held with flock by the run writing the folder (runfolder.RunLock)
@@ -33,6 +34,7 @@ LESSON_ID = re.compile(r"^\d\d[a-z]?_[a-z0-9_]+$")  # a lesson id names a file i
 def read_manifest(run_dir: Path) -> Manifest | None:
     """The run's manifest.json, upgraded to this schema and typed; None when the folder has none."""
     path = run_dir / "manifest.json"
+    refuse_link(path, "the run's manifest")
     if not path.is_file():
         return None
     try:
@@ -59,17 +61,56 @@ def read_manifest(run_dir: Path) -> Manifest | None:
 
 def run_is_live(run_dir: Path) -> bool:
     """Whether a run holds the folder's lock now (the kernel drops it when that run's process dies)."""
+    if not files.has_flock():  # Windows: the process the lock file names still runs
+        try:
+            holder = json.loads((run_dir / LOCK_FILE).read_text(encoding="utf-8") or "{}")
+        except (OSError, ValueError):
+            return False
+        return isinstance(holder, dict) and files.holder_alive(holder)
     try:
         fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY)
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        files.fcntl.flock(fd, files.fcntl.LOCK_SH | files.fcntl.LOCK_NB)
     except OSError as exc:
         return exc.errno in (errno.EWOULDBLOCK, errno.EACCES)
     finally:
         os.close(fd)
     return False
+
+
+# --- one file of a run folder --------------------------------------------------------------
+
+def refuse_link(path: Path, what: str) -> None:
+    """A file of a run folder is read only where it lies: a symlink (to another run's file, say) is refused."""
+    if path.is_symlink():
+        raise RunFolderError(
+            f"{path} is a symbolic link, not a file of the run folder, so {what} was not read from it: a run folder's "
+            "files are read only where the run wrote them. Replace the link with the file itself (a copy of the run "
+            "made with `cp -rL` does that), or re-run the lesson into a new folder.")
+
+
+def read_lesson_json(json_path: Path, lesson_id: str, entry: LessonEntry | None) -> Any:
+    """A lesson's <id>.json as JSON, once it is a file of the folder (no link), has the sha256 the manifest
+    recorded for it (manifests written before that was kept have none) and names the lesson it is read for.
+    A file of lesson 05 stands for lesson 05b too (a run recorded before 05b existed)."""
+    refuse_link(json_path, f"the result of {lesson_id}")
+    raw = json_path.read_bytes()
+    expected = entry.json_sha256 if entry is not None else None
+    if expected and hashlib.sha256(raw).hexdigest() != expected:
+        raise RunFolderError(
+            f"{json_path} has changed since the run wrote it (its sha256 differs from the one in the run's "
+            f"manifest.json), so the result of {lesson_id} was not read from it. Restore the file from a copy of the "
+            f"run, or re-run the lesson with `bytesup run {lesson_id} --out {json_path.parent} --force`.")
+    data = json.loads(raw.decode("utf-8"))
+    named = data.get("lesson_id") if isinstance(data, dict) else None
+    if named not in (lesson_id, *((moved.FROM,) if lesson_id == moved.TO else ())):
+        raise RunFolderError(
+            f"{json_path} holds the result of {str(named)[:80]!r}, not of {lesson_id}, so it was not read as "
+            f"{lesson_id}'s: a file was copied or renamed over another. Restore the run folder from a copy, or "
+            f"re-run the lesson with `bytesup run {lesson_id} --out {json_path.parent} --force`.")
+    return data
 
 
 # --- a whole run ---------------------------------------------------------------------------
@@ -143,8 +184,8 @@ def load_run(path: Path) -> Run:
                             + (f" ({entry.error[:200]})" if entry.error else ""))
             continue
         try:
-            data = json.loads(json_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
+            data = read_lesson_json(json_path, lid, entry)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RunFolderError(f"{json_path} is not valid JSON ({exc}). Re-run that lesson with "
                                  f"`bytesup run {lid} --out {path} --force`.") from None
         try:
@@ -186,7 +227,7 @@ def load_replay(run_dir: Path, lesson_id: str, entry: LessonEntry | None = None,
             "Replay a run folder written by `bytesup run` that includes this lesson."
         )
     try:
-        recorded = json.loads(json_path.read_text(encoding="utf-8"))
+        recorded = read_lesson_json(json_path, lesson_id, entry)
         older = json_path.name == f"{moved.FROM}.json" and moved.has_moved_part(recorded)
         if older:
             rest, part = moved.split(recorded)
@@ -199,6 +240,7 @@ def load_replay(run_dir: Path, lesson_id: str, entry: LessonEntry | None = None,
         raise RunFolderError(f"{json_path} is damaged ({str(exc).splitlines()[0]}), so {lesson_id} cannot be replayed. "
                              "The other lessons are replayed; re-record this one against a live server.") from None
     http = run_dir / (result.exchanges or f"http/{lesson_id}.jsonl")
+    refuse_link(http, f"the recording of {lesson_id}")
     if not http.is_file():
         return ReplaySource(result=result, exchanges=[], recorded=recorded)
     expected = entry.http_sha256 if entry is not None else None
@@ -229,3 +271,20 @@ def load_replay(run_dir: Path, lesson_id: str, entry: LessonEntry | None = None,
     if older:  # one lesson's part of a recording made before lesson 5b: what its replay writes
         recorded.update({"exchanges": f"http/{lesson_id}.jsonl", "exchange_count": len(moved.own_exchanges(lesson_id, exchanges))})
     return ReplaySource(result=result, exchanges=exchanges, recorded=recorded)
+
+
+def held_lessons(run_dir: Path, lesson_ids: list[str]) -> tuple[list[str], list[str]]:
+    """(the lessons of `lesson_ids` whose recorded result `run_dir` holds, those it lacks), in the given order.
+    Lesson 5b is held in a run recorded before it existed when lesson 5's result still carries its part."""
+    held: list[str] = []
+    for lid in lesson_ids:
+        if (run_dir / f"{lid}.json").is_file():
+            held.append(lid)
+        elif lid == moved.TO and (run_dir / f"{moved.FROM}.json").is_file():
+            try:
+                data = json.loads((run_dir / f"{moved.FROM}.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError):
+                continue
+            if isinstance(data, dict) and moved.has_moved_part(data):
+                held.append(lid)
+    return held, [lid for lid in lesson_ids if lid not in held]
