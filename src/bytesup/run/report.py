@@ -25,7 +25,7 @@ from typing import Any
 from bytesup.check import checker as checks
 from bytesup.check.overhead import overhead_blocks
 from bytesup.check.verdicts import FAIL, INCONCLUSIVE, NA, PASS
-from bytesup.course import decodetime
+from bytesup.course import busy, decodetime
 from bytesup.store.facts.lesson08 import DecodeModel
 from bytesup.store.manifest import LessonEntry
 from bytesup.store.runs import Run, load_run
@@ -233,6 +233,11 @@ def warnings(run: Run, check_report: "checks.CheckReport | None") -> list[str]:
     for when, load in (("before", m.load_average_before), ("after", m.load_average_after)):
         if cores and load and load[0] > cores:
             out.append(f"The machine was busy {when} the run: a load average of {fmt(load[0])} on {cores} cores.")
+    for lid, result in sorted(run.results.items()):
+        verdict = busy.judge(result.host_values.get(busy.HOST_VALUE))
+        if verdict is not None and verdict.busy:
+            out.append(f"The machine was busy during {lid}: {'; '.join(verdict.reasons)}. Its timing claims are "
+                       "inconclusive.")
     drift = m.host_bandwidth.drift or {}
     change = drift.get("change")
     if isinstance(change, (int, float)) and drift.get("ranges_overlap") is False:
