@@ -304,3 +304,83 @@ def test_a_timeout_on_a_quiet_machine_says_so_and_other_errors_are_left_alone(tm
     assert timeout_on_machine(timeout, None) is timeout                 # a replay reads no machine
     other = ServerTimeout.__mro__[1]("something else")
     assert timeout_on_machine(other, watch) is other
+
+
+# --- through the runner: recorded with the lesson, replayed as recorded, and a timeout -------------
+
+URL = "http://127.0.0.1:8099"
+LESSON = '''"""A decode lesson for the busy-machine tests."""
+from bytesup.llama.responses import decode_tokens_per_s
+TITLE = "Decode (busy test)"
+def main(ctx):
+    done = [ctx.server.completion("def fibonacci(n):\\\\n    if n", n_predict=16, temperature=0, seed=42,
+                                  cache_prompt=False, ignore_eos=True) for _ in ctx.track(range(2), "decoding")]
+    ctx.measure("decode_tokens_per_s", "tokens/s", [decode_tokens_per_s(d.timings) for d in done], higher_is_better=True)
+    return ctx.finish()
+'''
+
+
+@pytest.fixture
+def two_cores(tmp_path, monkeypatch):
+    """A lesson folder with LESSON, on a hand-made machine of 2 cores whose server decodes with 2 threads, read at the
+    load averages the test gives (`loads`)."""
+    from bytesup.host import hostbench
+
+    folder = tmp_path / "lessons"
+    folder.mkdir()
+    (folder / "01_decode.py").write_text(LESSON)
+    monkeypatch.setenv("BYTESUP_LESSONS", str(folder))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(hostbench, "physical_cores", lambda *_: 2)
+    monkeypatch.setattr(load, "MIN_TURN_S", 1e9)   # no reading between turns: the readings are the test's alone
+
+    def loads(*values: float) -> None:
+        more = iter(values)
+        monkeypatch.setattr(load, "load1", lambda: next(more, values[-1]))
+    return loads
+
+
+def serve(httpx_mock, completion: bool = True) -> None:
+    from conftest import load_fixture
+
+    for name, path in [("health", "/health"), ("props", "/props"), ("v1_models", "/v1/models")]:
+        httpx_mock.add_response(url=URL + path, json=load_fixture(name)["response"], is_reusable=True, is_optional=True)
+    if completion:
+        httpx_mock.add_response(url=URL + "/completion", json=load_fixture("completion_decode")["response"],
+                                is_reusable=True, is_optional=True)
+
+
+def test_a_live_lesson_records_its_readings_and_a_replay_gives_the_same_page(two_cores, tmp_path, httpx_mock):
+    from bytesup.options import RunOptions
+    from bytesup.run.runner import run_lessons
+
+    serve(httpx_mock)
+    two_cores(1.0, 6.1)
+    live, replayed = tmp_path / "live", tmp_path / "replayed"
+    assert run_lessons(["01_decode"], RunOptions(server_url=URL, out=live)) == 0
+    recorded = json.loads((live / "01_decode.json").read_text())["host_values"][busy.HOST_VALUE]
+    # The conftest's machine has no /proc: no CPU figures; two identical samples collapse into nothing.
+    assert recorded == {"cores": 2, "server_threads": 2, "cpu": None, "stretches": [], "collapsed": [],
+                        "load_average": [{"at": "before", "load1": 1.0}, {"at": "after", "load1": 6.1}]}
+    page = (live / "01_decode.md").read_text()
+    assert page.splitlines()[2].startswith("Warning: the machine was busy: load average 6.1 on 2 cores (after)")
+    two_cores(0.1)   # a replay reads no machine: it gives the recorded readings, whatever the machine does now
+    assert run_lessons(["01_decode"], RunOptions(replay=live, out=replayed)) == 0
+    for name in ("01_decode.json", "01_decode.md"):
+        assert (replayed / name).read_bytes() == (live / name).read_bytes(), name
+
+
+def test_a_request_that_times_out_on_a_busy_machine_says_so(two_cores, tmp_path, httpx_mock):
+    import httpx
+
+    from bytesup.options import RunOptions
+    from bytesup.run.runner import run_lessons
+
+    serve(httpx_mock, completion=False)
+    httpx_mock.add_exception(httpx.ReadTimeout("timed out"), url=URL + "/completion", is_reusable=True)
+    two_cores(1.0, 6.1)
+    out = tmp_path / "run"
+    assert run_lessons(["01_decode"], RunOptions(server_url=URL, out=out)) == 1
+    error = json.loads((out / "manifest.json").read_text())["lessons"]["01_decode"]["error"]
+    assert "did not answer /completion within" in error
+    assert "; the machine was busy: load average 6.1 on 2 cores (now), above 3.5" in error
