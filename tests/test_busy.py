@@ -384,3 +384,13 @@ def test_a_request_that_times_out_on_a_busy_machine_says_so(two_cores, tmp_path,
     error = json.loads((out / "manifest.json").read_text())["lessons"]["01_decode"]["error"]
     assert "did not answer /completion within" in error
     assert "; the machine was busy: load average 6.1 on 2 cores (now), above 3.5" in error
+
+
+def test_the_reports_account_says_how_loaded_the_machine_was_or_nothing_for_an_older_run(tmp_path):
+    l6 = lesson4(quiet()).model_copy(update={"lesson_id": "06_attention_kv_cache"})
+    quiet_run = run_of(tmp_path / "quiet", lesson4(quiet()), l6)
+    assert report.machine_load_text(quiet_run) == ("quiet during each of the 2 lessons that read it; at most load average "
+                                                   "2.1 on 2 cores")
+    assert report.machine_load_text(run_of(tmp_path / "mixed", lesson4(BUSY), l6)) == (
+        "busy during 04_next_token (see the warnings), quiet during 1 of 2")
+    assert report.machine_load_text(run_of(tmp_path / "older", lesson4(None))) is None

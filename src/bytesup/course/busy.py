@@ -55,6 +55,7 @@ class Verdict:
     busy: bool
     reasons: tuple[str, ...]
     load: str   # "load average 6.1 on 2 cores" (the highest reading), or that the figure is not available
+    highest_load: float | None = None   # that reading; None where not available
 
     def sentence(self) -> str:
         """"the machine was busy: …" or "the machine was not busy by the run's readings (…)"."""
@@ -136,6 +137,7 @@ def judge(readings: dict[str, Any] | None) -> Verdict | None:
                            f"one for the run, the {max(0, cores - threads)} cores the server leaves free and {LOAD_MARGIN:g}")
     else:
         load = "the load average is not available on this platform"
+    highest_load = max((v for _, v in loads), default=None)
     cpu = readings.get("cpu")
     share = _num(cpu.get("foreign_share")) if isinstance(cpu, dict) else None
     if share is not None and share > FOREIGN_SHARE:
@@ -163,4 +165,4 @@ def judge(readings: dict[str, Any] | None) -> Verdict | None:
             what += " (" + ", ".join(f"{k} {v}" for k, v in settings.items()) + ")"
         reasons.append(f"{what} went from {_fmt(c['first'])} to {_fmt(c['last'])} {c.get('unit', '')} between the "
                        "medians of its first and last samples")
-    return Verdict(bool(reasons), tuple(reasons), load)
+    return Verdict(bool(reasons), tuple(reasons), load, highest_load)
