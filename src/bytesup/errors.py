@@ -52,12 +52,21 @@ class AnswerCutShort(BytesupError):
 
 
 class ServerTimeout(BytesupError):
-    def __init__(self, url: str, path: str, timeout_s: float):
+    def __init__(self, url: str, path: str, timeout_s: float, machine: str = ""):
+        self.url, self.path, self.timeout_s, self.machine = url, path, timeout_s, machine
+        busy = machine.startswith("the machine was busy")
         super().__init__(
-            f"The server at {url} did not answer {path} within {timeout_s:g} s. "
-            "It may be busy with a long prompt or stuck; check its log (under .run/ for servers "
-            "started by scripts/start_server.sh), or raise the limit with --timeout."
+            f"The server at {url} did not answer {path} within {timeout_s:g} s"
+            + (f"; {machine}" if machine else "") + ". "
+            + ("Other programs were taking the cores the server computes on: stop them and run again, "
+               if busy else "It may be busy with a long prompt or stuck; ")
+            + "check its log (under .run/ for servers started by scripts/start_server.sh), or raise the limit with --timeout."
         )
+
+    def on_machine(self, machine: str) -> "ServerTimeout":
+        """The same timeout, saying what the run read of the machine meanwhile ("the machine was busy: load
+        average 6.1 on 2 cores; …", or that it was not)."""
+        return ServerTimeout(self.url, self.path, self.timeout_s, machine)
 
 
 class ServerHTTPError(BytesupError):

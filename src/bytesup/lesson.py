@@ -24,6 +24,7 @@ from bytesup import paths
 from bytesup.llama import process as engine
 from bytesup.host import environment
 from bytesup.host import hostbench
+from bytesup.host import load
 from bytesup.llama.client import LlamaServer
 from bytesup.errors import BytesupError, LessonSkipped, ReplayMiss, ServerStartError
 from bytesup.course.formulas import server_threads
@@ -130,6 +131,7 @@ class LessonContext:
         self.identity: dict[str, Any] = {}
         self.server_shapes: dict[str, dict[str, Any]] = {}  # the shape of each server of the lesson's own, by label
         self.skipped: LessonSkipped | None = None  # set by `skip`: the lesson measured nothing here
+        self.load_watch: load.Watch | None = None  # set by the runner on a live run: the machine read between turns
 
     def samples(self, minimum: int, name: str = "samples") -> int:
         """How many samples one timed measurement takes, by the run's one rule: the run's --repeat, and at least
@@ -351,6 +353,7 @@ class LessonContext:
             finally:
                 client.close()
             return
+        self.turn(f"starting the server {label}")
         port = engine.free_port()
         # Stopped and its state folder removed on every way out: an exception, Ctrl-C, SIGTERM
         # (see runfolder.signals_raise), and by the kernel if this process is killed outright.
@@ -379,7 +382,15 @@ class LessonContext:
         self.progress.step(text)
 
     def track(self, items: Iterable[Any], text: str) -> Iterator[Any]:
-        return self.progress.track(items, text)
+        """The items, with a progress bar; between items (a lesson's turns) the machine's load is read."""
+        for item in self.progress.track(items, text):
+            yield item
+            self.turn()
+
+    def turn(self, at: str = "") -> None:
+        """Read the machine's load between a lesson's turns (live only; `load.Watch.turn` keeps them spaced)."""
+        if self.load_watch is not None:
+            self.load_watch.turn(at)
 
     def table(self, name: str, title: str, columns: list[tuple[str, str]], rows: list[list[Any]], notes: list[str] | None = None) -> Table:
         t = Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns], rows=rows, notes=notes or [])

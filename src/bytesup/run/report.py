@@ -25,7 +25,7 @@ from typing import Any
 from bytesup.check import checker as checks
 from bytesup.check.overhead import overhead_blocks
 from bytesup.check.verdicts import FAIL, INCONCLUSIVE, NA, PASS
-from bytesup.course import decodetime
+from bytesup.course import busy, decodetime
 from bytesup.store.facts.lesson08 import DecodeModel
 from bytesup.store.manifest import LessonEntry
 from bytesup.store.runs import Run, load_run
@@ -133,6 +133,21 @@ def bandwidth_text(run: Run) -> str | None:
     return text
 
 
+def machine_load_text(run: Run) -> str | None:
+    """What the run read of the machine's load around its lessons (bytesup.course.busy): the lessons during which it
+    was busy, or that it was quiet during every one, with the highest load average; None for a run recorded before
+    the readings."""
+    verdicts = {lid: v for lid, r in sorted(run.results.items())
+                if (v := busy.judge(r.host_values.get(busy.HOST_VALUE))) is not None}
+    if not verdicts:
+        return None
+    loud = [lid for lid, v in verdicts.items() if v.busy]
+    top = max(verdicts.values(), key=lambda v: -1.0 if v.highest_load is None else v.highest_load)
+    if loud:
+        return f"busy during {', '.join(loud)} (see the warnings), quiet during {len(verdicts) - len(loud)} of {len(verdicts)}"
+    return f"quiet during each of the {len(verdicts)} lessons that read it; at most {top.load}"
+
+
 def decode_terms(run: Run) -> str | None:
     """Lesson 8's decode-time model, its terms fitted here on every model it measured (bytesup.course.decodetime)."""
     result = run.results.get(CAPSTONE)
@@ -233,6 +248,11 @@ def warnings(run: Run, check_report: "checks.CheckReport | None") -> list[str]:
     for when, load in (("before", m.load_average_before), ("after", m.load_average_after)):
         if cores and load and load[0] > cores:
             out.append(f"The machine was busy {when} the run: a load average of {fmt(load[0])} on {cores} cores.")
+    for lid, result in sorted(run.results.items()):
+        verdict = busy.judge(result.host_values.get(busy.HOST_VALUE))
+        if verdict is not None and verdict.busy:
+            out.append(f"The machine was busy during {lid}: {'; '.join(verdict.reasons)}. Its timing claims are "
+                       "inconclusive.")
     drift = m.host_bandwidth.drift or {}
     change = drift.get("change")
     if isinstance(change, (int, float)) and drift.get("ranges_overlap") is False:
@@ -269,6 +289,7 @@ def summary_blocks(run: Run, check_report: "checks.CheckReport | None") -> list[
         ("machine", f"{host.hostname or '?'}: {host.cpu or '?'}, {fmt(host.cores)} cores, {_size(host.memory_bytes)} memory"
                     + (f", GPU {', '.join(host.gpus)}" if host.gpus else ", no GPU") if host else None),
         ("memory bandwidth (the run's reading)", bandwidth_text(run)),
+        ("the machine's load (around each lesson)", machine_load_text(run)),
         ("decode-time model (lesson 8)", decode_terms(run)),
         ("the capstone's verdicts", capstone_conclusion(run)),
         ("server flags", flag_parts(run)),

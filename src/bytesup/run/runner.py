@@ -16,14 +16,17 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from bytesup.host import environment
+from bytesup.course import busy
+from bytesup.host import environment, load
 from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson, options_of, with_checked_options
 from bytesup.llama.client import LlamaServer, default_base_url
-from bytesup.errors import BytesupError, LessonSkipped, RunFolderError
+from bytesup.errors import BytesupError, LessonSkipped, RunFolderError, ServerTimeout
+from bytesup.llama.placement import is_loopback
 from bytesup.store.escape import rich_text
 from bytesup.lesson import LessonContext, Reporter, RunShared
 from bytesup.options import RunOptions, redact_command
@@ -52,6 +55,7 @@ from bytesup.run.folder import (
 )
 from bytesup.store import manifest as manifest_schema
 from bytesup.store.manifest import Engine, Host, LessonEntry, Manifest, ModelFile, RecordedOptions, Repository
+from bytesup.store.results import LessonResult
 from bytesup.store.runs import load_replay, read_manifest
 from bytesup.run.server import (
     ServerChanged,
@@ -256,6 +260,46 @@ def lesson_identity(manifest: Manifest) -> dict[str, Any]:
     }
 
 
+# --- the machine's load around each lesson --------------------------------------------------------
+
+def outside_servers(seen: ServerSeen, options: RunOptions) -> list[int]:
+    """The pids of the run's server where it runs here but the run did not start it (its CPU time is the run's own,
+    not another process's load); [] otherwise."""
+    if options.replay is not None or seen.started_for_run:
+        return []
+    url = urlparse(seen.url)
+    return load.listening_pids(url.port) if url.port and is_loopback(url.hostname or "") else []
+
+
+def record_machine_load(ctx: LessonContext, watch: load.Watch | None, result: LessonResult,
+                        drift_before: dict | None) -> None:
+    """The lesson's readings of the machine's load (bytesup.course.busy) as its host value, which the page and
+    `bytesup check` read; a replay keeps the recorded run's, and a run recorded before the readings has none."""
+    def measure() -> dict:
+        assert watch is not None  # a live run always has its watch
+        drift = ctx.run_bandwidth_drift()
+        extra: dict[str, Any] = {}
+        if drift and drift != drift_before:  # this lesson took the run's second bandwidth reading
+            extra["drift"] = {"change": drift.get("change"), "ranges_overlap": drift.get("ranges_overlap")}
+        extra["collapsed"] = busy.collapses([m.model_dump(mode="json") for m in result.measurements])
+        return watch.record("after", extra)
+
+    record = ctx.host_since(busy.HOST_VALUE, measure)
+    if record is not None:
+        result.host_values[busy.HOST_VALUE] = record
+
+
+def timeout_on_machine(exc: BytesupError, watch: load.Watch | None) -> BytesupError:
+    """A request that timed out, said with what the run read of the machine meanwhile (busy or not)."""
+    if not isinstance(exc, ServerTimeout) or watch is None:
+        return exc
+    try:
+        verdict = watch.verdict()
+    except Exception:  # the reading must not hide the timeout
+        return exc
+    return exc.on_machine(verdict.sentence()) if verdict is not None else exc
+
+
 # --- the run ---------------------------------------------------------------------------------------
 
 def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, console: Console,
@@ -321,6 +365,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                                                  manifest, todo, lambda text: console.print(rich_text(text), highlight=False),
                                                  skip=run_dir)
     build = manifest.engine.build or seen.props.get("build_info")
+    servers_here = outside_servers(seen, options)
     failures = 0
     interrupted: KeyboardInterrupt | None = None
     disk_full: DiskFull | None = None
@@ -333,6 +378,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             sink: list[dict] = first_timed.sink() if first_timed is not None and not first_timed.done else []
             client: LlamaServer | None = None
             reporter = Reporter(progress, lid)
+            watch: load.Watch | None = None
             entry = lessons_state[lid]
             # The commit per lesson too: a resumed run may hold lessons made by different code.
             entry.status, entry.started_at, entry.commit = "running", environment.utc_now(), manifest.repository.commit
@@ -353,10 +399,15 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 entry.started_at = ctx.started_at
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident
+                drift_before = ctx.run_bandwidth_drift()
+                if options.replay is None:
+                    watch = ctx.load_watch = load.Watch(os.cpu_count(), ctx.server_threads(), lambda: servers_here)
+                    watch.start()
                 try:
                     result = module.main(ctx)
                 except LessonSkipped as exc:  # raised from inside the lesson: its page says why, as ctx.skip's does
                     result = ctx.skip(exc.reason, exc.command)
+                record_machine_load(ctx, watch, result, drift_before)
                 raise_if_stopping()  # a stop whose exception was lost inside the lesson
                 if options.replay is None:
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)
@@ -399,6 +450,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 server_changed = exc
             except BytesupError as exc:
                 failures += 1
+                exc = timeout_on_machine(exc, watch)
                 entry.status, entry.error = "failed", str(exc)
                 console.print(f"[red]✗ {lid} failed:[/red] {rich_text(exc)}", highlight=False)
             except Exception as exc:  # a bug in a lesson must not lose the other lessons' results

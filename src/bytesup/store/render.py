@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Union
 from urllib.parse import quote
 
+from bytesup.course import busy
 from bytesup.store.escape import md_code, md_literal
 from bytesup.store.results import LessonResult, Measurement, Plot, Table
 
@@ -430,11 +431,24 @@ def plot_files(result: LessonResult, name: str) -> tuple[str, str]:
     return f"{stem}.png", f"{stem}.svg"
 
 
+def busy_warning(result: LessonResult) -> Paragraph | None:
+    """The warning a lesson's page opens with where its readings show a busy machine (bytesup.course.busy.judge);
+    None for a quiet one and for a lesson recorded without readings."""
+    verdict = busy.judge(result.host_values.get(busy.HOST_VALUE))
+    if verdict is None or not verdict.busy:
+        return None
+    opening = f"Warning: {verdict.sentence()}. The timings below are this machine's under that load, not its own: "
+    return Paragraph((opening, Code("bytesup check"),
+                      f" calls the timing claims that read them inconclusive. (The rule: {busy.RULE}.)"))
+
+
 def lesson_blocks(result: LessonResult) -> list[Block]:
-    """What a lesson's page says: title, where it ran, tables, measurements, plots, notes."""
+    """What a lesson's page says: title, a busy machine's warning, where it ran, tables, measurements, plots, notes."""
     outside = outside_strings(result)
+    warning = busy_warning(result)
     blocks: list[Block] = [
         Heading(1, result.title, anchor(result.title)),
+        *([warning] if warning else []),
         Paragraph((Code(result.lesson_id), f" · {result.started_at} · model ",
                    str(result.model.get("name") or result.model.get("file") or "unknown model"),
                    " · server ", str(result.server.get("engine", "?")), " (", str(result.server.get("build") or "unknown build"), ")")),

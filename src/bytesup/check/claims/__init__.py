@@ -7,7 +7,9 @@
 - lesson06: decode slows with context, the KV-cache bytes, the depth line;
 - lesson07: the ridge point;
 - lesson08: decode efficiency within [0, 1], the decode-time model, the course's title per width;
-- common: the lessons' ids, a claim's group (bytesup.check.verdicts.GROUPS) and a prediction's status.
+- common: the lessons' ids, a claim's group (bytesup.check.verdicts.GROUPS), a prediction's status, and the
+  busy-machine rule: a claim that judges timings (`@timing`, or `unless_busy` for one that reads several lessons) is
+  inconclusive where a lesson it reads recorded a busy machine (bytesup.course.busy).
 
 Each claim is computed with check's own arithmetic from raw records: the server's recorded
 answers (lesson 4's logprobs and post-sampling probabilities), measurements read by name, the

@@ -1,4 +1,5 @@
-"""What the claims of every lesson share: the lessons' ids, a claim's group, and one rule for a prediction's status."""
+"""What the claims of every lesson share: the lessons' ids, a claim's group, one rule for a prediction's status, and
+the busy-machine rule for a timing claim (`busy_during`, `unless_busy`, `timing`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import functools
 from dataclasses import replace
 from typing import Callable
 
-from bytesup.check.verdicts import FAIL, GROUPS, INCONCLUSIVE, PASS, ClaimResult
+from bytesup.check.verdicts import FAIL, GROUPS, INCONCLUSIVE, PASS, ClaimResult, find_lesson
+from bytesup.course import busy
 from bytesup.store.runs import Run
 
 Claim = Callable[[Run], list[ClaimResult]]
@@ -35,3 +37,39 @@ def grouped(group: str) -> Callable[[Claim], Claim]:
             return [replace(r, group=group) for r in claim(run)]
         return in_group
     return mark
+
+
+def busy_during(run: Run, *lessons: str) -> str | None:
+    """Why the machine was busy while any of `lessons` (ids, or their "NN_" prefixes) measured, by the one rule
+    (bytesup.course.busy.judge on each lesson's recorded readings); None where every one of them was quiet or
+    recorded no readings (a run recorded before them)."""
+    found = []
+    for name in lessons:
+        result = run.results.get(name) or find_lesson(run, name.split("_")[0] + "_")
+        verdict = busy.judge(result.host_values.get(busy.HOST_VALUE)) if result is not None else None
+        if verdict is not None and verdict.busy:
+            found.append(f"during {result.lesson_id if result else name}: {'; '.join(verdict.reasons)}")
+    return "; ".join(found) or None
+
+
+def unless_busy(run: Run, result: ClaimResult, *lessons: str) -> ClaimResult:
+    """A timing claim's result as `bytesup check` gives it: where the machine was busy while `lessons` (by default the
+    result's own lesson) measured, a pass or a fail becomes INCONCLUSIVE, "inconclusive: the machine was busy", with
+    what it would have been; any other result, and every result of a quiet machine, is left as it is."""
+    if result.status not in (PASS, FAIL):
+        return result
+    why = busy_during(run, *(lessons or (result.lesson,)))
+    if why is None:
+        return result
+    detail = (f"inconclusive: the machine was busy {why}; on these timings alone it would "
+              f"{'pass' if result.status == PASS else 'fail'}" + (f" ({result.detail})" if result.detail else ""))
+    return replace(result, status=INCONCLUSIVE, detail=detail)
+
+
+def timing(claim: Claim) -> Claim:
+    """Marks a claim that judges timings (speeds, predictions of times): each of its results goes through
+    `unless_busy` for the lesson it names."""
+    @functools.wraps(claim)
+    def judged_unless_busy(run: Run) -> list[ClaimResult]:
+        return [unless_busy(run, r) for r in claim(run)]
+    return judged_unless_busy

@@ -19,7 +19,7 @@ from bytesup.store.facts.lesson04 import FilePass, NumpyPass
 from bytesup.store.results import LessonResult
 from bytesup.check.verdicts import (ITSELF, SANITY, FAIL, NA, PASS, ClaimResult, find_lesson, measurements, missing,
                                     samples_text)
-from bytesup.check.claims.common import L4, grouped
+from bytesup.check.claims.common import L4, grouped, timing
 
 
 def _relative_gap(shown: float, expected: float) -> float:
@@ -379,6 +379,7 @@ def _bytes_per_param(lesson: LessonResult) -> float | None:
 
 
 @grouped(ITSELF)
+@timing
 def claim_prefill_faster_than_decode(run: Run) -> list[ClaimResult]:
     """Prefill beats decode per token, from the lesson's medians; the ratio stands beside the course's, with the
     reason this machine's differs (prefill_ratio_reason)."""

@@ -17,7 +17,7 @@ from bytesup.check.evidence import (
 )
 from bytesup.store.results import LessonResult
 from bytesup.check.verdicts import (ITSELF, SANITY, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, missing)
-from bytesup.check.claims.common import L5, grouped
+from bytesup.check.claims.common import L5, grouped, timing
 
 
 # --- lessons 5 and 5b: samplers and speculative decoding ------------------------------------------------
@@ -141,6 +141,7 @@ def claim_stream_causality(run: Run) -> list[ClaimResult]:
 
 
 @grouped(ITSELF)
+@timing
 def claim_stream_clocks_agree(run: Run) -> list[ClaimResult]:
     """The median gap between streamed tokens on the client's clock against the server's
     predicted_ms ÷ (predicted_n − 1), within a tolerance derived per stream.

@@ -18,7 +18,7 @@ from bytesup.store.render import fmt
 from bytesup.store.results import LessonResult, Measurement
 from bytesup.check.verdicts import (ITSELF, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, judged, measurements, missing,
                                     samples_text)
-from bytesup.check.claims.common import L6, grouped, prediction_status
+from bytesup.check.claims.common import L6, grouped, prediction_status, timing
 
 
 def _slower(subject: str, lesson: str, shallow: Measurement, deep: Measurement, what: tuple[str, str]) -> ClaimResult:
@@ -37,6 +37,7 @@ def _slower(subject: str, lesson: str, shallow: Measurement, deep: Measurement, 
 
 
 @grouped(ITSELF)
+@timing
 def claim_decode_slows_with_context(run: Run) -> list[ClaimResult]:
     results = []
     l6 = find_lesson(run, "06_")
@@ -158,6 +159,7 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int,
 
 
 @grouped(ITSELF)
+@timing
 def claim_depth_line_predicts_deeper_depths(run: Run) -> list[ClaimResult]:
     cid = "depth_line_predicts_deeper_depths"
     text = "decode time at depth d = t(0) + d × s, fitted on the shallower half, predicts the deeper depths"

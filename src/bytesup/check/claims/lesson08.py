@@ -27,12 +27,13 @@ from bytesup.store.results import LessonResult
 from bytesup.store.render import fmt, measurement_label
 from bytesup.check.verdicts import (COURSE, ITSELF, SANITY, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult,
                                     find_lesson, judged, measurements, missing)
-from bytesup.check.claims.common import L4, L8, grouped, prediction_status
+from bytesup.check.claims.common import L4, L8, grouped, prediction_status, timing
 
 
 # --- lessons 4, 7 and 8: ceilings ----------------------------------------------------------------
 
 @grouped(SANITY)
+@timing
 def claim_decode_efficiency_in_unit_interval(run: Run) -> list[ClaimResult]:
     """Efficiency = measured ÷ ceiling; the ceiling comes from a measured bandwidth, so its spread
     widens what "at most 1" allows: the lowest efficiency the samples allow is
@@ -250,6 +251,7 @@ def model_samples(lesson: LessonResult, fact: DecodeModel) -> tuple[list[ModelSa
 
 
 @grouped(ITSELF)
+@timing
 def claim_decode_model_predicts_every_width(run: Run) -> list[ClaimResult]:
     cid = "decode_model_predicts_every_width"
     text = "decode step = a cost per block + the slower of reading the weights and one token's arithmetic predicts every model"
@@ -328,6 +330,7 @@ def title_verdict(m: ModelSamples, stated: str | None, ours: str, terms: StepTer
 
 
 @grouped(COURSE)
+@timing
 def claim_decode_memory_bound_per_width(run: Run) -> list[ClaimResult]:
     """The course's title claim, decode is memory-bound, for each model the capstone fits: set against the verdict
     lesson 8 states for it and the one check's own fits give (see title_verdict)."""
