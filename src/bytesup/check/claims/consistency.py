@@ -47,9 +47,10 @@ FEW_SAMPLES_TOLERANCE = 0.10
 PREFILL_TOKENS = 128
 
 # The settings of a server shape, in the order they are named.
-SERVER, ENGINE, CONTEXT, SLOTS, TURNS, N_PREDICT, CLOCK = ("server", "engine", "-c", "--parallel", "in turns with",
-                                                           "n_predict", "clock")
+SERVER, ENGINE, CONTEXT, SLOTS, TURNS, N_PREDICT, CLOCK = ("server", "engine", "-c", "--parallel", "turns", "n_predict",
+                                                           "clock")
 SHAPE_ORDER = (SERVER, ENGINE, CONTEXT, SLOTS, TURNS, N_PREDICT, CLOCK)
+NAMED_BY_VALUE = (SERVER, TURNS, CLOCK)  # shown by their value alone: "a server of its own", "alone"
 RUNS_SERVER, OWN_SERVER = "the run's server", "a server of its own"
 SERVER_CLOCK, CLIENT_CLOCK = "the server's timings", "the client's arrivals (streamed)"
 
@@ -171,7 +172,7 @@ def _turns(completions: list[RawCompletion], server: str) -> str | None:
     if not lines:
         return None
     others = sorted({c.server for c in completions if c.server != server and lines[0] < c.line < lines[-1]})
-    return "no other server" if not others else f"{len(others)} other server{'s' if len(others) > 1 else ''}"
+    return "alone" if not others else f"in turns with {len(others)} other server{'s' if len(others) > 1 else ''}"
 
 
 def _with_exchanges(run: Run, lesson: LessonResult, shape: dict[str, str], server: str) -> dict[str, str]:
@@ -394,12 +395,16 @@ def differing(bad: Reading, agreeing: list[Reading]) -> list[str]:
         by_value: dict[str, list[str]] = {}
         for v, label in theirs:
             by_value.setdefault(v, []).append(label)
-        out.append(f"{key} {value} (the others: " + "; ".join(f"{v} in {', '.join(ls)}" for v, ls in by_value.items()) + ")")
+        out.append(f"{_setting(key, value)} (the others: " + "; ".join(f"{v} in {', '.join(ls)}" for v, ls in by_value.items()) + ")")
     return out
 
 
 def shape_text(r: Reading) -> str:
-    return ", ".join(f"{k} {r.shape[k]}" if k not in (SERVER, CLOCK) else r.shape[k] for k in SHAPE_ORDER if k in r.shape)
+    return ", ".join(_setting(k, r.shape[k]) for k in SHAPE_ORDER if k in r.shape)
+
+
+def _setting(key: str, value: str) -> str:
+    return value if key in NAMED_BY_VALUE else f"{key} {value}"
 
 
 def _speed(ms: float, prefill: bool) -> str:
