@@ -334,3 +334,20 @@ def test_servers_taken_in_turns_are_read_from_the_order_of_the_exchanges(tmp_pat
     assert claim.status == check.FAIL
     assert "in turns with 1 other server (the others: alone in 04, 06 at depth 0)" in claim.detail.split(". Every")[0]
     assert "04: 80 tokens/s (5 samples, +0.0%; the run's server, engine embedded xllamacpp 1, -c 2048, --parallel 1, alone" in claim.detail
+
+
+def test_checks_help_says_what_check_does_now():
+    from typer.testing import CliRunner
+
+    from bytesup.cli.app import app
+    from bytesup.check.verdicts import GROUPS
+
+    shown = " ".join(CliRunner().invoke(app, ["check", "--help"], env={"COLUMNS": "400"}).output.split())
+    assert "the bytes model with context" not in shown  # a unit test now, no claim
+    for words in ("The course: its title, decode is memory-bound, width by width", "The run against itself:",
+                  "Sanity checks: bounds any sound run meets", "A reference run: the project's own figures",
+                  "the results are counted per group",
+                  "the default model's decode at one sequence (lessons 4, 5, 5 streamed, 5b, 6 at depth 0, 7 at P = 1, 8)",
+                  "its prefill of 128 tokens (lessons 7 and 8)", "±10% where the samples are too few"):
+        assert words in shown, words
+    assert len(GROUPS) == 4  # the four paragraphs above name every group
