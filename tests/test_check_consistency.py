@@ -126,8 +126,9 @@ def test_the_spread_by_hand():
     # Four values: position 0.75 × 3 = 2.25, a quarter of the way from 3 to 10: 4.75.
     assert c.quantile([1.0, 2.0, 3.0, 10.0], 0.75) == pytest.approx(4.75)
     assert c.relative_spread(STEPS) == pytest.approx(0.04)
-    # √((0.03² + 0.04²) ÷ 2) = √(0.00125) = 0.035355
-    assert c.pooled_spread([0.03, 0.04]) == pytest.approx(0.0353553, rel=1e-5)
+    # The median of the spreads: of two, their mean; one lesson scattered by 165% leaves three at 4% and 5% alone.
+    assert c.pooled_spread([0.03, 0.04]) == pytest.approx(0.035)
+    assert c.pooled_spread([0.04, 1.65, 0.05]) == pytest.approx(0.05)
     assert c.pooled_spread([0.04]) is None
 
 
@@ -288,7 +289,7 @@ def test_the_assembled_fixtures_are_several_runs(tmp_path):
     for cid in (DECODE, PREFILL):
         claim = next(r for r in report.results if r.id == cid)
         assert claim.status == check.NA
-        assert claim.detail.startswith("these lessons were recorded with different servers of the run")
+        assert claim.detail.startswith("these lessons were served by different servers of the run")
 
 
 def naive_decode(run: Path) -> dict[str, float]:
@@ -351,3 +352,14 @@ def test_checks_help_says_what_check_does_now():
                   "its prefill of 128 tokens (lessons 7 and 8)", "±10% where the samples are too few"):
         assert words in shown, words
     assert len(GROUPS) == 4  # the four paragraphs above name every group
+
+
+def test_one_widely_scattered_lesson_does_not_widen_every_tolerance(tmp_path):
+    """The client's gaps 5, 8, 12.5, 20 and 40 ms scatter by (20 − 8) ÷ 12.5 = 96%; every other lesson's by 4%. The
+    median of the six spreads is 4%, so lesson 7, 10% faster (12.5 ÷ (12.5 ÷ 1.1) − 1), still fails; a root mean square
+    would have allowed √((5 × 0.04² + 0.96²) ÷ 6) = 39%."""
+    scattered = l5(STEPS, streamed=[5.0, 8.0, 12.5, 20.0, 40.0])
+    claim = only(run_of(tmp_path / "r", l4(STEPS), scattered, l6(STEPS), l7(scaled(1 / 1.1)), l8(STEPS)), DECODE)
+    assert claim.status == check.FAIL
+    assert claim.tolerance.startswith("±4.0%: the pooled spread")
+    assert claim.detail.startswith("07 at P = 1 is +10.0% against the lessons' median")

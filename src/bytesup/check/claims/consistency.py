@@ -12,8 +12,9 @@ Every figure is read from the raw records: each lesson's measurements with their
 lesson keeps none, its recorded /completion answers. The arithmetic is check's own. Each sample becomes a time per
 token (ms per decode step, ms per prompt token), so that a speed and a time per token agree sample by sample. A
 lesson's figure is the median of its samples; its spread the interquartile range of its samples over their median
-(quartiles by linear interpolation between the sorted samples); the pooled spread the root mean square of the
-spreads of the lessons with at least MIN_SAMPLES samples, each lesson one voice however many samples it holds.
+(quartiles by linear interpolation between the sorted samples); the pooled spread the median of the spreads of the
+lessons with at least MIN_SAMPLES samples: each lesson one voice however many samples it holds, and one lesson whose
+samples scatter widely (a client's clock on a busy machine) cannot widen every lesson's tolerance.
 Each lesson is set against the median of every lesson's figure (with two lessons, against the other one's): one
 lesson that is off shifts a median of three or more by one rank at most, so it cannot drag the figure the others
 are judged by. A lesson agrees within the pooled spread, or within ±FEW_SAMPLES_TOLERANCE where the samples are
@@ -83,10 +84,10 @@ def relative_spread(values: list[float] | tuple[float, ...]) -> float:
 
 
 def pooled_spread(spreads: list[float]) -> float | None:
-    """The root mean square of the lessons' spreads; None with fewer than two (one lesson cannot be pooled)."""
+    """The median of the lessons' spreads; None with fewer than two (one lesson cannot be pooled)."""
     if len(spreads) < 2:
         return None
-    return math.sqrt(sum(s * s for s in spreads) / len(spreads))
+    return median(spreads)
 
 
 # --- what each lesson measured ---------------------------------------------------------------------------
@@ -419,9 +420,9 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
     na_for = ("; not applicable for: " + "; ".join(absent)) if absent else ""
     if runs:
         return ClaimResult(cid, "general", lessons, text, NA,
-                           detail="these lessons were recorded with different servers of the run (a folder put together "
-                                  "from several runs), so they are not one run's account of one machine: "
-                                  + "; ".join(runs))
+                           detail="these lessons were served by different servers of the run (a run resumed with a new "
+                                  "server, or a folder put together from several runs), so their figures were not taken "
+                                  "in one sitting: " + "; ".join(runs))
     if len(found) < 2:
         return ClaimResult(cid, "general", lessons, text, NA,
                            detail=f"{len(found)} lesson{'s' if len(found) != 1 else ''} measured it; agreement needs two"
