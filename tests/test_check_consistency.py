@@ -185,9 +185,9 @@ def test_a_lesson_off_with_the_same_shape_blames_the_machine(tmp_path):
     claim = only(run_of(tmp_path / "r", l4(STEPS), l5(scaled(1.01)), l6(scaled(1.2))), DECODE)
     # Lesson 6: 15 ms against the median of 12.5, 12.625 and 15, 12.625: 12.625 ÷ 15 − 1 = −15.83%; lesson 4: +1%.
     assert claim.status == check.FAIL
-    assert claim.detail.startswith("06 at depth 0 is -15.8% against the lessons' median though every recorded setting of its "
-                                   "server shape is one a lesson that agrees shares: the machine's speed at the time "
-                                   "differed, not the settings")
+    assert claim.detail.startswith("06 at depth 0 is -15.8% against the lessons' median yet shares every recorded "
+                                   "setting of its server shape with a lesson that agrees: what differed is no recorded "
+                                   "setting (the machine's speed at the time, or a setting the lessons do not record)")
 
 
 @pytest.mark.parametrize("factor,status", [(1 / 1.09, check.PASS), (1 / 1.12, check.FAIL)])
@@ -238,7 +238,7 @@ def test_lesson_8_on_the_runs_server_has_its_shape(tmp_path):
     remote = l8(scaled(1 / 1.33)).model_copy(update={"settings": {"local": False, "n_predict": 32}})
     claim = only(run_of(tmp_path / "r", l4(STEPS), l6(STEPS), remote), DECODE)
     assert claim.status == check.FAIL
-    assert "08 is +33.0% against the lessons' median though every recorded setting" in claim.detail
+    assert "08 is +33.0% against the lessons' median yet shares every recorded setting" in claim.detail
 
 
 # --- the prefill of 128 tokens ----------------------------------------------------------------------------

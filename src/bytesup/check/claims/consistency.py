@@ -452,8 +452,9 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
             settings = differing(j.reading, agreeing)
             named.append(f"{j.reading.label} is {j.deviation:+.1%} against {versus} "
                          + (f"and differs from them in {', '.join(settings)}" if settings else
-                            "though every recorded setting of its server shape is one a lesson that agrees shares: "
-                            "the machine's speed at the time differed, not the settings"))
+                            "yet shares every recorded setting of its server shape with a lesson that agrees: what "
+                            "differed is no recorded setting (the machine's speed at the time, or a setting the "
+                            "lessons do not record)"))
         detail = "; ".join(named) + f". Every lesson: {every}"
     else:
         detail = f"every lesson: {every}"
