@@ -14,7 +14,9 @@ token (ms per decode step, ms per prompt token), so that a speed and a time per 
 lesson's figure is the median of its samples; its spread the interquartile range of its samples over their median
 (quartiles by linear interpolation between the sorted samples); the pooled spread the median of the spreads of the
 lessons with at least MIN_SAMPLES samples: each lesson one voice however many samples it holds, and one lesson whose
-samples scatter widely (a client's clock on a busy machine) cannot widen every lesson's tolerance.
+samples scatter widely cannot widen every lesson's tolerance. The client's gaps between streamed tokens are left out
+of the pool: each is one step as it reached the client, not a request's mean over its steps, and single steps
+scatter more than means of thirty.
 Each lesson is set against the median of every lesson's figure (with two lessons, against the other one's): one
 lesson that is off shifts a median of three or more by one rank at most, so it cannot drag the figure the others
 are judged by. A lesson agrees within the pooled spread, or within ±FEW_SAMPLES_TOLERANCE where the samples are
@@ -100,6 +102,7 @@ class Reading:
     source: str                      # the measurement (or the recorded answers) it is read from
     ms: tuple[float, ...]            # ms per token, one per sample
     shape: dict[str, str] = field(default_factory=dict)
+    pooled: bool = True              # its spread joins the pooled spread (not single steps: the client's gaps)
 
     @property
     def figure_ms(self) -> float:
@@ -201,7 +204,8 @@ def _decode_l5(run: Run, lesson: LessonResult, model: str | None) -> list[Readin
         shape = {**runs_server_shape(lesson), CLOCK: clock}
         if m.settings.get("n_predict") is not None:
             shape[N_PREDICT] = str(m.settings["n_predict"])
-        out.append(Reading(label, lesson.lesson_id, m.name, _ms(m.samples, m.unit), _with_exchanges(run, lesson, shape, "main")))
+        out.append(Reading(label, lesson.lesson_id, m.name, _ms(m.samples, m.unit), _with_exchanges(run, lesson, shape, "main"),
+                           pooled=clock == SERVER_CLOCK))
     return out
 
 
@@ -375,7 +379,7 @@ def reference_ms(found: list[Reading], r: Reading) -> float:
 def judge(found: list[Reading]) -> tuple[list[Judged], float | None]:
     """Each reading against its reference, within its tolerance (see the module); and the pooled spread (None where
     the samples are too few)."""
-    pooled = pooled_spread([r.spread for r in found if r.enough])
+    pooled = pooled_spread([r.spread for r in found if r.enough and r.pooled])
     out = []
     for r in found:
         tolerance = pooled if pooled is not None and r.enough else max(FEW_SAMPLES_TOLERANCE, pooled or 0.0)
