@@ -162,6 +162,10 @@ def test_lessons_that_agree_pass(tmp_path):
     assert "05 streamed: 79.6 tokens/s (5 samples" in claim.detail and "the client's arrivals (streamed)" in claim.detail
     assert "05b: 80.4 tokens/s (5 samples" in claim.detail and "engine embedded xllamacpp 1, -c 512" in claim.detail
     assert "04: 80 tokens/s (5 samples, +0.0%; the run's server, engine embedded xllamacpp 1, -c 2048, --parallel 1" in claim.detail
+    assert claim.detail.endswith(". Read from: 04, decode_tokens_per_s_short_prompt; 05, decode_ms_per_token; 05 streamed, "
+                                 "client_itl_ms; 05b, spec_model_decode_tokens_per_s of tiny-q4_1; 06 at depth 0, "
+                                 "decode_tokens_per_s_at_depth; 07 at P = 1, batch_per_sequence_decode_tokens_per_s; 08, "
+                                 "decode_tokens_per_s of tiny-q4_1")
 
 
 def test_a_lesson_1_33_times_faster_with_other_slots_fails_and_is_named(tmp_path):
@@ -260,6 +264,7 @@ def test_prefill_from_lesson_7s_answers_and_lesson_8s_measurement(tmp_path):
     assert claim.status == check.PASS, claim
     assert claim.observed == "furthest 07: 500 tokens/s, +0.0% against 500 tokens/s"
     assert "07: 500 tokens/s (5 samples, +0.0%; the run's server" in claim.detail
+    assert "Read from: 07, the prefills of 128 token ids in 07_hardware_fit.jsonl; 08, prefill_tokens_per_s of tiny-q4_1" in claim.detail
 
 
 def test_prefill_that_differs_fails(tmp_path):

@@ -462,6 +462,7 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
         detail = "; ".join(named) + f". Every lesson: {every}"
     else:
         detail = f"every lesson: {every}"
+    detail += ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
     return ClaimResult(cid, "general", lessons, text, FAIL if bad else PASS, observed=observed,
                        expected=("each lesson's median within the tolerance of the median of every lesson's median (with "
                                  "two lessons, of the other's)"),
