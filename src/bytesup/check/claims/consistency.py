@@ -388,9 +388,8 @@ def judge(found: list[Reading]) -> tuple[list[Judged], float | None]:
 
 
 def differing(bad: Reading, agreeing: list[Reading]) -> list[str]:
-    """The settings of `bad`'s shape that no agreeing lesson recording them shares, each with the agreeing lessons'
-    values: e.g. "--parallel 4 (the others: 1 in 04, 05)". A setting an agreeing lesson shares cannot be what sets
-    `bad` apart."""
+    """The settings of `bad`'s shape that none of `agreeing` recording them shares, each with their values: e.g.
+    "--parallel 4 (the others: 1 in 04, 05)". A setting a lesson that agrees shares cannot be what sets `bad` apart."""
     out = []
     for key in SHAPE_ORDER:
         value = bad.shape.get(key)
@@ -433,7 +432,7 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
                                   + na_for)
     judged, pooled = judge(found)
     bad = [j for j in judged if not j.agrees]
-    agreeing = [j.reading for j in judged if j.agrees] or [j.reading for j in judged]
+    agreeing = [j.reading for j in judged if j.agrees]
     few = [j.reading.label for j in judged if not j.reading.enough]
     if pooled is None:
         tolerance = (f"±{FEW_SAMPLES_TOLERANCE:.0%}: too few samples for a spread (fewer than two lessons with "
@@ -450,13 +449,15 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
     every = "; ".join(f"{j.reading.label}: {1e3 / j.reading.figure_ms:.4g} tokens/s ({len(j.reading.ms)} samples, "
                       f"{j.deviation:+.1%}; {shape_text(j.reading)})" for j in judged)
     if bad:
-        versus = "the other lesson" if len(found) == 2 else "the lessons' median"
+        versus = "the other figure" if len(found) == 2 else "the lessons' median"
+        # Set against the lessons that agree; where none does, against every other one.
+        whom = "the lessons that agree" if agreeing else "the other lessons"
         named = []
         for j in bad:
-            settings = differing(j.reading, agreeing)
+            settings = differing(j.reading, agreeing or [o for o in found if o is not j.reading])
             named.append(f"{j.reading.label} is {j.deviation:+.1%} against {versus} "
-                         + (f"and differs from them in {', '.join(settings)}" if settings else
-                            "yet shares every recorded setting of its server shape with a lesson that agrees: what "
+                         + (f"and differs from {whom} in {', '.join(settings)}" if settings else
+                            f"yet shares every recorded setting of its server shape with one of {whom}: what "
                             "differed is no recorded setting (the machine's speed at the time, or a setting the "
                             "lessons do not record)"))
         detail = "; ".join(named) + f". Every lesson: {every}"
