@@ -176,8 +176,8 @@ def test_a_lesson_1_33_times_faster_with_other_slots_fails_and_is_named(tmp_path
     claim = only(run_of(tmp_path / "r", *every_lesson(1 / 1.33)), DECODE)
     assert claim.status == check.FAIL
     assert claim.observed.startswith("furthest 08: 106.4 tokens/s (9.4 ms a step), +33.0% against 80 tokens/s")
-    assert claim.detail.startswith("08 is +33.0% against the lessons' median and differs from the lessons that agree in -c 1024 (the others: "
-                                   "2048 in 04, 05, 05 streamed, 06 at depth 0; 512 in 05b, 07 at P = 1), --parallel 4 "
+    assert claim.detail.startswith("08 is +33.0% against the lessons' median and differs from the lessons that agree in "
+                                   "-c 1024 (the others: 2048 in 04, 05, 05 streamed, 06 at depth 0; 512 in 05b, 07 at P = 1), --parallel 4 "
                                    "(the others: 1 in 04, 05, 05 streamed, 06 at depth 0, 07 at P = 1). Every lesson: ")
     assert "a server of its own (the others" not in claim.detail.split(". Every lesson")[0]
     # Only lesson 8 is named: the others lie within ±4% of the median.
@@ -277,8 +277,9 @@ def test_prefill_that_differs_fails(tmp_path):
     claim = only(run, PREFILL)
     assert claim.status == check.FAIL
     assert claim.observed == "furthest 07: 500 tokens/s, +25.0% against 400 tokens/s"
-    assert "07 is +25.0% against the other figure and differs from the other lessons in the run's server (the others: a server of its own in 08)" in claim.detail
-    assert "08 is -20.0% against the other figure and differs from the other lessons in a server of its own" in claim.detail in claim.detail
+    assert ("07 is +25.0% against the other figure and differs from the other lessons in the run's server (the others: "
+            "a server of its own in 08)") in claim.detail
+    assert "08 is -20.0% against the other figure and differs from the other lessons in a server of its own" in claim.detail
 
 
 def test_prefill_without_lesson_7s_plan_is_lesson_8s_alone(tmp_path):
