@@ -177,8 +177,9 @@ def test_a_lesson_1_33_times_faster_with_other_slots_fails_and_is_named(tmp_path
     assert claim.status == check.FAIL
     assert claim.observed.startswith("furthest 08: 106.4 tokens/s (9.4 ms a step), +33.0% against 80 tokens/s")
     assert claim.detail.startswith("08 is +33.0% against the lessons' median and differs from the lessons that agree in "
-                                   "-c 1024 (the others: 2048 in 04, 05, 05 streamed, 06 at depth 0; 512 in 05b, 07 at P = 1), --parallel 4 "
-                                   "(the others: 1 in 04, 05, 05 streamed, 06 at depth 0, 07 at P = 1). Every lesson: ")
+                                   "-c 1024 (the others: 2048 in 04, 05, 05 streamed, 06 at depth 0; 512 in 05b, 07 at "
+                                   "P = 1), --parallel 4 (the others: 1 in 04, 05, 05 streamed, 06 at depth 0, 07 at "
+                                   "P = 1). Every lesson: ")
     assert "a server of its own (the others" not in claim.detail.split(". Every lesson")[0]
     # Only lesson 8 is named: the others lie within ±4% of the median.
     assert claim.detail.count(" is +") + claim.detail.count(" is -") == 1
