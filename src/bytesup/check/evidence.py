@@ -25,7 +25,8 @@ from bytesup.store.runs import Run
 from bytesup.store.results import LessonResult
 
 __all__ = ["FactShapeError", "ShownToken", "ShownTopTokens", "shown_top_tokens", "kv_rows", "sampler_comparisons",
-           "recorded_next_tokens", "recorded_streams", "exchanges_path", "model_hyperparameters"]
+           "recorded_next_tokens", "recorded_streams", "exchanges_path", "model_hyperparameters", "RawCompletion",
+           "recorded_completions"]
 
 
 # --- lesson 4: the next-token tables as the lesson showed them ---------------------------------
@@ -244,4 +245,41 @@ def recorded_streams(path: Path) -> list[RawStream]:
                 timings, final_ms = data["timings"], at
         request = exchange.get("request")
         found.append(RawStream(n, request if isinstance(request, dict) else {}, events, final_ms, timings))
+    return found
+
+
+# --- every /completion in order: which server answered, what was asked, the server's timings --------------
+
+@dataclass(frozen=True)
+class RawCompletion:
+    """One recorded /completion: its line in the exchanges file, the label of the server that answered (`main`: the
+    run's server; any other: a server the lesson started), the request body, and the answer's timings (None when
+    it has none, as a streamed answer's first events)."""
+    line: int
+    server: str
+    request: dict[str, Any]
+    timings: dict[str, Any] | None
+
+
+def recorded_completions(path: Path) -> list[RawCompletion]:
+    """Every /completion of the exchanges file in the order it was made, read without the client: the timings of a
+    plain answer, or of a streamed answer's final event."""
+    found = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            exchange = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(exchange, dict) or exchange.get("path") != "/completion":
+            continue
+        request, response, timings = exchange.get("request"), exchange.get("response"), None
+        if isinstance(response, dict) and isinstance(response.get("timings"), dict):
+            timings = response["timings"]
+        elif isinstance(exchange.get("stream"), list):
+            for ev in exchange["stream"]:
+                data = _event_data(ev.get("text", "")) if isinstance(ev, dict) else None
+                if isinstance(data, dict) and data.get("stop") and isinstance(data.get("timings"), dict):
+                    timings = data["timings"]
+        found.append(RawCompletion(n, str(exchange.get("server", "main")), request if isinstance(request, dict) else {},
+                                   timings))
     return found

@@ -149,24 +149,38 @@ def register(app: typer.Typer) -> None:
         reference: ReferenceOpt = None,
         write: Annotated[bool, typer.Option("--write/--no-write", help="write check.md and check.json into the run folder")] = True,
     ) -> None:
-        """Check a run against what the course states, and against its published figures.
+        """Check a run against the course, against itself, and against published figures and reference runs.
 
-        General claims hold for any model on any host and are checked from whatever lessons the run holds, each with the
-        checker's own arithmetic: the server's probabilities equal e^logprob and the top eight share at most 1 (from the
-        recorded HTTP exchanges), the tokens lesson 4 shows are the server's, prefill is faster per token than decode,
-        decode slows as the context grows, the KV-cache bytes (recomputed from the GGUF's hyperparameters), the sampler
-        re-implementation agrees with the server within its tolerance, speculative decoding generates the plain tokens,
-        streamed tokens reach the client after the server's prompt_ms, one event per token, and their median gap agrees
-        with the server's time per token within a tolerance derived from the recorded gaps, decode efficiency lies
-        between 0 and 1, the ridge point, the bytes model with context, lesson 6's depth line (a line through the
-        shallower half of its depths predicts the deeper ones within ±15%), and the capstone's decode-time model (each
-        model's step predicted by the terms fitted on the other models, within ±15%).
+        Every claim is computed with the checker's own arithmetic from the run's raw records (the recorded HTTP
+        exchanges, the measurements' samples, the facts the lessons state, the GGUF's hyperparameters), from whatever
+        lessons the run holds, and belongs to one group; the results are counted per group, so a pass says what it is
+        worth.
 
-        Published figures come from reference files (references/*.json) with their scope (model, quantization, hardware, engine,
-        server flags) and a tolerance; a run outside the scope gets "not applicable" with what differs. A figure names a
-        measurement or a fact a lesson states (`facts` in its JSON); tables are read only for runs older than the facts.
+        The course: its title, decode is memory-bound, width by width (the verdict lesson 8 states and the one check's
+        own fits of its steps give, with the reason where the title does not hold on this machine), and the course's
+        published figures (the DGX Spark's, from references/).
 
-        Each claim ends as pass, fail (both numbers and the tolerance) or not applicable. Exit status 1 when any claim fails.
+        The run against itself: the server's probabilities equal e^logprob and lesson 4 shows the server's tokens, numpy's
+        forward pass gives the server's token, prefill beats decode (its ratio beside the course's 72×), decode slows as
+        the context grows, the KV-cache bytes from the GGUF, the samplers re-implemented within their tolerance,
+        speculative decoding generates the plain tokens, one streamed event per token and the client's gaps against the
+        server's time per token, the ridge point, lesson 6's depth line and the capstone's decode-time model predicting
+        what they left out (±15%), and one quantity agreeing across lessons: the default model's decode at one sequence
+        (lessons 4, 5, 5 streamed, 5b, 6 at depth 0, 7 at P = 1, 8) and its prefill of 128 tokens (lessons 7 and 8),
+        within their pooled spread or ±10% where the samples are too few, else naming the lessons and the settings of
+        their server shapes that differ (-c, --parallel, engine, a server of their own, servers taken in turns).
+
+        Sanity checks: bounds any sound run meets (the top eight share at most 1, decode efficiency between 0 and 1,
+        the first streamed token after prompt_ms); they are not evidence for the course.
+
+        A reference run: the project's own figures, taken from an earlier recorded run of the default model
+        (references/): agreement with the project, not with the course.
+
+        A reference file's figures carry their scope (model, quantization, hardware, engine, server flags) and a
+        tolerance; a run outside the scope gets "not applicable" with what differs. --reference uses other files.
+
+        Each claim ends as pass, fail (both numbers and the tolerance), inconclusive (the samples cannot tell) or not
+        applicable (with what differs or is missing). Exit status 1 when any claim fails.
         Writes check.md and check.json into the run folder.
         """
         out, err = Console(), Console(stderr=True)

@@ -7,6 +7,8 @@
 - lesson06: decode slows with context, the KV-cache bytes, the depth line;
 - lesson07: the ridge point;
 - lesson08: decode efficiency within [0, 1], the decode-time model, the course's title per width;
+- consistency: one quantity measured by several lessons agrees across them (the default model's decode at one
+  sequence, its prefill of 128 tokens), or the claim names the lessons and the settings that differ;
 - common: the lessons' ids, a claim's group (bytesup.check.verdicts.GROUPS), a prediction's status, and the
   busy-machine rule: a claim that judges timings (`@timing`, or `unless_busy` for one that reads several lessons) is
   inconclusive where a lesson it reads recorded a busy machine (bytesup.course.busy).
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from bytesup.check.claims import lesson04, lesson05, lesson05b, lesson06, lesson07, lesson08
+from bytesup.check.claims import consistency, lesson04, lesson05, lesson05b, lesson06, lesson07, lesson08
 from bytesup.check.claims.common import prediction_status
 from bytesup.check.claims.lesson04 import EXP_RELATIVE_TOLERANCE
 from bytesup.check.claims.lesson05b import first_difference
@@ -53,4 +55,6 @@ GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
     lesson08.claim_decode_model_predicts_every_width,
     lesson08.claim_decode_memory_bound_per_width,
     lesson06.claim_depth_line_predicts_deeper_depths,
+    consistency.claim_default_decode_agrees_across_lessons,
+    consistency.claim_prefill_agrees_across_lessons,
 ]

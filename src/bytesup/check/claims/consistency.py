@@ -1,0 +1,505 @@
+"""The run against itself across lessons: one quantity, measured by several lessons, must come out the same.
+
+Two quantities of the run's default model (the model the run's server serves):
+
+- its decode speed at one sequence after a short prompt, measured by lesson 4 (after its short prompt), lesson 5
+  (its latency fit, and on the client's clock the gaps of its streamed tokens), lesson 5b (the model alone, without
+  speculation), lesson 6 (at depth 0), lesson 7 (P = 1) and lesson 8 (the sweep's default model);
+- its prefill of a 128-token prompt, measured by lesson 8 (the default model's prefill) and lesson 7 (the prefill it
+  places on its roofline: a table, not a measurement, so read from its recorded answers, its warm-up left out).
+
+Every figure is read from the raw records: each lesson's measurements with their samples and settings, and where a
+lesson keeps none, its recorded /completion answers. The arithmetic is check's own. Each sample becomes a time per
+token (ms per decode step, ms per prompt token), so that a speed and a time per token agree sample by sample. A
+lesson's figure is the median of its samples; its spread the interquartile range of its samples over their median
+(quartiles by linear interpolation between the sorted samples); the pooled spread the median of the spreads of the
+lessons with at least MIN_SAMPLES samples: each lesson one voice however many samples it holds, and one lesson whose
+samples scatter widely cannot widen every lesson's tolerance. The client's gaps between streamed tokens are left out
+of the pool: each is one step as it reached the client, not a request's mean over its steps, and single steps
+scatter more than means of thirty.
+Each lesson is set against the median of every lesson's figure (with two lessons, against the other one's): one
+lesson that is off shifts a median of three or more by one rank at most, so it cannot drag the figure the others
+are judged by. A lesson agrees within the pooled spread, or within ±FEW_SAMPLES_TOLERANCE where the samples are
+too few to say what the spread is (the lesson has fewer than MIN_SAMPLES samples, or fewer than two lessons have
+that many).
+
+Where a lesson does not agree, the claim names it and the settings of the server shape that differ from the
+lessons that agree: the run's server or one the lesson started, its engine, its context (-c), its slots
+(--parallel), the other servers it took turns with, the tokens each request generated, and the clock (the
+server's timings or the client's arrival times). Each comes from the lesson's recorded settings, its server's
+identity and its recorded exchanges; a setting a lesson did not record is not guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from bytesup.check.claims.common import L4, L5, L5B, L6, L7, L8, grouped, unless_busy
+from bytesup.check.evidence import RawCompletion, exchanges_path, recorded_completions
+from bytesup.check.verdicts import FAIL, ITSELF, NA, PASS, ClaimResult, find_lesson, missing
+from bytesup.errors import BytesupError
+from bytesup.store.plans import lesson08 as plans08
+from bytesup.store.results import LessonResult, Measurement
+from bytesup.store.runs import Run
+
+MIN_SAMPLES = 5  # fewer samples cannot say what their spread is
+FEW_SAMPLES_TOLERANCE = 0.10
+PREFILL_TOKENS = 128
+
+# The settings of a server shape, in the order they are named.
+SERVER, ENGINE, CONTEXT, SLOTS, TURNS, N_PREDICT, CLOCK = ("server", "engine", "-c", "--parallel", "turns", "n_predict",
+                                                           "clock")
+SHAPE_ORDER = (SERVER, ENGINE, CONTEXT, SLOTS, TURNS, N_PREDICT, CLOCK)
+NAMED_BY_VALUE = (SERVER, TURNS, CLOCK)  # shown by their value alone: "a server of its own", "alone"
+RUNS_SERVER, OWN_SERVER = "the run's server", "a server of its own"
+SERVER_CLOCK, CLIENT_CLOCK = "the server's timings", "the client's arrivals (streamed)"
+
+
+# --- check's own arithmetic --------------------------------------------------------------------------
+
+def median(values: list[float] | tuple[float, ...]) -> float:
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("a median needs at least one value")
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def quantile(values: list[float] | tuple[float, ...], q: float) -> float:
+    """The q-quantile by linear interpolation between the sorted values (position q × (n − 1))."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("a quantile needs at least one value")
+    at = q * (len(xs) - 1)
+    low = math.floor(at)
+    high = min(low + 1, len(xs) - 1)
+    return xs[low] + (xs[high] - xs[low]) * (at - low)
+
+
+def relative_spread(values: list[float] | tuple[float, ...]) -> float:
+    """(Q3 − Q1) ÷ median: the spread of one lesson's samples, as a fraction of its figure."""
+    m = median(values)
+    return (quantile(values, 0.75) - quantile(values, 0.25)) / m if m else 0.0
+
+
+def pooled_spread(spreads: list[float]) -> float | None:
+    """The median of the lessons' spreads; None with fewer than two (one lesson cannot be pooled)."""
+    if len(spreads) < 2:
+        return None
+    return median(spreads)
+
+
+# --- what each lesson measured ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reading:
+    """One lesson's measurement of the quantity: its samples as ms per token, and the shape it was measured on."""
+    label: str                       # "04", "05 streamed", "07 at P = 1"
+    lesson_id: str
+    source: str                      # the measurement (or the recorded answers) it is read from
+    ms: tuple[float, ...]            # ms per token, one per sample
+    shape: dict[str, str] = field(default_factory=dict)
+    pooled: bool = True              # its spread joins the pooled spread (not single steps: the client's gaps)
+
+    @property
+    def figure_ms(self) -> float:
+        return median(self.ms)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 1e3 / self.figure_ms
+
+    @property
+    def enough(self) -> bool:
+        return len(self.ms) >= MIN_SAMPLES
+
+    @property
+    def spread(self) -> float:
+        return relative_spread(self.ms)
+
+
+def _ms(samples: list[float], unit: str) -> tuple[float, ...]:
+    """Samples as ms per token: a speed (tokens/s) inverted, a time (ms) as it is; samples ≤ 0 left out."""
+    if unit.strip().lower() == "ms":
+        return tuple(float(v) for v in samples if v > 0)
+    return tuple(1e3 / v for v in samples if v > 0)
+
+
+def _measured(lesson: LessonResult, name: str, **settings: Any) -> Measurement | None:
+    for m in lesson.measurements:
+        if m.name == name and all(m.settings.get(k) == v for k, v in settings.items()):
+            return m
+    return None
+
+
+def default_model(run: Run) -> str | None:
+    """The name of the model the run's server serves, as its lessons record it."""
+    names = [str(r.model["name"]) for r in run.results.values() if r.model.get("name")]
+    if names:
+        return max(set(names), key=names.count)
+    file = run.model_identity().get("file")
+    return Path(str(file)).stem if file else None
+
+
+def server_identity(lesson: LessonResult) -> tuple[str, ...]:
+    """The run's server as the lesson recorded it: engine, build and flags (its port and model among them)."""
+    server = lesson.server or {}
+    flags = server.get("flags") or {}
+    return (str(server.get("engine", "")), str(server.get("build", "")),
+            *(f"{k}={v}" for k, v in sorted(flags.items())))
+
+
+def runs_server_shape(lesson: LessonResult) -> dict[str, str]:
+    """The run's server: its engine and build, its context and slots from its flags (where it records them)."""
+    server = lesson.server or {}
+    flags = server.get("flags") or {}
+    shape = {SERVER: RUNS_SERVER}
+    engine = " ".join(str(server[k]) for k in ("engine", "build") if server.get(k))
+    if engine:
+        shape[ENGINE] = engine
+    context = flags.get("--ctx-size", flags.get("-c"))
+    if context is not None:
+        shape[CONTEXT] = str(context)
+    slots = flags.get("--parallel", flags.get("-np"))
+    if slots is not None:
+        shape[SLOTS] = str(slots)
+    return shape
+
+
+def _turns(completions: list[RawCompletion], server: str) -> str | None:
+    """The other servers whose requests came between this server's first and last (servers up at the same time, the
+    requests going round them in turns), counted; None when the server answered nothing."""
+    lines = [c.line for c in completions if c.server == server]
+    if not lines:
+        return None
+    others = sorted({c.server for c in completions if c.server != server and lines[0] < c.line < lines[-1]})
+    return "alone" if not others else f"in turns with {len(others)} other server{'s' if len(others) > 1 else ''}"
+
+
+def _with_exchanges(run: Run, lesson: LessonResult, shape: dict[str, str], server: str) -> dict[str, str]:
+    path = exchanges_path(run, lesson)
+    turns = _turns(recorded_completions(path), server) if path is not None else None
+    return {**shape, TURNS: turns} if turns else shape
+
+
+def _decode_l4(run: Run, lesson: LessonResult, model: str | None) -> list[Reading]:
+    m = _measured(lesson, "decode_tokens_per_s_short_prompt")
+    if m is None:
+        return []
+    shape = {**runs_server_shape(lesson), CLOCK: SERVER_CLOCK}
+    if m.settings.get("n_predict") is not None:
+        shape[N_PREDICT] = str(m.settings["n_predict"])
+    return [Reading("04", lesson.lesson_id, m.name, _ms(m.samples, m.unit), _with_exchanges(run, lesson, shape, "main"))]
+
+
+def _decode_l5(run: Run, lesson: LessonResult, model: str | None) -> list[Reading]:
+    out = []
+    for name, label, clock in (("decode_ms_per_token", "05", SERVER_CLOCK), ("client_itl_ms", "05 streamed", CLIENT_CLOCK)):
+        m = _measured(lesson, name)
+        if m is None:
+            continue
+        shape = {**runs_server_shape(lesson), CLOCK: clock}
+        if m.settings.get("n_predict") is not None:
+            shape[N_PREDICT] = str(m.settings["n_predict"])
+        out.append(Reading(label, lesson.lesson_id, m.name, _ms(m.samples, m.unit), _with_exchanges(run, lesson, shape, "main"),
+                           pooled=clock == SERVER_CLOCK))
+    return out
+
+
+def _decode_l5b(run: Run, lesson: LessonResult, model: str | None) -> list[Reading]:
+    """The default model decoding alone (no speculation) on the server lesson 5b started for it."""
+    m = _measured(lesson, "spec_model_decode_tokens_per_s", model=model)
+    if m is None:
+        m = _measured(lesson, "spec_decode_tokens_per_s", target=model, spec_type="none", prompt="short")
+    if m is None:
+        return []
+    spec = lesson.settings.get("speculative") or {}
+    shape = {SERVER: OWN_SERVER}
+    engine = spec.get("engine") if isinstance(spec, dict) else None
+    if isinstance(engine, dict) and engine.get("engine"):
+        shape[ENGINE] = " ".join(str(engine[k]) for k in ("engine", "build") if engine.get(k))
+    if isinstance(spec, dict) and spec.get("ctx_size") is not None:
+        shape[CONTEXT] = str(spec["ctx_size"])
+    n_predict = m.settings.get("n_predict", spec.get("n_predict") if isinstance(spec, dict) else None)
+    if n_predict is not None:
+        shape[N_PREDICT] = str(n_predict)
+    shape[CLOCK] = SERVER_CLOCK
+    return [Reading("05b", lesson.lesson_id, f"{m.name} of {model}", _ms(m.samples, m.unit),
+                    _with_exchanges(run, lesson, shape, f"spec-{model}"))]
+
+
+def _decode_l6(run: Run, lesson: LessonResult, model: str | None) -> list[Reading]:
+    m = _measured(lesson, "decode_tokens_per_s_at_depth", depth=0)
+    if m is None:
+        return []
+    shape = {**runs_server_shape(lesson), CLOCK: SERVER_CLOCK}
+    return [Reading("06 at depth 0", lesson.lesson_id, m.name, _ms(m.samples, m.unit),
+                    _with_exchanges(run, lesson, shape, "main"))]
+
+
+def _decode_l7(run: Run, lesson: LessonResult, model: str | None) -> list[Reading]:
+    m = _measured(lesson, "batch_per_sequence_decode_tokens_per_s", parallel=1)
+    if m is None:
+        return []
+    s = lesson.settings
+    if s.get("own_servers"):
+        shape, server = {SERVER: OWN_SERVER, SLOTS: "1"}, "parallel-1"
+        if isinstance(s.get("ctx_per_slot"), int):
+            shape[CONTEXT] = str(s["ctx_per_slot"])  # lesson 7 gives each of its P slots ctx_per_slot: -c ctx_per_slot × P
+    else:
+        shape, server = runs_server_shape(lesson), "main"
+    if s.get("batch_n_predict") is not None:
+        shape[N_PREDICT] = str(s["batch_n_predict"])
+    shape[CLOCK] = SERVER_CLOCK
+    return [Reading("07 at P = 1", lesson.lesson_id, m.name, _ms(m.samples, m.unit), _with_exchanges(run, lesson, shape, server))]
+
+
+def lesson08_plan(lesson: LessonResult) -> plans08.Plan | None:
+    """The plan lesson 8 recorded (or, for a run before plans, the one it followed); None when it cannot be read."""
+    try:
+        return plans08.read_plan({k: lesson.host_values[k] for k in plans08.PLAN_READS if k in lesson.host_values})
+    except (BytesupError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _own_server_08(lesson: LessonResult) -> dict[str, str]:
+    shape = {SERVER: OWN_SERVER}
+    plan = lesson08_plan(lesson)
+    if plan is not None:
+        shape[CONTEXT], shape[SLOTS] = str(plan.context), str(plan.slots)
+    return shape
+
+
+def _decode_l8(run: Run, lesson: LessonResult, model: str | None) -> list[Reading]:
+    m = _measured(lesson, "decode_tokens_per_s", preset=model)
+    if m is None:
+        return []
+    local = lesson.settings.get("local")
+    shape = _own_server_08(lesson) if local else runs_server_shape(lesson)
+    if lesson.settings.get("n_predict") is not None:
+        shape[N_PREDICT] = str(lesson.settings["n_predict"])
+    shape[CLOCK] = SERVER_CLOCK
+    return [Reading("08", lesson.lesson_id, f"{m.name} of {model}", _ms(m.samples, m.unit),
+                    _with_exchanges(run, lesson, shape, f"preset-{model}" if local else "main"))]
+
+
+def _prefill_l7(run: Run, lesson: LessonResult, model: str | None) -> list[Reading]:
+    """Lesson 7's timed prefill of the run's server: its answers to a prompt of token ids, one token generated, none
+    of the prompt cached; the plan's warm-ups (recorded as the host value `plan` or, before plans, `prefill_plan`)
+    left out. A run whose lesson 7 recorded no such plan timed no prefill."""
+    plan = lesson.host_values.get("plan")
+    prefill = plan.get("prefill") if isinstance(plan, dict) else lesson.host_values.get("prefill_plan")
+    path = exchanges_path(run, lesson)
+    if not isinstance(prefill, dict) or not prefill.get("samples") or path is None:
+        return []
+    answers = [c for c in recorded_completions(path) if c.server == "main" and isinstance(c.request.get("prompt"), list)
+               and c.request.get("n_predict") == 1 and c.timings and c.timings.get("prompt_n") == PREFILL_TOKENS
+               and not c.timings.get("cache_n")]
+    ms = tuple(float(c.timings["prompt_ms"]) / PREFILL_TOKENS for c in answers[int(prefill.get("warmup", 0)):]
+               if c.timings and isinstance(c.timings.get("prompt_ms"), (int, float)) and c.timings["prompt_ms"] > 0)
+    if int(prefill.get("tokens", 0)) != PREFILL_TOKENS or not ms:
+        return []
+    shape = {**runs_server_shape(lesson), CLOCK: SERVER_CLOCK}
+    return [Reading("07", lesson.lesson_id, f"the prefills of {PREFILL_TOKENS} token ids in {path.name}", ms,
+                    _with_exchanges(run, lesson, shape, "main"))]
+
+
+def _prefill_l8(run: Run, lesson: LessonResult, model: str | None) -> list[Reading]:
+    m = _measured(lesson, "prefill_tokens_per_s", preset=model, prompt_tokens=PREFILL_TOKENS)
+    if m is None:
+        return []
+    local = lesson.settings.get("local")
+    shape = {**(_own_server_08(lesson) if local else runs_server_shape(lesson)), CLOCK: SERVER_CLOCK}
+    return [Reading("08", lesson.lesson_id, f"{m.name} of {model}", _ms(m.samples, m.unit),
+                    _with_exchanges(run, lesson, shape, f"preset-{model}" if local else "main"))]
+
+
+Reader = Callable[[Run, LessonResult, str | None], list[Reading]]
+
+# (lesson prefix, lesson name, what it measures, reader)
+DECODE: list[tuple[str, str, str, Reader]] = [
+    ("04_", L4, "decode_tokens_per_s_short_prompt", _decode_l4),
+    ("05_", L5, "decode_ms_per_token or client_itl_ms", _decode_l5),
+    ("05b_", L5B, "spec_model_decode_tokens_per_s of the default model", _decode_l5b),
+    ("06_", L6, "decode_tokens_per_s_at_depth at depth 0", _decode_l6),
+    ("07_", L7, "batch_per_sequence_decode_tokens_per_s at P = 1", _decode_l7),
+    ("08_", L8, "decode_tokens_per_s of the default model", _decode_l8),
+]
+PREFILL: list[tuple[str, str, str, Reader]] = [
+    ("07_", L7, f"timed prefill of {PREFILL_TOKENS} tokens", _prefill_l7),
+    ("08_", L8, f"prefill_tokens_per_s of the default model at {PREFILL_TOKENS} tokens", _prefill_l8),
+]
+
+
+def readings(run: Run, readers: list[tuple[str, str, str, Reader]]) -> tuple[list[Reading], list[str]]:
+    """Every lesson's readings, and for each lesson without one why it is not applicable."""
+    model = default_model(run)
+    found, absent = [], []
+    for prefix, name, what, read in readers:
+        lesson = find_lesson(run, prefix)
+        if lesson is None:
+            absent.append(missing(run, prefix, name))
+            continue
+        got = [r for r in read(run, lesson, model) if r.ms]
+        if not got:
+            absent.append(f"lesson {lesson.lesson_id} recorded no {what}")
+        found += got
+    return found, absent
+
+
+# --- the verdict ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Judged:
+    reading: Reading
+    reference_ms: float     # the figure it is judged against (see reference_ms)
+    tolerance: float
+
+    @property
+    def deviation(self) -> float:
+        """This lesson's speed against the reference: reference ms ÷ its ms − 1 (+0.33: 1.33× faster)."""
+        return self.reference_ms / self.reading.figure_ms - 1
+
+    @property
+    def agrees(self) -> bool:
+        return abs(self.deviation) <= self.tolerance * (1 + 1e-12)
+
+
+def reference_ms(found: list[Reading], r: Reading) -> float:
+    """What `r` is judged against: the median of every reading's figure; with two readings, the other's figure (the
+    median of two would put each half-way to the other)."""
+    if len(found) == 2:
+        return next(o.figure_ms for o in found if o is not r)
+    return median([o.figure_ms for o in found])
+
+
+def judge(found: list[Reading]) -> tuple[list[Judged], float | None]:
+    """Each reading against its reference, within its tolerance (see the module); and the pooled spread (None where
+    the samples are too few)."""
+    pooled = pooled_spread([r.spread for r in found if r.enough and r.pooled])
+    out = []
+    for r in found:
+        tolerance = pooled if pooled is not None and r.enough else max(FEW_SAMPLES_TOLERANCE, pooled or 0.0)
+        out.append(Judged(r, reference_ms(found, r), tolerance))
+    return out, pooled
+
+
+def differing(bad: Reading, agreeing: list[Reading]) -> list[str]:
+    """The settings of `bad`'s shape that none of `agreeing` recording them shares, each with their values: e.g.
+    "--parallel 4 (the others: 1 in 04, 05)". A setting a lesson that agrees shares cannot be what sets `bad` apart."""
+    out = []
+    for key in SHAPE_ORDER:
+        value = bad.shape.get(key)
+        theirs = [(o.shape[key], o.label) for o in agreeing if key in o.shape]
+        if value is None or not theirs or any(v == value for v, _ in theirs):
+            continue
+        by_value: dict[str, list[str]] = {}
+        for v, label in theirs:
+            by_value.setdefault(v, []).append(label)
+        out.append(f"{_setting(key, value)} (the others: " + "; ".join(f"{v} in {', '.join(ls)}" for v, ls in by_value.items()) + ")")
+    return out
+
+
+def shape_text(r: Reading) -> str:
+    return ", ".join(_setting(k, r.shape[k]) for k in SHAPE_ORDER if k in r.shape)
+
+
+def _setting(key: str, value: str) -> str:
+    return value if key in NAMED_BY_VALUE else f"{key} {value}"
+
+
+def _speed(ms: float, prefill: bool) -> str:
+    return f"{1e3 / ms:.4g} tokens/s" + ("" if prefill else f" ({ms:.3g} ms a step)")
+
+
+def consistency_check(cid: str, text: str, found: list[Reading], absent: list[str], prefill: bool = False,
+                      runs: list[str] | None = None) -> ClaimResult:
+    """The claim's result from the lessons' readings (`absent`: why a lesson has none; `runs`: lessons recorded
+    with different run servers, which makes the comparison not applicable)."""
+    lessons = ", ".join(sorted({r.lesson_id[:3].rstrip("_") for r in found})) or "—"
+    na_for = ("; not applicable for: " + "; ".join(absent)) if absent else ""
+    if runs:
+        return ClaimResult(cid, "general", lessons, text, NA,
+                           detail="these lessons were served by different servers of the run (a run resumed with a new "
+                                  "server, or a folder put together from several runs), so their figures were not taken "
+                                  "in one sitting: " + "; ".join(runs))
+    if len(found) < 2:
+        return ClaimResult(cid, "general", lessons, text, NA,
+                           detail=f"{len(found)} lesson{'s' if len(found) != 1 else ''} measured it; agreement needs two"
+                                  + na_for)
+    judged, pooled = judge(found)
+    bad = [j for j in judged if not j.agrees]
+    agreeing = [j.reading for j in judged if j.agrees]
+    few = [j.reading.label for j in judged if not j.reading.enough]
+    if pooled is None:
+        tolerance = (f"±{FEW_SAMPLES_TOLERANCE:.0%}: too few samples for a spread (fewer than two lessons with "
+                     f"{MIN_SAMPLES} or more)")
+    else:
+        tolerance = (f"±{pooled:.1%}: the pooled spread (interquartile range ÷ median) of the lessons with "
+                     f"{MIN_SAMPLES} samples or more")
+        if few:
+            tolerance += (f"; ±{max(FEW_SAMPLES_TOLERANCE, pooled):.1%} for {', '.join(few)} (fewer than "
+                          f"{MIN_SAMPLES} samples)")
+    furthest = max(judged, key=lambda j: abs(j.deviation))
+    observed = (f"furthest {furthest.reading.label}: {_speed(furthest.reading.figure_ms, prefill)}, "
+                f"{furthest.deviation:+.1%} against {_speed(furthest.reference_ms, prefill)}")
+    every = "; ".join(f"{j.reading.label}: {1e3 / j.reading.figure_ms:.4g} tokens/s ({len(j.reading.ms)} samples, "
+                      f"{j.deviation:+.1%}; {shape_text(j.reading)})" for j in judged)
+    if bad:
+        versus = "the other figure" if len(found) == 2 else "the lessons' median"
+        # Set against the lessons that agree; where none does, against every other one.
+        whom = "the lessons that agree" if agreeing else "the other lessons"
+        named = []
+        for j in bad:
+            settings = differing(j.reading, agreeing or [o for o in found if o is not j.reading])
+            named.append(f"{j.reading.label} is {j.deviation:+.1%} against {versus} "
+                         + (f"and differs from {whom} in {', '.join(settings)}" if settings else
+                            f"yet shares every recorded setting of its server shape with one of {whom}: what "
+                            "differed is no recorded setting (the machine's speed at the time, or a setting the "
+                            "lessons do not record)"))
+        detail = "; ".join(named) + f". Every lesson: {every}"
+    else:
+        detail = f"every lesson: {every}"
+    detail += ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
+    return ClaimResult(cid, "general", lessons, text, FAIL if bad else PASS, observed=observed,
+                       expected=("each lesson's median within the tolerance of the median of every lesson's median (with "
+                                 "two lessons, of the other's)"),
+                       tolerance=tolerance, detail=detail + na_for)
+
+
+def different_runs(run: Run, found: list[Reading]) -> list[str]:
+    """The run's servers the lessons of `found` recorded, where they are not all one; [] where they are."""
+    by_server: dict[tuple[str, ...], list[str]] = {}
+    for lesson_id in dict.fromkeys(r.lesson_id for r in found):
+        by_server.setdefault(server_identity(run.results[lesson_id]), []).append(lesson_id[:3].rstrip("_"))
+    if len(by_server) < 2:
+        return []
+    out = []
+    for identity, lessons in by_server.items():
+        port = next((f.split("=", 1)[1] for f in identity[2:] if f.startswith("--port=")), "?")
+        out.append(f"{', '.join(lessons)} on port {port}")
+    return out
+
+
+@grouped(ITSELF)
+def claim_default_decode_agrees_across_lessons(run: Run) -> list[ClaimResult]:
+    """The default model's decode at one sequence after a short prompt, as every lesson that measures it found it."""
+    found, absent = readings(run, DECODE)
+    return [unless_busy(run, consistency_check("default_decode_agrees_across_lessons",
+                                               "the default model's decode speed at one sequence agrees across the "
+                                               "lessons that measure it", found, absent, runs=different_runs(run, found)),
+                        *sorted({r.lesson_id for r in found}))]
+
+
+@grouped(ITSELF)
+def claim_prefill_agrees_across_lessons(run: Run) -> list[ClaimResult]:
+    """The default model's prefill of a 128-token prompt, as every lesson that measures it found it."""
+    found, absent = readings(run, PREFILL)
+    return [unless_busy(run, consistency_check("prefill_128_agrees_across_lessons",
+                                               f"the default model's prefill of {PREFILL_TOKENS} tokens agrees across the "
+                                               "lessons that measure it", found, absent, prefill=True,
+                                               runs=different_runs(run, found)),
+                        *sorted({r.lesson_id for r in found}))]
