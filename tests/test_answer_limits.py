@@ -54,7 +54,7 @@ def test_an_answer_past_its_limit_is_refused_and_not_recorded(monkeypatch):
     # One token with its eight candidates, and a text long enough to pass the limit for what was asked.
     limit = answer_limit("/completion", {"n_predict": 1, "n_probs": 8})
     probs = [{"id": 1, "token": "x", "bytes": [120], "logprob": -1.0,
-              "top_logprobs": [{"id": i, "token": "x", "bytes": [120], "logprob": -1.0} for i in range(8)]}]
+              "top_logprobs": [{"id": i, "token": "x", "bytes": [120], "logprob": -3.0} for i in range(8)]}]
     body = json.dumps({"content": "x" * (limit + 1), "completion_probabilities": probs,
                        "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 1.0}}).encode()
     assert len(body) > limit

@@ -188,13 +188,14 @@ def test_an_answer_cut_short_says_so_and_is_not_recorded(head, body):
 def test_a_cut_answer_means_a_server_answers_there():
     from test_faults_second_round import RawServer
 
+    from bytesup.options import RunOptions
     from bytesup.run.server import answers
 
     def cut(wfile):
         wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}")
 
     with RawServer(cut) as server:
-        assert answers(server.url, None, 5.0) is True   # never taken for "no server": no server is started in its place
+        assert answers(server.url, RunOptions(timeout=5.0)) is True   # never taken for "no server": no server is started in its place
 
 
 def test_a_connection_closed_without_any_answer_says_so():

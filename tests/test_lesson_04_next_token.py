@@ -348,11 +348,14 @@ def test_logprobs_whose_exponent_is_zero_are_refused_in_one_paragraph(lesson):
     """Every logprob −1e308: e^logprob is 0, so the relative gap would divide by 0; the answer is refused instead."""
     from bytesup.errors import BytesupError
 
+    from bytesup.llama.responses import parse
+
+    # Every candidate at e^logprob = 0 is refused where the client reads the answer, before the lesson sees it.
     floor = _top_answer({5: -1e308, 7: -1e308, 9: -1e308}, generated=5)
     with pytest.raises(BytesupError) as caught:
-        lesson.top_table(lesson.TopAnswers("t", "p", Completion.model_validate(floor), Completion.model_validate(HAND_SERVER)))
+        parse(Completion, floor, path="/completion", url="http://127.0.0.1:8099")
     text = str(caught.value)
-    assert "/completion" in text and "completion_probabilities[0].top_logprobs[0].logprob = -1e+308" in text
+    assert "/completion" in text and "completion_probabilities.0" in text and "below 2^-32" in text and "\n" not in text
     # One candidate far below any softmax's top eight is refused too; e^−745.2 is the last value above 0.
     low = _top_answer({5: math.log(0.5), 7: -800.0, 9: math.log(0.125)}, generated=5)
     with pytest.raises(BytesupError, match=r"top_logprobs\[1\]\.logprob = -800\.0"):
