@@ -43,7 +43,7 @@ from bytesup.llama.responses import Completion, shown_token
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
 from bytesup.store.facts import lesson04 as stated
-from bytesup.lesson import LessonContext
+from bytesup.lesson import LessonContext, ModelQuery
 from bytesup.options import BandwidthGbs, LessonOptions
 
 TITLE = "The forward pass"
@@ -1076,3 +1076,9 @@ if __name__ == "__main__":
     from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)
+
+
+def models_needed(query: ModelQuery) -> list[str]:
+    """The models a live run makes before its first lesson for this one: the f32 width, where the served model is
+    one of the default model's narrower widths (numpy_plan's rule)."""
+    return [F32_WIDTH] if query.served_sha256 in NARROWER_WIDTHS else []

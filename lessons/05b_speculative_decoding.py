@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from bytesup.course import clientclock
 from bytesup.course import speculative as spec
 from bytesup.course.speculative import Stream
-from bytesup.lesson import LessonContext
+from bytesup.lesson import LessonContext, ModelQuery
 from bytesup.llama import process as engine
 from bytesup.llama import timed as measure
 from bytesup.llama.client import clock_info
@@ -348,3 +348,10 @@ if __name__ == "__main__":
     from bytesup.cli.app import lesson_script_main
 
     lesson_script_main(__file__)
+
+
+def models_needed(query: ModelQuery) -> list[str]:
+    """The models a live run makes before its first lesson for this one: the plan's targets and drafts, where the
+    lesson starts servers of its own (on this host)."""
+    plan = plans.current(query.repeat)
+    return [*plan.targets, *plan.drafts] if query.local else []
