@@ -36,6 +36,7 @@ from bytesup.store.plots import write_plots
 from bytesup.store.render import lesson_md
 from bytesup.store.results import LessonResult
 from bytesup.store.runs import LOCK_FILE
+from bytesup.run.timing import split_md
 from bytesup.files import dumps, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
 DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\.(\d+))?$")
@@ -433,6 +434,7 @@ def run_readme(run_dir: Path, manifest: Manifest) -> str:
     total = manifest.lessons_seconds
     if total is not None:
         lines += ["", md_text(f"The lessons took {fmt_seconds(total)} of wall time in all.")]
+    lines += split_md(manifest)  # what came before the lessons, and where each lesson's time went
     return "\n".join(lines) + "\n"
 
 

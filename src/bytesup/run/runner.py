@@ -68,6 +68,7 @@ from bytesup.run.server import (
 from bytesup.files import file_sha256, write_json_atomic, write_text_atomic
 from bytesup.run.summary import print_summary
 from bytesup.run.models import is_local, models_first
+from bytesup.run import engines
 
 # Set by scripts/run_course.sh: the run stops (as on SIGTERM) when `make run` dies, however it dies.
 DIE_WITH_PARENT_ENV = "BYTESUP_DIE_WITH_PARENT"
@@ -327,6 +328,11 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
 
     if todo and options.replay is None:
         console.print(rich_text(estimate(outputs_root(), manifest, todo, skip=run_dir)), highlight=False)
+        if not engines.skipped_by_env():  # the embedded engine against the native build on this CPU, once
+            gap = manifest.engine_gap = engines.compare(options, model_path)
+            console.print(rich_text(gap.sentence or f"engines not compared: {gap.skipped}"), highlight=False,
+                          soft_wrap=True)
+            save_manifest()
     build = manifest.engine.build or seen.props.get("build_info")
     failures = 0
     interrupted: KeyboardInterrupt | None = None
