@@ -155,7 +155,8 @@ def run_cmd(
     """Run some lessons against a server (or a recorded run) and save them into a run folder.
 
     Existing results are never overwritten without --force; the command then exits non-zero
-    before sending any request.
+    before sending any request. Before its first lesson a live run makes every model it will need, and
+    compares the embedded engine with the native build once (a few seconds; BYTESUP_ENGINE_GAP=0 skips it).
     """
     _run(lessons, run_options(given, lessons), print_tables=print_tables)
 
@@ -168,7 +169,11 @@ def run_all_cmd(
         "then run the checks and write the run's README.md as one page, and report.html beside it (`bytesup report --html`)"))] = False,
     **given: Any,
 ) -> None:
-    """Run every lesson in order into one run folder (what `make run` does, with --own-server --report)."""
+    """Run every lesson in order into one run folder (what `make run` does, with --own-server --report).
+
+    Before the first lesson it makes every model the lessons will need, and compares the embedded engine with
+    the native build once (a few seconds; BYTESUP_ENGINE_GAP=0 skips it).
+    """
     lesson_ids = list(discover_lessons())
     _run(lesson_ids, run_options(given, lesson_ids), print_tables=print_tables, report=report)
 

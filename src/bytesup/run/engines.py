@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bytesup.errors import BytesupError
+from bytesup.host import environment
 from bytesup.llama import build as nativebuild
 from bytesup.llama import process as engine
 from bytesup.llama.responses import decode_tokens_per_s, prefill_tokens_per_s
@@ -30,7 +31,7 @@ from bytesup.units import PINNED
 
 GAP_ENV = "BYTESUP_ENGINE_GAP"  # "0": the run does not compare the engines
 PREFILL_TOKENS = 128
-DECODE_TOKENS = 32
+DECODE_TOKENS = 16
 FLAGS = ["-c", "512", "--parallel", "1"]
 TEXT = "The quick brown fox jumps over the lazy dog while the cat sat on the mat and watched the river run. "
 ENABLE = "make native"
@@ -55,6 +56,22 @@ def instruction_sets(system_info: str) -> list[str]:
     return sorted(n for n in nativebuild.compiled_features(system_info) if _ISA_NAME.match(n))
 
 
+# llama.cpp's names for the x86 instruction sets its CPU kernels use, and the flag /proc/cpuinfo gives each.
+CPU_FLAG_OF = {"SSE3": "pni", "SSSE3": "ssse3", "AVX": "avx", "AVX2": "avx2", "F16C": "f16c", "FMA": "fma",
+               "BMI2": "bmi2", **nativebuild.KERNEL_FLAGS}
+
+
+def native_instruction_sets(log_line: str, variant: str | None, cpu: nativebuild.Cpu) -> list[str]:
+    """The native build's instruction sets: from its server log's system info where it shows one, else from its
+    variant, built with -march=native: every set of this CPU that llama.cpp names (without AMX for native-no-amx,
+    none for portable)."""
+    found = instruction_sets(log_line)
+    if found or variant not in ("native", "native-no-amx"):
+        return found
+    return sorted(n for n, flag in CPU_FLAG_OF.items()
+                  if flag in cpu.flags and not (variant == "native-no-amx" and n.startswith("AMX")))
+
+
 def native_ready() -> tuple[Path | None, str]:
     """(the cached native build's bin folder, its one-line description) when it passed its smoke test on this CPU,
     else (None, why not). Nothing is built or tested here."""
@@ -70,14 +87,27 @@ def native_ready() -> tuple[Path | None, str]:
     return prefix / "bin", f"the native build ({record.get('variant')}, llama.cpp {record.get('llama_cpp_version')})"
 
 
+def native_variant() -> str | None:
+    prefix = nativebuild.newest_prefix()
+    record = nativebuild.read_record(prefix) if prefix is not None else None
+    return record.get("variant") if record else None
+
+
 def ratios(embedded: Speeds, native: Speeds) -> tuple[float, float]:
     """(decode, prefill) of the embedded engine ÷ the native build's."""
     return embedded.decode / native.decode, embedded.prefill / native.prefill
 
 
+def busy(load: list[float] | None, cores: int | None) -> str | None:
+    """A clause on a machine busier than its cores, which makes one request each say little; None otherwise."""
+    if not load or not cores or load[0] <= cores:
+        return None
+    return f"the machine was busy, a load average of {load[0]:.2f} on {cores} cores, so the ratios say little"
+
+
 def gap_sentence(model: str, embedded: Speeds, native: Speeds, embedded_isa: list[str], native_isa: list[str],
-                 unused: list[str]) -> str:
-    """The gap in words, from the two engines' speeds and instruction sets."""
+                 unused: list[str], busy_clause: str | None = None) -> str:
+    """The gap in words, from the two engines' speeds and instruction sets (and how busy the machine was)."""
     decode, prefill = ratios(embedded, native)
     sets = (f"The native build runs {', '.join(native_isa) or 'no instruction set it names'}; the embedded wheel "
             f"{', '.join(embedded_isa) or 'none it names'}")
@@ -86,7 +116,8 @@ def gap_sentence(model: str, embedded: Speeds, native: Speeds, embedded_isa: lis
     return (f"On this CPU the embedded engine decodes at {decode:.2f}× and prefills at {prefill:.2f}× the native "
             f"build's speed ({embedded.decode:.1f} against {native.decode:.1f} tokens/s decoding {DECODE_TOKENS} tokens, "
             f"{embedded.prefill:.0f} against {native.prefill:.0f} tokens/s over a {PREFILL_TOKENS}-token prompt, on "
-            f"{model}; one request each, so read a gap of a few percent as noise). {sets}")
+            f"{model}; one request each, so read a gap of a few percent as noise"
+            + (f"; {busy_clause}" if busy_clause else "") + f"). {sets}")
 
 
 def only_embedded_sentence(why: str, unused: list[str]) -> str:
@@ -116,7 +147,7 @@ def measure(choice: engine.EngineChoice, model: Path, options: RunOptions) -> tu
         if speeds is None or not all(math.isfinite(v) and v > 0 for v in (speeds.prefill, speeds.decode)):
             raise BytesupError("the server gave no usable timings for the request")
         log = started.log_path.read_text(encoding="utf-8", errors="replace") if started.log_path.is_file() else ""
-        info = next((line for line in log.splitlines() if "system_info" in line), "")
+        info = next((line for line in log.splitlines() if "system_info" in line or "CPU :" in line), "")
         return speeds, info
     finally:
         engine.stop_server(port)
@@ -146,14 +177,17 @@ def compare(options: RunOptions, model: Path | None) -> EngineGap:
             native_choice = engine.EngineChoice("llama-server", [str(bin_dir / "llama-server")], "native build", why)
             native, native_log = measure(native_choice, model, options)
             embedded, _ = measure(embedded_choice, model, options)
-            embedded_isa, native_isa = instruction_sets(embedded_info), instruction_sets(native_log)
+            embedded_isa = instruction_sets(embedded_info)
+            native_isa = native_instruction_sets(native_log, native_variant(), nativebuild.this_cpu())
             gap.model = model.name
             gap.embedded = {"prefill_tokens_per_s": round(embedded.prefill, 2), "decode_tokens_per_s": round(embedded.decode, 2),
                             "instruction_sets": embedded_isa}
             gap.native = {"prefill_tokens_per_s": round(native.prefill, 2), "decode_tokens_per_s": round(native.decode, 2),
                           "instruction_sets": native_isa, "build": why}
             gap.decode_ratio, gap.prefill_ratio = (round(r, 3) for r in ratios(embedded, native))
-            gap.sentence = gap_sentence(model.name, embedded, native, embedded_isa, native_isa, unused)
+            gap.load_average = environment.load_average()
+            gap.sentence = gap_sentence(model.name, embedded, native, embedded_isa, native_isa, unused,
+                                        busy(gap.load_average, os.cpu_count()))
     except BytesupError as exc:  # the comparison is an aside: a failure is said, the run goes on
         gap.skipped = f"the comparison failed: {str(exc)[:300]}"
     gap.seconds = round(time.monotonic() - began, 1)

@@ -102,11 +102,17 @@ def make_models(names: list[str], console: Console, made: Made | None = None, re
     made = made if made is not None else Made()
     todo = [n for n in names if n not in made.paths and n not in made.failed]
     missing = [n for n in todo if not catalog.default_model_path(n).is_file()]
+    order = [*made.paths, *todo]
     for name in todo:
         if name not in missing:
             made.paths[name] = catalog.default_model_path(name)
-    if not missing:
-        return made
+    if missing:
+        _make(missing, console, made, required)
+    made.paths = {n: made.paths[n] for n in order if n in made.paths}  # in the order asked
+    return made
+
+
+def _make(missing: list[str], console: Console, made: Made, required: str | None) -> None:
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=True) as progress:
         for name in missing:
@@ -126,7 +132,6 @@ def make_models(names: list[str], console: Console, made: Made | None = None, re
             finally:
                 made.seconds += time.monotonic() - began
                 progress.remove_task(task)
-    return made
 
 
 def models_first(options: RunOptions, lesson_ids: list[str], console: Console, served: Path | str | None,

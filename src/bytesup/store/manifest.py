@@ -129,6 +129,7 @@ class EngineGap(Record):
     enable_command: str | None = None
     skipped: str | None = None
     seconds: float | None = None
+    load_average: list[float] | None = None  # when the engines were measured
 
 
 class LessonEntry(Record):
