@@ -280,3 +280,22 @@ def test_the_readme_shows_each_lesson_split_and_what_came_before(tmp_path):
     assert "| 01_a | 2.0 | 0.0 | 0.0 | 1.2 | 0.0 | 0.5 | 0.2 |" in text  # 1.25 and 0.25 rounded half to even
     assert "| 02_b | 3.0 | 0.0 | 1.0 | 1.0 | 0.5 | 0.0 | 0.5 |" in text
     assert "| all | 5.0 | 0.0 | 1.0 | 2.2 | 0.5 | 0.5 | 0.8 |" in text  # the sums: 2.25 → 2.2, 0.75 → 0.8
+
+
+def test_the_closing_note_shows_each_lesson_split():
+    from rich.console import Console
+
+    from bytesup.run.summary import split_table
+
+    console = Console(record=True, width=80)
+    manifest = Manifest(lessons={"01_a": LessonEntry(status="ok", time_split=TimeSplit(
+        wall_s=2.0, models_s=0.0, servers_s=0.5, requests_s=1.0, llama_bench_s=0.0, host_s=0.25, rest_s=0.25)),
+        "02_b": LessonEntry(status="ok")})
+    split_table(console, manifest, ["01_a", "02_b"])
+    text = console.export_text()
+    assert "where each lesson's time went (s)" in text
+    assert [c for c in text.splitlines() if "01" in c][0].split("│")[1:-1] == [
+        " 01     ", "  2.0 ", "    0.0 ", "     0.5 ", "      1.0 ", "         0.0 ", "  0.2 ", "  0.2 "]
+    quiet = Console(record=True)
+    split_table(quiet, Manifest(lessons={"02_b": LessonEntry(status="ok")}), ["02_b"])
+    assert quiet.export_text() == ""  # a run without the split prints no table
