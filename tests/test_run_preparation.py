@@ -299,3 +299,21 @@ def test_the_closing_note_shows_each_lesson_split():
     quiet = Console(record=True)
     split_table(quiet, Manifest(lessons={"02_b": LessonEntry(status="ok")}), ["02_b"])
     assert quiet.export_text() == ""  # a run without the split prints no table
+
+
+def test_a_failed_comparison_is_said_and_the_run_goes_on(monkeypatch, tmp_path):
+    from bytesup.errors import ServerStartError
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.delenv("LLAMA_SERVER", raising=False)
+    monkeypatch.setattr(engines, "native_ready", lambda: (tmp_path, "the native build (native, llama.cpp 1)"))
+    monkeypatch.setattr(nativebuild, "embedded_system_info", lambda: "CPU : AVX2 = 1 |")
+
+    def fails(*args):
+        raise ServerStartError("the server exited at once")
+
+    monkeypatch.setattr(engines, "measure", fails)
+    gap = engines.compare(RunOptions(), model)
+    assert gap.skipped == "the comparison failed: the server exited at once" and gap.sentence is None
+    assert gap.seconds is not None

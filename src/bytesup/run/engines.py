@@ -188,7 +188,7 @@ def compare(options: RunOptions, model: Path | None) -> EngineGap:
             gap.load_average = environment.load_average()
             gap.sentence = gap_sentence(model.name, embedded, native, embedded_isa, native_isa, unused,
                                         busy(gap.load_average, os.cpu_count()))
-    except BytesupError as exc:  # the comparison is an aside: a failure is said, the run goes on
+    except (BytesupError, OSError) as exc:  # the comparison is an aside: a failure is said, the run goes on
         gap.skipped = f"the comparison failed: {str(exc)[:300]}"
     gap.seconds = round(time.monotonic() - began, 1)
     return gap
