@@ -36,7 +36,7 @@ from bytesup.course import nexttoken as arithmetic
 from bytesup.course.ceiling import Ceiling, Efficiency, token_work
 from bytesup.course.nexttoken import LastOnly, Speeds, ThroughTheLayers, sig
 from bytesup.errors import ImplausibleValue
-from bytesup.lesson import LessonContext
+from bytesup.lesson import LessonContext, ModelQuery
 from bytesup.llama import build as nativebuild
 from bytesup.llama import timed
 from bytesup.llama.responses import Completion, shown_token
@@ -380,6 +380,12 @@ def numpy_pass(path: Path, names: list[tuple[str, str]], ids: list[list[int]],
 def speeds(runs: TimedRuns) -> Speeds:
     return Speeds(runs.long[0].timings.prompt_n, runs.short[0].timings.prompt_n, timed.prefill_samples(runs.long),
                   timed.decode_samples(runs.short), timed.decode_samples(runs.long))
+
+
+def models_needed(query: ModelQuery) -> list[str]:
+    """The models a live run makes before its first lesson for this one: the f32 width, where the served model is
+    one of the default model's narrower widths (numpy_plan's rule)."""
+    return [plans.F32_WIDTH] if query.served_sha256 in NARROWER_WIDTHS else []
 
 
 if __name__ == "__main__":

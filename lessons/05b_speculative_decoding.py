@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from bytesup.course import clientclock
 from bytesup.course import speculative as spec
 from bytesup.course.speculative import Stream
-from bytesup.lesson import LessonContext
+from bytesup.lesson import LessonContext, ModelQuery
 from bytesup.llama import process as engine
 from bytesup.llama import timed as measure
 from bytesup.llama.client import clock_info
@@ -342,6 +342,13 @@ def record_measured(ctx: LessonContext, plan: Plan, rows: list[Measured], answer
         ctx.measure("spec_decode_tokens_per_s", "tokens/s", measure.decode_samples(done), higher_is_better=True,
                     settings={"target": row.target, "spec_type": row.speculation, "draft": row.draft,
                               "draft_n_max": row.draft_length, "prompt": row.prompt, "n_predict": plan.n_predict})
+
+
+def models_needed(query: ModelQuery) -> list[str]:
+    """The models a live run makes before its first lesson for this one: the plan's targets and drafts, where the
+    lesson starts servers of its own (on this host)."""
+    plan = plans.current(query.repeat)
+    return [*plan.targets, *plan.drafts] if query.local else []
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ from bytesup.course import decodetime, memory_bound
 from bytesup.course.ceiling import BandwidthReference, server_bandwidth
 from bytesup.errors import BytesupError
 from bytesup.host import environment, hostbench
-from bytesup.lesson import LessonContext
+from bytesup.lesson import LessonContext, ModelQuery
 from bytesup.llama import timed
 from bytesup.llama.responses import Completion
 from bytesup.models import catalog
@@ -417,6 +417,15 @@ def record_decode_model(ctx: LessonContext, runs: list[ModelRun], steps: list[Mo
                         description=f"each of {P} sequences decoded together, from its own timings")
     ctx.fact(DecodeModel(form="L * f + max(W / B, n * c) at P = 1, each model predicted by the others",
                          tolerance=decodetime.TOLERANCE, widths=steps))
+
+
+def models_needed(query: ModelQuery) -> list[str]:
+    """The models a live run makes before its first lesson for this one: the sweep's (--sizes, else the plan's),
+    where it sweeps (on this host); a GGUF path or an unknown name is left to the lesson."""
+    if not query.local:
+        return []
+    sizes = query.options.sizes or current_plan(query.repeat).default_sizes
+    return [n for n in sizes if n in catalog.model_names()]
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from bytesup.store.facts.lesson09 import (DecodeSpeeds, NetworkBytesPerToken, Pr
                                           SplitTopology, WeightsPerNode)
 from bytesup.store.views import lesson09
 from bytesup.store.views.lesson09 import NetworkBytes, NodeShare, Outcome, Prediction, Speeds
-from bytesup.lesson import LessonContext
+from bytesup.lesson import LessonContext, ModelQuery
 from bytesup.options import LessonOptions
 from bytesup.units import GB, MiB
 
@@ -269,6 +269,12 @@ def main(ctx: LessonContext):
     ctx.plots.append(lesson09.decode_by_setup(outcome))
     record(ctx, outcome, [whole, split])
     return ctx.finish()
+
+
+def models_needed(query: ModelQuery) -> list[str]:
+    """The models a live run makes before its first lesson for this one: the default model, where the served
+    model's file is not readable here (model_facts' rule)."""
+    return [] if query.served is not None else [models.DEFAULT_MODEL]
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 from urllib.parse import urlparse
@@ -25,6 +26,7 @@ from bytesup.llama import process as engine
 from bytesup.host import environment
 from bytesup.host import hostbench
 from bytesup.host import load
+from bytesup.host.spent import HOST, SERVERS, spent
 from bytesup.llama.client import LlamaServer
 from bytesup.errors import BytesupError, LessonSkipped, ReplayMiss, ServerStartError
 from bytesup.course.formulas import server_threads
@@ -74,7 +76,8 @@ class RunShared:
             return self.recorded.before
         before = self.manifest.host_bandwidth.before
         if before is None or before.get("threads") != threads:
-            reading = hostbench.run_bandwidth(threads)
+            with spent(HOST):
+                reading = hostbench.run_bandwidth(threads)
             reading["at"] = environment.utc_now()
             self.manifest.host_bandwidth = HostBandwidth(before=json.loads(json.dumps(reading)))
             self.save()
@@ -88,13 +91,33 @@ class RunShared:
         before = record.before
         if not before:
             return None
-        reading = hostbench.run_bandwidth(before["threads"])
+        with spent(HOST):
+            reading = hostbench.run_bandwidth(before["threads"])
         reading["at"] = environment.utc_now()
         record.after = json.loads(json.dumps(reading))
         record.drift = hostbench.bandwidth_drift(before["gb_per_s"], reading["gb_per_s"])
         self.save()
         return record.after
 
+
+
+# --- the models a lesson will ask for -------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelQuery:
+    """What a lesson's `models_needed(query) -> list[str]` reads to name the models (the catalog's names) it will
+    ask for on a live run, without running: the runner makes them before the first lesson, with a progress bar,
+    so making a model is never lesson time. The lesson still asks for them (`catalog.ensure_model`) and finds them.
+
+    `served`: the served model's file when readable here (its `served_sha256`); `local`: whether the run's server
+    is on this host, where the lessons start servers of their own; `repeat`: the run's --repeat as `ctx.repeat`
+    reads it; `options`: the lesson's own options, as `ctx.options` reads them."""
+
+    served: Path | None
+    served_sha256: str | None
+    local: bool
+    repeat: int
+    options: Any
 
 
 # --- the context a lesson gets -------------------------------------------------------
@@ -194,7 +217,8 @@ class LessonContext:
                 raise ReplayMiss(f"host value {name!r} of {self.lesson_id}", list(self._replay.result.host_values))
             value = self._replay.result.host_values[name]
         else:
-            value = json.loads(json.dumps(measure()))  # exactly what a replay will see
+            with spent(HOST):  # the lesson's time split: this host's own measurements
+                value = json.loads(json.dumps(measure()))  # exactly what a replay will see
         self.host_values[name] = value
         return value
 
@@ -360,8 +384,9 @@ class LessonContext:
         failed_to_start = False
         try:
             try:
-                started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
-                                              die_with_parent=True, native=native, answer_s=self.run.timeout)
+                with spent(SERVERS):  # the lesson's time split: starting its servers
+                    started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
+                                                  die_with_parent=True, native=native, answer_s=self.run.timeout)
             except ServerStartError:
                 failed_to_start = True
                 raise
@@ -371,7 +396,8 @@ class LessonContext:
             finally:
                 client.close()
         finally:
-            engine.stop_server(port)
+            with spent(SERVERS):  # and stopping them
+                engine.stop_server(port)
             # A throwaway port's state folder (pid, log) has nothing left to tell once its server is
             # stopped; a server that failed to start keeps its log, which the error points at.
             if not failed_to_start:

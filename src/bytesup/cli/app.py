@@ -156,7 +156,8 @@ def run_cmd(
     """Run some lessons against a server (or a recorded run) and save them into a run folder.
 
     Existing results are never overwritten without --force; the command then exits non-zero
-    before sending any request.
+    before sending any request. Before its first lesson a live run makes every model it will need, and
+    compares the embedded engine with the native build once (a few seconds; BYTESUP_ENGINE_GAP=0 skips it).
     """
     _run(lessons, run_options(given, lessons), print_tables=print_tables)
 
@@ -170,7 +171,11 @@ def run_all_cmd(
     **given: Any,
 ) -> None:
     """Run every lesson in order into one run folder (what `make run` does, with --own-server --report).
-    With --replay, the lessons the recorded run holds; the others are named and left out."""
+    With --replay, the lessons the recorded run holds; the others are named and left out.
+
+    Before the first lesson it makes every model the lessons will need, and compares the embedded engine with
+    the native build once (a few seconds; BYTESUP_ENGINE_GAP=0 skips it).
+    """
     lesson_ids = list(discover_lessons())
     options = run_options(given, lesson_ids)
     if options.replay is not None and options.replay.is_dir():

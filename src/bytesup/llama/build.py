@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Callable
 
 from bytesup.host.environment import utc_now
+from bytesup.host.spent import BENCH, spent
 from bytesup.errors import BytesupError
 from bytesup.paths import cache_dir, models_dir
 
@@ -239,7 +240,8 @@ def bench(bin_dir: Path, model: Path, n_prompt: int, n_gen: int, threads: int, r
     argv = [str(bin_dir / "llama-bench"), "-m", str(model), "-p", str(n_prompt), "-n", str(n_gen), "-r", str(repetitions),
             "-t", str(threads), "-o", "json", *([] if warmup else ["--no-warmup"])]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        with spent(BENCH):  # a lesson's time split: llama-bench
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise NativeBuildError(f"llama-bench on {model.name} did not finish within {timeout_s:g} s") from None
     except OSError as exc:

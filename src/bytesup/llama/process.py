@@ -411,7 +411,8 @@ def die_with_parent_hook():
 
 
 def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, ...] = (), wait_s: float = 180.0,
-                 die_with_parent: bool = False, native: bool = False, answer_s: float = PROPS_WAIT_S) -> StartedServer:
+                 die_with_parent: bool = False, native: bool = False, answer_s: float = PROPS_WAIT_S,
+                 engine: EngineChoice | None = None) -> StartedServer:
     """Start a server in the background, wait for /health, and record what was started.
 
     An API key reaches the engine through the LLAMA_API_KEY environment variable (read by
@@ -419,9 +420,9 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     `die_with_parent`: stop the server when this process dies (servers of a lesson's own).
     `native`: a llama-server binary only ($LLAMA_SERVER or the native build), as RPC needs (see `choose_engine`).
     `answer_s`: how long /props may take once the server is ready (a run's --timeout; each /health poll waits at
-    most READY_POLL_S of it)."""
+    most READY_POLL_S of it). `engine`: this engine rather than `choose_engine`'s (the run's comparison of engines)."""
     merged = merge_flags(list(flags))
-    chosen = choose_engine(native=native or bool(merged.get("--rpc")))  # --rpc: only a native llama-server has RPC
+    chosen = engine or choose_engine(native=native or bool(merged.get("--rpc")))  # --rpc: only a native llama-server has RPC
     if model is None and merged.get("--model"):
         model = merged["--model"]
     if model is None:

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from bytesup.host.spent import MODELS, spent
 from bytesup.models import smollm2 as realmodel
 from bytesup.models.gguf import SYNTHETIC_NAME_PREFIX
 from bytesup.paths import data_dir, models_dir
@@ -477,9 +478,13 @@ def ensure_model(preset: str | Preset = DEFAULT_MODEL, out: Path | None = None,
     """The model's file, fetched, derived or built first if it does not exist yet."""
     if isinstance(preset, Preset):
         path = Path(out) if out is not None else default_model_path(preset)
-        return path if path.is_file() else build_model(preset, path, progress)
+        if path.is_file():
+            return path
+        with spent(MODELS):  # a lesson's time split: making models
+            return build_model(preset, path, progress)
     path = Path(out) if out is not None else default_model_path(preset)
     if path.is_file():
         return path
-    return build(preset, path, progress)
+    with spent(MODELS):
+        return build(preset, path, progress)
 

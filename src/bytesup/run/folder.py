@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 from rich.console import Console
 
+from bytesup.host import spent
 from bytesup.host.environment import utc_now
 from bytesup.llama import process as engine
 from bytesup.errors import BytesupError, RunFolderError
@@ -36,6 +37,7 @@ from bytesup.store.render import lesson_md
 from bytesup.store.results import LessonResult
 from bytesup.store.runs import LOCK_FILE
 from bytesup import files
+from bytesup.run.timing import split_md
 from bytesup.files import dumps, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
 DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\.(\d+))?$")
@@ -319,7 +321,9 @@ class FirstRequestEstimate:
                  "the other requests are not counted")
 
 
-class _Watched(list):
+class _Watched(spent.StampedList):
+    """A lesson's exchanges, stamped as they end (spent.StampedList), each also shown to the estimate."""
+
     def __init__(self, owner: FirstRequestEstimate):
         super().__init__()
         self.owner = owner
@@ -624,6 +628,7 @@ def run_readme(run_dir: Path, manifest: Manifest) -> str:
     total = manifest.lessons_seconds
     if total is not None:
         lines += ["", md_text(f"The lessons took {fmt_seconds(total)} of wall time in all.")]
+    lines += split_md(manifest)  # what came before the lessons, and where each lesson's time went
     return "\n".join(lines) + "\n"
 
 

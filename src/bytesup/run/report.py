@@ -51,6 +51,7 @@ from bytesup.store.render import (
     markdown,
 )
 from bytesup.files import write_text_atomic
+from bytesup.run.timing import split_blocks
 
 CAPSTONE = "08_capstone_decode_memory_bound"
 MAX_COLUMNS = 8   # a wider table is folded in report.html
@@ -297,9 +298,11 @@ def summary_blocks(run: Run, check_report: "checks.CheckReport | None") -> list[
     claims = checked_claims(run, check_report)
     if claims:
         account.append(("checks", "; ".join(f"{kind}: {text}" for kind, text in check_counts(claims))))
+    gap = m.engine_gap.sentence if m.engine_gap is not None else None  # the engines on this CPU, measured first
     blocks: list[Block] = [
         Heading(1, f"bytesup run {run.name}", "top"),
         Paragraph(identity_parts(run)),
+        *([Paragraph((gap,))] if gap else []),
         TableBlock("", ("", ""), tuple((k, v) for k, v in account if v is not None), css="summary"),
     ]
     found = warnings(run, check_report)
@@ -398,6 +401,7 @@ def report_blocks(run: Run, check_report: "checks.CheckReport | None", files: bo
     if files:
         blocks.append(files_note(run))
     blocks += overhead_blocks(run)
+    blocks += split_blocks(run.manifest)
     for _, section in lesson_sections(run, files):
         blocks += section
     if check_report is not None:
@@ -449,7 +453,7 @@ def report_html(run: Run, check_report: "checks.CheckReport | None") -> str:
                               Link("details", f"#{anchor(f'Checks of run {run.name}')}"), ").")))
     top.append(files_note(run))
     body += ['<nav class="contents">', part(top), "</nav>"]
-    overhead = overhead_blocks(run)
+    overhead = overhead_blocks(run) + split_blocks(run.manifest)
     if overhead:
         body += ["<section>", part(overhead), "</section>"]
     for lid, blocks in lesson_sections(run):

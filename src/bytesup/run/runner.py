@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bytesup.course import busy
-from bytesup.host import environment, load
+from bytesup.host import environment, load, spent
 from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson, options_of, with_checked_options
 from bytesup.llama.client import LlamaServer, default_base_url
 from bytesup.errors import BytesupError, LessonSkipped, RunFolderError, ServerTimeout
@@ -54,7 +54,8 @@ from bytesup.run.folder import (
     signals_raise,
 )
 from bytesup.store import manifest as manifest_schema
-from bytesup.store.manifest import Engine, Host, LessonEntry, Manifest, ModelFile, RecordedOptions, Repository
+from bytesup.store.manifest import (Engine, Host, LessonEntry, Manifest, ModelFile, ModelsMade, RecordedOptions,
+                                    Repository, TimeSplit)
 from bytesup.store.results import LessonResult
 from bytesup.store.runs import load_replay, read_manifest
 from bytesup.run.server import (
@@ -65,12 +66,15 @@ from bytesup.run.server import (
     confirm_same_server,
     engine_facts,
     model_path_from,
+    model_wanted,
     probe,
     server_given,
     start_run_server,
 )
 from bytesup.files import file_sha256, write_json_atomic, write_text_atomic
 from bytesup.run.summary import print_summary
+from bytesup.run.models import is_local, models_first
+from bytesup.run import engines
 
 # Set by scripts/run_course.sh: the run stops (as on SIGTERM) when `make run` dies, however it dies.
 DIE_WITH_PARENT_ENV = "BYTESUP_DIE_WITH_PARENT"
@@ -177,6 +181,8 @@ class ServerSeen:
     props: dict[str, Any]
     models: dict | None = None
     started_for_run: bool = False
+    models_made: ModelsMade | None = None  # the models made before the first lesson (run/models.py)
+    start_s: float | None = None  # the run's own server's start, in seconds
 
 
 def _server_for_run(options: RunOptions, todo: list[str], console: Console, cleanup: contextlib.ExitStack) -> ServerSeen:
@@ -192,11 +198,20 @@ def _server_for_run(options: RunOptions, todo: list[str], console: Console, clea
     if options.replay is None and todo:
         if options.own_server or (options.start_server and not server_given(options)
                                   and not answers(seen.url, options)):
-            seen.url = start_run_server(seen.url, options, console, cleanup).url
+            wanted = model_wanted(options)
+            made = models_first(options, todo, console, wanted, local=True)
+            seen.models_made = made.record()
+            began = time.monotonic()
+            model = made.paths[wanted] if isinstance(wanted, str) else wanted
+            seen.url = start_run_server(seen.url, options, console, cleanup, model).url
+            seen.start_s = round(time.monotonic() - began, 2)
             seen.started_for_run = True
         seen.props, seen.models = probe(seen.url, options)
         if options.model is not None and not options.model_mismatch_ok:
             check_model_matches(options.model, seen.models)
+        if seen.models_made is None:
+            served = model_path_from(seen.props, options.model)
+            seen.models_made = models_first(options, todo, console, served, is_local(seen.url)).record()
     return seen
 
 
@@ -300,6 +315,14 @@ def timeout_on_machine(exc: BytesupError, watch: load.Watch | None) -> BytesupEr
     return exc.on_machine(verdict.sentence()) if verdict is not None else exc
 
 
+def time_split(start: float, ledger_at: int, sink: list[dict]) -> TimeSplit:
+    """A lesson's wall time since `start` (time.perf_counter()) split by part: what the ledger timed since
+    `ledger_at`, and the exchanges `sink` (a StampedList) recorded."""
+    requests = sink.request_intervals() if isinstance(sink, spent.StampedList) else []
+    parts = spent.split(start, time.perf_counter(), [*spent.since(ledger_at), *requests])
+    return TimeSplit(**parts.seconds(), requests=len(requests))
+
+
 # --- the run ---------------------------------------------------------------------------------------
 
 def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, console: Console,
@@ -340,6 +363,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     lessons_state = manifest.lessons
     for lid in todo:
         lessons_state[lid] = LessonEntry(status="pending", title=lesson_title(load_lesson(lid)))
+    if seen.models_made is not None:  # live: what was made before the first lesson, and the run's server's start
+        manifest.models_made, manifest.server_start_s = seen.models_made, seen.start_s
 
     resume = resume_command(options.command, run_dir)
     manifest_file = ManifestFile(run_dir, manifest, resume)
@@ -364,6 +389,11 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             first_timed = first_request_estimate(list(dict.fromkeys([outputs_root(), REPO_ROOT / "outputs"])),
                                                  manifest, todo, lambda text: console.print(rich_text(text), highlight=False),
                                                  skip=run_dir)
+        if not engines.skipped_by_env():  # the embedded engine against the native build on this CPU, once
+            gap = manifest.engine_gap = engines.compare(options, model_path)
+            console.print(rich_text(gap.sentence or f"engines not compared: {gap.skipped}"), highlight=False,
+                          soft_wrap=True)
+            save_manifest()
     build = manifest.engine.build or seen.props.get("build_info")
     servers_here = outside_servers(seen, options)
     failures = 0
@@ -375,7 +405,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
         for lid in todo:
             module = load_lesson(lid)
             title = lesson_title(module)
-            sink: list[dict] = first_timed.sink() if first_timed is not None and not first_timed.done else []
+            sink: list[dict] = (first_timed.sink() if first_timed is not None and not first_timed.done
+                                else spent.StampedList())  # when each exchange ended: the time split's requests
             client: LlamaServer | None = None
             reporter = Reporter(progress, lid)
             watch: load.Watch | None = None
@@ -383,6 +414,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             # The commit per lesson too: a resumed run may hold lessons made by different code.
             entry.status, entry.started_at, entry.commit = "running", environment.utc_now(), manifest.repository.commit
             began = time.monotonic()
+            ledger_at, split_from = spent.mark(), time.perf_counter()
             try:
                 save_manifest()
                 replay = None
@@ -462,6 +494,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                     client.close()
                 reporter.done()
                 entry.seconds = round(time.monotonic() - began, 1)  # the lesson's wall time, whatever its end
+                if options.replay is None:  # where that time went (host/spent.py); a replay measures nothing
+                    entry.time_split = time_split(split_from, ledger_at, sink)
                 if entry.status not in ("ok", "skipped"):
                     keep_failed(run_dir, lid, entry, sink)
                 try:

@@ -202,6 +202,21 @@ def answers(url: str, options: RunOptions) -> bool:
     return True
 
 
+def model_wanted(options: RunOptions) -> Path | str:
+    """The GGUF a server started for the run loads, made or not: --model, else $BYTESUP_MODEL (a GGUF file, or a
+    model's name, checked here), else the default model's name."""
+    if options.model is not None:
+        return options.model
+    wanted = os.environ.get(MODEL_ENV)
+    if wanted and Path(wanted).expanduser().is_file():
+        return Path(wanted).expanduser()
+    if wanted and wanted not in models.model_names():
+        raise BytesupError(
+            f"{MODEL_ENV}={wanted} is neither a GGUF file nor a model preset. Set it to a .gguf path or "
+            "a preset from `bytesup model build --list`, or unset it to use the default model.")
+    return wanted or models.DEFAULT_MODEL
+
+
 def model_for_run(options: RunOptions, console: Console) -> Path:
     """The GGUF a server started for the run loads: --model, else $BYTESUP_MODEL (a GGUF file or a
     model preset), else the default model, built or fetched the first time it is needed."""
@@ -227,11 +242,13 @@ def model_for_run(options: RunOptions, console: Console) -> Path:
             ) from None
 
 
-def start_run_server(url: str, options: RunOptions, console: Console, cleanup: contextlib.ExitStack) -> engine.StartedServer:
-    """Start a server for this run on a free port (so it never meets another run's or the user's);
-    `cleanup` stops it and removes its state folder when the run ends, also on Ctrl-C or SIGTERM."""
+def start_run_server(url: str, options: RunOptions, console: Console, cleanup: contextlib.ExitStack,
+                     model: Path | None = None) -> engine.StartedServer:
+    """Start a server for this run on a free port (so it never meets another run's or the user's), on `model`
+    (made already), else on `model_for_run`'s; `cleanup` stops it and removes its state folder when the run ends,
+    also on Ctrl-C or SIGTERM."""
     try:
-        model = model_for_run(options, console)  # SIGTERM already raises like Ctrl-C here (signals_raise)
+        model = model or model_for_run(options, console)  # SIGTERM already raises like Ctrl-C here (signals_raise)
     except KeyboardInterrupt as exc:
         exc.add_note("while the model for the run's own server was being built or fetched")
         raise

@@ -11,6 +11,7 @@ from rich.table import Table as RichTable
 from bytesup.store.escape import rich_text
 from bytesup.store.manifest import LessonEntry, Manifest
 from bytesup.run.folder import resume_command
+from bytesup.run.timing import split_rows
 
 
 def status_counts(entries: list[LessonEntry]) -> str:
@@ -43,7 +44,22 @@ def print_summary(console: Console, run_dir: Path, manifest: Manifest, ran: list
             files = rich_text((e.error or "")[:160])
         table.add_row(lid, f"[{color}]{e.status}[/{color}]", files)
     console.print(table)
+    split_table(console, manifest, ran)
     console.print(rich_text(status_counts([manifest.lessons[lid] for lid in ran])), highlight=False)
     if manifest.status != "complete":
         command = resume or resume_command(manifest.command, run_dir)
         console.print(f"The run is incomplete: `{rich_text(command)}` continues it.", highlight=False, soft_wrap=True)
+
+
+def split_table(console: Console, manifest: Manifest, ran: list[str]) -> None:
+    """Where the time of each lesson that ran went (run/timing.py), where the run split it."""
+    rows = split_rows(Manifest(lessons={lid: manifest.lessons[lid] for lid in ran}))
+    if not rows:
+        return
+    table = RichTable(title="where each lesson's time went (s)")
+    table.add_column("lesson")
+    for header in ("wall", "models", "servers", "requests", "llama-bench", "host", "rest"):
+        table.add_column(header, justify="right")
+    for lesson, *seconds in rows:  # the lesson by its number: the table fits 80 columns
+        table.add_row(rich_text(lesson.split("_")[0]), *seconds)
+    console.print(table)

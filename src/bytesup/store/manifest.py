@@ -86,6 +86,52 @@ class HostBandwidth(Record):
     after_error: str | None = None
 
 
+class TimeSplit(Record):
+    """Where a lesson's wall time went, in seconds (host/spent.py): making models, starting and stopping servers,
+    the recorded requests (the time at least one was in flight: for requests one at a time, the sum of their client
+    wall times), llama-bench, this host's own measurements (`ctx.host`: timings, file reads, the bandwidth reading),
+    and the rest, the harness's own arithmetic and writing. The parts add up to `wall_s`. Written by runs made since
+    the split was recorded; None in older manifests."""
+
+    wall_s: float | None = None
+    models_s: float | None = None
+    servers_s: float | None = None
+    requests_s: float | None = None
+    llama_bench_s: float | None = None
+    host_s: float | None = None
+    rest_s: float | None = None
+    requests: int | None = None  # recorded exchanges
+
+
+class ModelsMade(Record):
+    """The models the run made ready before its first lesson (its own server's, and those its lessons declare):
+    every one by name, those made now (built, fetched or derived) and the seconds that took."""
+
+    models: list[str] = Field(default_factory=list)
+    made: list[str] = Field(default_factory=list)
+    seconds: float | None = None
+    failed: dict[str, str] | None = None  # by name: why it could not be made (the lessons asking try again)
+
+
+class EngineGap(Record):
+    """The embedded engine against the native build on this CPU, measured once before the lessons (run/engines.py):
+    each engine's instruction sets and, where both are ready, one prefill's and one decode's tokens per second on
+    each and the ratios embedded ÷ native; where only the embedded one is, what it leaves unused here and the command
+    that builds the native one. `sentence` says it in words; `skipped` says why nothing was measured."""
+
+    sentence: str | None = None
+    model: str | None = None
+    embedded: dict[str, Any] | None = None
+    native: dict[str, Any] | None = None
+    decode_ratio: float | None = None
+    prefill_ratio: float | None = None
+    unused_by_embedded: list[str] | None = None
+    enable_command: str | None = None
+    skipped: str | None = None
+    seconds: float | None = None
+    load_average: list[float] | None = None  # when the engines were measured
+
+
 class LessonEntry(Record):
     """One lesson of the run: pending, running, ok, skipped (it measured nothing here: `skip_reason`, and the command
     that enables it, `enable_command`), failed or interrupted, with its files and time."""
@@ -107,6 +153,7 @@ class LessonEntry(Record):
     replay_differences: list[str] | None = None
     skip_reason: str | None = None
     enable_command: str | None = None
+    time_split: TimeSplit | None = None  # None: written before lessons' time was split
 
 
 class Manifest(Record):
@@ -131,6 +178,9 @@ class Manifest(Record):
     topologies: dict[str, Any] = Field(default_factory=dict)
     lessons: dict[str, LessonEntry] = Field(default_factory=dict)
     lessons_seconds: float | None = None
+    models_made: ModelsMade | None = None  # None: a replay, or written before models were made first
+    server_start_s: float | None = None  # the run's own server's start, where the run started one
+    engine_gap: EngineGap | None = None  # None: a replay, skipped by BYTESUP_ENGINE_GAP=0, or an older run
     load_average_after: list[float] | None = None
 
     @classmethod
