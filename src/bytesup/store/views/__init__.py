@@ -16,3 +16,12 @@ def pick(columns: list[tuple[str, str]], rows: list[list[Any]], keep: list[str])
             raise KeyError(name)
         at.append(names.index(name))
     return [columns[i] for i in at], [[row[i] for i in at] for row in rows]
+
+
+def show_narrowed(page: Any, name: str, title: str, full_title: str, cols: list[tuple[str, str]], rows: list[list[Any]],
+                  keep: list[str], notes: list[str], formulas: list[str]) -> None:
+    """On `page` (a lesson's context, `page.table`): the table `name`_main with the columns `keep` and the notes, then
+    the full table `name` under Details (marked `detail`) with the notes that give the formulas."""
+    shown_cols, shown_rows = pick(cols, rows, keep)
+    page.table(f"{name}_main", title, shown_cols, shown_rows, notes=notes)
+    page.table(name, full_title, cols, rows, notes=formulas).detail = True

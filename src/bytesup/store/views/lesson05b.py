@@ -21,7 +21,7 @@ from bytesup.course.speculative import Stream
 from bytesup.store.plans.lesson05b import Plan
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
-from bytesup.store.views import pick
+from bytesup.store.views import show_narrowed
 
 # The columns each table shows in the main text; every column is in the full table, under Details.
 COST_SHOWN = ["model", "role", "bytes per token", "decode median", "one pass", "÷ target pass", "weights read"]
@@ -44,15 +44,6 @@ class Page(Protocol):
     def note(self, text: str) -> None: ...
 
     def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Any: ...
-
-
-def show_narrowed(page: Page, name: str, title: str, full_title: str, cols: list[tuple[str, str]], rows: list[list[Any]],
-                  keep: list[str], notes: list[str], formulas: list[str]) -> None:
-    """The table `name`_main with the columns `keep` and the notes, then the full table `name` under Details, with
-    the notes that give the formulas."""
-    shown_cols, shown_rows = pick(cols, rows, keep)
-    page.table(f"{name}_main", title, shown_cols, shown_rows, notes=notes)
-    page.table(name, full_title, cols, rows, notes=formulas).detail = True
 
 
 # --- the records: one per figure ------------------------------------------------------------------

@@ -19,8 +19,16 @@ from bytesup.course import decodetime, formulas, published
 from bytesup.host import hostbench
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
+from bytesup.store.views import show_narrowed
 
 H100 = published.H100  # the course's roofline example (published)
+# The columns each wide table shows in the main text; every column is in the full table, under Details.
+POINTS_SHOWN = ["phase", "prompt tokens", "tokens per weight read", "arithmetic intensity", "attainable on this CPU",
+                "bound on this CPU", "roofline speed on this CPU", "bound on H100"]
+BATCH_SHOWN = ["parallel sequences", "aggregate decode", "per sequence", "aggregate ÷ baseline", "per sequence ÷ baseline",
+               "tokens per llama_decode call", "intensity of one step", "bound on this CPU's roofline"]
+MEASURED_SHOWN = ["phase", "intensity", "tokens/s", "reached", "this CPU's roof there", "the engine's roof there",
+                  "closest roof"]
 PAID = 1.1  # "batching paid" when the best aggregate beats P = 1 by more than 10%
 
 
@@ -223,9 +231,10 @@ def show_roofline_points(page: Page, points: list[RooflinePoint], model: Served,
     dec_i, n_ubatch = dec.intensity, batching["n_ubatch"]
     cross_here, cross_h100 = formulas.tokens_to_cross(labels.ridge, dec_i), formulas.tokens_to_cross(h100_ridge, dec_i)
     flops_tok = formulas.flops_per_token(model.n_params)
-    page.table(
-        "roofline_points", f"Decode and prefill of {model.name} on this host's CPU roofline",
-        columns(RooflinePoint), cells(points),
+    show_narrowed(
+        page, "roofline_points", f"Decode and prefill of {model.name} on this host's CPU roofline",
+        f"Decode and prefill of {model.name} on this host's CPU roofline, every column",
+        columns(RooflinePoint), cells(points), POINTS_SHOWN, formulas=[],
         notes=[
             decode_note(dec, model, peak_flop_s, labels),
             f"A prefill multiplies the weights by micro-batches of up to n_ubatch = {n_ubatch:,} tokens "
@@ -259,8 +268,10 @@ def show_measured_points(page: Page, measured: list[MeasuredPoint], model: Serve
                      + (f" and {100 * m.reached / m.engine_roof:.0f}% of the engine's" if m.engine_roof else "")
                      + ("; both roofs are the memory slope there." if m.closest == "both" else
                         f"; closest to {m.closest} roof."))
-    page.table("measured_points", f"Where {model.name}'s decode and prefill were: measured GFLOP/s at their intensity",
-               columns(MeasuredPoint), cells(measured), notes=notes)
+    show_narrowed(page, "measured_points",
+                  f"Where {model.name}'s decode and prefill were: measured GFLOP/s at their intensity",
+                  f"Where {model.name}'s decode and prefill were, every column", columns(MeasuredPoint), cells(measured),
+                  MEASURED_SHOWN, notes, [])
 
 
 def plot_roofline(page: Page, points: list[RooflinePoint], peak_flop_s: float, bandwidth_b_s: float, ridge: float,
@@ -384,8 +395,8 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: 
          f"per llama_decode call (from /metrics: tokens_predicted_total Δ ÷ n_decode_total Δ) × {dec_i:.3g} "
          f"FLOPs/byte, which reaches {labels.name} ({labels.ridge:.3g}) from {cross_here} tokens per call on "
          f"(the H100's from {cross_h100})."),
-        ("Aggregate = tokens generated ÷ the batch's wall time on this host's clock; per sequence = "
-         "(predicted_n − 1) ÷ predicted_ms from each response."),
+        ("The aggregate counts every sequence's tokens over the batch's time on this host's clock; per sequence is "
+         "each response's own decode speed, timed by the server (the formulas are under Details)."),
     ]
     if any(r.tokens_per_call is None for r in rows):
         notes.append("The server serves no /metrics counters for some levels, so their tokens per call and "
@@ -409,8 +420,37 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: 
     return notes
 
 
+BATCH_FORMULAS = [("Aggregate = tokens generated ÷ the batch's wall time on this host's clock; per sequence = "
+                   "(predicted_n − 1) ÷ predicted_ms from each response.")]
+
+
 def show_batching(page: Page, rows: list[BatchRow], notes: list[str]) -> None:
-    page.table("batching", "Batching: P sequences decoded at once", columns(BatchRow), cells(rows), notes=notes)
+    """The batching table in the main text (8 columns, the notes), every column with the formulas under Details."""
+    show_narrowed(page, "batching", "Batching: P sequences decoded at once",
+                  "Batching, every column: the batches' times, the ranges of their speeds, the counters",
+                  columns(BatchRow), cells(rows), BATCH_SHOWN, notes, BATCH_FORMULAS)
+
+
+def shows(model: Served, decode: RooflinePoint, labels: BoundRidge, rows: list[BatchRow]) -> str:
+    """What the run shows: where one sequence's decode sits against the ridge its label reads (so what bounds it), and
+    whether decoding several sequences at once paid (the rule of `batch_verdict`)."""
+    ridge = (f"this CPU's ridge of {labels.ridge:.3g} (its matmul's FLOP/s over its memory's bytes/s)"
+             if labels.engine_gflop_s is None else
+             f"the engine's ridge of {labels.ridge:.3g} (its prefill's {labels.engine_gflop_s:.3g} GFLOP/s over "
+             f"{labels.bandwidth_gb_s:.3g} GB/s read)")
+    text = (f"Decoding {model.name} does {decode.intensity:.3g} FLOPs per byte of weights read, "
+            f"{'below' if decode.intensity < labels.ridge else 'at or above'} {ridge}: one sequence's decode is "
+            f"{decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s on this CPU's roofline.")
+    best, first = max(rows, key=lambda r: r.aggregate), rows[0]
+    if len(rows) < 2:
+        return text + f" Only {first.parallel} sequence at a time could be decoded, so batching was not measured."
+    if best.parallel != first.parallel and best.aggregate_ratio > PAID and best.aggregate > first.aggregate * PAID:
+        shared = (f": on average {best.tokens_per_call:.1f} sequences shared each step, and so each read of the weights."
+                  if best.tokens_per_call is not None and best.tokens_per_call >= 1.5 else ".")
+        return text + (f" Decoding {best.parallel} sequences at once gave {best.aggregate:,.0f} tokens/s in all, "
+                       f"{best.aggregate_ratio:.2f}× one sequence alone{shared}")
+    return text + (f" Decoding several sequences at once did not pay here: the best, {best.parallel} at once, gave "
+                   f"{best.aggregate_ratio:.2f}× one sequence alone, not more than {100 * (PAID - 1):.0f}% above it.")
 
 
 def plot_batching(page: Page, rows: list[BatchRow], model: Served) -> None:
