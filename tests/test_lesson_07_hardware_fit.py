@@ -303,12 +303,14 @@ def test_what_the_largest_batch_gain_shows(lesson):
     assert formulas.shared_share(8, 4.0) == pytest.approx(4 / 7)
     assert formulas.shared_share(8, 1.0) == 1.0 and formulas.shared_share(8, 8.0) == 0.0
     one, eight = _row(lesson, 1, 90, 100, 0.9), _row(lesson, 8, 180, 25, 1.8)
-    note = view.gain_note(one, eight)
+    note, formula = view.gain_note(one, eight)
     assert note.startswith("What the P = 8 gain shows: 8 × the tokens per step, for 1.80 × the tokens/s of one")
     assert "a step of 8 took 4 × the step of one (40 ms against 10 ms), so decode ran 2 × as many tokens/s" in note
-    assert "s = (8 − 4) ÷ 7 = 57% of one sequence's step is shared by the batch" in note and "43% is each" in note
-    slow = view.gain_note(one, _row(lesson, 8, 80, 100 / 9, 0.8))
-    assert "s = -14%, outside 0–100%" in slow and "is shared by" not in slow
+    assert "4 × lies between the two: about 57% of one sequence's step is shared by the batch" in note and "43% is each" in note
+    assert formula.endswith("so at P = 8 s = (8 − 4) ÷ 7 = 57%.") and "step(P) = step(1) × (s + (1 − s) × P)" in formula
+    slow, slow_formula = view.gain_note(one, _row(lesson, 8, 80, 100 / 9, 0.8))
+    assert "s = -14%, outside 0–100%" in slow_formula and "is shared by" not in slow
+    assert "9 × lies outside the two: these steps are not one shared part and one per sequence." in slow
     assert view.gain_note(one, one) is None
 
 
@@ -446,7 +448,8 @@ def test_main_on_hand_made_answers(lesson):
         assert (one[col(t, name)], two[col(t, name)]) == pytest.approx((a, b)), name
     assert one[col(t, "bound on this CPU's roofline")] == two[col(t, "bound on this CPU's roofline")] == "memory"
     main = result.table("batching_main")
-    assert t.detail and len(main.columns) == 8 < len(t.columns) and t.notes == view.BATCH_FORMULAS
+    assert t.detail and len(main.columns) == 8 < len(t.columns) and t.notes == view.batching_formulas([view.BatchRow(*r) for r in t.rows])
+    assert t.notes[0] == view.BATCH_FORMULAS[0] and t.notes[1].endswith("so at P = 2 s = -11%, outside 0–100%.")
     notes = " ".join(main.notes)
     assert "Batching did not pay" in notes  # best 90 ÷ 95 < 1.1
     assert "1.60 generated tokens per llama_decode call (at most 2)" in notes
@@ -583,10 +586,11 @@ def test_the_batch_line_predicts_the_largest_batch(lesson):
     so 25 measured is −2%; an aggregate of 8000 ÷ 25.5 = 314 tokens/s against 8000 ÷ 25 = 320; at P = 1 the
     line gives 9.75 ms against 5.6."""
     rows = [_row(lesson, P, 0, 1e3 / ms, 1.0) for P, ms in ((1, 5.6), (2, 12.0), (4, 16.5), (8, 25.0))]
-    note = view.batch_line_note(rows)
+    note, formula = view.batch_line_note(rows)
     assert "5.6 ms, 12 ms, 16.5 ms, 25 ms at P = 1, 2, 4, 8" in note
-    assert "(a = 7.5 ms, b = 2.25 ms per sequence) predicts 25.5 ms at P = 8, measured 25 (-2%" in note
-    assert "an aggregate of 314 tokens/s against 320" in note and "gives 9.75 ms against 5.6" in note
+    assert "carried on to P = 8, predicts 25.5 ms there, measured 25 (-2%)" in note and "gives 9.75 ms against 5.6" in note
+    assert "a = 7.5 ms, b = 2.25 ms per sequence" in formula and "an aggregate of 314 tokens/s against 320" in formula
+    assert view.batching_formulas(rows)[-1] == formula
     assert view.batch_line_note(rows[:3]) is None  # nothing beyond P = 4 to predict
 
 

@@ -326,9 +326,9 @@ def spread_note(rows: list[BatchRow]) -> str | None:
             + "): read the shape with care, or rerun with more repeats on a quiet machine.")
 
 
-def batch_line_note(rows: list[BatchRow]) -> str | None:
+def batch_line_note(rows: list[BatchRow]) -> tuple[str, str] | None:
     """The batch view's prediction (bytesup.course.decodetime.batch_prediction): the line through the steps at
-    P = 2 and 4 set against the step measured at the largest P, and against P = 1."""
+    P = 2 and 4 set against the step measured at the largest P, and against P = 1; in words, then its formula."""
     steps = {r.parallel: 1e3 / r.per_sequence for r in rows if r.per_sequence > 0}
     last = max(steps, default=0)
     predicted = decodetime.batch_prediction(steps, (2, 4), last) if last > 4 else None
@@ -336,21 +336,24 @@ def batch_line_note(rows: list[BatchRow]) -> str | None:
         return None
     line, at_last = predicted
     alone = line.intercept_ms + line.slope_ms
-    text = ("A step with P sequences takes 1000 ÷ the per-sequence tokens/s: "
-            + ", ".join(f"{ms:.3g} ms" for ms in steps.values()) + f" at P = {', '.join(map(str, steps))}. "
-            f"The line through P = 2 and 4 (a = {line.intercept_ms:.3g} ms, b = {line.slope_ms:.3g} ms per "
-            f"sequence) predicts {at_last:.3g} ms at P = {last}, measured {steps[last]:.3g} "
-            f"({100 * (steps[last] / at_last - 1):+.0f}%: predicted ÷ measured aggregate − 1), an aggregate of "
-            f"{1e3 * last / at_last:,.0f} tokens/s against {1e3 * last / steps[last]:,.0f}.")
+    text = ("A step with P sequences took " + ", ".join(f"{ms:.3g} ms" for ms in steps.values())
+            + f" at P = {', '.join(map(str, steps))}. A straight line through the steps at P = 2 and 4, carried on to "
+            f"P = {last}, predicts {at_last:.3g} ms there, measured {steps[last]:.3g} "
+            f"({100 * (steps[last] / at_last - 1):+.0f}%).")
     if 1 in steps:
         text += (f" At P = 1 the same line gives {alone:.3g} ms against {steps[1]:.3g} measured: one sequence alone "
                  f"is another regime, the one the capstone's decode-time model explains.")
-    return text
+    formula = (f"The batch line: a step takes 1000 ÷ the per-sequence tokens/s; the line step(P) = a + b × P through "
+               f"P = 2 and 4 has a = {line.intercept_ms:.3g} ms, b = {line.slope_ms:.3g} ms per sequence; its error at "
+               f"P = {last} is predicted ÷ measured aggregate − 1, an aggregate of {1e3 * last / at_last:,.0f} tokens/s "
+               f"against {1e3 * last / steps[last]:,.0f}.")
+    return text, formula
 
 
-def gain_note(first: BatchRow, last: BatchRow) -> str | None:
+def gain_note(first: BatchRow, last: BatchRow) -> tuple[str, str] | None:
     """What the largest batch's gain says about the two terms of a step: the part P sequences share (reading the
-    weights, the step's fixed cost) and each sequence's own (chiefly its arithmetic), from the server-timed steps."""
+    weights, the step's fixed cost) and each sequence's own (chiefly its arithmetic), from the server-timed steps;
+    in words, then its formula."""
     if first.parallel != 1 or last.parallel <= 1 or last.per_sequence <= 0 or first.per_sequence <= 0:
         return None
     P, step_1, step_P = last.parallel, 1e3 / first.per_sequence, 1e3 / last.per_sequence
@@ -360,13 +363,21 @@ def gain_note(first: BatchRow, last: BatchRow) -> str | None:
             f"sequence alone (the aggregate, on the batch's wall time). On the server's clock a step of {P} took "
             f"{ratio:.3g} × the step of one ({step_P:.3g} ms against {step_1:.3g} ms), so decode ran {P / ratio:.3g} × as "
             f"many tokens/s. A step spent only reading the weights would be shared whole by the batch ({P} ×, the same "
-            f"step time); one spent only on each token's arithmetic would not be shared at all (1 ×, {P} × the step time). "
-            f"With step(P) = step(1) × (s + (1 − s) × P), ")
+            f"step time); one spent only on each token's arithmetic would not be shared at all (1 ×, {P} × the step time).")
+    head = f"The shares of a step: step(P) = step(1) × (s + (1 − s) × P), so at P = {P} "
     if not 0 <= shared <= 1:
-        return text + f"s = {100 * shared:.0f}%, outside 0–100%: these steps are not one shared part and one per sequence."
-    return text + (f"s = ({P} − {ratio:.3g}) ÷ {P - 1} = {100 * shared:.0f}% of one sequence's step is shared by the "
-                   f"batch (the weight read and the step's fixed cost) and {100 * (1 - shared):.0f}% is each sequence's "
-                   f"own (chiefly its arithmetic).")
+        return (text + f" {ratio:.3g} × lies outside the two: these steps are not one shared part and one per sequence.",
+                head + f"s = {100 * shared:.0f}%, outside 0–100%.")
+    return (text + (f" {ratio:.3g} × lies between the two: about {100 * shared:.0f}% of one sequence's step is shared by "
+                    f"the batch (the weight read and the step's fixed cost) and {100 * (1 - shared):.0f}% is each "
+                    f"sequence's own (chiefly its arithmetic)."),
+            head + f"s = ({P} − {ratio:.3g}) ÷ {P - 1} = {100 * shared:.0f}%.")
+
+
+def batching_formulas(rows: list[BatchRow]) -> list[str]:
+    """The formulas behind the batching notes, with the full table under Details."""
+    found = [gain_note(rows[0], rows[-1]) if len(rows) > 1 else None, batch_line_note(rows)]
+    return BATCH_FORMULAS + [note[1] for note in found if note is not None]
 
 
 def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: BoundRidge, h100_ridge: float,
@@ -382,7 +393,7 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: 
              f"timed by the server); each sequence ran at {last.per_sequence:,.0f} tokens/s, "
              f"{last.per_sequence_ratio:.2f} × the same baseline."),
             batch_verdict(rows),
-            *[n for n in (gain_note(first, last),) if n],
+            *[n[0] for n in (gain_note(first, last),) if n],
         ]
     else:
         notes.append(f"The server offers {base} slot, so no batch of more than {base} sequence could be "
@@ -401,7 +412,8 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: 
     if any(r.tokens_per_call is None for r in rows):
         notes.append("The server serves no /metrics counters for some levels, so their tokens per call and "
                      "intensity are left blank rather than assumed to be P.")
-    notes += [n for n in (spread_note(rows), batch_line_note(rows)) if n]
+    notes += [n for n in (spread_note(rows),) if n]
+    notes += [n[0] for n in (batch_line_note(rows),) if n]
     per_call = last.tokens_per_call
     if per_call is not None and P_last > 1:
         together = (f"on average {per_call:.1f} sequences shared each step, and so each read of the weights"
@@ -428,7 +440,7 @@ def show_batching(page: Page, rows: list[BatchRow], notes: list[str]) -> None:
     """The batching table in the main text (8 columns, the notes), every column with the formulas under Details."""
     show_narrowed(page, "batching", "Batching: P sequences decoded at once",
                   "Batching, every column: the batches' times, the ranges of their speeds, the counters",
-                  columns(BatchRow), cells(rows), BATCH_SHOWN, notes, BATCH_FORMULAS)
+                  columns(BatchRow), cells(rows), BATCH_SHOWN, notes, batching_formulas(rows))
 
 
 def shows(model: Served, decode: RooflinePoint, labels: BoundRidge, rows: list[BatchRow]) -> str:
