@@ -91,8 +91,10 @@ def main(ctx: LessonContext):
                                              None if tied else strict_bytes_of(info, ceil), tied))
     measure_ceiling(ctx, inputs, ceil)
 
-    # What this run shows: the bytes of a token and the ceiling they give, first on the page.
-    ctx.shows(lesson01.shows(model_name, tot, ceil, inputs.facts.get("reason")))
+    ctx.plots.append(lesson01.ceiling_plot(model_name, ceil))
+
+    # What this run shows: the bytes of a token and the ceiling they give, first on the page with the ceiling's plot.
+    ctx.shows(lesson01.shows(model_name, tot, ceil, inputs.facts.get("reason")), plot="bandwidth_ceiling")
     return ctx.finish()
 
 

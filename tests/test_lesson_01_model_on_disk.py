@@ -284,7 +284,13 @@ def test_main_on_a_hand_made_model_decoding_on_this_cpu(lesson):
     assert [r[0] for r in main.rows] == [r[0] for r in full.rows if not r[0].startswith("blk.1.")] and len(full.rows) == 9
     assert not main.detail and full.detail and full.notes == []
     # What the run shows: 188 parameters in 480 bytes (8 × 480 ÷ 188 = 20.4 bits each); 7.2 GB/s ÷ 480 bytes = 15,000,000.
-    assert result.shows is not None and result.shows.plot is None
+    assert result.shows is not None and result.shows.plot == "bandwidth_ceiling"
+    # Its plot: the line bandwidth ÷ 480 bytes from half the lowest mark (3.6 GB/s) to twice the highest (546 GB/s),
+    # this host at 7.2 GB/s (4.8–9.6), DGX Spark's 273 GB/s on the same line
+    line, host, spark = result.plots[0].series
+    assert line.x == [3.6, 546.0] and line.y == pytest.approx([3.6e9 / 480, 546e9 / 480])
+    assert (host.x, host.y, host.y_min, host.y_max) == ([7.2], [pytest.approx(1.5e7)], [pytest.approx(1e7)], [pytest.approx(2e7)])
+    assert spark.x == [273.0] and spark.y == [pytest.approx(273e9 / 480)] and spark.y_min is None
     assert result.shows.text == (
         "hand holds 188 parameters in 480 bytes of tensors (20.4 bits per parameter), and decoding one token reads every "
         "one of those bytes. This host's memory reads 7.2 GB/s (the median of 3 samples), and the server decodes on "

@@ -12,7 +12,7 @@ from typing import Any
 from bytesup.course import ceiling, published
 from bytesup.course.ceiling import Ceiling, TokenWork
 from bytesup.host import hostbench
-from bytesup.store.results import Column, Table
+from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
 from bytesup.units import GB
 
@@ -407,6 +407,30 @@ def shows(model_name: str, tot: Totals, ceil: Ceiling, reason: str | None) -> st
     if ceil.given_gbs is not None and ceil.given_ceiling is not None:
         text += f" At the given {ceil.given_gbs:g} GB/s the ceiling is {ceil.given_ceiling:,.0f} tokens/s."
     return text
+
+
+def ceiling_plot(model_name: str, ceil: Ceiling) -> Plot:
+    """The ceiling against bandwidth for this model's bytes per token: the line bandwidth ÷ bytes, this host's
+    samples on it (median, lowest and highest), and the published machine's bandwidth and the given one on it."""
+    marks = [(f"this host (median, min–max of {len(ceil.bandwidth_gbs)})", ceil.bandwidth.median, ceil.bandwidth.min,
+              ceil.bandwidth.max),
+             (f"{published.SPARK_NAME}'s published {published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s",
+              published.SPARK_BANDWIDTH_GB_PER_S, None, None)]
+    if ceil.given_gbs is not None:
+        marks.append((f"given {ceil.given_gbs:g} GB/s", ceil.given_gbs, None, None))
+    low_end, top = 0.5 * min(gbs for _, gbs, _, _ in marks), 2 * max(gbs for _, gbs, _, _ in marks)
+
+    def at(gbs: float) -> float:
+        return ceiling.ceiling_at(gbs, ceil.bytes_per_token)
+
+    series = [Series(label=f"{model_name}: bandwidth ÷ {ceil.bytes_per_token:,.0f} bytes per token", x=[low_end, top],
+                     y=[at(low_end), at(top)], style="dashed")]
+    for label, gbs, low, high in marks:
+        series.append(Series(label=label, x=[gbs], y=[at(gbs)], y_min=None if low is None else [at(low)],
+                             y_max=None if high is None else [at(high)], style="points"))
+    return Plot(name="bandwidth_ceiling", title="Decode's ceiling by memory bandwidth",
+                x_label="memory bandwidth (GB/s)", y_label="decode ceiling (tokens/s)", series=series,
+                log_x=True, log_y=True)
 
 
 def bandwidth_ceiling(model_name: str, reading: dict, reason: str | None, ceil: Ceiling, work: TokenWork,
