@@ -60,6 +60,7 @@ def main(ctx: LessonContext):
     texts = tokenize_texts(ctx, TEXTS)
     counts = token_counts(texts)
     ctx.tables.append(lesson02.tokenization(texts, counts))
+    ctx.plots.append(lesson02.tokens_plot(texts, counts))
 
     # 2. Every token: id, piece and its bytes.
     ctx.tables.append(lesson02.tokens(texts, counts))
@@ -76,7 +77,7 @@ def main(ctx: LessonContext):
     if facts is None or embd is None or len(embd["shape"]) != 2:
         why = f"the model file is not readable here ({not_read})" if facts is None else "the file has no 2-D token_embd.weight"
         ctx.note(f"The embedding rows are skipped: {why}.")
-        ctx.shows(lesson02.shows(texts, counts, None))
+        ctx.shows(lesson02.shows(texts, counts, None), plot="tokens_per_text")
         return ctx.finish()
     ctx.step("reading embedding rows from the GGUF")
     chosen = [next(t for t in texts if t.text == text) for text in EMBEDDING_TEXTS]
@@ -85,7 +86,7 @@ def main(ctx: LessonContext):
     ctx.tables += lesson02.embedding_rows(facts, looked_up)
 
     # What this run shows: the tokens, the leading space, the two rows, first on the page.
-    ctx.shows(lesson02.shows(texts, counts, looked_up))
+    ctx.shows(lesson02.shows(texts, counts, looked_up), plot="tokens_per_text")
     return ctx.finish()
 
 

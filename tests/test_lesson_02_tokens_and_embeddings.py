@@ -135,6 +135,12 @@ def test_what_the_run_shows_reads_the_recorded_counts_and_rows(result):
     assert f"'Paris' is id {ids[repr('Paris')]} and ' Paris' is id {ids[repr(' Paris')]}: the leading space is part" in text
     assert f"the two rows' cosine similarity is {lesson02.cosine(*rows_read):.4f}" in text
     assert not result.table("embedding_rows_main").detail and result.table("embedding_rows").detail
+    # its plot: each text's characters and tokens from the table, beside the line of characters ÷ (characters per token)
+    line, each = result.plots[0].series
+    assert result.shows.plot == result.plots[0].name == "tokens_per_text"
+    assert each.x == [r["characters"] for r in texts] and each.y == [r["tokens"] for r in texts]
+    top = max(r["characters"] for r in texts)
+    assert line.x == [0, top] and line.y == pytest.approx([0, top * toks / chars])
     assert len(result.table("embedding_rows_main").columns) == 6 < len(result.table("embedding_rows").columns)
 
 

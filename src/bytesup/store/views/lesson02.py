@@ -10,7 +10,7 @@ from typing import Any
 
 from bytesup.llama.responses import TokenPiece, shown_token
 from bytesup.models.gguf import is_synthetic_metadata
-from bytesup.store.results import Column, Table
+from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
 
 SHOW_NUMBERS = 8  # leading numbers of an embedding row shown in the table
@@ -296,6 +296,17 @@ class LookupShown:
     length: int = column("row length")
     first: list[float] = column(f"first {SHOW_NUMBERS} numbers")
     norm: float = column("L2 norm of the row")
+
+
+def tokens_plot(texts: list[TextTokens], counts: TokenCounts) -> Plot:
+    """Each text's tokens against its characters, beside the line of the texts' average characters per token."""
+    top = max(t.characters for t in texts)
+    return Plot(name="tokens_per_text", title="Tokens per text against its characters",
+                x_label="characters", y_label="tokens", series=[
+                    Series(label=f"all texts: {counts.characters_per_token:.2f} characters per token", x=[0.0, float(top)],
+                           y=[0.0, top / counts.characters_per_token], style="dashed"),
+                    Series(label="each text", x=[float(t.characters) for t in texts], y=[float(t.n_tokens) for t in texts],
+                           style="points")])
 
 
 def shows(texts: list[TextTokens], counts: TokenCounts, rows: list[EmbeddingRow] | None) -> str:
