@@ -106,7 +106,7 @@ def main(ctx: LessonContext):
         view.show_client_clock(ctx, plan, streams, [stream_row(plan, r) for r in streams], TOGETHER)
 
     # What this run shows: the plain speed, the best draft's and the n-grams' speed-ups, first on the page.
-    ctx.shows(view.shows(rows))
+    ctx.shows(view.shows(rows), plot="speculative_speedups" if view.plot_speedups(ctx, rows) else None)
     return ctx.finish()
 
 

@@ -193,6 +193,12 @@ def test_what_the_run_shows_reads_the_measured_table(result):
     assert (f"{best[12]:.3g}× as fast" if best[12] >= 1 else f"at {best[12]:.3g}× the plain speed: slower") in text
     assert f"it kept {100 * ngram[10]:.3g}% and went {ngram[12]:.3g}× as fast." in text
     assert text.endswith("Every speculative run gave exactly the plain run's tokens.")
+    # its plot: each configuration's speed-up at its tokens per target pass, from the same table
+    plot = next(p for p in result.plots if p.name == result.shows.plot == "speculative_speedups")
+    points = sorted((x, y) for s in plot.series[2:] for x, y in zip(s.x, s.y, strict=True))
+    assert points == sorted((r[11], r[12]) for r in rows if r[1] != "none")
+    top = max(r[11] for r in rows)
+    assert plot.series[0].y == [1.0, 1.0] and plot.series[1].x == plot.series[1].y == [1.0, top]
     # the main tables have at most 8 columns; every column is in the full table under Details
     for name in ("speculative_costs", "speculative_measured", "speculative_vs_arithmetic"):
         main, full = result.table(f"{name}_main"), result.table(name)
@@ -213,6 +219,15 @@ def test_what_the_run_shows_follows_hand_made_rows():
         "drafted tokens and decoding went 1.5× as fast (the best draft here). Drafting from the text itself (n-grams) "
         "on the repetitive prompt, it kept 100% and went 3× as fast. Every speculative run gave exactly the plain run's tokens.")
     assert "went at 0.75× the plain speed: slower, the draft's passes cost more than they saved." in view.shows([plain, slow])
+    class Page:
+        plots: list = []
+
+        def plot(self, name, *args, **kw):
+            self.plots.append(name)
+
+    page = Page()
+    assert view.plot_speedups(page, [plain]) is False and page.plots == []
+    assert view.plot_speedups(page, [plain, fast, ngram]) is True and page.plots == ["speculative_speedups"]
     changed = row("draft-simple", "d", 4, "short", 30.0, 0.9, 1.5, "different")
     assert view.shows([plain, changed]).endswith(
         "1 of 1 speculative runs gave other tokens than the plain run: speculation should never change them.")

@@ -154,6 +154,26 @@ def shows(rows: list[Measured]) -> str:
     return text.strip()
 
 
+def plot_speedups(page: Page, rows: list[Measured]) -> bool:
+    """Each speculative configuration's speed-up against its tokens per target pass, a series per draft (and one for
+    n-grams), beside the plain speed (1 ×); False, and no plot, where no speculative configuration ran."""
+    runs = [r for r in rows if r.speculation != "none"]
+    if not runs:
+        return False
+    kinds = list(dict.fromkeys((r.speculation, r.draft) for r in runs))
+    top = max(r.tokens_per_pass for r in runs)
+    series = [Series(label="plain decode (1 ×)", x=[1.0, top], y=[1.0, 1.0], style="dashed"),
+              Series(label="drafts at no cost, a check as one pass: speed-up = tokens per pass", x=[1.0, top],
+                     y=[1.0, top], style="line")]
+    for spec_type, draft in kinds:
+        mine = [r for r in runs if (r.speculation, r.draft) == (spec_type, draft)]
+        series.append(Series(label=f"draft {draft}" if draft else spec_type, x=[r.tokens_per_pass for r in mine],
+                             y=[r.speedup for r in mine], style="points"))
+    page.plot("speculative_speedups", "Speed-up against tokens per target pass", "tokens per target pass",
+              "speed-up over plain decode (×)", series)
+    return True
+
+
 def not_measured(why: str) -> str:
     """What a run that could not speculate shows: nothing measured, and why."""
     return f"This run measured no speculative decoding: {why}. The page shows the arithmetic on illustrative numbers only."
