@@ -136,7 +136,8 @@ def shows(rows: list[Measured]) -> str:
     drafts = [r for r in runs if r.speculation == "draft-simple" and r.acceptance is not None]
     if drafts:
         best = max(drafts, key=lambda r: r.speedup)
-        text += (f" With {best.draft} drafting up to {best.draft_length} tokens, the target kept "
+        text += (f" {'With' if best.speedup >= 1 else 'Even with the best draft here,'} {best.draft} drafting up to "
+                 f"{best.draft_length} tokens, the target kept "
                  f"{100 * (best.acceptance or 0):.3g}% of the drafted tokens and decoding went "
                  + (f"{best.speedup:.3g}× as fast (the best draft here)." if best.speedup >= 1 else
                     f"at {best.speedup:.3g}× the plain speed: slower, the draft's passes cost more than they saved."))
