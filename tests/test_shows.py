@@ -94,3 +94,25 @@ def test_the_context_records_what_the_run_shows_and_refuses_a_plot_it_did_not_dr
         ctx.shows("text", plot="nope")
     ctx.shows("It decodes 2 tokens/s.", plot="speed")
     assert ctx.finish().shows == Shows(text="It decodes 2 tokens/s.", plot="speed")
+
+
+def committed_results():
+    """Every lesson result committed under outputs/ and tests/fixtures/runs/ that says what its run shows."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted([*root.glob("outputs/*/[0-9]*.json"), *root.glob("tests/fixtures/runs/*/[0-9]*.json")]):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if "shows" in data:
+            yield path.relative_to(root), load_result(data, str(path))
+
+
+def test_every_committed_page_that_opens_with_what_it_shows_has_readable_main_tables():
+    found = list(committed_results())
+    assert {str(p).split("/")[-1].split("_")[0] for p, _ in found} >= {"01", "02", "03", "05", "05b", "07", "09"}
+    for path, result in found:
+        assert result.shows is not None and result.shows.text, path
+        assert result.shows.plot is None or result.shows.plot in [p.name for p in result.plots], path
+        wide = [(t.name, len(t.columns)) for t in result.tables if not t.detail and len(t.columns) > 8]
+        assert not wide, (path, wide)
