@@ -97,7 +97,7 @@ def main(ctx: LessonContext):
                              n == plan.fit_n)
                for n in sorted({plan.fit_n, *plan.predict_n})]
     record_latency(ctx, plan, model, lengths)
-    ctx.tables.append(lesson05.latency_model(plan, model, fit, lengths))
+    ctx.tables += lesson05.latency_model(plan, model, fit, lengths)
     ctx.plots.append(lesson05.latency_plot(lengths))
 
     # The same loop seen from outside: each token streamed and timed on arrival, beside the server's timings.

@@ -579,6 +579,10 @@ def test_what_the_run_shows_reads_the_run(result):
     _, rows = table(result, "latency_model")
     worst = max((r for r in rows if r[1] != "fit"), key=lambda r: abs(r[6]))
     calls = {r[0]: r[3] for r in result.table("metrics_delta").rows}["llamacpp:n_decode_total"]
+    # the main table: n, row, predicted, measured median, error of each row; the samples' range under Details
+    main = result.table("latency_model_main")
+    assert [c.name for c in main.columns] == lesson05.LATENCY_SHOWN and result.table("latency_model").detail
+    assert main.rows == [[r[0], r[1], r[2], r[3], r[6]] for r in rows]
     text = result.shows.text
     assert text.startswith(f"Generating {CURRENT.loop_tokens} tokens took {calls:g} passes of the model")
     assert f"Total time ≈ {ttft:.3g} ms to the first token + {tpot:.3g} ms for each token after it" in text

@@ -646,5 +646,8 @@ def test_what_the_run_shows_reads_the_recorded_tables(result):
     assert f"does {decode.intensity:.3g} FLOPs per byte of weights read" in text
     assert f"decode is {decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s" in text
     assert f"Decoding {best.parallel} sequences at once gave {best.aggregate:,.0f} tokens/s in all, {best.aggregate_ratio:.2f}×" in text
+    main, full = result.table("host_ceilings_main"), result.table("host_ceilings")
+    assert [c.name for c in main.columns] == view.CEILING_SHOWN and full.detail
+    assert main.rows == [[r[0], r[1], r[4], r[5], r[6]] for r in full.rows]   # without min and max
     for name in ("roofline_points", "batching", "measured_points"):
         assert len(result.table(f"{name}_main").columns) <= 8 and result.table(name).detail

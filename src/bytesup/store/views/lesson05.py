@@ -20,6 +20,7 @@ from bytesup.llama.responses import Completion
 from bytesup.store.plans.lesson05 import Plan
 from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
+from bytesup.store.views import pick
 
 # The podcast's sequential-floor example (bytesup.course.published).
 PODCAST_PASS_MS = published.PODCAST_SEQUENTIAL_FLOOR["pass_ms"]
@@ -335,13 +336,22 @@ def seeded_sampling(plan: Plan, runs: list[SeededRun]) -> Table:
         ])
 
 
-def latency_model(plan: Plan, model: LatencyFit, fit: list[Completion], checks: list[LatencyCheck]) -> Table:
+LATENCY_SHOWN = ["n", "row", "predicted", "measured median", "error"]
+
+
+def latency_model(plan: Plan, model: LatencyFit, fit: list[Completion], checks: list[LatencyCheck]) -> list[Table]:
+    """The prediction against the measured medians in the main text (with the notes); every column, with the lowest
+    and highest total and each repeat's predicted_n, under Details."""
     ttft, tpot = model.ttft, model.tpot
     worst, longest = worst_prediction(checks), checks[-1]
     floor_s = PODCAST_TOKENS * PODCAST_PASS_MS / 1000
-    return table(
-        "latency_model", "Total time ≈ time to first token + time per output token × (n − 1)",
-        LatencyRow, [latency_row(c) for c in checks], [
+    rows = [latency_row(c) for c in checks]
+    full = table("latency_model", "Total time against the time model, every column", LatencyRow, rows, [])
+    full.detail = True
+    cols, shown = pick(columns(LatencyRow), cells(rows), LATENCY_SHOWN)
+    return [Table(
+        name="latency_model_main", title="Total time ≈ time to first token + time per output token × (n − 1)",
+        columns=[Column(name=n, unit=u) for n, u in cols], rows=shown, notes=[
             (f"Fitted at n = {plan.fit_n} ({len(fit)} repeats): time to first token {ttft:.4g} ms (prompt_ms), "
              f"time per output token {tpot:.4g} ms (predicted_ms ÷ (predicted_n − 1))."),
             (f"Measured total = prompt_ms + predicted_ms; the largest prediction error is {worst.error_pct:+.3g}% at "
@@ -353,7 +363,7 @@ def latency_model(plan: Plan, model: LatencyFit, fit: list[Completion], checks: 
              f"{'consistent' if math.isclose(floor_s, PODCAST_FLOOR_S) else 'inconsistent'}); "
              f"at this run's {tpot:.3g} ms per pass, {PODCAST_TOKENS} tokens take at least "
              f"{model.predict(PODCAST_TOKENS) / 1000:.3g} s."),
-        ])
+        ]), full]
 
 
 GOOD_FIT_PCT = 10.0  # a latency model that predicts every measured total within this many percent is said to hold

@@ -23,6 +23,7 @@ from bytesup.store.views import show_narrowed
 
 H100 = published.H100  # the course's roofline example (published)
 # The columns each wide table shows in the main text; every column is in the full table, under Details.
+CEILING_SHOWN = ["quantity", "median", "unit", "samples", "how"]
 POINTS_SHOWN = ["phase", "prompt tokens", "tokens per weight read", "arithmetic intensity", "attainable on this CPU",
                 "bound on this CPU", "roofline speed on this CPU", "bound on H100"]
 BATCH_SHOWN = ["parallel sequences", "aggregate decode", "per sequence", "aggregate ÷ baseline", "per sequence ÷ baseline",
@@ -173,8 +174,10 @@ def where_server(facts: dict) -> str:
 def show_host_ceilings(page: Page, ceilings: list[Ceiling], bandwidth: dict, matmul: dict, blas: dict, blas_text: str,
                        model: Served, where: str) -> None:
     mm, peak_gflops = matmul, matmul["gflop_per_s"]
-    page.table(
-        "host_ceilings", "This host's CPU: its two ceilings, measured", columns(Ceiling), cells(ceilings),
+    show_narrowed(
+        page, "host_ceilings", "This host's CPU: its two ceilings, measured",
+        "This host's CPU ceilings, with each one's lowest and highest sample", columns(Ceiling), cells(ceilings),
+        CEILING_SHOWN, formulas=[],
         notes=[
             f"Reading memory: {hostbench.describe_reading(bandwidth)}.",
             (f"Computing: a {mm['m']}-square {mm['dtype']} matmul does {mm['flops'] / 1e9:.4g} GFLOP in "
