@@ -59,7 +59,7 @@ def main(ctx: LessonContext):
     ctx.tables.append(lesson01.architecture(info, model_name))
 
     # 2. Every tensor: name, shape, type, elements, bytes.
-    ctx.tables.append(lesson01.tensors(info, tensor_entries(info), block_counts(info), token_embd(info)))
+    ctx.tables += lesson01.tensors(info, tensor_entries(info), block_counts(info), token_embd(info))
 
     # 3. Parameter count and bytes, beside the server's own /v1/models meta.
     tot = totals(info)
@@ -90,6 +90,11 @@ def main(ctx: LessonContext):
     ctx.tables.append(lesson01.bandwidth_ceiling(model_name, inputs.reading, inputs.facts.get("reason"), ceil, work,
                                              None if tied else strict_bytes_of(info, ceil), tied))
     measure_ceiling(ctx, inputs, ceil)
+
+    ctx.plots.append(lesson01.ceiling_plot(model_name, ceil))
+
+    # What this run shows: the bytes of a token and the ceiling they give, first on the page with the ceiling's plot.
+    ctx.shows(lesson01.shows(model_name, tot, ceil, inputs.facts.get("reason")), plot="bandwidth_ceiling")
     return ctx.finish()
 
 

@@ -60,6 +60,7 @@ def main(ctx: LessonContext):
     texts = tokenize_texts(ctx, TEXTS)
     counts = token_counts(texts)
     ctx.tables.append(lesson02.tokenization(texts, counts))
+    ctx.plots.append(lesson02.tokens_plot(texts, counts))
 
     # 2. Every token: id, piece and its bytes.
     ctx.tables.append(lesson02.tokens(texts, counts))
@@ -76,11 +77,16 @@ def main(ctx: LessonContext):
     if facts is None or embd is None or len(embd["shape"]) != 2:
         why = f"the model file is not readable here ({not_read})" if facts is None else "the file has no 2-D token_embd.weight"
         ctx.note(f"The embedding rows are skipped: {why}.")
+        ctx.shows(lesson02.shows(texts, counts, None), plot="tokens_per_text")
         return ctx.finish()
     ctx.step("reading embedding rows from the GGUF")
     chosen = [next(t for t in texts if t.text == text) for text in EMBEDDING_TEXTS]
     rows_by_id = read_embedding_rows(ctx, [t.pieces[0].id for t in chosen])
-    ctx.tables.append(lesson02.embedding_rows(facts, embedding_rows(chosen, rows_by_id, model_width(facts))))
+    looked_up = embedding_rows(chosen, rows_by_id, model_width(facts))
+    ctx.tables += lesson02.embedding_rows(facts, looked_up)
+
+    # What this run shows: the tokens, the leading space, the two rows, first on the page.
+    ctx.shows(lesson02.shows(texts, counts, looked_up), plot="tokens_per_text")
     return ctx.finish()
 
 

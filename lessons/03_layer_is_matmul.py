@@ -80,8 +80,9 @@ def main(ctx: LessonContext):
         record_measurements(ctx, t)
     rows_of = [matmul_rows(t) for t in timed]
     lasted = [ms for t in timed for b in t.benches for ms in sample_ms(b)]
-    ctx.tables.append(lesson03.matvec_vs_matmul(timed, rows_of, matvec_summary([r for rows in rows_of for r in rows]), lasted,
-                                                repeat=repeat, max_flops=MAX_FLOPS, min_sample_s=MIN_SAMPLE_S, dtype=DTYPE))
+    summary = matvec_summary([r for rows in rows_of for r in rows])
+    ctx.tables += lesson03.matvec_vs_matmul(timed, rows_of, summary, lasted,
+                                            repeat=repeat, max_flops=MAX_FLOPS, min_sample_s=MIN_SAMPLE_S, dtype=DTYPE)
     ctx.plots.extend(lesson03.matmul_plots(timed, rows_of))
 
     # 5. RMSNorm keeps the numbers at a workable size.
@@ -89,6 +90,9 @@ def main(ctx: LessonContext):
 
     # 6. Two linear maps are one linear map; a nonlinearity between them is not.
     ctx.tables.append(lesson03.composition(composition(inputs.w1, inputs.w2, inputs.x2)))
+
+    # What this run shows: a lone token against a batch, first on the page with the time-per-token plot.
+    ctx.shows(lesson03.shows(summary, [r for rows in rows_of for r in rows]), plot="time_per_token_vs_tokens")
     return ctx.finish()
 
 

@@ -59,10 +59,12 @@ def main(ctx: LessonContext):
     ctx.step(f"generating {plan.loop_tokens} tokens and counting passes")
     loop = request_loop(ctx, plan)
     ctx.tables.append(lesson05.one_pass_per_token(plan, loop.done, loop_steps(loop.done)))
+    counters = None
     if loop.before is None or loop.after is None:
         ctx.note("The server does not serve /metrics (start it with --metrics): the passes were not counted.")
     else:
-        ctx.tables.append(lesson05.metrics_delta(loop.done, counter_deltas(loop.before, loop.after)))
+        counters = counter_deltas(loop.before, loop.after)
+        ctx.tables.append(lesson05.metrics_delta(loop.done, counters))
 
     # Greedy, temperature, top-k and top-p on a real next-token distribution, then against the server.
     ctx.step("the next-token distribution before sampling")
@@ -77,7 +79,7 @@ def main(ctx: LessonContext):
         n_ask = asked_candidates(dist, a, plan.max_post_probs)
         checks.append(check_setting(plan, dist, a, request_post_sampling(ctx, plan, a.setting, n_ask) if n_ask else None))
     ctx.fact(SamplerComparisons([SamplerComparison.model_validate(c.fact()) for c in checks]))
-    ctx.tables.append(lesson05.sampler_check(plan, dist, checks))
+    ctx.tables += lesson05.sampler_check(plan, dist, checks)
     if (note := lesson05.sampler_check_note(plan, checks)) is not None:
         ctx.note(note)
 
@@ -95,7 +97,7 @@ def main(ctx: LessonContext):
                              n == plan.fit_n)
                for n in sorted({plan.fit_n, *plan.predict_n})]
     record_latency(ctx, plan, model, lengths)
-    ctx.tables.append(lesson05.latency_model(plan, model, fit, lengths))
+    ctx.tables += lesson05.latency_model(plan, model, fit, lengths)
     ctx.plots.append(lesson05.latency_plot(lengths))
 
     # The same loop seen from outside: each token streamed and timed on arrival, beside the server's timings.
@@ -105,9 +107,11 @@ def main(ctx: LessonContext):
         clock = ctx.host("client_clock", clock_info)
         view = outside_view(request_streamed(ctx, plan, n))
         record_outside(ctx, n, clock, view)
-        ctx.tables += [lesson05.client_clock(n, clock, view), lesson05.client_clock_repeats(n, view)]
+        ctx.tables += [lesson05.client_clock(n, clock, view), *lesson05.client_clock_repeats(n, view)]
         ctx.plots.append(lesson05.client_clock_plot(n, view))
 
+    # What this run shows: a pass per token, and the time model against the measured totals, first on the page.
+    ctx.shows(lesson05.shows(loop.done.timings.predicted_n, counters, model, lengths), plot="latency_model")
     return ctx.finish()
 
 

@@ -59,6 +59,7 @@ def main(ctx: LessonContext):
         ctx.note(f"Speculative decoding was not measured: it needs servers this script starts on this host, and "
                  f"{facts['reason']}.")
         view.show_illustration(ctx)
+        ctx.shows(view.not_measured(f"it needs servers this script starts on this host, and {facts['reason']}"))
         return ctx.finish()
     support = ctx.host("speculation_support", engine.speculation_support)
     if not support["supported"]:
@@ -66,6 +67,7 @@ def main(ctx: LessonContext):
                  f"({support['reason']}). Run this lesson with an engine that can (a llama-server build whose "
                  f"--help lists --spec-type, through LLAMA_SERVER) to measure it.")
         view.show_illustration(ctx)
+        ctx.shows(view.not_measured(f"the {support['engine']} engine here cannot speculate ({support['reason']})"))
         return ctx.finish()
     plan = the_plan(ctx)
     ctx.step("speculative decoding: the models (derived from the default model once)")
@@ -102,6 +104,9 @@ def main(ctx: LessonContext):
     # How speculation looks from outside: one streamed request per configuration, timed on the client's clock.
     if streams:
         view.show_client_clock(ctx, plan, streams, [stream_row(plan, r) for r in streams], TOGETHER)
+
+    # What this run shows: the plain speed, the best draft's and the n-grams' speed-ups, first on the page.
+    ctx.shows(view.shows(rows), plot="speculative_speedups" if view.plot_speedups(ctx, rows) else None)
     return ctx.finish()
 
 

@@ -94,6 +94,9 @@ def main(ctx: LessonContext):
     # 5. Attention in decode: the podcast's figure, recomputed.
     view.show_decode_attention(ctx, decode_attention_cases())
     view.plot_batching(ctx, rows, model)
+
+    # What this run shows: what bounds decode here, and whether batching paid, first on the page with the roofline.
+    ctx.shows(view.shows(model, points[0], labels, rows), plot="roofline")
     return ctx.finish()
 
 

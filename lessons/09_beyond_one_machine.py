@@ -254,13 +254,14 @@ def main(ctx: LessonContext):
 
     # 1. The same engine for both setups: the native build (the embedded engine has no RPC).
     if not ctx.host("rpc_engine_available", rpc_engine_available):
+        ctx.shows(lesson09.NOT_MEASURED)
         return ctx.skip(NO_RPC_ENGINE, "bash scripts/build_llama_server.sh && bytesup run 09_beyond_one_machine")
     whole = measure_whole(ctx, model, node_threads)
     split, connect = measure_split(ctx, model, node_threads)
 
     # 2. Speeds, the bytes per node, the network term and the prediction.
     outcome = analyse(model, whole, split, connect)
-    ctx.tables += [lesson09.setups(outcome, repeat=ctx.repeat, prompt_tokens=PROMPT_TOKENS, n_predict=N_PREDICT),
+    ctx.tables += [*lesson09.setups(outcome, repeat=ctx.repeat, prompt_tokens=PROMPT_TOKENS, n_predict=N_PREDICT),
                    lesson09.nodes(outcome), lesson09.network(outcome, model.name, model.tensor_bytes),
                    lesson09.prediction(outcome)]
 
@@ -268,6 +269,9 @@ def main(ctx: LessonContext):
     ctx.notes += lesson09.meaning(outcome)
     ctx.plots.append(lesson09.decode_by_setup(outcome))
     record(ctx, outcome, [whole, split])
+
+    # What this run shows: the split against one process, and the bytes model's prediction, first with the plot.
+    ctx.shows(lesson09.shows(outcome, model.name, model.tensor_bytes), plot="decode_by_setup")
     return ctx.finish()
 
 

@@ -278,7 +278,23 @@ def test_main_on_a_hand_made_model_decoding_on_this_cpu(lesson):
     assert groups["attention"][2] == pytest.approx(17.0213, abs=1e-4)  # 32 ÷ 188
     # attention + feed-forward: 96 ÷ 188 = 51.1%; embedding + output: 80 ÷ 188 = 42.6%.
     assert "the 2 blocks: 51.1%; embedding and output, the vocabulary-sized matrices: 42.6%." in result.table("parameter_groups").notes[1]
-    assert result.table("tensors").notes[0] == "9 tensors: 3 in each of the 2 blocks, 3 outside them."
+    main, full = result.table("tensors_first_block"), result.table("tensors")
+    assert main.notes[0] == "9 tensors: 3 in each of the 2 blocks, 3 outside them. All 9 are listed under Details."
+    # the main text lists the 3 tensors outside the blocks and block 0's 3; every one of the 9 is under Details
+    assert [r[0] for r in main.rows] == [r[0] for r in full.rows if not r[0].startswith("blk.1.")] and len(full.rows) == 9
+    assert not main.detail and full.detail and full.notes == []
+    # What the run shows: 188 parameters in 480 bytes (8 × 480 ÷ 188 = 20.4 bits each); 7.2 GB/s ÷ 480 bytes = 15,000,000.
+    assert result.shows is not None and result.shows.plot == "bandwidth_ceiling"
+    # Its plot: the line bandwidth ÷ 480 bytes from half the lowest mark (3.6 GB/s) to twice the highest (546 GB/s),
+    # this host at 7.2 GB/s (4.8–9.6), DGX Spark's 273 GB/s on the same line
+    line, host, spark = result.plots[0].series
+    assert line.x == [3.6, 546.0] and line.y == pytest.approx([3.6e9 / 480, 546e9 / 480])
+    assert (host.x, host.y, host.y_min, host.y_max) == ([7.2], [pytest.approx(1.5e7)], [pytest.approx(1e7)], [pytest.approx(2e7)])
+    assert spark.x == [273.0] and spark.y == [pytest.approx(273e9 / 480)] and spark.y_min is None
+    assert result.shows.text == (
+        "hand holds 188 parameters in 480 bytes of tensors (20.4 bits per parameter), and decoding one token reads every "
+        "one of those bytes. This host's memory reads 7.2 GB/s (the median of 3 samples), and the server decodes on "
+        "this CPU, so it cannot decode faster than 15,000,000 tokens/s.")
     assert result.settings == {"model_file": None, "bandwidth_gbs": None,
                                "read_bandwidth": {"threads": 2, "bytes_per_thread": 2**28}}
 
@@ -300,6 +316,12 @@ def test_main_with_a_given_bandwidth_on_a_remote_server(lesson):
     assert "cannot beat 100,000,000 tokens/s, 6.67 × this host's measured CPU ceiling." in notes[2]
     assert "a ceiling of 142,857,143 tokens/s at the given bandwidth" in notes[3]
     assert notes[4].startswith("At the given bandwidth ceiling of 100,000,000 tokens/s the arithmetic is 37.6 GFLOP/s")
+    # The same bytes on a server elsewhere: the host's ceiling is said not to bound it, and 48 GB/s ÷ 480 bytes is.
+    shows = result.shows.text if result.shows else ""
+    assert "cannot decode faster" not in shows
+    assert ("This host's memory reads 7.2 GB/s, a ceiling of 15,000,000 tokens/s for decoding on this CPU, which "
+            "does not bound the server: the server runs on gpu-box") in shows
+    assert shows.endswith(" At the given 48 GB/s the ceiling is 100,000,000 tokens/s.")
 
 
 def test_main_on_a_tied_model_counts_the_embedding_once(lesson):

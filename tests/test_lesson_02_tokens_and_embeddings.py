@@ -123,6 +123,51 @@ def test_text_tokens_counts_by_hand(lesson):
     assert counts.characters_per_token == 1.25
 
 
+def test_what_the_run_shows_reads_the_recorded_counts_and_rows(result):
+    texts = table(result, "tokenization")
+    rows = table(result, "embedding_rows")
+    chars, toks = sum(r["characters"] for r in texts), sum(r["tokens"] for r in texts)
+    ids = {r["text"]: r["id"] for r in rows}
+    rows_read = [result.host_values["embedding_rows"][str(r["id"])] for r in rows]
+    text = result.shows.text
+    assert f"cut {len(texts)} texts, {chars} characters, into {toks} tokens ({chars / toks:.2f} characters per token)" in text
+    assert all(r["round trip ok"] for r in texts) and "into text, every one unchanged." in text
+    assert f"'Paris' is id {ids[repr('Paris')]} and ' Paris' is id {ids[repr(' Paris')]}: the leading space is part" in text
+    assert f"the two rows' cosine similarity is {lesson02.cosine(*rows_read):.4f}" in text
+    assert not result.table("embedding_rows_main").detail and result.table("embedding_rows").detail
+    # its plot: each text's characters and tokens from the table, beside the line of characters ÷ (characters per token)
+    line, each = result.plots[0].series
+    assert result.shows.plot == result.plots[0].name == "tokens_per_text"
+    assert each.x == [r["characters"] for r in texts] and each.y == [r["tokens"] for r in texts]
+    top = max(r["characters"] for r in texts)
+    assert line.x == [0, top] and line.y == pytest.approx([0, top * toks / chars])
+    assert len(result.table("embedding_rows_main").columns) == 6 < len(result.table("embedding_rows").columns)
+
+
+def test_what_the_run_shows_follows_hand_made_tokens():
+    def text(t, ids, back=None):
+        return lesson02.TextTokens(text=t, pieces=[TokenPiece(id=i, piece=t) for i in ids], detokenized=t if back is None else back)
+
+    # ' Paris' and 'Paris' one id each, different: 11 characters in 2 tokens, 5.50 per token, both back
+    apart = [text("Paris", [5]), text(" Paris", [6])]
+    counts = lesson02.TokenCounts(texts=2, round_trips=2, characters=11, tokens=2, largest_id=6)
+    said = lesson02.shows(apart, counts, None)
+    assert said == ("The server cut 2 texts, 11 characters, into 2 tokens (5.50 characters per token); /detokenize turned "
+                    "the ids back into text, every one unchanged. 'Paris' is id 5 and ' Paris' is id 6: the leading "
+                    "space is part of the token.")
+    # the same id for both, one text not back: the sentence says so
+    same = [text("Paris", [5]), text(" Paris", [5], back="Paris")]
+    said = lesson02.shows(same, lesson02.TokenCounts(texts=2, round_trips=1, characters=11, tokens=2, largest_id=5), None)
+    assert "only 1 of 2 unchanged" in said and "the same id, so here the leading space has no part in the token." in said
+    # rows (1, 0) and (0, 1): cosine 0; the same id: the same row
+    rows = [lesson02.EmbeddingRow(text=t.text, token=t.pieces[0], n_tokens=1, row=row, width=2)
+            for t, row in zip(apart, ([1.0, 0.0], [0.0, 1.0]), strict=True)]
+    assert lesson02.shows(apart, counts, rows).endswith(
+        " Each id selects one row of 2 numbers in token_embd; the two rows' cosine similarity is 0.0000 (1 would be the same direction).")
+    one = [lesson02.EmbeddingRow(text=t.text, token=t.pieces[0], n_tokens=1, row=[1.0, 0.0], width=2) for t in same]
+    assert lesson02.shows(same, counts, one).endswith("both select the same row.")
+
+
 def test_pieces_of_refuses_bare_ids(lesson):
     from bytesup.llama.responses import Tokenized
 
@@ -273,10 +318,14 @@ def test_main_embedding_rows_by_hand(hand_run):
     assert rows[0]["L2 norm of the row"] == 5.0 and rows[0]["L2 norm of the first 8"] == 3.0
     assert rows[1]["L2 norm of the row"] == 3.0 and rows[1]["L2 norm of the first 8"] == 3.0
     # 64 rows × 9 float32 numbers = 2,304 bytes: 36 bytes a row; cosine 8 / (5 · 3) = 0.5333
-    assert result.table("embedding_rows").notes == [
+    assert result.table("embedding_rows_main").notes == [
         "token_embd is 64 rows of 9 numbers stored as F32; looking up one id reads one 36-byte row.",
         "Both rows have 9 numbers, the model width: yes.",
         "Ids 11 and 10 select rows whose cosine similarity is 0.5333 (1 = same direction, 0 = unrelated)."]
+    main = table(result, "embedding_rows_main")
+    assert [(r["id"], r["row length"], r["L2 norm of the row"]) for r in main] == [(11, 9, 5.0), (10, 9, 3.0)]
+    assert result.shows.text.endswith("Each id selects one row of 9 numbers in token_embd; the two rows' cosine "
+                                      "similarity is 0.5333 (1 would be the same direction).")
 
 
 def test_main_without_the_model_file_asks_where_the_server_runs(lesson):

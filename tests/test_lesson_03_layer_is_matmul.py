@@ -322,7 +322,7 @@ def test_main_matmul_rows_by_hand(hand_result):
 
 
 def test_main_matmul_notes_by_hand(hand_result):
-    notes = hand_result.table("matvec_vs_matmul").notes
+    notes = hand_result.table("matvec_vs_matmul_main").notes + hand_result.table("matvec_vs_matmul").notes
     assert ("course-sized 4096 × 4096: one token runs at 33.6 GFLOP/s (0.50 FLOP/byte); 2,048 tokens together run at "
             "2,147.5 GFLOP/s (512 FLOP/byte), so each token costs 0.016× the time of a lone token (64.0× cheaper).") in notes
     # 33.554432 of 2,147.483648 GFLOP/s is 1.5625%
@@ -333,8 +333,34 @@ def test_main_matmul_notes_by_hand(hand_result):
     assert ("The largest, output (tied to token_embd) (74.4 MiB), streamed at 19.5 GB/s; smaller ones, which can stay "
             "in the CPU caches between repeats, reached up to 67.1 GB/s.") in notes
     assert "Skipped to keep the lesson quick (products above 69 GFLOP): output (tied to token_embd) at N = 2,048." in notes
-    # samples last 0.5 · 1 ms · 100 = 50 ms up to 1.5 · 32 ms · 100 = 4,800 ms
+    # samples last 0.5 · 1 ms · 100 = 50 ms up to 1.5 · 32 ms · 100 = 4,800 ms: how they were timed goes with the full table
     assert notes[-1].startswith("Times are medians of 2 samples;") and "(measured: 50–4,800 ms)" in notes[-1]
+    assert hand_result.table("matvec_vs_matmul").detail and hand_result.table("matvec_vs_matmul").notes == notes[-1:]
+    # What the run shows: 33.6 GFLOP/s alone, 2,147.5 batched; the cheapest batched token is the tied output's at
+    # N = 512, 16/512 ms ÷ 4 ms = 0.0078 (the course matrix's at N = 2,048 is 32/2048 ÷ 1 = 0.016)
+    assert hand_result.shows.plot == "time_per_token_vs_tokens"
+    assert hand_result.shows.text == (
+        "One token at a time, numpy's matrix products ran at most 33.6 GFLOP/s here: at 0.50 FLOP per byte or less, "
+        "each weight read from memory is used for two FLOPs. Batched, the same matrices reached 2,147.5 GFLOP/s, and a "
+        "token of output (tied to token_embd) cost 0.008× a lone token's time at N = 512: reading the weights, not the "
+        "arithmetic, holds a lone token back.")
+
+
+def test_what_the_run_shows_follows_hand_made_rows(lesson):
+    def row(label, n, gflops, vs):
+        return lesson03.MatmulRow(label=label, m=1, k=1, n=n, ms=1.0, gflop_per_s=gflops, bytes_moved=100,
+                                  gb_per_s=1.0, flop_per_byte=0.5 if n == 1 else 4.0, ms_per_token=1.0, vs_one_token=vs)
+
+    # a lone token at 30 of a batch's 40 GFLOP/s (more than half): not held back much
+    rows = [row("a", 1, 30.0, 1.0), row("a", 8, 40.0, 0.75)]
+    said = lesson03.shows(lesson.matvec_summary(rows), rows)
+    assert "at most 30.0 GFLOP/s" in said and "reached 40.0 GFLOP/s, and a token of a cost 0.750× a lone token's time at N = 8" in said
+    assert said.endswith("on this host a lone token is not held back much by reading the weights.")
+    # at 10 of 40 it is held back; only one token timed: nothing to set it against
+    held = [row("a", 1, 10.0, 1.0), row("a", 8, 40.0, 0.25)]
+    assert lesson03.shows(lesson.matvec_summary(held), held).endswith("holds a lone token back.")
+    alone = lesson03.shows(lesson.matvec_summary(held[:1]), held[:1])
+    assert alone.endswith("No product of several tokens was timed, so this run has no batched speed to set it against.")
 
 
 def test_main_measurements_by_hand(hand_result):
@@ -445,6 +471,12 @@ def test_the_replayed_worked_examples_are_the_hand_worked_ones(result):
 def test_sample_length_note_comes_from_the_setting_and_the_data(result, lesson):
     assert result.settings["min_sample_s"] == lesson.MIN_SAMPLE_S
     note = next(n for n in result.table("matvec_vs_matmul").notes if n.startswith("Times are medians"))
+    # what the run shows reads the table's rows: the fastest lone and batched speeds, the cheapest batched token
+    rows = result.table("matvec_vs_matmul").rows
+    lone, batched = [r for r in rows if r[3] == 1], [r for r in rows if r[3] > 1]
+    cheapest = min(batched, key=lambda r: r[10])
+    assert f"ran at most {max(r[5] for r in lone):,.1f} GFLOP/s" in result.shows.text
+    assert f"reached {max(r[5] for r in batched):,.1f} GFLOP/s, and a token of {cheapest[0]} cost {cheapest[10]:.3f}×" in result.shows.text
     assert f"about {lesson.MIN_SAMPLE_S * 1000:g} ms" in note
     benches = [v for k, v in result.host_values.items() if k.startswith("matmul_")]
     lasted = [t * b["products_per_sample"] * 1000.0 for b in benches for t in b["seconds"]["samples"]]

@@ -550,6 +550,7 @@ def test_main_by_hand_a_server_that_keeps_another_set(lesson):
     assert facts["top-p 0.5"]["same_tokens"] is False
     assert all(f["same_tokens"] for name, f in facts.items() if name != "top-p 0.5")
     assert "mismatch: top-p 0.5" in result.table("sampler_check").notes[0]
+    assert result.table("sampler_check_main").notes[0].endswith("; they differ for top-p 0.5.")
 
 
 def test_main_by_hand_seeded_and_latency(by_hand):
@@ -565,6 +566,52 @@ def test_main_by_hand_seeded_and_latency(by_hand):
     assert rows[128][2] == 1447.0 and rows[128][3] == 1351.0 and rows[128][6] == pytest.approx(9600 / 1351)
     errors = {m.settings["n_predict"]: m.samples for m in by_hand.measurements if m.name == "latency_model_error_pct"}
     assert sorted(errors) == [8, 16, 64, 128] and errors[8] == [pytest.approx(-2400 / 151)] * 2
+    # What the run shows: 16 decode calls for 16 tokens; the model misses n = 8 by −15.9%, more than 10%
+    assert by_hand.shows.plot == "latency_model"
+    assert by_hand.shows.text == (
+        "Generating 16 tokens took 16 passes of the model (the server's own count): one pass per token. Total time ≈ "
+        "50 ms to the first token + 11 ms for each token after it, but at n = 8 it predicts 127 ms against 151 ms "
+        "measured (-15.9%): more than 10% off, so one time per token does not describe this run.")
+
+
+def test_what_the_run_shows_reads_the_run(result):
+    ttft = result.measurement("time_to_first_token_ms").median
+    tpot = result.measurement("decode_ms_per_token").median
+    _, rows = table(result, "latency_model")
+    worst = max((r for r in rows if r[1] != "fit"), key=lambda r: abs(r[6]))
+    calls = {r[0]: r[3] for r in result.table("metrics_delta").rows}["llamacpp:n_decode_total"]
+    # the main table: n, row, predicted, measured median, error of each row; the samples' range under Details
+    main = result.table("latency_model_main")
+    assert [c.name for c in main.columns] == lesson05.LATENCY_SHOWN and result.table("latency_model").detail
+    assert main.rows == [[r[0], r[1], r[2], r[3], r[6]] for r in rows]
+    text = result.shows.text
+    assert text.startswith(f"Generating {CURRENT.loop_tokens} tokens took {calls:g} passes of the model")
+    assert f"Total time ≈ {ttft:.3g} ms to the first token + {tpot:.3g} ms for each token after it" in text
+    if abs(worst[6]) <= 10:
+        assert f"within {abs(worst[6]):.3g}%" in text
+    else:
+        assert f"at n = {worst[0]:,} it predicts {worst[2]:,.0f} ms against {worst[3]:,.0f} ms measured ({worst[6]:+.3g}%)" in text
+
+
+def test_what_the_run_shows_follows_hand_made_counts_and_times():
+    from bytesup.course.loop import CounterDelta, LatencyCheck, LatencyFit
+
+    model = LatencyFit(ttft_samples=[20.0], tpot_samples=[5.0])
+    # predicted at n = 11: 20 + 5 × 10 = 70 ms; measured 72 ms is −2.78%, 100 ms is −30%
+    close = [LatencyCheck(4, True, 35.0, [35.0], [4]), LatencyCheck(11, False, 70.0, [72.0], [11])]
+    far = [close[0], LatencyCheck(11, False, 70.0, [100.0], [11])]
+    passes = [CounterDelta("llamacpp:n_decode_total", 100.0, 111.0)]
+    said = lesson05.shows(11, passes, model, close)
+    assert said == ("Generating 11 tokens took 11 passes of the model (the server's own count): one pass per token. "
+                    "Total time ≈ 20 ms to the first token + 5 ms for each token after it; this predicts every measured "
+                    "total within 2.78% (up to n = 11, where the passes after the first take 71.4% of the time).")
+    assert lesson05.shows(11, passes, model, far).endswith(
+        "at n = 11 it predicts 70 ms against 100 ms measured (-30%): more than 10% off, so one time per token does not "
+        "describe this run.")
+    assert "not one per token" in lesson05.shows(10, passes, model, close)
+    assert lesson05.shows(11, None, model, close).startswith(
+        "The server generated 11 tokens one pass at a time; it serves no pass counter (/metrics), so this run did not count")
+    assert lesson05.shows(11, passes, model, close[:1]).endswith(", fitted at one length and not tried at another.")
 
 
 def test_main_by_hand_measures_no_speculation(by_hand):

@@ -176,6 +176,62 @@ def test_main_by_hand_on_a_remote_server(lesson):
     # k = 4, a = 0.8: 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616; 127 ÷ 3.3616 → 38 passes, + 1
     assert any("3.36 tokens on average" in n and "about 39 big-model passes" in n for n in notes)
     assert "speculative" not in result.settings and not result.tables and not result.measurements
+    assert result.shows.text == ("This run measured no speculative decoding: it needs servers this script starts on "
+                                 "this host, and the server runs on gpu-box, not on this host. The page shows the "
+                                 "arithmetic on illustrative numbers only.")
+
+
+def test_what_the_run_shows_reads_the_measured_table(result):
+    _, rows = table(result, "speculative_measured")
+    plain = rows[0]
+    drafts = [r for r in rows if r[1] == "draft-simple"]
+    best = max(drafts, key=lambda r: r[12])
+    ngram = next(r for r in rows if r[1] == "ngram-simple")
+    text = result.shows.text
+    assert text.startswith(f"Alone, {plain[0]} decodes {plain[5]:.3g} tokens/s on the {plain[4]} prompt.")
+    assert f"{best[2]} drafting up to {best[3]} tokens, the target kept {100 * best[10]:.3g}% of the drafted" in text
+    assert (f"{best[12]:.3g}× as fast" if best[12] >= 1 else f"at {best[12]:.3g}× the plain speed: slower") in text
+    assert f"it kept {100 * ngram[10]:.3g}% and went {ngram[12]:.3g}× as fast." in text
+    assert text.endswith("Every speculative run gave exactly the plain run's tokens.")
+    # its plot: each configuration's speed-up at its tokens per target pass, from the same table
+    plot = next(p for p in result.plots if p.name == result.shows.plot == "speculative_speedups")
+    points = sorted((x, y) for s in plot.series[2:] for x, y in zip(s.x, s.y, strict=True))
+    assert points == sorted((r[11], r[12]) for r in rows if r[1] != "none")
+    top = max(r[11] for r in rows)
+    assert plot.series[0].y == [1.0, 1.0] and plot.series[1].x == plot.series[1].y == [1.0, top]
+    # the main tables have at most 8 columns; every column is in the full table under Details
+    for name in ("speculative_costs", "speculative_measured", "speculative_vs_arithmetic"):
+        main, full = result.table(f"{name}_main"), result.table(name)
+        assert len(main.columns) <= 8 < len(full.columns) and full.detail and not main.detail
+        assert all(set(map(str, r)) <= set(map(str, f)) for r, f in zip(main.rows, full.rows, strict=True))
+
+
+def test_what_the_run_shows_follows_hand_made_rows():
+    def row(spec, draft, k, prompt, median, acceptance, speedup, same):
+        return view.Measured("t", spec, draft, k, prompt, median, median, median, None, None, acceptance, 1.0, speedup, same)
+
+    plain = row("none", None, None, "short", 20.0, None, 1.0, "reference")
+    fast = row("draft-simple", "d", 4, "short", 30.0, 0.9, 1.5, "identical")
+    slow = row("draft-simple", "d", 4, "short", 15.0, 0.9, 0.75, "identical")
+    ngram = row("ngram-simple", None, None, "repetitive", 60.0, 1.0, 3.0, "identical")
+    assert view.shows([plain, fast, ngram]) == (
+        "Alone, t decodes 20 tokens/s on the short prompt. With d drafting up to 4 tokens, the target kept 90% of the "
+        "drafted tokens and decoding went 1.5× as fast (the best draft here). Drafting from the text itself (n-grams) "
+        "on the repetitive prompt, it kept 100% and went 3× as fast. Every speculative run gave exactly the plain run's tokens.")
+    assert (" Even with the best draft here, d drafting up to 4 tokens, the target kept 90% of the drafted tokens and "
+            "decoding went at 0.75× the plain speed: slower, the draft's passes cost more than they saved.") in view.shows([plain, slow])
+    class Page:
+        plots: list = []
+
+        def plot(self, name, *args, **kw):
+            self.plots.append(name)
+
+    page = Page()
+    assert view.plot_speedups(page, [plain]) is False and page.plots == []
+    assert view.plot_speedups(page, [plain, fast, ngram]) is True and page.plots == ["speculative_speedups"]
+    changed = row("draft-simple", "d", 4, "short", 30.0, 0.9, 1.5, "different")
+    assert view.shows([plain, changed]).endswith(
+        "1 of 1 speculative runs gave other tokens than the plain run: speculation should never change them.")
 
 
 def test_rows_are_read_by_field_name(lesson):
@@ -191,7 +247,10 @@ def test_the_view_records_nothing():
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(view))
+    from bytesup.store import views
+
+    # the view's own source, and the helpers of store.views it puts its tables on the page with
+    tree = ast.parse(inspect.getsource(view) + "\n" + inspect.getsource(views))
     pages = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
              and isinstance(c.func.value, ast.Name) and c.func.value.id == "page"}
     assert pages == {"table", "note", "plot"}

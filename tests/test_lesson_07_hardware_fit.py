@@ -303,12 +303,14 @@ def test_what_the_largest_batch_gain_shows(lesson):
     assert formulas.shared_share(8, 4.0) == pytest.approx(4 / 7)
     assert formulas.shared_share(8, 1.0) == 1.0 and formulas.shared_share(8, 8.0) == 0.0
     one, eight = _row(lesson, 1, 90, 100, 0.9), _row(lesson, 8, 180, 25, 1.8)
-    note = view.gain_note(one, eight)
+    note, formula = view.gain_note(one, eight)
     assert note.startswith("What the P = 8 gain shows: 8 × the tokens per step, for 1.80 × the tokens/s of one")
     assert "a step of 8 took 4 × the step of one (40 ms against 10 ms), so decode ran 2 × as many tokens/s" in note
-    assert "s = (8 − 4) ÷ 7 = 57% of one sequence's step is shared by the batch" in note and "43% is each" in note
-    slow = view.gain_note(one, _row(lesson, 8, 80, 100 / 9, 0.8))
-    assert "s = -14%, outside 0–100%" in slow and "is shared by" not in slow
+    assert "4 × lies between the two: about 57% of one sequence's step is shared by the batch" in note and "43% is each" in note
+    assert formula.endswith("so at P = 8 s = (8 − 4) ÷ 7 = 57%.") and "step(P) = step(1) × (s + (1 − s) × P)" in formula
+    slow, slow_formula = view.gain_note(one, _row(lesson, 8, 80, 100 / 9, 0.8))
+    assert "s = -14%, outside 0–100%" in slow_formula and "is shared by" not in slow
+    assert "9 × lies outside the two: these steps are not one shared part and one per sequence." in slow
     assert view.gain_note(one, one) is None
 
 
@@ -445,10 +447,33 @@ def test_main_on_hand_made_answers(lesson):
     for name, (a, b) in expect.items():
         assert (one[col(t, name)], two[col(t, name)]) == pytest.approx((a, b)), name
     assert one[col(t, "bound on this CPU's roofline")] == two[col(t, "bound on this CPU's roofline")] == "memory"
-    notes = " ".join(t.notes)
+    main = result.table("batching_main")
+    assert t.detail and len(main.columns) == 8 < len(t.columns) and t.notes == view.batching_formulas([view.BatchRow(*r) for r in t.rows])
+    assert t.notes[0] == view.BATCH_FORMULAS[0] and t.notes[1].endswith("so at P = 2 s = -11%, outside 0–100%.")
+    notes = " ".join(main.notes)
     assert "Batching did not pay" in notes  # best 90 ÷ 95 < 1.1
     assert "1.60 generated tokens per llama_decode call (at most 2)" in notes
     assert "cannot start servers of its own" in notes
+    # What the run shows says the same: the best aggregate, 90 at P = 2, is 90 ÷ 95 = 0.95 × one sequence alone
+    assert result.shows.plot == "roofline"
+    assert result.shows.text.endswith("Decoding several sequences at once did not pay here: the best, 2 at once, gave "
+                                      "0.95× one sequence alone, not more than 10% above it.")
+    # Hand-made rows that flip it: 200 tokens/s at P = 2 is 200 ÷ 95 = 2.11 ×, 1.6 sequences a step
+    from dataclasses import replace
+
+    rows = [view.BatchRow(*r) for r in t.rows]
+    paid = [rows[0], replace(rows[1], aggregate=200.0, aggregate_ratio=200 / 95)]
+    decode = view.RooflinePoint(*result.table("roofline_points").rows[0])
+    labels = view.BoundRidge(ridge=4.0, engine_gflop_s=None, bandwidth_gb_s=10.0, numpy_ridge=4.0)
+    model = lesson.ServedModel("hand", 50_000_000, 100_000_000, "Q8_0")
+    said = view.shows(model, decode, labels, paid)
+    assert said.endswith("Decoding 2 sequences at once gave 200 tokens/s in all, 2.11× one sequence alone: on average "
+                         "1.6 sequences shared each step, and so each read of the weights.")
+    assert f"does {decode.intensity:.3g} FLOPs per byte of weights read, below this CPU's ridge of 4 " in said
+    above = view.shows(model, replace(decode, intensity=8.0, bound_here="compute"), labels, paid[:1])
+    assert "does 8 FLOPs per byte of weights read, at or above this CPU's ridge of 4" in above
+    assert "decode is compute-bound here" in above
+    assert above.endswith("Only 1 sequence at a time could be decoded, so batching was not measured.")
 
     att = result.table("decode_attention_intensity")
     assert [r[col(att, "intensity")] for r in att.rows] == [1.0, 8.0]
@@ -548,7 +573,7 @@ def test_main_measures_a_prefill_and_places_both_phases(lesson, prefill_ms, toke
     roof = next(s for s in plot.series if s.label.startswith("the engine's roof"))
     assert roof.x[1] == pytest.approx(engine / 16.0)  # the plot's ridge is the labels' ridge
     # The labels: decode and P = 2's step (1.6 FLOPs/byte) against the engine's ridge; numpy's (12.5) says memory.
-    pts, batches = result.table("roofline_points"), result.table("batching")
+    pts, batches = result.table("roofline_points_main"), result.table("batching_main")
     assert pts.rows[0][col(pts, "bound on this CPU")] == bound
     assert [r[col(batches, "bound on this CPU's roofline")] for r in batches.rows] == [bound, bound]
     assert f"{'left of' if bound == 'memory' else 'at or right of'} the engine's ridge of {engine / 16:.3g}" in pts.notes[0]
@@ -561,10 +586,11 @@ def test_the_batch_line_predicts_the_largest_batch(lesson):
     so 25 measured is −2%; an aggregate of 8000 ÷ 25.5 = 314 tokens/s against 8000 ÷ 25 = 320; at P = 1 the
     line gives 9.75 ms against 5.6."""
     rows = [_row(lesson, P, 0, 1e3 / ms, 1.0) for P, ms in ((1, 5.6), (2, 12.0), (4, 16.5), (8, 25.0))]
-    note = view.batch_line_note(rows)
+    note, formula = view.batch_line_note(rows)
     assert "5.6 ms, 12 ms, 16.5 ms, 25 ms at P = 1, 2, 4, 8" in note
-    assert "(a = 7.5 ms, b = 2.25 ms per sequence) predicts 25.5 ms at P = 8, measured 25 (-2%" in note
-    assert "an aggregate of 314 tokens/s against 320" in note and "gives 9.75 ms against 5.6" in note
+    assert "carried on to P = 8, predicts 25.5 ms there, measured 25 (-2%)" in note and "gives 9.75 ms against 5.6" in note
+    assert "a = 7.5 ms, b = 2.25 ms per sequence" in formula and "an aggregate of 314 tokens/s against 320" in formula
+    assert view.batching_formulas(rows)[-1] == formula
     assert view.batch_line_note(rows[:3]) is None  # nothing beyond P = 4 to predict
 
 
@@ -590,7 +616,10 @@ def test_the_view_records_nothing():
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(view))
+    from bytesup.store import views
+
+    # the view's own source, and the helpers of store.views it puts its tables on the page with
+    tree = ast.parse(inspect.getsource(view) + "\n" + inspect.getsource(views))
     pages = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
              and isinstance(c.func.value, ast.Name) and c.func.value.id == "page"}
     assert pages == {"table", "plot"}
@@ -607,3 +636,18 @@ def test_a_live_run_records_its_plan_once(lesson):
                         model_path=None, sink=[], replay=None, progress=Reporter(None, LESSON))
     plan = lesson.the_plan(ctx)
     assert plan == plans.current(4) and ctx.host_values == {"repeat": 4, "plan": plans.current(4).model_dump()}
+
+
+def test_what_the_run_shows_reads_the_recorded_tables(result):
+    decode = view.RooflinePoint(*result.table("roofline_points").rows[0])
+    rows = [view.BatchRow(*r) for r in result.table("batching").rows]
+    best = max(rows, key=lambda r: r.aggregate)
+    text = result.shows.text
+    assert f"does {decode.intensity:.3g} FLOPs per byte of weights read" in text
+    assert f"decode is {decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s" in text
+    assert f"Decoding {best.parallel} sequences at once gave {best.aggregate:,.0f} tokens/s in all, {best.aggregate_ratio:.2f}×" in text
+    main, full = result.table("host_ceilings_main"), result.table("host_ceilings")
+    assert [c.name for c in main.columns] == view.CEILING_SHOWN and full.detail
+    assert main.rows == [[r[0], r[1], r[4], r[5], r[6]] for r in full.rows]   # without min and max
+    for name in ("roofline_points", "batching", "measured_points"):
+        assert len(result.table(f"{name}_main").columns) <= 8 and result.table(name).detail

@@ -215,6 +215,13 @@ def test_main_on_hand_made_answers():
     assert decode["whole"].settings["topology"] == "one process"
     assert decode["split"].settings["topology"].startswith("2 RPC nodes: 127.0.0.1 (40.0 MiB), 127.0.0.1 (60.0 MiB)")
     assert [p.name for p in result.plots] == ["decode_by_setup"]
+    # The main table has the medians; every column is under Details
+    assert result.table("setups").detail and [c.name for c in result.table("setups_main").columns] == lesson09.SETUP_SHOWN
+    # What the run shows: 40 against 75 tokens/s is 0.53 ×, slower; predicted 1 ÷ seconds = 73.5 tokens/s, +84% of 40
+    assert result.shows.plot == "decode_by_setup"
+    assert result.shows.text.startswith("Split across 2 rpc-servers, ")
+    assert "decoded 40 tokens/s against 75 in one process (0.53×): slower." in result.shows.text
+    assert f"predicted {1 / seconds:.3g} tokens/s ({100 * ((1 / seconds) / 40 - 1):+.0f}%)" in result.shows.text
 
 
 def test_without_an_rpc_capable_server_the_lesson_says_how_to_build_one():
@@ -225,6 +232,7 @@ def test_without_an_rpc_capable_server_the_lesson_says_how_to_build_one():
     result = L.main(ctx)
     assert server.requests == [] and result.tables == [] and result.measurements == []
     assert result.notes == [L.NO_RPC_ENGINE] and "scripts/build_llama_server.sh" in L.NO_RPC_ENGINE
+    assert result.shows.text == lesson09.NOT_MEASURED and result.shows.plot is None
 
 
 def test_the_rpc_engine_is_found_or_not(monkeypatch, tmp_path):
@@ -255,6 +263,26 @@ def test_golden_replay(tmp_path):
         m = next(x for x in result.measurements if x.name == "decode_tokens_per_s" and x.settings["setup"] == setup)
         assert m.samples == pytest.approx(samples)
     assert manifest["lessons"][LESSON_ID]["status"] == "ok"
+
+
+def test_what_the_run_shows_follows_hand_made_speeds():
+    whole = lesson09.Speeds("whole", 1, [2], 500.0, 490.0, 510.0, 100.0, 95.0, 105.0)
+    net = L.network_bytes_per_token(576, 49152, 2)  # 203,520 bytes
+    p = L.predict_split(whole, 100_000_000, [40_000_000, 60_000_000], [1, 1], 50e-6, net, 1.25e9)  # 49.35 tokens/s
+
+    def said(decode):
+        split = lesson09.Speeds("split", 2, [1, 1], 500.0, 490.0, 510.0, decode, decode, decode)
+        return lesson09.shows(lesson09.Outcome(whole, split, [], net, {"127.0.0.1:1": 50e-6}, p), "m", 100_000_000)
+
+    # 50 against 100 tokens/s: 0.5 ×, slower; 49.35 predicted is 1% under 50; 100,000,000 ÷ 203,520 = 491
+    assert said(50.0) == ("Split across 2 rpc-servers, m decoded 50 tokens/s against 100 in one process (0.50×): slower. "
+                          "The bytes model with a network term predicted 49.4 tokens/s (-1%), and the 203,520 bytes a token "
+                          "sends over the network are 491× fewer than the 100,000,000 bytes of weights it reads: the split "
+                          "buys room for a larger model, not speed.")
+    assert "(1.00×): about as fast." in said(100.0)
+    faster = said(130.0)
+    assert "(1.30×): faster, which the split alone cannot do (the nodes take turns):" in faster
+    assert faster.endswith("bytes of weights it reads.")
 
 
 def test_split_verdict_is_judged_within_ten_percent():

@@ -41,8 +41,9 @@ def test_split_moves_every_speculative_part_by_name(tmp_path):
     _, old = older_run(tmp_path)
     rest, part = moved.split(old)
     assert part is not None and part["lesson_id"] == moved.TO and part["title"] == moved.TO_TITLE
-    assert [t["name"] for t in part["tables"]] == ["speculative_costs", "speculative_measured", "speculative_vs_arithmetic",
-                                                   "speculative_client_clock"]
+    # each table's main-text view, then the full table it narrows
+    assert [t["name"] for t in part["tables"]] == [f"speculative_{name}{end}" for name in
+                                                   ("costs", "measured", "vs_arithmetic", "client_clock") for end in ("_main", "")]
     assert not [t for t in rest["tables"] if t["name"].startswith("speculative")]
     assert {m["name"] for m in part["measurements"]} == {"spec_model_decode_tokens_per_s", "spec_decode_tokens_per_s"}
     assert len(rest["measurements"]) + len(part["measurements"]) == len(old["measurements"])

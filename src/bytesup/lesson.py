@@ -34,7 +34,7 @@ from bytesup.models.gguf import read_model_info
 from bytesup.options import LessonOptions, RunOptions
 from bytesup.llama.recording import RecordingTransport, ReplayTransport
 from bytesup.store import facts
-from bytesup.store.results import Column, LessonResult, Measurement, Plot, Series, Table
+from bytesup.store.results import Column, LessonResult, Measurement, Plot, Series, Shows, Table
 from bytesup.store.manifest import HostBandwidth, Manifest
 from bytesup.store.runs import ReplaySource
 from bytesup.llama.placement import ServerSetup, decide, is_loopback, offloads
@@ -456,6 +456,14 @@ class LessonContext:
         self.note(reason)
         return self.finish()
 
+    def shows(self, text: str, plot: str | None = None) -> Shows:
+        """What this run shows, the page's opening: one to three sentences the lesson's view computed from its
+        records (`store.views`), and the name of the plot (one of `ctx.plot`'s) that shows it."""
+        if plot is not None and plot not in [p.name for p in self.plots]:
+            raise ValueError(f"{self.lesson_id} says what it shows with the plot {plot!r}, which it did not draw")
+        self.shown = Shows(text=text, plot=plot)
+        return self.shown
+
     def finish(self) -> LessonResult:
         finished = environment.utc_now()
         started = self.started_at
@@ -471,6 +479,7 @@ class LessonContext:
             settings=self.settings, measurements=self.measurements, tables=self.tables,
             notes=self.notes, plots=self.plots, facts=self.facts, host_values=host_values,
             exchanges=f"http/{self.lesson_id}.jsonl", exchange_count=len(self._sink),
+            shows=getattr(self, "shown", None),
         )
 
 

@@ -442,8 +442,31 @@ def busy_warning(result: LessonResult) -> Paragraph | None:
                       f" calls the timing claims that read them inconclusive. (The rule: {busy.RULE}.)"))
 
 
+SHOWS = "What this run shows"
+# The course's glossary, from a run folder under outputs/ (outputs/<run>/<lesson>.md).
+GLOSSARY = "docs/glossary.md"
+GLOSSARY_HREF = "../../" + GLOSSARY
+
+
+def shows_blocks(result: LessonResult) -> list[Block]:
+    """The page's opening: what the run shows (its sentences, the plot that shows it) and where its words are explained."""
+    assert result.shows is not None
+    blocks: list[Block] = [Heading(3, SHOWS, anchor(f"{result.lesson_id} {SHOWS}")), Paragraph((result.shows.text,))]
+    shown = next((p for p in result.plots if p.name == result.shows.plot), None)
+    if shown is not None:
+        png, svg = plot_files(result, shown.name)
+        blocks.append(Figure(shown.title, shown, png, svg, level=4))
+    blocks.append(Paragraph(("The words this page uses are explained in the course's glossary, ",
+                             Link(GLOSSARY, GLOSSARY_HREF, code=True), ".")))
+    return blocks
+
+
 def lesson_blocks(result: LessonResult) -> list[Block]:
-    """What a lesson's page says: title, a busy machine's warning, where it ran, tables, measurements, plots, notes."""
+    """What a lesson's page says: title, a busy machine's warning, where it ran, tables, measurements, plots, notes.
+
+    A lesson that says what its run shows (`result.shows`) opens with it, and keeps its main text short: its
+    tables marked `detail` (full tables, formulas) and its raw measurements go under one Details block at the
+    end (folded in HTML, a section at the end in Markdown), and the plot it opens with is not drawn twice."""
     outside = outside_strings(result)
     warning = busy_warning(result)
     blocks: list[Block] = [
@@ -453,14 +476,26 @@ def lesson_blocks(result: LessonResult) -> list[Block]:
                    str(result.model.get("name") or result.model.get("file") or "unknown model"),
                    " · server ", str(result.server.get("engine", "?")), " (", str(result.server.get("build") or "unknown build"), ")")),
     ]
-    blocks += [table_block(t, outside) for t in result.tables]
+    opened = result.shows is not None
+    if opened:
+        blocks += shows_blocks(result)
+    blocks += [table_block(t, outside) for t in result.tables if not t.detail]
+    folded: list[Block] = [replace(table_block(t, outside), level=4) for t in result.tables if t.detail]
     if result.measurements:
-        blocks.append(measurements_block(result.measurements))
+        m = measurements_block(result.measurements)
+        if opened:
+            folded.append(replace(m, level=4))
+        else:
+            blocks.append(m)
     for p in result.plots:
+        if opened and result.shows is not None and p.name == result.shows.plot:
+            continue
         png, svg = plot_files(result, p.name)
         blocks.append(Figure(p.title, p, png, svg))
     if result.notes:
         blocks.append(Bullets("Notes", tuple(note_parts(n, outside) for n in result.notes)))
+    if folded:
+        blocks.append(Details(f"{result.title}: the full tables, the formulas and the raw measurements", tuple(folded)))
     return blocks
 
 

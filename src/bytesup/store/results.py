@@ -55,6 +55,8 @@ class Table(Strict):
     columns: list[Column]
     rows: list[list[Any]]
     notes: list[str] = Field(default_factory=list, description="sentences computed from the rows")
+    detail: bool = Field(default=False, description=("shown under the page's Details, not in its main text (a full table "
+                                                     "beside its narrowed one, a formula); written to JSON only when true"))
 
 
 class Series(Strict):
@@ -76,6 +78,14 @@ class Plot(Strict):
     log_y: bool = False
 
 
+class Shows(Strict):
+    """What a run shows, opening its lesson's page: sentences computed from the run's records, with their numbers,
+    and the name of the one plot of the result that shows it (None: the lesson has no such plot)."""
+
+    text: str
+    plot: str | None = None
+
+
 class LessonResult(Strict):
     schema_version: int = SCHEMA_VERSION
     lesson_id: str
@@ -95,6 +105,7 @@ class LessonResult(Strict):
     host_values: dict[str, Any] = Field(default_factory=dict, description="host measurements, replayed as recorded")
     exchanges: str | None = Field(default=None, description="the lesson's HTTP exchanges, relative to the run folder")
     exchange_count: int = 0
+    shows: Shows | None = Field(default=None, description="what the run shows, first on the page; written only when set")
 
     def table(self, name: str) -> Table:
         for t in self.tables:
@@ -103,10 +114,16 @@ class LessonResult(Strict):
         raise KeyError(name)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON written to `<lesson>.json`; a lesson without facts writes no `facts` key."""
+        """The JSON written to `<lesson>.json`; a lesson without facts writes no `facts` key, one that says not what
+        it shows no `shows` key, and a table of the main text no `detail` key."""
         data = self.model_dump(mode="json")
         if not data["facts"]:
             del data["facts"]
+        if data["shows"] is None:
+            del data["shows"]
+        for table in data["tables"]:
+            if not table["detail"]:
+                del table["detail"]
         return data
 
     def fact(self, name: str) -> Any:

@@ -2,3 +2,26 @@
 
 A view renders the records a lesson's arithmetic returned, by their declared columns (`store.rows.column`); it
 records nothing and measures nothing, so a replay renders the same page from the same records."""
+
+from typing import Any
+
+
+def pick(columns: list[tuple[str, str]], rows: list[list[Any]], keep: list[str]) -> tuple[list[tuple[str, str]], list[list[Any]]]:
+    """The columns named in `keep` (in that order) and each row's cells of them: a table narrowed for the main text,
+    whose full version goes under Details. A name `keep` holds that `columns` lacks is a KeyError."""
+    names = [name for name, _ in columns]
+    at = []
+    for name in keep:
+        if name not in names:
+            raise KeyError(name)
+        at.append(names.index(name))
+    return [columns[i] for i in at], [[row[i] for i in at] for row in rows]
+
+
+def show_narrowed(page: Any, name: str, title: str, full_title: str, cols: list[tuple[str, str]], rows: list[list[Any]],
+                  keep: list[str], notes: list[str], formulas: list[str]) -> None:
+    """On `page` (a lesson's context, `page.table`): the table `name`_main with the columns `keep` and the notes, then
+    the full table `name` under Details (marked `detail`) with the notes that give the formulas."""
+    shown_cols, shown_rows = pick(cols, rows, keep)
+    page.table(f"{name}_main", title, shown_cols, shown_rows, notes=notes)
+    page.table(name, full_title, cols, rows, notes=formulas).detail = True

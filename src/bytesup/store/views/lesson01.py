@@ -12,7 +12,7 @@ from typing import Any
 from bytesup.course import ceiling, published
 from bytesup.course.ceiling import Ceiling, TokenWork
 from bytesup.host import hostbench
-from bytesup.store.results import Column, Table
+from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
 from bytesup.units import GB
 
@@ -208,14 +208,29 @@ def embedding_shape_note(embd: dict | None, hp: dict) -> str:
             f"{n_rows:,} rows of width {width:,}, {vocab}.")
 
 
-def tensors(info: dict, entries: list[TensorEntry], per_block: dict[int, int], embd: dict | None) -> Table:
+def first_block(entries: list[TensorEntry]) -> list[TensorEntry]:
+    """The tensors outside the numbered blocks, and those of the first block (blk.0.*), in file order."""
+    def block(name: str) -> str | None:
+        parts = name.split(".")
+        return parts[1] if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit() else None
+    first = min((int(b) for t in entries if (b := block(t.name)) is not None), default=None)
+    return [t for t in entries if block(t.name) in (None, str(first))]
+
+
+def tensors(info: dict, entries: list[TensorEntry], per_block: dict[int, int], embd: dict | None) -> list[Table]:
+    """The tensors outside the blocks and those of the first block, read in the main text; every tensor under Details."""
     biggest = max(entries, key=lambda t: t.bytes)
-    return table("tensors", "Every tensor in the file", TensorEntry, entries, [
-        f"{len(entries)} tensors: {blocks_sentence(len(entries), per_block)}",
+    shown_here = first_block(entries)
+    main = table("tensors_first_block", "The tensors outside the blocks, and those of the first block", TensorEntry,
+                 shown_here, [
+        f"{len(entries)} tensors: {blocks_sentence(len(entries), per_block)} All {len(entries)} are listed under Details.",
         embedding_shape_note(embd, info["hyperparameters"]),
         (f"The largest tensor is {biggest.name} ({biggest.bytes:,} bytes, "
          f"{100 * biggest.bytes / info['tensor_bytes']:.1f}% of all tensor bytes)."),
     ])
+    full = table("tensors", "Every tensor in the file", TensorEntry, entries, [])
+    full.detail = True
+    return [main, full]
 
 
 @dataclass(frozen=True)
@@ -375,6 +390,47 @@ def published_ceiling_note() -> str:
     pub = ceiling.ceiling_at(pub_gbs, pub_bytes)
     return (f"Published example: {pub_gbs:g} GB/s ÷ {pub_bytes / GB:g} GB = {pub:.1f} tokens/s "
             f"(the course quotes {PUBLISHED_CEILING:g}; computed ÷ quoted = {pub / PUBLISHED_CEILING:.3f}).")
+
+
+def shows(model_name: str, tot: Totals, ceil: Ceiling, reason: str | None) -> str:
+    """What the run shows: the bytes one token reads, and the most tokens per second the measured bandwidth allows
+    (for the server where it decodes on this CPU, else for this CPU alone, and at a given bandwidth where given)."""
+    host_ceiling = ceiling.ceiling_at(ceil.bandwidth.median, ceil.bytes_per_token)
+    text = (f"{model_name} holds {tot.n_params:,} parameters in {tot.tensor_bytes:,} bytes of tensors "
+            f"({tot.bits_per_param:.3g} bits per parameter), and decoding one token reads every one of those bytes.")
+    if ceil.host_applies:
+        text += (f" This host's memory reads {ceil.bandwidth.median:.3g} GB/s (the median of {len(ceil.bandwidth_gbs)} "
+                 f"samples), and the server decodes on this CPU, so it cannot decode faster than {host_ceiling:,.0f} tokens/s.")
+    else:
+        text += (f" This host's memory reads {ceil.bandwidth.median:.3g} GB/s, a ceiling of {host_ceiling:,.0f} tokens/s "
+                 f"for decoding on this CPU, which does not bound the server: {reason or 'it does not decode on this CPU'}.")
+    if ceil.given_gbs is not None and ceil.given_ceiling is not None:
+        text += f" At the given {ceil.given_gbs:g} GB/s the ceiling is {ceil.given_ceiling:,.0f} tokens/s."
+    return text
+
+
+def ceiling_plot(model_name: str, ceil: Ceiling) -> Plot:
+    """The ceiling against bandwidth for this model's bytes per token: the line bandwidth ÷ bytes, this host's
+    samples on it (median, lowest and highest), and the published machine's bandwidth and the given one on it."""
+    marks = [(f"this host (median, min–max of {len(ceil.bandwidth_gbs)})", ceil.bandwidth.median, ceil.bandwidth.min,
+              ceil.bandwidth.max),
+             (f"{published.SPARK_NAME}'s published {published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s",
+              published.SPARK_BANDWIDTH_GB_PER_S, None, None)]
+    if ceil.given_gbs is not None:
+        marks.append((f"given {ceil.given_gbs:g} GB/s", ceil.given_gbs, None, None))
+    low_end, top = 0.5 * min(gbs for _, gbs, _, _ in marks), 2 * max(gbs for _, gbs, _, _ in marks)
+
+    def at(gbs: float) -> float:
+        return ceiling.ceiling_at(gbs, ceil.bytes_per_token)
+
+    series = [Series(label=f"{model_name}: bandwidth ÷ {ceil.bytes_per_token:,.0f} bytes per token", x=[low_end, top],
+                     y=[at(low_end), at(top)], style="dashed")]
+    for label, gbs, low, high in marks:
+        series.append(Series(label=label, x=[gbs], y=[at(gbs)], y_min=None if low is None else [at(low)],
+                             y_max=None if high is None else [at(high)], style="points"))
+    return Plot(name="bandwidth_ceiling", title="Decode's ceiling by memory bandwidth",
+                x_label="memory bandwidth (GB/s)", y_label="decode ceiling (tokens/s)", series=series,
+                log_x=True, log_y=True)
 
 
 def bandwidth_ceiling(model_name: str, reading: dict, reason: str | None, ceil: Ceiling, work: TokenWork,

@@ -10,7 +10,7 @@ from typing import Any
 
 from bytesup.llama.responses import TokenPiece, shown_token
 from bytesup.models.gguf import is_synthetic_metadata
-from bytesup.store.results import Column, Table
+from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
 
 SHOW_NUMBERS = 8  # leading numbers of an embedding row shown in the table
@@ -287,7 +287,52 @@ def vocabulary(sources: list[VocabularySource], n_vocab: int | None, facts: dict
     return table("vocabulary", "Vocabulary size", VocabularySource, sources, notes)
 
 
-def embedding_rows(facts: dict, rows: list[EmbeddingRow]) -> Table:
+@dataclass(frozen=True)
+class LookupShown:
+    """A row of the lookup table as the main text shows it; the check columns are in the full table."""
+    text: str = column("text")
+    id: int = column("id")
+    piece: str = column("piece")
+    length: int = column("row length")
+    first: list[float] = column(f"first {SHOW_NUMBERS} numbers")
+    norm: float = column("L2 norm of the row")
+
+
+def tokens_plot(texts: list[TextTokens], counts: TokenCounts) -> Plot:
+    """Each text's tokens against its characters, beside the line of the texts' average characters per token."""
+    top = max(t.characters for t in texts)
+    return Plot(name="tokens_per_text", title="Tokens per text against its characters",
+                x_label="characters", y_label="tokens", series=[
+                    Series(label=f"all texts: {counts.characters_per_token:.2f} characters per token", x=[0.0, float(top)],
+                           y=[0.0, top / counts.characters_per_token], style="dashed"),
+                    Series(label="each text", x=[float(t.characters) for t in texts], y=[float(t.n_tokens) for t in texts],
+                           style="points")])
+
+
+def shows(texts: list[TextTokens], counts: TokenCounts, rows: list[EmbeddingRow] | None) -> str:
+    """What the run shows: how many tokens the texts took and whether they came back, whether the leading space of
+    ' Paris' is part of its token, and (where the file was read) how alike the two rows it selects are."""
+    back = ("every one unchanged" if counts.round_trips == counts.texts
+            else f"only {counts.round_trips} of {counts.texts} unchanged")
+    text = (f"The server cut {counts.texts} texts, {counts.characters} characters, into {counts.tokens} tokens "
+            f"({counts.characters_per_token:.2f} characters per token); /detokenize turned the ids back into text, "
+            f"{back}.")
+    by_text = {t.text: t for t in texts}
+    plain, spaced = by_text["Paris"].ids, by_text[" Paris"].ids
+    text += (f" 'Paris' is id {', '.join(map(str, plain))} and ' Paris' is id {', '.join(map(str, spaced))}: "
+             + ("the leading space is part of the token." if plain != spaced
+                else "the same id, so here the leading space has no part in the token."))
+    if rows is not None:
+        a, b = rows
+        text += (f" Each id selects one row of {a.width:,} numbers in token_embd; " +
+                 ("both select the same row." if a.token.id == b.token.id else
+                  f"the two rows' cosine similarity is {cosine(a.row, b.row):.4f} (1 would be the same direction)."))
+    return text
+
+
+def embedding_rows(facts: dict, rows: list[EmbeddingRow]) -> list[Table]:
+    """The rows shown in the main text (text, id, piece, length, first numbers, norm), then the full table under
+    Details with the checks of each row's length against the model width; the notes are the main table's."""
     embd = facts["token_embd"]
     a, b = rows
     same = a.token.id == b.token.id
@@ -301,6 +346,9 @@ def embedding_rows(facts: dict, rows: list[EmbeddingRow]) -> Table:
     ] + [f"{r.text!r} is {r.n_tokens} tokens; the row shown is its first token's." for r in rows if r.n_tokens > 1]
     if is_synthetic_metadata({"general.name": facts.get("name"), "general.description": facts.get("description")}):
         notes.append(f"The file describes itself as {facts['description']!r}: its rows carry no meaning, only shape.")
-    return table("embedding_rows", "One id, one row of token_embd", LookupRow, [lookup_row(r) for r in rows], notes)
+    full = table("embedding_rows", "One id, one row of token_embd, every column", LookupRow, [lookup_row(r) for r in rows], [])
+    full.detail = True
+    shown_rows = [LookupShown(repr(r.text), r.token.id, piece_text(r.token), len(r.row), r.first, l2_norm(r.row)) for r in rows]
+    return [table("embedding_rows_main", "One id, one row of token_embd", LookupShown, shown_rows, notes), full]
 
 

@@ -244,9 +244,39 @@ def matvec_notes(summary: MatvecSummary) -> list[str]:
             f"The largest, {largest.label} ({largest.bytes_moved / MiB:,.1f} MiB), streamed at {largest.gb_per_s:,.1f} GB/s{cached}"]
 
 
+@dataclass(frozen=True)
+class MatmulShown:
+    """A timed product as the main text shows it; times, bytes and bandwidth are in the full table."""
+    label: str = column("matrix")
+    m: int = column("M", "rows")
+    k: int = column("K", "columns")
+    n: int = column("N", "tokens")
+    gflop_per_s: float = column("speed", "GFLOP/s")
+    flop_per_byte: float = column("arithmetic intensity", "FLOP/byte")
+    vs_one_token: float = column("time per token", "× N = 1")
+
+
+def shows(summary: MatvecSummary, rows: list[MatmulRow]) -> str:
+    """What the run shows: a lone token's products against batched ones, in speed and in time per token."""
+    best_one = summary.best_gflop_per_s
+    text = (f"One token at a time, numpy's matrix products ran at most {best_one:,.1f} GFLOP/s here: at "
+            f"{summary.max_intensity:.2f} FLOP per byte or less, each weight read from memory is used for two FLOPs.")
+    batched = [r for r in rows if r.n > 1]
+    if summary.best_batched_gflop_per_s is None or not batched:
+        return text + " No product of several tokens was timed, so this run has no batched speed to set it against."
+    cheapest = min(batched, key=lambda r: r.vs_one_token)
+    text += (f" Batched, the same matrices reached {summary.best_batched_gflop_per_s:,.1f} GFLOP/s, and a token of "
+             f"{cheapest.label} cost {cheapest.vs_one_token:.3f}× a lone token's time at N = {cheapest.n:,}")
+    if best_one < summary.best_batched_gflop_per_s / 2:
+        return text + ": reading the weights, not the arithmetic, holds a lone token back."
+    return text + ": on this host a lone token is not held back much by reading the weights."
+
+
 def matvec_vs_matmul(timed: list[TimedMatrix], rows_of: list[list[MatmulRow]], summary: MatvecSummary,
-                     lasted: list[float], *, repeat: int, max_flops: float, min_sample_s: float, dtype: str) -> Table:
-    """Every timed product, matrix by matrix (`rows_of`, in the order of `timed`); `lasted`: each sample's ms."""
+                     lasted: list[float], *, repeat: int, max_flops: float, min_sample_s: float, dtype: str) -> list[Table]:
+    """Every timed product, matrix by matrix (`rows_of`, in the order of `timed`); `lasted`: each sample's ms.
+    The main table has the shapes, speeds, intensities and relative times; the full one, with the times and bytes
+    and how they were timed, goes under Details."""
     rows = [r for matrix_rows in rows_of for r in matrix_rows]
     notes = [batching_note(matrix_rows) for matrix_rows in rows_of if len(matrix_rows) > 1]
     notes += matvec_notes(summary)
@@ -254,11 +284,15 @@ def matvec_vs_matmul(timed: list[TimedMatrix], rows_of: list[list[MatmulRow]], s
     if skipped:
         notes.append("Skipped to keep the lesson quick (products above "
                      f"{max_flops / 1e9:,.0f} GFLOP): " + "; ".join(f"{label} at N = {n:,}" for label, n in skipped) + ".")
-    notes.append(f"Times are medians of {repeat} samples; each sample repeats the product enough times to last about "
-                 f"{min_sample_s * 1000:g} ms (measured: {min(lasted):,.0f}–{max(lasted):,.0f} ms). "
-                 f"Bytes moved count W, X and Y once each, in {dtype}.")
-    return table("matvec_vs_matmul", "One token (matvec) versus N tokens (matmul), measured with numpy on this host",
-                 MatmulRow, rows, notes)
+    how = (f"Times are medians of {repeat} samples; each sample repeats the product enough times to last about "
+           f"{min_sample_s * 1000:g} ms (measured: {min(lasted):,.0f}–{max(lasted):,.0f} ms). "
+           f"Bytes moved count W, X and Y once each, in {dtype}.")
+    main = table("matvec_vs_matmul_main", "One token (matvec) versus N tokens (matmul), measured with numpy on this host",
+                 MatmulShown, [MatmulShown(r.label, r.m, r.k, r.n, r.gflop_per_s, r.flop_per_byte, r.vs_one_token)
+                               for r in rows], notes)
+    full = table("matvec_vs_matmul", "Every timed product, with its time, bytes and bandwidth", MatmulRow, rows, [how])
+    full.detail = True
+    return [main, full]
 
 
 def matmul_plots(timed: list[TimedMatrix], rows_of: list[list[MatmulRow]]) -> list[Plot]:

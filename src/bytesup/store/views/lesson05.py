@@ -20,6 +20,7 @@ from bytesup.llama.responses import Completion
 from bytesup.store.plans.lesson05 import Plan
 from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
+from bytesup.store.views import pick
 
 # The podcast's sequential-floor example (bytesup.course.published).
 PODCAST_PASS_MS = published.PODCAST_SEQUENTIAL_FLOOR["pass_ms"]
@@ -243,11 +244,38 @@ def samplers_applied(dist: Distribution, applied: list[Applied]) -> Table:
               f"lies beyond the {len(dist.ids):,} listed candidates.")] if len(determined) < len(applied) else []))
 
 
-def sampler_check(plan: Plan, dist: Distribution, checks: list[SamplerCheck]) -> Table:
+@dataclass(frozen=True)
+class CheckShown:
+    """A sampler check as the main text shows it; what the server listed and drew, the absolute differences and the
+    tolerance are in the full table."""
+    setting: str = column("setting")
+    chain: str = column("chain", "in order")
+    kept_ours: int | None = column("kept", "ours")
+    kept_server: int | None = column("kept", "server")
+    same_set: bool | None = column("same tokens")
+    max_rel: float | None = column("max |Δp| / p")
+    verdict: str = column("verdict")
+
+
+def one_part_in(rel: float) -> str:
+    """A relative difference in words: 1e-05 is 'one part in 100,000'."""
+    return f"one part in {1 / rel:,.0f}" if rel > 0 else "nothing"
+
+
+def sampler_check(plan: Plan, dist: Distribution, checks: list[SamplerCheck]) -> list[Table]:
+    """The check in plain words (main table: kept sets, the largest relative difference, the verdict), then the
+    full table under Details with the rule's formula and how each request was pinned."""
     summary = CheckSummary(checks)
     checked, mismatch, edge, largest = summary.checked, summary.mismatch, summary.edges, summary.largest_relative
     mass = dist.listed_mass
-    notes = [
+    plain = [
+        (f"{len(summary.agree)} of the {len(checked)} settings checked agree with the server: every probability we "
+         f"computed is the server's to within {one_part_in(plan.rel_tol)} of itself"
+         + (f"; they differ for {', '.join(c.setting.label for c in mismatch)}." if mismatch else ".")),
+        (f"The server computes in 32-bit floats, so its probabilities are not expected to equal ours exactly; the "
+         f"largest difference seen is {largest:.2g} of the probability ({one_part_in(largest)})."),
+    ]
+    rule = [
         f"{len(summary.agree)} of the {len(checked)} settings checked agree with the server within |Δp| ≤ {plan.rel_tol:g} × p"
         + (f"; mismatch: {', '.join(c.setting.label for c in mismatch)}." if mismatch else "."),
         f"Tolerance {plan.rel_tol:g} relative: the server computes in 32-bit floats"
@@ -258,24 +286,29 @@ def sampler_check(plan: Plan, dist: Distribution, checks: list[SamplerCheck]) ->
          f"{plan.max_post_probs}), so a shorter list is the server's whole kept set (kept, server)."),
     ]
     if edge:
-        notes.append(
+        rule.append(
             f"Where the server listed only part of a large kept set, the kept sets are still compared through "
             f"the renormalization: one token more or less would move every probability by about "
             f"{min(edge):.2g} relative or more, "
             f"{'above' if min(edge) > plan.rel_tol else 'NOT above'} the tolerance.")
     if any(c.setting.chain == "temperature" and c.relative for c in checked):
-        notes.append(f"(relative): the reference list holds {100 * mass:.4g}% of the distribution, not all "
-                     f"of it, so for temperature alone both sides were renormalized over the tokens the server listed.")
+        rule.append(f"(relative): the reference list holds {100 * mass:.4g}% of the distribution, not all "
+                    f"of it, so for temperature alone both sides were renormalized over the tokens the server listed.")
     unchecked = [c.setting.label for c in checks if c.cmp is None]
     if unchecked:
-        notes.append(f"Not checked: {', '.join(unchecked)}; the kept set reaches beyond the {len(dist.ids):,} candidates "
+        plain.append(f"Not checked: {', '.join(unchecked)}; the kept set reaches beyond the {len(dist.ids):,} candidates "
                      f"listed (at most {plan.max_reference_probs:,} are asked for).")
     for c in checked:
         chain = c.setting.chain
         if chain.startswith("top_p →") and "top_k" in chain and c.verdict.startswith("agree"):
-            notes.append(f"The chain {chain} agrees, so the server applied top-p before top-k, in the order given.")
-    return table("sampler_check", "Our samplers against the server's post-sampling probabilities", CheckRow,
-                 [check_row(c) for c in checks], notes)
+            plain.append(f"The chain {chain} agrees, so the server applied top-p before top-k, in the order given.")
+    full = table("sampler_check", "Our samplers against the server's, every column, and the rule", CheckRow,
+                 [check_row(c) for c in checks], rule)
+    full.detail = True
+    shown = [CheckShown(r.setting, r.chain, r.kept_ours, r.kept_server, r.same_set, r.max_rel, r.verdict)
+             for r in map(check_row, checks)]
+    return [table("sampler_check_main", "Our samplers against the server's post-sampling probabilities", CheckShown,
+                  shown, plain), full]
 
 
 def sampler_check_note(plan: Plan, checks: list[SamplerCheck]) -> str | None:
@@ -284,9 +317,11 @@ def sampler_check_note(plan: Plan, checks: list[SamplerCheck]) -> str | None:
     edge, largest = summary.edges, summary.largest_relative
     if not summary.checked:
         return None
-    return (f"Sampler check tolerance: |Δp| ≤ {plan.rel_tol:g} × p. The server works in 32-bit floats, so exact "
-            f"equality is not expected: the largest relative difference here was {largest:.2g}"
-            + (f", and a kept set one token off would show as {min(edge):.2g} or more." if edge else "."))
+    return (f"The sampler check lets each probability differ from the server's by {one_part_in(plan.rel_tol)} of itself "
+            f"(the rule's formula is under Details). The server works in 32-bit floats, so exact equality is not "
+            f"expected: the largest difference here was {largest:.2g} of the probability"
+            + (f", and a kept set one token off would move the probabilities by {min(edge):.2g} of themselves or more."
+               if edge else "."))
 
 
 def seeded_sampling(plan: Plan, runs: list[SeededRun]) -> Table:
@@ -301,13 +336,22 @@ def seeded_sampling(plan: Plan, runs: list[SeededRun]) -> Table:
         ])
 
 
-def latency_model(plan: Plan, model: LatencyFit, fit: list[Completion], checks: list[LatencyCheck]) -> Table:
+LATENCY_SHOWN = ["n", "row", "predicted", "measured median", "error"]
+
+
+def latency_model(plan: Plan, model: LatencyFit, fit: list[Completion], checks: list[LatencyCheck]) -> list[Table]:
+    """The prediction against the measured medians in the main text (with the notes); every column, with the lowest
+    and highest total and each repeat's predicted_n, under Details."""
     ttft, tpot = model.ttft, model.tpot
     worst, longest = worst_prediction(checks), checks[-1]
     floor_s = PODCAST_TOKENS * PODCAST_PASS_MS / 1000
-    return table(
-        "latency_model", "Total time ≈ time to first token + time per output token × (n − 1)",
-        LatencyRow, [latency_row(c) for c in checks], [
+    rows = [latency_row(c) for c in checks]
+    full = table("latency_model", "Total time against the time model, every column", LatencyRow, rows, [])
+    full.detail = True
+    cols, shown = pick(columns(LatencyRow), cells(rows), LATENCY_SHOWN)
+    return [Table(
+        name="latency_model_main", title="Total time ≈ time to first token + time per output token × (n − 1)",
+        columns=[Column(name=n, unit=u) for n, u in cols], rows=shown, notes=[
             (f"Fitted at n = {plan.fit_n} ({len(fit)} repeats): time to first token {ttft:.4g} ms (prompt_ms), "
              f"time per output token {tpot:.4g} ms (predicted_ms ÷ (predicted_n − 1))."),
             (f"Measured total = prompt_ms + predicted_ms; the largest prediction error is {worst.error_pct:+.3g}% at "
@@ -319,7 +363,37 @@ def latency_model(plan: Plan, model: LatencyFit, fit: list[Completion], checks: 
              f"{'consistent' if math.isclose(floor_s, PODCAST_FLOOR_S) else 'inconsistent'}); "
              f"at this run's {tpot:.3g} ms per pass, {PODCAST_TOKENS} tokens take at least "
              f"{model.predict(PODCAST_TOKENS) / 1000:.3g} s."),
-        ])
+        ]), full]
+
+
+GOOD_FIT_PCT = 10.0  # a latency model that predicts every measured total within this many percent is said to hold
+
+
+def shows(n: int, counters: list[CounterDelta] | None, model: LatencyFit, checks: list[LatencyCheck]) -> str:
+    """What the run shows: the loop's `n` tokens in one pass each (counted by the server where it serves /metrics),
+    and the time model TTFT + TPOT × (n − 1) against the measured totals."""
+    calls = {c.name: c.delta for c in counters or []}.get("llamacpp:n_decode_total")
+    if calls is None:
+        text = (f"The server generated {n} tokens one pass at a time; it serves no pass counter (/metrics), so this "
+                "run did not count the passes.")
+    elif calls == n:
+        text = f"Generating {n} tokens took {calls:g} passes of the model (the server's own count): one pass per token."
+    else:
+        text = (f"Generating {n} tokens took {calls:g} passes of the model (the server's own count), not one per token: "
+                "the prompt went through in more than one.") if calls > n else (
+            f"Generating {n} tokens took {calls:g} passes of the model (the server's own count), fewer than the tokens.")
+    worst, longest = worst_prediction(checks), checks[-1]
+    text += (f" Total time ≈ {model.ttft:.3g} ms to the first token + {model.tpot:.3g} ms for each token after it")
+    if all(c.fitted for c in checks):
+        return text + ", fitted at one length and not tried at another."
+    if abs(worst.error_pct) <= GOOD_FIT_PCT:
+        text += (f"; this predicts every measured total within {abs(worst.error_pct):.3g}% (up to n = {longest.n:,}, "
+                 f"where the passes after the first take {model.decode_share_pct(longest.n):.3g}% of the time).")
+    else:
+        text += (f", but at n = {worst.n:,} it predicts {worst.predicted:,.0f} ms against {worst.measured:,.0f} ms "
+                 f"measured ({worst.error_pct:+.3g}%): more than {GOOD_FIT_PCT:g}% off, so one time per token does not "
+                 "describe this run.")
+    return text
 
 
 def latency_plot(checks: list[LatencyCheck]) -> Plot:
@@ -370,11 +444,29 @@ def client_clock(n: int, clock: dict[str, Any], view: OutsideView) -> Table:
         ])
 
 
-def client_clock_repeats(n: int, view: OutsideView) -> Table:
+@dataclass(frozen=True)
+class RepeatShown:
+    """A streamed repeat as the main text shows it; the differences between the clocks are in the full table."""
+    repeat: int = column("repeat")
+    token_events: int = column("events with tokens")
+    predicted_n: int = column("predicted_n")
+    ttft: float = column("TTFT", "ms")
+    prompt_ms: float = column("prompt_ms", "ms")
+    itl_median: float = column("ITL median", "ms")
+    end_to_end: float = column("end-to-end", "ms")
+    floor: float = column("n × fastest gap", "ms")
+
+
+def client_clock_repeats(n: int, view: OutsideView) -> list[Table]:
+    """Each repeat in the main text (8 columns, the notes), every column of it under Details."""
     reps, per_token = view.repeats, view.per_token_ms
-    return table(
-        "client_clock_repeats", "Each streamed repeat on both clocks, and the sequential floor",
-        RepeatRow, [repeat_row(r) for r in reps], [
+    rows = [repeat_row(r) for r in reps]
+    full = table("client_clock_repeats", "Each streamed repeat on both clocks, every column", RepeatRow, rows, [])
+    full.detail = True
+    return [table(
+        "client_clock_repeats_main", "Each streamed repeat on both clocks, and the sequential floor", RepeatShown,
+        [RepeatShown(r.repeat, r.token_events, r.predicted_n, r.ttft, r.prompt_ms, r.itl_median, r.end_to_end, r.floor)
+         for r in rows], [
             (f"The sequential floor: a token's pass needs the token before it, so {n} tokens cannot take less than {n} × the "
              f"fastest gap. {'Every' if view.floor_held else 'NOT every'} repeat took at least that "
              f"(end-to-end ÷ floor {min(view.above_floor):.3g} to {max(view.above_floor):.3g}), and in "
@@ -384,7 +476,7 @@ def client_clock_repeats(n: int, view: OutsideView) -> Table:
                 f"event that reaches the client late shortens the gap after it, so the floor read on the client's clock "
                 f"is a loose one; the server's predicted_ms ÷ (predicted_n − 1) is the pass itself.")]
               if view.fastest_gap_ms < 0.5 * per_token else []),
-        ])
+        ]), full]
 
 
 def client_clock_plot(n: int, view: OutsideView) -> Plot:

@@ -21,7 +21,15 @@ from bytesup.course.speculative import Stream
 from bytesup.store.plans.lesson05b import Plan
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
+from bytesup.store.views import show_narrowed
 
+# The columns each table shows in the main text; every column is in the full table, under Details.
+COST_SHOWN = ["model", "role", "bytes per token", "decode median", "one pass", "÷ target pass", "weights read"]
+MEASURED_SHOWN = ["speculation", "draft", "draft length", "prompt", "decode median", "acceptance", "speed-up",
+                  "same tokens as plain"]
+ARITHMETIC_SHOWN = ["configuration", "acceptance a", "k", "expected tokens per pass", "measured tokens per pass",
+                    "predicted speed-up", "measured speed-up", "measured ÷ predicted"]
+STREAM_SHOWN = ["configuration", "prompt", "tokens", "ITL p50", "ITL p99", "bursts", "target passes", "largest burst"]
 FORMULA_AGREES = 0.05  # measured tokens per pass within 5% of 1 + a + … + a^k: "agrees"
 # Where no speculative server can be started here: the arithmetic on illustrative numbers.
 ILLUSTRATION_DRAFT, ILLUSTRATION_ACCEPT, ILLUSTRATION_TOKENS = 4, (0.6, 0.8), 128
@@ -118,6 +126,60 @@ class StreamRow:
 
 # --- the tables -------------------------------------------------------------------------------------
 
+def shows(rows: list[Measured]) -> str:
+    """What the run shows: the target's plain speed, the best draft model's and the n-gram speculation's speed-ups
+    with their acceptance, and whether every speculative run gave the plain run's tokens."""
+    plain = [r for r in rows if r.speculation == "none"]
+    runs = [r for r in rows if r.speculation != "none"]
+    text = (f"Alone, {plain[0].target} decodes {plain[0].median:.3g} tokens/s on the {plain[0].prompt} prompt."
+            if plain else "")
+    drafts = [r for r in runs if r.speculation == "draft-simple" and r.acceptance is not None]
+    if drafts:
+        best = max(drafts, key=lambda r: r.speedup)
+        text += (f" {'With' if best.speedup >= 1 else 'Even with the best draft here,'} {best.draft} drafting up to "
+                 f"{best.draft_length} tokens, the target kept "
+                 f"{100 * (best.acceptance or 0):.3g}% of the drafted tokens and decoding went "
+                 + (f"{best.speedup:.3g}× as fast (the best draft here)." if best.speedup >= 1 else
+                    f"at {best.speedup:.3g}× the plain speed: slower, the draft's passes cost more than they saved."))
+    ngram = [r for r in runs if r.speculation == "ngram-simple" and r.acceptance is not None]
+    if ngram:
+        r = ngram[0]
+        text += (f" Drafting from the text itself (n-grams) on the {r.prompt} prompt, it kept {100 * (r.acceptance or 0):.3g}% "
+                 + (f"and went {r.speedup:.3g}× as fast." if r.speedup >= 1 else f"and went at {r.speedup:.3g}× the plain speed."))
+    if not runs:
+        return text + " No speculative configuration ran."
+    mismatched = [r for r in runs if r.same_tokens != "identical"]
+    text += (" Every speculative run gave exactly the plain run's tokens." if not mismatched else
+             f" {len(mismatched)} of {len(runs)} speculative runs gave other tokens than the plain run: speculation "
+             "should never change them.")
+    return text.strip()
+
+
+def plot_speedups(page: Page, rows: list[Measured]) -> bool:
+    """Each speculative configuration's speed-up against its tokens per target pass, a series per draft (and one for
+    n-grams), beside the plain speed (1 ×); False, and no plot, where no speculative configuration ran."""
+    runs = [r for r in rows if r.speculation != "none"]
+    if not runs:
+        return False
+    kinds = list(dict.fromkeys((r.speculation, r.draft) for r in runs))
+    top = max(r.tokens_per_pass for r in runs)
+    series = [Series(label="plain decode (1 ×)", x=[1.0, top], y=[1.0, 1.0], style="dashed"),
+              Series(label="drafts at no cost, a check as one pass: speed-up = tokens per pass", x=[1.0, top],
+                     y=[1.0, top], style="line")]
+    for spec_type, draft in kinds:
+        mine = [r for r in runs if (r.speculation, r.draft) == (spec_type, draft)]
+        series.append(Series(label=f"draft {draft}" if draft else spec_type, x=[r.tokens_per_pass for r in mine],
+                             y=[r.speedup for r in mine], style="points"))
+    page.plot("speculative_speedups", "Speed-up against tokens per target pass", "tokens per target pass",
+              "speed-up over plain decode (×)", series)
+    return True
+
+
+def not_measured(why: str) -> str:
+    """What a run that could not speculate shows: nothing measured, and why."""
+    return f"This run measured no speculative decoding: {why}. The page shows the arithmetic on illustrative numbers only."
+
+
 def show_illustration(page: Page) -> None:
     """The arithmetic alone, on illustrative numbers: where no speculative server could run here."""
     n, k = ILLUSTRATION_TOKENS, ILLUSTRATION_DRAFT
@@ -146,9 +208,10 @@ def show_costs(page: Page, plan: Plan, costs: list[Cost], batches: dict[str, tup
     target = costs[0]
     drafts = [c for c in costs if c.role == "draft"]
     (batch_n, batch_ms), (long_n, long_ms) = batches[plan.short], batches[plan.repetitive]
-    page.table(
-        "speculative_costs", f"The cost of one pass: each model alone, {plan.n_predict} tokens after {plan.short!r}",
-        [(name, unit.format(target=plan.targets[0])) for name, unit in columns(Cost)], cells(costs),
+    show_narrowed(
+        page, "speculative_costs", f"The cost of one pass: each model alone, {plan.n_predict} tokens after {plan.short!r}",
+        "The cost of one pass, every column", [(name, unit.format(target=plan.targets[0])) for name, unit in columns(Cost)],
+        cells(costs), COST_SHOWN, formulas=[],
         notes=[
             "One pass of a model costs 1 ÷ its decode speed. A draft pass costs "
             + ", ".join(f"{c.one_pass / target.one_pass:.2g} of a target pass ({c.model})" for c in drafts) + ".",
@@ -168,11 +231,16 @@ def show_measured(page: Page, plan: Plan, rows: list[Measured]) -> None:
     drafts = [r for r in runs if r.speculation == "draft-simple"]
     best = max(drafts, key=lambda r: r.speedup) if drafts else None
     ngram = [r for r in runs if r.speculation == "ngram-simple"]
-    notes = [
+    formulas = [
         (f"All at temperature 0 with seed {plan.seed}, {plan.n_predict} tokens, {plan.rounds} repeat(s) each, one server "
          f"per configuration (llama-server's flags: --spec-type, --spec-draft-model, --spec-draft-n-max). Acceptance = "
          f"draft_n_accepted ÷ draft_n; tokens per target pass = generated ÷ (generated − accepted); speed-up = "
          f"decode median ÷ the same target's median without a draft on the same prompt."),
+    ]
+    notes = [
+        (f"All at temperature 0 with seed {plan.seed}, {plan.n_predict} tokens, {plan.rounds} repeat(s) each, one server "
+         "per configuration. The acceptance is the share of the drafted tokens that the target kept; the speed-up is "
+         "the decode speed over the same target's without a draft, on the same prompt (the formulas are under Details)."),
         ("Check: every speculative run produced exactly the tokens of the plain run." if not mismatched else
          f"Check FAILED: {', '.join(mismatched)} produced other tokens than the plain run."),
     ]
@@ -187,8 +255,10 @@ def show_measured(page: Page, plan: Plan, rows: list[Measured]) -> None:
                      f"tokens per target pass, {r.speedup:.3g} × plain.")
     if no_counters:
         notes.append(f"No draft counters (draft_n) in the answers of {', '.join(no_counters)}: nothing was drafted.")
-    page.table("speculative_measured", "Speculative decoding, measured: target alone, with a draft model, with n-grams",
-               columns(Measured), cells(rows), notes=notes)
+    show_narrowed(page, "speculative_measured",
+                  "Speculative decoding, measured: target alone, with a draft model, with n-grams",
+                  "Speculative decoding, measured, every column", columns(Measured), cells(rows), MEASURED_SHOWN,
+                  notes, formulas)
 
 
 def show_arithmetic(page: Page, plan: Plan, rows: list[Arithmetic]) -> None:
@@ -199,9 +269,18 @@ def show_arithmetic(page: Page, plan: Plan, rows: list[Arithmetic]) -> None:
     over = [r for r in rated if (r.over_expected or 0) > 1 + FORMULA_AGREES]
     under = [r for r in rated if (r.over_expected or 0) < 1 - FORMULA_AGREES]
     agree = [r for r in rated if abs((r.over_expected or 0) - 1) <= FORMULA_AGREES]
-    notes = [
+    formulas = [
         ("Expected tokens per pass 1 + a + … + a^k takes the measured acceptance a and the longest draft k, "
          "and supposes each drafted token is accepted independently with the same a."),
+        ("Predicted speed-up = tokens per pass × target pass ÷ (drafted per pass × draft pass + check): the "
+         "draft's passes are paid in full. With the check costed as one target pass (a memory-bound target "
+         "reads its weights once for the whole batch) it is the ideal; with the check costed from the target's "
+         "measured prompt passes it is the prediction for this host."),
+    ]
+    notes = [
+        ("The expected tokens per pass suppose that the target keeps each drafted token with the same chance a, the "
+         "measured acceptance, whatever became of the tokens before it, up to the longest draft k (the formula is "
+         "under Details)."),
     ]
     if agree:
         notes.append(f"Within {100 * FORMULA_AGREES:g}% of the formula: {', '.join(named(r) for r in agree)}.")
@@ -216,10 +295,9 @@ def show_arithmetic(page: Page, plan: Plan, rows: list[Arithmetic]) -> None:
             "Drafts stop at the tokens left to generate, and n-gram drafts exist only where the last tokens "
             "were seen before and are as long as what followed them then.")
     notes.append(
-        "Predicted speed-up = tokens per pass × target pass ÷ (drafted per pass × draft pass + check): the "
-        "draft's passes are paid in full. With the check costed as one target pass (a memory-bound target "
-        "reads its weights once for the whole batch) it is the ideal; with the check costed from the target's "
-        "measured prompt passes it is the prediction for this host.")
+        "The predicted speed-up is the tokens a round yields over the time the round takes: every draft pass, paid "
+        "in full, and the target's check of the draft, costed from the target's measured prompt passes (the "
+        "formula is under Details).")
     scored = [r for r in rows if r.over_predicted is not None]
     if scored:
         lo = min(scored, key=lambda r: r.over_predicted or 0)
@@ -241,8 +319,9 @@ def show_arithmetic(page: Page, plan: Plan, rows: list[Arithmetic]) -> None:
             f"one token or several because the weights are read once either way (lesson 8 gives that verdict per "
             f"width). A draft that is the same small model, only quantized, costs a sizeable share of a target "
             f"pass on a few CPU cores, so even a high acceptance buys less than the tokens per pass suggest.")
-    page.table("speculative_vs_arithmetic", "Measured against the arithmetic: tokens per pass and speed-up",
-               columns(Arithmetic), cells(rows), notes=notes)
+    show_narrowed(page, "speculative_vs_arithmetic", "Measured against the arithmetic: tokens per pass and speed-up",
+                  "Measured against the arithmetic, every column", columns(Arithmetic), cells(rows), ARITHMETIC_SHOWN,
+                  notes, formulas)
 
 
 def show_client_clock(page: Page, plan: Plan, streams: list[Stream], rows: list[StreamRow], together: float) -> None:
@@ -272,8 +351,9 @@ def show_client_clock(page: Page, plan: Plan, streams: list[Stream], rows: list[
             f"ITL, {best_p50:.3g} ms, would make it {plain_p50 / best_p50:.3g} × faster per token; its end-to-end time, "
             f"{best.client.end_to_end_ms:.4g} ms against {p.client.end_to_end_ms:.4g} ms plain, is the speed-up a user "
             f"waits for. A median ITL does not describe a speculative server; the bursts and the time between them do.")
-    page.table("speculative_client_clock", "Speculative decoding from outside: the gaps between streamed tokens",
-               columns(StreamRow), cells(rows), notes=notes)
+    show_narrowed(page, "speculative_client_clock", "Speculative decoding from outside: the gaps between streamed tokens",
+                  "Speculative decoding from outside, every column", columns(StreamRow), cells(rows), STREAM_SHOWN,
+                  notes, [])
     short = [r for r in streams if r.prompt == plan.short]
     page.plot("speculative_client_clock", f"Arrival of each token, {plan.n_predict} tokens after {plan.short!r}",
               "token index", "arrival (ms after sending)",

@@ -19,8 +19,17 @@ from bytesup.course import decodetime, formulas, published
 from bytesup.host import hostbench
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
+from bytesup.store.views import show_narrowed
 
 H100 = published.H100  # the course's roofline example (published)
+# The columns each wide table shows in the main text; every column is in the full table, under Details.
+CEILING_SHOWN = ["quantity", "median", "unit", "samples", "how"]
+POINTS_SHOWN = ["phase", "prompt tokens", "tokens per weight read", "arithmetic intensity", "attainable on this CPU",
+                "bound on this CPU", "roofline speed on this CPU", "bound on H100"]
+BATCH_SHOWN = ["parallel sequences", "aggregate decode", "per sequence", "aggregate ÷ baseline", "per sequence ÷ baseline",
+               "tokens per llama_decode call", "intensity of one step", "bound on this CPU's roofline"]
+MEASURED_SHOWN = ["phase", "intensity", "tokens/s", "reached", "this CPU's roof there", "the engine's roof there",
+                  "closest roof"]
 PAID = 1.1  # "batching paid" when the best aggregate beats P = 1 by more than 10%
 
 
@@ -165,8 +174,10 @@ def where_server(facts: dict) -> str:
 def show_host_ceilings(page: Page, ceilings: list[Ceiling], bandwidth: dict, matmul: dict, blas: dict, blas_text: str,
                        model: Served, where: str) -> None:
     mm, peak_gflops = matmul, matmul["gflop_per_s"]
-    page.table(
-        "host_ceilings", "This host's CPU: its two ceilings, measured", columns(Ceiling), cells(ceilings),
+    show_narrowed(
+        page, "host_ceilings", "This host's CPU: its two ceilings, measured",
+        "This host's CPU ceilings, with each one's lowest and highest sample", columns(Ceiling), cells(ceilings),
+        CEILING_SHOWN, formulas=[],
         notes=[
             f"Reading memory: {hostbench.describe_reading(bandwidth)}.",
             (f"Computing: a {mm['m']}-square {mm['dtype']} matmul does {mm['flops'] / 1e9:.4g} GFLOP in "
@@ -223,9 +234,10 @@ def show_roofline_points(page: Page, points: list[RooflinePoint], model: Served,
     dec_i, n_ubatch = dec.intensity, batching["n_ubatch"]
     cross_here, cross_h100 = formulas.tokens_to_cross(labels.ridge, dec_i), formulas.tokens_to_cross(h100_ridge, dec_i)
     flops_tok = formulas.flops_per_token(model.n_params)
-    page.table(
-        "roofline_points", f"Decode and prefill of {model.name} on this host's CPU roofline",
-        columns(RooflinePoint), cells(points),
+    show_narrowed(
+        page, "roofline_points", f"Decode and prefill of {model.name} on this host's CPU roofline",
+        f"Decode and prefill of {model.name} on this host's CPU roofline, every column",
+        columns(RooflinePoint), cells(points), POINTS_SHOWN, formulas=[],
         notes=[
             decode_note(dec, model, peak_flop_s, labels),
             f"A prefill multiplies the weights by micro-batches of up to n_ubatch = {n_ubatch:,} tokens "
@@ -259,8 +271,10 @@ def show_measured_points(page: Page, measured: list[MeasuredPoint], model: Serve
                      + (f" and {100 * m.reached / m.engine_roof:.0f}% of the engine's" if m.engine_roof else "")
                      + ("; both roofs are the memory slope there." if m.closest == "both" else
                         f"; closest to {m.closest} roof."))
-    page.table("measured_points", f"Where {model.name}'s decode and prefill were: measured GFLOP/s at their intensity",
-               columns(MeasuredPoint), cells(measured), notes=notes)
+    show_narrowed(page, "measured_points",
+                  f"Where {model.name}'s decode and prefill were: measured GFLOP/s at their intensity",
+                  f"Where {model.name}'s decode and prefill were, every column", columns(MeasuredPoint), cells(measured),
+                  MEASURED_SHOWN, notes, [])
 
 
 def plot_roofline(page: Page, points: list[RooflinePoint], peak_flop_s: float, bandwidth_b_s: float, ridge: float,
@@ -315,9 +329,9 @@ def spread_note(rows: list[BatchRow]) -> str | None:
             + "): read the shape with care, or rerun with more repeats on a quiet machine.")
 
 
-def batch_line_note(rows: list[BatchRow]) -> str | None:
+def batch_line_note(rows: list[BatchRow]) -> tuple[str, str] | None:
     """The batch view's prediction (bytesup.course.decodetime.batch_prediction): the line through the steps at
-    P = 2 and 4 set against the step measured at the largest P, and against P = 1."""
+    P = 2 and 4 set against the step measured at the largest P, and against P = 1; in words, then its formula."""
     steps = {r.parallel: 1e3 / r.per_sequence for r in rows if r.per_sequence > 0}
     last = max(steps, default=0)
     predicted = decodetime.batch_prediction(steps, (2, 4), last) if last > 4 else None
@@ -325,21 +339,24 @@ def batch_line_note(rows: list[BatchRow]) -> str | None:
         return None
     line, at_last = predicted
     alone = line.intercept_ms + line.slope_ms
-    text = ("A step with P sequences takes 1000 ÷ the per-sequence tokens/s: "
-            + ", ".join(f"{ms:.3g} ms" for ms in steps.values()) + f" at P = {', '.join(map(str, steps))}. "
-            f"The line through P = 2 and 4 (a = {line.intercept_ms:.3g} ms, b = {line.slope_ms:.3g} ms per "
-            f"sequence) predicts {at_last:.3g} ms at P = {last}, measured {steps[last]:.3g} "
-            f"({100 * (steps[last] / at_last - 1):+.0f}%: predicted ÷ measured aggregate − 1), an aggregate of "
-            f"{1e3 * last / at_last:,.0f} tokens/s against {1e3 * last / steps[last]:,.0f}.")
+    text = ("A step with P sequences took " + ", ".join(f"{ms:.3g} ms" for ms in steps.values())
+            + f" at P = {', '.join(map(str, steps))}. A straight line through the steps at P = 2 and 4, carried on to "
+            f"P = {last}, predicts {at_last:.3g} ms there, measured {steps[last]:.3g} "
+            f"({100 * (steps[last] / at_last - 1):+.0f}%).")
     if 1 in steps:
         text += (f" At P = 1 the same line gives {alone:.3g} ms against {steps[1]:.3g} measured: one sequence alone "
                  f"is another regime, the one the capstone's decode-time model explains.")
-    return text
+    formula = (f"The batch line: a step takes 1000 ÷ the per-sequence tokens/s; the line step(P) = a + b × P through "
+               f"P = 2 and 4 has a = {line.intercept_ms:.3g} ms, b = {line.slope_ms:.3g} ms per sequence; its error at "
+               f"P = {last} is predicted ÷ measured aggregate − 1, an aggregate of {1e3 * last / at_last:,.0f} tokens/s "
+               f"against {1e3 * last / steps[last]:,.0f}.")
+    return text, formula
 
 
-def gain_note(first: BatchRow, last: BatchRow) -> str | None:
+def gain_note(first: BatchRow, last: BatchRow) -> tuple[str, str] | None:
     """What the largest batch's gain says about the two terms of a step: the part P sequences share (reading the
-    weights, the step's fixed cost) and each sequence's own (chiefly its arithmetic), from the server-timed steps."""
+    weights, the step's fixed cost) and each sequence's own (chiefly its arithmetic), from the server-timed steps;
+    in words, then its formula."""
     if first.parallel != 1 or last.parallel <= 1 or last.per_sequence <= 0 or first.per_sequence <= 0:
         return None
     P, step_1, step_P = last.parallel, 1e3 / first.per_sequence, 1e3 / last.per_sequence
@@ -349,13 +366,21 @@ def gain_note(first: BatchRow, last: BatchRow) -> str | None:
             f"sequence alone (the aggregate, on the batch's wall time). On the server's clock a step of {P} took "
             f"{ratio:.3g} × the step of one ({step_P:.3g} ms against {step_1:.3g} ms), so decode ran {P / ratio:.3g} × as "
             f"many tokens/s. A step spent only reading the weights would be shared whole by the batch ({P} ×, the same "
-            f"step time); one spent only on each token's arithmetic would not be shared at all (1 ×, {P} × the step time). "
-            f"With step(P) = step(1) × (s + (1 − s) × P), ")
+            f"step time); one spent only on each token's arithmetic would not be shared at all (1 ×, {P} × the step time).")
+    head = f"The shares of a step: step(P) = step(1) × (s + (1 − s) × P), so at P = {P} "
     if not 0 <= shared <= 1:
-        return text + f"s = {100 * shared:.0f}%, outside 0–100%: these steps are not one shared part and one per sequence."
-    return text + (f"s = ({P} − {ratio:.3g}) ÷ {P - 1} = {100 * shared:.0f}% of one sequence's step is shared by the "
-                   f"batch (the weight read and the step's fixed cost) and {100 * (1 - shared):.0f}% is each sequence's "
-                   f"own (chiefly its arithmetic).")
+        return (text + f" {ratio:.3g} × lies outside the two: these steps are not one shared part and one per sequence.",
+                head + f"s = {100 * shared:.0f}%, outside 0–100%.")
+    return (text + (f" {ratio:.3g} × lies between the two: about {100 * shared:.0f}% of one sequence's step is shared by "
+                    f"the batch (the weight read and the step's fixed cost) and {100 * (1 - shared):.0f}% is each "
+                    f"sequence's own (chiefly its arithmetic)."),
+            head + f"s = ({P} − {ratio:.3g}) ÷ {P - 1} = {100 * shared:.0f}%.")
+
+
+def batching_formulas(rows: list[BatchRow]) -> list[str]:
+    """The formulas behind the batching notes, with the full table under Details."""
+    found = [gain_note(rows[0], rows[-1]) if len(rows) > 1 else None, batch_line_note(rows)]
+    return BATCH_FORMULAS + [note[1] for note in found if note is not None]
 
 
 def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: BoundRidge, h100_ridge: float,
@@ -371,7 +396,7 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: 
              f"timed by the server); each sequence ran at {last.per_sequence:,.0f} tokens/s, "
              f"{last.per_sequence_ratio:.2f} × the same baseline."),
             batch_verdict(rows),
-            *[n for n in (gain_note(first, last),) if n],
+            *[n[0] for n in (gain_note(first, last),) if n],
         ]
     else:
         notes.append(f"The server offers {base} slot, so no batch of more than {base} sequence could be "
@@ -384,13 +409,14 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: 
          f"per llama_decode call (from /metrics: tokens_predicted_total Δ ÷ n_decode_total Δ) × {dec_i:.3g} "
          f"FLOPs/byte, which reaches {labels.name} ({labels.ridge:.3g}) from {cross_here} tokens per call on "
          f"(the H100's from {cross_h100})."),
-        ("Aggregate = tokens generated ÷ the batch's wall time on this host's clock; per sequence = "
-         "(predicted_n − 1) ÷ predicted_ms from each response."),
+        ("The aggregate counts every sequence's tokens over the batch's time on this host's clock; per sequence is "
+         "each response's own decode speed, timed by the server (the formulas are under Details)."),
     ]
     if any(r.tokens_per_call is None for r in rows):
         notes.append("The server serves no /metrics counters for some levels, so their tokens per call and "
                      "intensity are left blank rather than assumed to be P.")
-    notes += [n for n in (spread_note(rows), batch_line_note(rows)) if n]
+    notes += [n for n in (spread_note(rows),) if n]
+    notes += [n[0] for n in (batch_line_note(rows),) if n]
     per_call = last.tokens_per_call
     if per_call is not None and P_last > 1:
         together = (f"on average {per_call:.1f} sequences shared each step, and so each read of the weights"
@@ -409,8 +435,37 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: 
     return notes
 
 
+BATCH_FORMULAS = [("Aggregate = tokens generated ÷ the batch's wall time on this host's clock; per sequence = "
+                   "(predicted_n − 1) ÷ predicted_ms from each response.")]
+
+
 def show_batching(page: Page, rows: list[BatchRow], notes: list[str]) -> None:
-    page.table("batching", "Batching: P sequences decoded at once", columns(BatchRow), cells(rows), notes=notes)
+    """The batching table in the main text (8 columns, the notes), every column with the formulas under Details."""
+    show_narrowed(page, "batching", "Batching: P sequences decoded at once",
+                  "Batching, every column: the batches' times, the ranges of their speeds, the counters",
+                  columns(BatchRow), cells(rows), BATCH_SHOWN, notes, batching_formulas(rows))
+
+
+def shows(model: Served, decode: RooflinePoint, labels: BoundRidge, rows: list[BatchRow]) -> str:
+    """What the run shows: where one sequence's decode sits against the ridge its label reads (so what bounds it), and
+    whether decoding several sequences at once paid (the rule of `batch_verdict`)."""
+    ridge = (f"this CPU's ridge of {labels.ridge:.3g} (its matmul's FLOP/s over its memory's bytes/s)"
+             if labels.engine_gflop_s is None else
+             f"the engine's ridge of {labels.ridge:.3g} (its prefill's {labels.engine_gflop_s:.3g} GFLOP/s over "
+             f"{labels.bandwidth_gb_s:.3g} GB/s read)")
+    text = (f"Decoding {model.name} does {decode.intensity:.3g} FLOPs per byte of weights read, "
+            f"{'below' if decode.intensity < labels.ridge else 'at or above'} {ridge}: one sequence's decode is "
+            f"{decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s on this CPU's roofline.")
+    best, first = max(rows, key=lambda r: r.aggregate), rows[0]
+    if len(rows) < 2:
+        return text + f" Only {first.parallel} sequence at a time could be decoded, so batching was not measured."
+    if best.parallel != first.parallel and best.aggregate_ratio > PAID and best.aggregate > first.aggregate * PAID:
+        shared = (f": on average {best.tokens_per_call:.1f} sequences shared each step, and so each read of the weights."
+                  if best.tokens_per_call is not None and best.tokens_per_call >= 1.5 else ".")
+        return text + (f" Decoding {best.parallel} sequences at once gave {best.aggregate:,.0f} tokens/s in all, "
+                       f"{best.aggregate_ratio:.2f}× one sequence alone{shared}")
+    return text + (f" Decoding several sequences at once did not pay here: the best, {best.parallel} at once, gave "
+                   f"{best.aggregate_ratio:.2f}× one sequence alone, not more than {100 * (PAID - 1):.0f}% above it.")
 
 
 def plot_batching(page: Page, rows: list[BatchRow], model: Served) -> None:

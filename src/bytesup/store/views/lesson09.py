@@ -11,6 +11,7 @@ from typing import Any
 from bytesup.llama.placement import is_loopback
 from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
+from bytesup.store.views import pick
 from bytesup.units import GB
 
 
@@ -166,12 +167,39 @@ def split_verdict(ratio: float) -> str:
             "process and adds only the hand-overs.")
 
 
-def setups(o: Outcome, *, repeat: int, prompt_tokens: int, n_predict: int) -> Table:
-    return table("setups", f"One process against {o.split.nodes} rpc-servers: prefill and decode",
-                 SetupRow, [setup_row(sp, o.whole) for sp in (o.whole, o.split)],
-                 [(f"{repeat} timed completions per setup: {prompt_tokens} prompt tokens, {n_predict} decoded; speeds "
-                   "from the server's own timings, min and max the extreme samples."),
-                  f"Split, decode ran {o.decode_ratio:.2f} × as fast as whole: " + split_verdict(o.decode_ratio)])
+SETUP_SHOWN = ["setup", "nodes", "threads per node", "prefill", "decode", "decode ÷ whole"]
+
+
+def setups(o: Outcome, *, repeat: int, prompt_tokens: int, n_predict: int) -> list[Table]:
+    """The medians in the main text; every column, with each speed's lowest and highest sample, under Details."""
+    rows = [setup_row(sp, o.whole) for sp in (o.whole, o.split)]
+    full = table("setups", f"One process against {o.split.nodes} rpc-servers, every column", SetupRow, rows,
+                 [f"{repeat} timed completions per setup; min and max are the extreme samples."])
+    full.detail = True
+    cols, shown_rows = pick(columns(SetupRow), cells(rows), SETUP_SHOWN)
+    main = Table(name="setups_main", title=f"One process against {o.split.nodes} rpc-servers: prefill and decode",
+                 columns=[Column(name=n, unit=u) for n, u in cols], rows=shown_rows, notes=[
+                     (f"{repeat} timed completions per setup: {prompt_tokens} prompt tokens, {n_predict} decoded; speeds "
+                      "from the server's own timings, medians (the extreme samples are under Details)."),
+                     f"Split, decode ran {o.decode_ratio:.2f} × as fast as whole: " + split_verdict(o.decode_ratio)])
+    return [main, full]
+
+
+def shows(o: Outcome, model_name: str, tensor_bytes: int) -> str:
+    """What the run shows: the split's decode against one process's, in the words of `split_verdict`, and the bytes
+    model with its network term against the split's measured decode."""
+    verdict = split_verdict(o.decode_ratio).split(". ")[0].rstrip(".")
+    text = (f"Split across {o.split.nodes} rpc-servers, {model_name} decoded {o.split.decode_median:.3g} tokens/s against "
+            f"{o.whole.decode_median:.3g} in one process ({o.decode_ratio:.2f}×): {verdict}.")
+    text += (f" The bytes model with a network term predicted {o.prediction.tokens_per_s:.3g} tokens/s "
+             f"({100 * o.prediction_error:+.0f}%), and the {o.network.total_bytes:,} bytes a token sends over the "
+             f"network are {tensor_bytes / o.network.total_bytes:,.0f}× fewer than the {tensor_bytes:,} bytes of weights "
+             "it reads" + (": the split buys room for a larger model, not speed." if o.decode_ratio <= 1.1 else "."))
+    return text
+
+
+NOT_MEASURED = ("This run measured nothing for this lesson: splitting a model across rpc-servers needs a native "
+                "llama-server built with RPC, and the engine here has none (the note below says how to build one).")
 
 
 def nodes(o: Outcome) -> Table:
