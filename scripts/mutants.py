@@ -56,7 +56,8 @@ DEFAULT_TARGETS = [*SHARED_TARGETS, "src/bytesup/course/ceiling.py", "src/bytesu
                    "src/bytesup/course/decodetime.py", "src/bytesup/course/depthtime.py", "src/bytesup/course/robust.py",
                    "src/bytesup/course/loop.py",
                    "src/bytesup/course/samplercheck.py", "src/bytesup/course/speculative.py",
-                   "src/bytesup/course/clientclock.py",
+                   "src/bytesup/course/clientclock.py", "src/bytesup/course/nexttoken.py", "src/bytesup/course/kvcache.py",
+                   "src/bytesup/course/busy.py", "src/bytesup/store/facts/lesson08.py",
                    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "lessons").glob("0*.py"))]
 # Test files per module, where tests/test_NAME.py (tests/test_lesson_STEM.py) alone is not the right set.
 TESTS: dict[str, list[str]] = {
@@ -64,6 +65,10 @@ TESTS: dict[str, list[str]] = {
     "lessons/05b_speculative_decoding.py": ["tests/test_lesson_05b_speculative_decoding.py", "tests/test_speculative.py"],
     "src/bytesup/course/samplercheck.py": ["tests/test_lesson_05_generating_text.py", "tests/test_sampling.py"],
     "src/bytesup/course/speculative.py": ["tests/test_speculative.py", "tests/test_lesson_05b_speculative_decoding.py"],
+    # The arithmetic lessons 4, 6 and 8 moved out of their files, with the tests that check it by hand.
+    "src/bytesup/course/nexttoken.py": ["tests/test_nexttoken.py", "tests/test_lesson_04_next_token.py"],
+    "src/bytesup/course/kvcache.py": ["tests/test_kvcache.py", "tests/test_lesson_06_attention_kv_cache.py"],
+    "src/bytesup/store/facts/lesson08.py": ["tests/test_lesson08.py", "tests/test_lesson_08_capstone_decode_memory_bound.py"],
 }
 SECTION = re.compile(r"^# --- ")
 COMPUTATION = re.compile(r"^# --- computation\b")
