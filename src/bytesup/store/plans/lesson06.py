@@ -18,6 +18,7 @@ NAME = "plan"  # the host value that holds it
 VERSION = 3
 
 DECODE_N = 16                 # tokens decoded at each depth
+MIN_SAMPLES = 3               # samples of each timed request at least (ctx.samples): a median and quartiles need three
 DEPTH_FRACTIONS = (0.0, 0.125, 0.25, 0.5, 0.75, 0.93)
 # The one prefill of the deepest prompt, which every depth then reuses as a prefix (cache_prompt true), untimed.
 DEEPEST_PREFILL = {**PINNED, "cache_prompt": True, "n_predict": 1}
