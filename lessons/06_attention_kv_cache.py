@@ -66,12 +66,16 @@ def main(ctx: LessonContext):
     ids = long_prompt_tokens(ctx.server, max(plans.depth_plan(n_ctx)[-1], plans.cache_prompt_len(n_ctx), 1))
     ctx.step("decode speed as the context grows")
     bandwidth, cache = request_run_bandwidth(ctx)  # before the decode work
-    asked = request_decode_at_depths(ctx, plan, ids, plans.depth_plan(n_ctx))
+    knee = depthtime.knee_depth(cache[0], shape.kv_bytes_per_token if shape is not None else None)
+    planned = plans.depth_plan(n_ctx, knee=knee if plan.depths_past_knee else None)
+    moved = sorted(set(planned) - set(plans.depth_plan(n_ctx)))
+    asked = request_decode_at_depths(ctx, plan, ids, planned)
     depths = [depth_result(depth, runs, plan.depths_from_cache) for depth, runs in asked]
     load = ctx.host("load_average", environment.load_average)
     cores = ctx.host("cpu_count", os.cpu_count)
     record_depths(ctx, depths)
-    view.show_decode_vs_depth(ctx, n_ctx, depths, plan.repeat, load, cores)
+    view.show_decode_vs_depth(ctx, n_ctx, depths, plan.repeat, load, cores,
+                              (moved[0], knee) if moved and knee is not None else None)
     points = None
     if served is not None and info is not None:  # the bytes model: the served model's weights and KV bytes per token
         points = arithmetic.bytes_model_points(depths, info["tensor_bytes"], served.per_token)

@@ -58,9 +58,18 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     # Lesson 6's depth line: the checker's own line gives the lesson's held-out errors, to the printed digit.
     depth_claim = only(report, "depth_line_predicts_deeper_depths")
     line_t = l6.table("decode_at_depth_line")
-    held = [(r[0], r[5]) for r in line_t.rows if r[6] == "held out"]
-    assert held and all(f"{d:,}: {e / 100:+.1%}" in depth_claim.detail for d, e in held), (held, depth_claim)
-    assert depth_claim.status == (check.PASS if max(abs(e) for _, e in held) <= 15 else check.FAIL)
+    # Its model (bent at the knee where the run's cache puts one) and each prediction's spread, both computed again.
+    held = [(r[0], r[5], r[6]) for r in line_t.rows if r[7] == "held out"]
+    assert held and all(f"{d:,}: {e / 100:+.1%} (spread ±{sp / 100:.0%})" in depth_claim.detail
+                        for d, e, sp in held), (held, depth_claim)
+    # The fixture's host has a 32 MiB cache: d* = 1,456, so s₂ comes from 1,536 alone, 80 positions past it, and 1,904's
+    # miss carries a spread over ±15%: the run cannot tell (the claim is judged here, and left out of the passes below).
+    missed = [sp for _, e, sp in held if abs(e) > 15]
+    if not missed:
+        assert depth_claim.status == check.PASS
+    else:
+        assert depth_claim.status == (check.INCONCLUSIVE if all(sp > 15 for sp in missed) else check.FAIL) or (
+            depth_claim.status == check.INCONCLUSIVE and "widest depth" in depth_claim.detail)
     effs = claims(report, "decode_efficiency_in_unit_interval")
     l8 = read_result(full_run, "08_capstone_decode_memory_bound")
     assert len(effs) == 1 + sum(m.name == "decode_efficiency" for m in l8.measurements)
@@ -85,7 +94,8 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     across = [r for r in general if r.id in ("default_decode_agrees_across_lessons", "prefill_128_agrees_across_lessons")]
     assert len(across) == 2 and all(r.status == check.NA and "different servers of the run" in r.detail for r in across)
     general = [r for r in general if r.id not in ("decode_model_predicts_every_width", "decode_memory_bound_per_width",
-                                                  "default_decode_agrees_across_lessons", "prefill_128_agrees_across_lessons")]
+                                                  "default_decode_agrees_across_lessons", "prefill_128_agrees_across_lessons",
+                                                  "depth_line_predicts_deeper_depths")]
     # None is "not applicable": every lesson the claims need is in this run.
     assert [r for r in general if r.status == check.NA] == []
     # Timings recorded on a busy machine could honestly fail; these recordings pass.

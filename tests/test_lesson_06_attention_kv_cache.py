@@ -641,7 +641,7 @@ def test_main_on_hand_made_answers_depth_line(hand_run):
     assert plot.series[-1].y[-1] == pytest.approx(1000 / 19.60625)
 
 
-def _hand_depth_run(lesson, facts: dict, bandwidth: dict | None):
+def _hand_depth_run(lesson, facts: dict, bandwidth: dict | None, plan: dict | None = None):
     from lessonkit import QueuedServer, hand_context
 
     answer = HandServer()
@@ -650,7 +650,8 @@ def _hand_depth_run(lesson, facts: dict, bandwidth: dict | None):
                            "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
     ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, bandwidth=bandwidth,
                        host_values={"server_facts": facts, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
-                                    "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]]})
+                                    "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]],
+                                    **({"plan": plan} if plan is not None else {})})
     return lesson.main(ctx)
 
 
@@ -696,6 +697,26 @@ def test_the_hand_made_knee_from_the_runs_cache(lesson):
         "the bandwidth.")
     plot = next(p for p in result.plots if p.name == "decode_vs_depth")
     assert plot.series[-1].x == [20, 20] and plot.series[-2].x == [0, 8, 16, 20, 32, 47]
+
+
+def test_a_fresh_plan_decodes_halfway_past_the_knee(lesson):
+    """A cache of 40 × 128 bytes: d* = 40, between half the 64-token context and the deepest depth, 47. The plan adds
+    int((40 + 47) ÷ 2) = 43 (8 + 43 ÷ 4 = 18.75 ms), which fixes s₂, and 47 stays held out."""
+    plan = plans.fresh(2, plans.NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
+    result = _hand_depth_run(lesson, HAND_FACTS, {"gb_per_s": {"median": 12.8}, "llc_bytes": 40 * 128}, plan)
+    assert [r[0] for r in rows(result, "decode_vs_depth")] == [0, 8, 16, 32, 43, 47]
+    assert result.table("decode_vs_depth").notes[0].startswith(
+        "Depths are fractions of the 64-token context, except 43, halfway from d* = 40 (where the K and V fill the run's "
+        "last-level cache) to the deepest depth")
+    line = result.fact("decode_at_depth")
+    assert (line["knee"], line["fit_until"], [h["depth"] for h in line["held_out"]]) == (40, 43, [47])
+    # a plan recorded before version 4 keeps the fractions: the same cache, no depth 43
+    older = _hand_depth_run(lesson, HAND_FACTS, {"gb_per_s": {"median": 12.8}, "llc_bytes": 40 * 128}, {**plan, "version": 3})
+    assert [r[0] for r in rows(older, "decode_vs_depth")] == [0, 8, 16, 32, 47]
+    # s₁ and t(0) through 0, 8, 16 and 32 (8.25, 10, 12, 16 ms): x̄ = 14, ȳ = 11.5625, s₁ = 136.5 ÷ 560 = 0.24375,
+    # t(0) = 8.15; s₂ = (18.75 − 8.15 − 0.24375 × 40) ÷ 3 = 0.2833; 47: 17.9 + 0.2833 × 7 = 19.883 against 19.75
+    assert line["slope2_ms_per_position"] == pytest.approx((18.75 - 8.15 - 0.24375 * 40) / 3)
+    assert line["held_out"][0]["error"] == pytest.approx(19.75 / (8.15 + 0.24375 * 40 + 7 * (18.75 - 17.9) / 3) - 1)
 
 
 def test_no_slope_split_where_the_hosts_bandwidth_does_not_apply(lesson):

@@ -108,7 +108,9 @@ def podcast_notes(big: KvExample, pod: PodcastCheck) -> list[str]:
     ]
 
 
-def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repeat: int, load: Any, cores: Any) -> None:
+def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repeat: int, load: Any, cores: Any,
+                         past_knee: tuple[int, float] | None = None) -> None:
+    """`past_knee`: the depth the plan put halfway from the knee d* to the deepest depth, and d* (None: none)."""
     widest = max(depths, key=lambda d: d.high / d.low)
     widest_ratio = widest.high / widest.low
     first, last = depths[0], depths[-1]
@@ -119,8 +121,12 @@ def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repe
         "decode_vs_depth", f"Decode speed as the context grows ({DECODE_N} tokens decoded at each depth)",
         *by_columns(DepthResult, list(DepthResult.COLUMNS), depths),
         notes=[
-            (f"Depths are fractions of the {n_ctx:,}-token context; each decoded token attends to every earlier "
-            f"position, so each pass reads more of the KV cache the deeper it is."),
+            (f"Depths are fractions of the {n_ctx:,}-token context"
+             + (f", except {past_knee[0]:,}, halfway from d* = {past_knee[1]:,.0f} (where the K and V fill the run's "
+                "last-level cache) to the deepest depth, so that the slope past d* is fitted over more than a few "
+                "positions" if past_knee is not None else "")
+             + "; each decoded token attends to every earlier position, so each pass reads more of the KV cache the "
+               "deeper it is."),
             (f"From depth {first.depth} to {last.depth:,} the median decode speed went from {first.median:.4g} to "
             f"{last.median:.4g} tokens/s ({change:+.3g}%); per token {first.ms_median:.4g} → {last.ms_median:.4g} ms."),
             (f"Published (lesson 4, {published.SPARK_NAME}): {pub_short:g} → {pub_long:g} tokens/s after a "
