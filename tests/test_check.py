@@ -580,7 +580,11 @@ def test_the_knee_model_predicts_where_the_line_fails(tmp_path):
     # a cache so large that d* lies past every depth: the line, and its failure
     big = only(check.check_run(run_of(tmp_path / "big", knee_lesson(steps, 4000 * KV_PER_POSITION)), []),
                "depth_line_predicts_deeper_depths")
-    assert big.status == check.FAIL and "knee d* = 4,000 beyond the deepest depth, so the line" in big.detail
+    assert big.status == check.FAIL and "knee d* = 4,000 beyond the deepest depth or below the second, so the line" in big.detail
+    # a cache so small that only depth 0 lies below d*: no s₁ to fit, so the line too (lesson 6 falls back the same way)
+    from bytesup.check.claims import depth_line_check
+    st, observed, detail = depth_line_check(knee_samples(steps), 1024, knee=100.0)
+    assert (st, observed) == (check.FAIL, "furthest depth 1,904 +48.5%") and detail.startswith("knee d* = 100 beyond")
 
 
 def test_the_knee_model_fails_beyond_its_tolerance():

@@ -181,6 +181,8 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: 
     if knee is not None and not any(d > knee for d in ms):
         knee = None  # no depth past it: the line
     fit = _fit_depths(ms, fit_until, knee)
+    if fit is None and knee is not None:  # fewer than two depths below the knee: the line, as lesson 6 falls back to
+        knee, fit = None, _fit_depths(ms, fit_until, None)
     held = [d for d in ms if fit is not None and d > fit[3]]
     if fit is None or not held:
         low = [d for d in ms if d <= fit_until and (knee is None or d <= knee)]
@@ -214,7 +216,8 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: 
     else:
         status = PASS
     t0, s1, s2, until = fit
-    model = ((f"knee d* = {given:,.0f} beyond the deepest depth, so the line; " if given is not None else "")
+    model = ((f"knee d* = {given:,.0f} beyond the deepest depth or below the second, so the line; "
+              if given is not None else "")
              + f"t(0) = {t0:.4g} ms, s = {1e3 * s1:.4g} µs per position, fitted on depths "
              + ", ".join(f"{d:,}" for d in ms if d <= until) if knee is None else
              f"knee d* = {knee:,.0f}; t(0) = {t0:.4g} ms, s₁ = {1e3 * s1:.4g} µs per position, fitted on depths "
