@@ -6,7 +6,8 @@ by layer, in the KV cache, so a new token costs one pass over the new position i
 whole sequence. This script computes the cache's size per token from the served model's metadata
 (when its file is readable here) and for worked examples (and checks the podcast's figure),
 measures decode speed as the context grows and predicts the deeper depths from a line through the
-shallower ones (its slope split into the KV read and attention's work), times a long prompt with
+shallower ones, bent at d* where the K and V outgrow the run's last-level cache (each slope split into the KV read
+and attention's work), times a long prompt with
 and without the server's prompt cache, and counts the tokens generation would process without a
 cache, by formula and by re-sending the growing text to the server. Last, the same greedy generation runs in numpy from the
 GGUF's bytes (bytesup.models.forward), once with a KV cache and once recomputing the whole prefix at every
@@ -64,20 +65,25 @@ def main(ctx: LessonContext):
     # Decode speed as the context grows, and the bytes model beside it.
     ids = long_prompt_tokens(ctx.server, max(plans.depth_plan(n_ctx)[-1], plans.cache_prompt_len(n_ctx), 1))
     ctx.step("decode speed as the context grows")
-    bandwidth = request_run_bandwidth(ctx)  # before the decode work
-    asked = request_decode_at_depths(ctx, plan, ids, plans.depth_plan(n_ctx))
+    bandwidth, cache = request_run_bandwidth(ctx)  # before the decode work
+    knee = depthtime.knee_depth(cache[0], shape.kv_bytes_per_token if shape is not None else None)
+    planned = plans.depth_plan(n_ctx, knee=knee if plan.depths_past_knee else None)
+    moved = sorted(set(planned) - set(plans.depth_plan(n_ctx)))
+    asked = request_decode_at_depths(ctx, plan, ids, planned)
     depths = [depth_result(depth, runs, plan.depths_from_cache) for depth, runs in asked]
     load = ctx.host("load_average", environment.load_average)
     cores = ctx.host("cpu_count", os.cpu_count)
     record_depths(ctx, depths)
-    view.show_decode_vs_depth(ctx, n_ctx, depths, plan.repeat, load, cores)
+    view.show_decode_vs_depth(ctx, n_ctx, depths, plan.repeat, load, cores,
+                              (moved[0], knee) if moved and knee is not None else None)
     points = None
     if served is not None and info is not None:  # the bytes model: the served model's weights and KV bytes per token
         points = arithmetic.bytes_model_points(depths, info["tensor_bytes"], served.per_token)
         view.show_bytes_model(ctx, points, served.per_token, info["tensor_bytes"])
 
-    # A line through the shallow half predicts the deeper depths; its slope split into the KV read and the rest.
-    model, why_no_line = depth_line(depths, n_ctx, shape, bandwidth)
+    # A line through the shallow half predicts the deeper depths, bent where the KV cache outgrows the last-level
+    # cache; each slope split into the KV read and the rest.
+    model, why_no_line = depth_line(depths, n_ctx, shape, bandwidth, cache)
     if model is not None:
         record_depth_line(ctx, model)
     view.show_depth_line(ctx, model, why_no_line)
@@ -111,16 +117,18 @@ def main(ctx: LessonContext):
 def the_plan(ctx: LessonContext) -> plans.Plan:
     """The plan, recorded once as the host value `plan`. A run recorded before plans has none: the plan module
     reads its plan from the host values that run recorded (its numbered table of upgrades)."""
-    return ctx.plan(lambda: fresh_plan(ctx).model_dump(mode="json"), plans.read, plans.from_older, plans.READ_FROM)
+    samples = ctx.samples(plans.MIN_SAMPLES)  # the run's rule: --repeat, and at least the lesson's minimum
+    return ctx.plan(lambda: fresh_plan(ctx, samples).model_dump(mode="json"), plans.read, plans.from_older,
+                    plans.READ_FROM)
 
 
-def fresh_plan(ctx: LessonContext) -> plans.Plan:
-    """This run's plan: --repeat, and the file numpy generates from (by path and sha256) with the float32 bytes its
-    weights take."""
+def fresh_plan(ctx: LessonContext, samples: int) -> plans.Plan:
+    """This run's plan: the samples each timed request takes, and the file numpy generates from (by path and
+    sha256) with the float32 bytes its weights take."""
     path = ctx.readable_model()
     numpy = plans.NumpyFile(served=None, float32_bytes=None) if path is None else \
         plans.NumpyFile(served=ctx.file_record(path), float32_bytes=4 * read_model_info(path)["n_params"])
-    return plans.fresh(ctx.repeat, numpy)
+    return plans.fresh(samples, numpy)
 
 
 # --- requests: what the server (and this host) answer ----------------------------------------
@@ -162,15 +170,21 @@ def request_decode_at_depths(ctx: LessonContext, plan: plans.Plan, ids: list[int
     return [(depth, by_depth[depth]) for depth in depths]
 
 
-def request_run_bandwidth(ctx: LessonContext) -> tuple[float | None, str | None]:
-    """The run's bandwidth reading (GB/s, its median) where it bounds the server's decode; else None and why."""
+def request_run_bandwidth(ctx: LessonContext) -> tuple[tuple[float | None, str | None],
+                                                       tuple[float | None, str | None, str | None]]:
+    """The run's bandwidth reading (GB/s, its median) where it bounds the server's decode, else None and why; and the
+    last-level cache that reading recorded (bytes, where the size came from), else None and why."""
     facts = ctx.server_facts()
     if not facts["host_bandwidth_applies"]:
-        return None, f"this host's bandwidth does not bound the server's decode: {facts['reason']}"
+        why = f"this host's bandwidth does not bound the server's decode: {facts['reason']}"
+        return (None, why), (None, None, why.replace("bandwidth", "cache", 1))
     reading = ctx.run_bandwidth_since()  # the run's one reading, shared by lessons 1, 4, 6, 7 and 8
     if reading is None:
-        return None, "this run was recorded without a reading of the host's bandwidth"
-    return reading["gb_per_s"]["median"], None
+        why = "this run was recorded without a reading of the host's bandwidth"
+        return (None, why), (None, None, why + ", which carries its last-level cache size")
+    llc = reading.get("llc_bytes")
+    return (reading["gb_per_s"]["median"], None), (
+        llc, reading.get("llc_source"), None if llc else "the OS reported no last-level cache size to this run")
 
 
 def request_prompt_cache(ctx: LessonContext, plan: plans.Plan, ids: list[int], length: int) -> list[stated.CacheRequest]:
@@ -259,8 +273,10 @@ def record_depths(ctx: LessonContext, depths: list[DepthResult]) -> None:
 def record_depth_line(ctx: LessonContext, m: DepthModel) -> None:
     ctx.fact(stated.DecodeAtDepth(
         t0_ms=m.line.t0_ms, slope_ms_per_position=m.line.slope_ms, fit_until=m.line.fit_until,
-        tolerance=depthtime.TOLERANCE, held_out=[stated.HeldOutDepth(depth=p.depth, error=p.error) for p in m.held_out],
-        bandwidth_gbs=m.split.bandwidth_gbs if m.split else None, kv_read_ms_per_position=m.split.kv_read_ms if m.split else None))
+        tolerance=depthtime.TOLERANCE, held_out=[stated.HeldOutDepth(depth=p.depth, error=p.error, spread=p.spread)
+                                                 for p in m.held_out],
+        bandwidth_gbs=m.split.bandwidth_gbs if m.split else None, kv_read_ms_per_position=m.split.kv_read_ms if m.split else None,
+        cache_bytes=m.cache.cache_bytes if m.cache else None, knee=m.line.knee, slope2_ms_per_position=m.line.slope2_ms))
 
 
 def record_prompt_cache(ctx: LessonContext, length: int, s: PromptCacheSummary) -> None:
@@ -324,10 +340,12 @@ def attention_shape(served: stated.KvExample | None, info: dict | None) -> Atten
 
 
 def depth_line(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | None,
-               bandwidth: tuple[float | None, str | None]) -> tuple[DepthModel | None, str | None]:
-    """The line through the shallow half's decode steps, predicting the deeper half; or why there is none."""
+               bandwidth: tuple[float | None, str | None],
+               cache: tuple[float | None, str | None, str | None]) -> tuple[DepthModel | None, str | None]:
+    """The line through the shallow half's decode steps, bent at the cache's knee, predicting the deeper depths; or
+    why there is none."""
     try:
-        return arithmetic.depth_model(depths, n_ctx, shape, *bandwidth, specimen=specimen_shape()), None
+        return arithmetic.depth_model(depths, n_ctx, shape, *bandwidth, specimen=specimen_shape(), cache=cache), None
     except ValueError as exc:
         return None, str(exc)
 

@@ -58,9 +58,18 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     # Lesson 6's depth line: the checker's own line gives the lesson's held-out errors, to the printed digit.
     depth_claim = only(report, "depth_line_predicts_deeper_depths")
     line_t = l6.table("decode_at_depth_line")
-    held = [(r[0], r[5]) for r in line_t.rows if r[6] == "held out"]
-    assert held and all(f"{d:,}: {e / 100:+.1%}" in depth_claim.detail for d, e in held), (held, depth_claim)
-    assert depth_claim.status == (check.PASS if max(abs(e) for _, e in held) <= 15 else check.FAIL)
+    # Its model (bent at the knee where the run's cache puts one) and each prediction's spread, both computed again.
+    held = [(r[0], r[5], r[6]) for r in line_t.rows if r[7] == "held out"]
+    assert held and all(f"{d:,}: {e / 100:+.1%} (spread ±{sp / 100:.0%})" in depth_claim.detail
+                        for d, e, sp in held), (held, depth_claim)
+    # The fixture's host has a 32 MiB cache: d* = 1,456, so s₂ comes from 1,536 alone, 80 positions past it, and 1,904's
+    # miss carries a spread over ±15%: the run cannot tell (the claim is judged here, and left out of the passes below).
+    missed = [sp for _, e, sp in held if abs(e) > 15]
+    if not missed:
+        assert depth_claim.status == check.PASS
+    else:
+        assert depth_claim.status == (check.INCONCLUSIVE if all(sp > 15 for sp in missed) else check.FAIL) or (
+            depth_claim.status == check.INCONCLUSIVE and "widest depth" in depth_claim.detail)
     effs = claims(report, "decode_efficiency_in_unit_interval")
     l8 = read_result(full_run, "08_capstone_decode_memory_bound")
     assert len(effs) == 1 + sum(m.name == "decode_efficiency" for m in l8.measurements)
@@ -85,7 +94,8 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     across = [r for r in general if r.id in ("default_decode_agrees_across_lessons", "prefill_128_agrees_across_lessons")]
     assert len(across) == 2 and all(r.status == check.NA and "different servers of the run" in r.detail for r in across)
     general = [r for r in general if r.id not in ("decode_model_predicts_every_width", "decode_memory_bound_per_width",
-                                                  "default_decode_agrees_across_lessons", "prefill_128_agrees_across_lessons")]
+                                                  "default_decode_agrees_across_lessons", "prefill_128_agrees_across_lessons",
+                                                  "depth_line_predicts_deeper_depths")]
     # None is "not applicable": every lesson the claims need is in this run.
     assert [r for r in general if r.status == check.NA] == []
     # Timings recorded on a busy machine could honestly fail; these recordings pass.
@@ -517,3 +527,115 @@ def test_depth_line_claim_cannot_tell_from_scattered_samples(tmp_path):
     from bytesup.check.claims import depth_line_check
     assert depth_line_check({0: [100.0], 2000: [50.0]}, 1024)[0] == check.NA
     assert depth_line_check({0: [100.0], 256: [90.0]}, 1024)[0] == check.NA  # nothing beyond the fitted half
+
+
+# --- lesson 6's knee: the cost per position changes where the KV cache outgrows the last-level cache ------------------
+
+KV_PER_POSITION = 23040.0  # SmolLM2: 30 blocks × 3 KV heads × 64 × 2 (K and V) × 2 bytes
+
+
+def knee_ms(d: int, knee: float, s2: float = 0.03) -> float:
+    """10 ms, 0.01 ms more per position up to the knee, s2 beyond it."""
+    return 10 + 0.01 * min(d, knee) + s2 * max(0.0, d - knee)
+
+
+def knee_samples(steps: dict[int, float], spread: dict[int, float] | None = None) -> dict[int, list[float]]:
+    """Five tokens/s samples per depth, each step × (1 ± spread, 1 ± spread/2, 1): an interquartile range of
+    spread × the step."""
+    out = {}
+    for d, t in steps.items():
+        k = (spread or {}).get(d, 0.0)
+        out[d] = [1e3 / (t * f) for f in (1 - 2 * k, 1 - k / 2, 1.0, 1 + k / 2, 1 + 2 * k)]
+    return out
+
+
+def knee_lesson(steps: dict[int, float], cache_bytes: float | None) -> LessonResult:
+    kv = m("kv_bytes_per_token", "bytes", [KV_PER_POSITION], higher_is_better=None)
+    return lesson("06_attention_kv_cache", [kv] + [depth(d, s) for d, s in knee_samples(steps).items()]
+                  ).model_copy(update={"facts": {"decode_at_depth": {
+                      "t0_ms": 10.0, "slope_ms_per_position": 0.01, "fit_until": 1024, "tolerance": 0.15, "held_out": [],
+                      "bandwidth_gbs": None, "kv_read_ms_per_position": None, "cache_bytes": cache_bytes}}})
+
+
+DEPTHS = (0, 256, 512, 1024, 1536, 1904)
+
+
+def test_the_knee_model_predicts_where_the_line_fails(tmp_path):
+    """Steps bent at 1,200 positions: 10, 12.56, 15.12 and 20.24 ms up to 1,024, then 22 + 0.03 × 336 = 32.08 and
+    22 + 0.03 × 704 = 43.12 ms. The cache of 1,200 × 23,040 bytes puts d* there: t(0) and s₁ from 0–1,024, s₂ =
+    10.08 ÷ 336 = 0.03 from 1,536, and 1,904 predicted at 43.12 ms exactly. The line alone predicts 10 + 19.04 =
+    29.04 ms: 43.12 ÷ 29.04 − 1 = +48.5%, a failure."""
+    steps = {d: knee_ms(d, 1200) for d in DEPTHS}
+    claim = only(check.check_run(run_of(tmp_path, knee_lesson(steps, 1200 * KV_PER_POSITION)), []),
+                 "depth_line_predicts_deeper_depths")
+    assert claim.status == check.PASS, claim
+    assert "knee d* = 1,200; t(0) = 10 ms, s₁ = 10 µs per position, fitted on depths 0, 256, 512, 1,024" in claim.detail
+    assert "s₂ = 30 µs per position past d*, fitted on depths 1,536; held out: 1,904: +0.0%" in claim.detail
+    assert "d* = 27,648,000 bytes of last-level cache ÷ 23,040 KV bytes per position" in claim.expected
+    (tmp_path / "line").mkdir()
+    (tmp_path / "big").mkdir()
+    without = only(check.check_run(run_of(tmp_path / "line", knee_lesson(steps, None)), []),
+                   "depth_line_predicts_deeper_depths")
+    assert without.status == check.FAIL and without.observed == "furthest depth 1,904 +48.5%", without
+    # a cache so large that d* lies past every depth: the line, and its failure
+    big = only(check.check_run(run_of(tmp_path / "big", knee_lesson(steps, 4000 * KV_PER_POSITION)), []),
+               "depth_line_predicts_deeper_depths")
+    assert big.status == check.FAIL and "knee d* = 4,000 beyond the deepest depth or below the second, so the line" in big.detail
+    # a cache so small that only depth 0 lies below d*: no s₁ to fit, so the line too (lesson 6 falls back the same way)
+    from bytesup.check.claims import depth_line_check
+    st, observed, detail = depth_line_check(knee_samples(steps), 1024, knee=100.0)
+    assert (st, observed) == (check.FAIL, "furthest depth 1,904 +48.5%") and detail.startswith("knee d* = 100 beyond")
+
+
+def test_the_knee_model_fails_beyond_its_tolerance():
+    """The same knee, depth 1,904 measured 1.2 × 43.12 ms with tight samples: +20.0%, a failure; 1.1 ×: a pass."""
+    from bytesup.check.claims import depth_line_check
+    steps = {d: knee_ms(d, 1200) for d in DEPTHS}
+    for k, status in ((1.2, check.FAIL), (0.8, check.FAIL), (1.1, check.PASS)):
+        st, observed, _ = depth_line_check(knee_samples({**steps, 1904: 43.12 * k}), 1024, knee=1200.0)
+        assert (st, observed) == (status, f"furthest depth 1,904 {k - 1:+.1%}"), k
+
+
+def test_the_knee_model_cannot_tell_without_a_depth_past_the_knee_fitted():
+    """d* at 1,700: only 1,904 lies past it, so no depth there is fitted and s₂ is unknown: inconclusive with the
+    reason, never a failure, however far 1,904 lies from the line. 1,536, below the knee, is still predicted by the
+    line, and a miss there with tight samples is a failure."""
+    from bytesup.check.claims import depth_line_check
+    steps = {d: knee_ms(d, 1700, s2=0.2) for d in DEPTHS}
+    st, observed, detail = depth_line_check(knee_samples(steps), 1024, knee=1700.0)
+    assert st == check.INCONCLUSIVE and observed.startswith("furthest depth 1,536 "), detail
+    assert "s₁ = 10 µs per position, fitted on depths 0, 256, 512, 1,024; no fitted" in detail
+    assert "depth 1,904 past the knee cannot be predicted: no depth past d* was fitted" in detail
+    assert "no fitted depth past d*, so s₂ is unknown" in detail
+    st, observed, _ = depth_line_check(knee_samples({**steps, 1536: 25.36 * 1.2}), 1024, knee=1700.0)
+    assert (st, observed) == (check.FAIL, "furthest depth 1,536 +20.0%")
+
+
+def test_the_knee_model_cannot_tell_from_a_short_lever():
+    """d* at 1,500, 36 positions before 1,536 (26.08 ms), the one depth that fixes s₂. 1,904 measured 1.3 × its
+    prediction, 37.12 ms. With tight samples that is a failure. With 1,536's samples spread by 4% (its interquartile
+    range; every depth's under ±15%), s₂ moves by 0.04 × 26.08 ÷ 36 and the prediction at 1,904 by 404 ÷ 36 = 11.2×
+    that, 11.7 ms of 37.12: a spread of ±32%, so the miss is inconclusive."""
+    from bytesup.check.claims import depth_line_check
+    steps = {d: knee_ms(d, 1500) for d in DEPTHS} | {1904: knee_ms(1904, 1500) * 1.3}
+    st, observed, _ = depth_line_check(knee_samples(steps), 1024, knee=1500.0)
+    assert (st, observed) == (check.FAIL, "furthest depth 1,904 +30.0%")
+    st, observed, detail = depth_line_check(knee_samples(steps, {1536: 0.04}), 1024, knee=1500.0)
+    assert (st, observed) == (check.INCONCLUSIVE, "furthest depth 1,904 +30.0%"), detail
+    assert "1,904: prediction spread ±32%" in detail and "inconclusive" in detail
+
+
+def test_the_issues_run_by_its_costs_per_position():
+    """The 2-core AMD EPYC's default run: 21.4, 5.6, 7.1, 13.3 and 23.8 µs per position between its depths, 39.05 ms
+    at 1,904. The line through 0–1,024 misses 1,904 by +20.0% (a failure); with d* = 32 MiB ÷ 23,040 bytes =
+    1,456, s₂ from 1,536 predicts it at −1.4%."""
+    from bytesup.check.claims import depth_line_check
+    costs = (21.4, 5.6, 7.1, 13.3, 23.8)
+    steps = {1904: 39.05}
+    for i in range(len(costs) - 1, -1, -1):  # back from 1,904: each depth's step less its span × its cost
+        a, b = DEPTHS[i], DEPTHS[i + 1]
+        steps[a] = steps[b] - (b - a) * costs[i] / 1e3
+    line = depth_line_check(knee_samples(steps), 1024)
+    knee = depth_line_check(knee_samples(steps), 1024, knee=33554432 / KV_PER_POSITION)
+    assert line[:2] == (check.FAIL, "furthest depth 1,904 +20.0%")
+    assert knee[:2] == (check.PASS, "furthest depth 1,904 -1.4%")

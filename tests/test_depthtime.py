@@ -130,12 +130,96 @@ def test_the_published_spark_slope_is_its_kv_read():
 def test_a_prediction_is_shown_by_its_columns():
     from bytesup.store.views import page
 
-    p = dt.DepthPrediction(depth=400, measured_ms=14.5, predicted_ms=14.0, fitted=False)
+    p = dt.DepthPrediction(depth=400, measured_ms=14.5, predicted_ms=14.0, fitted=False, spread=0.05)
     heads, rows = page.by_columns(dt.DepthPrediction, list(dt.DepthPrediction.COLUMNS), [p])
     assert [h for h, _ in heads] == ["depth", "measured median", "predicted", "predicted", "measured",
-                                     "predicted ÷ measured − 1", "fitted or held out"]
+                                     "predicted ÷ measured − 1", "spread of the prediction", "fitted or held out"]
     # 1000 ÷ 14 = 71.43 predicted against 1000 ÷ 14.5 = 68.97 measured tokens/s: +3.57%, shown in percent.
-    assert rows[0][:3] == [400, 14.5, 14.0] and rows[0][6] == "held out"
+    assert rows[0][:3] == [400, 14.5, 14.0] and rows[0][6:] == [pytest.approx(5.0), "held out"]
     assert rows[0][3:6] == [pytest.approx(1000 / 14), pytest.approx(1000 / 14.5), pytest.approx(100 * (14.5 / 14 - 1))]
     off = dt.DepthPrediction(depth=10, measured_ms=2.0, predicted_ms=-1.0, fitted=True)
     assert page.by_columns(dt.DepthPrediction, ["predicted_tokens_per_s", "error"], [off])[1] == [[None, None]]
+
+
+# --- the knee: t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*) ----------------------------------------------
+
+KNEE_DEPTHS = [0, 250, 500, 750, 1200, 1600]
+
+
+def knee_steps(knee: float = 1000, s1: float = 0.01, s2: float = 0.03) -> list[float]:
+    """10 ms at depth 0, 0.01 ms more per position up to the knee, 0.03 beyond: 10, 12.5, 15, 17.5, then
+    20 + 0.03 × 200 = 26 and 20 + 0.03 × 600 = 38 ms at a knee of 1,000."""
+    return [10 + s1 * min(d, knee) + s2 * max(0.0, d - knee) for d in KNEE_DEPTHS]
+
+
+def test_the_knee_is_the_cache_over_the_kv_bytes_per_position():
+    # SmolLM2: 30 blocks × 3 KV heads × 64 × 2 (K and V) × 2 bytes (F16) = 23,040 bytes; 32 MiB ÷ that = 1,456.36
+    assert dt.knee_depth(32 * 1024 * 1024, 30 * 3 * 64 * 2 * 2) == pytest.approx(1456.356, abs=1e-3)
+    assert dt.knee_depth(None, 23040) is None and dt.knee_depth(33554432, None) is None
+    assert dt.knee_depth(0, 23040) is None and dt.knee_depth(33554432, -1) is None
+
+
+def test_a_knee_between_the_fitted_and_the_held_out_depths_is_fitted_by_hand():
+    """Fitted up to half the context, 500, nothing lies past the knee at 1,000, and two depths do: the first, 1,200,
+    is fitted too. t(0) and s₁ come from 0, 250, 500 and 750 (10 ms, 10 µs exactly), s₂ = (26 − 10 − 0.01 × 1,000)
+    ÷ 200 = 0.03 ms, and 1,600 is predicted 20 + 0.03 × 600 = 38 ms: exactly what was measured."""
+    ms = knee_steps()
+    line = dt.fit_knee(KNEE_DEPTHS, ms, 500, 1000.0)
+    assert (line.t0_ms, line.slope_ms, line.slope2_ms) == (pytest.approx(10), pytest.approx(0.01), pytest.approx(0.03))
+    assert (line.fit_until, line.below, line.beyond) == (1200, (0, 250, 500, 750), (1200,))
+    points = dt.predictions(line, KNEE_DEPTHS, ms)
+    assert [p.depth for p in dt.held_out(points)] == [1600]
+    assert points[-1].predicted_ms == pytest.approx(38.0) and points[-1].error == pytest.approx(0, abs=1e-9)
+    # The line through the same shallow half predicts 10 + 0.01 × 1,600 = 26 ms: 38 ÷ 26 − 1 = +46.2% too fast.
+    plain = dt.predictions(dt.fit_line(KNEE_DEPTHS, ms, 500), KNEE_DEPTHS, ms)
+    assert plain[-1].error == pytest.approx(38 / 26 - 1) and not plain[-1].within
+
+
+def test_without_a_knee_the_model_is_the_line():
+    """No cache size, or d* beyond the deepest depth: fit_knee is fit_line on the same depths."""
+    ms = [10 + 0.01 * d + (0.3 if d == 250 else 0) for d in KNEE_DEPTHS]
+    line = dt.fit_line(KNEE_DEPTHS, ms, 500)
+    for knee in (None, 1600.0, 11833.0):
+        assert dt.fit_knee(KNEE_DEPTHS, ms, 500, knee) == line
+    assert line.knee is None and line.slope2_ms is None and line.ms_at(1600) == pytest.approx(line.t0_ms + 1600 * line.slope_ms)
+    # a knee past every fitted depth but below one held-out depth, with only that one past it: s₂ unknown
+    one = dt.fit_knee(KNEE_DEPTHS, ms, 500, 1400.0)
+    assert (one.fit_until, one.beyond, one.slope2_ms) == (500, (), None)
+    assert one.ms_at(1200) == pytest.approx(one.t0_ms + 1200 * one.slope_ms) and one.ms_at(1600) is None
+    last = dt.predictions(one, KNEE_DEPTHS, ms)[-1]
+    assert (last.predicted_ms, last.predicted_tokens_per_s, last.error, last.within, last.can_tell) == (
+        None, None, None, False, False)
+    # the worst of the predicted ones only: 17.5 ÷ 17.6 − 1 = −0.57% at 750, against 22 ÷ 22.1 − 1 = −0.45% at 1,200
+    assert dt.worst(dt.held_out(dt.predictions(one, KNEE_DEPTHS, ms))).depth == 750
+
+
+def test_a_knee_needs_two_depths_below_it():
+    with pytest.raises(ValueError, match="knee at depth 200 needs at least two distinct depths there; 0 measured"):
+        dt.fit_knee(KNEE_DEPTHS, knee_steps(), 500, 200.0)
+
+
+def test_a_prediction_spread_by_hand():
+    """Depths 0 and 100 fitted (10 and 11 ms), 200 held out (12 ms). Depth 0's interquartile range, 0.2 ms, moves the
+    line to (0, 10.2) – (100, 11): 11.8 ms at 200, 0.2 ms off; depth 100 has none. √(0.2²) ÷ 12 + 200's own 0.1 ÷ 12
+    = 0.025. Fitted depths have no spread."""
+    line = dt.fit_line([0, 100, 200], [10.0, 11.0, 12.0], 100)
+    assert dt.prediction_spreads(line, [0, 100, 200], [10.0, 11.0, 12.0], [0.2, 0.0, 0.1]) == [
+        None, None, pytest.approx(0.025)]
+    # two fitted depths each moving it: the root of the sum of squares. Depth 100 by 0.1 ms: the line through (0, 10)
+    # and (100, 11.1) gives 12.2 at 200, 0.2 off; with depth 0's 0.2: √(0.04 + 0.04) ÷ 12 + 0.1 ÷ 12.
+    assert dt.prediction_spreads(line, [0, 100, 200], [10.0, 11.0, 12.0], [0.2, 0.1, 0.1])[2] == pytest.approx(
+        (0.08 ** 0.5 + 0.1) / 12)
+
+
+def test_a_short_lever_past_the_knee_multiplies_the_scatter():
+    """The knee at 1,150, 50 positions before the one fitted depth past it, 1,200 (23 ms): moving that depth's median
+    by its 1 ms interquartile range (4.3% of it) moves s₂ by 1 ÷ 50 = 0.02 ms and the prediction at 1,600, 10 + 11.5 +
+    0.03 × 450 = 35 ms, by 0.02 × 450 = 9 ms, 9× the move: a spread of 9 ÷ 35 = 25.7%, over ±15%, so the run cannot
+    tell."""
+    ms = knee_steps(1150)
+    iqr = [0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    line = dt.fit_knee(KNEE_DEPTHS, ms, 500, 1150.0)
+    assert line.ms_at(1600) == pytest.approx(35.0)
+    spread = dt.prediction_spreads(line, KNEE_DEPTHS, ms, iqr)[-1]
+    assert spread == pytest.approx(9 / 35)
+    assert spread > dt.TOLERANCE and not dt.predictions(line, KNEE_DEPTHS, ms, iqr)[-1].can_tell

@@ -101,3 +101,24 @@ def test_the_spark_slope_by_hand():
     assert spark.split.kv_share == pytest.approx(1.0071, abs=1e-4)
     # each figure moved by 0.05 tokens/s: 33.25 → 29.55 gives 1.960 µs (98.0%), 33.15 → 29.65 gives 1.854 µs (103.6%)
     assert spark.kv_share_low == pytest.approx(0.9797, abs=1e-4) and spark.kv_share_high == pytest.approx(1.0360, abs=1e-4)
+
+
+def _depths_on(steps: dict[int, float]) -> list[kvcache.DepthResult]:
+    return [kvcache.DepthResult(depth=d, prompt_n=1, ms_per_token=[t, t], tokens_per_s=[1e3 / t] * 2, prefill_median=None)
+            for d, t in steps.items()]
+
+
+def test_the_depth_model_places_the_knee_from_the_cache_and_falls_back_to_the_line():
+    """Steps 10 ms + 0.01 ms per position up to 1,200 and 0.03 beyond, at a 4,096-token context (fitted half 2,048):
+    a cache of 1,200 × 128 bytes bends the model there; no cache, or one holding fewer positions than the second
+    depth, leaves the line, and says why."""
+    steps = {d: 10 + 0.01 * min(d, 1200) + 0.03 * max(0, d - 1200) for d in (0, 512, 1024, 2048, 3072, 3800)}
+    shape, specimen = kvcache.AttentionShape(128.0, 2, 4, 8), kvcache.AttentionShape(524_288.0, 32, 32, 128)
+    bent = kvcache.depth_model(_depths_on(steps), 4096, shape, 12.8, None, specimen, (1200 * 128, "hand", None))
+    assert (bent.line.knee, bent.line.slope_ms, bent.line.slope2_ms) == (1200, pytest.approx(0.01), pytest.approx(0.03))
+    assert bent.why_no_knee is None and bent.split2 is not None and bent.split2.slope_ms == pytest.approx(0.03)
+    assert bent.cache == kvcache.CacheKnee(1200 * 128, "hand", 128.0, 1200, None)
+    none = kvcache.depth_model(_depths_on(steps), 4096, shape, 12.8, None, specimen, (None, None, "no size"))
+    assert none.line.knee is None and none.cache.why_none == "no size" and none.split2 is None
+    tiny = kvcache.depth_model(_depths_on(steps), 4096, shape, 12.8, None, specimen, (100 * 128, "hand", None))
+    assert tiny.line.knee is None and tiny.why_no_knee.startswith("a line up to the knee at depth 100 needs at least two")

@@ -522,26 +522,45 @@ def test_each_depth_comes_from_the_prompt_cache_with_the_same_decode(lesson):
 # --- decode at depth: the line t(d) = t(0) + d × s, fitted on the shallow half ---------------------------
 
 def test_depth_line_on_the_recording(result, lesson):
-    """Every row is the fact's line at its depth, set against the depth table's median; the slope is split at the
-    run's bandwidth reading: 23,040 bytes of K and V per position ÷ that bandwidth."""
+    """The recording's host has a 32 MiB last-level cache: d* = 33,554,432 ÷ 23,040 = 1,456 positions, between the
+    fitted half's 1,024 and 1,536. So 1,536 is fitted too, for s₂, and 1,904 is held out. Every row is the fact's knee
+    model at its depth (t(0) and s₁ numpy's least squares through 0–1,024, s₂ = (t(1,536) − t(0) − s₁ × d*) ÷
+    (1,536 − d*)), set against the depth table's median; s₁ is split at the run's bandwidth reading."""
+    import numpy as np
+
     line = result.fact("decode_at_depth")
     measured = {r[0]: r[2] for r in rows(result, "decode_vs_depth")}
+    llc = run_bandwidth(LESSON, result)["llc_bytes"]
+    knee = llc / 23040
+    assert llc == 32 * 1024 * 1024 and line["cache_bytes"] == llc and line["knee"] == pytest.approx(knee)
+    s1, t0 = np.polyfit([0, 256, 512, 1024], [measured[d] for d in (0, 256, 512, 1024)], 1)
+    s2 = (measured[1536] - t0 - s1 * knee) / (1536 - knee)
+    assert (line["t0_ms"], line["slope_ms_per_position"], line["slope2_ms_per_position"]) == (
+        pytest.approx(t0), pytest.approx(s1), pytest.approx(s2))
     table = result.table("decode_at_depth_line")
-    assert [r[0] for r in table.rows] == list(measured) and line["fit_until"] == 1024
-    for depth, ms, predicted_ms, predicted, tokens, error, role in table.rows:
+    assert [r[0] for r in table.rows] == list(measured) and line["fit_until"] == 1536
+    for depth, ms, predicted_ms, predicted, tokens, error, spread, role in table.rows:
         assert ms == measured[depth] and tokens == pytest.approx(1000 / ms)
-        assert predicted_ms == pytest.approx(line["t0_ms"] + depth * line["slope_ms_per_position"])
-        assert role == ("fitted" if depth <= 1024 else "held out")
+        assert predicted_ms == pytest.approx(t0 + s1 * min(depth, knee) + s2 * max(0, depth - knee))
+        assert role == ("fitted" if depth <= 1536 else "held out") and (spread is None) == (depth <= 1536)
         if predicted_ms > 0:
             assert predicted == pytest.approx(1000 / predicted_ms) and error == pytest.approx(100 * (ms / predicted_ms - 1))
         else:
             assert predicted is None and error is None
-    assert [h["depth"] for h in line["held_out"]] == [1536, 1904] and line["tolerance"] == 0.15
+    assert [h["depth"] for h in line["held_out"]] == [1904] and line["tolerance"] == 0.15
+    # s₂ comes from 80 positions past d*, so 1,904 (448 past it) carries 1,536's scatter 5.6-fold: it cannot tell
+    assert line["held_out"][0]["spread"] > 0.15 and "The run cannot tell whether the model holds at depth 1,904" in table.notes[1]
     gbs = run_bandwidth(LESSON, result)["gb_per_s"]["median"]
     assert line["bandwidth_gbs"] == pytest.approx(gbs)
     assert line["kv_read_ms_per_position"] == pytest.approx(23040 / (gbs * 1e9) * 1e3)
     assert table.notes[2].startswith(f"At the run's bandwidth reading, {gbs:.3g} GB/s (median), one position's "
                                      "23,040 bytes of K and V take")
+    assert table.notes[4].startswith("The knee: the run's last-level cache, 32 MiB (") and table.notes[4].endswith(
+        "holds the K and V of d* = 33,554,432 ÷ 23,040 bytes per position = 1,456 positions, between depths 1,024 and "
+        "1,536: below it a token's K and V reads can come from the cache, beyond it they no longer fit and may come from "
+        "memory.")
+    marker = next(p for p in result.plots if p.name == "decode_vs_depth").series[-1]
+    assert marker.x == [pytest.approx(knee)] * 2 and marker.label.startswith("d* = 1,456")
 
 
 @pytest.fixture(scope="module")
@@ -585,8 +604,13 @@ def test_depth_line_on_the_committed_run(committed_run):
     assert line["kv_read_ms_per_position"] == pytest.approx(23_040 / (gbs * 1e9) * 1e3)
     assert line["kv_read_ms_per_position"] / slope == pytest.approx(0.1255, abs=1e-4)
     notes = result.table("decode_at_depth_line").notes
-    assert notes[1] == ("Held out, predicted by a line not fitted on them: 2 of 2 depths within ±15% of measured; "
+    assert notes[1] == ("Held out, predicted by a model not fitted on them: 2 of 2 depths within ±15% of measured; "
                         "the worst, depth 1,904, at -6.2%.")
+    # its host's 260 MiB cache holds the K and V of 272,629,760 ÷ 23,040 = 11,833 positions: no knee, the line
+    assert line["cache_bytes"] == manifest["host_bandwidth"]["before"]["llc_bytes"] == 272_629_760
+    assert line["knee"] is None and line["slope2_ms_per_position"] is None
+    assert notes[4].endswith("= 11,833 positions, beyond the deepest depth, 1,904: every depth's K and V fit in the cache, "
+                             "so the model is the line.")
     assert "23,040 bytes of K and V take 1.08 µs to read: 13% of s. The rest, 7.52 µs" in notes[2]
     assert "= 69,120 FLOPs" in notes[2] and notes[2].endswith("at 9.19 GFLOP/s. Here s is mostly attention's work.")
 
@@ -599,14 +623,17 @@ def test_main_on_hand_made_answers_depth_line(hand_run):
     assert (line["t0_ms"], line["slope_ms_per_position"], line["fit_until"]) == (
         pytest.approx(8.15), pytest.approx(0.24375), 32)
     # depth 47 held out: 8.15 + 47 × 0.24375 = 19.606 ms against 8 + 47 ÷ 4 = 19.75 measured: +0.73%
-    assert line["held_out"] == [{"depth": 47, "error": pytest.approx(19.75 / 19.60625 - 1)}]
+    # every repeat answers the same step, so no depth scatters and the prediction's spread is 0
+    assert line["held_out"] == [{"depth": 47, "error": pytest.approx(19.75 / 19.60625 - 1), "spread": 0.0}]
     table = result.table("decode_at_depth_line")
-    assert [r[6] for r in table.rows] == ["fitted"] * 4 + ["held out"]
+    assert [r[7] for r in table.rows] == ["fitted"] * 4 + ["held out"]
     assert table.rows[-1][:3] == [47, 19.75, pytest.approx(19.60625)]
     assert table.notes[0].startswith("The least-squares line through the median ms per token at the depths up to half "
                                      "the context (0, 8, 16, 32): t(0) = 8.15 ms and s = 243.8 µs per earlier position")
-    assert table.notes[1] == ("Held out, predicted by a line not fitted on them: 1 of 1 depths within ±15% of measured; "
+    assert table.notes[1] == ("Held out, predicted by a model not fitted on them: 1 of 1 depths within ±15% of measured; "
                               "the worst, depth 47, at +0.7%.")
+    assert table.notes[4] == ("No knee is placed, so the model is the line: this run was recorded without a reading of "
+                              "the host's bandwidth, which carries its last-level cache size.")
     # hand_context gives no bandwidth reading: a replay of a run that recorded none
     assert table.notes[2] == ("The KV read is not split out of s: this run was recorded without a reading of the "
                               "host's bandwidth.")
@@ -614,7 +641,7 @@ def test_main_on_hand_made_answers_depth_line(hand_run):
     assert plot.series[-1].y[-1] == pytest.approx(1000 / 19.60625)
 
 
-def _hand_depth_run(lesson, facts: dict, bandwidth: dict | None):
+def _hand_depth_run(lesson, facts: dict, bandwidth: dict | None, plan: dict | None = None):
     from lessonkit import QueuedServer, hand_context
 
     answer = HandServer()
@@ -623,7 +650,8 @@ def _hand_depth_run(lesson, facts: dict, bandwidth: dict | None):
                            "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 40})
     ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, bandwidth=bandwidth,
                        host_values={"server_facts": facts, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3],
-                                    "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]]})
+                                    "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]],
+                                    **({"plan": plan} if plan is not None else {})})
     return lesson.main(ctx)
 
 
@@ -639,6 +667,56 @@ def test_the_hand_made_slope_split_at_the_runs_bandwidth(lesson):
         "(q·k and V's weighted sum, 2 each per element), at 0.00105 GFLOP/s. Here s is mostly attention's work.")
     assert result.table("decode_at_depth_line").notes[3].endswith(
         "there s is mostly the KV read, here mostly attention's work (0.0041% the KV read).")
+
+
+def test_the_hand_made_knee_from_the_runs_cache(lesson):
+    """A 2,560-byte last-level cache holds the K and V of 2,560 ÷ 128 = 20 positions: d* = 20, between 16 and 32.
+    t(0) and s₁ through (0, 8.25), (8, 10), (16, 12): x̄ = 8, ȳ = 10.0833, Σ(x − x̄)(y − ȳ) = 14.667 + 15.333 = 30,
+    Σ(x − x̄)² = 128, s₁ = 0.234375 ms, t(0) = 10.0833 − 1.875 = 8.2083; s₂ through 32 (16 ms): (16 − 8.2083 −
+    0.234375 × 20) ÷ 12 = 0.258681 ms; 47 predicted at 12.8958 + 0.258681 × 27 = 19.8802 ms against 19.75 measured:
+    19.75 ÷ 19.8802 − 1 = −0.65%."""
+    result = _hand_depth_run(lesson, HAND_FACTS, {"gb_per_s": {"median": 12.8}, "llc_bytes": 2560,
+                                                   "llc_source": "hand"})
+    line = result.fact("decode_at_depth")
+    assert (line["knee"], line["cache_bytes"], line["fit_until"]) == (20, 2560, 32)
+    assert (line["t0_ms"], line["slope_ms_per_position"], line["slope2_ms_per_position"]) == (
+        pytest.approx(8.208333), pytest.approx(0.234375), pytest.approx(0.2586806))
+    assert line["held_out"] == [{"depth": 47, "error": pytest.approx(19.75 / 19.8802083 - 1, abs=1e-8), "spread": 0.0}]
+    table = result.table("decode_at_depth_line")
+    assert table.title.startswith("Decode at depth d: t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*), d* = 20")
+    assert table.notes[0].startswith("t(0) = 8.208 ms and s₁ = 234.4 µs per earlier position by least squares through "
+                                     "the median ms per token at the depths up to d* (0, 8, 16); s₂ = 258.7 µs per "
+                                     "position beyond it, through the fitted depths past d* (32)")
+    assert table.notes[4] == ("The knee: the run's last-level cache, 0 MiB (hand), holds the K and V of d* = 2,560 ÷ 128 "
+                              "bytes per position = 20 positions, between depths 16 and 32: below it a token's K and V "
+                              "reads can come from the cache, beyond it they no longer fit and may come from memory.")
+    # the KV read at 12.8 GB/s: 0.01 µs, 0.0043% of s₁ = 234.4 µs and 0.0039% of s₂ = 258.7 µs, which exceeds s₁ by
+    # 24.3 µs, 2,400 × that read
+    assert "0.0043% of s₁" in table.notes[2] and table.notes[2].endswith(
+        "Beyond d*, the same read is 0.0039% of s₂ = 259 µs; s₂ − s₁ = +24.3 µs per position is 2.4e+03× the KV read at "
+        "the bandwidth.")
+    plot = next(p for p in result.plots if p.name == "decode_vs_depth")
+    assert plot.series[-1].x == [20, 20] and plot.series[-2].x == [0, 8, 16, 20, 32, 47]
+
+
+def test_a_fresh_plan_decodes_halfway_past_the_knee(lesson):
+    """A cache of 40 × 128 bytes: d* = 40, between half the 64-token context and the deepest depth, 47. The plan adds
+    int((40 + 47) ÷ 2) = 43 (8 + 43 ÷ 4 = 18.75 ms), which fixes s₂, and 47 stays held out."""
+    plan = plans.fresh(2, plans.NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
+    result = _hand_depth_run(lesson, HAND_FACTS, {"gb_per_s": {"median": 12.8}, "llc_bytes": 40 * 128}, plan)
+    assert [r[0] for r in rows(result, "decode_vs_depth")] == [0, 8, 16, 32, 43, 47]
+    assert result.table("decode_vs_depth").notes[0].startswith(
+        "Depths are fractions of the 64-token context, except 43, halfway from d* = 40 (where the K and V fill the run's "
+        "last-level cache) to the deepest depth")
+    line = result.fact("decode_at_depth")
+    assert (line["knee"], line["fit_until"], [h["depth"] for h in line["held_out"]]) == (40, 43, [47])
+    # a plan recorded before version 4 keeps the fractions: the same cache, no depth 43
+    older = _hand_depth_run(lesson, HAND_FACTS, {"gb_per_s": {"median": 12.8}, "llc_bytes": 40 * 128}, {**plan, "version": 3})
+    assert [r[0] for r in rows(older, "decode_vs_depth")] == [0, 8, 16, 32, 47]
+    # s₁ and t(0) through 0, 8, 16 and 32 (8.25, 10, 12, 16 ms): x̄ = 14, ȳ = 11.5625, s₁ = 136.5 ÷ 560 = 0.24375,
+    # t(0) = 8.15; s₂ = (18.75 − 8.15 − 0.24375 × 40) ÷ 3 = 0.2833; 47: 17.9 + 0.2833 × 7 = 19.883 against 19.75
+    assert line["slope2_ms_per_position"] == pytest.approx((18.75 - 8.15 - 0.24375 * 40) / 3)
+    assert line["held_out"][0]["error"] == pytest.approx(19.75 / (8.15 + 0.24375 * 40 + 7 * (18.75 - 17.9) / 3) - 1)
 
 
 def test_no_slope_split_where_the_hosts_bandwidth_does_not_apply(lesson):

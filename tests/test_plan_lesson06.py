@@ -47,3 +47,24 @@ def test_a_plan_of_another_shape_is_refused_in_one_paragraph():
     # An older run with no repeat recorded: refused, not guessed.
     with pytest.raises(BytesupError, match="repeat: input should be a valid integer"):
         plans.from_older({"numpy_plan": {"served": None, "float32_bytes": None}})
+
+
+def test_the_depths_past_a_knee_by_hand():
+    """2,048 tokens and d* = 32 MiB ÷ 23,040 = 1,456.36, between the fitted half (1,024) and the deepest (1,904):
+    1,536, 80 positions past d*, gives way to int((1,456.36 + 1,904) ÷ 2) = 1,680, 224 past it. A knee at or below
+    half the context, or past the deepest depth, leaves the fractions as they are."""
+    fractions = [0, 256, 512, 1024, 1536, 1904]
+    assert plans.depth_plan(2048, knee=33554432 / 23040) == [0, 256, 512, 1024, 1680, 1904]
+    for knee in (None, 700.0, 1024.0, 1904.0, 11833.0):
+        assert plans.depth_plan(2048, knee=knee) == fractions
+    # 64 tokens, d* = 40: nothing lay between 32 and 47, so one depth is added, int(87 ÷ 2) = 43
+    assert plans.depth_plan(64, knee=40.0) == [0, 8, 16, 32, 43, 47]
+
+
+def test_a_recorded_plan_of_version_3_keeps_its_depths():
+    """A plan recorded before version 4 decodes at the fractions of the context alone; a fresh one moves them."""
+    v3 = {"version": 3, "repeat": 3, "depths_from_cache": True, "numpy": None}
+    assert plans.read(v3) == plans.Plan(version=3, repeat=3, depths_from_cache=True, numpy=None, depths_past_knee=False)
+    fresh = plans.fresh(3, plans.NumpyFile(served=None, float32_bytes=None))
+    assert (fresh.version, fresh.depths_past_knee) == (4, True) and plans.read(fresh.model_dump(mode="json")) == fresh
+    assert plans.from_older({"repeat": 3}).depths_past_knee is False

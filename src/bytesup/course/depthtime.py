@@ -27,13 +27,39 @@ error: predicted ÷ measured tokens/s − 1. On the two committed 2-core runs th
 1,904 came at −3% and −6% (2026-12-01) and at −7% and −19% (2026-11-30, where the median step at depth
 1,904 was shorter than at 1,536, 25.7 against 26.5 ms, on a host loaded 2.06 on its 2 cores: no line
 through the shallower depths predicts that).
+
+The knee. Every decoded token reads the K and V of all d earlier positions, KV bytes per position × d in all,
+and the next token reads them again. While they fit in the last-level cache the next read finds them there;
+beyond d* = cache bytes ÷ KV bytes per position they no longer fit, and each position may cost more (a read from
+memory instead of the cache). So the step is two lines meeting at d*:
+
+    t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*)
+
+with d* computed from the cache size the run read and the model's KV bytes, never fitted; t(0) and s₁ are fitted
+on the depths up to d*, s₂ on the fitted depths beyond it (least squares of t(d) − t(0) − s₁ × d* against d − d*).
+The weights are not counted against the cache: on the course's models they are larger than the cache and stream
+through it on every token, so either they evict the KV cache at every size (no knee at all, which the run then
+shows as one line) or the cache keeps the more recently reused lines, the KV, and the knee is where the KV alone
+fills it. Where d* lies beyond the deepest depth the model is the line. Where the fitted depths stop short of the
+knee but two or more depths lie beyond it, the first of those is fitted too, so that s₂ is known and the deeper
+ones are still held out. A depth beyond the knee with no fitted depth beyond it has no prediction: the run cannot
+tell what a position costs there.
+
+How far a prediction can be trusted: the fit is linear in the fitted medians, so moving one fitted depth's median
+by its samples' interquartile range moves every prediction by a fixed amount; the root of the sum of their squares
+over the fitted depths (each depth's samples scatter independently of the others'), ÷ the predicted step, plus the
+held-out depth's own interquartile range ÷ its median, is the prediction's spread. One depth just past the knee
+fixes s₂ over a short lever (80 positions at d* = 1,456 and depth 1,536) and multiplies its scatter into the deeper
+prediction; a spread wider than TOLERANCE cannot tell a model that holds from one that does not.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from bytesup.course import robust
 from bytesup.course.decodetime import least_squares
 from bytesup.course.formulas import GB
 
@@ -44,14 +70,32 @@ KV_READ, ATTENTION_WORK = "the KV read", "attention's work"
 
 @dataclass(frozen=True)
 class Line:
-    """t(d) = t0_ms + d × slope_ms, and the depths it was fitted on."""
+    """t(d) = t0_ms + d × slope_ms, and the depths it was fitted on; with a knee, t0_ms + slope_ms × min(d, knee) +
+    slope2_ms × max(0, d − knee)."""
     t0_ms: float
-    slope_ms: float  # s: per earlier position
+    slope_ms: float  # s (s₁ with a knee): per earlier position
     fit_until: int
     fitted: tuple[int, ...]
+    knee: float | None = None        # d*, where the cost per position changes; None: no knee among the run's depths
+    slope2_ms: float | None = None   # s₂, per position beyond d*; None: no knee, or no depth beyond it fitted
 
-    def ms_at(self, depth: int) -> float:
-        return self.t0_ms + depth * self.slope_ms
+    def ms_at(self, depth: float) -> float | None:
+        """The predicted step; None beyond a knee with no fitted depth beyond it (nothing says what s₂ is)."""
+        if self.knee is None or depth <= self.knee:
+            return self.t0_ms + depth * self.slope_ms
+        if self.slope2_ms is None:
+            return None
+        return self.t0_ms + self.knee * self.slope_ms + (depth - self.knee) * self.slope2_ms
+
+    @property
+    def below(self) -> tuple[int, ...]:
+        """The fitted depths t(0) and s₁ come from (all of them without a knee)."""
+        return tuple(d for d in self.fitted if self.knee is None or d <= self.knee)
+
+    @property
+    def beyond(self) -> tuple[int, ...]:
+        """The fitted depths s₂ comes from."""
+        return tuple(d for d in self.fitted if self.knee is not None and d > self.knee)
 
 
 @dataclass(frozen=True)
@@ -59,20 +103,21 @@ class DepthPrediction:
     """One depth: its measured median ms per token beside the line's, and whether the line was fitted on it."""
     depth: int
     measured_ms: float
-    predicted_ms: float
+    predicted_ms: float | None  # None: beyond a knee with no fitted depth beyond it
     fitted: bool
+    spread: float | None = None  # the prediction's spread (module docstring) as a fraction; None: not computed
     # The columns of lesson 6's table of it, in order (name, unit; the error as a fraction, shown in %).
     COLUMNS: ClassVar[dict[str, tuple[str, str]]] = {
         "depth": ("depth", "tokens"), "measured_ms": ("measured median", "ms/token"),
         "predicted_ms": ("predicted", "ms/token"), "predicted_tokens_per_s": ("predicted", "tokens/s"),
         "measured_tokens_per_s": ("measured", "tokens/s"), "error": ("predicted ÷ measured − 1", "%"),
-        "role": ("fitted or held out", "")}
+        "spread": ("spread of the prediction", "%"), "role": ("fitted or held out", "")}
 
     @property
     def predicted_tokens_per_s(self) -> float | None:
-        """1000 ÷ the predicted step; None where the line gives a step of 0 ms or less (a line through scattered
-        steps can fall below 0), which predicts no speed."""
-        return 1e3 / self.predicted_ms if self.predicted_ms > 0 else None
+        """1000 ÷ the predicted step; None where there is no prediction, or the line gives a step of 0 ms or less (a
+        line through scattered steps can fall below 0), which predicts no speed."""
+        return 1e3 / self.predicted_ms if self.predicted_ms is not None and self.predicted_ms > 0 else None
 
     @property
     def measured_tokens_per_s(self) -> float:
@@ -91,6 +136,11 @@ class DepthPrediction:
     @property
     def within(self) -> bool:
         return self.error is not None and abs(self.error) <= TOLERANCE
+
+    @property
+    def can_tell(self) -> bool:
+        """Whether the prediction is sharp enough to judge: there is one, and its spread is within TOLERANCE."""
+        return self.predicted_ms is not None and (self.spread is None or self.spread <= TOLERANCE)
 
 
 def default_fit_until(n_ctx: int) -> int:
@@ -111,10 +161,80 @@ def fit_line(depths: list[int], ms_per_token: list[float], fit_until: int) -> Li
     return Line(t0, slope, fit_until, tuple(d for d, _ in points))
 
 
-def predictions(line: Line, depths: list[int], ms_per_token: list[float]) -> list[DepthPrediction]:
-    """Every depth predicted by the line, each marked fitted or held out."""
-    return [DepthPrediction(d, t, line.ms_at(d), d <= line.fit_until)
-            for d, t in zip(depths, ms_per_token, strict=True)]
+def knee_depth(cache_bytes: float | None, kv_bytes_per_position: float | None) -> float | None:
+    """d* = cache bytes ÷ KV bytes per position: the depth whose K and V fill the cache; None where either is
+    unknown or not positive."""
+    if not cache_bytes or not kv_bytes_per_position or cache_bytes <= 0 or kv_bytes_per_position <= 0:
+        return None
+    return cache_bytes / kv_bytes_per_position
+
+
+def fit_knee(depths: list[int], ms_per_token: list[float], fit_until: int, knee: float | None) -> Line:
+    """t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*) with d* = `knee` (module docstring): t(0) and s₁ by least
+    squares through the fitted depths up to d*, s₂ through the fitted depths beyond it. The fitted depths are those up
+    to `fit_until`, and the first depth beyond d* as well where none beyond it is fitted and two or more lie beyond.
+    With no knee, or none below the deepest depth, this is `fit_line`. Raises ValueError with fewer than two
+    distinct fitted depths up to d*."""
+    if knee is None or not any(d > knee for d in depths):
+        return fit_line(depths, ms_per_token, fit_until)
+    if len(depths) != len(ms_per_token):
+        raise ValueError(f"{len(depths)} depths but {len(ms_per_token)} times")
+    beyond = sorted({d for d in depths if d > knee})
+    until = beyond[0] if len(beyond) >= 2 and not any(d <= fit_until for d in beyond) else fit_until
+    points = [(d, t) for d, t in zip(depths, ms_per_token, strict=True) if d <= until]
+    below = [(d, t) for d, t in points if d <= knee]
+    if len({d for d, _ in below}) < 2:
+        raise ValueError(f"a line up to the knee at depth {knee:,.0f} needs at least two distinct depths there; "
+                         f"{', '.join(f'{d:,}' for d, _ in below) or 'none'} measured")
+    t0, s1 = least_squares([float(d) for d, _ in below], [t for _, t in below])
+    over = [(d - knee, t - t0 - s1 * knee) for d, t in points if d > knee]
+    s2 = sum(x * y for x, y in over) / sum(x * x for x, _ in over) if over else None
+    return Line(t0, s1, until, tuple(d for d, _ in points), knee, s2)
+
+
+def predictions(line: Line, depths: list[int], ms_per_token: list[float],
+                iqr_ms: list[float] | None = None) -> list[DepthPrediction]:
+    """Every depth predicted by the line, each marked fitted or held out; with each depth's interquartile range
+    (ms), each prediction's spread (module docstring)."""
+    spreads = None if iqr_ms is None else prediction_spreads(line, depths, ms_per_token, iqr_ms)
+    return [DepthPrediction(d, t, line.ms_at(d), d <= line.fit_until, None if spreads is None else spreads[i])
+            for i, (d, t) in enumerate(zip(depths, ms_per_token, strict=True))]
+
+
+def prediction_spreads(line: Line, depths: list[int], ms_per_token: list[float],
+                       iqr_ms: list[float]) -> list[float | None]:
+    """Per held-out depth: √(Σ over the fitted depths of how far the prediction moves when that depth's median moves
+    by its interquartile range, squared) (the fit is linear in the medians, so refitting with one median moved gives
+    each move exactly), ÷ the predicted step, plus the depth's own interquartile range ÷ its median. None for a
+    fitted depth, and where there is no prediction or it is 0 ms or less."""
+    squares = [0.0] * len(depths)
+    for i, d in enumerate(depths):
+        if d > line.fit_until or iqr_ms[i] == 0:
+            continue
+        moved = refit(line, depths, [t + (iqr_ms[i] if j == i else 0.0) for j, t in enumerate(ms_per_token)])
+        for k, e in enumerate(depths):
+            a, b = line.ms_at(e), moved.ms_at(e)
+            if a is not None and b is not None:
+                squares[k] += (b - a) ** 2
+    out: list[float | None] = []
+    for k, e in enumerate(depths):
+        predicted = line.ms_at(e)
+        out.append(None if e <= line.fit_until or predicted is None or predicted <= 0 else
+                   math.sqrt(squares[k]) / predicted + iqr_ms[k] / ms_per_token[k])
+    return out
+
+
+def refit(line: Line, depths: list[int], ms_per_token: list[float]) -> Line:
+    """The same model fitted again, on the same depths, to other times."""
+    if line.knee is None:
+        return fit_line(depths, ms_per_token, line.fit_until)
+    return fit_knee(depths, ms_per_token, line.fit_until, line.knee)
+
+
+def interquartile_ms(samples: list[float]) -> float:
+    """Q3 − Q1 of a depth's ms per token, outliers left out (bytesup.course.robust)."""
+    r = robust.judge(samples)
+    return r.q3 - r.q1
 
 
 def held_out(points: list[DepthPrediction]) -> list[DepthPrediction]:
@@ -122,8 +242,10 @@ def held_out(points: list[DepthPrediction]) -> list[DepthPrediction]:
 
 
 def worst(points: list[DepthPrediction]) -> DepthPrediction | None:
-    """The point furthest from measured: one without a predicted speed first; None for no points."""
-    return max(points, key=lambda p: float("inf") if p.error is None else abs(p.error), default=None)
+    """The predicted point furthest from measured: one without a predicted speed first; None for no points with a
+    prediction."""
+    return max((p for p in points if p.predicted_ms is not None),
+               key=lambda p: float("inf") if p.error is None else abs(p.error), default=None)
 
 
 def attention_flops_per_position(n_layer: int, n_head: int, head_dim: int) -> int:

@@ -241,15 +241,42 @@ class SparkSlope:
 
 
 @dataclass(frozen=True)
+class CacheKnee:
+    """Where the KV cache leaves the last-level cache: d* = cache bytes ÷ KV bytes per position (None: `why_none`)."""
+    cache_bytes: float | None
+    cache_source: str | None
+    kv_bytes_per_position: float | None
+    knee: float | None
+    why_none: str | None
+
+
+def cache_knee(cache: tuple[float | None, str | None, str | None], shape: AttentionShape | None) -> CacheKnee:
+    """d* from the run's last-level cache (bytes, where the size came from, or why there is none) and the served
+    model's KV bytes per position."""
+    size, source, why = cache
+    kv = shape.kv_bytes_per_token if shape is not None else None
+    if shape is None:
+        why = NO_SHAPE
+    elif size is None:
+        why = why or "this run recorded no last-level cache size"
+    knee = depthtime.knee_depth(size, kv)
+    return CacheKnee(size, source, kv, knee, None if knee is not None else why)
+
+
+@dataclass(frozen=True)
 class DepthModel:
-    """t(d) = t(0) + d × s on the run's depths; s split at the run's bandwidth (None: `why_no_split` says why),
-    and the published Spark's slope split the same way."""
+    """t(d) = t(0) + d × s on the run's depths, bent at the knee d* where it lies among them (s₁, s₂); each slope
+    split at the run's bandwidth (None: `why_no_split` says why), and the published Spark's slope split the same
+    way. `why_no_knee`: why the model is one line though d* lies among the depths (too few depths below it)."""
     line: depthtime.Line
     points: list[depthtime.DepthPrediction]
     shape: AttentionShape | None
     split: depthtime.Split | None
     why_no_split: str | None
     spark: SparkSlope
+    cache: CacheKnee | None = None
+    split2: depthtime.Split | None = None
+    why_no_knee: str | None = None
 
     @property
     def held_out(self) -> list[depthtime.DepthPrediction]:
@@ -271,16 +298,30 @@ def spark_slope(specimen: AttentionShape) -> SparkSlope:
 
 
 def depth_model(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | None, bandwidth_gbs: float | None,
-                why_no_bandwidth: str | None, specimen: AttentionShape) -> DepthModel:
-    """The line through the median ms per token at the depths up to half the context, every depth predicted by it,
-    and its slope split where the run's bandwidth and the model's shape are known; beside it the published Spark's
-    slope split with the specimen's shape. ValueError when fewer than two depths lie in the fitted half."""
+                why_no_bandwidth: str | None, specimen: AttentionShape,
+                cache: tuple[float | None, str | None, str | None] = (None, None, None)) -> DepthModel:
+    """The model through the median ms per token (depthtime.fit_knee): the line through the depths up to half the
+    context, bent at d* where the run's last-level cache (`cache`: bytes, source, or why none) and the model's KV
+    bytes place it among the depths; every depth predicted by it with its spread, and each slope split where the
+    run's bandwidth and the model's shape are known; beside it the published Spark's slope split with the
+    specimen's shape. ValueError when fewer than two depths lie in the fitted half."""
     at, ms = [d.depth for d in depths], [d.ms_median for d in depths]
-    line = depthtime.fit_line(at, ms, depthtime.default_fit_until(n_ctx))
-    split, why = None, NO_SHAPE if shape is None else why_no_bandwidth
+    iqr = [depthtime.interquartile_ms(d.ms_per_token) for d in depths]
+    knee = cache_knee(cache, shape)
+    fit_until, why_no_knee = depthtime.default_fit_until(n_ctx), None
+    try:
+        line = depthtime.fit_knee(at, ms, fit_until, knee.knee)
+    except ValueError as exc:  # too few depths below the knee: the line, and why
+        line, why_no_knee = depthtime.fit_line(at, ms, fit_until), str(exc)
+    split = split2 = None
+    why = NO_SHAPE if shape is None else why_no_bandwidth
     if shape is not None and bandwidth_gbs is not None:
-        split, why = depthtime.Split(line.slope_ms, shape.kv_bytes_per_token, bandwidth_gbs, shape.flops_per_position), None
-    return DepthModel(line, depthtime.predictions(line, at, ms), shape, split, why, spark_slope(specimen))
+        def at_bandwidth(slope_ms: float) -> depthtime.Split:
+            return depthtime.Split(slope_ms, shape.kv_bytes_per_token, bandwidth_gbs, shape.flops_per_position)
+        split, why = at_bandwidth(line.slope_ms), None
+        split2 = at_bandwidth(line.slope2_ms) if line.slope2_ms is not None else None
+    return DepthModel(line, depthtime.predictions(line, at, ms, iqr), shape, split, why, spark_slope(specimen),
+                      knee, split2, why_no_knee)
 
 
 @dataclass(frozen=True)

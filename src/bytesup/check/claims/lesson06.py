@@ -18,7 +18,7 @@ from bytesup.store.render import fmt
 from bytesup.store.results import LessonResult, Measurement
 from bytesup.check.verdicts import (ITSELF, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, judged, measurements, missing,
                                     samples_text)
-from bytesup.check.claims.common import L6, grouped, prediction_status, timing
+from bytesup.check.claims.common import L6, grouped, timing
 
 
 def _slower(subject: str, lesson: str, shallow: Measurement, deep: Measurement, what: tuple[str, str]) -> ClaimResult:
@@ -130,39 +130,124 @@ def claim_kv_bytes_formula(run: Run) -> list[ClaimResult]:
 DEPTH_LINE_TOLERANCE = depthtime.TOLERANCE
 
 
-def depth_line_check(depths: dict[int, list[float]], fit_until: int,
-                     tolerance: float = DEPTH_LINE_TOLERANCE) -> tuple[str, str, str]:
-    """(status, observed, detail) of lesson 6's depth line from its decode samples (tokens/s) at each depth: the
-    checker's own least-squares line of the median ms per token (1000 ÷ each sample) against the depth through
-    the depths ≤ fit_until, and each deeper depth's predicted ÷ measured tokens/s − 1 = measured ms ÷ the line's
-    ms − 1. A miss is inconclusive rather than a failure when a depth's samples scatter wider than the tolerance
-    (interquartile range ÷ median, bytesup.course.robust)."""
+def _fit_depths(ms: dict[int, float], fit_until: int, knee: float | None) -> tuple[float, float, float | None, int] | None:
+    """(t(0), s₁, s₂ or None, the deepest fitted depth) of t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*)
+    through median steps `ms`: t(0) and s₁ by least squares through the fitted depths up to d*, s₂ by least squares
+    through the origin of t(d) − t(0) − s₁ × d* against d − d* over the fitted depths past d*. Fitted: the depths up
+    to fit_until, and the first past d* too when none past it is and two or more lie past it. No knee (None, or
+    none past it): the line up to fit_until. None with fewer than two fitted depths up to d*."""
+    past = sorted(d for d in ms if knee is not None and d > knee)
+    until = past[0] if len(past) >= 2 and past[0] > fit_until else fit_until
+    if not past:
+        knee = None  # no depth past it: the line
+    low = [(d, t) for d, t in ms.items() if d <= until and (knee is None or d <= knee)]
+    if len(low) < 2:
+        return None
+    n = len(low)
+    mx, my = sum(d for d, _ in low) / n, sum(t for _, t in low) / n
+    s1 = sum((d - mx) * (t - my) for d, t in low) / sum((d - mx) ** 2 for d, _ in low)
+    t0 = my - s1 * mx
+    high = [(d - knee, t - t0 - s1 * knee) for d, t in ms.items() if knee is not None and knee < d <= until]
+    s2 = sum(x * y for x, y in high) / sum(x * x for x, _ in high) if high else None
+    return t0, s1, (s2 if knee is not None else None), until
+
+
+def _predict(fit: tuple[float, float, float | None, int], knee: float | None, d: int) -> float | None:
+    t0, s1, s2, _ = fit
+    if knee is None or d <= knee:
+        return t0 + s1 * d
+    return None if s2 is None else t0 + s1 * knee + s2 * (d - knee)
+
+
+def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: float = DEPTH_LINE_TOLERANCE,
+                     knee: float | None = None) -> tuple[str, str, str]:
+    """(status, observed, detail) of lesson 6's depth model from its decode samples (tokens/s) at each depth: the
+    checker's own fit of the median ms per token (1000 ÷ each sample) against the depth (`_fit_depths`: the line
+    through the depths ≤ fit_until, bent at the knee d* where one lies among the depths), and each deeper depth's
+    predicted ÷ measured tokens/s − 1 = measured ms ÷ the model's ms − 1.
+
+    The run cannot tell, and the claim is inconclusive rather than failed, where a held-out depth lies past the
+    knee with no fitted depth past it (nothing says what s₂ is), or a miss comes with samples that scatter wider
+    than the tolerance: a depth's interquartile range ÷ median (bytesup.course.robust), or the prediction's spread
+    (the root of the sum of the squares of how far it moves when each fitted depth's median moves by its
+    interquartile range, ÷ the prediction, plus the held-out depth's own interquartile range ÷ its median)."""
     ms = {d: statistics.median(1e3 / v for v in samples) for d, samples in sorted(depths.items()) if samples}
-    fitted = [(d, t) for d, t in ms.items() if d <= fit_until]
-    held = [(d, t) for d, t in ms.items() if d > fit_until]
-    if len(fitted) < 2 or not held:
-        return NA, "too few depths", (f"{len(fitted)} depths up to {fit_until:,} and {len(held)} beyond: the line needs two "
-                                      f"and a depth to predict")
-    n = len(fitted)
-    mx, my = sum(d for d, _ in fitted) / n, sum(t for _, t in fitted) / n
-    slope = sum((d - mx) * (t - my) for d, t in fitted) / sum((d - mx) ** 2 for d, _ in fitted)
-    line = {d: my + slope * (d - mx) for d, _ in held}
-    errors = [(t / line[d] - 1 if line[d] > 0 else math.inf, d) for d, t in held]
-    worst = max(errors, key=lambda e: abs(e[0]))
+    iqr = {}
+    for d, samples in depths.items():
+        if samples:
+            r = robust.judge([1e3 / v for v in samples])
+            iqr[d] = r.q3 - r.q1
+    given = knee
+    if knee is not None and not any(d > knee for d in ms):
+        knee = None  # no depth past it: the line
+    fit = _fit_depths(ms, fit_until, knee)
+    if fit is None and knee is not None:  # fewer than two depths below the knee: the line, as lesson 6 falls back to
+        knee, fit = None, _fit_depths(ms, fit_until, None)
+    held = [d for d in ms if fit is not None and d > fit[3]]
+    if fit is None or not held:
+        low = [d for d in ms if d <= fit_until and (knee is None or d <= knee)]
+        return NA, "too few depths", (f"{len(low)} depths up to {min(fit_until, knee or fit_until):,.0f} and "
+                                      f"{len(ms) - len(low)} beyond: the model needs two and a depth to predict")
+    squares = {d: 0.0 for d in held}
+    for d in ms:
+        if d > fit[3] or iqr[d] == 0:
+            continue
+        moved = _fit_depths({e: t + (iqr[d] if e == d else 0.0) for e, t in ms.items()}, fit_until, knee)
+        for h in held:
+            a, b = _predict(fit, knee, h), None if moved is None else _predict(moved, knee, h)
+            if a is not None and a > 0 and b is not None:
+                squares[h] += ((b - a) / a) ** 2
+    spreads = {d: math.sqrt(squares[d]) + iqr[d] / ms[d] for d in held}
     scatter = max(robust.judge(samples).relative_iqr for samples in depths.values() if samples)
-    status = prediction_status(worst[0], tolerance, scatter)
-    return (status, f"furthest depth {worst[1]:,} {worst[0]:+.1%}",
-            f"t(0) = {my - slope * mx:.4g} ms, s = {1e3 * slope:.4g} µs per position, fitted on depths "
-            + ", ".join(f"{d:,}" for d, _ in fitted) + "; held out: " + "; ".join(f"{d:,}: {e:+.1%}" for e, d in errors)
-            + (f"; a depth's samples scatter by up to {scatter:.0%}, wider than ±{tolerance:.0%}: inconclusive"
-               if status == INCONCLUSIVE else ""))
+    errors: list[tuple[float, int]] = []
+    unknown: list[int] = []
+    for d in held:
+        p = _predict(fit, knee, d)
+        if p is None:
+            unknown.append(d)
+        else:
+            errors.append((ms[d] / p - 1 if p > 0 else math.inf, d))
+    missed = [(e, d) for e, d in errors if abs(e) > tolerance]
+    vague = [(e, d) for e, d in missed if max(scatter, spreads[d]) > tolerance]
+    if len(vague) < len(missed):
+        status = FAIL
+    elif missed or unknown:
+        status = INCONCLUSIVE
+    else:
+        status = PASS
+    t0, s1, s2, until = fit
+    model = ((f"knee d* = {given:,.0f} beyond the deepest depth or below the second, so the line; "
+              if given is not None else "")
+             + f"t(0) = {t0:.4g} ms, s = {1e3 * s1:.4g} µs per position, fitted on depths "
+             + ", ".join(f"{d:,}" for d in ms if d <= until) if knee is None else
+             f"knee d* = {knee:,.0f}; t(0) = {t0:.4g} ms, s₁ = {1e3 * s1:.4g} µs per position, fitted on depths "
+             + ", ".join(f"{d:,}" for d in ms if d <= min(knee, until))
+             + (f"; s₂ = {1e3 * s2:.4g} µs per position past d*, fitted on depths "
+                + ", ".join(f"{d:,}" for d in ms if knee < d <= until) if s2 is not None else
+                "; no fitted depth past d*, so s₂ is unknown"))
+    reasons = []
+    if unknown:
+        reasons.append(f"depth{'s' if len(unknown) > 1 else ''} {', '.join(f'{d:,}' for d in unknown)} past the knee "
+                       "cannot be predicted: no depth past d* was fitted, so the run cannot tell what a position costs "
+                       "there: inconclusive")
+    if vague and status == INCONCLUSIVE:
+        reasons.append("the samples scatter wider than the tolerance (" + "; ".join(
+            f"{d:,}: prediction spread ±{spreads[d]:.0%}" for _, d in vague)
+            + f"; widest depth ±{scatter:.0%}), wider than ±{tolerance:.0%}: inconclusive")
+    worst = max(errors, key=lambda e: abs(e[0]), default=None)
+    observed = (f"furthest depth {worst[1]:,} {worst[0]:+.1%}" if worst is not None else
+                "no held-out depth predicted")
+    return (status, observed, model + "; held out: " + "; ".join(
+        f"{d:,}: {e:+.1%} (spread ±{spreads[d]:.0%})" for e, d in errors)
+        + (("; " if errors else "") + "; ".join(reasons) if reasons else ""))
 
 
 @grouped(ITSELF)
 @timing
 def claim_depth_line_predicts_deeper_depths(run: Run) -> list[ClaimResult]:
     cid = "depth_line_predicts_deeper_depths"
-    text = "decode time at depth d = t(0) + d × s, fitted on the shallower half, predicts the deeper depths"
+    text = ("decode time at depth d = t(0) + d × s, fitted on the shallower half (bent where the KV cache outgrows the "
+            "last-level cache), predicts the deeper depths")
     lesson = find_lesson(run, "06_")
     if lesson is None:
         return [ClaimResult(cid, "general", "06", text, NA, detail=missing(run, "06_", L6))]
@@ -172,7 +257,11 @@ def claim_depth_line_predicts_deeper_depths(run: Run) -> list[ClaimResult]:
                             detail="lesson 06 recorded no depth line (a run before it)")]
     depths = {int(m.settings["depth"]): list(m.samples or [m.median]) for m in measurements(lesson, "decode_tokens_per_s_at_depth")
               if isinstance(m.settings.get("depth"), (int, float))}
-    status, observed, detail = depth_line_check(depths, fact.fit_until)
+    kv = measurements(lesson, "kv_bytes_per_token")
+    knee = fact.cache_bytes / kv[0].median if fact.cache_bytes and kv and kv[0].median > 0 else None
+    status, observed, detail = depth_line_check(depths, fact.fit_until, knee=knee)
+    where = ("" if knee is None else
+             f"; d* = {fmt(fact.cache_bytes)} bytes of last-level cache ÷ {fmt(kv[0].median)} KV bytes per position")
     return [ClaimResult(cid, "general", lesson.lesson_id, text, status, observed=observed,
-                        expected=f"every depth beyond {fact.fit_until:,} within the tolerance",
+                        expected=f"every held-out depth within the tolerance{where}",
                         tolerance=f"±{DEPTH_LINE_TOLERANCE:.0%}", detail=detail)]

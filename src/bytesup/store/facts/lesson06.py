@@ -74,14 +74,15 @@ class HeldOutDepth(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     depth: int
-    error: float | None  # predicted ÷ measured tokens/s − 1; None where the line gives a step of 0 ms or less
+    error: float | None  # predicted ÷ measured tokens/s − 1; None where there is no prediction or it is 0 ms or less
+    spread: float | None = None  # the prediction's spread (course.depthtime), a fraction; None: not recorded
 
 
 @stated("decode_at_depth")
 class DecodeAtDepth(BaseModel):
-    """t(d) = t(0) + d × s through the median decode steps at the depths up to `fit_until`, the deeper depths it
-    predicts, and the KV read's part of s at the run's bandwidth (None where no reading applies or was recorded,
-    or the served model's shape is unknown)."""
+    """t(d) = t(0) + d × s through the median decode steps at the depths up to `fit_until` (s₁, bent at `knee` into
+    s₂), the deeper depths it predicts, and the KV read's part of s at the run's bandwidth (None where no reading
+    applies or was recorded, or the served model's shape is unknown)."""
     model_config = ConfigDict(extra="forbid")
 
     t0_ms: float
@@ -91,6 +92,11 @@ class DecodeAtDepth(BaseModel):
     held_out: list[HeldOutDepth]
     bandwidth_gbs: float | None
     kv_read_ms_per_position: float | None
+    # The knee: the last-level cache the run read (bytes), d* = that ÷ KV bytes per position where it lies among the
+    # depths (the model is bent there), and s₂ beyond it (None: no knee, or no depth beyond it fitted).
+    cache_bytes: float | None = None
+    knee: float | None = None
+    slope2_ms_per_position: float | None = None
 
 
 # --- records of the figures, each shown by its declared columns (store.views.lesson06) -----------------------

@@ -15,9 +15,10 @@ from bytesup.store.plans import upgrades
 from bytesup.units import GiB, PINNED, SEED
 
 NAME = "plan"  # the host value that holds it
-VERSION = 3
+VERSION = 4
 
 DECODE_N = 16                 # tokens decoded at each depth
+MIN_SAMPLES = 3               # samples of each timed request at least (ctx.samples): a median and quartiles need three
 DEPTH_FRACTIONS = (0.0, 0.125, 0.25, 0.5, 0.75, 0.93)
 # The one prefill of the deepest prompt, which every depth then reuses as a prefix (cache_prompt true), untimed.
 DEEPEST_PREFILL = {**PINNED, "cache_prompt": True, "n_predict": 1}
@@ -54,12 +55,25 @@ class Plan(BaseModel):
     repeat: int                  # runs of each timed request
     depths_from_cache: bool      # each depth a prefix of one prefilled prompt (else every repeat prefills its depth)
     numpy: NumpyFile | None      # None: the run was recorded before numpy generated in this lesson
+    # Version 4: where the knee d* (course.depthtime) lies between half the context and the deepest depth, the depths
+    # between those two are replaced by one halfway from d* to the deepest (`depth_plan`); False before.
+    depths_past_knee: bool = False
 
 
-def depth_plan(n_ctx: int, decode_n: int = DECODE_N, fractions: tuple[float, ...] = DEPTH_FRACTIONS) -> list[int]:
-    """Context depths to decode at: fractions of the context, leaving room for decode_n tokens."""
+def depth_plan(n_ctx: int, decode_n: int = DECODE_N, fractions: tuple[float, ...] = DEPTH_FRACTIONS,
+               knee: float | None = None) -> list[int]:
+    """Context depths to decode at: fractions of the context, leaving room for decode_n tokens.
+
+    With a knee d* between half the context (the fitted depths) and the deepest depth, the depths between those two
+    give way to one halfway from d* to the deepest: the depth that fixes s₂ then lies (deepest − d*) ÷ 2 past d*,
+    not a few positions (1,536 is 80 past d* = 1,456), so its scatter is carried 2× into the deepest depth's
+    prediction, not 5.6×. The deepest depth stays, and stays held out."""
     top = n_ctx - decode_n - 1
-    return sorted({min(int(f * n_ctx), top) for f in fractions})
+    depths = sorted({min(int(f * n_ctx), top) for f in fractions})
+    half, deepest = n_ctx // 2, depths[-1]
+    if knee is None or not half < knee < deepest:
+        return depths
+    return sorted({d for d in depths if d <= half} | {int((knee + deepest) / 2), deepest})
 
 
 def cache_prompt_len(n_ctx: int) -> int:
@@ -68,11 +82,12 @@ def cache_prompt_len(n_ctx: int) -> int:
 
 def fresh(repeat: int, numpy: NumpyFile) -> Plan:
     """This version's plan for a run made now."""
-    return Plan(repeat=repeat, depths_from_cache=True, numpy=numpy)
+    return Plan(repeat=repeat, depths_from_cache=True, numpy=numpy, depths_past_knee=True)
 
 
 # The numbered table (store.plans.upgrades): version → (what it added, the host value a run recorded it by, how an
-# older run's host values give it). Plans are recorded from version 3 on.
+# older run's host values give it). Plans are recorded from version 3 on; a later version is read from a recorded
+# plan by `RECORDED_UPGRADES`.
 UPGRADES: upgrades.Table = {
     1: ("the KV table, decode at depth with every repeat prefilled, the prompt cache and the requests without one",
         None, lambda _, old: {"repeat": old.get("repeat"), "depths_from_cache": False, "numpy": None}),
@@ -90,6 +105,18 @@ def from_older(old: Mapping[str, Any]) -> Plan:
     return upgrades.plan_of(Plan, upgrades.apply(UPGRADES, old), "06")
 
 
+# Versions after the first recorded one: version → (what it added, how a recorded plan of an earlier version gives it).
+RECORDED_UPGRADES: dict[int, tuple[str, Any]] = {
+    4: ("the depth past the fitted half moved halfway from the knee d* to the deepest depth",
+        lambda plan: {**plan, "depths_past_knee": False}),
+}
+
+
 def read(stored: Mapping[str, Any]) -> Plan:
-    """A recorded plan as this version's (version 3 is the first recorded; a later one adds its upgrade here)."""
-    return upgrades.plan_of(Plan, stored, "06")
+    """A recorded plan as this version's: version 3 is the first recorded, and each later version's upgrade applies
+    to a plan recorded before it."""
+    plan = dict(stored)
+    for version, (_, upgrade) in sorted(RECORDED_UPGRADES.items()):
+        if isinstance(plan.get("version"), int) and plan["version"] < version:
+            plan = upgrade(plan)
+    return upgrades.plan_of(Plan, plan, "06")

@@ -108,7 +108,9 @@ def podcast_notes(big: KvExample, pod: PodcastCheck) -> list[str]:
     ]
 
 
-def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repeat: int, load: Any, cores: Any) -> None:
+def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repeat: int, load: Any, cores: Any,
+                         past_knee: tuple[int, float] | None = None) -> None:
+    """`past_knee`: the depth the plan put halfway from the knee d* to the deepest depth, and d* (None: none)."""
     widest = max(depths, key=lambda d: d.high / d.low)
     widest_ratio = widest.high / widest.low
     first, last = depths[0], depths[-1]
@@ -119,8 +121,12 @@ def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repe
         "decode_vs_depth", f"Decode speed as the context grows ({DECODE_N} tokens decoded at each depth)",
         *by_columns(DepthResult, list(DepthResult.COLUMNS), depths),
         notes=[
-            (f"Depths are fractions of the {n_ctx:,}-token context; each decoded token attends to every earlier "
-            f"position, so each pass reads more of the KV cache the deeper it is."),
+            (f"Depths are fractions of the {n_ctx:,}-token context"
+             + (f", except {past_knee[0]:,}, halfway from d* = {past_knee[1]:,.0f} (where the K and V fill the run's "
+                "last-level cache) to the deepest depth, so that the slope past d* is fitted over more than a few "
+                "positions" if past_knee is not None else "")
+             + "; each decoded token attends to every earlier position, so each pass reads more of the KV cache the "
+               "deeper it is."),
             (f"From depth {first.depth} to {last.depth:,} the median decode speed went from {first.median:.4g} to "
             f"{last.median:.4g} tokens/s ({change:+.3g}%); per token {first.ms_median:.4g} → {last.ms_median:.4g} ms."),
             (f"Published (lesson 4, {published.SPARK_NAME}): {pub_short:g} → {pub_long:g} tokens/s after a "
@@ -165,43 +171,112 @@ def show_depth_line(page: Page, m: DepthModel | None, why_not: str | None) -> No
     if m is None:
         return page.note(f"No line of decode time against depth: {why_not}.")
     line = m.line
+    title = ("Decode at depth d: t(d) = t(0) + d × s, fitted up to depth {:,}, predicting the deeper depths"
+             if line.knee is None else
+             "Decode at depth d: t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*), d* = {:,.0f} from the last-level "
+             "cache, fitted up to depth {:,}, predicting the deeper depths").format(
+        *((line.fit_until,) if line.knee is None else (line.knee, line.fit_until)))
     page.table(
-        "decode_at_depth_line", f"Decode at depth d: t(d) = t(0) + d × s, fitted up to depth {line.fit_until:,}, "
-        "predicting the deeper depths",
+        "decode_at_depth_line", title,
         *by_columns(depthtime.DepthPrediction, list(depthtime.DepthPrediction.COLUMNS), m.points),
-        notes=[
-            (f"The least-squares line through the median ms per token at the depths up to half the context "
-             f"({', '.join(f'{d:,}' for d in line.fitted)}): t(0) = {line.t0_ms:.4g} ms and s = "
-             f"{1e3 * line.slope_ms:.4g} µs per earlier position; the error is predicted ÷ measured tokens/s − 1."),
-            held_out_note(m.held_out),
-            split_note(m),
-            spark_note(m.spark, m.split),
-        ],
+        notes=[fit_note(line), held_out_note(m.held_out, line.knee), split_note(m), spark_note(m.spark, m.split),
+               knee_note(m), SPREAD_NOTE],
     )
 
 
-def held_out_note(held: list[depthtime.DepthPrediction]) -> str:
+SPREAD_NOTE = ("The spread of a held-out prediction: the root of the sum of the squares of how far it moves when each "
+               "fitted depth's median moves by its samples' interquartile range (the fit is linear in them), ÷ the "
+               "predicted step, plus the depth's own interquartile range ÷ its median; a miss whose spread is wider than "
+               f"±{100 * depthtime.TOLERANCE:.0f}% cannot tell a model that holds from one that does not.")
+
+
+def _depths(ds: tuple[int, ...]) -> str:
+    return ", ".join(f"{d:,}" for d in ds)
+
+
+def fit_note(line: depthtime.Line) -> str:
+    if line.knee is None:
+        return (f"The least-squares line through the median ms per token at the depths up to half the context "
+                f"({_depths(line.fitted)}): t(0) = {line.t0_ms:.4g} ms and s = {1e3 * line.slope_ms:.4g} µs per "
+                "earlier position; the error is predicted ÷ measured tokens/s − 1.")
+    beyond = (f"s₂ = {1e3 * line.slope2_ms:.4g} µs per position beyond it, through the fitted depths past d* "
+              f"({_depths(line.beyond)})" if line.slope2_ms is not None else
+              "s₂ unknown: no fitted depth lies beyond d*")
+    return (f"t(0) = {line.t0_ms:.4g} ms and s₁ = {1e3 * line.slope_ms:.4g} µs per earlier position by least squares "
+            f"through the median ms per token at the depths up to d* ({_depths(line.below)}); " + beyond
+            + "; the error is predicted ÷ measured tokens/s − 1.")
+
+
+def knee_note(m: DepthModel) -> str:
+    c = m.cache
+    if c is None:
+        return "No knee is placed: the model is the line."
+    if c.knee is None or c.cache_bytes is None or c.kv_bytes_per_position is None:
+        return f"No knee is placed, so the model is the line: {c.why_none}."
+    source = f" ({c.cache_source})" if c.cache_source else ""
+    head = (f"The knee: the run's last-level cache, {c.cache_bytes / MiB:,.0f} MiB{source}, holds the K and V of "
+            f"d* = {c.cache_bytes:,.0f} ÷ {c.kv_bytes_per_position:,.0f} bytes per position = {c.knee:,.0f} positions")
+    depths = [p.depth for p in m.points]
+    if m.why_no_knee is not None:
+        return head + f"; the model stays the line, because {m.why_no_knee}."
+    if m.line.knee is None:
+        return (head + f", beyond the deepest depth, {max(depths):,}: every depth's K and V fit in the cache, so the "
+                "model is the line.")
+    before = max((d for d in depths if d <= c.knee), default=None)
+    after = min(d for d in depths if d > c.knee)
+    return (head + f", between depths {before:,} and {after:,}: below it a token's K and V reads can come from the "
+            "cache, beyond it they no longer fit and may come from memory.")
+
+
+def held_out_note(held: list[depthtime.DepthPrediction], knee: float | None = None) -> str:
+    if not held:
+        return "No depth lies beyond the fitted ones, so none is held out."
+    unknown = [p for p in held if p.predicted_ms is None]
     worst = depthtime.worst(held)
-    if worst is None:
-        return "No depth lies beyond half the context, so none is held out."
     within = [p for p in held if p.within]
-    return (f"Held out, predicted by a line not fitted on them: {len(within)} of {len(held)} depths within "
-            f"±{100 * depthtime.TOLERANCE:.0f}% of measured; the worst, depth {worst.depth:,}, "
-            + (f"at {100 * worst.error:+.1f}%." if worst.error is not None else
-               f"where the line gives a step of {worst.predicted_ms:.4g} ms: no speed at all."))
+    text = ""
+    if worst is not None:
+        text = (f"Held out, predicted by a model not fitted on them: {len(within)} of {len(held)} depths within "
+                f"±{100 * depthtime.TOLERANCE:.0f}% of measured; the worst, depth {worst.depth:,}, "
+                + (f"at {100 * worst.error:+.1f}%." if worst.error is not None else
+                   f"where the model gives a step of {worst.predicted_ms:.4g} ms: no speed at all."))
+    if unknown:
+        text += (" " if text else "") + (
+            f"The run cannot tell what a position costs beyond the knee at depth{'s' if len(unknown) > 1 else ''} "
+            f"{_depths(tuple(p.depth for p in unknown))}: no fitted depth lies beyond d*, so s₂ is unknown (the knee "
+            "needs two depths past d*, one to fit s₂ and one to predict).")
+    vague = [p for p in held if p.predicted_ms is not None and p.spread is not None and not p.within and not p.can_tell]
+    if vague:
+        text += (f" The run cannot tell whether the model holds at depth{'s' if len(vague) > 1 else ''} "
+                 + ", ".join(f"{p.depth:,} (spread ±{100 * p.spread:.0f}%)" for p in vague if p.spread is not None)
+                 + f": the samples scatter wider than ±{100 * depthtime.TOLERANCE:.0f}% once carried into the "
+                 "prediction" + (", and s₂, fitted over the short span from d* to the first depth past it, multiplies "
+                                 "that scatter." if knee is not None and any(p.depth > knee for p in vague) else "."))
+    return text
 
 
 def split_note(m: DepthModel) -> str:
     sp, shape = m.split, m.shape
     if sp is None or shape is None:
         return f"The KV read is not split out of s: {m.why_no_split}."
+    s = "s" if m.line.knee is None else "s₁"
     rest = (f"The rest, {1e3 * sp.rest_ms:.3g} µs, is attention's work per position: 4 × {shape.n_layer} layers × "
             f"{shape.n_head} heads × {shape.head_dim} = {sp.flops_per_position:,} FLOPs (q·k and V's weighted sum, 2 "
             f"each per element), at {sp.rest_gflops:.3g} GFLOP/s." if sp.rest_gflops is not None else
             "The KV read alone takes s or more: at that bandwidth nothing is left for attention's arithmetic.")
-    return (f"At the run's bandwidth reading, {sp.bandwidth_gbs:.3g} GB/s (median), one position's "
+    text = (f"At the run's bandwidth reading, {sp.bandwidth_gbs:.3g} GB/s (median), one position's "
             f"{sp.kv_bytes_per_token:,.0f} bytes of K and V take {1e3 * sp.kv_read_ms:.3g} µs to read: "
-            f"{100 * sp.kv_share:.2g}% of s. " + rest + f" Here s is mostly {sp.mostly}.")
+            f"{100 * sp.kv_share:.2g}% of {s}. " + rest + f" Here {s} is mostly {sp.mostly}.")
+    s2 = m.split2
+    if s2 is None:
+        return text
+    if s2.slope_ms <= 0:
+        return text + (f" Beyond d*, s₂ = {1e3 * s2.slope_ms:.3g} µs is not a cost at all: the depths past the knee "
+                       "came faster than the line through the shallower ones, not slower.")
+    return text + (f" Beyond d*, the same read is {100 * s2.kv_share:.2g}% of s₂ = {1e3 * s2.slope_ms:.3g} µs; s₂ − s₁ "
+                   f"= {1e3 * (s2.slope_ms - sp.slope_ms):+.3g} µs per position "
+                   + (f"is {(s2.slope_ms - sp.slope_ms) / sp.kv_read_ms:.2g}× the KV read at the bandwidth"
+                      if s2.slope_ms > sp.slope_ms else "(no extra cost past the cache)") + ".")
 
 
 def spark_note(spark: SparkSlope, here: depthtime.Split | None) -> str:
@@ -224,9 +299,16 @@ def show_depth_plot(page: Page, depths: list[DepthResult], points: list[BytesMod
         series.append(Series(label="bytes model: bandwidth ÷ (weights + KV × depth)", x=xs, y=[p.predicted for p in points],
                              style="dashed"))
     if model is not None:
-        speeds = [(float(p.depth), p.predicted_tokens_per_s) for p in model.points if p.predicted_tokens_per_s is not None]
-        series.append(Series(label=f"line fitted up to depth {model.line.fit_until:,}: 1000 ÷ (t(0) + d × s)",
-                             x=[x for x, _ in speeds], y=[y for _, y in speeds], style="dashed"))
+        line = model.line
+        at = sorted({*(float(p.depth) for p in model.points), *([] if line.knee is None else [line.knee])})
+        speeds = [(d, 1e3 / t) for d in at if (t := line.ms_at(d)) is not None and t > 0]
+        label = (f"line fitted up to depth {line.fit_until:,}: 1000 ÷ (t(0) + d × s)" if line.knee is None else
+                 f"knee model fitted up to depth {line.fit_until:,}: 1000 ÷ (t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*))")
+        series.append(Series(label=label, x=[x for x, _ in speeds], y=[y for _, y in speeds], style="dashed"))
+        if line.knee is not None:
+            ys = [d.low for d in depths] + [d.high for d in depths] + [y for _, y in speeds]
+            series.append(Series(label=f"d* = {line.knee:,.0f}: the K and V fill the last-level cache",
+                                 x=[line.knee, line.knee], y=[min(ys), max(ys)], style="dashed"))
     page.plot("decode_vs_depth", "Decode speed vs context depth", "context depth (tokens)", "decode tokens/s", series)
 
 
