@@ -138,12 +138,13 @@ def the_plan(ctx: LessonContext) -> plans.Plan:
 
 
 def fresh_plan(ctx: LessonContext) -> plans.Plan:
-    """This run's plan: the prompts given, --repeat, and the files the numpy pass reads, by path and sha256: the
-    served GGUF and, when it is one of the default model's narrower widths, its f32 width (fetched or derived here)."""
+    """This run's plan: the prompts given, the runs of each timed request (the run's one rule, `ctx.samples`: --repeat,
+    at least MIN_REPEAT), and the files the numpy pass reads, by path and sha256: the served GGUF and, when it is one of
+    the default model's narrower widths, its f32 width (fetched or derived here)."""
     model = ctx.readable_model()
     served = ctx.file_record(model) if model is not None else None
     f32 = ctx.file_record(models.ensure_model(plans.F32_WIDTH)) if served and served["sha256"] in NARROWER_WIDTHS else None
-    return plans.fresh(ctx.options.prompts, ctx.repeat, plans.NumpyFiles(served=served, f32=f32))
+    return plans.fresh(ctx.options.prompts, ctx.samples(plans.MIN_REPEAT), plans.NumpyFiles(served=served, f32=f32))
 
 
 # --- requests: the server's answers and the host's measurements ----------------------------------
@@ -178,7 +179,7 @@ def ask_for_the_numpy_pass(ctx: LessonContext, files: plans.NumpyFiles, prompts:
     f32 = None
     if files.f32 is not None:
         ctx.step("the f32 width's top eight")
-        with ctx.local_server("f32", Path(files.f32["path"]), plans.F32_SERVER) as server:
+        with ctx.local_server("f32", plans.f32_server(Path(files.f32["path"]))) as server:
             f32 = [server.completion(prompt, **plans.TOP8) for prompt in prompts]
     return NumpyAsked(ids, f32)
 

@@ -781,6 +781,8 @@ def test_a_live_run_records_its_plan_once_and_replays_from_it(lesson):
     assert server.left() == {}
     assert plans.read(live.host_values["plan"]) == plans.Plan(prompts=plans.PROMPTS, repeat=2, llama_bench=True,
                                                              numpy=plans.NumpyFiles(served=None, f32=None))
+    # --repeat 1, at least two runs of each timed request: the run's rule, recorded beside --repeat.
+    assert (live.host_values["repeat"], live.host_values["samples"]) == (1, 2)
     assert "numpy_plan" not in live.host_values and live.settings["repeat"] == 2
     again = lesson.main(hand_context(LESSON, answers(), host_values=live.host_values))
     assert [(t.name, t.rows, t.notes) for t in again.tables] == [(t.name, t.rows, t.notes) for t in live.tables]

@@ -31,12 +31,22 @@ def test_a_fresh_plan_is_this_version_and_reads_back_as_recorded():
     plan = plans.fresh(["a"], 5, plans.NumpyFiles(served=SERVED, f32=None))
     assert (plan.version, plan.repeat, plan.llama_bench, plan.prompts[-1]) == (plans.VERSION, 5, True, ("top8_prompt_1", "a"))
     assert plans.read(plan.model_dump(mode="json")) == plan
-    assert plans.fresh(None, 1, plans.NumpyFiles(served=None, f32=None)).repeat == plans.MIN_REPEAT
+    # The run's rule (ctx.samples) gives at least MIN_REPEAT; a plan with fewer is a mistake in the lesson.
+    with pytest.raises(ValueError, match="at least 2 times, not 1"):
+        plans.fresh(None, 1, plans.NumpyFiles(served=None, f32=None))
     with pytest.raises(BytesupError, match=r"^The plan lesson 04 recorded .*: samples: extra inputs are not permitted\."):
         plans.read({**plan.model_dump(mode="json"), "samples": 3})  # a field no version has
     # An older run whose repeat is not a whole number: refused, not taken as two.
     with pytest.raises(BytesupError, match="repeat: input should be a valid integer"):
         plans.from_older({"repeat": "three"})
+
+
+def test_the_f32_widths_server_is_one_slot_of_256_tokens():
+    from pathlib import Path
+
+    shape = plans.f32_server(Path("/m/smollm2-135m-f32.gguf"))
+    assert shape.argv() == ["-c", "256", "--parallel", "1"]  # the flags recorded runs started it with
+    assert shape.to_json() == {"model": "smollm2-135m-f32.gguf", "slots": 1, "context": 256, "extra": [], "native": False}
 
 
 def test_settings_and_the_long_prompt_by_hand():
