@@ -33,7 +33,7 @@ from pydantic import Field, field_validator
 
 from bytesup.course import ceiling, formulas
 from bytesup.course import nexttoken as arithmetic
-from bytesup.course.ceiling import Ceiling, Efficiency, token_work
+from bytesup.course.ceiling import Ceiling, Efficiency, TokenWork, token_work
 from bytesup.course.nexttoken import LastOnly, Speeds, ThroughTheLayers, sig
 from bytesup.errors import ImplausibleValue
 from bytesup.lesson import LessonContext, ModelQuery
@@ -97,17 +97,28 @@ def main(ctx: LessonContext):
 
     # 6. Decode against the bandwidth ceiling of lesson 1 (bytesup.course.ceiling).
     ctx.step("read bandwidth")
+    ceil, eff = decode_against_the_ceiling(ctx, cost, sp)
+    view.plot_speeds(ctx, sp, ceil, eff)
+
+    # What this run shows: the first prompt's answer, and numpy's pass beside the server's (or, where it did not run,
+    # prefill and decode against the ceiling), first on the page with its plot.
+    ctx.shows(*view.shows(tables, numpy, sp, ceil, eff))
+    return ctx.finish()
+
+
+def decode_against_the_ceiling(ctx: LessonContext, cost: TokenWork | None, sp: Speeds) -> tuple[Ceiling | None, Efficiency | None]:
+    """Decode as a share of the bandwidth ceiling, recorded and shown; (None, None) where the model file is not readable."""
     if cost is None:
         ctx.note("The model file is not readable here (pass --model PATH.gguf), so the bandwidth ceiling and "
                  "the cost of one pass are not computed.")
-        return ctx.finish()
+        return None, None
     facts, reading = ctx.server_facts(), ctx.run_bandwidth()  # the run's one reading, shared by lessons 1, 4, 6, 7 and 8
     ceil = ceiling.bandwidth_ceiling(cost.bytes, reading["gb_per_s"]["samples"],
                                      host_applies=bool(facts["host_bandwidth_applies"]), given_gbs=ctx.options.bandwidth_gbs)
     eff = ceiling.decode_efficiency(ceil, sp.decode_short)
     record_ceiling(ctx, ceil, eff, reading["threads"])
     view.show_decode_vs_ceiling(ctx, ceil, eff, reading, facts["reason"])
-    return ctx.finish()
+    return ceil, eff
 
 
 # --- the plan: what this run asks, recorded once ---------------------------------------------

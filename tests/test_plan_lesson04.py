@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
 from bytesup.errors import BytesupError
@@ -102,6 +104,7 @@ class _Page:
 
     def table(self, name, title, columns, rows, notes=None):
         self.written.append(("table", name, rows, notes or []))
+        return types.SimpleNamespace(detail=False)
 
     def note(self, text):
         self.written.append(("note", text))
@@ -124,10 +127,15 @@ def test_the_numpy_pass_is_shown_without_its_f32_width_when_that_file_is_not_her
                                layers=[ThroughTheLayers("t", 5, "' Paris'", [2, 1], [0.3, 0.498])])
     page = _Page()
     view.show_numpy_pass(page, done, {"t": "p"})
-    assert [w[1] for w in page.written] == ["numpy_vs_server", "numpy_t", done.f32_missing, "last_position_only",
-                                            "answer_through_the_layers", "answer_through_the_layers"]
-    # The agreement's row: the server's 50% against numpy's 49.8%, |Δp| 0.002 = 0.2 points.
-    assert page.written[0][2] == [["'p'", 3, "' Paris'", 50.0, "' Paris'", 49.8, True, True, 0.2, "' Paris'", 1e-6, 8]]
+    assert [w[1] for w in page.written] == ["numpy_vs_server_main", "numpy_vs_server", "numpy_t", done.f32_missing,
+                                            "last_position_only", "answer_through_the_layers_main",
+                                            "answer_through_the_layers", "answer_through_the_layers", "numpy_vs_server"]
+    # The agreement's row: the server's 50% against numpy's 49.8%, |Δp| 0.002 = 0.2 points; every column in the full
+    # table, eight of them in the main text.
+    assert page.written[1][2] == [["'p'", 3, "' Paris'", 50.0, "' Paris'", 49.8, True, True, 0.2, "' Paris'", 1e-6, 8]]
+    assert page.written[0][2] == [["'p'", "' Paris'", 50.0, "' Paris'", 49.8, True, 0.2, "' Paris'"]]
+    # The layers in the main text: rank 2 after block 1 (30%), first from block 2, 49.8% after the last.
+    assert page.written[5][2] == [["'p'", "' Paris'", 2, 30.0, 2, 49.8]]
     assert done.fact() == stated.NumpyPass(recomputed=True, why_not=None, served=done.served, f32=None)
     before = _Page()
     view.show_numpy_pass(before, None, {})
