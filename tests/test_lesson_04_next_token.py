@@ -231,8 +231,8 @@ def test_given_bandwidth_on_a_server_the_host_bandwidth_does_not_bound(tmp_path)
     assert given.samples == [pytest.approx(273.0 * 1e9 / per_token, rel=1e-12)]
     assert eff.unit == "%"
     assert eff.samples == pytest.approx([100 * d / given.samples[0] for d in decode.samples], rel=1e-12)
-    table = res.table("decode_vs_ceiling")
-    rows = {r[0]: r for r in table.rows}
+    table = res.table("decode_vs_ceiling_main")
+    rows = {r[0]: r for r in res.table("decode_vs_ceiling").rows}
     assert "decode ÷ ceiling, CPU of this host" not in rows
     assert rows["decode ÷ ceiling at 273 GB/s"][2] == pytest.approx(eff.median, rel=1e-12)
     assert any("does not bound this server's decode: the server runs on gpu-box" in n for n in table.notes)
@@ -253,7 +253,7 @@ def test_notes_follow_the_data(result):
     prefill = result.measurement("prefill_tokens_per_s_long_prompt")
     short = result.measurement("decode_tokens_per_s_short_prompt")
     long = result.measurement("decode_tokens_per_s_long_prompt")
-    notes = result.table("prefill_vs_decode").notes
+    notes = result.table("prefill_vs_decode_main").notes
     ratio = prefill.median / short.median
     assert ("faster per token than decode" in notes[0]) == (ratio > 1)
     assert ("slower, not faster" in notes[0]) == (ratio <= 1)
@@ -446,7 +446,7 @@ def test_main_on_hand_made_answers(lesson):
     # Ratio: median prefill 2,250 ÷ median decode 112.5 = 20; the spread 2,000 ÷ 125 = 16 to 2,500 ÷ 100 = 25.
     assert result.measurement("prefill_decode_ratio").samples == pytest.approx([20.0])
     assert result.table("prefill_vs_decode").rows[3][2:5] == pytest.approx([20.0, 16.0, 25.0])
-    notes = result.table("prefill_vs_decode").notes
+    notes = result.table("prefill_vs_decode_main").notes
     assert "20.0× faster per token" in notes[0] and "ceil(52 ÷ 512) = 1 time(s) for 52 tokens" in notes[0]
     # 45 ÷ 112.5 = 40.0%; every long-prompt sample (40, 50) below every short-prompt one (100, 125).
     assert notes[1].startswith("Decode after the long prompt ran at 40.0% of its speed") and "beyond the spread" in notes[1]
@@ -461,7 +461,7 @@ def test_main_on_hand_made_answers(lesson):
     assert rows["ceiling, CPU of this host: bandwidth ÷ bytes per token"][2:5] == pytest.approx([200.0, 150.0, 250.0])
     assert rows["decode ÷ ceiling, CPU of this host"][2:5] == pytest.approx([56.25, 50.0, 62.5])
     assert "of the 200.0 tokens/s that 20.0 GB/s allows for 0.1 GB per token (samples: 50–62.5%)" in \
-        result.table("decode_vs_ceiling").notes[0]
+        result.table("decode_vs_ceiling_main").notes[0]
     assert "decode_efficiency_given_bandwidth" not in [m.name for m in result.measurements]
 
     # What the run shows, without a numpy pass (recorded before it): the top token, the speeds and the ceiling above,
@@ -486,7 +486,7 @@ def test_main_with_a_given_bandwidth_on_a_remote_server(lesson):
     rows = {r[0]: r for r in result.table("decode_vs_ceiling").rows}
     assert rows["ceiling at 50 GB/s (--bandwidth-gbs)"][2:5] == pytest.approx([500.0, 500.0, 500.0])
     assert rows["decode ÷ ceiling at 50 GB/s"][2:5] == pytest.approx([22.5, 20.0, 25.0])
-    notes = result.table("decode_vs_ceiling").notes
+    notes = result.table("decode_vs_ceiling_main").notes
     assert "does not bound this server's decode: the server runs on gpu-box" in notes[0]
     assert "computed against --bandwidth-gbs only." in notes[0]
     assert notes[1].startswith("At the given 50 GB/s (--bandwidth-gbs) the ceiling is 500.0 tokens/s, and decode reached 22.5%")
@@ -845,6 +845,12 @@ def test_the_main_tables_are_their_full_tables_named_columns(result):
         assert [c.name for c in main.columns] == view.AGREEMENT_SHOWN
         assert main.rows == [[row[i] for i in at] for row in full.rows]
         assert full.notes == [view.KL_FORMULA] and not any("Σ" in n for n in main.notes)
+    # Prefill against decode and decode against the ceiling: their lowest and highest samples under Details.
+    for name, shown in (("prefill_vs_decode", view.PHASE_SHOWN), ("decode_vs_ceiling", view.CEILING_SHOWN)):
+        main, full = result.table(f"{name}_main"), result.table(name)
+        assert full.detail and [c.name for c in main.columns] == shown and "min" not in shown
+        at = [[c.name for c in full.columns].index(k) for k in shown]
+        assert main.rows == [[row[i] for i in at] for row in full.rows] and len(full.notes) == 1
     # The layers: one row per prompt in the main text, read from the full table's block rows under Details.
     main, full = result.table("answer_through_the_layers_main"), result.table("answer_through_the_layers")
     assert full.detail and len(main.columns) == 6

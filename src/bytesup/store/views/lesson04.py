@@ -43,6 +43,8 @@ NUMPY_COLUMNS = ["rank", "token", "probability", "server_probability", "differen
 # The columns each wide table shows in the main text; every column is in the full table, under Details.
 AGREEMENT_SHOWN = ["prompt", "server's top token", "server", "numpy's top token", "numpy", "same top token",
                    "largest |Δp|", "at"]
+PHASE_SHOWN = ["phase", "unit", "median", "samples", f"published ({PUB_HOST})"]
+CEILING_SHOWN = ["quantity", "unit", "median", f"published ({PUB_HOST})"]
 CLOCK_SHOWN = ["phase", "server median", "llama-bench median", "server ÷ llama-bench", "verdict", "samples needed"]
 KL_FORMULA = ("KL over the shared tokens = KL(server ‖ numpy) = Σ p·ln(p/q) over the ids both list, p the server's "
               "probability and q numpy's, each side renormalized over those ids.")
@@ -353,8 +355,11 @@ def show_prefill_decode(page: Page, sp: Speeds, n_ctx: int, n_long: int, cost: T
         notes.append(f"Counting two FLOPs per parameter, prefill did {p_med * cost.flops / 1e9:,.2f} GFLOP/s of weight arithmetic "
                      f"and decode {d_med * cost.flops / 1e9:,.2f} GFLOP/s: the same weights, used for many tokens at once "
                      "or one at a time.")
-    page.table("prefill_vs_decode", f"Prefill of a {sp.prompt_n:,}-token prompt versus decode, from the server's timings",
-              columns(PhaseRow), cells(phase_rows(sp)), notes=notes)
+    title = f"Prefill of a {sp.prompt_n:,}-token prompt versus decode, from the server's timings"
+    show_narrowed(page, "prefill_vs_decode", title, f"{title}, with each one's lowest and highest sample",
+                  columns(PhaseRow), cells(phase_rows(sp)), PHASE_SHOWN, notes,
+                  [("The ratio's lowest and highest pair the extreme samples: the slowest prefill ÷ the fastest decode, "
+                    "the fastest prefill ÷ the slowest decode.")])
 
 
 def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks: list[ThirdClock] | None) -> None:
@@ -413,8 +418,11 @@ def show_decode_vs_ceiling(page: Page, ceil: Ceiling, eff: Efficiency, reading: 
                  f"{pub_ceiling:.0f}); {pub_decode:g} ÷ {pub_ceiling:.0f} = {100 * pub_decode / pub_ceiling:.0f}% "
                  f"(published: {pub_eff:.0f}%). Those figures assume {spark_bw:g} GB/s; compare with them through --bandwidth-gbs.")
     notes.append(f"Bandwidth: {hostbench.describe_reading(reading)}; ceilings come from each sample.")
-    page.table("decode_vs_ceiling", "Decode against the bandwidth ceiling of lesson 1",
-              columns(CeilingRow), cells(ceiling_rows(ceil, eff)), notes=notes)
+    title = "Decode against the bandwidth ceiling of lesson 1"
+    show_narrowed(page, "decode_vs_ceiling", title, f"{title}, with each one's lowest and highest sample",
+                  columns(CeilingRow), cells(ceiling_rows(ceil, eff)), CEILING_SHOWN, notes,
+                  [("Ceiling = bandwidth × 1e9 ÷ bytes per token, one per bandwidth sample; decode ÷ ceiling = each "
+                    "decode sample ÷ the median ceiling × 100.")])
 
 
 
