@@ -33,7 +33,7 @@ from pydantic import Field, field_validator
 
 from bytesup.course import ceiling, formulas
 from bytesup.course import nexttoken as arithmetic
-from bytesup.course.ceiling import Ceiling, Efficiency, token_work
+from bytesup.course.ceiling import Ceiling, Efficiency, TokenWork, token_work
 from bytesup.course.nexttoken import LastOnly, Speeds, ThroughTheLayers, sig
 from bytesup.errors import ImplausibleValue
 from bytesup.lesson import LessonContext, ModelQuery
@@ -97,17 +97,28 @@ def main(ctx: LessonContext):
 
     # 6. Decode against the bandwidth ceiling of lesson 1 (bytesup.course.ceiling).
     ctx.step("read bandwidth")
+    ceil, eff = decode_against_the_ceiling(ctx, cost, sp)
+    view.plot_speeds(ctx, sp, ceil, eff)
+
+    # What this run shows: the first prompt's answer, and numpy's pass beside the server's (or, where it did not run,
+    # prefill and decode against the ceiling), first on the page with its plot.
+    ctx.shows(*view.shows(tables, numpy, sp, ceil, eff))
+    return ctx.finish()
+
+
+def decode_against_the_ceiling(ctx: LessonContext, cost: TokenWork | None, sp: Speeds) -> tuple[Ceiling | None, Efficiency | None]:
+    """Decode as a share of the bandwidth ceiling, recorded and shown; (None, None) where the model file is not readable."""
     if cost is None:
         ctx.note("The model file is not readable here (pass --model PATH.gguf), so the bandwidth ceiling and "
                  "the cost of one pass are not computed.")
-        return ctx.finish()
+        return None, None
     facts, reading = ctx.server_facts(), ctx.run_bandwidth()  # the run's one reading, shared by lessons 1, 4, 6, 7 and 8
     ceil = ceiling.bandwidth_ceiling(cost.bytes, reading["gb_per_s"]["samples"],
                                      host_applies=bool(facts["host_bandwidth_applies"]), given_gbs=ctx.options.bandwidth_gbs)
     eff = ceiling.decode_efficiency(ceil, sp.decode_short)
     record_ceiling(ctx, ceil, eff, reading["threads"])
     view.show_decode_vs_ceiling(ctx, ceil, eff, reading, facts["reason"])
-    return ctx.finish()
+    return ceil, eff
 
 
 # --- the plan: what this run asks, recorded once ---------------------------------------------
@@ -138,12 +149,13 @@ def the_plan(ctx: LessonContext) -> plans.Plan:
 
 
 def fresh_plan(ctx: LessonContext) -> plans.Plan:
-    """This run's plan: the prompts given, --repeat, and the files the numpy pass reads, by path and sha256: the
-    served GGUF and, when it is one of the default model's narrower widths, its f32 width (fetched or derived here)."""
+    """This run's plan: the prompts given, the runs of each timed request (the run's one rule, `ctx.samples`: --repeat,
+    at least MIN_REPEAT), and the files the numpy pass reads, by path and sha256: the served GGUF and, when it is one of
+    the default model's narrower widths, its f32 width (fetched or derived here)."""
     model = ctx.readable_model()
     served = ctx.file_record(model) if model is not None else None
     f32 = ctx.file_record(models.ensure_model(plans.F32_WIDTH)) if served and served["sha256"] in NARROWER_WIDTHS else None
-    return plans.fresh(ctx.options.prompts, ctx.repeat, plans.NumpyFiles(served=served, f32=f32))
+    return plans.fresh(ctx.options.prompts, ctx.samples(plans.MIN_REPEAT), plans.NumpyFiles(served=served, f32=f32))
 
 
 # --- requests: the server's answers and the host's measurements ----------------------------------
@@ -178,7 +190,7 @@ def ask_for_the_numpy_pass(ctx: LessonContext, files: plans.NumpyFiles, prompts:
     f32 = None
     if files.f32 is not None:
         ctx.step("the f32 width's top eight")
-        with ctx.local_server("f32", Path(files.f32["path"]), plans.F32_SERVER) as server:
+        with ctx.local_server("f32", plans.f32_server(Path(files.f32["path"]))) as server:
             f32 = [server.completion(prompt, **plans.TOP8) for prompt in prompts]
     return NumpyAsked(ids, f32)
 

@@ -231,8 +231,8 @@ def test_given_bandwidth_on_a_server_the_host_bandwidth_does_not_bound(tmp_path)
     assert given.samples == [pytest.approx(273.0 * 1e9 / per_token, rel=1e-12)]
     assert eff.unit == "%"
     assert eff.samples == pytest.approx([100 * d / given.samples[0] for d in decode.samples], rel=1e-12)
-    table = res.table("decode_vs_ceiling")
-    rows = {r[0]: r for r in table.rows}
+    table = res.table("decode_vs_ceiling_main")
+    rows = {r[0]: r for r in res.table("decode_vs_ceiling").rows}
     assert "decode ÷ ceiling, CPU of this host" not in rows
     assert rows["decode ÷ ceiling at 273 GB/s"][2] == pytest.approx(eff.median, rel=1e-12)
     assert any("does not bound this server's decode: the server runs on gpu-box" in n for n in table.notes)
@@ -253,7 +253,7 @@ def test_notes_follow_the_data(result):
     prefill = result.measurement("prefill_tokens_per_s_long_prompt")
     short = result.measurement("decode_tokens_per_s_short_prompt")
     long = result.measurement("decode_tokens_per_s_long_prompt")
-    notes = result.table("prefill_vs_decode").notes
+    notes = result.table("prefill_vs_decode_main").notes
     ratio = prefill.median / short.median
     assert ("faster per token than decode" in notes[0]) == (ratio > 1)
     assert ("slower, not faster" in notes[0]) == (ratio <= 1)
@@ -446,7 +446,7 @@ def test_main_on_hand_made_answers(lesson):
     # Ratio: median prefill 2,250 ÷ median decode 112.5 = 20; the spread 2,000 ÷ 125 = 16 to 2,500 ÷ 100 = 25.
     assert result.measurement("prefill_decode_ratio").samples == pytest.approx([20.0])
     assert result.table("prefill_vs_decode").rows[3][2:5] == pytest.approx([20.0, 16.0, 25.0])
-    notes = result.table("prefill_vs_decode").notes
+    notes = result.table("prefill_vs_decode_main").notes
     assert "20.0× faster per token" in notes[0] and "ceil(52 ÷ 512) = 1 time(s) for 52 tokens" in notes[0]
     # 45 ÷ 112.5 = 40.0%; every long-prompt sample (40, 50) below every short-prompt one (100, 125).
     assert notes[1].startswith("Decode after the long prompt ran at 40.0% of its speed") and "beyond the spread" in notes[1]
@@ -461,8 +461,19 @@ def test_main_on_hand_made_answers(lesson):
     assert rows["ceiling, CPU of this host: bandwidth ÷ bytes per token"][2:5] == pytest.approx([200.0, 150.0, 250.0])
     assert rows["decode ÷ ceiling, CPU of this host"][2:5] == pytest.approx([56.25, 50.0, 62.5])
     assert "of the 200.0 tokens/s that 20.0 GB/s allows for 0.1 GB per token (samples: 50–62.5%)" in \
-        result.table("decode_vs_ceiling").notes[0]
+        result.table("decode_vs_ceiling_main").notes[0]
     assert "decode_efficiency_given_bandwidth" not in [m.name for m in result.measurements]
+
+    # What the run shows, without a numpy pass (recorded before it): the top token, the speeds and the ceiling above,
+    # with the plot of each timed request's speed against the 200 tokens/s ceiling.
+    assert result.shows.plot == "prefill_and_decode"
+    assert result.shows.text == (
+        "After 'The capital of France is' the model gives ' Paris' 50%. Prefill read the 52-token prompt at 2,250.0 "
+        "tokens/s and decode after the short prompt made 112.5 tokens/s (medians of 2 and 2 requests): prefill was 20.0× "
+        "faster per token. Decode reached 56.2% of the 200.0 tokens/s that this host's 20 GB/s of memory reads allow for "
+        "0.1 GB per token.")
+    plot = next(p for p in result.plots if p.name == "prefill_and_decode")
+    assert [s.y for s in plot.series] == [[2000.0, 2500.0], [100.0, 125.0], [50.0, 40.0], [200.0, 200.0]]
 
 
 def test_main_with_a_given_bandwidth_on_a_remote_server(lesson):
@@ -475,7 +486,7 @@ def test_main_with_a_given_bandwidth_on_a_remote_server(lesson):
     rows = {r[0]: r for r in result.table("decode_vs_ceiling").rows}
     assert rows["ceiling at 50 GB/s (--bandwidth-gbs)"][2:5] == pytest.approx([500.0, 500.0, 500.0])
     assert rows["decode ÷ ceiling at 50 GB/s"][2:5] == pytest.approx([22.5, 20.0, 25.0])
-    notes = result.table("decode_vs_ceiling").notes
+    notes = result.table("decode_vs_ceiling_main").notes
     assert "does not bound this server's decode: the server runs on gpu-box" in notes[0]
     assert "computed against --bandwidth-gbs only." in notes[0]
     assert notes[1].startswith("At the given 50 GB/s (--bandwidth-gbs) the ceiling is 500.0 tokens/s, and decode reached 22.5%")
@@ -495,6 +506,8 @@ def test_main_without_the_model_file(lesson):
     assert result.fact("numpy_pass")["recomputed"] is False
     assert "bandwidth ceiling and the cost of one pass are not computed" in result.notes[1]
     assert result.table("top8_cat_sat").notes[0] == "The top 3 cover 87.5% of the probability."
+    # No ceiling without the file: the opening says the speeds only, and claims no share of a ceiling.
+    assert result.shows.text.endswith("prefill was 20.0× faster per token.") and result.shows.plot == "prefill_and_decode"
 
 
 def test_a_run_recorded_before_the_numpy_pass_says_so(lesson):
@@ -525,9 +538,9 @@ def test_the_f32_width_agrees_far_closer_than_the_rounded_one(result):
     f32 = max(v["largest_abs_dp"] for v in fact["f32"]["prompts"].values())
     assert f32 < 2e-3 < served
     assert f"{served:.2g} on smollm2-135m-q4_1.gguf and {f32:.2g} on smollm2-135m-f32.gguf" in \
-        " ".join(result.table("numpy_vs_server_f32").notes)
+        " ".join(result.table("numpy_vs_server_f32_main").notes)
     # numpy's own probabilities are the same on both files: the f32 file holds the dequantized Q4_1 values.
-    assert "(largest difference 0)" in " ".join(result.table("numpy_vs_server_f32").notes)
+    assert "(largest difference 0)" in " ".join(result.table("numpy_vs_server_f32_main").notes)
 
 
 def test_the_server_columns_are_the_recorded_answers(result, lesson):
@@ -669,6 +682,8 @@ def test_main_runs_the_numpy_pass_on_a_preset(lesson, tmp_path):
         assert row[2] == "' Paris'" and row[6] == (top == 5)
     assert "numpy_vs_server_f32" not in [t.name for t in result.tables]  # a preset has no f32 width to ask
     assert result.fact("numpy_pass")["recomputed"] is True
+    # numpy's eight on the tiny preset share no id with the hand-made server's three: no plot of the two, none named.
+    assert result.shows.plot is None and "numpy_vs_server" not in [p.name for p in result.plots]
 
 
 def test_bytesup_check_passes_the_numpy_claims_on_the_recording():
@@ -724,6 +739,8 @@ HAND_BENCH = {
 
 
 def test_the_third_clock_by_hand(lesson):
+    from bytesup.store.views import lesson04 as view
+
     result, _ = _run_hand(lesson, bench=HAND_BENCH)
     rows = {r[0]: r for r in result.table("third_clock").rows}
     prefill, decode = rows["prefill, 52-token prompt"], rows["decode, 32 tokens"]
@@ -735,7 +752,13 @@ def test_the_third_clock_by_hand(lesson):
     assert prefill[10:] == ["inside the noise", 21]
     # Decode: 100 and 125 (median 112.5) over 50 = 2.25, from 2 to 2.5: outside the noise; (2 × 0.2222 ÷ 1.25)² < 1.
     assert decode[7:] == [pytest.approx(2.25), pytest.approx(2.0), pytest.approx(2.5), "outside the noise", 1]
-    assert "6 samples a phase" in result.table("third_clock").notes[0]  # the hand-made turns hold two samples each
+    main, full = result.table("third_clock_main"), result.table("third_clock")
+    assert "6 samples a phase" in main.notes[0]  # the hand-made turns hold two samples each
+    # The main text: the phase, both medians, their ratio, the verdict and the samples needed; the rule in words there,
+    # its formula with every column under Details.
+    assert [c.name for c in main.columns] == view.CLOCK_SHOWN and full.detail and len(full.columns) == 12
+    assert main.rows[0] == ["prefill, 52-token prompt", 2250.0, 2050.0, pytest.approx(2250 / 2050), "inside the noise", 21]
+    assert "square root" in main.notes[1] and "n ≥" not in main.notes[1] and "n ≥ (2 × relative spread" in full.notes[0]
 
 
 def test_without_the_native_build_the_third_clock_says_how_to_get_it(lesson):
@@ -781,7 +804,143 @@ def test_a_live_run_records_its_plan_once_and_replays_from_it(lesson):
     assert server.left() == {}
     assert plans.read(live.host_values["plan"]) == plans.Plan(prompts=plans.PROMPTS, repeat=2, llama_bench=True,
                                                              numpy=plans.NumpyFiles(served=None, f32=None))
+    # --repeat 1, at least two runs of each timed request: the run's rule, recorded beside --repeat.
+    assert (live.host_values["repeat"], live.host_values["samples"]) == (1, 2)
     assert "numpy_plan" not in live.host_values and live.settings["repeat"] == 2
     again = lesson.main(hand_context(LESSON, answers(), host_values=live.host_values))
     assert [(t.name, t.rows, t.notes) for t in again.tables] == [(t.name, t.rows, t.notes) for t in live.tables]
     assert again.facts == live.facts and again.notes == live.notes
+
+
+# --- what this run shows ------------------------------------------------------------------------------------
+
+def test_what_the_run_shows_reads_the_recorded_pass(result):
+    """The fixture's opening: the first table's top token, numpy's answer and its largest gaps on both widths, each
+    number the records' own; the plot it opens with is numpy against the server; every main table is at most 8 wide."""
+    top = result.fact("top_tokens")["top8_capital_of_france"]["tokens"][0]
+    numpy = result.fact("numpy_pass")
+    paris = numpy["served"]["prompts"]["top8_capital_of_france"]
+    gap = max(a["largest_abs_dp"] for a in numpy["served"]["prompts"].values())
+    gap32 = max(a["largest_abs_dp"] for a in numpy["f32"]["prompts"].values())
+    numpy_p = next(r[5] for r in result.table("numpy_vs_server").rows if r[0] == "'The capital of France is'")
+    assert paris["numpy_top_id"] == paris["server_top_id"] == top["id"] and gap32 < gap
+    assert result.shows.plot == "numpy_vs_server"
+    assert result.shows.text == (
+        f"After 'The capital of France is' the model gives ' Paris' {100 * top['probability']:.3g}%. The same forward "
+        f"pass in numpy from the file's bytes (Q4_1 weights) gives ' Paris' {numpy_p:.3g}% and agrees with the server's "
+        f"top token on all 4 prompts; over the server's eight most probable tokens the two differ by at most "
+        f"{100 * gap:.2g} points. Against a server on the f32 width, where the engine rounds no activation, the largest "
+        f"difference falls to {100 * gap32:.2g} points, with the same top token on every prompt.")
+    assert "77.2%" in result.shows.text and "4.9 points" in result.shows.text and "0.065 points" in result.shows.text
+
+
+def test_the_main_tables_are_their_full_tables_named_columns(result):
+    from bytesup.store.views import lesson04 as view
+
+    assert not [(t.name, len(t.columns)) for t in result.tables if not t.detail and len(t.columns) > 8]
+    for name in ("numpy_vs_server", "numpy_vs_server_f32"):
+        main, full = result.table(f"{name}_main"), result.table(name)
+        assert full.detail and not main.detail and len(full.columns) == 12
+        at = [[c.name for c in full.columns].index(k) for k in view.AGREEMENT_SHOWN]
+        assert [c.name for c in main.columns] == view.AGREEMENT_SHOWN
+        assert main.rows == [[row[i] for i in at] for row in full.rows]
+        assert full.notes == [view.KL_FORMULA] and not any("Σ" in n for n in main.notes)
+    # Prefill against decode and decode against the ceiling: their lowest and highest samples under Details.
+    for name, shown in (("prefill_vs_decode", view.PHASE_SHOWN), ("decode_vs_ceiling", view.CEILING_SHOWN)):
+        main, full = result.table(f"{name}_main"), result.table(name)
+        assert full.detail and [c.name for c in main.columns] == shown and "min" not in shown
+        at = [[c.name for c in full.columns].index(k) for k in shown]
+        assert main.rows == [[row[i] for i in at] for row in full.rows] and len(full.notes) == 1
+    # The layers: one row per prompt in the main text, read from the full table's block rows under Details.
+    main, full = result.table("answer_through_the_layers_main"), result.table("answer_through_the_layers")
+    assert full.detail and len(main.columns) == 6
+    for k, row in enumerate(main.rows):
+        ranks = [r[1 + 2 * k] for r in full.rows]
+        first = next(b for b in range(len(ranks)) if all(r == 1 for r in ranks[b:])) + 1
+        assert row[2:] == [ranks[0], full.rows[0][2 + 2 * k], first, full.rows[-1][2 + 2 * k]]
+
+
+def test_the_plots_points_are_the_tables(result):
+    plot = next(p for p in result.plots if p.name == "numpy_vs_server")
+    served, f32, line = plot.series
+    pairs = [(r[3], r[2]) for name in TOP8_TABLES for r in result.table(f"numpy_{name}").rows if r[3] is not None]
+    assert served.x == pytest.approx([x for x, _ in pairs], rel=1e-12) and served.y == pytest.approx([y for _, y in pairs], rel=1e-12)
+    assert len(f32.x) > 0 and line.x == line.y and plot.log_x and plot.log_y
+    speeds = next(p for p in result.plots if p.name == "prefill_and_decode")
+    assert [s.y for s in speeds.series[:3]] == [result.measurement(m).samples for m in MEASUREMENTS[:3]]
+    assert speeds.series[3].y == [result.measurement("decode_ceiling_tokens_per_s").median] * 2
+
+
+def _agreement(name: str, server: tuple[str, float], numpy: tuple[str, float], gap: float) -> stated.PromptAgreement:
+    return stated.PromptAgreement(numpy_top_id=1 if numpy[0] == server[0] else 2, server_top_id=1,
+                                  top_agrees=numpy[0] == server[0], set_agrees=True, largest_abs_dp=gap, kl_shared=0.0,
+                                  shared=8, probabilities_of_server_ids={}, largest_abs_logit=1.0, name=name, prompt=name,
+                                  server_token=server[0], server_p=server[1], numpy_token=numpy[0], numpy_p=numpy[1],
+                                  numpy=[stated.NumpyToken(1, 1, numpy[0], numpy[1], server[1] if numpy[0] == server[0] else None,
+                                                           None)])
+
+
+HAND_TABLES = [stated.ShownTable(prompt="The capital of France is", name="a",
+                                 tokens=[stated.ShownToken(1, 1, "' Paris'", 0.5, math.log(0.5), 0.5)])]
+# Prefill 2,000 and 2,500 (median 2,250) over decode 100 and 125 (median 112.5): 20×.
+HAND_SPEEDS = nexttoken.Speeds(52, 5, [2000.0, 2500.0], [100.0, 125.0], [50.0, 40.0])
+
+
+def _shows(done=None, speeds=HAND_SPEEDS, ceil=None, eff=None):
+    from bytesup.store.views import lesson04 as view
+
+    return view.shows(HAND_TABLES, done, speeds, ceil, eff)
+
+
+def test_what_the_run_shows_follows_numpy_by_hand():
+    agree = stated.FilePass(file="m.gguf", weight_type="Q8_0", prompts={
+        "a": _agreement("a", ("' Paris'", 0.5), ("' Paris'", 0.52), 0.02),
+        "b": _agreement("b", ("' cat'", 0.1), ("' cat'", 0.09), 0.03)})
+    text, plot = _shows(stated.NumpyOutcome(agree))
+    assert plot == "numpy_vs_server"
+    assert text == ("After 'The capital of France is' the model gives ' Paris' 50%. The same forward pass in numpy from "
+                    "the file's bytes (Q8_0 weights) gives ' Paris' 52% and agrees with the server's top token on all 2 "
+                    "prompts; over the server's eight most probable tokens the two differ by at most 3 points.")
+    # numpy puts another token first on the first prompt: the sentence says so, and on how many prompts it agrees.
+    other = stated.FilePass(file="m.gguf", weight_type="Q8_0", prompts={
+        "a": _agreement("a", ("' Paris'", 0.5), ("' the'", 0.4), 0.2), "b": agree.prompts["b"]})
+    text, _ = _shows(stated.NumpyOutcome(other))
+    assert "gives ' the' 40% first, not ' Paris' and agrees with the server's top token on only 1 of 2 prompts" in text
+    assert "at most 20 points" in text and "all 2" not in text
+    # The f32 width closer: "falls to"; not closer: "is", and its own count of agreeing prompts.
+    f32 = stated.FilePass(file="m-f32.gguf", weight_type="F32", prompts={"a": _agreement("a", ("' Paris'", 0.5), ("' Paris'", 0.5), 0.001)})
+    text, _ = _shows(stated.NumpyOutcome(agree, f32=f32, same=0.0))
+    assert text.endswith("the largest difference falls to 0.1 points, with the same top token on every prompt.")
+    wide = stated.FilePass(file="m-f32.gguf", weight_type="F32", prompts={"a": _agreement("a", ("' Paris'", 0.5), ("' the'", 0.4), 0.2)})
+    text, _ = _shows(stated.NumpyOutcome(agree, f32=wide, same=0.0))
+    assert text.endswith("the largest difference is 20 points, with the same top token on 0 of 1 prompts.")
+    assert "falls" not in text
+
+
+def test_what_the_run_shows_without_numpy_is_the_speeds_and_the_ceiling_by_hand():
+    from bytesup.course.ceiling import Ceiling, Efficiency
+
+    # 20 GB/s ÷ 1e8 bytes = 200 tokens/s; decode 100 and 125 are 50% and 62.5% of it, median 56.25%.
+    ceil = Ceiling(1e8, (20.0,), (200.0,), host_applies=True)
+    eff = Efficiency((100.0, 125.0), (50.0, 62.5), None)
+    for done in (None, stated.NumpyOutcome(None, "The model file is not readable here.")):
+        text, plot = _shows(done, ceil=ceil, eff=eff)
+        assert plot == "prefill_and_decode" and "numpy" not in text
+        assert text == ("After 'The capital of France is' the model gives ' Paris' 50%. Prefill read the 52-token prompt "
+                        "at 2,250.0 tokens/s and decode after the short prompt made 112.5 tokens/s (medians of 2 and 2 "
+                        "requests): prefill was 20.0× faster per token. Decode reached 56.2% of the 200.0 tokens/s that "
+                        "this host's 20 GB/s of memory reads allow for 0.1 GB per token.")
+    # Decode above the ceiling (2 GB/s: 20 tokens/s; decode 500% and 625%): the sentence says above, not "reached".
+    text, _ = _shows(ceil=Ceiling(1e8, (2.0,), (20.0,), host_applies=True), eff=Efficiency((100.0, 125.0), (500.0, 625.0), None))
+    assert text.endswith("Decode ran above the 20.0 tokens/s that this host's 2 GB/s of memory reads allow for 0.1 GB per "
+                         "token: 562% of it.")
+    # A remote server with a given bandwidth: the given ceiling; with none, no ceiling is claimed.
+    given = Ceiling(1e8, (20.0,), (200.0,), host_applies=False, given_gbs=50.0, given_ceiling=500.0)
+    text, _ = _shows(ceil=given, eff=Efficiency((100.0, 125.0), None, (20.0, 25.0)))
+    assert text.endswith("Decode reached 22.5% of the 500.0 tokens/s that the given 50 GB/s allows for 0.1 GB per token.")
+    text, _ = _shows(ceil=Ceiling(1e8, (20.0,), (200.0,), host_applies=False), eff=Efficiency((100.0, 125.0), None, None))
+    assert text.endswith("This host's memory bandwidth does not bound the server's decode, so no ceiling is set against it.")
+    # No ceiling at all (the model file not readable): the speeds alone; prefill slower than decode is said so.
+    slow = nexttoken.Speeds(52, 5, [50.0, 60.0], [100.0, 125.0], [50.0, 40.0])
+    text, _ = _shows(speeds=slow)
+    assert text.endswith("(medians of 2 and 2 requests): prefill was no faster per token (0.49×).") and "Decode" not in text

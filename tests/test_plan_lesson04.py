@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
 from bytesup.errors import BytesupError
@@ -31,12 +33,22 @@ def test_a_fresh_plan_is_this_version_and_reads_back_as_recorded():
     plan = plans.fresh(["a"], 5, plans.NumpyFiles(served=SERVED, f32=None))
     assert (plan.version, plan.repeat, plan.llama_bench, plan.prompts[-1]) == (plans.VERSION, 5, True, ("top8_prompt_1", "a"))
     assert plans.read(plan.model_dump(mode="json")) == plan
-    assert plans.fresh(None, 1, plans.NumpyFiles(served=None, f32=None)).repeat == plans.MIN_REPEAT
+    # The run's rule (ctx.samples) gives at least MIN_REPEAT; a plan with fewer is a mistake in the lesson.
+    with pytest.raises(ValueError, match="at least 2 times, not 1"):
+        plans.fresh(None, 1, plans.NumpyFiles(served=None, f32=None))
     with pytest.raises(BytesupError, match=r"^The plan lesson 04 recorded .*: samples: extra inputs are not permitted\."):
         plans.read({**plan.model_dump(mode="json"), "samples": 3})  # a field no version has
     # An older run whose repeat is not a whole number: refused, not taken as two.
     with pytest.raises(BytesupError, match="repeat: input should be a valid integer"):
         plans.from_older({"repeat": "three"})
+
+
+def test_the_f32_widths_server_is_one_slot_of_256_tokens():
+    from pathlib import Path
+
+    shape = plans.f32_server(Path("/m/smollm2-135m-f32.gguf"))
+    assert shape.argv() == ["-c", "256", "--parallel", "1"]  # the flags recorded runs started it with
+    assert shape.to_json() == {"model": "smollm2-135m-f32.gguf", "slots": 1, "context": 256, "extra": [], "native": False}
 
 
 def test_settings_and_the_long_prompt_by_hand():
@@ -92,6 +104,7 @@ class _Page:
 
     def table(self, name, title, columns, rows, notes=None):
         self.written.append(("table", name, rows, notes or []))
+        return types.SimpleNamespace(detail=False)
 
     def note(self, text):
         self.written.append(("note", text))
@@ -114,10 +127,15 @@ def test_the_numpy_pass_is_shown_without_its_f32_width_when_that_file_is_not_her
                                layers=[ThroughTheLayers("t", 5, "' Paris'", [2, 1], [0.3, 0.498])])
     page = _Page()
     view.show_numpy_pass(page, done, {"t": "p"})
-    assert [w[1] for w in page.written] == ["numpy_vs_server", "numpy_t", done.f32_missing, "last_position_only",
-                                            "answer_through_the_layers", "answer_through_the_layers"]
-    # The agreement's row: the server's 50% against numpy's 49.8%, |Δp| 0.002 = 0.2 points.
-    assert page.written[0][2] == [["'p'", 3, "' Paris'", 50.0, "' Paris'", 49.8, True, True, 0.2, "' Paris'", 1e-6, 8]]
+    assert [w[1] for w in page.written] == ["numpy_vs_server_main", "numpy_vs_server", "numpy_t", done.f32_missing,
+                                            "last_position_only", "answer_through_the_layers_main",
+                                            "answer_through_the_layers", "answer_through_the_layers", "numpy_vs_server"]
+    # The agreement's row: the server's 50% against numpy's 49.8%, |Δp| 0.002 = 0.2 points; every column in the full
+    # table, eight of them in the main text.
+    assert page.written[1][2] == [["'p'", 3, "' Paris'", 50.0, "' Paris'", 49.8, True, True, 0.2, "' Paris'", 1e-6, 8]]
+    assert page.written[0][2] == [["'p'", "' Paris'", 50.0, "' Paris'", 49.8, True, 0.2, "' Paris'"]]
+    # The layers in the main text: rank 2 after block 1 (30%), first from block 2, 49.8% after the last.
+    assert page.written[5][2] == [["'p'", "' Paris'", 2, 30.0, 2, 49.8]]
     assert done.fact() == stated.NumpyPass(recomputed=True, why_not=None, served=done.served, f32=None)
     before = _Page()
     view.show_numpy_pass(before, None, {})

@@ -7,11 +7,13 @@ part of the lesson, and an older run lacks the parts added after it, so its repl
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
 from bytesup.course import published
+from bytesup.llama.shapes import ServerShape
 from bytesup.store.plans import upgrades
 from bytesup.units import PINNED, SEED
 
@@ -46,7 +48,12 @@ MIN_REPEAT = 2                    # at least two runs of each timed request, as 
 # The numpy pass is set against the server a second time on the default model's weights in float32, where the
 # server rounds no activations; that server holds only the short prompts.
 F32_WIDTH = "smollm2-135m-f32"
-F32_SERVER = ["-c", "256", "--parallel", "1"]
+F32_SLOTS, F32_CONTEXT = 1, 256
+
+
+def f32_server(model: Path) -> ServerShape:
+    """The f32 width's server: one slot, a context of F32_CONTEXT tokens (the four prompts and a token each)."""
+    return ServerShape(model, F32_SLOTS, F32_CONTEXT)
 
 
 class NumpyFiles(BaseModel):
@@ -90,8 +97,11 @@ def at_least_two(repeat: Any) -> Any:
 
 
 def fresh(given_prompts: list[str] | None, repeat: int, numpy: NumpyFiles) -> Plan:
-    """This version's plan for a run made now: `repeat` as --repeat gave it, at least MIN_REPEAT."""
-    return Plan(prompts=prompts(given_prompts), repeat=at_least_two(repeat), numpy=numpy, llama_bench=True)
+    """This version's plan for a run made now: `repeat` runs of each timed request, as the run's rule gave them
+    (`LessonContext.samples(MIN_REPEAT)`); fewer than MIN_REPEAT is a ValueError."""
+    if repeat < MIN_REPEAT:
+        raise ValueError(f"lesson 4 times each request at least {MIN_REPEAT} times, not {repeat}")
+    return Plan(prompts=prompts(given_prompts), repeat=repeat, numpy=numpy, llama_bench=True)
 
 
 # The numbered table (store.plans.upgrades): version → (what it added, the host value a run recorded it by, how an

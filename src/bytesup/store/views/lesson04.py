@@ -20,6 +20,7 @@ from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, Pro
 from bytesup.store.plans.lesson04 import BENCH_REPETITIONS, N_PREDICT
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
+from bytesup.store.views import show_narrowed
 from bytesup.store.views.page import Page, by_columns
 from bytesup.units import GB, MiB
 
@@ -39,6 +40,14 @@ TOP_COLUMNS = ["rank", "token", "probability", "server_probability", "logprob"]
 AGREEMENT_COLUMNS = ["prompt", "n_tokens", "server_token", "server_p", "numpy_token", "numpy_p", "top_agrees",
                      "set_agrees", "largest_abs_dp", "at_token", "kl_shared", "shared"]
 NUMPY_COLUMNS = ["rank", "token", "probability", "server_probability", "difference"]
+# The columns each wide table shows in the main text; every column is in the full table, under Details.
+AGREEMENT_SHOWN = ["prompt", "server's top token", "server", "numpy's top token", "numpy", "same top token",
+                   "largest |Δp|", "at"]
+PHASE_SHOWN = ["phase", "unit", "median", "samples", f"published ({PUB_HOST})"]
+CEILING_SHOWN = ["quantity", "unit", "median", f"published ({PUB_HOST})"]
+CLOCK_SHOWN = ["phase", "server median", "llama-bench median", "server ÷ llama-bench", "verdict", "samples needed"]
+KL_FORMULA = ("KL over the shared tokens = KL(server ‖ numpy) = Σ p·ln(p/q) over the ids both list, p the server's "
+              "probability and q numpy's, each side renormalized over those ids.")
 
 
 @dataclass(frozen=True)
@@ -163,15 +172,18 @@ def show_numpy_vs_server(page: Page, name: str, n: FilePass, server_label: str, 
     notes = [(f"numpy ran lesson 4's fifteen lines on the bytes of {n.file} ({n.weight_type} weights): each tensor "
              "dequantized with gguf when its block runs, the token ids from the server's /tokenize."),
              f"The top token agrees on {agree} of {k} prompts, the top-eight set on {sets} of {k}.",
-             (f"The largest |Δp| over the server's eight is {worst.largest_abs_dp:.2g}, at {worst.at_token} after "
+             (f"The largest gap between numpy's probability and the server's, over the server's eight, is "
+              f"{100 * worst.largest_abs_dp:.2g} points, at {worst.at_token} after "
               f"{worst.prompt!r}: numpy {100 * (worst.at_numpy or 0.0):.4g}% against the server's {100 * (worst.at_server or 0.0):.4g}%."),
-             ("KL over the shared tokens is KL(server ‖ numpy) = Σ p·ln(p/q) over the ids both list, each side "
-              "renormalized over them: 0 when they split their share alike.")]
+             ("KL over the shared tokens (under Details) says how differently the two split the probability of the "
+              "tokens both list: 0 when they split it alike, larger the more they differ.")]
     notes += [f"The server evaluated {pn} tokens for {a.prompt!r}, /tokenize gave {a.n_tokens}."
               for a, pn in zip(agreements, prompt_n, strict=True) if pn != a.n_tokens]
     notes += more_notes
-    page.table(name, f"The same forward pass in numpy, from the file's bytes, against {server_label}",
-               *by_columns(PromptAgreement, AGREEMENT_COLUMNS, agreements, {"prompt": repr}), notes=notes)
+    title = f"The same forward pass in numpy, from the file's bytes, against {server_label}"
+    show_narrowed(page, name, title, f"{title}, every column",
+                  *by_columns(PromptAgreement, AGREEMENT_COLUMNS, agreements, {"prompt": repr}), AGREEMENT_SHOWN,
+                  notes, [KL_FORMULA])
 
 
 def show_numpy_top8(page: Page, a: PromptAgreement) -> None:
@@ -214,6 +226,10 @@ def show_last_only(page: Page, last: list[LastOnly], prompts: dict[str, str]) ->
                       f"2 × {spec_v:,} × {spec_d:,} = {2 * spec_v * spec_d:,} FLOPs.")])
 
 
+LAYER_COLUMNS = [("prompt", ""), ("final top token", ""), ("rank after block 1", ""), ("p after block 1", "%"),
+                 ("ranks first from block", ""), ("p after the last block", "%")]
+
+
 def show_through_the_layers(page: Page, layers: list[ThroughTheLayers], prompts: dict[str, str]) -> None:
     n_blocks = len(layers[0].ranks)
     columns = [("block", "")]
@@ -230,8 +246,12 @@ def show_through_the_layers(page: Page, layers: list[ThroughTheLayers], prompts:
                      f"{percent(t.probabilities[-1])} after block {n_blocks}.")
     notes.append("Each row applies the final norm and the output matrix (lines 4 and 5) to the last position as it "
                  "leaves that block; the last row is the pass's own answer.")
-    page.table("answer_through_the_layers", "The answer through the layers: the final top token's rank and probability after each block",
-              columns, rows, notes=notes)
+    page.table("answer_through_the_layers_main", "The answer through the layers: where the final top token stands after "
+               "the first block and from which block on it ranks first", LAYER_COLUMNS,
+               [[repr(prompts[t.name]), t.token, t.ranks[0], 100 * t.probabilities[0], t.on_top_from,
+                 100 * t.probabilities[-1]] for t in layers], notes=notes)
+    page.table("answer_through_the_layers", "The answer through the layers: the final top token's rank and probability "
+               "after each block", columns, rows).detail = True
     page.plot("answer_through_the_layers", "The final top token's probability after each block", "block", "probability (%)",
              [Series(label=f"{t.token} after {prompts[t.name]!r}", x=[float(b + 1) for b in range(n_blocks)],
                      y=[100 * p for p in t.probabilities]) for t in layers], log_y=True)
@@ -255,6 +275,34 @@ def show_numpy_pass(page: Page, done: NumpyOutcome | None, prompts: dict[str, st
                              done.f32_prompt_n, rounding_notes(done.served, done.f32, done.same))
     show_last_only(page, done.last, prompts)
     show_through_the_layers(page, done.layers, prompts)
+    plot_numpy_vs_server(page, done)
+
+
+def numpy_series(done: NumpyOutcome) -> list[Series]:
+    """Per file, numpy's probability (%) of each of its eight tokens the server listed too, against the server's."""
+    series = []
+    for part in (done.served, done.f32):
+        if part is None:
+            continue
+        pairs = [(100 * t.server_probability, 100 * t.probability) for a in part.prompts.values() for t in a.numpy or []
+                 if t.server_probability is not None]
+        if pairs:
+            series.append(Series(label=f"{part.file} ({part.weight_type} weights)", x=[x for x, _ in pairs],
+                                 y=[y for _, y in pairs], style="points"))
+    return series
+
+
+def plot_numpy_vs_server(page: Page, done: NumpyOutcome) -> None:
+    """numpy's probability of each of its eight tokens against the server's, where the server listed it, one series
+    per file, beside the line where they are equal (log axes)."""
+    series = numpy_series(done)
+    if not series:
+        return
+    values = [v for s in series for v in (*s.x, *s.y)]
+    lo, hi = min(values), max(values)
+    series.append(Series(label="numpy = server", x=[lo, hi], y=[lo, hi], style="dashed"))
+    page.plot("numpy_vs_server", "numpy's probability of each next token against the server's", "the server's probability (%)",
+              "numpy's probability (%)", series, log_x=True, log_y=True)
 
 
 def show_cost(page: Page, cost: TokenWork, n_vocab: int | None) -> None:
@@ -307,8 +355,11 @@ def show_prefill_decode(page: Page, sp: Speeds, n_ctx: int, n_long: int, cost: T
         notes.append(f"Counting two FLOPs per parameter, prefill did {p_med * cost.flops / 1e9:,.2f} GFLOP/s of weight arithmetic "
                      f"and decode {d_med * cost.flops / 1e9:,.2f} GFLOP/s: the same weights, used for many tokens at once "
                      "or one at a time.")
-    page.table("prefill_vs_decode", f"Prefill of a {sp.prompt_n:,}-token prompt versus decode, from the server's timings",
-              columns(PhaseRow), cells(phase_rows(sp)), notes=notes)
+    title = f"Prefill of a {sp.prompt_n:,}-token prompt versus decode, from the server's timings"
+    show_narrowed(page, "prefill_vs_decode", title, f"{title}, with each one's lowest and highest sample",
+                  columns(PhaseRow), cells(phase_rows(sp)), PHASE_SHOWN, notes,
+                  [("The ratio's lowest and highest pair the extreme samples: the slowest prefill ÷ the fastest decode, "
+                    "the fastest prefill ÷ the slowest decode.")])
 
 
 def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks: list[ThirdClock] | None) -> None:
@@ -321,16 +372,20 @@ def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks
                  f"{nativebuild.BUILD_SCRIPT}` builds it once, and the next run sets it beside the server's timings.")
         return
     threads = in_process[0].get("threads")
-    page.table("third_clock", "Three clocks: the server's timings beside llama.cpp in process (llama-bench)",
-              *by_columns(ThirdClock, list(ThirdClock.COLUMNS), clocks),
-              notes=[(f"llama-bench ran {BENCH_REPETITIONS} repetition{'s' if BENCH_REPETITIONS > 1 else ''} before (after "
+    title = "Three clocks: the server's timings beside llama.cpp in process (llama-bench)"
+    show_narrowed(page, "third_clock", title, f"{title}, every column",
+                  *by_columns(ThirdClock, list(ThirdClock.COLUMNS), clocks), CLOCK_SHOWN,
+                  notes=[(f"llama-bench ran {BENCH_REPETITIONS} repetition{'s' if BENCH_REPETITIONS > 1 else ''} before (after "
                       "its own warm-up run), between and after the timed requests "
                      f"({len(clocks[0].bench)} samples a phase), on the same file with {threads} threads, `-p` the long "
                      f"prompt's length and `-n {N_PREDICT}`: no HTTP, no slot, no sampling. Its build is the native one "
                      "(scripts/build_llama_server.sh), which may not be the server's engine."),
-                     ("A ratio is inside the noise when the samples overlap: some pair of them gives 1. The samples "
-                     "needed are each clock's for the medians' difference to stand clear of the spread seen here "
-                     "(n ≥ (2 × relative spread ÷ |ratio − 1|)², as a median's spread falls about as 1/√n).")])
+                     ("A ratio is inside the noise when the two clocks' samples overlap: some pair of them gives 1. The "
+                      "samples needed are how many each clock would need for the gap between the medians to stand clear "
+                      "of the spread seen here; the spread of a median shrinks with the square root of its samples.")],
+                  formulas=[("Samples needed: n ≥ (2 × relative spread ÷ |ratio − 1|)², the relative spread being the "
+                             "wider clock's (max − min) ÷ median; ratio low = server min ÷ llama-bench max, "
+                             "ratio high = server max ÷ llama-bench min.")])
 
 
 def show_decode_vs_ceiling(page: Page, ceil: Ceiling, eff: Efficiency, reading: dict[str, Any], reason: str) -> None:
@@ -363,6 +418,93 @@ def show_decode_vs_ceiling(page: Page, ceil: Ceiling, eff: Efficiency, reading: 
                  f"{pub_ceiling:.0f}); {pub_decode:g} ÷ {pub_ceiling:.0f} = {100 * pub_decode / pub_ceiling:.0f}% "
                  f"(published: {pub_eff:.0f}%). Those figures assume {spark_bw:g} GB/s; compare with them through --bandwidth-gbs.")
     notes.append(f"Bandwidth: {hostbench.describe_reading(reading)}; ceilings come from each sample.")
-    page.table("decode_vs_ceiling", "Decode against the bandwidth ceiling of lesson 1",
-              columns(CeilingRow), cells(ceiling_rows(ceil, eff)), notes=notes)
+    title = "Decode against the bandwidth ceiling of lesson 1"
+    show_narrowed(page, "decode_vs_ceiling", title, f"{title}, with each one's lowest and highest sample",
+                  columns(CeilingRow), cells(ceiling_rows(ceil, eff)), CEILING_SHOWN, notes,
+                  [("Ceiling = bandwidth × 1e9 ÷ bytes per token, one per bandwidth sample; decode ÷ ceiling = each "
+                    "decode sample ÷ the median ceiling × 100.")])
 
+
+
+# --- the speeds, plotted, and what this run shows -------------------------------------------------------
+
+def plot_speeds(page: Page, sp: Speeds, ceil: Ceiling | None, eff: Efficiency | None) -> None:
+    """Each timed request's prefill and decode speed (log y), beside the bandwidth ceiling where one is computed."""
+    series = [Series(label=label, x=[float(k) for k in range(1, len(ys) + 1)], y=list(ys), style="points")
+              for label, ys in ((f"prefill, {sp.prompt_n:,}-token prompt", sp.prefill),
+                                (f"decode after the short prompt ({sp.short_prompt_n} tokens)", sp.decode_short),
+                                (f"decode after the {sp.prompt_n:,}-token prompt", sp.decode_long))]
+    n = float(max(len(sp.prefill), len(sp.decode_short), len(sp.decode_long)))
+    if ceil is not None and eff is not None and eff.host is not None:
+        series.append(Series(label=f"decode's ceiling: this host's {ceil.bandwidth.median:,.3g} GB/s ÷ bytes per token",
+                             x=[1.0, n], y=[ceil.median, ceil.median], style="dashed"))
+    if ceil is not None and ceil.given_ceiling is not None:
+        series.append(Series(label=f"decode's ceiling at {ceil.given_gbs:g} GB/s (--bandwidth-gbs)", x=[1.0, n],
+                             y=[ceil.given_ceiling, ceil.given_ceiling], style="dashed"))
+    page.plot("prefill_and_decode", "Prefill and decode speed of each timed request, against the bandwidth ceiling",
+              "timed request", "tokens/s", series, log_y=True)
+
+
+def shows(tables: list[ShownTable], done: NumpyOutcome | None, sp: Speeds, ceil: Ceiling | None,
+          eff: Efficiency | None) -> tuple[str, str | None]:
+    """What the run shows, and the plot that shows it: the first prompt's top token, then the numpy pass against the
+    server where it was computed (plot numpy_vs_server, where numpy's eight and the server's share a token); where it
+    was not, prefill and decode against the bandwidth ceiling (plot prefill_and_decode). Only what the numbers say."""
+    first = tables[0]
+    top = first.tokens[0]
+    opening = f"After {first.prompt!r} the model gives {top.token} {percent(top.probability or 0.0)}."
+    if done is not None and done.served is not None and first.name in done.served.prompts:
+        plot = "numpy_vs_server" if numpy_series(done) else None
+        return opening + " " + numpy_shows(done, done.served.prompts[first.name], top.token), plot
+    return " ".join([opening, speeds_shows(sp), *ceiling_shows(ceil, eff)]), "prefill_and_decode"
+
+
+def numpy_shows(done: NumpyOutcome, first: PromptAgreement, server_token: str) -> str:
+    """The numpy pass against the server in one or two sentences: its answer to the first prompt, on how many prompts
+    its top token is the server's, its largest gap; then the f32 width's, where it ran."""
+    assert done.served is not None
+    agreements = list(done.served.prompts.values())
+    agree, k = sum(a.top_agrees for a in agreements), len(agreements)
+    gap = max(a.largest_abs_dp for a in agreements)
+    gives = (f"gives {first.numpy_token} {percent(first.numpy_p or 0.0)}" if first.top_agrees else
+             f"gives {first.numpy_token} {percent(first.numpy_p or 0.0)} first, not {server_token}")
+    same = f"all {k} prompts" if agree == k else f"only {agree} of {k} prompts"
+    text = (f"The same forward pass in numpy from the file's bytes ({done.served.weight_type} weights) {gives} and "
+            f"agrees with the server's top token on {same}; over the server's eight most probable tokens the two "
+            f"differ by at most {100 * gap:.2g} points.")
+    if done.f32 is None:
+        return text
+    f32 = list(done.f32.prompts.values())
+    gap32, agree32 = max(a.largest_abs_dp for a in f32), sum(a.top_agrees for a in f32)
+    where = "falls to" if gap32 < gap else "is"
+    return text + (f" Against a server on the f32 width, where the engine rounds no activation, the largest difference "
+                   f"{where} {100 * gap32:.2g} points" + (", with the same top token on every prompt." if agree32 == len(f32)
+                                                             else f", with the same top token on {agree32} of {len(f32)} prompts."))
+
+
+def speeds_shows(sp: Speeds) -> str:
+    prefill, decode = statistics.median(sp.prefill), statistics.median(sp.decode_short)
+    head = (f"Prefill read the {sp.prompt_n:,}-token prompt at {prefill:,.1f} tokens/s and decode after the short prompt "
+            f"made {decode:,.1f} tokens/s (medians of {len(sp.prefill)} and {len(sp.decode_short)} requests): ")
+    if sp.ratio > 1:
+        return head + f"prefill was {sp.ratio:.1f}× faster per token."
+    return head + f"prefill was no faster per token ({sp.ratio:.2f}×)."
+
+
+def ceiling_shows(ceil: Ceiling | None, eff: Efficiency | None) -> list[str]:
+    """Decode against the ceiling, in one sentence: this host's where its bandwidth bounds the server, else the given
+    one's; none where neither was computed."""
+    if ceil is None or eff is None:
+        return []
+    per_token = f"{ceil.bytes_per_token / GB:.3g} GB per token"
+    if eff.host is not None:
+        share = statistics.median(eff.host)
+        limit = f"{ceil.median:,.1f} tokens/s that this host's {ceil.bandwidth.median:.3g} GB/s of memory reads allow for {per_token}"
+    elif eff.given is not None and ceil.given_ceiling is not None:
+        share = statistics.median(eff.given)
+        limit = f"{ceil.given_ceiling:,.1f} tokens/s that the given {ceil.given_gbs:g} GB/s allows for {per_token}"
+    else:
+        return ["This host's memory bandwidth does not bound the server's decode, so no ceiling is set against it."]
+    if share > 100:
+        return [f"Decode ran above the {limit}: {share:.3g}% of it."]
+    return [f"Decode reached {share:.3g}% of the {limit}."]
