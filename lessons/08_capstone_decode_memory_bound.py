@@ -435,7 +435,8 @@ def quantization_accuracy(ctx: LessonContext, runs: list[ModelRun], plan: Accura
                f"(add it to --sizes)")
         return _accuracy(plan, [WidthAccuracy(name=i.name, made_from=made_from(i.name), file=f["file"],
                                               not_recomputed=why) for i, f in widths])
-    reference_path = ctx.file_with(files[plan.reference])
+    paths = {name: ctx.file_with(f) for name, f in files.items()}  # each file's sha256 read once
+    reference_path = paths[plan.reference]
     if reference_path is None:
         why = ctx.file_not_here(files[plan.reference], f"The accuracy against {plan.reference}")
         return _accuracy(plan, [WidthAccuracy(name=i.name, made_from=made_from(i.name), file=f["file"],
@@ -448,7 +449,7 @@ def quantization_accuracy(ctx: LessonContext, runs: list[ModelRun], plan: Accura
     lengths = [(p.text, len(p.ids)) for p in plan.prompts]
     out = []
     for info, f in widths:
-        path = ctx.file_with(f)
+        path = paths[info.name]
         if path is None:
             out.append(WidthAccuracy(name=info.name, made_from=made_from(info.name), file=f["file"],
                                      not_recomputed=ctx.file_not_here(f, "The accuracy")))

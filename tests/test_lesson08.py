@@ -589,7 +589,8 @@ def test_the_accuracy_sentences_follow_the_records():
             "the same top token at 27 of 29 positions; the largest change of any token's probability is 5.9 points, "
             "'-' after the first 1 of the 5 tokens of 'The capital of France is': 42.1% under smollm2-135m-f32, 47.9% "
             "under smollm2-135m-q8_0.") in text
-    assert "its probability moved under smollm2-135m-q8_0 to 76.5%." in text
+    assert ("After 'The capital of France is' every width has the top token ' Paris', as under smollm2-135m-f32 "
+            "(77.2%): its probability moved under smollm2-135m-q8_0 to 76.5%.") in text
     # 150 ÷ 540 MB = 0.28× the bytes, 60 ÷ 20 = 3× the speed
     assert "smollm2-135m-q8_0 0.28× the bytes and 3× the speed for KL 0.00277" in text
     assert ("What quantizing cost is measured on smollm2-135m-q8_0 alone (smollm2-135m-q4_1 agrees with "
@@ -627,6 +628,10 @@ def test_the_accuracy_says_what_it_did_not_recompute():
     assert rows[1].mean_kl is None and rows[1].same_top is None and rows[1].top_percent is None
     text = " ".join(accuracy_sentences(acc, rows, PROMPT))
     assert "Not recomputed: smollm2-135m-q8_0. The accuracy over smollm2-135m-q8_0.gguf is not recomputed" in text
+    # q4_1 agrees by construction, and q8_0, the width that would measure a cost, is missing: said so.
+    assert ("Every narrower width recomputed here agrees with smollm2-135m-f32 by construction, so no cost of "
+            "quantizing is measured without smollm2-135m-q8_0.") in text
+    assert "at the same probability under every width recomputed." in text
     no_ref = _accuracy(*[_width(n, not_recomputed="The accuracy against smollm2-135m-f32 is not recomputed: no file.")
                          for n in (Q4, F32)])
     said = accuracy_sentences(no_ref, _rows(no_ref), PROMPT)

@@ -222,8 +222,9 @@ def width_sentence(w: WidthAccuracy, acc: QuantizationAccuracy) -> str:
             f"{ref}, {100 * w.dp_width:.1f}% under {w.name}.")
 
 
-def top_token_sentence(done: list[WidthAccuracy], reference: WidthAccuracy, prompt: str) -> str:
-    """The top token after the lesson's prompt at every width, against the reference's, from numpy's pass."""
+def top_token_sentence(done: list[WidthAccuracy], reference: WidthAccuracy, prompt: str, partial: bool = False) -> str:
+    """The top token after the lesson's prompt at every width recomputed (`partial`: not every width was), against
+    the reference's, from numpy's pass."""
     ref, token = reference.name, reference.top_token
     changed = [w for w in done if w.top_token != token]
     p = {w.name: 100 * (w.top_probability or 0.0) for w in done}
@@ -231,14 +232,16 @@ def top_token_sentence(done: list[WidthAccuracy], reference: WidthAccuracy, prom
         return (f"After {prompt!r} the top token changed against {ref}'s {token} ({p[ref]:.1f}%): "
                 + ", ".join(f"{w.name} {w.top_token} ({p[w.name]:.1f}%)" for w in changed) + ".")
     moved = [w for w in done if w.top_probability != reference.top_probability]
-    return (f"After {prompt!r} every width's top token is {token}, as under {ref} ({p[ref]:.1f}%)"
+    every = "every width recomputed" if partial else "every width"
+    return (f"After {prompt!r} {every} has the top token {token}, as under {ref} ({p[ref]:.1f}%)"
             + (": its probability moved under " + ", ".join(f"{w.name} to {p[w.name]:.1f}%" for w in moved) + "."
-               if moved else ", at the same probability under every width."))
+               if moved else f", at the same probability under {every}."))
 
 
-def trade_sentences(done: list[WidthAccuracy], rows: dict[str, AccuracyRow], ref: str) -> list[str]:
-    """What fewer bytes bought and cost against the reference: bytes, speed and KL of each narrower width, and which
-    of those costs is measured rather than zero by construction."""
+def trade_sentences(done: list[WidthAccuracy], rows: dict[str, AccuracyRow], ref: str,
+                    missing: list[str] | None = None) -> list[str]:
+    """What fewer bytes bought and cost against the reference: bytes, speed and KL of each narrower width recomputed,
+    and which of those costs is measured rather than zero by construction (`missing`: the widths not recomputed)."""
     base = rows[ref]
     others = [w for w in done if w.name != ref]
     if not others:
@@ -254,6 +257,9 @@ def trade_sentences(done: list[WidthAccuracy], rows: dict[str, AccuracyRow], ref
                    + (f" alone ({', '.join(built)} agrees with {ref} by construction)" if built else "")
                    + (f": the most, KL {worst.mean_kl:.3g}, on {worst.name}, for {rows[worst.name].size / base.size:.2g}× "
                       f"{ref}'s bytes." if (worst.mean_kl or 0.0) > 0 else ": none moved any probability."))
+    elif missing:
+        out.append(f"Every narrower width recomputed here agrees with {ref} by construction, so no cost of quantizing "
+                   f"is measured without {', '.join(missing)}.")
     else:
         out.append(f"Every narrower width here agrees with {ref} by construction: this run measures no cost of "
                    f"quantizing.")
@@ -300,11 +306,11 @@ def accuracy_sentences(acc: QuantizationAccuracy, rows: list[AccuracyRow], promp
     out += [width_sentence(w, acc) for w in done if w.name != acc.reference]
     if missing:
         out.append("Not recomputed: " + ", ".join(w.name for w in missing) + ". " + " ".join(reasons))
-    out.append(top_token_sentence(done, reference, prompt))
+    out.append(top_token_sentence(done, reference, prompt, bool(missing)))
     server = server_sentence(done, answers or {}, reference, prompt)
     if server:
         out.append(server)
-    out += trade_sentences(done, {r.model: r for r in rows}, acc.reference)
+    out += trade_sentences(done, {r.model: r for r in rows}, acc.reference, [w.name for w in missing])
     return out
 
 
