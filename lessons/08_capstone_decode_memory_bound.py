@@ -32,6 +32,12 @@ context: tokens/s at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token
 published DGX Spark figures. The page ends with its conclusion, every sentence chosen by the run's numbers: where
 this machine's decode waits on memory and where on the arithmetic, what the Spark's figures say in the same terms,
 and what would move a width across the crossover.
+
+Beside the bytes and the speed, what each width of the trained model costs in accuracy: numpy's forward pass
+(bytesup.models.forward, lesson 4's) on each width's file, found by the sha256 the catalog writes it with, over the
+plan's prompts; every position's next-token distribution against the f32 width's, as llama-perplexity's
+--kl-divergence (bytesup.course.quantization), with how each file was made, so the page says which widths are
+independent. A replay recomputes it where the files are there and says it is not recomputed where they are not.
 """
 
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
@@ -45,28 +51,32 @@ import contextlib
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+import numpy as np
 from pydantic import Field, field_validator
 
-from bytesup.course import decodetime, memory_bound
+from bytesup.course import decodetime, memory_bound, quantization
 from bytesup.course.ceiling import BandwidthReference, server_bandwidth
 from bytesup.errors import BytesupError
 from bytesup.host import environment, hostbench
 from bytesup.lesson import LessonContext, ModelQuery
 from bytesup.llama import timed
-from bytesup.llama.responses import Completion
-from bytesup.models import catalog
+from bytesup.llama.responses import Completion, shown_token
+from bytesup.llama.shapes import ServerShape
+from bytesup.models import catalog, forward
 from bytesup.models.gguf import read_model_info
 from bytesup.options import BandwidthGbs, LessonOptions
-from bytesup.store.facts.lesson08 import (DecodeModel, ModelInfo, ModelRun, ModelSteps, crossover_of,
-                                          decode_efficiency_samples, explained, fastest_memory_gbs, fit_rows, fit_terms,
-                                          model_steps, prefill_rows, published_point, spark_context_prediction,
-                                          spark_terms, sweep_points, sweep_row, top_answer)
-from bytesup.store.plans.lesson08 import MEMORY_SHARE, PLAN_READS, PLAN_VALUE, Plan, current_plan, read_plan
-from bytesup.store.views.lesson08 import (bandwidth_note, plot_decode_vs_bytes, show_conclusion,
-                                          show_context_prediction, show_decode_model, show_fit, show_models,
-                                          show_prefill, show_steps, show_sweep, verdict_sentences)
+from bytesup.store.facts.lesson08 import (DecodeModel, ModelInfo, ModelRun, ModelSteps, QuantizationAccuracy,
+                                          WidthAccuracy, crossover_of, decode_efficiency_samples, explained,
+                                          fastest_memory_gbs, fit_rows, fit_terms, made_from, model_steps, prefill_rows,
+                                          published_point, spark_context_prediction, spark_terms, sweep_points,
+                                          sweep_row, top_answer, width_accuracy, width_file)
+from bytesup.store.plans.lesson08 import (MEMORY_SHARE, MIN_SAMPLES, PLAN_READS, PLAN_VALUE, AccuracyPlan, Plan,
+                                          current_plan, read_plan)
+from bytesup.store.views.lesson08 import (bandwidth_note, plot_decode_vs_bytes, servers_note, show_accuracy,
+                                          show_conclusion, show_context_prediction, show_decode_model, show_fit,
+                                          show_models, show_prefill, show_steps, show_sweep, verdict_sentences)
 from bytesup.units import GB, PINNED
 
 TITLE = "Why LLM decode is memory-bound"
@@ -124,8 +134,10 @@ def main(ctx: LessonContext):
     matvec = matvec_reading(ctx, bw, plan)
 
     # 1. The sweep: each model on a server of its own; the answer, then the timed decodes at P = 1, 2 and 4.
-    runs, skipped = sweep_local(ctx, sizes, available, plan) if local else (sweep_remote(ctx, facts, plan), [])
+    runs, skipped, turns = sweep_local(ctx, sizes, available, plan) if local else (sweep_remote(ctx, facts, plan), [], False)
     after = ctx.run_bandwidth_after() if bw is not None else None
+    # What each width of the trained model costs in accuracy, from the files' bytes (after the timed work).
+    accuracy = quantization_accuracy(ctx, runs, plan.accuracy)
 
     # 2. The points described (bytesup.course.memory_bound: stated rules, tested on their own), and one verdict per
     # width: the decode-time model's, from its terms fitted on every model's steps (bytesup.course.decodetime).
@@ -147,7 +159,11 @@ def main(ctx: LessonContext):
     show_models(ctx, runs, points, llc, memory_max, bw, skipped, available, facts, local)
     show_sweep(ctx, rows, published_point(),
                verdict_sentences(points, analysis, answers, ref, llc, plan.prompt, verdicts, why_not),
-               bandwidth_note(bw, ref, given, facts), plan)
+               bandwidth_note(bw, ref, given, facts), plan,
+               servers_note(plan_shape(None, plan), run_server_shape(ctx), plan.levels, turns) if runs and local else None)
+    if accuracy is not None:
+        ctx.fact(accuracy)
+        show_accuracy(ctx, accuracy, runs, points, plan.prompt, answers)
     show_steps(ctx, analysis["steps"])
 
     # 3. The fit and the run's bandwidth, before and after the decode work.
@@ -222,9 +238,10 @@ def batch_bodies(parallel: int, r: int, n_predict: int) -> list[dict[str, Any]]:
 
 def recorded_plan(ctx: LessonContext) -> Plan:
     """The run's plan, recorded once as a host value; a replay reads the recorded run's, or for a run recorded
-    before plans, the one it followed, from the host values it did record (bytesup.store.plans.lesson08)."""
-    return ctx.plan(lambda: current_plan(ctx.repeat).model_dump(mode="json"), lambda stored: read_plan({PLAN_VALUE: stored}),
-                    read_plan, PLAN_READS)
+    before plans, the one it followed, from the host values it did record (bytesup.store.plans.lesson08). Its samples
+    follow the run's one rule, ctx.samples: --repeat, and at least MIN_SAMPLES."""
+    return ctx.plan(lambda: current_plan(ctx.samples(MIN_SAMPLES)).model_dump(mode="json"),
+                    lambda stored: read_plan({PLAN_VALUE: stored}), read_plan, PLAN_READS)
 
 
 def _summary(path: str, preset: str | None) -> dict:
@@ -312,10 +329,25 @@ def models_to_serve(ctx: LessonContext, sizes: list[str], available: int | None,
     return served, skipped
 
 
+def plan_shape(model: Path | None, plan: Plan) -> ServerShape:
+    """The shape of every server of the sweep: plan.slots slots (the most sequences a model decodes at once), each
+    holding plan.context_per_slot tokens."""
+    return ServerShape.per_slot(model, plan.slots, plan.context_per_slot)
+
+
+def run_server_shape(ctx: LessonContext) -> ServerShape | None:
+    """The run's own server (where the other lessons measure the default model) as a shape, from its recorded flags;
+    None where they do not say."""
+    flags = ctx.identity.get("server", {}).get("flags") or {}
+    try:
+        return ServerShape(None, int(flags.get("--parallel") or 1), int(flags["--ctx-size"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def serve(ctx: LessonContext, s: Served, plan: Plan):
-    """A server of its own for one model, with the user's server flags and plan.slots slots."""
-    return ctx.local_server(f"preset-{s.name}", Path(s.info.path) if s.info.path else None,
-                            ["-c", str(plan.context), "--parallel", str(plan.slots)])
+    """A server of its own for one model, with the user's server flags and the plan's shape."""
+    return ctx.local_server(f"preset-{s.name}", plan_shape(Path(s.info.path) if s.info.path else None, plan))
 
 
 def sweep_in_turns(ctx: LessonContext, served: list[Served], plan: Plan) -> list[ModelRun]:
@@ -345,18 +377,18 @@ def sweep_in_turns(ctx: LessonContext, served: list[Served], plan: Plan) -> list
 
 
 def sweep_local(ctx: LessonContext, sizes: list[str], available: int | None,
-                plan: Plan) -> tuple[list[ModelRun], list[str]]:
+                plan: Plan) -> tuple[list[ModelRun], list[str], bool]:
     """Each model on a server of its own, with the user's server flags (models_to_serve), measured in turns where
-    they fit in memory together (sweep_in_turns), else one after another."""
+    they fit in memory together (sweep_in_turns), else one after another; and whether in turns."""
     served, skipped = models_to_serve(ctx, sizes, available, plan)
     if in_turns(plan, served, available):
-        return sweep_in_turns(ctx, served, plan), skipped
+        return sweep_in_turns(ctx, served, plan), skipped, True
     runs = []
     for s in served:
         ctx.step(f"decoding with {s.name}")
         with serve(ctx, s, plan) as srv:
             runs.append(measure_decode(ctx, srv, s.info, plan, s.levels))
-    return runs, skipped
+    return runs, skipped, False
 
 
 def sweep_remote(ctx: LessonContext, facts: dict, plan: Plan) -> list[ModelRun]:
@@ -364,6 +396,74 @@ def sweep_remote(ctx: LessonContext, facts: dict, plan: Plan) -> list[ModelRun]:
     info = served_model(ctx, facts)
     ctx.step(f"decoding with {info.name} on the user's server")
     return [measure_decode(ctx, ctx.server, info, plan, ())]
+
+
+# --- the accuracy: numpy's forward pass on each width's file ------------------------------------------
+
+KL_MEASURE = ("KL(P_f32 ‖ P_width) of the next-token distribution over the whole vocabulary, averaged over every "
+              "position of the prompts (llama-perplexity's --kl-divergence), from numpy's forward pass on each file")
+
+
+@functools.lru_cache(maxsize=8)
+def width_logits(path: str, sha256: str, ids: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, tuple[bytes, ...]]:
+    """Every position's logits of every prompt (positions × vocabulary, float32, one prompt after another) from numpy's
+    forward pass on the file, and each token's bytes from its vocabulary. Each sum is taken in float64 and rounded to
+    float32 (bytesup.models.forward), so any CPU gives the same bits; kept per sha256 for the process, as the same
+    bytes give the same answer."""
+    model = forward.Model(path)
+    passes = forward.forward(model, [list(p) for p in ids])
+    logits = np.concatenate([model.logits(p.hidden) for p in passes])
+    logits.setflags(write=False)
+    vocabulary = tuple(model.token_bytes(t) for t in range(model.hp.n_vocab))
+    return logits, vocabulary
+
+
+def quantization_accuracy(ctx: LessonContext, runs: list[ModelRun], plan: AccuracyPlan | None,
+                          logits_of: Callable[..., tuple[np.ndarray, tuple[bytes, ...]]] = width_logits
+                          ) -> QuantizationAccuracy | None:
+    """What each width of the trained model the sweep measured costs in accuracy against the plan's reference width:
+    numpy's pass on each file found here by its sha256 (ctx.file_with), or why not. None where the plan has no
+    accuracy or the sweep measured the trained model at one width at most."""
+    widths = [(r.info, f) for r in runs if (f := width_file(r.info)) is not None]
+    if plan is None or len(widths) < 2:
+        return None
+    ctx.step("numpy's forward pass on each width's file")
+    ids = tuple(p.ids for p in plan.prompts)
+    files = {info.name: f for info, f in widths}
+    if plan.reference not in files:
+        why = (f"the accuracy is measured against {plan.reference}, which this run did not sweep "
+               f"(add it to --sizes)")
+        return _accuracy(plan, [WidthAccuracy(name=i.name, made_from=made_from(i.name), file=f["file"],
+                                              not_recomputed=why) for i, f in widths])
+    paths = {name: ctx.file_with(f) for name, f in files.items()}  # each file's sha256 read once
+    reference_path = paths[plan.reference]
+    if reference_path is None:
+        why = ctx.file_not_here(files[plan.reference], f"The accuracy against {plan.reference}")
+        return _accuracy(plan, [WidthAccuracy(name=i.name, made_from=made_from(i.name), file=f["file"],
+                                              not_recomputed=why) for i, f in widths])
+    reference, vocabulary = logits_of(str(reference_path), files[plan.reference]["sha256"], ids)
+
+    def shown(token_id: int) -> str:
+        return shown_token("", list(vocabulary[token_id]))
+
+    lengths = [(p.text, len(p.ids)) for p in plan.prompts]
+    out = []
+    for info, f in widths:
+        path = paths[info.name]
+        if path is None:
+            out.append(WidthAccuracy(name=info.name, made_from=made_from(info.name), file=f["file"],
+                                     not_recomputed=ctx.file_not_here(f, "The accuracy")))
+            continue
+        logits, _ = logits_of(str(path), f["sha256"], ids)
+        agree = quantization.agreement(reference, logits)
+        top_id, top_p = quantization.top_token(logits[len(ids[0]) - 1])
+        out.append(width_accuracy(info.name, f["file"], agree, lengths, shown(agree.dp_token), (shown(top_id), top_p)))
+    return _accuracy(plan, out)
+
+
+def _accuracy(plan: AccuracyPlan, widths: list[WidthAccuracy]) -> QuantizationAccuracy:
+    return QuantizationAccuracy(reference=plan.reference, measure=KL_MEASURE, prompts=[p.text for p in plan.prompts],
+                                prompt_tokens=[len(p.ids) for p in plan.prompts], widths=widths)
 
 
 # --- what the lesson records: measurements and facts, never from a rendering function ----------

@@ -18,14 +18,15 @@ from lessonkit import replay
 from bytesup.course import decodetime, memory_bound, published
 from bytesup.course.ceiling import BandwidthReference
 from bytesup.llama.responses import Completion
+from bytesup.models.catalog import ensure_model
 from bytesup.store.facts.lesson08 import (PUBLISHED_LABEL, Crossover, ModelInfo, ModelRun, ModelSteps, Side, StepRow,
                                           SweepRow, TopAnswer, crossover_of, decode_efficiency_samples,
                                           efficiency_percent, explained, fastest_memory_gbs,
                                           fit_rows, model_steps, models_row, prefill_rows, published_ceiling,
                                           published_point, spark_context_prediction, spark_explained, spark_terms,
-                                          step_ms, step_row, sweep_row, top_answer)
-from bytesup.store.plans.lesson08 import (DEFAULT_SIZES, PLAN_READS, PLAN_VALUE, UPGRADES, VERSION, Plan,
-                                          PrefillPlan, current_plan, read_plan)
+                                          step_ms, step_row, sweep_row, top_answer, WidthAccuracy, made_from)
+from bytesup.store.plans.lesson08 import (ACCURACY_PROMPTS, DEFAULT_SIZES, MIN_SAMPLES, PLAN_READS, PLAN_VALUE,
+                                          UPGRADES, VERSION, Plan, PrefillPlan, current_plan, read_plan)
 from bytesup.store.results import SchemaError
 from bytesup.store.rows import cells, columns
 from bytesup.store.views.lesson08 import (conclusion, model_notes, plot_decode_vs_bytes, show_conclusion, slope_note,
@@ -33,13 +34,16 @@ from bytesup.store.views.lesson08 import (conclusion, model_notes, plot_decode_v
 
 LESSON = "08_capstone_decode_memory_bound"
 ROOT = Path(__file__).resolve().parents[1]
+WIDTHS = ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32")
 BEFORE_MEDIUM = ["smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32", "large-q8_0"]
 
 
 def test_the_fixture_replays_through_the_parts_byte_for_byte(tmp_path):
+    for name in WIDTHS:  # the accuracy is recomputed from the four widths' files
+        ensure_model(name)
     result = replay(LESSON, tmp_path)
-    assert [t.name for t in result.tables] == ["models", "sweep", "steps", "bandwidth_fit", "decode_model",
-                                               "prefill_per_width", "bytes_model_with_context"]
+    assert [t.name for t in result.tables] == ["models", "sweep", "quantization", "steps", "bandwidth_fit",
+                                               "decode_model", "prefill_per_width", "bytes_model_with_context"]
 
 
 # --- the plan -------------------------------------------------------------------------------------
@@ -49,12 +53,14 @@ def host_values(path: Path) -> dict:
 
 
 def test_the_plan_of_a_run_made_now():
-    plan = current_plan(2)
+    plan = current_plan(5)
     assert plan.schema_version == VERSION == len(UPGRADES)
     assert plan.default_sizes == DEFAULT_SIZES and "medium-q8_0" in plan.default_sizes
     assert (plan.prompt, plan.n_predict, plan.context_per_slot) == ("The capital of France is", 32, 256)
-    # At least five samples (bytesup.course.robust), more with --repeat; one warm-up; batches at P = 2 and 4.
-    assert (plan.warmup, plan.samples, plan.levels) == (1, 5, (2, 4))
+    # The samples the lesson asks (ctx.samples: at least five, more with --repeat); one warm-up; P = 2 and 4.
+    assert MIN_SAMPLES == 5 and (plan.warmup, plan.samples, plan.levels) == (1, 5, (2, 4))
+    assert plan.accuracy is not None and plan.accuracy.reference == "smollm2-135m-f32"
+    assert [p.text for p in plan.accuracy.prompts][0] == plan.prompt and len(plan.accuracy.prompts) == 4
     assert current_plan(7).samples == 7 and current_plan(7).prefill == PrefillPlan(warmup=1, samples=7, tokens=128)
     assert plan.matvec and plan.in_turns
     # Four slots of 256 tokens: 1,024; two of 4 sequences make 8 samples, three of 2 make 6.
@@ -78,6 +84,8 @@ def test_a_run_recorded_before_the_sample_plan():
         assert plan.schema_version == VERSION and list(plan.default_sizes) == BEFORE_MEDIUM
         assert (plan.warmup, plan.samples, plan.levels, plan.prefill) == (0, 3, (), None)
         assert (plan.matvec, plan.in_turns, plan.slots, plan.context) == (False, False, 1, 256)
+        # The accuracy reads the width files, not the recording: an older run gets it on replay.
+        assert plan.accuracy == current_plan(5).accuracy
 
 
 def test_the_fixture_recorded_before_plans_followed_the_plan_of_today():
@@ -85,7 +93,7 @@ def test_the_fixture_recorded_before_plans_followed_the_plan_of_today():
     its upgraded plan is the one a run made now records."""
     values = host_values(ROOT / "tests/fixtures/runs/08_capstone_decode_memory_bound/08_capstone_decode_memory_bound.json")
     assert PLAN_VALUE not in values and values["repeat"] == 2
-    assert read_plan(values) == current_plan(2)
+    assert read_plan(values) == current_plan(5)
 
 
 def test_each_step_reads_its_own_host_value():
@@ -507,3 +515,162 @@ def test_the_published_figures_under_the_same_rule():
     flipped = {**spark, "memory_ms": 0.1, "crossover": 2.0}
     other = spark_sentence(flipped, [])
     assert "so its decode is compute-bound" in other and "would wait on the arithmetic only if" not in other
+
+
+# --- what each width costs in accuracy ----------------------------------------------------------------
+
+def test_the_accuracy_prompts_are_smollm2s_tokens():
+    """The plan's token ids are what SmolLM2's server answered lesson 4 for the same prompts (its recorded /tokenize,
+    add_special), and they spell each prompt in the model file's own vocabulary."""
+    from lessonkit import recorded_exchanges
+
+    from bytesup.models import forward
+    from bytesup.store.plans import lesson04
+
+    asked = {e["request"]["content"]: e["response"]["tokens"] for e in recorded_exchanges("04_next_token")
+             if e["path"] == "/tokenize" and e["request"].get("add_special")}
+    texts = dict(lesson04.PROMPTS)
+    model = forward.Model(ensure_model("smollm2-135m-q4_1"))
+    for name, text, ids in ACCURACY_PROMPTS:
+        assert list(ids) == asked[text] and text == texts.get(f"top8_{name}")
+        assert b"".join(model.token_bytes(t) for t in ids).decode("utf-8") == text
+
+
+def _width(name: str, **kw) -> WidthAccuracy:
+
+    base = dict(name=name, made_from=made_from(name), file=f"{name}.gguf", positions=29, mean_kl=0.0, max_kl=0.0,
+                same_top=29, largest_dp=0.0, dp_prompt="The capital of France is", dp_position=5, dp_token="' Paris'",
+                dp_reference=0.772, dp_width=0.772, top_token="' Paris'", top_probability=0.772)
+    return WidthAccuracy(**{**base, **kw})
+
+
+Q4, Q8, F16, F32 = WIDTHS
+PROMPT = "The capital of France is"
+
+
+def _accuracy(*widths):
+    from bytesup.store.facts.lesson08 import QuantizationAccuracy
+
+    return QuantizationAccuracy(reference=F32, measure="KL by hand", prompts=[PROMPT, "The cat sat on the"],
+                                prompt_tokens=[5, 5], widths=list(widths))
+
+
+def _rows(acc):
+    """Sizes 100, 150, 270, 540 MB and decodes 80, 60, 40, 20 tokens/s."""
+    from bytesup.store.facts.lesson08 import accuracy_row
+
+    size = {Q4: 100e6, Q8: 150e6, F16: 270e6, F32: 540e6}
+    speed = {Q4: 80.0, Q8: 60.0, F16: 40.0, F32: 20.0}
+    return [accuracy_row(w, ModelInfo(w.name, 100, int(size[w.name]), None), speed[w.name]) for w in acc.widths]
+
+
+def test_the_accuracy_row_by_hand():
+    acc = _accuracy(_width(Q8, mean_kl=0.003, same_top=27, top_probability=0.713))
+    (row,) = _rows(acc)
+    # 27 of 29 positions: 93.10%; 150e6 bytes: 150 MB; 0.713: 71.3%.
+    assert (row.size, row.decode, row.mean_kl, row.top_percent) == (150.0, 60.0, 0.003, pytest.approx(71.3))
+    assert row.same_top == pytest.approx(100 * 27 / 29) and row.made_from == "q4_1's values quantized again to Q8_0"
+    assert len(dataclasses.fields(row)) <= 8
+
+
+def test_the_accuracy_sentences_follow_the_records():
+    from bytesup.store.views.lesson08 import accuracy_sentences
+
+    q8 = _width(Q8, mean_kl=0.00277, max_kl=0.0138, same_top=27, largest_dp=0.0586, dp_position=1, dp_token="'-'",
+                dp_reference=0.421, dp_width=0.479, top_probability=0.765)
+    acc = _accuracy(_width(Q4), q8, _width(F32))
+    text = " ".join(accuracy_sentences(acc, _rows(acc), PROMPT))
+    assert "Only smollm2-135m-q4_1 was quantized from the trained weights" in text
+    assert ("smollm2-135m-q4_1: the same distribution as smollm2-135m-f32 at all 29 positions, to the last bit (KL 0, "
+            "no probability moved): smollm2-135m-f32 holds smollm2-135m-q4_1's values exactly, so they agree by "
+            "construction") in text
+    # 5.86 points, after the first token of the five of the prompt
+    assert ("smollm2-135m-q8_0: KL 0.00277 nats per token against smollm2-135m-f32 (at most 0.0138 at one position), "
+            "the same top token at 27 of 29 positions; the largest change of any token's probability is 5.9 points, "
+            "'-' after the first 1 of the 5 tokens of 'The capital of France is': 42.1% under smollm2-135m-f32, 47.9% "
+            "under smollm2-135m-q8_0.") in text
+    assert ("After 'The capital of France is' every width has the top token ' Paris', as under smollm2-135m-f32 "
+            "(77.2%): its probability moved under smollm2-135m-q8_0 to 76.5%.") in text
+    # 150 ÷ 540 MB = 0.28× the bytes, 60 ÷ 20 = 3× the speed
+    assert "smollm2-135m-q8_0 0.28× the bytes and 3× the speed for KL 0.00277" in text
+    assert ("What quantizing cost is measured on smollm2-135m-q8_0 alone (smollm2-135m-q4_1 agrees with "
+            "smollm2-135m-f32 by construction): the most, KL 0.00277, on smollm2-135m-q8_0") in text
+
+    # q8_0 identical too: no cost measured; q4_1 apart from f32: measured, not by construction.
+    same = _accuracy(_width(Q4), _width(Q8), _width(F32))
+    text = " ".join(accuracy_sentences(same, _rows(same), PROMPT))
+    assert ("smollm2-135m-q8_0: the same distribution as smollm2-135m-f32 at all 29 positions, to the last bit (KL 0, "
+            "no probability moved).") in text
+    assert "What quantizing cost is measured on smollm2-135m-q8_0 alone" in text and ": none moved any probability." in text
+    assert "at the same probability under every width." in text
+    apart = _accuracy(_width(Q4, mean_kl=0.01, max_kl=0.02, largest_dp=0.1, dp_width=0.672), _width(F32))
+    text = " ".join(accuracy_sentences(apart, _rows(apart), PROMPT))
+    assert "by construction" not in text and "smollm2-135m-q4_1: KL 0.01 nats per token" in text
+    only_built = _accuracy(_width(Q4), _width(F32))
+    assert "agrees with smollm2-135m-f32 by construction: this run measures no cost of quantizing." in \
+        " ".join(accuracy_sentences(only_built, _rows(only_built), PROMPT))
+
+    # The top token changes: said so, with each width's.
+    moved = _accuracy(_width(Q8, mean_kl=0.2, max_kl=0.5, same_top=20, largest_dp=0.4, top_token="' the'",
+                             top_probability=0.4), _width(F32))
+    assert ("After 'The capital of France is' the top token changed against smollm2-135m-f32's ' Paris' (77.2%): "
+            "smollm2-135m-q8_0 ' the' (40.0%).") in " ".join(accuracy_sentences(moved, _rows(moved), PROMPT))
+
+
+def test_the_accuracy_says_what_it_did_not_recompute():
+    from bytesup.store.views.lesson08 import accuracy_sentences
+
+    gone = _width(Q8, not_recomputed="The accuracy over smollm2-135m-q8_0.gguf is not recomputed: no file.",
+                  positions=None, mean_kl=None, max_kl=None, same_top=None, largest_dp=None, top_token=None,
+                  top_probability=None)
+    acc = _accuracy(_width(Q4), gone, _width(F32))
+    rows = _rows(acc)
+    assert rows[1].mean_kl is None and rows[1].same_top is None and rows[1].top_percent is None
+    text = " ".join(accuracy_sentences(acc, rows, PROMPT))
+    assert "Not recomputed: smollm2-135m-q8_0. The accuracy over smollm2-135m-q8_0.gguf is not recomputed" in text
+    # q4_1 agrees by construction, and q8_0, the width that would measure a cost, is missing: said so.
+    assert ("Every narrower width recomputed here agrees with smollm2-135m-f32 by construction, so no cost of "
+            "quantizing is measured without smollm2-135m-q8_0.") in text
+    assert "at the same probability under every width recomputed." in text
+    no_ref = _accuracy(*[_width(n, not_recomputed="The accuracy against smollm2-135m-f32 is not recomputed: no file.")
+                         for n in (Q4, F32)])
+    said = accuracy_sentences(no_ref, _rows(no_ref), PROMPT)
+    assert said[-1] == "Not recomputed: The accuracy against smollm2-135m-f32 is not recomputed: no file."
+
+
+def test_the_server_answers_beside_numpys():
+    from bytesup.store.views.lesson08 import server_sentence
+
+    q4, f32 = _width(Q4), _width(F32)
+    apart = server_sentence([q4, f32], {Q4: TopAnswer("' Paris'", 78.0), F32: TopAnswer("' Paris'", 77.3)}, f32, PROMPT)
+    assert apart is not None and "smollm2-135m-q4_1 ' Paris' 78.0% against ' Paris' 77.2%" in apart
+    assert "yet the server gave 78.0% and 77.3%: the engine's own arithmetic" in apart
+    alike = server_sentence([q4, f32], {Q4: TopAnswer("' Paris'", 77.3), F32: TopAnswer("' Paris'", 77.3)}, f32, PROMPT)
+    assert alike is not None and "engine" not in alike
+    assert server_sentence([q4, f32], {}, f32, PROMPT) is None
+
+
+def test_where_the_largest_change_lies():
+    from bytesup.course.quantization import Agreement
+    from bytesup.store.facts.lesson08 import width_accuracy
+
+    # Rows 0-4 are the first prompt's five positions, 5-9 the second's: row 7 is after its first 3 tokens.
+    agree = Agreement(10, 0.001, 0.004, 9, 0.0123456, 7, 42, 0.5, 0.4876544)
+    w = width_accuracy(Q8, "q8.gguf", agree, [(PROMPT, 5), ("The cat sat on the", 5)], "' mat'", ("' Paris'", 0.76543))
+    assert (w.dp_prompt, w.dp_position, w.largest_dp, w.top_probability) == ("The cat sat on the", 3, 0.01235, 0.7654)
+    with pytest.raises(ValueError, match="beyond the prompts"):
+        width_accuracy(Q8, "q8.gguf", dataclasses.replace(agree, dp_row=10), [(PROMPT, 5), ("x", 5)], "", ("", 0.0))
+
+
+def test_the_servers_note_names_the_shape_and_why():
+    from bytesup.llama.shapes import ServerShape
+    from bytesup.store.views.lesson08 import servers_note
+
+    note = servers_note(ServerShape.per_slot(None, 4, 256), ServerShape(None, 1, 2048), (2, 4), True)
+    assert "4 slots, context 1,024 (256 per slot), all up at once" in note
+    assert "also decodes 2 and 4 sequences at once, which takes 4 slots" in note
+    assert "has 1 slot, context 2,048: a one-sequence figure here may differ" in note
+    old = servers_note(ServerShape.per_slot(None, 1, 256), ServerShape(None, 1, 256), (), False)
+    assert "1 slot, context 256, one after another: one sequence at a time takes one slot." in old
+    assert old.endswith("has the same shape.")
+    assert "run's own server" not in servers_note(ServerShape.per_slot(None, 1, 256), None, (), False)

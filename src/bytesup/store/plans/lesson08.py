@@ -6,12 +6,17 @@
   first model of each weight type (the server then has that many slots);
 - the prefill timed on the first model of each weight type, if any;
 - whether numpy's matrix-vector reading is taken beside the run's bandwidth, and whether the servers may be up at
-  once with the timed decodes going round them in turns (where the models fit in memory together).
+  once with the timed decodes going round them in turns (where the models fit in memory together);
+- what each width of the trained model costs in accuracy: numpy's forward pass (bytesup.models.forward) on each
+  width's file over a few short prompts, every position's next-token distribution set against the reference width's
+  (`AccuracyPlan`).
 
 A run recorded before the plan existed followed one of its earlier versions, and says which by the host values it
 did record: `read_plan` starts from what the lesson asked at first (version 0) and brings it up through `UPGRADES`, each
 step reading the value that recorded the change (the sample plan, numpy's matrix-vector reading, the models swept,
-the turns, the prefill). A recorded plan is brought up the same way from its own version."""
+the turns, the prefill). A recorded plan is brought up the same way from its own version. The accuracy (version 6)
+is computed from the width files and from nothing the run recorded, so a run recorded before it gets it on replay
+where the files are there, and says it is not recomputed where they are not."""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from bytesup.course import robust
 from bytesup.store.results import upgrade
 
 PLAN_VALUE = "plan"  # the host value the plan is recorded as
-VERSION = 5
+VERSION = 6
 # Every host value `read` looks at: the plan itself, then what a run recorded before it holds instead.
 PLAN_READS = (PLAN_VALUE, "repeat", "sample_plan", "matvec_bandwidth", "default_sizes", "sweep_in_turns", "prefill_plan")
 
@@ -39,6 +44,18 @@ CONTEXT_PER_SLOT = 256  # the short prompt and the generated tokens fit; a small
 LEVELS = (2, 4)  # P besides the sweep's own P = 1 decodes, on the first model of each weight type
 MEMORY_SHARE = 0.5  # a model is skipped when its file would take more than this share of the available memory
 PREFILL_TOKENS = 128  # each weight type's timed prefill: one micro-batch, as lesson 7's measured prefill point
+# The accuracy's reference: the trained model's widest width, every other width's distributions set against its.
+ACCURACY_REFERENCE = "smollm2-135m-f32"
+# The accuracy's prompts: the lesson's own, then lesson 4's other published three, as SmolLM2's tokenizer reads them
+# (its server's /tokenize with add_special, which for SmolLM2 adds no token: tests/test_lesson08.py checks them
+# against lesson 4's recorded answers and against the model file's own vocabulary). Every position of every prompt
+# counts: 29 next-token distributions per width.
+ACCURACY_PROMPTS = (
+    ("capital_of_france", PROMPT, (504, 3575, 282, 4649, 314)),
+    ("cat_sat", "The cat sat on the", (504, 2644, 2643, 335, 260)),
+    ("fibonacci", "def fibonacci(n):\n    if n", (1604, 3987, 46477, 24, 94, 727, 472, 585, 304)),
+    ("for_loop", "for (int i = 0; i <", (1710, 365, 591, 2056, 446, 216, 32, 43, 2056, 2067)),
+)
 
 
 class PrefillPlan(BaseModel):
@@ -48,6 +65,29 @@ class PrefillPlan(BaseModel):
     warmup: int
     samples: int
     tokens: int
+
+
+class AccuracyPrompt(BaseModel):
+    """One prompt of the accuracy, and its token ids in the trained model's vocabulary."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    text: str
+    ids: tuple[int, ...]
+
+
+class AccuracyPlan(BaseModel):
+    """What each width of the trained model costs in accuracy: numpy's forward pass on each width's file (found by
+    the catalog's sha256) over `prompts`, every position's distribution against the `reference` width's."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reference: str
+    prompts: tuple[AccuracyPrompt, ...]
+
+
+def accuracy_plan() -> AccuracyPlan:
+    return AccuracyPlan(reference=ACCURACY_REFERENCE,
+                        prompts=tuple(AccuracyPrompt(name=n, text=t, ids=ids) for n, t, ids in ACCURACY_PROMPTS))
 
 
 class Plan(BaseModel):
@@ -65,6 +105,7 @@ class Plan(BaseModel):
     prefill: PrefillPlan | None  # None: no prefill is timed
     matvec: bool  # numpy's matrix-vector reading, where the host's bandwidth feeds decode
     in_turns: bool  # servers up at once and the timed decodes in turns, where the models fit in memory together
+    accuracy: AccuracyPlan | None  # None: no accuracy is computed
 
     def rounds(self, parallel: int) -> int:
         """Batches at P sequences: enough for `samples` per-sequence samples."""
@@ -80,13 +121,17 @@ class Plan(BaseModel):
         return self.context_per_slot * self.slots
 
 
-def current_plan(repeat: int) -> Plan:
-    """The plan of a run made now: one warm-up decode per server, at least robust.MIN_SAMPLES timed decodes and
-    prefills (more with --repeat), LEVELS, and every model of DEFAULT_SIZES."""
-    samples = max(robust.MIN_SAMPLES, repeat)
+MIN_SAMPLES = robust.MIN_SAMPLES  # timed decodes and prefills per model at least: a median with its spread
+
+
+def current_plan(samples: int) -> Plan:
+    """The plan of a run made now: one warm-up decode per server, `samples` timed decodes and prefills (the lesson
+    asks `ctx.samples(MIN_SAMPLES)`: --repeat, and at least MIN_SAMPLES), LEVELS, every model of DEFAULT_SIZES, and
+    the accuracy of the trained model's widths."""
     return Plan(default_sizes=DEFAULT_SIZES, prompt=PROMPT, n_predict=N_PREDICT, context_per_slot=CONTEXT_PER_SLOT,
                 warmup=1, samples=samples, levels=LEVELS,
-                prefill=PrefillPlan(warmup=1, samples=samples, tokens=PREFILL_TOKENS), matvec=True, in_turns=True)
+                prefill=PrefillPlan(warmup=1, samples=samples, tokens=PREFILL_TOKENS), matvec=True, in_turns=True,
+                accuracy=accuracy_plan())
 
 
 # --- the table of upgrades ---------------------------------------------------------------------------
@@ -96,7 +141,7 @@ def first(recorded: Mapping[str, Any]) -> dict[str, Any]:
     no numpy reading, one model after another, and the default models before medium-q8_0 joined."""
     return {"schema_version": 0, "default_sizes": [n for n in DEFAULT_SIZES if n != "medium-q8_0"], "prompt": PROMPT,
             "n_predict": N_PREDICT, "context_per_slot": CONTEXT_PER_SLOT, "warmup": 0, "samples": recorded["repeat"],
-            "levels": [], "prefill": None, "matvec": False, "in_turns": False}
+            "levels": [], "prefill": None, "matvec": False, "in_turns": False, "accuracy": None}
 
 
 def _sample_plan(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
@@ -125,9 +170,15 @@ def _prefill(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, Any
     return {**plan, "prefill": plan["prefill"] or recorded.get("prefill_plan"), "schema_version": 5}
 
 
+def _accuracy(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """5 → 6: the accuracy of the trained model's widths. It reads the width files, not the run's recordings, so a
+    run recorded before it gets it too: its replay computes it where the files are there."""
+    return {**plan, "accuracy": accuracy_plan().model_dump(mode="json"), "schema_version": 6}
+
+
 # UPGRADES[n] turns version n into n + 1: step(recorded host values, plan), reading the value that recorded the change.
 UPGRADES: dict[int, Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]] = {
-    0: _sample_plan, 1: _matvec, 2: _medium, 3: _turns, 4: _prefill}
+    0: _sample_plan, 1: _matvec, 2: _medium, 3: _turns, 4: _prefill, 5: _accuracy}
 
 
 def read_plan(recorded: Mapping[str, Any]) -> Plan:

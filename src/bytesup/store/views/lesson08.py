@@ -2,7 +2,8 @@
 (`store.facts.lesson08`) by their declared columns, onto a `Page` (the lesson's context). It records nothing and
 measures nothing; every number in a note comes from a record, the analysis of the sweep or the run's readings.
 
-In the order of the page: `show_models`, `show_sweep` (with `verdict_sentences` and `bandwidth_note`), `show_steps`,
+In the order of the page: `show_models`, `show_sweep` (with `verdict_sentences`, `bandwidth_note` and `servers_note`),
+`show_accuracy` (with `accuracy_sentences`), `show_steps`,
 `show_fit` (with `slope_note`), `show_decode_model` (with `model_notes` and `crossover_note`), `show_prefill`,
 `show_context_prediction`, `plot_decode_vs_bytes`, and the page's last words, `show_conclusion` (`conclusion`).
 
@@ -19,10 +20,12 @@ from bytesup.course import memory_bound
 from bytesup.course.ceiling import BandwidthReference
 from bytesup.host import hostbench
 from bytesup.models import catalog
-from bytesup.store.facts.lesson08 import (PUBLISHED_BYTES, PUBLISHED_DECODE, PUBLISHED_LABEL, ContextRow, Crossover,
-                                          FitRow, ModelExplained, ModelRun, ModelsRow, PrefillRow, Side, StepRow,
-                                          SweepRow, TopAnswer, UnfitRow, models_row, published_ceiling, spark_explained,
-                                          spark_verdict, step_row)
+from bytesup.llama.shapes import ServerShape
+from bytesup.store.facts.lesson08 import (PUBLISHED_BYTES, PUBLISHED_DECODE, PUBLISHED_LABEL, SOURCE_WIDTH,
+                                          AccuracyRow, ContextRow, Crossover, FitRow, ModelExplained, ModelRun,
+                                          ModelsRow, PrefillRow, QuantizationAccuracy, Side, StepRow, SweepRow,
+                                          TopAnswer, UnfitRow, WidthAccuracy, accuracy_row, exact_copy_of, models_row,
+                                          published_ceiling, spark_explained, spark_verdict, step_row)
 from bytesup.store.plans.lesson08 import MEMORY_SHARE, Plan, PrefillPlan
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, columns
@@ -106,9 +109,13 @@ def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, Top
     trained = {n: a for n, a in answers.items() if not catalog.is_synthetic(n)}
     if answers:
         same = sorted({a.token for a in trained.values()})
+        low, high = (min(a.percent for a in trained.values()), max(a.percent for a in trained.values())) if trained \
+            else (0.0, 0.0)
         out.append(f"The answer after {prompt!r}: " + ", ".join(f"{n} {a.token} ({a.percent:.1f}%)" for n, a in answers.items())
-                   + "." + (" The same top token at every width of the trained model, for fewer bytes: why people "
-                            "quantize." if len(trained) > 1 and len(same) == 1 else
+                   + "." + ((f" The same top token at every width of the trained model, at {low:.1f}% to {high:.1f}%"
+                             if high > low else " The same top token, at the same probability, at every width of the "
+                             "trained model") + " (the server's own arithmetic); what each width's values cost in "
+                            "accuracy is measured apart, below." if len(trained) > 1 and len(same) == 1 else
                             " The top token changed between widths of the trained model." if len(trained) > 1 else "")
                    + (" The synthetic models' random weights give no meaningful answer."
                       if len(trained) < len(answers) else ""))
@@ -141,8 +148,27 @@ def bandwidth_note(bw: dict | None, ref: BandwidthReference | None, given: Any, 
             f"pass --bandwidth-gbs with the bandwidth of the memory that feeds decode.")
 
 
+def servers_note(shape: ServerShape, run_shape: ServerShape | None, levels: tuple[int, ...], turns: bool) -> str:
+    """Which server shape every model of the sweep ran on and why, beside the run's own server's."""
+    why = (f"the first model of each weight type also decodes {' and '.join(map(str, levels))} sequences at once, "
+           f"which takes {shape.slots} slots, and every model gets the same shape so that their one-sequence steps are "
+           f"measured alike; a one-sequence decode uses one slot of it" if levels else
+           "one sequence at a time takes one slot")
+    out = (f"Servers: each model on a server of its own, with the user's server flags and {shape.text()}"
+           + (", all up at once, the timed decodes going round them in turns" if turns else ", one after another")
+           + f": {why}.")
+    if run_shape is not None:
+        if (run_shape.slots, run_shape.context) == (shape.slots, shape.context):
+            out += " The run's own server, where the other lessons measure the default model, has the same shape."
+        else:
+            out += (f" The run's own server, where the other lessons measure the default model, has "
+                    f"{run_shape.text()}: a one-sequence figure here may differ from theirs by the shape as well as by "
+                    f"the time it was taken.")
+    return out
+
+
 def show_sweep(page: Page, rows: list[SweepRow], pub: SweepRow, sentences: list[str], bw_note: str,
-               plan: Plan) -> None:
+               plan: Plan, servers: str | None = None) -> None:
     page.table(
         "sweep", f"Decode across widths: bytes per token, tokens/s, effective GB/s and the answer after {plan.prompt!r}",
         columns(SweepRow), cells([*rows, pub]),
@@ -152,12 +178,151 @@ def show_sweep(page: Page, rows: list[SweepRow], pub: SweepRow, sentences: list[
                 f"decodes of {plan.n_predict} tokens per model"
                 + (f" after {plan.warmup} warm-up decode{'s' if plan.warmup > 1 else ''} (not a sample)" if plan.warmup
                    else "") + ", min and max the extreme samples."),
+               *([servers] if servers else []),
                (f"Published reference: {pub.decode:g} tokens/s × {pub.bytes_per_token / GB:g} GB = {pub.effective:.3g} "
                 f"GB/s, {pub.efficiency:.0f}% of the {published.SPARK_BANDWIDTH_GB_PER_S:g} GB/s "
                 f"{published.SPARK_NAME} (ceiling {published_ceiling():.1f} tokens/s; the course rounds it to "
                 f"{published.LESSON4['ceiling_tokens_per_s']:g} and quotes "
                 f"{published.LESSON4['decode_efficiency_percent']:g}%).")],
     )
+
+
+def where_in(w: WidthAccuracy, acc: QuantizationAccuracy) -> str:
+    """Where the width's largest |ΔP| lies: after a whole prompt, or after its first tokens."""
+    tokens = dict(zip(acc.prompts, acc.prompt_tokens, strict=True)).get(w.dp_prompt or "")
+    if w.dp_position == tokens:
+        return f"after {w.dp_prompt!r}"
+    return f"after the first {w.dp_position} of the {tokens} tokens of {w.dp_prompt!r}"
+
+
+def made_sentence(acc: QuantizationAccuracy) -> str:
+    """How each width was made, and so which are independent of the reference."""
+    ref = acc.reference
+    out = "How each width was made: " + "; ".join(f"{w.name}, {w.made_from}" for w in acc.widths if w.made_from) + "."
+    if any(w.name == SOURCE_WIDTH for w in acc.widths) and exact_copy_of(SOURCE_WIDTH, ref):
+        out += (f" Only {SOURCE_WIDTH} was quantized from the trained weights, which no file here holds; every other "
+                f"width is made from its values. So {ref} is {SOURCE_WIDTH} decoded, not the trained model: KL against "
+                f"it measures what a width loses from {SOURCE_WIDTH}'s values, and what {SOURCE_WIDTH} itself lost "
+                f"cannot be measured here.")
+    return out
+
+
+def width_sentence(w: WidthAccuracy, acc: QuantizationAccuracy) -> str:
+    """One recomputed width against the reference, in its numbers."""
+    ref = acc.reference
+    if w.identical:
+        return (f"{w.name}: the same distribution as {ref} at all {w.positions} positions, to the last bit (KL 0, no "
+                f"probability moved)" + (f": {ref} holds {w.name}'s values exactly, so they agree by construction, "
+                                         f"which says nothing of what {w.name}'s own quantization cost."
+                                         if exact_copy_of(w.name, ref) else "."))
+    assert w.dp_reference is not None and w.dp_width is not None and w.largest_dp is not None
+    return (f"{w.name}: KL {w.mean_kl:.3g} nats per token against {ref} (at most {w.max_kl:.3g} at one position), the "
+            f"same top token at {w.same_top} of {w.positions} positions; the largest change of any token's probability "
+            f"is {100 * w.largest_dp:.2g} points, {w.dp_token} {where_in(w, acc)}: {100 * w.dp_reference:.1f}% under "
+            f"{ref}, {100 * w.dp_width:.1f}% under {w.name}.")
+
+
+def top_token_sentence(done: list[WidthAccuracy], reference: WidthAccuracy, prompt: str, partial: bool = False) -> str:
+    """The top token after the lesson's prompt at every width recomputed (`partial`: not every width was), against
+    the reference's, from numpy's pass."""
+    ref, token = reference.name, reference.top_token
+    changed = [w for w in done if w.top_token != token]
+    p = {w.name: 100 * (w.top_probability or 0.0) for w in done}
+    if changed:
+        return (f"After {prompt!r} the top token changed against {ref}'s {token} ({p[ref]:.1f}%): "
+                + ", ".join(f"{w.name} {w.top_token} ({p[w.name]:.1f}%)" for w in changed) + ".")
+    moved = [w for w in done if w.top_probability != reference.top_probability]
+    every = "every width recomputed" if partial else "every width"
+    return (f"After {prompt!r} {every} has the top token {token}, as under {ref} ({p[ref]:.1f}%)"
+            + (": its probability moved under " + ", ".join(f"{w.name} to {p[w.name]:.1f}%" for w in moved) + "."
+               if moved else f", at the same probability under {every}."))
+
+
+def trade_sentences(done: list[WidthAccuracy], rows: dict[str, AccuracyRow], ref: str,
+                    missing: list[str] | None = None) -> list[str]:
+    """What fewer bytes bought and cost against the reference: bytes, speed and KL of each narrower width recomputed,
+    and which of those costs is measured rather than zero by construction (`missing`: the widths not recomputed)."""
+    base = rows[ref]
+    others = [w for w in done if w.name != ref]
+    if not others:
+        return []
+    parts = [f"{w.name} {rows[w.name].size / base.size:.2g}× the bytes and {rows[w.name].decode / base.decode:.2g}× "
+             f"the speed for KL {w.mean_kl:.3g}" for w in others]
+    out = [f"Against {ref}'s bytes and speed: " + "; ".join(parts) + "."]
+    built = [w.name for w in others if w.identical and exact_copy_of(w.name, ref)]
+    measured = [w for w in others if w.name not in built]
+    if measured:
+        worst = max(measured, key=lambda w: w.mean_kl or 0.0)
+        out.append(f"What quantizing cost is measured on {', '.join(w.name for w in measured)}"
+                   + (f" alone ({', '.join(built)} agrees with {ref} by construction)" if built else "")
+                   + (f": the most, KL {worst.mean_kl:.3g}, on {worst.name}, for {rows[worst.name].size / base.size:.2g}× "
+                      f"{ref}'s bytes." if (worst.mean_kl or 0.0) > 0 else ": none moved any probability."))
+    elif missing:
+        out.append(f"Every narrower width recomputed here agrees with {ref} by construction, so no cost of quantizing "
+                   f"is measured without {', '.join(missing)}.")
+    else:
+        out.append(f"Every narrower width here agrees with {ref} by construction: this run measures no cost of "
+                   f"quantizing.")
+    return out
+
+
+def server_sentence(done: list[WidthAccuracy], answers: dict[str, TopAnswer], reference: WidthAccuracy,
+                    prompt: str) -> str | None:
+    """The server's answers after the prompt beside numpy's, and where widths numpy finds identical got different
+    answers from the server, that the engine's own arithmetic moved them."""
+    pairs = [(w, answers[w.name]) for w in done if w.name in answers and w.top_probability is not None]
+    if not pairs:
+        return None
+    out = (f"The server's own answers after {prompt!r} (the sweep above) beside numpy's: "
+           + ", ".join(f"{w.name} {a.token} {a.percent:.1f}% against {w.top_token} {100 * (w.top_probability or 0):.1f}%"
+                       for w, a in pairs) + ".")
+    ref = answers.get(reference.name)
+    apart = [(w, a) for w, a in pairs if w.identical and w.name != reference.name and ref is not None
+             and f"{a.token} {a.percent:.1f}" != f"{ref.token} {ref.percent:.1f}"]
+    if apart and ref is not None:
+        out += (" " + "; ".join(f"{w.name} and {reference.name} give the same distributions in numpy, yet the server "
+                                f"gave {a.percent:.1f}% and {ref.percent:.1f}%" for w, a in apart)
+                + ": the engine's own arithmetic (its kernels multiply a quantized width's weights by activations "
+                  "rounded to 8-bit blocks) moves its answer as well, so the server's figures mix what the weights' "
+                  "values cost with the engine's rounding; numpy's are the weights' values alone.")
+    return out
+
+
+def accuracy_sentences(acc: QuantizationAccuracy, rows: list[AccuracyRow], prompt: str,
+                       answers: dict[str, TopAnswer] | None = None) -> list[str]:
+    """The accuracy's sentences, each chosen and filled in by the records: how each width was made, the measure, each
+    width against the reference, the top token after the lesson's prompt, and the bytes each width saved for it."""
+    out = [made_sentence(acc)]
+    missing = [w for w in acc.widths if w.not_recomputed]
+    reasons = sorted({w.not_recomputed or "" for w in missing})
+    done = [w for w in acc.widths if not w.not_recomputed]
+    out.append(f"KL: {acc.measure}: {sum(acc.prompt_tokens)} positions of {len(acc.prompts)} prompts "
+               f"({', '.join(repr(p) for p in acc.prompts)}). Each sum is taken in float64 and rounded to float32, so "
+               f"a replay on any CPU recomputes the same figures.")
+    reference = next((w for w in done if w.name == acc.reference), None)
+    if reference is None:
+        out.append("Not recomputed: " + " ".join(reasons))
+        return out
+    out += [width_sentence(w, acc) for w in done if w.name != acc.reference]
+    if missing:
+        out.append("Not recomputed: " + ", ".join(w.name for w in missing) + ". " + " ".join(reasons))
+    out.append(top_token_sentence(done, reference, prompt, bool(missing)))
+    server = server_sentence(done, answers or {}, reference, prompt)
+    if server:
+        out.append(server)
+    out += trade_sentences(done, {r.model: r for r in rows}, acc.reference, [w.name for w in missing])
+    return out
+
+
+def show_accuracy(page: Page, acc: QuantizationAccuracy, runs: list[ModelRun], points: list[dict], prompt: str,
+                  answers: dict[str, TopAnswer] | None = None) -> None:
+    """The widths of the trained model: how each was made, its size and its speed beside what it costs in accuracy."""
+    info = {r.info.name: r.info for r in runs}
+    decode = {p["name"]: p["median"] for p in points}
+    rows = [accuracy_row(w, info[w.name], decode[w.name]) for w in acc.widths]
+    page.table("quantization", f"What each width of the trained model costs in accuracy against {acc.reference}, "
+                               "beside its bytes and its speed", columns(AccuracyRow), cells(rows),
+               notes=accuracy_sentences(acc, rows, prompt, answers))
 
 
 def show_steps(page: Page, steps: list[dict]) -> None:
