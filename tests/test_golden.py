@@ -28,8 +28,21 @@ def test_a_reference_run_is_committed():
     assert RUNS, "commit one reference run made with `make run` under outputs/"
 
 
+# Lessons 4 and 8 recompute numpy's forward pass from the trained model's widths on every replay (the same bits on
+# any CPU); they are built here the first time, as `bytesup model build` would, so a fresh clone replays as well.
+WIDTHS = ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32")
+
+
+@pytest.fixture(scope="module")
+def widths() -> None:
+    from bytesup.models.catalog import ensure_model
+
+    for name in WIDTHS:
+        ensure_model(name)
+
+
 @pytest.mark.parametrize("run_dir", RUNS, ids=[p.name for p in RUNS])
-def test_replay_matches_committed_files(run_dir, tmp_path):
+def test_replay_matches_committed_files(run_dir, tmp_path, widths):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     ok = [lid for lid, e in manifest["lessons"].items() if e["status"] in ("ok", "skipped")]
     assert ok
