@@ -12,6 +12,7 @@ import pytest
 from test_check import ALL
 from test_compare import L4, assemble_run, edit_manifest, fixture_run, invoke, read_result
 
+from bytesup.store.escape import md_literal
 from bytesup.store.render import anchor, demoted, fmt, lesson_blocks, lesson_md, markdown
 from bytesup.run.report import report_html, report_md, write_run_report
 
@@ -35,7 +36,7 @@ def test_report_writes_one_page_with_summary_lessons_plots_and_checks(tmp_path):
     assert [s for s in sections if s in titles] == titles
     for lid in ALL:
         for table in read_result(run, lid).tables:
-            assert f"### {table.title}" in page
+            assert f"### {md_literal(table.title)}" in page  # a title's own * and _ are escaped in Markdown
     # Plot links stay relative to the run folder, and the files are there.
     links = re.findall(r"\]\((plots/[^)]+)\)", page)
     assert links and all((run / link).is_file() for link in links)
