@@ -85,7 +85,7 @@ def test_the_checker_and_the_lesson_share_one_first_difference(l5):
     from bytesup.check import claims
 
     assert claims.first_difference is formulas.first_difference
-    assert l5.spec.first_difference is formulas.first_difference
+    assert l5.speculative.first_difference is formulas.first_difference
 
 
 def test_counts_by_hand():
