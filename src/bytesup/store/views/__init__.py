@@ -5,6 +5,15 @@ records nothing and measures nothing, so a replay renders the same page from the
 
 from typing import Any
 
+from bytesup.store.results import Column, Table
+from bytesup.store.rows import cells, columns
+
+
+def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str]) -> Table:
+    """The table `name` of `rows`, every one a `row_type`, by its declared columns."""
+    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns(row_type)],
+                 rows=cells(rows), notes=notes)
+
 
 def pick(columns: list[tuple[str, str]], rows: list[list[Any]], keep: list[str]) -> tuple[list[tuple[str, str]], list[list[Any]]]:
     """The columns named in `keep` (in that order) and each row's cells of them: a table narrowed for the main text,

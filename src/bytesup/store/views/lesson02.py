@@ -10,16 +10,11 @@ from typing import Any
 
 from bytesup.llama.responses import TokenPiece, shown_token
 from bytesup.models.gguf import is_synthetic_metadata
-from bytesup.store.results import Column, Plot, Series, Table
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.results import Plot, Series, Table
+from bytesup.store.rows import column
+from bytesup.store.views import table
 
 SHOW_NUMBERS = 8  # leading numbers of an embedding row shown in the table
-
-
-def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str]) -> Table:
-    """The table `name` of `rows`, every one a `row_type`, by its declared columns."""
-    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns(row_type)],
-                 rows=cells(rows), notes=notes)
 
 
 # --- the records ------------------------------------------------------------------------------------

@@ -7,20 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from bytesup.store.results import Column, Plot, Series, Table
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.results import Plot, Series, Table
+from bytesup.store.rows import column
+from bytesup.store.views import table
 from bytesup.units import MiB
 
 Vector = list[float]
 Matrix = list[list[float]]
 # Worked-example differences below this are floating-point rounding; above it, a real change.
 ROUNDING = 1e-9
-
-
-def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str]) -> Table:
-    """The table `name` of `rows`, every one a `row_type`, by its declared columns."""
-    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns(row_type)],
-                 rows=cells(rows), notes=notes)
 
 
 # --- the records ------------------------------------------------------------------------------------

@@ -20,18 +20,12 @@ from bytesup.llama.responses import Completion
 from bytesup.store.plans.lesson05 import Plan
 from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
-from bytesup.store.views import pick
+from bytesup.store.views import pick, table
 
 # The podcast's sequential-floor example (bytesup.course.published).
 PODCAST_PASS_MS = published.PODCAST_SEQUENTIAL_FLOOR["pass_ms"]
 PODCAST_TOKENS = published.PODCAST_SEQUENTIAL_FLOOR["tokens"]
 PODCAST_FLOOR_S = published.PODCAST_SEQUENTIAL_FLOOR["floor_s"]
-
-
-def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str]) -> Table:
-    """The table `name` of `rows`, every one a `row_type`, by its declared columns."""
-    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns(row_type)],
-                 rows=cells(rows), notes=notes)
 
 
 # --- the rows -----------------------------------------------------------------------------------------
