@@ -82,7 +82,7 @@ def main(ctx: LessonContext):
     runs = run_batches(ctx, plan, levels, own)
     measured = [batch_level(P, runs[P]) for P in levels]
     record_batches(ctx, measured)
-    baseline = baseline_tokens_per_s(measured)
+    baseline = Spread.of(measured[0].per_sequence).median  # both ratios': one sequence alone, timed by the server
     dec_i = points[0].intensity
     rows = [batch_row(lv, baseline, dec_i, labels.ridge) for lv in measured]
     lesson07.show_batching(ctx, rows, lesson07.batching_notes(rows, baseline, dec_i, labels, h100_ridge, facts, own))
@@ -103,15 +103,12 @@ def main(ctx: LessonContext):
 
 
 def the_plan(ctx: LessonContext) -> Plan:
-    """What the lesson asks, recorded once in the run (the host value `plan`). A run recorded before plans existed is
-    read from the host values it recorded, and store.plans.lesson07 upgrades it."""
-    return ctx.plan(lambda: fresh_plan(ctx).model_dump(mode="json"), read, from_older, READS)
-
-
-def fresh_plan(ctx: LessonContext) -> Plan:
-    """This run's plan: the matmul and the prefill each take the run's samples for a median with its spread (at least
-    robust.MIN_SAMPLES), and each level P its batches (the run's samples, at least one)."""
-    return current(samples=ctx.samples(robust.MIN_SAMPLES), batches=ctx.samples(1, name="batches"))
+    """What the lesson asks, recorded once in the run (the host value `plan`): the matmul and the prefill each take the
+    run's samples for a median with its spread (at least robust.MIN_SAMPLES), each level P its batches (at least one).
+    A run recorded before plans existed is read from the host values it recorded (store.plans.lesson07 upgrades it)."""
+    def fresh() -> dict[str, Any]:
+        return current(samples=ctx.samples(robust.MIN_SAMPLES), batches=ctx.samples(1, name="batches")).model_dump(mode="json")
+    return ctx.plan(fresh, read, from_older, READS)
 
 
 # --- requests: the server, the host and the batches ---------------------------------------------
@@ -389,11 +386,6 @@ def batch_level(P: int, runs: list[BatchRun]) -> BatchLevel:
         per_sequence=[decode_tokens_per_s(c.timings) for run in runs for c in run.completions],
         predicted_delta=_sum_or_none([_delta(r.metrics_after, r.metrics_before, PREDICTED) for r in runs]),
         decode_calls_delta=_sum_or_none([_delta(r.metrics_after, r.metrics_before, DECODE_CALLS) for r in runs]))
-
-
-def baseline_tokens_per_s(levels: list[BatchLevel]) -> float:
-    """One baseline for both ratios: one sequence decoding alone, timed by the server (the first level)."""
-    return Spread.of(levels[0].per_sequence).median
 
 
 def batch_row(level: BatchLevel, baseline: float, dec_i: float, ridge: float) -> BatchRow:
