@@ -39,8 +39,8 @@ from bytesup.errors import BytesupError
 from bytesup.lesson import LessonContext
 from bytesup.llama.client import clock_info
 from bytesup.llama.responses import Completion, StreamedCompletion, TokenProbabilities, shown_token
-from bytesup.store.facts.lesson05 import ClientClock, SamplerComparison, SamplerComparisons, StreamedRepeat
 from bytesup.llama.timed import streamed_completions, timed_completions
+from bytesup.store.facts.lesson05 import ClientClock, SamplerComparison, SamplerComparisons, StreamedRepeat
 from bytesup.store.plans.lesson05 import CURRENT, READS, Plan, from_older, read
 from bytesup.store.views import lesson05
 from bytesup.store.views.lesson05 import LoopStep, SeededRun

@@ -204,7 +204,7 @@ def request_spec_rounds(ctx: LessonContext, plan: Plan, servers: list[SpecServer
             ctx.step(f"speculative decoding: streaming on {s.label}")
             for prompt in s.prompts:
                 streamed[(s.label, prompt)] = streamed_completions(clients[s.label], prompt, plan.n_predict, 1,
-                                                                           seed=plan.seed)[0]
+                                                                   seed=plan.seed)[0]
         return done, streamed
 
 

@@ -34,9 +34,9 @@ from bytesup.course.formulas import attainable_flop_s, bound
 from bytesup.errors import BytesupError
 from bytesup.host import hostbench
 from bytesup.lesson import LessonContext
+from bytesup.llama.responses import Completion, decode_tokens_per_s
 from bytesup.llama.shapes import ServerShape
 from bytesup.llama.timed import concurrent_completions, long_prompt_tokens, prefill_samples, timed_completions
-from bytesup.llama.responses import Completion, decode_tokens_per_s
 from bytesup.store.plans.lesson07 import READS, Plan, current, from_older, read
 from bytesup.store.views import lesson07
 from bytesup.store.views.lesson07 import (AttentionIntensity, BatchRow, BoundRidge, Ceiling, MeasuredPoint, Roofline,

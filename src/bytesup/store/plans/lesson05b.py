@@ -20,7 +20,6 @@ from pydantic import BaseModel
 from bytesup.store.results import upgrade
 from bytesup.units import SEED
 
-NAME = "plan"  # the host value the plan is recorded under
 VERSION = 1
 # What a run recorded before plans holds, by host value, and the plan reads back from it.
 READS = ("repeat", "client_clock")

@@ -19,7 +19,6 @@ from pydantic import BaseModel
 
 from bytesup.store.results import upgrade
 
-NAME = "plan"  # the host value the plan is recorded under
 VERSION = 1
 # What a run recorded before plans holds, by host value, and the plan reads back from it.
 READS = ("repeat", "prefill_plan", "shared_metrics_reads")
