@@ -9,21 +9,19 @@ import math
 
 import pytest
 
-from bytesup.check import checker as check
-from bytesup.llama import process as engine
+from bytesup.check import checker
 from bytesup.course import speculative
-from bytesup.llama import responses as r
-from bytesup.llama import embedded as server
+from bytesup.lesson import NOT_INHERITED
+from bytesup.llama import embedded, process, responses
 from bytesup.run.lessons import load_lesson
 from bytesup.store.plans.lesson05b import REPETITIVE, SHORT, current
-from bytesup.lesson import NOT_INHERITED
 
 from conftest import load_fixture
 from test_check import lesson as made_lesson, only, run_of
 
 
-def completion(name: str) -> r.Completion:
-    return r.parse(r.Completion, load_fixture(name)["response"], path="/completion")
+def completion(name: str) -> responses.Completion:
+    return responses.parse(responses.Completion, load_fixture(name)["response"], path="/completion")
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +134,7 @@ def hand_completion(predicted_ms: float, draft_n=None, accepted=None, tokens=(1,
     timings = {"prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 64, "predicted_ms": predicted_ms}
     if draft_n is not None:
         timings |= {"draft_n": draft_n, "draft_n_accepted": accepted}
-    return r.Completion(content="", tokens=list(tokens), timings=timings)
+    return responses.Completion(content="", tokens=list(tokens), timings=timings)
 
 
 def test_speculative_figures_by_hand(l5):
@@ -243,10 +241,10 @@ def test_llama_server_spellings_reach_xllamacpp():
     pytest.importorskip("xllamacpp")
     import xllamacpp
 
-    args = server.build_parser().parse_args([
+    args = embedded.build_parser().parse_args([
         "-m", "t.gguf", "-t", "2", "-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "8",
         "--spec-draft-n-min", "2", "--draft-p-min", "0.5", "-td", "1", "--spec-draft-ngl", "0"])
-    p = server.make_params(args)
+    p = embedded.make_params(args)
     spec = p.speculative
     assert list(spec.types) == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
     assert spec.draft.mparams.path == "d.gguf"
@@ -254,7 +252,7 @@ def test_llama_server_spellings_reach_xllamacpp():
     assert spec.draft.p_min == pytest.approx(0.5)
     assert spec.draft.cpuparams.n_threads == 1 and spec.draft.cpuparams_batch.n_threads == 1
     for spelling in ("--spec-draft-model", "--model-draft"):
-        assert server.build_parser().parse_args(["-m", "t", spelling, "x.gguf"]).spec_draft_model == "x.gguf"
+        assert embedded.build_parser().parse_args(["-m", "t", spelling, "x.gguf"]).spec_draft_model == "x.gguf"
 
 
 def test_ngram_and_none_and_defaults():
@@ -262,39 +260,39 @@ def test_ngram_and_none_and_defaults():
     import xllamacpp
 
     kinds = xllamacpp.common_speculative_type
-    p = server.make_params(server.build_parser().parse_args(
+    p = embedded.make_params(embedded.build_parser().parse_args(
         ["-m", "t", "-t", "3", "--spec-type", "ngram-simple,ngram-mod", "--spec-ngram-simple-size-n", "4"]))
     assert list(p.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE, kinds.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
     assert p.speculative.ngram_simple.size_n == 4
     assert p.speculative.draft.cpuparams.n_threads == 3           # the draft decodes with --threads
-    plain = server.make_params(server.build_parser().parse_args(["-m", "t", "-md", "d.gguf"]))
+    plain = embedded.make_params(embedded.build_parser().parse_args(["-m", "t", "-md", "d.gguf"]))
     # As with llama-server: a draft model alone does not turn speculation on.
     assert list(plain.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NONE]
 
 
 def test_unknown_spec_type_is_refused(capsys):
     with pytest.raises(SystemExit):
-        server.build_parser().parse_args(["-m", "t", "--spec-type", "draft-magic"])
+        embedded.build_parser().parse_args(["-m", "t", "--spec-type", "draft-magic"])
     assert "draft-magic" in capsys.readouterr().err
 
 
 def test_engine_aliases_and_what_lessons_inherit():
-    flags = engine.parse_flags(["-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
+    flags = process.parse_flags(["-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
                                 "--draft-p-min", "0.3", "-td", "2", "-ngld", "0", "--model-draft=e.gguf"])
     assert flags == {"--spec-draft-model": "e.gguf", "--spec-type": "draft-simple", "--spec-draft-n-max": "4",
                      "--spec-draft-p-min": "0.3", "--spec-draft-threads": "2", "--spec-draft-ngl": "0"}
     # Every canonical name is a flag python -m bytesup.llama.embedded accepts, so the same flags go to either engine.
-    accepted = {s for a in server.build_parser()._actions for s in a.option_strings}
-    assert engine.SPECULATIVE_FLAGS <= accepted
+    accepted = {s for a in embedded.build_parser()._actions for s in a.option_strings}
+    assert process.SPECULATIVE_FLAGS <= accepted
     # A lesson's own servers decode plainly unless the lesson itself asks for speculation.
-    assert engine.SPECULATIVE_FLAGS <= NOT_INHERITED
+    assert process.SPECULATIVE_FLAGS <= NOT_INHERITED
 
 
 def test_speculation_support_of_the_embedded_engine(monkeypatch):
     pytest.importorskip("xllamacpp")
     monkeypatch.delenv("LLAMA_SERVER", raising=False)
-    monkeypatch.setattr(engine.shutil, "which", lambda name: None)
-    found = engine.speculation_support()
+    monkeypatch.setattr(process.shutil, "which", lambda name: None)
+    found = process.speculation_support()
     assert found["engine"] == "embedded" and found["supported"] is True and found["reason"] == ""
 
 
@@ -321,24 +319,24 @@ def test_check_passes_when_every_token_matches(tmp_path):
     rec = spec_record({"plain": [[1, 2, 3, 4]], "draft-k4": [[1, 2, 3, 4], [1, 2, 3, 4]], "draft-k8": [[1, 2, 3, 4]],
                        "plain-rep": [[7, 8]], "ngram-rep": [[7, 8]]})
     rec["runs"][3]["spec_type"] = "none"
-    claim = only(check.check_run(run_of(tmp_path, with_spec(rec)), []), "speculative_equals_plain")
-    assert claim.status == check.PASS, claim
+    claim = only(checker.check_run(run_of(tmp_path, with_spec(rec)), []), "speculative_equals_plain")
+    assert claim.status == checker.PASS, claim
     assert claim.observed.startswith("4 of 4 speculative generations identical")
 
 
 def test_check_fails_on_one_different_token(tmp_path):
     rec = spec_record({"plain": [[1, 2, 3, 4]], "draft-k4": [[1, 2, 3, 4], [1, 2, 9, 4]]})
-    claim = only(check.check_run(run_of(tmp_path, with_spec(rec)), []), "speculative_equals_plain")
-    assert claim.status == check.FAIL
+    claim = only(checker.check_run(run_of(tmp_path, with_spec(rec)), []), "speculative_equals_plain")
+    assert claim.status == checker.FAIL
     assert "draft-k4 repeat 2: first differs at token 3 of 4" in claim.detail
     short = spec_record({"plain": [[1, 2, 3, 4]], "draft-k4": [[1, 2, 3]]})
-    assert only(check.check_run(run_of(tmp_path, with_spec(short)), []), "speculative_equals_plain").status == check.FAIL
+    assert only(checker.check_run(run_of(tmp_path, with_spec(short)), []), "speculative_equals_plain").status == checker.FAIL
 
 
 def test_check_not_applicable_without_speculative_runs(tmp_path):
-    assert only(check.check_run(run_of(tmp_path, with_spec(None)), []), "speculative_equals_plain").status == check.NA
+    assert only(checker.check_run(run_of(tmp_path, with_spec(None)), []), "speculative_equals_plain").status == checker.NA
     warm = spec_record({"plain": [[1]], "draft": [[1]]}, temperature=0.8)
-    assert only(check.check_run(run_of(tmp_path, with_spec(warm)), []), "speculative_equals_plain").status == check.NA
+    assert only(checker.check_run(run_of(tmp_path, with_spec(warm)), []), "speculative_equals_plain").status == checker.NA
     lonely = spec_record({"draft": [[1]]})
-    claim = only(check.check_run(run_of(tmp_path, with_spec(lonely)), []), "speculative_equals_plain")
-    assert claim.status == check.NA and "draft" in claim.detail
+    claim = only(checker.check_run(run_of(tmp_path, with_spec(lonely)), []), "speculative_equals_plain")
+    assert claim.status == checker.NA and "draft" in claim.detail
