@@ -31,6 +31,7 @@ from bytesup.lesson import LessonContext
 from bytesup.store.views import lesson03
 from bytesup.store.views.lesson03 import (Composition, LinearMap, MatmulRow, MatrixShape, MatvecSummary, Matrix, RmsNormExample,
                                           TimedMatrix, Vector)
+from bytesup.units import GB
 
 TITLE = "A layer is matrix multiplication"
 
@@ -47,6 +48,7 @@ RMS_EPS = 1e-6  # RMSNorm's epsilon; llama models store theirs in the GGUF, typi
 # Each timed sample repeats the product until one batch lasts this long (hostbench's min_time_s):
 # a single small product is shorter than the timer's noise.
 MIN_SAMPLE_S = 0.05
+MIN_SAMPLES = 1  # timed samples of each product: the run's --repeat, at least one
 
 # The model's matrices, as (label, tensor name); block 0 stands for every block.
 MODEL_MATRICES = [("attention query (attn_q)", "blk.0.attn_q.weight"), ("feed-forward up (ffn_up)", "blk.0.ffn_up.weight"),
@@ -56,7 +58,7 @@ MODEL_MATRICES = [("attention query (attn_q)", "blk.0.attn_q.weight"), ("feed-fo
 # --- the lesson ----------------------------------------------------------------------------------
 
 def main(ctx: LessonContext):
-    repeat = ctx.repeat
+    repeat = ctx.samples(MIN_SAMPLES)
     ctx.settings = {"dtype": DTYPE, "token_counts": TOKEN_COUNTS, "max_flops_per_product": MAX_FLOPS,
                     "repeats": repeat, "min_sample_s": MIN_SAMPLE_S, "worked_example_seed": WORKED_SEED}
 
@@ -214,7 +216,7 @@ def matmul_row(label: str, bench: dict, base_ms_per_token: float) -> MatmulRow:
     flops = 2 * m * k * n
     ms_per_token = seconds * 1000.0 / n
     return MatmulRow(label=label, m=m, k=k, n=n, ms=seconds * 1000.0, gflop_per_s=flops / seconds / 1e9,
-                     bytes_moved=bench["bytes_moved"], gb_per_s=bench["bytes_moved"] / seconds / 1e9,
+                     bytes_moved=bench["bytes_moved"], gb_per_s=bench["bytes_moved"] / seconds / GB,
                      flop_per_byte=flops / bench["bytes_moved"], ms_per_token=ms_per_token,
                      vs_one_token=ms_per_token / base_ms_per_token)
 

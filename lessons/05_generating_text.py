@@ -37,21 +37,22 @@ from bytesup.course.loop import LatencyCheck, LatencyFit, counter_deltas, latenc
 from bytesup.course.samplercheck import Applied, Distribution, SamplerCheck, SamplerSetting, apply_setting, asked_candidates, needs_more
 from bytesup.errors import BytesupError
 from bytesup.lesson import LessonContext
-from bytesup.llama import timed as measure
 from bytesup.llama.client import clock_info
 from bytesup.llama.responses import Completion, StreamedCompletion, TokenProbabilities, shown_token
+from bytesup.llama.timed import streamed_completions, timed_completions
 from bytesup.store.facts.lesson05 import ClientClock, SamplerComparison, SamplerComparisons, StreamedRepeat
-from bytesup.store.plans.lesson05 import CURRENT, Plan, read_plan
+from bytesup.store.plans.lesson05 import CURRENT, READS, Plan, from_older, read
 from bytesup.store.views import lesson05
 from bytesup.store.views.lesson05 import LoopStep, SeededRun
 
 TITLE = "Generating text"
+MIN_SAMPLES = 1  # timed requests at each length: the run's --repeat, at least one (a fit and a median need one)
 
 
 # --- the lesson ---------------------------------------------------------------------------
 
 def main(ctx: LessonContext):
-    plan = follow_plan(ctx)
+    plan = the_plan(ctx)
     ctx.settings.update({"seed": plan.seed, "loop_prompt": plan.loop_prompt, "sampling_prompt": plan.sampling_prompt,
                          "rel_tol": plan.rel_tol})
 
@@ -117,10 +118,10 @@ def main(ctx: LessonContext):
 
 # --- the plan: recorded once; a run recorded before plans is read from what it recorded -----------------
 
-def follow_plan(ctx: LessonContext) -> Plan:
-    """The current plan, recorded when live; a replay's recorded plan, or an older run's, upgraded to the current."""
-    recorded = ctx.host_since("plan", lambda: CURRENT.model_dump(mode="json"))
-    return read_plan(recorded, streamed=ctx.recorded("client_clock"))
+def the_plan(ctx: LessonContext) -> Plan:
+    """The current plan, recorded once as the host value `plan`; a replay reads the recorded one, and a run recorded
+    before plans is read from the host values it recorded (bytesup.store.plans.lesson05)."""
+    return ctx.plan(lambda: CURRENT.model_dump(mode="json"), read, from_older, READS)
 
 
 def sampler_settings(plan: Plan) -> list[SamplerSetting]:
@@ -195,15 +196,16 @@ def request_seeded(ctx: LessonContext, plan: Plan) -> list[Completion]:
 
 
 def request_timed(ctx: LessonContext, plan: Plan, n: int) -> list[Completion]:
-    # measure.PINNED (greedy, seeded, ignore_eos, no prompt cache): every repeat does the same work.
-    return measure.timed_completions(ctx.server, plan.loop_prompt, n, ctx.repeat,
-                                     track=lambda r: ctx.track(r, f"n = {n}"), seed=plan.seed)
+    # PINNED (greedy, seeded, ignore_eos, no prompt cache): every repeat does the same work; the run's samples (the
+    # latency fit takes one or more).
+    return timed_completions(ctx.server, plan.loop_prompt, n, ctx.samples(MIN_SAMPLES),
+                             track=lambda r: ctx.track(r, f"n = {n}"), seed=plan.seed)
 
 
 def request_streamed(ctx: LessonContext, plan: Plan, n: int) -> list[StreamedCompletion]:
-    # The latency model's request (measure.PINNED, the loop prompt), streamed: the same work every repeat.
-    return measure.streamed_completions(ctx.server, plan.loop_prompt, n, ctx.repeat,
-                                        track=lambda r: ctx.track(r, f"streamed, n = {n}"), seed=plan.seed)
+    # The latency model's request (PINNED, the loop prompt), streamed: the same work every repeat.
+    return streamed_completions(ctx.server, plan.loop_prompt, n, ctx.samples(MIN_SAMPLES),
+                                track=lambda r: ctx.track(r, f"streamed, n = {n}"), seed=plan.seed)
 
 
 # --- computation: typed results from the answers ------------------------------------------------

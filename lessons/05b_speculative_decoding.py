@@ -29,19 +29,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bytesup.course import clientclock
-from bytesup.course import speculative as spec
+from bytesup.course import clientclock, speculative
 from bytesup.course.speculative import Stream
 from bytesup.lesson import LessonContext, ModelQuery
-from bytesup.llama import process as engine
-from bytesup.llama import timed as measure
+from bytesup.llama import process
 from bytesup.llama.client import clock_info
 from bytesup.llama.responses import Completion, StreamedCompletion
-from bytesup.models import catalog as models
+from bytesup.llama.shapes import ServerShape
+from bytesup.llama.timed import decode_samples, streamed_completions, timed_completions
+from bytesup.models import catalog
 from bytesup.models.gguf import read_model_info
-from bytesup.store.plans import lesson05b as plans
-from bytesup.store.plans.lesson05b import Plan
-from bytesup.store.views import lesson05b as view
+from bytesup.store.plans.lesson05b import READS, Plan, current, from_older, read
+from bytesup.store.views import lesson05b
 from bytesup.store.views.lesson05b import Arithmetic, Cost, Measured, StreamRow
 from bytesup.units import GB
 
@@ -58,16 +57,16 @@ def main(ctx: LessonContext):
     if not facts["local"]:
         ctx.note(f"Speculative decoding was not measured: it needs servers this script starts on this host, and "
                  f"{facts['reason']}.")
-        view.show_illustration(ctx)
-        ctx.shows(view.not_measured(f"it needs servers this script starts on this host, and {facts['reason']}"))
+        lesson05b.show_illustration(ctx)
+        ctx.shows(lesson05b.not_measured(f"it needs servers this script starts on this host, and {facts['reason']}"))
         return ctx.finish()
-    support = ctx.host("speculation_support", engine.speculation_support)
+    support = ctx.host("speculation_support", process.speculation_support)
     if not support["supported"]:
         ctx.note(f"Speculative decoding was not measured: the {support['engine']} engine here cannot speculate "
                  f"({support['reason']}). Run this lesson with an engine that can (a llama-server build whose "
                  f"--help lists --spec-type, through LLAMA_SERVER) to measure it.")
-        view.show_illustration(ctx)
-        ctx.shows(view.not_measured(f"the {support['engine']} engine here cannot speculate ({support['reason']})"))
+        lesson05b.show_illustration(ctx)
+        ctx.shows(lesson05b.not_measured(f"the {support['engine']} engine here cannot speculate ({support['reason']})"))
         return ctx.finish()
     plan = the_plan(ctx)
     ctx.step("speculative decoding: the models (derived from the default model once)")
@@ -98,31 +97,30 @@ def main(ctx: LessonContext):
         runs=[run_record(row, a).model_dump() for row, a in zip(rows, answers, strict=True)]).model_dump()
     record_costs(ctx, plan, costs, plain)
     record_measured(ctx, plan, rows, answers)
-    view.show_costs(ctx, plan, costs, batches[plan.targets[0]])
-    view.show_measured(ctx, plan, rows)
-    view.show_arithmetic(ctx, plan, arithmetic)
+    lesson05b.show_costs(ctx, plan, costs, batches[plan.targets[0]])
+    lesson05b.show_measured(ctx, plan, rows)
+    lesson05b.show_arithmetic(ctx, plan, arithmetic)
     # How speculation looks from outside: one streamed request per configuration, timed on the client's clock.
     if streams:
-        view.show_client_clock(ctx, plan, streams, [stream_row(plan, r) for r in streams], TOGETHER)
+        lesson05b.show_client_clock(ctx, plan, streams, [stream_row(plan, r) for r in streams], TOGETHER)
 
     # What this run shows: the plain speed, the best draft's and the n-grams' speed-ups, first on the page.
-    ctx.shows(view.shows(rows), plot="speculative_speedups" if view.plot_speedups(ctx, rows) else None)
+    ctx.shows(lesson05b.shows(rows), plot="speculative_speedups" if lesson05b.plot_speedups(ctx, rows) else None)
     return ctx.finish()
 
 
 def the_plan(ctx: LessonContext) -> Plan:
     """What the lesson asks, recorded once in the run (the host value `plan`). A run recorded before plans existed is
-    read from the host values it recorded, and store.plans.lesson05b upgrades it."""
-    if ctx.recorded(plans.NAME):
-        return plans.read(ctx.host(plans.NAME, lambda: plans.current(ctx.repeat).model_dump()))
-    return plans.read(plans.before_plans({name: ctx.host(name, dict) for name in plans.READS if ctx.recorded(name)}))
+    read from the host values it recorded, and store.plans.lesson05b upgrades it. Its rounds are --repeat capped at
+    MAX_ROUNDS there: the lesson's own cap, not the run's rule for samples."""
+    return ctx.plan(lambda: current(ctx.repeat).model_dump(mode="json"), read, from_older, READS)
 
 
 # --- requests: what the servers (and this host) answer ----------------------------------------
 
 def spec_model(name: str) -> dict[str, Any]:
     """A course model's file (fetched or derived the first time) and its bytes per token (a host value)."""
-    path = models.ensure_model(name)
+    path = catalog.ensure_model(name)
     info = read_model_info(path)
     return {"name": name, "path": str(path), "tensor_bytes": info["tensor_bytes"],
             "weight_type": ((info.get("file_type") or {}).get("name") or "").removeprefix("MOSTLY_") or None}
@@ -190,30 +188,30 @@ def request_spec_rounds(ctx: LessonContext, plan: Plan, servers: list[SpecServer
         clients = {}
         for s in servers:
             ctx.step(f"speculative decoding: starting {s.label}")
-            clients[s.label] = stack.enter_context(
-                ctx.local_server(s.label, Path(s.model["path"]), ["-c", str(plan.ctx_size), "--parallel", "1", *s.flags]))
+            shape = ServerShape(Path(s.model["path"]), slots=1, context=plan.ctx_size, extra=tuple(s.flags))
+            clients[s.label] = stack.enter_context(ctx.local_server(s.label, shape))
         done: dict[tuple[str, str], list[Completion]] = {}
         ctx.step("speculative decoding: every configuration in turn")
         for _ in ctx.track(range(plan.rounds), "rounds over every configuration"):
             for s in servers:
                 for prompt in s.prompts:
                     # PINNED: temperature 0 and a fixed seed, so every configuration must give the same text.
-                    done.setdefault((s.label, prompt), []).extend(measure.timed_completions(
+                    done.setdefault((s.label, prompt), []).extend(timed_completions(
                         clients[s.label], prompt, plan.n_predict, 1, seed=plan.seed, return_tokens=True))
         streamed: dict[tuple[str, str], StreamedCompletion] = {}
         drafts_alone = {f"spec-{n}" for n in plan.drafts}
         for s in (s for s in servers if plan.stream and s.label not in drafts_alone):
             ctx.step(f"speculative decoding: streaming on {s.label}")
             for prompt in s.prompts:
-                streamed[(s.label, prompt)] = measure.streamed_completions(clients[s.label], prompt, plan.n_predict, 1,
-                                                                           seed=plan.seed)[0]
+                streamed[(s.label, prompt)] = streamed_completions(clients[s.label], prompt, plan.n_predict, 1,
+                                                                   seed=plan.seed)[0]
         return done, streamed
 
 
 # --- arithmetic: typed results from the answers, one record per figure ------------------------------
 
-def spec_counts(done: list[Completion]) -> spec.Counts:
-    return spec.counts((c.timings.predicted_n, c.timings.draft_n, c.timings.draft_n_accepted) for c in done)
+def spec_counts(done: list[Completion]) -> speculative.Counts:
+    return speculative.counts((c.timings.predicted_n, c.timings.draft_n, c.timings.draft_n_accepted) for c in done)
 
 
 def model_costs(plan: Plan, spec_models: dict[str, dict[str, Any]],
@@ -221,7 +219,7 @@ def model_costs(plan: Plan, spec_models: dict[str, dict[str, Any]],
     """Each model alone on the short prompt, the first target first: its decode speed, hence the cost of one of its
     passes (against the target's), and the weights it reads per second."""
     names = (*plan.targets, *plan.drafts)
-    samples = {n: measure.decode_samples(plain[(n, plan.short)]) for n in names}
+    samples = {n: decode_samples(plain[(n, plan.short)]) for n in names}
     target_ms = 1000.0 / statistics.median(samples[names[0]])
     costs = []
     for n in names:
@@ -285,8 +283,8 @@ def run_record(row: Measured, done: list[Completion]) -> PlainRecord:
 
 def plain_row(plan: Plan, target: str, prompt: str, done: list[Completion]) -> Measured:
     """A target alone on one prompt: the reference of the configurations on that prompt, its repeats agreeing."""
-    samples, tokens = measure.decode_samples(done), [c.tokens for c in done]
-    agree = all(spec.first_difference(t, tokens[0]) is None for t in tokens)
+    samples, tokens = decode_samples(done), [c.tokens for c in done]
+    agree = all(speculative.first_difference(t, tokens[0]) is None for t in tokens)
     return Measured(target, "none", None, None, plan.prompt_name(prompt), statistics.median(samples), min(samples),
                     max(samples), None, None, None, 1.0, 1.0, "reference" if agree else "repeats differ")
 
@@ -294,21 +292,21 @@ def plain_row(plan: Plan, target: str, prompt: str, done: list[Completion]) -> M
 def spec_row(plan: Plan, cfg: SpecConfig, done: list[Completion], plain: list[Completion]) -> Measured:
     """A speculative configuration against the plain target on the same prompt: its speed-up over the target's median,
     its counters, and whether every repeat gave the plain run's tokens."""
-    samples, counts = measure.decode_samples(done), spec_counts(done)
-    median, base = statistics.median(samples), statistics.median(measure.decode_samples(plain))
-    bad = [d for d in (spec.first_difference(c.tokens, plain[0].tokens) for c in done) if d is not None]
+    samples, counts = decode_samples(done), spec_counts(done)
+    median, base = statistics.median(samples), statistics.median(decode_samples(plain))
+    bad = [d for d in (speculative.first_difference(c.tokens, plain[0].tokens) for c in done) if d is not None]
     return Measured(cfg.target, cfg.spec_type, cfg.draft, cfg.draft_n_max, plan.prompt_name(cfg.prompt), median,
                     min(samples), max(samples), counts.drafted, counts.accepted,
                     counts.acceptance if counts.reported else None, counts.tokens_per_pass, median / base,
                     "identical" if not bad else f"differ from token {min(bad) + 1}")
 
 
-def spec_arithmetic(plan: Plan, cfg: SpecConfig, counts: spec.Counts, speedup: float, ms_per_token: dict[str, float],
+def spec_arithmetic(plan: Plan, cfg: SpecConfig, counts: speculative.Counts, speedup: float, ms_per_token: dict[str, float],
                     batches: dict[str, tuple[int, float]]) -> Arithmetic:
     """A configuration's counts and measured speed-up beside 1 + a + … + a^k and the speed-up its pass costs predict."""
     k = cfg.draft_n_max if cfg.draft and cfg.draft_n_max is not None else NGRAM_DRAFT_MAX
     draft_ms = ms_per_token[cfg.draft] if cfg.draft else 0.0
-    p = spec.predict(counts, k, draft_ms, ms_per_token[cfg.target], batches[plan.short], batches[plan.repetitive])
+    p = speculative.predict(counts, k, draft_ms, ms_per_token[cfg.target], batches[plan.short], batches[plan.repetitive])
     label = f"{cfg.draft} k={k}" if cfg.draft else f"ngram-simple (m-gram ≤ {k})"
     return Arithmetic(label, cfg.target, counts.acceptance if counts.reported else None, k, p.expected,
                       counts.tokens_per_pass, counts.tokens_per_pass / p.expected if p.expected else None, p.draft_cost,
@@ -337,14 +335,14 @@ def stream_row(plan: Plan, r: Stream) -> StreamRow:
 
 def record_costs(ctx: LessonContext, plan: Plan, costs: list[Cost], plain: dict[tuple[str, str], list[Completion]]) -> None:
     for c in costs:
-        ctx.measure("spec_model_decode_tokens_per_s", "tokens/s", measure.decode_samples(plain[(c.model, plan.short)]),
+        ctx.measure("spec_model_decode_tokens_per_s", "tokens/s", decode_samples(plain[(c.model, plan.short)]),
                     higher_is_better=True, settings={"model": c.model, "role": c.role, "n_predict": plan.n_predict},
                     description="one model alone: (predicted_n − 1) ÷ predicted_ms, the cost of one of its passes")
 
 
 def record_measured(ctx: LessonContext, plan: Plan, rows: list[Measured], answers: list[list[Completion]]) -> None:
     for row, done in zip(rows, answers, strict=True):
-        ctx.measure("spec_decode_tokens_per_s", "tokens/s", measure.decode_samples(done), higher_is_better=True,
+        ctx.measure("spec_decode_tokens_per_s", "tokens/s", decode_samples(done), higher_is_better=True,
                     settings={"target": row.target, "spec_type": row.speculation, "draft": row.draft,
                               "draft_n_max": row.draft_length, "prompt": row.prompt, "n_predict": plan.n_predict})
 
@@ -352,7 +350,7 @@ def record_measured(ctx: LessonContext, plan: Plan, rows: list[Measured], answer
 def models_needed(query: ModelQuery) -> list[str]:
     """The models a live run makes before its first lesson for this one: the plan's targets and drafts, where the
     lesson starts servers of its own (on this host)."""
-    plan = plans.current(query.repeat)
+    plan = current(query.repeat)
     return [*plan.targets, *plan.drafts] if query.local else []
 
 

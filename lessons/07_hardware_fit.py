@@ -25,6 +25,7 @@ except ImportError:
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bytesup.course import formulas, published, robust
@@ -33,10 +34,11 @@ from bytesup.course.formulas import attainable_flop_s, bound
 from bytesup.errors import BytesupError
 from bytesup.host import hostbench
 from bytesup.lesson import LessonContext
-from bytesup.llama import timed as measure
 from bytesup.llama.responses import Completion, decode_tokens_per_s
-from bytesup.store.plans import lesson07 as plans
-from bytesup.store.views import lesson07 as view
+from bytesup.llama.shapes import ServerShape
+from bytesup.llama.timed import concurrent_completions, long_prompt_tokens, prefill_samples, timed_completions
+from bytesup.store.plans.lesson07 import READS, Plan, current, from_older, read
+from bytesup.store.views import lesson07
 from bytesup.store.views.lesson07 import (AttentionIntensity, BatchRow, BoundRidge, Ceiling, MeasuredPoint, Roofline,
                                           RooflinePoint)
 from bytesup.units import GB, MiB, PINNED
@@ -61,10 +63,10 @@ def main(ctx: LessonContext):
     ridge, h100_ridge = roofs[0].ridge, roofs[1].ridge
     assert ridge is not None and h100_ridge is not None
     record_host_ceilings(ctx, host, ridge)
-    view.show_host_ceilings(ctx, ceilings(host), host.bandwidth, host.matmul, host.blas, blas_text(host), model,
-                            view.where_server(facts))
-    view.show_rooflines(ctx, roofs, host.bandwidth["gb_per_s"]["median"], host.matmul["gflop_per_s"]["median"], model,
-                        elsewhere)
+    lesson07.show_host_ceilings(ctx, ceilings(host), host.bandwidth, host.matmul, host.blas, blas_text(host), model,
+                                lesson07.where_server(facts))
+    lesson07.show_rooflines(ctx, roofs, host.bandwidth["gb_per_s"]["median"], host.matmul["gflop_per_s"]["median"],
+                            model, elsewhere)
 
     # 2. Where decode and prefill sit: intensity = N tokens × 2 FLOPs per parameter ÷ weight bytes per read. A timed
     # prefill gives the engine's roof: left of its ridge a point waits on memory, right of it on arithmetic.
@@ -72,7 +74,7 @@ def main(ctx: LessonContext):
     labels = bound_ridge(ridge, engine_roof_gflop_s(model.n_params, prefill), host)
     batching = formulas.batch_sizes(ctx.identity.get("server", {}).get("flags"))
     points = roofline_points(model.n_params, model.bytes_per_token, batching["n_ubatch"], host, labels.ridge, h100_ridge)
-    view.show_roofline_points(ctx, points, model, host.peak_flop_s, labels, h100_ridge, batching)
+    lesson07.show_roofline_points(ctx, points, model, host.peak_flop_s, labels, h100_ridge, batching)
 
     # 3. Batching flips the bottleneck: P sequences share each read of the weights.
     levels = list(plan.parallel) if own else parallel_levels(served_slots(ctx.server))
@@ -80,32 +82,33 @@ def main(ctx: LessonContext):
     runs = run_batches(ctx, plan, levels, own)
     measured = [batch_level(P, runs[P]) for P in levels]
     record_batches(ctx, measured)
-    baseline = baseline_tokens_per_s(measured)
+    baseline = Spread.of(measured[0].per_sequence).median  # both ratios': one sequence alone, timed by the server
     dec_i = points[0].intensity
     rows = [batch_row(lv, baseline, dec_i, labels.ridge) for lv in measured]
-    view.show_batching(ctx, rows, view.batching_notes(rows, baseline, dec_i, labels, h100_ridge, facts, own))
+    lesson07.show_batching(ctx, rows, lesson07.batching_notes(rows, baseline, dec_i, labels, h100_ridge, facts, own))
 
     # 4. The measured points on the roofline: decode alone and the timed prefill, in GFLOP/s.
     reached = measured_points(model.n_params, dec_i, host, measured[0].per_sequence, prefill, plan.prefill.tokens)
-    view.show_measured_points(ctx, reached, model, plan.prefill.tokens)
-    view.plot_roofline(ctx, points, host.peak_flop_s, host.bandwidth_b_s, ridge, host.bandwidth["gb_per_s"]["median"],
-                       host.matmul["gflop_per_s"]["median"], model, reached)
+    lesson07.show_measured_points(ctx, reached, model, plan.prefill.tokens)
+    lesson07.plot_roofline(ctx, points, host.peak_flop_s, host.bandwidth_b_s, ridge, host.bandwidth["gb_per_s"]["median"],
+                           host.matmul["gflop_per_s"]["median"], model, reached)
 
     # 5. Attention in decode: the podcast's figure, recomputed.
-    view.show_decode_attention(ctx, decode_attention_cases())
-    view.plot_batching(ctx, rows, model)
+    lesson07.show_decode_attention(ctx, decode_attention_cases())
+    lesson07.plot_batching(ctx, rows, model)
 
     # What this run shows: what bounds decode here, and whether batching paid, first on the page with the roofline.
-    ctx.shows(view.shows(model, points[0], labels, rows), plot="roofline")
+    ctx.shows(lesson07.shows(model, points[0], labels, rows), plot="roofline")
     return ctx.finish()
 
 
-def the_plan(ctx: LessonContext) -> plans.Plan:
-    """What the lesson asks, recorded once in the run (the host value `plan`). A run recorded before plans existed is
-    read from the host values it recorded, and store.plans.lesson07 upgrades it."""
-    if ctx.recorded(plans.NAME):
-        return plans.read(ctx.host(plans.NAME, lambda: plans.current(ctx.repeat).model_dump()))
-    return plans.read(plans.before_plans({name: ctx.host(name, dict) for name in plans.READS if ctx.recorded(name)}))
+def the_plan(ctx: LessonContext) -> Plan:
+    """What the lesson asks, recorded once in the run (the host value `plan`): the matmul and the prefill each take the
+    run's samples for a median with its spread (at least robust.MIN_SAMPLES), each level P its batches (at least one).
+    A run recorded before plans existed is read from the host values it recorded (store.plans.lesson07 upgrades it)."""
+    def fresh() -> dict[str, Any]:
+        return current(samples=ctx.samples(robust.MIN_SAMPLES), batches=ctx.samples(1, name="batches")).model_dump(mode="json")
+    return ctx.plan(fresh, read, from_older, READS)
 
 
 # --- requests: the server, the host and the batches ---------------------------------------------
@@ -170,7 +173,7 @@ def served_slots(server) -> int:
         return 1
 
 
-def measure_host_ceilings(ctx: LessonContext, plan: plans.Plan) -> HostCeilings:
+def measure_host_ceilings(ctx: LessonContext, plan: Plan) -> HostCeilings:
     """The run's bandwidth reading (shared by lessons 1, 4, 6, 7 and 8) and a numpy matmul's FLOP/s."""
     ctx.step("measuring this host's memory read bandwidth")
     bw = ctx.run_bandwidth()
@@ -180,15 +183,15 @@ def measure_host_ceilings(ctx: LessonContext, plan: plans.Plan) -> HostCeilings:
     return HostCeilings(bw, blas, mm)
 
 
-def measure_prefill(ctx: LessonContext, plan: plans.Plan) -> list[float]:
+def measure_prefill(ctx: LessonContext, plan: Plan) -> list[float]:
     """Prefill tokens/s of the plan's prompt on the run's server: its warm-up, then its timed samples (none: no prefill)."""
     p = plan.prefill
     if not p.samples:
         return []
     ctx.step(f"timing a prefill of {p.tokens} tokens")
-    ids = measure.long_prompt_tokens(ctx.server, p.tokens)
-    done = measure.timed_completions(ctx.server, ids, 1, p.warmup + p.samples)
-    return measure.prefill_samples(done[p.warmup:])
+    ids = long_prompt_tokens(ctx.server, p.tokens)
+    done = timed_completions(ctx.server, ids, 1, p.warmup + p.samples)
+    return prefill_samples(done[p.warmup:])
 
 
 def _metrics(server) -> dict | None:
@@ -199,7 +202,7 @@ def _metrics(server) -> dict | None:
         return None
 
 
-def batch_bodies(plan: plans.Plan, P: int, r: int) -> list[dict[str, Any]]:
+def batch_bodies(plan: Plan, P: int, r: int) -> list[dict[str, Any]]:
     """The P requests of batch r: temperature 0 and cache_prompt false as PINNED, so every batch does the same work
     (a full prefill, n_predict decoded tokens); only the seed differs, so each request is distinct; request i goes
     to slot i."""
@@ -207,16 +210,16 @@ def batch_bodies(plan: plans.Plan, P: int, r: int) -> list[dict[str, Any]]:
              "id_slot": i} for i in range(P)]
 
 
-def run_batch(ctx: LessonContext, server, plan: plans.Plan, P: int, r: int, before: dict | None = None) -> BatchRun:
+def run_batch(ctx: LessonContext, server, plan: Plan, P: int, r: int, before: dict | None = None) -> BatchRun:
     """P completions sent at once, one per slot, between two readings of /metrics (`before` when the caller
     holds it already). The wall time is a host measurement (recorded)."""
     before = _metrics(server) if before is None else before
-    done, live_wall = measure.concurrent_completions(server, plan.batch_prompt, batch_bodies(plan, P, r))
+    done, live_wall = concurrent_completions(server, plan.batch_prompt, batch_bodies(plan, P, r))
     wall = ctx.host(f"batch_wall_s_p{P}_r{r}", lambda: live_wall)
     return BatchRun(done, wall, before, _metrics(server))
 
 
-def run_level(ctx: LessonContext, server, plan: plans.Plan, P: int, shared_reads: bool) -> list[BatchRun]:
+def run_level(ctx: LessonContext, server, plan: Plan, P: int, shared_reads: bool) -> list[BatchRun]:
     """The plan's batches of P. On a server of our own nothing else runs between two batches, so one reading
     of /metrics is the counters after one batch and before the next (`shared_reads`)."""
     runs: list[BatchRun] = []
@@ -225,15 +228,14 @@ def run_level(ctx: LessonContext, server, plan: plans.Plan, P: int, shared_reads
     return runs
 
 
-def run_batches(ctx: LessonContext, plan: plans.Plan, levels: list[int], own: bool) -> dict[int, list[BatchRun]]:
+def run_batches(ctx: LessonContext, plan: Plan, levels: list[int], own: bool) -> dict[int, list[BatchRun]]:
     """The plan's batches per level: on servers of our own with P slots, else on the user's server."""
-    model = ctx.host("model_path", lambda: str(ctx.require_model())) if own else None  # a replay has no file
+    model = Path(ctx.host("model_path", lambda: str(ctx.require_model()))) if own else None  # a replay has no file
     out = {}
     for P in levels:
         ctx.step(f"decoding {P} sequence(s) at once")
-        if own:
-            flags = ["--parallel", str(P), "-c", str(plan.ctx_per_slot * P)]
-            with ctx.local_server(f"parallel-{P}", model, flags) as srv:
+        if model is not None:
+            with ctx.local_server(f"parallel-{P}", ServerShape.per_slot(model, P, plan.ctx_per_slot)) as srv:
                 out[P] = run_level(ctx, srv, plan, P, plan.shared_metrics_reads)
         else:
             out[P] = run_level(ctx, ctx.server, plan, P, False)
@@ -384,11 +386,6 @@ def batch_level(P: int, runs: list[BatchRun]) -> BatchLevel:
         per_sequence=[decode_tokens_per_s(c.timings) for run in runs for c in run.completions],
         predicted_delta=_sum_or_none([_delta(r.metrics_after, r.metrics_before, PREDICTED) for r in runs]),
         decode_calls_delta=_sum_or_none([_delta(r.metrics_after, r.metrics_before, DECODE_CALLS) for r in runs]))
-
-
-def baseline_tokens_per_s(levels: list[BatchLevel]) -> float:
-    """One baseline for both ratios: one sequence decoding alone, timed by the server (the first level)."""
-    return Spread.of(levels[0].per_sequence).median
 
 
 def batch_row(level: BatchLevel, baseline: float, dec_i: float, ridge: float) -> BatchRow:

@@ -29,11 +29,11 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from bytesup.llama import timed as measure
-from bytesup.models import catalog as models
-from bytesup.llama import rpc
-from bytesup.llama import topology
 from bytesup.errors import BytesupError
+from bytesup.llama import rpc, topology
+from bytesup.llama.shapes import ServerShape
+from bytesup.llama.timed import decode_samples, long_prompt_tokens, prefill_samples, timed_completions
+from bytesup.models import catalog
 from bytesup.models.gguf import read_model_info
 from bytesup.store.facts.lesson09 import (DecodeSpeeds, NetworkBytesPerToken, PredictedSplitDecode, PrefillSpeeds,
                                           SplitTopology, WeightsPerNode)
@@ -41,13 +41,14 @@ from bytesup.store.views import lesson09
 from bytesup.store.views.lesson09 import NetworkBytes, NodeShare, Outcome, Prediction, Speeds
 from bytesup.lesson import LessonContext, ModelQuery
 from bytesup.options import LessonOptions
-from bytesup.units import GB, MiB
+from bytesup.units import GB, MiB, PINNED
 
 TITLE = "Beyond one machine: a model split across RPC servers"
 
 PROMPT_TOKENS = 128  # prefill: one micro-batch of the carried text
 N_PREDICT = 32
 CTX = 512
+MIN_SAMPLES = 1  # timed completions per setup: the run's --repeat, at least one (a median needs one)
 NODES = 2  # loopback rpc-servers started when --rpc names none
 ACTIVATION_BYTES = 4  # llama.cpp hands activations between devices as F32
 # Per token and node, ggml's RPC client sends the input and the compute without waiting for an answer, then
@@ -82,7 +83,7 @@ class Timed:
 def model_facts(ctx: LessonContext) -> ModelFacts:
     """The served model when its file is readable here, else the default model (fetched once); a host value."""
     def read() -> dict:
-        path = ctx.readable_model() or models.ensure_model(models.DEFAULT_MODEL)
+        path = ctx.readable_model() or catalog.ensure_model(catalog.DEFAULT_MODEL)
         info = read_model_info(path)
         hp = info["hyperparameters"]
         return {"name": path.stem, "path": str(path), "n_layer": hp["n_layer"], "n_embd": hp["n_embd"],
@@ -93,16 +94,16 @@ def model_facts(ctx: LessonContext) -> ModelFacts:
 
 def serve_and_time(ctx: LessonContext, setup: str, model: ModelFacts, threads: list[int], flags: list[str]) -> Timed:
     """A server of the lesson's own (the native build, so both setups run the same engine): where its
-    layers went, then ctx.repeat timed completions of PROMPT_TOKENS prompt tokens and N_PREDICT decoded."""
+    layers went, then the run's samples of timed completions of PROMPT_TOKENS prompt tokens and N_PREDICT decoded."""
     rpc_flag = flags[flags.index("--rpc") + 1] if "--rpc" in flags else None
-    with ctx.local_server(setup, Path(model.path), ["-c", str(CTX), "--parallel", "1", *rpc.TOPOLOGY_LOG, *flags],
-                          native=True) as srv:
+    shape = ServerShape(Path(model.path), slots=1, context=CTX, extra=(*rpc.TOPOLOGY_LOG, *flags), native=True)
+    with ctx.local_server(setup, shape) as srv:
         where = ctx.host(f"topology_{setup}", lambda: rpc.server_log_topology(srv.base_url, rpc_flag))
         rpc.record_topology(ctx.shared, ctx.lesson_id, setup, where)  # the run's manifest shows the split
-        prompt = measure.long_prompt_tokens(srv, PROMPT_TOKENS)
-        done = measure.timed_completions(srv, prompt, N_PREDICT, ctx.repeat, track=lambda it: ctx.track(it, setup))
-    return Timed(setup, max(1, len(topology.endpoints(rpc_flag))), threads, measure.prefill_samples(done),
-                 measure.decode_samples(done), where)
+        prompt = long_prompt_tokens(srv, PROMPT_TOKENS)
+        done = timed_completions(srv, prompt, N_PREDICT, ctx.samples(MIN_SAMPLES), track=lambda it: ctx.track(it, setup))
+    return Timed(setup, max(1, len(topology.endpoints(rpc_flag))), threads, prefill_samples(done),
+                 decode_samples(done), where)
 
 
 class Options(LessonOptions):
@@ -248,8 +249,9 @@ def main(ctx: LessonContext):
     # split is the only difference: one process on T threads, then each rpc-server on T.
     threads = ctx.server_threads()
     node_threads = max(1, threads // NODES)
-    ctx.settings.update({"pinned": measure.PINNED, "prompt_tokens": PROMPT_TOKENS, "n_predict": N_PREDICT, "ctx": CTX,
-                         "repeat": ctx.repeat, "model": model.name, "threads": threads, "node_threads": node_threads,
+    samples = ctx.samples(MIN_SAMPLES)
+    ctx.settings.update({"pinned": PINNED, "prompt_tokens": PROMPT_TOKENS, "n_predict": N_PREDICT, "ctx": CTX,
+                         "repeat": samples, "model": model.name, "threads": threads, "node_threads": node_threads,
                          "rpc": ctx.options.rpc, "link_gb_per_s": LINK_GB_PER_S})
 
     # 1. The same engine for both setups: the native build (the embedded engine has no RPC).
@@ -261,7 +263,7 @@ def main(ctx: LessonContext):
 
     # 2. Speeds, the bytes per node, the network term and the prediction.
     outcome = analyse(model, whole, split, connect)
-    ctx.tables += [*lesson09.setups(outcome, repeat=ctx.repeat, prompt_tokens=PROMPT_TOKENS, n_predict=N_PREDICT),
+    ctx.tables += [*lesson09.setups(outcome, repeat=samples, prompt_tokens=PROMPT_TOKENS, n_predict=N_PREDICT),
                    lesson09.nodes(outcome), lesson09.network(outcome, model.name, model.tensor_bytes),
                    lesson09.prediction(outcome)]
 
@@ -278,7 +280,7 @@ def main(ctx: LessonContext):
 def models_needed(query: ModelQuery) -> list[str]:
     """The models a live run makes before its first lesson for this one: the default model, where the served
     model's file is not readable here (model_facts' rule)."""
-    return [] if query.served is not None else [models.DEFAULT_MODEL]
+    return [] if query.served is not None else [catalog.DEFAULT_MODEL]
 
 
 if __name__ == "__main__":

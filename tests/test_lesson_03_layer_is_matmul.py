@@ -9,7 +9,7 @@ import pytest
 from lessonkit import QueuedServer, hand_context
 
 from bytesup.store.rows import cells, columns
-from bytesup.store.views import lesson03
+from bytesup.store.views import lesson03, table
 
 LESSON = "03_layer_is_matmul"
 
@@ -319,6 +319,18 @@ def test_main_matmul_rows_by_hand(hand_result):
     assert r["speed (GFLOP/s)"] == pytest.approx(2147.483648)
     assert r["arithmetic intensity (FLOP/byte)"] == pytest.approx(512.0)  # 2·4096 ÷ (4 · 4) for square W, X, Y
     assert r["time per token (× N = 1)"] == pytest.approx(0.015625)  # (32/2048) ms ÷ 1 ms
+
+
+def test_the_main_matmul_table_is_the_full_one_narrowed(hand_result):
+    """The main text shows seven of the full table's columns, in the view's order, each cell the full table's own."""
+    main, full = hand_result.table("matvec_vs_matmul_main"), hand_result.table("matvec_vs_matmul")
+    heads = [(c.name, c.unit) for c in main.columns]
+    assert heads == [("matrix", ""), ("M", "rows"), ("K", "columns"), ("N", "tokens"), ("speed", "GFLOP/s"),
+                     ("arithmetic intensity", "FLOP/byte"), ("time per token", "× N = 1")]
+    at = [[(c.name, c.unit) for c in full.columns].index(h) for h in heads]
+    assert main.rows == [[row[i] for i in at] for row in full.rows] and len(main.rows) == 24
+    with pytest.raises(KeyError):
+        table("t", "t", lesson03.MatmulRow, [], [], ["label", "seconds"])  # not a field of the record
 
 
 def test_main_matmul_notes_by_hand(hand_result):

@@ -9,14 +9,14 @@ import statistics
 import numpy as np
 import pytest
 
-from bytesup.course import speculative as spec
-from bytesup.store.plans import lesson05b as plans
-from bytesup.store.views import lesson05b as view
+from bytesup.course import speculative
+from bytesup.store.plans.lesson05b import REPETITIVE, SHORT, current
+from bytesup.store.views import lesson05b
 
 from test_lesson_05_generating_text import _final_timings, _token_events
 
 LESSON = "05b_speculative_decoding"
-PLAN = plans.current(2)  # the plan of the recorded run: two rounds, the short and the repeating prompt
+PLAN = current(2)  # the plan of the recorded run: two rounds, the short and the repeating prompt
 
 
 def table(result, name):
@@ -54,7 +54,7 @@ def test_speculative_client_clock_comes_from_the_recorded_streams(result, exchan
     streams = {(e["server"], e["request"]["prompt"]): e for e in exchanges if "stream" in e and e["server"].startswith("spec-")}
     _, rows = table(result, "speculative_client_clock")
     assert len(rows) == len(streams) == 7  # the target alone on two prompts, four drafts, n-grams
-    prompts = {"short": plans.SHORT, "repetitive": plans.REPETITIVE}
+    prompts = {"short": SHORT, "repetitive": REPETITIVE}
     for label, prompt, n, p50, p90, p99, inside, bursts, passes, largest in rows:
         e = streams[(f"spec-{label}", prompts[prompt])]
         assert {k: e["request"][k] for k in PINNED} == {**PINNED, "seed": PLAN.seed} and e["request"]["stream"] is True
@@ -74,7 +74,7 @@ def test_speculative_table_comes_from_the_recorded_counters(result, exchanges, l
     recomputed from the raw answers of each server."""
     _, rows = table(result, "speculative_measured")
     answers = _by_server(exchanges)
-    prompts = {"short": plans.SHORT, "repetitive": plans.REPETITIVE}
+    prompts = {"short": SHORT, "repetitive": REPETITIVE}
     for target, kind, draft, k, prompt, median, lo, hi, drafted, accepted, acceptance, per_pass, speedup, same in rows:
         plain = [e for e in answers[f"spec-{target}"] if e["request"]["prompt"] == prompts[prompt]]
         plain_speed = statistics.median(_decode(e["response"]["timings"]) for e in plain)
@@ -104,13 +104,11 @@ def test_speculative_output_equals_plain_output(result):
 
 
 def test_speculative_arithmetic_beside_the_measurement(result, lesson):
-    from bytesup.course import speculative as formulas
-
     _, rows = table(result, "speculative_vs_arithmetic")
     assert len(rows) == len(PLAN.targets) * (len(PLAN.drafts) * len(PLAN.draft_lengths) + 1)
     for (_label, _target, a, k, expected, measured, ratio, cost, drafted, check, ideal, predicted, speedup,
          measured_over_predicted) in rows:
-        assert expected == pytest.approx(formulas.expected_tokens_per_pass(k, a))
+        assert expected == pytest.approx(speculative.expected_tokens_per_pass(k, a))
         assert ratio == pytest.approx(measured / expected)
         assert ideal == pytest.approx(measured / (drafted * cost + 1))
         assert predicted == pytest.approx(measured / (drafted * cost + check))
@@ -122,11 +120,11 @@ def test_speculative_arithmetic_beside_the_measurement(result, lesson):
 
 def test_drafted_per_pass_by_hand(lesson):
     # 10 generated, 6 of them accepted drafts: 10 − 6 = 4 target passes; 8 drafted ÷ 4 = 2 per pass.
-    assert spec.Counts(generated=10, drafted=8, accepted=6, reported=True).drafted_per_pass == 2.0
+    assert speculative.Counts(generated=10, drafted=8, accepted=6, reported=True).drafted_per_pass == 2.0
     # 3 generated, 2 accepted: 1 pass, all 5 drafts in it.
-    assert spec.Counts(generated=3, drafted=5, accepted=2, reported=True).drafted_per_pass == 5.0
+    assert speculative.Counts(generated=3, drafted=5, accepted=2, reported=True).drafted_per_pass == 5.0
     # No pass at all: no ratio.
-    assert math.isnan(spec.Counts(generated=0, drafted=0, accepted=0, reported=False).drafted_per_pass)
+    assert math.isnan(speculative.Counts(generated=0, drafted=0, accepted=0, reported=False).drafted_per_pass)
 
 
 def test_prompt_passes_take_the_first_repeats_length_and_the_median_time(lesson):
@@ -137,9 +135,9 @@ def test_prompt_passes_take_the_first_repeats_length_and_the_median_time(lesson)
                                                "predicted_ms": 1.0})
     # A later repeat may find its prompt cached (1 token): the length is the first repeat's;
     # the time is the median of 30, 10 and 20 ms = 20 ms.
-    plain = {("t", plans.SHORT): [done(6, 30.0), done(1, 10.0), done(1, 20.0)],
-             ("t", plans.REPETITIVE): [done(40, 50.0), done(1, 70.0)]}
-    assert lesson.prompt_passes(PLAN, plain, "t") == {plans.SHORT: (6, 20.0), plans.REPETITIVE: (40, 60.0)}
+    plain = {("t", SHORT): [done(6, 30.0), done(1, 10.0), done(1, 20.0)],
+             ("t", REPETITIVE): [done(40, 50.0), done(1, 70.0)]}
+    assert lesson.prompt_passes(PLAN, plain, "t") == {SHORT: (6, 20.0), REPETITIVE: (40, 60.0)}
 
 
 def test_plain_row_and_its_record(lesson):
@@ -151,12 +149,12 @@ def test_plain_row_and_its_record(lesson):
         return Completion(content="", tokens=tokens, timings={"prompt_n": 5, "prompt_ms": 1.0, "predicted_n": 64,
                                                               "predicted_ms": ms})
     same = [done(630.0, [1, 2, 3]), done(700.0, [1, 2, 3]), done(900.0, [1, 2, 3])]
-    row = lesson.plain_row(PLAN, "t", plans.SHORT, same)
+    row = lesson.plain_row(PLAN, "t", SHORT, same)
     assert (row.median, row.min, row.max) == pytest.approx((90.0, 70.0, 100.0))
     assert (row.speculation, row.prompt, row.speedup, row.tokens_per_pass, row.same_tokens) == ("none", "short", 1.0, 1.0,
                                                                                                 "reference")
-    assert lesson.plain_row(PLAN, "t", plans.SHORT, [done(630.0, [1, 2, 3])]).same_tokens == "reference"  # one repeat
-    assert lesson.plain_row(PLAN, "t", plans.SHORT, same[:2] + [done(900.0, [1, 2, 4])]).same_tokens == "repeats differ"
+    assert lesson.plain_row(PLAN, "t", SHORT, [done(630.0, [1, 2, 3])]).same_tokens == "reference"  # one repeat
+    assert lesson.plain_row(PLAN, "t", SHORT, same[:2] + [done(900.0, [1, 2, 4])]).same_tokens == "repeats differ"
     record = lesson.run_record(row, same)
     assert record.model_dump() == {"label": "spec-t", "target": "t", "spec_type": "none", "draft": None, "draft_n_max": None,
                                    "prompt": "short", "server_flags": [], "tokens": [[1, 2, 3]] * 3}
@@ -208,18 +206,19 @@ def test_what_the_run_shows_reads_the_measured_table(result):
 
 def test_what_the_run_shows_follows_hand_made_rows():
     def row(spec, draft, k, prompt, median, acceptance, speedup, same):
-        return view.Measured("t", spec, draft, k, prompt, median, median, median, None, None, acceptance, 1.0, speedup, same)
+        return lesson05b.Measured("t", spec, draft, k, prompt, median, median, median, None, None, acceptance, 1.0, speedup, same)
 
     plain = row("none", None, None, "short", 20.0, None, 1.0, "reference")
     fast = row("draft-simple", "d", 4, "short", 30.0, 0.9, 1.5, "identical")
     slow = row("draft-simple", "d", 4, "short", 15.0, 0.9, 0.75, "identical")
     ngram = row("ngram-simple", None, None, "repetitive", 60.0, 1.0, 3.0, "identical")
-    assert view.shows([plain, fast, ngram]) == (
+    assert lesson05b.shows([plain, fast, ngram]) == (
         "Alone, t decodes 20 tokens/s on the short prompt. With d drafting up to 4 tokens, the target kept 90% of the "
         "drafted tokens and decoding went 1.5× as fast (the best draft here). Drafting from the text itself (n-grams) "
         "on the repetitive prompt, it kept 100% and went 3× as fast. Every speculative run gave exactly the plain run's tokens.")
+    slower = lesson05b.shows([plain, slow])
     assert (" Even with the best draft here, d drafting up to 4 tokens, the target kept 90% of the drafted tokens and "
-            "decoding went at 0.75× the plain speed: slower, the draft's passes cost more than they saved.") in view.shows([plain, slow])
+            "decoding went at 0.75× the plain speed: slower, the draft's passes cost more than they saved.") in slower
     class Page:
         plots: list = []
 
@@ -227,18 +226,18 @@ def test_what_the_run_shows_follows_hand_made_rows():
             self.plots.append(name)
 
     page = Page()
-    assert view.plot_speedups(page, [plain]) is False and page.plots == []
-    assert view.plot_speedups(page, [plain, fast, ngram]) is True and page.plots == ["speculative_speedups"]
+    assert lesson05b.plot_speedups(page, [plain]) is False and page.plots == []
+    assert lesson05b.plot_speedups(page, [plain, fast, ngram]) is True and page.plots == ["speculative_speedups"]
     changed = row("draft-simple", "d", 4, "short", 30.0, 0.9, 1.5, "different")
-    assert view.shows([plain, changed]).endswith(
+    assert lesson05b.shows([plain, changed]).endswith(
         "1 of 1 speculative runs gave other tokens than the plain run: speculation should never change them.")
 
 
 def test_rows_are_read_by_field_name(lesson):
     from bytesup.store.rows import cells, columns
 
-    row = view.Measured("t", "none", None, None, "short", 50.0, 40.0, 60.0, None, None, None, 1.0, 1.0, "reference")
-    assert columns(view.Measured)[5] == ("decode median", "tokens/s") and len(columns(view.Measured)) == 14
+    row = lesson05b.Measured("t", "none", None, None, "short", 50.0, 40.0, 60.0, None, None, None, 1.0, 1.0, "reference")
+    assert columns(lesson05b.Measured)[5] == ("decode median", "tokens/s") and len(columns(lesson05b.Measured)) == 14
     assert cells([row]) == [["t", "none", None, None, "short", 50.0, 40.0, 60.0, None, None, None, 1.0, 1.0, "reference"]]
 
 
@@ -250,7 +249,7 @@ def test_the_view_records_nothing():
     from bytesup.store import views
 
     # the view's own source, and the helpers of store.views it puts its tables on the page with
-    tree = ast.parse(inspect.getsource(view) + "\n" + inspect.getsource(views))
+    tree = ast.parse(inspect.getsource(lesson05b) + "\n" + inspect.getsource(views))
     pages = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
              and isinstance(c.func.value, ast.Name) and c.func.value.id == "page"}
     assert pages == {"table", "note", "plot"}
@@ -268,7 +267,7 @@ def test_the_plan_of_a_run_and_of_older_recordings(lesson):
         return lesson.the_plan(ctx), set(ctx.host_values)
 
     assert plan_of({"repeat": 3}) == (PLAN.model_copy(update={"stream": False}), {"repeat"})
-    assert plan_of({"repeat": 1, "client_clock": {}}) == (plans.current(1), {"repeat", "client_clock"})
+    assert plan_of({"repeat": 1, "client_clock": {}}) == (current(1), {"repeat", "client_clock"})
     recorded = PLAN.model_copy(update={"n_predict": 16, "draft_lengths": [2]})
     assert plan_of({"plan": recorded.model_dump(), "client_clock": {}}) == (recorded, {"plan"})
 

@@ -10,8 +10,8 @@ from lessonkit import QueuedServer, hand_context, recorded_exchanges, run_bandwi
 
 from bytesup.course import formulas, published
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s
-from bytesup.store.plans import lesson07 as plans
-from bytesup.store.views import lesson07 as view
+from bytesup.store.plans.lesson07 import current
+from bytesup.store.views import lesson07
 
 LESSON = "07_hardware_fit"
 
@@ -288,11 +288,11 @@ def test_the_labels_read_the_engines_ridge_when_a_prefill_was_timed(lesson):
     # The decode note says which ridge its label reads, and on which side decode sits (1 FLOP/byte).
     dec = lesson.roofline_points(50_000_000, 100_000_000, 512, host, labels.ridge, 295.22)[0]
     model = lesson.ServedModel("hand", 50_000_000, 100_000_000, "Q8_0")
-    note = view.decode_note(dec, model, host.peak_flop_s, labels)
+    note = lesson07.decode_note(dec, model, host.peak_flop_s, labels)
     assert "at or right of the engine's ridge of 0.5 (its prefill's 8 GFLOP/s ÷ 16 GB/s" in note
     assert "compute-bound on this CPU" in note and "numpy's matmul ridge is 12.5" in note
     dec = lesson.roofline_points(50_000_000, 100_000_000, 512, host, numpy.ridge, 295.22)[0]
-    assert view.decode_note(dec, model, host.peak_flop_s, numpy).endswith(
+    assert lesson07.decode_note(dec, model, host.peak_flop_s, numpy).endswith(
         "below this CPU's ridge of 12.5: memory-bound, at most 16 GFLOP/s (8.0% of the matmul peak).")
 
 
@@ -303,15 +303,15 @@ def test_what_the_largest_batch_gain_shows(lesson):
     assert formulas.shared_share(8, 4.0) == pytest.approx(4 / 7)
     assert formulas.shared_share(8, 1.0) == 1.0 and formulas.shared_share(8, 8.0) == 0.0
     one, eight = _row(lesson, 1, 90, 100, 0.9), _row(lesson, 8, 180, 25, 1.8)
-    note, formula = view.gain_note(one, eight)
+    note, formula = lesson07.gain_note(one, eight)
     assert note.startswith("What the P = 8 gain shows: 8 × the tokens per step, for 1.80 × the tokens/s of one")
     assert "a step of 8 took 4 × the step of one (40 ms against 10 ms), so decode ran 2 × as many tokens/s" in note
     assert "4 × lies between the two: about 57% of one sequence's step is shared by the batch" in note and "43% is each" in note
     assert formula.endswith("so at P = 8 s = (8 − 4) ÷ 7 = 57%.") and "step(P) = step(1) × (s + (1 − s) × P)" in formula
-    slow, slow_formula = view.gain_note(one, _row(lesson, 8, 80, 100 / 9, 0.8))
+    slow, slow_formula = lesson07.gain_note(one, _row(lesson, 8, 80, 100 / 9, 0.8))
     assert "s = -14%, outside 0–100%" in slow_formula and "is shared by" not in slow
     assert "9 × lies outside the two: these steps are not one shared part and one per sequence." in slow
-    assert view.gain_note(one, one) is None
+    assert lesson07.gain_note(one, one) is None
 
 
 def _completion(predicted_n: int, predicted_ms: float) -> dict:
@@ -350,22 +350,22 @@ def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
 
 
 def _row(lesson, P, agg, per, ratio, lo=None, hi=None):
-    return view.BatchRow(P, 1, 64 * P, 1000.0, agg, lo or agg, hi or agg, per, per, per, ratio, per / 100, 64 * P,
+    return lesson07.BatchRow(P, 1, 64 * P, 1000.0, agg, lo or agg, hi or agg, per, per, per, ratio, per / 100, 64 * P,
                          None, None, None, None)
 
 
 def test_batch_verdict_follows_the_numbers(lesson):
-    paid = view.batch_verdict([_row(lesson, 1, 100, 100, 1.0), _row(lesson, 4, 300, 75, 3.0)])
+    paid = lesson07.batch_verdict([_row(lesson, 1, 100, 100, 1.0), _row(lesson, 4, 300, 75, 3.0)])
     assert paid.startswith("Batching paid") and "3.00" in paid and "P = 4" in paid
-    flat = view.batch_verdict([_row(lesson, 1, 100, 100, 1.0), _row(lesson, 4, 105, 26, 1.05)])
+    flat = lesson07.batch_verdict([_row(lesson, 1, 100, 100, 1.0), _row(lesson, 4, 105, 26, 1.05)])
     assert flat.startswith("Batching did not pay") and "×1.05 at P = 4" in flat
     # Only what the numbers show: no cause is offered.
     assert "cost" not in flat and "because" not in flat
 
 
 def test_spread_note(lesson):
-    assert view.spread_note([_row(lesson, 1, 105, 100, 1.0, 100, 110), _row(lesson, 2, 210, 100, 1.0, 200, 220)]) is None
-    note = view.spread_note([_row(lesson, 1, 105, 100, 1.0, 100, 110), _row(lesson, 8, 200, 20, 2.0, 100, 400)])
+    assert lesson07.spread_note([_row(lesson, 1, 105, 100, 1.0, 100, 110), _row(lesson, 2, 210, 100, 1.0, 200, 220)]) is None
+    note = lesson07.spread_note([_row(lesson, 1, 105, 100, 1.0, 100, 110), _row(lesson, 8, 200, 20, 2.0, 100, 400)])
     assert "P = 8: 100–400" in note and "P = 1" not in note
 
 
@@ -448,8 +448,9 @@ def test_main_on_hand_made_answers(lesson):
         assert (one[col(t, name)], two[col(t, name)]) == pytest.approx((a, b)), name
     assert one[col(t, "bound on this CPU's roofline")] == two[col(t, "bound on this CPU's roofline")] == "memory"
     main = result.table("batching_main")
-    assert t.detail and len(main.columns) == 8 < len(t.columns) and t.notes == view.batching_formulas([view.BatchRow(*r) for r in t.rows])
-    assert t.notes[0] == view.BATCH_FORMULAS[0] and t.notes[1].endswith("so at P = 2 s = -11%, outside 0–100%.")
+    assert t.detail and len(main.columns) == 8 < len(t.columns)
+    assert t.notes == lesson07.batching_formulas([lesson07.BatchRow(*r) for r in t.rows])
+    assert t.notes[0] == lesson07.BATCH_FORMULAS[0] and t.notes[1].endswith("so at P = 2 s = -11%, outside 0–100%.")
     notes = " ".join(main.notes)
     assert "Batching did not pay" in notes  # best 90 ÷ 95 < 1.1
     assert "1.60 generated tokens per llama_decode call (at most 2)" in notes
@@ -461,16 +462,16 @@ def test_main_on_hand_made_answers(lesson):
     # Hand-made rows that flip it: 200 tokens/s at P = 2 is 200 ÷ 95 = 2.11 ×, 1.6 sequences a step
     from dataclasses import replace
 
-    rows = [view.BatchRow(*r) for r in t.rows]
+    rows = [lesson07.BatchRow(*r) for r in t.rows]
     paid = [rows[0], replace(rows[1], aggregate=200.0, aggregate_ratio=200 / 95)]
-    decode = view.RooflinePoint(*result.table("roofline_points").rows[0])
-    labels = view.BoundRidge(ridge=4.0, engine_gflop_s=None, bandwidth_gb_s=10.0, numpy_ridge=4.0)
+    decode = lesson07.RooflinePoint(*result.table("roofline_points").rows[0])
+    labels = lesson07.BoundRidge(ridge=4.0, engine_gflop_s=None, bandwidth_gb_s=10.0, numpy_ridge=4.0)
     model = lesson.ServedModel("hand", 50_000_000, 100_000_000, "Q8_0")
-    said = view.shows(model, decode, labels, paid)
+    said = lesson07.shows(model, decode, labels, paid)
     assert said.endswith("Decoding 2 sequences at once gave 200 tokens/s in all, 2.11× one sequence alone: on average "
                          "1.6 sequences shared each step, and so each read of the weights.")
     assert f"does {decode.intensity:.3g} FLOPs per byte of weights read, below this CPU's ridge of 4 " in said
-    above = view.shows(model, replace(decode, intensity=8.0, bound_here="compute"), labels, paid[:1])
+    above = lesson07.shows(model, replace(decode, intensity=8.0, bound_here="compute"), labels, paid[:1])
     assert "does 8 FLOPs per byte of weights read, at or above this CPU's ridge of 4" in above
     assert "decode is compute-bound here" in above
     assert above.endswith("Only 1 sequence at a time could be decoded, so batching was not measured.")
@@ -513,7 +514,7 @@ def test_the_plan_of_a_run_and_of_older_recordings(lesson):
     older, read = plan_of({"prefill_plan": {"warmup": 1, "samples": 5, "tokens": 128}, "shared_metrics_reads": True})
     assert (older.batches, older.prefill.warmup, older.prefill.samples, older.shared_metrics_reads) == (2, 1, 5, True)
     assert set(read) == {"repeat", "prefill_plan", "shared_metrics_reads"}
-    recorded = plans.current(4).model_copy(update={"batch_n_predict": 16}).model_dump()
+    recorded = current(samples=5, batches=4).model_copy(update={"batch_n_predict": 16}).model_dump()
     now, read = plan_of({"plan": recorded, "prefill_plan": {"warmup": 9, "samples": 9, "tokens": 9}})
     assert now.batch_n_predict == 16 and now.prefill.samples == 5 and now.batches == 4  # max(5, 4) timed prefills
     assert set(read) == {"plan"}
@@ -586,12 +587,12 @@ def test_the_batch_line_predicts_the_largest_batch(lesson):
     so 25 measured is −2%; an aggregate of 8000 ÷ 25.5 = 314 tokens/s against 8000 ÷ 25 = 320; at P = 1 the
     line gives 9.75 ms against 5.6."""
     rows = [_row(lesson, P, 0, 1e3 / ms, 1.0) for P, ms in ((1, 5.6), (2, 12.0), (4, 16.5), (8, 25.0))]
-    note, formula = view.batch_line_note(rows)
+    note, formula = lesson07.batch_line_note(rows)
     assert "5.6 ms, 12 ms, 16.5 ms, 25 ms at P = 1, 2, 4, 8" in note
     assert "carried on to P = 8, predicts 25.5 ms there, measured 25 (-2%)" in note and "gives 9.75 ms against 5.6" in note
     assert "a = 7.5 ms, b = 2.25 ms per sequence" in formula and "an aggregate of 314 tokens/s against 320" in formula
-    assert view.batching_formulas(rows)[-1] == formula
-    assert view.batch_line_note(rows[:3]) is None  # nothing beyond P = 4 to predict
+    assert lesson07.batching_formulas(rows)[-1] == formula
+    assert lesson07.batch_line_note(rows[:3]) is None  # nothing beyond P = 4 to predict
 
 
 @pytest.mark.parametrize("shared,reads", [(True, 4), (False, 6)])
@@ -604,7 +605,7 @@ def test_one_metrics_reading_between_batches_on_a_server_of_our_own(lesson, shar
                            "/completion": [_completion(64, 1260.0)] * 6})
     walls = {f"batch_wall_s_p2_r{r}": 1.28 for r in range(3)}
     ctx = hand_context(LESSON, server, host_values={"repeat": 3, **walls})
-    runs = lesson.run_level(ctx, ctx.server, plans.current(3), 2, shared)
+    runs = lesson.run_level(ctx, ctx.server, current(samples=5, batches=3), 2, shared)
     assert server.left() == {}
     assert sum(path == "/metrics" for _, path, _ in server.requests) == reads
     level = lesson.batch_level(2, runs)
@@ -619,7 +620,7 @@ def test_the_view_records_nothing():
     from bytesup.store import views
 
     # the view's own source, and the helpers of store.views it puts its tables on the page with
-    tree = ast.parse(inspect.getsource(view) + "\n" + inspect.getsource(views))
+    tree = ast.parse(inspect.getsource(lesson07) + "\n" + inspect.getsource(views))
     pages = {c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
              and isinstance(c.func.value, ast.Name) and c.func.value.id == "page"}
     assert pages == {"table", "plot"}
@@ -628,26 +629,28 @@ def test_the_view_records_nothing():
 
 
 def test_a_live_run_records_its_plan_once(lesson):
-    """Live, the plan is today's, with --repeat batches per level, recorded as the one host value `plan`."""
+    """Live, the plan is today's, with --repeat batches per level and at least five timed matmuls and prefills,
+    recorded once as the host value `plan`, beside the samples the run's rule gave (`LessonContext.samples`)."""
     from bytesup.lesson import LessonContext, Reporter
     from bytesup.options import RunOptions
 
     ctx = LessonContext(LESSON, "live", server=QueuedServer({}).server, run=RunOptions(command=["test"], repeat=4),
                         model_path=None, sink=[], replay=None, progress=Reporter(None, LESSON))
     plan = lesson.the_plan(ctx)
-    assert plan == plans.current(4) and ctx.host_values == {"repeat": 4, "plan": plans.current(4).model_dump()}
+    assert plan == current(samples=5, batches=4) and plan.matmul_repeats == plan.prefill.samples == 5  # max(5, 4)
+    assert ctx.host_values == {"repeat": 4, "samples": 5, "batches": 4, "plan": plan.model_dump()}
 
 
 def test_what_the_run_shows_reads_the_recorded_tables(result):
-    decode = view.RooflinePoint(*result.table("roofline_points").rows[0])
-    rows = [view.BatchRow(*r) for r in result.table("batching").rows]
+    decode = lesson07.RooflinePoint(*result.table("roofline_points").rows[0])
+    rows = [lesson07.BatchRow(*r) for r in result.table("batching").rows]
     best = max(rows, key=lambda r: r.aggregate)
     text = result.shows.text
     assert f"does {decode.intensity:.3g} FLOPs per byte of weights read" in text
     assert f"decode is {decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s" in text
     assert f"Decoding {best.parallel} sequences at once gave {best.aggregate:,.0f} tokens/s in all, {best.aggregate_ratio:.2f}×" in text
     main, full = result.table("host_ceilings_main"), result.table("host_ceilings")
-    assert [c.name for c in main.columns] == view.CEILING_SHOWN and full.detail
+    assert [c.name for c in main.columns] == lesson07.CEILING_SHOWN and full.detail
     assert main.rows == [[r[0], r[1], r[4], r[5], r[6]] for r in full.rows]   # without min and max
     for name in ("roofline_points", "batching", "measured_points"):
         assert len(result.table(f"{name}_main").columns) <= 8 and result.table(name).detail

@@ -178,9 +178,10 @@ def test_main_on_hand_made_answers():
     started = []
 
     @contextlib.contextmanager
-    def local_server(label, model, flags, native=False):
-        assert native  # both setups on a native llama-server: the same engine, the split the only difference
-        started.append((label, model, flags))
+    def local_server(label, shape):
+        assert shape.native  # both setups on a native llama-server: the same engine, the split the only difference
+        assert (shape.slots, shape.context) == (1, L.CTX)
+        started.append((label, shape.model, shape.argv()))
         yield servers[label].server
 
     ctx.local_server = local_server

@@ -7,12 +7,12 @@ import json
 import pytest
 
 from bytesup.errors import BytesupError
-from bytesup.store.plans.lesson05 import ASKED_BEFORE_PLANS, CURRENT, PLAN_VERSION, STREAM_TOKENS, read_plan
+from bytesup.store.plans.lesson05 import ASKED_BEFORE_PLANS, CURRENT, PLAN_VERSION, STREAM_TOKENS, from_older, read
 
 
 def test_a_run_recorded_before_plans_asks_what_it_did():
-    streamed = read_plan(None, streamed=True)
-    quiet = read_plan(None, streamed=False)
+    streamed = from_older({"client_clock": {"clock": "time.perf_counter"}})  # it streamed: it recorded its clock
+    quiet = from_older({})
     assert streamed.schema_version == quiet.schema_version == PLAN_VERSION == 2
     assert streamed.stream_tokens == STREAM_TOKENS == 128 and quiet.stream_tokens is None
     # Everything else is what those runs asked, word for word: 16 loop tokens, seed 42, lengths 8 to 128.
@@ -25,7 +25,7 @@ def test_a_run_recorded_before_plans_asks_what_it_did():
 
 def test_the_current_plan_reads_back_from_its_record_with_ints_kept():
     recorded = json.loads(json.dumps(CURRENT.model_dump(mode="json")))  # what a run's host value holds
-    plan = read_plan(recorded, streamed=False)  # a recorded plan wins over what else the run recorded
+    plan = read(recorded)
     assert plan == CURRENT and plan.stream_tokens == 128
     top_k = next(s for s in plan.samplers if s.label == "top-k 5")
     # The request body sends top_k 5, never 5.0, and temperature 1.0 as a float.
@@ -34,6 +34,6 @@ def test_the_current_plan_reads_back_from_its_record_with_ints_kept():
 
 def test_a_plan_newer_than_this_bytesup_or_not_an_object_is_refused():
     with pytest.raises(BytesupError, match="newer than this bytesup"):
-        read_plan({**CURRENT.model_dump(mode="json"), "schema_version": 3}, streamed=True)
+        read({**CURRENT.model_dump(mode="json"), "schema_version": 3})
     with pytest.raises(BytesupError, match="not an object"):
-        read_plan([1, 2], streamed=True)  # type: ignore[arg-type]
+        read([1, 2])

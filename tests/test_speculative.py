@@ -9,21 +9,19 @@ import math
 
 import pytest
 
-from bytesup.check import checker as check
-from bytesup.llama import process as engine
-from bytesup.course import speculative as formulas
-from bytesup.llama import responses as r
-from bytesup.llama import embedded as server
-from bytesup.run.lessons import load_lesson
-from bytesup.store.plans import lesson05b as plans
+from bytesup.check import checker
+from bytesup.course import speculative
 from bytesup.lesson import NOT_INHERITED
+from bytesup.llama import embedded, process, responses
+from bytesup.run.lessons import load_lesson
+from bytesup.store.plans.lesson05b import REPETITIVE, SHORT, current
 
 from conftest import load_fixture
 from test_check import lesson as made_lesson, only, run_of
 
 
-def completion(name: str) -> r.Completion:
-    return r.parse(r.Completion, load_fixture(name)["response"], path="/completion")
+def completion(name: str) -> responses.Completion:
+    return responses.parse(responses.Completion, load_fixture(name)["response"], path="/completion")
 
 
 @pytest.fixture(scope="module")
@@ -34,74 +32,74 @@ def l5():
 # --- the arithmetic, by hand -------------------------------------------------------------------
 
 def test_expected_tokens_per_pass():
-    assert formulas.expected_tokens_per_pass(4, 0.0) == 1
-    assert formulas.expected_tokens_per_pass(8, 1.0) == 9
+    assert speculative.expected_tokens_per_pass(4, 0.0) == 1
+    assert speculative.expected_tokens_per_pass(8, 1.0) == 9
     # 1 + 0.5 + 0.25 + 0.125
-    assert formulas.expected_tokens_per_pass(3, 0.5) == pytest.approx(1.875)
+    assert speculative.expected_tokens_per_pass(3, 0.5) == pytest.approx(1.875)
     # a = 55/62, k = 8: (1 − a⁹) ÷ (1 − a)
     a = 55 / 62
-    assert formulas.expected_tokens_per_pass(8, a) == pytest.approx((1 - a ** 9) / (1 - a))
-    assert formulas.expected_tokens_per_pass(8, a) == pytest.approx(5.844, abs=5e-4)
+    assert speculative.expected_tokens_per_pass(8, a) == pytest.approx((1 - a ** 9) / (1 - a))
+    assert speculative.expected_tokens_per_pass(8, a) == pytest.approx(5.844, abs=5e-4)
 
 
 def test_acceptance_and_tokens_per_target_pass():
-    assert formulas.acceptance_rate(62, 55) == pytest.approx(0.887097, abs=1e-6)
-    assert math.isnan(formulas.acceptance_rate(0, 0))
-    assert formulas.target_passes(64, 55) == 9
-    assert formulas.tokens_per_target_pass(64, 55) == pytest.approx(64 / 9)
-    assert formulas.tokens_per_target_pass(64, 0) == 1          # no speculation: one token a pass
-    assert formulas.tokens_per_target_pass(64, 61) == pytest.approx(64 / 3)
+    assert speculative.acceptance_rate(62, 55) == pytest.approx(0.887097, abs=1e-6)
+    assert math.isnan(speculative.acceptance_rate(0, 0))
+    assert speculative.target_passes(64, 55) == 9
+    assert speculative.tokens_per_target_pass(64, 55) == pytest.approx(64 / 9)
+    assert speculative.tokens_per_target_pass(64, 0) == 1          # no speculation: one token a pass
+    assert speculative.tokens_per_target_pass(64, 61) == pytest.approx(64 / 3)
 
 
 def test_predicted_speedup():
     # Free draft, check costs one pass: the speed-up is the tokens per pass.
-    assert formulas.predicted_speculative_speedup(4.0, 3.0, 0.0, 20.0) == pytest.approx(4.0)
+    assert speculative.predicted_speculative_speedup(4.0, 3.0, 0.0, 20.0) == pytest.approx(4.0)
     # 7 tokens per pass, 7 drafted at 8 ms each, target pass 20 ms: 7 × 20 ÷ (56 + 20)
-    assert formulas.predicted_speculative_speedup(7.0, 7.0, 8.0, 20.0) == pytest.approx(140 / 76)
+    assert speculative.predicted_speculative_speedup(7.0, 7.0, 8.0, 20.0) == pytest.approx(140 / 76)
     # The check costs 50 ms instead of one 20 ms pass: 7 × 20 ÷ (56 + 50)
-    assert formulas.predicted_speculative_speedup(7.0, 7.0, 8.0, 20.0, 50.0) == pytest.approx(140 / 106)
+    assert speculative.predicted_speculative_speedup(7.0, 7.0, 8.0, 20.0, 50.0) == pytest.approx(140 / 106)
     # A draft as dear as the target never pays: at best (every draft accepted) it breaks even.
-    assert formulas.predicted_speculative_speedup(5.0, 4.0, 20.0, 20.0) == pytest.approx(1.0)
-    assert formulas.predicted_speculative_speedup(4.0, 4.0, 20.0, 20.0) == pytest.approx(0.8)
+    assert speculative.predicted_speculative_speedup(5.0, 4.0, 20.0, 20.0) == pytest.approx(1.0)
+    assert speculative.predicted_speculative_speedup(4.0, 4.0, 20.0, 20.0) == pytest.approx(0.8)
 
 
 def test_batch_pass_cost_on_the_line_through_two_prompt_passes():
     # 5 tokens in 100 ms, 105 tokens in 600 ms: 5 ms per extra token.
-    assert formulas.batch_pass_ms(9, (5, 100.0), (105, 600.0), 20.0) == pytest.approx(120.0)
-    assert formulas.batch_pass_ms(1, (5, 100.0), (105, 600.0), 20.0) == pytest.approx(80.0)
+    assert speculative.batch_pass_ms(9, (5, 100.0), (105, 600.0), 20.0) == pytest.approx(120.0)
+    assert speculative.batch_pass_ms(1, (5, 100.0), (105, 600.0), 20.0) == pytest.approx(80.0)
     # never below one decode pass
-    assert formulas.batch_pass_ms(1, (5, 30.0), (105, 600.0), 40.0) == 40.0
+    assert speculative.batch_pass_ms(1, (5, 30.0), (105, 600.0), 40.0) == 40.0
 
 
 def test_first_difference():
-    assert formulas.first_difference([1, 2, 3], [1, 2, 3]) is None
-    assert formulas.first_difference([1, 9, 3], [1, 2, 3]) == 1
-    assert formulas.first_difference([1, 2], [1, 2, 3]) == 2
-    assert formulas.first_difference([1, 2, 3], [1, 2]) == 2
-    assert formulas.first_difference([], []) is None
+    assert speculative.first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert speculative.first_difference([1, 9, 3], [1, 2, 3]) == 1
+    assert speculative.first_difference([1, 2], [1, 2, 3]) == 2
+    assert speculative.first_difference([1, 2, 3], [1, 2]) == 2
+    assert speculative.first_difference([], []) is None
 
 
 def test_the_checker_and_the_lesson_share_one_first_difference(l5):
     from bytesup.check import claims
 
-    assert claims.first_difference is formulas.first_difference
-    assert l5.spec.first_difference is formulas.first_difference
+    assert claims.first_difference is speculative.first_difference
+    assert l5.speculative.first_difference is speculative.first_difference
 
 
 def test_counts_by_hand():
     # (predicted_n, draft_n, draft_n_accepted): 64 tokens with 40 drafted and 30 accepted, 64 with 50 and 34,
     # and a plain answer of 64 that reports no counters.
-    c = formulas.counts([(64, 40, 30), (64, 50, 34), (64, None, None)])
+    c = speculative.counts([(64, 40, 30), (64, 50, 34), (64, None, None)])
     assert (c.generated, c.drafted, c.accepted, c.reported) == (192, 90, 64, True)
     assert c.passes == 128 and c.tokens_per_pass == 1.5 and c.drafted_per_pass == 90 / 128
-    silent = formulas.counts([(64, None, None)])
+    silent = speculative.counts([(64, None, None)])
     assert not silent.reported and math.isnan(silent.acceptance) and silent.tokens_per_pass == 1.0
 
 
 def test_predict_by_hand():
     # 128 tokens in 64 passes with 90 drafted: 2 tokens a pass, 1.40625 drafted a pass; acceptance 64 ÷ 90.
-    c = formulas.Counts(generated=128, drafted=90, accepted=64, reported=True)
-    p = formulas.predict(c, 4, 5.0, 20.0, (5, 40.0), (105, 540.0))
+    c = speculative.Counts(generated=128, drafted=90, accepted=64, reported=True)
+    p = speculative.predict(c, 4, 5.0, 20.0, (5, 40.0), (105, 540.0))
     a = 64 / 90
     assert p.expected == pytest.approx(1 + a + a ** 2 + a ** 3 + a ** 4)
     # the check of 2.40625 tokens on the line 40 ms + 5 ms per token from 5 tokens: 27.03125 ms
@@ -112,10 +110,10 @@ def test_predict_by_hand():
 def test_model_costs_by_hand(l5):
     """A target of 0.5 GB decoding 63 tokens in 1,575, 1,260 and 1,050 ms (40, 50, 60 tokens/s: a pass of 20 ms,
     0.5 GB × 50 = 25 GB/s) and a draft of 0.1 GB at 200 tokens/s (5 ms, a quarter of a target pass, 20 GB/s)."""
-    plan = plans.current(2).model_copy(update={"targets": ["t"], "drafts": ["d"]})
+    plan = current(2).model_copy(update={"targets": ["t"], "drafts": ["d"]})
     models = {"t": {"weight_type": "F32", "tensor_bytes": 500_000_000}, "d": {"weight_type": "Q4_1", "tensor_bytes": 100_000_000}}
-    plain = {("t", plans.SHORT): [hand_completion(ms) for ms in (1575.0, 1260.0, 1050.0)],
-             ("d", plans.SHORT): [hand_completion(315.0)]}
+    plain = {("t", SHORT): [hand_completion(ms) for ms in (1575.0, 1260.0, 1050.0)],
+             ("d", SHORT): [hand_completion(315.0)]}
     target, draft = l5.model_costs(plan, models, plain)
     assert (target.model, target.role, target.weights, target.bytes_per_token) == ("t", "target", "F32", 500_000_000)
     assert (target.median, target.min, target.max) == pytest.approx((50.0, 40.0, 60.0))
@@ -136,7 +134,7 @@ def hand_completion(predicted_ms: float, draft_n=None, accepted=None, tokens=(1,
     timings = {"prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 64, "predicted_ms": predicted_ms}
     if draft_n is not None:
         timings |= {"draft_n": draft_n, "draft_n_accepted": accepted}
-    return r.Completion(content="", tokens=list(tokens), timings=timings)
+    return responses.Completion(content="", tokens=list(tokens), timings=timings)
 
 
 def test_speculative_figures_by_hand(l5):
@@ -149,8 +147,8 @@ def test_speculative_figures_by_hand(l5):
     assert counts.passes == 64                                # 128 − 64 tokens took a target pass each
     assert counts.tokens_per_pass == 2.0                      # 128 ÷ 64
     assert counts.drafted_per_pass == 90 / 64                 # 1.40625
-    cfg = l5.SpecConfig("t", "draft-simple", "d", 4, plans.SHORT)
-    plan = plans.current(2)
+    cfg = l5.SpecConfig("t", "draft-simple", "d", 4, SHORT)
+    plan = current(2)
     row = l5.spec_row(plan, cfg, spec, plain)
     # 63 decode passes in 630 ms: 100 tokens/s; in 700 ms: 90; plain 63 in 1,260 ms: 50. Speed-up 95 ÷ 50.
     assert (row.median, row.min, row.max) == (95.0, 90.0, 100.0) and row.speedup == 1.9
@@ -159,7 +157,7 @@ def test_speculative_figures_by_hand(l5):
     # One pass: target 1000 ÷ 50 = 20 ms, draft 5 ms. Prompt passes: 5 tokens in 40 ms, 105 in 540 ms
     # (5 ms per extra token), so a check of 1.40625 + 1 = 2.40625 tokens costs 40 + 5 × (2.40625 − 5) = 27.03125 ms.
     arith = l5.spec_arithmetic(plan, cfg, counts, row.speedup, {"t": 20.0, "d": 5.0},
-                               {plans.SHORT: (5, 40.0), plans.REPETITIVE: (105, 540.0)})
+                               {SHORT: (5, 40.0), REPETITIVE: (105, 540.0)})
     a = 64 / 90
     expected = 0.0
     for i in range(4 + 1):                                    # 1 + a + a² + a³ + a⁴
@@ -181,16 +179,16 @@ def test_speculative_figures_by_hand(l5):
 
 def test_ngram_figures_by_hand(l5):
     # n-grams: no draft model (no draft cost), k is the m-gram limit; a run with no counters drafted nothing.
-    cfg = l5.SpecConfig("t", "ngram-simple", None, None, plans.REPETITIVE)
-    assert cfg.label == "spec-t-ngram-simple" and plans.current(2).prompt_name(cfg.prompt) == "repetitive"
+    cfg = l5.SpecConfig("t", "ngram-simple", None, None, REPETITIVE)
+    assert cfg.label == "spec-t-ngram-simple" and current(2).prompt_name(cfg.prompt) == "repetitive"
     plain = [hand_completion(1260.0)]
-    plan = plans.current(2)
+    plan = current(2)
     silent = l5.spec_row(plan, cfg, [hand_completion(1260.0)], plain)
     counts = l5.spec_counts([hand_completion(1260.0)])
     assert not counts.reported and silent.acceptance is None and silent.tokens_per_pass == 1 and silent.drafted == 0
     assert silent.label == "spec-t-ngram-simple" and silent.speedup == 1.0
     arith = l5.spec_arithmetic(plan, cfg, counts, silent.speedup, {"t": 20.0},
-                               {plans.SHORT: (5, 40.0), plans.REPETITIVE: (105, 540.0)})
+                               {SHORT: (5, 40.0), REPETITIVE: (105, 540.0)})
     assert arith.expected is None and arith.draft_cost == 0 and arith.k == l5.NGRAM_DRAFT_MAX
     # drafted 0 per pass: the check is one token, 40 + 5 × (1 − 5) = 20 ms, one target pass; speed-up 1
     assert arith.check_cost == 1.0 and arith.ideal == 1.0 and arith.predicted == 1.0
@@ -243,10 +241,10 @@ def test_llama_server_spellings_reach_xllamacpp():
     pytest.importorskip("xllamacpp")
     import xllamacpp
 
-    args = server.build_parser().parse_args([
+    args = embedded.build_parser().parse_args([
         "-m", "t.gguf", "-t", "2", "-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "8",
         "--spec-draft-n-min", "2", "--draft-p-min", "0.5", "-td", "1", "--spec-draft-ngl", "0"])
-    p = server.make_params(args)
+    p = embedded.make_params(args)
     spec = p.speculative
     assert list(spec.types) == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
     assert spec.draft.mparams.path == "d.gguf"
@@ -254,7 +252,7 @@ def test_llama_server_spellings_reach_xllamacpp():
     assert spec.draft.p_min == pytest.approx(0.5)
     assert spec.draft.cpuparams.n_threads == 1 and spec.draft.cpuparams_batch.n_threads == 1
     for spelling in ("--spec-draft-model", "--model-draft"):
-        assert server.build_parser().parse_args(["-m", "t", spelling, "x.gguf"]).spec_draft_model == "x.gguf"
+        assert embedded.build_parser().parse_args(["-m", "t", spelling, "x.gguf"]).spec_draft_model == "x.gguf"
 
 
 def test_ngram_and_none_and_defaults():
@@ -262,39 +260,39 @@ def test_ngram_and_none_and_defaults():
     import xllamacpp
 
     kinds = xllamacpp.common_speculative_type
-    p = server.make_params(server.build_parser().parse_args(
+    p = embedded.make_params(embedded.build_parser().parse_args(
         ["-m", "t", "-t", "3", "--spec-type", "ngram-simple,ngram-mod", "--spec-ngram-simple-size-n", "4"]))
     assert list(p.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE, kinds.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
     assert p.speculative.ngram_simple.size_n == 4
     assert p.speculative.draft.cpuparams.n_threads == 3           # the draft decodes with --threads
-    plain = server.make_params(server.build_parser().parse_args(["-m", "t", "-md", "d.gguf"]))
+    plain = embedded.make_params(embedded.build_parser().parse_args(["-m", "t", "-md", "d.gguf"]))
     # As with llama-server: a draft model alone does not turn speculation on.
     assert list(plain.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NONE]
 
 
 def test_unknown_spec_type_is_refused(capsys):
     with pytest.raises(SystemExit):
-        server.build_parser().parse_args(["-m", "t", "--spec-type", "draft-magic"])
+        embedded.build_parser().parse_args(["-m", "t", "--spec-type", "draft-magic"])
     assert "draft-magic" in capsys.readouterr().err
 
 
 def test_engine_aliases_and_what_lessons_inherit():
-    flags = engine.parse_flags(["-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
+    flags = process.parse_flags(["-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
                                 "--draft-p-min", "0.3", "-td", "2", "-ngld", "0", "--model-draft=e.gguf"])
     assert flags == {"--spec-draft-model": "e.gguf", "--spec-type": "draft-simple", "--spec-draft-n-max": "4",
                      "--spec-draft-p-min": "0.3", "--spec-draft-threads": "2", "--spec-draft-ngl": "0"}
     # Every canonical name is a flag python -m bytesup.llama.embedded accepts, so the same flags go to either engine.
-    accepted = {s for a in server.build_parser()._actions for s in a.option_strings}
-    assert engine.SPECULATIVE_FLAGS <= accepted
+    accepted = {s for a in embedded.build_parser()._actions for s in a.option_strings}
+    assert process.SPECULATIVE_FLAGS <= accepted
     # A lesson's own servers decode plainly unless the lesson itself asks for speculation.
-    assert engine.SPECULATIVE_FLAGS <= NOT_INHERITED
+    assert process.SPECULATIVE_FLAGS <= NOT_INHERITED
 
 
 def test_speculation_support_of_the_embedded_engine(monkeypatch):
     pytest.importorskip("xllamacpp")
     monkeypatch.delenv("LLAMA_SERVER", raising=False)
-    monkeypatch.setattr(engine.shutil, "which", lambda name: None)
-    found = engine.speculation_support()
+    monkeypatch.setattr(process.shutil, "which", lambda name: None)
+    found = process.speculation_support()
     assert found["engine"] == "embedded" and found["supported"] is True and found["reason"] == ""
 
 
@@ -321,24 +319,24 @@ def test_check_passes_when_every_token_matches(tmp_path):
     rec = spec_record({"plain": [[1, 2, 3, 4]], "draft-k4": [[1, 2, 3, 4], [1, 2, 3, 4]], "draft-k8": [[1, 2, 3, 4]],
                        "plain-rep": [[7, 8]], "ngram-rep": [[7, 8]]})
     rec["runs"][3]["spec_type"] = "none"
-    claim = only(check.check_run(run_of(tmp_path, with_spec(rec)), []), "speculative_equals_plain")
-    assert claim.status == check.PASS, claim
+    claim = only(checker.check_run(run_of(tmp_path, with_spec(rec)), []), "speculative_equals_plain")
+    assert claim.status == checker.PASS, claim
     assert claim.observed.startswith("4 of 4 speculative generations identical")
 
 
 def test_check_fails_on_one_different_token(tmp_path):
     rec = spec_record({"plain": [[1, 2, 3, 4]], "draft-k4": [[1, 2, 3, 4], [1, 2, 9, 4]]})
-    claim = only(check.check_run(run_of(tmp_path, with_spec(rec)), []), "speculative_equals_plain")
-    assert claim.status == check.FAIL
+    claim = only(checker.check_run(run_of(tmp_path, with_spec(rec)), []), "speculative_equals_plain")
+    assert claim.status == checker.FAIL
     assert "draft-k4 repeat 2: first differs at token 3 of 4" in claim.detail
     short = spec_record({"plain": [[1, 2, 3, 4]], "draft-k4": [[1, 2, 3]]})
-    assert only(check.check_run(run_of(tmp_path, with_spec(short)), []), "speculative_equals_plain").status == check.FAIL
+    assert only(checker.check_run(run_of(tmp_path, with_spec(short)), []), "speculative_equals_plain").status == checker.FAIL
 
 
 def test_check_not_applicable_without_speculative_runs(tmp_path):
-    assert only(check.check_run(run_of(tmp_path, with_spec(None)), []), "speculative_equals_plain").status == check.NA
+    assert only(checker.check_run(run_of(tmp_path, with_spec(None)), []), "speculative_equals_plain").status == checker.NA
     warm = spec_record({"plain": [[1]], "draft": [[1]]}, temperature=0.8)
-    assert only(check.check_run(run_of(tmp_path, with_spec(warm)), []), "speculative_equals_plain").status == check.NA
+    assert only(checker.check_run(run_of(tmp_path, with_spec(warm)), []), "speculative_equals_plain").status == checker.NA
     lonely = spec_record({"draft": [[1]]})
-    claim = only(check.check_run(run_of(tmp_path, with_spec(lonely)), []), "speculative_equals_plain")
-    assert claim.status == check.NA and "draft" in claim.detail
+    claim = only(checker.check_run(run_of(tmp_path, with_spec(lonely)), []), "speculative_equals_plain")
+    assert claim.status == checker.NA and "draft" in claim.detail

@@ -1,13 +1,14 @@
 """Lesson 5's plan: the prompts, lengths, seeds, sampler chains and tolerance it asks with, and whether it streams
 the loop to time it on the client's clock.
 
-A run records its plan once, as its host value `plan`. A run recorded before plans has none: it is version 1, read
-from what it recorded (whether it streamed: its host value `client_clock`), and `UPGRADES[1]` makes it the version 2
-plan of what that run asked. The lesson reads only the plan `read` returns."""
+A run records its plan once, as its host value `plan`, and `read` reads it back. A run recorded before plans has none:
+`from_older` reads it as version 1 from what it recorded (whether it streamed: its host value `client_clock`, the one
+name in `READS`), and `UPGRADES[1]` makes it the version 2 plan of what that run asked. The lesson reads only the
+current plan."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
@@ -15,6 +16,8 @@ from bytesup.store.results import upgrade
 from bytesup.units import SEED
 
 PLAN_VERSION = 2
+# What a run recorded before plans holds, by host value, and the plan reads back from it.
+READS = ("client_clock",)
 
 
 class Sampler(BaseModel):
@@ -86,8 +89,12 @@ UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _from_vers
 CURRENT = Plan.model_validate({**ASKED_BEFORE_PLANS, "seed": SEED, "stream_tokens": STREAM_TOKENS})
 
 
-def read_plan(recorded: dict[str, Any] | None, *, streamed: bool) -> Plan:
-    """A run's plan: `recorded` (its host value `plan`), or for a run recorded before plans, version 1 read from
-    whether it streamed the loop; brought to the current version by UPGRADES."""
-    data = recorded if recorded is not None else {"schema_version": 1, "streamed": streamed}
-    return Plan.model_validate(upgrade(data, "lesson 5 plan", "lesson 5's recorded plan", PLAN_VERSION, UPGRADES))
+def read(recorded: Any) -> Plan:
+    """A recorded plan (the host value `plan`), brought to the current version by UPGRADES."""
+    return Plan.model_validate(upgrade(recorded, "lesson 5 plan", "lesson 5's recorded plan", PLAN_VERSION, UPGRADES))
+
+
+def from_older(old: Mapping[str, Any]) -> Plan:
+    """The plan of a run recorded before plans, from the host values of READS it recorded: version 1, which says only
+    whether the run streamed the loop (it recorded `client_clock`)."""
+    return read({"schema_version": 1, "streamed": "client_clock" in old})

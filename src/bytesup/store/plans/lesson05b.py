@@ -13,18 +13,19 @@ into version 1, so the lesson reads only the current plan."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel
 
 from bytesup.store.results import upgrade
 from bytesup.units import SEED
 
-NAME = "plan"  # the host value the plan is recorded under
 VERSION = 1
 # What a run recorded before plans holds, by host value, and the plan reads back from it.
 READS = ("repeat", "client_clock")
-MAX_ROUNDS = 2  # rounds over every configuration at most (fewer with a lower --repeat)
+# Rounds over every configuration: --repeat, capped at MAX_ROUNDS. A cap, not the run's rule for samples (at least a
+# minimum): a round is every configuration once, and the lesson keeps its time down; the plan records the rounds.
+MAX_ROUNDS = 2
 
 SHORT = "The capital of France is"
 # ngram-simple drafts from the text itself: it looks the last 12 tokens up earlier in the context and copies what
@@ -81,6 +82,11 @@ def _from_host_values(old: dict[str, Any]) -> dict[str, Any]:
 UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_host_values}
 
 
-def read(recorded: dict[str, Any]) -> Plan:
+def read(recorded: Any) -> Plan:
     """A recorded plan (or `before_plans` of an older run) brought to the current version and typed."""
     return Plan.model_validate(upgrade(recorded, "lesson 5b plan", "lesson 5b's recorded plan", VERSION, UPGRADES))
+
+
+def from_older(old: Mapping[str, Any]) -> Plan:
+    """The plan of a run recorded before plans, from the host values of READS it recorded."""
+    return read(before_plans(dict(old)))

@@ -13,14 +13,12 @@ reads them into version 1, so the lesson reads only the current plan."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel
 
-from bytesup.course import robust
 from bytesup.store.results import upgrade
 
-NAME = "plan"  # the host value the plan is recorded under
 VERSION = 1
 # What a run recorded before plans holds, by host value, and the plan reads back from it.
 READS = ("repeat", "prefill_plan", "shared_metrics_reads")
@@ -47,11 +45,11 @@ class Plan(BaseModel):
     shared_metrics_reads: bool
 
 
-def current(repeat: int) -> Plan:
-    """The plan of a run made now, with `repeat` (--repeat) batches per level."""
-    return Plan(matmul_size=2048, matmul_repeats=repeat + 2,
-                prefill=Prefill(warmup=1, samples=max(robust.MIN_SAMPLES, repeat), tokens=128),
-                parallel=[1, 2, 4, 8], ctx_per_slot=512, batches=repeat, batch_n_predict=64,
+def current(samples: int, batches: int) -> Plan:
+    """The plan of a run made now: `samples` timed matmuls and timed prefills (the run's rule for a median with its
+    spread: `LessonContext.samples`), and `batches` per level (likewise, at least one)."""
+    return Plan(matmul_size=2048, matmul_repeats=samples, prefill=Prefill(warmup=1, samples=samples, tokens=128),
+                parallel=[1, 2, 4, 8], ctx_per_slot=512, batches=batches, batch_n_predict=64,
                 batch_prompt="The cat sat on the", batch_seed_base=7000, shared_metrics_reads=True)
 
 
@@ -61,7 +59,8 @@ def before_plans(host_values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_host_values(old: dict[str, Any]) -> dict[str, Any]:
-    """0 → 1: the lesson's constants of then, and what the run recorded of its prefill and its readings."""
+    """0 → 1: the lesson's constants of then (the matmul timed --repeat + 2 times), and what the run recorded of its
+    prefill and its readings."""
     values = old["host_values"]
     repeat = int(values["repeat"])
     return {"schema_version": 1, "matmul_size": 2048, "matmul_repeats": repeat + 2,
@@ -74,6 +73,11 @@ def _from_host_values(old: dict[str, Any]) -> dict[str, Any]:
 UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_host_values}
 
 
-def read(recorded: dict[str, Any]) -> Plan:
+def read(recorded: Any) -> Plan:
     """A recorded plan (or `before_plans` of an older run) brought to the current version and typed."""
     return Plan.model_validate(upgrade(recorded, "lesson 7 plan", "lesson 7's recorded plan", VERSION, UPGRADES))
+
+
+def from_older(old: Mapping[str, Any]) -> Plan:
+    """The plan of a run recorded before plans, from the host values of READS it recorded."""
+    return read(before_plans(dict(old)))

@@ -12,8 +12,9 @@ from typing import Any
 from bytesup.course import ceiling, published
 from bytesup.course.ceiling import Ceiling, TokenWork
 from bytesup.host import hostbench
-from bytesup.store.results import Column, Plot, Series, Table
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.results import Plot, Series, Table
+from bytesup.store.rows import column
+from bytesup.store.views import table
 from bytesup.units import GB
 
 SPECIMEN: dict[str, Any] = published.SPECIMEN
@@ -22,12 +23,6 @@ PUBLISHED_MODEL = f"{published.SPECIMEN_NAME} (published)"
 PUBLISHED_HOST = f"{published.SPARK_NAME} (published)"
 PUBLISHED_CEILING: float = published.LESSON4["ceiling_tokens_per_s"]
 NOT_IN_FILE = "not in the file"
-
-
-def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str]) -> Table:
-    """The table `name` of `rows`, every one a `row_type`, by its declared columns."""
-    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns(row_type)],
-                 rows=cells(rows), notes=notes)
 
 
 # --- the records ------------------------------------------------------------------------------------

@@ -10,16 +10,11 @@ from typing import Any
 
 from bytesup.llama.responses import TokenPiece, shown_token
 from bytesup.models.gguf import is_synthetic_metadata
-from bytesup.store.results import Column, Plot, Series, Table
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.results import Plot, Series, Table
+from bytesup.store.rows import column
+from bytesup.store.views import table
 
 SHOW_NUMBERS = 8  # leading numbers of an embedding row shown in the table
-
-
-def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str]) -> Table:
-    """The table `name` of `rows`, every one a `row_type`, by its declared columns."""
-    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns(row_type)],
-                 rows=cells(rows), notes=notes)
 
 
 # --- the records ------------------------------------------------------------------------------------
@@ -131,6 +126,10 @@ class LookupRow:
     first: list[float] = column(f"first {SHOW_NUMBERS} numbers")
     norm: float = column("L2 norm of the row")
     first_norm: float = column(f"L2 norm of the first {SHOW_NUMBERS}")
+
+
+# The columns of an embedding row the main text shows; the checks of its length are in the full table.
+LOOKUP_SHOWN = ["text", "id", "piece", "length", "first", "norm"]
 
 
 def lookup_row(r: EmbeddingRow) -> LookupRow:
@@ -287,17 +286,6 @@ def vocabulary(sources: list[VocabularySource], n_vocab: int | None, facts: dict
     return table("vocabulary", "Vocabulary size", VocabularySource, sources, notes)
 
 
-@dataclass(frozen=True)
-class LookupShown:
-    """A row of the lookup table as the main text shows it; the check columns are in the full table."""
-    text: str = column("text")
-    id: int = column("id")
-    piece: str = column("piece")
-    length: int = column("row length")
-    first: list[float] = column(f"first {SHOW_NUMBERS} numbers")
-    norm: float = column("L2 norm of the row")
-
-
 def tokens_plot(texts: list[TextTokens], counts: TokenCounts) -> Plot:
     """Each text's tokens against its characters, beside the line of the texts' average characters per token."""
     top = max(t.characters for t in texts)
@@ -346,9 +334,9 @@ def embedding_rows(facts: dict, rows: list[EmbeddingRow]) -> list[Table]:
     ] + [f"{r.text!r} is {r.n_tokens} tokens; the row shown is its first token's." for r in rows if r.n_tokens > 1]
     if is_synthetic_metadata({"general.name": facts.get("name"), "general.description": facts.get("description")}):
         notes.append(f"The file describes itself as {facts['description']!r}: its rows carry no meaning, only shape.")
-    full = table("embedding_rows", "One id, one row of token_embd, every column", LookupRow, [lookup_row(r) for r in rows], [])
+    looked_up = [lookup_row(r) for r in rows]
+    full = table("embedding_rows", "One id, one row of token_embd, every column", LookupRow, looked_up, [])
     full.detail = True
-    shown_rows = [LookupShown(repr(r.text), r.token.id, piece_text(r.token), len(r.row), r.first, l2_norm(r.row)) for r in rows]
-    return [table("embedding_rows_main", "One id, one row of token_embd", LookupShown, shown_rows, notes), full]
+    return [table("embedding_rows_main", "One id, one row of token_embd", LookupRow, looked_up, notes, LOOKUP_SHOWN), full]
 
 

@@ -7,20 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from bytesup.store.results import Column, Plot, Series, Table
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.results import Plot, Series, Table
+from bytesup.store.rows import column
+from bytesup.store.views import table
 from bytesup.units import MiB
 
 Vector = list[float]
 Matrix = list[list[float]]
 # Worked-example differences below this are floating-point rounding; above it, a real change.
 ROUNDING = 1e-9
-
-
-def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str]) -> Table:
-    """The table `name` of `rows`, every one a `row_type`, by its declared columns."""
-    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns(row_type)],
-                 rows=cells(rows), notes=notes)
 
 
 # --- the records ------------------------------------------------------------------------------------
@@ -167,6 +162,10 @@ class MatmulRow:
     vs_one_token: float = column("time per token", "× N = 1")      # ms_per_token ÷ the same matrix's at N = 1
 
 
+# The columns of a timed product the main text shows; times, bytes and bandwidth are in the full table.
+MATMUL_SHOWN = ["label", "m", "k", "n", "gflop_per_s", "flop_per_byte", "vs_one_token"]
+
+
 @dataclass(frozen=True)
 class MatvecSummary:
     """What the one-token products show against the batched ones, over every timed matrix."""
@@ -244,18 +243,6 @@ def matvec_notes(summary: MatvecSummary) -> list[str]:
             f"The largest, {largest.label} ({largest.bytes_moved / MiB:,.1f} MiB), streamed at {largest.gb_per_s:,.1f} GB/s{cached}"]
 
 
-@dataclass(frozen=True)
-class MatmulShown:
-    """A timed product as the main text shows it; times, bytes and bandwidth are in the full table."""
-    label: str = column("matrix")
-    m: int = column("M", "rows")
-    k: int = column("K", "columns")
-    n: int = column("N", "tokens")
-    gflop_per_s: float = column("speed", "GFLOP/s")
-    flop_per_byte: float = column("arithmetic intensity", "FLOP/byte")
-    vs_one_token: float = column("time per token", "× N = 1")
-
-
 def shows(summary: MatvecSummary, rows: list[MatmulRow]) -> str:
     """What the run shows: a lone token's products against batched ones, in speed and in time per token."""
     best_one = summary.best_gflop_per_s
@@ -288,8 +275,7 @@ def matvec_vs_matmul(timed: list[TimedMatrix], rows_of: list[list[MatmulRow]], s
            f"{min_sample_s * 1000:g} ms (measured: {min(lasted):,.0f}–{max(lasted):,.0f} ms). "
            f"Bytes moved count W, X and Y once each, in {dtype}.")
     main = table("matvec_vs_matmul_main", "One token (matvec) versus N tokens (matmul), measured with numpy on this host",
-                 MatmulShown, [MatmulShown(r.label, r.m, r.k, r.n, r.gflop_per_s, r.flop_per_byte, r.vs_one_token)
-                               for r in rows], notes)
+                 MatmulRow, rows, notes, MATMUL_SHOWN)
     full = table("matvec_vs_matmul", "Every timed product, with its time, bytes and bandwidth", MatmulRow, rows, [how])
     full.detail = True
     return [main, full]

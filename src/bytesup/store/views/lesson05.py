@@ -20,18 +20,12 @@ from bytesup.llama.responses import Completion
 from bytesup.store.plans.lesson05 import Plan
 from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
-from bytesup.store.views import pick
+from bytesup.store.views import pick, table
 
 # The podcast's sequential-floor example (bytesup.course.published).
 PODCAST_PASS_MS = published.PODCAST_SEQUENTIAL_FLOOR["pass_ms"]
 PODCAST_TOKENS = published.PODCAST_SEQUENTIAL_FLOOR["tokens"]
 PODCAST_FLOOR_S = published.PODCAST_SEQUENTIAL_FLOOR["floor_s"]
-
-
-def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str]) -> Table:
-    """The table `name` of `rows`, every one a `row_type`, by its declared columns."""
-    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns(row_type)],
-                 rows=cells(rows), notes=notes)
 
 
 # --- the rows -----------------------------------------------------------------------------------------
@@ -244,17 +238,9 @@ def samplers_applied(dist: Distribution, applied: list[Applied]) -> Table:
               f"lies beyond the {len(dist.ids):,} listed candidates.")] if len(determined) < len(applied) else []))
 
 
-@dataclass(frozen=True)
-class CheckShown:
-    """A sampler check as the main text shows it; what the server listed and drew, the absolute differences and the
-    tolerance are in the full table."""
-    setting: str = column("setting")
-    chain: str = column("chain", "in order")
-    kept_ours: int | None = column("kept", "ours")
-    kept_server: int | None = column("kept", "server")
-    same_set: bool | None = column("same tokens")
-    max_rel: float | None = column("max |Δp| / p")
-    verdict: str = column("verdict")
+# The columns of a sampler check the main text shows; what the server listed and drew, the absolute differences and
+# the tolerance are in the full table.
+CHECK_SHOWN = ["setting", "chain", "kept_ours", "kept_server", "same_set", "max_rel", "verdict"]
 
 
 def one_part_in(rel: float) -> str:
@@ -302,13 +288,11 @@ def sampler_check(plan: Plan, dist: Distribution, checks: list[SamplerCheck]) ->
         chain = c.setting.chain
         if chain.startswith("top_p →") and "top_k" in chain and c.verdict.startswith("agree"):
             plain.append(f"The chain {chain} agrees, so the server applied top-p before top-k, in the order given.")
-    full = table("sampler_check", "Our samplers against the server's, every column, and the rule", CheckRow,
-                 [check_row(c) for c in checks], rule)
+    rows = [check_row(c) for c in checks]
+    full = table("sampler_check", "Our samplers against the server's, every column, and the rule", CheckRow, rows, rule)
     full.detail = True
-    shown = [CheckShown(r.setting, r.chain, r.kept_ours, r.kept_server, r.same_set, r.max_rel, r.verdict)
-             for r in map(check_row, checks)]
-    return [table("sampler_check_main", "Our samplers against the server's post-sampling probabilities", CheckShown,
-                  shown, plain), full]
+    return [table("sampler_check_main", "Our samplers against the server's post-sampling probabilities", CheckRow,
+                  rows, plain, CHECK_SHOWN), full]
 
 
 def sampler_check_note(plan: Plan, checks: list[SamplerCheck]) -> str | None:
@@ -444,17 +428,8 @@ def client_clock(n: int, clock: dict[str, Any], view: OutsideView) -> Table:
         ])
 
 
-@dataclass(frozen=True)
-class RepeatShown:
-    """A streamed repeat as the main text shows it; the differences between the clocks are in the full table."""
-    repeat: int = column("repeat")
-    token_events: int = column("events with tokens")
-    predicted_n: int = column("predicted_n")
-    ttft: float = column("TTFT", "ms")
-    prompt_ms: float = column("prompt_ms", "ms")
-    itl_median: float = column("ITL median", "ms")
-    end_to_end: float = column("end-to-end", "ms")
-    floor: float = column("n × fastest gap", "ms")
+# The columns of a streamed repeat the main text shows; the differences between the clocks are in the full table.
+REPEAT_SHOWN = ["repeat", "token_events", "predicted_n", "ttft", "prompt_ms", "itl_median", "end_to_end", "floor"]
 
 
 def client_clock_repeats(n: int, view: OutsideView) -> list[Table]:
@@ -464,9 +439,7 @@ def client_clock_repeats(n: int, view: OutsideView) -> list[Table]:
     full = table("client_clock_repeats", "Each streamed repeat on both clocks, every column", RepeatRow, rows, [])
     full.detail = True
     return [table(
-        "client_clock_repeats_main", "Each streamed repeat on both clocks, and the sequential floor", RepeatShown,
-        [RepeatShown(r.repeat, r.token_events, r.predicted_n, r.ttft, r.prompt_ms, r.itl_median, r.end_to_end, r.floor)
-         for r in rows], [
+        "client_clock_repeats_main", "Each streamed repeat on both clocks, and the sequential floor", RepeatRow, rows, [
             (f"The sequential floor: a token's pass needs the token before it, so {n} tokens cannot take less than {n} × the "
              f"fastest gap. {'Every' if view.floor_held else 'NOT every'} repeat took at least that "
              f"(end-to-end ÷ floor {min(view.above_floor):.3g} to {max(view.above_floor):.3g}), and in "
@@ -476,7 +449,7 @@ def client_clock_repeats(n: int, view: OutsideView) -> list[Table]:
                 f"event that reaches the client late shortens the gap after it, so the floor read on the client's clock "
                 f"is a loose one; the server's predicted_ms ÷ (predicted_n − 1) is the pass itself.")]
               if view.fastest_gap_ms < 0.5 * per_token else []),
-        ]), full]
+        ], REPEAT_SHOWN), full]
 
 
 def client_clock_plot(n: int, view: OutsideView) -> Plot:

@@ -13,15 +13,14 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-from bytesup.course import clientclock
-from bytesup.course import speculative as spec
+from bytesup.course import clientclock, speculative
 from bytesup.course.speculative import Stream
 from bytesup.store.plans.lesson05b import Plan
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
 from bytesup.store.views import show_narrowed
+from bytesup.store.views.page import Page
 
 # The columns each table shows in the main text; every column is in the full table, under Details.
 COST_SHOWN = ["model", "role", "bytes per token", "decode median", "one pass", "÷ target pass", "weights read"]
@@ -33,17 +32,6 @@ STREAM_SHOWN = ["configuration", "prompt", "tokens", "ITL p50", "ITL p99", "burs
 FORMULA_AGREES = 0.05  # measured tokens per pass within 5% of 1 + a + … + a^k: "agrees"
 # Where no speculative server can be started here: the arithmetic on illustrative numbers.
 ILLUSTRATION_DRAFT, ILLUSTRATION_ACCEPT, ILLUSTRATION_TOKENS = 4, (0.6, 0.8), 128
-
-
-class Page(Protocol):
-    """Where a view puts its tables, notes and plots (the lesson's context)."""
-
-    def table(self, name: str, title: str, columns: list[tuple[str, str]], rows: list[list[Any]],
-              notes: list[str] | None = None) -> Any: ...
-
-    def note(self, text: str) -> None: ...
-
-    def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Any: ...
 
 
 # --- the records: one per figure ------------------------------------------------------------------
@@ -184,7 +172,7 @@ def show_illustration(page: Page) -> None:
     """The arithmetic alone, on illustrative numbers: where no speculative server could run here."""
     n, k = ILLUSTRATION_TOKENS, ILLUSTRATION_DRAFT
     for a in ILLUSTRATION_ACCEPT:
-        per_pass = spec.expected_tokens_per_pass(k, a)
+        per_pass = speculative.expected_tokens_per_pass(k, a)
         passes = math.ceil((n - 1) / per_pass)
         page.note(
             f"Speculative decoding (illustrative, not run): a draft model guesses {k} tokens and the big "

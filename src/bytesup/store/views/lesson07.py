@@ -13,13 +13,14 @@ The lesson's arithmetic builds these records; this module renders them and recor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from bytesup.course import decodetime, formulas, published
 from bytesup.host import hostbench
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
 from bytesup.store.views import show_narrowed
+from bytesup.store.views.page import Page
 
 H100 = published.H100  # the course's roofline example (published)
 # The columns each wide table shows in the main text; every column is in the full table, under Details.
@@ -31,15 +32,6 @@ BATCH_SHOWN = ["parallel sequences", "aggregate decode", "per sequence", "aggreg
 MEASURED_SHOWN = ["phase", "intensity", "tokens/s", "reached", "this CPU's roof there", "the engine's roof there",
                   "closest roof"]
 PAID = 1.1  # "batching paid" when the best aggregate beats P = 1 by more than 10%
-
-
-class Page(Protocol):
-    """Where a view puts its tables and plots (the lesson's context)."""
-
-    def table(self, name: str, title: str, columns: list[tuple[str, str]], rows: list[list[Any]],
-              notes: list[str] | None = None) -> Any: ...
-
-    def plot(self, name: str, title: str, x_label: str, y_label: str, series: list[Series], **kw: Any) -> Any: ...
 
 
 class Served(Protocol):

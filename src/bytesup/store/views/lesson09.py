@@ -6,19 +6,12 @@ or times a request."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from bytesup.llama.placement import is_loopback
 from bytesup.store.results import Column, Plot, Series, Table
 from bytesup.store.rows import cells, column, columns
-from bytesup.store.views import pick
+from bytesup.store.views import pick, table
 from bytesup.units import GB
-
-
-def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str]) -> Table:
-    """The table `name` of `rows`, every one a `row_type`, by its declared columns."""
-    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in columns(row_type)],
-                 rows=cells(rows), notes=notes)
 
 
 # --- the records ------------------------------------------------------------------------------------
