@@ -165,7 +165,7 @@ def test_a_streamed_event_that_repeats_a_key_is_refused():
     (b"Transfer-Encoding: chunked\r\n", b"d\r\n{\"status\": \"o\r\n"),             # no last chunk
 ], ids=["content-length", "chunked"])
 def test_an_answer_cut_short_says_so_and_is_not_recorded(head, body):
-    from test_faults_second_round import RawServer
+    from faultkit import RawServer
 
     from bytesup.errors import AnswerCutShort
     from bytesup.llama.recording import RecordingTransport
@@ -186,7 +186,7 @@ def test_an_answer_cut_short_says_so_and_is_not_recorded(head, body):
 
 
 def test_a_cut_answer_means_a_server_answers_there():
-    from test_faults_second_round import RawServer
+    from faultkit import RawServer
 
     from bytesup.options import RunOptions
     from bytesup.run.server import answers
@@ -199,7 +199,7 @@ def test_a_cut_answer_means_a_server_answers_there():
 
 
 def test_a_connection_closed_without_any_answer_says_so():
-    from test_faults_second_round import RawServer
+    from faultkit import RawServer
 
     with RawServer(lambda wfile: None) as server:
         with pytest.raises(ServerUnreachable, match="took the connection and closed it without an answer"):
