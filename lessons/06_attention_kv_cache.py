@@ -104,11 +104,15 @@ def main(ctx: LessonContext):
     one, resent = request_without_cache(ctx, ids[:p])
     steps = resend_steps(ids[:p], resent)
     view.show_no_cache_requests(ctx, p, steps)
-    view.show_cache_vs_no_cache(ctx, p, arithmetic.cache_vs_no_cache(one.timings, one.tokens, steps))
+    compared = arithmetic.cache_vs_no_cache(one.timings, one.tokens, steps)
+    view.show_cache_vs_no_cache(ctx, p, compared)
 
     # The same generation in numpy from the file's bytes: with a KV cache, and recomputing every prefix.
     ctx.step("the KV cache in numpy")
     view.show_numpy_decode(ctx, generate_in_numpy(ctx, plan.numpy, ids[:p]), one.tokens)
+
+    # What this run shows: what the cache saved, and how decode slowed with depth against the line's prediction.
+    ctx.shows(*view.shows(compared, depths, model, served))
     return ctx.finish()
 
 

@@ -32,7 +32,7 @@ def test_kv_bytes_for_the_70b_example(result, lesson):
 
 
 def test_podcast_notes_are_computed(result):
-    notes = " ".join(result.table("kv_cache_size").notes)
+    notes = " ".join(result.table("kv_cache_size_main").notes)
     assert "10× too small (10.2× if KB means 1,000 bytes)" in notes
     # 30 × 32 KiB = 983,040 bytes: 0.938 MiB, 0.983 MB, so about the podcast's "one megabyte".
     assert "30 × its 32 KB = 0.938 MiB (0.983 MB), so it follows" in notes
@@ -514,7 +514,7 @@ def test_each_depth_comes_from_the_prompt_cache_with_the_same_decode(lesson):
     table = result.table("decode_vs_depth")
     assert [r[1] for r in table.rows] == [1, 1, 1, 1, 1]  # prompt_n: one token evaluated at every depth
     assert [r[8] for r in table.rows] == [None] * 5       # no prefill worth timing
-    note = table.notes[-1]
+    note = result.table("decode_vs_depth_main").notes[-1]   # the plain words are the main table's
     assert note.startswith("Each depth's prompt came from the prompt cache: one prefill of the deepest, 47 tokens")
     assert "depth 47: 46, 46 reused, prompt_n 1" in note and "depth 8: 7, 7 reused, prompt_n 1" in note
 
@@ -705,7 +705,7 @@ def test_a_fresh_plan_decodes_halfway_past_the_knee(lesson):
     plan = plans.fresh(2, plans.NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
     result = _hand_depth_run(lesson, HAND_FACTS, {"gb_per_s": {"median": 12.8}, "llc_bytes": 40 * 128}, plan)
     assert [r[0] for r in rows(result, "decode_vs_depth")] == [0, 8, 16, 32, 43, 47]
-    assert result.table("decode_vs_depth").notes[0].startswith(
+    assert result.table("decode_vs_depth_main").notes[0].startswith(
         "Depths are fractions of the 64-token context, except 43, halfway from d* = 40 (where the K and V fill the run's "
         "last-level cache) to the deepest depth")
     line = result.fact("decode_at_depth")
@@ -755,7 +755,7 @@ def test_a_recorded_plan_is_read_as_it_is(lesson):
     result = lesson.main(ctx)
     bodies = [b for _, path, b in server.requests if path == "/completion"]
     assert [len(b["prompt"]) for b in bodies[:11]] == [47, 47, 47, 32, 32, 16, 16, 8, 8, 1, 1]
-    assert "2 repeats per depth" in " ".join(result.table("decode_vs_depth").notes)
+    assert "2 repeats per depth" in " ".join(result.table("decode_vs_depth_main").notes)
     assert result.notes[-1] == "The model file is not readable here (pass --model PATH.gguf), so numpy does not generate from it."
 
 
@@ -810,3 +810,97 @@ def test_numpy_decode_says_the_two_ways_agree_to_the_bit_only_when_they_do(monke
     moved = [[0.5, -1.25]] * 15 + [[0.5, -1.2500305]]  # one logit a float32 step or so away
     first = _notes_of_numpy_decode(same, moved)[0]
     assert "the same to the last bit" not in first and "every logit within 3.1e-05: the same sums, added in another order" in first
+
+
+# --- what this run shows, and the main tables -------------------------------------------------------------------
+
+def test_what_the_run_shows_reads_the_recording(result):
+    """The fixture's opening: the cache-versus-no-cache table's positions and times, the depths' medians, the served
+    model's KV bytes and the depth model's fact, each as the records hold it."""
+    ways = result.table("cache_vs_no_cache").rows
+    (_, _, with_n, with_ms, _), (_, _, without_n, without_ms, _) = ways
+    assert (with_n, without_n) == (23, 156)
+    depths = rows(result, "decode_vs_depth")
+    line = result.fact("decode_at_depth")
+    per_token = int(result.fact("kv_examples")[0]["bytes_per_token"])
+    held = line["held_out"]
+    assert [h["depth"] for h in held] == [1904] and abs(held[0]["error"]) > 0.15
+    assert result.shows.plot == "decode_vs_depth"
+    assert result.shows.text == (
+        f"Generating {plans.COST_N} tokens with the KV cache processed {with_n} positions in {with_ms:.4g} ms; "
+        f"re-sending the growing text without it processed {without_n} ({without_n / with_n:.3g}× as many) in "
+        f"{without_ms:.4g} ms ({without_ms / with_ms:.3g}× the time). "
+        f"Decode slowed from {depths[0][4]:.4g} tokens/s at depth 0 to {depths[-1][4]:.4g} at depth 1,904, each "
+        f"earlier position adding {per_token:,} bytes of K and V to read; a line through the depths up to "
+        f"{line['fit_until']:,} gives t(0) = {line['t0_ms']:.4g} ms and s₁ = {1e3 * line['slope_ms_per_position']:.4g} µs "
+        f"per earlier position, bent at d* = {line['knee']:,.0f} into s₂ = "
+        f"{1e3 * line['slope2_ms_per_position']:.4g} µs, and predicted 0 of the 1 deeper depth within ±15% of measured "
+        f"(the furthest, depth 1,904, by {100 * held[0]['error']:+.1f}%).")
+    # by hand: 23 and 156 positions, 81.9 and 374.8 ms
+    assert "processed 23 positions in 81.9 ms" in result.shows.text and "(6.78× as many)" in result.shows.text
+
+
+def test_main_tables_are_at_most_eight_columns_and_narrow_their_full_tables(result):
+    main = [t for t in result.tables if not t.detail]
+    assert main and all(len(t.columns) <= 8 for t in main), [(t.name, len(t.columns)) for t in main]
+    for name in ("kv_cache_size", "decode_vs_depth"):
+        narrow, full = result.table(f"{name}_main"), result.table(name)
+        assert full.detail and not narrow.detail and len(full.columns) > 8
+        heads = [(c.name, c.unit) for c in full.columns]
+        at = [heads.index((c.name, c.unit)) for c in narrow.columns]
+        assert narrow.rows == [[row[i] for i in at] for row in full.rows]
+    # the formulas sit with the full tables, the plain words with the main ones
+    assert result.table("kv_cache_size").title.startswith("KV cache bytes per token = 2 × layers")
+    assert not any("=" in n for n in result.table("kv_cache_size_main").notes[:1])
+    assert result.table("decode_vs_depth").notes == [
+        "tokens/s = 1000 ÷ ms per token, sample by sample; the median, min and max are of those samples."]
+    # the samples columns only under Details
+    assert ("decode samples", "tokens/s") not in [(c.name, c.unit) for c in result.table("decode_vs_depth_main").columns]
+
+
+def _hand_shows(ms: list[float], resent_ms: float = 312.0, fit_until: int = 64):
+    """view.shows on hand-made records: 8 tokens after a 16-token prompt in one request (prompt 32 ms + 7 passes of 12
+    ms) against 8 re-sent requests of 16…23 positions taking `resent_ms` in all; and depths 0, 16, 32, 48, 64, 96, 112
+    with median ms per token `ms` (two equal repeats)."""
+    from types import SimpleNamespace
+
+    from bytesup.course.kvcache import DepthResult, cache_vs_no_cache, depth_model
+    from bytesup.store.facts.lesson06 import KvExample, ResendStep
+    from bytesup.store.views import lesson06 as view
+
+    timings = SimpleNamespace(prompt_n=16, prompt_ms=32.0, predicted_n=8, predicted_ms=84.0, predicted_per_token_ms=12.0,
+                              cache_n=0)
+    steps = [ResendStep(i + 1, 16 + i, 16 + i, resent_ms / 8, [i]) for i in range(8)]
+    c = cache_vs_no_cache(timings, list(range(8)), steps)
+    at = [0, 16, 32, 48, 64, 96, 112]
+    depths = [DepthResult(d, 1, [m, m], [1000 / m, 1000 / m], None) for d, m in zip(at, ms, strict=True)]
+    served = KvExample("hand (served)", 2, 2, 8, 2, 128.0)
+    spec = kvcache.AttentionShape(524_288, 32, 32, 128)
+    model = depth_model(depths, 2 * fit_until, None, None, "no reading", spec, (None, None, "no cache"))
+    return view, c, depths, model, served
+
+
+def test_what_the_run_shows_follows_hand_made_records():
+    # t(d) = 10 + d ÷ 16 ms on every depth: the line through 0…64 predicts 96 and 112 exactly
+    view, c, depths, model, served = _hand_shows([10 + d / 16 for d in (0, 16, 32, 48, 64, 96, 112)])
+    text, plot = view.shows(c, depths, model, served)
+    assert plot == "decode_vs_depth"
+    # with the cache: 16 + 7 = 23 positions, 32 + 84 = 116 ms; without: 16 + … + 23 = 156 positions, 312 ms
+    assert text == ("Generating 8 tokens with the KV cache processed 23 positions in 116 ms; re-sending the growing text "
+                    "without it processed 156 (6.78× as many) in 312 ms (2.69× the time). Decode slowed from 100 "
+                    "tokens/s at depth 0 to 58.82 at depth 112, each earlier position adding 128 bytes of K and V to "
+                    "read; a line through the depths up to 64 gives t(0) = 10 ms and s = 62.5 µs per earlier position, "
+                    "and predicted 2 of the 2 deeper depths within ±15% of measured (the furthest, depth 96, by +0.0%).")
+    # the deep depths twice as slow as the line says: the same line, and it predicts neither
+    ms = [10 + d / 16 for d in (0, 16, 32, 48, 64)] + [2 * (10 + 96 / 16), 2 * (10 + 112 / 16)]
+    view, c, depths, model, served = _hand_shows(ms)
+    text, _ = view.shows(c, depths, model, served)
+    # predicted 1000 ÷ 16 = 62.5 tokens/s at depth 96 against 31.25 measured: +100%
+    assert text.endswith("and predicted 0 of the 2 deeper depths within ±15% of measured (the furthest, depth 96, by "
+                         "+100.0%).")
+    # decode faster at depth than at 0, re-sending no slower, no depth model and no served model's bytes
+    view, c, depths, _, _ = _hand_shows([20, 19, 18, 17, 16, 15, 10], resent_ms=100.0)
+    text, _ = view.shows(c, depths, None, None)
+    assert text == ("Generating 8 tokens with the KV cache processed 23 positions in 116 ms; re-sending the growing text "
+                    "without it processed 156 (6.78× as many) in 100 ms (0.862× the time). Decode sped up from 50 "
+                    "tokens/s at depth 0 to 100 at depth 112.")

@@ -57,17 +57,34 @@ def numpy_row(d: NumpyDecode, n: int) -> NumpyRow:
     return NumpyRow(n, fc, fr, fr / fc, mc, mr, mr / mc)
 
 
+# The columns each wide table shows in the main text (by field); every column is in the full table, under Details.
+KV_MAIN = ["label", "n_layer", "n_head_kv", "head_dim", "bytes_per_element", "bytes_per_token", "context",
+           "mib_at_context"]
+DEPTH_MAIN = ["depth", "prompt_n", "ms_median", "median", "low", "high", "prefill_median"]
+
+
+def narrowed(page: Page, name: str, title: str, full_title: str, record: type, full: list[str], keep: list[str],
+             records: list[Any], notes: list[str], formulas: list[str], shown: dict[str, Any] | None = None) -> None:
+    """The table `name`_main with the fields `keep` and the plain notes, then the full table `name` with every field
+    `full` under Details, with the notes that give the formulas."""
+    page.table(f"{name}_main", title, *by_columns(record, keep, records, shown), notes=notes)
+    page.table(name, full_title, *by_columns(record, full, records, shown), notes=formulas).detail = True
+
+
 def show_kv_cache_size(page: Page, examples: list[KvExample], served: KvExample | None,
                          info: dict | None, setup: CacheSetup) -> None:
     course, big = examples[-2], examples[-1]
-    notes = ["The 2 is K and V: every layer stores a key and a value vector of head width for every KV head."]
+    formulas = ["The 2 is K and V: every layer stores a key and a value vector of head width for every KV head."]
+    notes = []
     if served is not None and info is not None:
         hp, weights = info["hyperparameters"], info["tensor_bytes"]
         groups = hp["n_head"] / hp["n_head_kv"]
+        formulas.append(f"{served.label}: 2 × {served.n_layer} × {served.n_head_kv} × {served.head_dim} × "
+                        f"{served.bytes_per_element:g} = {served.per_token:,} bytes per token.")
         notes += [
-            (f"{served.label}: 2 × {served.n_layer} × {served.n_head_kv} × {served.head_dim} × {served.bytes_per_element:g} = "
-            f"{served.per_token:,} bytes per token; a full {setup.n_ctx:,}-token context holds {served.mib_at_context:.4g} MiB, "
-            f"{100 * served.per_token * setup.n_ctx / weights:.3g}% of the model's {weights:,} bytes of weights."),
+            (f"{served.label}: {served.per_token:,} bytes per token; a full {setup.n_ctx:,}-token context holds "
+             f"{served.mib_at_context:.4g} MiB, {100 * served.per_token * setup.n_ctx / weights:.3g}% of the model's "
+             f"{weights:,} bytes of weights."),
             (f"{hp['n_head']} query heads share {hp['n_head_kv']} KV heads ({groups:g} per KV head, grouped-query "
              f"attention): the cache is {groups:g} × smaller than one K and V per query head."
              if groups > 1 else
@@ -83,10 +100,9 @@ def show_kv_cache_size(page: Page, examples: list[KvExample], served: KvExample 
         f"{course.mib_at_context / 1024:.3g} GiB at its {course.context:,}-token context."),
         *podcast_notes(big, podcast_check(big.per_token)),
     ]
-    page.table(
-        "kv_cache_size", "KV cache bytes per token = 2 × layers × KV heads × head width × bytes per element",
-        *by_columns(KvExample, KV_COLUMNS, examples, {"bytes_per_token": int}), notes=notes,
-    )
+    formula = "KV cache bytes per token = 2 × layers × KV heads × head width × bytes per element"
+    narrowed(page, "kv_cache_size", "KV cache bytes per token", formula, KvExample, KV_COLUMNS, KV_MAIN, examples,
+             notes, formulas, {"bytes_per_token": int})
 
 
 def podcast_notes(big: KvExample, pod: PodcastCheck) -> list[str]:
@@ -117,9 +133,11 @@ def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repe
     change = 100 * (last.median - first.median) / first.median
     pub_short, pub_long = LESSON4["decode_short_tokens_per_s"], LESSON4["decode_long_tokens_per_s"]
     pub_change = 100 * (pub_long - pub_short) / pub_short
-    page.table(
-        "decode_vs_depth", f"Decode speed as the context grows ({DECODE_N} tokens decoded at each depth)",
-        *by_columns(DepthResult, list(DepthResult.COLUMNS), depths),
+    title = f"Decode speed as the context grows ({DECODE_N} tokens decoded at each depth)"
+    narrowed(
+        page, "decode_vs_depth", title, f"{title}, with every sample", DepthResult, list(DepthResult.COLUMNS),
+        DEPTH_MAIN, depths,
+        formulas=["tokens/s = 1000 ÷ ms per token, sample by sample; the median, min and max are of those samples."],
         notes=[
             (f"Depths are fractions of the {n_ctx:,}-token context"
              + (f", except {past_knee[0]:,}, halfway from d* = {past_knee[1]:,.0f} (where the K and V fill the run's "
@@ -131,7 +149,7 @@ def show_decode_vs_depth(page: Page, n_ctx: int, depths: list[DepthResult], repe
             f"{last.median:.4g} tokens/s ({change:+.3g}%); per token {first.ms_median:.4g} → {last.ms_median:.4g} ms."),
             (f"Published (lesson 4, {published.SPARK_NAME}): {pub_short:g} → {pub_long:g} tokens/s after a "
             f"{LESSON4['long_prompt_tokens']:,}-token prompt, {pub_change:+.3g}%."),
-            f"tokens/s = 1000 ÷ ms per token, sample by sample; {repeat} repeats per depth. The widest spread "
+            f"{repeat} repeats per depth. The widest spread "
             f"at one depth is {widest_ratio:.3g}× (max ÷ min, at depth {widest.depth:,}): differences smaller than that are "
             f"noise" + (f"; the host's load average was {load[0]:g} on {cores} cores." if load and cores else "."),
             *cache_notes(depths),
@@ -427,3 +445,41 @@ def show_numpy_decode(page: Page, d: NumpyDecode | str | None, server_tokens: li
              "tokens generated n", "time (ms)",
              [Series(label="with the KV cache", x=xs, y=[d.totals(n)[2] for n in range(1, NUMPY_N + 1)], style="points"),
               Series(label="recomputing every prefix", x=xs, y=[d.totals(n)[3] for n in range(1, NUMPY_N + 1)], style="points")])
+
+
+# --- what this run shows ---------------------------------------------------------------------------------------
+
+def shows(c: CacheVsNoCache, depths: list[DepthResult], model: DepthModel | None,
+          served: KvExample | None) -> tuple[str, str]:
+    """What the run shows, and the plot that shows it: what the KV cache saved (positions and time, with it and
+    re-sending the text without it), then how decode changed with depth (the line's t(0) and cost per position, and
+    how many held-out depths it predicted), with the served model's KV bytes per position where they are known."""
+    ratio_n, ratio_ms = c.positions_resent / c.positions_cached, c.ms_resent / c.ms_cached
+    saving = (f"Generating {COST_N} tokens with the KV cache processed {c.positions_cached:,} positions in "
+              f"{c.ms_cached:.4g} ms; re-sending the growing text without it processed {c.positions_resent:,} "
+              f"({ratio_n:.3g}× as many) in {c.ms_resent:.4g} ms ({ratio_ms:.3g}× the time).")
+    first, last = depths[0], depths[-1]
+    went = "slowed" if last.median < first.median else "did not slow" if last.median == first.median else "sped up"
+    depth = (f"Decode {went} from {first.median:.4g} tokens/s at depth {first.depth:,} to {last.median:.4g} at depth "
+             f"{last.depth:,}")
+    if served is not None:
+        depth += f", each earlier position adding {served.per_token:,} bytes of K and V to read"
+    if model is None:
+        return " ".join([saving, depth + "."]), "decode_vs_depth"
+    line, held = model.line, model.held_out
+    s = "s" if line.knee is None else "s₁"
+    fit = (f"a line through the depths up to {line.fit_until:,} gives t(0) = {line.t0_ms:.4g} ms and {s} = "
+           f"{1e3 * line.slope_ms:.4g} µs per earlier position")
+    if line.knee is not None:
+        fit += f", bent at d* = {line.knee:,.0f}" + ("" if line.slope2_ms is None else
+                                                    f" into s₂ = {1e3 * line.slope2_ms:.4g} µs")
+    if not held:
+        verdict = ", and no deeper depth was left to predict."
+    else:
+        within, unknown = sum(p.within for p in held), sum(p.predicted_ms is None for p in held)
+        verdict = (f", and predicted {within} of the {len(held)} deeper depth{'s' if len(held) > 1 else ''} within "
+                   f"±{100 * depthtime.TOLERANCE:.0f}% of measured"
+                   + (f" (the furthest, depth {worst.depth:,}, by {100 * worst.error:+.1f}%)"
+                      if (worst := depthtime.worst(held)) is not None and worst.error is not None else "")
+                   + (f"; it has no prediction for {unknown}, past d* with no fitted depth beyond it." if unknown else "."))
+    return " ".join([saving, depth + "; " + fit + verdict]), "decode_vs_depth"
