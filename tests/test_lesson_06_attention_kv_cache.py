@@ -20,6 +20,13 @@ def rows(result, name):
     return result.table(name).rows
 
 
+def line_notes(result) -> list[str]:
+    """The depth line's notes in the order the view writes them: the fit (a formula, under Details), the held-out
+    depths (the main table's), the slope split, the Spark's slope and the spread (formulas), and the knee (main)."""
+    plain, formulas = result.table("decode_at_depth_line_main").notes, result.table("decode_at_depth_line").notes
+    return [formulas[0], plain[0], formulas[1], formulas[2], plain[1], formulas[3]]
+
+
 # --- KV cache size --------------------------------------------------------------------------
 
 def test_kv_bytes_for_the_70b_example(result, lesson):
@@ -549,13 +556,13 @@ def test_depth_line_on_the_recording(result, lesson):
             assert predicted is None and error is None
     assert [h["depth"] for h in line["held_out"]] == [1904] and line["tolerance"] == 0.15
     # s₂ comes from 80 positions past d*, so 1,904 (448 past it) carries 1,536's scatter 5.6-fold: it cannot tell
-    assert line["held_out"][0]["spread"] > 0.15 and "The run cannot tell whether the model holds at depth 1,904" in table.notes[1]
+    assert line["held_out"][0]["spread"] > 0.15 and "The run cannot tell whether the model holds at depth 1,904" in line_notes(result)[1]
     gbs = run_bandwidth(LESSON, result)["gb_per_s"]["median"]
     assert line["bandwidth_gbs"] == pytest.approx(gbs)
     assert line["kv_read_ms_per_position"] == pytest.approx(23040 / (gbs * 1e9) * 1e3)
-    assert table.notes[2].startswith(f"At the run's bandwidth reading, {gbs:.3g} GB/s (median), one position's "
+    assert line_notes(result)[2].startswith(f"At the run's bandwidth reading, {gbs:.3g} GB/s (median), one position's "
                                      "23,040 bytes of K and V take")
-    assert table.notes[4].startswith("The knee: the run's last-level cache, 32 MiB (") and table.notes[4].endswith(
+    assert line_notes(result)[4].startswith("The knee: the run's last-level cache, 32 MiB (") and line_notes(result)[4].endswith(
         "holds the K and V of d* = 33,554,432 ÷ 23,040 bytes per position = 1,456 positions, between depths 1,024 and "
         "1,536: below it a token's K and V reads can come from the cache, beyond it they no longer fit and may come from "
         "memory.")
@@ -603,7 +610,7 @@ def test_depth_line_on_the_committed_run(committed_run):
     assert line["bandwidth_gbs"] == gbs
     assert line["kv_read_ms_per_position"] == pytest.approx(23_040 / (gbs * 1e9) * 1e3)
     assert line["kv_read_ms_per_position"] / slope == pytest.approx(0.1255, abs=1e-4)
-    notes = result.table("decode_at_depth_line").notes
+    notes = line_notes(result)
     assert notes[1] == ("Held out, predicted by a model not fitted on them: 2 of 2 depths within ±15% of measured; "
                         "the worst, depth 1,904, at -6.2%.")
     # its host's 260 MiB cache holds the K and V of 272,629,760 ÷ 23,040 = 11,833 positions: no knee, the line
@@ -628,14 +635,14 @@ def test_main_on_hand_made_answers_depth_line(hand_run):
     table = result.table("decode_at_depth_line")
     assert [r[7] for r in table.rows] == ["fitted"] * 4 + ["held out"]
     assert table.rows[-1][:3] == [47, 19.75, pytest.approx(19.60625)]
-    assert table.notes[0].startswith("The least-squares line through the median ms per token at the depths up to half "
+    assert line_notes(result)[0].startswith("The least-squares line through the median ms per token at the depths up to half "
                                      "the context (0, 8, 16, 32): t(0) = 8.15 ms and s = 243.8 µs per earlier position")
-    assert table.notes[1] == ("Held out, predicted by a model not fitted on them: 1 of 1 depths within ±15% of measured; "
+    assert line_notes(result)[1] == ("Held out, predicted by a model not fitted on them: 1 of 1 depths within ±15% of measured; "
                               "the worst, depth 47, at +0.7%.")
-    assert table.notes[4] == ("No knee is placed, so the model is the line: this run was recorded without a reading of "
+    assert line_notes(result)[4] == ("No knee is placed, so the model is the line: this run was recorded without a reading of "
                               "the host's bandwidth, which carries its last-level cache size.")
     # hand_context gives no bandwidth reading: a replay of a run that recorded none
-    assert table.notes[2] == ("The KV read is not split out of s: this run was recorded without a reading of the "
+    assert line_notes(result)[2] == ("The KV read is not split out of s: this run was recorded without a reading of the "
                               "host's bandwidth.")
     plot = next(p for p in result.plots if p.name == "decode_vs_depth")
     assert plot.series[-1].y[-1] == pytest.approx(1000 / 19.60625)
@@ -661,11 +668,11 @@ def test_the_hand_made_slope_split_at_the_runs_bandwidth(lesson):
     # 243.74 µs, does 4 × 2 layers × 4 heads × 8 = 256 FLOPs: 256 ÷ 243.74e-6 s = 0.00105 GFLOP/s
     line = result.fact("decode_at_depth")
     assert line["bandwidth_gbs"] == 12.8 and line["kv_read_ms_per_position"] == pytest.approx(1e-5)
-    assert result.table("decode_at_depth_line").notes[2] == (
+    assert line_notes(result)[2] == (
         "At the run's bandwidth reading, 12.8 GB/s (median), one position's 128 bytes of K and V take 0.01 µs to read: "
         "0.0041% of s. The rest, 244 µs, is attention's work per position: 4 × 2 layers × 4 heads × 8 = 256 FLOPs "
         "(q·k and V's weighted sum, 2 each per element), at 0.00105 GFLOP/s. Here s is mostly attention's work.")
-    assert result.table("decode_at_depth_line").notes[3].endswith(
+    assert line_notes(result)[3].endswith(
         "there s is mostly the KV read, here mostly attention's work (0.0041% the KV read).")
 
 
@@ -684,15 +691,15 @@ def test_the_hand_made_knee_from_the_runs_cache(lesson):
     assert line["held_out"] == [{"depth": 47, "error": pytest.approx(19.75 / 19.8802083 - 1, abs=1e-8), "spread": 0.0}]
     table = result.table("decode_at_depth_line")
     assert table.title.startswith("Decode at depth d: t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*), d* = 20")
-    assert table.notes[0].startswith("t(0) = 8.208 ms and s₁ = 234.4 µs per earlier position by least squares through "
+    assert line_notes(result)[0].startswith("t(0) = 8.208 ms and s₁ = 234.4 µs per earlier position by least squares through "
                                      "the median ms per token at the depths up to d* (0, 8, 16); s₂ = 258.7 µs per "
                                      "position beyond it, through the fitted depths past d* (32)")
-    assert table.notes[4] == ("The knee: the run's last-level cache, 0 MiB (hand), holds the K and V of d* = 2,560 ÷ 128 "
+    assert line_notes(result)[4] == ("The knee: the run's last-level cache, 0 MiB (hand), holds the K and V of d* = 2,560 ÷ 128 "
                               "bytes per position = 20 positions, between depths 16 and 32: below it a token's K and V "
                               "reads can come from the cache, beyond it they no longer fit and may come from memory.")
     # the KV read at 12.8 GB/s: 0.01 µs, 0.0043% of s₁ = 234.4 µs and 0.0039% of s₂ = 258.7 µs, which exceeds s₁ by
     # 24.3 µs, 2,400 × that read
-    assert "0.0043% of s₁" in table.notes[2] and table.notes[2].endswith(
+    assert "0.0043% of s₁" in line_notes(result)[2] and line_notes(result)[2].endswith(
         "Beyond d*, the same read is 0.0039% of s₂ = 259 µs; s₂ − s₁ = +24.3 µs per position is 2.4e+03× the KV read at "
         "the bandwidth.")
     plot = next(p for p in result.plots if p.name == "decode_vs_depth")
@@ -725,7 +732,7 @@ def test_no_slope_split_where_the_hosts_bandwidth_does_not_apply(lesson):
     line = result.fact("decode_at_depth")
     assert line["bandwidth_gbs"] is None and line["kv_read_ms_per_position"] is None
     assert line["slope_ms_per_position"] == pytest.approx(0.24375)  # the line and its predictions still show
-    notes = result.table("decode_at_depth_line").notes
+    notes = line_notes(result)
     assert notes[2] == ("The KV read is not split out of s: this host's bandwidth does not bound the server's decode: "
                         "the server runs on another host.")
     assert notes[3].endswith("there s is mostly the KV read.")
@@ -734,7 +741,7 @@ def test_no_slope_split_where_the_hosts_bandwidth_does_not_apply(lesson):
 def test_no_slope_split_without_the_model_file(lesson):
     result = _hand_depth_run(lesson, {**HAND_FACTS, "model_readable": False}, {"gb_per_s": {"median": 12.8}})
     assert "bytes_model_with_context" not in [t.name for t in result.tables]
-    notes = result.table("decode_at_depth_line").notes
+    notes = line_notes(result)
     assert notes[2] == ("The KV read is not split out of s: the served model's file is not readable here, so its KV "
                         "bytes per token and heads are unknown.")
     assert result.fact("decode_at_depth")["held_out"][0]["depth"] == 47
@@ -835,7 +842,9 @@ def test_what_the_run_shows_reads_the_recording(result):
         f"{line['fit_until']:,} gives t(0) = {line['t0_ms']:.4g} ms and s₁ = {1e3 * line['slope_ms_per_position']:.4g} µs "
         f"per earlier position, bent at d* = {line['knee']:,.0f} into s₂ = "
         f"{1e3 * line['slope2_ms_per_position']:.4g} µs, and predicted 0 of the 1 deeper depth within ±15% of measured "
-        f"(the furthest, depth 1,904, by {100 * held[0]['error']:+.1f}%).")
+        f"(the furthest, depth 1,904, by {100 * held[0]['error']:+.1f}%); the samples scatter too widely to tell "
+        "whether it holds at 1 of them (spread over ±15%).")
+    assert held[0]["spread"] > 0.15
     # by hand: 23 and 156 positions, 81.9 and 374.8 ms
     assert "processed 23 positions in 81.9 ms" in result.shows.text and "(6.78× as many)" in result.shows.text
 
@@ -843,9 +852,9 @@ def test_what_the_run_shows_reads_the_recording(result):
 def test_main_tables_are_at_most_eight_columns_and_narrow_their_full_tables(result):
     main = [t for t in result.tables if not t.detail]
     assert main and all(len(t.columns) <= 8 for t in main), [(t.name, len(t.columns)) for t in main]
-    for name in ("kv_cache_size", "decode_vs_depth"):
+    for name in ("kv_cache_size", "decode_vs_depth", "decode_at_depth_line"):
         narrow, full = result.table(f"{name}_main"), result.table(name)
-        assert full.detail and not narrow.detail and len(full.columns) > 8
+        assert full.detail and not narrow.detail and len(full.columns) > len(narrow.columns)
         heads = [(c.name, c.unit) for c in full.columns]
         at = [heads.index((c.name, c.unit)) for c in narrow.columns]
         assert narrow.rows == [[row[i] for i in at] for row in full.rows]
@@ -854,6 +863,11 @@ def test_main_tables_are_at_most_eight_columns_and_narrow_their_full_tables(resu
     assert not any("=" in n for n in result.table("kv_cache_size_main").notes[:1])
     assert result.table("decode_vs_depth").notes == [
         "tokens/s = 1000 ÷ ms per token, sample by sample; the median, min and max are of those samples."]
+    # the depth line's formula and its fit, slope split and spread under Details; held out and the knee in the main text
+    assert result.table("decode_at_depth_line").title.startswith("Decode at depth d: t(d) = t(0) + s₁")
+    assert "t(d)" not in result.table("decode_at_depth_line_main").title
+    assert result.table("decode_at_depth_line_main").notes[0].startswith("Held out, predicted by a model not fitted")
+    assert result.table("decode_at_depth_line").notes[0].startswith("t(0) = ")
     # the samples columns only under Details
     assert ("decode samples", "tokens/s") not in [(c.name, c.unit) for c in result.table("decode_vs_depth_main").columns]
 

@@ -61,6 +61,7 @@ def numpy_row(d: NumpyDecode, n: int) -> NumpyRow:
 KV_MAIN = ["label", "n_layer", "n_head_kv", "head_dim", "bytes_per_element", "bytes_per_token", "context",
            "mib_at_context"]
 DEPTH_MAIN = ["depth", "prompt_n", "ms_median", "median", "low", "high", "prefill_median"]
+LINE_MAIN = ["depth", "measured_ms", "predicted_ms", "measured_tokens_per_s", "predicted_tokens_per_s", "error", "role"]
 
 
 def narrowed(page: Page, name: str, title: str, full_title: str, record: type, full: list[str], keep: list[str],
@@ -194,12 +195,13 @@ def show_depth_line(page: Page, m: DepthModel | None, why_not: str | None) -> No
              "Decode at depth d: t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*), d* = {:,.0f} from the last-level "
              "cache, fitted up to depth {:,}, predicting the deeper depths").format(
         *((line.fit_until,) if line.knee is None else (line.knee, line.fit_until)))
-    page.table(
-        "decode_at_depth_line", title,
-        *by_columns(depthtime.DepthPrediction, list(depthtime.DepthPrediction.COLUMNS), m.points),
-        notes=[fit_note(line), held_out_note(m.held_out, line.knee), split_note(m), spark_note(m.spark, m.split),
-               knee_note(m), SPREAD_NOTE],
-    )
+    plain = (f"Decode at depth d: a line through the depths up to {line.fit_until:,}, predicting the deeper depths"
+             + ("" if line.knee is None else
+                f", bent at d* = {line.knee:,.0f} where the K and V outgrow the last-level cache"))
+    narrowed(page, "decode_at_depth_line", plain, title, depthtime.DepthPrediction,
+             list(depthtime.DepthPrediction.COLUMNS), LINE_MAIN, m.points,
+             notes=[held_out_note(m.held_out, line.knee), knee_note(m)],
+             formulas=[fit_note(line), split_note(m), spark_note(m.spark, m.split), SPREAD_NOTE])
 
 
 SPREAD_NOTE = ("The spread of a held-out prediction: the root of the sum of the squares of how far it moves when each "
@@ -481,5 +483,8 @@ def shows(c: CacheVsNoCache, depths: list[DepthResult], model: DepthModel | None
                    f"±{100 * depthtime.TOLERANCE:.0f}% of measured"
                    + (f" (the furthest, depth {worst.depth:,}, by {100 * worst.error:+.1f}%)"
                       if (worst := depthtime.worst(held)) is not None and worst.error is not None else "")
-                   + (f"; it has no prediction for {unknown}, past d* with no fitted depth beyond it." if unknown else "."))
+                   + (f"; it has no prediction for {unknown}, past d* with no fitted depth beyond it" if unknown else "")
+                   + (f"; the samples scatter too widely to tell whether it holds at {vague} of them (spread over "
+                      f"±{100 * depthtime.TOLERANCE:.0f}%)." if (vague := sum(p.predicted_ms is not None and not p.within
+                                                                          and not p.can_tell for p in held)) else "."))
     return " ".join([saving, depth + "; " + fit + verdict]), "decode_vs_depth"
