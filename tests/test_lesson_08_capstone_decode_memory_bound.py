@@ -19,7 +19,7 @@ from bytesup.course import decodetime, memory_bound
 from bytesup.errors import BytesupError
 from bytesup.llama.responses import Timings, decode_tokens_per_s
 from bytesup.store.facts.lesson08 import ModelInfo, ModelRun, TopAnswer, prefill_rows
-from bytesup.store.plans.lesson08 import DEFAULT_SIZES, current_plan, read_plan
+from bytesup.store.plans.lesson08 import DEFAULT_SIZES, Served, current_plan, in_turns, parse_sizes, read_plan
 from bytesup.store.views.lesson08 import show_prefill
 
 LESSON = "08_capstone_decode_memory_bound"
@@ -147,33 +147,33 @@ def test_plot_is_log_log(result):
     assert measured.y_min is not None and all(lo <= y <= hi for lo, y, hi in zip(measured.y_min, measured.y, measured.y_max, strict=True))
 
 
-# --- the lesson's own computation: the sizes, the batch bodies, the turns ------------------------
+# --- the sweep's models: the sizes (bytesup.store.plans.lesson08) ------------------------------------
 
-def test_parse_sizes(lesson):
-    assert lesson.parse_sizes(None, DEFAULT_SIZES) == list(DEFAULT_SIZES)
+def test_parse_sizes():
+    assert parse_sizes(None, DEFAULT_SIZES) == list(DEFAULT_SIZES)
     assert DEFAULT_SIZES[:4] == ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32")
-    assert lesson.parse_sizes("tiny-q8_0, small-q8_0", DEFAULT_SIZES) == ["tiny-q8_0", "small-q8_0"]
-    assert lesson.parse_sizes(["medium-f16"], DEFAULT_SIZES) == ["medium-f16"]
+    assert parse_sizes("tiny-q8_0, small-q8_0", DEFAULT_SIZES) == ["tiny-q8_0", "small-q8_0"]
+    assert parse_sizes(["medium-f16"], DEFAULT_SIZES) == ["medium-f16"]
     with pytest.raises(BytesupError, match="huge-q8_0"):
-        lesson.parse_sizes("tiny-q8_0,huge-q8_0", DEFAULT_SIZES)
+        parse_sizes("tiny-q8_0,huge-q8_0", DEFAULT_SIZES)
     # Blank names are dropped, not reported.
-    assert lesson.parse_sizes("tiny-q8_0, ,", DEFAULT_SIZES) == ["tiny-q8_0"]
+    assert parse_sizes("tiny-q8_0, ,", DEFAULT_SIZES) == ["tiny-q8_0"]
     from bytesup.models.catalog import model_names
     known = ", ".join(model_names())
     with pytest.raises(BytesupError) as err:
-        lesson.parse_sizes("huge-q8_0,tiny-q8_0,gigantic", DEFAULT_SIZES)
+        parse_sizes("huge-q8_0,tiny-q8_0,gigantic", DEFAULT_SIZES)
     assert str(err.value) == f"Unknown model(s) huge-q8_0, gigantic in --sizes. Models: {known}, or a path to a .gguf file."
     with pytest.raises(BytesupError) as err:
-        lesson.parse_sizes(" , ", DEFAULT_SIZES)
+        parse_sizes(" , ", DEFAULT_SIZES)
     assert str(err.value) == f"Unknown model(s) (none given) in --sizes. Models: {known}, or a path to a .gguf file."
 
 
-def test_sizes_take_gguf_paths(lesson, tmp_path):
+def test_sizes_take_gguf_paths(tmp_path):
     gguf = tmp_path / "mine-q8_0.gguf"
     gguf.write_bytes(b"GGUF")
-    assert lesson.parse_sizes(f"tiny-q8_0,{gguf}", DEFAULT_SIZES) == ["tiny-q8_0", str(gguf)]
+    assert parse_sizes(f"tiny-q8_0,{gguf}", DEFAULT_SIZES) == ["tiny-q8_0", str(gguf)]
     with pytest.raises(BytesupError, match="No GGUF file at /nowhere/x.gguf in --sizes"):
-        lesson.parse_sizes("/nowhere/x.gguf", DEFAULT_SIZES)
+        parse_sizes("/nowhere/x.gguf", DEFAULT_SIZES)
 
 
 # --- main on hand-made answers ---------------------------------------------------------------
@@ -507,18 +507,18 @@ def test_batch_bodies(lesson):
     assert (plan.samples, plan.rounds(2), plan.rounds(4), plan.slots, plan.context) == (5, 3, 2, 4, 1024)
 
 
-def test_servers_are_up_at_once_only_where_the_models_fit_together(lesson):
+def test_servers_are_up_at_once_only_where_the_models_fit_together():
     """Turns need every model in memory at once: within MEMORY_SHARE (half) of the available memory together,
     and a plan that measures that way (a run recorded before turns replays one model after another)."""
     def served(*gb: float) -> list:
-        return [lesson.Served(f"m{i}", ModelInfo(f"m{i}", 1, int(g * 1e9), "Q8_0"), ()) for i, g in enumerate(gb)]
+        return [Served(f"m{i}", ModelInfo(f"m{i}", 1, int(g * 1e9), "Q8_0"), ()) for i, g in enumerate(gb)]
 
     turns = current_plan(2)
-    assert lesson.in_turns(turns, served(1.0, 0.9), 4_000_000_000) is True      # 1.9 GB ≤ 2 GB
-    assert lesson.in_turns(turns, served(1.0, 1.1), 4_000_000_000) is False     # 2.1 GB > 2 GB
-    assert lesson.in_turns(turns, served(0.1), None) is False                   # the memory unknown
+    assert in_turns(turns, served(1.0, 0.9), 4_000_000_000) is True      # 1.9 GB ≤ 2 GB
+    assert in_turns(turns, served(1.0, 1.1), 4_000_000_000) is False     # 2.1 GB > 2 GB
+    assert in_turns(turns, served(0.1), None) is False                   # the memory unknown
     before = read_plan({"repeat": 2})
-    assert lesson.in_turns(before, served(0.1), 4_000_000_000) is False
+    assert in_turns(before, served(0.1), 4_000_000_000) is False
 
 
 def test_prefills_are_recorded_without_the_decode_model(lesson):
