@@ -75,7 +75,8 @@ from bytesup.store.plans.lesson08 import (MEMORY_SHARE, MIN_SAMPLES, PLAN_READS,
                                           plan_shape, read_plan)
 from bytesup.store.views.lesson08 import (bandwidth_note, plot_decode_vs_bytes, servers_note, show_accuracy,
                                           show_conclusion, show_context_prediction, show_decode_model, show_fit,
-                                          show_models, show_prefill, show_steps, show_sweep, verdict_sentences)
+                                          show_models, show_prefill, show_steps, show_sweep, shows,
+                                          verdict_sentences)
 from bytesup.units import GB, PINNED
 
 TITLE = "Why LLM decode is memory-bound"
@@ -181,9 +182,11 @@ def main(ctx: LessonContext):
                           cross)
         show_prefill(ctx, prefills, terms, plan)
 
-    # 5. The bytes model with context, on the published figures; 6. the picture, on log-log axes; 7. the conclusion.
+    # 5. The bytes model with context, on the published figures; 6. the picture, on log-log axes, and what the run
+    # shows; 7. the conclusion.
     show_context_prediction(ctx, spark_context_prediction(), published_point())
     plot_decode_vs_bytes(ctx, points, analysis["fit"], ref, cross, widths)
+    ctx.shows(shows(cross, why_not, points), plot="decode_vs_bytes")  # what this run shows, first on the page
     show_conclusion(ctx, cross, why_not, spark, prefills, model_rows)
     return ctx.finish()
 
