@@ -5,7 +5,9 @@ measures nothing; every number in a note comes from a record, the analysis of th
 In the order of the page: `show_models`, `show_sweep` (with `verdict_sentences`, `bandwidth_note` and `servers_note`),
 `show_accuracy` (with `accuracy_sentences`), `show_steps`,
 `show_fit` (with `slope_note`), `show_decode_model` (with `model_notes` and `crossover_note`), `show_prefill`,
-`show_context_prediction`, `plot_decode_vs_bytes`, and the page's last words, `show_conclusion` (`conclusion`).
+`show_context_prediction`, `plot_decode_vs_bytes`, and the page's last words, `show_conclusion` (`conclusion`); the
+opening, `shows`, the crossover and each model's side of it. The models, the sweep, the decode-time model and the
+prefill show at most 8 columns in the main text (`*_SHOWN`), every column in their full tables under Details.
 
 One verdict per width, the decode-time model's (memory-bound, compute-bound or mixed): the sweep's steps and its line
 describe the speeds and name none, and the line's bandwidth is named so, never B, which is the model's."""
