@@ -49,7 +49,6 @@ except ImportError:
 
 import contextlib
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -63,20 +62,21 @@ from bytesup.host import environment, hostbench
 from bytesup.lesson import LessonContext, ModelQuery
 from bytesup.llama import timed
 from bytesup.llama.responses import Completion, shown_token
-from bytesup.llama.shapes import ServerShape
-from bytesup.models import catalog, forward
-from bytesup.models.gguf import read_model_info
+from bytesup.models import catalog
 from bytesup.options import BandwidthGbs, LessonOptions
 from bytesup.store.facts.lesson08 import (DecodeModel, ModelInfo, ModelRun, ModelSteps, QuantizationAccuracy,
-                                          WidthAccuracy, crossover_of, decode_efficiency_samples, explained,
-                                          fastest_memory_gbs, fit_rows, fit_terms, made_from, model_steps, prefill_rows,
-                                          published_point, spark_context_prediction, spark_terms, sweep_points,
-                                          sweep_row, top_answer, width_accuracy, width_file)
+                                          accuracy_of, crossover_of, decode_efficiency_samples, explained,
+                                          fastest_memory_gbs, fit_rows, fit_terms, model_steps, model_summary,
+                                          not_recomputed, prefill_rows, published_point, spark_context_prediction,
+                                          spark_terms, sweep_points, sweep_row, top_answer, width_accuracy, width_file,
+                                          width_logits)
 from bytesup.store.plans.lesson08 import (MEMORY_SHARE, MIN_SAMPLES, PLAN_READS, PLAN_VALUE, AccuracyPlan, Plan,
-                                          current_plan, read_plan)
+                                          Served, current_plan, flags_shape, in_turns, is_gguf_path, parse_sizes,
+                                          plan_shape, read_plan)
 from bytesup.store.views.lesson08 import (bandwidth_note, plot_decode_vs_bytes, servers_note, show_accuracy,
                                           show_conclusion, show_context_prediction, show_decode_model, show_fit,
-                                          show_models, show_prefill, show_steps, show_sweep, verdict_sentences)
+                                          show_models, show_prefill, show_steps, show_sweep, shows,
+                                          verdict_sentences)
 from bytesup.units import GB, PINNED
 
 TITLE = "Why LLM decode is memory-bound"
@@ -160,7 +160,8 @@ def main(ctx: LessonContext):
     show_sweep(ctx, rows, published_point(),
                verdict_sentences(points, analysis, answers, ref, llc, plan.prompt, verdicts, why_not),
                bandwidth_note(bw, ref, given, facts), plan,
-               servers_note(plan_shape(None, plan), run_server_shape(ctx), plan.levels, turns) if runs and local else None)
+               servers_note(plan_shape(None, plan), flags_shape(ctx.identity.get("server", {}).get("flags") or {}),
+                            plan.levels, turns) if runs and local else None)
     if accuracy is not None:
         ctx.fact(accuracy)
         show_accuracy(ctx, accuracy, runs, points, plan.prompt, answers)
@@ -181,52 +182,16 @@ def main(ctx: LessonContext):
                           cross)
         show_prefill(ctx, prefills, terms, plan)
 
-    # 5. The bytes model with context, on the published figures; 6. the picture, on log-log axes; 7. the conclusion.
+    # 5. The bytes model with context, on the published figures; 6. the picture, on log-log axes, and what the run
+    # shows; 7. the conclusion.
     show_context_prediction(ctx, spark_context_prediction(), published_point())
     plot_decode_vs_bytes(ctx, points, analysis["fit"], ref, cross, widths)
+    ctx.shows(shows(cross, why_not, points), plot="decode_vs_bytes")  # what this run shows, first on the page
     show_conclusion(ctx, cross, why_not, spark, prefills, model_rows)
     return ctx.finish()
 
 
-# --- computation: pure, from the options, the plan and the models' headers -----------------------
-
-def parse_sizes(value: Any, defaults: tuple[str, ...] | list[str]) -> list[str]:
-    """--sizes as given by the CLI (a list) or as a comma-separated string; `defaults` when absent. Each is a
-    preset name or the path of a GGUF file, which must exist."""
-    if value is None:
-        return list(defaults)
-    names = value.split(",") if isinstance(value, str) else list(value)
-    names = [n.strip() for n in names if n and n.strip()]
-    missing_files = [n for n in names if is_gguf_path(n) and not Path(n).is_file()]
-    if missing_files:
-        raise BytesupError(f"No GGUF file at {', '.join(missing_files)} in --sizes.")
-    known = catalog.model_names()
-    unknown = [n for n in names if n not in known and not is_gguf_path(n)]
-    if unknown or not names:
-        raise BytesupError(f"Unknown model(s) {', '.join(unknown) or '(none given)'} in --sizes. "
-                           f"Models: {', '.join(known)}, or a path to a .gguf file.")
-    return names
-
-
-def is_gguf_path(name: str) -> bool:
-    """--sizes takes a GGUF file as well as a preset name: a name ending in .gguf is a path."""
-    return name.lower().endswith(".gguf")
-
-
-@dataclass(frozen=True)
-class Served:
-    """A model the sweep serves, and the P it also decodes at (the plan's levels for the first of its weight type)."""
-    name: str
-    info: ModelInfo
-    levels: tuple[int, ...]
-
-
-def in_turns(plan: Plan, served: list[Served], available: int | None) -> bool:
-    """Whether every server is up at once and the timed decodes go round the models in turns: where the plan says
-    so and the models fit in MEMORY_SHARE of the available memory together."""
-    fits = bool(available) and sum(s.info.tensor_bytes for s in served) <= MEMORY_SHARE * (available or 0)
-    return fits and plan.in_turns
-
+# --- computation: pure, from the plan --------------------------------------------------------------
 
 def batch_bodies(parallel: int, r: int, n_predict: int) -> list[dict[str, Any]]:
     """The P requests of batch r, one per slot, PINNED apart from a seed of their own."""
@@ -244,27 +209,17 @@ def recorded_plan(ctx: LessonContext) -> Plan:
                     lambda stored: read_plan({PLAN_VALUE: stored}), read_plan, PLAN_READS)
 
 
-def _summary(path: str, preset: str | None) -> dict:
-    """What the lesson needs from a GGUF header (recorded as a host value)."""
-    info = read_model_info(path)
-    hp = info["hyperparameters"]
-    return {"preset": preset, "name": preset or path.rsplit("/", 1)[-1].removesuffix(".gguf"), "path": path,
-            "architecture": info["architecture"], "n_layer": hp["n_layer"], "n_embd": hp["n_embd"],
-            "n_params": info["n_params"], "tensor_bytes": info["tensor_bytes"],
-            "weight_type": ((info["file_type"] or {}).get("name") or "").removeprefix("MOSTLY_") or None}
-
-
 def preset_summary(name: str) -> dict:
     """The header summary of a sweep model: a GGUF path as it is, a preset built or fetched here first when missing."""
     if is_gguf_path(name):
-        return _summary(str(Path(name).resolve()), None)
-    return _summary(str(catalog.ensure_model(name)), name)
+        return model_summary(str(Path(name).resolve()), None)
+    return model_summary(str(catalog.ensure_model(name)), name)
 
 
 def served_model(ctx: LessonContext, facts: dict) -> ModelInfo:
     """The user's model: from its GGUF when readable here, else from the server's /v1/models meta."""
     if facts["model_readable"]:
-        return ModelInfo.of(ctx.host("model_info", lambda: _summary(str(ctx.require_model()), None)))
+        return ModelInfo.of(ctx.host("model_info", lambda: model_summary(str(ctx.require_model()), None)))
     served = ctx.server.served_model()
     meta = served.get("meta", {})
     if not meta.get("n_params") or not meta.get("size"):
@@ -329,22 +284,6 @@ def models_to_serve(ctx: LessonContext, sizes: list[str], available: int | None,
     return served, skipped
 
 
-def plan_shape(model: Path | None, plan: Plan) -> ServerShape:
-    """The shape of every server of the sweep: plan.slots slots (the most sequences a model decodes at once), each
-    holding plan.context_per_slot tokens."""
-    return ServerShape.per_slot(model, plan.slots, plan.context_per_slot)
-
-
-def run_server_shape(ctx: LessonContext) -> ServerShape | None:
-    """The run's own server (where the other lessons measure the default model) as a shape, from its recorded flags;
-    None where they do not say."""
-    flags = ctx.identity.get("server", {}).get("flags") or {}
-    try:
-        return ServerShape(None, int(flags.get("--parallel") or 1), int(flags["--ctx-size"]))
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
 def serve(ctx: LessonContext, s: Served, plan: Plan):
     """A server of its own for one model, with the user's server flags and the plan's shape."""
     return ctx.local_server(f"preset-{s.name}", plan_shape(Path(s.info.path) if s.info.path else None, plan))
@@ -400,24 +339,6 @@ def sweep_remote(ctx: LessonContext, facts: dict, plan: Plan) -> list[ModelRun]:
 
 # --- the accuracy: numpy's forward pass on each width's file ------------------------------------------
 
-KL_MEASURE = ("KL(P_f32 ‖ P_width) of the next-token distribution over the whole vocabulary, averaged over every "
-              "position of the prompts (llama-perplexity's --kl-divergence), from numpy's forward pass on each file")
-
-
-@functools.lru_cache(maxsize=8)
-def width_logits(path: str, sha256: str, ids: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, tuple[bytes, ...]]:
-    """Every position's logits of every prompt (positions × vocabulary, float32, one prompt after another) from numpy's
-    forward pass on the file, and each token's bytes from its vocabulary. Each sum is taken in float64 and rounded to
-    float32 (bytesup.models.forward), so any CPU gives the same bits; kept per sha256 for the process, as the same
-    bytes give the same answer."""
-    model = forward.Model(path)
-    passes = forward.forward(model, [list(p) for p in ids])
-    logits = np.concatenate([model.logits(p.hidden) for p in passes])
-    logits.setflags(write=False)
-    vocabulary = tuple(model.token_bytes(t) for t in range(model.hp.n_vocab))
-    return logits, vocabulary
-
-
 def quantization_accuracy(ctx: LessonContext, runs: list[ModelRun], plan: AccuracyPlan | None,
                           logits_of: Callable[..., tuple[np.ndarray, tuple[bytes, ...]]] = width_logits
                           ) -> QuantizationAccuracy | None:
@@ -428,42 +349,33 @@ def quantization_accuracy(ctx: LessonContext, runs: list[ModelRun], plan: Accura
     if plan is None or len(widths) < 2:
         return None
     ctx.step("numpy's forward pass on each width's file")
-    ids = tuple(p.ids for p in plan.prompts)
+    ids, lengths = tuple(p.ids for p in plan.prompts), [(p.text, len(p.ids)) for p in plan.prompts]
     files = {info.name: f for info, f in widths}
     if plan.reference not in files:
         why = (f"the accuracy is measured against {plan.reference}, which this run did not sweep "
                f"(add it to --sizes)")
-        return _accuracy(plan, [WidthAccuracy(name=i.name, made_from=made_from(i.name), file=f["file"],
-                                              not_recomputed=why) for i, f in widths])
+        return accuracy_of(plan.reference, lengths, not_recomputed(widths, why))
     paths = {name: ctx.file_with(f) for name, f in files.items()}  # each file's sha256 read once
     reference_path = paths[plan.reference]
     if reference_path is None:
         why = ctx.file_not_here(files[plan.reference], f"The accuracy against {plan.reference}")
-        return _accuracy(plan, [WidthAccuracy(name=i.name, made_from=made_from(i.name), file=f["file"],
-                                              not_recomputed=why) for i, f in widths])
+        return accuracy_of(plan.reference, lengths, not_recomputed(widths, why))
     reference, vocabulary = logits_of(str(reference_path), files[plan.reference]["sha256"], ids)
 
     def shown(token_id: int) -> str:
         return shown_token("", list(vocabulary[token_id]))
 
-    lengths = [(p.text, len(p.ids)) for p in plan.prompts]
     out = []
     for info, f in widths:
         path = paths[info.name]
         if path is None:
-            out.append(WidthAccuracy(name=info.name, made_from=made_from(info.name), file=f["file"],
-                                     not_recomputed=ctx.file_not_here(f, "The accuracy")))
+            out += not_recomputed([(info, f)], ctx.file_not_here(f, "The accuracy"))
             continue
         logits, _ = logits_of(str(path), f["sha256"], ids)
         agree = quantization.agreement(reference, logits)
         top_id, top_p = quantization.top_token(logits[len(ids[0]) - 1])
         out.append(width_accuracy(info.name, f["file"], agree, lengths, shown(agree.dp_token), (shown(top_id), top_p)))
-    return _accuracy(plan, out)
-
-
-def _accuracy(plan: AccuracyPlan, widths: list[WidthAccuracy]) -> QuantizationAccuracy:
-    return QuantizationAccuracy(reference=plan.reference, measure=KL_MEASURE, prompts=[p.text for p in plan.prompts],
-                                prompt_tokens=[len(p.ids) for p in plan.prompts], widths=widths)
+    return accuracy_of(plan.reference, lengths, out)
 
 
 # --- what the lesson records: measurements and facts, never from a rendering function ----------

@@ -29,8 +29,8 @@ from bytesup.store.plans.lesson08 import (ACCURACY_PROMPTS, DEFAULT_SIZES, MIN_S
                                           UPGRADES, VERSION, Plan, PrefillPlan, current_plan, read_plan)
 from bytesup.store.results import SchemaError
 from bytesup.store.rows import cells, columns
-from bytesup.store.views.lesson08 import (conclusion, model_notes, plot_decode_vs_bytes, show_conclusion, slope_note,
-                                          spark_sentence, verdict_sentences)
+from bytesup.store.views.lesson08 import (conclusion, model_notes, plot_decode_vs_bytes, show_conclusion, shows,
+                                          slope_note, spark_sentence, verdict_sentences)
 
 LESSON = "08_capstone_decode_memory_bound"
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +42,14 @@ def test_the_fixture_replays_through_the_parts_byte_for_byte(tmp_path):
     for name in WIDTHS:  # the accuracy is recomputed from the four widths' files
         ensure_model(name)
     result = replay(LESSON, tmp_path)
-    assert [t.name for t in result.tables] == ["models", "sweep", "quantization", "steps", "bandwidth_fit",
-                                               "decode_model", "prefill_per_width", "bytes_model_with_context"]
+    assert [t.name for t in result.tables] == ["models_main", "models", "sweep_main", "sweep", "quantization", "steps",
+                                               "bandwidth_fit", "decode_model_main", "decode_model",
+                                               "prefill_per_width_main", "prefill_per_width", "bytes_model_with_context"]
+    # the main tables show at most 8 columns, each a column of its full table under Details
+    for t in result.tables:
+        if t.name.endswith("_main"):
+            full = result.table(t.name.removesuffix("_main"))
+            assert full.detail and len(t.columns) <= 8 and {c.name for c in t.columns} <= {c.name for c in full.columns}
 
 
 # --- the plan -------------------------------------------------------------------------------------
@@ -495,6 +501,38 @@ def test_without_the_model_the_conclusion_says_what_it_cannot_say():
                              "test them).")
     assert len(page.notes) == 2 and page.notes[1].startswith("The published DGX Spark figures")
     assert not any("waits on memory where" in n or "To move" in n for n in page.notes)
+
+
+def test_what_the_run_shows_follows_the_crossover():
+    """The opening states B × c and each model's verdict with its bytes per parameter; terms that move the crossover
+    move the sentence (the sides as in test_the_crossover_and_each_models_side)."""
+    text = shows(_crossover(decodetime.Terms(50.0, 25.0, 0.08, ()))[0], "", [])
+    assert text == ("On this machine reading a parameter's weights takes as long as its arithmetic at B × c = 1.25 bytes "
+                    "per parameter, with B = 50 GB/s and c = 25 ps per parameter fitted on 6 models. In bytes per "
+                    "parameter: f16 (2), f32 (4) wait on memory; q4_1 (0.718), q8_0 (1.06), medium (1.06), large "
+                    "(1.06) wait on the arithmetic.")
+    # c = 10 ps: 50 × 10 ÷ 1000 = 0.5 bytes per parameter, below every model: all six wait on memory
+    low = shows(_crossover(decodetime.Terms(50.0, 10.0, 0.08, ()))[0], "", [])
+    assert "B × c = 0.5 bytes per parameter, with B = 50 GB/s and c = 10 ps" in low
+    assert low.endswith("In bytes per parameter: q4_1 (0.718), q8_0 (1.06), f16 (2), f32 (4), medium (1.06), large "
+                        "(1.06) wait on memory.")
+    # one model on each side, one mixed, and the fits' range
+    cross = Crossover(1.25, 1.0, 1.3, decodetime.Terms(50.0, 25.0, 0.08, ()),
+                      (Side("q4", 0.7, "compute-bound"), Side("q8", 1.06, "mixed"), Side("f16", 2.0, "memory-bound")))
+    assert shows(cross, "", []).endswith("at B × c = 1.25 bytes per parameter (1–1.3 across the fits), with B = 50 GB/s "
+                                         "and c = 25 ps per parameter fitted on 3 models. In bytes per parameter: f16 (2) "
+                                         "waits on memory; q4 (0.7) waits on the arithmetic; q8 (1.06) is mixed (the "
+                                         "fits disagree).")
+
+
+def test_without_the_model_the_run_shows_what_it_measured():
+    """No fit: why not, and each model's median with the GB/s it reads: 106.25 MB × 90 tokens/s = 9.56 GB/s,
+    200 MB × 45 tokens/s = 9 GB/s."""
+    points = [{"name": "q8", "bytes": 106_250_000, "median": 90.0}, {"name": "f16", "bytes": 200_000_000, "median": 45.0}]
+    assert shows(None, "the three terms need at least 3 models; 2 measured", points) == (
+        "The decode-time model could not be fitted (the three terms need at least 3 models; 2 measured), so this run "
+        "does not say which term its decode waits on. It measured q8 90 tokens/s at 106 MB per token (9.56 GB/s "
+        "read); f16 45 tokens/s at 200 MB per token (9 GB/s read).")
 
 
 def test_the_published_figures_under_the_same_rule():

@@ -19,7 +19,7 @@ from bytesup.course import decodetime, memory_bound
 from bytesup.errors import BytesupError
 from bytesup.llama.responses import Timings, decode_tokens_per_s
 from bytesup.store.facts.lesson08 import ModelInfo, ModelRun, TopAnswer, prefill_rows
-from bytesup.store.plans.lesson08 import DEFAULT_SIZES, current_plan, read_plan
+from bytesup.store.plans.lesson08 import DEFAULT_SIZES, Served, current_plan, in_turns, parse_sizes, read_plan
 from bytesup.store.views.lesson08 import show_prefill
 
 LESSON = "08_capstone_decode_memory_bound"
@@ -127,7 +127,7 @@ def test_verdicts_follow_the_rules(result, lesson):
         assert r[col(t, "verdict")] == waits[r[0]]
     fit = result.table("bandwidth_fit").rows[0]
     assert fit[1] == pytest.approx(analysis["fit"]["gbs"]) and fit[0].startswith("the line's bandwidth")
-    (verdict,) = [n for n in t.notes if n.startswith("Verdict")]
+    (verdict,) = [n for n in result.table("sweep_main").notes if n.startswith("Verdict")]
     for v in set(waits.values()):
         assert f"{v}: {', '.join(n for n in waits if waits[n] == v and 'published' not in n)}" in verdict
     # the steps name no verdict
@@ -147,33 +147,49 @@ def test_plot_is_log_log(result):
     assert measured.y_min is not None and all(lo <= y <= hi for lo, y, hi in zip(measured.y_min, measured.y, measured.y_max, strict=True))
 
 
-# --- the lesson's own computation: the sizes, the batch bodies, the turns ------------------------
+def test_what_the_run_shows_is_the_records(result):
+    """The opening's crossover is the conclusion's, and each model's verdict is the decode-time model's table's, with
+    its bytes per parameter from the models table."""
+    assert result.shows.plot == "decode_vs_bytes"
+    crossover = re.search(r"B × c = ([0-9.]+) bytes per parameter", result.notes[0]).group(1)
+    assert f"its arithmetic at B × c = {crossover} bytes per parameter" in result.shows.text
+    model, models = result.table("decode_model"), result.table("models")
+    per_param = {r[0]: r[col(models, "bytes per parameter")] for r in models.rows}
+    waits = {r[0]: r[col(model, "waits on")] for r in model.rows if r[0] in per_param}
+    words = {"memory-bound": "on memory", "compute-bound": "on the arithmetic", "mixed": "mixed"}
+    for verdict in set(waits.values()):
+        named = ", ".join(f"{n} ({per_param[n]:.3g})" for n in waits if waits[n] == verdict)
+        assert re.search(re.escape(named) + r" (waits?|is|are) " + words[verdict], result.shows.text), verdict
+    assert f"fitted on {len(waits)} models" in result.shows.text
 
-def test_parse_sizes(lesson):
-    assert lesson.parse_sizes(None, DEFAULT_SIZES) == list(DEFAULT_SIZES)
+
+# --- the sweep's models: the sizes (bytesup.store.plans.lesson08) ------------------------------------
+
+def test_parse_sizes():
+    assert parse_sizes(None, DEFAULT_SIZES) == list(DEFAULT_SIZES)
     assert DEFAULT_SIZES[:4] == ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32")
-    assert lesson.parse_sizes("tiny-q8_0, small-q8_0", DEFAULT_SIZES) == ["tiny-q8_0", "small-q8_0"]
-    assert lesson.parse_sizes(["medium-f16"], DEFAULT_SIZES) == ["medium-f16"]
+    assert parse_sizes("tiny-q8_0, small-q8_0", DEFAULT_SIZES) == ["tiny-q8_0", "small-q8_0"]
+    assert parse_sizes(["medium-f16"], DEFAULT_SIZES) == ["medium-f16"]
     with pytest.raises(BytesupError, match="huge-q8_0"):
-        lesson.parse_sizes("tiny-q8_0,huge-q8_0", DEFAULT_SIZES)
+        parse_sizes("tiny-q8_0,huge-q8_0", DEFAULT_SIZES)
     # Blank names are dropped, not reported.
-    assert lesson.parse_sizes("tiny-q8_0, ,", DEFAULT_SIZES) == ["tiny-q8_0"]
+    assert parse_sizes("tiny-q8_0, ,", DEFAULT_SIZES) == ["tiny-q8_0"]
     from bytesup.models.catalog import model_names
     known = ", ".join(model_names())
     with pytest.raises(BytesupError) as err:
-        lesson.parse_sizes("huge-q8_0,tiny-q8_0,gigantic", DEFAULT_SIZES)
+        parse_sizes("huge-q8_0,tiny-q8_0,gigantic", DEFAULT_SIZES)
     assert str(err.value) == f"Unknown model(s) huge-q8_0, gigantic in --sizes. Models: {known}, or a path to a .gguf file."
     with pytest.raises(BytesupError) as err:
-        lesson.parse_sizes(" , ", DEFAULT_SIZES)
+        parse_sizes(" , ", DEFAULT_SIZES)
     assert str(err.value) == f"Unknown model(s) (none given) in --sizes. Models: {known}, or a path to a .gguf file."
 
 
-def test_sizes_take_gguf_paths(lesson, tmp_path):
+def test_sizes_take_gguf_paths(tmp_path):
     gguf = tmp_path / "mine-q8_0.gguf"
     gguf.write_bytes(b"GGUF")
-    assert lesson.parse_sizes(f"tiny-q8_0,{gguf}", DEFAULT_SIZES) == ["tiny-q8_0", str(gguf)]
+    assert parse_sizes(f"tiny-q8_0,{gguf}", DEFAULT_SIZES) == ["tiny-q8_0", str(gguf)]
     with pytest.raises(BytesupError, match="No GGUF file at /nowhere/x.gguf in --sizes"):
-        lesson.parse_sizes("/nowhere/x.gguf", DEFAULT_SIZES)
+        parse_sizes("/nowhere/x.gguf", DEFAULT_SIZES)
 
 
 # --- main on hand-made answers ---------------------------------------------------------------
@@ -249,7 +265,7 @@ def test_main_sweep_on_hand_made_answers(no_models, lesson):
     # 8.5 GB/s, below the fastest memory sample of 13 GB/s: not cache-resident.
     assert [r[col(models_t, "fits in the cache")] for r in models_t.rows] == ["yes", "no"]
     assert [r[col(models_t, "cache-resident")] for r in models_t.rows] == ["no", "no"]
-    assert "Skipped for memory: large-q8_0 (9 GB), more than 50% of the 16 GB available." in models_t.notes
+    assert "Skipped for memory: large-q8_0 (9 GB), more than 50% of the 16 GB available." in result.table("models_main").notes
 
     t = result.table("sweep")
     q8_row, f16_row, pub_row = t.rows
@@ -268,9 +284,11 @@ def test_main_sweep_on_hand_made_answers(no_models, lesson):
     # Two models are too few for the decode-time model's three terms: no verdict, and the sweep says why.
     assert q8_row[col(t, "verdict")] is None and f16_row[col(t, "verdict")] is None
     assert ("No verdict per width: the decode-time model could not be fitted (the three terms need at least 3 "
-            "models; 2 measured)") in " ".join(t.notes)
+            "models; 2 measured)") in " ".join(result.table("sweep_main").notes)
     assert "decode_model" not in {x.name for x in result.tables}
     assert result.notes[0].startswith("Conclusion: this run cannot say where its decode waits on memory")
+    assert result.shows.text.endswith("It measured smollm2-135m-q8_0 90 tokens/s at 106 MB per token (9.56 GB/s read); "
+                                      "smollm2-135m-f16 45 tokens/s at 200 MB per token (9 GB/s read).")
     assert pub_row[col(t, "effective")] == pytest.approx(237.712)
     eff = {m.settings["preset"]: m.samples for m in result.measurements if m.name == "decode_efficiency"}
     # Each sample: 80 × 106.25e6 ÷ 12e9 = 70.83%, 100 × 106.25e6 ÷ 12e9 = 88.54%; 40 × 2e8 ÷ 12e9 = 66.67%, 83.33%.
@@ -310,8 +328,8 @@ def test_main_on_a_remote_server_with_a_given_bandwidth(lesson):
     assert row[col(t, "efficiency")] == pytest.approx(34.771, abs=1e-3)
     m = result.measurement("decode_efficiency")
     assert m.settings["bandwidth_gbs"] == 20.0 and m.samples == [pytest.approx(34.771, abs=1e-3)] * 2
-    assert any("20 GB/s given with --bandwidth-gbs" in n for n in t.notes)
-    assert "Only the one model the user's server serves was measured" in " ".join(result.table("models").notes)
+    assert any("20 GB/s given with --bandwidth-gbs" in n for n in result.table("sweep_main").notes)
+    assert "Only the one model the user's server serves was measured" in " ".join(result.table("models_main").notes)
 
 
 # --- the decode-time model -----------------------------------------------------------------------
@@ -390,7 +408,7 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
         assert [m.settings for m in result.measurements if m.name == "prefill_tokens_per_s"] == [
             {"preset": n, "prompt_tokens": 128} for n in (q4, q8, f32)]
         assert all(s.requests[-6][2]["prompt"] == list(range(128)) for n, s in servers.items() if n != f"preset-{big}")
-        notes = " ".join(prefill_t.notes)
+        notes = " ".join(result.table("prefill_per_width_main").notes)
         assert "5 timed prefills after 1 warm-up, from the server's prompt_ms" in notes
         assert f"to {pre[f32][8]:.2g}× ({f32})" in notes
     assert started[0][-4:] == ["-c", "1024", "--parallel", "4"]  # four slots of 256 tokens
@@ -423,7 +441,8 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
         n: rows[n][col(t, "waits on")] for n in (q4, q8, f32, big)}
     # The crossover B × c (about 50 GB/s × 25 ps = 1.25 bytes per parameter) lies between q4_1's and large's 1 byte
     # per parameter and q8_0's 2, as their verdicts say; the plot marks it at 100 M parameters × B × c.
-    found = re.search(r"B × c = ([0-9.]+) GB/s × ([0-9.]+) ps = ([0-9.]+) bytes per parameter", " ".join(t.notes))
+    found = re.search(r"B × c = ([0-9.]+) GB/s × ([0-9.]+) ps = ([0-9.]+) bytes per parameter",
+                      " ".join(result.table("decode_model_main").notes))
     gbs, ps, crossover = (float(v) for v in found.groups())
     assert crossover == pytest.approx(gbs * ps / 1e3, rel=0.01) and 1.0 < crossover < 2.0
     plot = next(p for p in result.plots if p.name == "decode_vs_bytes")
@@ -438,7 +457,7 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
     spark = rows[next(n for n in rows if "published" in n)]
     assert spark[col(t, "read the weights")] == pytest.approx(26.2271, abs=1e-4)
     assert spark[col(t, "waits on")] == "memory-bound"
-    notes = " ".join(t.notes)
+    notes = " ".join(result.table("decode_model_main").notes)
     assert "t₁ = L × f + max(W ÷ B, n × c)" in notes and "Fitted on the 4 models" in notes
     assert "Within ±15% of measured: 4 of 4" in notes
     # the fitted B (about 50 GB/s; 48.3 with large-q8_0 10% slow) against numpy's matrix-vector product's 40
@@ -507,18 +526,18 @@ def test_batch_bodies(lesson):
     assert (plan.samples, plan.rounds(2), plan.rounds(4), plan.slots, plan.context) == (5, 3, 2, 4, 1024)
 
 
-def test_servers_are_up_at_once_only_where_the_models_fit_together(lesson):
+def test_servers_are_up_at_once_only_where_the_models_fit_together():
     """Turns need every model in memory at once: within MEMORY_SHARE (half) of the available memory together,
     and a plan that measures that way (a run recorded before turns replays one model after another)."""
     def served(*gb: float) -> list:
-        return [lesson.Served(f"m{i}", ModelInfo(f"m{i}", 1, int(g * 1e9), "Q8_0"), ()) for i, g in enumerate(gb)]
+        return [Served(f"m{i}", ModelInfo(f"m{i}", 1, int(g * 1e9), "Q8_0"), ()) for i, g in enumerate(gb)]
 
     turns = current_plan(2)
-    assert lesson.in_turns(turns, served(1.0, 0.9), 4_000_000_000) is True      # 1.9 GB ≤ 2 GB
-    assert lesson.in_turns(turns, served(1.0, 1.1), 4_000_000_000) is False     # 2.1 GB > 2 GB
-    assert lesson.in_turns(turns, served(0.1), None) is False                   # the memory unknown
+    assert in_turns(turns, served(1.0, 0.9), 4_000_000_000) is True      # 1.9 GB ≤ 2 GB
+    assert in_turns(turns, served(1.0, 1.1), 4_000_000_000) is False     # 2.1 GB > 2 GB
+    assert in_turns(turns, served(0.1), None) is False                   # the memory unknown
     before = read_plan({"repeat": 2})
-    assert lesson.in_turns(before, served(0.1), 4_000_000_000) is False
+    assert in_turns(before, served(0.1), 4_000_000_000) is False
 
 
 def test_prefills_are_recorded_without_the_decode_model(lesson):

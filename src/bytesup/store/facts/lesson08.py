@@ -13,20 +13,25 @@ records as they are, and a test reads a figure by its field. The arithmetic is t
 - the bytes model with context: `ContextRow`;
 - what each width of the trained model costs in accuracy against the reference width: `made_from` (how each file was
   made, from the catalog), `WidthAccuracy` (the fact's record of one width, `quantization_accuracy`) and `AccuracyRow`
-  (its size, its speed and its accuracy, one row)."""
+  (its size, its speed and its accuracy, one row); numpy's pass on each width's file (`width_logits`);
+- the models the sweep serves: each one's header (`model_summary`)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from bytesup.course import decodetime, formulas, memory_bound, published, quantization, robust
 from bytesup.course.ceiling import BandwidthReference, ceiling_at, effective_gbs
 from bytesup.llama.responses import Completion, shown_token
+from bytesup.models import forward
 from bytesup.models import smollm2 as trained
+from bytesup.models.gguf import read_model_info
 from bytesup.store.facts.base import stated
 from bytesup.store.rows import column
 from bytesup.units import MB
@@ -588,3 +593,48 @@ def accuracy_row(w: WidthAccuracy, info: ModelInfo, decode: float) -> AccuracyRo
     same = None if w.same_top is None or not w.positions else 100 * w.same_top / w.positions
     return AccuracyRow(w.name, w.made_from, info.tensor_bytes / MB, decode, w.mean_kl, same, w.top_token,
                        None if w.top_probability is None else 100 * w.top_probability)
+
+
+# --- the models the sweep serves, from their headers -------------------------------------------------
+
+def model_summary(path: str, preset: str | None) -> dict:
+    """What the lesson needs from a GGUF header (recorded as a host value)."""
+    info = read_model_info(path)
+    hp = info["hyperparameters"]
+    return {"preset": preset, "name": preset or path.rsplit("/", 1)[-1].removesuffix(".gguf"), "path": path,
+            "architecture": info["architecture"], "n_layer": hp["n_layer"], "n_embd": hp["n_embd"],
+            "n_params": info["n_params"], "tensor_bytes": info["tensor_bytes"],
+            "weight_type": ((info["file_type"] or {}).get("name") or "").removeprefix("MOSTLY_") or None}
+
+
+# --- the accuracy: numpy's forward pass on each width's file -------------------------------------------
+
+KL_MEASURE = ("KL(P_f32 ‖ P_width) of the next-token distribution over the whole vocabulary, averaged over every "
+              "position of the prompts (llama-perplexity's --kl-divergence), from numpy's forward pass on each file")
+
+
+@functools.lru_cache(maxsize=8)
+def width_logits(path: str, sha256: str, ids: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, tuple[bytes, ...]]:
+    """Every position's logits of every prompt (positions × vocabulary, float32, one prompt after another) from numpy's
+    forward pass on the file, and each token's bytes from its vocabulary. Each sum is taken in float64 and rounded to
+    float32 (bytesup.models.forward), so any CPU gives the same bits; kept per sha256 for the process, as the same
+    bytes give the same answer."""
+    model = forward.Model(path)
+    passes = forward.forward(model, [list(p) for p in ids])
+    logits = np.concatenate([model.logits(p.hidden) for p in passes])
+    logits.setflags(write=False)
+    vocabulary = tuple(model.token_bytes(t) for t in range(model.hp.n_vocab))
+    return logits, vocabulary
+
+
+def not_recomputed(widths: list[tuple[ModelInfo, dict]], why: str) -> list[WidthAccuracy]:
+    """Every width the sweep measured, its accuracy not recomputed, and why."""
+    return [WidthAccuracy(name=i.name, made_from=made_from(i.name), file=f["file"], not_recomputed=why)
+            for i, f in widths]
+
+
+def accuracy_of(reference: str, prompts: list[tuple[str, int]], widths: list[WidthAccuracy]) -> QuantizationAccuracy:
+    """The fact: each width's accuracy against the reference width, over the prompts (each one's text and number of
+    tokens)."""
+    return QuantizationAccuracy(reference=reference, measure=KL_MEASURE, prompts=[t for t, _ in prompts],
+                                prompt_tokens=[n for _, n in prompts], widths=widths)

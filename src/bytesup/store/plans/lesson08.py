@@ -16,16 +16,25 @@ did record: `read_plan` starts from what the lesson asked at first (version 0) a
 step reading the value that recorded the change (the sample plan, numpy's matrix-vector reading, the models swept,
 the turns, the prefill). A recorded plan is brought up the same way from its own version. The accuracy (version 6)
 is computed from the width files and from nothing the run recorded, so a run recorded before it gets it on replay
-where the files are there, and says it is not recomputed where they are not."""
+where the files are there, and says it is not recomputed where they are not.
+
+Beside the plan, what it says of the sweep's models and servers: the models --sizes names (`parse_sizes`), whether
+they go in turns (`in_turns`), and the servers' shape (`plan_shape`, and the run's own server's, `flags_shape`)."""
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
 from bytesup.course import robust
+from bytesup.errors import BytesupError
+from bytesup.llama.shapes import ServerShape
+from bytesup.models import catalog
+from bytesup.store.facts.lesson08 import ModelInfo
 from bytesup.store.results import upgrade
 
 PLAN_VALUE = "plan"  # the host value the plan is recorded as
@@ -187,3 +196,58 @@ def read_plan(recorded: Mapping[str, Any]) -> Plan:
     start = dict(recorded[PLAN_VALUE]) if PLAN_VALUE in recorded else first(recorded)
     steps = {v: functools.partial(step, recorded) for v, step in UPGRADES.items()}
     return Plan.model_validate(upgrade(start, "lesson 8 plan", "the recorded lesson 8", VERSION, steps))
+
+
+# --- the models the sweep serves, and the shape of its servers ---------------------------------------
+
+def is_gguf_path(name: str) -> bool:
+    """--sizes takes a GGUF file as well as a preset name: a name ending in .gguf is a path."""
+    return name.lower().endswith(".gguf")
+
+
+def parse_sizes(value: Any, defaults: tuple[str, ...] | list[str]) -> list[str]:
+    """--sizes as given by the CLI (a list) or as a comma-separated string; `defaults` when absent. Each is a
+    preset name or the path of a GGUF file, which must exist."""
+    if value is None:
+        return list(defaults)
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = [n.strip() for n in names if n and n.strip()]
+    missing_files = [n for n in names if is_gguf_path(n) and not Path(n).is_file()]
+    if missing_files:
+        raise BytesupError(f"No GGUF file at {', '.join(missing_files)} in --sizes.")
+    known = catalog.model_names()
+    unknown = [n for n in names if n not in known and not is_gguf_path(n)]
+    if unknown or not names:
+        raise BytesupError(f"Unknown model(s) {', '.join(unknown) or '(none given)'} in --sizes. "
+                           f"Models: {', '.join(known)}, or a path to a .gguf file.")
+    return names
+
+
+def plan_shape(model: Path | None, plan: Plan) -> ServerShape:
+    """The shape of every server of the sweep: plan.slots slots (the most sequences a model decodes at once), each
+    holding plan.context_per_slot tokens."""
+    return ServerShape.per_slot(model, plan.slots, plan.context_per_slot)
+
+
+def flags_shape(flags: Mapping[str, Any]) -> ServerShape | None:
+    """The run's own server (where the other lessons measure the default model) as a shape, from its recorded flags;
+    None where they do not say."""
+    try:
+        return ServerShape(None, int(flags.get("--parallel") or 1), int(flags["--ctx-size"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Served:
+    """A model the sweep serves, and the P it also decodes at (the plan's levels for the first of its weight type)."""
+    name: str
+    info: ModelInfo
+    levels: tuple[int, ...]
+
+
+def in_turns(plan: Plan, served: list[Served], available: int | None) -> bool:
+    """Whether every server is up at once and the timed decodes go round the models in turns: where the plan says
+    so and the models fit in MEMORY_SHARE of the available memory together."""
+    fits = bool(available) and sum(s.info.tensor_bytes for s in served) <= MEMORY_SHARE * (available or 0)
+    return fits and plan.in_turns

@@ -5,7 +5,9 @@ measures nothing; every number in a note comes from a record, the analysis of th
 In the order of the page: `show_models`, `show_sweep` (with `verdict_sentences`, `bandwidth_note` and `servers_note`),
 `show_accuracy` (with `accuracy_sentences`), `show_steps`,
 `show_fit` (with `slope_note`), `show_decode_model` (with `model_notes` and `crossover_note`), `show_prefill`,
-`show_context_prediction`, `plot_decode_vs_bytes`, and the page's last words, `show_conclusion` (`conclusion`).
+`show_context_prediction`, `plot_decode_vs_bytes`, and the page's last words, `show_conclusion` (`conclusion`); the
+opening, `shows`, the crossover and each model's side of it. The models, the sweep, the decode-time model and the
+prefill show at most 8 columns in the main text (`*_SHOWN`), every column in their full tables under Details.
 
 One verdict per width, the decode-time model's (memory-bound, compute-bound or mixed): the sweep's steps and its line
 describe the speeds and name none, and the line's bandwidth is named so, never B, which is the model's."""
@@ -29,6 +31,7 @@ from bytesup.store.facts.lesson08 import (PUBLISHED_BYTES, PUBLISHED_DECODE, PUB
 from bytesup.store.plans.lesson08 import MEMORY_SHARE, Plan, PrefillPlan
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, columns
+from bytesup.store.views import show_narrowed
 from bytesup.units import GB, MB, MiB
 
 
@@ -60,8 +63,18 @@ def show_models(page: Page, runs: list[ModelRun], points: list[dict], llc: int |
     if not local:
         notes.append(f"Only the one model the user's server serves was measured ({facts['reason']}); the sweep needs "
                      f"servers this script starts on this host.")
-    page.table("models", "The models: widths of one model, and larger models beyond them", columns(ModelsRow),
-               cells([models_row(r.info, p) for r, p in zip(runs, points, strict=True)]), notes=notes)
+    show_narrowed(page, "models", "The models: widths of one model, and larger models beyond them",
+                  "The models, every column: their architecture and whether they fit in the cache", columns(ModelsRow),
+                  cells([models_row(r.info, p) for r, p in zip(runs, points, strict=True)]), MODELS_SHOWN, notes, [])
+
+
+# The columns each wide table shows in the main text; every column is in the full table, under Details.
+MODELS_SHOWN = ["model", "weights", "blocks", "width", "parameters", "bytes per token", "bytes per parameter",
+                "cache-resident"]
+SWEEP_SHOWN = ["model", "weights", "bytes per token", "decode", "effective", "efficiency", "top token", "verdict"]
+PREFILL_SHOWN = ["model", "weights", "prefill", "reached", "prefill per token", "decode's arithmetic per token, n × c",
+                 "decode ÷ prefill"]
+MODEL_SHOWN = ["model", "weights", "read the weights", "arithmetic", "fixed", "predicted", "measured", "waits on"]
 
 
 STEP_WORDS = {memory_bound.FOLLOWS: "effective GB/s stayed flat: tokens/s followed 1 ÷ bytes",
@@ -169,9 +182,10 @@ def servers_note(shape: ServerShape, run_shape: ServerShape | None, levels: tupl
 
 def show_sweep(page: Page, rows: list[SweepRow], pub: SweepRow, sentences: list[str], bw_note: str,
                plan: Plan, servers: str | None = None) -> None:
-    page.table(
-        "sweep", f"Decode across widths: bytes per token, tokens/s, effective GB/s and the answer after {plan.prompt!r}",
-        columns(SweepRow), cells([*rows, pub]),
+    show_narrowed(
+        page, "sweep", f"Decode across widths: bytes per token, tokens/s, effective GB/s and the answer after {plan.prompt!r}",
+        "Decode across widths, every column: the ranges of the samples, the answer's probability and the line",
+        columns(SweepRow), cells([*rows, pub]), SWEEP_SHOWN, formulas=[],
         notes=[*sentences,
                bw_note,
                (f"Effective GB/s = bytes per token × tokens/s; efficiency = effective ÷ bandwidth. {plan.samples} timed "
@@ -483,9 +497,10 @@ def show_decode_model(page: Page, names: list[str], rows: list[ModelExplained], 
         page.table("decode_model", "Decode time from measured terms", columns(UnfitRow),
                    cells([UnfitRow(name, why_not) for name in names]))
         return
-    page.table(
-        "decode_model", "Every model explained: reading the weights, one token's arithmetic and a fixed cost per step",
-        columns(ModelExplained), cells([*rows, spark_explained(spark)]),
+    show_narrowed(
+        page, "decode_model", "Every model explained: reading the weights, one token's arithmetic and a fixed cost per step",
+        "Every model explained, every column: the steps at each P, the batch line and each term's share",
+        columns(ModelExplained), cells([*rows, spark_explained(spark)]), MODEL_SHOWN, formulas=[],
         notes=model_notes(rows, terms, ref, spark, levels, matvec, cross))
 
 
@@ -509,8 +524,9 @@ def show_prefill(page: Page, rows: list[PrefillRow], terms: decodetime.Terms | N
     """Each weight type's prefill beside decode's arithmetic (nothing for a run without prefills or without terms)."""
     if not rows or plan.prefill is None or terms is None:
         return
-    page.table("prefill_per_width", "Prefill per weight type: the engine's fastest arithmetic, beside decode's",
-               columns(PrefillRow), cells(rows), notes=prefill_notes(rows, terms, plan.prefill))
+    show_narrowed(page, "prefill_per_width", "Prefill per weight type: the engine's fastest arithmetic, beside decode's",
+                  "Prefill per weight type, every column: the ranges of the samples", columns(PrefillRow), cells(rows),
+                  PREFILL_SHOWN, prefill_notes(rows, terms, plan.prefill), [])
 
 
 def show_context_prediction(page: Page, sp: ContextRow, pub: SweepRow) -> None:
@@ -690,3 +706,26 @@ def show_conclusion(page: Page, cross: Crossover | None, why_not: str, spark: di
     """The conclusion as the page's last words (its notes, after the plot)."""
     for sentence in conclusion(cross, why_not, spark, prefill, rows):
         page.note(sentence)
+
+
+# --- what this run shows: the page's opening, from the run's numbers ----------------------------------
+
+def shows(cross: Crossover | None, why_not: str, points: list[dict]) -> str:
+    """What the run shows: the crossover B × c of the decode-time model and each model's verdict against it, with its
+    bytes per parameter; where no model was fitted, why not and what the sweep measured (each model's median decode
+    and the effective GB/s it reads at)."""
+    if cross is None:
+        measured = "; ".join(f"{p['name']} {p['median']:.3g} tokens/s at {p['bytes'] / MB:.3g} MB per token "
+                             f"({p['bytes'] * p['median'] / GB:.3g} GB/s read)" for p in points)
+        return (f"The decode-time model could not be fitted ({why_not or 'no steps'}), so this run does not say which "
+                f"term its decode waits on. It measured {measured}.")
+    t, x = cross.terms, cross.bytes_per_param
+    spread = f" ({cross.low:.3g}–{cross.high:.3g} across the fits)" if cross.high > cross.low else ""
+    text = (f"On this machine reading a parameter's weights takes as long as its arithmetic at B × c = {x:.3g} bytes "
+            f"per parameter{spread}, with B = {t.gbs:.3g} GB/s and c = {t.arith_ps:.3g} ps per parameter fitted on "
+            f"{len(cross.sides)} models.")
+    said = {decodetime.MEMORY: ("waits", "wait", "on memory"), decodetime.COMPUTE: ("waits", "wait", "on the arithmetic"),
+            decodetime.MIXED: ("is", "are", "mixed (the fits disagree)")}
+    verdicts = [f"{sides_text(on)} {one if len(on) == 1 else many} {words}"
+                for v, (one, many, words) in said.items() if (on := cross.waiting_on(v))]
+    return text + f" In bytes per parameter: {'; '.join(verdicts)}."
