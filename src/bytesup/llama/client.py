@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
 from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -24,6 +26,7 @@ from bytesup.errors import (
 from bytesup.llama.recording import (
     ARRIVALS,
     LIMITS,
+    PARSED,
     CutShort,
     DuplicateKey,
     answer_json,
@@ -34,6 +37,7 @@ from bytesup.llama.recording import (
     watchdog,
 )
 
+_UNPARSED = object()
 DEFAULT_URL = "http://127.0.0.1:8099"
 # Seconds to wait for one answer. A lesson's longest request (a long prefill on a big model on a
 # slow CPU) takes well under this; a hung server fails after 2 minutes instead of stalling.
@@ -49,6 +53,46 @@ def clock_info() -> dict[str, Any]:
 
 def default_base_url() -> str:
     return os.environ.get("BYTESUP_SERVER") or DEFAULT_URL
+
+
+class BareClient:
+    """The least a client can do to send a /completion and read its answer: `http.client` on one kept connection,
+    the body parsed by `json.loads` and nothing else (no pydantic, no recording, no checks). It is the yardstick
+    the harness's own time is measured against: what a server's answer costs outside its timings with no harness."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S):
+        url = urlsplit(base_url)
+        self._where = (url.hostname or "127.0.0.1", url.port or 80, timeout)
+        self._headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+        self._conn: http.client.HTTPConnection | None = None
+
+    def completion_ms(self, body: bytes) -> tuple[float, float]:
+        """(client wall ms from sending `body` to the answer's last byte, the server's prompt_ms + predicted_ms)."""
+        for attempt in (0, 1):  # a kept connection the server closed meanwhile is opened again, once
+            if self._conn is None:
+                host, port, timeout = self._where
+                self._conn = http.client.HTTPConnection(host, port, timeout=timeout)
+            try:
+                started = time.perf_counter()
+                self._conn.request("POST", "/completion", body, self._headers)
+                answer = self._conn.getresponse()
+                data = answer.read()
+                wall = (time.perf_counter() - started) * 1000.0
+            except (http.client.HTTPException, ConnectionError):
+                self.close()
+                if attempt:
+                    raise
+                continue
+            if answer.status != 200:
+                raise http.client.HTTPException(f"status {answer.status}")
+            timings = json.loads(data)["timings"]
+            return wall, float(timings["prompt_ms"]) + float(timings["predicted_ms"])
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 class LlamaServer:
@@ -92,8 +136,10 @@ class LlamaServer:
         try:
             with self._http.stream(method, path, json=payload, extensions={LIMITS: limits}) as streamed:
                 body = read_bounded(streamed, streamed.request)
+                parsed = streamed.extensions.get(PARSED, _UNPARSED)
                 resp = httpx.Response(streamed.status_code, headers=settled_headers(streamed.headers), content=body,
-                                      request=streamed.request)
+                                      request=streamed.request,
+                                      extensions={} if parsed is _UNPARSED else {PARSED: parsed})
         except httpx.TimeoutException:
             raise ServerTimeout(self.base_url, path, self.timeout) from None
         except CutShort as exc:
@@ -108,7 +154,11 @@ class LlamaServer:
         return resp
 
     def request_json(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
+        """The answer's JSON: as a recording transport parsed it (the same strict parse, once), else parsed here."""
         resp = self._send(method, path, payload)
+        parsed = resp.extensions.get(PARSED, _UNPARSED)
+        if parsed is not _UNPARSED:
+            return parsed
         try:
             return answer_json(resp.content)
         except DuplicateKey as exc:

@@ -32,6 +32,9 @@ from bytesup.llama.sse import EventSplitter
 
 # The response extension that carries each body chunk's arrival time (ms after sending, rounded to the µs).
 ARRIVALS = "bytesup.arrivals_ms"
+# The response extension that carries the answer as the recording parsed it (no second parse in the client); set only
+# where that parse met no NaN or infinity, which the recording keeps as the strings the server wrote.
+PARSED = "bytesup.parsed"
 # The request extension that bounds an answer: {"max_bytes": n, "deadline": a time.perf_counter() value}.
 LIMITS = "bytesup.limits"
 MAX_ANSWER_ENV = "BYTESUP_MAX_ANSWER_MB"
@@ -174,11 +177,14 @@ class DuplicateKey(ValueError):
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """`object_pairs_hook` for json.loads: an object, or DuplicateKey where a key repeats."""
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
+    found = dict(pairs)
+    if len(found) == len(pairs):
+        return found
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
             raise DuplicateKey(key)
-        found[key] = value
+        seen.add(key)
     return found
 
 
@@ -243,15 +249,21 @@ class RecordingTransport(httpx.BaseTransport):
                                   extensions={**response.extensions, ARRIVALS: arrivals})
         body = read_bounded(response, request)  # too big or too slow: nothing is recorded
         elapsed_ms = (time.perf_counter() - started) * 1000.0
+        constants: list[str] = []
+        extensions: dict[str, Any] = {}
         try:
-            entry["response"] = strict_json(body)
+            entry["response"] = json.loads(body, parse_constant=lambda name: constants.append(name) or name,
+                                           object_pairs_hook=unique_keys)
+            if not constants:  # the client reads the same value (see `answer_json`) without parsing the body again
+                extensions[PARSED] = entry["response"]
         except (ValueError, RecursionError):
             entry["response_text"] = body.decode("utf-8", errors="replace")
         entry["elapsed_ms"] = round(elapsed_ms, 3)
         self.sink.append(entry)
         # The body is read and decoded here: the client gets it without the headers of its travel (a gzip
         # Content-Encoding would make the client decode it a second time).
-        return httpx.Response(response.status_code, headers=settled_headers(response.headers), content=body, request=request)
+        return httpx.Response(response.status_code, headers=settled_headers(response.headers), content=body,
+                              request=request, extensions=extensions)
 
     def close(self) -> None:
         self.inner.close()
