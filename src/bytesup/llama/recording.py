@@ -252,8 +252,11 @@ class RecordingTransport(httpx.BaseTransport):
         constants: list[str] = []
         extensions: dict[str, Any] = {}
         try:
-            entry["response"] = json.loads(body, parse_constant=lambda name: constants.append(name) or name,
-                                           object_pairs_hook=unique_keys)
+            def constant(name: str) -> str:  # NaN, Infinity: the recording keeps them as text, the client reparses
+                constants.append(name)
+                return name
+
+            entry["response"] = json.loads(body, parse_constant=constant, object_pairs_hook=unique_keys)
             if not constants:  # the client reads the same value (see `answer_json`) without parsing the body again
                 extensions[PARSED] = entry["response"]
         except (ValueError, RecursionError):
