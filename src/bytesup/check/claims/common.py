@@ -1,20 +1,39 @@
-"""What the claims of every lesson share: the lessons' ids, a claim's group, one rule for a prediction's status, and
-the busy-machine rule for a timing claim (`busy_during`, `unless_busy`, `timing`)."""
+"""What the claims of every lesson share: the lessons' ids, a claim's group, the lesson and fact a claim reads
+(`lesson_fact`), one rule for a prediction's status, and the busy-machine rule for a timing claim (`busy_during`,
+`unless_busy`, `timing`)."""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, TypeVar
 
-from bytesup.check.verdicts import FAIL, GROUPS, INCONCLUSIVE, PASS, ClaimResult, find_lesson
+from pydantic import BaseModel
+
+from bytesup.check.verdicts import FAIL, GROUPS, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, missing
 from bytesup.course import busy
+from bytesup.store.results import LessonResult
 from bytesup.store.runs import Run
 
 Claim = Callable[[Run], list[ClaimResult]]
 
 L4, L5, L6, L7, L8 = "04_next_token", "05_generating_text", "06_attention_kv_cache", "07_hardware_fit", "08_capstone_decode_memory_bound"
 L5B = "05b_speculative_decoding"
+F = TypeVar("F", bound=BaseModel)
+
+
+def lesson_fact(run: Run, cid: str, text: str, lesson_id: str, fact_type: type[F],
+                without: str) -> tuple[LessonResult, F] | list[ClaimResult]:
+    """The lesson a claim reads (`lesson_id`, found by its number) and the fact of `fact_type` it states; where the run
+    holds no such lesson, or the lesson states no such fact (`without` says why), the claim's one not-applicable result."""
+    number = lesson_id.split("_")[0]
+    lesson = find_lesson(run, f"{number}_")
+    if lesson is None:
+        return [ClaimResult(cid, "general", number, text, NA, detail=missing(run, f"{number}_", lesson_id))]
+    fact = lesson.stated(fact_type)
+    if fact is None:
+        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA, detail=without)]
+    return lesson, fact
 
 
 def prediction_status(worst_error: float, tolerance: float, scatter: float) -> str:

@@ -18,7 +18,7 @@ from bytesup.store.render import fmt
 from bytesup.store.results import LessonResult, Measurement
 from bytesup.check.verdicts import (ITSELF, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, find_lesson, judged, measurements, missing,
                                     samples_text)
-from bytesup.check.claims.common import L6, grouped, timing
+from bytesup.check.claims.common import L6, grouped, lesson_fact, timing
 
 
 def _slower(subject: str, lesson: str, shallow: Measurement, deep: Measurement, what: tuple[str, str]) -> ClaimResult:
@@ -248,13 +248,10 @@ def claim_depth_line_predicts_deeper_depths(run: Run) -> list[ClaimResult]:
     cid = "depth_line_predicts_deeper_depths"
     text = ("decode time at depth d = t(0) + d × s, fitted on the shallower half (bent where the KV cache outgrows the "
             "last-level cache), predicts the deeper depths")
-    lesson = find_lesson(run, "06_")
-    if lesson is None:
-        return [ClaimResult(cid, "general", "06", text, NA, detail=missing(run, "06_", L6))]
-    fact = lesson.stated(DecodeAtDepth)
-    if fact is None:
-        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
-                            detail="lesson 06 recorded no depth line (a run before it)")]
+    found = lesson_fact(run, cid, text, L6, DecodeAtDepth, "lesson 06 recorded no depth line (a run before it)")
+    if isinstance(found, list):
+        return found
+    lesson, fact = found
     depths = {int(m.settings["depth"]): list(m.samples or [m.median]) for m in measurements(lesson, "decode_tokens_per_s_at_depth")
               if isinstance(m.settings.get("depth"), (int, float))}
     kv = measurements(lesson, "kv_bytes_per_token")

@@ -27,7 +27,7 @@ from bytesup.store.results import LessonResult
 from bytesup.store.render import fmt, measurement_label
 from bytesup.check.verdicts import (COURSE, ITSELF, SANITY, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult,
                                     find_lesson, judged, measurements, missing)
-from bytesup.check.claims.common import L4, L8, grouped, prediction_status, timing
+from bytesup.check.claims.common import L4, L8, grouped, lesson_fact, prediction_status, timing
 
 
 # --- lessons 4, 7 and 8: ceilings ----------------------------------------------------------------
@@ -255,13 +255,11 @@ def model_samples(lesson: LessonResult, fact: DecodeModel) -> tuple[list[ModelSa
 def claim_decode_model_predicts_every_width(run: Run) -> list[ClaimResult]:
     cid = "decode_model_predicts_every_width"
     text = "decode step = a cost per block + the slower of reading the weights and one token's arithmetic predicts every model"
-    lesson = find_lesson(run, "08_")
-    if lesson is None:
-        return [ClaimResult(cid, "general", "08", text, NA, detail=missing(run, "08_", L8))]
-    fact = lesson.stated(DecodeModel)
-    if fact is None:
-        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
-                            detail="lesson 08 states no decode-time model (a run before it measured several P)")]
+    found = lesson_fact(run, cid, text, L8, DecodeModel,
+                        "lesson 08 states no decode-time model (a run before it measured several P)")
+    if isinstance(found, list):
+        return found
+    lesson, fact = found
     models, without = model_samples(lesson, fact)
     status, observed, detail = decode_model_check(models, fact.tolerance)
     sources = {_model_numbers(lesson, w)[3] for w in fact.widths if w.name not in without}
@@ -335,13 +333,11 @@ def claim_decode_memory_bound_per_width(run: Run) -> list[ClaimResult]:
     """The course's title claim, decode is memory-bound, for each model the capstone fits: set against the verdict
     lesson 8 states for it and the one check's own fits give (see title_verdict)."""
     cid, text = "decode_memory_bound_per_width", "decode is memory-bound (the course's title)"
-    lesson = find_lesson(run, "08_")
-    if lesson is None:
-        return [ClaimResult(cid, "general", "08", text, NA, detail=missing(run, "08_", L8))]
-    fact = lesson.stated(DecodeModel)
-    if fact is None:
-        return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
-                            detail="lesson 08 states no decode-time model to give a verdict per width (a run before it)")]
+    found = lesson_fact(run, cid, text, L8, DecodeModel,
+                        "lesson 08 states no decode-time model to give a verdict per width (a run before it)")
+    if isinstance(found, list):
+        return found
+    lesson, fact = found
     models, _ = model_samples(lesson, fact)
     if len(models) < TERMS:
         return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
