@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MODEL ?= smollm2-135m-q4_1
 ARGS ?=
 
-.PHONY: run test lint install install-test model native browser clean-state mutants
+.PHONY: run test lint install install-test model native browser page clean-state mutants
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,15 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) >/dev/null \
 	    || echo "apt-get could not install chromium: the browser tests will be skipped"; \
 	else echo "chromium is not installed and installing it needs root: the browser tests will be skipped"; fi
+
+# Any run folder's report.html through the browser tests' checks (scripts/check_page.py): at 1280 and 390 pixels wide,
+# no sideways scrolling, every image and plot drawn, no console error, no request, the summary in the first screen; one
+# line per width with the page's height, and a failure that names the check. A run without report.html is checked in a
+# temporary copy, never written to. ARGS="--shots docs --name report-after" saves the first screens the README shows.
+RUN ?=
+page: install-test browser
+	@test -n "$(RUN)" || { echo "make page RUN=outputs/<run folder> [ARGS=\"--shots DIR --name NAME\"]" >&2; exit 2; }
+	$(PY) scripts/check_page.py $(RUN) $(ARGS)
 
 # Mutation benchmark, not part of `make test` (slow): mutmut over the shared modules, course/ceiling.py and every lesson's
 # computation section, or the files in MUTANTS (source[=test,test], e.g. MUTANTS=lessons/08_capstone_decode_memory_bound.py);
