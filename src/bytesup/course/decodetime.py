@@ -63,6 +63,7 @@ t(P) = a + b × P through a width's step times at P ≥ 2 for that view.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,6 +138,15 @@ def waits_on(memory_ms: float, arithmetic_ms: float) -> str:
     return MEMORY if memory_ms > arithmetic_ms else COMPUTE
 
 
+def log_grid(low: float, high: float) -> np.ndarray:
+    """GRID points from low to high, evenly spaced on a log scale, each rounded to 12 significant digits: the same
+    values on every CPU. numpy's geomspace gives the last bit of some points differently where its vectorised power
+    differs (AVX-512 against AVX2), and a fit on those points then differs in its last digits from one machine to
+    the next."""
+    ratio = math.log(high / low) / (GRID - 1)
+    return np.array([float(f"{low * math.exp(k * ratio):.12g}") for k in range(GRID)], dtype=float)
+
+
 def fit(widths: list[Width]) -> Terms:
     """B, c and f from the models' median step times at P = 1 (see the module). Raises ValueError with
     fewer than MIN_FIT models or a model without a step time at P = 1."""
@@ -149,8 +159,7 @@ def fit(widths: list[Width]) -> Terms:
     n = np.array([x.n_params for x in widths], dtype=float)
     blocks = np.array([x.n_layer for x in widths], dtype=float)
     t = np.array([x.step_ms[1] for x in widths], dtype=float)
-    gbs = np.geomspace(*B_RANGE_GBS, GRID)
-    ps = np.geomspace(*C_RANGE_PS, GRID)
+    gbs, ps = log_grid(*B_RANGE_GBS), log_grid(*C_RANGE_PS)
     core = np.maximum(w[None, None, :] / (gbs[:, None, None] * 1e9),
                       n[None, None, :] * ps[None, :, None] * 1e-12) * 1e3           # ms, [B, c, model]
     # f minimising Σ ((L f + core) ÷ t − 1)² for each (B, c): Σ L (t − core) ÷ t² over Σ L² ÷ t², at least 0.
