@@ -167,7 +167,7 @@ def register(app: typer.Typer) -> None:
         server's time per token, the ridge point, lesson 6's depth line and the capstone's decode-time model predicting
         what they left out (±15%), and one quantity agreeing across lessons: the default model's decode at one sequence
         (lessons 4, 5, 5 streamed, 5b, 6 at depth 0, 7 at P = 1, 8) and its prefill of 128 tokens (lessons 7 and 8),
-        within their pooled spread or ±10% where the samples are too few, else naming the lessons and the settings of
+        within their pooled spread and never less than ±10% (lessons minutes apart), else naming the lessons and the settings of
         their server shapes that differ (-c, --parallel, engine, a server of their own, servers taken in turns).
 
         Sanity checks: bounds any sound run meets (the top eight share at most 1, decode efficiency between 0 and 1,
