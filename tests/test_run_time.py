@@ -89,15 +89,53 @@ def test_with_no_comparable_run_the_length_comes_from_the_request_count_and_the_
     # 3 requests to /completion at --repeat 2, scaled to --repeat 1000: 3 × 1000 ÷ 2 = 1,500
     assert said == [("estimate: the lessons make about 1,500 requests to /completion at --repeat 1000 (01_a: 3 in r2 at "
                      "--repeat 2, scaled by the repeats); the run's length follows once the first is timed")]
-    sink = found.sink()
+    sink = found.sink("01_a")
     sink.append({"path": "/tokenize", "elapsed_ms": 4.0})
     assert len(said) == 1                                   # not a /completion: not timed
     sink.append({"path": "/completion", "elapsed_ms": 2000.0})
     sink.append({"path": "/completion", "elapsed_ms": 9000.0})
-    # 1,500 × 2 s = 3,000 s
-    assert said[1:] == [("estimate: at most about 50 min 00 s for 1 lesson: about 1,500 requests to /completion, each "
-                         "as long as the first (2 s); the other requests are not counted")]
+    # The recorded three took 1 ms each: 3 ms at --repeat 2, 1,500 ms at --repeat 1000; the first here took 2,000× the
+    # recorded first (2 s against 1 ms): 1.5 s × 2,000 = 3,000 s.
+    assert said[1:] == [("estimate: about 50 min 00 s for 1 lesson in requests to /completion: they took 2 s in the "
+                         "recorded runs (at this run's --repeat), and this machine's first took 2e+03× the recorded one "
+                         "of 01_a (2 s against 0.001 s); starting servers, making models, llama-bench and the lessons' "
+                         "own arithmetic come on top")]
     assert [e["path"] for e in sink] == ["/tokenize", "/completion", "/completion"]
+
+
+def test_the_first_request_scales_the_recorded_times_not_the_count(tmp_path):
+    """A recording whose first request is short and the rest long: the first (10 ms) and three of 1 s at --repeat 1.
+    Here the first takes 20 ms, twice the recorded one, so the lessons' requests take about 2 × 3.01 s = 6.02 s, where
+    the count times the first (4 × 20 ms = 0.08 s) would say a 75th of it."""
+    from bytesup.run.folder import first_request_estimate
+
+    folder = recorded_lesson(tmp_path, "r1", "01_a", [], 1, host={"hostname": "another", "cpu": "c"})
+    (folder / "http" / "01_a.jsonl").write_text("".join(
+        json.dumps({"server": "main", "method": "POST", "path": "/completion", "request": {}, "status": 200,
+                    "response": {}, "elapsed_ms": ms}) + "\n" for ms in (10.0, 1000.0, 1000.0, 1000.0)))
+    one = IDENTITY.model_copy(update={"options": IDENTITY.options.model_copy(update={"repeat": 1})})
+    said: list[str] = []
+    found = first_request_estimate([tmp_path], one, ["01_a"], said.append)
+    found.sink("01_a").append({"path": "/completion", "elapsed_ms": 20.0})
+    assert said[-1].startswith("estimate: about 6 s for 1 lesson in requests to /completion: they took 3 s in the "
+                               "recorded runs (at this run's --repeat), and this machine's first took 2× the recorded "
+                               "one of 01_a (0.02 s against 0.01 s)")
+
+
+def test_a_recording_without_times_falls_back_to_the_count(tmp_path):
+    from bytesup.run.folder import first_request_estimate
+
+    folder = recorded_lesson(tmp_path, "r1", "01_a", [], 1, host={"hostname": "another", "cpu": "c"})
+    (folder / "http" / "01_a.jsonl").write_text("".join(
+        json.dumps({"server": "main", "method": "POST", "path": "/completion", "request": {}, "status": 200,
+                    "response": {}}) + "\n" for _ in range(3)))
+    one = IDENTITY.model_copy(update={"options": IDENTITY.options.model_copy(update={"repeat": 1})})
+    said: list[str] = []
+    first_request_estimate([tmp_path], one, ["01_a"], said.append).sink("01_a").append(
+        {"path": "/completion", "elapsed_ms": 2000.0})
+    assert said[-1] == ("estimate: about 6 s for 1 lesson if each of about 3 requests to /completion took as long as "
+                        "the first (2 s; the recordings time none); the other requests and the rest of each lesson "
+                        "come on top")
 
 
 def test_with_no_recorded_run_to_count_in_it_says_so(tmp_path):
@@ -120,4 +158,5 @@ def test_a_long_run_with_no_earlier_run_says_its_length_after_the_first_request(
     assert "estimate: none for 1 lesson" in said
     # 2 requests at --repeat 3, scaled to 999: 666
     assert "the lessons make about 666 requests to /completion at --repeat 999 (02_decode: 2 in earlier" in said
-    assert "estimate: at most about" in said and "about 666 requests to /completion, each as long as the first" in said
+    # The recorded two took 1 ms each: 666 ms at --repeat 999, times the first here against the recorded 1 ms.
+    assert "estimate: about" in said and "1 lesson in requests to /completion: they took 1 s in the recorded runs" in said

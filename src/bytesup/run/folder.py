@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import threading
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -276,9 +277,19 @@ def estimate(root: Path, manifest: Manifest, todo: list[str], skip: Path | None 
             f"{fmt_seconds(seconds)} at --repeat {theirs}, scaled to --repeat {mine}")
 
 
-def _recorded_completions(roots: list[Path], lesson_id: str, skip: Path | None) -> tuple[int, int, str] | None:
-    """(requests to /completion, its --repeat, the folder's name) of the latest run under `roots` whose recording of
-    the lesson is whole (the lesson ok) and whose --repeat is recorded; None where there is none."""
+@dataclass(frozen=True)
+class RecordedRequests:
+    """A recorded run's requests to /completion in one lesson: how many, their time, and the first one's."""
+    count: int
+    repeat: int       # the recorded run's --repeat
+    folder: str
+    total_ms: float   # every one's elapsed_ms added up (0 where the recording times none)
+    first_ms: float   # the first one's elapsed_ms (0 where untimed)
+
+
+def _recorded_completions(roots: list[Path], lesson_id: str, skip: Path | None) -> RecordedRequests | None:
+    """The requests to /completion of the latest run under `roots` whose recording of the lesson is whole (the lesson
+    ok) and whose --repeat is recorded; None where there is none."""
     found: list[tuple[str, Path, int]] = []
     for root in roots:
         for folder, data in _manifests_under(root):
@@ -291,47 +302,60 @@ def _recorded_completions(roots: list[Path], lesson_id: str, skip: Path | None) 
     for _, folder, theirs in sorted(found, key=lambda f: (f[0], str(f[1])), reverse=True):
         try:
             lines = (folder / "http" / f"{lesson_id}.jsonl").read_text(encoding="utf-8").splitlines()
-            count = sum(1 for line in lines if line.strip() and json.loads(line).get("path") == "/completion")
-        except (OSError, ValueError, AttributeError, RecursionError):
+            entries = [e for e in (json.loads(line) for line in lines if line.strip()) if e.get("path") == "/completion"]
+            took = [float(e.get("elapsed_ms") or 0) for e in entries]
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
             continue
-        return count, theirs, folder.name
+        return RecordedRequests(len(entries), theirs, folder.name, sum(took), took[0] if took else 0.0)
     return None
 
 
 class FirstRequestEstimate:
-    """The run's length from its lessons' own request counts, said once its first /completion is timed: the requests
-    to /completion that recorded runs of its lessons made, scaled to this run's --repeat (an upper bound: a lesson's
-    untimed requests do not repeat), times the first one's time. For a run no earlier run of its configuration timed."""
+    """The run's length from its lessons' recorded requests, said once its first /completion is timed: the time the
+    recorded runs' requests to /completion took, scaled to this run's --repeat and by how much longer (or shorter)
+    this run's first request took than the same lesson's first recorded one. Where the recordings time none, the
+    count of requests times the first one's time. For a run no earlier run of its configuration timed."""
 
-    def __init__(self, requests: float, lessons: int, say: Any):
+    def __init__(self, requests: float, lessons: int, say: Any, recorded: dict[str, RecordedRequests] | None = None,
+                 recorded_ms: float = 0.0):
         self.requests, self.lessons, self.say, self.done = requests, lessons, say, False
+        self.recorded, self.recorded_ms = recorded or {}, recorded_ms
 
-    def sink(self) -> list[dict]:
+    def sink(self, lesson_id: str = "") -> list[dict]:
         """A lesson's list of exchanges that tells this estimate of each one appended."""
-        return _Watched(self)
+        return _Watched(self, lesson_id)
 
-    def seen(self, entry: dict) -> None:
+    def seen(self, entry: dict, lesson_id: str = "") -> None:
         took = entry.get("elapsed_ms")
         if self.done or entry.get("path") != "/completion" or not isinstance(took, (int, float)) or took <= 0:
             return
         self.done = True
         n = f"{self.lessons} lesson{'s' if self.lessons != 1 else ''}"
-        self.say(f"estimate: at most about {fmt_seconds(self.requests * took / 1000.0)} for {n}: about "
-                 f"{self.requests:,.0f} requests to /completion, each as long as the first ({took / 1000.0:.3g} s); "
-                 "the other requests are not counted")
+        first = self.recorded.get(lesson_id)
+        if first is not None and first.first_ms > 0 and self.recorded_ms > 0:
+            scale = took / first.first_ms
+            self.say(f"estimate: about {fmt_seconds(self.recorded_ms * scale / 1000.0)} for {n} in requests to "
+                     f"/completion: they took {fmt_seconds(self.recorded_ms / 1000.0)} in the recorded runs (at this "
+                     f"run's --repeat), and this machine's first took {scale:.2g}× the recorded one of {lesson_id} "
+                     f"({took / 1000.0:.3g} s against {first.first_ms / 1000.0:.3g} s); starting servers, making "
+                     "models, llama-bench and the lessons' own arithmetic come on top")
+            return
+        self.say(f"estimate: about {fmt_seconds(self.requests * took / 1000.0)} for {n} if each of about "
+                 f"{self.requests:,.0f} requests to /completion took as long as the first ({took / 1000.0:.3g} s; "
+                 "the recordings time none); the other requests and the rest of each lesson come on top")
 
 
 class _Watched(spent.StampedList):
     """A lesson's exchanges, stamped as they end (spent.StampedList), each also shown to the estimate."""
 
-    def __init__(self, owner: FirstRequestEstimate):
+    def __init__(self, owner: FirstRequestEstimate, lesson_id: str = ""):
         super().__init__()
-        self.owner = owner
+        self.owner, self.lesson_id = owner, lesson_id
 
     def append(self, entry: Any) -> None:
         super().append(entry)
         if isinstance(entry, dict):
-            self.owner.seen(entry)
+            self.owner.seen(entry, self.lesson_id)
 
 
 def first_request_estimate(roots: list[Path], manifest: Manifest, todo: list[str], say: Any,
@@ -340,7 +364,7 @@ def first_request_estimate(roots: list[Path], manifest: Manifest, todo: list[str
     latest recorded run of each (`_recorded_completions`), and returns what says the run's length once the first is
     timed; None (after saying why) where a lesson has no recorded run to count from."""
     mine = _repeat(manifest)
-    counted: list[tuple[str, tuple[int, int, str]]] = []
+    counted: list[tuple[str, RecordedRequests]] = []
     missing: list[str] = []
     for lid in todo:
         rec = _recorded_completions(roots, lid, skip)
@@ -353,12 +377,14 @@ def first_request_estimate(roots: list[Path], manifest: Manifest, todo: list[str
         say(f"estimate: nor from the lessons' requests: no recorded run of {names} under "
             f"{' or '.join(str(r) for r in roots)} to count them in")
         return None
-    total = sum(n * mine / theirs for _, (n, theirs, _) in counted)
-    shown = "; ".join(f"{lid}: {n:,} in {name} at --repeat {theirs}" for lid, (n, theirs, name) in counted[:3])
+    total = sum(r.count * mine / r.repeat for _, r in counted)
+    timed = all(r.total_ms > 0 or r.count == 0 for _, r in counted)
+    recorded_ms = sum(r.total_ms * mine / r.repeat for _, r in counted) if timed else 0.0
+    shown = "; ".join(f"{lid}: {r.count:,} in {r.folder} at --repeat {r.repeat}" for lid, r in counted[:3])
     more = f"; and {len(counted) - 3} more" if len(counted) > 3 else ""
     say(f"estimate: the lessons make about {total:,.0f} requests to /completion at --repeat {mine} ({shown}{more}, "
         "scaled by the repeats); the run's length follows once the first is timed")
-    return FirstRequestEstimate(total, len(todo), say)
+    return FirstRequestEstimate(total, len(todo), say, dict(counted), recorded_ms)
 
 
 # --- resuming the same configuration -----------------------------------------------------------

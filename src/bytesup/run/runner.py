@@ -405,7 +405,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
         for lid in todo:
             module = load_lesson(lid)
             title = lesson_title(module)
-            sink: list[dict] = (first_timed.sink() if first_timed is not None and not first_timed.done
+            sink: list[dict] = (first_timed.sink(lid) if first_timed is not None and not first_timed.done
                                 else spent.StampedList())  # when each exchange ended: the time split's requests
             client: LlamaServer | None = None
             reporter = Reporter(progress, lid)
