@@ -14,6 +14,7 @@ import pytest
 from bytesup.host import spent
 from bytesup.lesson import ModelQuery
 from bytesup.llama import build as nativebuild
+from bytesup.llama.process import EngineChoice
 from bytesup.models import catalog
 from bytesup.models import smollm2 as realmodel
 from bytesup.options import RunOptions
@@ -193,7 +194,11 @@ def test_the_gap_in_numbers_and_words():
                            "128-token prompt, on m.gguf;")
     assert line.endswith("The native build runs AVX, AVX2, AVX512; the embedded wheel AVX, AVX2, without AVX512, which "
                          "this CPU has.")
-    assert "busy" not in line
+    assert "the medians of 3 requests each, taken in turns" in line and "busy" not in line
+    # One slow request of three moves no median: 60, 20 (the machine busy) and 62 tokens/s give 60.
+    slow = [engines.Speeds(prefill=300.0, decode=60.0), engines.Speeds(prefill=100.0, decode=20.0),
+            engines.Speeds(prefill=310.0, decode=62.0)]
+    assert engines.median_of(slow) == engines.Speeds(prefill=300.0, decode=60.0)
     busy = engines.busy([5.8, 4.0, 4.0], 2)
     assert busy == "the machine was busy, a load average of 5.80 on 2 cores, so the ratios say little"
     assert engines.busy([1.5], 2) is None
@@ -317,3 +322,28 @@ def test_a_failed_comparison_is_said_and_the_run_goes_on(monkeypatch, tmp_path):
     gap = engines.compare(RunOptions(), model)
     assert gap.skipped == "the comparison failed: the server exited at once" and gap.sentence is None
     assert gap.seconds is not None
+
+
+def test_the_engines_answer_in_turns_the_order_alternating(monkeypatch, tmp_path):
+    """Three requests each, native then embedded, then embedded then native, then native then embedded: a drift of
+    the machine's speed during the comparison falls on both engines alike."""
+    import contextlib
+
+    asked: list[str] = []
+
+    @contextlib.contextmanager
+    def serving(choice, model, options):
+        yield choice.source, [1, 2, 3], "CPU : AVX2 = 1 |" if choice.source == "native build" else ""
+
+    def timed(client, prompt):
+        asked.append(client)
+        return engines.Speeds(prefill=float(len(asked)), decode=1.0)
+
+    monkeypatch.setattr(engines, "serving", serving)
+    monkeypatch.setattr(engines, "timed", timed)
+    native = EngineChoice("llama-server", ["x"], "native build", "why")
+    embedded = EngineChoice("embedded", ["y"], "embedded", "why")
+    natives, embeddeds, info = engines.measure(native, embedded, tmp_path / "m.gguf", RunOptions())
+    assert asked == ["native build", "embedded", "embedded", "native build", "native build", "embedded"]
+    assert [s.prefill for s in natives] == [1.0, 4.0, 5.0] and [s.prefill for s in embeddeds] == [2.0, 3.0, 6.0]
+    assert info == "CPU : AVX2 = 1 |"

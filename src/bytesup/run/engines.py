@@ -1,29 +1,36 @@
 """The embedded engine against the native build on this CPU, measured once before a live run's first lesson.
 
 When both are ready (the native build cached and smoke-tested on this CPU, and the embedded engine installed), each
-serves the run's model on a server of this step's own, and answers one request once: a PREFILL_TOKENS-token prompt,
-then DECODE_TOKENS tokens decoded. The server's own timings give each engine's prefill and decode in tokens per
-second, and the gap is embedded ÷ native, with the instruction sets each was built with (the native build's from
-its log's system info, the embedded wheel's from xllamacpp's). Where only the embedded engine is there, the run
-says what it leaves unused on this CPU and how to build the native one. A few seconds in all; BYTESUP_ENGINE_GAP=0
+serves the run's model on a server of this step's own, both up at once, and they answer SAMPLES requests each in
+turns (the order alternating): a PREFILL_TOKENS-token prompt, then DECODE_TOKENS tokens decoded. The server's own
+timings give each request's prefill and decode in tokens per second; each engine's figure is the median of its
+requests, so one request slowed by something else on the machine cannot set the gap (one request each once read
+the embedded engine 1.79× faster than the native build on a 2-core machine where the two run the same kernels).
+The gap is embedded ÷ native, with the instruction sets each was built with (the native build's from its log's
+system info, the embedded wheel's from xllamacpp's). Where only the embedded engine is there, the run
+says what it leaves unused on this CPU and how to build the native one. About ten seconds in all; BYTESUP_ENGINE_GAP=0
 skips it, and a replay never takes it. The manifest keeps the result as `engine_gap`, the report states it first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import shutil
+import statistics
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from bytesup.errors import BytesupError
 from bytesup.host import environment
 from bytesup.llama import build as nativebuild
 from bytesup.llama import process as engine
+from bytesup.llama.client import LlamaServer
 from bytesup.llama.responses import decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.options import RunOptions
 from bytesup.store.manifest import EngineGap
@@ -32,6 +39,7 @@ from bytesup.units import PINNED
 GAP_ENV = "BYTESUP_ENGINE_GAP"  # "0": the run does not compare the engines
 PREFILL_TOKENS = 128
 DECODE_TOKENS = 16
+SAMPLES = 3  # timed requests on each engine, in turns: a median that one slow request cannot move
 FLAGS = ["-c", "512", "--parallel", "1"]
 TEXT = "The quick brown fox jumps over the lazy dog while the cat sat on the mat and watched the river run. "
 ENABLE = "make native"
@@ -41,10 +49,15 @@ _ISA_NAME = re.compile(r"^(SSE|SSSE|AVX|F16C|FMA|BMI|AMX|NEON|ARM_|SVE|DOTPROD|M
 
 @dataclass(frozen=True)
 class Speeds:
-    """One engine's one request: prefill and decode in tokens per second, by the server's own timings."""
+    """One engine's prefill and decode in tokens per second, by the server's own timings: one request's, or the
+    medians of several (`median_of`)."""
 
     prefill: float
     decode: float
+
+
+def median_of(samples: list[Speeds]) -> Speeds:
+    return Speeds(prefill=statistics.median(x.prefill for x in samples), decode=statistics.median(x.decode for x in samples))
 
 
 def skipped_by_env() -> bool:
@@ -116,7 +129,7 @@ def gap_sentence(model: str, embedded: Speeds, native: Speeds, embedded_isa: lis
     return (f"On this CPU the embedded engine decodes at {decode:.2f}× and prefills at {prefill:.2f}× the native "
             f"build's speed ({embedded.decode:.1f} against {native.decode:.1f} tokens/s decoding {DECODE_TOKENS} tokens, "
             f"{embedded.prefill:.0f} against {native.prefill:.0f} tokens/s over a {PREFILL_TOKENS}-token prompt, on "
-            f"{model}; one request each, so read a gap of a few percent as noise"
+            f"{model}; the medians of {SAMPLES} requests each, taken in turns, so read a gap of a few percent as noise"
             + (f"; {busy_clause}" if busy_clause else "") + f"). {sets}")
 
 
@@ -130,28 +143,48 @@ def only_embedded_sentence(why: str, unused: list[str]) -> str:
     return f"Only the embedded engine is ready ({why}). {missing}; {how}."
 
 
-def measure(choice: engine.EngineChoice, model: Path, options: RunOptions) -> tuple[Speeds, str]:
-    """One engine's speeds on `model` (a warm-up of one token, then the timed request) and its server log's system
-    info line ("" where the log has none)."""
+@contextlib.contextmanager
+def serving(choice: engine.EngineChoice, model: Path, options: RunOptions) -> Iterator[tuple[LlamaServer, list[int], str]]:
+    """One engine serving `model` on a port of its own, warmed by a one-token answer: its client, the prompt of
+    PREFILL_TOKENS token ids and its server log's system info line ("" where the log has none). Stopped on the way
+    out."""
     port = engine.free_port()
     try:
         started = engine.start_server(model, ["--port", str(port), *FLAGS], die_with_parent=True,
                                       answer_s=options.timeout, engine=choice)
+        log = started.log_path.read_text(encoding="utf-8", errors="replace") if started.log_path.is_file() else ""
+        info = next((line for line in log.splitlines() if "system_info" in line or "CPU :" in line), "")
         with options.client(started.url, with_key=False) as client:
             client.completion("Hello", n_predict=1, **PINNED)
             ids = client.tokenize(TEXT, with_pieces=False).ids or [0]
-            prompt = (ids * (PREFILL_TOKENS // len(ids) + 1))[:PREFILL_TOKENS]
-            done = client.completion(prompt, n_predict=DECODE_TOKENS, **PINNED)
-        t = done.timings
-        speeds = Speeds(prefill=prefill_tokens_per_s(t), decode=decode_tokens_per_s(t)) if t is not None else None
-        if speeds is None or not all(math.isfinite(v) and v > 0 for v in (speeds.prefill, speeds.decode)):
-            raise BytesupError("the server gave no usable timings for the request")
-        log = started.log_path.read_text(encoding="utf-8", errors="replace") if started.log_path.is_file() else ""
-        info = next((line for line in log.splitlines() if "system_info" in line or "CPU :" in line), "")
-        return speeds, info
+            yield client, (ids * (PREFILL_TOKENS // len(ids) + 1))[:PREFILL_TOKENS], info
     finally:
         engine.stop_server(port)
         shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+
+
+def timed(client: LlamaServer, prompt: list[int]) -> Speeds:
+    """One request's prefill and decode by the server's timings; BytesupError where they are not usable."""
+    t = client.completion(prompt, n_predict=DECODE_TOKENS, **PINNED).timings
+    speeds = Speeds(prefill=prefill_tokens_per_s(t), decode=decode_tokens_per_s(t)) if t is not None else None
+    if speeds is None or not all(math.isfinite(v) and v > 0 for v in (speeds.prefill, speeds.decode)):
+        raise BytesupError("the server gave no usable timings for the request")
+    return speeds
+
+
+def measure(native_choice: engine.EngineChoice, embedded_choice: engine.EngineChoice, model: Path,
+            options: RunOptions) -> tuple[list[Speeds], list[Speeds], str]:
+    """Each engine's SAMPLES requests, in turns with the order alternating (native first, then embedded first, ...),
+    and the native build's system info line."""
+    natives: list[Speeds] = []
+    embeddeds: list[Speeds] = []
+    with serving(native_choice, model, options) as (native, native_prompt, info), \
+            serving(embedded_choice, model, options) as (embedded, embedded_prompt, _):
+        for i in range(SAMPLES):
+            turns = [(natives, native, native_prompt), (embeddeds, embedded, embedded_prompt)]
+            for samples, client, prompt in (turns if i % 2 == 0 else turns[::-1]):
+                samples.append(timed(client, prompt))
+    return natives, embeddeds, info
 
 
 def compare(options: RunOptions, model: Path | None) -> EngineGap:
@@ -175,8 +208,8 @@ def compare(options: RunOptions, model: Path | None) -> EngineGap:
             embedded_choice = engine.EngineChoice("embedded", [sys.executable, "-m", "bytesup.llama.embedded"],
                                                   "embedded", "the embedded engine, compared with the native build")
             native_choice = engine.EngineChoice("llama-server", [str(bin_dir / "llama-server")], "native build", why)
-            native, native_log = measure(native_choice, model, options)
-            embedded, _ = measure(embedded_choice, model, options)
+            natives, embeddeds, native_log = measure(native_choice, embedded_choice, model, options)
+            native, embedded = median_of(natives), median_of(embeddeds)
             embedded_isa = instruction_sets(embedded_info)
             native_isa = native_instruction_sets(native_log, native_variant(), nativebuild.this_cpu())
             gap.model = model.name
