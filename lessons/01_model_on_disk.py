@@ -101,7 +101,7 @@ def main(ctx: LessonContext):
 # --- requests: the model file, the server's meta, the run's bandwidth ----------------------------
 
 def read_header(ctx: LessonContext) -> dict[str, Any]:
-    """The served model's GGUF header and tensor index (gguf_read.read_model_info), a host value:
+    """The served model's GGUF header and tensor index (gguf.read_model_info), a host value:
     read before anything else, so a bad file fails before any request."""
     return ctx.host("model_info", lambda: read_model_info(ctx.require_model()))
 

@@ -31,28 +31,26 @@ from typing import Any, Callable
 import numpy as np
 from pydantic import Field, field_validator
 
-from bytesup.course import ceiling, formulas
-from bytesup.course import nexttoken as arithmetic
+from bytesup.course import ceiling, formulas, nexttoken
 from bytesup.course.ceiling import Ceiling, Efficiency, TokenWork, token_work
 from bytesup.course.nexttoken import LastOnly, Speeds, ThroughTheLayers, sig
 from bytesup.errors import ImplausibleValue
 from bytesup.lesson import LessonContext, ModelQuery
-from bytesup.llama import build as nativebuild
-from bytesup.llama import timed
+from bytesup.llama import build, timed
 from bytesup.llama.responses import Completion, shown_token
-from bytesup.models import catalog as models
-from bytesup.models import forward
-from bytesup.models import smollm2 as realmodel
+from bytesup.models import catalog, forward, smollm2
 from bytesup.options import BandwidthGbs, LessonOptions
-from bytesup.store.facts import lesson04 as stated
-from bytesup.store.plans import lesson04 as plans
-from bytesup.store.views import lesson04 as view
+from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken, TopTokens
+from bytesup.store.plans.lesson04 import (BENCH_REPETITIONS, F32_WIDTH, MIN_REPEAT, N_PREDICT, READ_FROM, SERVER_PROBS,
+                                          SHORT_PROMPT, TOP8, NumpyFiles, Plan, f32_server, fresh, from_older,
+                                          long_prompt_length, read)
+from bytesup.store.plans.lesson04 import PROMPTS  # noqa: F401 - the published prompts, read by other tests as lesson.PROMPTS
+from bytesup.store.views import lesson04
 
 TITLE = "The forward pass"
-PROMPTS, TOP8 = plans.PROMPTS, plans.TOP8  # the published prompts and their top-eight request (read by other tests too)
 TOP_K = 8   # tokens compared per prompt, as the server lists them
 # The default model's narrower widths: the numpy pass sets these against their f32 width a second time.
-NARROWER_WIDTHS = {m.sha256 for m in realmodel.REAL_MODELS.values() if m.name != plans.F32_WIDTH}
+NARROWER_WIDTHS = {m.sha256 for m in smollm2.REAL_MODELS.values() if m.name != F32_WIDTH}
 
 
 # --- the lesson ---------------------------------------------------------------------------
@@ -64,27 +62,27 @@ def main(ctx: LessonContext):
 
     # 1. Softmax: scores become probabilities (worked here, on every run and replay).
     ctx.step("softmax")
-    view.show_softmax(ctx, arithmetic.softmax_example())
+    lesson04.show_softmax(ctx, nexttoken.softmax_example())
 
     # 2. The eight most probable next tokens of the four prompts (and any given with --prompt), beside the
     #    server's own probabilities.
     tables = [top_table(answers) for answers in ask_top_tokens(ctx, plan.prompts)]
     for t in tables:
-        view.show_top_tokens(ctx, t, n_vocab)
-    ctx.fact(stated.TopTokens({t.name or "": stated.ShownTable(prompt=t.prompt, tokens=t.tokens) for t in tables}))
+        lesson04.show_top_tokens(ctx, t, n_vocab)
+    ctx.fact(TopTokens({t.name or "": ShownTable(prompt=t.prompt, tokens=t.tokens) for t in tables}))
 
     # 3. The same pass in numpy from the file's bytes: its top eight beside the server's, on this file and the
     #    f32 width; keeping only the last position; the answer through the layers.
     ctx.step("the forward pass in numpy")
     numpy = the_pass_in_numpy(ctx, plan.numpy, tables)
-    view.show_numpy_pass(ctx, numpy, dict(plan.prompts))
+    lesson04.show_numpy_pass(ctx, numpy, dict(plan.prompts))
     if numpy is not None:
         ctx.fact(numpy.fact())
 
     # 4. What one forward pass costs: every weight read once, two FLOPs per weight.
     cost = token_work(info["n_params"], formulas.bytes_per_token(info)) if info is not None else None
     if cost is not None:
-        view.show_cost(ctx, cost, n_vocab)
+        lesson04.show_cost(ctx, cost, n_vocab)
 
     # 5. Prefill and decode, from the server's timings, beside llama.cpp in process (llama-bench).
     ctx.step("prefill and decode")
@@ -92,17 +90,17 @@ def main(ctx: LessonContext):
     ctx.settings = plan.settings(runs.n_ctx, runs.n_long)
     sp = speeds(runs)
     record_speeds(ctx, sp)
-    view.show_prefill_decode(ctx, sp, runs.n_ctx, runs.n_long, cost, ctx.identity.get("server", {}).get("flags"))
-    view.show_third_clock(ctx, runs.in_process, arithmetic.third_clocks(sp, runs.in_process, plans.N_PREDICT))
+    lesson04.show_prefill_decode(ctx, sp, runs.n_ctx, runs.n_long, cost, ctx.identity.get("server", {}).get("flags"))
+    lesson04.show_third_clock(ctx, runs.in_process, nexttoken.third_clocks(sp, runs.in_process, N_PREDICT))
 
     # 6. Decode against the bandwidth ceiling of lesson 1 (bytesup.course.ceiling).
     ctx.step("read bandwidth")
     ceil, eff = decode_against_the_ceiling(ctx, cost, sp)
-    view.plot_speeds(ctx, sp, ceil, eff)
+    lesson04.plot_speeds(ctx, sp, ceil, eff)
 
     # What this run shows: the first prompt's answer, and numpy's pass beside the server's (or, where it did not run,
     # prefill and decode against the ceiling), first on the page with its plot.
-    ctx.shows(*view.shows(tables, numpy, sp, ceil, eff))
+    ctx.shows(*lesson04.shows(tables, numpy, sp, ceil, eff))
     return ctx.finish()
 
 
@@ -117,7 +115,7 @@ def decode_against_the_ceiling(ctx: LessonContext, cost: TokenWork | None, sp: S
                                      host_applies=bool(facts["host_bandwidth_applies"]), given_gbs=ctx.options.bandwidth_gbs)
     eff = ceiling.decode_efficiency(ceil, sp.decode_short)
     record_ceiling(ctx, ceil, eff, reading["threads"])
-    view.show_decode_vs_ceiling(ctx, ceil, eff, reading, facts["reason"])
+    lesson04.show_decode_vs_ceiling(ctx, ceil, eff, reading, facts["reason"])
     return ceil, eff
 
 
@@ -142,20 +140,20 @@ class Options(LessonOptions):
         return value
 
 
-def the_plan(ctx: LessonContext) -> plans.Plan:
+def the_plan(ctx: LessonContext) -> Plan:
     """The plan, recorded once as the host value `plan`. A run recorded before plans has none: the plan module
     reads its plan from the host values that run recorded (its numbered table of upgrades)."""
-    return ctx.plan(lambda: fresh_plan(ctx).model_dump(mode="json"), plans.read, plans.from_older, plans.READ_FROM)
+    return ctx.plan(lambda: fresh_plan(ctx).model_dump(mode="json"), read, from_older, READ_FROM)
 
 
-def fresh_plan(ctx: LessonContext) -> plans.Plan:
+def fresh_plan(ctx: LessonContext) -> Plan:
     """This run's plan: the prompts given, the runs of each timed request (the run's one rule, `ctx.samples`: --repeat,
     at least MIN_REPEAT), and the files the numpy pass reads, by path and sha256: the served GGUF and, when it is one of
     the default model's narrower widths, its f32 width (fetched or derived here)."""
     model = ctx.readable_model()
     served = ctx.file_record(model) if model is not None else None
-    f32 = ctx.file_record(models.ensure_model(plans.F32_WIDTH)) if served and served["sha256"] in NARROWER_WIDTHS else None
-    return plans.fresh(ctx.options.prompts, ctx.samples(plans.MIN_REPEAT), plans.NumpyFiles(served=served, f32=f32))
+    f32 = ctx.file_record(catalog.ensure_model(F32_WIDTH)) if served and served["sha256"] in NARROWER_WIDTHS else None
+    return fresh(ctx.options.prompts, ctx.samples(MIN_REPEAT), NumpyFiles(served=served, f32=f32))
 
 
 # --- requests: the server's answers and the host's measurements ----------------------------------
@@ -172,7 +170,7 @@ class TopAnswers:
 
 def ask_top_tokens(ctx: LessonContext, prompts: list[tuple[str, str]]) -> list[TopAnswers]:
     return [TopAnswers(name, prompt, ctx.server.completion(prompt, **TOP8),
-                       ctx.server.completion(prompt, **plans.SERVER_PROBS))
+                       ctx.server.completion(prompt, **SERVER_PROBS))
             for name, prompt in ctx.track(prompts, "top eight next tokens")]
 
 
@@ -184,14 +182,14 @@ class NumpyAsked:
     f32: list[Completion] | None
 
 
-def ask_for_the_numpy_pass(ctx: LessonContext, files: plans.NumpyFiles, prompts: list[str]) -> NumpyAsked:
+def ask_for_the_numpy_pass(ctx: LessonContext, files: NumpyFiles, prompts: list[str]) -> NumpyAsked:
     # The server's own tokenizer, with the special tokens a /completion prompt gets (add_special).
     ids = [ctx.server.tokenize(prompt, with_pieces=False, add_special=True).ids for prompt in prompts]
     f32 = None
     if files.f32 is not None:
         ctx.step("the f32 width's top eight")
-        with ctx.local_server("f32", plans.f32_server(Path(files.f32["path"]))) as server:
-            f32 = [server.completion(prompt, **plans.TOP8) for prompt in prompts]
+        with ctx.local_server("f32", f32_server(Path(files.f32["path"]))) as server:
+            f32 = [server.completion(prompt, **TOP8) for prompt in prompts]
     return NumpyAsked(ids, f32)
 
 
@@ -204,23 +202,23 @@ class TimedRuns:
     in_process: list[dict[str, Any]] | None = None  # llama-bench before, between and after (None: not asked here)
 
 
-def time_prefill_and_decode(ctx: LessonContext, plan: plans.Plan) -> TimedRuns:
+def time_prefill_and_decode(ctx: LessonContext, plan: Plan) -> TimedRuns:
     """`plan.repeat` completions of N_PREDICT tokens after a long prompt (as long as the context allows)
     and after the short one, pinned as units.PINNED says, with llama-bench before, between and after them."""
     n_ctx = timed.context_size(ctx.server)
-    n_long = plans.long_prompt_length(n_ctx)
+    n_long = long_prompt_length(n_ctx)
     long_ids = timed.long_prompt_tokens(ctx.server, n_long)
-    n, repeat = plans.N_PREDICT, plan.repeat
+    n, repeat = N_PREDICT, plan.repeat
     bench: list[dict[str, Any] | None] = [llama_bench(ctx, plan, "before", n_long)]
     long_runs = timed.timed_completions(ctx.server, long_ids, n, repeat, track=lambda r: ctx.track(r, "long prompt"))
     bench.append(llama_bench(ctx, plan, "between", n_long))
-    short_runs = timed.timed_completions(ctx.server, plans.SHORT_PROMPT, n, repeat, track=lambda r: ctx.track(r, "short prompt"))
+    short_runs = timed.timed_completions(ctx.server, SHORT_PROMPT, n, repeat, track=lambda r: ctx.track(r, "short prompt"))
     bench.append(llama_bench(ctx, plan, "after", n_long))
     turns = [b for b in bench if b is not None]
     return TimedRuns(n_ctx, n_long, long_runs, short_runs, turns if len(turns) == len(bench) else None)
 
 
-def llama_bench(ctx: LessonContext, plan: plans.Plan, when: str, n_prompt: int) -> dict[str, Any] | None:
+def llama_bench(ctx: LessonContext, plan: Plan, when: str, n_prompt: int) -> dict[str, Any] | None:
     """The native build's llama-bench on the served model, with the server's threads and the lesson's lengths
     (`-p` the long prompt, `-n` N_PREDICT), BENCH_REPETITIONS times: a host value (None where the plan has none)."""
     if not plan.llama_bench:
@@ -230,14 +228,14 @@ def llama_bench(ctx: LessonContext, plan: plans.Plan, when: str, n_prompt: int) 
         model = ctx.readable_model()
         if model is None or not ctx.server_facts()["local"]:
             return {"available": False, "why": "the server is not on this host, or its model file is not readable here"}
-        _, bin_dir, why = nativebuild.usable_build()
+        _, bin_dir, why = build.usable_build()
         if bin_dir is None:
             return {"available": False, "why": why}
         try:
             # llama-bench's own warm-up at its first turn only: the file is read and the code paths are warm after it.
-            speeds = nativebuild.bench(bin_dir, model, n_prompt, plans.N_PREDICT, ctx.server_threads(),
-                                       plans.BENCH_REPETITIONS, warmup=when == "before")
-        except nativebuild.NativeBuildError as exc:
+            speeds = build.bench(bin_dir, model, n_prompt, N_PREDICT, ctx.server_threads(),
+                                 BENCH_REPETITIONS, warmup=when == "before")
+        except build.NativeBuildError as exc:
             return {"available": False, "why": str(exc)}
         return {"available": True, "threads": ctx.server_threads(), **speeds}
 
@@ -245,7 +243,7 @@ def llama_bench(ctx: LessonContext, plan: plans.Plan, when: str, n_prompt: int) 
 
 
 def record_speeds(ctx: LessonContext, sp: Speeds) -> None:
-    n = plans.N_PREDICT
+    n = N_PREDICT
     ctx.measure("prefill_tokens_per_s_long_prompt", "tokens/s", sp.prefill, higher_is_better=True, settings={"prompt_tokens": sp.prompt_n})
     ctx.measure("decode_tokens_per_s_short_prompt", "tokens/s", sp.decode_short, higher_is_better=True,
                 settings={"prompt_tokens": sp.short_prompt_n, "n_predict": n})
@@ -273,22 +271,22 @@ def record_ceiling(ctx: LessonContext, ceil: Ceiling, eff: Efficiency, threads: 
 
 # --- the forward pass in numpy: the file's bytes against the server's tables ---------------------
 
-def the_pass_in_numpy(ctx: LessonContext, files: plans.NumpyFiles | None,
-                      tables: list[stated.ShownTable]) -> stated.NumpyOutcome | None:
+def the_pass_in_numpy(ctx: LessonContext, files: NumpyFiles | None,
+                      tables: list[ShownTable]) -> NumpyOutcome | None:
     """Lesson 4's fifteen lines in numpy on the file's bytes against the server's tables (bytesup.models.forward), and
     on the f32 width against a server of its own; None for a run recorded before the pass."""
     if files is None:
         return None
     if files.served is None:
-        return stated.NumpyOutcome(None, "The model file is not readable here (pass --model PATH.gguf), so the forward "
-                                         "pass is not computed in numpy.")
+        return NumpyOutcome(None, "The model file is not readable here (pass --model PATH.gguf), so the forward "
+                                  "pass is not computed in numpy.")
     names = [(t.name or "", t.prompt or "") for t in tables]
     asked = ask_for_the_numpy_pass(ctx, files, [prompt for _, prompt in names])
     served = ctx.file_with(files.served)
     if served is None:
-        return stated.NumpyOutcome(None, ctx.file_not_here(files.served, "The numpy pass"))
+        return NumpyOutcome(None, ctx.file_not_here(files.served, "The numpy pass"))
     done, probs = numpy_pass(served, names, asked.ids, [t.tokens for t in tables])
-    outcome = stated.NumpyOutcome(done.part, prompt_n=[t.prompt_n or 0 for t in tables], last=done.last, layers=done.layers)
+    outcome = NumpyOutcome(done.part, prompt_n=[t.prompt_n or 0 for t in tables], last=done.last, layers=done.layers)
     if asked.f32 is None or files.f32 is None:
         return outcome
     f32_path = ctx.file_with(files.f32)
@@ -301,14 +299,14 @@ def the_pass_in_numpy(ctx: LessonContext, files: plans.NumpyFiles | None,
 
 # --- computation: pure functions of the answers and the file ----------------------------------------
 
-def top_tokens(completion: Completion, server: Completion | None = None) -> list[stated.ShownToken]:
+def top_tokens(completion: Completion, server: Completion | None = None) -> list[ShownToken]:
     """The first generated position's candidates, most probable first: probability is e^logprob; server
     probability is the server's own post-sampling probability of the same token id in `server`. An answer that lists
     no candidate, or one whose e^logprob is 0, is refused: a softmax gives its most probable tokens more than that."""
     first = completion.first_position()
     field = "completion_probabilities[0].top_logprobs"
     if not first.top_logprobs:
-        raise ImplausibleValue("/completion", field, first.top_logprobs, f"n_probs {plans.TOP8['n_probs']} was asked, so "
+        raise ImplausibleValue("/completion", field, first.top_logprobs, f"n_probs {TOP8['n_probs']} was asked, so "
                                "it lists that many candidates, the most probable first", None)
     for k, c in enumerate(first.top_logprobs):
         if math.exp(c.logprob) == 0.0:
@@ -316,31 +314,31 @@ def top_tokens(completion: Completion, server: Completion | None = None) -> list
                                    "softmax gives each of its most probable tokens far more than that", None)
     cands = sorted(first.top_logprobs, key=lambda c: -c.logprob)
     theirs = {c.id: c.probability for c in server.first_position().candidates()} if server is not None else {}
-    return [stated.ShownToken(rank, c.id, shown_token(c.token, c.bytes), math.exp(c.logprob), c.logprob, theirs.get(c.id))
+    return [ShownToken(rank, c.id, shown_token(c.token, c.bytes), math.exp(c.logprob), c.logprob, theirs.get(c.id))
             for rank, c in enumerate(cands, start=1)]
 
 
-def top_table(answers: TopAnswers) -> stated.ShownTable:
+def top_table(answers: TopAnswers) -> ShownTable:
     first = answers.logprobs.first_position()
-    return stated.ShownTable(prompt=answers.prompt, tokens=top_tokens(answers.logprobs, answers.server), name=answers.name,
-                             prompt_n=answers.logprobs.timings.prompt_n, generated=shown_token(first.token, first.bytes))
+    return ShownTable(prompt=answers.prompt, tokens=top_tokens(answers.logprobs, answers.server), name=answers.name,
+                      prompt_n=answers.logprobs.timings.prompt_n, generated=shown_token(first.token, first.bytes))
 
 
-def agreement(name: str, prompt: str, server: list[stated.ShownToken], done: forward.Pass, shown: Callable[[int], str],
-              k: int = TOP_K) -> stated.PromptAgreement:
+def agreement(name: str, prompt: str, server: list[ShownToken], done: forward.Pass, shown: Callable[[int], str],
+              k: int = TOP_K) -> PromptAgreement:
     """Numpy's k most probable tokens beside the server's, with the largest gap and the KL divergence where both list."""
     probs = done.probs
     order = [int(i) for i in np.argsort(-probs, kind="stable")[:k]]
     theirs = {t.id: t.probability or 0.0 for t in server}
-    ours = [stated.NumpyToken(r, i, shown(i), sig(float(probs[i])), theirs.get(i),
-                              sig(float(probs[i])) - theirs[i] if i in theirs else None) for r, i in enumerate(order, start=1)]
+    ours = [NumpyToken(r, i, shown(i), sig(float(probs[i])), theirs.get(i),
+                       sig(float(probs[i])) - theirs[i] if i in theirs else None) for r, i in enumerate(order, start=1)]
     worst = max(server, key=lambda t: abs(float(probs[t.id]) - (t.probability or 0.0)))
     both = [t for t in server if t.id in set(order)]
     p = np.array([t.probability for t in both])
     q = np.array([float(probs[t.id]) for t in both])
     p, q = p / p.sum(), q / q.sum()
     top = server[0]
-    return stated.PromptAgreement(
+    return PromptAgreement(
         numpy_top_id=ours[0].id, server_top_id=top.id or 0, top_agrees=ours[0].id == top.id,
         set_agrees=set(order) == set(theirs), largest_abs_dp=sig(abs(float(probs[worst.id]) - (worst.probability or 0.0))),
         kl_shared=sig(float(np.sum(p * np.log(p / q)))), shared=len(both),
@@ -368,13 +366,13 @@ def through_the_layers(model: forward.Model, name: str, done: forward.Pass, show
 class NumpyPass:
     """The numpy pass over one file against one server's answers: the fact's part, and the two figures of its own."""
 
-    part: stated.FilePass
+    part: FilePass
     last: list[LastOnly]
     layers: list[ThroughTheLayers]
 
 
 def numpy_pass(path: Path, names: list[tuple[str, str]], ids: list[list[int]],
-               server: list[list[stated.ShownToken]]) -> tuple[NumpyPass, list[np.ndarray]]:
+               server: list[list[ShownToken]]) -> tuple[NumpyPass, list[np.ndarray]]:
     """Lesson 4's fifteen lines in numpy on every prompt, then the comparisons with the server; and numpy's probabilities."""
     model = forward.Model(path)
     passes = forward.forward(model, ids)
@@ -382,8 +380,8 @@ def numpy_pass(path: Path, names: list[tuple[str, str]], ids: list[list[int]],
     def shown(token_id: int) -> str:
         return shown_token("", list(model.token_bytes(token_id)))
 
-    part = stated.FilePass(file=path.name, weight_type=model.file.type_name("blk.0.attn_q.weight"),
-                           prompts={n: agreement(n, p, s, d, shown) for (n, p), s, d in zip(names, server, passes, strict=True)})
+    part = FilePass(file=path.name, weight_type=model.file.type_name("blk.0.attn_q.weight"),
+                    prompts={n: agreement(n, p, s, d, shown) for (n, p), s, d in zip(names, server, passes, strict=True)})
     return NumpyPass(part, [last_only(model, n, d) for (n, _), d in zip(names, passes, strict=True)],
                      [through_the_layers(model, n, d, shown) for (n, _), d in zip(names, passes, strict=True)]), \
         [d.probs for d in passes]
@@ -397,7 +395,7 @@ def speeds(runs: TimedRuns) -> Speeds:
 def models_needed(query: ModelQuery) -> list[str]:
     """The models a live run makes before its first lesson for this one: the f32 width, where the served model is
     one of the default model's narrower widths (numpy_plan's rule)."""
-    return [plans.F32_WIDTH] if query.served_sha256 in NARROWER_WIDTHS else []
+    return [F32_WIDTH] if query.served_sha256 in NARROWER_WIDTHS else []
 
 
 if __name__ == "__main__":

@@ -28,9 +28,7 @@ import os
 import random
 import statistics
 
-from bytesup.course import depthtime
-from bytesup.course import kvcache as arithmetic
-from bytesup.course import formulas, published
+from bytesup.course import depthtime, formulas, kvcache, published
 from bytesup.course.kvcache import AttentionShape, CacheSetup, DepthModel, DepthResult, NumpyDecode, PromptCacheSummary
 from bytesup.course.loop import decode_ms_per_token
 from bytesup.errors import BytesupError
@@ -40,9 +38,12 @@ from bytesup.llama.responses import Completion, decode_tokens_per_s, prefill_tok
 from bytesup.llama.timed import context_size, long_prompt_tokens, timed_completions
 from bytesup.models import forward
 from bytesup.models.gguf import read_model_info
-from bytesup.store.facts import lesson06 as stated
-from bytesup.store.plans import lesson06 as plans
-from bytesup.store.views import lesson06 as view
+from bytesup.store.facts.lesson06 import CacheRequest, CostRow, DecodeAtDepth, HeldOutDepth, KvExample, KvExamples, ResendStep
+from bytesup.store.plans.lesson06 import (AGAIN, CACHE_BODY, CACHE_REQUESTS, COST_N, COST_PROMPT_TOKENS, COST_TABLE_N, DECODE_N,
+                                          DEEPEST_PREFILL, FILLER_PROMPT, MIN_SAMPLES, NUMPY_MAX_FLOAT32_BYTES, NUMPY_N,
+                                          READ_FROM, RESEND_BODY, NumpyFile, Plan, cache_prompt_len, depth_plan, fresh,
+                                          from_older, read)
+from bytesup.store.views import lesson06
 from bytesup.units import GiB
 
 TITLE = "Attention and the KV cache"
@@ -59,80 +60,79 @@ def main(ctx: LessonContext):
     served = served_example(info, setup, ctx.identity.get("model", {}).get("name")) if info is not None else None
     examples = ([served] if served else []) + worked_examples()
     record_kv_cache(ctx, examples, served, info, setup, readable)
-    view.show_kv_cache_size(ctx, examples, served, info, setup)
+    lesson06.show_kv_cache_size(ctx, examples, served, info, setup)
     n_ctx, shape = setup.n_ctx, attention_shape(served, info)
 
     # Decode speed as the context grows, and the bytes model beside it.
-    ids = long_prompt_tokens(ctx.server, max(plans.depth_plan(n_ctx)[-1], plans.cache_prompt_len(n_ctx), 1))
+    ids = long_prompt_tokens(ctx.server, max(depth_plan(n_ctx)[-1], cache_prompt_len(n_ctx), 1))
     ctx.step("decode speed as the context grows")
     bandwidth, cache = request_run_bandwidth(ctx)  # before the decode work
     knee = depthtime.knee_depth(cache[0], shape.kv_bytes_per_token if shape is not None else None)
-    planned = plans.depth_plan(n_ctx, knee=knee if plan.depths_past_knee else None)
-    moved = sorted(set(planned) - set(plans.depth_plan(n_ctx)))
+    planned = depth_plan(n_ctx, knee=knee if plan.depths_past_knee else None)
+    moved = sorted(set(planned) - set(depth_plan(n_ctx)))
     asked = request_decode_at_depths(ctx, plan, ids, planned)
     depths = [depth_result(depth, runs, plan.depths_from_cache) for depth, runs in asked]
     load = ctx.host("load_average", environment.load_average)
     cores = ctx.host("cpu_count", os.cpu_count)
     record_depths(ctx, depths)
-    view.show_decode_vs_depth(ctx, n_ctx, depths, plan.repeat, load, cores,
-                              (moved[0], knee) if moved and knee is not None else None)
+    lesson06.show_decode_vs_depth(ctx, n_ctx, depths, plan.repeat, load, cores,
+                                  (moved[0], knee) if moved and knee is not None else None)
     points = None
     if served is not None and info is not None:  # the bytes model: the served model's weights and KV bytes per token
-        points = arithmetic.bytes_model_points(depths, info["tensor_bytes"], served.per_token)
-        view.show_bytes_model(ctx, points, served.per_token, info["tensor_bytes"])
+        points = kvcache.bytes_model_points(depths, info["tensor_bytes"], served.per_token)
+        lesson06.show_bytes_model(ctx, points, served.per_token, info["tensor_bytes"])
 
     # A line through the shallow half predicts the deeper depths, bent where the KV cache outgrows the last-level
     # cache; each slope split into the KV read and the rest.
     model, why_no_line = depth_line(depths, n_ctx, shape, bandwidth, cache)
     if model is not None:
         record_depth_line(ctx, model)
-    view.show_depth_line(ctx, model, why_no_line)
-    view.show_depth_plot(ctx, depths, points, model)
+    lesson06.show_depth_line(ctx, model, why_no_line)
+    lesson06.show_depth_plot(ctx, depths, points, model)
 
     # A cached prompt prefix skips prefill.
     ctx.step("the prompt cache")
-    length = plans.cache_prompt_len(n_ctx)
+    length = cache_prompt_len(n_ctx)
     requests = request_prompt_cache(ctx, plan, ids, length)
-    summary = arithmetic.prompt_cache_summary(requests, plans.AGAIN)
+    summary = kvcache.prompt_cache_summary(requests, AGAIN)
     record_prompt_cache(ctx, length, summary)
-    view.show_prompt_cache(ctx, length, requests, summary)
+    lesson06.show_prompt_cache(ctx, length, requests, summary)
 
     # Without a cache: by formula, then by re-sending the growing text.
     ctx.step("the cost of generating without a cache")
-    p = plans.COST_PROMPT_TOKENS
-    view.show_cost_formula(ctx, p, cost_rows(p, plans.COST_TABLE_N))
+    p = COST_PROMPT_TOKENS
+    lesson06.show_cost_formula(ctx, p, cost_rows(p, COST_TABLE_N))
     one, resent = request_without_cache(ctx, ids[:p])
     steps = resend_steps(ids[:p], resent)
-    view.show_no_cache_requests(ctx, p, steps)
-    compared = arithmetic.cache_vs_no_cache(one.timings, one.tokens, steps)
-    view.show_cache_vs_no_cache(ctx, p, compared)
+    lesson06.show_no_cache_requests(ctx, p, steps)
+    compared = kvcache.cache_vs_no_cache(one.timings, one.tokens, steps)
+    lesson06.show_cache_vs_no_cache(ctx, p, compared)
 
     # The same generation in numpy from the file's bytes: with a KV cache, and recomputing every prefix.
     ctx.step("the KV cache in numpy")
-    view.show_numpy_decode(ctx, generate_in_numpy(ctx, plan.numpy, ids[:p]), one.tokens)
+    lesson06.show_numpy_decode(ctx, generate_in_numpy(ctx, plan.numpy, ids[:p]), one.tokens)
 
     # What this run shows: what the cache saved, and how decode slowed with depth against the line's prediction.
-    ctx.shows(*view.shows(compared, depths, model, served))
+    ctx.shows(*lesson06.shows(compared, depths, model, served))
     return ctx.finish()
 
 
 # --- the plan: what this run asks, recorded once ---------------------------------------------
 
-def the_plan(ctx: LessonContext) -> plans.Plan:
+def the_plan(ctx: LessonContext) -> Plan:
     """The plan, recorded once as the host value `plan`. A run recorded before plans has none: the plan module
     reads its plan from the host values that run recorded (its numbered table of upgrades)."""
-    samples = ctx.samples(plans.MIN_SAMPLES)  # the run's rule: --repeat, and at least the lesson's minimum
-    return ctx.plan(lambda: fresh_plan(ctx, samples).model_dump(mode="json"), plans.read, plans.from_older,
-                    plans.READ_FROM)
+    samples = ctx.samples(MIN_SAMPLES)  # the run's rule: --repeat, and at least the lesson's minimum
+    return ctx.plan(lambda: fresh_plan(ctx, samples).model_dump(mode="json"), read, from_older, READ_FROM)
 
 
-def fresh_plan(ctx: LessonContext, samples: int) -> plans.Plan:
+def fresh_plan(ctx: LessonContext, samples: int) -> Plan:
     """This run's plan: the samples each timed request takes, and the file numpy generates from (by path and
     sha256) with the float32 bytes its weights take."""
     path = ctx.readable_model()
-    numpy = plans.NumpyFile(served=None, float32_bytes=None) if path is None else \
-        plans.NumpyFile(served=ctx.file_record(path), float32_bytes=4 * read_model_info(path)["n_params"])
-    return plans.fresh(samples, numpy)
+    numpy = NumpyFile(served=None, float32_bytes=None) if path is None else \
+        NumpyFile(served=ctx.file_record(path), float32_bytes=4 * read_model_info(path)["n_params"])
+    return fresh(samples, numpy)
 
 
 # --- requests: what the server (and this host) answer ----------------------------------------
@@ -150,11 +150,11 @@ def request_cache_setup(ctx: LessonContext) -> CacheSetup:
     except BytesupError:  # /slots disabled (--no-slots)
         slots = None
     n_ctx = context_size(ctx.server)
-    type_k, type_v, source = arithmetic.kv_cache_types(props, slots, ctx.identity.get("server", {}).get("flags"))
+    type_k, type_v, source = kvcache.kv_cache_types(props, slots, ctx.identity.get("server", {}).get("flags"))
     return CacheSetup(n_ctx=n_ctx, type_k=type_k, type_v=type_v, type_source=source)
 
 
-def request_decode_at_depths(ctx: LessonContext, plan: plans.Plan, ids: list[int],
+def request_decode_at_depths(ctx: LessonContext, plan: Plan, ids: list[int],
                              depths: list[int]) -> list[tuple[int, list[Completion]]]:
     """DECODE_N tokens after a prompt of each depth (one token for depth 0), `plan.repeat` times each.
 
@@ -162,11 +162,11 @@ def request_decode_at_depths(ctx: LessonContext, plan: plans.Plan, ids: list[int
     cache (cache_prompt true): the server keeps the shared prefix and evaluates only what is new, about one
     token, so the decode is the same decode after a context of that depth, without a prefill of its own. A plan
     without depths from the cache prefills every repeat (cache_prompt false, units.PINNED)."""
-    n, repeat = plans.DECODE_N, plan.repeat
+    n, repeat = DECODE_N, plan.repeat
     if not plan.depths_from_cache:
         return [(depth, timed_completions(ctx.server, ids[:max(depth, 1)], n, repeat,
                                           track=lambda r, depth=depth: ctx.track(r, f"depth {depth}"))) for depth in depths]
-    ctx.server.completion(ids[:max(max(depths), 1)], **plans.DEEPEST_PREFILL)  # the one prefill, not timed
+    ctx.server.completion(ids[:max(max(depths), 1)], **DEEPEST_PREFILL)  # the one prefill, not timed
     by_depth = {}
     for depth in sorted(set(depths), reverse=True):
         by_depth[depth] = timed_completions(ctx.server, ids[:max(depth, 1)], n, repeat, cache_prompt=True,
@@ -191,7 +191,7 @@ def request_run_bandwidth(ctx: LessonContext) -> tuple[tuple[float | None, str |
         llc, reading.get("llc_source"), None if llc else "the OS reported no last-level cache size to this run")
 
 
-def request_prompt_cache(ctx: LessonContext, plan: plans.Plan, ids: list[int], length: int) -> list[stated.CacheRequest]:
+def request_prompt_cache(ctx: LessonContext, plan: Plan, ids: list[int], length: int) -> list[CacheRequest]:
     """Per repeat: the filler, then the same prompt twice with the cache on and twice with it off;
     last, the filler and the first repeat's prompt again (does another prompt clear the cache?)."""
     pool = sorted(set(ids))
@@ -199,44 +199,44 @@ def request_prompt_cache(ctx: LessonContext, plan: plans.Plan, ids: list[int], l
     # seen before (in an earlier run against the same server) would not start cold: each repeat's
     # prompt begins with two tokens drawn at random for this run (a host value, so a replay is exact).
     leads = ctx.host("cold_prompt_leads", lambda: [random.SystemRandom().sample(pool, 2) for _ in range(plan.repeat)])
-    body = plans.CACHE_BODY
+    body = CACHE_BODY
 
-    def timed(r: int, label: str, prompt: list[int], cache: bool) -> stated.CacheRequest:
+    def timed(r: int, label: str, prompt: list[int], cache: bool) -> CacheRequest:
         t = ctx.server.completion(prompt, cache_prompt=cache, **body).timings
-        return stated.CacheRequest(r, label, cache, t.cache_n, t.prompt_n, t.prompt_ms)
+        return CacheRequest(r, label, cache, t.cache_n, t.prompt_n, t.prompt_ms)
 
     done, prompts = [], []
     for r, lead in enumerate(ctx.track(leads, "prompt cache repeats"), start=1):
         prompt = lead + ids[:length - 2]
         prompts.append(prompt)
-        ctx.server.completion(plans.FILLER_PROMPT, cache_prompt=True, **body)  # the slot now holds something else
-        done += [timed(r, label, prompt, cache) for label, cache in plans.CACHE_REQUESTS]
-    ctx.server.completion(plans.FILLER_PROMPT, cache_prompt=True, **body)
-    done.append(timed(1, plans.AGAIN, prompts[0], True))
+        ctx.server.completion(FILLER_PROMPT, cache_prompt=True, **body)  # the slot now holds something else
+        done += [timed(r, label, prompt, cache) for label, cache in CACHE_REQUESTS]
+    ctx.server.completion(FILLER_PROMPT, cache_prompt=True, **body)
+    done.append(timed(1, AGAIN, prompts[0], True))
     return done
 
 
 def request_without_cache(ctx: LessonContext, prompt: list[int]) -> tuple[Completion, list[Completion]]:
     """COST_N tokens in one request, then one request per token re-sending the growing text."""
-    one = ctx.server.completion(prompt, n_predict=plans.COST_N, **plans.RESEND_BODY)
+    one = ctx.server.completion(prompt, n_predict=COST_N, **RESEND_BODY)
     seq, resent = list(prompt), []
-    for _ in ctx.track(range(plans.COST_N), "re-sending the growing text"):
-        done = ctx.server.completion(seq, n_predict=1, **plans.RESEND_BODY)
+    for _ in ctx.track(range(COST_N), "re-sending the growing text"):
+        done = ctx.server.completion(seq, n_predict=1, **RESEND_BODY)
         resent.append(done)
         seq = seq + done.tokens
     return one, resent
 
 
-def generate_in_numpy(ctx: LessonContext, file: plans.NumpyFile | None, prompt: list[int]) -> NumpyDecode | str | None:
+def generate_in_numpy(ctx: LessonContext, file: NumpyFile | None, prompt: list[int]) -> NumpyDecode | str | None:
     """NUMPY_N greedy tokens both ways, recomputed on every run and replay; each step's time is a host value. Or why
     numpy does not generate (None: a run recorded before it did)."""
     if file is None:
         return None
     if file.served is None or file.float32_bytes is None:
         return "The model file is not readable here (pass --model PATH.gguf), so numpy does not generate from it."
-    if file.float32_bytes > plans.NUMPY_MAX_FLOAT32_BYTES:
+    if file.float32_bytes > NUMPY_MAX_FLOAT32_BYTES:
         return (f"numpy would hold {file.float32_bytes / GiB:.1f} GiB of float32 weights to generate from "
-                f"{file.served['file']}, more than the {plans.NUMPY_MAX_FLOAT32_BYTES / GiB:g} GiB this lesson allows "
+                f"{file.served['file']}, more than the {NUMPY_MAX_FLOAT32_BYTES / GiB:g} GiB this lesson allows "
                 "itself, so it does not.")
     path = ctx.file_with(file.served)
     if path is None:
@@ -244,8 +244,8 @@ def generate_in_numpy(ctx: LessonContext, file: plans.NumpyFile | None, prompt: 
     model = forward.Model(path, keep_blocks=True)
     for b in range(model.hp.n_layer):  # every block read and dequantized first, so neither way's time includes the file
         model.block(b)
-    cached = forward.greedy(model, prompt, plans.NUMPY_N, cached=True)
-    recomputed = forward.greedy(model, prompt, plans.NUMPY_N, cached=False)
+    cached = forward.greedy(model, prompt, NUMPY_N, cached=True)
+    recomputed = forward.greedy(model, prompt, NUMPY_N, cached=False)
     ms = ctx.host("numpy_step_ms", lambda: {"cached": [1000 * t for t in cached.seconds],
                                             "recomputed": [1000 * t for t in recomputed.seconds]})
     return NumpyDecode(len(prompt), cached, recomputed, ms["cached"], ms["recomputed"])
@@ -253,7 +253,7 @@ def generate_in_numpy(ctx: LessonContext, file: plans.NumpyFile | None, prompt: 
 
 # --- what the lesson records: measurements and facts ----------------------------------------------
 
-def record_kv_cache(ctx: LessonContext, examples: list[stated.KvExample], served: stated.KvExample | None, info: dict | None,
+def record_kv_cache(ctx: LessonContext, examples: list[KvExample], served: KvExample | None, info: dict | None,
                     setup: CacheSetup, readable: bool) -> None:
     """The served model's KV bytes per token (a measurement, and the bytes model's inputs in the settings), the
     examples as a fact, and the server's context and cache types."""
@@ -262,7 +262,7 @@ def record_kv_cache(ctx: LessonContext, examples: list[stated.KvExample], served
         ctx.measure("kv_bytes_per_token", "bytes", [served.per_token], higher_is_better=None,
                     settings={"cache_type_k": setup.type_k, "cache_type_v": setup.type_v},
                     description="2 × layers × KV heads × head width × bytes per element, from the GGUF")
-    ctx.fact(stated.KvExamples(examples))
+    ctx.fact(KvExamples(examples))
     ctx.settings.update({"n_ctx": setup.n_ctx, "cache_type_k": setup.type_k, "cache_type_v": setup.type_v,
                          "cache_type_source": setup.type_source, "model_readable": readable})
 
@@ -275,9 +275,9 @@ def record_depths(ctx: LessonContext, depths: list[DepthResult]) -> None:
 
 
 def record_depth_line(ctx: LessonContext, m: DepthModel) -> None:
-    ctx.fact(stated.DecodeAtDepth(
+    ctx.fact(DecodeAtDepth(
         t0_ms=m.line.t0_ms, slope_ms_per_position=m.line.slope_ms, fit_until=m.line.fit_until,
-        tolerance=depthtime.TOLERANCE, held_out=[stated.HeldOutDepth(depth=p.depth, error=p.error, spread=p.spread)
+        tolerance=depthtime.TOLERANCE, held_out=[HeldOutDepth(depth=p.depth, error=p.error, spread=p.spread)
                                                  for p in m.held_out],
         bandwidth_gbs=m.split.bandwidth_gbs if m.split else None, kv_read_ms_per_position=m.split.kv_read_ms if m.split else None,
         cache_bytes=m.cache.cache_bytes if m.cache else None, knee=m.line.knee, slope2_ms_per_position=m.line.slope2_ms))
@@ -302,29 +302,29 @@ def depth_result(depth: int, runs: list[Completion], from_cache: bool = False) -
 
 
 def kv_example(label: str, n_layer: int, n_head_kv: int, head_dim: int, cache_type: str, bytes_per_element: float,
-               context: int, source: str) -> stated.KvExample:
+               context: int, source: str) -> KvExample:
     """One row of the KV table: 2 × layers × KV heads × head width × bytes per element bytes per token."""
-    return stated.KvExample(label, n_layer, n_head_kv, head_dim, bytes_per_element,
-                            formulas.kv_bytes_per_token(n_layer, n_head_kv, head_dim, bytes_per_element), cache_type, context,
-                            source)
+    return KvExample(label, n_layer, n_head_kv, head_dim, bytes_per_element,
+                     formulas.kv_bytes_per_token(n_layer, n_head_kv, head_dim, bytes_per_element), cache_type, context,
+                     source)
 
 
-def worked_examples() -> list[stated.KvExample]:
+def worked_examples() -> list[KvExample]:
     """The published specimen at lesson 4's context, and the 70B example at the podcast's."""
-    spec, big, element_bytes = arithmetic.SPEC, arithmetic.BIG, arithmetic.element_bytes
+    spec, big, element_bytes = kvcache.SPEC, kvcache.BIG, kvcache.element_bytes
     return [kv_example(f"{published.SPECIMEN_NAME} (published specimen)", spec["n_layer"], published.SPECIMEN_N_HEAD_KV,
                        spec["n_embd"] // spec["n_head"], "F16", element_bytes("f16"), published.LESSON4_CONTEXT_TOKENS,
                        "published; head width = width ÷ heads; lesson 4's context"),
             kv_example("70B example (published)", big["n_layer"], big["n_head_kv"], big["head_dim"], "F16",
-                       big["bytes_per_element"], arithmetic.PODCAST["context_tokens"], "published; the podcast's context")]
+                       big["bytes_per_element"], kvcache.PODCAST["context_tokens"], "published; the podcast's context")]
 
 
-def served_example(info: dict, setup: CacheSetup, identity_name: str | None) -> stated.KvExample:
+def served_example(info: dict, setup: CacheSetup, identity_name: str | None) -> KvExample:
     """The served model, from its GGUF hyperparameters and the server's cache types and context.
     K and V each hold half of the formula's 2, so a mixed cache costs the mean of their element bytes."""
     hp = info["hyperparameters"]
     name = info.get("name") or identity_name or "served model"
-    elem = (arithmetic.element_bytes(setup.type_k) + arithmetic.element_bytes(setup.type_v)) / 2
+    elem = (kvcache.element_bytes(setup.type_k) + kvcache.element_bytes(setup.type_v)) / 2
     ctype = setup.type_k.upper() if setup.type_k == setup.type_v else f"K {setup.type_k.upper()}, V {setup.type_v.upper()}"
     return kv_example(f"{name} (served)", hp["n_layer"], hp["n_head_kv"], hp["head_dim"], ctype, elem, setup.n_ctx,
                       f"GGUF; cache type: {setup.type_source}; context: the server")
@@ -333,10 +333,10 @@ def served_example(info: dict, setup: CacheSetup, identity_name: str | None) -> 
 def specimen_shape() -> AttentionShape:
     """The published specimen's KV bytes per token and attention's shape (its worked example)."""
     spec = worked_examples()[0]
-    return AttentionShape(spec.bytes_per_token, spec.n_layer, arithmetic.SPEC["n_head"], spec.head_dim)
+    return AttentionShape(spec.bytes_per_token, spec.n_layer, kvcache.SPEC["n_head"], spec.head_dim)
 
 
-def attention_shape(served: stated.KvExample | None, info: dict | None) -> AttentionShape | None:
+def attention_shape(served: KvExample | None, info: dict | None) -> AttentionShape | None:
     """The served model's KV bytes per token and attention's shape (None when its file is not readable here)."""
     if served is None or info is None:
         return None
@@ -349,27 +349,27 @@ def depth_line(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | No
     """The line through the shallow half's decode steps, bent at the cache's knee, predicting the deeper depths; or
     why there is none."""
     try:
-        return arithmetic.depth_model(depths, n_ctx, shape, *bandwidth, specimen=specimen_shape(), cache=cache), None
+        return kvcache.depth_model(depths, n_ctx, shape, *bandwidth, specimen=specimen_shape(), cache=cache), None
     except ValueError as exc:
         return None, str(exc)
 
 
-def cost_row(prompt: int, n: int) -> stated.CostRow:
-    with_cache, without_cache = arithmetic.tokens_with_cache(prompt, n), arithmetic.tokens_without_cache(prompt, n)
-    pairs_with = arithmetic.attention_pairs_with_cache(prompt, n)
-    pairs_without = arithmetic.attention_pairs_without_cache(prompt, n)
-    return stated.CostRow(n, n, with_cache, without_cache, without_cache / with_cache, pairs_with, pairs_without,
-                          pairs_without / pairs_with)
+def cost_row(prompt: int, n: int) -> CostRow:
+    with_cache, without_cache = kvcache.tokens_with_cache(prompt, n), kvcache.tokens_without_cache(prompt, n)
+    pairs_with = kvcache.attention_pairs_with_cache(prompt, n)
+    pairs_without = kvcache.attention_pairs_without_cache(prompt, n)
+    return CostRow(n, n, with_cache, without_cache, without_cache / with_cache, pairs_with, pairs_without,
+                   pairs_without / pairs_with)
 
 
-def cost_rows(prompt: int, ns: tuple[int, ...]) -> list[stated.CostRow]:
+def cost_rows(prompt: int, ns: tuple[int, ...]) -> list[CostRow]:
     return [cost_row(prompt, n) for n in ns]
 
 
-def resend_steps(prompt: list[int], resent: list[Completion]) -> list[stated.ResendStep]:
+def resend_steps(prompt: list[int], resent: list[Completion]) -> list[ResendStep]:
     steps, sent = [], len(prompt)
     for i, done in enumerate(resent, start=1):
-        steps.append(stated.ResendStep(i, sent, done.timings.prompt_n, done.timings.prompt_ms, done.tokens))
+        steps.append(ResendStep(i, sent, done.timings.prompt_n, done.timings.prompt_ms, done.tokens))
         sent += len(done.tokens)
     return steps
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.models.catalog import SYNTHETIC_DEFAULT, ensure_model
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "server"
@@ -44,8 +44,8 @@ REQUESTS = {
 
 def main() -> int:
     model = ensure_model(SYNTHETIC_DEFAULT)
-    port = engine.free_port()
-    started = engine.start_server(model, ["--port", str(port)])
+    port = process.free_port()
+    started = process.start_server(model, ["--port", str(port)])
     OUT.mkdir(parents=True, exist_ok=True)
     try:
         with httpx.Client(base_url=started.url, timeout=120) as http:
@@ -64,7 +64,7 @@ def main() -> int:
                 (OUT / f"{name}.json").write_text(json.dumps(entry, indent=2, ensure_ascii=False) + "\n")
                 print(f"recorded {name}: HTTP {resp.status_code}")
     finally:
-        engine.stop_server(port)
+        process.stop_server(port)
     return 0
 
 

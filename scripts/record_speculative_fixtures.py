@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.models.catalog import ensure_model
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "server"
@@ -47,8 +47,8 @@ def main() -> int:
     for name, (flags, prompts) in SERVERS.items():
         if name == "draft":
             flags = ["--spec-draft-model", str(draft), *flags]
-        port = engine.free_port()
-        engine.start_server(target, ["--port", str(port), "-c", "512", *flags])
+        port = process.free_port()
+        process.start_server(target, ["--port", str(port), "-c", "512", *flags])
         try:
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as http:
                 for prompt_name in prompts:
@@ -63,7 +63,7 @@ def main() -> int:
                     t = entry["response"].get("timings", {})
                     print(f"recorded {out.name}: draft_n {t.get('draft_n')}, accepted {t.get('draft_n_accepted')}")
         finally:
-            engine.stop_server(port)
+            process.stop_server(port)
     return 0
 
 

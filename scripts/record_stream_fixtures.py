@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.llama.client import LlamaServer
 from bytesup.models.catalog import DEFAULT_MODEL, ensure_model
 from bytesup.llama.recording import RecordingTransport
@@ -36,8 +36,8 @@ PROMPTS = {
 def main() -> int:
     os.environ["BYTESUP_ENGINE"] = "embedded"
     model = ensure_model(DEFAULT_MODEL)
-    port = engine.free_port()
-    started = engine.start_server(model, ["--port", str(port)])
+    port = process.free_port()
+    started = process.start_server(model, ["--port", str(port)])
     OUT.mkdir(parents=True, exist_ok=True)
     try:
         for name, (prompt, settings) in PROMPTS.items():
@@ -49,7 +49,7 @@ def main() -> int:
             (OUT / f"stream_{name}.json").write_text(json.dumps(entry, indent=2, ensure_ascii=False) + "\n")
             print(f"recorded stream_{name}: {len(sink[0]['stream'])} events")
     finally:
-        engine.stop_server(port)
+        process.stop_server(port)
     return 0
 
 

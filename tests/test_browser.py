@@ -19,7 +19,7 @@ from test_check import ALL
 from test_history import make_run
 from test_report import HOSTILE, hostile_run
 
-from bytesup.check import history as hist
+from bytesup.check import history
 from bytesup.store.render import anchor
 from bytesup.run import pagecheck
 from bytesup.run.report import write_run_report
@@ -169,18 +169,18 @@ def test_history_page_in_chromium(chromium, tmp_path):
     for n, (host, scale) in enumerate([("vm", 1.0), ("vm", 1.4), ("vm", 1.41), (HOSTILE, 2.0), (HOSTILE, 2.1)]):
         make_run(root / f"run{n}", n + 1, host=host, decode_scale=scale)
     (root / "scratch").mkdir()
-    found = hist.find_runs([root])
+    found = history.find_runs([root])
     out = tmp_path / "history.html"
-    hist.write_history(found, out, as_html=True)
-    groups = hist.group_runs(found.runs)
+    history.write_history(found, out, as_html=True)
+    groups = history.group_runs(found.runs)
     assert len(groups) == 2
     for width in WIDTHS[1:]:
         narrow = visit(chromium, out, width=width)
-        check_page(narrow, sum(len(hist.group_plots(g)) for g in groups), summary=False)
+        check_page(narrow, sum(len(history.group_plots(g)) for g in groups), summary=False)
         narrow.page.close()
     seen = visit(chromium, out, width=1300, height=900)
     page = seen.page
-    check_page(seen, sum(len(hist.group_plots(g)) for g in groups), summary=False)
+    check_page(seen, sum(len(history.group_plots(g)) for g in groups), summary=False)
     # Each point of a plot is a link to its run's page.
     links = page.eval_on_selector_all("figure.plot svg a", "els => els.map(e => e.getAttribute('xlink:href') || e.getAttribute('href'))")
     assert links and all(link.startswith("./outputs/run") for link in links)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bytesup.check import checker as check
+from bytesup.check import checker
 from bytesup.check.claims import common
 from bytesup.check.verdicts import FAIL, INCONCLUSIVE, PASS, ClaimResult
 from bytesup.course import busy
@@ -226,7 +226,7 @@ def run_of(folder: Path, *results: LessonResult) -> Run:
 
 
 def claim(run: Run, claim_id: str) -> ClaimResult:
-    found = [r for r in check.check_run(run, []).results if r.id == claim_id]
+    found = [r for r in checker.check_run(run, []).results if r.id == claim_id]
     assert len(found) == 1, found
     return found[0]
 

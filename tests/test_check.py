@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_compare import L4, assemble_run, edit_manifest, invoke, read_result, write_result
 
-from bytesup.check import checker as check
+from bytesup.check import checker
 from bytesup.check.compare import load_run
 from bytesup.errors import BytesupError
 from bytesup.store.results import Column, LessonResult, Measurement, Table
@@ -20,11 +20,11 @@ ALL = ["01_model_on_disk", "02_tokens_and_embeddings", "03_layer_is_matmul", L4,
 SPARK = "lesson 4 on the DGX Spark"
 
 
-def claims(report: check.CheckReport, claim_id: str) -> list[check.ClaimResult]:
+def claims(report: checker.CheckReport, claim_id: str) -> list[checker.ClaimResult]:
     return [r for r in report.results if r.id == claim_id]
 
 
-def only(report: check.CheckReport, claim_id: str) -> check.ClaimResult:
+def only(report: checker.CheckReport, claim_id: str) -> checker.ClaimResult:
     found = claims(report, claim_id)
     assert len(found) == 1, found
     return found[0]
@@ -38,23 +38,23 @@ def full_run(tmp_path) -> Path:
 # --- the recorded runs ----------------------------------------------------------------------
 
 def test_recorded_runs_pass_the_general_claims(full_run):
-    report = check.check_run(load_run(full_run))
+    report = checker.check_run(load_run(full_run))
     general = [r for r in report.results if r.source == "general"]
     # Arithmetic claims hold exactly on any run of any model.
     for claim_id in ("probability_is_exp_logprob", "top_tokens_match_server", "top8_share_at_most_one", "kv_bytes_formula",
                      "sampler_matches_server", "ridge_point_formula"):
-        assert only(report, claim_id).status == check.PASS, only(report, claim_id)
+        assert only(report, claim_id).status == checker.PASS, only(report, claim_id)
     # Timing claims: the verdict must follow from the recorded numbers, computed here again.
     l4 = read_result(full_run, L4)
     prefill = l4.measurement("prefill_tokens_per_s_long_prompt").median
     decode = max(l4.measurement("decode_tokens_per_s_short_prompt").median, l4.measurement("decode_tokens_per_s_long_prompt").median)
-    assert only(report, "prefill_faster_than_decode").status == (check.PASS if prefill > decode else check.FAIL)
+    assert only(report, "prefill_faster_than_decode").status == (checker.PASS if prefill > decode else checker.FAIL)
     l6 = read_result(full_run, "06_attention_kv_cache")
     depths = sorted((m for m in l6.measurements if m.name == "decode_tokens_per_s_at_depth"), key=lambda m: m.settings["depth"])
     slows = [r for r in claims(report, "decode_slows_with_context") if r.lesson.startswith("06")]
     deep, shallow = depths[-1], depths[0]
-    assert slows[0].status == (check.PASS if deep.median < shallow.median else
-                               check.INCONCLUSIVE if deep.min <= shallow.max else check.FAIL)
+    assert slows[0].status == (checker.PASS if deep.median < shallow.median else
+                               checker.INCONCLUSIVE if deep.min <= shallow.max else checker.FAIL)
     # Lesson 6's depth line: the checker's own line gives the lesson's held-out errors, to the printed digit.
     depth_claim = only(report, "depth_line_predicts_deeper_depths")
     line_t = l6.table("decode_at_depth_line")
@@ -66,54 +66,54 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     # miss carries a spread over ±15%: the run cannot tell (the claim is judged here, and left out of the passes below).
     missed = [sp for _, e, sp in held if abs(e) > 15]
     if not missed:
-        assert depth_claim.status == check.PASS
+        assert depth_claim.status == checker.PASS
     else:
-        assert depth_claim.status == (check.INCONCLUSIVE if all(sp > 15 for sp in missed) else check.FAIL) or (
-            depth_claim.status == check.INCONCLUSIVE and "widest depth" in depth_claim.detail)
+        assert depth_claim.status == (checker.INCONCLUSIVE if all(sp > 15 for sp in missed) else checker.FAIL) or (
+            depth_claim.status == checker.INCONCLUSIVE and "widest depth" in depth_claim.detail)
     effs = claims(report, "decode_efficiency_in_unit_interval")
     l8 = read_result(full_run, "08_capstone_decode_memory_bound")
     assert len(effs) == 1 + sum(m.name == "decode_efficiency" for m in l8.measurements)
     short, long = l4.measurement("decode_tokens_per_s_short_prompt"), l4.measurement("decode_tokens_per_s_long_prompt")
     slows4 = [r for r in claims(report, "decode_slows_with_context") if r.lesson == L4]
-    assert slows4[0].status == (check.PASS if long.median < short.median else
-                                check.INCONCLUSIVE if long.min <= short.max else check.FAIL)
+    assert slows4[0].status == (checker.PASS if long.median < short.median else
+                                checker.INCONCLUSIVE if long.min <= short.max else checker.FAIL)
     # The decode-time model: check refits it from the samples (tests/test_check_lesson08.py sets it beside the
     # lesson's table); a miss there is about this machine's timings.
     model_claim = only(report, "decode_model_predicts_every_width")
-    assert model_claim.status != check.NA, model_claim
+    assert model_claim.status != checker.NA, model_claim
     # The course's title per width: a pass where lesson 8 and check's fits both say memory-bound, not applicable
     # (with the reason) where both say compute-bound; they never contradict each other on this recording.
     shown = {r[0]: r[-1] for r in l8.table("decode_model").rows if r[1] is not None and "published" not in r[0]}
     titles = {r.claim.rsplit(": ", 1)[1]: r for r in claims(report, "decode_memory_bound_per_width")}
     assert set(titles) == set(shown) and len(titles) == 6
     for name, verdict in shown.items():
-        assert titles[name].status == {"memory-bound": check.PASS, "compute-bound": check.NA}[verdict], titles[name]
+        assert titles[name].status == {"memory-bound": checker.PASS, "compute-bound": checker.NA}[verdict], titles[name]
         assert titles[name].group == "course" and f"lesson 8: {verdict}; check: {verdict}" == titles[name].observed
     # The fixtures were recorded in runs of their own, each with its own server: put together they are no one run's
     # account of the machine, so agreement across lessons does not apply (tests/test_check_consistency.py).
     across = [r for r in general if r.id in ("default_decode_agrees_across_lessons", "prefill_128_agrees_across_lessons")]
-    assert len(across) == 2 and all(r.status == check.NA and "different servers of the run" in r.detail for r in across)
+    assert len(across) == 2 and all(r.status == checker.NA and "different servers of the run" in r.detail for r in across)
     general = [r for r in general if r.id not in ("decode_model_predicts_every_width", "decode_memory_bound_per_width",
                                                   "default_decode_agrees_across_lessons", "prefill_128_agrees_across_lessons",
                                                   "depth_line_predicts_deeper_depths")]
     # None is "not applicable": every lesson the claims need is in this run.
-    assert [r for r in general if r.status == check.NA] == []
+    assert [r for r in general if r.status == checker.NA] == []
     # Timings recorded on a busy machine could honestly fail; these recordings pass.
-    assert {r.status for r in general} == {check.PASS}, (
+    assert {r.status for r in general} == {checker.PASS}, (
         "a general claim fails on the recorded fixtures: if it is a timing claim, the fixture was "
-        f"recorded on a busy machine; re-record it. {[r for r in general if r.status != check.PASS]}")
+        f"recorded on a busy machine; re-record it. {[r for r in general if r.status != checker.PASS]}")
 
 
 def test_the_dgx_spark_figures_do_not_apply_to_the_recorded_model(full_run):
     result = invoke("check", full_run)
     report = json.loads((full_run / "check.json").read_text(encoding="utf-8"))
     # Exit 1 only when a claim fails: on these recordings, at most a claim about this machine's timings.
-    failed = [c for c in report["claims"] if c["status"] == check.FAIL]
+    failed = [c for c in report["claims"] if c["status"] == checker.FAIL]
     assert result.exit_code == (1 if failed else 0), result.output
     assert all(c["source"] == "general" and c["id"] == "decode_model_predicts_every_width" for c in failed), failed
     spark = [c for c in report["claims"] if c["source"] == SPARK]
     assert len(spark) == 11  # " Paris" is one figure (its probability is e^logprob)
-    assert {c["status"] for c in spark} == {check.NA}
+    assert {c["status"] for c in spark} == {checker.NA}
     model_file = Path(json.loads((full_run / "manifest.json").read_text())["model"]["path"]).name
     for c in spark:
         assert f"model is {model_file}" in c["detail"]
@@ -144,10 +144,10 @@ def test_a_shown_server_probability_that_is_not_the_recorded_one_fails(tmp_path,
     data = json.loads((run / "check.json").read_text(encoding="utf-8"))
     claims_by_id = {c["id"]: c for c in data["claims"]}
     shown = claims_by_id["top_tokens_match_server"]
-    assert shown["status"] == check.FAIL
+    assert shown["status"] == checker.FAIL
     assert "top8_fibonacci rank 3 ' <': server probability" in shown["detail"] and "0.01" in shown["observed"]
     # The server's own numbers, read from the recording, still agree with e^logprob.
-    assert claims_by_id["probability_is_exp_logprob"]["status"] == check.PASS
+    assert claims_by_id["probability_is_exp_logprob"]["status"] == checker.PASS
     assert "recorded in http/04_next_token.jsonl" in claims_by_id["probability_is_exp_logprob"]["detail"]
     assert "❌ fail" in (run / "check.md").read_text(encoding="utf-8")
 
@@ -163,18 +163,18 @@ def test_a_top8_share_from_the_tables_when_nothing_was_recorded(tmp_path):
     table.rows[0][cols.index("probability")] = 100.0
     table.rows[0][cols.index("server probability")] = 100.0
     write_result(run, result)
-    report = check.check_run(load_run(run))
+    report = checker.check_run(load_run(run))
     share = only(report, "top8_share_at_most_one")
-    assert share.status == check.FAIL and "the lesson's tables" in share.detail
-    assert only(report, "probability_is_exp_logprob").status == check.PASS
-    assert only(report, "top_tokens_match_server").status == check.NA
+    assert share.status == checker.FAIL and "the lesson's tables" in share.detail
+    assert only(report, "probability_is_exp_logprob").status == checker.PASS
+    assert only(report, "top_tokens_match_server").status == checker.NA
 
 
 def test_missing_lessons_are_named_not_crashed_on(tmp_path):
     run = assemble_run(tmp_path / "run", "01_model_on_disk")
-    report = check.check_run(load_run(run))
+    report = checker.check_run(load_run(run))
     # Course arithmetic needs no lesson; every claim that needs one is not applicable.
-    assert {r.status for r in report.results} == {check.NA}
+    assert {r.status for r in report.results} == {checker.NA}
     details = " ".join(r.detail for r in report.results)
     for lesson in ("04_next_token", "05_generating_text", "06_attention_kv_cache", "07_hardware_fit"):
         assert f"lesson {lesson} not in this run" in details
@@ -185,9 +185,9 @@ def test_a_failed_lesson_is_reported_as_such(tmp_path):
     run = assemble_run(tmp_path / "run", L4)
     (run / f"{L4}.json").unlink()
     edit_manifest(run, lambda m: m["lessons"][L4].update(status="failed", error="ServerTimeout: too slow"))
-    report = check.check_run(load_run(run))
+    report = checker.check_run(load_run(run))
     claim = only(report, "prefill_faster_than_decode")
-    assert claim.status == check.NA and "did not finish" in claim.detail and "too slow" in claim.detail
+    assert claim.status == checker.NA and "did not finish" in claim.detail and "too slow" in claim.detail
 
 
 def test_check_on_a_folder_that_is_not_a_run(tmp_path):
@@ -221,18 +221,18 @@ def test_in_scope_figures_are_compared_with_their_tolerance(tmp_path):
     long = result.measurement("decode_tokens_per_s_long_prompt")
     long.samples, long.median, long.min, long.max = [20.0, 21.0], 20.5, 20.0, 21.0       # 31% under 29.6: fails
     write_result(run, result)
-    report = check.check_run(load_run(run))
+    report = checker.check_run(load_run(run))
     got = {r.id: r for r in report.results if r.source == SPARK}
-    assert got["paris_logprob"].status == check.PASS and got["paris_logprob"].observed == "-0.08"
+    assert got["paris_logprob"].status == checker.PASS and got["paris_logprob"].observed == "-0.08"
     assert "paris_probability" not in got  # one figure: the probability is e^logprob
-    assert got["decode_short"].status == check.PASS
-    assert got["decode_long"].status == check.FAIL
+    assert got["decode_short"].status == checker.PASS
+    assert got["decode_long"].status == checker.FAIL
     assert got["decode_long"].observed == "20.5 tokens/s" and got["decode_long"].expected == "29.6 tokens/s"
     assert got["decode_long"].tolerance == "±10% of the published value" and "-9.1" in got["decode_long"].detail
     # The tiny model's tables hold no " mat": the figure cannot be found, so it does not apply.
-    assert got["mat_probability"].status == check.NA and "no row with token ' mat'" in got["mat_probability"].detail
+    assert got["mat_probability"].status == checker.NA and "no row with token ' mat'" in got["mat_probability"].detail
     # The prefill figure is for a 1,921-token prompt: the recorded run used the same length.
-    assert got["prefill_1921"].status in (check.PASS, check.FAIL)
+    assert got["prefill_1921"].status in (checker.PASS, checker.FAIL)
     assert got["prefill_1921"].expected == "2,379 and 2,408 tokens/s (median 2,394)"
     assert invoke("check", run).exit_code == 1
 
@@ -241,11 +241,11 @@ def test_scope_differences_name_each_difference(tmp_path):
     run = assemble_run(tmp_path / "run", L4)
     as_if_on_the_spark(run)
     edit_manifest(run, lambda m: m["engine"]["flags"].update({"--ctx-size": "4096"}))
-    ref = check.load_reference(check.references_dir() / "lesson04_dgx_spark.json")
-    diffs = check.scope_differences(load_run(run), ref.scope)
+    ref = checker.load_reference(checker.references_dir() / "lesson04_dgx_spark.json")
+    diffs = checker.scope_differences(load_run(run), ref.scope)
     assert diffs == ["server flags differ: --ctx-size 4096 (reference 2048)"]
     edit_manifest(run, lambda m: m["host"].update(gpus=[]))
-    diffs = check.scope_differences(load_run(run), ref.scope)
+    diffs = checker.scope_differences(load_run(run), ref.scope)
     assert diffs[0].startswith("hardware is ") and diffs[0].endswith("no GPU, reference is NVIDIA DGX Spark (GB10)")
 
 
@@ -253,23 +253,23 @@ def test_a_broken_reference_file_gets_a_clear_message(tmp_path, full_run):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"name": "x", "source": "y", "scope": {}, "figures": []}))
     with pytest.raises(BytesupError, match="scope.model"):
-        check.load_reference(bad)
+        checker.load_reference(bad)
     result = invoke("check", full_run, "--reference", bad)
     assert result.exit_code == 1 and "does not have the reference layout" in result.output
     assert invoke("check", full_run, "--reference", tmp_path / "none.json").exit_code == 1
 
 
 def test_the_shipped_references_load():
-    files = check.default_references()
+    files = checker.default_references()
     assert files, "references/*.json missing"
     for path in files:
-        ref = check.load_reference(path)
+        ref = checker.load_reference(path)
         assert ref.source and ref.figures
         for fig in ref.figures:
             assert fig.measurement or fig.fact or fig.table
     # The shipped files address lesson 4's numbers by fact; their probabilities are in percent.
     for path in files:
-        for fig in check.load_reference(path).figures:
+        for fig in checker.load_reference(path).figures:
             assert fig.table is None, (path.name, fig.id)
             if fig.fact == "top_tokens" and fig.field == "probability":
                 assert fig.unit == "%", (path.name, fig.id)
@@ -300,15 +300,15 @@ def depth(d: int, samples: list[float]) -> Measurement:
 
 
 @pytest.mark.parametrize("shallow,deep,status", [
-    ([100, 110], [50, 60], check.PASS),        # slower at depth
-    ([100, 110], [105, 130], check.INCONCLUSIVE),  # faster median, ranges overlap: cannot tell
-    ([100, 110], [120, 130], check.FAIL),      # every deep sample is faster
+    ([100, 110], [50, 60], checker.PASS),        # slower at depth
+    ([100, 110], [105, 130], checker.INCONCLUSIVE),  # faster median, ranges overlap: cannot tell
+    ([100, 110], [120, 130], checker.FAIL),      # every deep sample is faster
     # one stalled deep sample (7.4 among 120s) is an outlier: it cannot make the ranges overlap
-    ([100, 101, 102, 100, 101], [120, 121, 122, 7.4, 121], check.FAIL),
+    ([100, 101, 102, 100, 101], [120, 121, 122, 7.4, 121], checker.FAIL),
 ])
 def test_decode_slows_with_context(tmp_path, shallow, deep, status):
     run = run_of(tmp_path, lesson("06_attention_kv_cache", [depth(0, shallow), depth(512, [80.0]), depth(1900, deep)]))
-    claim = only(check.check_run(run, []), "decode_slows_with_context")
+    claim = only(checker.check_run(run, []), "decode_slows_with_context")
     assert claim.status == status
     assert "depth 1,900" in claim.observed and "depth 0" in claim.expected
 
@@ -323,15 +323,15 @@ def test_kv_bytes_formula_on_an_older_runs_table(tmp_path):
     f16 = {"cache_type_k": "f16", "cache_type_v": "f16"}
     # 2 × 32 × 32 × 128 × 2 = 524,288 bytes
     good = lesson("06_attention_kv_cache", [m("kv_bytes_per_token", "bytes", [524288], settings=f16)], [table], hp)
-    assert only(check.check_run(run_of(tmp_path, good), []), "kv_bytes_formula").status == check.PASS
+    assert only(checker.check_run(run_of(tmp_path, good), []), "kv_bytes_formula").status == checker.PASS
     # K in q8_0 (34 bytes per 32), V in f16: 32 × 32 × 128 × (1.0625 + 2) = 131,072 × 3.0625 = 401,408
     q8 = lesson("06_attention_kv_cache", [m("kv_bytes_per_token", "bytes", [401408],
                                             settings={"cache_type_k": "q8_0", "cache_type_v": "f16"})], [], hp)
-    assert only(check.check_run(run_of(tmp_path, q8), []), "kv_bytes_formula").status == check.PASS
+    assert only(checker.check_run(run_of(tmp_path, q8), []), "kv_bytes_formula").status == checker.PASS
     table.rows[0][5] = 32768    # the podcast's figure
     bad = lesson("06_attention_kv_cache", [], [table], hp)
-    claim = only(check.check_run(run_of(tmp_path, bad), []), "kv_bytes_formula")
-    assert claim.status == check.FAIL and "32,768" in claim.observed and "327,680" in claim.expected
+    claim = only(checker.check_run(run_of(tmp_path, bad), []), "kv_bytes_formula")
+    assert claim.status == checker.FAIL and "32,768" in claim.observed and "327,680" in claim.expected
 
 
 def test_sampler_numbers_of_an_older_runs_table(tmp_path):
@@ -342,29 +342,29 @@ def test_sampler_numbers_of_an_older_runs_table(tmp_path):
 
     def claim_of(rows):
         table = Table(name="sampler_check", title="s", columns=cols, rows=rows)
-        return only(check.check_run(run_of(tmp_path, lesson("05_generating_text", tables=[table])), []), "sampler_matches_server")
+        return only(checker.check_run(run_of(tmp_path, lesson("05_generating_text", tables=[table])), []), "sampler_matches_server")
 
     claim = claim_of([["greedy", True, 0.0, 1e-5, "agree"], ["top_k 40", None, None, 1e-5, "not checked"]])
-    assert claim.status == check.PASS and "1 of 1" in claim.observed and "1 not checked" in claim.detail
+    assert claim.status == checker.PASS and "1 of 1" in claim.observed and "1 not checked" in claim.detail
     claim = claim_of([["top_p 0.9", True, 3e-3, 1e-5, "agree"]])
-    assert claim.status == check.FAIL and "0.003 > tolerance" in claim.detail
+    assert claim.status == checker.FAIL and "0.003 > tolerance" in claim.detail
     # Numbers within the tolerance pass whatever the verdict says.
     claim = claim_of([["top_p 0.9", True, 2e-6, 1e-5, "disagree"]])
-    assert claim.status == check.PASS and "from fact sampler_comparisons" in claim.detail
+    assert claim.status == checker.PASS and "from fact sampler_comparisons" in claim.detail
 
 
 @pytest.mark.parametrize("eff,unit,bandwidth,status", [
-    ([0.7, 0.8], "fraction", None, check.PASS),
-    ([95.0, 105.0], "%", None, check.PASS),            # median 100%: at most 1
-    ([1.05, 1.2], "fraction", [20.0, 22.0, 25.0], check.PASS),   # bandwidth max/median 1.136 allows 1.05
-    ([1.3, 1.4], "fraction", [20.0, 22.0, 25.0], check.FAIL),
-    ([-0.1, -0.2], "fraction", None, check.FAIL),
+    ([0.7, 0.8], "fraction", None, checker.PASS),
+    ([95.0, 105.0], "%", None, checker.PASS),            # median 100%: at most 1
+    ([1.05, 1.2], "fraction", [20.0, 22.0, 25.0], checker.PASS),   # bandwidth max/median 1.136 allows 1.05
+    ([1.3, 1.4], "fraction", [20.0, 22.0, 25.0], checker.FAIL),
+    ([-0.1, -0.2], "fraction", None, checker.FAIL),
 ])
 def test_decode_efficiency_between_0_and_1(tmp_path, eff, unit, bandwidth, status):
     ms = [m("decode_efficiency", unit, eff, higher_is_better=True)]
     if bandwidth:
         ms.append(m("read_bandwidth_gb_per_s", "GB/s", bandwidth))
-    report = check.check_run(run_of(tmp_path, lesson("04_next_token", ms)), [])
+    report = checker.check_run(run_of(tmp_path, lesson("04_next_token", ms)), [])
     claim = next(r for r in claims(report, "decode_efficiency_in_unit_interval") if r.lesson == "04_next_token")
     assert claim.status == status
 
@@ -372,9 +372,9 @@ def test_decode_efficiency_between_0_and_1(tmp_path, eff, unit, bandwidth, statu
 def test_ridge_point_is_peak_over_bandwidth(tmp_path):
     ms = [m("matmul_peak_gflop_per_s", "GFLOP/s", [90.0, 100.0]), m("read_bandwidth_gb_per_s", "GB/s", [20.0, 25.0])]
     ok = lesson("07_hardware_fit", ms + [m("ridge_point_flops_per_byte", "FLOPs/byte", [95.0 / 22.5])])
-    assert only(check.check_run(run_of(tmp_path, ok), []), "ridge_point_formula").status == check.PASS
+    assert only(checker.check_run(run_of(tmp_path, ok), []), "ridge_point_formula").status == checker.PASS
     wrong = lesson("07_hardware_fit", ms + [m("ridge_point_flops_per_byte", "FLOPs/byte", [95.0 / 22.5 * 8])])   # bits, not bytes
-    assert only(check.check_run(run_of(tmp_path, wrong), []), "ridge_point_formula").status == check.FAIL
+    assert only(checker.check_run(run_of(tmp_path, wrong), []), "ridge_point_formula").status == checker.FAIL
 
 
 # --- the default model's own reference -------------------------------------------------------
@@ -385,10 +385,10 @@ OWN_FILE = Path(__file__).resolve().parents[1] / "references" / "smollm2-135m-q4
 
 def test_the_default_models_reference_applies_to_a_default_run_and_passes(tmp_path):
     run = assemble_run(tmp_path / "run", L4)
-    ref = check.load_reference(OWN_FILE)
+    ref = checker.load_reference(OWN_FILE)
     assert ref.scope.model.sha256 == json.loads((run / "manifest.json").read_text())["model"]["sha256"]
-    results = check.check_reference(load_run(run), ref)
-    assert len(results) == 16 and all(r.status == check.PASS for r in results), [r for r in results if r.status != check.PASS]
+    results = checker.check_reference(load_run(run), ref)
+    assert len(results) == 16 and all(r.status == checker.PASS for r in results), [r for r in results if r.status != checker.PASS]
     paris = next(r for r in results if r.id == "paris_top_token")
     assert paris.observed == "' Paris'" and paris.expected == "' Paris'"
 
@@ -410,21 +410,21 @@ def _doctor_top_tokens(run: Path, key: str, edit) -> None:
 
 
 def test_a_doctored_fact_fails_the_reference(tmp_path):
-    ref = check.load_reference(OWN_FILE)
+    ref = checker.load_reference(OWN_FILE)
     run = assemble_run(tmp_path / "run", L4)
     # ' Paris' (77.19% recorded) pushed to rank 2 with ' the' at rank 1, and two of the eight replaced.
     def swap(tokens):
         tokens[0]["rank"], tokens[1]["rank"] = 2, 1
         tokens[6]["token"], tokens[7]["token"] = "' Rome'", "' Berlin'"
     _doctor_top_tokens(run, "top8_capital_of_france", swap)
-    by_id = {r.id: r for r in check.check_reference(load_run(run), ref)}
-    assert by_id["paris_top_token"].status == check.FAIL and "' the'" in by_id["paris_top_token"].detail
-    assert by_id["paris_top8"].status == check.FAIL
-    assert by_id["cat_sat_top_token"].status == check.PASS
+    by_id = {r.id: r for r in checker.check_reference(load_run(run), ref)}
+    assert by_id["paris_top_token"].status == checker.FAIL and "' the'" in by_id["paris_top_token"].detail
+    assert by_id["paris_top8"].status == checker.FAIL
+    assert by_id["cat_sat_top_token"].status == checker.PASS
 
 
 def test_a_doctored_default_run_fails_the_reference(tmp_path):
-    ref = check.load_reference(OWN_FILE)
+    ref = checker.load_reference(OWN_FILE)
     run = assemble_run(tmp_path / "run", L4)
     # ' Paris' pushed down to rank 2 and ' the' made the top token; one more token of the eight replaced.
     def swap(rows):
@@ -432,44 +432,44 @@ def test_a_doctored_default_run_fails_the_reference(tmp_path):
         rows[7][1] = "' Berlin'"
         rows[6][1] = "' Rome'"
     _doctor_top8(run, "top8_capital_of_france", swap)
-    by_id = {r.id: r for r in check.check_reference(load_run(run), ref)}
-    assert by_id["paris_top_token"].status == check.FAIL and "' the'" in by_id["paris_top_token"].detail
-    assert by_id["paris_top_probability"].status == check.FAIL  # the top token's probability is now ' the''s
-    assert by_id["paris_top8"].status == check.FAIL  # two of the eight absent, one allowed
-    assert by_id["cat_sat_top_token"].status == check.PASS
+    by_id = {r.id: r for r in checker.check_reference(load_run(run), ref)}
+    assert by_id["paris_top_token"].status == checker.FAIL and "' the'" in by_id["paris_top_token"].detail
+    assert by_id["paris_top_probability"].status == checker.FAIL  # the top token's probability is now ' the''s
+    assert by_id["paris_top8"].status == checker.FAIL  # two of the eight absent, one allowed
+    assert by_id["cat_sat_top_token"].status == checker.PASS
 
 
 def test_one_absent_token_of_eight_is_within_the_tolerance(tmp_path):
-    ref = check.load_reference(OWN_FILE)
+    ref = checker.load_reference(OWN_FILE)
     run = assemble_run(tmp_path / "run", L4)
     _doctor_top8(run, "top8_cat_sat", lambda rows: rows[7].__setitem__(1, "' dog'"))
-    by_id = {r.id: r for r in check.check_reference(load_run(run), ref)}
-    assert by_id["cat_sat_top8"].status == check.PASS and "' dog'" not in by_id["cat_sat_top8"].detail
+    by_id = {r.id: r for r in checker.check_reference(load_run(run), ref)}
+    assert by_id["cat_sat_top8"].status == checker.PASS and "' dog'" not in by_id["cat_sat_top8"].detail
     assert "absent" in by_id["cat_sat_top8"].detail
 
 
 def test_the_reference_is_out_of_scope_for_another_file_or_a_gpu_host(tmp_path):
-    ref = check.load_reference(OWN_FILE)
+    ref = checker.load_reference(OWN_FILE)
     run = assemble_run(tmp_path / "run", L4)
     edit_manifest(run, lambda m: m["model"].update(sha256="0" * 64))
-    assert all(r.status == check.NA and "sha256 000000000000" in r.detail for r in check.check_reference(load_run(run), ref))
+    assert all(r.status == checker.NA and "sha256 000000000000" in r.detail for r in checker.check_reference(load_run(run), ref))
     run2 = assemble_run(tmp_path / "run2", L4)
     edit_manifest(run2, lambda m: m["host"].update(gpus=["NVIDIA H200"]))
-    assert all(r.status == check.NA and "reference is any CPU" in r.detail for r in check.check_reference(load_run(run2), ref))
+    assert all(r.status == checker.NA and "reference is any CPU" in r.detail for r in checker.check_reference(load_run(run2), ref))
 
 
 def test_efficiency_at_most_one_skips_cache_resident_points(tmp_path):
     ms = [m("decode_efficiency", "%", [130.0, 140.0], settings={"preset": "tiny", "cache_resident": True}),
           m("decode_efficiency", "%", [60.0, 70.0], settings={"preset": "big", "cache_resident": False})]
-    report = check.check_run(run_of(tmp_path, lesson("08_capstone_decode_memory_bound", ms)), [])
+    report = checker.check_run(run_of(tmp_path, lesson("08_capstone_decode_memory_bound", ms)), [])
     got = {r.claim: r for r in claims(report, "decode_efficiency_in_unit_interval") if r.lesson.startswith("08")}
     statuses = sorted(r.status for r in got.values())
-    assert statuses == [check.NA, check.PASS]
-    assert any("cache-resident" in r.detail for r in got.values() if r.status == check.NA)
+    assert statuses == [checker.NA, checker.PASS]
+    assert any("cache-resident" in r.detail for r in got.values() if r.status == checker.NA)
 
 
 def test_reference_tolerances_are_consistent():
-    ref = check.load_reference(check.references_dir() / "lesson04_dgx_spark.json")
+    ref = checker.load_reference(checker.references_dir() / "lesson04_dgx_spark.json")
     fig = {f.id: f for f in ref.figures}
     # The ratio's tolerance covers its parts' worst case: (1 + prefill's) ÷ (1 − decode's) − 1.
     tp, td = fig["prefill_1921"].tolerance.relative, fig["decode_short"].tolerance.relative
@@ -497,12 +497,12 @@ def depth_line_lesson(deep_ms: dict[int, float], scatter: float = 0.0) -> Lesson
                       "bandwidth_gbs": None, "kv_read_ms_per_position": None}}})
 
 
-@pytest.mark.parametrize("k,status", [(1.0, check.PASS), (1.1, check.PASS), (1.16, check.FAIL), (0.84, check.FAIL)])
+@pytest.mark.parametrize("k,status", [(1.0, checker.PASS), (1.1, checker.PASS), (1.16, checker.FAIL), (0.84, checker.FAIL)])
 def test_depth_line_claim_fails_beyond_its_tolerance(tmp_path, k, status):
     """The line through the shallow half puts depth 1,536 at 10 + 15.36 = 25.36 ms (measured so) and 1,904 at
     29.04 ms, measured k × that: predicted ÷ measured tokens/s − 1 = k − 1, so +10% passes and ±16% fail."""
     result = depth_line_lesson({1536: 25.36, 1904: 29.04 * k})
-    claim = only(check.check_run(run_of(tmp_path, result), []), "depth_line_predicts_deeper_depths")
+    claim = only(checker.check_run(run_of(tmp_path, result), []), "depth_line_predicts_deeper_depths")
     assert claim.status == status, claim
     assert "t(0) = 10 ms, s = 10 µs per position, fitted on depths 0, 256, 512, 1,024" in claim.detail
     assert f"1,904: {k - 1:+.1%}" in claim.detail and claim.tolerance == "±15%"
@@ -513,7 +513,7 @@ def test_depth_line_claim_numbers_by_hand():
     +10.0%, inside. A planted tolerance of 1e9 turns the first two into passes, so these fail then."""
     from bytesup.check.claims import depth_line_check
     base = {d: [1e3 / (10 + 0.01 * d)] for d in (0, 256, 512, 1024)}
-    for k, status in ((1.16, check.FAIL), (0.84, check.FAIL), (1.1, check.PASS)):
+    for k, status in ((1.16, checker.FAIL), (0.84, checker.FAIL), (1.1, checker.PASS)):
         st, observed, _ = depth_line_check({**base, 1904: [1e3 / (29.04 * k)]}, 1024)
         assert st == status and observed == f"furthest depth 1,904 {k - 1:+.1%}", (k, st, observed)
 
@@ -522,11 +522,11 @@ def test_depth_line_claim_cannot_tell_from_scattered_samples(tmp_path):
     """The same +16% miss, with each depth's samples spread by 20% (interquartile range ÷ median 20%, wider than
     ±15%): inconclusive. Too few depths: not applicable."""
     result = depth_line_lesson({1904: 29.04 * 1.16}, scatter=0.4)
-    claim = only(check.check_run(run_of(tmp_path, result), []), "depth_line_predicts_deeper_depths")
-    assert claim.status == check.INCONCLUSIVE and "inconclusive" in claim.detail, claim
+    claim = only(checker.check_run(run_of(tmp_path, result), []), "depth_line_predicts_deeper_depths")
+    assert claim.status == checker.INCONCLUSIVE and "inconclusive" in claim.detail, claim
     from bytesup.check.claims import depth_line_check
-    assert depth_line_check({0: [100.0], 2000: [50.0]}, 1024)[0] == check.NA
-    assert depth_line_check({0: [100.0], 256: [90.0]}, 1024)[0] == check.NA  # nothing beyond the fitted half
+    assert depth_line_check({0: [100.0], 2000: [50.0]}, 1024)[0] == checker.NA
+    assert depth_line_check({0: [100.0], 256: [90.0]}, 1024)[0] == checker.NA  # nothing beyond the fitted half
 
 
 # --- lesson 6's knee: the cost per position changes where the KV cache outgrows the last-level cache ------------------
@@ -566,32 +566,32 @@ def test_the_knee_model_predicts_where_the_line_fails(tmp_path):
     10.08 ÷ 336 = 0.03 from 1,536, and 1,904 predicted at 43.12 ms exactly. The line alone predicts 10 + 19.04 =
     29.04 ms: 43.12 ÷ 29.04 − 1 = +48.5%, a failure."""
     steps = {d: knee_ms(d, 1200) for d in DEPTHS}
-    claim = only(check.check_run(run_of(tmp_path, knee_lesson(steps, 1200 * KV_PER_POSITION)), []),
+    claim = only(checker.check_run(run_of(tmp_path, knee_lesson(steps, 1200 * KV_PER_POSITION)), []),
                  "depth_line_predicts_deeper_depths")
-    assert claim.status == check.PASS, claim
+    assert claim.status == checker.PASS, claim
     assert "knee d* = 1,200; t(0) = 10 ms, s₁ = 10 µs per position, fitted on depths 0, 256, 512, 1,024" in claim.detail
     assert "s₂ = 30 µs per position past d*, fitted on depths 1,536; held out: 1,904: +0.0%" in claim.detail
     assert "d* = 27,648,000 bytes of last-level cache ÷ 23,040 KV bytes per position" in claim.expected
     (tmp_path / "line").mkdir()
     (tmp_path / "big").mkdir()
-    without = only(check.check_run(run_of(tmp_path / "line", knee_lesson(steps, None)), []),
+    without = only(checker.check_run(run_of(tmp_path / "line", knee_lesson(steps, None)), []),
                    "depth_line_predicts_deeper_depths")
-    assert without.status == check.FAIL and without.observed == "furthest depth 1,904 +48.5%", without
+    assert without.status == checker.FAIL and without.observed == "furthest depth 1,904 +48.5%", without
     # a cache so large that d* lies past every depth: the line, and its failure
-    big = only(check.check_run(run_of(tmp_path / "big", knee_lesson(steps, 4000 * KV_PER_POSITION)), []),
+    big = only(checker.check_run(run_of(tmp_path / "big", knee_lesson(steps, 4000 * KV_PER_POSITION)), []),
                "depth_line_predicts_deeper_depths")
-    assert big.status == check.FAIL and "knee d* = 4,000 beyond the deepest depth or below the second, so the line" in big.detail
+    assert big.status == checker.FAIL and "knee d* = 4,000 beyond the deepest depth or below the second, so the line" in big.detail
     # a cache so small that only depth 0 lies below d*: no s₁ to fit, so the line too (lesson 6 falls back the same way)
     from bytesup.check.claims import depth_line_check
     st, observed, detail = depth_line_check(knee_samples(steps), 1024, knee=100.0)
-    assert (st, observed) == (check.FAIL, "furthest depth 1,904 +48.5%") and detail.startswith("knee d* = 100 beyond")
+    assert (st, observed) == (checker.FAIL, "furthest depth 1,904 +48.5%") and detail.startswith("knee d* = 100 beyond")
 
 
 def test_the_knee_model_fails_beyond_its_tolerance():
     """The same knee, depth 1,904 measured 1.2 × 43.12 ms with tight samples: +20.0%, a failure; 1.1 ×: a pass."""
     from bytesup.check.claims import depth_line_check
     steps = {d: knee_ms(d, 1200) for d in DEPTHS}
-    for k, status in ((1.2, check.FAIL), (0.8, check.FAIL), (1.1, check.PASS)):
+    for k, status in ((1.2, checker.FAIL), (0.8, checker.FAIL), (1.1, checker.PASS)):
         st, observed, _ = depth_line_check(knee_samples({**steps, 1904: 43.12 * k}), 1024, knee=1200.0)
         assert (st, observed) == (status, f"furthest depth 1,904 {k - 1:+.1%}"), k
 
@@ -603,12 +603,12 @@ def test_the_knee_model_cannot_tell_without_a_depth_past_the_knee_fitted():
     from bytesup.check.claims import depth_line_check
     steps = {d: knee_ms(d, 1700, s2=0.2) for d in DEPTHS}
     st, observed, detail = depth_line_check(knee_samples(steps), 1024, knee=1700.0)
-    assert st == check.INCONCLUSIVE and observed.startswith("furthest depth 1,536 "), detail
+    assert st == checker.INCONCLUSIVE and observed.startswith("furthest depth 1,536 "), detail
     assert "s₁ = 10 µs per position, fitted on depths 0, 256, 512, 1,024; no fitted" in detail
     assert "depth 1,904 past the knee cannot be predicted: no depth past d* was fitted" in detail
     assert "no fitted depth past d*, so s₂ is unknown" in detail
     st, observed, _ = depth_line_check(knee_samples({**steps, 1536: 25.36 * 1.2}), 1024, knee=1700.0)
-    assert (st, observed) == (check.FAIL, "furthest depth 1,536 +20.0%")
+    assert (st, observed) == (checker.FAIL, "furthest depth 1,536 +20.0%")
 
 
 def test_the_knee_model_cannot_tell_from_a_short_lever():
@@ -619,9 +619,9 @@ def test_the_knee_model_cannot_tell_from_a_short_lever():
     from bytesup.check.claims import depth_line_check
     steps = {d: knee_ms(d, 1500) for d in DEPTHS} | {1904: knee_ms(1904, 1500) * 1.3}
     st, observed, _ = depth_line_check(knee_samples(steps), 1024, knee=1500.0)
-    assert (st, observed) == (check.FAIL, "furthest depth 1,904 +30.0%")
+    assert (st, observed) == (checker.FAIL, "furthest depth 1,904 +30.0%")
     st, observed, detail = depth_line_check(knee_samples(steps, {1536: 0.04}), 1024, knee=1500.0)
-    assert (st, observed) == (check.INCONCLUSIVE, "furthest depth 1,904 +30.0%"), detail
+    assert (st, observed) == (checker.INCONCLUSIVE, "furthest depth 1,904 +30.0%"), detail
     assert "1,904: prediction spread ±32%" in detail and "inconclusive" in detail
 
 
@@ -637,5 +637,5 @@ def test_the_issues_run_by_its_costs_per_position():
         steps[a] = steps[b] - (b - a) * costs[i] / 1e3
     line = depth_line_check(knee_samples(steps), 1024)
     knee = depth_line_check(knee_samples(steps), 1024, knee=33554432 / KV_PER_POSITION)
-    assert line[:2] == (check.FAIL, "furthest depth 1,904 +20.0%")
-    assert knee[:2] == (check.PASS, "furthest depth 1,904 -1.4%")
+    assert line[:2] == (checker.FAIL, "furthest depth 1,904 +20.0%")
+    assert knee[:2] == (checker.PASS, "furthest depth 1,904 -1.4%")

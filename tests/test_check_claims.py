@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bytesup.check import checker as check
+from bytesup.check import checker
 from bytesup.check.compare import Run, load_run
 from bytesup.store.results import Column, LessonResult, Measurement, Table
 
@@ -87,8 +87,8 @@ def run_of(folder: Path, result: LessonResult, exchanges: list[dict[str, Any]] |
     return load_run(folder)
 
 
-def only(run: Run, claim_id: str) -> check.ClaimResult:
-    found = [r for r in check.check_run(run, []).results if r.id == claim_id]
+def only(run: Run, claim_id: str) -> checker.ClaimResult:
+    found = [r for r in checker.check_run(run, []).results if r.id == claim_id]
     assert len(found) == 1, found
     return found[0]
 
@@ -98,14 +98,14 @@ def only(run: Run, claim_id: str) -> check.ClaimResult:
 def test_facts_that_show_the_recorded_answer_pass(tmp_path):
     run = run_of(tmp_path / "r", made(L4, {"top_tokens": top_tokens()}), RECORDED)
     shown = only(run, "top_tokens_match_server")
-    assert shown.status == check.PASS, shown
+    assert shown.status == checker.PASS, shown
     assert shown.observed.startswith("3 tokens in 1 tables (fact top_tokens)")
     assert shown.expected == "the answers recorded in http/04_next_token.jsonl"
     exp = only(run, "probability_is_exp_logprob")
-    assert exp.status == check.PASS and "over 3 tokens" in exp.observed
+    assert exp.status == checker.PASS and "over 3 tokens" in exp.observed
     # 0.5 + 0.25 + 0.125 = 0.875
     share = only(run, "top8_share_at_most_one")
-    assert share.status == check.PASS and share.observed == "largest share 87.5000% ('The capital of France is')"
+    assert share.status == checker.PASS and share.observed == "largest share 87.5000% ('The capital of France is')"
 
 
 def test_probabilities_computed_at_temperature_2_fail(tmp_path):
@@ -114,19 +114,19 @@ def test_probabilities_computed_at_temperature_2_fail(tmp_path):
     at_2 = (0.45308, 0.32037, 0.22654)
     run = run_of(tmp_path / "r", made(L4, {"top_tokens": top_tokens(probabilities=at_2)}), RECORDED)
     shown = only(run, "top_tokens_match_server")
-    assert shown.status == check.FAIL
+    assert shown.status == checker.FAIL
     assert "top8_capital_of_france rank 1 ' Paris': probability (e^logprob) 0.45308 shown, 0.5 from the recorded answer" in shown.detail
     assert "rank 3 ' London': probability (e^logprob) 0.22654 shown, 0.125 from the recorded answer" in shown.detail
     # |0.22654 − 0.125| ÷ 0.125 = 0.81232, the largest of the three gaps
     assert "largest relative gap 0.81" in shown.observed
     # The server's own numbers are right: the claim about them still passes.
-    assert only(run, "probability_is_exp_logprob").status == check.PASS
+    assert only(run, "probability_is_exp_logprob").status == checker.PASS
 
 
 def test_a_wrong_server_probability_fails(tmp_path):
     run = run_of(tmp_path / "r", made(L4, {"top_tokens": top_tokens(servers=(0.6, 0.25, 0.125))}), RECORDED)
     shown = only(run, "top_tokens_match_server")
-    assert shown.status == check.FAIL
+    assert shown.status == checker.FAIL
     assert "rank 1 ' Paris': server probability 0.6 shown, 0.5 from the recorded answer" in shown.detail
 
 
@@ -136,23 +136,23 @@ def test_a_token_at_another_rank_fails(tmp_path):
     rows[0]["token"], rows[1]["token"] = rows[1]["token"], rows[0]["token"]
     rows[0]["id"], rows[1]["id"] = rows[1]["id"], rows[0]["id"]
     shown = only(run_of(tmp_path / "r", made(L4, {"top_tokens": fact}), RECORDED), "top_tokens_match_server")
-    assert shown.status == check.FAIL
+    assert shown.status == checker.FAIL
     assert "rank 1 ' the': the recorded answer's token at rank 1 is ' Paris' (id 7042)" in shown.detail
 
 
 def test_a_prompt_never_asked_fails(tmp_path):
     fact = top_tokens(prompt="The capital of Spain is")
     shown = only(run_of(tmp_path / "r", made(L4, {"top_tokens": fact}), RECORDED), "top_tokens_match_server")
-    assert shown.status == check.FAIL and "no recorded prompt 'The capital of Spain is'" in shown.detail
+    assert shown.status == checker.FAIL and "no recorded prompt 'The capital of Spain is'" in shown.detail
 
 
 def test_without_recordings_the_shown_tokens_cannot_be_checked(tmp_path):
     run = run_of(tmp_path / "r", made(L4, {"top_tokens": top_tokens()}))
     shown = only(run, "top_tokens_match_server")
-    assert shown.status == check.NA and "no recorded /completion answers" in shown.detail
+    assert shown.status == checker.NA and "no recorded /completion answers" in shown.detail
     # e^logprob against the shown server probabilities, from the fact itself
     exp = only(run, "probability_is_exp_logprob")
-    assert exp.status == check.PASS and "the lesson's tables" in exp.detail
+    assert exp.status == checker.PASS and "the lesson's tables" in exp.detail
 
 
 @pytest.mark.parametrize("fact,message", [
@@ -164,7 +164,7 @@ def test_without_recordings_the_shown_tokens_cannot_be_checked(tmp_path):
 def test_a_malformed_fact_fails(tmp_path, fact, message):
     run = run_of(tmp_path / "r", made(L4, {"top_tokens": fact}), RECORDED)
     shown = only(run, "top_tokens_match_server")
-    assert shown.status == check.FAIL and message in shown.detail
+    assert shown.status == checker.FAIL and message in shown.detail
 
 
 def test_an_older_runs_table_is_matched_by_its_tokens(tmp_path):
@@ -173,11 +173,11 @@ def test_an_older_runs_table_is_matched_by_its_tokens(tmp_path):
                                                  ("server probability", "%"), ("logprob", "")]]
     rows = [[1, "' Paris'", 50.0, 50.0, LN_HALF], [2, "' the'", 25.0, 25.0, LN_QUARTER], [3, "' London'", 12.5, 12.5, LN_EIGHTH]]
     good = Table(name="top8_capital_of_france", title="t", columns=cols, rows=rows)
-    assert only(run_of(tmp_path / "a", made(L4, tables=[good]), RECORDED), "top_tokens_match_server").status == check.PASS
+    assert only(run_of(tmp_path / "a", made(L4, tables=[good]), RECORDED), "top_tokens_match_server").status == checker.PASS
     bad = good.model_copy(deep=True)
     bad.rows[1][2] = 32.037        # the temperature-2 value of ' the', in percent
     shown = only(run_of(tmp_path / "b", made(L4, tables=[bad]), RECORDED), "top_tokens_match_server")
-    assert shown.status == check.FAIL and "rank 2 ' the': probability (e^logprob) 0.32037 shown, 0.25" in shown.detail
+    assert shown.status == checker.FAIL and "rank 2 ' the': probability (e^logprob) 0.32037 shown, 0.25" in shown.detail
 
 
 # --- lesson 4: the server's own numbers --------------------------------------------------------
@@ -188,7 +188,7 @@ def test_server_probabilities_off_e_to_the_logprob_fail(tmp_path):
     recorded = [logprob_answer(PROMPT, CANDIDATES), prob_answer(PROMPT, off)]
     fact = top_tokens(servers=(0.5, 0.25, 0.12625))
     exp = only(run_of(tmp_path / "r", made(L4, {"top_tokens": fact}), recorded), "probability_is_exp_logprob")
-    assert exp.status == check.FAIL
+    assert exp.status == checker.FAIL
     assert exp.observed == "largest relative gap 0.01 over 3 tokens"
     assert exp.expected == "p = 0.12625 vs e^logprob = 0.125 ('The capital of France is' token ' London')"
 
@@ -200,21 +200,21 @@ def test_server_probabilities_at_another_temperature_are_not_the_softmax(tmp_pat
     recorded = [logprob_answer(PROMPT, CANDIDATES), prob_answer(PROMPT, at_2, temperature=2.0)]
     fact = top_tokens(servers=(None, None, None))
     exp = only(run_of(tmp_path / "r", made(L4, {"top_tokens": fact}), recorded), "probability_is_exp_logprob")
-    assert exp.status == check.PASS and "the lesson's tables" in exp.detail
+    assert exp.status == checker.PASS and "the lesson's tables" in exp.detail
 
 
 def test_a_top8_share_above_one_fails(tmp_path):
     # Candidates at ln 0.5, ln 0.5 and ln 0.25: 0.5 + 0.5 + 0.25 = 1.25 > 1.
     impossible = [(1, " a", LN_HALF), (2, " b", LN_HALF), (3, " c", LN_QUARTER)]
     share = only(run_of(tmp_path / "r", made(L4), [logprob_answer(PROMPT, impossible)]), "top8_share_at_most_one")
-    assert share.status == check.FAIL and share.observed == "largest share 125.0000% ('The capital of France is')"
+    assert share.status == checker.FAIL and share.observed == "largest share 125.0000% ('The capital of France is')"
 
 
 def test_the_top8_share_counts_eight_candidates(tmp_path):
     # Nine candidates at ln 0.125: the top eight hold 8 × 0.125 = 1.0 (≤ 1); all nine would be 1.125.
     nine = [(i, f" t{i}", LN_EIGHTH) for i in range(9)]
     share = only(run_of(tmp_path / "r", made(L4), [logprob_answer(PROMPT, nine)]), "top8_share_at_most_one")
-    assert share.status == check.PASS and share.observed.startswith("largest share 100.0000%")
+    assert share.status == checker.PASS and share.observed.startswith("largest share 100.0000%")
 
 
 # --- lesson 5: sampler comparisons --------------------------------------------------------------
@@ -231,7 +231,7 @@ def comparisons(*rows: tuple[str, float | None, float, bool | None]) -> dict[str
 def test_sampler_comparisons_within_their_tolerance_pass(tmp_path):
     facts = comparisons(("greedy", 0.0, 1e-5, True), ("top-p 0.9", 4e-6, 1e-5, True), ("top-k 40", None, 1e-5, None))
     claim = only(run_of(tmp_path / "r", made(L5, facts, tables=[VERDICTS])), "sampler_matches_server")
-    assert claim.status == check.PASS
+    assert claim.status == checker.PASS
     assert claim.observed == "2 of 2 settings agree; largest max |Δp|/p 4e-06 (top-p 0.9)"
     assert "1 not checked by the lesson" in claim.detail and "from fact sampler_comparisons" in claim.detail
 
@@ -244,13 +244,13 @@ def test_sampler_comparisons_within_their_tolerance_pass(tmp_path):
 def test_a_sampler_difference_fails_whatever_the_verdict_says(tmp_path, row, problem):
     claim = only(run_of(tmp_path / "r", made(L5, comparisons(("greedy", 0.0, 1e-5, True), row), tables=[VERDICTS])),
                  "sampler_matches_server")
-    assert claim.status == check.FAIL and problem in claim.detail
+    assert claim.status == checker.FAIL and problem in claim.detail
     assert claim.observed.startswith("1 of 2 settings agree")
 
 
 def test_no_sampler_compared_is_not_applicable(tmp_path):
     claim = only(run_of(tmp_path / "r", made(L5, comparisons(("top-k 40", None, 1e-5, None)))), "sampler_matches_server")
-    assert claim.status == check.NA and "compared no setting (1 not checked)" in claim.detail
+    assert claim.status == checker.NA and "compared no setting (1 not checked)" in claim.detail
 
 
 # --- lesson 6: KV-cache bytes --------------------------------------------------------------------
@@ -275,7 +275,7 @@ EXAMPLES = [kv_example("served", 30, 3, 64, 2.0, 23040), kv_example("70B example
 
 def test_kv_rows_and_the_measurement_recomputed_pass(tmp_path):
     claim = only(run_of(tmp_path / "r", kv_lesson(23040, EXAMPLES)), "kv_bytes_formula")
-    assert claim.status == check.PASS and claim.detail == "3 values recomputed"
+    assert claim.status == checker.PASS and claim.detail == "3 values recomputed"
     assert "30 layers, 3 KV heads, head width 64, f16/f16" in claim.observed
 
 
@@ -283,7 +283,7 @@ def test_a_kv_row_off_by_a_factor_2_fails(tmp_path):
     # K and V counted once, not twice: 30 × 3 × 64 × 2 = 11,520 instead of 23,040.
     rows = [kv_example("served", 30, 3, 64, 2.0, 11520), EXAMPLES[1]]
     claim = only(run_of(tmp_path / "r", kv_lesson(23040, rows)), "kv_bytes_formula")
-    assert claim.status == check.FAIL
+    assert claim.status == checker.FAIL
     assert claim.observed == "11,520 bytes per token (served)" and claim.expected == "23,040 bytes recomputed"
 
 
@@ -294,21 +294,21 @@ def test_a_kv_row_off_by_a_factor_2_fails(tmp_path):
 ])
 def test_the_measurement_from_the_gguf_and_cache_types(tmp_path, k, v, per_token):
     good = kv_lesson(per_token, [], settings={"cache_type_k": k, "cache_type_v": v})
-    assert only(run_of(tmp_path / "a", good), "kv_bytes_formula").status == check.PASS
+    assert only(run_of(tmp_path / "a", good), "kv_bytes_formula").status == checker.PASS
     # The f16 figure where the cache is quantized: fails.
     wrong = kv_lesson(23040, [], settings={"cache_type_k": k, "cache_type_v": v})
-    assert only(run_of(tmp_path / "b", wrong), "kv_bytes_formula").status == check.FAIL
+    assert only(run_of(tmp_path / "b", wrong), "kv_bytes_formula").status == checker.FAIL
 
 
 def test_the_cache_type_table_is_checks_own():
     # Block sizes worked from ggml's layouts: bytes per block ÷ numbers per block.
-    assert check.CACHE_TYPE_BYTES == {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 1.0625, "q5_1": 0.75,
-                                      "q5_0": 0.6875, "q4_1": 0.625, "q4_0": 0.5625, "iq4_nl": 0.5625}
+    assert checker.CACHE_TYPE_BYTES == {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 1.0625, "q5_1": 0.75,
+                                        "q5_0": 0.6875, "q4_1": 0.625, "q4_0": 0.5625, "iq4_nl": 0.5625}
 
 
 def test_a_malformed_kv_fact_fails(tmp_path):
     claim = only(run_of(tmp_path / "r", kv_lesson(23040, [{"label": "x", "n_layer": 30}])), "kv_bytes_formula")
-    assert claim.status == check.FAIL and "kv_examples[0]['n_head_kv']: field required" in claim.detail
+    assert claim.status == checker.FAIL and "kv_examples[0]['n_head_kv']: field required" in claim.detail
 
 
 # --- lesson 7: the ridge point --------------------------------------------------------------------
@@ -318,10 +318,10 @@ def test_ridge_point_converts_each_measurements_unit(tmp_path):
     ms = [Measurement.of("matmul_peak_gflop_per_s", "TFLOP/s", [0.2]), Measurement.of("read_bandwidth_gb_per_s", "GB/s", [16.0])]
     ok = made(L7, measurements=ms + [Measurement.of("ridge_point_flops_per_byte", "FLOPs/byte", [12.5])])
     claim = only(run_of(tmp_path / "a", ok), "ridge_point_formula")
-    assert claim.status == check.PASS and claim.expected.startswith("12.5 from the medians")
+    assert claim.status == checker.PASS and claim.expected.startswith("12.5 from the medians")
     # 0.2 ÷ 16 as if both were in the same unit: 0.0125, a factor 1,000 off
     wrong = made(L7, measurements=ms + [Measurement.of("ridge_point_flops_per_byte", "FLOPs/byte", [0.0125])])
-    assert only(run_of(tmp_path / "b", wrong), "ridge_point_formula").status == check.FAIL
+    assert only(run_of(tmp_path / "b", wrong), "ridge_point_formula").status == checker.FAIL
 
 
 # --- lesson 4: the numpy forward pass against the recorded answers ------------------------------
@@ -343,18 +343,18 @@ def f32_answer(cands=CANDIDATES) -> dict[str, Any]:
 def test_numpy_top_token_against_the_recorded_answers(tmp_path):
     run = run_of(tmp_path / "ok", made(L4, {"top_tokens": top_tokens(), "numpy_pass": numpy_fact()}), RECORDED)
     ok = only(run, "numpy_top_token_is_the_servers")
-    assert ok.status == check.PASS and ok.observed == "1 of 1 prompts agree"
+    assert ok.status == checker.PASS and ok.observed == "1 of 1 prompts agree"
     # numpy says ' the' (260), the recorded answer's top candidate is ' Paris' (7042).
     run = run_of(tmp_path / "bad", made(L4, {"top_tokens": top_tokens(), "numpy_pass": numpy_fact(top_id=260)}), RECORDED)
     bad = only(run, "numpy_top_token_is_the_servers")
-    assert bad.status == check.FAIL and bad.observed == "0 of 1 prompts agree"
+    assert bad.status == checker.FAIL and bad.observed == "0 of 1 prompts agree"
     assert "numpy's top id 260, the server's 7042 (' Paris')" in bad.detail
 
 
 def test_numpy_claims_are_not_applicable_without_a_recomputed_pass(tmp_path):
     run = run_of(tmp_path / "old", made(L4, {"top_tokens": top_tokens()}), RECORDED)
     for cid in ("numpy_top_token_is_the_servers", "numpy_f32_within_rounding"):
-        assert only(run, cid).status == check.NA and "recorded before the numpy pass" in only(run, cid).detail
+        assert only(run, cid).status == checker.NA and "recorded before the numpy pass" in only(run, cid).detail
     fact = {"recomputed": False, "why_not": "no file with its recorded sha256", "served": None, "f32": None}
     run = run_of(tmp_path / "gone", made(L4, {"top_tokens": top_tokens(), "numpy_pass": fact}), RECORDED)
     assert only(run, "numpy_top_token_is_the_servers").detail == "the numpy pass was not computed: no file with its recorded sha256"
@@ -366,13 +366,13 @@ def test_numpy_on_the_f32_width_within_the_f16_rounding(tmp_path):
     run = run_of(tmp_path / "ok", made(L4, {"top_tokens": top_tokens(), "numpy_pass": numpy_fact(f32_probabilities=near)}),
                  RECORDED + [f32_answer()])
     ok = only(run, "numpy_f32_within_rounding")
-    assert ok.status == check.PASS and ok.observed == "largest |Δp| 0.0005 ('The capital of France is' token ' Paris')"
+    assert ok.status == checker.PASS and ok.observed == "largest |Δp| 0.0005 ('The capital of France is' token ' Paris')"
     assert ok.expected.startswith("≤ 0.002,")
     far = {**near, 260: 0.253}                              # |Δp| 0.003 > 0.00195
     run = run_of(tmp_path / "bad", made(L4, {"top_tokens": top_tokens(), "numpy_pass": numpy_fact(f32_probabilities=far)}),
                  RECORDED + [f32_answer()])
     bad = only(run, "numpy_f32_within_rounding")
-    assert bad.status == check.FAIL and "token ' the': |Δp| 0.003 > 0.002" in bad.detail
+    assert bad.status == checker.FAIL and "token ' the': |Δp| 0.003 > 0.002" in bad.detail
     # Without an f32 width (a preset, the course's model): not applicable.
     run = run_of(tmp_path / "none", made(L4, {"top_tokens": top_tokens(), "numpy_pass": numpy_fact()}), RECORDED)
-    assert only(run, "numpy_f32_within_rounding").status == check.NA
+    assert only(run, "numpy_f32_within_rounding").status == checker.NA

@@ -12,9 +12,9 @@ import pytest
 from test_check import ALL
 from test_compare import assemble_run
 
-from bytesup.check import checker as check
+from bytesup.check import checker
 from bytesup.check.claims import GENERAL_CLAIMS
-from bytesup.check.claims import consistency as c
+from bytesup.check.claims import consistency
 from bytesup.check.compare import load_run
 from bytesup.check.verdicts import ITSELF
 from bytesup.store.plans.lesson08 import current_plan
@@ -111,8 +111,8 @@ def run_of(folder: Path, *results: LessonResult, exchanges: dict[str, list[dict]
     return load_run(folder)
 
 
-def only(run, claim_id: str) -> check.ClaimResult:
-    found = [r for r in check.check_run(run, []).results if r.id == claim_id]
+def only(run, claim_id: str) -> checker.ClaimResult:
+    found = [r for r in checker.check_run(run, []).results if r.id == claim_id]
     assert len(found) == 1, found
     return found[0]
 
@@ -120,21 +120,21 @@ def only(run, claim_id: str) -> check.ClaimResult:
 # --- check's own arithmetic -------------------------------------------------------------------------
 
 def test_the_spread_by_hand():
-    assert c.median([3.0, 1.0, 2.0]) == 2.0 and c.median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    assert consistency.median([3.0, 1.0, 2.0]) == 2.0 and consistency.median([4.0, 1.0, 3.0, 2.0]) == 2.5
     # Positions 0.25 × 4 = 1 and 0.75 × 4 = 3 of five sorted values: 12.25 and 12.75.
-    assert c.quantile(STEPS, 0.25) == 12.25 and c.quantile(STEPS, 0.75) == 12.75
+    assert consistency.quantile(STEPS, 0.25) == 12.25 and consistency.quantile(STEPS, 0.75) == 12.75
     # Four values: position 0.75 × 3 = 2.25, a quarter of the way from 3 to 10: 4.75.
-    assert c.quantile([1.0, 2.0, 3.0, 10.0], 0.75) == pytest.approx(4.75)
-    assert c.relative_spread(STEPS) == pytest.approx(0.04)
+    assert consistency.quantile([1.0, 2.0, 3.0, 10.0], 0.75) == pytest.approx(4.75)
+    assert consistency.relative_spread(STEPS) == pytest.approx(0.04)
     # The median of the spreads: of two, their mean; one lesson scattered by 165% leaves three at 4% and 5% alone.
-    assert c.pooled_spread([0.03, 0.04]) == pytest.approx(0.035)
-    assert c.pooled_spread([0.04, 1.65, 0.05]) == pytest.approx(0.05)
-    assert c.pooled_spread([0.04]) is None
+    assert consistency.pooled_spread([0.03, 0.04]) == pytest.approx(0.035)
+    assert consistency.pooled_spread([0.04, 1.65, 0.05]) == pytest.approx(0.05)
+    assert consistency.pooled_spread([0.04]) is None
 
 
 def test_the_claims_are_registered_in_the_run_against_itself(tmp_path):
-    assert c.claim_default_decode_agrees_across_lessons in GENERAL_CLAIMS
-    assert c.claim_prefill_agrees_across_lessons in GENERAL_CLAIMS
+    assert consistency.claim_default_decode_agrees_across_lessons in GENERAL_CLAIMS
+    assert consistency.claim_prefill_agrees_across_lessons in GENERAL_CLAIMS
     run = run_of(tmp_path / "r", l4(STEPS), l6(STEPS))
     assert only(run, DECODE).group == ITSELF and only(run, PREFILL).group == ITSELF
 
@@ -152,7 +152,7 @@ def test_lessons_that_agree_pass(tmp_path):
     whose median is 12.5. Lesson 8, the furthest: 12.5 ÷ 12.25 − 1 = +2.04%; lesson 7: 12.5 ÷ 12.75 − 1 = −1.96%;
     both inside ±10%, the least tolerance for lessons minutes apart, which the pooled 4% does not narrow."""
     claim = only(run_of(tmp_path / "r", *every_lesson()), DECODE)
-    assert claim.status == check.PASS, claim
+    assert claim.status == checker.PASS, claim
     assert claim.lesson == "04, 05, 05b, 06, 07, 08"
     assert claim.observed == "furthest 08: 81.63 tokens/s (12.2 ms a step), +2.0% against 80 tokens/s (12.5 ms a step)"
     assert claim.tolerance == ("±10%: the least for figures taken minutes apart; the pooled spread of the lessons with 5 "
@@ -175,7 +175,7 @@ def test_a_lesson_1_33_times_faster_with_other_slots_fails_and_is_named(tmp_path
     --parallel 4 where every other lesson that records it had 1, and -c 1024 where they had 2048 or 512; a server of
     its own it shares with lessons 5b and 7, so that is not named."""
     claim = only(run_of(tmp_path / "r", *every_lesson(1 / 1.33)), DECODE)
-    assert claim.status == check.FAIL
+    assert claim.status == checker.FAIL
     assert claim.observed.startswith("furthest 08: 106.4 tokens/s (9.4 ms a step), +33.0% against 80 tokens/s")
     assert claim.detail.startswith("08 is +33.0% against the lessons' median and differs from the lessons that agree in "
                                    "-c 1024 (the others: 2048 in 04, 05, 05 streamed, 06 at depth 0; 512 in 05b, 07 at "
@@ -190,14 +190,14 @@ def test_a_lesson_off_with_the_same_shape_blames_the_machine(tmp_path):
     """Lesson 6 at depth 0, on the run's server like lessons 4 and 5, steps 1.2× longer: no setting sets it apart."""
     claim = only(run_of(tmp_path / "r", l4(STEPS), l5(scaled(1.01)), l6(scaled(1.2))), DECODE)
     # Lesson 6: 15 ms against the median of 12.5, 12.625 and 15, 12.625: 12.625 ÷ 15 − 1 = −15.83%; lesson 4: +1%.
-    assert claim.status == check.FAIL
+    assert claim.status == checker.FAIL
     assert claim.detail.startswith("06 at depth 0 is -15.8% against the lessons' median yet shares every recorded "
                                    "setting of its server shape with one of the lessons that agree: what differed is no "
                                    "recorded setting (the machine's speed at the time, or a setting the lessons do not "
                                    "record)")
 
 
-@pytest.mark.parametrize("factor,status", [(1 / 1.09, check.PASS), (1 / 1.12, check.FAIL)])
+@pytest.mark.parametrize("factor,status", [(1 / 1.09, checker.PASS), (1 / 1.12, checker.FAIL)])
 def test_too_few_samples_are_judged_at_ten_percent(tmp_path, factor, status):
     """Three samples a lesson cannot give a spread: ±10%. Lesson 7 steps 1.09× and 1.12× faster: 12.5 ÷ (12.5 ÷ 1.09)
     − 1 = +9% and +12% against the median of 12.5 ms."""
@@ -209,7 +209,7 @@ def test_too_few_samples_are_judged_at_ten_percent(tmp_path, factor, status):
     assert f"{1 / factor - 1:+.1%} against 80 tokens/s" in claim.observed
 
 
-@pytest.mark.parametrize("factor,status", [(1 / 1.08, check.PASS), (1 / 1.11, check.FAIL)])
+@pytest.mark.parametrize("factor,status", [(1 / 1.08, checker.PASS), (1 / 1.11, checker.FAIL)])
 def test_a_pooled_spread_narrower_than_the_drift_is_held_to_ten_percent(tmp_path, factor, status):
     """Lessons 4 and 6 give a pooled spread of 4%, but lessons minutes apart are held to ±10% at least: lesson 7's
     +8% (12.5 ÷ (12.5 ÷ 1.08) − 1) passes and its +11% fails, with five samples or three."""
@@ -222,7 +222,7 @@ def test_a_pooled_spread_narrower_than_the_drift_is_held_to_ten_percent(tmp_path
 
 def test_a_missing_lesson_is_not_applicable_for_it(tmp_path):
     claim = only(run_of(tmp_path / "r", l4(STEPS), l5(scaled(1.01)), l7(scaled(1.02)), l8(scaled(0.98))), DECODE)
-    assert claim.status == check.PASS and claim.lesson == "04, 05, 07, 08"
+    assert claim.status == checker.PASS and claim.lesson == "04, 05, 07, 08"
     assert claim.detail.endswith("; not applicable for: lesson 05b_speculative_decoding not in this run; "
                                  "lesson 06_attention_kv_cache not in this run")
     # A lesson present without the measurement says what it lacks.
@@ -233,13 +233,13 @@ def test_a_missing_lesson_is_not_applicable_for_it(tmp_path):
 
 def test_one_lesson_alone_is_not_applicable(tmp_path):
     claim = only(run_of(tmp_path / "r", l4(STEPS)), DECODE)
-    assert claim.status == check.NA and claim.detail.startswith("1 lesson measured it; agreement needs two")
+    assert claim.status == checker.NA and claim.detail.startswith("1 lesson measured it; agreement needs two")
 
 
 def test_lessons_of_different_runs_are_not_one_account(tmp_path):
     other = l6(scaled(1.5)).model_copy(update={"server": server(port=9000)})
     claim = only(run_of(tmp_path / "r", l4(STEPS), other), DECODE)
-    assert claim.status == check.NA
+    assert claim.status == checker.NA
     assert claim.detail.endswith("04 on port 8099; 06 on port 9000")
 
 
@@ -247,7 +247,7 @@ def test_lesson_8_on_the_runs_server_has_its_shape(tmp_path):
     """Lesson 8 on a remote server (local false) measured on the run's server: its shape is that server's."""
     remote = l8(scaled(1 / 1.33)).model_copy(update={"settings": {"local": False, "n_predict": 32}})
     claim = only(run_of(tmp_path / "r", l4(STEPS), l6(STEPS), remote), DECODE)
-    assert claim.status == check.FAIL
+    assert claim.status == checker.FAIL
     assert "08 is +33.0% against the lessons' median yet shares every recorded setting" in claim.detail
 
 
@@ -267,7 +267,7 @@ def test_prefill_from_lesson_7s_answers_and_lesson_8s_measurement(tmp_path):
     run = run_of(tmp_path / "r", l7(STEPS, prefill_ms=True), l8(STEPS, prefill=[500.0] * 5),
                  exchanges={L7: l7_prefills([400.0] + [256.0] * 5)})
     claim = only(run, PREFILL)
-    assert claim.status == check.PASS, claim
+    assert claim.status == checker.PASS, claim
     assert claim.observed == "furthest 07: 500 tokens/s, +0.0% against 500 tokens/s"
     assert "07: 500 tokens/s (5 samples, +0.0%; the run's server" in claim.detail
     assert "Read from: 07, the prefills of 128 token ids in 07_hardware_fit.jsonl; 08, prefill_tokens_per_s of tiny-q4_1" in claim.detail
@@ -280,7 +280,7 @@ def test_prefill_that_differs_fails(tmp_path):
     run = run_of(tmp_path / "r", l7(STEPS, prefill_ms=True), l8(STEPS, prefill=[400.0] * 5),
                  exchanges={L7: l7_prefills([400.0] + [256.0] * 5)})
     claim = only(run, PREFILL)
-    assert claim.status == check.FAIL
+    assert claim.status == checker.FAIL
     assert claim.observed == "furthest 07: 500 tokens/s, +25.0% against 400 tokens/s"
     assert ("07 is +25.0% against the other figure and differs from the other lessons in the run's server (the others: "
             "a server of its own in 08)") in claim.detail
@@ -290,7 +290,7 @@ def test_prefill_that_differs_fails(tmp_path):
 def test_prefill_without_lesson_7s_plan_is_lesson_8s_alone(tmp_path):
     run = run_of(tmp_path / "r", l7(STEPS), l8(STEPS, prefill=[500.0] * 5), exchanges={L7: l7_prefills([256.0] * 6)})
     claim = only(run, PREFILL)
-    assert claim.status == check.NA
+    assert claim.status == checker.NA
     assert "lesson 07_hardware_fit recorded no timed prefill of 128 tokens" in claim.detail
 
 
@@ -298,10 +298,10 @@ def test_prefill_without_lesson_7s_plan_is_lesson_8s_alone(tmp_path):
 
 def test_the_assembled_fixtures_are_several_runs(tmp_path):
     """The fixtures were each recorded with a server of their own: put together, they are not one run's account."""
-    report = check.check_run(load_run(assemble_run(tmp_path / "run", *ALL)), [])
+    report = checker.check_run(load_run(assemble_run(tmp_path / "run", *ALL)), [])
     for cid in (DECODE, PREFILL):
         claim = next(r for r in report.results if r.id == cid)
-        assert claim.status == check.NA
+        assert claim.status == checker.NA
         assert claim.detail.startswith("these lessons were served by different servers of the run")
 
 
@@ -331,10 +331,10 @@ def test_the_committed_runs_against_a_naive_recomputation(name):
         off[label] = statistics.median(steps.values()) / ms - 1
         assert f"{label}: {1e3 / ms:.4g} tokens/s" in claim.detail and f"{off[label]:+.1%}" in claim.detail
     assert claim.tolerance.startswith("±10%")
-    assert claim.status == (check.FAIL if any(abs(d) > 0.10 for d in off.values()) else check.PASS)
+    assert claim.status == (checker.FAIL if any(abs(d) > 0.10 for d in off.values()) else checker.PASS)
     # The sweep of these runs had one slot and 256 of context (the plan before batches), one server at a time.
     assert "08: " in claim.detail and "a server of its own, -c 256, --parallel 1, alone" in claim.detail
-    assert only(load_run(folder), PREFILL).status == check.NA
+    assert only(load_run(folder), PREFILL).status == checker.NA
 
 
 def test_servers_taken_in_turns_are_read_from_the_order_of_the_exchanges(tmp_path):
@@ -345,7 +345,7 @@ def test_servers_taken_in_turns_are_read_from_the_order_of_the_exchanges(tmp_pat
     alone = [completion("main", "The capital of France is", 32, 5, 30.0)]
     run = run_of(tmp_path / "r", l4(STEPS), l6(STEPS), l8(scaled(1 / 1.33)), exchanges={L4: alone, L6: alone, L8: turns})
     claim = only(run, DECODE)
-    assert claim.status == check.FAIL
+    assert claim.status == checker.FAIL
     assert "in turns with 1 other server (the others: alone in 04, 06 at depth 0)" in claim.detail.split(". Every")[0]
     assert "04: 80 tokens/s (5 samples, +0.0%; the run's server, engine embedded xllamacpp 1, -c 2048, --parallel 1, alone" in claim.detail
 
@@ -373,7 +373,7 @@ def test_one_widely_scattered_lesson_does_not_widen_every_tolerance(tmp_path):
     still fails; a root mean square would have allowed √((4 × 0.04² + 0.96²) ÷ 5) = 43%."""
     scattered = l6([5.0, 8.0, 12.5, 20.0, 40.0])
     claim = only(run_of(tmp_path / "r", l4(STEPS), l5(STEPS), scattered, l7(scaled(1 / 1.15)), l8(STEPS)), DECODE)
-    assert claim.status == check.FAIL
+    assert claim.status == checker.FAIL
     assert claim.tolerance.startswith("±10%: the least for figures taken minutes apart; the pooled spread of the "
                                       "lessons with 5 samples or more, ±4.0%")
     assert claim.detail.startswith("07 at P = 1 is +15.0% against the lessons' median")
@@ -384,7 +384,7 @@ def test_the_clients_gaps_are_judged_but_not_pooled(tmp_path):
     4%, 4% and 96%. The gaps' median, 12.5 ms, agrees with the others' 12.5."""
     streamed = l5([12.5] * 3, streamed=[5.0, 8.0, 12.5, 20.0, 40.0])
     claim = only(run_of(tmp_path / "r", l4(STEPS), streamed, l8(STEPS)), DECODE)
-    assert claim.status == check.PASS, claim
+    assert claim.status == checker.PASS, claim
     assert "the pooled spread of the lessons with 5 samples or more, ±4.0%" in claim.tolerance
     assert "05 streamed: 80 tokens/s (5 samples, +0.0%" in claim.detail
 
@@ -396,7 +396,7 @@ def test_lesson_5s_fixture_disagrees_with_its_own_streamed_gaps():
     latency-fit steps, 5.691 and 5.780), and the claim names what differs between the two: the tokens asked and the
     clock."""
     claim = only(load_run(ROOT / "tests" / "fixtures" / "runs" / L5), DECODE)
-    assert claim.status == check.FAIL
+    assert claim.status == checker.FAIL
     assert claim.detail.startswith("05 is +318.1% against the other figure and differs from the other lessons in "
                                    "n_predict 32 (the others: 128 in 05 streamed), the server's timings (the others: "
                                    "the client's arrivals (streamed) in 05 streamed)")

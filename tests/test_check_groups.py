@@ -12,7 +12,7 @@ import pytest
 from test_check import ALL, lesson, m, only, run_of
 from test_compare import assemble_run, invoke
 
-from bytesup.check import checker as check
+from bytesup.check import checker
 from bytesup.check.claims import GENERAL_CLAIMS
 from bytesup.check.claims.common import grouped
 from bytesup.check.claims.lesson04 import prefill_ratio_reason
@@ -23,9 +23,9 @@ SPARK = "lesson 4 on the DGX Spark"
 
 
 @pytest.fixture(scope="module")
-def full(tmp_path_factory) -> tuple[Path, check.CheckReport]:
+def full(tmp_path_factory) -> tuple[Path, checker.CheckReport]:
     run = assemble_run(tmp_path_factory.mktemp("groups") / "run", *ALL)
-    return run, check.check_run(load_run(run))
+    return run, checker.check_run(load_run(run))
 
 
 def test_every_result_has_one_group(full):
@@ -53,7 +53,7 @@ def test_counts_by_group_add_up(full):
     by_group = report.counts_by_group()
     assert set(by_group) == set(naive)
     for g, c in by_group.items():
-        assert c == {s: naive[g][s] for s in (check.PASS, check.FAIL, check.INCONCLUSIVE, check.NA)}
+        assert c == {s: naive[g][s] for s in (checker.PASS, checker.FAIL, checker.INCONCLUSIVE, checker.NA)}
     totals = report.counts()
     for status in totals:
         assert sum(c[status] for c in by_group.values()) == totals[status]
@@ -69,7 +69,7 @@ def test_check_md_json_and_the_terminal_show_the_groups(full):
     assert "What each pass is worth" in md
     for g, c in report.counts_by_group().items():
         title, shows = GROUPS[g]
-        assert f"| {title} | {c[check.PASS]} | {c[check.FAIL]} | {c[check.INCONCLUSIVE]} | {c[check.NA]} | {shows} |" in md
+        assert f"| {title} | {c[checker.PASS]} | {c[checker.FAIL]} | {c[checker.INCONCLUSIVE]} | {c[checker.NA]} | {shows} |" in md
     assert "### Sanity checks: bounds any sound run meets" in md and "## Reference run: " in md
     assert f"## Published figures: {SPARK}" in md
     # The terminal ends with the counts by group, then the totals.
@@ -104,7 +104,7 @@ def test_prefill_claim_reports_the_ratio_beside_72(tmp_path):
                                   m("decode_tokens_per_s_short_prompt", "tokens/s", [100.0])],
                 host_values={"model_info": {"n_params": 100e6, "tensor_bytes": 60e6}})
     l7 = lesson("07_hardware_fit", [m("ridge_point_flops_per_byte", "FLOPs/byte", [20.0])])
-    claim = only(check.check_run(run_of(tmp_path, l4, l7), []), "prefill_faster_than_decode")
-    assert claim.status == check.PASS and claim.group == ITSELF
+    claim = only(checker.check_run(run_of(tmp_path, l4, l7), []), "prefill_faster_than_decode")
+    assert claim.status == checker.PASS and claim.group == ITSELF
     assert claim.observed.endswith(": 3× decode (the course: 72×)")
     assert "so at 0.6 bytes per parameter about 6×" in claim.detail

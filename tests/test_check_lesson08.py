@@ -13,7 +13,7 @@ import pytest
 from test_check import lesson, m, only, run_of
 from test_compare import assemble_run, read_result
 
-from bytesup.check import checker as check
+from bytesup.check import checker
 from bytesup.check.claims.lesson08 import ModelSamples, decode_model_check, fit_step_terms, held_out
 from bytesup.check.compare import load_run
 from bytesup.course import published
@@ -59,13 +59,13 @@ def test_the_fit_finds_terms_that_made_the_steps():
     # a, b and c alone fix the terms (b and c give B and F, a then gives c): big predicted at 27 ms.
     # Measured 29.7 ms: 29.7 ÷ 27 − 1 = +10.0%. Leaving a out, b and c give B and F, big gives c: 2 + 20κ = 29.7,
     # κ = 1.385, a = 2 + 2.77 = 4.77 ms, so 4.5 ÷ 4.77 − 1 = −5.7%.
-    (27 * 1.1, check.PASS, {"big": "+10.0%", "a": "-5.7%"}),
+    (27 * 1.1, checker.PASS, {"big": "+10.0%", "a": "-5.7%"}),
     # 32.4 ms: +20.0%; a by the others: κ = 30.4 ÷ 20 = 1.52, 2 + 3.04 = 5.04 ms, 4.5 ÷ 5.04 − 1 = −10.7%.
-    (27 * 1.2, check.FAIL, {"big": "+20.0%", "a": "-10.7%"}),
+    (27 * 1.2, checker.FAIL, {"big": "+20.0%", "a": "-10.7%"}),
     # 22.5 ms: −16.7%. a by the others: 2 + 20κ = 22.5, κ = 1.025, a = 4.05 ms: +11.1%. b by a, c and big:
     # a and big both wait on arithmetic (9e8 × κ × r = 18 ms), F = 2.5 ms, c gives r = 1.875e-8: b = 2.5 + 3.75 = 6.25
     # ms, 6 ÷ 6.25 − 1 = −4.0%.
-    (27 / 1.2, check.FAIL, {"big": "-16.7%", "a": "+11.1%", "b": "-4.0%"}),
+    (27 / 1.2, checker.FAIL, {"big": "-16.7%", "a": "+11.1%", "b": "-4.0%"}),
 ])
 def test_each_model_by_the_terms_of_the_others_by_hand(big_ms, status, by_hand):
     st, observed, detail = decode_model_check(models(big_ms), 0.15)
@@ -78,17 +78,17 @@ def test_each_model_by_the_terms_of_the_others_by_hand(big_ms, status, by_hand):
 
 def test_the_tolerance_is_the_one_given():
     """+20.0% fails at ±15% and passes at ±21%: the tolerance comes from the caller (the lesson's fact)."""
-    assert decode_model_check(models(27 * 1.2), 0.15)[0] == check.FAIL
-    assert decode_model_check(models(27 * 1.2), 0.21)[0] == check.PASS
+    assert decode_model_check(models(27 * 1.2), 0.15)[0] == checker.FAIL
+    assert decode_model_check(models(27 * 1.2), 0.21)[0] == checker.PASS
 
 
 def test_scattered_samples_make_a_miss_inconclusive():
     """The same +20% miss (big's median 32.4 ms) from samples spread 0.8-1.2 × (interquartile range 0.9-1.1, 20% of
     the median, wider than ±15%): inconclusive. Spread 0.92-1.08 (interquartile range 8%): a failure."""
     wide = decode_model_check(models(27 * 1.2, (0.8, 0.9, 1.0, 1.1, 1.2)), 0.15)
-    assert wide[0] == check.INCONCLUSIVE and "big's steps scatter by 20%" in wide[2]
+    assert wide[0] == checker.INCONCLUSIVE and "big's steps scatter by 20%" in wide[2]
     narrow = decode_model_check(models(27 * 1.2, (0.92, 0.96, 1.0, 1.04, 1.08)), 0.15)
-    assert narrow[0] == check.FAIL and "scatter" not in narrow[2]
+    assert narrow[0] == checker.FAIL and "scatter" not in narrow[2]
 
 
 def test_blocks_count_in_the_fixed_cost():
@@ -96,7 +96,7 @@ def test_blocks_count_in_the_fixed_cost():
     22.5 ms: 22.5 ÷ 25.2 − 1 = −10.7%, within ±15%; with one block each the same 22.5 ms misses by −16.7%."""
     blocks = {"a": 20, "b": 20, "c": 20, "big": 2}
     st, observed, detail = decode_model_check(models(22.5, blocks=blocks), 0.15)
-    assert observed == "furthest big -10.7%" and st == check.PASS, detail
+    assert observed == "furthest big -10.7%" and st == checker.PASS, detail
     assert fit_step_terms(models(22.5, blocks=blocks)[:3]).per_block_ms == pytest.approx(0.1, rel=1e-6)
 
 
@@ -124,7 +124,7 @@ def test_the_fixed_cost_is_never_below_zero():
 
 def test_too_few_models_to_leave_one_out():
     st, observed, detail = decode_model_check(models(27.0)[:3], 0.15)
-    assert st == check.NA and "at least 4" in detail
+    assert st == checker.NA and "at least 4" in detail
     with pytest.raises(ValueError, match="at least 3"):
         fit_step_terms(models(27.0)[:2])
 
@@ -182,11 +182,11 @@ def capstone(big_ms: float, tolerance: float = 0.15, host_values: dict | None = 
     return lesson(L8, ms, host_values=host_values).model_copy(update={"facts": {"decode_model": decode_fact(big_ms, tolerance)}})
 
 
-@pytest.mark.parametrize("big_ms,tolerance,status", [(27 * 1.1, 0.15, check.PASS), (27 * 1.2, 0.15, check.FAIL),
-                                                     (27 * 1.2, 0.25, check.PASS), (27 / 1.2, 0.15, check.FAIL)])
+@pytest.mark.parametrize("big_ms,tolerance,status", [(27 * 1.1, 0.15, checker.PASS), (27 * 1.2, 0.15, checker.FAIL),
+                                                     (27 * 1.2, 0.25, checker.PASS), (27 / 1.2, 0.15, checker.FAIL)])
 def test_the_claim_reads_the_samples_and_the_facts_tolerance(tmp_path, big_ms, tolerance, status):
     """The fact's medians (99 ms) and spreads (90%) are ignored: the samples decide, against the fact's tolerance."""
-    claim = only(check.check_run(run_of(tmp_path, capstone(big_ms, tolerance)), []), "decode_model_predicts_every_width")
+    claim = only(checker.check_run(run_of(tmp_path, capstone(big_ms, tolerance)), []), "decode_model_predicts_every_width")
     assert claim.status == status, claim
     assert claim.tolerance == f"±{tolerance:.0%}" and "big" in claim.observed and "W, n and L of its fact" in claim.detail
 
@@ -195,17 +195,17 @@ def test_the_claim_takes_blocks_from_the_gguf_header(tmp_path):
     """The GGUF header the lesson recorded (model_<name>) gives 20 blocks to a, b and c and 2 to big: −10.7%, a pass,
     where the fact's one block each would miss by −16.7%."""
     hv = {f"model_{n}": {"n_layer": 2 if n == "big" else 20, "n_params": p, "tensor_bytes": w} for n, (w, p) in SHAPES.items()}
-    claim = only(check.check_run(run_of(tmp_path, capstone(22.5, host_values=hv)), []), "decode_model_predicts_every_width")
-    assert claim.status == check.PASS and claim.observed == "furthest big -10.7%" and "of its GGUF" in claim.detail
+    claim = only(checker.check_run(run_of(tmp_path, capstone(22.5, host_values=hv)), []), "decode_model_predicts_every_width")
+    assert claim.status == checker.PASS and claim.observed == "furthest big -10.7%" and "of its GGUF" in claim.detail
 
 
 def test_the_claim_without_the_fact_or_the_samples(tmp_path):
-    claim = only(check.check_run(run_of(tmp_path, lesson(L8, [])), []), "decode_model_predicts_every_width")
-    assert claim.status == check.NA and "states no decode-time model" in claim.detail
+    claim = only(checker.check_run(run_of(tmp_path, lesson(L8, [])), []), "decode_model_predicts_every_width")
+    assert claim.status == checker.NA and "states no decode-time model" in claim.detail
     bare = lesson(L8, []).model_copy(update={"facts": {"decode_model": decode_fact(27.0)}})
     (tmp_path / "bare").mkdir()
-    claim = only(check.check_run(run_of(tmp_path / "bare", bare), []), "decode_model_predicts_every_width")
-    assert claim.status == check.NA and "0 models" in claim.detail and "without samples: a, b, c, big" in claim.detail
+    claim = only(checker.check_run(run_of(tmp_path / "bare", bare), []), "decode_model_predicts_every_width")
+    assert claim.status == checker.NA and "0 models" in claim.detail and "without samples: a, b, c, big" in claim.detail
 
 
 def test_the_recorded_capstone_agrees_with_the_lessons_table(tmp_path):
@@ -214,7 +214,7 @@ def test_the_recorded_capstone_agrees_with_the_lessons_table(tmp_path):
     from check's numbers and the fact's tolerance."""
     run = assemble_run(tmp_path / "run", L8)
     result = read_result(run, L8)
-    claim = only(check.check_run(load_run(run), []), "decode_model_predicts_every_width")
+    claim = only(checker.check_run(load_run(run), []), "decode_model_predicts_every_width")
     table = result.table("decode_model")
     names = [c.name for c in table.columns]
     lessons = {r[0]: r[names.index("predicted ÷ measured − 1")] for r in table.rows
@@ -225,15 +225,15 @@ def test_the_recorded_capstone_agrees_with_the_lessons_table(tmp_path):
         assert ours[name] == pytest.approx(error, abs=1.0), (name, claim.detail)
     tolerance = result.facts["decode_model"]["tolerance"]
     worst = max(abs(e) for e in ours.values()) / 100
-    assert claim.status == (check.PASS if worst <= tolerance else check.FAIL), claim
+    assert claim.status == (checker.PASS if worst <= tolerance else checker.FAIL), claim
 
 
 @pytest.mark.parametrize("name", ["2026-11-30-cpu2-smollm2", "2026-12-01-cpu2-smollm2"])
 def test_the_committed_runs_predate_the_decode_time_model(name):
     """The committed runs measured one sequence only: their lesson 8 states no model, and check says so."""
     folder = REPO_ROOT / "outputs" / name
-    claim = next(r for r in check.check_run(load_run(folder), []).results if r.id == "decode_model_predicts_every_width")
-    assert claim.status == check.NA and "states no decode-time model" in claim.detail
+    claim = next(r for r in checker.check_run(load_run(folder), []).results if r.id == "decode_model_predicts_every_width")
+    assert claim.status == checker.NA and "states no decode-time model" in claim.detail
 
 
 # --- course arithmetic on published figures (the same for every run) ---------------------------------
@@ -254,9 +254,9 @@ def test_the_bytes_model_with_context_on_the_published_figures():
 
 
 def test_the_bytes_model_is_no_claim_of_a_run(tmp_path):
-    report = check.check_run(run_of(tmp_path, lesson("02_tokens_and_embeddings")), [])
+    report = checker.check_run(run_of(tmp_path, lesson("02_tokens_and_embeddings")), [])
     assert "bytes_model_with_context" not in {r.id for r in report.results}
-    assert {r.status for r in report.results} == {check.NA}
+    assert {r.status for r in report.results} == {checker.NA}
 
 
 def test_every_claim_module_is_registered():
@@ -295,9 +295,9 @@ def test_the_title_per_width(tmp_path):
     reason; big shown memory-bound where every fit gives compute-bound: a failure."""
     stated = {"a": "compute-bound", "b": "memory-bound", "c": "memory-bound", "big": "memory-bound"}
     result = capstone(27.0).model_copy(update={"tables": [verdict_table(stated)]})
-    got = {r.claim.rsplit(": ", 1)[1]: r for r in check.check_run(run_of(tmp_path, result), []).results
+    got = {r.claim.rsplit(": ", 1)[1]: r for r in checker.check_run(run_of(tmp_path, result), []).results
            if r.id == "decode_memory_bound_per_width"}
-    assert {n: r.status for n, r in got.items()} == {"a": check.NA, "b": check.PASS, "c": check.PASS, "big": check.FAIL}
+    assert {n: r.status for n, r in got.items()} == {"a": checker.NA, "b": checker.PASS, "c": checker.PASS, "big": checker.FAIL}
     assert all(r.group == "course" and r.expected == "memory-bound" for r in got.values())
     # a: W ÷ B = 100 MB ÷ 50 GB/s = 2 ms, n × c = 100 M × 25 ps = 2.5 ms, crossover 25 ps × 50 GB/s = 1.25.
     assert "the title does not hold for a on this machine" in got["a"].detail
@@ -314,12 +314,12 @@ def test_the_title_where_the_fits_disagree(tmp_path):
                                  higher_is_better=True))
     result.facts["decode_model"]["widths"].append({"name": "d", "weight_bytes": 130 * MB, "n_params": 100e6,
                                                    "weight_type": "Q8_0", "step_ms": {"1": 4.6}})
-    claim = next(r for r in check.check_run(run_of(tmp_path, result), []).results
+    claim = next(r for r in checker.check_run(run_of(tmp_path, result), []).results
                  if r.id == "decode_memory_bound_per_width" and r.claim.endswith(": d"))
-    assert claim.status == check.INCONCLUSIVE and "check finds it mixed" in claim.detail
+    assert claim.status == checker.INCONCLUSIVE and "check finds it mixed" in claim.detail
     assert claim.observed == "lesson 8: memory-bound; check: mixed"
 
 
 def test_the_title_without_the_model(tmp_path):
-    claim = only(check.check_run(run_of(tmp_path, lesson(L8, [])), []), "decode_memory_bound_per_width")
-    assert claim.status == check.NA and "states no decode-time model" in claim.detail
+    claim = only(checker.check_run(run_of(tmp_path, lesson(L8, [])), []), "decode_memory_bound_per_width")
+    assert claim.status == checker.NA and "states no decode-time model" in claim.detail

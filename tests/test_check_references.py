@@ -11,7 +11,7 @@ import pytest
 from test_check_claims import made, run_of, top_tokens
 from test_compare import L4, assemble_run, read_result, write_result
 
-from bytesup.check import checker as check
+from bytesup.check import checker
 from bytesup.check.compare import Run, load_run
 from bytesup.course import published
 from bytesup.errors import BytesupError
@@ -20,11 +20,11 @@ SHA = "a" * 64
 SCOPE = {"model": {"name": "hand-made", "sha256": SHA}}
 
 
-def reference(tmp_path: Path, *figures: dict[str, Any]) -> check.Reference:
+def reference(tmp_path: Path, *figures: dict[str, Any]) -> checker.Reference:
     path = tmp_path / "ref.json"
     path.write_text(json.dumps({"schema_version": 1, "kind": "bytesup-reference", "name": "hand", "source": "a test",
                                 "scope": SCOPE, "figures": list(figures)}), encoding="utf-8")
-    return check.load_reference(path)
+    return checker.load_reference(path)
 
 
 def fig(id_: str, **address: Any) -> dict[str, Any]:
@@ -40,8 +40,8 @@ def in_scope(tmp_path: Path, facts: dict[str, Any]) -> Run:
     return run_of(tmp_path / "run", result)
 
 
-def by_id(run: Run, ref: check.Reference) -> dict[str, check.ClaimResult]:
-    return {r.id: r for r in check.check_reference(run, ref)}
+def by_id(run: Run, ref: checker.Reference) -> dict[str, checker.ClaimResult]:
+    return {r.id: r for r in checker.check_reference(run, ref)}
 
 
 def test_fact_figures_compare_fractions_as_percent(tmp_path):
@@ -56,14 +56,14 @@ def test_fact_figures_compare_fractions_as_percent(tmp_path):
         fig("lp", **PARIS, row={"rank": 2}, field="logprob", published=-1.3863, tolerance={"absolute": 0.001}),
     )
     got = by_id(in_scope(tmp_path, {"top_tokens": top_tokens()}), ref)
-    assert got["top"].status == check.PASS and got["top"].observed == "' Paris'"
+    assert got["top"].status == checker.PASS and got["top"].observed == "' Paris'"
     # 50% against 50.5%: 0.5 percentage points off, within 1
-    assert got["top_p"].status == check.PASS and got["top_p"].observed == "50%" and got["top_p"].detail == "off by -0.5 percentage points"
+    assert got["top_p"].status == checker.PASS and got["top_p"].observed == "50%" and got["top_p"].detail == "off by -0.5 percentage points"
     # 25% against 27.5%: 2.5 points off, outside 2
-    assert got["the_p"].status == check.FAIL and got["the_p"].observed == "25%"
-    assert got["share"].status == check.PASS and got["share"].observed == "87.5%"
-    assert got["set"].status == check.PASS and "absent: ' Rome'" in got["set"].detail
-    assert got["lp"].status == check.PASS
+    assert got["the_p"].status == checker.FAIL and got["the_p"].observed == "25%"
+    assert got["share"].status == checker.PASS and got["share"].observed == "87.5%"
+    assert got["set"].status == checker.PASS and "absent: ' Rome'" in got["set"].detail
+    assert got["lp"].status == checker.PASS
 
 
 def test_fact_figures_read_the_fact_not_the_tables(tmp_path):
@@ -76,7 +76,7 @@ def test_fact_figures_read_the_fact_not_the_tables(tmp_path):
     sha = json.loads((run / "manifest.json").read_text())["model"]["sha256"]
     ref.scope.model.sha256 = sha
     got = by_id(load_run(run), ref)
-    assert got["top_p"].status == check.PASS and got["top_p"].observed == "50%"
+    assert got["top_p"].status == checker.PASS and got["top_p"].observed == "50%"
 
 
 def test_an_older_run_without_the_fact_is_read_from_its_table(tmp_path):
@@ -88,8 +88,8 @@ def test_an_older_run_without_the_fact_is_read_from_its_table(tmp_path):
     run = assemble_run(tmp_path / "run", L4)
     ref.scope.model.sha256 = json.loads((run / "manifest.json").read_text())["model"]["sha256"]
     got = by_id(load_run(run), ref)
-    assert got["top_p"].status == check.PASS and got["top_p"].observed == "77.19%"
-    assert got["tab"].status == check.PASS and got["tab"].observed == "77.19%"
+    assert got["top_p"].status == checker.PASS and got["top_p"].observed == "77.19%"
+    assert got["tab"].status == checker.PASS and got["tab"].observed == "77.19%"
 
 
 def test_a_missing_row_or_fact_is_not_applicable(tmp_path):
@@ -98,15 +98,16 @@ def test_a_missing_row_or_fact_is_not_applicable(tmp_path):
                     fig("other", fact="sampler_comparisons", field="tolerance", row={"name": "greedy"}, published=1e-5,
                         tolerance={"relative": 0.1}))
     got = by_id(in_scope(tmp_path, {"top_tokens": top_tokens()}), ref)
-    assert got["mat"].status == check.NA and got["mat"].detail.startswith("top_tokens[top8_capital_of_france] has no row with token ' mat'")
-    assert got["other"].status == check.NA and "states no fact sampler_comparisons" in got["other"].detail
+    assert got["mat"].status == checker.NA and got["mat"].detail.startswith(
+        "top_tokens[top8_capital_of_france] has no row with token ' mat'")
+    assert got["other"].status == checker.NA and "states no fact sampler_comparisons" in got["other"].detail
 
 
 def test_units_that_do_not_convert_are_not_applicable(tmp_path):
     ref = reference(tmp_path, fig("p", **PARIS, row={"rank": 1}, field="probability", published=50, unit="tokens/s",
                                   tolerance={"absolute": 1.0}))
     got = by_id(in_scope(tmp_path, {"top_tokens": top_tokens()}), ref)
-    assert got["p"].status == check.NA and "is in fraction, the reference in tokens/s" in got["p"].detail
+    assert got["p"].status == checker.NA and "is in fraction, the reference in tokens/s" in got["p"].detail
 
 
 def test_out_of_scope_is_not_applicable(tmp_path):
@@ -114,7 +115,7 @@ def test_out_of_scope_is_not_applicable(tmp_path):
     run = in_scope(tmp_path, {"top_tokens": top_tokens()})
     # The hand-made run has no manifest: its model is read from the lesson.
     run.results[L4].model["sha256"] = "b" * 64
-    assert by_id(run, ref)["p"].status == check.NA
+    assert by_id(run, ref)["p"].status == checker.NA
 
 
 @pytest.mark.parametrize("address,message", [
@@ -128,11 +129,11 @@ def test_a_figure_names_one_address(tmp_path, address, message):
     path.write_text(json.dumps({"name": "x", "source": "y", "scope": SCOPE,
                                 "figures": [fig("f", **address, published=1, tolerance={})]}), encoding="utf-8")
     with pytest.raises(BytesupError, match=message):
-        check.load_reference(path)
+        checker.load_reference(path)
 
 
 def test_the_shipped_default_reference_is_fact_addressed_in_percent():
-    ref = check.load_reference(check.references_dir() / "smollm2-135m-q4_1_cpu.json")
+    ref = checker.load_reference(checker.references_dir() / "smollm2-135m-q4_1_cpu.json")
     probs = [f for f in ref.figures if f.field == "probability"]
     assert len(probs) == 8 and all(f.fact == "top_tokens" and f.unit == "%" for f in probs)
     # Percent, not fractions: the published top probability after 'The capital of France is' is 77.19.
@@ -142,8 +143,8 @@ def test_the_shipped_default_reference_is_fact_addressed_in_percent():
 # --- the course's figures are typed once, in bytesup.course.published --------------------------
 
 def test_the_lesson4_reference_reads_its_figures_from_the_course(monkeypatch):
-    path = check.references_dir() / "lesson04_dgx_spark.json"
-    figures = {f.id: f for f in check.load_reference(path).figures}
+    path = checker.references_dir() / "lesson04_dgx_spark.json"
+    figures = {f.id: f for f in checker.load_reference(path).figures}
     assert figures["paris_logprob"].course_figure == "paris_logprob" and figures["paris_logprob"].published == -0.0756
     assert figures["fibonacci_first"].published == 31.0 and figures["fibonacci_second"].published == 28.0
     assert figures["prefill_1921"].published == [2379.0, 2408.0]
@@ -151,7 +152,7 @@ def test_the_lesson4_reference_reads_its_figures_from_the_course(monkeypatch):
     assert figures["decode_ceiling"].course_figure is None and figures["decode_ceiling"].published == 38.13
     # Change the course's figure and the reference follows: there is no second copy.
     monkeypatch.setitem(published.LESSON4, "decode_short_tokens_per_s", 30.5)
-    assert {f.id: f for f in check.load_reference(path).figures}["decode_short"].published == 30.5
+    assert {f.id: f for f in checker.load_reference(path).figures}["decode_short"].published == 30.5
 
 
 @pytest.mark.parametrize("extra,message", [
@@ -164,4 +165,4 @@ def test_a_course_figure_that_is_not_there_is_one_paragraph(tmp_path, extra, mes
     path.write_text(json.dumps({"name": "x", "source": "y", "scope": SCOPE, "figures": [
         fig("f", measurement="m", tolerance={}, **extra)]}), encoding="utf-8")
     with pytest.raises(BytesupError, match=message.replace("[", r"\[")):
-        check.load_reference(path)
+        checker.load_reference(path)

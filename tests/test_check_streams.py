@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from bytesup.check import checker as check
+from bytesup.check import checker
 from bytesup.check.compare import load_run
 
 from lessonkit import recorded
@@ -23,8 +23,8 @@ def streams_of(run_dir):
     return path, lines
 
 
-def claim(run_dir, claim_id: str) -> check.ClaimResult:
-    found = [r for r in check.check_run(load_run(run_dir), []).results if r.id == claim_id]
+def claim(run_dir, claim_id: str) -> checker.ClaimResult:
+    found = [r for r in checker.check_run(load_run(run_dir), []).results if r.id == claim_id]
     assert len(found) == 1, found
     return found[0]
 
@@ -52,7 +52,7 @@ def set_payload(event, data):
 def test_the_recorded_streams_pass_every_claim():
     run_dir = recorded(LESSON)
     for cid in ("stream_first_token_after_prompt", "stream_one_event_per_token", "stream_clocks_agree"):
-        assert claim(run_dir, cid).status == check.PASS, claim(run_dir, cid)
+        assert claim(run_dir, cid).status == checker.PASS, claim(run_dir, cid)
 
 
 def derived(line) -> tuple[float, float, float]:
@@ -98,12 +98,12 @@ def plant_per_token(factor_of_tolerance: float):
 @pytest.mark.parametrize("factor", [1.5, 3.0])
 def test_a_server_time_per_token_beyond_the_tolerance_fails(tmp_path, factor):
     result = claim(planted(tmp_path, plant_per_token(factor)), "stream_clocks_agree")
-    assert result.status == check.FAIL, result
+    assert result.status == checker.FAIL, result
 
 
 def test_a_server_time_per_token_inside_the_tolerance_passes(tmp_path):
     result = claim(planted(tmp_path, plant_per_token(0.5)), "stream_clocks_agree")
-    assert result.status == check.PASS, result
+    assert result.status == checker.PASS, result
 
 
 def test_a_first_token_before_prompt_ms_fails(tmp_path):
@@ -112,7 +112,7 @@ def test_a_first_token_before_prompt_ms_fails(tmp_path):
         data["timings"]["prompt_ms"] = line["stream"][0]["arrived_ms"] + 1.0
         set_payload(line["stream"][-1], data)
     result = claim(planted(tmp_path, early), "stream_first_token_after_prompt")
-    assert result.status == check.FAIL and "-1 ms" in result.detail
+    assert result.status == checker.FAIL and "-1 ms" in result.detail
 
 
 def test_a_token_missing_from_the_stream_fails(tmp_path):
@@ -121,14 +121,14 @@ def test_a_token_missing_from_the_stream_fails(tmp_path):
         data["timings"]["predicted_n"] += 1
         set_payload(line["stream"][-1], data)
     result = claim(planted(tmp_path, more), "stream_one_event_per_token")
-    assert result.status == check.FAIL and "predicted_n 129" in result.detail
+    assert result.status == checker.FAIL and "predicted_n 129" in result.detail
 
 
 def test_an_event_that_brings_two_tokens_is_inconclusive(tmp_path):
     def merged(line):
         del line["stream"][5]        # token 6 now arrives with token 7's event, as a held-back token would
     result = claim(planted(tmp_path, merged), "stream_one_event_per_token")
-    assert result.status == check.INCONCLUSIVE and "127 events for 128 tokens" in result.detail
+    assert result.status == checker.INCONCLUSIVE and "127 events for 128 tokens" in result.detail
 
 
 def test_a_client_that_read_the_stream_at_once_cannot_resolve_a_pass(tmp_path):
@@ -137,7 +137,7 @@ def test_a_client_that_read_the_stream_at_once_cannot_resolve_a_pass(tmp_path):
         for e in line["stream"]:
             e["arrived_ms"] = end
     result = claim(planted(tmp_path, buffered), "stream_clocks_agree")
-    assert result.status == check.NA and "cannot resolve a pass" in result.detail
+    assert result.status == checker.NA and "cannot resolve a pass" in result.detail
 
 
 def test_a_run_without_streams_is_not_applicable(tmp_path):
@@ -146,4 +146,4 @@ def test_a_run_without_streams_is_not_applicable(tmp_path):
         line["response_text"] = ""
     run_dir = planted(tmp_path, plain)
     for cid in ("stream_first_token_after_prompt", "stream_one_event_per_token", "stream_clocks_agree"):
-        assert claim(run_dir, cid).status == check.NA
+        assert claim(run_dir, cid).status == checker.NA

@@ -116,16 +116,16 @@ def test_run_and_run_all_take_one_run_options_record_with_the_same_flags(monkeyp
     import dataclasses
     import inspect
 
-    from bytesup.cli import app as cli
+    from bytesup.cli.app import run_all_cmd, run_cmd
     from bytesup.options import RunOptions
 
-    run = list(inspect.signature(cli.run_cmd).parameters)
-    run_all = list(inspect.signature(cli.run_all_cmd).parameters)
+    run = list(inspect.signature(run_cmd).parameters)
+    run_all = list(inspect.signature(run_all_cmd).parameters)
     shared = [f.name for f in dataclasses.fields(RunOptions) if "cli" in f.metadata]
     assert run[:2] == ["lessons", "print_tables"] and run_all[:2] == ["print_tables", "report"]
     assert run[2:2 + len(shared)] == shared and run[2:] == run_all[2:]  # the same flags, from one record
     seen = {}
-    monkeypatch.setattr(cli, "_run", lambda ids, options, **kw: seen.update(ids=ids, options=options))
+    monkeypatch.setattr("bytesup.cli.app._run", lambda ids, options, **kw: seen.update(ids=ids, options=options))
     done = runner.invoke(app, ["run", "01_model_on_disk", "--repeat", "5", "--timeout", "9", "--bandwidth-gbs", "100"])
     assert done.exit_code == 0, done.output
     options = seen["options"]

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bytesup.cli.app import app
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.options import RunOptions
 
 from faultkit import cli, flat
@@ -24,12 +24,12 @@ def words(text: str) -> str:
 def test_model_build_into_a_folder_or_a_read_only_folder_says_what_to_do(tmp_path, monkeypatch):
     res = cli.invoke(app, ["model", "build", "--out", str(tmp_path)])
     assert res.exit_code == 1 and "is a folder" in res.output and res.exception is None or isinstance(res.exception, SystemExit)
-    from bytesup.models import catalog as models
+    from bytesup.models import catalog
 
     def read_only(preset, path, *a, **kw):  # what a folder without write permission answers
         raise PermissionError(errno.EACCES, "Permission denied", str(path))
 
-    monkeypatch.setattr(models, "build_model", read_only)
+    monkeypatch.setattr(catalog, "build_model", read_only)
     res = cli.invoke(app, ["model", "build", "tiny-q8_0", "--out", str(tmp_path / "ro" / "m.gguf"), "--force"])
     assert res.exit_code == 1 and "Could not write the model" in flat(res.output), res.output
     assert isinstance(res.exception, SystemExit)
@@ -68,6 +68,6 @@ def test_a_repeat_past_the_limit_is_refused(tmp_path):
 
 @pytest.mark.parametrize("port", ["99999", "-1", "0", "http"])
 def test_a_port_out_of_range_is_one_paragraph(port, capsys):
-    assert engine.main(["start", "--port", port]) == 1
+    assert process.main(["start", "--port", port]) == 1
     assert "--port must be a whole number from 1 to 65535" in capsys.readouterr().err
-    assert engine.main(["status", "--port", port]) == 1
+    assert process.main(["status", "--port", port]) == 1

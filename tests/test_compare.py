@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bytesup.check import compare as cmp
+from bytesup.check import compare
 from bytesup.cli.app import app
 from bytesup.errors import BytesupError, RunFolderError, SchemaError
 from bytesup.store.results import LessonResult, load_result
@@ -82,7 +82,7 @@ def invoke(*args: str):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-def row(c: cmp.Comparison, name: str) -> cmp.Row:
+def row(c: compare.Comparison, name: str) -> compare.Row:
     return next(r for r in c.rows if r.name == name)
 
 
@@ -100,7 +100,7 @@ def two_runs(tmp_path):
 
 def test_a_run_against_itself_is_the_same_everywhere(two_runs):
     a, b = two_runs
-    c = cmp.compare_runs(cmp.load_run(a), cmp.load_run(b))
+    c = compare.compare_runs(compare.load_run(a), compare.load_run(b))
     result = read_result(a, L4)
     assert len(c.rows) == len(result.measurements)
     assert {r.verdict for r in c.rows} == {"same"}
@@ -115,7 +115,7 @@ def test_a_halved_decode_speed_is_worse_and_fails_on_regression(two_runs, tmp_pa
     a, b = two_runs
     factor = apart(a, L4, "decode_tokens_per_s_short_prompt", 0.5)
     scale_measurement(b, L4, "decode_tokens_per_s_short_prompt", factor)
-    c = cmp.compare_runs(cmp.load_run(a), cmp.load_run(b))
+    c = compare.compare_runs(compare.load_run(a), compare.load_run(b))
     r = row(c, "decode_tokens_per_s_short_prompt")
     assert r.verdict == "worse"
     assert r.ratio == pytest.approx(factor)
@@ -156,8 +156,10 @@ def test_small_changes_are_within_noise_and_the_threshold_is_the_users(two_runs)
         m.min = m.max = m.median
         write_result(run, result)
     scale_measurement(b, L4, "decode_tokens_per_s_long_prompt", 0.92)
-    at5 = row(cmp.compare_runs(cmp.load_run(a), cmp.load_run(b), cmp.parse_threshold("5%")), "decode_tokens_per_s_long_prompt")
-    at10 = row(cmp.compare_runs(cmp.load_run(a), cmp.load_run(b), cmp.parse_threshold("10%")), "decode_tokens_per_s_long_prompt")
+    at5 = row(compare.compare_runs(compare.load_run(a), compare.load_run(b), compare.parse_threshold("5%")),
+              "decode_tokens_per_s_long_prompt")
+    at10 = row(compare.compare_runs(compare.load_run(a), compare.load_run(b), compare.parse_threshold("10%")),
+               "decode_tokens_per_s_long_prompt")
     assert at5.verdict == "worse"
     assert at10.verdict == "within noise" and "threshold" in at10.reason
     assert invoke("compare", a, b, "--threshold", "10%", "--fail-on-regression").exit_code == 0
@@ -172,7 +174,7 @@ def test_overlapping_samples_are_within_noise(two_runs):
     m.samples = [m.samples[0] * 0.7, read_result(a, L4).measurement("decode_tokens_per_s_short_prompt").max]
     m.median, m.min, m.max = statistics.median(m.samples), min(m.samples), max(m.samples)
     write_result(b, result)
-    r = row(cmp.compare_runs(cmp.load_run(a), cmp.load_run(b)), "decode_tokens_per_s_short_prompt")
+    r = row(compare.compare_runs(compare.load_run(a), compare.load_run(b)), "decode_tokens_per_s_short_prompt")
     assert r.verdict == "within noise" and "overlap" in r.reason
 
 
@@ -182,7 +184,7 @@ def test_other_settings_units_or_model_are_not_comparable(two_runs):
     result.measurement("prefill_tokens_per_s_long_prompt").settings["prompt_tokens"] = 1000
     result.measurement("decode_efficiency").unit = "fraction"
     write_result(b, result)
-    c = cmp.compare_runs(cmp.load_run(a), cmp.load_run(b))
+    c = compare.compare_runs(compare.load_run(a), compare.load_run(b))
     pre = row(c, "prefill_tokens_per_s_long_prompt")
     assert pre.verdict == "not comparable" and "prompt_tokens 1,921 vs 1,000" in pre.reason
     eff = row(c, "decode_efficiency")
@@ -192,7 +194,7 @@ def test_other_settings_units_or_model_are_not_comparable(two_runs):
     for r in (read_result(b, L4),):
         r.model.update(file="small-q8_0.gguf", sha256="0" * 64)
         write_result(b, r)
-    c = cmp.compare_runs(cmp.load_run(a), cmp.load_run(b))
+    c = compare.compare_runs(compare.load_run(a), compare.load_run(b))
     recorded = Path(json.loads((a / "manifest.json").read_text())["model"]["path"]).name
     assert {r.verdict for r in c.rows} == {"not comparable"}
     assert all(f"different model: {recorded} vs small-q8_0.gguf" in r.reason for r in c.rows)
@@ -209,11 +211,11 @@ def test_only_what_differs_is_shown_above_the_table(two_runs):
         m["engine"]["build"] = "llama.cpp b9999"
 
     edit_manifest(b, threads)
-    c = cmp.compare_runs(cmp.load_run(a), cmp.load_run(b))
+    c = compare.compare_runs(compare.load_run(a), compare.load_run(b))
     keys = [k for k, _, _ in c.identity]
     assert keys == ["engine build", "flag --threads"]
     assert c.identity[1] == ("flag --threads", None, "1")
-    md = cmp.markdown(c)
+    md = compare.markdown(c)
     assert "| flag --threads | (not set) | 1 |" in md and "--port" not in md and "| host |" not in md
 
 
@@ -225,7 +227,7 @@ def test_next_token_tables_report_set_order_and_logprob_changes(two_runs):
     cat_sat[2]["logprob"] += 0.25                        # one token moves by 0.25
     result.facts["top_tokens"]["top8_fibonacci"]["tokens"][-1]["token"] = repr(" brand-new")   # one token replaced
     write_result(b, result)
-    c = cmp.compare_runs(cmp.load_run(a), cmp.load_run(b))
+    c = compare.compare_runs(compare.load_run(a), compare.load_run(b))
     cat = next(x for x in c.tables if x.table == "top8_cat_sat")
     assert cat.change == "same tokens, order changed"
     assert cat.max_abs_dlogprob == pytest.approx(0.25)
@@ -258,7 +260,7 @@ def test_a_newer_schema_gets_a_clear_message(two_runs):
     data["schema_version"] = 99
     (b / f"{L4}.json").write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(SchemaError, match="newer than this bytesup"):
-        cmp.load_run(b)
+        compare.load_run(b)
     result = invoke("compare", a, b)
     assert result.exit_code == 1 and "schema version 99" in result.output and "Update bytesup" in result.output
 
@@ -279,7 +281,7 @@ def test_a_damaged_result_gets_a_clear_message(two_runs):
 def test_lessons_on_one_side_only_are_named(tmp_path):
     a = assemble_run(tmp_path / "A", "01_model_on_disk", L4)
     b = assemble_run(tmp_path / "B", L4)
-    c = cmp.compare_runs(cmp.load_run(a), cmp.load_run(b))
+    c = compare.compare_runs(compare.load_run(a), compare.load_run(b))
     assert c.only_a == ["01_model_on_disk"] and c.only_b == []
     assert "only in A" in c.missing_paragraph() and "01_model_on_disk" in c.missing_paragraph()
     result = invoke("compare", a, b, "--format", "md")
@@ -287,7 +289,7 @@ def test_lessons_on_one_side_only_are_named(tmp_path):
 
     other = assemble_run(tmp_path / "C", "01_model_on_disk")
     with pytest.raises(RunFolderError, match="no lesson in common"):
-        cmp.compare_runs(cmp.load_run(b), cmp.load_run(other))
+        compare.compare_runs(compare.load_run(b), compare.load_run(other))
     assert invoke("compare", b, other).exit_code == 1
 
 
@@ -303,19 +305,19 @@ def test_the_rich_table_prints_every_measurement(two_runs):
 
 @pytest.mark.parametrize("text,value", [("10%", 0.10), ("5", 0.05), (" 2.5 % ", 0.025), ("-10%", 0.10)])
 def test_parse_threshold(text, value):
-    assert cmp.parse_threshold(text) == pytest.approx(value)
+    assert compare.parse_threshold(text) == pytest.approx(value)
 
 
 def test_parse_threshold_rejects_words():
     with pytest.raises(BytesupError, match="not a percentage"):
-        cmp.parse_threshold("ten")
+        compare.parse_threshold("ten")
 
 
 def test_token_text_reads_the_lessons_quoted_tokens():
-    assert cmp.token_text("' Paris'") == " Paris"
-    assert cmp.token_text('"it\'s"') == "it's"
-    assert cmp.token_text("b'\\xf0'") == "b'\\xf0'"
-    assert cmp.token_text(5) == "5"
+    assert compare.token_text("' Paris'") == " Paris"
+    assert compare.token_text('"it\'s"') == "it's"
+    assert compare.token_text("b'\\xf0'") == "b'\\xf0'"
+    assert compare.token_text(5) == "5"
 
 
 def test_a_measurement_without_a_value_is_not_comparable():
@@ -323,16 +325,16 @@ def test_a_measurement_without_a_value_is_not_comparable():
 
     a = Measurement.of("decode_tokens_per_s", "tokens/s", [100.0, 110.0], higher_is_better=True)
     b = Measurement.of("decode_tokens_per_s", "tokens/s", [float("nan")], higher_is_better=True)
-    assert cmp.verdict(a, b, 0.05) == ("not comparable", "no finite value in B")
-    assert cmp.ratio_of(a, b) is None
+    assert compare.verdict(a, b, 0.05) == ("not comparable", "no finite value in B")
+    assert compare.ratio_of(a, b) is None
 
 
 def test_facts_are_same_or_changed():
     from bytesup.store.results import Measurement
 
     a = Measurement.of("kv_bytes_per_token", "bytes", [4096.0])
-    assert cmp.verdict(a, Measurement.of("kv_bytes_per_token", "bytes", [4096.0]), 0.05)[0] == "same"
-    assert cmp.verdict(a, Measurement.of("kv_bytes_per_token", "bytes", [8192.0]), 0.05) == ("changed", "change +100.0%")
+    assert compare.verdict(a, Measurement.of("kv_bytes_per_token", "bytes", [4096.0]), 0.05)[0] == "same"
+    assert compare.verdict(a, Measurement.of("kv_bytes_per_token", "bytes", [8192.0]), 0.05) == ("changed", "change +100.0%")
 
 
 def test_one_outlier_cannot_make_a_change_look_like_noise():
@@ -342,13 +344,13 @@ def test_one_outlier_cannot_make_a_change_look_like_noise():
     a = Measurement.of("decode_tokens_per_s", "tokens/s", [50.0, 51.0, 52.0, 50.5, 51.5], higher_is_better=True)
     b = Measurement.of("decode_tokens_per_s", "tokens/s", [93.6, 94.5, 7.4, 93.0, 94.0, 93.8], higher_is_better=True)
     assert a.min <= b.max and b.min <= a.max  # the raw ranges overlap
-    assert cmp.judged_range(b)[:2] == (93.0, 94.5)  # by hand: 7.4 is 86 from the median, far past 5 scaled MADs
-    assert not cmp.ranges_overlap(a, b)
-    assert cmp.verdict(a, b, 0.05)[0] == "better"
-    assert cmp.outliers_text(a, b) == "outliers, shown but not used: B 7.4 (1 of 6)"
+    assert compare.judged_range(b)[:2] == (93.0, 94.5)  # by hand: 7.4 is 86 from the median, far past 5 scaled MADs
+    assert not compare.ranges_overlap(a, b)
+    assert compare.verdict(a, b, 0.05)[0] == "better"
+    assert compare.outliers_text(a, b) == "outliers, shown but not used: B 7.4 (1 of 6)"
     # Fewer than five samples flag nothing, so a range of four still decides as before.
     short = Measurement.of("decode_tokens_per_s", "tokens/s", [93.6, 94.5, 7.4, 93.0], higher_is_better=True)
-    assert cmp.ranges_overlap(a, short) and cmp.outliers_text(a, short) == ""
+    assert compare.ranges_overlap(a, short) and compare.outliers_text(a, short) == ""
 
 
 def test_an_outlier_is_named_in_the_compared_row(two_runs):
@@ -359,5 +361,5 @@ def test_an_outlier_is_named_in_the_compared_row(two_runs):
     m.samples = [v * 0.99, v, v * 1.01, v * 0.995, v * 1.005, v / 20]
     m.median, m.min, m.max = statistics.median(m.samples), min(m.samples), max(m.samples)
     write_result(b, result)
-    r = row(cmp.compare_runs(cmp.load_run(a), cmp.load_run(b)), "decode_tokens_per_s_short_prompt")
+    r = row(compare.compare_runs(compare.load_run(a), compare.load_run(b)), "decode_tokens_per_s_short_prompt")
     assert "outliers, shown but not used: B" in r.reason

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bytesup.course import decodetime as dt
+from bytesup.course import decodetime
 
 MB = 1e6
 
@@ -14,52 +14,52 @@ MB = 1e6
 #   b: 200 MB, 100 M, 20 blocks: read 4 ms, arithmetic 2.5 ms -> 6 ms (memory)
 #   c: 400 MB, 100 M, 20 blocks: read 8 ms -> 10 ms (memory)
 #   d: 1,000 MB, 1,000 M, 10 blocks: read 20 ms, arithmetic 25 ms, fixed 1 ms -> 26 ms (arithmetic)
-A = dt.Width("a", 100 * MB, 100e6, "Q4_1", {1: 4.5, 2: 9.0, 4: 12.0}, 20)
-B = dt.Width("b", 200 * MB, 100e6, "Q8_0", {1: 6.0}, 20)
-C = dt.Width("c", 400 * MB, 100e6, "F32", {1: 10.0}, 20)
-D = dt.Width("d", 1000 * MB, 1000e6, "Q8_0", {1: 26.0}, 10)
-TERMS = dt.Terms(gbs=50.0, arith_ps=25.0, fixed_ms_per_block=0.1, fitted=())
+A = decodetime.Width("a", 100 * MB, 100e6, "Q4_1", {1: 4.5, 2: 9.0, 4: 12.0}, 20)
+B = decodetime.Width("b", 200 * MB, 100e6, "Q8_0", {1: 6.0}, 20)
+C = decodetime.Width("c", 400 * MB, 100e6, "F32", {1: 10.0}, 20)
+D = decodetime.Width("d", 1000 * MB, 1000e6, "Q8_0", {1: 26.0}, 10)
+TERMS = decodetime.Terms(gbs=50.0, arith_ps=25.0, fixed_ms_per_block=0.1, fitted=())
 
 
 def test_a_prediction_term_by_term():
-    p = dt.predict(TERMS, "d", 1000 * MB, 1000e6, 10)
+    p = decodetime.predict(TERMS, "d", 1000 * MB, 1000e6, 10)
     assert (p.memory_ms, p.arithmetic_ms, p.fixed_ms) == (pytest.approx(20.0), pytest.approx(25.0), pytest.approx(1.0))
     assert p.step_ms == pytest.approx(26.0) and p.tokens_per_s == pytest.approx(1000 / 26)
     # the overlapped terms' shares: 20 ÷ 26 and 25 ÷ 26 add to more than one
     assert p.shares() == {"memory": pytest.approx(20 / 26), "arithmetic": pytest.approx(25 / 26),
                           "fixed": pytest.approx(1 / 26)}
-    assert p.verdict == dt.COMPUTE
-    b = dt.predict(TERMS, "b", 200 * MB, 100e6, 20)
-    assert b.step_ms == pytest.approx(6.0) and b.verdict == dt.MEMORY
-    assert dt.predict(TERMS, "c", 400 * MB, 100e6, 20).step_ms == pytest.approx(10.0)
+    assert p.verdict == decodetime.COMPUTE
+    b = decodetime.predict(TERMS, "b", 200 * MB, 100e6, 20)
+    assert b.step_ms == pytest.approx(6.0) and b.verdict == decodetime.MEMORY
+    assert decodetime.predict(TERMS, "c", 400 * MB, 100e6, 20).step_ms == pytest.approx(10.0)
     assert TERMS.arith_gflops == pytest.approx(80.0)  # 2 FLOPs in 25 ps
 
 
 def test_the_terms_come_back_from_their_own_steps():
-    terms = dt.fit([A, B, C, D])
+    terms = decodetime.fit([A, B, C, D])
     # the grid steps by 2.3% in B and 3% in c: the terms come back within a grid step or two
     assert terms.gbs == pytest.approx(50.0, rel=0.03)
     assert terms.arith_ps == pytest.approx(25.0, rel=0.04)
     assert terms.fixed_ms_per_block == pytest.approx(0.1, abs=0.008)
     assert terms.fitted == ("a", "b", "c", "d")
     for w in (A, B, C, D):
-        assert abs(dt.error(dt.predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer), w.step_ms[1])) < 0.02
+        assert abs(decodetime.error(decodetime.predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer), w.step_ms[1])) < 0.02
 
 
 def test_each_model_is_predicted_by_the_others():
-    held = dt.held_out([A, B, C, D])
+    held = decodetime.held_out([A, B, C, D])
     for w in (A, B, C, D):
         p = held[w.name]
-        assert p is not None and abs(dt.error(p, w.step_ms[1])) < 0.05, (w.name, p)
+        assert p is not None and abs(decodetime.error(p, w.step_ms[1])) < 0.05, (w.name, p)
     # d left out: a (arithmetic) still fixes c, b and c fix B and f, so d's 26 ms comes back
-    assert held["d"] is not None and held["d"].verdict == dt.COMPUTE
+    assert held["d"] is not None and held["d"].verdict == decodetime.COMPUTE
     # with three models, leaving one out leaves two: too few for three terms
-    assert dt.held_out([A, B, C]) == {"a": None, "b": None, "c": None}
+    assert decodetime.held_out([A, B, C]) == {"a": None, "b": None, "c": None}
 
 
 def test_a_sum_of_the_terms_would_miss_these_steps():
     """The maximum, not the sum: the sum of a's terms is 2 + 2 + 2.5 = 6.5 ms, 44% over its 4.5 ms."""
-    a = dt.predict(TERMS, "a", 100 * MB, 100e6, 20)
+    a = decodetime.predict(TERMS, "a", 100 * MB, 100e6, 20)
     assert a.step_ms == pytest.approx(4.5)
     assert a.memory_ms + a.arithmetic_ms + a.fixed_ms == pytest.approx(6.5)
 
@@ -67,44 +67,44 @@ def test_a_sum_of_the_terms_would_miss_these_steps():
 def test_a_model_that_does_not_fit_is_not_predicted_within_the_tolerance():
     """d twice as slow as the model says: the others' terms put it at 26 ms, so at a measured 52 ms the predicted
     tokens/s are 52 ÷ 26 − 1 = +100% of the measured."""
-    slow = dt.Width("d", 1000 * MB, 1000e6, "Q8_0", {1: 52.0}, 10)
-    p = dt.held_out([A, B, C, slow])["d"]
-    assert p is not None and dt.error(p, slow.step_ms[1]) == pytest.approx(52 / 26 - 1, abs=0.05)
-    assert abs(dt.error(p, slow.step_ms[1])) > dt.TOLERANCE
+    slow = decodetime.Width("d", 1000 * MB, 1000e6, "Q8_0", {1: 52.0}, 10)
+    p = decodetime.held_out([A, B, C, slow])["d"]
+    assert p is not None and decodetime.error(p, slow.step_ms[1]) == pytest.approx(52 / 26 - 1, abs=0.05)
+    assert abs(decodetime.error(p, slow.step_ms[1])) > decodetime.TOLERANCE
 
 
 def test_too_few_models_or_no_single_step():
     with pytest.raises(ValueError, match="at least 3 models"):
-        dt.fit([A, B])
+        decodetime.fit([A, B])
     with pytest.raises(ValueError, match="no step time at P = 1 for e"):
-        dt.fit([A, B, dt.Width("e", MB, 1e6, "F16", {2: 3.0})])
+        decodetime.fit([A, B, decodetime.Width("e", MB, 1e6, "F16", {2: 3.0})])
 
 
 def test_the_verdict_rule():
-    assert dt.waits_on(5.0, 4.0) == dt.MEMORY
-    assert dt.waits_on(4.0, 5.0) == dt.COMPUTE
-    assert dt.waits_on(4.0, 4.0) == dt.COMPUTE  # a tie is not memory-bound
+    assert decodetime.waits_on(5.0, 4.0) == decodetime.MEMORY
+    assert decodetime.waits_on(4.0, 5.0) == decodetime.COMPUTE
+    assert decodetime.waits_on(4.0, 4.0) == decodetime.COMPUTE  # a tie is not memory-bound
     # the fixed cost never names the verdict: 3 ms of it beside 1 ms of reading and 2 of arithmetic
-    assert dt.Prediction("x", 1.0, 2.0, 3.0).verdict == dt.COMPUTE
+    assert decodetime.Prediction("x", 1.0, 2.0, 3.0).verdict == decodetime.COMPUTE
 
 
 def test_lines_through_the_step_times():
-    assert dt.step_line(A, (2, 4)) == dt.Line(pytest.approx(6.0), pytest.approx(1.5))
+    assert decodetime.step_line(A, (2, 4)) == decodetime.Line(pytest.approx(6.0), pytest.approx(1.5))
     with pytest.raises(ValueError, match="a: no step time at P = 8"):
-        dt.step_line(A, (2, 8))
+        decodetime.step_line(A, (2, 8))
     with pytest.raises(ValueError, match="two distinct"):
-        dt.least_squares([2.0, 2.0], [1.0, 3.0])
+        decodetime.least_squares([2.0, 2.0], [1.0, 3.0])
 
 
 def test_the_published_spark_figures():
-    t = dt.published_terms(7.16e9, 273.0, 33.2, (2379.0 + 2408.0) / 2, 6.74e9)
+    t = decodetime.published_terms(7.16e9, 273.0, 33.2, (2379.0 + 2408.0) / 2, 6.74e9)
     # 7.16 GB ÷ 273 GB/s = 26.227 ms of 1000 ÷ 33.2 = 30.120 ms; prefill's 2,393.5 tokens/s: 0.4178 ms
     assert t["memory_ms"] == pytest.approx(26.2271, abs=1e-4) and t["measured_ms"] == pytest.approx(30.1205, abs=1e-4)
     assert t["arithmetic_ms"] == pytest.approx(0.41780, abs=1e-5)
     # the rest is what the larger term, the read, leaves: 30.1205 − 26.2271
     assert t["rest_ms"] == pytest.approx(30.1205 - 26.2271, abs=1e-3)
     assert t["memory_share"] == pytest.approx(0.8707, abs=1e-4)
-    assert dt.waits_on(t["memory_ms"], t["arithmetic_ms"]) == dt.MEMORY
+    assert decodetime.waits_on(t["memory_ms"], t["arithmetic_ms"]) == decodetime.MEMORY
     # the same rule in bytes per parameter: c = 0.41780 ms ÷ 6.74e9 = 0.061988 ps; B × c = 273 × 0.061988e-3 =
     # 0.016923 bytes per parameter, against the specimen's 7.16 ÷ 6.74 = 1.06231, 62.8 × above it
     assert t["arith_ps"] == pytest.approx(0.061988, abs=1e-6)
@@ -116,43 +116,43 @@ def test_the_published_spark_figures():
 def test_the_batch_line_predicts_a_larger_batch():
     # steps of 12 and 16.5 ms at P = 2 and 4: b = 4.5 ÷ 2 = 2.25 ms per sequence, a = 12 − 4.5 = 7.5 ms;
     # at P = 8: 7.5 + 18 = 25.5 ms
-    line, at8 = dt.batch_prediction({1: 5.6, 2: 12.0, 4: 16.5, 8: 24.5})
-    assert line == dt.Line(pytest.approx(7.5), pytest.approx(2.25)) and at8 == pytest.approx(25.5)
-    assert dt.batch_prediction({1: 5.6, 2: 12.0}) is None
+    line, at8 = decodetime.batch_prediction({1: 5.6, 2: 12.0, 4: 16.5, 8: 24.5})
+    assert line == decodetime.Line(pytest.approx(7.5), pytest.approx(2.25)) and at8 == pytest.approx(25.5)
+    assert decodetime.batch_prediction({1: 5.6, 2: 12.0}) is None
 
 
 def test_the_rule_and_the_arithmetic_at_their_edges():
-    assert (dt.MEMORY, dt.COMPUTE, dt.MIXED) == ("memory-bound", "compute-bound", "mixed")
+    assert (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED) == ("memory-bound", "compute-bound", "mixed")
     # a compute-bound step: 100 MB in 2 ms against 100 M × 25 ps = 2.5 ms, + 2 ms
-    assert dt.predict(TERMS, "a", 100 * MB, 100e6, 20).step_ms == pytest.approx(4.5)
+    assert decodetime.predict(TERMS, "a", 100 * MB, 100e6, 20).step_ms == pytest.approx(4.5)
     # 200 tokens/s predicted against a 4 ms step measured (250 tokens/s): 200 × 4 ÷ 1000 − 1 = −20%
-    assert dt.error(dt.Prediction("x", 5.0, 1.0, 0.0), 4.0) == pytest.approx(-0.2)
+    assert decodetime.error(decodetime.Prediction("x", 5.0, 1.0, 0.0), 4.0) == pytest.approx(-0.2)
 
 
 def test_least_squares_through_three_points():
     # x 1, 2, 4 (mean 7/3), y 8, 15, 22 (mean 15): Sxy = 28/3 + 0 + 35/3 = 21, Sxx = 14/3, slope 4.5,
     # intercept 15 − 4.5 × 7/3 = 4.5
-    assert dt.least_squares([1.0, 2.0, 4.0], [8.0, 15.0, 22.0]) == (pytest.approx(4.5), pytest.approx(4.5))
+    assert decodetime.least_squares([1.0, 2.0, 4.0], [8.0, 15.0, 22.0]) == (pytest.approx(4.5), pytest.approx(4.5))
 
 
 def test_a_small_fixed_cost_comes_back_too():
     """f = 0.01 ms per block with the same B and c: the fit never forces a larger one."""
-    widths = [dt.Width(w.name, w.weight_bytes, w.n_params, w.weight_type, {1: w.step_ms[1] - 0.09 * w.n_layer},
-                       w.n_layer) for w in (A, B, C, D)]
-    assert dt.fit(widths).fixed_ms_per_block == pytest.approx(0.01, abs=0.005)
+    widths = [decodetime.Width(w.name, w.weight_bytes, w.n_params, w.weight_type, {1: w.step_ms[1] - 0.09 * w.n_layer},
+                               w.n_layer) for w in (A, B, C, D)]
+    assert decodetime.fit(widths).fixed_ms_per_block == pytest.approx(0.01, abs=0.005)
 
 
 def test_the_published_shares():
-    t = dt.published_terms(7.16e9, 273.0, 33.2, 2393.5, 6.74e9)
+    t = decodetime.published_terms(7.16e9, 273.0, 33.2, 2393.5, 6.74e9)
     assert t["arithmetic_share"] == pytest.approx(0.41780 / 30.1205, abs=1e-4)
     assert t["rest_share"] == pytest.approx((30.1205 - 26.2271) / 30.1205, abs=1e-4)
 
 
 def test_a_verdict_is_named_only_where_every_fit_names_it():
-    assert dt.agreed([dt.MEMORY, dt.MEMORY, dt.MEMORY]) == dt.MEMORY
-    assert dt.agreed([dt.COMPUTE]) == dt.COMPUTE
-    assert dt.agreed([dt.COMPUTE, dt.COMPUTE, dt.MEMORY]) == dt.MIXED
-    assert dt.agreed([dt.MEMORY, dt.COMPUTE]) == dt.MIXED
+    assert decodetime.agreed([decodetime.MEMORY, decodetime.MEMORY, decodetime.MEMORY]) == decodetime.MEMORY
+    assert decodetime.agreed([decodetime.COMPUTE]) == decodetime.COMPUTE
+    assert decodetime.agreed([decodetime.COMPUTE, decodetime.COMPUTE, decodetime.MEMORY]) == decodetime.MIXED
+    assert decodetime.agreed([decodetime.MEMORY, decodetime.COMPUTE]) == decodetime.MIXED
 
 
 # Six models of the course's shapes (MB, M parameters, blocks), their steps made by hand from B = 50 GB/s,
@@ -161,26 +161,26 @@ def test_a_verdict_is_named_only_where_every_fit_names_it():
 # 538.1 MB in 10.76 ms, 3.2 × its arithmetic.
 SHAPES = [("q4_1", 96.6, 134.5, 30), ("q8_0", 143.0, 134.5, 30), ("f16", 269.1, 134.5, 30),
           ("f32", 538.1, 134.5, 30), ("medium", 224.1, 210.8, 16), ("large", 985.7, 927.5, 18)]
-RIDGE = dt.Terms(gbs=50.0, arith_ps=25.0, fixed_ms_per_block=0.08, fitted=())
+RIDGE = decodetime.Terms(gbs=50.0, arith_ps=25.0, fixed_ms_per_block=0.08, fitted=())
 
 
-def course_widths(scale: dict[str, float] | None = None) -> list[dt.Width]:
+def course_widths(scale: dict[str, float] | None = None) -> list[decodetime.Width]:
     out = []
     for name, mb, mparams, blocks in SHAPES:
-        step = dt.predict(RIDGE, name, mb * MB, mparams * 1e6, blocks).step_ms * (scale or {}).get(name, 1.0)
-        out.append(dt.Width(name, mb * MB, mparams * 1e6, "x", {1: step}, blocks))
+        step = decodetime.predict(RIDGE, name, mb * MB, mparams * 1e6, blocks).step_ms * (scale or {}).get(name, 1.0)
+        out.append(decodetime.Width(name, mb * MB, mparams * 1e6, "x", {1: step}, blocks))
     return out
 
 
 def test_every_fit_names_the_verdict_of_the_terms_that_made_the_steps():
     widths = course_widths()
-    fits = dt.leave_one_out(widths)
+    fits = decodetime.leave_one_out(widths)
     assert all(t is not None for t in fits.values())
-    named = dt.verdicts(widths, dt.fit(widths), fits)
+    named = decodetime.verdicts(widths, decodetime.fit(widths), fits)
     # the naive reference: the verdict under the terms the steps were made from
-    assert named == {w.name: dt.predict(RIDGE, w.name, w.weight_bytes, w.n_params, w.n_layer).verdict for w in widths}
-    assert named == {"q4_1": dt.COMPUTE, "q8_0": dt.COMPUTE, "f16": dt.MEMORY, "f32": dt.MEMORY,
-                     "medium": dt.COMPUTE, "large": dt.COMPUTE}
+    assert named == {w.name: decodetime.predict(RIDGE, w.name, w.weight_bytes, w.n_params, w.n_layer).verdict for w in widths}
+    assert named == {"q4_1": decodetime.COMPUTE, "q8_0": decodetime.COMPUTE, "f16": decodetime.MEMORY, "f32": decodetime.MEMORY,
+                     "medium": decodetime.COMPUTE, "large": decodetime.COMPUTE}
 
 
 def test_one_fast_model_turns_the_widths_near_the_ridge_mixed_not_over():
@@ -188,51 +188,51 @@ def test_one_fast_model_turns_the_widths_near_the_ridge_mixed_not_over():
     the others): the fit without q4_1 still finds Q8_0 compute-bound, some fit with it does not, so every Q8_0
     model is mixed; f16 and f32, twice and more than three times their arithmetic, stay memory-bound."""
     widths = course_widths({"q4_1": 0.85})
-    named = dt.verdicts(widths, dt.fit(widths), dt.leave_one_out(widths))
-    assert named == {"q4_1": dt.COMPUTE, "q8_0": dt.MIXED, "f16": dt.MEMORY, "f32": dt.MEMORY,
-                     "medium": dt.MIXED, "large": dt.MIXED}
-    without = dt.leave_one_out(widths)["q4_1"]
+    named = decodetime.verdicts(widths, decodetime.fit(widths), decodetime.leave_one_out(widths))
+    assert named == {"q4_1": decodetime.COMPUTE, "q8_0": decodetime.MIXED, "f16": decodetime.MEMORY, "f32": decodetime.MEMORY,
+                     "medium": decodetime.MIXED, "large": decodetime.MIXED}
+    without = decodetime.leave_one_out(widths)["q4_1"]
     assert without is not None
-    assert dt.predict(without, "q8_0", 143.0 * MB, 134.5e6, 30).verdict == dt.COMPUTE
+    assert decodetime.predict(without, "q8_0", 143.0 * MB, 134.5e6, 30).verdict == decodetime.COMPUTE
 
 
 def test_a_fit_too_small_to_leave_one_out_adds_no_verdict():
     """With three models no leave-one-out fit exists: the verdicts are the full fit's alone."""
-    fits = dt.leave_one_out([A, B, C])
+    fits = decodetime.leave_one_out([A, B, C])
     assert fits == {"a": None, "b": None, "c": None}
-    assert dt.verdicts([A, B, C], TERMS, fits) == {"a": dt.COMPUTE, "b": dt.MEMORY, "c": dt.MEMORY}
+    assert decodetime.verdicts([A, B, C], TERMS, fits) == {"a": decodetime.COMPUTE, "b": decodetime.MEMORY, "c": decodetime.MEMORY}
 
 
 def test_the_crossover_by_hand():
     """B = 50 GB/s and c = 25 ps: a parameter's arithmetic takes 25 ps, in which 50 GB/s reads 1.25 bytes. So b
     (2 bytes per parameter) waits on memory and a (1 byte per parameter) on the arithmetic, as their terms say."""
-    assert dt.crossover(TERMS) == pytest.approx(1.25)
+    assert decodetime.crossover(TERMS) == pytest.approx(1.25)
     for w in (A, B, C, D):
-        p = dt.predict(TERMS, w.name, w.weight_bytes, w.n_params, w.n_layer)
-        assert (w.weight_bytes / w.n_params > dt.crossover(TERMS)) == (p.verdict == dt.MEMORY), w.name
+        p = decodetime.predict(TERMS, w.name, w.weight_bytes, w.n_params, w.n_layer)
+        assert (w.weight_bytes / w.n_params > decodetime.crossover(TERMS)) == (p.verdict == decodetime.MEMORY), w.name
     # to move b (2 bytes per parameter) onto the arithmetic: B of at least 2 ÷ 25 ps = 80 GB/s;
     # to move a (1 byte per parameter) onto memory: c below 1 ÷ 50 GB/s = 20 ps
-    assert dt.bandwidth_to_cross(2.0, TERMS) == pytest.approx(80.0)
-    assert dt.arithmetic_to_cross(1.0, TERMS) == pytest.approx(20.0)
-    at80 = dt.Terms(80.0, 25.0, 0.1, ())
-    assert dt.crossover(at80) == pytest.approx(2.0)
-    assert dt.predict(at80, "b", 200 * MB, 100e6, 20).verdict == dt.COMPUTE  # a tie is not memory-bound
+    assert decodetime.bandwidth_to_cross(2.0, TERMS) == pytest.approx(80.0)
+    assert decodetime.arithmetic_to_cross(1.0, TERMS) == pytest.approx(20.0)
+    at80 = decodetime.Terms(80.0, 25.0, 0.1, ())
+    assert decodetime.crossover(at80) == pytest.approx(2.0)
+    assert decodetime.predict(at80, "b", 200 * MB, 100e6, 20).verdict == decodetime.COMPUTE  # a tie is not memory-bound
     # the crossover moves with either term: c = 10 ps puts it at 0.5, below every model here
-    assert dt.crossover(dt.Terms(50.0, 10.0, 0.1, ())) == pytest.approx(0.5)
+    assert decodetime.crossover(decodetime.Terms(50.0, 10.0, 0.1, ())) == pytest.approx(0.5)
 
 
 def test_the_crossover_range_over_the_fits_brackets_the_mixed_models():
     """q4_1 15% fast (as above): the fits' crossovers spread around Q8_0's 1.0625 bytes per parameter, which is
     why the Q8_0 models are mixed; every other model lies outside the range."""
     widths = course_widths({"q4_1": 0.85})
-    terms, fits = dt.fit(widths), dt.leave_one_out(widths)
-    low, high = dt.crossover_range(terms, fits)
-    every = [dt.crossover(t) for t in (terms, *fits.values()) if t is not None]
+    terms, fits = decodetime.fit(widths), decodetime.leave_one_out(widths)
+    low, high = decodetime.crossover_range(terms, fits)
+    every = [decodetime.crossover(t) for t in (terms, *fits.values()) if t is not None]
     assert (low, high) == (min(every), max(every)) and len(every) == 7
     assert low < 1.0625 <= high
-    named = dt.verdicts(widths, terms, fits)
+    named = decodetime.verdicts(widths, terms, fits)
     for w in widths:
         per_param = w.weight_bytes / w.n_params
         inside = low < per_param <= high
-        assert (named[w.name] == dt.MIXED) == inside, (w.name, per_param, low, high)
-    assert dt.crossover_range(TERMS, {"a": None}) == (1.25, 1.25)
+        assert (named[w.name] == decodetime.MIXED) == inside, (w.name, per_param, low, high)
+    assert decodetime.crossover_range(TERMS, {"a": None}) == (1.25, 1.25)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.llama.client import LlamaServer
 from bytesup.models.catalog import DEFAULT_MODEL, ensure_model, file_sha256
 from bytesup.llama.responses import shown_token
@@ -23,13 +23,13 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def server():
     model = ensure_model(DEFAULT_MODEL)
-    port = engine.free_port()
-    started = engine.start_server(model, ["--port", str(port), "-t", "2"])
+    port = process.free_port()
+    started = process.start_server(model, ["--port", str(port), "-t", "2"])
     try:
         with LlamaServer(started.url, timeout=120) as client:
             yield client, model
     finally:
-        engine.stop_server(port)
+        process.stop_server(port)
 
 
 def test_lesson_4_top_tokens_match_the_default_models_reference(server):

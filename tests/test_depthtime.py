@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from bytesup.course import depthtime as dt
+from bytesup.course import depthtime
 
 
 def test_a_line_through_three_points_predicts_a_fourth():
     # 10, 11 and 12 ms at depths 0, 100 and 200: t(0) = 10 ms, s = 1 ms per 100 positions = 0.01 ms
-    line = dt.fit_line([0, 100, 200, 400], [10.0, 11.0, 12.0, 14.5], fit_until=200)
+    line = depthtime.fit_line([0, 100, 200, 400], [10.0, 11.0, 12.0, 14.5], fit_until=200)
     assert (line.t0_ms, line.slope_ms) == (pytest.approx(10.0), pytest.approx(0.01))
     assert line.fit_until == 200 and line.fitted == (0, 100, 200)
     # 10 + 400 × 0.01 = 14 ms at depth 400, which was not fitted; measured 14.5 ms
     assert line.ms_at(400) == pytest.approx(14.0)
-    points = dt.predictions(line, [0, 100, 200, 400], [10.0, 11.0, 12.0, 14.5])
+    points = depthtime.predictions(line, [0, 100, 200, 400], [10.0, 11.0, 12.0, 14.5])
     deep = points[-1]
     assert (deep.depth, deep.measured_ms, deep.predicted_ms, deep.fitted) == (400, 14.5, pytest.approx(14.0), False)
     # 1000 ÷ 14 = 71.43 tokens/s predicted, 1000 ÷ 14.5 = 68.97 measured: 14.5 ÷ 14 − 1 = +3.57%
@@ -22,123 +22,123 @@ def test_a_line_through_three_points_predicts_a_fourth():
     assert deep.measured_tokens_per_s == pytest.approx(1000 / 14.5)
     assert deep.error == pytest.approx(14.5 / 14 - 1)
     assert [p.role for p in points] == ["fitted", "fitted", "fitted", "held out"]
-    assert dt.held_out(points) == [deep]
+    assert depthtime.held_out(points) == [deep]
 
 
 def test_a_point_off_the_line():
     # 10, 12, 11 ms at 0, 100, 200: x̄ = 100, ȳ = 11, Σ(x − x̄)(y − ȳ) = (−100)(−1) + 0 + 100 × 0 = 100,
     # Σ(x − x̄)² = 20,000: s = 0.005 ms, t(0) = 11 − 0.005 × 100 = 10.5 ms
-    line = dt.fit_line([0, 100, 200], [10.0, 12.0, 11.0], fit_until=1000)
+    line = depthtime.fit_line([0, 100, 200], [10.0, 12.0, 11.0], fit_until=1000)
     assert (line.t0_ms, line.slope_ms) == (pytest.approx(10.5), pytest.approx(0.005))
-    middle = dt.predictions(line, [100], [12.0])[0]
+    middle = depthtime.predictions(line, [100], [12.0])[0]
     # 11 ms predicted, 12 measured: 12 ÷ 11 − 1 = +9.09%; a depth at fit_until or below is fitted
     assert middle.predicted_ms == pytest.approx(11.0) and middle.error == pytest.approx(12 / 11 - 1)
-    assert middle.fitted and middle.role == dt.FITTED
+    assert middle.fitted and middle.role == depthtime.FITTED
 
 
 def test_only_the_depths_up_to_fit_until_are_fitted():
     # a far point at depth 300 would pull the line; it lies beyond fit_until = 200 and is not fitted
-    line = dt.fit_line([0, 100, 200, 300], [10.0, 11.0, 12.0, 100.0], fit_until=200)
+    line = depthtime.fit_line([0, 100, 200, 300], [10.0, 11.0, 12.0, 100.0], fit_until=200)
     assert (line.t0_ms, line.slope_ms) == (pytest.approx(10.0), pytest.approx(0.01)) and line.fitted == (0, 100, 200)
-    assert dt.default_fit_until(2048) == 1024 and dt.default_fit_until(2047) == 1023
-    default = dt.fit_line([0, 256, 512, 1024, 1536, 1904], [12.0, 14.0, 16.0, 20.0, 30.0, 40.0], dt.default_fit_until(2048))
+    assert depthtime.default_fit_until(2048) == 1024 and depthtime.default_fit_until(2047) == 1023
+    default = depthtime.fit_line([0, 256, 512, 1024, 1536, 1904], [12.0, 14.0, 16.0, 20.0, 30.0, 40.0], depthtime.default_fit_until(2048))
     assert default.fitted == (0, 256, 512, 1024)
 
 
 def test_a_line_needs_two_distinct_depths():
     with pytest.raises(ValueError, match="at least two distinct depths up to 100; 0 measured there"):
-        dt.fit_line([0, 500], [10.0, 15.0], fit_until=100)
+        depthtime.fit_line([0, 500], [10.0, 15.0], fit_until=100)
     with pytest.raises(ValueError, match="at least two distinct depths up to 100; 50, 50 measured there"):
-        dt.fit_line([50, 50], [10.0, 11.0], fit_until=100)
+        depthtime.fit_line([50, 50], [10.0, 11.0], fit_until=100)
     with pytest.raises(ValueError, match="up to 10; none measured there"):
-        dt.fit_line([100, 200], [10.0, 11.0], fit_until=10)
+        depthtime.fit_line([100, 200], [10.0, 11.0], fit_until=10)
     with pytest.raises(ValueError, match="^3 depths but 2 times$"):
-        dt.fit_line([0, 1, 2], [10.0, 11.0], fit_until=10)
+        depthtime.fit_line([0, 1, 2], [10.0, 11.0], fit_until=10)
     with pytest.raises(ValueError):  # every depth needs its time
-        dt.predictions(dt.Line(10.0, 0.01, 100, (0, 100)), [0, 100, 200], [10.0, 11.0])
+        depthtime.predictions(depthtime.Line(10.0, 0.01, 100, (0, 100)), [0, 100, 200], [10.0, 11.0])
     # two distinct depths are enough
-    assert dt.fit_line([0, 100], [10.0, 11.0], fit_until=100).slope_ms == pytest.approx(0.01)
+    assert depthtime.fit_line([0, 100], [10.0, 11.0], fit_until=100).slope_ms == pytest.approx(0.01)
 
 
 def test_the_tolerance_is_fifteen_percent_either_way():
-    assert dt.TOLERANCE == 0.15
+    assert depthtime.TOLERANCE == 0.15
     # predicted 10 ms (100 tokens/s) against measured 11.6 ms: 11.6 ÷ 10 − 1 = +16%, outside; 11.4 ms: +14%, inside
-    assert dt.DepthPrediction(1536, 11.6, 10.0, False).error == pytest.approx(0.16)
-    assert not dt.DepthPrediction(1536, 11.6, 10.0, False).within
-    assert dt.DepthPrediction(1536, 11.4, 10.0, False).within
+    assert depthtime.DepthPrediction(1536, 11.6, 10.0, False).error == pytest.approx(0.16)
+    assert not depthtime.DepthPrediction(1536, 11.6, 10.0, False).within
+    assert depthtime.DepthPrediction(1536, 11.4, 10.0, False).within
     # measured 8.4 ms: 8.4 ÷ 10 − 1 = −16%, outside; 8.6 ms: −14%, inside
-    assert not dt.DepthPrediction(1536, 8.4, 10.0, False).within
-    assert dt.DepthPrediction(1536, 8.6, 10.0, False).within
+    assert not depthtime.DepthPrediction(1536, 8.4, 10.0, False).within
+    assert depthtime.DepthPrediction(1536, 8.6, 10.0, False).within
 
 
 def test_a_line_below_zero_predicts_no_speed():
     # a line through scattered steps can give a step of 0 ms or less: no speed, no error, not within
     for predicted_ms in (0.0, -3.0):
-        p = dt.DepthPrediction(0, 5.0, predicted_ms, True)
+        p = depthtime.DepthPrediction(0, 5.0, predicted_ms, True)
         assert p.predicted_tokens_per_s is None and p.error is None and not p.within
     # any step above 0 ms is a speed, a short one too: 0.5 ms is 2,000 tokens/s
-    assert dt.DepthPrediction(0, 0.5, 0.5, True).predicted_tokens_per_s == 2000.0
-    near = dt.DepthPrediction(1536, 10.0, 10.5, False)
-    far = dt.DepthPrediction(1904, 10.0, 12.0, False)
-    below = dt.DepthPrediction(0, 5.0, -1.0, True)
+    assert depthtime.DepthPrediction(0, 0.5, 0.5, True).predicted_tokens_per_s == 2000.0
+    near = depthtime.DepthPrediction(1536, 10.0, 10.5, False)
+    far = depthtime.DepthPrediction(1904, 10.0, 12.0, False)
+    below = depthtime.DepthPrediction(0, 5.0, -1.0, True)
     # the worst is the furthest from measured, and a point without a speed is worse than any
-    assert dt.worst([near, far]) is far and dt.worst([far, near]) is far
-    assert dt.worst([near, below, far]) is below
-    assert dt.worst([]) is None
+    assert depthtime.worst([near, far]) is far and depthtime.worst([far, near]) is far
+    assert depthtime.worst([near, below, far]) is below
+    assert depthtime.worst([]) is None
 
 
 def test_attentions_flops_per_position():
     # 4 × layers × heads × head width: SmolLM2-135M 4 × 30 × 9 × 64, the specimen 4 × 32 × 32 × 128
-    assert dt.attention_flops_per_position(30, 9, 64) == 69_120
-    assert dt.attention_flops_per_position(32, 32, 128) == 524_288
+    assert depthtime.attention_flops_per_position(30, 9, 64) == 69_120
+    assert depthtime.attention_flops_per_position(32, 32, 128) == 524_288
 
 
 def test_the_slope_split_into_the_kv_read_and_the_rest():
     # s = 10 µs; 20,000 bytes of K and V at 20 GB/s = 1 µs, a tenth of s; the rest 9 µs does 69,120 FLOPs:
     # 69,120 ÷ 9e-6 s = 7.68 GFLOP/s
-    sp = dt.Split(slope_ms=0.01, kv_bytes_per_token=20_000, bandwidth_gbs=20.0, flops_per_position=69_120)
+    sp = depthtime.Split(slope_ms=0.01, kv_bytes_per_token=20_000, bandwidth_gbs=20.0, flops_per_position=69_120)
     assert sp.kv_read_ms == pytest.approx(0.001) and sp.rest_ms == pytest.approx(0.009)
     assert sp.kv_share == pytest.approx(0.1)
     assert sp.rest_gflops == pytest.approx(7.68)
-    assert sp.mostly == dt.ATTENTION_WORK == "attention's work"
+    assert sp.mostly == depthtime.ATTENTION_WORK == "attention's work"
 
 
 def test_a_slope_the_kv_read_takes_whole():
     # 1,000,000 bytes at 1 GB/s = 1 ms; a slope of 2 ms is half of it, a tie: the KV read is named
-    half = dt.Split(slope_ms=2.0, kv_bytes_per_token=1e6, bandwidth_gbs=1.0, flops_per_position=1000)
-    assert half.kv_read_ms == 1.0 and half.rest_ms == 1.0 and half.mostly == dt.KV_READ == "the KV read"
+    half = depthtime.Split(slope_ms=2.0, kv_bytes_per_token=1e6, bandwidth_gbs=1.0, flops_per_position=1000)
+    assert half.kv_read_ms == 1.0 and half.rest_ms == 1.0 and half.mostly == depthtime.KV_READ == "the KV read"
     # 1000 FLOPs in 1 ms: 1e6 FLOP/s = 0.001 GFLOP/s
     assert half.rest_gflops == pytest.approx(0.001)
     # the read takes the whole slope (nothing left) or more: no rate
-    whole = dt.Split(slope_ms=1.0, kv_bytes_per_token=1e6, bandwidth_gbs=1.0, flops_per_position=1000)
-    assert whole.rest_ms == 0.0 and whole.rest_gflops is None and whole.kv_share == 1.0 and whole.mostly == dt.KV_READ
-    assert dt.Split(0.5, 1e6, 1.0, 1000).rest_gflops is None
+    whole = depthtime.Split(slope_ms=1.0, kv_bytes_per_token=1e6, bandwidth_gbs=1.0, flops_per_position=1000)
+    assert whole.rest_ms == 0.0 and whole.rest_gflops is None and whole.kv_share == 1.0 and whole.mostly == depthtime.KV_READ
+    assert depthtime.Split(0.5, 1e6, 1.0, 1000).rest_gflops is None
 
 
 def test_the_published_spark_slope_is_its_kv_read():
     # 1000 ÷ 29.6 − 1000 ÷ 33.2 = 33.784 − 30.120 = 3.663 ms over 1,921 positions: 1.907 µs per position
-    s = dt.published_slope_ms(33.2, 29.6, 1921)
+    s = depthtime.published_slope_ms(33.2, 29.6, 1921)
     assert 1e3 * s == pytest.approx(1.907, abs=5e-4)
     assert s == pytest.approx((1000 / 29.6 - 1000 / 33.2) / 1921)
     # 524,288 bytes ÷ 273 GB/s = 1.920 µs: the KV read is the whole slope, to within 1%
-    sp = dt.Split(s, 524_288, 273.0, dt.attention_flops_per_position(32, 32, 128))
+    sp = depthtime.Split(s, 524_288, 273.0, depthtime.attention_flops_per_position(32, 32, 128))
     assert 1e3 * sp.kv_read_ms == pytest.approx(1.920, abs=5e-4)
     assert sp.kv_share == pytest.approx(1.0071, abs=1e-4)
-    assert sp.rest_gflops is None and sp.mostly == dt.KV_READ
+    assert sp.rest_gflops is None and sp.mostly == depthtime.KV_READ
 
 
 def test_a_prediction_is_shown_by_its_columns():
     from bytesup.store.views import page
 
-    p = dt.DepthPrediction(depth=400, measured_ms=14.5, predicted_ms=14.0, fitted=False, spread=0.05)
-    heads, rows = page.by_columns(dt.DepthPrediction, list(dt.DepthPrediction.COLUMNS), [p])
+    p = depthtime.DepthPrediction(depth=400, measured_ms=14.5, predicted_ms=14.0, fitted=False, spread=0.05)
+    heads, rows = page.by_columns(depthtime.DepthPrediction, list(depthtime.DepthPrediction.COLUMNS), [p])
     assert [h for h, _ in heads] == ["depth", "measured median", "predicted", "predicted", "measured",
                                      "predicted ÷ measured − 1", "spread of the prediction", "fitted or held out"]
     # 1000 ÷ 14 = 71.43 predicted against 1000 ÷ 14.5 = 68.97 measured tokens/s: +3.57%, shown in percent.
     assert rows[0][:3] == [400, 14.5, 14.0] and rows[0][6:] == [pytest.approx(5.0), "held out"]
     assert rows[0][3:6] == [pytest.approx(1000 / 14), pytest.approx(1000 / 14.5), pytest.approx(100 * (14.5 / 14 - 1))]
-    off = dt.DepthPrediction(depth=10, measured_ms=2.0, predicted_ms=-1.0, fitted=True)
-    assert page.by_columns(dt.DepthPrediction, ["predicted_tokens_per_s", "error"], [off])[1] == [[None, None]]
+    off = depthtime.DepthPrediction(depth=10, measured_ms=2.0, predicted_ms=-1.0, fitted=True)
+    assert page.by_columns(depthtime.DepthPrediction, ["predicted_tokens_per_s", "error"], [off])[1] == [[None, None]]
 
 
 # --- the knee: t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*) ----------------------------------------------
@@ -154,9 +154,9 @@ def knee_steps(knee: float = 1000, s1: float = 0.01, s2: float = 0.03) -> list[f
 
 def test_the_knee_is_the_cache_over_the_kv_bytes_per_position():
     # SmolLM2: 30 blocks × 3 KV heads × 64 × 2 (K and V) × 2 bytes (F16) = 23,040 bytes; 32 MiB ÷ that = 1,456.36
-    assert dt.knee_depth(32 * 1024 * 1024, 30 * 3 * 64 * 2 * 2) == pytest.approx(1456.356, abs=1e-3)
-    assert dt.knee_depth(None, 23040) is None and dt.knee_depth(33554432, None) is None
-    assert dt.knee_depth(0, 23040) is None and dt.knee_depth(33554432, -1) is None
+    assert depthtime.knee_depth(32 * 1024 * 1024, 30 * 3 * 64 * 2 * 2) == pytest.approx(1456.356, abs=1e-3)
+    assert depthtime.knee_depth(None, 23040) is None and depthtime.knee_depth(33554432, None) is None
+    assert depthtime.knee_depth(0, 23040) is None and depthtime.knee_depth(33554432, -1) is None
 
 
 def test_a_knee_between_the_fitted_and_the_held_out_depths_is_fitted_by_hand():
@@ -164,50 +164,50 @@ def test_a_knee_between_the_fitted_and_the_held_out_depths_is_fitted_by_hand():
     is fitted too. t(0) and s₁ come from 0, 250, 500 and 750 (10 ms, 10 µs exactly), s₂ = (26 − 10 − 0.01 × 1,000)
     ÷ 200 = 0.03 ms, and 1,600 is predicted 20 + 0.03 × 600 = 38 ms: exactly what was measured."""
     ms = knee_steps()
-    line = dt.fit_knee(KNEE_DEPTHS, ms, 500, 1000.0)
+    line = depthtime.fit_knee(KNEE_DEPTHS, ms, 500, 1000.0)
     assert (line.t0_ms, line.slope_ms, line.slope2_ms) == (pytest.approx(10), pytest.approx(0.01), pytest.approx(0.03))
     assert (line.fit_until, line.below, line.beyond) == (1200, (0, 250, 500, 750), (1200,))
-    points = dt.predictions(line, KNEE_DEPTHS, ms)
-    assert [p.depth for p in dt.held_out(points)] == [1600]
+    points = depthtime.predictions(line, KNEE_DEPTHS, ms)
+    assert [p.depth for p in depthtime.held_out(points)] == [1600]
     assert points[-1].predicted_ms == pytest.approx(38.0) and points[-1].error == pytest.approx(0, abs=1e-9)
     # The line through the same shallow half predicts 10 + 0.01 × 1,600 = 26 ms: 38 ÷ 26 − 1 = +46.2% too fast.
-    plain = dt.predictions(dt.fit_line(KNEE_DEPTHS, ms, 500), KNEE_DEPTHS, ms)
+    plain = depthtime.predictions(depthtime.fit_line(KNEE_DEPTHS, ms, 500), KNEE_DEPTHS, ms)
     assert plain[-1].error == pytest.approx(38 / 26 - 1) and not plain[-1].within
 
 
 def test_without_a_knee_the_model_is_the_line():
     """No cache size, or d* beyond the deepest depth: fit_knee is fit_line on the same depths."""
     ms = [10 + 0.01 * d + (0.3 if d == 250 else 0) for d in KNEE_DEPTHS]
-    line = dt.fit_line(KNEE_DEPTHS, ms, 500)
+    line = depthtime.fit_line(KNEE_DEPTHS, ms, 500)
     for knee in (None, 1600.0, 11833.0):
-        assert dt.fit_knee(KNEE_DEPTHS, ms, 500, knee) == line
+        assert depthtime.fit_knee(KNEE_DEPTHS, ms, 500, knee) == line
     assert line.knee is None and line.slope2_ms is None and line.ms_at(1600) == pytest.approx(line.t0_ms + 1600 * line.slope_ms)
     # a knee past every fitted depth but below one held-out depth, with only that one past it: s₂ unknown
-    one = dt.fit_knee(KNEE_DEPTHS, ms, 500, 1400.0)
+    one = depthtime.fit_knee(KNEE_DEPTHS, ms, 500, 1400.0)
     assert (one.fit_until, one.beyond, one.slope2_ms) == (500, (), None)
     assert one.ms_at(1200) == pytest.approx(one.t0_ms + 1200 * one.slope_ms) and one.ms_at(1600) is None
-    last = dt.predictions(one, KNEE_DEPTHS, ms)[-1]
+    last = depthtime.predictions(one, KNEE_DEPTHS, ms)[-1]
     assert (last.predicted_ms, last.predicted_tokens_per_s, last.error, last.within, last.can_tell) == (
         None, None, None, False, False)
     # the worst of the predicted ones only: 17.5 ÷ 17.6 − 1 = −0.57% at 750, against 22 ÷ 22.1 − 1 = −0.45% at 1,200
-    assert dt.worst(dt.held_out(dt.predictions(one, KNEE_DEPTHS, ms))).depth == 750
+    assert depthtime.worst(depthtime.held_out(depthtime.predictions(one, KNEE_DEPTHS, ms))).depth == 750
 
 
 def test_a_knee_needs_two_depths_below_it():
     with pytest.raises(ValueError, match="knee at depth 200 needs at least two distinct depths there; 0 measured"):
-        dt.fit_knee(KNEE_DEPTHS, knee_steps(), 500, 200.0)
+        depthtime.fit_knee(KNEE_DEPTHS, knee_steps(), 500, 200.0)
 
 
 def test_a_prediction_spread_by_hand():
     """Depths 0 and 100 fitted (10 and 11 ms), 200 held out (12 ms). Depth 0's interquartile range, 0.2 ms, moves the
     line to (0, 10.2) – (100, 11): 11.8 ms at 200, 0.2 ms off; depth 100 has none. √(0.2²) ÷ 12 + 200's own 0.1 ÷ 12
     = 0.025. Fitted depths have no spread."""
-    line = dt.fit_line([0, 100, 200], [10.0, 11.0, 12.0], 100)
-    assert dt.prediction_spreads(line, [0, 100, 200], [10.0, 11.0, 12.0], [0.2, 0.0, 0.1]) == [
+    line = depthtime.fit_line([0, 100, 200], [10.0, 11.0, 12.0], 100)
+    assert depthtime.prediction_spreads(line, [0, 100, 200], [10.0, 11.0, 12.0], [0.2, 0.0, 0.1]) == [
         None, None, pytest.approx(0.025)]
     # two fitted depths each moving it: the root of the sum of squares. Depth 100 by 0.1 ms: the line through (0, 10)
     # and (100, 11.1) gives 12.2 at 200, 0.2 off; with depth 0's 0.2: √(0.04 + 0.04) ÷ 12 + 0.1 ÷ 12.
-    assert dt.prediction_spreads(line, [0, 100, 200], [10.0, 11.0, 12.0], [0.2, 0.1, 0.1])[2] == pytest.approx(
+    assert depthtime.prediction_spreads(line, [0, 100, 200], [10.0, 11.0, 12.0], [0.2, 0.1, 0.1])[2] == pytest.approx(
         (0.08 ** 0.5 + 0.1) / 12)
 
 
@@ -218,8 +218,8 @@ def test_a_short_lever_past_the_knee_multiplies_the_scatter():
     tell."""
     ms = knee_steps(1150)
     iqr = [0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
-    line = dt.fit_knee(KNEE_DEPTHS, ms, 500, 1150.0)
+    line = depthtime.fit_knee(KNEE_DEPTHS, ms, 500, 1150.0)
     assert line.ms_at(1600) == pytest.approx(35.0)
-    spread = dt.prediction_spreads(line, KNEE_DEPTHS, ms, iqr)[-1]
+    spread = depthtime.prediction_spreads(line, KNEE_DEPTHS, ms, iqr)[-1]
     assert spread == pytest.approx(9 / 35)
-    assert spread > dt.TOLERANCE and not dt.predictions(line, KNEE_DEPTHS, ms, iqr)[-1].can_tell
+    assert spread > depthtime.TOLERANCE and not depthtime.predictions(line, KNEE_DEPTHS, ms, iqr)[-1].can_tell

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from bytesup.cli.app import app
 from bytesup.errors import BytesupError
 from bytesup.files import file_sha256
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.models import derive
-from bytesup.models import smollm2 as realmodel
+from bytesup.models import smollm2
 from bytesup.models.catalog import SYNTHETIC_DEFAULT, Preset, build_model, ensure_model
 
 T = gguf.GGMLQuantizationType
@@ -70,7 +70,7 @@ def test_every_width_is_a_type_gguf_encodes_with_its_file_type_and_size():
     assert derive.WIDTHS["q8_0"].bytes_per_weight == 34 / 32 and derive.WIDTHS["q4_0"].bytes_per_weight == 18 / 32
     assert [derive.WIDTHS[n].file_type for n in ("f32", "f16", "q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "bf16")] == \
         [0, 1, 2, 3, 7, 8, 9, 32]
-    for model in realmodel.REAL_MODELS.values():  # SmolLM2's widths say the same type
+    for model in smollm2.REAL_MODELS.values():  # SmolLM2's widths say the same type
         assert derive.WIDTHS[model.weight_type.lower()].file_type == model.file_type
 
 
@@ -274,14 +274,14 @@ def test_llama_server_loads_a_derived_width_and_reports_its_size(tiny, tmp_path)
     import httpx
 
     made = derive.derive(tiny, [derive.WIDTHS["q4_0"]], tmp_path)[0]
-    port = engine.free_port()
-    started = engine.start_server(made.path, ["--port", str(port), "-t", "2", "-c", "256"])
+    port = process.free_port()
+    started = process.start_server(made.path, ["--port", str(port), "-t", "2", "-c", "256"])
     try:
         meta = httpx.get(f"{started.url}/v1/models", timeout=30).json()["data"][0]["meta"]
         done = httpx.post(f"{started.url}/completion", json={"prompt": "The capital of France is", "n_predict": 4,
                                                               "temperature": 0, "seed": 42, "cache_prompt": False},
                           timeout=60).json()
     finally:
-        engine.stop_server(port)
+        process.stop_server(port)
     assert meta["size"] == made.tensor_bytes  # the bytes the server holds are the ones planned
     assert done["timings"]["predicted_n"] == 4

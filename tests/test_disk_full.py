@@ -7,10 +7,10 @@ import errno
 
 import pytest
 
-from bytesup import files as storage
+from bytesup import files
 from bytesup.cli.app import app
 from bytesup.options import RunOptions
-from bytesup.run import folder as runfolder, runner as runner_module
+from bytesup.run import folder, runner
 from bytesup.run.folder import DiskFull
 from bytesup.run.runner import run_lessons
 
@@ -19,15 +19,15 @@ from test_runner import lessons, serve, URL  # noqa: F401 (lessons is a fixture)
 
 
 def _disk_full_for(monkeypatch, match: str) -> None:
-    # The lessons' files are written by runfolder (save_lesson, keep_failed), the manifest by the runner.
-    real = storage.write_jsonl_atomic, storage.write_json_atomic
+    # The lessons' files are written by folder (save_lesson, keep_failed), the manifest by the runner.
+    real = files.write_jsonl_atomic, files.write_json_atomic
 
     def full(path, data, _real):
         if match in str(path):
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return _real(path, data)
 
-    for module in (runner_module, runfolder):
+    for module in (runner, folder):
         if hasattr(module, "write_jsonl_atomic"):
             monkeypatch.setattr(module, "write_jsonl_atomic", lambda p, d: full(p, d, real[0]))
         monkeypatch.setattr(module, "write_json_atomic", lambda p, d: full(p, d, real[1]))

@@ -17,7 +17,7 @@ import psutil
 import pytest
 from gguf import GGMLQuantizationType as QT
 
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.llama.process import free_port
 
 from conftest import load_fixture
@@ -114,7 +114,7 @@ def test_a_lessons_own_server_is_stopped_on_a_signal(tmp_path, fake, model, when
 def _stale_pid_file(port: int) -> subprocess.Popen:
     """A pid file that names an unrelated program: the pid was reused after our server died."""
     other = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    state = engine.state_dir_for(port)
+    state = process.state_dir_for(port)
     state.mkdir(parents=True)
     (state / "pid").write_text(f"{other.pid}\n")
     return other
@@ -124,12 +124,12 @@ def test_stop_never_signals_a_process_that_reused_the_pid(capsys):
     port = free_port()
     other = _stale_pid_file(port)
     try:
-        assert engine.main(["stop", "--port", str(port)]) == 0
+        assert process.main(["stop", "--port", str(port)]) == 0
         time.sleep(0.2)
         assert other.poll() is None  # still running
         err = capsys.readouterr().err
         assert "stale pid file" in err and f"pid {other.pid}" in err and "No process was signalled" in err
-        assert not (engine.state_dir_for(port) / "pid").exists()
+        assert not (process.state_dir_for(port) / "pid").exists()
     finally:
         other.kill()
         other.wait()
@@ -139,9 +139,9 @@ def test_start_replaces_a_stale_pid_file(fake, model, capsys):
     port = free_port()
     other = _stale_pid_file(port)
     try:
-        started = engine.start_server(model, ["--port", str(port)])
+        started = process.start_server(model, ["--port", str(port)])
         assert "stale pid file" in capsys.readouterr().err
-        assert engine.stop_server(port)
+        assert process.stop_server(port)
         wait_for(lambda: not alive(started.pid), timeout=10)
         assert other.poll() is None
     finally:
@@ -159,10 +159,10 @@ def test_a_stopped_server_whose_parent_never_reaps_it_counts_as_stopped_at_once(
     try:
         pid = int(keeper.stdout.readline())
         began = time.monotonic()
-        engine._terminate(pid, grace_s=10.0)
+        process._terminate(pid, grace_s=10.0)
         assert time.monotonic() - began < 5.0
         assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # ended; its exit is still unread by its parent
-        assert not engine._pid_alive(pid)
+        assert not process._pid_alive(pid)
     finally:
         keeper.kill()
         keeper.wait()
@@ -173,13 +173,13 @@ def test_a_stopped_server_whose_parent_never_reaps_it_counts_as_stopped_at_once(
 @pytest.mark.parametrize("kind", ["llama-server", "embedded"])
 def test_the_api_key_reaches_the_engine_through_its_environment(fake, model, tmp_path, monkeypatch, kind):
     if kind == "embedded":  # the same start path, with the embedded engine's command
-        choice = engine.EngineChoice("embedded", [str(fake)], "embedded", "a test")
-        monkeypatch.setattr(engine, "choose_engine", lambda native=False: choice)
+        choice = process.EngineChoice("embedded", [str(fake)], "embedded", "a test")
+        monkeypatch.setattr(process, "choose_engine", lambda native=False: choice)
     record = tmp_path / "record.json"
     monkeypatch.setenv("FAKE_RECORD", str(record))
     secret = "sk-made-up-0123456789"
     port = free_port()
-    started = engine.start_server(model, ["--port", str(port), "--api-key", secret])  # ready: the key was required
+    started = process.start_server(model, ["--port", str(port), "--api-key", secret])  # ready: the key was required
     try:
         seen = json.loads(record.read_text())
         assert seen["LLAMA_API_KEY"] == secret
@@ -188,7 +188,7 @@ def test_the_api_key_reaches_the_engine_through_its_environment(fake, model, tmp
         assert started.info["flags"]["--api-key"] == "***"
         assert secret not in (started.state_dir / "engine.json").read_text()
     finally:
-        engine.stop_server(port)
+        process.stop_server(port)
 
 
 def test_the_embedded_engine_reads_the_key_from_the_environment_or_a_file(tmp_path, monkeypatch):
@@ -290,7 +290,6 @@ def test_an_ipv6_host_is_probed_with_an_ipv6_socket():
 
 def test_a_suggested_url_brackets_an_ipv6_host(monkeypatch, tmp_path):
     from bytesup.errors import ServerStartError
-    from bytesup.llama import process
 
     monkeypatch.setenv("BYTESUP_STATE", str(tmp_path / "state"))
     monkeypatch.setattr(process, "check_gguf", lambda path: None)
@@ -329,7 +328,6 @@ def test_ctrl_c_while_start_server_sh_starts_one_leaves_nothing(tmp_path, fake, 
 
 def test_a_state_folder_that_cannot_be_made_is_one_paragraph(tmp_path, fake, model, monkeypatch):
     from bytesup.errors import ServerStartError
-    from bytesup.llama import process
 
     (tmp_path / "a-file").write_text("x")
     monkeypatch.setenv("BYTESUP_STATE", str(tmp_path / "a-file" / "run"))

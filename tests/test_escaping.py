@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from bytesup.cli.app import app
-from bytesup.run import folder as runfolder
+from bytesup.run import folder
 
 from faultkit import cli, flat, manifest_of
 from test_runner import lessons, serve, URL  # noqa: F401 (lessons is a fixture)
@@ -59,7 +59,7 @@ def test_hostile_text_stays_text_in_every_markdown_file(tmp_path):
                             "02_x": {"status": "failed", "error": f"{HOSTILE['heading']}\n{HOSTILE['name']} | x"}}})
     pages = {
         "lesson": lesson_md(result),
-        "index": runfolder.run_readme(tmp_path / "evil<b>", manifest),
+        "index": folder.run_readme(tmp_path / "evil<b>", manifest),
         "report": report_md(Run(path=tmp_path / "r", manifest=manifest, results={"01_model_on_disk": result}), None),
     }
     for name, text in pages.items():

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from bytesup.cli.app import app
 from bytesup.errors import RunFolderError
 from bytesup.options import RunOptions
-from bytesup.run import folder as runfolder
+from bytesup.run import folder
 from bytesup.run.runner import run_lessons
 
 LESSON = '"""Asks nothing."""\nTITLE = "Quick (test)"\n\ndef main(ctx):\n    return ctx.finish()\n'
@@ -24,18 +24,18 @@ def words(text: str) -> str:
     return " ".join(text.replace("│", " ").split())
 
 
-def tree(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+def tree(top: Path) -> list[str]:
+    return sorted(str(p.relative_to(top)) for p in top.rglob("*"))
 
 
 @pytest.fixture
 def lessons(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "lessons"
-    folder.mkdir()
-    (folder / "01_quick.py").write_text(LESSON)
-    monkeypatch.setenv("BYTESUP_LESSONS", str(folder))
+    lessons_dir = tmp_path / "lessons"
+    lessons_dir.mkdir()
+    (lessons_dir / "01_quick.py").write_text(LESSON)
+    monkeypatch.setenv("BYTESUP_LESSONS", str(lessons_dir))
     monkeypatch.setenv("BYTESUP_STATE", str(tmp_path / "state"))
-    return folder
+    return lessons_dir
 
 
 def refuse_under(monkeypatch, top: Path, code: int) -> None:
@@ -91,7 +91,7 @@ def test_outputs_under_a_file_are_one_paragraph(tmp_path, monkeypatch):
     (tmp_path / "a-file").write_text("x")
     monkeypatch.setenv("BYTESUP_OUTPUTS", str(tmp_path / "a-file" / "outputs"))
     with pytest.raises(RunFolderError, match="lies under a file, not a folder"):
-        runfolder.new_run_dir(runfolder.outputs_root(), "2026-12-01")
+        folder.new_run_dir(folder.outputs_root(), "2026-12-01")
 
 
 @pytest.mark.parametrize("code,why", [(errno.EACCES, "is a folder you may not write to (permission denied)"),
@@ -120,22 +120,22 @@ def test_without_flock_a_live_holder_keeps_the_lock_and_a_dead_ones_is_taken_ove
     from bytesup.store.runs import LOCK_FILE, run_is_live
 
     monkeypatch.setattr(files, "fcntl", None)       # Windows
-    folder = tmp_path / "run"
-    first = runfolder.RunLock(folder, ["bytesup", "run-all"])
-    assert first.acquire() is None and run_is_live(folder)
+    run_dir = tmp_path / "run"
+    first = folder.RunLock(run_dir, ["bytesup", "run-all"])
+    assert first.acquire() is None and run_is_live(run_dir)
     with pytest.raises(RunFolderError, match="is in use by another bytesup run"):
-        runfolder.RunLock(folder, ["bytesup", "run"]).acquire()
+        folder.RunLock(run_dir, ["bytesup", "run"]).acquire()
     first.release()
-    assert not (folder / LOCK_FILE).exists() and not run_is_live(folder)
+    assert not (run_dir / LOCK_FILE).exists() and not run_is_live(run_dir)
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(gone.stdout)
-    folder.mkdir(exist_ok=True)
-    (folder / LOCK_FILE).write_text(json.dumps({"pid": dead, "started_at": "earlier", "process_started": 1.0}))
-    assert not run_is_live(folder)
-    second = runfolder.RunLock(folder, ["bytesup", "run"])
+    run_dir.mkdir(exist_ok=True)
+    (run_dir / LOCK_FILE).write_text(json.dumps({"pid": dead, "started_at": "earlier", "process_started": 1.0}))
+    assert not run_is_live(run_dir)
+    second = folder.RunLock(run_dir, ["bytesup", "run"])
     assert f"locked by a run that is no longer running (pid {dead}" in second.acquire()
-    assert json.loads((folder / LOCK_FILE).read_text())["pid"] == os.getpid()
+    assert json.loads((run_dir / LOCK_FILE).read_text())["pid"] == os.getpid()
     second.release()
 
 
@@ -143,33 +143,33 @@ def test_without_sighup_the_stop_signals_are_the_ones_there(monkeypatch):
     import signal
 
     monkeypatch.delattr(signal, "SIGHUP")        # Windows
-    assert runfolder.stop_signals() == (signal.SIGINT, signal.SIGTERM)
-    with runfolder.signals_raise():
+    assert folder.stop_signals() == (signal.SIGINT, signal.SIGTERM)
+    with folder.signals_raise():
         pass
 
 
 def test_without_pdeathsig_a_thread_stops_the_run_when_its_parent_dies(monkeypatch):
     import time
 
-    from bytesup.llama import process as engine
+    from bytesup.llama import process
 
-    monkeypatch.setattr(engine.sys, "platform", "darwin")
-    assert engine.die_with_parent_hook() is None
-    monkeypatch.setattr(runfolder, "PARENT_POLL_S", 0.01)
+    monkeypatch.setattr(process.sys, "platform", "darwin")
+    assert process.die_with_parent_hook() is None
+    monkeypatch.setattr(folder, "PARENT_POLL_S", 0.01)
     parents = iter([4242, 4242, 4242])
-    monkeypatch.setattr(runfolder.os, "getppid", lambda: next(parents, 1))   # then re-parented to pid 1
+    monkeypatch.setattr(folder.os, "getppid", lambda: next(parents, 1))   # then re-parented to pid 1
     import signal
 
-    before = {s: signal.getsignal(s) for s in runfolder.stop_signals()}
+    before = {s: signal.getsignal(s) for s in folder.stop_signals()}
     try:
-        with pytest.raises(runfolder.Terminated) as stopped:
-            with runfolder.signals_raise():
-                runfolder.die_with_parent()
+        with pytest.raises(folder.Terminated) as stopped:
+            with folder.signals_raise():
+                folder.die_with_parent()
                 deadline = time.monotonic() + 10
                 while time.monotonic() < deadline:
                     time.sleep(0.01)
     finally:  # a stopped run ignores further signals until it exits; this test's process goes on
         for s, handler in before.items():
             signal.signal(s, handler)
-        runfolder._stopping.clear()
+        folder._stopping.clear()
     assert stopped.value.args[0] == "SIGTERM"

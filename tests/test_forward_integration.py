@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.models import forward
 from bytesup.run.lessons import load_lesson
 from bytesup.llama.client import LlamaServer
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.integration
 
 def served(model_name: str):
     model = ensure_model(model_name)
-    port = engine.free_port()
-    started = engine.start_server(model, ["--port", str(port), "-t", "2", "-c", "256"])
+    port = process.free_port()
+    started = process.start_server(model, ["--port", str(port), "-t", "2", "-c", "256"])
     return model, port, LlamaServer(started.url, timeout=120)
 
 
@@ -34,7 +34,7 @@ def compare(model_name: str) -> list[tuple[int, int, float, int]]:
         answers = [client.completion(p, **lesson.TOP8).first_position().top_logprobs or [] for p in prompts]
     finally:
         client.close()
-        engine.stop_server(port)
+        process.stop_server(port)
     out = []
     for done, listed in zip(forward.forward(forward.Model(model), ids), answers, strict=True):
         ours = set(int(i) for i in np.argsort(-done.probs)[:8])

@@ -1,4 +1,4 @@
-"""gguf_read against small GGUF files written here with gguf.GGUFWriter (no model download needed)."""
+"""bytesup.models.gguf against small GGUF files written here with gguf.GGUFWriter (no model download needed)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_compare import invoke
 
-from bytesup.check import history as hist
+from bytesup.check import history
 from bytesup.check.history import NEXT_TOKEN
 from bytesup.store.plots import DATE_AXIS
 
@@ -21,7 +21,7 @@ DECODE = "decode_tokens_per_s_short_prompt"
 
 
 def make_run(dest: Path, day: int, host: str = "vm", build: str = "xllamacpp 1", decode_scale: float = 1.0,
-             lessons: tuple[str, ...] = (NEXT_TOKEN, hist.CAPSTONE)) -> Path:
+             lessons: tuple[str, ...] = (NEXT_TOKEN, history.CAPSTONE)) -> Path:
     """A run folder from the committed reference run: its manifest, lessons 4 and 8 and its checks, with
     the date, host, engine build and decode samples set here."""
     dest.mkdir(parents=True)
@@ -55,30 +55,30 @@ def runs(tmp_path) -> Path:
 
 
 def test_runs_are_grouped_by_setup_and_non_runs_are_counted(runs):
-    found = hist.find_runs([runs])
+    found = history.find_runs([runs])
     assert [r.name for r in found.runs] == ["a", "b", "spark", "c"]  # in date order
     assert [(p.name, why) for p, why in found.skipped] == [("notes", "not a run folder")]
-    groups = hist.group_runs(found.runs)
+    groups = history.group_runs(found.runs)
     assert [[r.name for r in g.runs] for g in groups] == [["a", "b", "c"], ["spark"]]
 
 
 def test_a_move_beyond_the_noise_names_what_changed_and_noise_is_not_a_move(runs):
-    found = hist.find_runs([runs])
-    group = hist.group_runs(found.runs)[0]
-    moved = [m for m in hist.moves(group, 0.05) if m.figure.startswith("decode (")]
+    found = history.find_runs([runs])
+    group = history.group_runs(found.runs)[0]
+    moved = [m for m in history.moves(group, 0.05) if m.figure.startswith("decode (")]
     assert len(moved) == 1  # a → b is within noise
     m = moved[0]
     assert (m.before.name, m.after.name, m.verdict) == ("b", "c", "better")
     assert m.changes == ("engine build xllamacpp 1 → xllamacpp 2",)
     assert "+48.5%" in m.reason
     # No move at a threshold above the change.
-    assert not [x for x in hist.moves(group, 0.60) if x.figure.startswith("decode (")]
+    assert not [x for x in history.moves(group, 0.60) if x.figure.startswith("decode (")]
 
 
 def test_each_groups_plot_holds_only_its_own_runs(runs):
-    found = hist.find_runs([runs])
-    main, spark = hist.group_runs(found.runs)
-    plots = hist.group_plots(main)
+    found = history.find_runs([runs])
+    main, spark = history.group_runs(found.runs)
+    plots = history.group_plots(main)
     decode = next(p for p in plots if p.name == "group1-decode")
     [series] = decode.series
     medians = [r.figures["decode"].median for r in main.runs]
@@ -87,7 +87,7 @@ def test_each_groups_plot_holds_only_its_own_runs(runs):
     assert decode.x_label == DATE_AXIS
     assert series.y == medians and series.x == [first, first + 1, first + 2]
     assert series.y_min == [r.figures["decode"].min for r in main.runs]
-    assert hist.group_plots(spark) == []  # one run: no line to draw
+    assert history.group_plots(spark) == []  # one run: no line to draw
 
 
 def test_history_cli_prints_the_table_and_writes_an_html_page(runs, tmp_path):
@@ -96,7 +96,7 @@ def test_history_cli_prints_the_table_and_writes_an_html_page(runs, tmp_path):
     out = result.stdout
     assert "| date | run | group |" in out and "## Group 2: spark" in out
     assert "4 runs read; skipped 1 folder that is not a run" in result.stderr
-    decode = next(r for r in hist.find_runs([runs / "c"]).runs).figures["decode"]
+    decode = next(r for r in history.find_runs([runs / "c"]).runs).figures["decode"]
     assert f"{decode.median:,.4g}" in out
     page = tmp_path / "history.html"
     result = invoke("history", runs, "--html", "--output", page)
@@ -115,7 +115,7 @@ def test_history_markdown_to_a_file_writes_its_plots_beside_it(runs, tmp_path):
 
 def test_a_damaged_run_is_skipped_with_its_reason(runs):
     (runs / "b" / f"{NEXT_TOKEN}.json").write_text("{ not json")
-    found = hist.find_runs([runs])
+    found = history.find_runs([runs])
     assert [p.name for p, _ in found.skipped] == ["b", "notes"]
     assert "cannot be read" in dict((p.name, w) for p, w in found.skipped)["b"]
 
@@ -124,9 +124,9 @@ def test_a_hundred_generated_runs_are_all_read(tmp_path):
     root = tmp_path / "outputs"
     for n in range(100):
         make_run(root / f"run{n:03d}", 1 + n % 28, host=f"host{n % 3}", decode_scale=1 + n / 100)
-    found = hist.find_runs([root])
+    found = history.find_runs([root])
     assert len(found.runs) == 100 and not found.skipped
-    assert [len(g.runs) for g in hist.group_runs(found.runs)] == [34, 33, 33]
+    assert [len(g.runs) for g in history.group_runs(found.runs)] == [34, 33, 33]
 
 
 def test_the_history_page_has_dates_on_its_axes_links_each_point_to_its_run_and_marks_the_moves(runs, tmp_path):
@@ -155,6 +155,6 @@ def test_the_history_page_has_dates_on_its_axes_links_each_point_to_its_run_and_
 def test_a_link_to_a_run_is_always_a_relative_path(tmp_path):
     folder = make_run(tmp_path / "outputs" / "javascript:alert(1)", 1)
     (folder / "report.html").write_text("x", encoding="utf-8")
-    [run] = hist.find_runs([folder]).runs
-    assert hist.run_page(run, tmp_path) == "./outputs/javascript%3Aalert%281%29/report.html"
-    assert hist.run_page(run, tmp_path / "pages") == "../outputs/javascript%3Aalert%281%29/report.html"
+    [run] = history.find_runs([folder]).runs
+    assert history.run_page(run, tmp_path) == "./outputs/javascript%3Aalert%281%29/report.html"
+    assert history.run_page(run, tmp_path / "pages") == "../outputs/javascript%3Aalert%281%29/report.html"

@@ -40,38 +40,38 @@ def test_a_missing_field_names_the_real_server_build(lessons, tmp_path, httpx_mo
     ({"timings__predicted_ms": 0.0, "timings__predicted_n": 5}, "timings"),
 ])
 def test_numbers_no_server_sends_are_named_with_the_build(change, field):
-    from bytesup.llama import responses as r
+    from bytesup.llama import responses
     from bytesup.errors import ImplausibleValue
 
     body = completion_with(**change)
     if field is None:
-        r.parse(r.Completion, body, path="/completion")
+        responses.parse(responses.Completion, body, path="/completion")
         return
     with pytest.raises(ImplausibleValue) as err:
-        r.parse(r.Completion, body, path="/completion", build="b4321-test")
+        responses.parse(responses.Completion, body, path="/completion", build="b4321-test")
     text = str(err.value)
     assert "/completion" in text and field in text and "b4321-test" in text and "no llama.cpp server sends" in text
 
 
 def test_a_probability_past_one_is_named():
-    from bytesup.llama import responses as r
+    from bytesup.llama import responses
     from bytesup.errors import ImplausibleValue
 
     body = json.loads(json.dumps(load_fixture("completion_post_sampling")["response"]))
     body["completion_probabilities"][0]["top_probs"][0]["prob"] = 7.5
     with pytest.raises(ImplausibleValue, match="prob = 7.5"):
-        r.parse(r.Completion, body, path="/completion")
+        responses.parse(responses.Completion, body, path="/completion")
 
 
 @settings(max_examples=80, deadline=None)
 @given(data=json_values)
 def test_any_json_as_a_server_answer_is_a_record_or_one_paragraph(data):
-    from bytesup.llama import responses as r
+    from bytesup.llama import responses
 
-    for model, path in ((r.Completion, "/completion"), (r.Props, "/props"), (r.Tokenized, "/tokenize"),
-                        (r.Timings, "/completion")):
+    for model, path in ((responses.Completion, "/completion"), (responses.Props, "/props"), (responses.Tokenized, "/tokenize"),
+                        (responses.Timings, "/completion")):
         try:
-            r.parse(model, data, path=path)
+            responses.parse(model, data, path=path)
         except Exception as exc:  # noqa: BLE001 - a KeyError or a TypeError fails here too
             assert_one_paragraph(exc)
 

@@ -16,8 +16,8 @@ from bytesup.course import published
 from bytesup.course import nexttoken
 from bytesup.course.loop import decode_passes
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s, prefill_tokens_per_s
-from bytesup.store.facts import lesson04 as stated
-from bytesup.store.plans import lesson04 as plans
+from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken
+from bytesup.store.plans.lesson04 import PROMPTS, TOP8, NumpyFiles, Plan, fresh, read
 from bytesup.store.results import load_result
 from bytesup.options import RunOptions
 from bytesup.run.runner import run_lessons
@@ -51,7 +51,7 @@ def _replayed(tmp_path_factory):
 # --- top eight ----------------------------------------------------------------------------------
 
 def test_top8_tables_have_the_published_shape(result, lesson):
-    for (name, prompt), expected in zip(plans.PROMPTS, TOP8_TABLES, strict=True):
+    for (name, prompt), expected in zip(PROMPTS, TOP8_TABLES, strict=True):
         assert name == expected
         t = result.table(name)
         assert [(c.name, c.unit) for c in t.columns] == [("rank", ""), ("token", ""), ("probability", "%"),
@@ -93,7 +93,7 @@ def test_server_probability_matches_exp_logprob(result, name):
 def test_top8_requests_pin_their_settings(lesson):
     top8 = [ex["request"] for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("post_sampling_probs") is False]
     server = [ex["request"] for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("post_sampling_probs") is True]
-    assert len(top8) == len(server) == len(plans.PROMPTS)
+    assert len(top8) == len(server) == len(PROMPTS)
     for body in top8:
         assert (body["n_predict"], body["n_probs"], body["temperature"], body["cache_prompt"], body["seed"]) == (1, 8, 0, False, 42)
     for body in server:  # temperature 1 alone, every cut off: the full softmax
@@ -105,11 +105,11 @@ def test_top8_rows_match_the_recorded_responses(result, lesson):
     completions = [ex for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("n_probs")]
     top8 = [ex for ex in completions if ex["request"]["post_sampling_probs"] is False]
     server = [ex for ex in completions if ex["request"]["post_sampling_probs"] is True]
-    assert [ex["request"]["prompt"] for ex in top8] == [p for _, p in plans.PROMPTS]
-    assert [ex["request"]["prompt"] for ex in server] == [p for _, p in plans.PROMPTS]
+    assert [ex["request"]["prompt"] for ex in top8] == [p for _, p in PROMPTS]
+    assert [ex["request"]["prompt"] for ex in server] == [p for _, p in PROMPTS]
     fact = result.fact("top_tokens")
     assert list(fact) == TOP8_TABLES
-    for (name, prompt), ex, theirs in zip(plans.PROMPTS, top8, server, strict=True):
+    for (name, prompt), ex, theirs in zip(PROMPTS, top8, server, strict=True):
         listed = ex["response"]["completion_probabilities"][0]["top_logprobs"]
         by_id = {c["id"]: c["prob"] for c in theirs["response"]["completion_probabilities"][0]["top_probs"]}
         # The recorded candidates, most probable first, read straight from the raw JSON.
@@ -546,7 +546,7 @@ def test_the_f32_width_agrees_far_closer_than_the_rounded_one(result):
 def test_the_server_columns_are_the_recorded_answers(result, lesson):
     top8 = [ex for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("post_sampling_probs") is False]
     f32 = [ex for ex in _exchanges("f32") if ex["path"] == "/completion"]
-    assert [ex["request"] for ex in f32] == [{"prompt": p, **plans.TOP8} for _, p in plans.PROMPTS]
+    assert [ex["request"] for ex in f32] == [{"prompt": p, **TOP8} for _, p in PROMPTS]
     for table, answers in (("numpy_vs_server", top8), ("numpy_vs_server_f32", f32)):
         for row, ex in zip(result.table(table).rows, answers, strict=True):
             best = max(ex["response"]["completion_probabilities"][0]["top_logprobs"], key=lambda c: c["logprob"])
@@ -556,7 +556,7 @@ def test_the_server_columns_are_the_recorded_answers(result, lesson):
 
 def test_token_ids_come_from_the_servers_tokenizer(result, lesson):
     asked = [ex for ex in _exchanges() if ex["path"] == "/tokenize" and ex["request"].get("add_special") is True]
-    assert [ex["request"]["content"] for ex in asked] == [p for _, p in plans.PROMPTS]
+    assert [ex["request"]["content"] for ex in asked] == [p for _, p in PROMPTS]
     top8 = [ex for ex in _exchanges() if ex["path"] == "/completion" and ex["request"].get("post_sampling_probs") is False]
     for row, ex, done in zip(result.table("numpy_vs_server").rows, asked, top8, strict=True):
         # One row per token id, and the server evaluated exactly those tokens for its answer.
@@ -630,7 +630,7 @@ def test_agreement_by_hand(lesson):
     # numpy: ids 0..4 hold 0.4, 0.3, 0.2, 0.06, 0.04; the server lists id 1 first (0.5), then 0 (0.3), then 4 (0.1).
     probs = np.array([0.4, 0.3, 0.2, 0.06, 0.04])
     done = Pass(tokens=[1, 2], hidden=np.zeros((2, 1)), last_after_block=np.zeros((1, 1)), logits=np.log(probs), probs=probs)
-    server = [stated.ShownToken(rank, i, f"'t{i}'", p, math.log(p), None) for rank, i, p in ((1, 1, 0.5), (2, 0, 0.3), (3, 4, 0.1))]
+    server = [ShownToken(rank, i, f"'t{i}'", p, math.log(p), None) for rank, i, p in ((1, 1, 0.5), (2, 0, 0.3), (3, 4, 0.1))]
     a = lesson.agreement("t", "p", server, done, lambda i: f"'t{i}'", k=3)
     assert [t.id for t in a.numpy] == [0, 1, 2] and [t.server_probability for t in a.numpy] == [0.3, 0.5, None]
     # numpy − server where both list: id 0 0.4 − 0.3 = 0.1, id 1 0.3 − 0.5 = −0.2.
@@ -687,12 +687,12 @@ def test_main_runs_the_numpy_pass_on_a_preset(lesson, tmp_path):
 
 
 def test_bytesup_check_passes_the_numpy_claims_on_the_recording():
-    from bytesup.check import checker as check
+    from bytesup.check import checker
     from bytesup.check.compare import load_run
 
-    report = check.check_run(load_run(recorded(LESSON)), [])
+    report = checker.check_run(load_run(recorded(LESSON)), [])
     found = {(r.id, r.status) for r in report.results if r.id.startswith("numpy_")}
-    assert found == {("numpy_top_token_is_the_servers", check.PASS), ("numpy_f32_within_rounding", check.PASS)}
+    assert found == {("numpy_top_token_is_the_servers", checker.PASS), ("numpy_f32_within_rounding", checker.PASS)}
     assert len([r for r in report.results if r.id == "numpy_top_token_is_the_servers"]) == 2  # the file and its f32 width
 
 
@@ -707,14 +707,14 @@ def test_a_given_prompt_is_checked_before_any_request(lesson):
 def test_the_command_line_takes_repeated_prompts(monkeypatch):
     from typer.testing import CliRunner
 
-    from bytesup.cli import app as cli
+    from bytesup.cli import app
 
     seen = {}
-    monkeypatch.setattr(cli, "_run", lambda ids, options, **kw: seen.update(ids=ids, options=options))
-    done = CliRunner().invoke(cli.app, ["run", "04_next_token", "--prompt", "The capital of Italy is", "--prompt", "1, 2, 3,"])
+    monkeypatch.setattr(app, "_run", lambda ids, options, **kw: seen.update(ids=ids, options=options))
+    done = CliRunner().invoke(app.app, ["run", "04_next_token", "--prompt", "The capital of Italy is", "--prompt", "1, 2, 3,"])
     assert done.exit_code == 0, done.output
     assert seen["options"].lesson_options == {"prompts": ["The capital of Italy is", "1, 2, 3,"]}
-    empty = CliRunner().invoke(cli.app, ["run", "04_next_token", "--prompt", " "])
+    empty = CliRunner().invoke(app.app, ["run", "04_next_token", "--prompt", " "])
     assert empty.exit_code == 2 and "--prompt" in empty.output and "a prompt is empty" in empty.output
 
 
@@ -726,7 +726,7 @@ def test_the_prompts_of_a_live_run(lesson, given):
     ctx = LessonContext(LESSON, "t", server=QueuedServer({}).server, model_path=None, sink=[], replay=None,
                         run=RunOptions(command=["t"], lesson_options={"prompts": given}), progress=Reporter(None, LESSON),
                         options_type=lesson.Options)
-    assert lesson.fresh_plan(ctx).prompts == plans.PROMPTS + [("top8_prompt_1", p) for p in given or []]
+    assert lesson.fresh_plan(ctx).prompts == PROMPTS + [("top8_prompt_1", p) for p in given or []]
     assert ctx.host_values["option_prompts"] == given
 
 
@@ -739,7 +739,7 @@ HAND_BENCH = {
 
 
 def test_the_third_clock_by_hand(lesson):
-    from bytesup.store.views import lesson04 as view
+    from bytesup.store.views import lesson04
 
     result, _ = _run_hand(lesson, bench=HAND_BENCH)
     rows = {r[0]: r for r in result.table("third_clock").rows}
@@ -756,7 +756,7 @@ def test_the_third_clock_by_hand(lesson):
     assert "6 samples a phase" in main.notes[0]  # the hand-made turns hold two samples each
     # The main text: the phase, both medians, their ratio, the verdict and the samples needed; the rule in words there,
     # its formula with every column under Details.
-    assert [c.name for c in main.columns] == view.CLOCK_SHOWN and full.detail and len(full.columns) == 12
+    assert [c.name for c in main.columns] == lesson04.CLOCK_SHOWN and full.detail and len(full.columns) == 12
     assert main.rows[0] == ["prefill, 52-token prompt", 2250.0, 2050.0, pytest.approx(2250 / 2050), "inside the noise", 21]
     assert "square root" in main.notes[1] and "n ≥" not in main.notes[1] and "n ≥ (2 × relative spread" in full.notes[0]
 
@@ -776,12 +776,12 @@ def test_a_run_recorded_before_the_third_clock_shows_nothing_of_it(lesson):
 
 def test_a_recorded_plan_is_read_as_it_is(lesson):
     """A run recorded with a plan replays from it alone: its prompts, its repeat and its parts, no older host value."""
-    plan = plans.fresh(None, 2, plans.NumpyFiles(served=None, f32=None)).model_dump(mode="json")
+    plan = fresh(None, 2, NumpyFiles(served=None, f32=None)).model_dump(mode="json")
     result, server = _run_hand(lesson, bench={"plan": plan, **HAND_BENCH})
     assert result.notes[0].startswith("The model file is not readable here") and "not computed in numpy" in result.notes[0]
     assert result.fact("numpy_pass")["recomputed"] is False and "third_clock" in [t.name for t in result.tables]
     assert result.settings["repeat"] == 2 and result.settings["long_prompt_tokens"] == 52
-    assert [t.name for t in result.tables if t.name.startswith("top8_")] == [name for name, _ in plans.PROMPTS]
+    assert [t.name for t in result.tables if t.name.startswith("top8_")] == [name for name, _ in PROMPTS]
     assert not any(path == "/tokenize" and body.get("add_special") for _, path, body in server.requests)
 
 
@@ -802,8 +802,8 @@ def test_a_live_run_records_its_plan_once_and_replays_from_it(lesson):
                         run=RunOptions(command=["t"], repeat=1), progress=Reporter(None, LESSON), options_type=lesson.Options)
     live = lesson.main(ctx)
     assert server.left() == {}
-    assert plans.read(live.host_values["plan"]) == plans.Plan(prompts=plans.PROMPTS, repeat=2, llama_bench=True,
-                                                             numpy=plans.NumpyFiles(served=None, f32=None))
+    assert read(live.host_values["plan"]) == Plan(prompts=PROMPTS, repeat=2, llama_bench=True,
+                                                  numpy=NumpyFiles(served=None, f32=None))
     # --repeat 1, at least two runs of each timed request: the run's rule, recorded beside --repeat.
     assert (live.host_values["repeat"], live.host_values["samples"]) == (1, 2)
     assert "numpy_plan" not in live.host_values and live.settings["repeat"] == 2
@@ -835,18 +835,18 @@ def test_what_the_run_shows_reads_the_recorded_pass(result):
 
 
 def test_the_main_tables_are_their_full_tables_named_columns(result):
-    from bytesup.store.views import lesson04 as view
+    from bytesup.store.views import lesson04
 
     assert not [(t.name, len(t.columns)) for t in result.tables if not t.detail and len(t.columns) > 8]
     for name in ("numpy_vs_server", "numpy_vs_server_f32"):
         main, full = result.table(f"{name}_main"), result.table(name)
         assert full.detail and not main.detail and len(full.columns) == 12
-        at = [[c.name for c in full.columns].index(k) for k in view.AGREEMENT_SHOWN]
-        assert [c.name for c in main.columns] == view.AGREEMENT_SHOWN
+        at = [[c.name for c in full.columns].index(k) for k in lesson04.AGREEMENT_SHOWN]
+        assert [c.name for c in main.columns] == lesson04.AGREEMENT_SHOWN
         assert main.rows == [[row[i] for i in at] for row in full.rows]
-        assert full.notes == [view.KL_FORMULA] and not any("Σ" in n for n in main.notes)
+        assert full.notes == [lesson04.KL_FORMULA] and not any("Σ" in n for n in main.notes)
     # Prefill against decode and decode against the ceiling: their lowest and highest samples under Details.
-    for name, shown in (("prefill_vs_decode", view.PHASE_SHOWN), ("decode_vs_ceiling", view.CEILING_SHOWN)):
+    for name, shown in (("prefill_vs_decode", lesson04.PHASE_SHOWN), ("decode_vs_ceiling", lesson04.CEILING_SHOWN)):
         main, full = result.table(f"{name}_main"), result.table(name)
         assert full.detail and [c.name for c in main.columns] == shown and "min" not in shown
         at = [[c.name for c in full.columns].index(k) for k in shown]
@@ -871,48 +871,48 @@ def test_the_plots_points_are_the_tables(result):
     assert speeds.series[3].y == [result.measurement("decode_ceiling_tokens_per_s").median] * 2
 
 
-def _agreement(name: str, server: tuple[str, float], numpy: tuple[str, float], gap: float) -> stated.PromptAgreement:
-    return stated.PromptAgreement(numpy_top_id=1 if numpy[0] == server[0] else 2, server_top_id=1,
-                                  top_agrees=numpy[0] == server[0], set_agrees=True, largest_abs_dp=gap, kl_shared=0.0,
-                                  shared=8, probabilities_of_server_ids={}, largest_abs_logit=1.0, name=name, prompt=name,
-                                  server_token=server[0], server_p=server[1], numpy_token=numpy[0], numpy_p=numpy[1],
-                                  numpy=[stated.NumpyToken(1, 1, numpy[0], numpy[1], server[1] if numpy[0] == server[0] else None,
-                                                           None)])
+def _agreement(name: str, server: tuple[str, float], numpy: tuple[str, float], gap: float) -> PromptAgreement:
+    return PromptAgreement(numpy_top_id=1 if numpy[0] == server[0] else 2, server_top_id=1,
+                           top_agrees=numpy[0] == server[0], set_agrees=True, largest_abs_dp=gap, kl_shared=0.0,
+                           shared=8, probabilities_of_server_ids={}, largest_abs_logit=1.0, name=name, prompt=name,
+                           server_token=server[0], server_p=server[1], numpy_token=numpy[0], numpy_p=numpy[1],
+                           numpy=[NumpyToken(1, 1, numpy[0], numpy[1], server[1] if numpy[0] == server[0] else None,
+                                             None)])
 
 
-HAND_TABLES = [stated.ShownTable(prompt="The capital of France is", name="a",
-                                 tokens=[stated.ShownToken(1, 1, "' Paris'", 0.5, math.log(0.5), 0.5)])]
+HAND_TABLES = [ShownTable(prompt="The capital of France is", name="a",
+                          tokens=[ShownToken(1, 1, "' Paris'", 0.5, math.log(0.5), 0.5)])]
 # Prefill 2,000 and 2,500 (median 2,250) over decode 100 and 125 (median 112.5): 20×.
 HAND_SPEEDS = nexttoken.Speeds(52, 5, [2000.0, 2500.0], [100.0, 125.0], [50.0, 40.0])
 
 
 def _shows(done=None, speeds=HAND_SPEEDS, ceil=None, eff=None):
-    from bytesup.store.views import lesson04 as view
+    from bytesup.store.views import lesson04
 
-    return view.shows(HAND_TABLES, done, speeds, ceil, eff)
+    return lesson04.shows(HAND_TABLES, done, speeds, ceil, eff)
 
 
 def test_what_the_run_shows_follows_numpy_by_hand():
-    agree = stated.FilePass(file="m.gguf", weight_type="Q8_0", prompts={
+    agree = FilePass(file="m.gguf", weight_type="Q8_0", prompts={
         "a": _agreement("a", ("' Paris'", 0.5), ("' Paris'", 0.52), 0.02),
         "b": _agreement("b", ("' cat'", 0.1), ("' cat'", 0.09), 0.03)})
-    text, plot = _shows(stated.NumpyOutcome(agree))
+    text, plot = _shows(NumpyOutcome(agree))
     assert plot == "numpy_vs_server"
     assert text == ("After 'The capital of France is' the model gives ' Paris' 50%. The same forward pass in numpy from "
                     "the file's bytes (Q8_0 weights) gives ' Paris' 52% and agrees with the server's top token on all 2 "
                     "prompts; over the server's eight most probable tokens the two differ by at most 3 points.")
     # numpy puts another token first on the first prompt: the sentence says so, and on how many prompts it agrees.
-    other = stated.FilePass(file="m.gguf", weight_type="Q8_0", prompts={
+    other = FilePass(file="m.gguf", weight_type="Q8_0", prompts={
         "a": _agreement("a", ("' Paris'", 0.5), ("' the'", 0.4), 0.2), "b": agree.prompts["b"]})
-    text, _ = _shows(stated.NumpyOutcome(other))
+    text, _ = _shows(NumpyOutcome(other))
     assert "gives ' the' 40% first, not ' Paris' and agrees with the server's top token on only 1 of 2 prompts" in text
     assert "at most 20 points" in text and "all 2" not in text
     # The f32 width closer: "falls to"; not closer: "is", and its own count of agreeing prompts.
-    f32 = stated.FilePass(file="m-f32.gguf", weight_type="F32", prompts={"a": _agreement("a", ("' Paris'", 0.5), ("' Paris'", 0.5), 0.001)})
-    text, _ = _shows(stated.NumpyOutcome(agree, f32=f32, same=0.0))
+    f32 = FilePass(file="m-f32.gguf", weight_type="F32", prompts={"a": _agreement("a", ("' Paris'", 0.5), ("' Paris'", 0.5), 0.001)})
+    text, _ = _shows(NumpyOutcome(agree, f32=f32, same=0.0))
     assert text.endswith("the largest difference falls to 0.1 points, with the same top token on every prompt.")
-    wide = stated.FilePass(file="m-f32.gguf", weight_type="F32", prompts={"a": _agreement("a", ("' Paris'", 0.5), ("' the'", 0.4), 0.2)})
-    text, _ = _shows(stated.NumpyOutcome(agree, f32=wide, same=0.0))
+    wide = FilePass(file="m-f32.gguf", weight_type="F32", prompts={"a": _agreement("a", ("' Paris'", 0.5), ("' the'", 0.4), 0.2)})
+    text, _ = _shows(NumpyOutcome(agree, f32=wide, same=0.0))
     assert text.endswith("the largest difference is 20 points, with the same top token on 0 of 1 prompts.")
     assert "falls" not in text
 
@@ -923,7 +923,7 @@ def test_what_the_run_shows_without_numpy_is_the_speeds_and_the_ceiling_by_hand(
     # 20 GB/s ÷ 1e8 bytes = 200 tokens/s; decode 100 and 125 are 50% and 62.5% of it, median 56.25%.
     ceil = Ceiling(1e8, (20.0,), (200.0,), host_applies=True)
     eff = Efficiency((100.0, 125.0), (50.0, 62.5), None)
-    for done in (None, stated.NumpyOutcome(None, "The model file is not readable here.")):
+    for done in (None, NumpyOutcome(None, "The model file is not readable here.")):
         text, plot = _shows(done, ceil=ceil, eff=eff)
         assert plot == "prefill_and_decode" and "numpy" not in text
         assert text == ("After 'The capital of France is' the model gives ' Paris' 50%. Prefill read the 52-token prompt "

@@ -10,7 +10,7 @@ from bytesup.course import kvcache
 from bytesup.course import published
 from bytesup.check.checker import CACHE_TYPE_BYTES
 from bytesup.errors import BytesupError
-from bytesup.store.plans import lesson06 as plans
+from bytesup.store.plans.lesson06 import COST_N, COST_PROMPT_TOKENS, NUMPY_LENGTHS, NUMPY_N, NumpyFile, fresh
 from lessonkit import run_bandwidth
 
 LESSON = "06_attention_kv_cache"
@@ -127,7 +127,7 @@ def test_every_cache_request_pins_its_slot_and_sampling(exchanges):
 
 def test_no_cache_token_sum_is_the_arithmetic_series(result, lesson):
     steps = rows(result, "no_cache_requests")
-    p, n = plans.COST_PROMPT_TOKENS, plans.COST_N
+    p, n = COST_PROMPT_TOKENS, COST_N
     assert [r[1] for r in steps] == [p + i for i in range(n)]
     assert [r[2] for r in steps] == [p + i for i in range(n)]      # each pass re-read the whole text
     assert sum(r[2] for r in steps) == n * p + n * (n - 1) // 2 == kvcache.tokens_without_cache(p, n)
@@ -140,17 +140,17 @@ def test_no_cache_token_sum_is_the_arithmetic_series(result, lesson):
 def test_no_cache_series_from_the_recorded_exchanges(exchanges, lesson):
     singles = [e for e in exchanges if e["path"] == "/completion" and e["request"].get("n_predict") == 1
                and e["request"].get("return_tokens")]
-    assert len(singles) == plans.COST_N
+    assert len(singles) == COST_N
     for a, b in zip(singles, singles[1:], strict=False):  # each request re-sends the previous text plus its token
         assert b["request"]["prompt"] == a["request"]["prompt"] + a["response"]["tokens"]
     total = sum(e["response"]["timings"]["prompt_n"] for e in singles)
     p = len(singles[0]["request"]["prompt"])
-    assert total == sum(p + i for i in range(plans.COST_N))
+    assert total == sum(p + i for i in range(COST_N))
     assert all(e["response"]["timings"]["cache_n"] == 0 for e in singles)
 
 
 def test_cost_formula_table(result, lesson):
-    p = plans.COST_PROMPT_TOKENS
+    p = COST_PROMPT_TOKENS
     for n, passes, w, wo, ratio, aw, awo, aratio in rows(result, "cost_formula"):
         assert passes == n and w == p + n - 1
         assert wo == sum(p + i - 1 for i in range(1, n + 1))
@@ -214,7 +214,7 @@ def test_kv_bytes_of_the_specimen_and_a_mixed_cache_by_hand(lesson):
     assert mixed.bytes_per_token == 294.0 and mixed.cache_type == "K F16, V Q8_0"
     assert mixed.context == 100 and mixed.label == "tiny (served)"
     # The fact states the shape and the bytes, as floats; the view's cache type, context and source are not stated.
-    assert lesson.stated.KvExamples([mixed]).model_dump(mode="json") == [
+    assert lesson.KvExamples([mixed]).model_dump(mode="json") == [
         {"label": "tiny (served)", "n_layer": 3, "n_head_kv": 2, "head_dim": 16, "bytes_per_element": (2 + 34 / 32) / 2,
          "bytes_per_token": 294.0}]
     # No name in the file: the server's name, else "served model".
@@ -225,13 +225,13 @@ def test_kv_bytes_of_the_specimen_and_a_mixed_cache_by_hand(lesson):
 
 
 def test_kv_table_without_the_model_file(lesson):
-    from bytesup.store.views import lesson06 as view
+    from bytesup.store.views import lesson06
 
     ctx = _ctx(4096)
     setup = lesson.request_cache_setup(ctx)
     examples = lesson.worked_examples()
     lesson.record_kv_cache(ctx, examples, None, None, setup, False)
-    view.show_kv_cache_size(ctx, examples, None, None, setup)
+    lesson06.show_kv_cache_size(ctx, examples, None, None, setup)
     assert (setup.n_ctx, lesson.attention_shape(None, None)) == (4096, None)
     table = ctx.tables[0]
     assert [r[0].split(" (")[0] for r in table.rows] == [published.SPECIMEN_NAME, "70B example"]
@@ -419,9 +419,9 @@ def _numpy_flops(h: dict, prompt: int, n: int) -> tuple[int, int]:
 def test_numpy_counts_the_flops_of_both_ways(result, lesson):
     h = result.host_values["model_info"]["hyperparameters"]
     table = result.table("numpy_cache_vs_recompute")
-    assert [r[0] for r in table.rows] == list(plans.NUMPY_LENGTHS)
+    assert [r[0] for r in table.rows] == list(NUMPY_LENGTHS)
     for n, cached, recomputed, ratio, *_ in table.rows:
-        assert (cached, recomputed) == _numpy_flops(h, plans.COST_PROMPT_TOKENS, n)
+        assert (cached, recomputed) == _numpy_flops(h, COST_PROMPT_TOKENS, n)
         assert ratio == recomputed / cached
     # One token is one pass over the prompt either way; after that recomputing costs more every step.
     assert table.rows[0][1] == table.rows[0][2] and table.rows[-1][3] > table.rows[-2][3] > 1
@@ -429,23 +429,23 @@ def test_numpy_counts_the_flops_of_both_ways(result, lesson):
 
 def test_numpy_generates_the_same_tokens_both_ways_and_the_servers(result, lesson, exchanges):
     notes = result.table("numpy_cache_vs_recompute").notes
-    assert notes[0].startswith(f"numpy generated {plans.NUMPY_N} tokens greedily after the same "
-                               f"{plans.COST_PROMPT_TOKENS}-token prompt both ways: the same tokens, every logit the same "
+    assert notes[0].startswith(f"numpy generated {NUMPY_N} tokens greedily after the same "
+                               f"{COST_PROMPT_TOKENS}-token prompt both ways: the same tokens, every logit the same "
                                "to the last bit")
-    one = next(e for e in exchanges if e["path"] == "/completion" and e["request"].get("n_predict") == plans.COST_N
+    one = next(e for e in exchanges if e["path"] == "/completion" and e["request"].get("n_predict") == COST_N
                and e["request"].get("return_tokens"))
-    assert len(one["request"]["prompt"]) == plans.COST_PROMPT_TOKENS
-    assert notes[3] == f"The server's own {plans.COST_N} greedy tokens from this prompt (above) are numpy's first {plans.COST_N}."
+    assert len(one["request"]["prompt"]) == COST_PROMPT_TOKENS
+    assert notes[3] == f"The server's own {COST_N} greedy tokens from this prompt (above) are numpy's first {COST_N}."
 
 
 def test_numpy_times_are_the_recorded_ones(result, lesson):
     ms = result.host_values["numpy_step_ms"]
-    assert len(ms["cached"]) == len(ms["recomputed"]) == plans.NUMPY_N
+    assert len(ms["cached"]) == len(ms["recomputed"]) == NUMPY_N
     for n, *_, cached, recomputed, ratio in result.table("numpy_cache_vs_recompute").rows:
         assert cached == pytest.approx(sum(ms["cached"][:n])) and recomputed == pytest.approx(sum(ms["recomputed"][:n]))
         assert ratio == pytest.approx(recomputed / cached)
     plot = next(p for p in result.plots if p.name == "numpy_cache_vs_recompute")
-    assert [s.x for s in plot.series] == [[float(n) for n in range(1, plans.NUMPY_N + 1)]] * 2
+    assert [s.x for s in plot.series] == [[float(n) for n in range(1, NUMPY_N + 1)]] * 2
     assert plot.series[1].y[-1] == pytest.approx(sum(ms["recomputed"]))
 
 
@@ -709,7 +709,7 @@ def test_the_hand_made_knee_from_the_runs_cache(lesson):
 def test_a_fresh_plan_decodes_halfway_past_the_knee(lesson):
     """A cache of 40 × 128 bytes: d* = 40, between half the 64-token context and the deepest depth, 47. The plan adds
     int((40 + 47) ÷ 2) = 43 (8 + 43 ÷ 4 = 18.75 ms), which fixes s₂, and 47 stays held out."""
-    plan = plans.fresh(2, plans.NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
+    plan = fresh(2, NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
     result = _hand_depth_run(lesson, HAND_FACTS, {"gb_per_s": {"median": 12.8}, "llc_bytes": 40 * 128}, plan)
     assert [r[0] for r in rows(result, "decode_vs_depth")] == [0, 8, 16, 32, 43, 47]
     assert result.table("decode_vs_depth_main").notes[0].startswith(
@@ -755,7 +755,7 @@ def test_a_recorded_plan_is_read_as_it_is(lesson):
     props = {"default_generation_settings": {"n_ctx": N_CTX}}
     server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
                            "/tokenize": [{"tokens": IDS}], "/completion": [PrefixCacheServer()] * 40})
-    plan = plans.fresh(2, plans.NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
+    plan = fresh(2, NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
     ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
         "server_facts": HAND_FACTS, "model_info": HAND_INFO, "load_average": [0.5, 0.4, 0.3], "repeat": 7,
         "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143]], "plan": plan})
@@ -775,7 +775,7 @@ def test_the_published_70b_row_shows_its_whole_bytes_and_states_a_float(lesson):
                                   {"bytes_per_token": int})
     assert heads == [("bytes per element", ""), ("per token", "bytes"), ("per token", "KiB")]
     assert rows == [[2, 327_680, 320.0]] and type(rows[0][0]) is int and type(rows[0][1]) is int
-    assert lesson.stated.KvExamples([big]).model_dump(mode="json")[0]["bytes_per_element"] == 2.0
+    assert lesson.KvExamples([big]).model_dump(mode="json")[0]["bytes_per_element"] == 2.0
     assert lesson.specimen_shape() == kvcache.AttentionShape(524_288, 32, 32, 128)
 
 
@@ -785,7 +785,7 @@ def _notes_of_numpy_decode(cached_logits: list[list[float]], recomputed_logits: 
 
     from bytesup.course.kvcache import NumpyDecode
     from bytesup.models.forward import Generation
-    from bytesup.store.views import lesson06 as view
+    from bytesup.store.views import lesson06
 
     n = len(cached_logits)
     way = [Generation(tokens=[7] * n, logits=[np.array(x, dtype=np.float32) for x in logits], seconds=[0.01] * n,
@@ -803,15 +803,15 @@ def _notes_of_numpy_decode(cached_logits: list[list[float]], recomputed_logits: 
         def plot(self, *args, **kw):
             pass
 
-    view.show_numpy_decode(Page(), d, [7] * n)
+    lesson06.show_numpy_decode(Page(), d, [7] * n)
     return tables[0]
 
 
 def test_numpy_decode_says_the_two_ways_agree_to_the_bit_only_when_they_do(monkeypatch):
-    from bytesup.store.views import lesson06 as view
+    from bytesup.store.views import lesson06
 
-    monkeypatch.setattr(view, "NUMPY_N", 16)
-    monkeypatch.setattr(view, "NUMPY_LENGTHS", (8, 16))
+    monkeypatch.setattr(lesson06, "NUMPY_N", 16)
+    monkeypatch.setattr(lesson06, "NUMPY_LENGTHS", (8, 16))
     same = [[0.5, -1.25]] * 16
     assert "every logit the same to the last bit" in _notes_of_numpy_decode(same, same)[0]
     moved = [[0.5, -1.25]] * 15 + [[0.5, -1.2500305]]  # one logit a float32 step or so away
@@ -834,7 +834,7 @@ def test_what_the_run_shows_reads_the_recording(result):
     assert [h["depth"] for h in held] == [1904] and abs(held[0]["error"]) > 0.15
     assert result.shows.plot == "decode_vs_depth"
     assert result.shows.text == (
-        f"Generating {plans.COST_N} tokens with the KV cache processed {with_n} positions in {with_ms:.4g} ms; "
+        f"Generating {COST_N} tokens with the KV cache processed {with_n} positions in {with_ms:.4g} ms; "
         f"re-sending the growing text without it processed {without_n} ({without_n / with_n:.3g}× as many) in "
         f"{without_ms:.4g} ms ({without_ms / with_ms:.3g}× the time). "
         f"Decode slowed from {depths[0][4]:.4g} tokens/s at depth 0 to {depths[-1][4]:.4g} at depth 1,904, each "
@@ -880,7 +880,7 @@ def _hand_shows(ms: list[float], resent_ms: float = 312.0, fit_until: int = 64):
 
     from bytesup.course.kvcache import DepthResult, cache_vs_no_cache, depth_model
     from bytesup.store.facts.lesson06 import KvExample, ResendStep
-    from bytesup.store.views import lesson06 as view
+    from bytesup.store.views import lesson06
 
     timings = SimpleNamespace(prompt_n=16, prompt_ms=32.0, predicted_n=8, predicted_ms=84.0, predicted_per_token_ms=12.0,
                               cache_n=0)
@@ -891,7 +891,7 @@ def _hand_shows(ms: list[float], resent_ms: float = 312.0, fit_until: int = 64):
     served = KvExample("hand (served)", 2, 2, 8, 2, 128.0)
     spec = kvcache.AttentionShape(524_288, 32, 32, 128)
     model = depth_model(depths, 2 * fit_until, None, None, "no reading", spec, (None, None, "no cache"))
-    return view, c, depths, model, served
+    return lesson06, c, depths, model, served
 
 
 def test_what_the_run_shows_follows_hand_made_records():

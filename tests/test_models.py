@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bytesup.models import catalog as models
+from bytesup.models import catalog
 from bytesup.models.catalog import DEFAULT_MODEL, PRESETS, SYNTHETIC_DEFAULT, Preset, build_model, file_sha256
 
 TINY = "tiny-q8_0"
@@ -69,18 +69,18 @@ def test_preset_validation():
         Preset("bad", n_layer=1, n_embd=256, n_head=4, n_head_kv=4, n_ff=688, weight_type="Q8_0")
     Preset("ok", n_layer=1, n_embd=256, n_head=4, n_head_kv=4, n_ff=688, weight_type="F16")
     with pytest.raises(KeyError):
-        models.get_preset("no-such-model")
+        catalog.get_preset("no-such-model")
 
 
 def test_default_model_path(monkeypatch, tmp_path):
     monkeypatch.setenv("BYTESUP_MODELS", str(tmp_path))
-    assert models.default_model_path() == tmp_path / "smollm2-135m-q4_1.gguf"
-    assert models.default_model_path("small-f16") == tmp_path / "small-f16.gguf"
+    assert catalog.default_model_path() == tmp_path / "smollm2-135m-q4_1.gguf"
+    assert catalog.default_model_path("small-f16") == tmp_path / "small-f16.gguf"
 
 
 def test_preset_rows():
-    rows = models.preset_rows()
-    assert [r["name"] for r in rows] == models.model_names() == [*models.realmodel.REAL_MODELS, *PRESETS]
+    rows = catalog.preset_rows()
+    assert [r["name"] for r in rows] == catalog.model_names() == [*catalog.smollm2.REAL_MODELS, *PRESETS]
     assert [r["name"] for r in rows if r["default"]] == [DEFAULT_MODEL]
     assert [r["name"] for r in rows if r["synthetic"]] == list(PRESETS)
     for r in rows:
@@ -112,7 +112,7 @@ def test_params_and_shapes_match(tiny_model):
     p = PRESETS[TINY]
     reader = _reader(tiny_model)
     assert sum(int(t.n_elements) for t in reader.tensors) == p.n_params
-    expected = dict(models.tensor_shapes(p))
+    expected = dict(catalog.tensor_shapes(p))
     assert [t.name for t in reader.tensors] == list(expected)
     for t in reader.tensors:
         # GGUF lists dimensions innermost first: the reverse of the NumPy shape.
@@ -143,7 +143,7 @@ def test_metadata(tiny_model):
     assert len(tokens) == p.n_vocab
     assert tokens[value("tokenizer.ggml.bos_token_id")] == "<s>"
     assert tokens[value("tokenizer.ggml.eos_token_id")] == "</s>"
-    assert len(value("tokenizer.ggml.merges")) == len(models.load_tokenizer().merges)
+    assert len(value("tokenizer.ggml.merges")) == len(catalog.load_tokenizer().merges)
 
 
 def test_weights_look_random(tiny_model):
@@ -154,7 +154,7 @@ def test_weights_look_random(tiny_model):
     w = gguf.quants.dequantize(t.data, t.tensor_type)
     assert w.shape == (PRESETS[TINY].n_ff, PRESETS[TINY].n_embd)
     assert abs(float(w.mean())) < 1e-3
-    assert math.isclose(float(w.std()), models.INIT_STD, rel_tol=0.02)
+    assert math.isclose(float(w.std()), catalog.INIT_STD, rel_tol=0.02)
     norm = next(t for t in reader.tensors if t.name == "output_norm.weight")
     assert np.all(norm.data == 1.0)
 
@@ -171,16 +171,16 @@ def test_interrupted_build_leaves_nothing(tmp_path):
 
 def test_ensure_model_builds_once(tmp_path):
     out = tmp_path / "m.gguf"
-    assert models.ensure_model(TINY, out) == out
+    assert catalog.ensure_model(TINY, out) == out
     mtime = out.stat().st_mtime_ns
-    assert models.ensure_model(TINY, out) == out
+    assert catalog.ensure_model(TINY, out) == out
     assert out.stat().st_mtime_ns == mtime
 
 
 def test_shipped_tokenizer_matches_hf_tokenizers():
     """The vocabulary and merges, loaded by the reference implementation, encode like GPT-2."""
     tokenizers = pytest.importorskip("tokenizers")
-    folder = models.data_dir() / "tokenizer"
+    folder = catalog.data_dir() / "tokenizer"
     bpe = tokenizers.models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt"))
     tok = tokenizers.Tokenizer(bpe)
     tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)

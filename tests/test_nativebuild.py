@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from fakes import stand_in_build
 
-from bytesup.llama import process as engine
-from bytesup.llama import build as nativebuild
+from bytesup.llama import process
+from bytesup.llama import build
 from bytesup.llama import rpc
 from bytesup.errors import EngineUnavailable, ServerStartError
 from bytesup.models.catalog import SYNTHETIC_DEFAULT, ensure_model
@@ -62,15 +62,15 @@ def test_the_key_is_the_same_for_the_same_flags_in_any_order_and_differs_for_one
 
 
 def test_no_amx_is_tried_only_on_a_cpu_that_reports_amx():
-    assert [v.name for v in nativebuild.variants_for(parse_cpuinfo(XEON))] == ["native", "native-no-amx", "portable"]
-    assert [v.name for v in nativebuild.variants_for(parse_cpuinfo(EPYC))] == ["native", "portable"]
-    no_amx = " ".join(nativebuild.VARIANTS["native-no-amx"].cmake)
+    assert [v.name for v in build.variants_for(parse_cpuinfo(XEON))] == ["native", "native-no-amx", "portable"]
+    assert [v.name for v in build.variants_for(parse_cpuinfo(EPYC))] == ["native", "portable"]
+    no_amx = " ".join(build.VARIANTS["native-no-amx"].cmake)
     assert "-DGGML_NATIVE=ON" in no_amx and no_amx.count("-mno-amx-tile -mno-amx-int8 -mno-amx-bf16") == 2
-    portable = nativebuild.VARIANTS["portable"].cmake
+    portable = build.VARIANTS["portable"].cmake
     assert "-DGGML_NATIVE=OFF" in portable and "-DGGML_AVX2=OFF" in portable
-    flags = nativebuild.cmake_flags(nativebuild.VARIANTS["native"], "11434.0.0", cuda=True)
+    flags = build.cmake_flags(build.VARIANTS["native"], "11434.0.0", cuda=True)
     assert "-DGGML_RPC=ON" in flags and "-DLLAMA_BUILD_NUMBER=11434" in flags and flags[-1] == "-DGGML_CUDA=ON"
-    assert "-DGGML_CUDA=ON" not in nativebuild.cmake_flags(nativebuild.VARIANTS["native"], "11434.0.0", cuda=False)
+    assert "-DGGML_CUDA=ON" not in build.cmake_flags(build.VARIANTS["native"], "11434.0.0", cuda=False)
 
 
 # --- the smoke test -------------------------------------------------------------------------------------
@@ -83,13 +83,13 @@ def gguf(tmp_path) -> Path:
 
 
 def test_the_smoke_test_names_the_signal_of_a_crash(tmp_path, gguf):
-    result = nativebuild.smoke_test(stand_in_build(tmp_path / "bin", crashes=True), [gguf])
+    result = build.smoke_test(stand_in_build(tmp_path / "bin", crashes=True), [gguf])
     assert result["ok"] is False and result["detail"] == "llama-bench on m.gguf was killed by SIGSEGV"
-    assert result["cpu_key"] == nativebuild.this_cpu().key
+    assert result["cpu_key"] == build.this_cpu().key
 
 
 def test_the_smoke_test_passes_on_a_build_that_prints_its_speeds(tmp_path, gguf):
-    result = nativebuild.smoke_test(stand_in_build(tmp_path / "bin", crashes=False), [gguf, gguf])
+    result = build.smoke_test(stand_in_build(tmp_path / "bin", crashes=False), [gguf, gguf])
     assert result["ok"] is True and result["detail"] == "m.gguf: 250.0 t/s, 80.0 t/s; m.gguf: 250.0 t/s, 80.0 t/s"
 
 
@@ -99,12 +99,12 @@ def test_the_smoke_test_is_bounded_in_time_and_reads_bad_output_as_a_failure(tmp
     bench = folder / "llama-bench"
     bench.write_text(f"#!{sys.executable}\nimport time; time.sleep(30)\n")
     bench.chmod(0o755)
-    result = nativebuild.smoke_test(folder, [gguf], timeout_s=0.5)
+    result = build.smoke_test(folder, [gguf], timeout_s=0.5)
     assert result["ok"] is False and "did not finish within 0.5 s" in result["detail"]
     bench.write_text(f"#!{sys.executable}\nprint('not json')\n")
-    assert nativebuild.smoke_test(folder, [gguf])["detail"] == "llama-bench on m.gguf printed no results"
+    assert build.smoke_test(folder, [gguf])["detail"] == "llama-bench on m.gguf printed no results"
     bench.write_text(f"#!{sys.executable}\nimport sys; print('bad model', file=sys.stderr); sys.exit(3)\n")
-    assert nativebuild.smoke_test(folder, [gguf])["detail"] == "llama-bench on m.gguf exited with code 3: bad model"
+    assert build.smoke_test(folder, [gguf])["detail"] == "llama-bench on m.gguf exited with code 3: bad model"
 
 
 # --- building: the fallback ------------------------------------------------------------------------------
@@ -122,9 +122,9 @@ def stand_in_compiler(tmp_path: Path, crashing: set[str], log: list[str]):
 def run_build(tmp_path, gguf, cpu: Cpu, crashing: set[str]) -> tuple[dict, list[str], list[str]]:
     compiled: list[str] = []
     said: list[str] = []
-    record = nativebuild.build(tmp_path / "cache" / "llama.cpp-1.0.0", tmp_path / "work",
-                               stand_in_compiler(tmp_path, crashing, compiled), cpu=cpu,
-                               smoke=lambda out: nativebuild.smoke_test(out, [gguf]), say=said.append)
+    record = build.build(tmp_path / "cache" / "llama.cpp-1.0.0", tmp_path / "work",
+                         stand_in_compiler(tmp_path, crashing, compiled), cpu=cpu,
+                         smoke=lambda out: build.smoke_test(out, [gguf]), say=said.append)
     return record, compiled, said
 
 
@@ -132,14 +132,14 @@ def test_a_crashing_native_build_on_an_amx_cpu_is_rebuilt_without_amx(tmp_path, 
     cpu = parse_cpuinfo(XEON)
     record, compiled, said = run_build(tmp_path, gguf, cpu, crashing={"native"})
     assert compiled == ["native", "native-no-amx"]
-    assert record["variant"] == "native-no-amx" and record["cmake_flags"] == list(nativebuild.VARIANTS["native-no-amx"].cmake)
+    assert record["variant"] == "native-no-amx" and record["cmake_flags"] == list(build.VARIANTS["native-no-amx"].cmake)
     assert record["kept_because"] == "native-no-amx: native failed its smoke test (llama-bench on m.gguf was killed by SIGSEGV)"
     assert said[-1] == f"kept {record['kept_because']}"  # one line says which variant was kept and why
     assert record["built_on"]["cpu_key"] == cpu.key and record["built_on"]["amx"] is True
     assert record["smoke"][cpu.key]["ok"] is True and [t["variant"] for t in record["tried"]] == ["native", "native-no-amx"]
     prefix = tmp_path / "cache" / "llama.cpp-1.0.0"
     assert json.loads((prefix / "build.json").read_text()) == record and record["llama_cpp_version"] == "1.0.0"
-    assert nativebuild.has_programs(prefix)
+    assert build.has_programs(prefix)
 
 
 def test_when_no_amx_crashes_too_the_build_is_portable(tmp_path, gguf):
@@ -171,8 +171,8 @@ def test_a_variant_that_does_not_compile_is_passed_over(tmp_path, gguf):
             raise NativeBuildError("lots of compiler output\nThe llama.cpp build step `cmake …` failed (code 2)")
         return stand_in_build(tmp_path / "work" / variant.name, crashes=False)
 
-    record = nativebuild.build(tmp_path / "cache" / "llama.cpp-1.0.0", tmp_path / "work", compile_variant,
-                               cpu=parse_cpuinfo(EPYC), smoke=lambda out: nativebuild.smoke_test(out, [gguf]), say=lambda _: None)
+    record = build.build(tmp_path / "cache" / "llama.cpp-1.0.0", tmp_path / "work", compile_variant,
+                         cpu=parse_cpuinfo(EPYC), smoke=lambda out: build.smoke_test(out, [gguf]), say=lambda _: None)
     assert record["variant"] == "portable"
     assert record["tried"][0]["smoke"]["detail"] == "the build failed: The llama.cpp build step `cmake …` failed (code 2)"
 
@@ -183,8 +183,8 @@ def cached(tmp_path, cpu: Cpu, crashes: bool, tested_ok: bool = True, version: s
     """A cached stand-in build whose record says it passed (or failed) its smoke test on `cpu`."""
     prefix = tmp_path / "cache" / f"llama.cpp-{version}"
     stand_in_build(prefix / "bin", crashes=crashes)
-    nativebuild.write_record(prefix, {"llama_cpp_version": version, "variant": "native", "built_on": cpu.facts(),
-                                      "smoke": {cpu.key: {"ok": tested_ok, "detail": "recorded"}}})
+    build.write_record(prefix, {"llama_cpp_version": version, "variant": "native", "built_on": cpu.facts(),
+                                "smoke": {cpu.key: {"ok": tested_ok, "detail": "recorded"}}})
     return prefix
 
 
@@ -195,45 +195,45 @@ def never(_out):
 def test_a_build_that_passed_on_this_cpu_is_used_without_a_new_test(tmp_path):
     cpu = parse_cpuinfo(EPYC)
     prefix = cached(tmp_path, cpu, crashes=True)  # crashing programs: a test now would fail
-    record, why = nativebuild.checked_build(prefix, cpu, smoke=never)
+    record, why = build.checked_build(prefix, cpu, smoke=never)
     assert record is not None and why == "the cached native build (native, llama.cpp 1.0.0)"
 
 
 def test_a_build_from_another_cpu_is_tested_again_and_kept_when_it_runs(tmp_path, gguf):
     prefix = cached(tmp_path, parse_cpuinfo(XEON), crashes=False)
     here = parse_cpuinfo(EPYC)
-    record, _ = nativebuild.checked_build(prefix, here, smoke=lambda out: nativebuild.smoke_test(out, [gguf]))
+    record, _ = build.checked_build(prefix, here, smoke=lambda out: build.smoke_test(out, [gguf]))
     assert record is not None and record["smoke"][here.key]["ok"] is True
-    again, _ = nativebuild.checked_build(prefix, here, smoke=never)  # recorded: not tested a third time
+    again, _ = build.checked_build(prefix, here, smoke=never)  # recorded: not tested a third time
     assert again is not None and set(again["smoke"]) == {here.key, parse_cpuinfo(XEON).key}
 
 
 def test_a_build_that_crashes_on_this_cpu_is_set_aside_and_never_chosen(tmp_path, gguf):
     prefix = cached(tmp_path, parse_cpuinfo(EPYC), crashes=True)
     here = parse_cpuinfo(XEON)
-    record, why = nativebuild.checked_build(prefix, here, smoke=lambda out: nativebuild.smoke_test(out, [gguf]))
+    record, why = build.checked_build(prefix, here, smoke=lambda out: build.smoke_test(out, [gguf]))
     assert record is None and not prefix.exists()
     aside = tmp_path / "cache" / f"llama.cpp-1.0.0.set-aside-{here.key}"
     assert aside.is_dir() and f"set aside in {aside}" in why and "killed by SIGSEGV" in why
     assert json.loads((aside / "build.json").read_text())["smoke"][here.key]["ok"] is False
-    assert nativebuild.newest_prefix(tmp_path / "cache") is None  # the set-aside folder is never a candidate
+    assert build.newest_prefix(tmp_path / "cache") is None  # the set-aside folder is never a candidate
 
 
 def test_the_newest_version_is_chosen_and_a_build_from_before_records_is_not(tmp_path, monkeypatch, gguf):
     monkeypatch.setenv("BYTESUP_CACHE", str(tmp_path / "cache"))
     assert rpc.native_bin_dir() is None
-    here = nativebuild.this_cpu()
+    here = build.this_cpu()
     for ver in ("9.0.0", "11434.0.0"):
         cached(tmp_path, here, crashes=False, version=ver)
     (tmp_path / "cache" / "llama.cpp-20000.0.0").mkdir()  # unfinished: no programs, no record
-    assert nativebuild.newest_prefix(tmp_path / "cache").name == "llama.cpp-20000.0.0"
-    assert nativebuild.usable_build()[0] is None
+    assert build.newest_prefix(tmp_path / "cache").name == "llama.cpp-20000.0.0"
+    assert build.usable_build()[0] is None
     (tmp_path / "cache" / "llama.cpp-20000.0.0").rmdir()
     assert rpc.native_bin_dir() == tmp_path / "cache" / "llama.cpp-11434.0.0" / "bin"
     legacy = tmp_path / "cache" / "llama.cpp-11434.0.0"
     (legacy / "build.json").unlink()
     (legacy / "BUILT").write_text("version 11434.0.0\n")  # as the build script left it before build.json
-    record, bin_dir, why = nativebuild.usable_build()
+    record, bin_dir, why = build.usable_build()
     assert record is None and bin_dir is None and "from before builds were smoke-tested and recorded" in why
     (legacy / "BUILT").unlink()
     cached(tmp_path, here, crashes=False, version="11434.0.0")
@@ -244,11 +244,11 @@ def test_the_newest_version_is_chosen_and_a_build_from_before_records_is_not(tmp
 def test_print_names_only_a_build_that_runs_here(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BYTESUP_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("BYTESUP_LLAMA_CPP_VERSION", "1.0.0")
-    assert nativebuild.main(["--print"]) == 1 and "no native build" in capsys.readouterr().err
-    cached(tmp_path, nativebuild.this_cpu(), crashes=False)
-    assert nativebuild.main(["--print"]) == 0
+    assert build.main(["--print"]) == 1 and "no native build" in capsys.readouterr().err
+    cached(tmp_path, build.this_cpu(), crashes=False)
+    assert build.main(["--print"]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "cache" / "llama.cpp-1.0.0" / "bin")
-    assert nativebuild.main(["--bogus"]) == 2
+    assert build.main(["--bogus"]) == 2
 
 
 # --- the one engine choice ------------------------------------------------------------------------------
@@ -264,30 +264,30 @@ def no_engines(tmp_path, monkeypatch):
 
 
 def test_the_choice_prefers_llama_server_then_the_native_build_then_path_then_embedded(tmp_path, monkeypatch, no_engines):
-    chosen = engine.choose_engine()
+    chosen = process.choose_engine()
     assert (chosen.kind, chosen.source) == ("embedded", "embedded") and "no native build is cached" in chosen.why
     on_path = stand_in_build(tmp_path / "path", crashes=False)
     monkeypatch.setenv("PATH", f"{on_path}:/usr/bin:/bin")
-    assert engine.choose_engine().source == "PATH"
-    prefix = cached(tmp_path, nativebuild.this_cpu(), crashes=False)
-    chosen = engine.choose_engine()
+    assert process.choose_engine().source == "PATH"
+    prefix = cached(tmp_path, build.this_cpu(), crashes=False)
+    chosen = process.choose_engine()
     assert (chosen.source, chosen.command) == ("native build", [str(prefix / "bin" / "llama-server")])
     assert chosen.facts()["native_build"]["variant"] == "native"
     assert chosen.facts()["native_build"]["smoke_here"] == {"ok": True, "detail": "recorded"}
     monkeypatch.setenv("LLAMA_SERVER", str(on_path / "llama-server"))
-    assert engine.choose_engine().source == "LLAMA_SERVER"
+    assert process.choose_engine().source == "LLAMA_SERVER"
     monkeypatch.delenv("LLAMA_SERVER")
     monkeypatch.setenv("BYTESUP_ENGINE", "embedded")
-    assert engine.choose_engine().source == "embedded"
-    assert engine.choose_engine(native=True).source == "native build"  # RPC: only a binary will do
+    assert process.choose_engine().source == "embedded"
+    assert process.choose_engine(native=True).source == "native build"  # RPC: only a binary will do
 
 
 def test_a_build_that_failed_here_is_never_chosen_and_the_choice_says_why(tmp_path, no_engines):
-    cached(tmp_path, nativebuild.this_cpu(), crashes=True, tested_ok=False)
-    chosen = engine.choose_engine()
+    cached(tmp_path, build.this_cpu(), crashes=True, tested_ok=False)
+    chosen = process.choose_engine()
     assert chosen.source == "embedded" and "failed its smoke test on this CPU (recorded)" in chosen.why
     with pytest.raises(EngineUnavailable) as err:
-        engine.choose_engine(native=True)
+        process.choose_engine(native=True)
     assert "scripts/build_llama_server.sh" in str(err.value) and err.value.exit_code == 3
 
 
@@ -296,10 +296,10 @@ def test_a_llama_server_that_crashes_before_it_is_ready_gets_the_hint(tmp_path, 
     monkeypatch.setenv("LLAMA_SERVER", str(crashing / "llama-server"))
     model = ensure_model(SYNTHETIC_DEFAULT)
     with pytest.raises(ServerStartError) as err:
-        engine.start_server(model, ["--port", str(engine.free_port())])
+        process.start_server(model, ["--port", str(process.free_port())])
     text = str(err.value)
     assert "exited with code -11 (killed by SIGSEGV) before it was ready" in text
-    assert engine.REBUILD_HINT in text and "BYTESUP_ENGINE=embedded" in text
+    assert process.REBUILD_HINT in text and "BYTESUP_ENGINE=embedded" in text
 
 
 def test_start_server_script_skips_a_crashing_native_build_and_says_why(tmp_path, no_engines):
@@ -307,7 +307,7 @@ def test_start_server_script_skips_a_crashing_native_build_and_says_why(tmp_path
     aside and serves on the embedded engine, saying why in one line; engine.json records the choice."""
     prefix = cached(tmp_path, parse_cpuinfo(XEON), crashes=True)
     model = ensure_model(SYNTHETIC_DEFAULT)
-    port = str(engine.free_port())
+    port = str(process.free_port())
     env = {**os.environ, "BYTESUP_PYTHON": sys.executable}
     res = subprocess.run(["bash", str(ROOT / "scripts" / "start_server.sh"), str(model), "--port", port],
                          capture_output=True, text=True, env=env, timeout=300)
@@ -316,7 +316,7 @@ def test_start_server_script_skips_a_crashing_native_build_and_says_why(tmp_path
         line = next(x for x in res.stdout.splitlines() if x.startswith("engine: "))
         assert line.startswith("engine: the embedded engine: the cached native build (native) failed its smoke test")
         assert "killed by SIGSEGV" in line and "set aside" in line
-        info = json.loads((engine.state_dir_for(int(port)) / "engine.json").read_text())
+        info = json.loads((process.state_dir_for(int(port)) / "engine.json").read_text())
         assert info["engine"] == "embedded" and info["choice"]["source"] == "embedded"
         assert not prefix.exists() and list((tmp_path / "cache").glob("llama.cpp-1.0.0.set-aside-*"))
     finally:
@@ -329,30 +329,30 @@ WHEEL_AVX2 = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA =
 
 
 def test_the_features_a_build_leaves_unused_are_the_cpus_wider_kernels_missing_from_its_system_info():
-    assert nativebuild.compiled_features(WHEEL_AVX2) == {"SSE3", "SSSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "LLAMAFILE"}
-    zen4 = nativebuild.Cpu("EPYC", frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_vbmi"}))
-    assert nativebuild.unused_features(zen4, WHEEL_AVX2) == ["AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16"]
-    assert nativebuild.unused_features(zen4, WHEEL_AVX2 + "AVX512 = 1 | AVX512_VNNI = 1 | AVX512_VBMI = 0 |") == [
+    assert build.compiled_features(WHEEL_AVX2) == {"SSE3", "SSSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "LLAMAFILE"}
+    zen4 = build.Cpu("EPYC", frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_vbmi"}))
+    assert build.unused_features(zen4, WHEEL_AVX2) == ["AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16"]
+    assert build.unused_features(zen4, WHEEL_AVX2 + "AVX512 = 1 | AVX512_VNNI = 1 | AVX512_VBMI = 0 |") == [
         "AVX512_VBMI", "AVX512_BF16"]
-    avx2_only = nativebuild.Cpu("EPYC", frozenset({"avx", "avx2", "fma"}))
-    assert nativebuild.unused_features(avx2_only, WHEEL_AVX2) == []
-    sapphire = nativebuild.Cpu("Xeon", frozenset({"avx512f", "amx_int8", "avx_vnni"}))
-    assert nativebuild.unused_features(sapphire, WHEEL_AVX2) == ["AVX512", "AVX_VNNI", "AMX_INT8"]
+    avx2_only = build.Cpu("EPYC", frozenset({"avx", "avx2", "fma"}))
+    assert build.unused_features(avx2_only, WHEEL_AVX2) == []
+    sapphire = build.Cpu("Xeon", frozenset({"avx512f", "amx_int8", "avx_vnni"}))
+    assert build.unused_features(sapphire, WHEEL_AVX2) == ["AVX512", "AVX_VNNI", "AMX_INT8"]
 
 
 def test_make_runs_choice_takes_the_native_build_when_ready_and_never_path(tmp_path, monkeypatch, no_engines):
     monkeypatch.setenv("BYTESUP_ENGINE", "fastest")
-    monkeypatch.setattr(nativebuild, "embedded_system_info", lambda: WHEEL_AVX2)
-    monkeypatch.setattr(nativebuild, "this_cpu", lambda: nativebuild.Cpu("EPYC", frozenset({"avx2", "avx512f"})))
+    monkeypatch.setattr(build, "embedded_system_info", lambda: WHEEL_AVX2)
+    monkeypatch.setattr(build, "this_cpu", lambda: build.Cpu("EPYC", frozenset({"avx2", "avx512f"})))
     on_path = stand_in_build(tmp_path / "path", crashes=False)
     monkeypatch.setenv("PATH", f"{on_path}:/usr/bin:/bin")
-    chosen = engine.choose_engine()
+    chosen = process.choose_engine()
     assert (chosen.kind, chosen.source) == ("embedded", "embedded")  # a llama-server on PATH is passed over
     assert "no native build is cached" in chosen.why and "This CPU has AVX512" in chosen.why and "`make native`" in chosen.why
-    monkeypatch.setattr(nativebuild, "this_cpu", lambda: nativebuild.Cpu("EPYC", frozenset({"avx2"})))
-    assert "kernels use every instruction set" in engine.choose_engine().why
-    prefix = cached(tmp_path, nativebuild.this_cpu(), crashes=False)
-    chosen = engine.choose_engine()
+    monkeypatch.setattr(build, "this_cpu", lambda: build.Cpu("EPYC", frozenset({"avx2"})))
+    assert "kernels use every instruction set" in process.choose_engine().why
+    prefix = cached(tmp_path, build.this_cpu(), crashes=False)
+    chosen = process.choose_engine()
     assert (chosen.source, chosen.command) == ("native build", [str(prefix / "bin" / "llama-server")])
 
 

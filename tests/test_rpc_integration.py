@@ -9,9 +9,9 @@ import json
 import psutil
 import pytest
 
-from bytesup.llama import process as engine
-from bytesup.models import catalog as models
-from bytesup.llama import build as nativebuild
+from bytesup.llama import process
+from bytesup.models import catalog
+from bytesup.llama import build
 from bytesup.llama import rpc
 from bytesup.llama import topology
 from bytesup.run.runner import RunOptions, run_lessons
@@ -25,15 +25,15 @@ pytestmark = pytest.mark.skipif(
 
 def test_lesson_9_live_on_loopback_rpc_servers(tmp_path, monkeypatch):
     monkeypatch.delenv("LLAMA_SERVER", raising=False)
-    model = models.ensure_model(models.DEFAULT_MODEL)
-    port = engine.free_port()
+    model = catalog.ensure_model(catalog.DEFAULT_MODEL)
+    port = process.free_port()
     # The run's own server: the lesson only probes it; its two setups are servers of its own.
-    started = engine.start_server(model, ["--port", str(port), "-t", "2"], die_with_parent=True)
+    started = process.start_server(model, ["--port", str(port), "-t", "2"], die_with_parent=True)
     try:
         out = tmp_path / "run"
         code = run_lessons([LESSON_ID], RunOptions(server_url=started.url, out=out, repeat=1, command=["test"]))
     finally:
-        engine.stop_server(port)
+        process.stop_server(port)
     manifest = json.loads((out / "manifest.json").read_text())
     assert code == 0, manifest["lessons"][LESSON_ID]
     result = json.loads((out / f"{LESSON_ID}.json").read_text())
@@ -68,15 +68,15 @@ def test_start_server_script_splits_records_and_stops_its_rpc_servers(monkeypatc
 
     monkeypatch.delenv("LLAMA_SERVER", raising=False)
     root = Path(__file__).resolve().parents[1]
-    model = models.ensure_model(models.DEFAULT_MODEL)
-    nodes = [rpc.start_rpc_server(engine.free_port(), 1) for _ in range(2)]
-    port = engine.free_port()
+    model = catalog.ensure_model(catalog.DEFAULT_MODEL)
+    nodes = [rpc.start_rpc_server(process.free_port(), 1) for _ in range(2)]
+    port = process.free_port()
     endpoints = ",".join(n.endpoint for n in nodes)
     try:
         res = subprocess.run(["bash", str(root / "scripts" / "start_server.sh"), str(model), "--port", str(port), "-c", "256",
                               "--rpc", endpoints], capture_output=True, text=True, timeout=180)
         assert res.returncode == 0, res.stderr
-        info = json.loads((engine.state_dir_for(port) / "engine.json").read_text())
+        info = json.loads((process.state_dir_for(port) / "engine.json").read_text())
         assert info["engine"] == "llama-server" and info["command"] == str(rpc.native_program("llama-server"))
         assert info["flags"]["--rpc"] == endpoints
         split = info["topology"]
@@ -89,19 +89,19 @@ def test_start_server_script_splits_records_and_stops_its_rpc_servers(monkeypatc
         assert [rpc.owned_rpc_pid(n.port)[0] for n in nodes] == [None, None]
         assert not any(psutil.pid_exists(n.pid) and psutil.Process(n.pid).status() != psutil.STATUS_ZOMBIE for n in nodes)
     finally:
-        engine.stop_server(port)
+        process.stop_server(port)
         for n in nodes:
             rpc.stop_rpc_server(n.port)
 
 
 def test_the_real_build_passed_its_smoke_test_on_this_cpu_and_passes_it_again():
-    record, bin_dir, why = nativebuild.usable_build()
+    record, bin_dir, why = build.usable_build()
     assert record is not None and bin_dir is not None, why
-    here = nativebuild.this_cpu().key
-    assert record["smoke"][here]["ok"] is True and record["variant"] in nativebuild.VARIANTS
-    again = nativebuild.smoke_test(bin_dir)
+    here = build.this_cpu().key
+    assert record["smoke"][here]["ok"] is True and record["variant"] in build.VARIANTS
+    again = build.smoke_test(bin_dir)
     assert again["ok"] is True, again["detail"]
-    assert again["detail"].startswith(f"{models.SYNTHETIC_DEFAULT}.gguf: ") and again["cpu_key"] == here
+    assert again["detail"].startswith(f"{catalog.SYNTHETIC_DEFAULT}.gguf: ") and again["cpu_key"] == here
 
 
 def test_start_server_script_serves_on_the_native_build_and_names_its_variant(monkeypatch):
@@ -112,18 +112,18 @@ def test_start_server_script_serves_on_the_native_build_and_names_its_variant(mo
     monkeypatch.delenv("LLAMA_SERVER", raising=False)
     monkeypatch.delenv("BYTESUP_ENGINE", raising=False)
     root = Path(__file__).resolve().parents[1]
-    model = models.ensure_model(models.SYNTHETIC_DEFAULT)
-    port = engine.free_port()
+    model = catalog.ensure_model(catalog.SYNTHETIC_DEFAULT)
+    port = process.free_port()
     env = {**__import__("os").environ, "BYTESUP_PYTHON": sys.executable}
     try:
         res = subprocess.run(["bash", str(root / "scripts" / "start_server.sh"), str(model), "--port", str(port)],
                              capture_output=True, text=True, timeout=180, env=env)
         assert res.returncode == 0, res.stderr
         assert "engine: the cached native build (" in res.stdout
-        info = json.loads((engine.state_dir_for(port) / "engine.json").read_text())
+        info = json.loads((process.state_dir_for(port) / "engine.json").read_text())
         assert info["engine"] == "llama-server" and info["choice"]["source"] == "native build"
-        build = info["choice"]["native_build"]
-        assert build["variant"] == engine.build_variant(info) in nativebuild.VARIANTS
-        assert build["smoke_here"]["ok"] is True and build["built_on"]["cpu_key"]
+        native_build = info["choice"]["native_build"]
+        assert native_build["variant"] == process.build_variant(info) in build.VARIANTS
+        assert native_build["smoke_here"]["ok"] is True and native_build["built_on"]["cpu_key"]
     finally:
-        engine.stop_server(port)
+        process.stop_server(port)

@@ -13,13 +13,13 @@ import pytest
 
 from bytesup.host import spent
 from bytesup.lesson import ModelQuery
-from bytesup.llama import build as nativebuild
+from bytesup.llama import build
 from bytesup.llama.process import EngineChoice
 from bytesup.models import catalog
-from bytesup.models import smollm2 as realmodel
+from bytesup.models import smollm2
 from bytesup.options import RunOptions
 from bytesup.run import engines
-from bytesup.run import models as models_first
+from bytesup.run import models
 from bytesup.run import runner
 from bytesup.run.folder import run_readme
 from bytesup.run.timing import split_blocks, split_rows
@@ -43,7 +43,7 @@ def test_the_lessons_declare_their_models_from_their_plans(tmp_path):
     shipped width (the others are derived from it) first."""
     served = tmp_path / "served.gguf"
     served.write_bytes(b"GGUF")
-    names = models_first.lesson_models(DECLARING, RunOptions(), query(served, realmodel.REAL_MODELS[Q4].sha256))
+    names = models.lesson_models(DECLARING, RunOptions(), query(served, smollm2.REAL_MODELS[Q4].sha256))
     assert names == [Q4, F32, Q8, F16, "medium-q8_0", "large-q8_0"]
 
 
@@ -51,18 +51,18 @@ def test_a_model_the_options_leave_out_is_not_declared(tmp_path):
     served = tmp_path / "served.gguf"
     served.write_bytes(b"GGUF")
     options = RunOptions(lesson_options={"sizes": ["tiny-q8_0", str(tmp_path / "mine.gguf")]})
-    names = models_first.lesson_models(["08_capstone_decode_memory_bound"], options, query(served, "not a width"))
+    names = models.lesson_models(["08_capstone_decode_memory_bound"], options, query(served, "not a width"))
     assert names == ["tiny-q8_0"]  # a GGUF path of one's own is left to the lesson
 
 
 def test_what_the_served_model_and_the_host_decide():
     """Lesson 4 asks for the f32 width only beside a narrower width; a server elsewhere gets no sweep and no
     speculation; an unreadable served model makes lesson 9 ask for the default model."""
-    f32_sha = realmodel.REAL_MODELS[F32].sha256
-    assert models_first.lesson_models(["04_next_token"], RunOptions(), query(None, f32_sha)) == []
-    assert models_first.lesson_models(["04_next_token"], RunOptions(), query(None, realmodel.REAL_MODELS[Q8].sha256)) == [F32]
+    f32_sha = smollm2.REAL_MODELS[F32].sha256
+    assert models.lesson_models(["04_next_token"], RunOptions(), query(None, f32_sha)) == []
+    assert models.lesson_models(["04_next_token"], RunOptions(), query(None, smollm2.REAL_MODELS[Q8].sha256)) == [F32]
     remote = ["05b_speculative_decoding", "08_capstone_decode_memory_bound", "09_beyond_one_machine"]
-    assert models_first.lesson_models(remote, RunOptions(), query(None, None, local=False)) == [catalog.DEFAULT_MODEL]
+    assert models.lesson_models(remote, RunOptions(), query(None, None, local=False)) == [catalog.DEFAULT_MODEL]
 
 
 def test_a_faulty_declaration_leaves_its_models_to_the_lesson(tmp_path, monkeypatch):
@@ -75,7 +75,7 @@ def test_a_faulty_declaration_leaves_its_models_to_the_lesson(tmp_path, monkeypa
     (lessons / "03_unknown.py").write_text('"""Unknown."""\ndef models_needed(query):\n    return ["no-such-model"]\n'
                                            "def main(ctx):\n    return ctx.finish()\n")
     monkeypatch.setenv("BYTESUP_LESSONS", str(lessons))
-    assert models_first.lesson_models(["01_fine", "02_broken", "03_unknown"], RunOptions(), query()) == ["tiny-q8_0"]
+    assert models.lesson_models(["01_fine", "02_broken", "03_unknown"], RunOptions(), query()) == ["tiny-q8_0"]
 
 
 # --- made once, with a summary ---------------------------------------------------------------------
@@ -104,11 +104,11 @@ def test_each_model_is_made_once_and_the_summary_counts_them(fake_making, capsys
 
     catalog.default_model_path("tiny-f16").write_bytes(b"GGUF")  # already there
     console = Console(file=None, force_terminal=False, width=200)
-    made = models_first.make_models(["tiny-q8_0", "tiny-f16"], console)
-    made = models_first.make_models(["tiny-q8_0", "small-q8_0", "tiny-f16"], console, made)
+    made = models.make_models(["tiny-q8_0", "tiny-f16"], console)
+    made = models.make_models(["tiny-q8_0", "small-q8_0", "tiny-f16"], console, made)
     assert fake_making == ["tiny-q8_0", "small-q8_0"]
     assert list(made.paths) == ["tiny-q8_0", "tiny-f16", "small-q8_0"] and made.made == ["tiny-q8_0", "small-q8_0"]
-    line = models_first.summary(made)
+    line = models.summary(made)
     assert line.startswith("models ready: 3 (2 made now in ") and line.endswith(" s, 1 already there)")
     record = made.record()
     assert record.models == ["tiny-q8_0", "tiny-f16", "small-q8_0"] and record.made == ["tiny-q8_0", "small-q8_0"]
@@ -124,11 +124,11 @@ def test_a_model_that_cannot_be_made_is_said_and_left_to_the_lessons(fake_making
 
     monkeypatch.setattr(catalog, "ensure_model", fails)
     console = Console(file=None, force_terminal=False)
-    made = models_first.make_models(["tiny-q8_0"], console)
-    assert made.failed == {"tiny-q8_0": "no network"} and "not made: tiny-q8_0 (no network)" in models_first.summary(made)
+    made = models.make_models(["tiny-q8_0"], console)
+    assert made.failed == {"tiny-q8_0": "no network"} and "not made: tiny-q8_0 (no network)" in models.summary(made)
     with pytest.raises(BytesupError, match="no network"):  # the run's own server's model stops the run
-        models_first.make_models(["small-q8_0"], console, required="small-q8_0")
-    assert models_first.summary(models_first.Made()) == "models ready: none needed"
+        models.make_models(["small-q8_0"], console, required="small-q8_0")
+    assert models.summary(models.Made()) == "models ready: none needed"
 
 
 def test_a_replay_makes_no_model(tmp_path, monkeypatch):
@@ -218,7 +218,7 @@ def test_only_the_embedded_engine_says_what_it_misses_and_how_to_get_the_native_
 def test_the_instruction_sets_of_each_engine():
     info = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 0 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |"
     assert engines.instruction_sets(info) == ["AVX", "AVX2", "SSE3"]
-    cpu = nativebuild.Cpu("x", frozenset({"pni", "avx", "avx2", "fma", "avx512f", "amx_int8"}))
+    cpu = build.Cpu("x", frozenset({"pni", "avx", "avx2", "fma", "avx512f", "amx_int8"}))
     assert engines.native_instruction_sets("", "native", cpu) == ["AMX_INT8", "AVX", "AVX2", "AVX512", "FMA", "SSE3"]
     assert engines.native_instruction_sets("", "native-no-amx", cpu) == ["AVX", "AVX2", "AVX512", "FMA", "SSE3"]
     assert engines.native_instruction_sets("", "portable", cpu) == []
@@ -234,8 +234,8 @@ def test_the_comparison_is_skipped_by_its_variable(monkeypatch):
 
 def test_with_only_the_embedded_engine_nothing_is_started(monkeypatch):
     monkeypatch.setattr(engines, "native_ready", lambda: (None, "no native build is cached"))
-    monkeypatch.setattr(nativebuild, "embedded_system_info", lambda: "CPU : AVX2 = 1 |")
-    monkeypatch.setattr(nativebuild, "this_cpu", lambda: nativebuild.Cpu("x", frozenset({"avx2", "avx512f"})))
+    monkeypatch.setattr(build, "embedded_system_info", lambda: "CPU : AVX2 = 1 |")
+    monkeypatch.setattr(build, "this_cpu", lambda: build.Cpu("x", frozenset({"avx2", "avx512f"})))
     monkeypatch.setattr(engines, "measure", lambda *a: pytest.fail("an engine was started"))
     gap = engines.compare(RunOptions(), None)
     assert gap.unused_by_embedded == ["AVX512"] and gap.enable_command == "make native"
@@ -313,7 +313,7 @@ def test_a_failed_comparison_is_said_and_the_run_goes_on(monkeypatch, tmp_path):
     model.write_bytes(b"GGUF")
     monkeypatch.delenv("LLAMA_SERVER", raising=False)
     monkeypatch.setattr(engines, "native_ready", lambda: (tmp_path, "the native build (native, llama.cpp 1)"))
-    monkeypatch.setattr(nativebuild, "embedded_system_info", lambda: "CPU : AVX2 = 1 |")
+    monkeypatch.setattr(build, "embedded_system_info", lambda: "CPU : AVX2 = 1 |")
 
     def fails(*args):
         raise ServerStartError("the server exited at once")

@@ -16,7 +16,7 @@ from bytesup.check.compare import load_run
 from bytesup.cli.app import app
 from bytesup.errors import RunFolderError
 from bytesup.options import RunOptions
-from bytesup.run import folder as runfolder
+from bytesup.run import folder
 from bytesup.run.runner import run_lessons
 
 from conftest import load_fixture
@@ -149,11 +149,11 @@ def test_resume_without_out_continues_the_latest_unfinished_run(lessons, httpx_m
 
 def test_the_resume_command_of_a_make_run_is_a_make_run(monkeypatch, tmp_path):
     command = ["bytesup", "run-all", "--own-server", "--report", "--repeat", "5", "--out", "old", "--force"]
-    monkeypatch.delenv(runfolder.MAKE_RUN_ENV, raising=False)
-    assert runfolder.resume_command(command, tmp_path / "r") == (
+    monkeypatch.delenv(folder.MAKE_RUN_ENV, raising=False)
+    assert folder.resume_command(command, tmp_path / "r") == (
         f"bytesup run-all --own-server --report --repeat 5 --out {tmp_path / 'r'} --resume")
-    monkeypatch.setenv(runfolder.MAKE_RUN_ENV, "make run MODEL=tiny-q8_0")
-    assert runfolder.resume_command(command, tmp_path / "r") == (
+    monkeypatch.setenv(folder.MAKE_RUN_ENV, "make run MODEL=tiny-q8_0")
+    assert folder.resume_command(command, tmp_path / "r") == (
         f"make run MODEL=tiny-q8_0 ARGS='--repeat 5 --out {tmp_path / 'r'} --resume'")
 
 

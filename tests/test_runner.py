@@ -438,13 +438,13 @@ def test_a_run_returns_its_folder_and_leaves_its_options_as_they_were(lessons, t
 
 
 def test_lesson_options_are_validated_once_from_the_command_line_to_the_lessons(lessons, tmp_path, httpx_mock, monkeypatch):
-    from bytesup.run import lessons as course
+    from bytesup.run.lessons import check_lesson_options
 
     serve(httpx_mock)
     (lessons / "03_opt.py").write_text(LESSON_OPTION)
     calls = []
-    real = course.check_lesson_options
-    monkeypatch.setattr(course, "check_lesson_options", lambda ids, given: calls.append(ids) or real(ids, given))
+    real = check_lesson_options
+    monkeypatch.setattr("bytesup.run.lessons.check_lesson_options", lambda ids, given: calls.append(ids) or real(ids, given))
     import dataclasses
 
     from bytesup.cli.app import run_options
@@ -643,7 +643,7 @@ def test_the_engine_facts_of_a_server_on_ipv6_are_read_by_its_port(monkeypatch):
     from bytesup.run import server
 
     asked = []
-    monkeypatch.setattr(server.engine, "read_engine_info", lambda port: asked.append(port) or {"engine": "x"})
+    monkeypatch.setattr(server.process, "read_engine_info", lambda port: asked.append(port) or {"engine": "x"})
     assert server.engine_facts("http://[::1]:8404", {}, None)["engine"] == "x" and asked == [8404]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bytesup.lesson import LessonContext, Reporter
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.llama.shapes import ServerShape
 from bytesup.options import RunOptions
 from bytesup.store.results import LessonResult
@@ -49,8 +49,8 @@ def started(monkeypatch):
         seen.update(model=model, flags=flags, native=native)
         return types.SimpleNamespace(url="http://127.0.0.1:9")
 
-    monkeypatch.setattr(engine, "start_server", start_server)
-    monkeypatch.setattr(engine, "stop_server", lambda port: True)
+    monkeypatch.setattr(process, "start_server", start_server)
+    monkeypatch.setattr(process, "stop_server", lambda port: True)
     return seen
 
 

@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 
 from bytesup.lesson import LessonContext, Reporter
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.options import RunOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ def test_the_run_and_the_lesson_api_make_clients_in_one_place():
         makers += [f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1) if "LlamaServer(" in line]
     assert [m.split(":")[0] for m in makers] == ["cli/app.py", "options.py"], makers
     app = (ROOT / "src" / "bytesup" / "cli" / "app.py").read_text()
-    assert "LlamaServer(url, timeout=engine.STATUS_WAIT_S)" in app
+    assert "LlamaServer(url, timeout=process.STATUS_WAIT_S)" in app
 
 
 def test_no_wait_is_a_bare_number_of_seconds():
@@ -61,15 +61,15 @@ def test_a_servers_start_waits_as_long_as_the_run_says(monkeypatch, tmp_path):
         body = {"status": "ok"} if url.endswith("/health") else {"build_info": "b1"}
         return types.SimpleNamespace(status_code=200, json=lambda: body)
 
-    monkeypatch.setattr(engine.httpx, "get", get)
-    chosen = engine.EngineChoice(kind="embedded", command=["python"], source="embedded", why="test")
-    for answer_s, expected in [(300.0, [("health", engine.READY_POLL_S), ("props", 300.0)]),
+    monkeypatch.setattr(process.httpx, "get", get)
+    chosen = process.EngineChoice(kind="embedded", command=["python"], source="embedded", why="test")
+    for answer_s, expected in [(300.0, [("health", process.READY_POLL_S), ("props", 300.0)]),
                                (0.5, [("health", 0.5), ("props", 0.5)]),
-                               (None, [("health", engine.READY_POLL_S), ("props", engine.PROPS_WAIT_S)])]:
+                               (None, [("health", process.READY_POLL_S), ("props", process.PROPS_WAIT_S)])]:
         waits.clear()
         given = {} if answer_s is None else {"answer_s": answer_s}
         try:
-            engine._wait_ready(Proc(), chosen, {}, tmp_path / "m.gguf", "127.0.0.1", 8123, tmp_path, 5.0, **given)
+            process._wait_ready(Proc(), chosen, {}, tmp_path / "m.gguf", "127.0.0.1", 8123, tmp_path, 5.0, **given)
         except Exception:  # noqa: BLE001 - what follows the wait (engine facts) needs a real server; the waits are read before
             pass
         assert waits == expected
@@ -82,8 +82,8 @@ def test_a_lessons_own_server_starts_and_answers_within_the_runs_timeout(monkeyp
         seen.update(flags=flags, answer_s=answer_s)
         return types.SimpleNamespace(url="http://127.0.0.1:9")
 
-    monkeypatch.setattr(engine, "start_server", start_server)
-    monkeypatch.setattr(engine, "stop_server", lambda port: True)
+    monkeypatch.setattr(process, "start_server", start_server)
+    monkeypatch.setattr(process, "stop_server", lambda port: True)
     ctx = LessonContext("t", "t", server=None, run=RunOptions(command=["t"], timeout=42.0, api_key="sk"),  # type: ignore[arg-type]
                         model_path=None, sink=[], replay=None, progress=Reporter(None, "t"))
     with ctx.local_server("own", None, ["-c", "256"]) as client:
@@ -104,11 +104,11 @@ def test_a_server_started_for_the_run_waits_its_timeout(monkeypatch, tmp_path):
         seen["answer_s"] = answer_s
         return types.SimpleNamespace(url="http://127.0.0.1:9", info={"choice": {"why": "test"}})
 
-    monkeypatch.setattr(engine, "start_server", start_server)
+    monkeypatch.setattr(process, "start_server", start_server)
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     with contextlib.ExitStack() as cleanup:
-        monkeypatch.setattr(engine, "stop_server", lambda port: False)
+        monkeypatch.setattr(process, "stop_server", lambda port: False)
         server.start_run_server("http://127.0.0.1:8099", RunOptions(command=["t"], model=model, timeout=33.0),
                                 Console(file=open("/dev/null", "w")), cleanup)
     assert seen["answer_s"] == 33.0

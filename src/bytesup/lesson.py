@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from rich.progress import Progress, TaskID
 
 from bytesup import paths
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.host import environment
 from bytesup.host import hostbench
 from bytesup.host import load
@@ -43,7 +43,7 @@ from bytesup.llama.shapes import ServerShape
 # Flags of the user's server that a lesson's own servers set for themselves.
 # Speculation too: a lesson's server decodes plainly unless the lesson asks for a draft; and --rpc: the
 # user's rpc-servers serve one client at a time, and a lesson splits a model only where it says so.
-NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key", "--rpc", *engine.SPECULATIVE_FLAGS}
+NOT_INHERITED = {"--port", "--host", "--model", "--parallel", "--ctx-size", "--api-key", "--rpc", *process.SPECULATIVE_FLAGS}
 
 
 # --- what a run measures once --------------------------------------------------------
@@ -281,7 +281,7 @@ class LessonContext:
         return self._model_path if self._model_path is not None and self._model_path.is_file() else None
 
     def model_info(self) -> dict[str, Any] | None:
-        """The served model's GGUF facts (`gguf_read.read_model_info`), recorded as a host value;
+        """The served model's GGUF facts (`gguf.read_model_info`), recorded as a host value;
         None when no model file is readable here. A corrupt file raises its GGUFError."""
         return self.host("model_info", lambda: read_model_info(p) if (p := self.readable_model()) else None)
 
@@ -349,7 +349,7 @@ class LessonContext:
     def inherited_flags(self) -> list[str]:
         """The user's server flags (threads, GPU layers, cache types…) for servers a lesson starts."""
         flags = self.identity.get("server", {}).get("flags") or {}
-        return engine.flags_to_argv({k: v for k, v in flags.items() if k not in NOT_INHERITED})
+        return process.flags_to_argv({k: v for k, v in flags.items() if k not in NOT_INHERITED})
 
     # servers of the lesson's own --------------------------------------------------------
     @contextlib.contextmanager
@@ -360,7 +360,7 @@ class LessonContext:
         `shape` is a `ServerShape` (model, slots, context, extra flags, native), recorded as the host value
         `server_shape_<label>` and kept in `server_shapes`; the older form, a model and raw `flags` (and `native`),
         is still taken and records no shape. The server runs with the user's server flags (see `inherited_flags`),
-        then the shape's; on the one engine choice (`engine.choose_engine`), a native llama-server only when native."""
+        then the shape's; on the one engine choice (`process.choose_engine`), a native llama-server only when native."""
         if isinstance(shape, ServerShape):
             if flags is not None or native:
                 raise TypeError("local_server takes a ServerShape alone: its flags and native are the shape's")
@@ -378,15 +378,15 @@ class LessonContext:
                 client.close()
             return
         self.turn(f"starting the server {label}")
-        port = engine.free_port()
+        port = process.free_port()
         # Stopped and its state folder removed on every way out: an exception, Ctrl-C, SIGTERM
-        # (see runfolder.signals_raise), and by the kernel if this process is killed outright.
+        # (see run.folder.signals_raise), and by the kernel if this process is killed outright.
         failed_to_start = False
         try:
             try:
                 with spent(SERVERS):  # the lesson's time split: starting its servers
-                    started = engine.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
-                                                  die_with_parent=True, native=native, answer_s=self.run.timeout)
+                    started = process.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
+                                                   die_with_parent=True, native=native, answer_s=self.run.timeout)
             except ServerStartError:
                 failed_to_start = True
                 raise
@@ -397,11 +397,11 @@ class LessonContext:
                 client.close()
         finally:
             with spent(SERVERS):  # and stopping them
-                engine.stop_server(port)
+                process.stop_server(port)
             # A throwaway port's state folder (pid, log) has nothing left to tell once its server is
             # stopped; a server that failed to start keeps its log, which the error points at.
             if not failed_to_start:
-                shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+                shutil.rmtree(process.state_dir_for(port), ignore_errors=True)
 
     # building the result -----------------------------------------------------------------
     def step(self, text: str) -> None:

@@ -33,9 +33,9 @@ from rich.table import Table as RichTable
 from bytesup.host.environment import utc_now
 from bytesup.check.claims import CACHE_TYPE_BYTES, EXP_RELATIVE_TOLERANCE, GENERAL_CLAIMS
 from bytesup.store.runs import Run
-from bytesup.store.escape import rich_text as escape
+from bytesup.store.escape import rich_text
 from bytesup.store.render import Block, Code, Heading, Paragraph, TableBlock, anchor
-from bytesup.store.render import markdown as render_markdown
+from bytesup.store import render
 from bytesup.check.references import (
     Reference,
     check_reference,
@@ -169,7 +169,7 @@ def check_blocks(report: CheckReport, level: int = 1) -> list[Block]:
 
 
 def markdown(report: CheckReport, heading: str = "#") -> str:
-    return render_markdown(check_blocks(report, len(heading)))
+    return render.markdown(check_blocks(report, len(heading)))
 
 
 def write_report(report: CheckReport) -> tuple[Path, Path]:
@@ -184,23 +184,23 @@ STATUS_STYLE = {PASS: "green", FAIL: "bold red", INCONCLUSIVE: "yellow", NA: "di
 
 def print_rich(report: CheckReport, console) -> None:
     def table(title: str, caption: str | None, rows: list[ClaimResult], with_detail: bool) -> None:
-        t = RichTable(title=escape(title), title_justify="left", caption=escape(caption) if caption else None, caption_justify="left")
+        t = RichTable(title=rich_text(title), title_justify="left", caption=rich_text(caption) if caption else None, caption_justify="left")
         cols = ["claim", "lesson", "result", "observed", "expected", "tolerance"] + (["detail"] if with_detail else [])
         for col in cols:
             t.add_column(col, overflow="fold")
         for r in rows:
             style = STATUS_STYLE[r.status]
-            cells = [escape(r.claim), r.lesson, f"[{style}]{r.status}[/{style}]",
-                     escape(r.observed), escape(r.expected), escape(r.tolerance)]
-            t.add_row(*(cells + ([escape(r.detail)] if with_detail else [])))
+            cells = [rich_text(r.claim), r.lesson, f"[{style}]{r.status}[/{style}]",
+                     rich_text(r.observed), rich_text(r.expected), rich_text(r.tolerance)]
+            t.add_row(*(cells + ([rich_text(r.detail)] if with_detail else [])))
         console.print(t)
 
     counts = RichTable(title="what each pass is worth", title_justify="left")
     for col in GROUP_HEADERS:
         counts.add_column(col, overflow="fold")
     for g, passes, fails, inconclusive, na, shows in report.group_rows():
-        counts.add_row(escape(g), str(passes), f"[{STATUS_STYLE[FAIL]}]{fails}[/{STATUS_STYLE[FAIL]}]" if fails else "0",
-                       str(inconclusive), str(na), escape(shows))
+        counts.add_row(rich_text(g), str(passes), f"[{STATUS_STYLE[FAIL]}]{fails}[/{STATUS_STYLE[FAIL]}]" if fails else "0",
+                       str(inconclusive), str(na), rich_text(shows))
     for group, rows in _general_by_group(report):
         table(f"general claims: {GROUPS[group][0]}", None, rows, True)
     for _, ref in report.references:

@@ -34,12 +34,11 @@ from bytesup.course import robust
 from bytesup.llama import topology
 from bytesup.errors import BytesupError, RunFolderError
 from bytesup.store.escape import md_text
-from bytesup.store.escape import rich_text as esc
+from bytesup.store.escape import rich_text
 from bytesup.store.identity import Difference, RunIdentity, differences, value_text
 from bytesup.store.render import fmt, measurement_label
-from bytesup.store.facts import FactShapeError
+from bytesup.store.facts import FactShapeError, lesson04
 from bytesup.store.facts.lesson04 import ShownTable
-from bytesup.store.facts.lesson04 import TopTokens as TopTokensFact
 from bytesup.store.results import LessonResult, Measurement, Table
 from bytesup.store.runs import Run, load_run
 
@@ -339,7 +338,7 @@ def compare_token_table(lesson: str, name: str, title: str, ta: ShownTable, tb: 
 def token_tables(result: LessonResult) -> dict[str, ShownTable]:
     """Lesson 4's next-token tables by name, from its fact top_tokens ({} for another lesson, or a fact of another shape)."""
     try:
-        fact = result.stated(TopTokensFact)
+        fact = result.stated(lesson04.TopTokens)
     except FactShapeError:
         return {}
     return fact.tables() if fact is not None else {}
@@ -512,21 +511,21 @@ def load_line(c: Comparison) -> str:
 
 
 def print_rich(c: Comparison, console: Console) -> None:
-    console.print(f"[bold]A[/bold] {esc(str(c.a.path))}\n[bold]B[/bold] {esc(str(c.b.path))}", highlight=False)
+    console.print(f"[bold]A[/bold] {rich_text(str(c.a.path))}\n[bold]B[/bold] {rich_text(str(c.b.path))}", highlight=False)
     if c.identity:
         t = RichTable(title="what differs between the runs", title_justify="left")
         t.add_column("")
         t.add_column("A")
         t.add_column("B")
         for k, va, vb in c.identity:
-            t.add_row(esc(k), esc(value_text(va)), esc(value_text(vb)))
+            t.add_row(rich_text(k), rich_text(value_text(va)), rich_text(value_text(vb)))
         console.print(t)
     else:
         console.print("The two runs share host, engine, flags, packages and model.")
     if c.missing_paragraph():
-        console.print(f"[yellow]{esc(c.missing_paragraph())}[/yellow]", highlight=False)
+        console.print(f"[yellow]{rich_text(c.missing_paragraph())}[/yellow]", highlight=False)
     for n in c.lesson_notes:
-        console.print(f"[yellow]{esc(n)}[/yellow]", highlight=False)
+        console.print(f"[yellow]{rich_text(n)}[/yellow]", highlight=False)
     if load_line(c):
         console.print(load_line(c), highlight=False)
     t = RichTable(title=f"measurements (threshold {c.threshold:.0%}; median, min–max in brackets)", title_justify="left")
@@ -534,8 +533,8 @@ def print_rich(c: Comparison, console: Console) -> None:
         t.add_column(col, justify="right" if col in ("A", "B", "B ÷ A") else "left")
     for r in c.rows:
         style = VERDICT_STYLE.get(r.verdict, "")
-        v = f"[{style}]{r.verdict}[/{style}]" + (esc(f" ({r.reason})") if r.reason else "")
-        t.add_row(r.lesson, esc(r.label), esc(r.unit), measure_text(r.a), measure_text(r.b), _ratio_text(r.ratio), v)
+        v = f"[{style}]{r.verdict}[/{style}]" + (rich_text(f" ({r.reason})") if r.reason else "")
+        t.add_row(r.lesson, rich_text(r.label), rich_text(r.unit), measure_text(r.a), measure_text(r.b), _ratio_text(r.ratio), v)
     console.print(t)
     if c.tables:
         t = RichTable(title="next-token tables", title_justify="left")
@@ -543,7 +542,8 @@ def print_rich(c: Comparison, console: Console) -> None:
             t.add_column(col)
         for x in c.tables:
             style = VERDICT_STYLE.get(x.verdict, "")
-            t.add_row(x.lesson, esc(x.table), esc(x.change), esc(_delta_text(x)), esc(_prob_text(x.top_a)), esc(_prob_text(x.top_b)),
-                      f"[{style}]{x.verdict}[/{style}]" + (esc(f" ({x.reason})") if x.reason and x.reason != x.change else ""))
+            t.add_row(x.lesson, rich_text(x.table), rich_text(x.change), rich_text(_delta_text(x)), rich_text(_prob_text(x.top_a)),
+                      rich_text(_prob_text(x.top_b)),
+                      f"[{style}]{x.verdict}[/{style}]" + (rich_text(f" ({x.reason})") if x.reason and x.reason != x.change else ""))
         console.print(t)
     console.print(summary_line(c))

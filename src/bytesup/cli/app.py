@@ -16,13 +16,12 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
-from bytesup.llama import process as engine
-from bytesup.models import catalog as models
+from bytesup.llama import process
+from bytesup.models import catalog
 from bytesup.llama import rpc
 from bytesup.run.lessons import course_options, discover_lessons, lesson_title, load_lesson, with_checked_options
 from bytesup.cli.common import err, fail, out
-from bytesup.cli.derive import register as register_derive
-from bytesup.cli.reports import register as register_reports
+from bytesup.cli import derive, reports
 from bytesup.llama.client import LlamaServer
 from bytesup.options import MAX_TIMEOUT_S, RunOptions
 from bytesup.errors import BytesupError
@@ -47,8 +46,8 @@ model_app = typer.Typer(help=(
     "synthetic one, or derive other byte widths of any llama-architecture GGUF."), no_args_is_help=True)
 app.add_typer(server_app, name="server")
 app.add_typer(model_app, name="model")
-register_reports(app)  # compare, history, check and report live in cli/reports.py
-register_derive(model_app)  # model derive lives in cli/derive.py
+reports.register(app)  # compare, history, check and report live in cli/reports.py
+derive.register(model_app)  # model derive lives in cli/derive.py
 
 # --- lessons ---------------------------------------------------------------------------
 
@@ -203,7 +202,7 @@ def server_start(ctx: typer.Context) -> None:
     args = list(ctx.args)
     model = Path(args.pop(0)) if args and not args[0].startswith("-") else None
     try:
-        started = engine.start_server(model, args)
+        started = process.start_server(model, args)
     except BytesupError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt:
@@ -218,19 +217,19 @@ def server_start(ctx: typer.Context) -> None:
 @server_app.command("stop")
 def server_stop(port: Annotated[int, typer.Option(help="port of the server to stop")] = 8099) -> None:
     """Stop the server bytesup started on PORT (by its pid file; nothing else is touched)."""
-    _, stale = engine.owned_pid(port)
+    _, stale = process.owned_pid(port)
     if stale:
         err.print(rich_text(stale), highlight=False, soft_wrap=True)
-    out.print(f"stopped the server on port {port}" if engine.stop_server(port) else f"no server started by bytesup on port {port}")
+    out.print(f"stopped the server on port {port}" if process.stop_server(port) else f"no server started by bytesup on port {port}")
 
 
 @server_app.command("status")
 def server_status(port: Annotated[int, typer.Option(help="port to look at")] = 8099) -> None:
     """Show what bytesup recorded about the server on PORT, and whether it answers."""
-    status = engine.server_status(port)
+    status = process.server_status(port)
     url = status.get("url") or f"http://127.0.0.1:{port}"
     try:
-        with LlamaServer(url, timeout=engine.STATUS_WAIT_S) as client:
+        with LlamaServer(url, timeout=process.STATUS_WAIT_S) as client:
             status["health"] = client.health().status
             status["build_info"] = client.props().build_info
             # One real answer, so a glance shows the engine computes (greedy, pinned seed, no cache).
@@ -288,23 +287,23 @@ def model_build(
         for column in ("model", "type", "blocks×width", "MB", "built", "from"):
             table.add_column(column, justify="right" if column in ("MB", "blocks×width") else "left",
                              no_wrap=column != "from", min_width=len(column))
-        for row in models.preset_rows():
-            exists = models.default_model_path(row["name"]).exists()
+        for row in catalog.preset_rows():
+            exists = catalog.default_model_path(row["name"]).exists()
             origin = "random weights" if row["synthetic"] else row["description"]
             table.add_row(row["name"] + (" *" if row["default"] else ""), row["weight_type"],
                           f"{row['n_layer']}×{row['n_embd']}", f"{row['tensor_mb']:,.1f}", "yes" if exists else "no",
                           rich_text(origin))
         out.print(table)
         return
-    name = name or models.DEFAULT_MODEL
-    if name not in models.model_names():
-        raise fail(BytesupError(f"There is no model {name!r}. Models: {', '.join(models.model_names())} "
+    name = name or catalog.DEFAULT_MODEL
+    if name not in catalog.model_names():
+        raise fail(BytesupError(f"There is no model {name!r}. Models: {', '.join(catalog.model_names())} "
                                 "(`bytesup model build --list` describes them)."))
-    path = out_path or models.default_model_path(name)
+    path = out_path or catalog.default_model_path(name)
     if path.is_dir():
         raise fail(BytesupError(f"--out {path} is a folder. Give the file to write, e.g. --out {path / (name + '.gguf')}."))
     if path.exists() and not force:
-        out.print(rich_text(f"{path} exists (sha256 {models.file_sha256(path)}); --force builds it again"))
+        out.print(rich_text(f"{path} exists (sha256 {catalog.file_sha256(path)}); --force builds it again"))
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
@@ -314,7 +313,7 @@ def model_build(
             bar.update(task, completed=fraction, description=rich_text(message[:70]))
 
         try:
-            built = models.build(name, path, progress)
+            built = catalog.build(name, path, progress)
         except BytesupError as exc:
             raise fail(exc) from None
         except OSError as exc:
@@ -322,7 +321,7 @@ def model_build(
                 f"Could not write the model to {path}: {exc.strerror or exc}. Nothing was left half-written. "
                 "Choose a folder you can write to (--out DIR/model.gguf, or BYTESUP_MODELS=DIR), or free some space."
             )) from None
-    out.print(rich_text(f"built {built} ({built.stat().st_size:,} bytes, sha256 {models.file_sha256(built)})"))
+    out.print(rich_text(f"built {built} ({built.stat().st_size:,} bytes, sha256 {catalog.file_sha256(built)})"))
 
 
 

@@ -10,16 +10,16 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from bytesup.cli.common import err, fail, out
 from bytesup.errors import BytesupError
-from bytesup.models import catalog as models
-from bytesup.models import derive as widths
+from bytesup.models import catalog
+from bytesup.models import derive
 from bytesup.store.escape import rich_text
 
 DEFAULT_WIDTHS = "f16,q8_0,q4_0"
 
 
 def _help() -> str:
-    rows = "\n".join(f"  {w.name:<5} {w.bytes_per_weight:g} bytes a weight ({w.type_name})" for w in widths.WIDTHS.values())
-    bound = widths.memory_bound() / 2**20
+    rows = "\n".join(f"  {w.name:<5} {w.bytes_per_weight:g} bytes a weight ({w.type_name})" for w in derive.WIDTHS.values())
+    bound = derive.memory_bound() / 2**20
     return f"""Derive other byte widths of a llama-architecture GGUF, the way SmolLM2's widths are made.
 
 Decode reads every weight once per token, so the same model at several widths is the capstone's
@@ -32,7 +32,7 @@ float32); a matrix whose rows do not fill whole blocks stays F16, and its record
 Widths (--widths, comma-separated):
 {rows}
 
-It works a slice of rows at a time (at most {widths.CHUNK_VALUES:,} values), so memory stays within
+It works a slice of rows at a time (at most {derive.CHUNK_VALUES:,} values), so memory stays within
 {bound:.0f} MiB above what holding the source's metadata takes, whatever the model's size: deepseek-coder-6.7b's F16 (13.5 GB)
 needs no 27 GB of float32. The same input gives the same bytes on every machine. Each file is written
 under a temporary name and renamed when whole; its sha256 is printed and kept in NAME.gguf.json beside it,
@@ -49,9 +49,9 @@ On a DGX Spark, with the course's model:
 def _source(model: str) -> Path:
     """A path as given, or the file of a model `bytesup model build` knows by name."""
     path = Path(model).expanduser()
-    if path.exists() or model not in models.model_names():
+    if path.exists() or model not in catalog.model_names():
         return path
-    path = models.default_model_path(model)
+    path = catalog.default_model_path(model)
     if not path.exists():
         raise BytesupError(f"{model} is a model bytesup knows, but {path} is not built yet. Run `bytesup model build "
                            f"{model}` first, then derive from it.")
@@ -66,14 +66,14 @@ def register(model_app: typer.Typer) -> None:
         model: Annotated[str, typer.Argument(help=(
             "the GGUF to derive from (a path, or the name of a model `bytesup model build` wrote)"), show_default=False)],
         width_list: Annotated[str, typer.Option("--widths", help=(
-            f"widths to write, comma-separated, from {', '.join(widths.WIDTHS)}"))] = DEFAULT_WIDTHS,
+            f"widths to write, comma-separated, from {', '.join(derive.WIDTHS)}"))] = DEFAULT_WIDTHS,
         out_dir: Annotated[Optional[Path], typer.Option("--out", help=(
             "folder for the new files (default: the source's folder); each is named after the source, its width "
             "suffix replaced: NAME-f16.gguf"))] = None,
         force: Annotated[bool, typer.Option("--force", help="replace outputs (and their records) that exist")] = False,
     ) -> None:
         try:
-            chosen = widths.parse_widths(width_list)
+            chosen = derive.parse_widths(width_list)
             source = _source(model)
             with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                           TimeElapsedColumn(), console=err, transient=True) as bar:
@@ -84,12 +84,12 @@ def register(model_app: typer.Typer) -> None:
                     task = tasks.setdefault(label, bar.add_task(label, total=1.0))
                     bar.update(task, completed=fraction, description=rich_text(f"{label}: {tensor}"[:60]))
 
-                made = widths.derive(source, chosen, out_dir, force, progress)
+                made = derive.derive(source, chosen, out_dir, force, progress)
         except BytesupError as exc:
             raise fail(exc) from None
         for d in made:
             out.print(rich_text(f"derived {d.path} ({d.width.type_name}, {d.bytes:,} bytes, sha256 {d.sha256}; "
-                                f"record {widths.record_path(d.path).name})"), soft_wrap=True)
+                                f"record {derive.record_path(d.path).name})"), soft_wrap=True)
             if d.fallback_f16:
                 out.print(rich_text(f"  {len(d.fallback_f16)} matrices kept as F16 (rows not a whole number of "
                                     f"{d.width.type_name} blocks): {', '.join(d.fallback_f16[:4])}"), soft_wrap=True)

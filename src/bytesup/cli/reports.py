@@ -10,9 +10,9 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from bytesup.check import checker as checks
-from bytesup.check import compare as cmp
-from bytesup.check import history as hist
+from bytesup.check import checker
+from bytesup.check import compare
+from bytesup.check import history
 from bytesup.cli.common import fail
 from bytesup.paths import outputs_root
 from bytesup.errors import BytesupError
@@ -74,22 +74,22 @@ def register(app: typer.Typer) -> None:
         """
         out, err = Console(), Console(stderr=True)
         try:
-            limit = cmp.parse_threshold(threshold)
-            a, b = cmp.load_run(run_a), cmp.load_run(run_b)
-            comparison = cmp.compare_runs(a, b, limit)
+            limit = compare.parse_threshold(threshold)
+            a, b = compare.load_run(run_a), compare.load_run(run_b)
+            comparison = compare.compare_runs(a, b, limit)
         except BytesupError as exc:
             raise fail(exc) from None
         fmt_ = format_
         if output is not None and fmt_ is CompareFormat.table:
             fmt_ = CompareFormat.json if output.suffix.lower() == ".json" else CompareFormat.md
         if fmt_ is CompareFormat.table:
-            cmp.print_rich(comparison, out)
+            compare.print_rich(comparison, out)
         else:
-            text = (cmp.markdown(comparison) if fmt_ is CompareFormat.md
+            text = (compare.markdown(comparison) if fmt_ is CompareFormat.md
                     else json.dumps(comparison.to_json(), indent=2, ensure_ascii=False) + "\n")
             if output is not None:
                 write_text_atomic(output, text)
-                err.print(rich_text(f"wrote {output} ({cmp.summary_line(comparison)})"), highlight=False, soft_wrap=True)
+                err.print(rich_text(f"wrote {output} ({compare.summary_line(comparison)})"), highlight=False, soft_wrap=True)
             else:
                 typer.echo(text, nl=False)
         for problem in a.problems + b.problems:
@@ -126,17 +126,17 @@ def register(app: typer.Typer) -> None:
         """
         err = Console(stderr=True)
         try:
-            limit = cmp.parse_threshold(threshold)
-            found = hist.find_runs(list(paths) if paths else [outputs_root()])
+            limit = compare.parse_threshold(threshold)
+            found = history.find_runs(list(paths) if paths else [outputs_root()])
             if as_html and output is None:
                 output = Path("history.html")
-            written = hist.write_history(found, output, as_html, limit) if output is not None else None
+            written = history.write_history(found, output, as_html, limit) if output is not None else None
         except BytesupError as exc:
             raise fail(exc) from None
         if written is None:
-            typer.echo(hist.history_markdown(found, limit), nl=False)
-        skipped = f"; {hist.skipped_text(len(found.skipped))}" if found.skipped else ""
-        err.print(rich_text(f"{hist.plural(len(found.runs), 'run')} read{skipped}"), highlight=False, soft_wrap=True)
+            typer.echo(history.history_markdown(found, limit), nl=False)
+        skipped = f"; {history.skipped_text(len(found.skipped))}" if found.skipped else ""
+        err.print(rich_text(f"{history.plural(len(found.runs), 'run')} read{skipped}"), highlight=False, soft_wrap=True)
         for folder, why in found.skipped:
             err.print(rich_text(f"  skipped {folder}: {why}"), highlight=False, soft_wrap=True)
         if written is not None:
@@ -192,11 +192,11 @@ def register(app: typer.Typer) -> None:
                     + (f" ({'; '.join(loaded.problems)})" if loaded.problems else "")
                     + ". Run the lessons into it first (`bytesup run-all --out RUN --resume`), or pass another run folder."
                 )
-            report = checks.check_run(loaded, reference)
-            paths = checks.write_report(report) if write else None
+            report = checker.check_run(loaded, reference)
+            paths = checker.write_report(report) if write else None
         except BytesupError as exc:
             raise fail(exc) from None
-        checks.print_rich(report, out)
+        checker.print_rich(report, out)
         for problem in loaded.problems:
             err.print(f"[yellow]note:[/yellow] {rich_text(problem)}", highlight=False, soft_wrap=True)
         if paths:

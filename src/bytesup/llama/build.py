@@ -214,7 +214,7 @@ def _ensure_model(name: str) -> Path:
 
 def smoke_models() -> list[Path]:
     """The synthetic tiny-q8_0 (built here in a second), then the default model if it is already on disk."""
-    from bytesup.models.smollm2 import SOURCE as DEFAULT_MODEL
+    from bytesup.models.catalog import DEFAULT_MODEL
 
     found = [_ensure_model(SMOKE_MODEL)]
     default = models_dir() / f"{DEFAULT_MODEL}.gguf"

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from bytesup.llama import responses as r
+from bytesup.llama import responses
 from bytesup.llama import sse
 from bytesup.errors import (
     AnswerCutShort,
@@ -167,29 +167,29 @@ class LlamaServer:
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise MalformedResponse(self.base_url, path, "not JSON", resp.text) from None
 
-    def _get(self, model: type[r.R], method: str, path: str, payload: dict[str, Any] | None = None) -> r.R:
+    def _get(self, model: type[responses.R], method: str, path: str, payload: dict[str, Any] | None = None) -> responses.R:
         data = self.request_json(method, path, payload)
-        return r.parse(model, data, path=path, url=self.base_url, build=self._build)
+        return responses.parse(model, data, path=path, url=self.base_url, build=self._build)
 
     # --- endpoints ---------------------------------------------------------------------
 
-    def health(self) -> r.Health:
-        return self._get(r.Health, "GET", "/health")
+    def health(self) -> responses.Health:
+        return self._get(responses.Health, "GET", "/health")
 
-    def props(self) -> r.Props:
-        props = self._get(r.Props, "GET", "/props")
+    def props(self) -> responses.Props:
+        props = self._get(responses.Props, "GET", "/props")
         self._build = props.build_info
         return props
 
-    def completion(self, prompt: str | list[int], **settings: Any) -> r.Completion:
+    def completion(self, prompt: str | list[int], **settings: Any) -> responses.Completion:
         """POST /completion. `settings` go into the body as given (n_predict, n_probs, seed…). The answer must
         hold what was asked (`responses.check_asked`): one position per generated token where n_probs asks for
         candidates, at most n_probs candidates in each."""
-        answer = self._get(r.Completion, "POST", "/completion", {"prompt": prompt, **settings})
-        r.check_asked(answer, settings, path="/completion", build=self._build)
+        answer = self._get(responses.Completion, "POST", "/completion", {"prompt": prompt, **settings})
+        responses.check_asked(answer, settings, path="/completion", build=self._build)
         return answer
 
-    def completion_stream(self, prompt: str | list[int], **settings: Any) -> r.StreamedCompletion:
+    def completion_stream(self, prompt: str | list[int], **settings: Any) -> responses.StreamedCompletion:
         """POST /completion with `stream: true`: the server's events, each stamped on arrival.
 
         Times are ms after the request was sent (connecting included: each stream opens its own
@@ -253,9 +253,9 @@ class LlamaServer:
     def _too_long(self) -> str:
         return f"had not ended {self.timeout:g} s (--timeout, the limit for one answer) after the request was sent"
 
-    def _read_stream(self, path: str, resp: httpx.Response, sent: float) -> r.StreamedCompletion:
+    def _read_stream(self, path: str, resp: httpx.Response, sent: float) -> responses.StreamedCompletion:
         splitter = sse.EventSplitter()
-        events: list[r.ArrivedEvent] = []
+        events: list[responses.ArrivedEvent] = []
         for at, chunk in self._timed_chunks(path, resp, sent, splitter):
             for raw in splitter.feed(chunk, at):
                 events += self._event(path, raw)
@@ -266,11 +266,11 @@ class LlamaServer:
         if final is None or not final.stop or final.timings is None:
             raise StreamError(self.base_url, path, splitter.received,
                               f"ended after {len(events)} event(s) without its final event (`stop: true` with `timings`)")
-        streamed = r.StreamedCompletion(events=events, timings=final.timings)
-        r.check_asked(streamed, json.loads(resp.request.content or b"{}"), path=path, build=self._build)
+        streamed = responses.StreamedCompletion(events=events, timings=final.timings)
+        responses.check_asked(streamed, json.loads(resp.request.content or b"{}"), path=path, build=self._build)
         return streamed
 
-    def _event(self, path: str, raw: sse.RawEvent) -> list[r.ArrivedEvent]:
+    def _event(self, path: str, raw: sse.RawEvent) -> list[responses.ArrivedEvent]:
         """The typed event of one block of the stream (none for a block without data, such as a comment)."""
         try:
             fields = sse.fields(raw.raw)
@@ -292,19 +292,19 @@ class LlamaServer:
                               raw.raw) from None
         if isinstance(data, dict) and "error" in data:
             raise StreamError(self.base_url, path, raw.offset, f"reported an error: {json.dumps(data['error'])[:300]}")
-        event = r.parse(r.StreamEvent, data, path=path, url=self.base_url, build=self._build)
-        return [r.ArrivedEvent(offset=raw.offset, arrived_ms=raw.arrived_ms, event=event)]
+        event = responses.parse(responses.StreamEvent, data, path=path, url=self.base_url, build=self._build)
+        return [responses.ArrivedEvent(offset=raw.offset, arrived_ms=raw.arrived_ms, event=event)]
 
-    def tokenize(self, content: str, with_pieces: bool = True, add_special: bool = False) -> r.Tokenized:
+    def tokenize(self, content: str, with_pieces: bool = True, add_special: bool = False) -> responses.Tokenized:
         body = {"content": content, "with_pieces": with_pieces, "add_special": add_special}
-        return self._get(r.Tokenized, "POST", "/tokenize", body)
+        return self._get(responses.Tokenized, "POST", "/tokenize", body)
 
-    def detokenize(self, tokens: list[int]) -> r.Detokenized:
-        return self._get(r.Detokenized, "POST", "/detokenize", {"tokens": tokens})
+    def detokenize(self, tokens: list[int]) -> responses.Detokenized:
+        return self._get(responses.Detokenized, "POST", "/detokenize", {"tokens": tokens})
 
     def metrics(self) -> dict[str, float]:
         """GET /metrics (needs the server's --metrics), parsed into numbers."""
-        return r.parse_metrics(self._send("GET", "/metrics").text)
+        return responses.parse_metrics(self._send("GET", "/metrics").text)
 
     def slots(self) -> list[dict[str, Any]]:
         data = self.request_json("GET", "/slots")
@@ -312,8 +312,8 @@ class LlamaServer:
             raise MalformedResponse(self.base_url, "/slots", "expected a list of slots", str(data))
         return data
 
-    def models(self) -> r.ModelList:
-        return self._get(r.ModelList, "GET", "/v1/models")
+    def models(self) -> responses.ModelList:
+        return self._get(responses.ModelList, "GET", "/v1/models")
 
     def served_meta(self) -> dict[str, Any]:
         """llama.cpp's `meta` of the served model, or {} where the server lists none: for lessons

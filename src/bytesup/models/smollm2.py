@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from bytesup.errors import BytesupError
-from bytesup.models import derive as widths
+from bytesup.models.derive import WIDTHS, open_source, write_width
 from bytesup.paths import cache_dir
 from bytesup.files import file_sha256
 
@@ -175,8 +175,8 @@ def fetch_source(out: Path, progress: ProgressFn | None = None) -> Path:
 def derive(source: Path, name: str, out: Path, progress: ProgressFn | None = None) -> Path:
     """Write width ``name`` of the real model, derived from the shipped Q4_1 file ``source`` by the one derivation
     every model shares (``bytesup.models.derive``: tensor by tensor, atomically)."""
-    width = widths.WIDTHS[REAL_MODELS[name].weight_type.lower()]
-    return widths.write_width(widths.open_source(source), width, out, progress, label=name).path
+    width = WIDTHS[REAL_MODELS[name].weight_type.lower()]
+    return write_width(open_source(source), width, out, progress, label=name).path
 
 
 def build(name: str, out: Path, source: Path | None = None, progress: ProgressFn | None = None) -> Path:

@@ -28,8 +28,8 @@ from typing import Iterator
 
 from bytesup.errors import BytesupError
 from bytesup.host import environment
-from bytesup.llama import build as nativebuild
-from bytesup.llama import process as engine
+from bytesup.llama import build
+from bytesup.llama import process
 from bytesup.llama.client import LlamaServer
 from bytesup.llama.responses import decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.options import RunOptions
@@ -66,15 +66,15 @@ def skipped_by_env() -> bool:
 
 def instruction_sets(system_info: str) -> list[str]:
     """The instruction sets a llama.cpp build was compiled with, from its system info, in a fixed order."""
-    return sorted(n for n in nativebuild.compiled_features(system_info) if _ISA_NAME.match(n))
+    return sorted(n for n in build.compiled_features(system_info) if _ISA_NAME.match(n))
 
 
 # llama.cpp's names for the x86 instruction sets its CPU kernels use, and the flag /proc/cpuinfo gives each.
 CPU_FLAG_OF = {"SSE3": "pni", "SSSE3": "ssse3", "AVX": "avx", "AVX2": "avx2", "F16C": "f16c", "FMA": "fma",
-               "BMI2": "bmi2", **nativebuild.KERNEL_FLAGS}
+               "BMI2": "bmi2", **build.KERNEL_FLAGS}
 
 
-def native_instruction_sets(log_line: str, variant: str | None, cpu: nativebuild.Cpu) -> list[str]:
+def native_instruction_sets(log_line: str, variant: str | None, cpu: build.Cpu) -> list[str]:
     """The native build's instruction sets: from its server log's system info where it shows one, else from its
     variant, built with -march=native: every set of this CPU that llama.cpp names (without AMX for native-no-amx,
     none for portable)."""
@@ -88,21 +88,21 @@ def native_instruction_sets(log_line: str, variant: str | None, cpu: nativebuild
 def native_ready() -> tuple[Path | None, str]:
     """(the cached native build's bin folder, its one-line description) when it passed its smoke test on this CPU,
     else (None, why not). Nothing is built or tested here."""
-    prefix = nativebuild.newest_prefix()
+    prefix = build.newest_prefix()
     if prefix is None:
         return None, "no native build is cached"
-    record = nativebuild.read_record(prefix)
-    if record is None or not nativebuild.has_programs(prefix):
+    record = build.read_record(prefix)
+    if record is None or not build.has_programs(prefix):
         return None, f"no usable native build in {prefix}"
-    tested = nativebuild.smoke_on(record, nativebuild.this_cpu())
+    tested = build.smoke_on(record, build.this_cpu())
     if not tested or not tested.get("ok"):
         return None, "the cached native build has not passed its smoke test on this CPU"
     return prefix / "bin", f"the native build ({record.get('variant')}, llama.cpp {record.get('llama_cpp_version')})"
 
 
 def native_variant() -> str | None:
-    prefix = nativebuild.newest_prefix()
-    record = nativebuild.read_record(prefix) if prefix is not None else None
+    prefix = build.newest_prefix()
+    record = build.read_record(prefix) if prefix is not None else None
     return record.get("variant") if record else None
 
 
@@ -144,14 +144,14 @@ def only_embedded_sentence(why: str, unused: list[str]) -> str:
 
 
 @contextlib.contextmanager
-def serving(choice: engine.EngineChoice, model: Path, options: RunOptions) -> Iterator[tuple[LlamaServer, list[int], str]]:
+def serving(choice: process.EngineChoice, model: Path, options: RunOptions) -> Iterator[tuple[LlamaServer, list[int], str]]:
     """One engine serving `model` on a port of its own, warmed by a one-token answer: its client, the prompt of
     PREFILL_TOKENS token ids and its server log's system info line ("" where the log has none). Stopped on the way
     out."""
-    port = engine.free_port()
+    port = process.free_port()
     try:
-        started = engine.start_server(model, ["--port", str(port), *FLAGS], die_with_parent=True,
-                                      answer_s=options.timeout, engine=choice)
+        started = process.start_server(model, ["--port", str(port), *FLAGS], die_with_parent=True,
+                                       answer_s=options.timeout, engine=choice)
         log = started.log_path.read_text(encoding="utf-8", errors="replace") if started.log_path.is_file() else ""
         info = next((line for line in log.splitlines() if "system_info" in line or "CPU :" in line), "")
         with options.client(started.url, with_key=False) as client:
@@ -159,8 +159,8 @@ def serving(choice: engine.EngineChoice, model: Path, options: RunOptions) -> It
             ids = client.tokenize(TEXT, with_pieces=False).ids or [0]
             yield client, (ids * (PREFILL_TOKENS // len(ids) + 1))[:PREFILL_TOKENS], info
     finally:
-        engine.stop_server(port)
-        shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+        process.stop_server(port)
+        shutil.rmtree(process.state_dir_for(port), ignore_errors=True)
 
 
 def timed(client: LlamaServer, prompt: list[int]) -> Speeds:
@@ -172,7 +172,7 @@ def timed(client: LlamaServer, prompt: list[int]) -> Speeds:
     return speeds
 
 
-def measure(native_choice: engine.EngineChoice, embedded_choice: engine.EngineChoice, model: Path,
+def measure(native_choice: process.EngineChoice, embedded_choice: process.EngineChoice, model: Path,
             options: RunOptions) -> tuple[list[Speeds], list[Speeds], str]:
     """Each engine's SAMPLES requests, in turns with the order alternating (native first, then embedded first, ...),
     and the native build's system info line."""
@@ -192,8 +192,8 @@ def compare(options: RunOptions, model: Path | None) -> EngineGap:
     began = time.monotonic()
     gap = EngineGap()
     try:
-        embedded_info = nativebuild.embedded_system_info()
-        unused = nativebuild.unused_features(nativebuild.this_cpu(), embedded_info) if embedded_info else []
+        embedded_info = build.embedded_system_info()
+        unused = build.unused_features(build.this_cpu(), embedded_info) if embedded_info else []
         gap.unused_by_embedded = unused
         bin_dir, why = native_ready()
         if not embedded_info:
@@ -205,13 +205,13 @@ def compare(options: RunOptions, model: Path | None) -> EngineGap:
         elif model is None or not model.is_file():
             gap.skipped = "the served model's file is not readable here"
         else:
-            embedded_choice = engine.EngineChoice("embedded", [sys.executable, "-m", "bytesup.llama.embedded"],
+            embedded_choice = process.EngineChoice("embedded", [sys.executable, "-m", "bytesup.llama.embedded"],
                                                   "embedded", "the embedded engine, compared with the native build")
-            native_choice = engine.EngineChoice("llama-server", [str(bin_dir / "llama-server")], "native build", why)
+            native_choice = process.EngineChoice("llama-server", [str(bin_dir / "llama-server")], "native build", why)
             natives, embeddeds, native_log = measure(native_choice, embedded_choice, model, options)
             native, embedded = median_of(natives), median_of(embeddeds)
             embedded_isa = instruction_sets(embedded_info)
-            native_isa = native_instruction_sets(native_log, native_variant(), nativebuild.this_cpu())
+            native_isa = native_instruction_sets(native_log, native_variant(), build.this_cpu())
             gap.model = model.name
             gap.embedded = {"prefill_tokens_per_s": round(embedded.prefill, 2), "decode_tokens_per_s": round(embedded.decode, 2),
                             "instruction_sets": embedded_isa}

@@ -26,7 +26,7 @@ from rich.console import Console
 
 from bytesup.host import spent
 from bytesup.host.environment import utc_now
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.errors import BytesupError, RunFolderError
 from bytesup.store.escape import md_text, rich_text
 from bytesup.store.identity import resume_differences
@@ -581,7 +581,7 @@ def die_with_parent() -> None:
     pid every half second and hands the main thread a SIGTERM once it changed. A parent already gone by the time
     this is set stops it at once."""
     parent = os.getppid()
-    hook = engine.die_with_parent_hook()
+    hook = process.die_with_parent_hook()
     if hook is not None:
         hook()
     else:

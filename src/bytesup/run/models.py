@@ -24,7 +24,7 @@ from bytesup.host import environment
 from bytesup.lesson import ModelQuery
 from bytesup.llama.placement import is_loopback
 from bytesup.models import catalog
-from bytesup.models import smollm2 as realmodel
+from bytesup.models import smollm2
 from bytesup.options import RunOptions
 from bytesup.run.lessons import load_lesson, options_of
 from bytesup.store.manifest import ModelsMade
@@ -64,7 +64,7 @@ def lesson_models(lesson_ids: list[str], options: RunOptions, query: ModelQuery)
 def unique(names: list[str]) -> list[str]:
     """Each name once, in order, the default model's shipped width first (the other widths are derived from it)."""
     found = list(dict.fromkeys(n for n in names if n in catalog.model_names()))
-    return sorted(found, key=lambda n: n != realmodel.SOURCE)
+    return sorted(found, key=lambda n: n != smollm2.SOURCE)
 
 
 @dataclass

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bytesup.check import checker as checks
+from bytesup.check import checker
 from bytesup.check.overhead import overhead_blocks
 from bytesup.check.verdicts import FAIL, INCONCLUSIVE, NA, PASS
 from bytesup.course import busy, decodetime
@@ -211,7 +211,7 @@ def check_counts(claims: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return kinds
 
 
-def checked_claims(run: Run, report: "checks.CheckReport | None") -> list[tuple[str, str]] | None:
+def checked_claims(run: Run, report: "checker.CheckReport | None") -> list[tuple[str, str]] | None:
     """(source, status) of each claim: from the checks just run, else from the run's check.json where
     `bytesup check` wrote one; None when the run was not checked."""
     if report is not None:
@@ -234,7 +234,7 @@ def entry_reason(entry: LessonEntry) -> str:
     return reason[:300]
 
 
-def warnings(run: Run, check_report: "checks.CheckReport | None") -> list[str]:
+def warnings(run: Run, check_report: "checker.CheckReport | None") -> list[str]:
     """What a reader should know before trusting the figures below."""
     out = []
     m = run.manifest
@@ -281,7 +281,7 @@ def identity_parts(run: Run) -> tuple[Inline, ...]:
     return tuple(p for p in parts if p)
 
 
-def summary_blocks(run: Run, check_report: "checks.CheckReport | None") -> list[Block]:
+def summary_blocks(run: Run, check_report: "checker.CheckReport | None") -> list[Block]:
     """The top of the page: who ran what where, what the run measured of the machine, the conclusion, the checks
     and the warnings."""
     m = run.manifest
@@ -391,7 +391,7 @@ def lesson_sections(run: Run, files: bool = True) -> list[tuple[str, list[Block]
     return out
 
 
-def report_blocks(run: Run, check_report: "checks.CheckReport | None", files: bool = True) -> list[Block]:
+def report_blocks(run: Run, check_report: "checker.CheckReport | None", files: bool = True) -> list[Block]:
     """The whole page: summary, the lessons' index, every lesson in course order, the checks, the run's details.
     `files`: a line of links to each lesson's own files under its section."""
     blocks = summary_blocks(run, check_report) + [contents_block(run)]
@@ -405,13 +405,13 @@ def report_blocks(run: Run, check_report: "checks.CheckReport | None", files: bo
     for _, section in lesson_sections(run, files):
         blocks += section
     if check_report is not None:
-        blocks += checks.check_blocks(check_report, level=2)
+        blocks += checker.check_blocks(check_report, level=2)
     blocks.append(Details("The run's details: host, engine, packages, command",
                           (TableBlock("", ("", ""), tuple(summary_rows(run)), css="summary"),), level=3))
     return blocks
 
 
-def report_md(run: Run, check_report: "checks.CheckReport | None") -> str:
+def report_md(run: Run, check_report: "checker.CheckReport | None") -> str:
     return markdown(report_blocks(run, check_report))
 
 
@@ -438,7 +438,7 @@ header.summary { border-bottom: 2px solid #888; }
 """
 
 
-def report_html(run: Run, check_report: "checks.CheckReport | None") -> str:
+def report_html(run: Run, check_report: "checker.CheckReport | None") -> str:
     """The same page as one self-contained HTML file: the summary first, then the contents, a section per lesson
     (long tables folded), the checks and the run's details; every plot drawn inline as SVG from its record."""
     ids = Ids()
@@ -459,7 +459,7 @@ def report_html(run: Run, check_report: "checks.CheckReport | None") -> str:
     for lid, blocks in lesson_sections(run):
         body += [f'<section class="lesson" id="{ids(f"lesson-{anchor(lid)}")}">', part(blocks), "</section>"]
     if check_report is not None:
-        body += ["<section>", part(checks.check_blocks(check_report, level=2)), "</section>"]
+        body += ["<section>", part(checker.check_blocks(check_report, level=2)), "</section>"]
     body += ["<section>", part([Details("The run's details: host, engine, packages, command",
                                         (TableBlock("", ("", ""), tuple(summary_rows(run)), css="summary"),), level=3)]),
              "</section>"]
@@ -467,14 +467,14 @@ def report_html(run: Run, check_report: "checks.CheckReport | None") -> str:
 
 
 def write_run_report(path: Path, reference_files: list[Path] | None = None,
-                     run_checks: bool = True, with_html: bool = False) -> tuple[list[Path], checks.CheckReport | None]:
+                     run_checks: bool = True, with_html: bool = False) -> tuple[list[Path], checker.CheckReport | None]:
     """Write README.md (and check.md / check.json, and report.html with `with_html`) in the run folder;
     returns the pages written."""
     run = load_run(path)
     report = None
     if run_checks:
-        report = checks.check_run(run, reference_files)
-        checks.write_report(report)
+        report = checker.check_run(run, reference_files)
+        checker.write_report(report)
     readme = run.path / "README.md"
     write_text_atomic(readme, report_md(run, report))
     pages = [readme]

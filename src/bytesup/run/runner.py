@@ -53,9 +53,8 @@ from bytesup.run.folder import (
     raise_if_stopping,
     signals_raise,
 )
-from bytesup.store import manifest as manifest_schema
-from bytesup.store.manifest import (Engine, Host, LessonEntry, Manifest, ModelFile, ModelsMade, RecordedOptions,
-                                    Repository, TimeSplit)
+from bytesup.store.manifest import (MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, Engine, Host, LessonEntry, Manifest, ModelFile,
+                                    ModelsMade, RecordedOptions, Repository, TimeSplit)
 from bytesup.store.results import LessonResult
 from bytesup.store.runs import load_replay, read_manifest
 from bytesup.run.server import (
@@ -348,8 +347,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 "settings, write this run to another folder with --out DIR, or mix them anyway with --force."
             )
 
-    manifest.schema_version = manifest_schema.MANIFEST_SCHEMA_VERSION
-    manifest.kind = manifest_schema.MANIFEST_KIND
+    manifest.schema_version = MANIFEST_SCHEMA_VERSION
+    manifest.kind = MANIFEST_KIND
     manifest.date = run_dir.name
     manifest.created_at = manifest.created_at or now
     manifest.updated_at = now

@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from bytesup.llama import process as engine
-from bytesup.models import catalog as models
+from bytesup.llama import process
+from bytesup.models import catalog
 from bytesup.errors import BytesupError, ServerHTTPError, ServerUnreachable, redact_url
 from bytesup.course.formulas import batch_sizes
 from bytesup.models.gguf import GGUFError, check_gguf, is_gguf, read_model_info
@@ -136,7 +136,7 @@ def engine_facts(url: str, props: dict, models: dict | None) -> dict:
         port = urlparse(url).port  # also of http://[::1]:8404
     except ValueError:
         port = None
-    info = engine.read_engine_info(port) if port and is_loopback(urlparse(url).hostname or "") else None
+    info = process.read_engine_info(port) if port and is_loopback(urlparse(url).hostname or "") else None
     facts = dict(info) if info else observed_engine(props)
     facts.update({"url": redact_url(url), "props": props, "v1_models": models})
     # Prefill reads the weights once per micro-batch: what n_batch and n_ubatch the server runs with.
@@ -210,11 +210,11 @@ def model_wanted(options: RunOptions) -> Path | str:
     wanted = os.environ.get(MODEL_ENV)
     if wanted and Path(wanted).expanduser().is_file():
         return Path(wanted).expanduser()
-    if wanted and wanted not in models.model_names():
+    if wanted and wanted not in catalog.model_names():
         raise BytesupError(
             f"{MODEL_ENV}={wanted} is neither a GGUF file nor a model preset. Set it to a .gguf path or "
             "a preset from `bytesup model build --list`, or unset it to use the default model.")
-    return wanted or models.DEFAULT_MODEL
+    return wanted or catalog.DEFAULT_MODEL
 
 
 def model_for_run(options: RunOptions, console: Console) -> Path:
@@ -225,10 +225,10 @@ def model_for_run(options: RunOptions, console: Console) -> Path:
     wanted = os.environ.get(MODEL_ENV)
     if wanted and Path(wanted).expanduser().is_file():
         return Path(wanted).expanduser()
-    name = wanted or models.DEFAULT_MODEL
+    name = wanted or catalog.DEFAULT_MODEL
     with _spinner(console, f"model {name}: building or fetching it (once; later runs reuse the file)"):
         try:
-            return models.ensure_model(name)
+            return catalog.ensure_model(name)
         except OSError as exc:
             raise BytesupError(
                 f"Could not build or fetch the model {name} for the run's own server ({exc.strerror or exc}"
@@ -243,7 +243,7 @@ def model_for_run(options: RunOptions, console: Console) -> Path:
 
 
 def start_run_server(url: str, options: RunOptions, console: Console, cleanup: contextlib.ExitStack,
-                     model: Path | None = None) -> engine.StartedServer:
+                     model: Path | None = None) -> process.StartedServer:
     """Start a server for this run on a free port (so it never meets another run's or the user's), on `model`
     (made already), else on `model_for_run`'s; `cleanup` stops it and removes its state folder when the run ends,
     also on Ctrl-C or SIGTERM."""
@@ -252,18 +252,18 @@ def start_run_server(url: str, options: RunOptions, console: Console, cleanup: c
     except KeyboardInterrupt as exc:
         exc.add_note("while the model for the run's own server was being built or fetched")
         raise
-    port = engine.free_port()
+    port = process.free_port()
     cleanup.callback(_stop_run_server, port)  # before starting: a start cut short is stopped too
     try:
         with _spinner(console, f"starting a server on {model.name}"):
-            started = engine.start_server(model, ["--port", str(port)], die_with_parent=True, answer_s=options.timeout)
+            started = process.start_server(model, ["--port", str(port)], die_with_parent=True, answer_s=options.timeout)
     except KeyboardInterrupt as exc:
         # start_server stopped the half-started server (or, stopped before its own cleanup began, it is stopped by
         # its pid file here); the log of a start nobody waits for goes with its folder.
-        engine.stop_server(port)
-        shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+        process.stop_server(port)
+        shutil.rmtree(process.state_dir_for(port), ignore_errors=True)
         exc.add_note(f"while the run's own server was starting on {model.name} (port {port}); it was stopped and "
-                     f"its {engine.state_dir_for(port).name}/ folder removed")
+                     f"its {process.state_dir_for(port).name}/ folder removed")
         raise
     why = "The run has its own server" if options.own_server else f"No server answers at {redact_url(url)}"
     console.print(escape(
@@ -288,5 +288,5 @@ def _spinner(console: Console, text: str) -> Iterator[None]:
 def _stop_run_server(port: int) -> None:
     # The folder (pid, log, engine.json) belonged to this run only; the manifest keeps the facts.
     # A server that failed to start has no pid file left: its log stays for the error to point at.
-    if engine.stop_server(port):
-        shutil.rmtree(engine.state_dir_for(port), ignore_errors=True)
+    if process.stop_server(port):
+        shutil.rmtree(process.state_dir_for(port), ignore_errors=True)

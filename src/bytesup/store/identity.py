@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple
 
-from bytesup.llama import process as engine
+from bytesup.llama import process
 from bytesup.llama import topology
 from bytesup.store.manifest import Manifest
 from bytesup.store.results import LessonResult
@@ -125,7 +125,7 @@ class RunIdentity:
             "python": host.python,
             "engine": eng.engine or server.get("engine"),
             "engine_build": eng.build or server.get("build"),
-            "engine_variant": engine.build_variant(eng.model_dump(exclude_defaults=True)),
+            "engine_variant": process.build_variant(eng.model_dump(exclude_defaults=True)),
             "build_info": eng.build_info,
             "commit": repo.commit,
             "dirty": repo.dirty,
@@ -137,7 +137,7 @@ class RunIdentity:
         }
         raw_flags = eng.flags if eng.flags is not None else server.get("flags")
         flags = {name: "(set)" if value is None else value for name, value in sorted((raw_flags or {}).items())
-                 if name not in engine.FLAGS_NOT_MEASURED}
+                 if name not in process.FLAGS_NOT_MEASURED}
         packages = dict(sorted(manifest.packages.items()))
         opts = manifest.options
         options = None

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from bytesup.errors import SchemaError
-from bytesup.store import facts as typed_facts
+from bytesup.store import facts
 
 F = TypeVar("F", bound=BaseModel)
 
@@ -135,7 +135,7 @@ class LessonResult(Strict):
     def stated(self, model: type[F]) -> F | None:
         """The fact `model` declares (`bytesup.store.facts`), typed; None when the lesson does not state it;
         facts.FactShapeError when the stored value does not have the model's shape."""
-        return typed_facts.read(self.facts, model)
+        return facts.read(self.facts, model)
 
     def measurement(self, name: str) -> Measurement:
         for m in self.measurements:
@@ -176,9 +176,9 @@ def upgrade(data: Any, kind: str, where: str, current: int, steps: dict[int, Any
 # Version 1 spans runs written before and after lessons stated facts (a bump would rewrite every recorded file),
 # so this step runs on any result whose lesson states the fact not, and only then.
 FACTS_FROM_TABLES: dict[str, list[tuple[type[BaseModel], Any]]] = {
-    "04": [(typed_facts.lesson04.TopTokens, typed_facts.lesson04.top_tokens_from_tables)],
-    "05": [(typed_facts.lesson05.SamplerComparisons, typed_facts.lesson05.sampler_comparisons_from_tables)],
-    "06": [(typed_facts.lesson06.KvExamples, typed_facts.lesson06.kv_examples_from_tables)],
+    "04": [(facts.lesson04.TopTokens, facts.lesson04.top_tokens_from_tables)],
+    "05": [(facts.lesson05.SamplerComparisons, facts.lesson05.sampler_comparisons_from_tables)],
+    "06": [(facts.lesson06.KvExamples, facts.lesson06.kv_examples_from_tables)],
 }
 
 
@@ -188,7 +188,7 @@ def tables_to_facts(data: dict[str, Any]) -> dict[str, Any]:
     steps = FACTS_FROM_TABLES.get(str(data.get("lesson_id", "")).split("_")[0], [])
     found = {}
     for model, from_tables in steps:
-        name = typed_facts.name_of(model)
+        name = facts.name_of(model)
         if name in (data.get("facts") or {}):
             continue
         value = from_tables(data.get("tables") or [])

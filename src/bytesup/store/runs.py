@@ -26,7 +26,7 @@ from bytesup.store.results import LessonResult, load_result
 from bytesup import files
 from bytesup.files import file_sha256
 
-LOCK_FILE = ".bytesup.lock"  # held with flock by the run writing the folder (runfolder.RunLock)
+LOCK_FILE = ".bytesup.lock"  # held with flock by the run writing the folder (run.folder.RunLock)
 LESSON_JSON = re.compile(r"^(\d\d[a-z]?_[a-z0-9_]+)\.json$")
 LESSON_ID = re.compile(r"^\d\d[a-z]?_[a-z0-9_]+$")  # a lesson id names a file inside the run folder, never a path
 

@@ -44,7 +44,7 @@ from bytesup.check.claims.common import L4, L5, L5B, L6, L7, L8, grouped, unless
 from bytesup.check.evidence import RawCompletion, exchanges_path, recorded_completions
 from bytesup.check.verdicts import FAIL, ITSELF, NA, PASS, ClaimResult, find_lesson, missing
 from bytesup.errors import BytesupError
-from bytesup.store.plans import lesson08 as plans08
+from bytesup.store.plans import lesson08
 from bytesup.store.results import LessonResult, Measurement
 from bytesup.store.runs import Run
 
@@ -260,10 +260,10 @@ def _decode_l7(run: Run, lesson: LessonResult, model: str | None) -> list[Readin
     return [Reading("07 at P = 1", lesson.lesson_id, m.name, _ms(m.samples, m.unit), _with_exchanges(run, lesson, shape, server))]
 
 
-def lesson08_plan(lesson: LessonResult) -> plans08.Plan | None:
+def lesson08_plan(lesson: LessonResult) -> lesson08.Plan | None:
     """The plan lesson 8 recorded (or, for a run before plans, the one it followed); None when it cannot be read."""
     try:
-        return plans08.read_plan({k: lesson.host_values[k] for k in plans08.PLAN_READS if k in lesson.host_values})
+        return lesson08.read_plan({k: lesson.host_values[k] for k in lesson08.PLAN_READS if k in lesson.host_values})
     except (BytesupError, ValueError, KeyError, TypeError):
         return None
 

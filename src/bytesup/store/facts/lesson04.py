@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 from pydantic.dataclasses import dataclass
 
 from bytesup.course.nexttoken import LastOnly, ThroughTheLayers
-from bytesup.store.facts.base import column as table_column, fraction, number, stated
+from bytesup.store.facts import base
+from bytesup.store.facts.base import fraction, number, stated
 from bytesup.store.rows import COLUMN, column
 
 
@@ -80,12 +81,12 @@ def top_tokens_from_tables(tables: list[Any]) -> TopTokens | None:
     for table in tables:
         if not isinstance(table, dict) or not str(table.get("name", "")).startswith("top8_"):
             continue
-        ti = table_column(table, "token", "piece")
+        ti = base.column(table, "token", "piece")
         if ti is None:
             continue
         units = [str(c.get("unit", "")) if isinstance(c, dict) else "" for c in table.get("columns", [])]
-        ri, pi = table_column(table, "rank"), table_column(table, "probability", "prob", "p")
-        si, li = table_column(table, "server probability"), table_column(table, "logprob", "log probability")
+        ri, pi = base.column(table, "rank"), base.column(table, "probability", "prob", "p")
+        si, li = base.column(table, "server probability"), base.column(table, "logprob", "log probability")
 
         def cell(row: list[Any], i: int | None) -> float | None:
             x = number(row[i]) if i is not None and i < len(row) else None

@@ -11,7 +11,8 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_serializer
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from bytesup.store.facts.base import column as table_column, number, stated
+from bytesup.store.facts import base
+from bytesup.store.facts.base import number, stated
 from bytesup.store.rows import COLUMN, column
 from bytesup.units import KiB, MiB
 
@@ -151,14 +152,14 @@ def _per_token_column(table: dict[str, Any]) -> int | None:
         if isinstance(c, dict) and str(c.get("name", "")).strip().lower() in _PER_TOKEN \
                 and str(c.get("unit", "")).strip().lower() == "bytes":
             return i
-    return table_column(table, *_PER_TOKEN[1:])
+    return base.column(table, *_PER_TOKEN[1:])
 
 
 def kv_examples_from_tables(tables: list[Any]) -> KvExamples | None:
     """An older run's KV rows: every row of every table laid out with the four inputs and bytes per token."""
     rows = []
     for table in (t for t in tables if isinstance(t, dict)):
-        idx = {key: table_column(table, *names) for key, names in _COLUMNS.items()}
+        idx = {key: base.column(table, *names) for key, names in _COLUMNS.items()}
         out = _per_token_column(table)
         if out is None or any(i is None for i in idx.values()):
             continue

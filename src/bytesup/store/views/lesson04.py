@@ -15,7 +15,7 @@ from bytesup.course.ceiling import Ceiling, Efficiency, TokenWork, token_work
 from bytesup.course.nexttoken import (LastOnly, SoftmaxExample, Speeds, ThirdClock, ThroughTheLayers, largest_gap,
                                       median_min_max, percent)
 from bytesup.host import hostbench
-from bytesup.llama import build as nativebuild
+from bytesup.llama import build
 from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken
 from bytesup.store.plans.lesson04 import BENCH_REPETITIONS, N_PREDICT
 from bytesup.store.results import Series
@@ -369,7 +369,7 @@ def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks
     if clocks is None:
         why = next((t.get("why") for t in in_process if not t.get("available")), "")
         page.note(f"llama-bench, llama.cpp in process, was not run beside the server ({why}); `bash "
-                 f"{nativebuild.BUILD_SCRIPT}` builds it once, and the next run sets it beside the server's timings.")
+                 f"{build.BUILD_SCRIPT}` builds it once, and the next run sets it beside the server's timings.")
         return
     threads = in_process[0].get("threads")
     title = "Three clocks: the server's timings beside llama.cpp in process (llama-bench)"
