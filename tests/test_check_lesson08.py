@@ -323,3 +323,17 @@ def test_the_title_where_the_fits_disagree(tmp_path):
 def test_the_title_without_the_model(tmp_path):
     claim = only(checker.check_run(run_of(tmp_path, lesson(L8, [])), []), "decode_memory_bound_per_width")
     assert claim.status == checker.NA and "states no decode-time model" in claim.detail
+
+
+def test_a_miss_by_the_only_model_of_its_weight_type_says_so():
+    """The same +20% miss (big at 32.4 ms): where big is the only F16 model among Q8_0 ones, the detail says its
+    arithmetic per parameter may differ from the others' and one c cannot hold it; where another F16 model is there,
+    or no types are known, it says nothing of the kind. The status stays a failure either way."""
+    alone = decode_model_check(models(27 * 1.2), 0.15, {"a": "Q8_0", "b": "Q8_0", "c": "Q8_0", "big": "F16"})
+    assert alone[0] == checker.FAIL
+    assert alone[2].endswith("; big is the only F16 model, so the terms fitted on the others hold one arithmetic cost "
+                             "c per parameter of other weight types: a miss here says that F16's arithmetic per "
+                             "parameter differs on this engine and CPU, which one c for every weight type cannot hold")
+    shared = decode_model_check(models(27 * 1.2), 0.15, {"a": "F16", "b": "Q8_0", "c": "Q8_0", "big": "F16"})
+    assert shared[0] == checker.FAIL and "the only" not in shared[2]
+    assert "the only" not in decode_model_check(models(27 * 1.2), 0.15)[2]

@@ -202,7 +202,19 @@ def held_out(models: list[ModelSamples]) -> list[HeldOut]:
     return [HeldOut(m, fit_step_terms([x for x in models if x is not m])) for m in models]
 
 
-def decode_model_check(models: list[ModelSamples], tolerance: float) -> tuple[str, str, str]:
+def alone_in_its_type(missed: ModelSamples, models: list[ModelSamples], types: dict[str, str]) -> str:
+    """Where the model furthest off is the only one of its weight type: a clause saying why the terms of the others
+    may not hold for it ("" where another model shares its type, or the types are not known)."""
+    kind = types.get(missed.name)
+    if not kind or any(types.get(m.name) == kind for m in models if m is not missed):
+        return ""
+    return (f"; {missed.name} is the only {kind} model, so the terms fitted on the others hold one arithmetic cost c "
+            f"per parameter of other weight types: a miss here says that {kind}'s arithmetic per parameter differs "
+            "on this engine and CPU, which one c for every weight type cannot hold")
+
+
+def decode_model_check(models: list[ModelSamples], tolerance: float,
+                       types: dict[str, str] | None = None) -> tuple[str, str, str]:
     """(status, observed, detail) of the decode-time model on the models' samples at one sequence: each model
     predicted by the terms check fits on the others, within `tolerance` (predicted ÷ measured tokens/s − 1).
     A miss is inconclusive rather than a failure where some model's steps scatter wider than the tolerance
@@ -223,6 +235,8 @@ def decode_model_check(models: list[ModelSamples], tolerance: float) -> tuple[st
     if status == INCONCLUSIVE:
         detail += (f"; {scattered}'s steps scatter by {scatter:.0%} (interquartile range ÷ median), wider than "
                    f"±{tolerance:.0%}: inconclusive")
+    elif status == FAIL:
+        detail += alone_in_its_type(worst.model, models, types or {})
     return status, f"furthest {worst.model.name} {worst.error:+.1%}", detail
 
 
@@ -261,7 +275,7 @@ def claim_decode_model_predicts_every_width(run: Run) -> list[ClaimResult]:
         return found
     lesson, fact = found
     models, without = model_samples(lesson, fact)
-    status, observed, detail = decode_model_check(models, fact.tolerance)
+    status, observed, detail = decode_model_check(models, fact.tolerance, {w.name: w.weight_type for w in fact.widths})
     sources = {_model_numbers(lesson, w)[3] for w in fact.widths if w.name not in without}
     if sources:
         detail += ("; refitted by check from each model's decode_tokens_per_s samples (median of 1000 ÷ tokens/s) and "
