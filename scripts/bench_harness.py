@@ -96,7 +96,8 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=MODEL)
     parser.add_argument("--requests", type=int, default=15, help="pairs per n_probs (default 15)")
     parser.add_argument("--n-predict", type=int, default=32)
-    parser.add_argument("--profile", action="store_true", help="cProfile the harness's requests and print the top")
+    parser.add_argument("--profile", action="store_true", help="cProfile the harness's requests and print the functions "
+                        "that took the most time of their own (the wait for the answer first)")
     args = parser.parse_args()
 
     with (contextlib.nullcontext(args.url) if args.url else embedded_server(args.model)) as url:
@@ -137,7 +138,7 @@ def main() -> None:
         bare.close()
         server.close()
         if profile is not None:
-            pstats.Stats(profile).sort_stats("cumulative").print_stats(35)
+            pstats.Stats(profile).sort_stats("tottime").print_stats(45)
 
 
 if __name__ == "__main__":

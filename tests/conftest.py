@@ -37,6 +37,20 @@ def _quiet_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(load, "load1", lambda: None)
 
 
+@pytest.fixture
+def httpx_mock(httpx_mock, monkeypatch):
+    """pytest-httpx's mock, which answers requests sent through httpx's own transport (`httpx.HTTPTransport`): the
+    clients' own transport (`KeptAliveTransport`) hands its requests to that one while the mock is in use."""
+    import httpx
+
+    from bytesup.llama.transport import KeptAliveTransport
+
+    plain = httpx.HTTPTransport()
+    monkeypatch.setattr(KeptAliveTransport, "handle_request", lambda self, request: plain.handle_request(request))
+    yield httpx_mock
+    plain.close()
+
+
 def load_fixture(name: str) -> dict:
     """A response recorded from the real embedded server by scripts/record_fixtures.py.
     A missing fixture fails the test: fixtures are never written by tests."""

@@ -6,7 +6,7 @@ import http.client
 import json
 import os
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
@@ -32,10 +32,10 @@ from bytesup.llama.recording import (
     answer_json,
     answer_limit,
     read_bounded,
-    settled_headers,
     since_ms,
     watchdog,
 )
+from bytesup.llama.transport import KeptAliveTransport
 
 _UNPARSED = object()
 DEFAULT_URL = "http://127.0.0.1:8099"
@@ -95,11 +95,30 @@ class BareClient:
             self._conn = None
 
 
+class _Answer(NamedTuple):
+    status: int
+    body: bytes
+    parsed: Any  # the JSON as the transport parsed it (a recording's strict parse), else _UNPARSED
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+
+def _json_body(payload: Any) -> bytes:
+    """A request's JSON as httpx writes it (`json=`): compact, UTF-8, no NaN."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
 class LlamaServer:
     """One llama-server, reached over HTTP.
 
     `transport` lets the runner record every exchange or replay a recorded run instead of
-    talking to a server (see `bytesup.llama.recording`).
+    talking to a server (see `bytesup.llama.recording`); by default a `KeptAliveTransport`.
+
+    Each request is an `httpx.Request` with the client's headers and timeout, handed straight to the transport:
+    the client's own sending (authentication flows, redirects, cookies, event hooks), none of which a
+    llama-server answer needs, cost more per request than the transport itself.
     """
 
     def __init__(
@@ -114,9 +133,21 @@ class LlamaServer:
         api_key = api_key if api_key is not None else os.environ.get("BYTESUP_API_KEY")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout = timeout
+        self._transport = transport if transport is not None else KeptAliveTransport()
         self._http = httpx.Client(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=self._transport
         )
+        self._timeouts = self._http.timeout.as_dict()
+        self._urls: dict[str, httpx.URL] = {}
+        # The client's headers, with a JSON body's Content-Type and a Connection: close, made once.
+        self._headers: dict[tuple[bool, bool], httpx.Headers] = {}
+        for body, close in ((False, False), (True, False), (False, True), (True, True)):
+            made = self._http.headers.copy()
+            if body:
+                made["Content-Type"] = "application/json"
+            if close:
+                made["Connection"] = "close"
+            self._headers[body, close] = made
         self._build: str | None = build  # named in MissingField messages; /props sets it too
 
     def close(self) -> None:
@@ -130,16 +161,32 @@ class LlamaServer:
 
     # --- transport ---------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, payload: dict[str, Any] | None = None) -> httpx.Response:
+    def _request(self, method: str, path: str, payload: Any, extensions: dict[str, Any] | None = None,
+                 close: bool = False) -> httpx.Request:
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = self._http.base_url.copy_with(raw_path=self._http.base_url.raw_path + path.lstrip("/").encode())
+        return httpx.Request(method, url, headers=self._headers[payload is not None, close],
+                             content=None if payload is None else _json_body(payload),
+                             extensions={"timeout": self._timeouts, **(extensions or {})})
+
+    def _open(self, request: httpx.Request) -> httpx.Response:
+        """The transport's answer to `request`, its body not read yet."""
+        response = self._transport.handle_request(request)
+        response.request = request
+        return response
+
+    def _send(self, method: str, path: str, payload: dict[str, Any] | None = None) -> _Answer:
         """One request whose whole answer must arrive within --timeout and within its size limit (`answer_limit`)."""
         limits = {"max_bytes": answer_limit(path, payload), "deadline": time.perf_counter() + self.timeout}
+        request = self._request(method, path, payload, {LIMITS: limits})
         try:
-            with self._http.stream(method, path, json=payload, extensions={LIMITS: limits}) as streamed:
-                body = read_bounded(streamed, streamed.request)
-                parsed = streamed.extensions.get(PARSED, _UNPARSED)
-                resp = httpx.Response(streamed.status_code, headers=settled_headers(streamed.headers), content=body,
-                                      request=streamed.request,
-                                      extensions={} if parsed is _UNPARSED else {PARSED: parsed})
+            response = self._open(request)
+            try:
+                answer = _Answer(response.status_code, read_bounded(response, request),
+                                 response.extensions.get(PARSED, _UNPARSED))
+            finally:
+                response.close()
         except httpx.TimeoutException:
             raise ServerTimeout(self.base_url, path, self.timeout) from None
         except CutShort as exc:
@@ -149,23 +196,22 @@ class LlamaServer:
                                     "answer: RemoteProtocolError") from None
         except httpx.TransportError as exc:
             raise ServerUnreachable(self.base_url, type(exc).__name__) from None
-        if resp.status_code >= 400:
-            raise ServerHTTPError(self.base_url, method, path, resp.status_code, resp.text)
-        return resp
+        if answer.status >= 400:
+            raise ServerHTTPError(self.base_url, method, path, answer.status, answer.text)
+        return answer
 
     def request_json(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
         """The answer's JSON: as a recording transport parsed it (the same strict parse, once), else parsed here."""
-        resp = self._send(method, path, payload)
-        parsed = resp.extensions.get(PARSED, _UNPARSED)
-        if parsed is not _UNPARSED:
-            return parsed
+        answer = self._send(method, path, payload)
+        if answer.parsed is not _UNPARSED:
+            return answer.parsed
         try:
-            return answer_json(resp.content)
+            return answer_json(answer.body)
         except DuplicateKey as exc:
             raise MalformedResponse(self.base_url, path, f"{exc}, so which value the server meant is unknowable and "
-                                    "nothing of the answer was believed", resp.text) from None
+                                    "nothing of the answer was believed", answer.text) from None
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-            raise MalformedResponse(self.base_url, path, "not JSON", resp.text) from None
+            raise MalformedResponse(self.base_url, path, "not JSON", answer.text) from None
 
     def _get(self, model: type[responses.R], method: str, path: str, payload: dict[str, Any] | None = None) -> responses.R:
         data = self.request_json(method, path, payload)
@@ -206,7 +252,8 @@ class LlamaServer:
         try:
             # A connection of its own: llama-server may close a connection once it has streamed an
             # answer on it, and a request sent on it at that moment fails (RemoteProtocolError).
-            with self._http.stream("POST", path, json=body, headers={"Connection": "close"}) as resp:
+            resp = self._open(self._request("POST", path, body, close=True))
+            try:
                 if resp.status_code >= 400:
                     resp.read()
                     raise ServerHTTPError(self.base_url, "POST", path, resp.status_code, resp.text)
@@ -216,6 +263,8 @@ class LlamaServer:
                 finally:
                     if timer is not None:
                         timer.cancel()
+            finally:
+                resp.close()
         except httpx.TimeoutException:
             raise ServerTimeout(self.base_url, path, self.timeout) from None
         except httpx.TransportError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from math import exp
 from typing import Annotated, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -99,18 +100,21 @@ class TokenProbabilities(ServerRecord):
     def _a_top_candidate(self) -> "TokenProbabilities":
         # The most likely of a vocabulary's tokens has a probability of at least 1 / its size (under 2^32 tokens),
         # so a list whose best logprob lies below -ln 2^32 came from no softmax: its probabilities would all be 0.
-        for listed, values in (("top_logprobs", [math.exp(c.logprob) for c in self.top_logprobs or []]),
-                               ("top_probs", [c.prob for c in self.top_probs or []])):
-            if values and max(values) < MIN_TOP_PROBABILITY:
+        # (Read for every position of every answer: each list is walked once per check, in list comprehensions.)
+        logprobs, probs = self.top_logprobs, self.top_probs
+        for listed, values in (("top_logprobs", [exp(c.logprob) for c in logprobs] if logprobs else None),
+                               ("top_probs", [c.prob for c in probs] if probs else None)):
+            if not values:
+                continue
+            if max(values) < MIN_TOP_PROBABILITY:
                 raise PydanticCustomError(
                     "implausible", "every candidate of {listed} has a probability below 2^-32, the least the most "
                     "likely token of any vocabulary has", {"listed": listed})
             if sum(values) > 1.0 + SUM_TOLERANCE:
                 raise PydanticCustomError("implausible", "the probabilities of {listed} add up to {total}, more than 1",
                                           {"listed": listed, "total": f"{sum(values):.6g}"})
-        for listed, ids in (("top_logprobs", [c.id for c in self.top_logprobs or []]),
-                            ("top_probs", [c.id for c in self.top_probs or []])):
-            if len(set(ids)) != len(ids):
+        for listed, candidates in (("top_logprobs", logprobs), ("top_probs", probs)):
+            if candidates and len({c.id for c in candidates}) != len(candidates):
                 raise PydanticCustomError("implausible", "{listed} lists a token more than once", {"listed": listed})
         return self
 

@@ -1,0 +1,131 @@
+"""The fast parse of an answer's JSON (`recording.exact_json`) gives what the strict parse gives, or leaves the
+text to it: a repeated key, a NaN, anything but plain JSON is never read by it."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bytesup.llama.recording import UNDECIDED, DuplicateKey, answer_json, exact_json, unique_keys
+
+from faultkit import json_values
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def strict(text: bytes):
+    """What the strict parse makes of `text`: its value, "repeated" or "malformed"."""
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey:
+        return "repeated"
+    except (ValueError, RecursionError):
+        return "malformed"
+
+
+def same(a, b) -> bool:
+    """Equal values of equal types (1 and 1.0 differ; NaN equals NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    return a == b
+
+
+@st.composite
+def written(draw, value) -> str:
+    """`value` as some writer of JSON might write it: any spacing, any character escaped, floats to 17 digits,
+    and now and then a key written twice (with another value or the same one)."""
+    space = st.sampled_from(["", "", " ", "\n", "\t "])
+
+    def string(s: str) -> str:
+        out = []
+        for ch in s:
+            if ch in '"\\' or ord(ch) < 0x20 or draw(st.integers(0, 9)) == 0:
+                out.append(json.dumps(ch)[1:-1] if ord(ch) >= 0x80 else "\\u%04x" % ord(ch))
+            else:
+                out.append(ch)
+        return '"' + "".join(out) + '"'
+
+    def write(v) -> str:
+        if isinstance(v, dict):
+            items = [(k, write(x)) for k, x in v.items()]
+            if items and draw(st.integers(0, 3)) == 0:
+                k, x = draw(st.sampled_from(items))
+                again = x if draw(st.booleans()) else write(draw(json_values))
+                items.insert(draw(st.integers(0, len(items))), (k, again))
+            parts = [draw(space) + string(k) + draw(space) + ":" + draw(space) + x + draw(space) for k, x in items]
+            return "{" + ",".join(parts) + "}"
+        if isinstance(v, list):
+            return "[" + ",".join(draw(space) + write(x) + draw(space) for x in v) + "]"
+        if isinstance(v, str):
+            return string(v)
+        if isinstance(v, float) and math.isfinite(v) and draw(st.booleans()):
+            return "%.17g" % v  # as a C library writes doubles
+        return json.dumps(v)
+
+    return write(value)
+
+
+@given(data=st.data())
+@settings(max_examples=400, deadline=None)
+def test_the_fast_parse_reads_what_the_strict_one_reads_or_leaves_it_to_it(data):
+    value = data.draw(json_values | st.dictionaries(st.text(max_size=4), json_values, max_size=5))
+    text = data.draw(written(value)).encode("utf-8", errors="surrogatepass")
+    expected, got = strict(text), exact_json(text)
+    if got is not UNDECIDED:
+        assert expected not in ("repeated", "malformed") and same(got, expected)
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1, "a": 2}',
+    '{"a": 1, "a": 1}',
+    '{"a": {"b": "x", "b": "x"}}',
+    '{"a:": 1, "a:": 2}',
+    '{"a": "1:2", "a": "3"}',
+    '[{"k": 1}, {"k": 2, "k": 3}]',
+    '{"a" : 1, "a" : 2}',
+    '{"x": "\\u003a", "x": 1}',
+    '{"a":NaN}',
+    '{"a":Infinity}',
+])
+def test_a_repeated_key_or_a_nan_is_left_to_the_strict_parse(text):
+    assert exact_json(text.encode()) is UNDECIDED
+
+
+def test_a_repeated_key_is_refused_by_the_client_parse():
+    with pytest.raises(DuplicateKey):
+        answer_json(b'{"content": "a", "content": "b", "timings": {}}')
+
+
+def recorded_answers():
+    for path in sorted([*ROOT.glob("outputs/*/http/*.jsonl"), *ROOT.glob("tests/fixtures/**/*.jsonl")]):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                if isinstance(entry, dict) and "response" in entry:
+                    yield entry["response"]
+    for path in sorted(ROOT.glob("tests/fixtures/server/*.json")):
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(entry, dict) and "response" in entry:
+            yield entry["response"]
+
+
+def test_every_recorded_answer_reads_alike_both_ways():
+    seen = 0
+    for response in recorded_answers():
+        for text in (json.dumps(response, ensure_ascii=False, allow_nan=False),
+                     json.dumps(response, ensure_ascii=False, separators=(",", ":"))):
+            got = exact_json(text.encode("utf-8"))
+            assert got is not UNDECIDED and same(got, json.loads(text))
+        seen += 1
+    assert seen > 100
