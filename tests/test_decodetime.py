@@ -236,3 +236,15 @@ def test_the_crossover_range_over_the_fits_brackets_the_mixed_models():
         inside = low < per_param <= high
         assert (named[w.name] == decodetime.MIXED) == inside, (w.name, per_param, low, high)
     assert decodetime.crossover_range(TERMS, {"a": None}) == (1.25, 1.25)
+
+
+def test_the_grid_is_log_spaced_from_end_to_end_and_rounded_to_twelve_digits():
+    """GRID points from 1 to 10,000: the first 1, the last 10,000 (1 × e^(399 × ln(10⁴) ÷ 399)), each the one before
+    times 10^(4 ÷ 399) = 1.02335..., and every point written in 12 significant digits reads back as itself."""
+    grid = decodetime.log_grid(1.0, 1e4)
+    assert len(grid) == decodetime.GRID == 400
+    assert grid[0] == 1.0 and grid[-1] == 1e4
+    step = 10 ** (4 / 399)
+    assert all(abs(b / a - step) < 1e-10 for a, b in zip(grid[:-1], grid[1:], strict=True))
+    assert all(float(f"{x:.12g}") == x for x in grid)
+    assert grid[200] == float(f"{10 ** (4 * 200 / 399):.12g}")
