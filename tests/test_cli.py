@@ -211,3 +211,33 @@ def test_ctrl_c_while_bytesup_loads_is_one_line_not_a_traceback():
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
     assert done.stderr.strip() == ("Stopped by Ctrl-C while bytesup was loading, before it started anything: nothing "
                                    "was run or written.")
+
+
+def test_a_caught_ctrl_c_keeps_the_commands_exit_status(tmp_path):
+    """`python -m bytesup`: an interrupt that passed through code run from a string (as when a dataclass is made
+    while a module loads) and was then caught exits with the status the command chose, 130, not killed by SIGINT
+    (CPython's mark; `-m` is the way in that honours it, a script or `-c` exits through sys.exit at once)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import os, signal, sys, bytesup.cli\n"
+            "try:\n"
+            "    exec('os.kill(os.getpid(), signal.SIGINT)\\nwhile True: pass')\n"
+            "except KeyboardInterrupt:\n"
+            "    print('caught', file=sys.stderr)\n"
+            "sys.exit(130)\n")
+    (tmp_path / "caught.py").write_text(code)
+    (tmp_path / "caught_bare.py").write_text(code.replace("bytesup.cli", "bytesup"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+
+    def run(module: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", module], capture_output=True, text=True, timeout=120, env=env,
+                              cwd=tmp_path)
+
+    done = run("caught")
+    assert done.stderr.strip() == "caught"
+    assert done.returncode == 130
+    assert run("caught_bare").returncode == -signal.SIGINT  # without bytesup.cli: the mark this clears
+
