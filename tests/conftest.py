@@ -19,6 +19,7 @@ os.environ["BYTESUP_ENGINE"] = "embedded"
 # A live run compares the engines before its first lesson (run/engines.py); the tests' runs do not, but for the
 # tests of that comparison.
 os.environ["BYTESUP_ENGINE_GAP"] = "0"
+os.environ["BYTESUP_HARNESS_PROBE"] = "0"  # the run's split of the harness's time: tests/test_harness_split.py
 
 
 @pytest.fixture(autouse=True)

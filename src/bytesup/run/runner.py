@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from bytesup.course import busy
 from bytesup.host import environment, load, spent
 from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson, options_of, with_checked_options
-from bytesup.llama.client import LlamaServer, default_base_url
+from bytesup.llama.client import BareClient, LlamaServer, default_base_url
 from bytesup.errors import BytesupError, LessonSkipped, RunFolderError, ServerTimeout
 from bytesup.llama.placement import is_loopback
 from bytesup.store.escape import rich_text
@@ -73,7 +73,7 @@ from bytesup.run.server import (
 from bytesup.files import file_sha256, write_json_atomic, write_text_atomic
 from bytesup.run.summary import print_summary
 from bytesup.run.models import is_local, models_first
-from bytesup.run import engines
+from bytesup.run import engines, harness
 
 # Set by scripts/run_course.sh: the run stops (as on SIGTERM) when `make run` dies, however it dies.
 DIE_WITH_PARENT_ENV = "BYTESUP_DIE_WITH_PARENT"
@@ -511,6 +511,16 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             shared.bandwidth_after()
         except Exception as exc:  # a failed second reading must not lose the run
             manifest.host_bandwidth.after_error = f"{type(exc).__name__}: {exc}"
+    # Where the requests' time outside the server's timings went: the server's part and the harness's, once.
+    if options.replay is None and not interrupted and not server_changed and todo and not harness.skipped_by_env():
+        split = manifest.harness_split = harness.probe(options.client(seen.url, RecordingTransport([], "probe"), build=build),
+                                                       BareClient(seen.url, options.api_key, options.timeout),
+                                                       run_dir / "http", harness.PAIRS, harness.N_PREDICT)
+        console.print(rich_text(harness.sentence(split)), highlight=False, soft_wrap=True)
+        try:
+            save_manifest()
+        except DiskFull as exc:
+            disk_full = disk_full or exc
     times = [e.seconds for e in lessons_state.values()]
     if all(t is not None for t in times):
         manifest.lessons_seconds = round(sum(t for t in times if t is not None), 1)

@@ -132,6 +132,29 @@ class EngineGap(Record):
     load_average: list[float] | None = None  # when the engines were measured
 
 
+class HarnessLevel(Record):
+    """One n_probs of the harness's split (run/harness.py): per pair of requests, the server's part outside its
+    timings (the bare client's) and the harness's (the run's client's part minus the bare one's), in ms."""
+
+    n_probs: int
+    server_ms: list[float] = Field(default_factory=list)
+    harness_ms: list[float] = Field(default_factory=list)
+    budget_ms: float | None = None  # the harness's median may take at most this (None: no budget at this n_probs)
+
+
+class HarnessSplit(Record):
+    """Where a request's time outside the server's timings goes, measured once after the lessons (run/harness.py);
+    `skipped` says why nothing was measured."""
+
+    n_predict: int | None = None
+    pairs: int | None = None
+    prompt: str | None = None
+    levels: list[HarnessLevel] = Field(default_factory=list)
+    skipped: str | None = None
+    seconds: float | None = None
+    load_average: list[float] | None = None
+
+
 class LessonEntry(Record):
     """One lesson of the run: pending, running, ok, skipped (it measured nothing here: `skip_reason`, and the command
     that enables it, `enable_command`), failed or interrupted, with its files and time."""
@@ -181,6 +204,7 @@ class Manifest(Record):
     models_made: ModelsMade | None = None  # None: a replay, or written before models were made first
     server_start_s: float | None = None  # the run's own server's start, where the run started one
     engine_gap: EngineGap | None = None  # None: a replay, skipped by BYTESUP_ENGINE_GAP=0, or an older run
+    harness_split: HarnessSplit | None = None  # None: a replay, skipped by BYTESUP_HARNESS_PROBE=0, or an older run
     load_average_after: list[float] | None = None
 
     @classmethod

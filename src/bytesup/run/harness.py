@@ -1,0 +1,144 @@
+"""Where a request's time outside the server's timings goes, measured once in the run, after its lessons.
+
+Every timed request's client wall time minus the server's `prompt_ms + predicted_ms` holds two things the lessons
+cannot tell apart: what the server does outside its own timings (tokenizing, the top-n probabilities of every
+generated token, building the JSON) and what bytesup does (sending, reading, parsing, checking and recording the
+answer). Requests sent together also wait for a slot, which neither counts. So the run, once its lessons are done,
+sends the same /completion (N_PREDICT tokens, greedy, seeded) to its own server from two clients in turns, PAIRS
+pairs whose order alternates:
+
+- the run's own client (`RunOptions.client` over a `RecordingTransport`, every check on, as the lessons use it);
+- a bare client (`llama.client.BareClient`: `http.client`, the body parsed by `json.loads`, nothing else).
+
+Pair by pair, the bare client's part outside the timings is **the server's**; the run's client's part minus it is
+**the harness's** (the machine's load, which moves both in one pair, cancels). It does so at n_probs 0, at 8 and
+at the largest n_probs the run's lessons asked for, since the server's part grows with the probabilities it
+writes. The harness's part is held to BUDGET_MS; the server's is reported, not budgeted. `scripts/bench_harness.py`
+measures the same in one sitting, with a profile. BYTESUP_HARNESS_PROBE=0 skips it; a replay never takes it."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from bytesup.check import overhead
+from bytesup.errors import BytesupError
+from bytesup.host import environment
+from bytesup.llama.client import BareClient, LlamaServer
+from bytesup.store.manifest import HarnessLevel, HarnessSplit
+
+PROBE_ENV = "BYTESUP_HARNESS_PROBE"  # "0": the run does not split the harness's time
+PROMPT = "The history of the printing press begins"
+N_PREDICT = 32
+PAIRS = 6
+LEVELS = (0, 8)
+BUDGET_MS = overhead.BUDGET_MS  # the harness's part, median ms per request, at n_probs 0 and 8
+
+
+def skipped_by_env() -> bool:
+    return os.environ.get(PROBE_ENV, "1").strip().lower() in ("0", "no", "false", "off")
+
+
+def request_body(n_probs: int, n_predict: int = N_PREDICT) -> dict[str, Any]:
+    return {"n_predict": n_predict, "n_probs": n_probs, "temperature": 0, "seed": 42, "ignore_eos": True,
+            "cache_prompt": True}
+
+
+def largest_n_probs(http_dir: Path) -> int:
+    """The largest n_probs any /completion of the run's recorded exchanges asked for (0 where none asked)."""
+    largest = 0
+    for path in sorted(http_dir.glob("*.jsonl")) if http_dir.is_dir() else []:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                exchange = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            request = exchange.get("request") if isinstance(exchange, dict) else None
+            if isinstance(request, dict) and exchange.get("path") == "/completion":
+                n = request.get("n_probs")
+                if isinstance(n, int) and not isinstance(n, bool) and n > largest:
+                    largest = n
+    return largest
+
+
+def levels_for(largest: int) -> tuple[int, ...]:
+    """LEVELS, and the run's largest n_probs beside them where it is larger."""
+    return (*LEVELS, largest) if largest > max(LEVELS) else LEVELS
+
+
+def split_pairs(own_ms: list[float], bare_ms: list[float]) -> tuple[list[float], list[float]]:
+    """(the server's parts, the harness's parts) of paired requests: each client's part outside the server's
+    timings, the bare one's as the server's, and the run's client's minus the bare one's, pair by pair."""
+    if len(own_ms) != len(bare_ms):
+        raise ValueError("the two clients' parts must come in pairs")
+    return list(bare_ms), [own - bare for own, bare in zip(own_ms, bare_ms, strict=True)]
+
+
+def _outside(client: LlamaServer, body: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    done = client.completion(PROMPT, **body)
+    wall = (time.perf_counter() - started) * 1000.0
+    return wall - done.timings.prompt_ms - done.timings.predicted_ms
+
+
+def measure_level(client: LlamaServer, bare: BareClient, n_probs: int, pairs: int = PAIRS,
+                  n_predict: int = N_PREDICT, warm_up: bool = True) -> HarnessLevel:
+    """One n_probs: a warm-up from each client (the prompt cached, both connections open), then `pairs` pairs in
+    turns, the order alternating."""
+    body = request_body(n_probs, n_predict)
+    raw = json.dumps({"prompt": PROMPT, **body}).encode()
+    if warm_up:
+        _outside(client, body)
+        bare.completion_ms(raw)
+    own_ms, bare_ms = [], []
+    for i in range(pairs):
+        if i % 2:
+            wall, timed = bare.completion_ms(raw)
+            own = _outside(client, body)
+        else:
+            own = _outside(client, body)
+            wall, timed = bare.completion_ms(raw)
+        own_ms.append(own)
+        bare_ms.append(wall - timed)
+    server, harness = split_pairs(own_ms, bare_ms)
+    return HarnessLevel(n_probs=n_probs, server_ms=[round(x, 3) for x in server],
+                        harness_ms=[round(x, 3) for x in harness], budget_ms=BUDGET_MS.get(n_probs))
+
+
+def probe(client: LlamaServer, bare: BareClient, http_dir: Path, pairs: int = PAIRS,
+          n_predict: int = N_PREDICT) -> HarnessSplit:
+    """The split on the run's server (see the module), at every level of `levels_for` the run's recorded exchanges
+    in `http_dir`; a failure is said in `skipped`, and the run goes on. Both clients are closed."""
+    began = time.monotonic()
+    split = HarnessSplit(n_predict=n_predict, pairs=pairs, prompt=PROMPT)
+    try:
+        split.levels = [measure_level(client, bare, n, pairs, n_predict, warm_up=not k)
+                        for k, n in enumerate(levels_for(largest_n_probs(http_dir)))]
+        split.load_average = environment.load_average()
+    except (BytesupError, OSError, ValueError, KeyError, http.client.HTTPException) as exc:  # an aside: said, and the run goes on
+        split.skipped = f"the split was not measured: {type(exc).__name__}: {str(exc)[:300]}"
+    finally:
+        bare.close()
+        client.close()
+    split.seconds = round(time.monotonic() - began, 1)
+    return split
+
+
+def sentence(split: HarnessSplit) -> str:
+    """The split in one line for the run's log."""
+    if split.skipped or not split.levels:
+        return f"harness's own time: {split.skipped or 'not measured'}"
+    parts = []
+    for level in split.levels:
+        harness, server = statistics.median(level.harness_ms), statistics.median(level.server_ms)
+        budget = "" if level.budget_ms is None else (f", budget {level.budget_ms:g} ms: "
+                                                    f"{'within' if harness <= level.budget_ms else 'over'}")
+        parts.append(f"n_probs {level.n_probs}: the harness {harness:.2f} ms{budget}; the server outside its timings "
+                     f"{server:.2f} ms")
+    return (f"harness's own time per request ({split.pairs} pairs against a bare client, {split.n_predict} tokens): "
+            + "; ".join(parts))

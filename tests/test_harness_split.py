@@ -1,0 +1,149 @@
+"""The run's split of each request's time outside the server's timings (`bytesup.run.harness`): the server's part
+(a bare client's) and the harness's (the run's client's minus the bare one's, pair by pair), by hand, in the report
+against the harness's budget, and measured on a real server by the probe and by a run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bytesup.llama import process
+from bytesup.llama.client import BareClient, LlamaServer
+from bytesup.llama.recording import RecordingTransport
+from bytesup.models.catalog import SYNTHETIC_DEFAULT, ensure_model
+from bytesup.run import harness
+from bytesup.options import RunOptions
+from bytesup.run.report import report_md
+from bytesup.run.runner import run_lessons
+from bytesup.store.manifest import HarnessLevel, HarnessSplit, Manifest
+from bytesup.store.runs import load_run, read_manifest
+
+from test_overhead import planted_run
+
+
+def test_each_pair_gives_the_servers_part_and_the_harnesss():
+    server, own = harness.split_pairs([3.0, 2.5, 1.25], [1.0, 1.5, 1.0])
+    assert server == [1.0, 1.5, 1.0]
+    assert own == pytest.approx([2.0, 1.0, 0.25])
+    with pytest.raises(ValueError):
+        harness.split_pairs([1.0, 2.0], [1.0])
+
+
+def exchange(path: str, request: dict | None) -> str:
+    return json.dumps({"server": "main", "method": "POST", "path": path, "request": request, "status": 200,
+                       "response": {}, "elapsed_ms": 1.0}) + "\n"
+
+
+def test_the_largest_n_probs_the_lessons_asked_for_joins_the_levels(tmp_path):
+    http = tmp_path / "http"
+    http.mkdir()
+    assert harness.largest_n_probs(http) == 0 and harness.largest_n_probs(tmp_path / "none") == 0
+    (http / "04.jsonl").write_text(exchange("/completion", {"prompt": "a", "n_probs": 3}) + "not json\n"
+                                   + exchange("/completion", {"prompt": "b", "n_probs": 20}), encoding="utf-8")
+    (http / "05.jsonl").write_text(exchange("/tokenize", {"content": "a", "n_probs": 99})
+                                   + exchange("/completion", {"prompt": "c", "n_probs": True})
+                                   + exchange("/completion", {"prompt": "d"}), encoding="utf-8")
+    assert harness.largest_n_probs(http) == 20
+    assert harness.levels_for(20) == (0, 8, 20)
+    assert harness.levels_for(8) == harness.levels_for(0) == (0, 8)
+
+
+def with_split(run_dir, split: HarnessSplit) -> None:
+    manifest = Manifest.parse(json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")), "test")
+    manifest.harness_split = split
+    (run_dir / "manifest.json").write_text(json.dumps(manifest.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def split_rows(page: str) -> dict[int, list[str]]:
+    section = page.split("## The harness's own time per request", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| ") and "n_probs" not in line]
+    return {int(r[0].strip("| ")): [c.strip(" |") for c in r[1:]] for r in rows if r[0].strip("| ").isdigit()}
+
+
+@pytest.mark.parametrize("harness_ms, within", [([0.2, 0.4, 0.6], "yes"), ([0.5, 0.6, 0.7], "no")])
+def test_the_report_holds_the_harnesss_part_to_its_budget(tmp_path, harness_ms, within):
+    run_dir, _, _ = planted_run(tmp_path)
+    with_split(run_dir, HarnessSplit(n_predict=32, pairs=3, levels=[
+        HarnessLevel(n_probs=0, server_ms=[1.0, 1.5, 2.0], harness_ms=harness_ms, budget_ms=0.5),
+        HarnessLevel(n_probs=8, server_ms=[3.0, 4.0, 5.0], harness_ms=[1.0, 1.2, 1.4], budget_ms=1.0),
+        HarnessLevel(n_probs=20, server_ms=[6.0, 7.0, 9.0], harness_ms=[2.0, 2.0, 2.0])]))
+    rows = split_rows(report_md(load_run(run_dir), None))
+    # medians by hand; p10 and p90 of three values lie at ranks 0.2 and 1.8
+    low = harness_ms[0] + 0.2 * (harness_ms[1] - harness_ms[0])
+    high = harness_ms[1] + 0.8 * (harness_ms[2] - harness_ms[1])
+    assert rows[0] == ["1.5", f"{harness_ms[1]:g}", f"{low:.3g} to {high:.3g}", "0.5", within]
+    assert rows[8] == ["4", "1.2", "1.04 to 1.36", "1", "no"]
+    assert rows[20] == ["7", "2", "2 to 2", "", ""]
+
+
+def test_a_split_that_failed_says_why_in_the_report(tmp_path):
+    run_dir, _, _ = planted_run(tmp_path)
+    with_split(run_dir, HarnessSplit(skipped="the split was not measured: ConnectError: refused"))
+    page = report_md(load_run(run_dir), None)
+    assert "the split was not measured: ConnectError: refused" in page and "within budget" not in page
+
+
+# --- on a real server -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def served():
+    """The embedded engine on the fast synthetic model: plumbing, not speed."""
+    model = ensure_model(SYNTHETIC_DEFAULT)
+    port = process.free_port()
+    started = process.start_server(model, ["--port", str(port)])
+    try:
+        yield started.url
+    finally:
+        process.stop_server(port)
+
+
+@pytest.mark.integration
+def test_the_probe_pairs_both_clients_at_every_level(served, tmp_path):
+    http = tmp_path / "http"
+    http.mkdir()
+    (http / "04.jsonl").write_text(exchange("/completion", {"prompt": "a", "n_probs": 12}), encoding="utf-8")
+    split = harness.probe(LlamaServer(served, transport=RecordingTransport([], "probe")), BareClient(served), http,
+                          pairs=2, n_predict=4)
+    assert split.skipped is None, split.skipped
+    assert [level.n_probs for level in split.levels] == [0, 8, 12]
+    assert [level.budget_ms for level in split.levels] == [0.5, 1.0, None]
+    for level in split.levels:
+        assert len(level.server_ms) == len(level.harness_ms) == 2
+        assert all(x > 0 for x in level.server_ms)  # the server always does some work outside its timings
+    assert split.seconds is not None and (split.n_predict, split.pairs) == (4, 2)
+
+
+@pytest.mark.integration
+def test_a_probe_of_a_server_that_is_gone_says_so_and_raises_nothing(tmp_path):
+    url = f"http://127.0.0.1:{process.free_port()}"
+    split = harness.probe(LlamaServer(url, timeout=5), BareClient(url, timeout=5), tmp_path)
+    assert split.skipped and split.skipped.startswith("the split was not measured:") and split.levels == []
+    assert "harness's own time: the split was not measured" in harness.sentence(split)
+
+
+@pytest.mark.integration
+def test_a_live_run_splits_the_time_after_its_lessons(served, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(harness.PROBE_ENV, "1")
+    monkeypatch.setattr(harness, "PAIRS", 2)
+    monkeypatch.setattr(harness, "N_PREDICT", 4)
+    out = tmp_path / "run"
+    assert run_lessons(["01_model_on_disk"], RunOptions(server_url=served, out=out)) == 0
+    split = read_manifest(out).harness_split
+    assert split is not None and split.skipped is None, split
+    assert [level.n_probs for level in split.levels] == [0, 8] and (split.pairs, split.n_predict) == (2, 4)
+    assert all(len(level.harness_ms) == 2 for level in split.levels)
+    said = capsys.readouterr()
+    assert "harness's own time per request (2 pairs against a bare client, 4 tokens)" in said.out + said.err
+
+
+@pytest.mark.integration
+def test_a_replay_and_a_run_told_not_to_measure_nothing(served, tmp_path, monkeypatch):
+    monkeypatch.setenv(harness.PROBE_ENV, "0")
+    out = tmp_path / "run"
+    assert run_lessons(["01_model_on_disk"], RunOptions(server_url=served, out=out)) == 0
+    assert read_manifest(out).harness_split is None
+    again = tmp_path / "again"
+    monkeypatch.setenv(harness.PROBE_ENV, "1")
+    assert run_lessons(["01_model_on_disk"], RunOptions(replay=out, out=again)) == 0
+    assert read_manifest(again).harness_split is None
