@@ -52,14 +52,22 @@ def test_presets_are_consistent():
         assert p.n_ctx == 4096
         assert p.head_dim * p.n_head == p.n_embd
         assert p.n_vocab == 4096
-        # Same shapes for both weight types of a size; only the bytes differ.
-        twin = PRESETS[f"{size}-{'f16' if wtype == 'q8_0' else 'q8_0'}"]
-        assert (p.n_layer, p.n_embd, p.n_ff, p.n_params) == (twin.n_layer, twin.n_embd, twin.n_ff, twin.n_params)
+        # Same shapes for every weight type of a size; only the bytes differ.
+        for other in ("q8_0", "f16", "q4_1", "f32"):
+            twin = PRESETS[f"{size}-{other}"]
+            assert (p.n_layer, p.n_embd, p.n_ff, p.n_params) == (twin.n_layer, twin.n_embd, twin.n_ff, twin.n_params)
+    assert [n for n in PRESETS if n.startswith("medium-")] == ["medium-q8_0", "medium-f16", "medium-q4_1", "medium-f32"]
     mb = {n: p.est_file_bytes / 1e6 for n, p in PRESETS.items()}
     assert mb["tiny-q8_0"] < 10
     assert 30 <= mb["small-q8_0"] <= 60
     assert 200 <= mb["medium-q8_0"] <= 300
     assert 900 <= mb["large-q8_0"] <= 1500
+    # Bytes per weight, norms aside: Q4_1 20 for 32, Q8_0 34 for 32, F16 2, F32 4.
+    medium = {t: PRESETS[f"medium-{t}"] for t in ("q4_1", "q8_0", "f16", "f32")}
+    norms = sum(math.prod(shape) for name, shape in catalog.tensor_shapes(medium["f16"]) if name.endswith("norm.weight"))
+    weights = medium["f16"].n_params - norms
+    for t, per_weight in (("q4_1", 20 / 32), ("q8_0", 34 / 32), ("f16", 2), ("f32", 4)):
+        assert medium[t].tensor_bytes == weights * per_weight + 4 * norms
 
 
 def test_preset_validation():
@@ -68,6 +76,11 @@ def test_preset_validation():
     with pytest.raises(ValueError):  # Q8_0 needs widths that divide by 32
         Preset("bad", n_layer=1, n_embd=256, n_head=4, n_head_kv=4, n_ff=688, weight_type="Q8_0")
     Preset("ok", n_layer=1, n_embd=256, n_head=4, n_head_kv=4, n_ff=688, weight_type="F16")
+    with pytest.raises(ValueError):  # so does Q4_1
+        Preset("bad", n_layer=1, n_embd=256, n_head=4, n_head_kv=4, n_ff=688, weight_type="Q4_1")
+    with pytest.raises(ValueError):
+        Preset("bad", n_layer=1, n_embd=256, n_head=4, n_head_kv=4, n_ff=704, weight_type="Q5_0")
+    Preset("ok", n_layer=1, n_embd=256, n_head=4, n_head_kv=4, n_ff=688, weight_type="F32")
     with pytest.raises(KeyError):
         catalog.get_preset("no-such-model")
 
@@ -119,6 +132,43 @@ def test_params_and_shapes_match(tiny_model):
         assert tuple(int(x) for x in t.shape) == tuple(reversed(expected[t.name]))
         want = gguf.GGMLQuantizationType.F32 if t.name.endswith("norm.weight") else gguf.GGMLQuantizationType.Q8_0
         assert t.tensor_type == want
+
+
+@pytest.fixture(scope="module")
+def tiny_widths(tmp_path_factory) -> dict[str, Path]:
+    """tiny in every weight type: the same random values stored four ways."""
+    folder = tmp_path_factory.mktemp("widths")
+    return {t: build_model(f"tiny-{t}", folder / f"tiny-{t}.gguf") for t in ("q8_0", "f16", "q4_1", "f32")}
+
+
+def test_every_weight_type_stores_the_same_values(tiny_widths):
+    import gguf
+    from gguf import quants
+
+    read = {t: _reader(path) for t, path in tiny_widths.items()}
+    for t, reader in read.items():
+        p = PRESETS[f"tiny-{t}"]
+        assert sum(int(x.n_bytes) for x in reader.tensors) == p.tensor_bytes
+        assert int(reader.fields["general.file_type"].parts[-1][0]) == p.file_type
+        want = gguf.GGMLQuantizationType[p.weight_type]
+        assert {x.tensor_type for x in reader.tensors if not x.name.endswith("norm.weight")} == {want}
+    name = "blk.0.ffn_up.weight"
+
+    def values(t: str) -> np.ndarray:
+        tensor = next(x for x in read[t].tensors if x.name == name)
+        return quants.dequantize(np.asarray(tensor.data), tensor.tensor_type).reshape(-1).astype(np.float32)
+
+    exact = values("f32")
+    assert exact.std() == pytest.approx(catalog.INIT_STD, rel=0.1)
+    assert np.array_equal(values("f16"), exact.astype(np.float16).astype(np.float32))
+    # Each block of 32 keeps its values to within about half its step (the step itself is stored as a float16):
+    # Q8_0's step is max |x| ÷ 127, Q4_1's (max − min) ÷ 15.
+    blocks = exact.reshape(-1, 32)
+    q8_step = np.abs(blocks).max(axis=1, keepdims=True) / 127
+    assert (np.abs(values("q8_0").reshape(-1, 32) - blocks) <= 0.6 * q8_step).all()
+    q4_step = (blocks.max(axis=1, keepdims=True) - blocks.min(axis=1, keepdims=True)) / 15
+    assert (np.abs(values("q4_1").reshape(-1, 32) - blocks) <= 0.6 * q4_step + 1e-4).all()
+    assert not np.array_equal(values("q4_1"), values("q8_0"))
 
 
 def test_metadata(tiny_model):
@@ -256,3 +306,25 @@ def test_llama_cpp_props(llama_server):
     r.raise_for_status()
     props = r.json()
     assert props["default_generation_settings"]["n_ctx"] == 512
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("weight_type", ["q4_1", "f32"])
+def test_llama_cpp_serves_the_new_weight_types(tiny_widths, weight_type):
+    """llama.cpp loads a synthetic model stored as Q4_1 or F32, reads its bytes as the preset counts them, and
+    decodes with it."""
+    from bytesup.llama import process
+    from bytesup.llama.client import LlamaServer
+
+    port = process.free_port()
+    started = process.start_server(tiny_widths[weight_type], ["--port", str(port), "-c", "256"])
+    try:
+        server = LlamaServer(started.url)
+        done = server.completion("The capital of France is", n_predict=4, temperature=0, seed=42)
+        assert done.timings.predicted_n == 4
+        meta = server.served_meta()  # llama.cpp's own count of the file's tensor bytes and weights
+        preset = PRESETS[f"tiny-{weight_type}"]
+        assert (meta["size"], meta["n_params"]) == (preset.tensor_bytes, preset.n_params)
+        server.close()
+    finally:
+        process.stop_server(port)

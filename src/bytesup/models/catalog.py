@@ -52,9 +52,13 @@ __all__ = [
     "tensor_shapes",
 ]
 
-WEIGHT_TYPES = ("F16", "Q8_0")
-Q8_0_BLOCK = 32  # elements per Q8_0 block
-Q8_0_BLOCK_BYTES = 34  # one float16 scale + 32 int8 values
+WEIGHT_TYPES = ("F16", "Q8_0", "Q4_1", "F32")
+# The block formats: elements per block and bytes per block. Q8_0: one float16 scale and 32 int8 values; Q4_1: a
+# float16 scale and a float16 minimum, then 32 values of 4 bits.
+BLOCKS = {"Q8_0": (32, 34), "Q4_1": (32, 20)}
+Q8_0_BLOCK, Q8_0_BLOCK_BYTES = BLOCKS["Q8_0"]
+# The element bytes of the plain formats.
+ELEMENT_BYTES = {"F16": 2, "F32": 4}
 GGUF_ALIGNMENT = 32  # gguf's default data alignment
 INIT_STD = 0.02  # standard deviation of the random weights
 ROPE_FREQ_BASE = 10000.0
@@ -113,7 +117,7 @@ class Preset:
     n_head_kv: int
     n_ff: int
     n_ctx: int = 4096
-    weight_type: str = "Q8_0"  # "F16" or "Q8_0"; norms are always F32
+    weight_type: str = "Q8_0"  # "Q8_0", "F16", "Q4_1" or "F32"; norms are always F32
     seed: int = 0
     description: str = ""
 
@@ -126,9 +130,10 @@ class Preset:
             raise ValueError(f"{self.name}: n_head {self.n_head} is not a multiple of n_head_kv {self.n_head_kv}")
         if (self.n_embd // self.n_head) % 2:
             raise ValueError(f"{self.name}: the head width must be even for RoPE")
-        if self.weight_type == "Q8_0" and (self.n_embd % Q8_0_BLOCK or self.n_ff % Q8_0_BLOCK):
-            # Q8_0 quantizes each row in blocks of 32, so every input width must divide by 32.
-            raise ValueError(f"{self.name}: Q8_0 needs n_embd and n_ff to be multiples of {Q8_0_BLOCK}")
+        block = BLOCKS.get(self.weight_type, (1, 0))[0]
+        if self.n_embd % block or self.n_ff % block:
+            # A block format quantizes each row in blocks of 32, so every input width must divide by 32.
+            raise ValueError(f"{self.name}: {self.weight_type} needs n_embd and n_ff to be multiples of {block}")
 
     @property
     def head_dim(self) -> int:
@@ -165,9 +170,8 @@ class Preset:
         """The ``general.file_type`` value (a ``gguf.LlamaFileType``)."""
         import gguf
 
-        if self.weight_type == "Q8_0":
-            return int(gguf.LlamaFileType.MOSTLY_Q8_0)
-        return int(gguf.LlamaFileType.MOSTLY_F16)
+        return int({"Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
+                    "F16": gguf.LlamaFileType.MOSTLY_F16, "F32": gguf.LlamaFileType.ALL_F32}[self.weight_type])
 
 
 def _pad(n: int, align: int = GGUF_ALIGNMENT) -> int:
@@ -182,9 +186,10 @@ def _tensor_nbytes(preset: Preset, name: str, shape: tuple[int, ...]) -> int:
     n = math.prod(shape)
     if _is_norm(name):
         return 4 * n
-    if preset.weight_type == "Q8_0":
-        return n // Q8_0_BLOCK * Q8_0_BLOCK_BYTES
-    return 2 * n
+    if preset.weight_type in BLOCKS:
+        elements, nbytes = BLOCKS[preset.weight_type]
+        return n // elements * nbytes
+    return ELEMENT_BYTES[preset.weight_type] * n
 
 
 def tensor_shapes(preset: Preset) -> list[tuple[str, tuple[int, ...]]]:
@@ -227,12 +232,15 @@ _SHAPES: dict[str, dict[str, Any]] = {
                   description="about a billion weights, heads of 128 like the course model"),
 }
 _SEED = 20240601
+# Every shape in these weight types, in this order: the same random values stored four ways, so that models of one
+# weight type and different shapes can be set against each other (lesson 8's decode-time model per weight type).
+WEIGHT_TYPES_LISTED = ("Q8_0", "F16", "Q4_1", "F32")
 
 
 def _make_presets() -> dict[str, Preset]:
     presets: dict[str, Preset] = {}
     for size, shape in _SHAPES.items():
-        for wtype in ("Q8_0", "F16"):
+        for wtype in WEIGHT_TYPES_LISTED:
             name = f"{size}-{wtype.lower()}"
             presets[name] = Preset(name=name, n_ctx=4096, weight_type=wtype, seed=_SEED, **shape)
     return presets
@@ -356,7 +364,9 @@ def _tensor_data(preset: Preset, name: str, shape: tuple[int, ...], bitgen: np.r
     _fill_random(bitgen, weights)
     if preset.weight_type == "F16":
         return weights.astype(np.float16)
-    return gguf.quants.quantize(weights, gguf.GGMLQuantizationType.Q8_0)
+    if preset.weight_type == "F32":
+        return weights
+    return gguf.quants.quantize(weights, _ggml_type(preset, name))
 
 
 def _ggml_type(preset: Preset, name: str):
@@ -364,9 +374,7 @@ def _ggml_type(preset: Preset, name: str):
 
     if _is_norm(name):
         return gguf.GGMLQuantizationType.F32
-    if preset.weight_type == "Q8_0":
-        return gguf.GGMLQuantizationType.Q8_0
-    return gguf.GGMLQuantizationType.F16
+    return gguf.GGMLQuantizationType[preset.weight_type]
 
 
 # --------------------------------------------------------------------------- building
