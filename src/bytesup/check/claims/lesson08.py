@@ -21,6 +21,7 @@ import statistics
 from dataclasses import dataclass
 
 from bytesup.course import published, robust
+from bytesup.models import catalog
 from bytesup.store.runs import Run
 from bytesup.store.facts.lesson08 import DecodeModel, ModelSteps
 from bytesup.store.results import LessonResult
@@ -208,9 +209,23 @@ def alone_in_its_type(missed: ModelSamples, models: list[ModelSamples], types: d
     kind = types.get(missed.name)
     if not kind or any(types.get(m.name) == kind for m in models if m is not missed):
         return ""
-    return (f"; {missed.name} is the only {kind} model, so the terms fitted on the others hold one arithmetic cost c "
+    said = (f"; {missed.name} is the only {kind} model, so the terms fitted on the others hold one arithmetic cost c "
             f"per parameter of other weight types: a miss here says that {kind}'s arithmetic per parameter differs "
             "on this engine and CPU, which one c for every weight type cannot hold")
+    second = second_model_of(kind)
+    if second is None or any(m.name == second for m in models):
+        return said
+    names = ",".join([*(m.name for m in models), second])
+    return (f"{said}; a second {kind} model in the sweep tests whether {kind}'s steps follow one c of their own: "
+            f"`bytesup run 08_capstone_decode_memory_bound --sizes {names}`")
+
+
+def second_model_of(kind: str) -> str | None:
+    """The synthetic preset of medium shape in a weight type as the GGUF names it ("F16", "ALL_F32", "MOSTLY_Q4_1"),
+    where the catalog has one."""
+    wanted = kind.upper().removeprefix("ALL_").removeprefix("MOSTLY_")
+    found = [name for name, p in catalog.PRESETS.items() if name.startswith("medium-") and p.weight_type == wanted]
+    return found[0] if found else None
 
 
 def decode_model_check(models: list[ModelSamples], tolerance: float,
