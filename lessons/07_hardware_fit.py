@@ -267,9 +267,9 @@ def ceilings(host: HostCeilings) -> list[Ceiling]:
     bw, mm, blas = host.bandwidth, host.matmul, host.blas
     bw_gbs, peak_gflops = bw["gb_per_s"], mm["gflop_per_s"]
     return [
-        Ceiling("memory read bandwidth", bw_gbs["median"], bw_gbs["min"], bw_gbs["max"], "GB/s", len(bw_gbs["samples"]),
+        Ceiling("memory read bandwidth", Spread(bw_gbs["median"], bw_gbs["min"], bw_gbs["max"]), "GB/s", len(bw_gbs["samples"]),
                 f"{bw['threads']} threads × {bw['bytes_per_thread'] / MiB:,.0f} MiB, np.add.reduce"),
-        Ceiling("matmul compute", peak_gflops["median"], peak_gflops["min"], peak_gflops["max"], "GFLOP/s",
+        Ceiling("matmul compute", Spread(peak_gflops["median"], peak_gflops["min"], peak_gflops["max"]), "GFLOP/s",
                 len(peak_gflops["samples"]), (f"{mm['dtype']} {mm['m']}×{mm['k']} @ {mm['k']}×{mm['n']}, "
                                               f"{blas_text(host)}, {(blas.get('blas') or {}).get('num_threads')} threads")),
     ]

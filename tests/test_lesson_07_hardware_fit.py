@@ -247,9 +247,9 @@ def test_host_roofline_by_hand(lesson):
     assert roof.decode_ceiling == pytest.approx(160.0)  # 16e9 B/s ÷ 1e8 B per token
     # The host table: each ceiling with its spread and how it was measured.
     bw_row, mm_row = lesson.ceilings(host)
-    assert (bw_row.median, bw_row.min, bw_row.max, bw_row.samples) == (16.0, 15.0, 17.0, 3)
+    assert (bw_row.spread.median, bw_row.spread.min, bw_row.spread.max, bw_row.samples) == (16.0, 15.0, 17.0, 3)
     assert bw_row.how == "2 threads × 512 MiB, np.add.reduce"
-    assert (mm_row.median, mm_row.unit) == (200.0, "GFLOP/s") and mm_row.how == "float32 2048×2048 @ 2048×2048, openblas 0.3, 2 threads"
+    assert (mm_row.spread.median, mm_row.unit) == (200.0, "GFLOP/s") and mm_row.how == "float32 2048×2048 @ 2048×2048, openblas 0.3, 2 threads"
 
 
 def test_roofline_points_by_hand(lesson):

@@ -4,7 +4,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from bytesup.store.rows import cells, column, columns
+from bytesup.course.ceiling import Spread
+from bytesup.store.rows import cells, column, columns, spread
+from bytesup.store.views import table
 
 
 @dataclass(frozen=True)
@@ -27,3 +29,19 @@ def test_every_field_is_a_column():
 
     with pytest.raises(TypeError, match="every field of Loose"):
         columns(Loose)
+
+
+@dataclass(frozen=True)
+class Phase:
+    phase: str = column("phase")
+    speed: Spread = spread("decode", "decode min", "decode max", "tokens/s")
+    samples: int = column("samples")
+
+
+def test_a_spread_is_three_columns_its_median_lowest_and_highest():
+    assert columns(Phase) == [("phase", ""), ("decode", "tokens/s"), ("decode min", "tokens/s"),
+                              ("decode max", "tokens/s"), ("samples", "")]
+    assert cells([Phase("short prompt", Spread.of([3.0, 1.0, 2.0]), 3)]) == [["short prompt", 2.0, 1.0, 3.0, 3]]
+    narrowed = table("phases", "Phases", Phase, [Phase("long prompt", Spread(5.0, 4.0, 6.0), 2)], [], ["speed"])
+    assert [c.name for c in narrowed.columns] == ["decode", "decode min", "decode max"]
+    assert narrowed.rows == [[5.0, 4.0, 6.0]]

@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 
 from bytesup.course import published
+from bytesup.course.ceiling import Spread
 from bytesup.course.clientclock import OutsideView, StreamedRepeat
 from bytesup.course.loop import CounterDelta, LatencyCheck, LatencyFit, decode_calls_note, worst_prediction
 from bytesup.course.samplercheck import Applied, CheckSummary, Distribution, SamplerCheck
 from bytesup.llama.responses import Completion
 from bytesup.store.plans.lesson05 import Plan
 from bytesup.store.results import Column, Plot, Series, Table
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import pick, table
 
 # The podcast's sequential-floor example (bytesup.course.published).
@@ -119,16 +120,14 @@ class LatencyRow:
     n: int = column("n", "tokens")
     row: str = column("row")
     predicted: float = column("predicted", "ms")
-    measured: float = column("measured median", "ms")
-    lowest: float = column("measured min", "ms")
-    highest: float = column("measured max", "ms")
+    measured: Spread = spread("measured median", "measured min", "measured max", "ms")
     error_pct: float = column("error", "%")
     predicted_n: list[int] = column("predicted_n", "per repeat")
 
 
 def latency_row(c: LatencyCheck) -> LatencyRow:
-    return LatencyRow(c.n, "fit" if c.fitted else "predicted", c.predicted, c.measured, min(c.totals), max(c.totals),
-                      c.error_pct, c.predicted_n)
+    return LatencyRow(c.n, "fit" if c.fitted else "predicted", c.predicted,
+                      Spread(c.measured, min(c.totals), max(c.totals)), c.error_pct, c.predicted_n)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bytesup.course import decodetime, formulas, published
+from bytesup.course.ceiling import Spread
 from bytesup.host import hostbench
 from bytesup.store.results import Series
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import show_narrowed
 from bytesup.store.views.page import Page
 
@@ -71,9 +72,7 @@ class BoundRidge:
 class Ceiling:
     """One of this host's two ceilings, measured, with how."""
     quantity: str = column("quantity")
-    median: float = column("median")
-    min: float = column("min")
-    max: float = column("max")
+    spread: Spread = spread()
     unit: str = column("unit")
     samples: int = column("samples")
     how: str = column("how")

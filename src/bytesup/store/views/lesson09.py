@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bytesup.course.ceiling import Spread
 from bytesup.llama.placement import is_loopback
 from bytesup.store.results import Column, Plot, Series, Table
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import pick, table
 from bytesup.units import GB
 
@@ -98,18 +99,15 @@ class SetupRow:
     setup: str = column("setup")
     nodes: int = column("nodes")
     threads: str = column("threads per node")
-    prefill: float = column("prefill", "tokens/s")
-    prefill_min: float = column("prefill min", "tokens/s")
-    prefill_max: float = column("prefill max", "tokens/s")
-    decode: float = column("decode", "tokens/s")
-    decode_min: float = column("decode min", "tokens/s")
-    decode_max: float = column("decode max", "tokens/s")
+    prefill: Spread = spread("prefill", "prefill min", "prefill max", "tokens/s")
+    decode: Spread = spread("decode", "decode min", "decode max", "tokens/s")
     vs_whole: float = column("decode ÷ whole", "×")
 
 
 def setup_row(sp: Speeds, whole: Speeds) -> SetupRow:
-    return SetupRow(sp.setup, sp.nodes, ", ".join(map(str, sp.threads)), sp.prefill_median, sp.prefill_min, sp.prefill_max,
-                    sp.decode_median, sp.decode_min, sp.decode_max, sp.decode_median / whole.decode_median)
+    return SetupRow(sp.setup, sp.nodes, ", ".join(map(str, sp.threads)),
+                    Spread(sp.prefill_median, sp.prefill_min, sp.prefill_max),
+                    Spread(sp.decode_median, sp.decode_min, sp.decode_max), sp.decode_median / whole.decode_median)
 
 
 @dataclass(frozen=True)
