@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 
 from bytesup.course.ceiling import Spread
-from bytesup.store.rows import cells, column, columns, spread
+from bytesup.store.rows import cells, column, columns, from_cells, spread
 from bytesup.store.views import table
 
 
@@ -45,3 +45,8 @@ def test_a_spread_is_three_columns_its_median_lowest_and_highest():
     narrowed = table("phases", "Phases", Phase, [Phase("long prompt", Spread(5.0, 4.0, 6.0), 2)], [], ["speed"])
     assert [c.name for c in narrowed.columns] == ["decode", "decode min", "decode max"]
     assert narrowed.rows == [[5.0, 4.0, 6.0]]
+
+
+def test_a_stored_tables_rows_read_back_as_the_records_they_were():
+    rows = [Phase("short prompt", Spread(2.0, 1.0, 3.0), 3), Phase("long prompt", Spread(5.0, 4.0, 6.0), 2)]
+    assert from_cells(Phase, cells(rows)) == rows

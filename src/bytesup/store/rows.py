@@ -3,16 +3,19 @@
 Each field is declared with `column(name, unit)`, or, where one value is shown as several columns (a spread of
 samples: its median, lowest and highest), with `spread(...)` or `family(...)`; `columns(Row)` gives what `ctx.table`
 takes as its columns and `cells(rows)` the rows, each value read by its field's name, so a row can never hold a value
-under another column's header.
+under another column's header. `from_cells(Row, rows)` reads a stored table's rows back as records.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
+
+from bytesup.course.ceiling import Spread
 
 COLUMN = "bytesup.column"
 FAMILY = "bytesup.family"
+MAKE = "bytesup.make"
 
 # One column of a field: the attribute of the field's value it shows (None: the value itself), its name and unit.
 Part = tuple[str | None, str, str]
@@ -23,15 +26,16 @@ def column(name: str, unit: str = "") -> Any:
     return dataclasses.field(metadata={COLUMN: (name, unit)})
 
 
-def family(*parts: tuple[str, str, str]) -> Any:
-    """A dataclass field whose value is shown as several columns, one per (attribute of the value, name, unit)."""
-    return dataclasses.field(metadata={FAMILY: parts})
+def family(make: Callable[..., Any], *parts: tuple[str, str, str]) -> Any:
+    """A dataclass field whose value is shown as several columns, one per (attribute of the value, name, unit); `make`
+    builds the value back from those attributes, by name."""
+    return dataclasses.field(metadata={FAMILY: parts, MAKE: make})
 
 
 def spread(median: str = "median", low: str = "min", high: str = "max", unit: str = "") -> Any:
     """A field holding a spread of samples (`course.ceiling.Spread`): three columns, its median, lowest and highest,
     headed `median`, `low` and `high`, each in `unit`."""
-    return family(("median", median, unit), ("min", low, unit), ("max", high, unit))
+    return family(Spread, ("median", median, unit), ("min", low, unit), ("max", high, unit))
 
 
 def parts(row_type: type) -> dict[str, list[Part]]:
@@ -70,4 +74,18 @@ def cells(rows: list[Any]) -> list[list[Any]]:
             family_parts = f.metadata.get(FAMILY)
             row += values(r, f.name, list(family_parts)) if family_parts else [getattr(r, f.name)]
         out.append(row)
+    return out
+
+
+def from_cells(row_type: type, rows: list[list[Any]]) -> list[Any]:
+    """Records of `row_type` from their cells, in column order (a stored table's rows): the inverse of `cells`."""
+    out = []
+    for row in rows:
+        values = iter(row)
+        args = []
+        for f in dataclasses.fields(row_type):
+            family_parts = f.metadata.get(FAMILY)
+            args.append(f.metadata[MAKE](**{attr: next(values) for attr, _, _ in family_parts}) if family_parts
+                        else next(values))
+        out.append(row_type(*args))
     return out
