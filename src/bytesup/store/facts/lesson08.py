@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bytesup.course import decodetime, formulas, memory_bound, published, quantization, robust
-from bytesup.course.ceiling import BandwidthReference, ceiling_at, effective_gbs
+from bytesup.course.ceiling import BandwidthReference, Spread, ceiling_at, effective_gbs
 from bytesup.llama.responses import Completion, shown_token
 from bytesup.models import forward
 from bytesup.models import smollm2
 from bytesup.models.gguf import read_model_info
 from bytesup.store.facts.base import Record, stated
-from bytesup.store.rows import column
+from bytesup.store.rows import column, spread
 from bytesup.units import MB
 
 
@@ -421,9 +421,7 @@ class PrefillRow:
     run's terms against a token of prefill."""
     model: str = column("model")
     weights: str | None = column("weights")
-    median: float = column("prefill", "tokens/s")
-    low: float = column("prefill min", "tokens/s")
-    high: float = column("prefill max", "tokens/s")
+    prefill: Spread = spread("prefill", "prefill min", "prefill max", "tokens/s")
     gflops: float = column("reached", "GFLOP/s")
     ms_per_token: float = column("prefill per token", "ms")
     decode_arithmetic_ms: float = column("decode's arithmetic per token, n × c", "ms")
@@ -439,7 +437,7 @@ def prefill_rows(runs: list[ModelRun], terms: decodetime.Terms) -> list[PrefillR
             median = statistics.median(kept.kept)
             arithmetic_ms = r.info.n_params * terms.arith_ps * 1e-9
             ms_per_token = 1e3 / median
-            out.append(PrefillRow(r.info.name, r.info.weight_type, median, kept.low, kept.high,
+            out.append(PrefillRow(r.info.name, r.info.weight_type, Spread(median, kept.low, kept.high),
                                   formulas.flops_per_token(r.info.n_params) * median / 1e9, ms_per_token,
                                   arithmetic_ms, arithmetic_ms / ms_per_token))
     return out
