@@ -27,8 +27,9 @@ def column(name: str, unit: str = "") -> Any:
 
 
 def family(make: Callable[..., Any], *parts: tuple[str, str, str]) -> Any:
-    """A dataclass field whose value is shown as several columns, one per (attribute of the value, name, unit); `make`
-    builds the value back from those attributes, by name."""
+    """A dataclass field whose value is shown as several columns, one per (attribute of the value, name, unit); `make`,
+    a dataclass, builds the value back from those of its attributes that are its fields (one it computes, a property,
+    is only read)."""
     return dataclasses.field(metadata={FAMILY: parts, MAKE: make})
 
 
@@ -85,7 +86,11 @@ def from_cells(row_type: type, rows: list[list[Any]]) -> list[Any]:
         args = []
         for f in dataclasses.fields(row_type):
             family_parts = f.metadata.get(FAMILY)
-            args.append(f.metadata[MAKE](**{attr: next(values) for attr, _, _ in family_parts}) if family_parts
-                        else next(values))
+            if not family_parts:
+                args.append(next(values))
+                continue
+            make = f.metadata[MAKE]
+            given = {attr: next(values) for attr, _, _ in family_parts}
+            args.append(make(**{g.name: given[g.name] for g in dataclasses.fields(make) if g.init}))
         out.append(row_type(*args))
     return out

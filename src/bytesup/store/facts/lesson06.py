@@ -12,7 +12,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from bytesup.store.facts import base
 from bytesup.store.facts.base import RECORD, Record, Shown, number, shown, stated
-from bytesup.store.rows import column
+from bytesup.store.rows import column, family
 from bytesup.units import KiB, MiB
 
 
@@ -98,16 +98,28 @@ class CacheRequest:
 
 
 @dataclass(frozen=True)
+class WithAndWithout:
+    """One quantity with a KV cache and without one (every position recomputed), and how many times more without."""
+    with_cache: float
+    without: float
+
+    @property
+    def ratio(self) -> float:
+        return self.without / self.with_cache
+
+
+def with_and_without(with_cache: str, without: str, ratio: str, unit: str = "") -> Any:
+    """A `WithAndWithout` field: three columns, with the cache, without it (in `unit`) and their ratio (×)."""
+    return family(WithAndWithout, ("with_cache", with_cache, unit), ("without", without, unit), ("ratio", ratio, "×"))
+
+
+@dataclass(frozen=True)
 class CostRow:
     """Generating n tokens after a prompt: positions and attention pairs, with and without a cache (n passes)."""
     n: int = column("n", "tokens")
     passes: int = column("passes")
-    with_cache: int = column("with a KV cache", "positions")
-    without_cache: int = column("without", "positions")
-    ratio: float = column("ratio", "×")
-    pairs_with: int = column("attention pairs with cache")
-    pairs_without: int = column("attention pairs without")
-    pairs_ratio: float = column("ratio", "×")
+    positions: WithAndWithout = with_and_without("with a KV cache", "without", "ratio", "positions")
+    pairs: WithAndWithout = with_and_without("attention pairs with cache", "attention pairs without", "ratio")
 
 
 @dataclass(frozen=True)
