@@ -67,9 +67,14 @@ def top_candidates(dist: Distribution, k: int = 10) -> list[CandidateRow]:
 
 
 @dataclass(frozen=True)
-class AppliedRow:
+class SettingRow:
+    """A sampler setting by its label and its chain of samplers: the first two columns of both sampler tables."""
     setting: str = column("setting")
     chain: str = column("chain", "in order")
+
+
+@dataclass(frozen=True)
+class AppliedRow(SettingRow):
     kept: int | None = column("kept", "tokens")
     kept_percent: float | None = column("original probability kept", "%")
     top_token: str | None = column("most probable token")
@@ -84,9 +89,7 @@ def applied_row(a: Applied) -> AppliedRow:
 
 
 @dataclass(frozen=True)
-class CheckRow:
-    setting: str = column("setting")
-    chain: str = column("chain", "in order")
+class CheckRow(SettingRow):
     kept_ours: int | None = column("kept", "ours")
     kept_server: int | None = column("kept", "server")
     listed: int | None = column("listed by server")
