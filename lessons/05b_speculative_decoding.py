@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from bytesup.course import clientclock, speculative
+from bytesup.course.ceiling import Spread
 from bytesup.course.speculative import Stream
 from bytesup.lesson import LessonContext, ModelQuery
 from bytesup.llama import process
@@ -223,10 +224,10 @@ def model_costs(plan: Plan, spec_models: dict[str, dict[str, Any]],
     target_ms = 1000.0 / statistics.median(samples[names[0]])
     costs = []
     for n in names:
-        model, median = spec_models[n], statistics.median(samples[n])
+        model, decode = spec_models[n], Spread.of(samples[n])
         costs.append(Cost(n, "target" if n in plan.targets else "draft", model["weight_type"], model["tensor_bytes"],
-                          median, min(samples[n]), max(samples[n]), 1000.0 / median, 1000.0 / median / target_ms,
-                          model["tensor_bytes"] * median / GB))
+                          decode, 1000.0 / decode.median, 1000.0 / decode.median / target_ms,
+                          model["tensor_bytes"] * decode.median / GB))
     return costs
 
 
@@ -285,19 +286,19 @@ def plain_row(plan: Plan, target: str, prompt: str, done: list[Completion]) -> M
     """A target alone on one prompt: the reference of the configurations on that prompt, its repeats agreeing."""
     samples, tokens = decode_samples(done), [c.tokens for c in done]
     agree = all(speculative.first_difference(t, tokens[0]) is None for t in tokens)
-    return Measured(target, "none", None, None, plan.prompt_name(prompt), statistics.median(samples), min(samples),
-                    max(samples), None, None, None, 1.0, 1.0, "reference" if agree else "repeats differ")
+    return Measured(target, "none", None, None, plan.prompt_name(prompt), Spread.of(samples), None, None,
+                    None, 1.0, 1.0, "reference" if agree else "repeats differ")
 
 
 def spec_row(plan: Plan, cfg: SpecConfig, done: list[Completion], plain: list[Completion]) -> Measured:
     """A speculative configuration against the plain target on the same prompt: its speed-up over the target's median,
     its counters, and whether every repeat gave the plain run's tokens."""
     samples, counts = decode_samples(done), spec_counts(done)
-    median, base = statistics.median(samples), statistics.median(decode_samples(plain))
+    decode, base = Spread.of(samples), statistics.median(decode_samples(plain))
     bad = [d for d in (speculative.first_difference(c.tokens, plain[0].tokens) for c in done) if d is not None]
-    return Measured(cfg.target, cfg.spec_type, cfg.draft, cfg.draft_n_max, plan.prompt_name(cfg.prompt), median,
-                    min(samples), max(samples), counts.drafted, counts.accepted,
-                    counts.acceptance if counts.reported else None, counts.tokens_per_pass, median / base,
+    return Measured(cfg.target, cfg.spec_type, cfg.draft, cfg.draft_n_max, plan.prompt_name(cfg.prompt), decode,
+                    counts.drafted, counts.accepted, counts.acceptance if counts.reported else None,
+                    counts.tokens_per_pass, decode.median / base,
                     "identical" if not bad else f"differ from token {min(bad) + 1}")
 
 

@@ -38,7 +38,8 @@ from bytesup.llama.responses import Completion, decode_tokens_per_s, prefill_tok
 from bytesup.llama.timed import context_size, long_prompt_tokens, timed_completions
 from bytesup.models import forward
 from bytesup.models.gguf import read_model_info
-from bytesup.store.facts.lesson06 import CacheRequest, CostRow, DecodeAtDepth, HeldOutDepth, KvExample, KvExamples, ResendStep
+from bytesup.store.facts.lesson06 import (CacheRequest, CostRow, DecodeAtDepth, HeldOutDepth, KvExample, KvExamples, ResendStep,
+                                          WithAndWithout)
 from bytesup.store.plans.lesson06 import (AGAIN, CACHE_BODY, CACHE_REQUESTS, COST_N, COST_PROMPT_TOKENS, COST_TABLE_N, DECODE_N,
                                           DEEPEST_PREFILL, FILLER_PROMPT, MIN_SAMPLES, NUMPY_MAX_FLOAT32_BYTES, NUMPY_N,
                                           READ_FROM, RESEND_BODY, NumpyFile, Plan, cache_prompt_len, depth_plan, fresh,
@@ -355,11 +356,8 @@ def depth_line(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | No
 
 
 def cost_row(prompt: int, n: int) -> CostRow:
-    with_cache, without_cache = kvcache.tokens_with_cache(prompt, n), kvcache.tokens_without_cache(prompt, n)
-    pairs_with = kvcache.attention_pairs_with_cache(prompt, n)
-    pairs_without = kvcache.attention_pairs_without_cache(prompt, n)
-    return CostRow(n, n, with_cache, without_cache, without_cache / with_cache, pairs_with, pairs_without,
-                   pairs_without / pairs_with)
+    return CostRow(n, n, WithAndWithout(kvcache.tokens_with_cache(prompt, n), kvcache.tokens_without_cache(prompt, n)),
+                   WithAndWithout(kvcache.attention_pairs_with_cache(prompt, n), kvcache.attention_pairs_without_cache(prompt, n)))
 
 
 def cost_rows(prompt: int, ns: tuple[int, ...]) -> list[CostRow]:

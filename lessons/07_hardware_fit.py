@@ -267,9 +267,9 @@ def ceilings(host: HostCeilings) -> list[Ceiling]:
     bw, mm, blas = host.bandwidth, host.matmul, host.blas
     bw_gbs, peak_gflops = bw["gb_per_s"], mm["gflop_per_s"]
     return [
-        Ceiling("memory read bandwidth", bw_gbs["median"], bw_gbs["min"], bw_gbs["max"], "GB/s", len(bw_gbs["samples"]),
+        Ceiling("memory read bandwidth", Spread(bw_gbs["median"], bw_gbs["min"], bw_gbs["max"]), "GB/s", len(bw_gbs["samples"]),
                 f"{bw['threads']} threads × {bw['bytes_per_thread'] / MiB:,.0f} MiB, np.add.reduce"),
-        Ceiling("matmul compute", peak_gflops["median"], peak_gflops["min"], peak_gflops["max"], "GFLOP/s",
+        Ceiling("matmul compute", Spread(peak_gflops["median"], peak_gflops["min"], peak_gflops["max"]), "GFLOP/s",
                 len(peak_gflops["samples"]), (f"{mm['dtype']} {mm['m']}×{mm['k']} @ {mm['k']}×{mm['n']}, "
                                               f"{blas_text(host)}, {(blas.get('blas') or {}).get('num_threads')} threads")),
     ]
@@ -341,7 +341,7 @@ def measured_points(n_params: int, dec_i: float, host: HostCeilings, decode: lis
         numpy_roof = attainable_flop_s(inten, host.peak_flop_s, host.bandwidth_b_s) / 1e9
         engine_roof = None if engine_peak is None else attainable_flop_s(inten, engine_peak, host.bandwidth_b_s) / 1e9
         roofs = {"numpy's": numpy_roof, **({"the engine's": engine_roof} if engine_roof is not None else {})}
-        out.append(MeasuredPoint(phase, inten, tps.median, tps.min, tps.max, reached, numpy_roof, engine_roof,
+        out.append(MeasuredPoint(phase, inten, tps, reached, numpy_roof, engine_roof,
                                  formulas.closest_roof(reached, roofs)))
     return out
 
@@ -395,7 +395,7 @@ def batch_row(level: BatchLevel, baseline: float, dec_i: float, ridge: float) ->
     per_call = level.tokens_per_call
     inten = per_call * dec_i if per_call is not None else None
     return BatchRow(level.parallel, len(level.wall_s), sum(level.generated[0]), 1e3 * Spread.of(level.wall_s).median,
-                    agg.median, agg.min, agg.max, per_seq.median, per_seq.min, per_seq.max, agg.median / baseline,
+                    agg, per_seq, agg.median / baseline,
                     per_seq.median / baseline, sum(map(sum, level.generated)), level.predicted_delta, per_call, inten,
                     bound(inten, ridge) if inten is not None else None)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
+from bytesup.course.ceiling import Spread
 from bytesup.errors import BytesupError
 from bytesup.llama import rpc, topology
 from bytesup.llama.shapes import ServerShape
@@ -160,8 +161,7 @@ def measure_split(ctx: LessonContext, model: ModelFacts, node_threads: int) -> t
 # --- computation: pure functions of the measured speeds and the topology -------------------------------
 
 def speeds(t: Timed) -> Speeds:
-    return Speeds(t.setup, t.nodes, t.threads, statistics.median(t.prefill), min(t.prefill), max(t.prefill),
-                  statistics.median(t.decode), min(t.decode), max(t.decode))
+    return Speeds(t.setup, t.nodes, t.threads, Spread.of(t.prefill), Spread.of(t.decode))
 
 
 def node_shares(setup: str, where: dict) -> list[NodeShare]:
@@ -185,7 +185,7 @@ def predict_split(whole: Speeds, whole_bytes: int, node_bytes: list[int], node_t
                   round_trip_s: float, network: NetworkBytes, link_bytes_per_s: float) -> Prediction:
     """Nodes work in turn on each token: the sum of their weight reads, each at the rate this host's
     threads read in the whole setup, plus ROUND_TRIPS_PER_NODE round trips per node and the bytes on the link."""
-    rate = whole_bytes * whole.decode_median / sum(whole.threads)
+    rate = whole_bytes * whole.decode.median / sum(whole.threads)
     node_s = [b / (rate * t) for b, t in zip(node_bytes, node_threads, strict=True)]
     trips = ROUND_TRIPS_PER_NODE * len(node_bytes)
     trips_s = trips * round_trip_s
@@ -218,8 +218,8 @@ def record(ctx: LessonContext, o: Outcome, timed: list[Timed]) -> None:
                     description=f"prefill of {PROMPT_TOKENS} prompt tokens, from the server's timings")
         ctx.measure("decode_tokens_per_s", "tokens/s", t.decode, higher_is_better=True, settings=setting,
                     description=f"decode of {N_PREDICT} tokens, from the server's timings")
-    ctx.fact(DecodeSpeeds(whole=o.whole.decode_median, split=o.split.decode_median))
-    ctx.fact(PrefillSpeeds(whole=o.whole.prefill_median, split=o.split.prefill_median))
+    ctx.fact(DecodeSpeeds(whole=o.whole.decode.median, split=o.split.decode.median))
+    ctx.fact(PrefillSpeeds(whole=o.whole.prefill.median, split=o.split.prefill.median))
     ctx.fact(WeightsPerNode([sh.model_bytes for sh in o.shares if sh.setup == "split" and sh.endpoint]))
     ctx.fact(NetworkBytesPerToken(o.network.total_bytes))
     ctx.fact(PredictedSplitDecode(o.prediction.tokens_per_s))

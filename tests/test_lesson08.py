@@ -16,7 +16,7 @@ import pytest
 from lessonkit import replay
 
 from bytesup.course import decodetime, memory_bound, published
-from bytesup.course.ceiling import BandwidthReference
+from bytesup.course.ceiling import BandwidthReference, Spread
 from bytesup.llama.responses import Completion
 from bytesup.models.catalog import ensure_model
 from bytesup.store.facts.lesson08 import (PUBLISHED_LABEL, Crossover, ModelInfo, ModelRun, ModelSteps, Side, StepRow,
@@ -277,7 +277,7 @@ def test_a_slow_prefill_sample_is_an_outlier_not_the_range():
     run = ModelRun(ModelInfo("q4", 100_000_000, 60_000_000, "Q4_1"), [], TopAnswer("x", 1.0), {},
                    [500.0, 510.0, 490.0, 505.0, 50.0])
     (row,) = prefill_rows([run, ModelRun(run.info, [], run.answer, {})], decodetime.Terms(50.0, 25.0, 0.1, ()))
-    assert (row.model, row.weights, row.median, row.low, row.high) == ("q4", "Q4_1", 502.5, 490.0, 510.0)
+    assert (row.model, row.weights, row.prefill) == ("q4", "Q4_1", Spread(502.5, 490.0, 510.0))
     assert row.gflops == pytest.approx(100.5) and row.ms_per_token == pytest.approx(1.99, abs=1e-3)
     assert row.decode_arithmetic_ms == pytest.approx(2.5) and row.decode_over_prefill == pytest.approx(2.5 * 502.5 / 1e3)
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bytesup.course import speculative
+from bytesup.course.ceiling import Spread
 from bytesup.store.plans.lesson05b import REPETITIVE, SHORT, current
 from bytesup.store.views import lesson05b
 
@@ -150,7 +151,7 @@ def test_plain_row_and_its_record(lesson):
                                                               "predicted_ms": ms})
     same = [done(630.0, [1, 2, 3]), done(700.0, [1, 2, 3]), done(900.0, [1, 2, 3])]
     row = lesson.plain_row(PLAN, "t", SHORT, same)
-    assert (row.median, row.min, row.max) == pytest.approx((90.0, 70.0, 100.0))
+    assert (row.decode.median, row.decode.min, row.decode.max) == pytest.approx((90.0, 70.0, 100.0))
     assert (row.speculation, row.prompt, row.speedup, row.tokens_per_pass, row.same_tokens) == ("none", "short", 1.0, 1.0,
                                                                                                 "reference")
     assert lesson.plain_row(PLAN, "t", SHORT, [done(630.0, [1, 2, 3])]).same_tokens == "reference"  # one repeat
@@ -206,7 +207,7 @@ def test_what_the_run_shows_reads_the_measured_table(result):
 
 def test_what_the_run_shows_follows_hand_made_rows():
     def row(spec, draft, k, prompt, median, acceptance, speedup, same):
-        return lesson05b.Measured("t", spec, draft, k, prompt, median, median, median, None, None, acceptance, 1.0, speedup, same)
+        return lesson05b.Measured("t", spec, draft, k, prompt, Spread(median, median, median), None, None, acceptance, 1.0, speedup, same)
 
     plain = row("none", None, None, "short", 20.0, None, 1.0, "reference")
     fast = row("draft-simple", "d", 4, "short", 30.0, 0.9, 1.5, "identical")
@@ -236,7 +237,7 @@ def test_what_the_run_shows_follows_hand_made_rows():
 def test_rows_are_read_by_field_name(lesson):
     from bytesup.store.rows import cells, columns
 
-    row = lesson05b.Measured("t", "none", None, None, "short", 50.0, 40.0, 60.0, None, None, None, 1.0, 1.0, "reference")
+    row = lesson05b.Measured("t", "none", None, None, "short", Spread(50.0, 40.0, 60.0), None, None, None, 1.0, 1.0, "reference")
     assert columns(lesson05b.Measured)[5] == ("decode median", "tokens/s") and len(columns(lesson05b.Measured)) == 14
     assert cells([row]) == [["t", "none", None, None, "short", 50.0, 40.0, 60.0, None, None, None, 1.0, 1.0, "reference"]]
 

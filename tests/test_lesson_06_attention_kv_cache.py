@@ -252,10 +252,10 @@ def test_no_context_size_is_a_clear_error(lesson):
 def test_cost_rows_by_hand(lesson):
     row = lesson.cost_rows(16, (8,))[0]
     # with a cache: 16 + 8 − 1 = 23 positions; without: 16 + 17 + … + 23 = 156
-    assert (row.with_cache, row.without_cache) == (23, 156)
+    assert (row.positions.with_cache, row.positions.without) == (23, 156)
     # pairs with a cache: 16·17/2 = 136 for the prompt, then 17 + 18 + … + 23 = 140: 276
     # without: Σ (15 + i)(16 + i)/2 for i = 1…8 = 136 + 153 + 171 + 190 + 210 + 231 + 253 + 276 = 1,620
-    assert (row.pairs_with, row.pairs_without) == (276, 1620)
+    assert (row.pairs.with_cache, row.pairs.without) == (276, 1620)
 
 
 def test_decode_at_depth_divides_by_the_passes_after_the_first_token(lesson):

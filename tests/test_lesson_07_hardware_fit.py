@@ -9,8 +9,10 @@ import pytest
 from lessonkit import QueuedServer, hand_context, recorded_exchanges, run_bandwidth
 
 from bytesup.course import formulas, published
+from bytesup.course.ceiling import Spread
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s
 from bytesup.store.plans.lesson07 import current
+from bytesup.store.rows import from_cells
 from bytesup.store.views import lesson07
 
 LESSON = "07_hardware_fit"
@@ -247,9 +249,10 @@ def test_host_roofline_by_hand(lesson):
     assert roof.decode_ceiling == pytest.approx(160.0)  # 16e9 B/s ÷ 1e8 B per token
     # The host table: each ceiling with its spread and how it was measured.
     bw_row, mm_row = lesson.ceilings(host)
-    assert (bw_row.median, bw_row.min, bw_row.max, bw_row.samples) == (16.0, 15.0, 17.0, 3)
+    assert (bw_row.spread, bw_row.samples) == (Spread(16.0, 15.0, 17.0), 3)
     assert bw_row.how == "2 threads × 512 MiB, np.add.reduce"
-    assert (mm_row.median, mm_row.unit) == (200.0, "GFLOP/s") and mm_row.how == "float32 2048×2048 @ 2048×2048, openblas 0.3, 2 threads"
+    assert (mm_row.spread.median, mm_row.unit) == (200.0, "GFLOP/s")
+    assert mm_row.how == "float32 2048×2048 @ 2048×2048, openblas 0.3, 2 threads"
 
 
 def test_roofline_points_by_hand(lesson):
@@ -337,8 +340,8 @@ def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
     row = lesson.batch_row(level, baseline=100.0, dec_i=2.0, ridge=5.0)
     assert row.wall_ms == pytest.approx(1440.0)  # median of 1.28 s and 1.6 s
     assert (row.batches, row.tokens_per_batch, row.tokens_generated) == (2, 128, 256)
-    assert (row.aggregate, row.aggregate_min, row.aggregate_max) == pytest.approx((90.0, 80.0, 100.0))
-    assert (row.per_sequence, row.per_sequence_min, row.per_sequence_max) == pytest.approx((45.0, 40.0, 50.0))
+    assert (row.aggregate.median, row.aggregate.min, row.aggregate.max) == pytest.approx((90.0, 80.0, 100.0))
+    assert (row.per_sequence.median, row.per_sequence.min, row.per_sequence.max) == pytest.approx((45.0, 40.0, 50.0))
     assert (row.predicted_delta, row.tokens_per_call) == pytest.approx((256.0, 1.6))
     assert row.aggregate_ratio == pytest.approx(0.9) and row.per_sequence_ratio == pytest.approx(0.45)
     assert row.intensity == pytest.approx(3.2) and row.bound == "memory"  # 1.6 × 2 = 3.2 < 5
@@ -350,8 +353,8 @@ def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
 
 
 def _row(lesson, P, agg, per, ratio, lo=None, hi=None):
-    return lesson07.BatchRow(P, 1, 64 * P, 1000.0, agg, lo or agg, hi or agg, per, per, per, ratio, per / 100, 64 * P,
-                         None, None, None, None)
+    return lesson07.BatchRow(P, 1, 64 * P, 1000.0, Spread(agg, lo or agg, hi or agg), Spread(per, per, per), ratio,
+                             per / 100, 64 * P, None, None, None, None)
 
 
 def test_batch_verdict_follows_the_numbers(lesson):
@@ -449,7 +452,7 @@ def test_main_on_hand_made_answers(lesson):
     assert one[col(t, "bound on this CPU's roofline")] == two[col(t, "bound on this CPU's roofline")] == "memory"
     main = result.table("batching_main")
     assert t.detail and len(main.columns) == 8 < len(t.columns)
-    assert t.notes == lesson07.batching_formulas([lesson07.BatchRow(*r) for r in t.rows])
+    assert t.notes == lesson07.batching_formulas(from_cells(lesson07.BatchRow, t.rows))
     assert t.notes[0] == lesson07.BATCH_FORMULAS[0] and t.notes[1].endswith("so at P = 2 s = -11%, outside 0–100%.")
     notes = " ".join(main.notes)
     assert "Batching did not pay" in notes  # best 90 ÷ 95 < 1.1
@@ -462,8 +465,8 @@ def test_main_on_hand_made_answers(lesson):
     # Hand-made rows that flip it: 200 tokens/s at P = 2 is 200 ÷ 95 = 2.11 ×, 1.6 sequences a step
     from dataclasses import replace
 
-    rows = [lesson07.BatchRow(*r) for r in t.rows]
-    paid = [rows[0], replace(rows[1], aggregate=200.0, aggregate_ratio=200 / 95)]
+    rows = from_cells(lesson07.BatchRow, t.rows)
+    paid = [rows[0], replace(rows[1], aggregate=Spread(200.0, 200.0, 200.0), aggregate_ratio=200 / 95)]
     decode = lesson07.RooflinePoint(*result.table("roofline_points").rows[0])
     labels = lesson07.BoundRidge(ridge=4.0, engine_gflop_s=None, bandwidth_gb_s=10.0, numpy_ridge=4.0)
     model = lesson.ServedModel("hand", 50_000_000, 100_000_000, "Q8_0")
@@ -488,7 +491,7 @@ def test_measured_points_by_hand(lesson):
     dec, pre = points
     # decode: 50 tokens/s × 0.2 GFLOP = 10 GFLOP/s at 2 FLOPs/byte, where both roofs are 2 × 10 GB/s = 20 GFLOP/s
     assert (dec.phase, dec.intensity, dec.reached) == ("decode (P = 1)", 2.0, 10.0)
-    assert (dec.tokens_per_s, dec.tokens_per_s_min, dec.tokens_per_s_max) == (50.0, 40.0, 60.0)
+    assert dec.tokens_per_s == Spread(50.0, 40.0, 60.0)
     assert dec.numpy_roof == 20.0 and dec.engine_roof == 20.0 and dec.closest == "both"
     # prefill of 128: 256 FLOPs/byte; 200 tokens/s × 0.2 = 40 GFLOP/s, the engine's roof; numpy's is 100
     assert pre.phase == "prefill of 128" and pre.intensity == 256.0 and pre.reached == pytest.approx(40.0)
@@ -643,12 +646,13 @@ def test_a_live_run_records_its_plan_once(lesson):
 
 def test_what_the_run_shows_reads_the_recorded_tables(result):
     decode = lesson07.RooflinePoint(*result.table("roofline_points").rows[0])
-    rows = [lesson07.BatchRow(*r) for r in result.table("batching").rows]
-    best = max(rows, key=lambda r: r.aggregate)
+    rows = from_cells(lesson07.BatchRow, result.table("batching").rows)
+    best = max(rows, key=lambda r: r.aggregate.median)
     text = result.shows.text
     assert f"does {decode.intensity:.3g} FLOPs per byte of weights read" in text
     assert f"decode is {decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s" in text
-    assert f"Decoding {best.parallel} sequences at once gave {best.aggregate:,.0f} tokens/s in all, {best.aggregate_ratio:.2f}×" in text
+    assert (f"Decoding {best.parallel} sequences at once gave {best.aggregate.median:,.0f} tokens/s in all, "
+            f"{best.aggregate_ratio:.2f}×") in text
     main, full = result.table("host_ceilings_main"), result.table("host_ceilings")
     assert [c.name for c in main.columns] == lesson07.CEILING_SHOWN and full.detail
     assert main.rows == [[r[0], r[1], r[4], r[5], r[6]] for r in full.rows]   # without min and max

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bytesup.course.ceiling import Spread
 from bytesup.llama import topology
 from bytesup.check.compare import Run, compare_runs, run_identity
 from bytesup.store.results import LessonResult, Measurement
@@ -52,7 +53,7 @@ def test_network_bytes_per_token_one_and_no_node():
 
 
 def test_predict_split_by_hand():
-    whole = lesson09.Speeds("whole", 1, [2], 500.0, 490.0, 510.0, 100.0, 95.0, 105.0)
+    whole = lesson09.Speeds("whole", 1, [2], Spread(500.0, 490.0, 510.0), Spread(100.0, 95.0, 105.0))
     net = L.network_bytes_per_token(576, 49152, 2)  # 203,520 bytes
     p = L.predict_split(whole, 100_000_000, [40_000_000, 60_000_000], [1, 1], 50e-6, net, 1.25e9)
     # 100 MB × 100 tokens/s ÷ 2 threads = 5 GB/s per thread; 40 MB ÷ 5 GB/s = 8 ms, 60 MB ÷ 5 GB/s = 12 ms;
@@ -267,12 +268,12 @@ def test_golden_replay(tmp_path):
 
 
 def test_what_the_run_shows_follows_hand_made_speeds():
-    whole = lesson09.Speeds("whole", 1, [2], 500.0, 490.0, 510.0, 100.0, 95.0, 105.0)
+    whole = lesson09.Speeds("whole", 1, [2], Spread(500.0, 490.0, 510.0), Spread(100.0, 95.0, 105.0))
     net = L.network_bytes_per_token(576, 49152, 2)  # 203,520 bytes
     p = L.predict_split(whole, 100_000_000, [40_000_000, 60_000_000], [1, 1], 50e-6, net, 1.25e9)  # 49.35 tokens/s
 
     def said(decode):
-        split = lesson09.Speeds("split", 2, [1, 1], 500.0, 490.0, 510.0, decode, decode, decode)
+        split = lesson09.Speeds("split", 2, [1, 1], Spread(500.0, 490.0, 510.0), Spread(decode, decode, decode))
         return lesson09.shows(lesson09.Outcome(whole, split, [], net, {"127.0.0.1:1": 50e-6}, p), "m", 100_000_000)
 
     # 50 against 100 tokens/s: 0.5 ×, slower; 49.35 predicted is 1% under 50; 100,000,000 ÷ 203,520 = 491

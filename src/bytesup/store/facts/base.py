@@ -1,17 +1,37 @@
-"""What every typed fact shares: the registry by name, reading a stored fact back as its model, and the one
-conversion of a probability shown in percent to a fraction of 1."""
+"""What every typed fact shares: the registry by name, the strict model a fact is (`Record`, or a `RECORD` pydantic
+dataclass whose fields are a figure's columns), reading a stored fact back as its model, and the one conversion of a
+probability shown in percent to a fraction of 1."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bytesup.store.rows import COLUMN
 
 # {stored name: model}: every fact a lesson states, filled by `stated`.
 FACTS: dict[str, type[BaseModel]] = {}
 
 M = TypeVar("M", bound=type[BaseModel])
 F = TypeVar("F", bound=BaseModel)
+
+
+class Record(BaseModel):
+    """A fact, or a part of one, that holds its declared fields and no other."""
+    model_config = ConfigDict(extra="forbid")
+
+
+# A figure's record is a pydantic dataclass: the fact states it, and its fields' columns (store.rows.column) are what
+# the view shows of it. A field the fact does not state (`Shown`, excluded) is None in a fact read back.
+RECORD = ConfigDict(extra="forbid")
+Shown = Field(exclude=True)
+
+
+def shown(name: str, unit: str = "") -> Any:
+    """A column of the view that the fact does not state: None in a fact read back."""
+    return dataclasses.field(default=None, metadata={COLUMN: (name, unit)})
 
 
 class FactShapeError(ValueError):

@@ -6,28 +6,13 @@ import dataclasses
 import math
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import Field, RootModel
 from pydantic.dataclasses import dataclass
 
 from bytesup.course.nexttoken import LastOnly, ThroughTheLayers
 from bytesup.store.facts import base
-from bytesup.store.facts.base import fraction, number, stated
-from bytesup.store.rows import COLUMN, column
-
-
-class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-# A figure's record is a pydantic dataclass: the fact states it, and its fields' columns (store.rows.column) are what
-# the view shows of it. A field the fact does not state (`Shown`, excluded) is None in a fact read back.
-RECORD = ConfigDict(extra="forbid")
-Shown = Field(exclude=True)
-
-
-def shown(name: str, unit: str = "") -> Any:
-    """A column of the view that the fact does not state: None in a fact read back."""
-    return dataclasses.field(default=None, metadata={COLUMN: (name, unit)})
+from bytesup.store.facts.base import RECORD, Record, Shown, fraction, number, shown, stated
+from bytesup.store.rows import column
 
 
 @dataclass(frozen=True, config=RECORD)

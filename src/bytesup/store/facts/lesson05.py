@@ -5,17 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic import RootModel
 
-from bytesup.store.facts.base import column, number, stated
+from bytesup.store.facts.base import Record, column, number, stated
 
 Number = int | float  # kept as written: an int stays an int, so a stated fact reads back byte for byte
 
 
-class SamplerComparison(BaseModel):
+class SamplerComparison(Record):
     """One sampler setting against the server's post-sampling probabilities; None where it was not compared."""
-    model_config = ConfigDict(extra="forbid")
-
     name: str
     max_relative_difference: Number | None  # max |Δp| ÷ p over the kept tokens
     tolerance: Number | None
@@ -28,10 +26,8 @@ class SamplerComparisons(RootModel[list[SamplerComparison]]):
         return self.root
 
 
-class StreamedRepeat(BaseModel):
+class StreamedRepeat(Record):
     """One streamed generation on both clocks, in ms (client: arrivals of the events; server: its timings)."""
-    model_config = ConfigDict(extra="forbid")
-
     ttft_ms: Number
     prompt_ms: Number
     token_events: int
@@ -44,9 +40,7 @@ class StreamedRepeat(BaseModel):
 
 
 @stated("client_clock")
-class ClientClock(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ClientClock(Record):
     n_predict: int
     clock: str  # the client's clock the arrivals were read from
     repeats: list[StreamedRepeat]

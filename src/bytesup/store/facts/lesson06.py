@@ -4,28 +4,16 @@ without a cache), each shown by its declared columns."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, field_serializer
+from pydantic import RootModel, field_serializer
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from bytesup.store.facts import base
-from bytesup.store.facts.base import number, stated
-from bytesup.store.rows import COLUMN, column
+from bytesup.store.facts.base import RECORD, Record, Shown, number, shown, stated
+from bytesup.store.rows import column, family
 from bytesup.units import KiB, MiB
-
-
-# A figure's record is a pydantic dataclass: the fact states it, and its fields' columns (store.rows.column) are what
-# the view shows of it. A field the fact does not state (`Shown`, excluded) is None in a fact read back.
-RECORD = ConfigDict(extra="forbid")
-Shown = Field(exclude=True)
-
-
-def shown(name: str, unit: str = "") -> Any:
-    """A column of the view that the fact does not state: None in a fact read back."""
-    return dataclasses.field(default=None, metadata={COLUMN: (name, unit)})
 
 
 @pydantic_dataclass(frozen=True, config=RECORD)
@@ -70,22 +58,18 @@ class KvExamples(RootModel[list[KvExample]]):
         return self.root
 
 
-class HeldOutDepth(BaseModel):
+class HeldOutDepth(Record):
     """A depth the line was not fitted on, and how far the line's prediction of it was from measured."""
-    model_config = ConfigDict(extra="forbid")
-
     depth: int
     error: float | None  # predicted ÷ measured tokens/s − 1; None where there is no prediction or it is 0 ms or less
     spread: float | None = None  # the prediction's spread (course.depthtime), a fraction; None: not recorded
 
 
 @stated("decode_at_depth")
-class DecodeAtDepth(BaseModel):
+class DecodeAtDepth(Record):
     """t(d) = t(0) + d × s through the median decode steps at the depths up to `fit_until` (s₁, bent at `knee` into
     s₂), the deeper depths it predicts, and the KV read's part of s at the run's bandwidth (None where no reading
     applies or was recorded, or the served model's shape is unknown)."""
-    model_config = ConfigDict(extra="forbid")
-
     t0_ms: float
     slope_ms_per_position: float
     fit_until: int
@@ -114,16 +98,28 @@ class CacheRequest:
 
 
 @dataclass(frozen=True)
+class WithAndWithout:
+    """One quantity with a KV cache and without one (every position recomputed), and how many times more without."""
+    with_cache: float
+    without: float
+
+    @property
+    def ratio(self) -> float:
+        return self.without / self.with_cache
+
+
+def with_and_without(with_cache: str, without: str, ratio: str, unit: str = "") -> Any:
+    """A `WithAndWithout` field: three columns, with the cache, without it (in `unit`) and their ratio (×)."""
+    return family(WithAndWithout, ("with_cache", with_cache, unit), ("without", without, unit), ("ratio", ratio, "×"))
+
+
+@dataclass(frozen=True)
 class CostRow:
     """Generating n tokens after a prompt: positions and attention pairs, with and without a cache (n passes)."""
     n: int = column("n", "tokens")
     passes: int = column("passes")
-    with_cache: int = column("with a KV cache", "positions")
-    without_cache: int = column("without", "positions")
-    ratio: float = column("ratio", "×")
-    pairs_with: int = column("attention pairs with cache")
-    pairs_without: int = column("attention pairs without")
-    pairs_ratio: float = column("ratio", "×")
+    positions: WithAndWithout = with_and_without("with a KV cache", "without", "ratio", "positions")
+    pairs: WithAndWithout = with_and_without("attention pairs with cache", "attention pairs without", "ratio")
 
 
 @dataclass(frozen=True)

@@ -24,16 +24,15 @@ import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from bytesup.course import decodetime, formulas, memory_bound, published, quantization, robust
-from bytesup.course.ceiling import BandwidthReference, ceiling_at, effective_gbs
+from bytesup.course.ceiling import BandwidthReference, Spread, ceiling_at, effective_gbs
 from bytesup.llama.responses import Completion, shown_token
 from bytesup.models import forward
 from bytesup.models import smollm2
 from bytesup.models.gguf import read_model_info
-from bytesup.store.facts.base import stated
-from bytesup.store.rows import column
+from bytesup.store.facts.base import Record, stated
+from bytesup.store.rows import column, spread
 from bytesup.units import MB
 
 
@@ -252,11 +251,9 @@ def fit_rows(analysis: dict, ref: BandwidthReference | None, before: dict | None
 
 # --- the decode-time model ------------------------------------------------------------------------
 
-class ModelSteps(BaseModel):
+class ModelSteps(Record):
     """One model as the decode-time model sees it: its weights, and its median step (ms) and the steps' robust
     spread (interquartile range ÷ median) at each number of sequences P measured, keyed by P as text."""
-    model_config = ConfigDict(extra="forbid")
-
     name: str
     weight_bytes: float
     n_params: float
@@ -272,9 +269,7 @@ class ModelSteps(BaseModel):
 
 
 @stated("decode_model")
-class DecodeModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class DecodeModel(Record):
     form: str  # the model's equation, in words
     tolerance: float  # a model left out is predicted within this (predicted ÷ measured tokens/s − 1)
     widths: list[ModelSteps]
@@ -426,9 +421,7 @@ class PrefillRow:
     run's terms against a token of prefill."""
     model: str = column("model")
     weights: str | None = column("weights")
-    median: float = column("prefill", "tokens/s")
-    low: float = column("prefill min", "tokens/s")
-    high: float = column("prefill max", "tokens/s")
+    prefill: Spread = spread("prefill", "prefill min", "prefill max", "tokens/s")
     gflops: float = column("reached", "GFLOP/s")
     ms_per_token: float = column("prefill per token", "ms")
     decode_arithmetic_ms: float = column("decode's arithmetic per token, n × c", "ms")
@@ -444,7 +437,7 @@ def prefill_rows(runs: list[ModelRun], terms: decodetime.Terms) -> list[PrefillR
             median = statistics.median(kept.kept)
             arithmetic_ms = r.info.n_params * terms.arith_ps * 1e-9
             ms_per_token = 1e3 / median
-            out.append(PrefillRow(r.info.name, r.info.weight_type, median, kept.low, kept.high,
+            out.append(PrefillRow(r.info.name, r.info.weight_type, Spread(median, kept.low, kept.high),
                                   formulas.flops_per_token(r.info.n_params) * median / 1e9, ms_per_token,
                                   arithmetic_ms, arithmetic_ms / ms_per_token))
     return out
@@ -515,12 +508,10 @@ def width_file(info: ModelInfo) -> dict | None:
     return {"file": info.path.rsplit("/", 1)[-1], "path": info.path, "sha256": m.sha256}
 
 
-class WidthAccuracy(BaseModel):
+class WidthAccuracy(Record):
     """One width against the reference over the plan's prompts: the figures of bytesup.course.quantization (KL in
     nats, to quantization.SIGNIFICANT digits), its top token after the lesson's prompt, and why it was not recomputed
     (None where it was)."""
-    model_config = ConfigDict(extra="forbid")
-
     name: str
     made_from: str | None
     file: str
@@ -544,9 +535,7 @@ class WidthAccuracy(BaseModel):
 
 
 @stated("quantization_accuracy")
-class QuantizationAccuracy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class QuantizationAccuracy(Record):
     reference: str
     measure: str  # in words
     prompts: list[str]

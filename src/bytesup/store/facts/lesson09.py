@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic import RootModel
 
-from bytesup.store.facts.base import stated
+from bytesup.store.facts.base import Record, stated
 
 
-class WholeAndSplit(BaseModel):
+class WholeAndSplit(Record):
     """One speed's medians in tokens/s: the model in one process, and split across the rpc-servers."""
-    model_config = ConfigDict(extra="forbid")
-
     whole: float
     split: float
 

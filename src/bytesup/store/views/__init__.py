@@ -3,11 +3,10 @@
 A view renders the records a lesson's arithmetic returned, by their declared columns (`store.rows.column`); it
 records nothing and measures nothing, so a replay renders the same page from the same records."""
 
-import dataclasses
 from typing import Any, Sequence
 
 from bytesup.store.results import Column, Table
-from bytesup.store.rows import columns
+from bytesup.store.rows import parts, values
 
 
 def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[str],
@@ -15,10 +14,10 @@ def table(name: str, title: str, row_type: type, rows: list[Any], notes: list[st
     """The table `name` of `rows`, every one a `row_type`, by its declared columns. With `fields`, only those fields'
     columns, in that order: the record narrowed for the main text, whose every column is in its full table under
     Details. A name `fields` holds that `row_type` lacks is a KeyError."""
-    declared = dict(zip((f.name for f in dataclasses.fields(row_type)), columns(row_type), strict=True))
+    declared = parts(row_type)
     shown = list(declared) if fields is None else list(fields)
-    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for n, u in (declared[f] for f in shown)],
-                 rows=[[getattr(r, f) for f in shown] for r in rows], notes=notes)
+    return Table(name=name, title=title, columns=[Column(name=n, unit=u) for f in shown for _, n, u in declared[f]],
+                 rows=[[cell for f in shown for cell in values(r, f, declared[f])] for r in rows], notes=notes)
 
 
 def pick(columns: list[tuple[str, str]], rows: list[list[Any]], keep: list[str]) -> tuple[list[tuple[str, str]], list[list[Any]]]:

@@ -11,15 +11,15 @@ from typing import Any
 
 
 from bytesup.course import ceiling, formulas, published
-from bytesup.course.ceiling import Ceiling, Efficiency, TokenWork, token_work
+from bytesup.course.ceiling import Ceiling, Efficiency, Spread, TokenWork, token_work
 from bytesup.course.nexttoken import (LastOnly, SoftmaxExample, Speeds, ThirdClock, ThroughTheLayers, largest_gap,
-                                      median_min_max, percent)
+                                      percent)
 from bytesup.host import hostbench
 from bytesup.llama import build
 from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken
 from bytesup.store.plans.lesson04 import BENCH_REPETITIONS, N_PREDICT
 from bytesup.store.results import Series
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import show_narrowed
 from bytesup.store.views.page import Page, by_columns
 from bytesup.units import GB, MiB
@@ -83,32 +83,29 @@ def cost_quantities(cost: TokenWork) -> list[QuantityRow]:
 class PhaseRow:
     phase: str = column("phase")
     unit: str = column("unit")
-    median: float = column("median")
-    min: float = column("min")
-    max: float = column("max")
+    spread: Spread = spread()
     samples: int | None = column("samples")
     pub: float | str = column(f"published ({PUB_HOST})")
 
 
 def phase_rows(sp: Speeds) -> list[PhaseRow]:
     pub_prefill = ", ".join(f"{v:,.0f}" for v in PUB["prefill_tokens_per_s"])
-    return [PhaseRow(f"prefill, {sp.prompt_n:,}-token prompt", "tokens/s", *median_min_max(sp.prefill), len(sp.prefill),
+    return [PhaseRow(f"prefill, {sp.prompt_n:,}-token prompt", "tokens/s", Spread.of(sp.prefill), len(sp.prefill),
                      pub_prefill),
             PhaseRow(f"decode after the short prompt ({sp.short_prompt_n} tokens)", "tokens/s",
-                     *median_min_max(sp.decode_short), len(sp.decode_short), PUB["decode_short_tokens_per_s"]),
-            PhaseRow(f"decode after the {sp.prompt_n:,}-token prompt", "tokens/s", *median_min_max(sp.decode_long),
+                     Spread.of(sp.decode_short), len(sp.decode_short), PUB["decode_short_tokens_per_s"]),
+            PhaseRow(f"decode after the {sp.prompt_n:,}-token prompt", "tokens/s", Spread.of(sp.decode_long),
                      len(sp.decode_long), PUB["decode_long_tokens_per_s"]),
-            PhaseRow("prefill per token ÷ decode (short prompt)", "×", sp.ratio, min(sp.prefill) / max(sp.decode_short),
-                     max(sp.prefill) / min(sp.decode_short), None, PUB["prefill_decode_ratio"])]
+            PhaseRow("prefill per token ÷ decode (short prompt)", "×",
+                     Spread(sp.ratio, min(sp.prefill) / max(sp.decode_short), max(sp.prefill) / min(sp.decode_short)),
+                     None, PUB["prefill_decode_ratio"])]
 
 
 @dataclass(frozen=True)
 class CeilingRow:
     quantity: str = column("quantity")
     unit: str = column("unit")
-    median: float = column("median")
-    min: float = column("min")
-    max: float = column("max")
+    spread: Spread = spread()
     pub: float = column(f"published ({PUB_HOST})")
 
 
@@ -117,19 +114,19 @@ def ceiling_rows(ceil: Ceiling, eff: Efficiency) -> list[CeilingRow]:
     they are computed (this host's where its bandwidth bounds decode, and at --bandwidth-gbs)."""
     per_token = ceil.bytes_per_token
     pub_ceiling, pub_eff = PUB["ceiling_tokens_per_s"], PUB["decode_efficiency_percent"]
-    rows = [CeilingRow("read bandwidth, CPU of this host", "GB/s", *median_min_max(ceil.bandwidth_gbs),
+    rows = [CeilingRow("read bandwidth, CPU of this host", "GB/s", Spread.of(ceil.bandwidth_gbs),
                        published.SPARK_BANDWIDTH_GB_PER_S),
-            CeilingRow("bytes read per token (every weight once)", "bytes", per_token, per_token, per_token,
+            CeilingRow("bytes read per token (every weight once)", "bytes", Spread(per_token, per_token, per_token),
                        SPECIMEN["file_bytes"]),
-            CeilingRow("ceiling, CPU of this host: bandwidth ÷ bytes per token", "tokens/s", *median_min_max(ceil.ceilings),
+            CeilingRow("ceiling, CPU of this host: bandwidth ÷ bytes per token", "tokens/s", Spread.of(ceil.ceilings),
                        pub_ceiling),
-            CeilingRow("decode after the short prompt", "tokens/s", *median_min_max(eff.decode), PUB["decode_short_tokens_per_s"])]
+            CeilingRow("decode after the short prompt", "tokens/s", Spread.of(eff.decode), PUB["decode_short_tokens_per_s"])]
     if eff.host is not None:
-        rows.append(CeilingRow("decode ÷ ceiling, CPU of this host", "%", *median_min_max(eff.host), pub_eff))
+        rows.append(CeilingRow("decode ÷ ceiling, CPU of this host", "%", Spread.of(eff.host), pub_eff))
     if ceil.given_ceiling is not None and eff.given is not None:
         g = ceil.given_ceiling
-        rows.append(CeilingRow(f"ceiling at {ceil.given_gbs:g} GB/s (--bandwidth-gbs)", "tokens/s", g, g, g, pub_ceiling))
-        rows.append(CeilingRow(f"decode ÷ ceiling at {ceil.given_gbs:g} GB/s", "%", *median_min_max(eff.given), pub_eff))
+        rows.append(CeilingRow(f"ceiling at {ceil.given_gbs:g} GB/s (--bandwidth-gbs)", "tokens/s", Spread(g, g, g), pub_ceiling))
+        rows.append(CeilingRow(f"decode ÷ ceiling at {ceil.given_gbs:g} GB/s", "%", Spread.of(eff.given), pub_eff))
     return rows
 
 

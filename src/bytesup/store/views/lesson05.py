@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 
 from bytesup.course import published
+from bytesup.course.ceiling import Spread
 from bytesup.course.clientclock import OutsideView, StreamedRepeat
 from bytesup.course.loop import CounterDelta, LatencyCheck, LatencyFit, decode_calls_note, worst_prediction
 from bytesup.course.samplercheck import Applied, CheckSummary, Distribution, SamplerCheck
 from bytesup.llama.responses import Completion
 from bytesup.store.plans.lesson05 import Plan
 from bytesup.store.results import Column, Plot, Series, Table
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import pick, table
 
 # The podcast's sequential-floor example (bytesup.course.published).
@@ -66,9 +67,14 @@ def top_candidates(dist: Distribution, k: int = 10) -> list[CandidateRow]:
 
 
 @dataclass(frozen=True)
-class AppliedRow:
+class SettingRow:
+    """A sampler setting by its label and its chain of samplers: the first two columns of both sampler tables."""
     setting: str = column("setting")
     chain: str = column("chain", "in order")
+
+
+@dataclass(frozen=True)
+class AppliedRow(SettingRow):
     kept: int | None = column("kept", "tokens")
     kept_percent: float | None = column("original probability kept", "%")
     top_token: str | None = column("most probable token")
@@ -83,9 +89,7 @@ def applied_row(a: Applied) -> AppliedRow:
 
 
 @dataclass(frozen=True)
-class CheckRow:
-    setting: str = column("setting")
-    chain: str = column("chain", "in order")
+class CheckRow(SettingRow):
     kept_ours: int | None = column("kept", "ours")
     kept_server: int | None = column("kept", "server")
     listed: int | None = column("listed by server")
@@ -119,16 +123,14 @@ class LatencyRow:
     n: int = column("n", "tokens")
     row: str = column("row")
     predicted: float = column("predicted", "ms")
-    measured: float = column("measured median", "ms")
-    lowest: float = column("measured min", "ms")
-    highest: float = column("measured max", "ms")
+    measured: Spread = spread("measured median", "measured min", "measured max", "ms")
     error_pct: float = column("error", "%")
     predicted_n: list[int] = column("predicted_n", "per repeat")
 
 
 def latency_row(c: LatencyCheck) -> LatencyRow:
-    return LatencyRow(c.n, "fit" if c.fitted else "predicted", c.predicted, c.measured, min(c.totals), max(c.totals),
-                      c.error_pct, c.predicted_n)
+    return LatencyRow(c.n, "fit" if c.fitted else "predicted", c.predicted,
+                      Spread(c.measured, min(c.totals), max(c.totals)), c.error_pct, c.predicted_n)
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ import statistics
 from dataclasses import dataclass
 
 from bytesup.course import clientclock, speculative
+from bytesup.course.ceiling import Spread
 from bytesup.course.speculative import Stream
 from bytesup.store.plans.lesson05b import Plan
 from bytesup.store.results import Series
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import show_narrowed
 from bytesup.store.views.page import Page
 
@@ -43,9 +44,7 @@ class Cost:
     role: str = column("role")
     weights: str | None = column("weights")
     bytes_per_token: int = column("bytes per token", "bytes")
-    median: float = column("decode median", "tokens/s")
-    min: float = column("min", "tokens/s")
-    max: float = column("max", "tokens/s")
+    decode: Spread = spread("decode median", unit="tokens/s")
     one_pass: float = column("one pass", "ms")
     over_target: float = column("÷ target pass", "{target}")
     weights_read: float = column("weights read", "GB/s")
@@ -59,9 +58,7 @@ class Measured:
     draft: str | None = column("draft")
     draft_length: int | None = column("draft length", "max")
     prompt: str = column("prompt")
-    median: float = column("decode median", "tokens/s")
-    min: float = column("min", "tokens/s")
-    max: float = column("max", "tokens/s")
+    decode: Spread = spread("decode median", unit="tokens/s")
     drafted: int | None = column("drafted", "tokens")
     accepted: int | None = column("accepted", "tokens")
     acceptance: float | None = column("acceptance")  # None: the server reported no draft counters
@@ -119,7 +116,7 @@ def shows(rows: list[Measured]) -> str:
     with their acceptance, and whether every speculative run gave the plain run's tokens."""
     plain = [r for r in rows if r.speculation == "none"]
     runs = [r for r in rows if r.speculation != "none"]
-    text = (f"Alone, {plain[0].target} decodes {plain[0].median:.3g} tokens/s on the {plain[0].prompt} prompt."
+    text = (f"Alone, {plain[0].target} decodes {plain[0].decode.median:.3g} tokens/s on the {plain[0].prompt} prompt."
             if plain else "")
     drafts = [r for r in runs if r.speculation == "draft-simple" and r.acceptance is not None]
     if drafts:

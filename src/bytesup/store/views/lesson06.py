@@ -15,7 +15,7 @@ from bytesup.course.kvcache import (BIG, LESSON4, PODCAST, PODCAST_KV_BYTES, Byt
                                     DepthModel, DepthResult, NumpyDecode, PodcastCheck, PromptCacheSummary,
                                     SparkSlope, growth_exponent, podcast_check, same_prefix, tokens_with_cache,
                                     tokens_without_cache)
-from bytesup.store.facts.lesson06 import CacheRequest, CostRow, KvExample, ResendStep
+from bytesup.store.facts.lesson06 import CacheRequest, CostRow, KvExample, ResendStep, WithAndWithout, with_and_without
 from bytesup.store.plans.lesson06 import COST_N, DECODE_N, NUMPY_LENGTHS, NUMPY_N
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns
@@ -44,17 +44,13 @@ def way_rows(c: CacheVsNoCache) -> list[WayRow]:
 @dataclass(frozen=True)
 class NumpyRow:
     n: int = column("tokens n")
-    flops_cached: int = column("FLOPs with the cache", "FLOP")
-    flops_recomputed: int = column("FLOPs recomputing", "FLOP")
-    flops_ratio: float = column("FLOPs ratio", "×")
-    ms_cached: float = column("time with the cache", "ms")
-    ms_recomputed: float = column("time recomputing", "ms")
-    ms_ratio: float = column("time ratio", "×")
+    flops: WithAndWithout = with_and_without("FLOPs with the cache", "FLOPs recomputing", "FLOPs ratio", "FLOP")
+    ms: WithAndWithout = with_and_without("time with the cache", "time recomputing", "time ratio", "ms")
 
 
 def numpy_row(d: NumpyDecode, n: int) -> NumpyRow:
     fc, fr, mc, mr = d.totals(n)
-    return NumpyRow(n, fc, fr, fr / fc, mc, mr, mr / mc)
+    return NumpyRow(n, WithAndWithout(fc, fr), WithAndWithout(mc, mr))
 
 
 # The columns each wide table shows in the main text (by field); every column is in the full table, under Details.
@@ -367,10 +363,10 @@ def show_cost_formula(page: Page, p: int, rows: list[CostRow]) -> None:
             (f"With a cache: the prompt once, then one new position per pass, {p} + n − 1. Without: pass i re-reads "
             f"all {p} + i − 1 positions, n × {p} + n(n − 1)/2 in all."),
             (f"Growth from n = {a.n:,} to {b.n:,}: positions with a cache ∝ "
-            f"n^{growth_exponent(a.n, a.with_cache, b.n, b.with_cache):.2f}, without ∝ "
-            f"n^{growth_exponent(a.n, a.without_cache, b.n, b.without_cache):.2f}; attention pairs with a cache ∝ "
-            f"n^{growth_exponent(a.n, a.pairs_with, b.n, b.pairs_with):.2f}, without ∝ "
-            f"n^{growth_exponent(a.n, a.pairs_without, b.n, b.pairs_without):.2f} "
+            f"n^{growth_exponent(a.n, a.positions.with_cache, b.n, b.positions.with_cache):.2f}, without ∝ "
+            f"n^{growth_exponent(a.n, a.positions.without, b.n, b.positions.without):.2f}; attention pairs with a cache ∝ "
+            f"n^{growth_exponent(a.n, a.pairs.with_cache, b.n, b.pairs.with_cache):.2f}, without ∝ "
+            f"n^{growth_exponent(a.n, a.pairs.without, b.n, b.pairs.without):.2f} "
             f"(the podcast's n and n² vs n² and n³)."),
         ],
     )

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bytesup.course import decodetime, formulas, published
+from bytesup.course.ceiling import Spread
 from bytesup.host import hostbench
 from bytesup.store.results import Series
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import show_narrowed
 from bytesup.store.views.page import Page
 
@@ -71,9 +72,7 @@ class BoundRidge:
 class Ceiling:
     """One of this host's two ceilings, measured, with how."""
     quantity: str = column("quantity")
-    median: float = column("median")
-    min: float = column("min")
-    max: float = column("max")
+    spread: Spread = spread()
     unit: str = column("unit")
     samples: int = column("samples")
     how: str = column("how")
@@ -109,9 +108,7 @@ class MeasuredPoint:
     """A phase the server ran, at its intensity and the GFLOP/s it reached (tokens/s × FLOPs per token)."""
     phase: str = column("phase")
     intensity: float = column("intensity", "FLOPs/byte")
-    tokens_per_s: float = column("tokens/s", "tokens/s")
-    tokens_per_s_min: float = column("tokens/s min", "tokens/s")
-    tokens_per_s_max: float = column("tokens/s max", "tokens/s")
+    tokens_per_s: Spread = spread("tokens/s", "tokens/s min", "tokens/s max", "tokens/s")
     reached: float = column("reached", "GFLOP/s")
     numpy_roof: float = column("this CPU's roof there", "GFLOP/s")  # numpy's matmul and read at that intensity
     engine_roof: float | None = column("the engine's roof there", "GFLOP/s")  # its prefill's GFLOP/s, same read
@@ -125,12 +122,8 @@ class BatchRow:
     batches: int = column("batches")
     tokens_per_batch: int = column("tokens per batch")
     wall_ms: float = column("batch wall time", "ms")
-    aggregate: float = column("aggregate decode", "tokens/s")
-    aggregate_min: float = column("aggregate min", "tokens/s")
-    aggregate_max: float = column("aggregate max", "tokens/s")
-    per_sequence: float = column("per sequence", "tokens/s")
-    per_sequence_min: float = column("per sequence min", "tokens/s")
-    per_sequence_max: float = column("per sequence max", "tokens/s")
+    aggregate: Spread = spread("aggregate decode", "aggregate min", "aggregate max", "tokens/s")
+    per_sequence: Spread = spread("per sequence", "per sequence min", "per sequence max", "tokens/s")
     aggregate_ratio: float = column("aggregate ÷ baseline", "×")
     per_sequence_ratio: float = column("per sequence ÷ baseline", "×")
     tokens_generated: int = column("tokens generated (responses)")
@@ -291,8 +284,8 @@ def plot_roofline(page: Page, points: list[RooflinePoint], peak_flop_s: float, b
     if measured:
         flops_tok = formulas.flops_per_token(model.n_params)
         series.append(Series(label="measured (median, min–max)", x=[m.intensity for m in measured],
-                             y=[m.reached for m in measured], y_min=[m.tokens_per_s_min * flops_tok / 1e9 for m in measured],
-                             y_max=[m.tokens_per_s_max * flops_tok / 1e9 for m in measured], style="points"))
+                             y=[m.reached for m in measured], y_min=[m.tokens_per_s.min * flops_tok / 1e9 for m in measured],
+                             y_max=[m.tokens_per_s.max * flops_tok / 1e9 for m in measured], style="points"))
     page.plot("roofline", f"This host's CPU roofline with {model.name}", "arithmetic intensity (FLOPs/byte)",
               "attainable GFLOP/s", series, log_x=True, log_y=True)
 
@@ -302,10 +295,10 @@ def plot_roofline(page: Page, points: list[RooflinePoint], peak_flop_s: float, b
 def batch_verdict(rows: list[BatchRow]) -> str:
     """What the sweep shows, in words chosen by its numbers (only what the numbers say): the best
     aggregate against the same baseline as every ratio of the table (one sequence alone)."""
-    best = max(rows, key=lambda r: r.aggregate)
+    best = max(rows, key=lambda r: r.aggregate.median)
     first = rows[0]
-    if best.parallel != first.parallel and best.aggregate_ratio > PAID and best.aggregate > first.aggregate * PAID:
-        return (f"Batching paid: the best aggregate, {best.aggregate:,.0f} tokens/s at P = {best.parallel}, "
+    if best.parallel != first.parallel and best.aggregate_ratio > PAID and best.aggregate.median > first.aggregate.median * PAID:
+        return (f"Batching paid: the best aggregate, {best.aggregate.median:,.0f} tokens/s at P = {best.parallel}, "
                 f"is {best.aggregate_ratio:.2f} × one sequence alone.")
     return (f"Batching did not pay in this run: no P beat one sequence alone by more than {100 * (PAID - 1):.0f}% "
             f"(best ×{best.aggregate_ratio:.2f} at P = {best.parallel}).")
@@ -313,18 +306,18 @@ def batch_verdict(rows: list[BatchRow]) -> str:
 
 def spread_note(rows: list[BatchRow]) -> str | None:
     """A warning when a level's aggregate samples differ by more than 1.5 ×."""
-    noisy = [r for r in rows if r.aggregate_min > 0 and r.aggregate_max / r.aggregate_min > 1.5]
+    noisy = [r for r in rows if r.aggregate.min > 0 and r.aggregate.max / r.aggregate.min > 1.5]
     if not noisy:
         return None
     return ("The aggregate samples scatter widely ("
-            + ", ".join(f"P = {r.parallel}: {r.aggregate_min:,.0f}–{r.aggregate_max:,.0f} tokens/s" for r in noisy)
+            + ", ".join(f"P = {r.parallel}: {r.aggregate.min:,.0f}–{r.aggregate.max:,.0f} tokens/s" for r in noisy)
             + "): read the shape with care, or rerun with more repeats on a quiet machine.")
 
 
 def batch_line_note(rows: list[BatchRow]) -> tuple[str, str] | None:
     """The batch view's prediction (bytesup.course.decodetime.batch_prediction): the line through the steps at
     P = 2 and 4 set against the step measured at the largest P, and against P = 1; in words, then its formula."""
-    steps = {r.parallel: 1e3 / r.per_sequence for r in rows if r.per_sequence > 0}
+    steps = {r.parallel: 1e3 / r.per_sequence.median for r in rows if r.per_sequence.median > 0}
     last = max(steps, default=0)
     predicted = decodetime.batch_prediction(steps, (2, 4), last) if last > 4 else None
     if predicted is None:
@@ -349,9 +342,9 @@ def gain_note(first: BatchRow, last: BatchRow) -> tuple[str, str] | None:
     """What the largest batch's gain says about the two terms of a step: the part P sequences share (reading the
     weights, the step's fixed cost) and each sequence's own (chiefly its arithmetic), from the server-timed steps;
     in words, then its formula."""
-    if first.parallel != 1 or last.parallel <= 1 or last.per_sequence <= 0 or first.per_sequence <= 0:
+    if first.parallel != 1 or last.parallel <= 1 or last.per_sequence.median <= 0 or first.per_sequence.median <= 0:
         return None
-    P, step_1, step_P = last.parallel, 1e3 / first.per_sequence, 1e3 / last.per_sequence
+    P, step_1, step_P = last.parallel, 1e3 / first.per_sequence.median, 1e3 / last.per_sequence.median
     ratio = step_P / step_1
     shared = formulas.shared_share(P, ratio)
     text = (f"What the P = {P} gain shows: {P} × the tokens per step, for {last.aggregate_ratio:.2f} × the tokens/s of one "
@@ -383,16 +376,16 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: 
     notes = []
     if len(rows) > 1:
         notes += [
-            (f"With {P_last} sequences at once the server generated {last.aggregate:,.0f} tokens/s in all, "
+            (f"With {P_last} sequences at once the server generated {last.aggregate.median:,.0f} tokens/s in all, "
              f"{last.aggregate_ratio:.2f} × the baseline of {baseline:,.0f} tokens/s (one sequence alone at P = {base}, "
-             f"timed by the server); each sequence ran at {last.per_sequence:,.0f} tokens/s, "
+             f"timed by the server); each sequence ran at {last.per_sequence.median:,.0f} tokens/s, "
              f"{last.per_sequence_ratio:.2f} × the same baseline."),
             batch_verdict(rows),
             *[n[0] for n in (gain_note(first, last),) if n],
         ]
     else:
         notes.append(f"The server offers {base} slot, so no batch of more than {base} sequence could be "
-                     f"measured: {first.aggregate:,.0f} tokens/s.")
+                     f"measured: {first.aggregate.median:,.0f} tokens/s.")
     notes += [
         (f"Both ratio columns divide by the same baseline, {baseline:,.0f} tokens/s: the median per-sequence decode at "
          f"P = {base}. At P = {base} the aggregate is {first.aggregate_ratio:.2f} × it, because the wall time also holds "
@@ -448,13 +441,13 @@ def shows(model: Served, decode: RooflinePoint, labels: BoundRidge, rows: list[B
     text = (f"Decoding {model.name} does {decode.intensity:.3g} FLOPs per byte of weights read, "
             f"{'below' if decode.intensity < labels.ridge else 'at or above'} {ridge}: one sequence's decode is "
             f"{decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s on this CPU's roofline.")
-    best, first = max(rows, key=lambda r: r.aggregate), rows[0]
+    best, first = max(rows, key=lambda r: r.aggregate.median), rows[0]
     if len(rows) < 2:
         return text + f" Only {first.parallel} sequence at a time could be decoded, so batching was not measured."
-    if best.parallel != first.parallel and best.aggregate_ratio > PAID and best.aggregate > first.aggregate * PAID:
+    if best.parallel != first.parallel and best.aggregate_ratio > PAID and best.aggregate.median > first.aggregate.median * PAID:
         shared = (f": on average {best.tokens_per_call:.1f} sequences shared each step, and so each read of the weights."
                   if best.tokens_per_call is not None and best.tokens_per_call >= 1.5 else ".")
-        return text + (f" Decoding {best.parallel} sequences at once gave {best.aggregate:,.0f} tokens/s in all, "
+        return text + (f" Decoding {best.parallel} sequences at once gave {best.aggregate.median:,.0f} tokens/s in all, "
                        f"{best.aggregate_ratio:.2f}× one sequence alone{shared}")
     return text + (f" Decoding several sequences at once did not pay here: the best, {best.parallel} at once, gave "
                    f"{best.aggregate_ratio:.2f}× one sequence alone, not more than {100 * (PAID - 1):.0f}% above it.")
@@ -464,10 +457,10 @@ def plot_batching(page: Page, rows: list[BatchRow], model: Served) -> None:
     Ps = [float(r.parallel) for r in rows]
     page.plot(
         "batching", f"Batching {model.name}: aggregate vs per-sequence decode", "parallel sequences P", "tokens/s",
-        [Series(label="aggregate (all sequences)", x=Ps, y=[r.aggregate for r in rows],
-                y_min=[r.aggregate_min for r in rows], y_max=[r.aggregate_max for r in rows]),
-         Series(label="per sequence", x=Ps, y=[r.per_sequence for r in rows],
-                y_min=[r.per_sequence_min for r in rows], y_max=[r.per_sequence_max for r in rows])],
+        [Series(label="aggregate (all sequences)", x=Ps, y=[r.aggregate.median for r in rows],
+                y_min=[r.aggregate.min for r in rows], y_max=[r.aggregate.max for r in rows]),
+         Series(label="per sequence", x=Ps, y=[r.per_sequence.median for r in rows],
+                y_min=[r.per_sequence.min for r in rows], y_max=[r.per_sequence.max for r in rows])],
     )
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bytesup.course.ceiling import Spread
 from bytesup.llama.placement import is_loopback
 from bytesup.store.results import Column, Plot, Series, Table
-from bytesup.store.rows import cells, column, columns
+from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import pick, table
 from bytesup.units import GB
 
@@ -18,15 +19,12 @@ from bytesup.units import GB
 
 @dataclass(frozen=True)
 class Speeds:
+    """One setup's prefill and decode speeds over its repeats, tokens/s."""
     setup: str
     nodes: int
     threads: list[int]
-    prefill_median: float
-    prefill_min: float
-    prefill_max: float
-    decode_median: float
-    decode_min: float
-    decode_max: float
+    prefill: Spread
+    decode: Spread
 
 
 @dataclass(frozen=True)
@@ -83,11 +81,11 @@ class Outcome:
 
     @property
     def decode_ratio(self) -> float:
-        return self.split.decode_median / self.whole.decode_median
+        return self.split.decode.median / self.whole.decode.median
 
     @property
     def prediction_error(self) -> float:
-        return self.prediction.tokens_per_s / self.split.decode_median - 1
+        return self.prediction.tokens_per_s / self.split.decode.median - 1
 
 
 
@@ -98,18 +96,14 @@ class SetupRow:
     setup: str = column("setup")
     nodes: int = column("nodes")
     threads: str = column("threads per node")
-    prefill: float = column("prefill", "tokens/s")
-    prefill_min: float = column("prefill min", "tokens/s")
-    prefill_max: float = column("prefill max", "tokens/s")
-    decode: float = column("decode", "tokens/s")
-    decode_min: float = column("decode min", "tokens/s")
-    decode_max: float = column("decode max", "tokens/s")
+    prefill: Spread = spread("prefill", "prefill min", "prefill max", "tokens/s")
+    decode: Spread = spread("decode", "decode min", "decode max", "tokens/s")
     vs_whole: float = column("decode ÷ whole", "×")
 
 
 def setup_row(sp: Speeds, whole: Speeds) -> SetupRow:
-    return SetupRow(sp.setup, sp.nodes, ", ".join(map(str, sp.threads)), sp.prefill_median, sp.prefill_min, sp.prefill_max,
-                    sp.decode_median, sp.decode_min, sp.decode_max, sp.decode_median / whole.decode_median)
+    return SetupRow(sp.setup, sp.nodes, ", ".join(map(str, sp.threads)), sp.prefill, sp.decode,
+                    sp.decode.median / whole.decode.median)
 
 
 @dataclass(frozen=True)
@@ -142,7 +136,7 @@ def prediction_rows(o: Outcome) -> list[TermRow]:
     return rows + [TermRow(f"{p.round_trips} round trips ({p.round_trips_per_node} per node)", 1e3 * p.round_trip_seconds, None),
                    TermRow(f"{o.network.total_bytes:,} bytes at {p.link_bytes_per_s / GB:g} GB/s", 1e3 * p.link_seconds, None),
                    TermRow("predicted: one token", 1e3 * p.seconds_per_token, p.tokens_per_s),
-                   TermRow("measured (median)", 1e3 / o.split.decode_median, o.split.decode_median),
+                   TermRow("measured (median)", 1e3 / o.split.decode.median, o.split.decode.median),
                    TermRow("predicted ÷ measured − 1", None, 100 * o.prediction_error)]
 
 
@@ -182,8 +176,8 @@ def shows(o: Outcome, model_name: str, tensor_bytes: int) -> str:
     """What the run shows: the split's decode against one process's, in the words of `split_verdict`, and the bytes
     model with its network term against the split's measured decode."""
     verdict = split_verdict(o.decode_ratio).split(". ")[0].rstrip(".")
-    text = (f"Split across {o.split.nodes} rpc-servers, {model_name} decoded {o.split.decode_median:.3g} tokens/s against "
-            f"{o.whole.decode_median:.3g} in one process ({o.decode_ratio:.2f}×): {verdict}.")
+    text = (f"Split across {o.split.nodes} rpc-servers, {model_name} decoded {o.split.decode.median:.3g} tokens/s against "
+            f"{o.whole.decode.median:.3g} in one process ({o.decode_ratio:.2f}×): {verdict}.")
     text += (f" The bytes model with a network term predicted {o.prediction.tokens_per_s:.3g} tokens/s "
              f"({100 * o.prediction_error:+.0f}%), and the {o.network.total_bytes:,} bytes a token sends over the "
              f"network are {tensor_bytes / o.network.total_bytes:,.0f}× fewer than the {tensor_bytes:,} bytes of weights "
@@ -219,14 +213,14 @@ def prediction(o: Outcome) -> Table:
     return table("prediction", "The bytes model with a network term, against the split's measured decode",
                  TermRow, prediction_rows(o),
                  [(f"Rate per thread: the whole setup read {p.bytes_per_thread_per_s / GB:.3g} GB/s per thread (its bytes "
-                   f"per token × {o.whole.decode_median:.3g} tokens/s ÷ {sum(o.whole.threads)} threads); each node reads "
+                   f"per token × {o.whole.decode.median:.3g} tokens/s ÷ {sum(o.whole.threads)} threads); each node reads "
                    "its share at that rate × its threads. The nodes work in turn, so their times add up."),
                   (f"Round trips: one per node (the input and the compute are sent without waiting; reading the output back "
                    f"waits), each at the median TCP connect time; "
                    f"{p.link_bytes_per_s / GB:g} GB/s is 10 Gbit/s Ethernet"
                    + (", slower than loopback, so that term is an upper bound here." if o.on_loopback else
                       "; the link between these nodes was not measured.")),
-                  (f"Predicted {p.tokens_per_s:.3g} tokens/s, measured {o.split.decode_median:.3g} "
+                  (f"Predicted {p.tokens_per_s:.3g} tokens/s, measured {o.split.decode.median:.3g} "
                    f"({100 * o.prediction_error:+.0f}%): what the model leaves out (the graph, sent to a node when it "
                    "changes, the small inputs, the nodes' own scheduling) is in that gap.")])
 
@@ -252,8 +246,8 @@ def decode_by_setup(o: Outcome) -> Plot:
     x = [1.0, float(o.split.nodes)]
     return Plot(name="decode_by_setup", title="Decode tokens/s: one process, then split across rpc-servers",
                 x_label="nodes", y_label="decode tokens/s", series=[
-                    Series(label="measured (median, min–max)", x=x, y=[o.whole.decode_median, o.split.decode_median],
-                           y_min=[o.whole.decode_min, o.split.decode_min], y_max=[o.whole.decode_max, o.split.decode_max],
+                    Series(label="measured (median, min–max)", x=x, y=[o.whole.decode.median, o.split.decode.median],
+                           y_min=[o.whole.decode.min, o.split.decode.min], y_max=[o.whole.decode.max, o.split.decode.max],
                            style="points"),
                     Series(label="bytes model + network term", x=[float(o.split.nodes)], y=[o.prediction.tokens_per_s],
                            style="points")])
