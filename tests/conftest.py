@@ -20,13 +20,13 @@ os.environ["BYTESUP_ENGINE"] = "embedded"
 # tests of that comparison.
 os.environ["BYTESUP_ENGINE_GAP"] = "0"
 
-# The slowest files, slowest first (CPU seconds of a 2-core run). pyproject.toml has pytest-xdist hand out whole files
+# The slowest files, slowest first (seconds in a 2-core run). pyproject.toml has pytest-xdist hand out whole files
 # (`--dist loadfile`), so a module's replay fixture runs in one worker only, and in this order, so that no long file
 # starts last while the other worker idles.
-SLOWEST_FIRST = ("test_golden.py", "test_lesson_04_next_token.py", "test_realmodel.py", "test_lesson_06_attention_kv_cache.py",
-                 "test_report.py", "test_browser.py", "test_lesson_08_capstone_decode_memory_bound.py", "test_derive.py",
-                 "test_forward_integration.py", "test_lesson_script.py", "test_exact_json.py", "test_rpc_integration.py",
-                 "test_engine_faults.py", "test_runner.py", "test_default_model_integration.py", "test_lesson08.py",
+SLOWEST_FIRST = ("test_browser.py", "test_report.py", "test_lesson_04_next_token.py", "test_golden.py", "test_derive.py",
+                 "test_realmodel.py", "test_rpc_integration.py", "test_lesson08.py", "test_lesson_06_attention_kv_cache.py",
+                 "test_lesson_08_capstone_decode_memory_bound.py", "test_lesson_script.py", "test_forward_integration.py",
+                 "test_exact_json.py", "test_engine_faults.py", "test_runner.py", "test_default_model_integration.py",
                  "test_lesson_03_layer_is_matmul.py")
 
 
