@@ -40,7 +40,8 @@ from bytesup.llama import build, timed
 from bytesup.llama.responses import Completion, shown_token
 from bytesup.models import catalog, forward, smollm2
 from bytesup.options import BandwidthGbs, LessonOptions
-from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken, TopTokens
+from bytesup.store.facts.lesson04 import (FileAnswers, FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken,
+                                          TopTokens, as_key, file_pass)
 from bytesup.store.plans.lesson04 import (BENCH_REPETITIONS, F32_WIDTH, MIN_REPEAT, N_PREDICT, READ_FROM, SERVER_PROBS,
                                           SHORT_PROMPT, TOP8, NumpyFiles, Plan, f32_server, fresh, from_older,
                                           long_prompt_length, read)
@@ -285,14 +286,15 @@ def the_pass_in_numpy(ctx: LessonContext, files: NumpyFiles | None,
     served = ctx.file_with(files.served)
     if served is None:
         return NumpyOutcome(None, ctx.file_not_here(files.served, "The numpy pass"))
-    done, probs = numpy_pass(served, names, asked.ids, [t.tokens for t in tables])
+    done, probs = numpy_pass(served, file_pass(served, files.served["sha256"], as_key(asked.ids)), names, [t.tokens for t in tables])
     outcome = NumpyOutcome(done.part, prompt_n=[t.prompt_n or 0 for t in tables], last=done.last, layers=done.layers)
     if asked.f32 is None or files.f32 is None:
         return outcome
     f32_path = ctx.file_with(files.f32)
     if f32_path is None:
         return replace(outcome, f32_missing=ctx.file_not_here(files.f32, "The numpy pass"))
-    f32, f32_probs = numpy_pass(f32_path, names, asked.ids, [top_tokens(c) for c in asked.f32])
+    f32, f32_probs = numpy_pass(f32_path, file_pass(f32_path, files.f32["sha256"], as_key(asked.ids)), names,
+                                [top_tokens(c) for c in asked.f32])
     return replace(outcome, f32=f32.part, f32_prompt_n=[c.timings.prompt_n for c in asked.f32],
                                same=max(float(np.max(np.abs(p - q))) for p, q in zip(probs, f32_probs, strict=True)))
 
@@ -348,14 +350,14 @@ def agreement(name: str, prompt: str, server: list[ShownToken], done: forward.Pa
         at_token=worst.token, at_server=worst.probability, at_numpy=sig(float(probs[worst.id])), numpy=ours)
 
 
-def last_only(model: forward.Model, name: str, done: forward.Pass) -> LastOnly:
-    every = model.logits(done.hidden)  # (N, vocabulary): the final norm and the output matrix on every position
-    return LastOnly(name, len(done.tokens), model.hp.n_vocab, model.hp.n_embd,
+def last_only(file: FileAnswers, name: str, done: forward.Pass, every: np.ndarray) -> LastOnly:
+    """`every`: (N, vocabulary), the final norm and the output matrix on every position."""
+    return LastOnly(name, len(done.tokens), file.n_vocab, file.n_embd,
                     sig(float(np.max(np.abs(every[-1] - done.logits)))), int(np.argmax(every[-1])) == int(np.argmax(done.logits)))
 
 
-def through_the_layers(model: forward.Model, name: str, done: forward.Pass, shown: Callable[[int], str]) -> ThroughTheLayers:
-    logits = model.logits(done.last_after_block).astype(np.float64)  # (blocks, vocabulary)
+def through_the_layers(name: str, done: forward.Pass, after_block: np.ndarray, shown: Callable[[int], str]) -> ThroughTheLayers:
+    logits = after_block.astype(np.float64)  # (blocks, vocabulary)
     top = int(np.argmax(done.probs))
     ranks = 1 + np.sum(logits > logits[:, [top]], axis=1)
     probs = forward.softmax(logits, axis=-1)[:, top]
@@ -371,19 +373,19 @@ class NumpyPass:
     layers: list[ThroughTheLayers]
 
 
-def numpy_pass(path: Path, names: list[tuple[str, str]], ids: list[list[int]],
+def numpy_pass(path: Path, file: FileAnswers, names: list[tuple[str, str]],
                server: list[list[ShownToken]]) -> tuple[NumpyPass, list[np.ndarray]]:
-    """Lesson 4's fifteen lines in numpy on every prompt, then the comparisons with the server; and numpy's probabilities."""
-    model = forward.Model(path)
-    passes = forward.forward(model, ids)
+    """Lesson 4's fifteen lines in numpy on every prompt (`file_pass`), then the comparisons with the server; and numpy's
+    probabilities."""
+    passes = file.passes
 
     def shown(token_id: int) -> str:
-        return shown_token("", list(model.token_bytes(token_id)))
+        return shown_token("", list(file.token_bytes(token_id)))
 
-    part = FilePass(file=path.name, weight_type=model.file.type_name("blk.0.attn_q.weight"),
+    part = FilePass(file=path.name, weight_type=file.weight_type,
                     prompts={n: agreement(n, p, s, d, shown) for (n, p), s, d in zip(names, server, passes, strict=True)})
-    return NumpyPass(part, [last_only(model, n, d) for (n, _), d in zip(names, passes, strict=True)],
-                     [through_the_layers(model, n, d, shown) for (n, _), d in zip(names, passes, strict=True)]), \
+    return NumpyPass(part, [last_only(file, n, d, e) for (n, _), d, e in zip(names, passes, file.every, strict=True)],
+                     [through_the_layers(n, d, a, shown) for (n, _), d, a in zip(names, passes, file.after_block, strict=True)]), \
         [d.probs for d in passes]
 
 

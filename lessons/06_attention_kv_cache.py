@@ -243,8 +243,9 @@ def generate_in_numpy(ctx: LessonContext, file: NumpyFile | None, prompt: list[i
     if path is None:
         return ctx.file_not_here(file.served, "numpy's generation")
     model = forward.Model(path, keep_blocks=True)
-    for b in range(model.hp.n_layer):  # every block read and dequantized first, so neither way's time includes the file
-        model.block(b)
+    for b in range(model.hp.n_layer):  # every block read, dequantized and widened to float64 first, so neither way's
+        model.wide(b)                   # time includes the file
+    model.output_wide()
     cached = forward.greedy(model, prompt, NUMPY_N, cached=True)
     recomputed = forward.greedy(model, prompt, NUMPY_N, cached=False)
     ms = ctx.host("numpy_step_ms", lambda: {"cached": [1000 * t for t in cached.seconds],

@@ -21,6 +21,21 @@ os.environ["BYTESUP_ENGINE"] = "embedded"
 os.environ["BYTESUP_ENGINE_GAP"] = "0"
 os.environ["BYTESUP_HARNESS_PROBE"] = "0"  # the run's split of the harness's time: tests/test_harness_split.py
 
+# The slowest files, slowest first (seconds in a 2-core run). pyproject.toml has pytest-xdist hand out whole files
+# (`--dist loadfile`), so a module's replay fixture runs in one worker only, and in this order, so that no long file
+# starts last while the other worker idles.
+SLOWEST_FIRST = ("test_browser.py", "test_report.py", "test_lesson_04_next_token.py", "test_golden.py", "test_derive.py",
+                 "test_realmodel.py", "test_rpc_integration.py", "test_lesson08.py", "test_lesson_06_attention_kv_cache.py",
+                 "test_lesson_08_capstone_decode_memory_bound.py", "test_lesson_script.py", "test_forward_integration.py",
+                 "test_exact_json.py", "test_engine_faults.py", "test_runner.py", "test_default_model_integration.py",
+                 "test_lesson_03_layer_is_matmul.py")
+
+
+def pytest_collection_modifyitems(items):
+    """The files above first, in that order, then the others as collected; a file's tests keep their own order."""
+    rank = {name: n for n, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture(autouse=True)
 def _isolated_folders(tmp_path, monkeypatch):

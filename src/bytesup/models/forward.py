@@ -19,7 +19,9 @@ head h // (n_head / n_head_kv).
 Memory: the tensors are read and dequantized one at a time, a block's seven matrices when that
 block runs, and dropped after it unless `keep_blocks`; held throughout are the output matrix
 (n_vocab × width float32; the token embedding when tied), the final norm and the activations.
-`memory_bound_bytes` states that bound for a file.
+`memory_bound_bytes` states that bound for a file. Each matrix is widened to float64 once for all the
+products that use it (every prompt of a pass; every step of a generation when blocks are kept, which
+then holds them in float64 as well), not once per product.
 
 Weights and activations are float32, and every operation is computed in float64 and rounded back to
 float32 (`product`, `rms_norm`, `softmax`, `silu`): the order in which a CPU's BLAS or SIMD kernels add a
@@ -136,9 +138,10 @@ def _rounded(result: np.ndarray, *inputs: np.ndarray) -> np.ndarray:
     return result if any(np.asarray(a).dtype == F64 for a in inputs) else result.astype(F32)
 
 
-def product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """x · wᵀ, each dot product summed in float64 and rounded to float32 (the same bits on any CPU's kernels)."""
-    return _rounded(np.asarray(x, dtype=F64) @ np.asarray(w, dtype=F64).T, x, w)
+def product(x: np.ndarray, w: np.ndarray, wide: np.ndarray | None = None) -> np.ndarray:
+    """x · wᵀ, each dot product summed in float64 and rounded to float32 (the same bits on any CPU's kernels).
+    `wide`: w already widened to float64 (`widened`), for a matrix used in several products; the same result."""
+    return _rounded(np.asarray(x, dtype=F64) @ (np.asarray(w, dtype=F64) if wide is None else wide).T, x, w)
 
 
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
@@ -174,9 +177,11 @@ def silu(g: np.ndarray) -> np.ndarray:
     return _rounded(g64 / (1.0 + np.exp(-g64)), g)
 
 
-def swiglu(x: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray) -> np.ndarray:
-    """The feed-forward half: down · (silu(gate · x) × up · x), silu(a) = a / (1 + e^−a)."""
-    return product(silu(product(x, gate)) * product(x, up), down)
+def swiglu(x: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray, wide: "BlockWeights | None" = None) -> np.ndarray:
+    """The feed-forward half: down · (silu(gate · x) × up · x), silu(a) = a / (1 + e^−a). `wide`: the block's matrices
+    widened to float64 (`widened`)."""
+    g, u, d = (None, None, None) if wide is None else (wide.ffn_gate, wide.ffn_up, wide.ffn_down)
+    return product(silu(product(x, gate, g)) * product(x, up, u), down, d)
 
 
 @dataclass
@@ -192,6 +197,19 @@ class BlockWeights:
     ffn_gate: np.ndarray
     ffn_up: np.ndarray
     ffn_down: np.ndarray
+
+
+MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+
+def _of(wide: BlockWeights | None, name: str) -> np.ndarray | None:
+    return None if wide is None else getattr(wide, name)
+
+
+def widened(w: BlockWeights) -> BlockWeights:
+    """The block's seven matrices in float64 (its norms as they are): what `product` would widen on each use."""
+    return BlockWeights(**{name: np.asarray(getattr(w, name), dtype=F64) if name in MATRICES else getattr(w, name)
+                           for name in BLOCK_TENSORS})
 
 
 @dataclass
@@ -212,12 +230,13 @@ class KVCache:
 
 
 def attention(w: BlockWeights, x: np.ndarray, hp: Hyper, positions: np.ndarray,
-              cache: KVCache | None = None, b: int = 0) -> np.ndarray:
-    """Causal grouped-query self-attention over x (N, width) at `positions`, with RoPE on queries and keys."""
+              cache: KVCache | None = None, b: int = 0, wide: BlockWeights | None = None) -> np.ndarray:
+    """Causal grouped-query self-attention over x (N, width) at `positions`, with RoPE on queries and keys. `wide`:
+    the block's matrices widened to float64 (`widened`)."""
     n = x.shape[0]
-    q = product(x, w.attn_q).reshape(n, hp.n_head, hp.head_dim)
-    k = product(x, w.attn_k).reshape(n, hp.n_head_kv, hp.head_dim)
-    v = product(x, w.attn_v).reshape(n, hp.n_head_kv, hp.head_dim)
+    q = product(x, w.attn_q, _of(wide, "attn_q")).reshape(n, hp.n_head, hp.head_dim)
+    k = product(x, w.attn_k, _of(wide, "attn_k")).reshape(n, hp.n_head_kv, hp.head_dim)
+    v = product(x, w.attn_v, _of(wide, "attn_v")).reshape(n, hp.n_head_kv, hp.head_dim)
     q = rope(q, positions, hp.rope_base, hp.rope_dims, hp.rope_freq_scale)
     k = rope(k, positions, hp.rope_base, hp.rope_dims, hp.rope_freq_scale)
     if cache is not None:  # the keys and values of every earlier position, then these
@@ -228,14 +247,15 @@ def attention(w: BlockWeights, x: np.ndarray, hp: Hyper, positions: np.ndarray,
     later = np.arange(keys.shape[0])[None, :] > np.asarray(positions)[:, None]  # a position sees only those before it
     scores = np.where(later[None], -np.inf, scores)
     mixed = np.einsum("hnt,thd->nhd", softmax(scores).astype(F64), values.astype(F64)).astype(F32)
-    return product(mixed.reshape(n, hp.n_head * hp.head_dim), w.attn_output)
+    return product(mixed.reshape(n, hp.n_head * hp.head_dim), w.attn_output, _of(wide, "attn_output"))
 
 
 def block(w: BlockWeights, x: np.ndarray, hp: Hyper, positions: np.ndarray,
-          cache: KVCache | None = None, b: int = 0) -> np.ndarray:
-    """One block: attention, then feed-forward, each on the RMS-normed input and added back (the residual)."""
-    x = x + attention(w, rms_norm(x, w.attn_norm, hp.rms_eps), hp, positions, cache, b)
-    return x + swiglu(rms_norm(x, w.ffn_norm, hp.rms_eps), w.ffn_gate, w.ffn_up, w.ffn_down)
+          cache: KVCache | None = None, b: int = 0, wide: BlockWeights | None = None) -> np.ndarray:
+    """One block: attention, then feed-forward, each on the RMS-normed input and added back (the residual). `wide`:
+    the block's matrices widened to float64 (`widened`), for a block run more than once."""
+    x = x + attention(w, rms_norm(x, w.attn_norm, hp.rms_eps), hp, positions, cache, b, wide)
+    return x + swiglu(rms_norm(x, w.ffn_norm, hp.rms_eps), w.ffn_gate, w.ffn_up, w.ffn_down, wide)
 
 
 # --- the model file -------------------------------------------------------------------------------
@@ -248,6 +268,8 @@ class Model:
         self.hp = hyper_from(self.file)
         self.keep_blocks = keep_blocks
         self._blocks: dict[int, BlockWeights] = {}
+        self._wide: dict[int, BlockWeights] = {}
+        self._output_wide: np.ndarray | None = None
         self._vocabulary: tuple[str | None, list[str]] | None = None
         self.output_norm = self.file.array("output_norm.weight")[0]
         # The output matrix: one row per vocabulary entry. Tied to the embedding when the file has no output.weight.
@@ -270,6 +292,14 @@ class Model:
             self._blocks[b] = w
         return w
 
+    def wide(self, b: int) -> BlockWeights | None:
+        """Block b's matrices in float64 when blocks are kept (widened the first time, held with the block), else None."""
+        if not self.keep_blocks:
+            return None
+        if b not in self._wide:
+            self._wide[b] = widened(self.block(b))
+        return self._wide[b]
+
     def _tensor(self, name: str) -> np.ndarray:
         a = self.file.array(name)
         return a[0] if name.endswith("_norm.weight") else a
@@ -284,7 +314,13 @@ class Model:
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """Lines 4 and 5 on any rows of hidden states: the final norm, then one score per vocabulary entry."""
         with threadpool_limits(1, user_api="blas"):
-            return product(rms_norm(hidden, self.output_norm, self.hp.rms_eps), self.output)
+            return product(rms_norm(hidden, self.output_norm, self.hp.rms_eps), self.output, self.output_wide())
+
+    def output_wide(self) -> np.ndarray:
+        """The output matrix in float64, widened the first time and held with the model for every later call."""
+        if self._output_wide is None:
+            self._output_wide = np.asarray(self.output, dtype=F64)
+        return self._output_wide
 
 
 def block_weights(hp: Hyper) -> int:
@@ -330,14 +366,17 @@ def forward(model: Model, prompts: list[list[int]]) -> list[Pass]:
         seen: list[list[np.ndarray]] = [[] for _ in prompts]
         for b in range(model.hp.n_layer):                                  # 2. the blocks, in order
             w = model.block(b)
-            X = [block(w, x, model.hp, pos) for x, pos in zip(X, positions, strict=True)]  # attention, then feed-forward
+            wide = model.wide(b) or widened(w)                             #    (in float64 once for every prompt)
+            X = [block(w, x, model.hp, pos, wide=wide) for x, pos in zip(X, positions, strict=True)]  # attention, then feed-forward
+            del wide
             for lasts, x in zip(seen, X, strict=True):
                 lasts.append(x[-1])
         passes = []
+        output = model._output_wide if model._output_wide is not None else np.asarray(model.output, dtype=F64)
         for tokens, x, lasts in zip(prompts, X, seen, strict=True):
             last = x[-1]                                                   # 3. keep only the last position
             last = rms_norm(last, model.output_norm, model.hp.rms_eps)     # 4. one final normalization
-            logits = product(last, model.output)                           # 5. one score per vocabulary entry
+            logits = product(last, model.output, output)                   # 5. one score per vocabulary entry
             probs = softmax(logits.astype(np.float64))                     # 6. scores -> probabilities
             passes.append(Pass(list(tokens), x, np.stack(lasts), logits, probs))
     return passes
@@ -382,7 +421,7 @@ def next_logits(model: Model, tokens: list[int], cache: KVCache | None = None) -
     x = model.embed(tokens[start:])
     positions = np.arange(start, len(tokens))
     for b in range(model.hp.n_layer):
-        x = block(model.block(b), x, model.hp, positions, cache, b)
+        x = block(model.block(b), x, model.hp, positions, cache, b, model.wide(b))
     return model.logits(x[-1:])[0]
 
 

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
+import numpy as np
 from pydantic import Field, RootModel
 from pydantic.dataclasses import dataclass
 
 from bytesup.course.nexttoken import LastOnly, ThroughTheLayers
+from bytesup.models import forward
+from bytesup.models.gguf import read_vocabulary
 from bytesup.store.facts import base
 from bytesup.store.facts.base import RECORD, Record, Shown, fraction, number, shown, stated
 from bytesup.store.rows import column
@@ -159,3 +164,43 @@ class NumpyOutcome:
 
     def fact(self) -> NumpyPass:
         return NumpyPass(recomputed=self.served is not None, why_not=self.why_not, served=self.served, f32=self.f32)
+
+
+# --- the numpy pass: what it computes from a file, kept for the process -----------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class FileAnswers:
+    """What numpy computes from one file for the prompts: each prompt's pass, the logits of its every position (the
+    final norm and the output matrix on each: N × vocabulary) and of its last position after each block (blocks ×
+    vocabulary), the file's weight type, width and vocabulary size, and its vocabulary (each token's bytes)."""
+
+    passes: list[forward.Pass]
+    every: list[np.ndarray]
+    after_block: list[np.ndarray]
+    weight_type: str
+    n_vocab: int
+    n_embd: int
+    vocabulary: tuple[str | None, list[str]]  # the tokenizer's kind and every token's piece
+
+    def token_bytes(self, token_id: int) -> bytes:
+        kind, pieces = self.vocabulary
+        return forward.piece_bytes(pieces[token_id], kind)
+
+
+def as_key(ids: list[list[int]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(p) for p in ids)
+
+
+@functools.lru_cache(maxsize=2)
+def file_pass(path: Path, sha256: str, ids: tuple[tuple[int, ...], ...]) -> FileAnswers:
+    """Lesson 4's fifteen lines in numpy on every prompt, and the logits the figures read. Each sum is taken in float64
+    and rounded to float32 (bytesup.models.forward), so any CPU gives the same bits; kept per sha256 for the process
+    (the served width and the f32 width), as the same bytes give the same answer."""
+    model = forward.Model(path)
+    passes = forward.forward(model, [list(p) for p in ids])
+    answers = FileAnswers(passes, [model.logits(d.hidden) for d in passes], [model.logits(d.last_after_block) for d in passes],
+                          model.file.type_name("blk.0.attn_q.weight"), model.hp.n_vocab, model.hp.n_embd,
+                          read_vocabulary(path))
+    for array in [*answers.every, *answers.after_block, *(a for d in passes for a in (d.hidden, d.last_after_block, d.logits, d.probs))]:
+        array.setflags(write=False)
+    return answers
