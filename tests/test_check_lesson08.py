@@ -335,9 +335,9 @@ def test_a_miss_by_the_only_model_of_its_weight_type_says_so():
                              "c per parameter of other weight types: a miss here says that F16's arithmetic per "
                              "parameter differs on this engine and CPU, which one c for every weight type cannot hold; "
                              "a second F16 model in the sweep tests whether F16's steps follow one c of their own: "
-                             "`bytesup run 08_capstone_decode_memory_bound --sizes a,b,c,big,medium-f16`")
+                             "bytesup run 08_capstone_decode_memory_bound --sizes a,b,c,big,medium-f16")
     named = decode_model_check(models(27 * 1.2), 0.15, {"a": "Q8_0", "b": "Q8_0", "c": "Q8_0", "big": "ALL_F32"})
-    assert named[2].endswith("--sizes a,b,c,big,medium-f32`")
+    assert named[2].endswith("--sizes a,b,c,big,medium-f32")
     unknown = decode_model_check(models(27 * 1.2), 0.15, {"a": "Q8_0", "b": "Q8_0", "c": "Q8_0", "big": "IQ2_XS"})
     assert unknown[2].endswith("which one c for every weight type cannot hold")
     shared = decode_model_check(models(27 * 1.2), 0.15, {"a": "F16", "b": "Q8_0", "c": "Q8_0", "big": "F16"})

@@ -116,9 +116,9 @@ def test_model_costs_by_hand(l5):
              ("d", SHORT): [hand_completion(315.0)]}
     target, draft = l5.model_costs(plan, models, plain)
     assert (target.model, target.role, target.weights, target.bytes_per_token) == ("t", "target", "F32", 500_000_000)
-    assert (target.median, target.min, target.max) == pytest.approx((50.0, 40.0, 60.0))
+    assert (target.decode.median, target.decode.min, target.decode.max) == pytest.approx((50.0, 40.0, 60.0))
     assert (target.one_pass, target.over_target, target.weights_read) == pytest.approx((20.0, 1.0, 25.0))
-    assert (draft.role, draft.median, draft.one_pass) == ("draft", pytest.approx(200.0), pytest.approx(5.0))
+    assert (draft.role, draft.decode.median, draft.one_pass) == ("draft", pytest.approx(200.0), pytest.approx(5.0))
     assert (draft.over_target, draft.weights_read) == pytest.approx((0.25, 20.0))
 
 
@@ -151,7 +151,7 @@ def test_speculative_figures_by_hand(l5):
     plan = current(2)
     row = l5.spec_row(plan, cfg, spec, plain)
     # 63 decode passes in 630 ms: 100 tokens/s; in 700 ms: 90; plain 63 in 1,260 ms: 50. Speed-up 95 ÷ 50.
-    assert (row.median, row.min, row.max) == (95.0, 90.0, 100.0) and row.speedup == 1.9
+    assert (row.decode.median, row.decode.min, row.decode.max) == (95.0, 90.0, 100.0) and row.speedup == 1.9
     assert (row.drafted, row.accepted, row.acceptance, row.tokens_per_pass) == (90, 64, 64 / 90, 2.0)
     assert row.same_tokens == "identical" and row.label == "spec-t-draft-d-k4"
     # One pass: target 1000 ÷ 50 = 20 ms, draft 5 ms. Prompt passes: 5 tokens in 40 ms, 105 in 540 ms

@@ -217,7 +217,7 @@ def alone_in_its_type(missed: ModelSamples, models: list[ModelSamples], types: d
         return said
     names = ",".join([*(m.name for m in models), second])
     return (f"{said}; a second {kind} model in the sweep tests whether {kind}'s steps follow one c of their own: "
-            f"`bytesup run 08_capstone_decode_memory_bound --sizes {names}`")
+            f"bytesup run 08_capstone_decode_memory_bound --sizes {names}")
 
 
 def second_model_of(kind: str) -> str | None:
