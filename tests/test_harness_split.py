@@ -128,7 +128,7 @@ def test_a_live_run_splits_the_time_after_its_lessons(served, tmp_path, monkeypa
     monkeypatch.setattr(harness, "PAIRS", 2)
     monkeypatch.setattr(harness, "N_PREDICT", 4)
     out = tmp_path / "run"
-    assert run_lessons(["01_model_on_disk"], RunOptions(server_url=served, out=out)) == 0
+    assert run_lessons(["01_model_on_disk", "02_tokens_and_embeddings"], RunOptions(server_url=served, out=out)) == 0
     split = read_manifest(out).harness_split
     assert split is not None and split.skipped is None, split
     assert [level.n_probs for level in split.levels] == [0, 8] and (split.pairs, split.n_predict) == (2, 4)
@@ -138,12 +138,16 @@ def test_a_live_run_splits_the_time_after_its_lessons(served, tmp_path, monkeypa
 
 
 @pytest.mark.integration
-def test_a_replay_and_a_run_told_not_to_measure_nothing(served, tmp_path, monkeypatch):
+def test_one_lesson_a_replay_and_a_run_told_not_to_measure_nothing(served, tmp_path, monkeypatch):
+    both = ["01_model_on_disk", "02_tokens_and_embeddings"]
     monkeypatch.setenv(harness.PROBE_ENV, "0")
     out = tmp_path / "run"
-    assert run_lessons(["01_model_on_disk"], RunOptions(server_url=served, out=out)) == 0
+    assert run_lessons(both, RunOptions(server_url=served, out=out)) == 0
     assert read_manifest(out).harness_split is None
-    again = tmp_path / "again"
     monkeypatch.setenv(harness.PROBE_ENV, "1")
-    assert run_lessons(["01_model_on_disk"], RunOptions(replay=out, out=again)) == 0
+    again = tmp_path / "again"
+    assert run_lessons(both, RunOptions(replay=out, out=again)) == 0
     assert read_manifest(again).harness_split is None
+    alone = tmp_path / "alone"  # a lesson on its own, as `python lessons/01_model_on_disk.py` runs it
+    assert run_lessons(["01_model_on_disk"], RunOptions(server_url=served, out=alone)) == 0
+    assert read_manifest(alone).harness_split is None

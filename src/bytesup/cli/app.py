@@ -157,8 +157,9 @@ def run_cmd(
     Existing results are never overwritten without --force; the command then exits non-zero
     before sending any request. Before its first lesson a live run makes every model it will need, and
     compares the embedded engine with the native build once (a few seconds; BYTESUP_ENGINE_GAP=0 skips it). After
-    its lessons it splits a request's time outside the server's timings into the server's part and bytesup's own
-    (the same request from a bare client beside the run's, in pairs; BYTESUP_HARNESS_PROBE=0 skips it).
+    two or more lessons it splits a request's time outside the server's timings into the server's part and
+    bytesup's own (the same request from a bare client beside the run's, in pairs, about 15 s;
+    BYTESUP_HARNESS_PROBE=0 skips it).
     """
     _run(lessons, run_options(given, lessons), print_tables=print_tables)
 

@@ -14,7 +14,9 @@ Pair by pair, the bare client's part outside the timings is **the server's**; th
 **the harness's** (the machine's load, which moves both in one pair, cancels). It does so at n_probs 0, at 8 and
 at the largest n_probs the run's lessons asked for, since the server's part grows with the probabilities it
 writes. The harness's part is held to BUDGET_MS; the server's is reported, not budgeted. `scripts/bench_harness.py`
-measures the same in one sitting, with a profile. BYTESUP_HARNESS_PROBE=0 skips it; a replay never takes it."""
+measures the same in one sitting, with a profile. A run of several lessons takes it (about 15 s on a 2-core
+machine); a run of one lesson, such as a lesson run as a script, does not. BYTESUP_HARNESS_PROBE=0 skips it; a replay
+never takes it."""
 
 from __future__ import annotations
 

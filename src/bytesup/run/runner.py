@@ -511,8 +511,9 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             shared.bandwidth_after()
         except Exception as exc:  # a failed second reading must not lose the run
             manifest.host_bandwidth.after_error = f"{type(exc).__name__}: {exc}"
-    # Where the requests' time outside the server's timings went: the server's part and the harness's, once.
-    if options.replay is None and not interrupted and not server_changed and todo and not harness.skipped_by_env():
+    # Where the requests' time outside the server's timings went: the server's part and the harness's, once, in a run
+    # of several lessons (a lesson run on its own, as a script, is not made 15 s longer for it).
+    if options.replay is None and not interrupted and not server_changed and len(todo) > 1 and not harness.skipped_by_env():
         split = manifest.harness_split = harness.probe(options.client(seen.url, RecordingTransport([], "probe"), build=build),
                                                        BareClient(seen.url, options.api_key, options.timeout),
                                                        run_dir / "http", harness.PAIRS, harness.N_PREDICT)
