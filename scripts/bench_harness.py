@@ -37,13 +37,9 @@ sys.path.insert(0, str(ROOT / "src"))
 from bytesup.llama.client import BareClient, LlamaServer  # noqa: E402
 from bytesup.llama.process import free_port  # noqa: E402
 from bytesup.llama.recording import RecordingTransport  # noqa: E402
+from bytesup.run.harness import PROMPT, outside_ms, request_body  # noqa: E402
 
-PROMPT = "The history of the printing press begins"
 MODEL = ROOT / "models" / "smollm2-135m-q4_1.gguf"
-
-
-def settings(n_probs: int, n_predict: int) -> dict:
-    return {"n_predict": n_predict, "n_probs": n_probs, "temperature": 0, "seed": 42, "ignore_eos": True}
 
 
 @contextlib.contextmanager
@@ -83,13 +79,6 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):6.2f} ms  (p10 {qs[0]:.2f}, p90 {qs[-1]:.2f}, n {len(values)})"
 
 
-def harness_outside(server: LlamaServer, body: dict) -> float:
-    started = time.perf_counter()
-    done = server.completion(PROMPT, **body)
-    wall = (time.perf_counter() - started) * 1000.0
-    return wall - done.timings.prompt_ms - done.timings.predicted_ms
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a server already running (default: start the embedded one on the default model)")
@@ -106,17 +95,17 @@ def main() -> None:
         bare = BareClient(url)
         profile = cProfile.Profile() if args.profile else None
         for n_probs in (0, 8):
-            body = settings(n_probs, args.n_predict)
+            body = request_body(n_probs, args.n_predict)
             raw = json.dumps({"prompt": PROMPT, **body}).encode()
             for _ in range(2):  # warm: the prompt cached, both connections open
-                harness_outside(server, body)
+                outside_ms(server, body)
                 bare.completion_ms(raw)
             bares, parts = [], []
             for i in range(args.requests):
                 wall, timed = bare.completion_ms(raw) if i % 2 else (0.0, 0.0)
                 if profile is not None:
                     profile.enable()
-                own = harness_outside(server, body)
+                own = outside_ms(server, body)
                 if profile is not None:
                     profile.disable()
                 if not i % 2:
@@ -128,11 +117,11 @@ def main() -> None:
             print(f"  the server outside its timings  {spread(bares)}")
             print(f"  the harness                     {spread(parts)}")
             if n_probs == 0:
-                alone = [harness_outside(server, body) for _ in range(4)]
+                alone = [outside_ms(server, body) for _ in range(4)]
                 together: list[float] = []
                 with ThreadPoolExecutor(2) as pool:
                     for _ in range(4):
-                        together += pool.map(lambda b: harness_outside(server, b), [body, {**body, "seed": 43}])
+                        together += pool.map(lambda b: outside_ms(server, b), [body, {**body, "seed": 43}])
                 print(f"  waiting for a slot (2 at once)  {statistics.median(together) - statistics.median(alone):6.2f} ms"
                       f"  (together {statistics.median(together):.2f}, alone {statistics.median(alone):.2f})")
         bare.close()

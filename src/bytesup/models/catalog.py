@@ -52,11 +52,12 @@ __all__ = [
     "tensor_shapes",
 ]
 
-WEIGHT_TYPES = ("F16", "Q8_0", "Q4_1", "F32")
+# Every synthetic shape is stored in each of these, in this order: the same random values four ways, so that models
+# of one weight type and different shapes can be set against each other (lesson 8's decode-time model per type).
+WEIGHT_TYPES = ("Q8_0", "F16", "Q4_1", "F32")
 # The block formats: elements per block and bytes per block. Q8_0: one float16 scale and 32 int8 values; Q4_1: a
 # float16 scale and a float16 minimum, then 32 values of 4 bits.
 BLOCKS = {"Q8_0": (32, 34), "Q4_1": (32, 20)}
-Q8_0_BLOCK, Q8_0_BLOCK_BYTES = BLOCKS["Q8_0"]
 # The element bytes of the plain formats.
 ELEMENT_BYTES = {"F16": 2, "F32": 4}
 GGUF_ALIGNMENT = 32  # gguf's default data alignment
@@ -232,15 +233,12 @@ _SHAPES: dict[str, dict[str, Any]] = {
                   description="about a billion weights, heads of 128 like the course model"),
 }
 _SEED = 20240601
-# Every shape in these weight types, in this order: the same random values stored four ways, so that models of one
-# weight type and different shapes can be set against each other (lesson 8's decode-time model per weight type).
-WEIGHT_TYPES_LISTED = ("Q8_0", "F16", "Q4_1", "F32")
 
 
 def _make_presets() -> dict[str, Preset]:
     presets: dict[str, Preset] = {}
     for size, shape in _SHAPES.items():
-        for wtype in WEIGHT_TYPES_LISTED:
+        for wtype in WEIGHT_TYPES:
             name = f"{size}-{wtype.lower()}"
             presets[name] = Preset(name=name, n_ctx=4096, weight_type=wtype, seed=_SEED, **shape)
     return presets

@@ -81,7 +81,9 @@ def split_pairs(own_ms: list[float], bare_ms: list[float]) -> tuple[list[float],
     return list(bare_ms), [own - bare for own, bare in zip(own_ms, bare_ms, strict=True)]
 
 
-def _outside(client: LlamaServer, body: dict[str, Any]) -> float:
+def outside_ms(client: LlamaServer, body: dict[str, Any]) -> float:
+    """The run's client's part of one request outside the server's timings: its wall time minus prompt_ms +
+    predicted_ms."""
     started = time.perf_counter()
     done = client.completion(PROMPT, **body)
     wall = (time.perf_counter() - started) * 1000.0
@@ -95,15 +97,15 @@ def measure_level(client: LlamaServer, bare: BareClient, n_probs: int, pairs: in
     body = request_body(n_probs, n_predict)
     raw = json.dumps({"prompt": PROMPT, **body}).encode()
     if warm_up:
-        _outside(client, body)
+        outside_ms(client, body)
         bare.completion_ms(raw)
     own_ms, bare_ms = [], []
     for i in range(pairs):
         if i % 2:
             wall, timed = bare.completion_ms(raw)
-            own = _outside(client, body)
+            own = outside_ms(client, body)
         else:
-            own = _outside(client, body)
+            own = outside_ms(client, body)
             wall, timed = bare.completion_ms(raw)
         own_ms.append(own)
         bare_ms.append(wall - timed)
