@@ -18,12 +18,14 @@ followed the bytes (effective GB/s flat within the spread) or was no faster; a l
 bandwidth ÷ bytes with equal relative weight per point, with its uncertainty, and which points lie on it; the
 free log-log slope, in words. Then every model is explained (bytesup.course.decodetime): one
 sequence's step waits on the slower of reading the weights and one token's arithmetic, plus a fixed
-cost per block, t₁ = L × f + max(W ÷ B, n × c), with one bandwidth, one arithmetic cost per parameter and
-one cost per block fitted on every model's step; each model is predicted by the terms of the others, set beside
-the measured, and the verdict is the term its step waits on, named where every fit (all the models, and each
-leave-one-out set) agrees and mixed where one model's steps turn it over: the page's one verdict per width. The
-crossover, B × c bytes per parameter, is where reading a parameter's bytes takes as long as its arithmetic: stated,
-drawn on the plot, and applied to the published DGX Spark figures. The first server of each weight type
+cost per block, t₁ = L × f + max(W ÷ B, n × c), with one bandwidth and one cost per block for every model and one
+arithmetic cost per parameter for each weight type (each type's kernels do their own arithmetic), fitted on every
+model's step; each model is predicted by the terms of the others, set beside the measured (a model alone in its
+weight type cannot be: its c would come from its own step), and the verdict is the term its step waits on, named where
+every fit (all the models, and each leave-one-out set) agrees and mixed where one model's steps turn it over: the
+page's one verdict per width. The crossover of each weight type, B × c bytes per parameter, is where reading a
+parameter's bytes takes as long as its arithmetic: stated, marked on the plot, and applied to the published DGX Spark
+figures. The first server of each weight type
 also decodes 2 and 4 sequences at once: the batch view, where the weights are read once for all; and
 it times a 128-token prefill, the engine's fastest arithmetic for that weight type, set beside decode's.
 Samples follow one rule (bytesup.course.robust): a warm-up per server, at least five samples, the
@@ -179,7 +181,7 @@ def main(ctx: LessonContext):
         record_decode_model(ctx, runs, steps)
     if any(r.together for r in runs) or terms is not None:
         show_decode_model(ctx, [w.name for w in widths], model_rows, terms, why_not, ref, spark, plan.levels, matvec,
-                          cross)
+                          cross, decodetime.not_held_out(widths))
         show_prefill(ctx, prefills, terms, plan)
 
     # 5. The bytes model with context, on the published figures; 6. the picture, on log-log axes, and what the run

@@ -14,9 +14,10 @@ from test_check import lesson, m, only, run_of
 from test_compare import assemble_run, read_result
 
 from bytesup.check import checker
+from bytesup.check.claims import lesson08
 from bytesup.check.claims.lesson08 import ModelSamples, decode_model_check, fit_step_terms, held_out
 from bytesup.check.compare import load_run
-from bytesup.course import published
+from bytesup.course import decodetime, published
 from bytesup.paths import REPO_ROOT
 
 L8 = "08_capstone_decode_memory_bound"
@@ -48,9 +49,9 @@ def test_the_fit_finds_terms_that_made_the_steps():
     """Steps made exactly by the terms above: the fit gives them back, and predicts every step."""
     terms = fit_step_terms(models(27.0))
     assert terms.gbs == pytest.approx(50.0, rel=1e-6)
-    assert terms.ms_per_param * 1e9 == pytest.approx(25.0, rel=1e-6)   # ps per parameter
+    assert terms.ms_per_param() * 1e9 == pytest.approx(25.0, rel=1e-6)   # ps per parameter
     assert terms.per_block_ms == pytest.approx(2.0, rel=1e-6)
-    assert terms.crossover == pytest.approx(1.25, rel=1e-6)            # 25 ps × 50 GB/s
+    assert terms.crossover() == pytest.approx(1.25, rel=1e-6)            # 25 ps × 50 GB/s
     for x in models(27.0):
         assert terms.step_ms(x) == pytest.approx(STEPS[x.name], rel=1e-6)
 
@@ -107,7 +108,7 @@ def test_steps_that_show_no_arithmetic_give_none():
     xs = [ModelSamples("b", 200 * MB, 100e6, 1, (6.0,)), ModelSamples("c", 400 * MB, 100e6, 1, (10.0,)),
           ModelSamples("e", 800 * MB, 200e6, 1, (18.0,))]
     terms = fit_step_terms(xs)
-    assert terms.crossover == 0 and terms.gbs == pytest.approx(50.0) and terms.per_block_ms == pytest.approx(2.0)
+    assert terms.crossover() == 0 and terms.gbs == pytest.approx(50.0) and terms.per_block_ms == pytest.approx(2.0)
     assert terms.step_ms(ModelSamples("a", 100 * MB, 100e6, 1, (4.5,))) == pytest.approx(4.0)
 
 
@@ -118,7 +119,7 @@ def test_the_fixed_cost_is_never_below_zero():
     xs = [ModelSamples("b", 200 * MB, 100e6, 1, (3.0,)), ModelSamples("c", 400 * MB, 100e6, 1, (7.0,)),
           ModelSamples("e", 800 * MB, 200e6, 1, (15.0,))]
     terms = fit_step_terms(xs)
-    assert terms.per_block_ms == 0 and terms.crossover == 0
+    assert terms.per_block_ms == 0 and terms.crossover() == 0
     assert terms.ms_per_byte == pytest.approx(1.6784118e-8, rel=1e-6) and terms.gbs == pytest.approx(59.580, abs=1e-3)
 
 
@@ -146,11 +147,11 @@ def test_no_point_of_a_naive_grid_fits_better(steps):
               (224.1 * MB, 210.8e6, 16), (985.7 * MB, 927.5e6, 18)]
     xs = [ModelSamples(str(i), w, n, blocks, (t,)) for i, ((w, n, blocks), t) in enumerate(zip(shapes, steps, strict=True))]
     terms = fit_step_terms(xs)
-    assert terms.per_block_ms >= 0 and terms.ms_per_byte >= 0 and terms.crossover >= 0
-    best = naive_loss(xs, np.array(terms.per_block_ms), np.array(terms.ms_per_byte), np.array(terms.ms_per_param))
+    assert terms.per_block_ms >= 0 and terms.ms_per_byte >= 0 and terms.crossover() >= 0
+    best = naive_loss(xs, np.array(terms.per_block_ms), np.array(terms.ms_per_byte), np.array(terms.ms_per_param()))
     f = np.linspace(0, max(4 * terms.per_block_ms, 0.2), 60)[:, None, None]
     r = np.geomspace(terms.ms_per_byte / 4, terms.ms_per_byte * 4, 60)[None, :, None]
-    c = np.geomspace(max(terms.ms_per_param, 1e-12) / 4, max(terms.ms_per_param, 1e-12) * 4, 60)[None, None, :]
+    c = np.geomspace(max(terms.ms_per_param(), 1e-12) / 4, max(terms.ms_per_param(), 1e-12) * 4, 60)[None, None, :]
     assert best <= naive_loss(xs, f, r, c).min() * (1 + 1e-9)
     # And the held-out predictions are the fitted terms of the others, set against each median.
     for h in held_out(xs):
@@ -162,8 +163,8 @@ def test_the_fit_does_not_depend_on_the_models_order():
     first = fit_step_terms(xs)
     for order in itertools.permutations(xs):
         again = fit_step_terms(list(order))
-        assert (again.per_block_ms, again.ms_per_byte, again.crossover) == pytest.approx(
-            (first.per_block_ms, first.ms_per_byte, first.crossover), rel=1e-9)
+        assert (again.per_block_ms, again.ms_per_byte, again.crossover()) == pytest.approx(
+            (first.per_block_ms, first.ms_per_byte, first.crossover()), rel=1e-9)
 
 
 # --- the claim on a run ----------------------------------------------------------------------------
@@ -220,7 +221,7 @@ def test_the_recorded_capstone_agrees_with_the_lessons_table(tmp_path):
     lessons = {r[0]: r[names.index("predicted ÷ measured − 1")] for r in table.rows
                if r[names.index("predicted ÷ measured − 1")] is not None}
     ours = {n: float(e.rstrip("%")) for n, e in re.findall(r"([\w.-]+): ([+-]\d+\.\d%)", claim.detail)}
-    assert set(lessons) <= set(ours) and len(lessons) == 6
+    assert set(lessons) <= set(ours) and len(lessons) == 9
     for name, error in lessons.items():
         assert ours[name] == pytest.approx(error, abs=1.0), (name, claim.detail)
     tolerance = result.facts["decode_model"]["tolerance"]
@@ -287,7 +288,7 @@ def test_verdicts_by_hand():
                                             "big": "compute-bound"}
     d = ModelSamples("d", 130 * MB, 100e6, 1, (4.6,) * 5)
     assert check_verdicts([*models(27 * 1.2), d])["d"] == "mixed"
-    assert [h.terms.crossover for h in held_out([*models(27 * 1.2), d]) if h.model.name == "big"] == [pytest.approx(1.25)]
+    assert [h.terms.crossover() for h in held_out([*models(27 * 1.2), d]) if h.model.name == "big"] == [pytest.approx(1.25)]
 
 
 def test_the_title_per_width(tmp_path):
@@ -301,8 +302,8 @@ def test_the_title_per_width(tmp_path):
     assert all(r.group == "course" and r.expected == "memory-bound" for r in got.values())
     # a: W ÷ B = 100 MB ÷ 50 GB/s = 2 ms, n × c = 100 M × 25 ps = 2.5 ms, crossover 25 ps × 50 GB/s = 1.25.
     assert "the title does not hold for a on this machine" in got["a"].detail
-    assert "W ÷ B = 2 ms, one token's arithmetic n × c = 2.5 ms; 1 bytes per parameter against the crossover B × c = 1.25" \
-        in got["a"].detail
+    assert ("W ÷ B = 2 ms, one token's arithmetic n × c = 2.5 ms; 1 bytes per parameter against its weight type's "
+            "crossover B × c = 1.25") in got["a"].detail
     assert got["big"].observed == "lesson 8: memory-bound; check: compute-bound"
     assert "lesson 8 states memory-bound, but every fit check makes on its samples gives compute-bound" in got["big"].detail
 
@@ -325,21 +326,74 @@ def test_the_title_without_the_model(tmp_path):
     assert claim.status == checker.NA and "states no decode-time model" in claim.detail
 
 
-def test_a_miss_by_the_only_model_of_its_weight_type_says_so():
-    """The same +20% miss (big at 32.4 ms): where big is the only F16 model among Q8_0 ones, the detail says its
-    arithmetic per parameter may differ from the others' and one c cannot hold it; where another F16 model is there,
-    or no types are known, it says nothing of the kind. The status stays a failure either way."""
-    alone = decode_model_check(models(27 * 1.2), 0.15, {"a": "Q8_0", "b": "Q8_0", "c": "Q8_0", "big": "F16"})
-    assert alone[0] == checker.FAIL
-    assert alone[2].endswith("; big is the only F16 model, so the terms fitted on the others hold one arithmetic cost "
-                             "c per parameter of other weight types: a miss here says that F16's arithmetic per "
-                             "parameter differs on this engine and CPU, which one c for every weight type cannot hold; "
-                             "a second F16 model in the sweep tests whether F16's steps follow one c of their own: "
-                             "bytesup run 08_capstone_decode_memory_bound --sizes a,b,c,big,medium-f16")
-    named = decode_model_check(models(27 * 1.2), 0.15, {"a": "Q8_0", "b": "Q8_0", "c": "Q8_0", "big": "ALL_F32"})
-    assert named[2].endswith("--sizes a,b,c,big,medium-f32")
-    unknown = decode_model_check(models(27 * 1.2), 0.15, {"a": "Q8_0", "b": "Q8_0", "c": "Q8_0", "big": "IQ2_XS"})
-    assert unknown[2].endswith("which one c for every weight type cannot hold")
-    shared = decode_model_check(models(27 * 1.2), 0.15, {"a": "F16", "b": "Q8_0", "c": "Q8_0", "big": "F16"})
-    assert shared[0] == checker.FAIL and "the only" not in shared[2]
-    assert "the only" not in decode_model_check(models(27 * 1.2), 0.15)[2]
+def typed(kinds: dict[str, str], big_ms: float = 27 * 1.2) -> list[ModelSamples]:
+    return [ModelSamples(x.name, x.weight_bytes, x.n_params, x.n_layer, x.steps_ms, kinds[x.name])
+            for x in models(big_ms)]
+
+
+def test_a_model_alone_in_its_weight_type_is_not_applicable():
+    """big at 32.4 ms, the only F16 model among Q8_0 ones: its own c takes its step, so it is not predicted (its
+    claim is not applicable, with the sweep that would test it); a, b and c are, each by the others."""
+    alone = decode_model_check(typed({"a": "Q8_0", "b": "Q8_0", "c": "Q8_0", "big": "F16"}), 0.15)
+    assert set(errors(alone[2])) == {"a", "b", "c"} and "furthest big" not in alone[1], alone
+    assert "F16 30.4 ps" in alone[2]  # 32.4 − 2 = 30.4 ms over 1,000 M parameters, more than its 20 ms read
+    xs = typed({"a": "Q8_0", "b": "Q8_0", "c": "Q8_0", "big": "F16"})
+    assert [m.name for m in lesson08.alone(xs)] == ["big"]
+    assert lesson08.alone_in_its_type(xs[3], xs) == (
+        "big is the only F16 model: its arithmetic per parameter c would come from its own step alone, so the terms "
+        "of the others cannot predict it; a second F16 model in the sweep tests it: "
+        "bytesup run 08_capstone_decode_memory_bound --sizes a,b,c,big,medium-f16")
+    f32 = typed({"a": "Q8_0", "b": "Q8_0", "c": "Q8_0", "big": "ALL_F32"})
+    assert lesson08.alone_in_its_type(f32[3], f32).endswith("--sizes a,b,c,big,medium-f32")
+    unknown = typed({"a": "Q8_0", "b": "Q8_0", "c": "Q8_0", "big": "IQ2_XS"})
+    assert lesson08.alone_in_its_type(unknown[3], unknown).endswith("so the terms of the others cannot predict it")
+    assert decode_model_check(models(27 * 1.2), 0.15)[0] == checker.FAIL
+    every = decode_model_check(typed({"a": "F16", "b": "Q4_1", "c": "Q8_0", "big": "F32"}), 0.15)
+    assert every[0] == checker.NA and "each model is the only one of its weight type" in every[2]
+
+
+def test_the_claim_on_a_run_says_which_models_are_alone(tmp_path):
+    result = capstone(27 * 1.2)
+    result.facts["decode_model"]["widths"][3]["weight_type"] = "F16"
+    got = [r for r in checker.check_run(run_of(tmp_path, result), []).results
+           if r.id == "decode_model_predicts_every_width"]
+    assert [(r.claim.rsplit(": ", 1)[-1], r.status) for r in got][1:] == [("big", checker.NA)]
+    assert "big" not in got[0].observed and "--sizes a,b,c,big,medium-f16" in got[1].detail
+
+
+def typed_steps(c_ps: dict[str, float]) -> list[ModelSamples]:
+    """decodetime's seven hand-made models (tests/test_decodetime.py: B = 50 GB/s, f = 0.08 ms per block, Q8_0 25 ps,
+    F16 c_ps["F16"], F32 10 ps, hidden under its reading), as check reads them."""
+    from test_decodetime import TYPED, typed_widths
+
+    terms = decodetime.Terms(TYPED.gbs, tuple((k, c_ps.get(k, c)) for k, c in TYPED.arith), TYPED.fixed_ms_per_block, ())
+    made = typed_widths(terms)
+    return [ModelSamples(w.name, w.weight_bytes, w.n_params, w.n_layer, (w.step_ms[1],) * 5, w.weight_type) for w in made]
+
+
+def test_the_refit_agrees_with_decodetime_on_hand_made_steps():
+    """check's κ per type and decodetime's grid fit give the same terms on the same steps (decodetime's B within its
+    grid step), and each predicts every model within 1%."""
+    xs = typed_steps({})
+    ours = fit_step_terms(xs)
+    widths = [decodetime.Width(x.name, x.weight_bytes, x.n_params, x.weight_type, {1: x.step_ms}, x.n_layer) for x in xs]
+    theirs = decodetime.fit(widths)
+    assert ours.gbs == pytest.approx(50.0, rel=1e-6) and theirs.gbs == pytest.approx(ours.gbs, rel=0.023)
+    assert ours.per_block_ms == pytest.approx(theirs.fixed_ms_per_block, rel=0.01)
+    for kind in ("Q8_0", "F16"):
+        assert ours.ms_per_param(kind) * 1e9 == pytest.approx(theirs.c(kind), rel=0.01), kind
+    assert ours.crossover("F32") == 0 and theirs.hidden("F32")
+    status, observed, detail = decode_model_check(xs, 0.15)
+    assert status == checker.PASS and all(abs(float(e.rstrip("%"))) < 1 for e in errors(detail).values()), detail
+
+
+def test_the_refit_fails_where_one_types_c_is_wrong():
+    """medium-f16's step made with F16 at 90 ps, f16's at 60: one c cannot hold both, and each misses by more than
+    ±15% predicted by the other."""
+    xs = typed_steps({})
+    slow = {x.name: x for x in typed_steps({"F16": 90.0})}["medium-f16"]
+    xs = [slow if x.name == "medium-f16" else x for x in xs]
+    status, observed, detail = decode_model_check(xs, 0.15)
+    assert status == checker.FAIL and "f16" in observed, detail
+    got = dict(re.findall(r"([\w.-]+): ([+-]\d+\.\d%)", detail))
+    assert abs(float(got["f16"].rstrip("%"))) > 15 and abs(float(got["medium-f16"].rstrip("%"))) > 15

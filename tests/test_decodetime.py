@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from bytesup.course import decodetime
@@ -14,36 +16,37 @@ MB = 1e6
 #   b: 200 MB, 100 M, 20 blocks: read 4 ms, arithmetic 2.5 ms -> 6 ms (memory)
 #   c: 400 MB, 100 M, 20 blocks: read 8 ms -> 10 ms (memory)
 #   d: 1,000 MB, 1,000 M, 10 blocks: read 20 ms, arithmetic 25 ms, fixed 1 ms -> 26 ms (arithmetic)
-A = decodetime.Width("a", 100 * MB, 100e6, "Q4_1", {1: 4.5, 2: 9.0, 4: 12.0}, 20)
+# All four of one weight type, so one c holds for them.
+A = decodetime.Width("a", 100 * MB, 100e6, "Q8_0", {1: 4.5, 2: 9.0, 4: 12.0}, 20)
 B = decodetime.Width("b", 200 * MB, 100e6, "Q8_0", {1: 6.0}, 20)
-C = decodetime.Width("c", 400 * MB, 100e6, "F32", {1: 10.0}, 20)
+C = decodetime.Width("c", 400 * MB, 100e6, "Q8_0", {1: 10.0}, 20)
 D = decodetime.Width("d", 1000 * MB, 1000e6, "Q8_0", {1: 26.0}, 10)
-TERMS = decodetime.Terms(gbs=50.0, arith_ps=25.0, fixed_ms_per_block=0.1, fitted=())
+TERMS = decodetime.Terms(gbs=50.0, arith=(("Q8_0", 25.0),), fixed_ms_per_block=0.1, fitted=())
 
 
 def test_a_prediction_term_by_term():
-    p = decodetime.predict(TERMS, "d", 1000 * MB, 1000e6, 10)
+    p = decodetime.predict(TERMS, "d", 1000 * MB, 1000e6, 10, "Q8_0")
     assert (p.memory_ms, p.arithmetic_ms, p.fixed_ms) == (pytest.approx(20.0), pytest.approx(25.0), pytest.approx(1.0))
     assert p.step_ms == pytest.approx(26.0) and p.tokens_per_s == pytest.approx(1000 / 26)
     # the overlapped terms' shares: 20 ÷ 26 and 25 ÷ 26 add to more than one
     assert p.shares() == {"memory": pytest.approx(20 / 26), "arithmetic": pytest.approx(25 / 26),
                           "fixed": pytest.approx(1 / 26)}
     assert p.verdict == decodetime.COMPUTE
-    b = decodetime.predict(TERMS, "b", 200 * MB, 100e6, 20)
+    b = decodetime.predict(TERMS, "b", 200 * MB, 100e6, 20, "Q8_0")
     assert b.step_ms == pytest.approx(6.0) and b.verdict == decodetime.MEMORY
-    assert decodetime.predict(TERMS, "c", 400 * MB, 100e6, 20).step_ms == pytest.approx(10.0)
-    assert TERMS.arith_gflops == pytest.approx(80.0)  # 2 FLOPs in 25 ps
+    assert decodetime.predict(TERMS, "c", 400 * MB, 100e6, 20, "Q8_0").step_ms == pytest.approx(10.0)
+    assert TERMS.arith_gflops("Q8_0") == pytest.approx(80.0)  # 2 FLOPs in 25 ps
 
 
 def test_the_terms_come_back_from_their_own_steps():
     terms = decodetime.fit([A, B, C, D])
     # the grid steps by 2.3% in B and 3% in c: the terms come back within a grid step or two
     assert terms.gbs == pytest.approx(50.0, rel=0.03)
-    assert terms.arith_ps == pytest.approx(25.0, rel=0.04)
+    assert terms.c("Q8_0") == pytest.approx(25.0, rel=0.04) and terms.types == ("Q8_0",)
     assert terms.fixed_ms_per_block == pytest.approx(0.1, abs=0.008)
     assert terms.fitted == ("a", "b", "c", "d")
     for w in (A, B, C, D):
-        assert abs(decodetime.error(decodetime.predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer), w.step_ms[1])) < 0.02
+        assert abs(decodetime.error(decodetime.predict_width(terms, w), w.step_ms[1])) < 0.02
 
 
 def test_each_model_is_predicted_by_the_others():
@@ -59,7 +62,7 @@ def test_each_model_is_predicted_by_the_others():
 
 def test_a_sum_of_the_terms_would_miss_these_steps():
     """The maximum, not the sum: the sum of a's terms is 2 + 2 + 2.5 = 6.5 ms, 44% over its 4.5 ms."""
-    a = decodetime.predict(TERMS, "a", 100 * MB, 100e6, 20)
+    a = decodetime.predict(TERMS, "a", 100 * MB, 100e6, 20, "Q8_0")
     assert a.step_ms == pytest.approx(4.5)
     assert a.memory_ms + a.arithmetic_ms + a.fixed_ms == pytest.approx(6.5)
 
@@ -124,7 +127,7 @@ def test_the_batch_line_predicts_a_larger_batch():
 def test_the_rule_and_the_arithmetic_at_their_edges():
     assert (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED) == ("memory-bound", "compute-bound", "mixed")
     # a compute-bound step: 100 MB in 2 ms against 100 M × 25 ps = 2.5 ms, + 2 ms
-    assert decodetime.predict(TERMS, "a", 100 * MB, 100e6, 20).step_ms == pytest.approx(4.5)
+    assert decodetime.predict(TERMS, "a", 100 * MB, 100e6, 20, "Q8_0").step_ms == pytest.approx(4.5)
     # 200 tokens/s predicted against a 4 ms step measured (250 tokens/s): 200 × 4 ÷ 1000 − 1 = −20%
     assert decodetime.error(decodetime.Prediction("x", 5.0, 1.0, 0.0), 4.0) == pytest.approx(-0.2)
 
@@ -161,13 +164,13 @@ def test_a_verdict_is_named_only_where_every_fit_names_it():
 # 538.1 MB in 10.76 ms, 3.2 × its arithmetic.
 SHAPES = [("q4_1", 96.6, 134.5, 30), ("q8_0", 143.0, 134.5, 30), ("f16", 269.1, 134.5, 30),
           ("f32", 538.1, 134.5, 30), ("medium", 224.1, 210.8, 16), ("large", 985.7, 927.5, 18)]
-RIDGE = decodetime.Terms(gbs=50.0, arith_ps=25.0, fixed_ms_per_block=0.08, fitted=())
+RIDGE = decodetime.Terms(gbs=50.0, arith=(("x", 25.0),), fixed_ms_per_block=0.08, fitted=())
 
 
 def course_widths(scale: dict[str, float] | None = None) -> list[decodetime.Width]:
     out = []
     for name, mb, mparams, blocks in SHAPES:
-        step = decodetime.predict(RIDGE, name, mb * MB, mparams * 1e6, blocks).step_ms * (scale or {}).get(name, 1.0)
+        step = decodetime.predict(RIDGE, name, mb * MB, mparams * 1e6, blocks, "x").step_ms * (scale or {}).get(name, 1.0)
         out.append(decodetime.Width(name, mb * MB, mparams * 1e6, "x", {1: step}, blocks))
     return out
 
@@ -178,7 +181,7 @@ def test_every_fit_names_the_verdict_of_the_terms_that_made_the_steps():
     assert all(t is not None for t in fits.values())
     named = decodetime.verdicts(widths, decodetime.fit(widths), fits)
     # the naive reference: the verdict under the terms the steps were made from
-    assert named == {w.name: decodetime.predict(RIDGE, w.name, w.weight_bytes, w.n_params, w.n_layer).verdict for w in widths}
+    assert named == {w.name: decodetime.predict_width(RIDGE, w).verdict for w in widths}
     assert named == {"q4_1": decodetime.COMPUTE, "q8_0": decodetime.COMPUTE, "f16": decodetime.MEMORY, "f32": decodetime.MEMORY,
                      "medium": decodetime.COMPUTE, "large": decodetime.COMPUTE}
 
@@ -193,7 +196,7 @@ def test_one_fast_model_turns_the_widths_near_the_ridge_mixed_not_over():
                      "medium": decodetime.MIXED, "large": decodetime.MIXED}
     without = decodetime.leave_one_out(widths)["q4_1"]
     assert without is not None
-    assert decodetime.predict(without, "q8_0", 143.0 * MB, 134.5e6, 30).verdict == decodetime.COMPUTE
+    assert decodetime.predict(without, "q8_0", 143.0 * MB, 134.5e6, 30, "x").verdict == decodetime.COMPUTE
 
 
 def test_a_fit_too_small_to_leave_one_out_adds_no_verdict():
@@ -206,19 +209,19 @@ def test_a_fit_too_small_to_leave_one_out_adds_no_verdict():
 def test_the_crossover_by_hand():
     """B = 50 GB/s and c = 25 ps: a parameter's arithmetic takes 25 ps, in which 50 GB/s reads 1.25 bytes. So b
     (2 bytes per parameter) waits on memory and a (1 byte per parameter) on the arithmetic, as their terms say."""
-    assert decodetime.crossover(TERMS) == pytest.approx(1.25)
+    assert decodetime.crossover(TERMS, "Q8_0") == pytest.approx(1.25)
     for w in (A, B, C, D):
-        p = decodetime.predict(TERMS, w.name, w.weight_bytes, w.n_params, w.n_layer)
-        assert (w.weight_bytes / w.n_params > decodetime.crossover(TERMS)) == (p.verdict == decodetime.MEMORY), w.name
+        p = decodetime.predict_width(TERMS, w)
+        assert (w.weight_bytes / w.n_params > decodetime.crossover(TERMS, "Q8_0")) == (p.verdict == decodetime.MEMORY), w.name
     # to move b (2 bytes per parameter) onto the arithmetic: B of at least 2 ÷ 25 ps = 80 GB/s;
     # to move a (1 byte per parameter) onto memory: c below 1 ÷ 50 GB/s = 20 ps
-    assert decodetime.bandwidth_to_cross(2.0, TERMS) == pytest.approx(80.0)
+    assert decodetime.bandwidth_to_cross(2.0, TERMS, "Q8_0") == pytest.approx(80.0)
     assert decodetime.arithmetic_to_cross(1.0, TERMS) == pytest.approx(20.0)
-    at80 = decodetime.Terms(80.0, 25.0, 0.1, ())
-    assert decodetime.crossover(at80) == pytest.approx(2.0)
-    assert decodetime.predict(at80, "b", 200 * MB, 100e6, 20).verdict == decodetime.COMPUTE  # a tie is not memory-bound
+    at80 = decodetime.Terms(80.0, (("Q8_0", 25.0),), 0.1, ())
+    assert decodetime.crossover(at80, "Q8_0") == pytest.approx(2.0)
+    assert decodetime.predict(at80, "b", 200 * MB, 100e6, 20, "Q8_0").verdict == decodetime.COMPUTE  # a tie is not memory-bound
     # the crossover moves with either term: c = 10 ps puts it at 0.5, below every model here
-    assert decodetime.crossover(decodetime.Terms(50.0, 10.0, 0.1, ())) == pytest.approx(0.5)
+    assert decodetime.crossover(decodetime.Terms(50.0, (("Q8_0", 10.0),), 0.1, ()), "Q8_0") == pytest.approx(0.5)
 
 
 def test_the_crossover_range_over_the_fits_brackets_the_mixed_models():
@@ -226,8 +229,8 @@ def test_the_crossover_range_over_the_fits_brackets_the_mixed_models():
     why the Q8_0 models are mixed; every other model lies outside the range."""
     widths = course_widths({"q4_1": 0.85})
     terms, fits = decodetime.fit(widths), decodetime.leave_one_out(widths)
-    low, high = decodetime.crossover_range(terms, fits)
-    every = [decodetime.crossover(t) for t in (terms, *fits.values()) if t is not None]
+    low, high = decodetime.crossover_range(terms, fits, "x")
+    every = [decodetime.crossover(t, "x") for t in (terms, *fits.values()) if t is not None]
     assert (low, high) == (min(every), max(every)) and len(every) == 7
     assert low < 1.0625 <= high
     named = decodetime.verdicts(widths, terms, fits)
@@ -235,7 +238,7 @@ def test_the_crossover_range_over_the_fits_brackets_the_mixed_models():
         per_param = w.weight_bytes / w.n_params
         inside = low < per_param <= high
         assert (named[w.name] == decodetime.MIXED) == inside, (w.name, per_param, low, high)
-    assert decodetime.crossover_range(TERMS, {"a": None}) == (1.25, 1.25)
+    assert decodetime.crossover_range(TERMS, {"a": None}, "Q8_0") == (1.25, 1.25)
 
 
 def test_the_grid_is_log_spaced_from_end_to_end_and_rounded_to_twelve_digits():
@@ -248,3 +251,80 @@ def test_the_grid_is_log_spaced_from_end_to_end_and_rounded_to_twelve_digits():
     assert all(abs(b / a - step) < 1e-10 for a, b in zip(grid[:-1], grid[1:], strict=True))
     assert all(float(f"{x:.12g}") == x for x in grid)
     assert grid[200] == float(f"{10 ** (4 * 200 / 399):.12g}")
+
+
+# Seven models of the course's shapes in three weight types, their steps made by hand from B = 50 GB/s, f = 0.08 ms
+# per block and one c per type: Q8_0 25 ps, F16 60 ps, F32 10 ps. Q8_0 and F16 wait on their arithmetic (f16 reads
+# 269.1 MB in 5.38 ms against 134.5 M × 60 ps = 8.07 ms), F32 on its weights (538.1 MB in 10.76 ms against 1.35 ms),
+# so F32's c is hidden: only the most it could be shows, 4 bytes per parameter ÷ 50 GB/s = 80 ps.
+TYPED = decodetime.Terms(gbs=50.0, arith=(("Q8_0", 25.0), ("F16", 60.0), ("F32", 10.0)), fixed_ms_per_block=0.08,
+                         fitted=())
+TYPED_SHAPES = [("q8_0", "Q8_0", 143.0, 134.5, 30), ("medium-q8_0", "Q8_0", 224.1, 210.8, 16),
+                ("large-q8_0", "Q8_0", 985.7, 927.5, 18), ("f16", "F16", 269.0, 134.5, 30),
+                ("medium-f16", "F16", 421.6, 210.8, 16), ("f32", "F32", 538.0, 134.5, 30),
+                ("medium-f32", "F32", 843.2, 210.8, 16)]
+
+
+def typed_widths(terms: decodetime.Terms = TYPED, extra: tuple = ()) -> list[decodetime.Width]:
+    out = []
+    for name, kind, mb, mparams, blocks in (*TYPED_SHAPES, *extra):
+        step = decodetime.predict(terms, name, mb * MB, mparams * 1e6, blocks, kind).step_ms
+        out.append(decodetime.Width(name, mb * MB, mparams * 1e6, kind, {1: step}, blocks))
+    return out
+
+
+def test_one_c_per_weight_type_comes_back_from_its_steps():
+    """B within the grid's step (it is sought between grid points, so much closer here), f and each seen type's c
+    back, F32's hidden (0, at most 80 ps), and every model predicted by the others within 1%."""
+    widths = typed_widths()
+    terms = decodetime.fit(widths)
+    assert terms.types == ("Q8_0", "F16", "F32")
+    assert terms.gbs == pytest.approx(50.0, rel=0.023)
+    assert terms.fixed_ms_per_block == pytest.approx(0.08, rel=0.01)
+    assert terms.c("Q8_0") == pytest.approx(25.0, rel=0.01) and terms.c("F16") == pytest.approx(60.0, rel=0.01)
+    assert terms.hidden("F32") and decodetime.hidden_below(terms, widths) == {"F32": pytest.approx(80.0, rel=0.01)}
+    held = decodetime.held_out(widths)
+    for w in widths:
+        p = held[w.name]
+        assert p is not None and abs(decodetime.error(p, w.step_ms[1])) < 0.01, (w.name, p)
+    assert decodetime.verdicts(widths, terms, decodetime.leave_one_out(widths)) == {
+        "q8_0": decodetime.COMPUTE, "medium-q8_0": decodetime.COMPUTE, "large-q8_0": decodetime.COMPUTE,
+        "f16": decodetime.COMPUTE, "medium-f16": decodetime.COMPUTE, "f32": decodetime.MEMORY,
+        "medium-f32": decodetime.MEMORY}
+
+
+def test_one_c_for_every_type_would_miss_f16():
+    """The same steps with every model of one type: one c cannot hold F16's 60 ps beside Q8_0's 25, and the f16
+    models left out miss by more than the tolerance."""
+    widths = [decodetime.Width(w.name, w.weight_bytes, w.n_params, "x", w.step_ms, w.n_layer) for w in typed_widths()]
+    held = decodetime.held_out(widths)
+    worst = max(abs(decodetime.error(p, w.step_ms[1])) for w in widths if (p := held[w.name]) is not None)
+    assert worst > decodetime.TOLERANCE
+
+
+def test_a_model_alone_in_its_weight_type_is_not_held_out():
+    """A Q4_1 model beside them: its c comes from its own step alone, so it is not predicted, and says why; it
+    still takes part in every other model's fit."""
+    terms = decodetime.Terms(50.0, (*TYPED.arith, ("Q4_1", 20.0)), 0.08, ())
+    widths = typed_widths(terms, (("q4_1", "Q4_1", 76.0, 134.5, 30),))
+    assert decodetime.not_held_out(widths) == {"q4_1": decodetime.ALONE}
+    fits = decodetime.leave_one_out(widths)
+    assert fits["q4_1"] is None and decodetime.held_out(widths, fits)["q4_1"] is None
+    other = fits["f16"]
+    assert other is not None and "q4_1" in other.fitted and other.c("Q4_1") == pytest.approx(20.0, rel=0.01)
+
+
+def test_each_types_crossover_flips_its_verdict_where_c_passes_w_over_n_b():
+    """f16 stores 2 bytes per parameter; at 50 GB/s they take 40 ps to read. F16's c at 39 ps: crossover 1.95, f16
+    waits on memory; at 41 ps: 2.05, on the arithmetic. Q8_0's verdict does not move with F16's c."""
+    f16, q8 = typed_widths()[3], typed_widths()[0]
+    for c, verdict in ((39.0, decodetime.MEMORY), (41.0, decodetime.COMPUTE)):
+        terms = decodetime.Terms(50.0, (("Q8_0", 25.0), ("F16", c)), 0.08, ())
+        assert decodetime.crossover(terms, "F16") == pytest.approx(c * 0.05)
+        assert decodetime.predict_width(terms, f16).verdict == verdict
+        assert decodetime.predict_width(terms, q8).verdict == decodetime.COMPUTE
+        assert (f16.weight_bytes / f16.n_params > decodetime.crossover(terms, "F16")) == (verdict == decodetime.MEMORY)
+    assert decodetime.bandwidth_to_cross(2.0, TYPED, "F16") == pytest.approx(2.0 / 60e-3)
+    assert decodetime.bandwidth_to_cross(4.0, decodetime.Terms(50.0, (("F32", 0.0),), 0.0, ()), "F32") == math.inf
+    with pytest.raises(KeyError, match="Q4_1"):
+        TYPED.c("Q4_1")

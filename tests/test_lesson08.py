@@ -20,6 +20,7 @@ from bytesup.course.ceiling import BandwidthReference, Spread
 from bytesup.llama.responses import Completion
 from bytesup.models.catalog import ensure_model
 from bytesup.store.facts.lesson08 import (PUBLISHED_LABEL, Crossover, ModelInfo, ModelRun, ModelSteps, Side, StepRow,
+                                          TypeCrossover,
                                           SweepRow, TopAnswer, crossover_of, decode_efficiency_samples,
                                           efficiency_percent, explained, fastest_memory_gbs,
                                           fit_rows, model_steps, models_row, prefill_rows, published_ceiling,
@@ -33,6 +34,12 @@ from bytesup.store.views.lesson08 import (conclusion, model_notes, plot_decode_v
                                           slope_note, spark_sentence, verdict_sentences)
 
 LESSON = "08_capstone_decode_memory_bound"
+TYPES = ("Q4_1", "Q8_0", "F16", "ALL_F32")
+
+
+def terms_at(c: float, f: float = 0.08) -> decodetime.Terms:
+    """B = 50 GB/s, f, and the same c for every weight type of the course's shapes."""
+    return decodetime.Terms(50.0, tuple((k, c) for k in TYPES), f, ())
 ROOT = Path(__file__).resolve().parents[1]
 WIDTHS = ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32")
 BEFORE_MEDIUM = ["smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32", "large-q8_0"]
@@ -44,6 +51,7 @@ def test_the_fixture_replays_through_the_parts_byte_for_byte(tmp_path):
     result = replay(LESSON, tmp_path)
     assert [t.name for t in result.tables] == ["models_main", "models", "sweep_main", "sweep", "quantization", "steps",
                                                "bandwidth_fit", "decode_model_main", "decode_model",
+                                               "arithmetic_per_type",
                                                "prefill_per_width_main", "prefill_per_width", "bytes_model_with_context"]
     # the main tables show at most 8 columns, each a column of its full table under Details
     for t in result.tables:
@@ -94,12 +102,21 @@ def test_a_run_recorded_before_the_sample_plan():
         assert plan.accuracy == current_plan(5).accuracy
 
 
-def test_the_fixture_recorded_before_plans_followed_the_plan_of_today():
-    """The fixture holds every older value (sample plan, numpy reading, medium-q8_0, turns, prefill) and --repeat 2:
-    its upgraded plan is the one a run made now records."""
+def test_the_fixture_followed_the_plan_of_today():
+    """The fixture was recorded with --repeat 2 under the plan of today: its nine models, a second of each weight type."""
     values = host_values(ROOT / "tests/fixtures/runs/08_capstone_decode_memory_bound/08_capstone_decode_memory_bound.json")
-    assert PLAN_VALUE not in values and values["repeat"] == 2
-    assert read_plan(values) == current_plan(5)
+    assert values["repeat"] == 2 and values[PLAN_VALUE]["schema_version"] == VERSION == 7
+    assert read_plan(values) == current_plan(5) and len(read_plan(values).default_sizes) == 9
+
+
+def test_a_plan_of_version_6_keeps_its_six_models():
+    """Version 7 added medium-q4_1, medium-f16 and medium-f32 to the models swept without --sizes; a run recorded
+    with an older plan, or before plans, swept the models it named, and its upgraded plan names the same."""
+    v6 = {**current_plan(5).model_dump(mode="json"), "schema_version": 6, "default_sizes": list(DEFAULT_SIZES[:6])}
+    assert read_plan({PLAN_VALUE: v6, "repeat": 2}).default_sizes == DEFAULT_SIZES[:6]
+    assert read_plan({"repeat": 2, "default_sizes": list(DEFAULT_SIZES[:6])}).default_sizes == DEFAULT_SIZES[:6]
+    assert list(read_plan({"repeat": 2}).default_sizes) == BEFORE_MEDIUM
+    assert DEFAULT_SIZES[6:] == ("medium-q4_1", "medium-f16", "medium-f32")
 
 
 def test_each_step_reads_its_own_host_value():
@@ -255,19 +272,25 @@ def test_step_ms_leaves_an_outlier_out():
 
 
 def test_a_verdict_that_one_model_turns_over_is_shown_mixed():
-    """Six models' steps made by hand from B = 50 GB/s, c = 25 ps and f = 0.08 ms per block, q4_1's 15% faster:
-    the Q8_0 models, 15% from the ridge, are mixed in the table and the notes; f32 stays memory-bound."""
-    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
-    shapes = [("q4_1", "Q4_1", 96.6e6, 134.5e6, 30, 0.85), ("q8_0", "Q8_0", 143.0e6, 134.5e6, 30, 1.0),
+    """Six models' steps made by hand from B = 50 GB/s, c = 25 ps for every type and f = 0.08 ms per block, q8_0's 15%
+    faster: f16, alone in its type, can take its step on its own c or on the memory, and the fits that leave one
+    model out disagree, so it is mixed in the table and the notes; the Q8_0 models keep their verdict."""
+    terms = terms_at(25.0)
+    shapes = [("q4_1", "Q4_1", 96.6e6, 134.5e6, 30, 1.0), ("q8_0", "Q8_0", 143.0e6, 134.5e6, 30, 0.85),
               ("f16", "F16", 269.1e6, 134.5e6, 30, 1.0), ("f32", "ALL_F32", 538.1e6, 134.5e6, 30, 1.0),
               ("medium", "Q8_0", 224.1e6, 210.8e6, 16, 1.0), ("large", "Q8_0", 985.7e6, 927.5e6, 18, 1.0)]
-    widths = [decodetime.Width(n, b, p, t, {1: decodetime.predict(terms, n, b, p, L).step_ms * s}, L)
+    widths = [decodetime.Width(n, b, p, t, {1: decodetime.predict(terms, n, b, p, L, t).step_ms * s}, L)
               for n, t, b, p, L, s in shapes]
     rows = explained(widths, decodetime.fit(widths), (2, 4))
-    assert [r.waits_on for r in rows] == ["compute-bound", "mixed", "memory-bound", "memory-bound", "mixed", "mixed"]
+    assert [r.waits_on for r in rows] == ["compute-bound", "compute-bound", "mixed", "memory-bound", "compute-bound",
+                                          "compute-bound"]
     assert all(r.step_2 is None and r.line_a is None and r.line_b is None for r in rows)  # no steps at P = 2 and 4
-    notes = " ".join(model_notes(rows, decodetime.fit(widths), None, spark_terms(), (2, 4)))
-    assert "Here: memory-bound f16, f32; compute-bound q4_1; mixed q8_0, medium, large." in notes
+    assert [r.model for r in rows if r.error_percent is None] == ["q4_1", "f16", "f32"]  # each alone in its type
+    notes = " ".join(model_notes(rows, decodetime.fit(widths), None, spark_terms(), (2, 4), None, None,
+                                 decodetime.not_held_out(widths)))
+    assert "Here: memory-bound f32; compute-bound q4_1, q8_0, medium, large; mixed f16." in notes
+    assert ("Not predicted, alone in its weight type: q4_1, f16, f32 (its c would come from its own step alone; a "
+            "second model of its type in --sizes tests it).") in notes
 
 
 def test_a_slow_prefill_sample_is_an_outlier_not_the_range():
@@ -276,7 +299,7 @@ def test_a_slow_prefill_sample_is_an_outlier_not_the_range():
     decode's 100 M × 25 ps = 2.5 ms."""
     run = ModelRun(ModelInfo("q4", 100_000_000, 60_000_000, "Q4_1"), [], TopAnswer("x", 1.0), {},
                    [500.0, 510.0, 490.0, 505.0, 50.0])
-    (row,) = prefill_rows([run, ModelRun(run.info, [], run.answer, {})], decodetime.Terms(50.0, 25.0, 0.1, ()))
+    (row,) = prefill_rows([run, ModelRun(run.info, [], run.answer, {})], terms_at(25.0, f=0.1))
     assert (row.model, row.weights, row.prefill) == ("q4", "Q4_1", Spread(502.5, 490.0, 510.0))
     assert row.gflops == pytest.approx(100.5) and row.ms_per_token == pytest.approx(1.99, abs=1e-3)
     assert row.decode_arithmetic_ms == pytest.approx(2.5) and row.decode_over_prefill == pytest.approx(2.5 * 502.5 / 1e3)
@@ -326,7 +349,7 @@ SHAPES = [("q4_1", "Q4_1", 96.6e6, 134.5e6, 30), ("q8_0", "Q8_0", 143.0e6, 134.5
 def _crossover(terms: decodetime.Terms):
     """The six shapes, their steps made from `terms`, judged by `terms` alone (no leave-one-out fit): each model's
     side is its bytes per parameter against B × c."""
-    widths = [decodetime.Width(n, b, p, t, {1: decodetime.predict(terms, n, b, p, L).step_ms}, L)
+    widths = [decodetime.Width(n, b, p, t, {1: decodetime.predict(terms, n, b, p, L, t).step_ms}, L)
               for n, t, b, p, L in SHAPES]
     fits = {w.name: None for w in widths}
     rows = explained(widths, terms, (), fits)
@@ -335,23 +358,31 @@ def _crossover(terms: decodetime.Terms):
 
 def test_the_crossover_and_each_models_side():
     """B = 50 GB/s and c = 25 ps: 25 ps of arithmetic per parameter is the time 50 GB/s takes to read 1.25 bytes."""
-    cross, widths, rows = _crossover(decodetime.Terms(50.0, 25.0, 0.08, ()))
-    assert cross.bytes_per_param == pytest.approx(1.25) and (cross.low, cross.high) == (cross.bytes_per_param,) * 2
+    cross, widths, rows = _crossover(terms_at(25.0))
+    assert [(t.weight_type, t.bytes_per_param, t.low, t.high) for t in cross.types] == [
+        (k, pytest.approx(1.25), pytest.approx(1.25), pytest.approx(1.25)) for k in TYPES]
     assert cross.byte_ps == pytest.approx(20.0)  # 1 ÷ 50 GB/s
     side = {s.model: (round(s.bytes_per_param, 4), s.waits_on) for s in cross.sides}
     assert side == {"q4_1": (0.7182, "compute-bound"), "q8_0": (1.0632, "compute-bound"), "f16": (2.0007, "memory-bound"),
                     "f32": (4.0007, "memory-bound"), "medium": (1.0631, "compute-bound"), "large": (1.0627, "compute-bound")}
     assert [r.waits_on for r in rows] == [side[w.name][1] for w in widths]  # the table's verdicts, the same
     # c = 10 ps moves the crossover to 0.5 bytes per parameter, below every model: every one waits on memory
-    low, _, _ = _crossover(decodetime.Terms(50.0, 10.0, 0.08, ()))
-    assert low.bytes_per_param == pytest.approx(0.5) and {s.waits_on for s in low.sides} == {"memory-bound"}
+    low, _, _ = _crossover(terms_at(10.0))
+    assert low.of("Q4_1").bytes_per_param == pytest.approx(0.5) and {s.waits_on for s in low.sides} == {"memory-bound"}
+    # F16's c alone at 45 ps: its crossover 2.25 passes f16's 2 bytes per parameter, and only f16 turns over
+    f16 = decodetime.Terms(50.0, tuple((k, 45.0 if k == "F16" else 25.0) for k in TYPES), 0.08, ())
+    moved, _, _ = _crossover(f16)
+    assert moved.of("F16").bytes_per_param == pytest.approx(2.25)
+    assert {s.model: s.waits_on for s in moved.sides} == {**{n: v for n, (_, v) in side.items()}, "f16": "compute-bound"}
 
 
 def test_the_model_notes_state_the_crossover_and_the_published_rule():
-    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
+    terms = terms_at(25.0)
     cross, _, rows = _crossover(terms)
     notes = " ".join(model_notes(rows, terms, None, spark_terms(), (2, 4), None, cross))
-    assert "at B × c = 50 GB/s × 25 ps = 1.25 bytes per parameter. A model storing more" in notes
+    assert ("at B × c bytes per parameter with its type's c: Q4_1 1.25, Q8_0 1.25, F16 1.25, ALL_F32 1.25. A model "
+            "storing more bytes per parameter than its type's crossover waits on memory") in notes
+    assert "B = 50 GB/s and f = 0.08 ms per block for every model, and c per parameter Q4_1 25 ps, Q8_0 25 ps" in notes
     assert ("Here (bytes per parameter): memory-bound f16 (2), f32 (4); compute-bound q4_1 (0.718), q8_0 (1.06), "
             "medium (1.06), large (1.06).") in notes
     # the Spark: 0.4178 ms ÷ 6.74e9 parameters = 0.062 ps; 273 GB/s × 0.062 ps = 0.0169; 7.16 ÷ 6.74 = 1.06, 62.8×
@@ -359,7 +390,7 @@ def test_the_model_notes_state_the_crossover_and_the_published_rule():
             "bytes per parameter (a lower bound, as that arithmetic is); the specimen stores 1.06, 62.8× the "
             "crossover.") in notes
     # one value per letter: B and c are this run's alone (50 GB/s and 25 ps), never the Spark's
-    assert set(re.findall(r"(?<!× )\bc = ([0-9.]+ ps)", notes)) == {"25 ps"} and "B = 273" not in notes
+    assert "c per parameter Q4_1 25 ps" in notes and "c = 0.062" not in notes and "B = 273" not in notes
 
 
 class _Page:
@@ -380,24 +411,25 @@ def test_the_plot_draws_the_crossover_of_the_shape_most_widths_share():
     """At 134.5 M parameters in 30 blocks, B × c = 1.25 bytes per parameter is 168.125 MB per token; below it the
     model's step is 30 × 0.08 + 134.5 M × 25 ps = 2.4 + 3.3625 ms, 173.5 tokens/s, and at 538.1 MB it is
     2.4 + 10.762 ms, 75.98 tokens/s."""
-    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
+    terms = terms_at(25.0)
     cross, widths, _ = _crossover(terms)
     points = [memory_bound.make_point(w.name, w.weight_bytes, [1e3 / w.step_ms[1]], None, n_params=int(w.n_params))
               for w in widths]
     page = _Page()
     plot_decode_vs_bytes(page, points, memory_bound.analyse(points)["fit"], None, cross, widths)
     (series,) = page.plots
-    curve, marker = series[-2:]
-    assert marker.label == "crossover B × c = 1.25 bytes per parameter (168 MB at 134.5 M parameters)"
+    curve, *markers = series[-5:]
+    assert [m.label for m in markers] == [f"{k}'s crossover B × c = 1.25 bytes per parameter (168 MB at 134.5 M "
+                                          f"parameters)" for k in TYPES]
+    marker = markers[0]
     assert marker.x == [pytest.approx(168.125)] * 2 and marker.style == "dashed"
-    every_y = [y for s in series[:-2] for y in (*s.y, *(s.y_min or []), *(s.y_max or []))]
+    every_y = [y for s in series[:-5] for y in (*s.y, *(s.y_min or []), *(s.y_max or []))]
     assert marker.y == [min(every_y), max(every_y)]  # spans what is drawn, no further
-    assert curve.label == "decode-time model at 134.5 M parameters in 30 blocks"
-    (at,) = [y for x, y in zip(curve.x, curve.y, strict=True) if x == pytest.approx(168.125)]
-    assert at == pytest.approx(1e3 / 5.7625)
-    # out to twice the published 7,160 MB: 14,320 MB read at 50 GB/s in 286.4 ms, + 2.4 ms
-    assert curve.x[-1] == pytest.approx(14_320) and curve.y[-1] == pytest.approx(1e3 / (2.4 + 286.4))
-    assert min(curve.x) == pytest.approx(96.6 / 2) and curve.y[0] == pytest.approx(1e3 / 5.7625)  # flat below
+    assert curve.label == "decode-time model at 134.5 M parameters in 30 blocks, each width with its type's c"
+    # the four widths of that shape, each by its own type's terms: q4_1 and q8_0 on the arithmetic, 2.4 + 3.3625 ms;
+    # f32 538.1 MB read in 10.762 ms, + 2.4 ms
+    assert curve.x == [pytest.approx(96.6), pytest.approx(143.0), pytest.approx(269.1), pytest.approx(538.1)]
+    assert curve.y[0] == pytest.approx(1e3 / 5.7625) and curve.y[-1] == pytest.approx(1e3 / (2.4 + 10.762))
     # without the model's terms, neither is drawn
     bare = _Page()
     plot_decode_vs_bytes(bare, points, None, None)
@@ -425,53 +457,62 @@ def test_the_slope_in_words(slope, words):
 
 
 def test_the_conclusion_follows_the_numbers():
-    """The same six shapes under three sets of terms: each moves the crossover, and the sentences move with it."""
+    """The same six shapes under three sets of terms: each moves the crossovers, and the sentences move with them."""
     spark = spark_terms()
-    text = conclusion(_crossover(decodetime.Terms(50.0, 25.0, 0.08, ()))[0], "", spark)
+    text = conclusion(_crossover(terms_at(25.0))[0], "", spark)
     assert text[0] == ("Conclusion. On this machine reading one byte takes 1 ÷ B = 20 ps (B = 50 GB/s) and one "
-                       "parameter's arithmetic c = 25 ps, so reading a parameter's weights takes as long as its "
-                       "arithmetic at B × c = 1.25 bytes per parameter.")
-    assert text[1] == ("Decode waits on memory where a model stores more than 1.25 bytes per parameter: f16 (2), f32 "
-                       "(4); their weights take longer to read than their arithmetic takes.")
-    assert text[2] == ("It waits on the arithmetic where a model stores 1.25 bytes per parameter or fewer: q4_1 (0.718), "
-                       "q8_0 (1.06), medium (1.06), large (1.06); their weights arrive before the arithmetic on them is "
-                       "done.")
+                       "parameter's arithmetic c depends on its weight type's kernels: Q4_1 25 ps, Q8_0 25 ps, F16 25 "
+                       "ps, ALL_F32 25 ps. So reading a parameter's weights takes as long as its arithmetic at B × c = "
+                       "Q4_1 1.25, Q8_0 1.25, F16 1.25, ALL_F32 1.25 bytes per parameter.")
+    assert text[1] == ("Decode waits on memory where a model stores more bytes per parameter than its type's crossover: "
+                       "f16 (2), f32 (4); their weights take longer to read than their arithmetic takes.")
+    assert text[2] == ("It waits on the arithmetic where a model stores as many bytes per parameter as its type's "
+                       "crossover or fewer: q4_1 (0.718), q8_0 (1.06), medium (1.06), large (1.06); their weights "
+                       "arrive before the arithmetic on them is done.")
     assert text[3] == "Whichever term a step waits on, it also pays f = 0.08 ms per block (the graph's operations and the threads' waits)."
     assert text[4].startswith("The published DGX Spark figures in the same terms:")
     # f16 (2.0007 bytes per parameter) crosses at 2.0007 ÷ 25 ps = 80.03 GB/s, 1.6 × B; q8_0, the widest of the
-    # compute-bound ones (1.0632), at 1.0632 ÷ 50 GB/s = 21.26 ps, 25 ÷ 21.26 = 1.2 × as fast
-    assert text[5] == ("To move f16 (2 bytes per parameter) onto the arithmetic: store it in 1.25 bytes per parameter or "
-                       "fewer (a narrower width), or read memory at 80 GB/s or more (1.6× B, with c as it is).")
-    assert text[6].startswith("To move q8_0 (1.06 bytes per parameter) onto memory: arithmetic under 21.3 ps per "
-                              "parameter (1.2× as fast")
+    # compute-bound ones against its type's crossover (1.0632), at 1.0632 ÷ 50 GB/s = 21.26 ps, 25 ÷ 21.26 = 1.2 × as fast
+    assert text[5] == ("To move f16 (F16, 2 bytes per parameter) onto the arithmetic: store it in 1.25 bytes per "
+                       "parameter or fewer at its type's c, or read memory at 80 GB/s or more (1.6× B, with c as it is).")
+    assert text[6].startswith("To move q8_0 (Q8_0, 1.06 bytes per parameter) onto memory: arithmetic under 21.3 ps per "
+                              "parameter (1.2× as fast as its type's 25 ps")
     assert len(text) == 7
-    # c = 10 ps: the crossover falls to 0.5, below every model; no sentence may name one that waits on arithmetic
-    fast = conclusion(_crossover(decodetime.Terms(50.0, 10.0, 0.08, ()))[0], "", spark)
-    assert "B × c = 0.5 bytes per parameter." in fast[0]
-    assert fast[2] == ("No model measured here waits on the arithmetic under every fit (that takes 0.5 bytes per "
-                       "parameter or fewer).")
+    # c = 10 ps: the crossovers fall to 0.5, below every model; no sentence may name one that waits on arithmetic
+    fast = conclusion(_crossover(terms_at(10.0))[0], "", spark)
+    assert "B × c = Q4_1 0.5, Q8_0 0.5, F16 0.5, ALL_F32 0.5 bytes per parameter." in fast[0]
+    assert fast[2] == "No model measured here waits on the arithmetic under every fit."
     assert not any("onto memory" in s or "It waits on the arithmetic where" in s for s in fast)
-    # q4_1, now the nearest (0.718), crosses at 0.7182 ÷ 10 ps = 71.8 GB/s
-    assert "To move q4_1 (0.718 bytes per parameter) onto the arithmetic" in " ".join(fast)
+    # q4_1, now the nearest to its crossover (0.718 against 0.5), crosses at 0.7182 ÷ 10 ps = 71.8 GB/s
+    assert "To move q4_1 (Q4_1, 0.718 bytes per parameter) onto the arithmetic" in " ".join(fast)
     assert "read memory at 71.8 GB/s or more" in " ".join(fast)
     # c = 100 ps: 5 bytes per parameter, above every model: none waits on memory, and none is moved onto arithmetic
-    slow = conclusion(_crossover(decodetime.Terms(50.0, 100.0, 0.08, ()))[0], "", spark)
-    assert slow[1] == ("No model measured here waits on memory under every fit (that takes more than 5 bytes per "
-                       "parameter).")
+    slow = conclusion(_crossover(terms_at(100.0))[0], "", spark)
+    assert slow[1] == "No model measured here waits on memory under every fit."
     assert not any("onto the arithmetic" in s or "Decode waits on memory where" in s for s in slow)
-    assert "To move f32 (4 bytes per parameter) onto memory: arithmetic under 80 ps per parameter" in " ".join(slow)
+    assert "To move f32 (ALL_F32, 4 bytes per parameter) onto memory: arithmetic under 80 ps per parameter" in " ".join(slow)
+    # a type whose arithmetic was hidden names no bandwidth that would move it
+    hidden = dataclasses.replace(_crossover(terms_at(25.0))[0], types=tuple(
+        dataclasses.replace(t, c_ps=0.0, bytes_per_param=0.0, low=0.0, high=0.0, hidden_below=80.0)
+        if t.weight_type in ("F16", "ALL_F32") else t for t in _crossover(terms_at(25.0))[0].types))
+    said = " ".join(conclusion(hidden, "", spark))
+    assert "F16 hidden under its reading (at most 80 ps), ALL_F32 hidden under its reading (at most 80 ps)" in said
+    assert "f16 (F16, 2 bytes per parameter) never showed its arithmetic" in said
 
 
 def test_the_conclusion_says_how_well_the_model_predicted():
     """The verdicts rest on the model: the conclusion says how many models the others' terms predicted within ±15%."""
-    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
+    terms = terms_at(25.0)
     cross, _, rows = _crossover(terms)
     untested = conclusion(cross, "", spark_terms(), None, rows)  # no leave-one-out fit: nothing predicted
-    assert ("With 6 models none can be left out to test the model on one it has not seen, so these verdicts are "
-            "untested.") in untested
+    assert ("Of these 6 models none can be left out to test the model on one it has not seen (each needs another of "
+            "its weight type), so these verdicts are untested.") in untested
     within = [dataclasses.replace(r, error_percent=e) for r, e in zip(rows, (2.0, -15.0, 3.0, 1.0, -4.0, 0.5), strict=True)]
-    assert ("The model behind these verdicts predicted each of the 6 models within ±15% from the others' terms."
-            in conclusion(cross, "", spark_terms(), None, within))
+    assert ("The model behind these verdicts predicted each of the 6 models it could leave out within ±15% from the "
+            "others' terms." in conclusion(cross, "", spark_terms(), None, within))
+    alone = [dataclasses.replace(r, error_percent=None if r.model == "f16" else 1.0) for r in rows]
+    assert ("predicted each of the 5 models it could leave out within ±15% from the others' terms (f16 could not be "
+            "left out: no other model shares its weight type).") in " ".join(conclusion(cross, "", spark_terms(), None, alone))
     missed = [dataclasses.replace(r, error_percent=e) for r, e in zip(rows, (2.0, 36.0, -24.0, 1.0, -4.0, 0.5), strict=True)]
     text = conclusion(cross, "", spark_terms(), None, missed)
     assert ("The model behind these verdicts predicted 4 of 6 models within ±15% from the others' terms (the furthest, "
@@ -480,57 +521,66 @@ def test_the_conclusion_says_how_well_the_model_predicted():
     assert len(conclusion(cross, "", spark_terms())) == len(text) - 1  # without rows, no such sentence
 
 
+def typed_crossover(terms: decodetime.Terms) -> Crossover:
+    """q4 compute-bound, q8 mixed (Q8_0's crossover 1-1.3 across the fits), f16 memory-bound."""
+    types = tuple(TypeCrossover(k, terms.c(k), 1.25, *((1.0, 1.3) if k == "Q8_0" else (1.25, 1.25)))
+                  for k in ("Q4_1", "Q8_0", "F16"))
+    return Crossover(types, terms, (Side("q4", "Q4_1", 0.7, "compute-bound"), Side("q8", "Q8_0", 1.06, "mixed"),
+                                    Side("f16", "F16", 2.0, "memory-bound")))
+
+
 def test_a_mixed_model_is_said_to_sit_at_the_crossover():
-    terms = decodetime.Terms(50.0, 25.0, 0.08, ())
-    cross = Crossover(1.25, 1.0, 1.3, terms, (Side("q4", 0.7, "compute-bound"), Side("q8", 1.06, "mixed"),
-                                              Side("f16", 2.0, "memory-bound")))
+    terms = terms_at(25.0)
+    cross = typed_crossover(terms)
     text = " ".join(conclusion(cross, "", spark_terms()))
-    assert "(1–1.3 across the run's fit and those that leave one model out)" in text
-    assert ("Mixed, between 1 and 1.3 bytes per parameter where the fits disagree: q8 (1.06); this run cannot tell "
-            "which term is larger.") in text
-    assert "q8 sit at the crossover" in text and "To move q4 (0.7 bytes per parameter) onto memory" in text
+    assert ("Q8_0 1.25 (1–1.3), F16 1.25 bytes per parameter (in brackets, the range across the run's fit and those "
+            "that leave one model out)") in text
+    assert ("Mixed, inside its type's range where the fits disagree: q8 (1.06); this run cannot tell which term is "
+            "larger.") in text
+    assert "q8 sit at their type's crossover" in text and "To move q4 (Q4_1, 0.7 bytes per parameter) onto memory" in text
     assert "No model" not in text
 
 
 def test_without_the_model_the_conclusion_says_what_it_cannot_say():
     page = _Page()
-    show_conclusion(page, None, "the three terms need at least 3 models; 2 measured", spark_terms())
+    show_conclusion(page, None, "the terms need at least 3 models; 2 measured", spark_terms())
     assert page.notes[0] == ("Conclusion: this run cannot say where its decode waits on memory and where on the "
-                             "arithmetic: the decode-time model could not be fitted (the three terms need at least 3 "
+                             "arithmetic: the decode-time model could not be fitted (the terms need at least 3 "
                              "models; 2 measured). Measure at least 4 models (three terms, and one model left out to "
-                             "test them).")
+                             "test them), two of each weight type.")
     assert len(page.notes) == 2 and page.notes[1].startswith("The published DGX Spark figures")
     assert not any("waits on memory where" in n or "To move" in n for n in page.notes)
 
 
 def test_what_the_run_shows_follows_the_crossover():
-    """The opening states B × c and each model's verdict with its bytes per parameter; terms that move the crossover
-    move the sentence (the sides as in test_the_crossover_and_each_models_side)."""
-    text = shows(_crossover(decodetime.Terms(50.0, 25.0, 0.08, ()))[0], "", [])
-    assert text == ("On this machine reading a parameter's weights takes as long as its arithmetic at B × c = 1.25 bytes "
-                    "per parameter, with B = 50 GB/s and c = 25 ps per parameter fitted on 6 models. In bytes per "
+    """The opening states each type's B × c and each model's verdict with its bytes per parameter; terms that move the
+    crossovers move the sentence (the sides as in test_the_crossover_and_each_models_side)."""
+    text = shows(_crossover(terms_at(25.0))[0], "", [])
+    assert text == ("On this machine reading a parameter's weights takes as long as its arithmetic at B × c = Q4_1 1.25, "
+                    "Q8_0 1.25, F16 1.25, ALL_F32 1.25 bytes per parameter by weight type, with B = 50 GB/s and c per "
+                    "parameter Q4_1 25 ps, Q8_0 25 ps, F16 25 ps, ALL_F32 25 ps, fitted on 6 models. In bytes per "
                     "parameter: f16 (2), f32 (4) wait on memory; q4_1 (0.718), q8_0 (1.06), medium (1.06), large "
                     "(1.06) wait on the arithmetic.")
     # c = 10 ps: 50 × 10 ÷ 1000 = 0.5 bytes per parameter, below every model: all six wait on memory
-    low = shows(_crossover(decodetime.Terms(50.0, 10.0, 0.08, ()))[0], "", [])
-    assert "B × c = 0.5 bytes per parameter, with B = 50 GB/s and c = 10 ps" in low
+    low = shows(_crossover(terms_at(10.0))[0], "", [])
+    assert "B × c = Q4_1 0.5, Q8_0 0.5, F16 0.5, ALL_F32 0.5 bytes per parameter" in low
     assert low.endswith("In bytes per parameter: q4_1 (0.718), q8_0 (1.06), f16 (2), f32 (4), medium (1.06), large "
                         "(1.06) wait on memory.")
     # one model on each side, one mixed, and the fits' range
-    cross = Crossover(1.25, 1.0, 1.3, decodetime.Terms(50.0, 25.0, 0.08, ()),
-                      (Side("q4", 0.7, "compute-bound"), Side("q8", 1.06, "mixed"), Side("f16", 2.0, "memory-bound")))
-    assert shows(cross, "", []).endswith("at B × c = 1.25 bytes per parameter (1–1.3 across the fits), with B = 50 GB/s "
-                                         "and c = 25 ps per parameter fitted on 3 models. In bytes per parameter: f16 (2) "
-                                         "waits on memory; q4 (0.7) waits on the arithmetic; q8 (1.06) is mixed (the "
-                                         "fits disagree).")
+    cross = typed_crossover(terms_at(25.0))
+    assert shows(cross, "", []).endswith("Q8_0 1.25 (1–1.3), F16 1.25 bytes per parameter by weight type (in brackets, "
+                                         "across the fits), with B = 50 GB/s and c per parameter Q4_1 25 ps, Q8_0 25 ps, "
+                                         "F16 25 ps, fitted on 3 models. In bytes per parameter: f16 (2) waits on "
+                                         "memory; q4 (0.7) waits on the arithmetic; q8 (1.06) is mixed (the fits "
+                                         "disagree).")
 
 
 def test_without_the_model_the_run_shows_what_it_measured():
     """No fit: why not, and each model's median with the GB/s it reads: 106.25 MB × 90 tokens/s = 9.56 GB/s,
     200 MB × 45 tokens/s = 9 GB/s."""
     points = [{"name": "q8", "bytes": 106_250_000, "median": 90.0}, {"name": "f16", "bytes": 200_000_000, "median": 45.0}]
-    assert shows(None, "the three terms need at least 3 models; 2 measured", points) == (
-        "The decode-time model could not be fitted (the three terms need at least 3 models; 2 measured), so this run "
+    assert shows(None, "the terms need at least 3 models; 2 measured", points) == (
+        "The decode-time model could not be fitted (the terms need at least 3 models; 2 measured), so this run "
         "does not say which term its decode waits on. It measured q8 90 tokens/s at 106 MB per token (9.56 GB/s "
         "read); f16 45 tokens/s at 200 MB per token (9 GB/s read).")
 
@@ -542,7 +592,7 @@ def test_the_published_figures_under_the_same_rule():
     assert spark["crossover"] == pytest.approx(273 * (1e3 / 2393.5) / 6.74e9 * 1e9 * 1e-3, rel=1e-9)
     info = ModelInfo("q4", 100_000_000, 60_000_000, "Q4_1")
     runs = [ModelRun(info, [], TopAnswer("x", 1.0), {}, [500.0] * 5), ModelRun(info, [], TopAnswer("x", 1.0), {}, [1000.0] * 5)]
-    prefill = prefill_rows(runs, decodetime.Terms(50.0, 25.0, 0.1, ()))  # 2.5 ms ÷ 2 ms = 1.25×, ÷ 1 ms = 2.5×
+    prefill = prefill_rows(runs, terms_at(25.0, f=0.1))  # 2.5 ms ÷ 2 ms = 1.25×, ÷ 1 ms = 2.5×
     sentence = spark_sentence(spark, prefill)
     assert ("273 GB/s reads a byte in 3.66 ps and prefill's rate gives 0.062 ps of arithmetic per parameter (a lower "
             "bound: decode's kernels are slower), a crossover of 0.017 bytes per parameter; the specimen's Q8_0 stores "

@@ -8,8 +8,8 @@ waits on the slower of the two, as on lesson 7's roofline:
 
 - W: the model's weight bytes; B: the bandwidth decode reads them at (one value for every model,
   a property of the memory and of the kernels' reads);
-- n: its parameters; c: the arithmetic of one token per parameter (one value for every model on one
-  engine: the single-token kernels' speed);
+- n: its parameters; c: the arithmetic of one token per parameter, one value for each weight type (the
+  single-token kernels of that type: they unpack and multiply its blocks in their own way);
 - L: its blocks; f: the fixed cost of one block in a step (the graph's operations and the points where
   the threads wait for each other, which grow with the blocks, not with the weights): F = L × f.
 
@@ -22,16 +22,29 @@ Why a cost per block and not one fixed cost: medium-q8_0 (224 MB, 16 blocks) dec
 default model's q8_0 width (143 MB, 30 blocks). With one F for every model, the model left out missed
 by up to 37% in two runs that swept both; with F = L × f, by at most 7% in those two, then 8% in two
 make runs in a row and 18% in a third, whose narrowest width decoded 25% faster than in the others.
-With the models measured in turns (lesson 8's sweep), by at most 4%, then 8%, in two pairs of make runs
-in a row and 12% in two from new clones; but by 17% (f16 and f32) in a recording made while the memory
-read fast (B fitted at 75 GB/s, f32 at 9.3 ms a step), where one arithmetic cost for every weight type
-is too few terms.
+
+Why one c per weight type and not one for every model: each type has kernels of its own. On the 2-core
+course machine F16's single-token kernels cost about 195 ps per parameter, Q8_0's about 81 and Q4_1's
+about 64, while F32 waits on reading its weights. One c cannot fit them: with it, the f16 width missed by
++75% in every run of the six default models. With c taken per type from one model and applied to the
+other model of the same type (B and f shared), nine models predicted F16 within -3.2/+2.9% and Q8_0
+within +3.8/-2.9%. So every weight type of the default model has a second model among the models swept
+(medium-q4_1, medium-f16, medium-f32 beside medium-q8_0 and large-q8_0).
 
 The terms are fitted on every measured model's median step time at P = 1, by least squares of the
-relative error over a fine logarithmic grid of B and c (f follows in closed form for each pair, never
-below 0). Each model is then predicted by the terms fitted on the *others* (leave one out): that
-prediction, not the fit, is what the tolerance is checked on. A model cannot be predicted when fewer
-than MIN_FIT others remain.
+relative error: for each B of a fine logarithmic grid, f in closed form (never below 0) and each weight
+type's c (the errors separate by type once f is fixed: a parabola between the breakpoints of its models,
+`type_cost`) in turns, with a joint step where each model stays on its side, until neither moves; then
+the lowest B that fits as well is sought between the best grid point and the one below. Where several
+fit equally well the smaller c is taken, then the smaller B: the arithmetic no larger than the steps
+demand. A type whose models all wait on reading their weights shows no arithmetic of its own: its c is
+0, and only the most it could be is known (`hidden_below`). B and that type's c trade exactly where its
+models store the same bytes per parameter (all-F32 models store 4): the rule then reads their steps as
+the memory's.
+
+Each model is then predicted by the terms fitted on the *others* (leave one out): that prediction, not
+the fit, is what the tolerance is checked on. A model cannot be predicted when it is alone in its weight
+type (its c would come from its own step alone: `not_held_out`), or fewer than MIN_FIT others remain.
 
 The verdict names what the step waits on beyond its fixed cost, the larger of the two overlapped
 terms: memory-bound when reading the weights takes longer than the arithmetic, compute-bound when
@@ -41,19 +54,18 @@ rule that set it against the arithmetic would follow that trade, not the machine
 term's share is given as a fraction of the predicted step; the two overlapped terms' shares add to
 more than the step they share.
 
-The crossover: W ÷ B = n × c where W ÷ n = B × c, so a model waits on memory when it stores more bytes per
-parameter than B × c (the bytes one parameter's arithmetic takes to read), on the arithmetic when it stores as many
-or fewer (`crossover`). Reading one byte takes 1 ÷ B; a width crosses the line when its bytes per parameter, B or c
-move the product past its own bytes per parameter (`bandwidth_to_cross`, `arithmetic_to_cross`).
+The crossover, per weight type: W ÷ B = n × c where W ÷ n = B × c, so a model of type t waits on memory when it
+stores more bytes per parameter than B × c_t (the bytes its type's arithmetic per parameter takes to read), on the
+arithmetic when it stores as many or fewer (`crossover`). Reading one byte takes 1 ÷ B; a width crosses the line
+when its bytes per parameter, B or its type's c move the product past its own bytes per parameter
+(`bandwidth_to_cross`, `arithmetic_to_cross`).
 
 A verdict is named only when every set of terms the run fits agrees on it: the terms of all the
 models and those of each leave-one-out fit (`verdicts`). Where they disagree, the model is "mixed":
 the run's own data cannot tell which of the two terms is the larger, because leaving out one model's
-steps turns it over. On the 2-core course machine the product B × c (the bytes per parameter at
-which the two terms are equal) came out at 1.17-1.52 in seven runs and 0.82 in an eighth, whose
-narrowest width decoded 25% faster than in the others; Q8_0's 1.0625 bytes per parameter lies between,
-so in that eighth run its verdict turned over with one model left out, and the rule names it mixed
-there rather than memory-bound.
+steps turns it over. With one c for every model, the product B × c came out at 1.17-1.52 bytes per
+parameter in seven runs on the 2-core course machine and 0.82 in an eighth, so Q8_0's 1.0625 bytes per
+parameter turned over with one model left out there; with c per type each type's crossover stands apart.
 
 Several sequences in one step (P ≥ 2) are another regime: the weights are read once for all of them,
 the arithmetic grows with P, and the server's step with two or more sequences costs more than this
@@ -69,13 +81,20 @@ from dataclasses import dataclass
 import numpy as np
 
 TOLERANCE = 0.15  # the model should predict a model's decode tokens/s within ±15% of measured
-MIN_FIT = 3       # three terms need at least three models
+# Enough models for the terms: B, f and the c of one weight type are three terms, so at least three models (the number
+# of terms + 0); each further weight type adds a c of its own and brings the model that fits it.
+MIN_FIT = 3
 MEMORY, COMPUTE, MIXED = "memory-bound", "compute-bound", "mixed"
-# The grid the terms are fitted on: B from 1 GB/s to 10 TB/s, c from 0.1 ps to 10 ns per parameter,
-# GRID points each, evenly spaced on a log scale (steps of 2.3% in B and 3% in c).
+ALONE = "alone in its weight type"  # why a model is not predicted by the others: no other model fits its c
+# The grid B is fitted on: from 1 GB/s to 10 TB/s, GRID points evenly spaced on a log scale (steps of 2.3%).
 B_RANGE_GBS = (1.0, 1e4)
-C_RANGE_PS = (0.1, 1e4)
 GRID = 400
+ROUNDS = 200  # the most rounds of f, then each weight type's c, at each B (they settle in far fewer)
+# Two errors within SAME of each other (a fraction, plus NEAR) are equal: the smaller c, then the smaller B, is taken.
+SAME, NEAR = 1e-9, 1e-12
+# Then the lowest B that fits as well as the grid's is sought between it and the grid point below: ZOOMS grids of
+# ZOOM_POINTS each, one inside the other (steps of 10⁻⁷ of B at the last).
+ZOOMS, ZOOM_POINTS = 3, 64
 
 
 @dataclass(frozen=True)
@@ -97,15 +116,33 @@ class Line:
 
 @dataclass(frozen=True)
 class Terms:
-    gbs: float                       # B, GB/s
-    arith_ps: float                  # c, picoseconds per parameter and token
-    fixed_ms_per_block: float        # f
-    fitted: tuple[str, ...]          # the models the terms come from
+    """B, f, and c per weight type: (the type as the GGUF names it, ps per parameter and token), in the order the
+    types first appear among the models fitted. A c of 0 says that every model of its type waited on reading its
+    weights: its arithmetic was hidden, never measured (`hidden`)."""
+    gbs: float                            # B, GB/s
+    arith: tuple[tuple[str, float], ...]  # c per weight type, picoseconds per parameter and token
+    fixed_ms_per_block: float             # f
+    fitted: tuple[str, ...]               # the models the terms come from
 
     @property
-    def arith_gflops(self) -> float:
-        """The single-token kernels' rate: 2 FLOPs per parameter in c picoseconds."""
-        return 2.0 / self.arith_ps * 1e3
+    def types(self) -> tuple[str, ...]:
+        return tuple(kind for kind, _ in self.arith)
+
+    def c(self, weight_type: str) -> float:
+        """The arithmetic per parameter (ps) of one weight type; KeyError for a type no fitted model has."""
+        for kind, ps in self.arith:
+            if kind == weight_type:
+                return ps
+        raise KeyError(f"no arithmetic cost c for {weight_type}: the terms were fitted on {', '.join(self.types)}")
+
+    def hidden(self, weight_type: str) -> bool:
+        """Whether every model of this type waited on its weights, so its arithmetic was never seen (c = 0)."""
+        return self.c(weight_type) == 0.0
+
+    def arith_gflops(self, weight_type: str) -> float:
+        """The single-token kernels' rate for one weight type: 2 FLOPs per parameter in c picoseconds."""
+        c = self.c(weight_type)
+        return 2.0 / c * 1e3 if c > 0 else math.inf
 
 
 @dataclass(frozen=True)
@@ -147,77 +184,185 @@ def log_grid(low: float, high: float) -> np.ndarray:
     return np.array([float(f"{low * math.exp(k * ratio):.12g}") for k in range(GRID)], dtype=float)
 
 
+def weight_types(widths: list[Width]) -> tuple[str, ...]:
+    """The weight types of the models, in the order they first appear."""
+    return tuple(dict.fromkeys(w.weight_type for w in widths))
+
+
+def first_within(loss: np.ndarray) -> np.ndarray:
+    """Along the last axis, the first index whose loss is within SAME of the least (the tie rules)."""
+    return np.argmax(loss <= loss.min(axis=-1, keepdims=True) * (1 + SAME) + NEAR, axis=-1)
+
+
+def type_cost(f: np.ndarray, a: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The c (ps) of one weight type at each B, with f fixed: the least of Σ (a f + max(p, q c) − 1)² over its models
+    (a = L ÷ t, p = the read ÷ t at each B, q = n ÷ t per ps; p is [B, model], its models in order of W ÷ n). Between
+    two of the models' breakpoints p ÷ q the sum is a parabola in c, least at the models that wait on the arithmetic:
+    c = Σ q (1 − a f) ÷ Σ q², kept within its segment; below the first breakpoint it does not depend on c, and c = 0
+    there (no arithmetic beyond what the steps show)."""
+    breaks = p / q                                    # [B, model]: the c at which each model turns compute-bound
+    rest = 1 - a[None, :] * f[:, None]                # [B, model]
+    candidates = [np.zeros_like(f)]
+    for k in range(1, len(a) + 1):
+        inner = (q[:k] * rest[:, :k]).sum(axis=1) / (q[:k] ** 2).sum()
+        upper = breaks[:, k] if k < len(a) else np.full_like(f, np.inf)
+        candidates.append(np.clip(inner, breaks[:, k - 1], upper))
+    cs = np.stack(candidates, axis=1)                 # [B, segment]
+    pred = a[None, None, :] * f[:, None, None] + np.maximum(p[:, None, :], q[None, None, :] * cs[:, :, None])
+    loss = ((pred - 1) ** 2).sum(axis=2)
+    return np.take_along_axis(cs, first_within(loss)[:, None], axis=1)[:, 0]
+
+
+def settle(widths: list[Width], gbs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """At each B of `gbs`: f, each weight type's c (in weight_types' order) and the error Σ (predicted ÷ t − 1)²,
+    alternating f in closed form (at least 0) with each type's c (`type_cost`) until neither moves."""
+    kinds = weight_types(widths)
+    t = np.array([x.step_ms[1] for x in widths], dtype=float)
+    a = np.array([x.n_layer for x in widths], dtype=float) / t            # f's part of each relative step
+    q = np.array([x.n_params for x in widths], dtype=float) * 1e-9 / t    # c's part, per ps
+    p = np.array([x.weight_bytes for x in widths], dtype=float)[None, :] / (gbs[:, None] * 1e6) / t[None, :]
+    groups = [sorted((i for i, x in enumerate(widths) if x.weight_type == kind),
+                     key=lambda i: widths[i].weight_bytes / widths[i].n_params) for kind in kinds]
+    of_type = [kinds.index(x.weight_type) for x in widths]
+    member = np.array([[x.weight_type == kind for x in widths] for kind in kinds], dtype=float)  # [type, model]
+
+    def costs(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each type's c with f fixed (the errors separate by type), and the error."""
+        c = np.stack([type_cost(f, a[g], p[:, g], q[g]) for g in groups], axis=1)
+        pred = a[None, :] * f[:, None] + np.maximum(p, q[None, :] * c[:, of_type])
+        return c, ((pred - 1) ** 2).sum(axis=1)
+
+    def joint(c: np.ndarray) -> np.ndarray:
+        """f at the least error with each model kept on its side (reading or arithmetic) and each type's c following
+        f: c = (Σ q − f Σ q a) ÷ Σ q² over its models on the arithmetic's side, so each relative step is linear in f."""
+        on = q[None, :] * c[:, of_type] > p                                 # [B, model]: waits on the arithmetic
+        sqq, sq, sqa = ((on * w) @ member.T for w in (q ** 2, q, q * a))   # [B, type]
+        sqq = np.where(sqq > 0, sqq, 1.0)
+        v = np.where(on, a - q * (sqa / sqq)[:, of_type], a)
+        u = np.where(on, q * (sq / sqq)[:, of_type] - 1, p - 1)
+        den = (v ** 2).sum(axis=1)
+        return np.clip(-(u * v).sum(axis=1) / np.where(den > 0, den, 1.0), 0.0, None)
+
+    f = np.zeros(len(gbs))
+    c, err = costs(f)
+    for _ in range(ROUNDS):
+        # f in closed form with every c fixed, or with each c following f where that errs less; then each c again
+        plain = np.clip(((1 - np.maximum(p, q[None, :] * c[:, of_type])) * a).sum(axis=1) / (a ** 2).sum(), 0.0, None)
+        c_plain, err_plain = costs(plain)
+        both = joint(c)
+        c_both, err_both = costs(both)
+        take = err_both <= err_plain
+        f_new = np.where(take, both, plain)
+        c_new, err_new = np.where(take[:, None], c_both, c_plain), np.where(take, err_both, err_plain)
+        settled = np.allclose(f_new, f, rtol=1e-12, atol=1e-15) and np.allclose(c_new, c, rtol=1e-12, atol=1e-12)
+        f, c, err = f_new, c_new, err_new
+        if settled:
+            break
+    return f, c, err
+
+
 def fit(widths: list[Width]) -> Terms:
-    """B, c and f from the models' median step times at P = 1 (see the module). Raises ValueError with
-    fewer than MIN_FIT models or a model without a step time at P = 1."""
+    """B, f and c per weight type from the models' median step times at P = 1 (see the module). Raises ValueError
+    with fewer than MIN_FIT models or a model without a step time at P = 1."""
     missing = [w.name for w in widths if 1 not in w.step_ms]
     if missing:
         raise ValueError(f"no step time at P = 1 for {', '.join(missing)}")
     if len(widths) < MIN_FIT:
-        raise ValueError(f"the three terms need at least {MIN_FIT} models; {len(widths)} measured")
-    w = np.array([x.weight_bytes for x in widths], dtype=float)
-    n = np.array([x.n_params for x in widths], dtype=float)
-    blocks = np.array([x.n_layer for x in widths], dtype=float)
-    t = np.array([x.step_ms[1] for x in widths], dtype=float)
-    gbs, ps = log_grid(*B_RANGE_GBS), log_grid(*C_RANGE_PS)
-    core = np.maximum(w[None, None, :] / (gbs[:, None, None] * 1e9),
-                      n[None, None, :] * ps[None, :, None] * 1e-12) * 1e3           # ms, [B, c, model]
-    # f minimising Σ ((L f + core) ÷ t − 1)² for each (B, c): Σ L (t − core) ÷ t² over Σ L² ÷ t², at least 0.
-    per_block = np.clip((blocks * (t - core) / t**2).sum(axis=2) / (blocks**2 / t**2).sum(), 0.0, None)
-    err = (((per_block[:, :, None] * blocks + core) / t - 1) ** 2).sum(axis=2)
-    i, j = np.unravel_index(int(np.argmin(err)), err.shape)
-    return Terms(float(gbs[i]), float(ps[j]), float(per_block[i, j]), tuple(x.name for x in widths))
+        raise ValueError(f"the terms need at least {MIN_FIT} models; {len(widths)} measured")
+    gbs = log_grid(*B_RANGE_GBS)
+    f, c, err = settle(widths, gbs)
+    i = int(first_within(err))
+    best = (float(gbs[i]), f[i], c[i], err[i])
+    # The lowest B that fits as well, between the grid point below and this one: ZOOMS finer grids in turn.
+    low, high = (float(gbs[i - 1]), best[0]) if i > 0 else (best[0], best[0])
+    for _ in range(ZOOMS if high > low else 0):
+        finer = low * (high / low) ** (np.arange(1, ZOOM_POINTS + 1) / ZOOM_POINTS)
+        f, c, err = settle(widths, finer)
+        j = int(first_within(np.append(err, best[3])))
+        if j < ZOOM_POINTS:
+            best = (float(finer[j]), f[j], c[j], err[j])
+        low, high = (float(finer[j - 1]) if j > 0 else low), best[0]
+    return Terms(best[0], tuple((kind, float(best[2][k])) for k, kind in enumerate(weight_types(widths))),
+                 float(best[1]), tuple(x.name for x in widths))
 
 
-def predict(terms: Terms, name: str, weight_bytes: float, n_params: float, n_layer: int) -> Prediction:
-    """The predicted step of one sequence, term by term."""
-    return Prediction(name, weight_bytes / (terms.gbs * 1e9) * 1e3, n_params * terms.arith_ps * 1e-9,
+def predict(terms: Terms, name: str, weight_bytes: float, n_params: float, n_layer: int,
+            weight_type: str) -> Prediction:
+    """The predicted step of one sequence, term by term, with the c of its weight type."""
+    return Prediction(name, weight_bytes / (terms.gbs * 1e9) * 1e3, n_params * terms.c(weight_type) * 1e-9,
                       n_layer * terms.fixed_ms_per_block)
 
 
-def leave_one_out(widths: list[Width]) -> dict[str, Terms | None]:
-    """The terms fitted on every model but each one, keyed by the one left out (None when fewer than MIN_FIT others)."""
-    out: dict[str, Terms | None] = {}
+def predict_width(terms: Terms, w: Width) -> Prediction:
+    return predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer, w.weight_type)
+
+
+def not_held_out(widths: list[Width]) -> dict[str, str]:
+    """Why a model cannot be predicted by the terms of the others, keyed by its name: ALONE where no other model
+    shares its weight type (its c would come from its own step alone), or too few others for the terms."""
+    out = {}
     for k, w in enumerate(widths):
         others = [x for i, x in enumerate(widths) if i != k]
-        out[w.name] = fit(others) if len(others) >= MIN_FIT else None
+        if not any(x.weight_type == w.weight_type for x in others):
+            out[w.name] = ALONE
+        elif len(others) < MIN_FIT:
+            out[w.name] = f"fewer than {MIN_FIT} other models"
     return out
 
 
+def leave_one_out(widths: list[Width]) -> dict[str, Terms | None]:
+    """The terms fitted on every model but each one, keyed by the one left out (None where `not_held_out` says
+    why not)."""
+    why = not_held_out(widths)
+    return {w.name: None if w.name in why else fit([x for i, x in enumerate(widths) if i != k])
+            for k, w in enumerate(widths)}
+
+
 def held_out(widths: list[Width], fits: dict[str, Terms | None] | None = None) -> dict[str, Prediction | None]:
-    """Each model predicted by the terms fitted on the others (None when fewer than MIN_FIT others); `fits` is
+    """Each model predicted by the terms fitted on the others (None where it cannot be); `fits` is
     leave_one_out(widths) when already computed."""
     fits = leave_one_out(widths) if fits is None else fits
     out: dict[str, Prediction | None] = {}
     for w in widths:
         terms = fits[w.name]
-        out[w.name] = None if terms is None else predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer)
+        out[w.name] = None if terms is None else predict_width(terms, w)
     return out
 
 
-def crossover(terms: Terms) -> float:
-    """The bytes per parameter at which reading the weights takes as long as the arithmetic: B × c (GB/s × ps is
-    10⁻³ bytes). A model with more bytes per parameter waits on memory, with as many or fewer on the arithmetic."""
-    return terms.gbs * terms.arith_ps * 1e-3
+def crossover(terms: Terms, weight_type: str) -> float:
+    """The bytes per parameter at which reading the weights takes as long as the arithmetic, for one weight type:
+    B × c (GB/s × ps is 10⁻³ bytes). A model of that type with more bytes per parameter waits on memory, with as
+    many or fewer on the arithmetic."""
+    return terms.gbs * terms.c(weight_type) * 1e-3
 
 
-def crossover_range(terms: Terms, fits: dict[str, Terms | None]) -> tuple[float, float]:
-    """The lowest and highest crossover of the terms of every model and of each leave-one-out fit: a model whose
-    bytes per parameter lie between them is named by some fits memory-bound and by others compute-bound (mixed)."""
-    every = [crossover(t) for t in (terms, *fits.values()) if t is not None]
+def crossover_range(terms: Terms, fits: dict[str, Terms | None], weight_type: str) -> tuple[float, float]:
+    """The lowest and highest crossover of one weight type under the terms of every model and of each leave-one-out
+    fit: a model of that type whose bytes per parameter lie between them is named by some fits memory-bound and by
+    others compute-bound (mixed)."""
+    every = [crossover(t, weight_type) for t in (terms, *fits.values()) if t is not None]
     return min(every), max(every)
 
 
-def bandwidth_to_cross(bytes_per_param: float, terms: Terms) -> float:
-    """The bandwidth (GB/s) at which a model of these bytes per parameter reads its weights in its arithmetic's
-    time: bytes per parameter ÷ c. Faster memory than that turns a memory-bound model compute-bound."""
-    return bytes_per_param / (terms.arith_ps * 1e-3)
+def bandwidth_to_cross(bytes_per_param: float, terms: Terms, weight_type: str) -> float:
+    """The bandwidth (GB/s) at which a model of these bytes per parameter and this weight type reads its weights in
+    its arithmetic's time: bytes per parameter ÷ c. Faster memory than that turns a memory-bound model
+    compute-bound (infinite where the type's arithmetic was hidden: c = 0)."""
+    c = terms.c(weight_type)
+    return bytes_per_param / (c * 1e-3) if c > 0 else math.inf
 
 
 def arithmetic_to_cross(bytes_per_param: float, terms: Terms) -> float:
     """The arithmetic per parameter (ps) that takes as long as reading these bytes per parameter: bytes per
     parameter ÷ B. Faster arithmetic than that turns a compute-bound model memory-bound."""
     return bytes_per_param / (terms.gbs * 1e-3)
+
+
+def hidden_below(terms: Terms, widths: list[Width]) -> dict[str, float]:
+    """For each weight type whose arithmetic was hidden (c = 0), the most c (ps) could be with its models still
+    waiting on their weights: the least of their W ÷ (n × B)."""
+    return {kind: min(arithmetic_to_cross(w.weight_bytes / w.n_params, terms) for w in widths if w.weight_type == kind)
+            for kind in terms.types if terms.hidden(kind) and any(w.weight_type == kind for w in widths)}
 
 
 def agreed(named: list[str]) -> str:
@@ -229,8 +374,7 @@ def verdicts(widths: list[Width], terms: Terms, fits: dict[str, Terms | None]) -
     """Each model's verdict under the terms of every model (`terms`) and under each leave-one-out fit (`fits`):
     named where they all agree, MIXED where they do not (see the module)."""
     every = [terms, *(t for t in fits.values() if t is not None)]
-    return {w.name: agreed([predict(t, w.name, w.weight_bytes, w.n_params, w.n_layer).verdict for t in every])
-            for w in widths}
+    return {w.name: agreed([predict_width(t, w).verdict for t in every]) for w in widths}
 
 
 def error(prediction: Prediction, measured_step_ms: float) -> float:

@@ -162,9 +162,11 @@ def decode_terms(run: Run) -> str | None:
         terms = decodetime.fit(widths)
     except ValueError:
         return None
+    arithmetic = ", ".join(f"{kind} {fmt(c)} ps" if c > 0 else f"{kind} hidden under its reading"
+                           for kind, c in terms.arith)
     return (f"a decode step = L × f + max(W ÷ B, n × c), fitted on {_plural(len(widths), 'model')}: "
-            f"B = {fmt(terms.gbs)} GB/s (reading the weights), c = {fmt(terms.arith_ps)} ps per parameter "
-            f"(one token's arithmetic), f = {fmt(terms.fixed_ms_per_block)} ms per block (the fixed cost)")
+            f"B = {fmt(terms.gbs)} GB/s (reading the weights), c per parameter by weight type {arithmetic} (one "
+            f"token's arithmetic), f = {fmt(terms.fixed_ms_per_block)} ms per block (the fixed cost)")
 
 
 def capstone_conclusion(run: Run) -> str | None:

@@ -8,8 +8,8 @@ records as they are, and a test reads a figure by its field. The arithmetic is t
 - the models: `ModelInfo` (a GGUF header or the server's meta), `ModelRun` (its samples), `ModelsRow`;
 - the sweep across widths: `SweepRow` (each width, and the published point), `StepRow`, `FitRow`;
 - the decode-time model: `ModelSteps` (the fact's record of each model's steps, which gives the course's `Width`),
-  `ModelExplained` (or `UnfitRow`, why not), `Crossover` (its bytes per parameter, and the side of it each model
-  lies on), `PrefillRow`;
+  `ModelExplained` (or `UnfitRow`, why not), `Crossover` (each weight type's c and bytes per parameter,
+  `TypeCrossover`, and the side of its type's each model lies on), `ArithmeticRow` (one weight type's c), `PrefillRow`;
 - the bytes model with context: `ContextRow`;
 - what each width of the trained model costs in accuracy against the reference width: `made_from` (how each file was
   made, from the catalog), `WidthAccuracy` (the fact's record of one width, `quantization_accuracy`) and `AccuracyRow`
@@ -346,7 +346,7 @@ def explained(widths: list[decodetime.Width], terms: decodetime.Terms, levels: t
     rows = []
     for w in widths:
         line = decodetime.step_line(w, levels) if levels and all(P in w.step_ms for P in levels) else None
-        e, p = decodetime.predict(terms, w.name, w.weight_bytes, w.n_params, w.n_layer), held[w.name]
+        e, p = decodetime.predict_width(terms, w), held[w.name]
         shares = e.shares()
         rows.append(ModelExplained(
             w.name, w.weight_type, w.step_ms.get(1), w.step_ms.get(2), w.step_ms.get(4),
@@ -379,20 +379,35 @@ def spark_explained(spark: dict[str, float]) -> ModelExplained:
 
 @dataclass(frozen=True)
 class Side:
-    """A model against the crossover: its bytes per parameter and the verdict every fit agrees on."""
+    """A model against its weight type's crossover: its bytes per parameter and the verdict every fit agrees on."""
     model: str
+    weight_type: str
     bytes_per_param: float
     waits_on: str
 
 
 @dataclass(frozen=True)
-class Crossover:
-    """Where reading the weights takes as long as the arithmetic on this machine: B × c bytes per parameter under
-    the terms of every model, the lowest and highest under each fit that leaves one model out, the terms it comes
-    from, and each model's side of it (its verdict, from `explained`)."""
+class TypeCrossover:
+    """One weight type's c and crossover B × c (bytes per parameter) under the terms of every model, the lowest and
+    highest crossover under each fit that leaves one model out, and where the type's arithmetic was hidden (c = 0:
+    every model of it waited on its weights), the most c could be (`hidden_below`)."""
+    weight_type: str
+    c_ps: float
     bytes_per_param: float
     low: float
     high: float
+    hidden_below: float | None = None
+
+    @property
+    def hidden(self) -> bool:
+        return self.hidden_below is not None
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where reading the weights takes as long as the arithmetic on this machine, per weight type (B × c of each),
+    the terms it comes from, and each model's side of its type's crossover (its verdict, from `explained`)."""
+    types: tuple[TypeCrossover, ...]
     terms: decodetime.Terms
     sides: tuple[Side, ...]
 
@@ -401,17 +416,55 @@ class Crossover:
         """The time to read one byte at B: 1 ÷ B, in ps."""
         return 1e3 / self.terms.gbs
 
+    def of(self, weight_type: str) -> TypeCrossover:
+        return next(t for t in self.types if t.weight_type == weight_type)
+
+    @property
+    def seen(self) -> list[TypeCrossover]:
+        """The types whose arithmetic the steps showed (c above 0)."""
+        return [t for t in self.types if not t.hidden]
+
     def waiting_on(self, verdict: str) -> list[Side]:
         return [s for s in self.sides if s.waits_on == verdict]
 
 
 def crossover_of(widths: list[decodetime.Width], terms: decodetime.Terms, fits: dict[str, decodetime.Terms | None],
                  rows: list[ModelExplained]) -> Crossover:
-    """The run's crossover (bytesup.course.decodetime.crossover) and each model's side of it, by its verdict."""
-    low, high = decodetime.crossover_range(terms, fits)
+    """The run's crossover of each weight type (bytesup.course.decodetime.crossover) and each model's side of its
+    type's, by its verdict."""
     verdict = {r.model: r.waits_on for r in rows}
-    return Crossover(decodetime.crossover(terms), low, high, terms,
-                     tuple(Side(w.name, w.weight_bytes / w.n_params, verdict[w.name]) for w in widths))
+    hidden = decodetime.hidden_below(terms, widths)
+    types = tuple(TypeCrossover(kind, terms.c(kind), decodetime.crossover(terms, kind),
+                                *decodetime.crossover_range(terms, fits, kind), hidden.get(kind))
+                  for kind in terms.types)
+    return Crossover(types, terms, tuple(Side(w.name, w.weight_type, w.weight_bytes / w.n_params, verdict[w.name])
+                                         for w in widths))
+
+
+@dataclass(frozen=True)
+class ArithmeticRow:
+    """One weight type's arithmetic per parameter c and its crossover B × c, with the fits' range of it; for a type
+    whose arithmetic was hidden under the reading, the most c could be instead."""
+    weights: str = column("weights")
+    c_ps: float | None = column("c", "ps per parameter")
+    hidden_below: float | None = column("c at most (hidden)", "ps per parameter")
+    gflops: float | None = column("one token's rate", "GFLOP/s")
+    crossover: float | None = column("crossover B × c", "bytes per parameter")
+    low: float | None = column("crossover low", "bytes per parameter")
+    high: float | None = column("crossover high", "bytes per parameter")
+    models: str = column("its models (bytes per parameter)")
+
+
+def arithmetic_rows(cross: Crossover) -> list[ArithmeticRow]:
+    out = []
+    for t in cross.types:
+        models = ", ".join(f"{s.model} ({s.bytes_per_param:.3g})" for s in cross.sides if s.weight_type == t.weight_type)
+        if t.hidden:
+            out.append(ArithmeticRow(t.weight_type, None, t.hidden_below, None, None, None, None, models))
+        else:
+            out.append(ArithmeticRow(t.weight_type, t.c_ps, None, cross.terms.arith_gflops(t.weight_type),
+                                     t.bytes_per_param, t.low, t.high, models))
+    return out
 
 
 @dataclass(frozen=True)
@@ -424,22 +477,24 @@ class PrefillRow:
     prefill: Spread = spread("prefill", "prefill min", "prefill max", "tokens/s")
     gflops: float = column("reached", "GFLOP/s")
     ms_per_token: float = column("prefill per token", "ms")
-    decode_arithmetic_ms: float = column("decode's arithmetic per token, n × c", "ms")
-    decode_over_prefill: float = column("decode ÷ prefill", "×")
+    decode_arithmetic_ms: float | None = column("decode's arithmetic per token, n × c", "ms")
+    decode_over_prefill: float | None = column("decode ÷ prefill", "×")
 
 
 def prefill_rows(runs: list[ModelRun], terms: decodetime.Terms) -> list[PrefillRow]:
-    """Every model with a timed prefill, set beside the arithmetic the run's terms give one token of its decode."""
+    """Every model with a timed prefill, set beside the arithmetic its weight type's c gives one token of its decode
+    (None where that arithmetic was hidden under the reading, c = 0)."""
     out = []
     for r in runs:
         if r.prefill:
             kept = robust.judge(r.prefill)
             median = statistics.median(kept.kept)
-            arithmetic_ms = r.info.n_params * terms.arith_ps * 1e-9
+            c = terms.c(r.info.weight_type or "?")
+            arithmetic_ms = r.info.n_params * c * 1e-9 if c > 0 else None
             ms_per_token = 1e3 / median
             out.append(PrefillRow(r.info.name, r.info.weight_type, Spread(median, kept.low, kept.high),
                                   formulas.flops_per_token(r.info.n_params) * median / 1e9, ms_per_token,
-                                  arithmetic_ms, arithmetic_ms / ms_per_token))
+                                  arithmetic_ms, None if arithmetic_ms is None else arithmetic_ms / ms_per_token))
     return out
 
 

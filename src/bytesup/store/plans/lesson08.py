@@ -16,7 +16,8 @@ did record: `read_plan` starts from what the lesson asked at first (version 0) a
 step reading the value that recorded the change (the sample plan, numpy's matrix-vector reading, the models swept,
 the turns, the prefill). A recorded plan is brought up the same way from its own version. The accuracy (version 6)
 is computed from the width files and from nothing the run recorded, so a run recorded before it gets it on replay
-where the files are there, and says it is not recomputed where they are not.
+where the files are there, and says it is not recomputed where they are not. Version 7 added a second model of each
+weight type to the models swept; a run recorded before keeps the models it swept.
 
 Beside the plan, what it says of the sweep's models and servers: the models --sizes names (`parse_sizes`), whether
 they go in turns (`in_turns`), and the servers' shape (`plan_shape`, and the run's own server's, `flags_shape`)."""
@@ -38,15 +39,19 @@ from bytesup.store.facts.lesson08 import ModelInfo
 from bytesup.store.results import upgrade
 
 PLAN_VALUE = "plan"  # the host value the plan is recorded as
-VERSION = 6
+VERSION = 7
 # Every host value `read` looks at: the plan itself, then what a run recorded before it holds instead.
 PLAN_READS = (PLAN_VALUE, "repeat", "sample_plan", "matvec_bandwidth", "default_sizes", "sweep_in_turns", "prefill_plan")
 
 # The widths of one model, then models of other shapes: medium-q8_0 (16 blocks of 1,024) and large-q8_0 (18 of
 # 2,048) give the decode-time model three shapes, so its cost per block, its arithmetic per parameter and its
-# bandwidth can be told apart.
+# bandwidth can be told apart; then medium-q4_1, medium-f16 and medium-f32, a second model of each other weight type
+# of the default model, so that every type's arithmetic per parameter c is fitted on two models and each model can be
+# predicted by the others (version 7).
 DEFAULT_SIZES = ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32", "medium-q8_0",
-                 "large-q8_0")
+                 "large-q8_0", "medium-q4_1", "medium-f16", "medium-f32")
+# The models swept without --sizes from version 3 to 6, and before version 3 without medium-q8_0.
+SIZES_6 = DEFAULT_SIZES[:6]
 PROMPT = "The capital of France is"  # short: the measurement is the decode after it; its top token is the answer
 N_PREDICT = 32
 CONTEXT_PER_SLOT = 256  # the short prompt and the generated tokens fit; a small context keeps each server light
@@ -148,7 +153,7 @@ def current_plan(samples: int) -> Plan:
 def first(recorded: Mapping[str, Any]) -> dict[str, Any]:
     """Version 0, what lesson 8 asked at first: ctx.repeat timed decodes and no warm-up, no batches, no prefill,
     no numpy reading, one model after another, and the default models before medium-q8_0 joined."""
-    return {"schema_version": 0, "default_sizes": [n for n in DEFAULT_SIZES if n != "medium-q8_0"], "prompt": PROMPT,
+    return {"schema_version": 0, "default_sizes": [n for n in SIZES_6 if n != "medium-q8_0"], "prompt": PROMPT,
             "n_predict": N_PREDICT, "context_per_slot": CONTEXT_PER_SLOT, "warmup": 0, "samples": recorded["repeat"],
             "levels": [], "prefill": None, "matvec": False, "in_turns": False, "accuracy": None}
 
@@ -185,9 +190,15 @@ def _accuracy(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, An
     return {**plan, "accuracy": accuracy_plan().model_dump(mode="json"), "schema_version": 6}
 
 
+def _second_of_each_type(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """6 → 7: medium-q4_1, medium-f16 and medium-f32 joined the models swept without --sizes. A run recorded before
+    swept the models its plan names, so its models stay as they are: only the version moves."""
+    return {**plan, "schema_version": 7}
+
+
 # UPGRADES[n] turns version n into n + 1: step(recorded host values, plan), reading the value that recorded the change.
 UPGRADES: dict[int, Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]] = {
-    0: _sample_plan, 1: _matvec, 2: _medium, 3: _turns, 4: _prefill, 5: _accuracy}
+    0: _sample_plan, 1: _matvec, 2: _medium, 3: _turns, 4: _prefill, 5: _accuracy, 6: _second_of_each_type}
 
 
 def read_plan(recorded: Mapping[str, Any]) -> Plan:

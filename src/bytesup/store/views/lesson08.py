@@ -24,10 +24,11 @@ from bytesup.host import hostbench
 from bytesup.models import catalog
 from bytesup.llama.shapes import ServerShape
 from bytesup.store.facts.lesson08 import (PUBLISHED_BYTES, PUBLISHED_DECODE, PUBLISHED_LABEL, SOURCE_WIDTH,
-                                          AccuracyRow, ContextRow, Crossover, FitRow, ModelExplained, ModelRun,
-                                          ModelsRow, PrefillRow, QuantizationAccuracy, Side, StepRow, SweepRow,
-                                          TopAnswer, UnfitRow, WidthAccuracy, accuracy_row, exact_copy_of, models_row,
-                                          published_ceiling, spark_explained, spark_verdict, step_row)
+                                          AccuracyRow, ArithmeticRow, ContextRow, Crossover, FitRow, ModelExplained,
+                                          ModelRun, ModelsRow, PrefillRow, QuantizationAccuracy, Side, StepRow,
+                                          SweepRow, TopAnswer, TypeCrossover, UnfitRow, WidthAccuracy, accuracy_row,
+                                          arithmetic_rows, exact_copy_of, models_row, published_ceiling,
+                                          spark_explained, spark_verdict, step_row)
 from bytesup.store.plans.lesson08 import MEMORY_SHARE, Plan, PrefillPlan
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, columns
@@ -410,38 +411,70 @@ def sides_text(sides: list[Side]) -> str:
     return ", ".join(f"{s.model} ({s.bytes_per_param:.3g})" for s in sides)
 
 
+def c_text(cross: Crossover) -> str:
+    """c per weight type in one phrase: the types whose arithmetic the steps showed, then those it was hidden in."""
+    seen = [f"{t.weight_type} {t.c_ps:.3g} ps" for t in cross.seen]
+    hidden = [f"{t.weight_type} hidden under its reading (at most {t.hidden_below:.3g} ps)" for t in cross.types
+              if t.hidden]
+    return ", ".join([*seen, *hidden])
+
+
+def crossovers_text(cross: Crossover, spread: bool = True) -> str:
+    """Each seen type's crossover B × c in bytes per parameter, with the fits' range of it where `spread`."""
+    def one(t: TypeCrossover) -> str:
+        wide = f" ({t.low:.3g}–{t.high:.3g})" if spread and t.high > t.low else ""
+        return f"{t.weight_type} {t.bytes_per_param:.3g}{wide}"
+    return ", ".join(one(t) for t in cross.seen) or "none (every type's arithmetic was hidden)"
+
+
+def bracketed(cross: Crossover, words: str = "the range across the run's fit and those that leave one model out") -> str:
+    """What the brackets of `crossovers_text` hold, where any type's fits disagree."""
+    return f" (in brackets, {words})" if any(t.high > t.low for t in cross.seen) else ""
+
+
 def crossover_note(cross: Crossover) -> str:
-    """The crossover in bytes per parameter, the fits' range of it, and each model's side."""
-    t = cross.terms
-    spread = (f" ({cross.low:.3g}–{cross.high:.3g} across the run's fit and those that leave one model out)"
-              if cross.high > cross.low else "")
+    """The crossover of each weight type in bytes per parameter, the fits' range of it, and each model's side."""
     sides = "; ".join(f"{v} {sides_text(cross.waiting_on(v))}" for v in (decodetime.MEMORY, decodetime.COMPUTE,
                                                                           decodetime.MIXED) if cross.waiting_on(v))
-    return (f"The crossover: reading a parameter's bytes takes as long as its arithmetic where W ÷ B = n × c, that is "
-            f"at B × c = {t.gbs:.3g} GB/s × {t.arith_ps:.3g} ps = {cross.bytes_per_param:.3g} bytes per parameter"
-            f"{spread}. A model storing more bytes per parameter waits on memory, one storing as many or fewer on the "
-            f"arithmetic, one inside the fits' range is mixed. Here (bytes per parameter): {sides}. The plot draws it.")
+    hidden = [t.weight_type for t in cross.types if t.hidden]
+    return (f"The crossover, per weight type: a model reads its parameter's bytes in as long as its arithmetic takes "
+            f"where W ÷ B = n × c, that is at B × c bytes per parameter with its type's c: {crossovers_text(cross)}"
+            f"{bracketed(cross)}. A model storing more "
+            f"bytes per parameter than its type's crossover waits on memory, one storing as many or fewer on the "
+            f"arithmetic, one inside the fits' range is mixed."
+            + (f" {', '.join(hidden)}: every model waited on its weights, so no crossover is seen, only that it lies "
+               f"below their bytes per parameter." if hidden else "")
+            + f" Here (bytes per parameter): {sides}. The plot marks each crossover at the default model's parameters.")
 
 
 def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: BandwidthReference | None,
                 spark: dict[str, float], levels: tuple[int, ...], matvec: dict | None = None,
-                cross: Crossover | None = None) -> list[str]:
+                cross: Crossover | None = None, not_held: dict[str, str] | None = None) -> list[str]:
     errors = {r.model: r.error_percent for r in rows if r.error_percent is not None}  # predicted ÷ measured − 1, %
+    unheld: dict[str, list[str]] = {}
+    for name, why in (not_held or {}).items():
+        unheld.setdefault(why, []).append(name)
     within = [n for n, e in errors.items() if abs(e) <= 100 * decodetime.TOLERANCE]
     worst = max(errors.items(), key=lambda kv: abs(kv[1]), default=None)
     waits = {v: [r.model for r in rows if r.waits_on == v]
              for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED)}
     notes = [
         (f"One sequence's step waits on the slower of reading the weights and doing one token's arithmetic, plus a "
-         f"fixed cost per block: t₁ = L × f + max(W ÷ B, n × c). Fitted on the {len(rows)} models' median steps at "
-         f"P = 1 (least squares of the relative error): B = {terms.gbs:.3g} GB/s, c = {terms.arith_ps:.3g} ps per "
-         f"parameter ({terms.arith_gflops:.3g} GFLOP/s at one token) and f = {terms.fixed_ms_per_block:.3g} ms per "
-         f"block; the fit's columns are these terms, set against every model."),
+         f"fixed cost per block: t₁ = L × f + max(W ÷ B, n × c), with one c per weight type (each type's kernels do "
+         f"their own arithmetic). Fitted on the {len(rows)} models' median steps at P = 1 (least squares of the "
+         f"relative error): B = {terms.gbs:.3g} GB/s and f = {terms.fixed_ms_per_block:.3g} ms per block for every "
+         f"model, and c per parameter "
+         + (c_text(cross) if cross is not None else ", ".join(f"{k} {c:.3g} ps" for k, c in terms.arith))
+         + " (the table below); the fit's columns are these terms, set against every model."),
         ("The predicted column is each model by the terms fitted on the others alone: what the model says of a "
          "model it has not seen. "
          + (f"Within ±{100 * decodetime.TOLERANCE:.0f}% of measured: {len(within)} of {len(errors)}"
             + (f"; the furthest, {worst[0]}, at {worst[1]:+.0f}%." if worst else ".")
-            if errors else f"Too few models to leave one out (at least {decodetime.MIN_FIT + 1}).")),
+            if errors else f"No model can be left out (at least {decodetime.MIN_FIT + 1} models, two of a weight "
+                           f"type).")
+         + "".join(f" Not predicted, {why}: {', '.join(names)}" + (
+             " (its c would come from its own step alone; a second model of its type in --sizes tests it)."
+             if why == decodetime.ALONE else ".") for why, names in unheld.items())),
         ("The verdict is what the step waits on beyond its fixed cost: memory-bound when reading the weights takes "
          "longer than the arithmetic, compute-bound when the arithmetic takes as long or longer, under the terms of "
          "every model and under each fit that leaves one model out. Where those fits disagree it is mixed: one "
@@ -491,8 +524,10 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
 
 def show_decode_model(page: Page, names: list[str], rows: list[ModelExplained], terms: decodetime.Terms | None,
                       why_not: str, ref: BandwidthReference | None, spark: dict[str, float], levels: tuple[int, ...],
-                      matvec: dict | None = None, cross: Crossover | None = None) -> None:
-    """Every model explained by the run's terms, and the published figures in the same terms; without terms, why not."""
+                      matvec: dict | None = None, cross: Crossover | None = None,
+                      not_held: dict[str, str] | None = None) -> None:
+    """Every model explained by the run's terms, and the published figures in the same terms, then c and the crossover
+    of each weight type; without terms, why not."""
     if terms is None:
         page.table("decode_model", "Decode time from measured terms", columns(UnfitRow),
                    cells([UnfitRow(name, why_not) for name in names]))
@@ -501,22 +536,32 @@ def show_decode_model(page: Page, names: list[str], rows: list[ModelExplained], 
         page, "decode_model", "Every model explained: reading the weights, one token's arithmetic and a fixed cost per step",
         "Every model explained, every column: the steps at each P, the batch line and each term's share",
         columns(ModelExplained), cells([*rows, spark_explained(spark)]), MODEL_SHOWN, formulas=[],
-        notes=model_notes(rows, terms, ref, spark, levels, matvec, cross))
+        notes=model_notes(rows, terms, ref, spark, levels, matvec, cross, not_held))
+    if cross is not None:
+        page.table("arithmetic_per_type", "One token's arithmetic per parameter c, and the crossover B × c, per weight "
+                   "type", columns(ArithmeticRow), cells(arithmetic_rows(cross)),
+                   notes=[(f"c is fitted per weight type, B = {terms.gbs:.3g} GB/s and f for every model. A type whose "
+                           f"models all waited on reading their weights shows no arithmetic of its own: c = 0 fits its "
+                           f"steps as well as any c up to the one shown, the least of its models' W ÷ (n × B).")])
 
 
 def prefill_notes(rows: list[PrefillRow], terms: decodetime.Terms, plan: PrefillPlan) -> list[str]:
-    slowest = max(rows, key=lambda p: p.decode_over_prefill)
-    fastest = min(rows, key=lambda p: p.decode_over_prefill)
+    seen = [(r, r.decode_over_prefill) for r in rows if r.decode_over_prefill is not None]
+    hidden = [f"{r.model} ({r.weights})" for r in rows if r.decode_over_prefill is None]
     return [
         (f"A prompt of {plan.tokens} tokens, one micro-batch, on the first model of each weight type: {plan.samples} "
          f"timed prefills after {plan.warmup} warm-up{'' if plan.warmup == 1 else 's'}, from the server's "
          f"prompt_ms; reached = 2 FLOPs per parameter × tokens/s. Prefill runs matrix-matrix kernels, each weight "
          f"read once for all {plan.tokens} tokens: the fastest arithmetic the engine shows for that weight type."),
-        (f"Decode's one-token arithmetic, n × c at the run's c = {terms.arith_ps:.3g} ps per parameter "
-         f"({terms.arith_gflops:.3g} GFLOP/s), takes {fastest.decode_over_prefill:.2g}× ({fastest.model}) to "
-         f"{slowest.decode_over_prefill:.2g}× ({slowest.model}) the time of a token of prefill: decode's kernels "
-         f"(matrix-vector, one token at a time) are not prefill's, so the model fits c on decode's own steps instead of "
-         f"taking prefill's rate, which would put each width's arithmetic that many times too low."),
+        *([("Decode's one-token arithmetic, n × c with its weight type's c ("
+            + ", ".join(f"{r.weights} {terms.c(r.weights or '?'):.3g} ps per parameter" for r, _ in seen)
+            + f"), takes {min(x for _, x in seen):.2g}× ({min(seen, key=lambda e: e[1])[0].model}) to "
+              f"{max(x for _, x in seen):.2g}× ({max(seen, key=lambda e: e[1])[0].model}) the time of a token of "
+              f"prefill: decode's kernels (matrix-vector, one token at a time) are not prefill's, so the model fits "
+              f"c on decode's own steps instead of taking prefill's rate, which would put each width's arithmetic that "
+              f"many times too low.")] if seen else []),
+        *([f"No decode arithmetic beside {', '.join(hidden)}: its type's c is hidden under the reading."]
+          if hidden else []),
     ]
 
 
@@ -556,23 +601,30 @@ def plot_shape(widths: list[decodetime.Width]) -> decodetime.Width | None:
     return next(w for w in widths if (w.n_params, w.n_layer) == shape)
 
 
-def model_series(shape: decodetime.Width, cross: Crossover, lo: float, hi: float,
+def model_series(shape: decodetime.Width, cross: Crossover, widths: list[decodetime.Width], lo: float, hi: float,
                  y_range: tuple[float, float]) -> list[Series]:
-    """The decode-time model's tokens/s over bytes per token (MB) for `shape`'s parameters and blocks, and a vertical
-    marker at its crossover, n × B × c bytes, spanning `y_range`."""
+    """The decode-time model's tokens/s at each width of `shape`'s parameters and blocks, each with its weight type's
+    c, joined in order of bytes per token (MB); and a vertical marker at each seen weight type's crossover, n × B × c
+    bytes, spanning `y_range`, where it lies between `lo` and `hi`."""
     t, n, L = cross.terms, shape.n_params, shape.n_layer
-    at = cross.bytes_per_param * n / MB
-    xs = sorted({*(lo * (hi / lo) ** (i / 24) for i in range(25)), at})
-    ys = [decodetime.predict(t, shape.name, x * MB, n, L).tokens_per_s for x in xs]
-    return [Series(label=f"decode-time model at {n / 1e6:.1f} M parameters in {L} blocks", x=xs, y=ys, style="dashed"),
-            Series(label=f"crossover B × c = {cross.bytes_per_param:.3g} bytes per parameter ({at:,.0f} MB at "
-                         f"{n / 1e6:.1f} M parameters)", x=[at, at], y=list(y_range), style="dashed")]
+    same = sorted((w for w in widths if (w.n_params, w.n_layer) == (n, L)), key=lambda w: w.weight_bytes)
+    out = [Series(label=f"decode-time model at {n / 1e6:.1f} M parameters in {L} blocks, each width with its type's c",
+                  x=[w.weight_bytes / MB for w in same],
+                  y=[decodetime.predict_width(t, w).tokens_per_s for w in same], style="dashed")]
+    for kind in cross.seen:
+        at = kind.bytes_per_param * n / MB
+        if lo <= at <= hi:
+            out.append(Series(label=f"{kind.weight_type}'s crossover B × c = {kind.bytes_per_param:.3g} bytes per "
+                                    f"parameter ({at:,.0f} MB at {n / 1e6:.1f} M parameters)",
+                              x=[at, at], y=list(y_range), style="dashed"))
+    return out
 
 
 def plot_decode_vs_bytes(page: Page, points: list[dict], fit: dict | None, ref: BandwidthReference | None,
                          cross: Crossover | None = None, widths: list[decodetime.Width] | None = None) -> None:
     """Tokens/s against bytes per token on log-log axes, with the line's bandwidth and the run's, and where the
-    decode-time model was fitted, its curve and its crossover for the shape most widths share."""
+    decode-time model was fitted, its prediction of each width of the shape most widths share and each weight type's
+    crossover at that shape."""
     xs = [p["bytes"] / MB for p in points]
     lo, hi = min(xs) / 2, max(max(xs), PUBLISHED_BYTES / MB) * 2
 
@@ -596,17 +648,24 @@ def plot_decode_vs_bytes(page: Page, points: list[dict], fit: dict | None, ref: 
     shape = plot_shape(widths or [])
     if cross is not None and shape is not None:
         ys = [y for s in series for y in (*s.y, *(s.y_min or []), *(s.y_max or []))]
-        series += model_series(shape, cross, lo, hi, (min(ys), max(ys)))
+        series += model_series(shape, cross, widths or [], lo, hi, (min(ys), max(ys)))
     page.plot("decode_vs_bytes", "Decode tokens/s against bytes per token", "bytes per token (MB)", "decode tokens/s",
               series, log_x=True, log_y=True)
 
 
 # --- the conclusion: the page's last words, from the run's numbers ----------------------------------
 
-def nearest(sides: list[Side], largest: bool) -> list[Side]:
-    """The sides nearest the crossover from one side: those sharing the largest (or smallest) bytes per parameter."""
-    edge = (max if largest else min)(s.bytes_per_param for s in sides)
-    return [s for s in sides if math.isclose(s.bytes_per_param, edge, rel_tol=1e-9)]
+def nearest(sides: list[Side], cross: Crossover, largest: bool) -> list[Side]:
+    """The sides nearest their type's crossover from one side: those sharing the largest (or smallest) ratio of their
+    bytes per parameter to it, of the types whose crossover was seen (every other where none was)."""
+    def ratio(s: Side) -> float:
+        kind = cross.of(s.weight_type)
+        return math.inf if kind.hidden else s.bytes_per_param / kind.bytes_per_param
+
+    finite = [s for s in sides if math.isfinite(ratio(s))]
+    key = ratio if finite else (lambda s: s.bytes_per_param)
+    edge = (max if largest else min)(key(s) for s in finite or sides)
+    return [s for s in finite or sides if math.isclose(key(s), edge, rel_tol=1e-9)]
 
 
 def spark_sentence(spark: dict[str, float], prefill: list[PrefillRow]) -> str:
@@ -621,9 +680,9 @@ def spark_sentence(spark: dict[str, float], prefill: list[PrefillRow]) -> str:
     if verdict == decodetime.MEMORY:
         out += (f" It would wait on the arithmetic only if decode's arithmetic per token were more than {times:.3g}× "
                 f"prefill's")
-        if prefill:
-            lo = min(r.decode_over_prefill for r in prefill)
-            hi = max(r.decode_over_prefill for r in prefill)
+        ratios = [r.decode_over_prefill for r in prefill if r.decode_over_prefill is not None]
+        if ratios:
+            lo, hi = min(ratios), max(ratios)
             out += f"; on this machine it was {lo:.2g}–{hi:.2g}×" if hi > lo else f"; on this machine it was {lo:.2g}×"
         out += "."
     return out
@@ -634,16 +693,19 @@ def tested_sentence(rows: list[ModelExplained]) -> str:
     errors = [(r.model, r.error_percent) for r in rows if r.error_percent is not None]
     tol = 100 * decodetime.TOLERANCE
     if not errors:
-        return (f"With {len(rows)} models none can be left out to test the model on one it has not seen, so these "
-                f"verdicts are untested.")
+        return (f"Of these {len(rows)} models none can be left out to test the model on one it has not seen (each "
+                f"needs another of its weight type), so these verdicts are untested.")
     within = [n for n, e in errors if abs(e) <= tol]
+    untested = [r.model for r in rows if r.error_percent is None]
+    alone = (f" ({', '.join(untested)} could not be left out: no other model shares {'its' if len(untested) == 1 else 'their'}"
+             f" weight type)" if untested else "")
     if len(within) == len(errors):
-        return (f"The model behind these verdicts predicted each of the {len(errors)} models within ±{tol:.0f}% from the "
-                f"others' terms.")
+        return (f"The model behind these verdicts predicted each of the {len(errors)} models it could leave out within "
+                f"±{tol:.0f}% from the others' terms{alone}.")
     name, worst = max(errors, key=lambda ne: abs(ne[1]))
     return (f"The model behind these verdicts predicted {len(within)} of {len(errors)} models within ±{tol:.0f}% from "
-            f"the others' terms (the furthest, {name}, at {worst:+.0f}%): they are this run's best reading, not a "
-            f"settled one.")
+            f"the others' terms (the furthest, {name}, at {worst:+.0f}%){alone}: they are this run's best reading, not "
+            f"a settled one.")
 
 
 def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
@@ -655,49 +717,52 @@ def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
     if cross is None:
         return [(f"Conclusion: this run cannot say where its decode waits on memory and where on the arithmetic: the "
                  f"decode-time model could not be fitted ({why_not or 'no steps'}). Measure at least "
-                 f"{decodetime.MIN_FIT + 1} models (three terms, and one model left out to test them)."),
+                 f"{decodetime.MIN_FIT + 1} models (three terms, and one model left out to test them), two of each "
+                 f"weight type."),
                 spark_sentence(spark, prefill)]
-    t, x = cross.terms, cross.bytes_per_param
-    spread = (f" ({cross.low:.3g}–{cross.high:.3g} across the run's fit and those that leave one model out)"
-              if cross.high > cross.low else "")
+    t = cross.terms
     out = [(f"Conclusion. On this machine reading one byte takes 1 ÷ B = {cross.byte_ps:.3g} ps (B = {t.gbs:.3g} GB/s) "
-            f"and one parameter's arithmetic c = {t.arith_ps:.3g} ps, so reading a parameter's weights takes as long as "
-            f"its arithmetic at B × c = {x:.3g} bytes per parameter{spread}.")]
+            f"and one parameter's arithmetic c depends on its weight type's kernels: {c_text(cross)}. So reading a "
+            f"parameter's weights takes as long as its arithmetic at B × c = {crossovers_text(cross)} bytes per "
+            f"parameter{bracketed(cross)}.")]
     memory, compute, mixed = (cross.waiting_on(v) for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED))
-    out.append(f"Decode waits on memory where a model stores more than {x:.3g} bytes per parameter: "
+    out.append(f"Decode waits on memory where a model stores more bytes per parameter than its type's crossover: "
                f"{sides_text(memory)}; their weights take longer to read than their arithmetic takes." if memory else
-               f"No model measured here waits on memory under every fit (that takes more than {cross.high:.3g} bytes "
-               f"per parameter).")
-    out.append(f"It waits on the arithmetic where a model stores {x:.3g} bytes per parameter or fewer: "
-               f"{sides_text(compute)}; their weights arrive before the arithmetic on them is done." if compute else
-               f"No model measured here waits on the arithmetic under every fit (that takes {cross.low:.3g} bytes per "
-               f"parameter or fewer).")
+               "No model measured here waits on memory under every fit.")
+    out.append(f"It waits on the arithmetic where a model stores as many bytes per parameter as its type's crossover "
+               f"or fewer: {sides_text(compute)}; their weights arrive before the arithmetic on them is done."
+               if compute else "No model measured here waits on the arithmetic under every fit.")
     if mixed:
-        out.append(f"Mixed, between {cross.low:.3g} and {cross.high:.3g} bytes per parameter where the fits disagree: "
-                   f"{sides_text(mixed)}; this run cannot tell which term is larger.")
+        out.append(f"Mixed, inside its type's range where the fits disagree: {sides_text(mixed)}; this run cannot tell "
+                   f"which term is larger.")
     out.append(f"Whichever term a step waits on, it also pays f = {t.fixed_ms_per_block:.3g} ms per block (the graph's "
                f"operations and the threads' waits).")
     if rows is not None:
         out.append(tested_sentence(rows))
     out.append(spark_sentence(spark, prefill))
     if memory:
-        near = nearest(memory, largest=False)
-        p = near[0].bytes_per_param
-        need = decodetime.bandwidth_to_cross(p, t)
-        out.append(f"To move {', '.join(s.model for s in near)} ({p:.3g} bytes per parameter) onto the arithmetic: "
-                   f"store it in {x:.3g} bytes per parameter or fewer (a narrower width), or read memory at "
-                   f"{need:.3g} GB/s or more ({need / t.gbs:.2g}× B, with c as it is).")
+        near = nearest(memory, cross, largest=False)
+        s, kind = near[0], cross.of(near[0].weight_type)
+        names = f"{', '.join(n.model for n in near)} ({s.weight_type}, {s.bytes_per_param:.3g} bytes per parameter)"
+        if kind.hidden:
+            out.append(f"{names} never showed its arithmetic: its type's c is at most {kind.hidden_below:.3g} ps, so "
+                       f"this run cannot say what would move it onto the arithmetic beyond a narrower width.")
+        else:
+            need = decodetime.bandwidth_to_cross(s.bytes_per_param, t, s.weight_type)
+            out.append(f"To move {names} onto the arithmetic: store it in {kind.bytes_per_param:.3g} bytes per "
+                       f"parameter or fewer at its type's c, or read memory at {need:.3g} GB/s or more "
+                       f"({need / t.gbs:.2g}× B, with c as it is).")
     if compute:
-        near = nearest(compute, largest=True)
-        p = near[0].bytes_per_param
-        need = decodetime.arithmetic_to_cross(p, t)
-        out.append(f"To move {', '.join(s.model for s in near)} ({p:.3g} bytes per parameter) onto memory: arithmetic "
-                   f"under {need:.3g} ps per parameter ({t.arith_ps / need:.2g}× as fast: more cores, or kernels that "
-                   f"do more per cycle), or more than {x:.3g} bytes per parameter, a wider width that reads more and "
-                   f"decodes slower.")
+        near = nearest(compute, cross, largest=True)
+        s, kind = near[0], cross.of(near[0].weight_type)
+        need = decodetime.arithmetic_to_cross(s.bytes_per_param, t)
+        out.append(f"To move {', '.join(n.model for n in near)} ({s.weight_type}, {s.bytes_per_param:.3g} bytes per "
+                   f"parameter) onto memory: arithmetic under {need:.3g} ps per parameter ({kind.c_ps / need:.2g}× "
+                   f"as fast as its type's {kind.c_ps:.3g} ps: more cores, or kernels that do more per cycle), or a "
+                   f"weight type whose kernels are that fast at more bytes per parameter.")
     if mixed:
-        out.append(f"{', '.join(s.model for s in mixed)} sit at the crossover: more samples, or models of other shapes, "
-                   f"would tell which side.")
+        out.append(f"{', '.join(s.model for s in mixed)} sit at their type's crossover: more samples, or models of "
+                   f"other shapes, would tell which side.")
     return out
 
 
@@ -711,19 +776,18 @@ def show_conclusion(page: Page, cross: Crossover | None, why_not: str, spark: di
 # --- what this run shows: the page's opening, from the run's numbers ----------------------------------
 
 def shows(cross: Crossover | None, why_not: str, points: list[dict]) -> str:
-    """What the run shows: the crossover B × c of the decode-time model and each model's verdict against it, with its
-    bytes per parameter; where no model was fitted, why not and what the sweep measured (each model's median decode
+    """What the run shows: the crossover B × c of each weight type and each model's verdict against its type's, with
+    its bytes per parameter; where no model was fitted, why not and what the sweep measured (each model's median decode
     and the effective GB/s it reads at)."""
     if cross is None:
         measured = "; ".join(f"{p['name']} {p['median']:.3g} tokens/s at {p['bytes'] / MB:.3g} MB per token "
                              f"({p['bytes'] * p['median'] / GB:.3g} GB/s read)" for p in points)
         return (f"The decode-time model could not be fitted ({why_not or 'no steps'}), so this run does not say which "
                 f"term its decode waits on. It measured {measured}.")
-    t, x = cross.terms, cross.bytes_per_param
-    spread = f" ({cross.low:.3g}–{cross.high:.3g} across the fits)" if cross.high > cross.low else ""
-    text = (f"On this machine reading a parameter's weights takes as long as its arithmetic at B × c = {x:.3g} bytes "
-            f"per parameter{spread}, with B = {t.gbs:.3g} GB/s and c = {t.arith_ps:.3g} ps per parameter fitted on "
-            f"{len(cross.sides)} models.")
+    t = cross.terms
+    text = (f"On this machine reading a parameter's weights takes as long as its arithmetic at B × c = "
+            f"{crossovers_text(cross)} bytes per parameter by weight type{bracketed(cross, 'across the fits')}, with "
+            f"B = {t.gbs:.3g} GB/s and c per parameter {c_text(cross)}, fitted on {len(cross.sides)} models.")
     said = {decodetime.MEMORY: ("waits", "wait", "on memory"), decodetime.COMPUTE: ("waits", "wait", "on the arithmetic"),
             decodetime.MIXED: ("is", "are", "mixed (the fits disagree)")}
     verdicts = [f"{sides_text(on)} {one if len(on) == 1 else many} {words}"
