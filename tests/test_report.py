@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
@@ -84,13 +85,24 @@ HOSTILE = "<script>alert('model')</script> & [x](javascript:alert(1))"
 
 
 def hostile_run(dest: Path, *lesson_ids: str) -> Path:
-    """A run whose model name, file and server build come from someone who wants to run a script."""
+    """A run whose model name, file and server build come from someone who wants to run a script. Its manifest
+    records the sha256 of each lesson's JSON as written here, where the fixture's kept one."""
     run = assemble_run(dest, *lesson_ids)
     edit_manifest(run, lambda m: (m["model"].update(path=f"/models/{HOSTILE}.gguf"), m["engine"].update(build=HOSTILE)))
+    written = {}
     for lid in lesson_ids:
         result = read_result(run, lid)
         result.model["name"] = HOSTILE
-        (run / f"{lid}.json").write_text(json.dumps(result.to_json()), encoding="utf-8")
+        raw = json.dumps(result.to_json()).encode("utf-8")
+        (run / f"{lid}.json").write_bytes(raw)
+        written[lid] = hashlib.sha256(raw).hexdigest()
+
+    def recorded(m: dict) -> None:
+        for lid, entry in m["lessons"].items():
+            if entry.get("json_sha256") and lid in written:
+                entry["json_sha256"] = written[lid]
+
+    edit_manifest(run, recorded)
     return run
 
 
