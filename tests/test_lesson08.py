@@ -289,8 +289,8 @@ def test_a_verdict_that_one_model_turns_over_is_shown_mixed():
     notes = " ".join(model_notes(rows, decodetime.fit(widths), None, spark_terms(), (2, 4), None, None,
                                  decodetime.not_held_out(widths)))
     assert "Here: memory-bound f32; compute-bound q4_1, q8_0, medium, large; mixed f16." in notes
-    assert ("Not predicted, alone in its weight type: q4_1, f16, f32 (its c would come from its own step alone; a "
-            "second model of its type in --sizes tests it).") in notes
+    assert ("Not predicted, alone in its weight type: q4_1, f16, f32 (the c of each would come from its own step "
+            "alone; a second model of each type in --sizes tests it).") in notes
 
 
 def test_a_slow_prefill_sample_is_an_outlier_not_the_range():
@@ -518,6 +518,11 @@ def test_the_conclusion_says_how_well_the_model_predicted():
     assert ("The model behind these verdicts predicted 4 of 6 models within ±15% from the others' terms (the furthest, "
             "q8_0, at +36%): they are this run's best reading, not a settled one.") in text
     assert not any("predicted each of" in s for s in text)
+    # missed, and two alone in their types: one bracket says both
+    both = [dataclasses.replace(r, error_percent=None if r.model in ("q4_1", "f16") else r.error_percent) for r in missed]
+    assert ("predicted 3 of 4 models within ±15% from the others' terms (the furthest, q8_0, at +36%; q4_1, f16 could "
+            "not be left out: no other model shares their weight type): they are this run's best reading, not a settled "
+            "one.") in " ".join(conclusion(cross, "", spark_terms(), None, both))
     assert len(conclusion(cross, "", spark_terms())) == len(text) - 1  # without rows, no such sentence
 
 

@@ -473,7 +473,9 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
             if errors else f"No model can be left out (at least {decodetime.MIN_FIT + 1} models, two of a weight "
                            f"type).")
          + "".join(f" Not predicted, {why}: {', '.join(names)}" + (
-             " (its c would come from its own step alone; a second model of its type in --sizes tests it)."
+             (" (its c would come from its own step alone; a second model of its type in --sizes tests it)."
+              if len(names) == 1 else " (the c of each would come from its own step alone; a second model of each "
+                                      "type in --sizes tests it).")
              if why == decodetime.ALONE else ".") for why, names in unheld.items())),
         ("The verdict is what the step waits on beyond its fixed cost: memory-bound when reading the weights takes "
          "longer than the arithmetic, compute-bound when the arithmetic takes as long or longer, under the terms of "
@@ -697,15 +699,15 @@ def tested_sentence(rows: list[ModelExplained]) -> str:
                 f"needs another of its weight type), so these verdicts are untested.")
     within = [n for n, e in errors if abs(e) <= tol]
     untested = [r.model for r in rows if r.error_percent is None]
-    alone = (f" ({', '.join(untested)} could not be left out: no other model shares {'its' if len(untested) == 1 else 'their'}"
-             f" weight type)" if untested else "")
+    alone = (f"{', '.join(untested)} could not be left out: no other model shares {'its' if len(untested) == 1 else 'their'}"
+             f" weight type" if untested else "")
     if len(within) == len(errors):
         return (f"The model behind these verdicts predicted each of the {len(errors)} models it could leave out within "
-                f"±{tol:.0f}% from the others' terms{alone}.")
+                f"±{tol:.0f}% from the others' terms{f' ({alone})' if alone else ''}.")
     name, worst = max(errors, key=lambda ne: abs(ne[1]))
     return (f"The model behind these verdicts predicted {len(within)} of {len(errors)} models within ±{tol:.0f}% from "
-            f"the others' terms (the furthest, {name}, at {worst:+.0f}%){alone}: they are this run's best reading, not "
-            f"a settled one.")
+            f"the others' terms (the furthest, {name}, at {worst:+.0f}%{f'; {alone}' if alone else ''}): they are "
+            f"this run's best reading, not a settled one.")
 
 
 def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
@@ -745,8 +747,9 @@ def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
         s, kind = near[0], cross.of(near[0].weight_type)
         names = f"{', '.join(n.model for n in near)} ({s.weight_type}, {s.bytes_per_param:.3g} bytes per parameter)"
         if kind.hidden:
-            out.append(f"{names} never showed its arithmetic: its type's c is at most {kind.hidden_below:.3g} ps, so "
-                       f"this run cannot say what would move it onto the arithmetic beyond a narrower width.")
+            its, it = ("its", "it") if len(near) == 1 else ("their", "them")
+            out.append(f"{names} never showed {its} arithmetic: {its} type's c is at most {kind.hidden_below:.3g} ps, "
+                       f"so this run cannot say what would move {it} onto the arithmetic beyond a narrower width.")
         else:
             need = decodetime.bandwidth_to_cross(s.bytes_per_param, t, s.weight_type)
             out.append(f"To move {names} onto the arithmetic: store it in {kind.bytes_per_param:.3g} bytes per "
