@@ -472,12 +472,17 @@ def test_the_conclusion_follows_the_numbers():
     assert text[3] == "Whichever term a step waits on, it also pays f = 0.08 ms per block (the graph's operations and the threads' waits)."
     assert text[4].startswith("The published DGX Spark figures in the same terms:")
     # f16 (2.0007 bytes per parameter) crosses at 2.0007 ÷ 25 ps = 80.03 GB/s, 1.6 × B; q8_0, the widest of the
-    # compute-bound ones against its type's crossover (1.0632), at 1.0632 ÷ 50 GB/s = 21.26 ps, 25 ÷ 21.26 = 1.2 × as fast
+    # compute-bound ones against its type's crossover (1.0632), at 1.0632 ÷ 50 GB/s = 21.26 ps, 25 ÷ 21.26 = 1.18 × as
+    # fast
     assert text[5] == ("To move f16 (F16, 2 bytes per parameter) onto the arithmetic: store it in 1.25 bytes per "
                        "parameter or fewer at its type's c, or read memory at 80 GB/s or more (1.6× B, with c as it is).")
     assert text[6].startswith("To move q8_0 (Q8_0, 1.06 bytes per parameter) onto memory: arithmetic under 21.3 ps per "
-                              "parameter (1.2× as fast as its type's 25 ps")
+                              "parameter (1.18× as fast as its type's 25 ps")
     assert len(text) == 7
+    # c = 60 ps: the crossovers rise to 3 bytes per parameter, and only f32 (4) waits on memory: one model, "its"
+    one = conclusion(_crossover(terms_at(60.0))[0], "", spark)
+    assert one[1] == ("Decode waits on memory where a model stores more bytes per parameter than its type's crossover: "
+                       "f32 (4); its weights take longer to read than its arithmetic takes.")
     # c = 10 ps: the crossovers fall to 0.5, below every model; no sentence may name one that waits on arithmetic
     fast = conclusion(_crossover(terms_at(10.0))[0], "", spark)
     assert "B × c = Q4_1 0.5, Q8_0 0.5, F16 0.5, ALL_F32 0.5 bytes per parameter." in fast[0]

@@ -710,6 +710,11 @@ def tested_sentence(rows: list[ModelExplained]) -> str:
             f"this run's best reading, not a settled one.")
 
 
+def possessive(sides: list[Side]) -> str:
+    """'its' for one model, 'their' for several."""
+    return "its" if len(sides) == 1 else "their"
+
+
 def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
                prefill: list[PrefillRow] | None = None, rows: list[ModelExplained] | None = None) -> list[str]:
     """The capstone's conclusion, every sentence chosen by the numbers: where this machine's decode waits on memory
@@ -729,11 +734,11 @@ def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
             f"parameter{bracketed(cross)}.")]
     memory, compute, mixed = (cross.waiting_on(v) for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED))
     out.append(f"Decode waits on memory where a model stores more bytes per parameter than its type's crossover: "
-               f"{sides_text(memory)}; their weights take longer to read than their arithmetic takes." if memory else
-               "No model measured here waits on memory under every fit.")
+               f"{sides_text(memory)}; {possessive(memory)} weights take longer to read than {possessive(memory)} "
+               f"arithmetic takes." if memory else "No model measured here waits on memory under every fit.")
     out.append(f"It waits on the arithmetic where a model stores as many bytes per parameter as its type's crossover "
-               f"or fewer: {sides_text(compute)}; their weights arrive before the arithmetic on them is done."
-               if compute else "No model measured here waits on the arithmetic under every fit.")
+               f"or fewer: {sides_text(compute)}; {possessive(compute)} weights arrive before the arithmetic on them is "
+               f"done." if compute else "No model measured here waits on the arithmetic under every fit.")
     if mixed:
         out.append(f"Mixed, inside its type's range where the fits disagree: {sides_text(mixed)}; this run cannot tell "
                    f"which term is larger.")
@@ -760,7 +765,7 @@ def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
         s, kind = near[0], cross.of(near[0].weight_type)
         need = decodetime.arithmetic_to_cross(s.bytes_per_param, t)
         out.append(f"To move {', '.join(n.model for n in near)} ({s.weight_type}, {s.bytes_per_param:.3g} bytes per "
-                   f"parameter) onto memory: arithmetic under {need:.3g} ps per parameter ({kind.c_ps / need:.2g}× "
+                   f"parameter) onto memory: arithmetic under {need:.3g} ps per parameter ({kind.c_ps / need:.3g}× "
                    f"as fast as its type's {kind.c_ps:.3g} ps: more cores, or kernels that do more per cycle), or a "
                    f"weight type whose kernels are that fast at more bytes per parameter.")
     if mixed:
