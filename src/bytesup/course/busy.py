@@ -139,12 +139,13 @@ def pace_of(readings: Any) -> float | None:
 
 def pace_moved(pace: Any) -> tuple[float, float] | None:
     """(before, after), the medians of the two pace readings, where the pace moved across the lesson by the rule: by
-    more than PACE_MOVE, and beyond both readings' ranges (each reading's every sample on its own side); else None."""
+    more than PACE_MOVE, and beyond both readings' ranges (each reading's median outside the other's range, so that
+    one sample alone, as far out as it may be, neither makes nor hides a move); else None."""
     before, after = pace_samples(pace, "before"), pace_samples(pace, "after")
     if not before or not after:
         return None
     b, a = statistics.median(before), statistics.median(after)
-    apart = max(before) < min(after) or max(after) < min(before)
+    apart = not min(before) <= a <= max(before) and not min(after) <= b <= max(after)
     return (b, a) if abs(a / b - 1) > PACE_MOVE and apart else None
 
 
