@@ -20,6 +20,7 @@ os.environ["BYTESUP_ENGINE"] = "embedded"
 # tests of that comparison.
 os.environ["BYTESUP_ENGINE_GAP"] = "0"
 os.environ["BYTESUP_HARNESS_PROBE"] = "0"  # the run's split of the harness's time: tests/test_harness_split.py
+os.environ["BYTESUP_PACE"] = "0"  # the machine's pace around each lesson: tests/test_pace.py
 
 # The slowest files, slowest first (seconds in a 2-core run). pyproject.toml has pytest-xdist hand out whole files
 # (`--dist loadfile`), so a module's replay fixture runs in one worker only, and in this order, so that no long file

@@ -68,6 +68,12 @@ class BareClient:
 
     def completion_ms(self, body: bytes) -> tuple[float, float]:
         """(client wall ms from sending `body` to the answer's last byte, the server's prompt_ms + predicted_ms)."""
+        wall, timings = self.timed(body)
+        return wall, float(timings["prompt_ms"]) + float(timings["predicted_ms"])
+
+    def timed(self, body: bytes) -> tuple[float, dict[str, Any]]:
+        """(client wall ms from sending `body` to the answer's last byte, the answer's `timings` as the server sent
+        them)."""
         for attempt in (0, 1):  # a kept connection the server closed meanwhile is opened again, once
             if self._conn is None:
                 host, port, timeout = self._where
@@ -85,8 +91,7 @@ class BareClient:
                 continue
             if answer.status != 200:
                 raise http.client.HTTPException(f"status {answer.status}")
-            timings = json.loads(data)["timings"]
-            return wall, float(timings["prompt_ms"]) + float(timings["predicted_ms"])
+            return wall, json.loads(data)["timings"]
         raise AssertionError("unreachable")
 
     def close(self) -> None:

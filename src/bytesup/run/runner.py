@@ -73,7 +73,7 @@ from bytesup.run.server import (
 from bytesup.files import file_sha256, write_json_atomic, write_text_atomic
 from bytesup.run.summary import print_summary
 from bytesup.run.models import is_local, models_first
-from bytesup.run import engines, harness
+from bytesup.run import engines, harness, pace
 
 # Set by scripts/run_course.sh: the run stops (as on SIGTERM) when `make run` dies, however it dies.
 DIE_WITH_PARENT_ENV = "BYTESUP_DIE_WITH_PARENT"
@@ -286,13 +286,14 @@ def outside_servers(seen: ServerSeen, options: RunOptions) -> list[int]:
 
 
 def record_machine_load(ctx: LessonContext, watch: load.Watch | None, result: LessonResult,
-                        drift_before: dict | None) -> None:
+                        drift_before: dict | None, paced: dict[str, list[float]] | None = None) -> None:
     """The lesson's readings of the machine's load (bytesup.course.busy) as its host value, which the page and
-    `bytesup check` read; a replay keeps the recorded run's, and a run recorded before the readings has none."""
+    `bytesup check` read, with the run's pace before and after it where taken (bytesup.run.pace); a replay keeps the
+    recorded run's, and a run recorded before the readings has none."""
     def measure() -> dict:
         assert watch is not None  # a live run always has its watch
         drift = ctx.run_bandwidth_drift()
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"pace": paced} if paced else {}
         if drift and drift != drift_before:  # this lesson took the run's second bandwidth reading
             extra["drift"] = {"change": drift.get("change"), "ranges_overlap": drift.get("ranges_overlap")}
         extra["collapsed"] = busy.collapses([m.model_dump(mode="json") for m in result.measurements])
@@ -395,6 +396,10 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             save_manifest()
     build = manifest.engine.build or seen.props.get("build_info")
     servers_here = outside_servers(seen, options)
+    # The machine's pace before the first lesson and after each one, in a live run of several (bytesup.run.pace).
+    pacer = (cleanup.enter_context(contextlib.closing(BareClient(seen.url, options.api_key, options.timeout)))
+             if options.replay is None and len(todo) > 1 and not pace.skipped_by_env() else None)
+    last_pace = pace.read(pacer) if pacer is not None else None
     failures = 0
     interrupted: KeyboardInterrupt | None = None
     disk_full: DiskFull | None = None
@@ -434,11 +439,16 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 if options.replay is None:
                     watch = ctx.load_watch = load.Watch(os.cpu_count(), ctx.server_threads(), lambda: servers_here)
                     watch.start()
+                pace_before, last_pace = last_pace, None
+                if pacer is not None and pace_before is None:  # the lesson before ended without its reading
+                    pace_before = pace.read(pacer)
                 try:
                     result = module.main(ctx)
                 except LessonSkipped as exc:  # raised from inside the lesson: its page says why, as ctx.skip's does
                     result = ctx.skip(exc.reason, exc.command)
-                record_machine_load(ctx, watch, result, drift_before)
+                last_pace = pace.read(pacer) if pacer is not None else None
+                paced = {"before": pace_before, "after": last_pace} if pace_before and last_pace else None
+                record_machine_load(ctx, watch, result, drift_before, paced)
                 raise_if_stopping()  # a stop whose exception was lost inside the lesson
                 if options.replay is None:
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)

@@ -26,6 +26,15 @@ machine, lesson 8's prefill 3.8% above lesson 7's, four minutes later, where eac
 1%). ±DRIFT_TOLERANCE is also all a lesson with too few samples to say what its spread is (fewer than MIN_SAMPLES,
 or fewer than two lessons with that many) is held to.
 
+Where the run read the machine's pace around every one of these lessons (bytesup.run.pace: the same short decode on
+the run's server before and after each lesson), the figures are set side by side in units of their lesson's pace: a
+lesson measured in a slow spell of the machine is judged against what the others' steps would have been in that
+spell. On a 2-core virtual machine the same decode ran at about 150 tokens/s in lesson 5 and at 80 at the start
+of lesson 6, seconds later, with no other process here using the cores; the raw figures then differ by more than
+any tolerance, though both lessons measured the same thing. A lesson
+during which the pace itself moved was measured on a machine whose speed changed under it: the claim is then
+inconclusive (bytesup.course.busy's rule), not judged.
+
 Where a lesson does not agree, the claim names it and the settings of the server shape that differ from the
 lessons that agree: the run's server or one the lesson started, its engine, its context (-c), its slots
 (--parallel), the other servers it took turns with, the tokens each request generated, and the clock (the
@@ -36,10 +45,11 @@ identity and its recorded exchanges; a setting a lesson did not record is not gu
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from bytesup.course import busy
 from bytesup.check.claims.common import L4, L5, L5B, L6, L7, L8, grouped, unless_busy
 from bytesup.check.evidence import RawCompletion, exchanges_path, recorded_completions
 from bytesup.check.verdicts import FAIL, ITSELF, NA, PASS, ClaimResult, find_lesson, missing
@@ -106,6 +116,7 @@ class Reading:
     ms: tuple[float, ...]            # ms per token, one per sample
     shape: dict[str, str] = field(default_factory=dict)
     pooled: bool = True              # its spread joins the pooled spread (not single steps: the client's gaps)
+    pace: float | None = None        # the machine's pace around its lesson, tokens/s (bytesup.course.busy.pace_of)
 
     @property
     def figure_ms(self) -> float:
@@ -346,7 +357,8 @@ def readings(run: Run, readers: list[tuple[str, str, str, Reader]]) -> tuple[lis
         if lesson is None:
             absent.append(missing(run, prefix, name))
             continue
-        got = [r for r in read(run, lesson, model) if r.ms]
+        pace = busy.pace_of(lesson.host_values.get(busy.HOST_VALUE))
+        got = [replace(r, pace=pace) for r in read(run, lesson, model) if r.ms]
         if not got:
             absent.append(f"lesson {lesson.lesson_id} recorded no {what}")
         found += got
@@ -371,12 +383,28 @@ class Judged:
         return abs(self.deviation) <= self.tolerance * (1 + 1e-12)
 
 
+def paced(found: list[Reading]) -> bool:
+    """Whether every reading has its lesson's pace, so that the figures are set side by side in units of it."""
+    return bool(found) and all(r.pace for r in found)
+
+
+def in_pace(r: Reading, at_pace: bool) -> float:
+    """A reading's figure in units of its lesson's pace (ms per step × pace tokens/s ÷ 1000: its step over the pace's
+    step) where `at_pace`, else in ms."""
+    return r.figure_ms * (r.pace or 0.0) / 1e3 if at_pace else r.figure_ms
+
+
 def reference_ms(found: list[Reading], r: Reading) -> float:
     """What `r` is judged against: the median of every reading's figure; with two readings, the other's figure (the
-    median of two would put each half-way to the other)."""
+    median of two would put each half-way to the other). Where every reading has its pace, the figures are taken in
+    units of their paces and the reference is given back at `r`'s pace: what the others' steps would have been at the
+    machine's speed of `r`'s time."""
+    at_pace = paced(found)
     if len(found) == 2:
-        return next(o.figure_ms for o in found if o is not r)
-    return median([o.figure_ms for o in found])
+        value = next(in_pace(o, at_pace) for o in found if o is not r)
+    else:
+        value = median([in_pace(o, at_pace) for o in found])
+    return value * 1e3 / (r.pace or 1.0) if at_pace else value
 
 
 def judge(found: list[Reading]) -> tuple[list[Judged], float | None]:
@@ -385,6 +413,17 @@ def judge(found: list[Reading]) -> tuple[list[Judged], float | None]:
     pooled = pooled_spread([r.spread for r in found if r.enough and r.pooled])
     tolerance = max(DRIFT_TOLERANCE, pooled or 0.0)
     return [Judged(r, reference_ms(found, r), tolerance) for r in found], pooled
+
+
+def pace_sentence(found: list[Reading]) -> str:
+    """How the lessons' figures were set side by side: at the machine's pace of each one's time, or as they are."""
+    if not paced(found):
+        return ("The figures are set side by side as measured: the run read no pace of the machine around every one "
+                "of these lessons")
+    paces = [r.pace or 0.0 for r in found]
+    return ("Each figure is set against the others at the machine's pace of its own time (the same short decode on the "
+            "run's server, before and after its lesson): the pace went from "
+            f"{min(paces):.4g} to {max(paces):.4g} tokens/s across these lessons ({max(paces) / min(paces):.2f}×)")
 
 
 def differing(bad: Reading, agreeing: list[Reading]) -> list[str]:
@@ -447,7 +486,8 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
     observed = (f"furthest {furthest.reading.label}: {_speed(furthest.reading.figure_ms, prefill)}, "
                 f"{furthest.deviation:+.1%} against {_speed(furthest.reference_ms, prefill)}")
     every = "; ".join(f"{j.reading.label}: {1e3 / j.reading.figure_ms:.4g} tokens/s ({len(j.reading.ms)} samples, "
-                      f"{j.deviation:+.1%}; {shape_text(j.reading)})" for j in judged)
+                      f"{j.deviation:+.1%}; " + (f"pace {j.reading.pace:.4g} tokens/s; " if paced(found) else "")
+                      + f"{shape_text(j.reading)})" for j in judged)
     if bad:
         versus = "the other figure" if len(found) == 2 else "the lessons' median"
         # Set against the lessons that agree; where none does, against every other one.
@@ -463,7 +503,7 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
         detail = "; ".join(named) + f". Every lesson: {every}"
     else:
         detail = f"every lesson: {every}"
-    detail += ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
+    detail += ". " + pace_sentence(found) + ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
     return ClaimResult(cid, "general", lessons, text, FAIL if bad else PASS, observed=observed,
                        expected=("each lesson's median within the tolerance of the median of every lesson's median (with "
                                  "two lessons, of the other's)"),

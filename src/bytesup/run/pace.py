@@ -1,0 +1,58 @@
+"""The machine's pace: the run's server decoding the same short request a few times before and after every lesson.
+
+A lesson's speeds are taken minutes after another's, and a shared machine's speed moves over minutes: on a virtual
+machine the host's other guests slow the cores and the memory without any process here using them, so neither the
+load average nor the CPU time sees it. The pace does, on the quantity the lessons measure: READINGS decodes of
+N_PREDICT tokens after a short prompt, greedy and seeded, on the run's server, each as tokens/s from the server's
+own timings. The requests go through a bare client (`BareClient`): they are not the lesson's, so they are neither
+recorded with its exchanges nor replayed.
+
+A run of two or more lessons reads the pace before its first lesson and after every lesson; the reading after one
+lesson is the reading before the next. Each lesson keeps its two readings with its readings of the machine's load
+(the host value `machine_load`, key "pace"). `bytesup.course.busy` turns them into the lesson's pace (`pace_of`) and
+into a sign of a machine whose speed moved during the lesson (`pace_moved`); `bytesup check` sets the lessons'
+speeds of one quantity side by side in units of their pace (bytesup.check.claims.consistency).
+
+`BYTESUP_PACE=0` skips it (the tests do, as they skip the harness's split); a replay never takes it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+
+from bytesup.llama.client import BareClient
+
+ENV = "BYTESUP_PACE"
+PROMPT = "The capital of France is"
+N_PREDICT = 16
+READINGS = 3
+
+
+def skipped_by_env() -> bool:
+    return os.environ.get(ENV, "").strip() == "0"
+
+
+def body(n_predict: int = N_PREDICT) -> bytes:
+    return json.dumps({"prompt": PROMPT, "n_predict": n_predict, "temperature": 0, "seed": 42, "cache_prompt": False,
+                       "ignore_eos": True}).encode()
+
+
+def tokens_per_s(timings: dict) -> float:
+    """One decode's speed from the server's timings: predicted_n tokens in predicted_ms."""
+    return 1e3 * float(timings["predicted_n"]) / float(timings["predicted_ms"])
+
+
+def read(bare: BareClient, readings: int = READINGS, n_predict: int = N_PREDICT) -> list[float] | None:
+    """`readings` decodes' tokens/s, in the order taken; None where a request failed or an answer had no usable
+    timings (the pace is a sign of the machine, never a reason for a run to fail)."""
+    raw = body(n_predict)
+    out = []
+    try:
+        for _ in range(readings):
+            _, timings = bare.timed(raw)
+            out.append(round(tokens_per_s(timings), 2))
+    except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return None
+    return out

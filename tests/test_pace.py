@@ -1,0 +1,87 @@
+"""The machine's pace (bytesup.run.pace): the same short decode on the run's server before the first lesson and after
+each one, kept with every lesson's readings of the machine, and never a reason for a run to fail."""
+
+from __future__ import annotations
+
+import http.client
+import json
+
+import pytest
+from test_busy import LESSON, URL, serve, two_cores  # noqa: F401  (two_cores is a fixture)
+
+from bytesup.course import busy
+from bytesup.run import pace
+
+
+class Server:
+    """A bare client whose server answers each request with the next of `answers` (timings, or an error to raise)."""
+
+    def __init__(self, *answers):
+        self.answers, self.bodies = list(answers), []
+
+    def timed(self, body: bytes):
+        self.bodies.append(json.loads(body))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return 1.0, answer
+
+
+def test_each_reading_is_tokens_per_second_from_the_servers_timings():
+    # 16 tokens in 100 ms: 160 tokens/s; in 128 ms: 125; in 80 ms: 200.
+    server = Server(*({"predicted_n": 16, "predicted_ms": ms} for ms in (100.0, 128.0, 80.0)))
+    assert pace.read(server) == [160.0, 125.0, 200.0]
+    assert server.bodies == [{"prompt": "The capital of France is", "n_predict": 16, "temperature": 0, "seed": 42,
+                              "cache_prompt": False, "ignore_eos": True}] * 3
+
+
+@pytest.mark.parametrize("bad", [ConnectionRefusedError(), http.client.HTTPException("status 500"),
+                                 {"predicted_n": 16}, {"predicted_n": 16, "predicted_ms": 0}])
+def test_a_failed_reading_gives_none_and_raises_nothing(bad):
+    assert pace.read(Server({"predicted_n": 16, "predicted_ms": 100.0}, bad, bad)) is None
+
+
+def test_a_live_run_keeps_the_pace_around_each_lesson_and_a_replay_takes_none(two_cores, tmp_path, httpx_mock,  # noqa: F811
+                                                                              monkeypatch):
+    from bytesup.options import RunOptions
+    from bytesup.run.runner import run_lessons
+
+    folder = tmp_path / "lessons"
+    (folder / "02_decode.py").write_text(LESSON)
+    serve(httpx_mock)
+    two_cores(1.0)
+    monkeypatch.delenv(pace.ENV, raising=False)
+    taken = iter([[150.0] * 3, [149.0, 150.0, 151.0], [120.0, 124.0, 125.0]])
+    calls = []
+
+    def read(bare):
+        calls.append(bare)
+        return next(taken)
+    monkeypatch.setattr(pace, "read", read)
+    live = tmp_path / "live"
+    assert run_lessons(["01_decode", "02_decode"], RunOptions(server_url=URL, out=live)) == 0
+    assert len(calls) == 3   # before the first lesson, then after each: the reading after one is the next's before
+    first, second = (json.loads((live / f"0{i}_decode.json").read_text())["host_values"][busy.HOST_VALUE]
+                     for i in (1, 2))
+    assert first["pace"] == {"before": [150.0] * 3, "after": [149.0, 150.0, 151.0]}
+    assert second["pace"] == {"before": [149.0, 150.0, 151.0], "after": [120.0, 124.0, 125.0]}
+    # 124 ÷ 150 − 1 = −17%, every sample after below every one before: lesson 2's machine changed speed under it.
+    assert busy.pace_of(first) == pytest.approx(150.0) and not busy.judge(first).busy
+    assert busy.judge(second).busy
+    assert (live / "02_decode.md").read_text().splitlines()[2].startswith(
+        "Warning: the machine was busy: the machine's pace (the same short decode on the run's server) went from 150 "
+        "tokens/s before the lesson to 124 after it (-17%)")
+    calls.clear()
+    assert run_lessons(["01_decode", "02_decode"], RunOptions(replay=live, out=tmp_path / "replayed")) == 0
+    assert calls == []
+
+
+def test_one_lesson_alone_reads_no_pace(two_cores, tmp_path, httpx_mock, monkeypatch):  # noqa: F811
+    from bytesup.options import RunOptions
+    from bytesup.run.runner import run_lessons
+
+    serve(httpx_mock)
+    two_cores(1.0)
+    monkeypatch.delenv(pace.ENV, raising=False)
+    monkeypatch.setattr(pace, "read", lambda bare: pytest.fail("a lesson run alone is not made longer by the pace"))
+    assert run_lessons(["01_decode"], RunOptions(server_url=URL, out=tmp_path / "live")) == 0
