@@ -166,3 +166,31 @@ def test_a_course_figure_that_is_not_there_is_one_paragraph(tmp_path, extra, mes
         fig("f", measurement="m", tolerance={}, **extra)]}), encoding="utf-8")
     with pytest.raises(BytesupError, match=message.replace("[", r"\[")):
         checker.load_reference(path)
+
+
+def numpy_pass(paris: float) -> dict[str, Any]:
+    """Lesson 4's numpy pass on the served file, giving ' Paris' (id 7042) `paris` of the probability."""
+    return {"recomputed": True, "why_not": None,
+            "served": {"file": "hand-made.gguf", "weight_type": "Q4_1",
+                       "prompts": {"top8_capital_of_france": {"probabilities_of_server_ids": {"7042": paris}}}}}
+
+
+@pytest.mark.parametrize("exact,status", [
+    (0.501, checker.INCONCLUSIVE),  # the server 50% is 0.1 from the exact 50.1%, the reference 53.5% is 3.4 from it
+    (0.525, checker.FAIL),          # the server is 2.5 points from the exact 52.5%: it is the server that is off
+    (0.520, checker.FAIL),          # the reference's 53.5% is 1.5 from the exact 52%: within 2, it could judge the run
+    (None, checker.FAIL),           # no numpy pass in the run: nothing explains the miss
+])
+def test_a_missed_probability_is_inconclusive_only_where_the_reference_is_off_the_files_exact_value(tmp_path, exact, status):
+    ref = reference(tmp_path, fig("top_p", **PARIS, row={"rank": 1}, field="probability", published=53.5, unit="%",
+                                  tolerance={"absolute": 2.0}))
+    facts = {"top_tokens": top_tokens(), **({"numpy_pass": numpy_pass(exact)} if exact is not None else {})}
+    got = by_id(in_scope(tmp_path, facts), ref)["top_p"]
+    assert got.status == status and got.observed == "50%"
+    assert got.detail.startswith("off by -3.5 percentage points")
+    if status == checker.INCONCLUSIVE:
+        assert got.detail == ("off by -3.5 percentage points; inconclusive: this run's server gives 50% and numpy's pass "
+                              "from the file's bytes (no rounding of the activations, lesson 4) 50.1%: the server "
+                              "computes what the file holds. The reference's 53.5% lies 3.4 points from that exact "
+                              "value, so it holds its own engine's rounding of the activations (kernels for another CPU "
+                              "round them in other places), and cannot judge this run")
