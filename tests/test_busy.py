@@ -97,31 +97,13 @@ def test_the_bandwidths_drift_flips_it_only_beyond_both_readings_ranges():
     assert verdict.busy and verdict.reasons[0].startswith("the memory bandwidth read 40% lower after")
 
 
-def test_the_pace_moving_across_the_lesson_flips_it_only_beyond_both_readings_ranges():
-    # Medians 150 and 126: 126 ÷ 150 − 1 = −16%, beyond 15%, and every sample after lies below every one before.
-    verdict = busy.judge(quiet(pace={"before": [149.0, 150.0, 152.0], "after": [125.0, 126.0, 128.0]}))
-    assert verdict.busy
-    assert verdict.reasons == (("the machine's pace (the same short decode on the run's server) went from 150 tokens/s "
-                                "before the lesson to 126 after it (-16%), beyond both readings' ranges (more than 15%)"),)
-    # Medians 150 and 130: −13.3%, within 15%.
-    assert not busy.judge(quiet(pace={"before": [149.0, 150.0, 152.0], "after": [129.0, 130.0, 131.0]})).busy
-    # Medians 150 and 120 (−20%), but the median before lies inside the range after (119 to 151): one sample after as
-    # fast as before leaves it open whether the machine slowed.
-    assert not busy.judge(quiet(pace={"before": [149.0, 150.0, 152.0], "after": [119.0, 120.0, 151.0]})).busy
-    # One sample as far out as 2.5 tokens/s neither makes a move (medians 140 and 139) nor hides one (140 and 4.2, as a
-    # run read it on a 2-core machine while other programs took the cores).
-    assert not busy.judge(quiet(pace={"before": [134.0, 140.0, 148.0], "after": [2.5, 139.0, 141.0]})).busy
-    assert busy.judge(quiet(pace={"before": [133.5, 139.7, 140.7], "after": [2.46, 4.21, 134.24]})).busy
-    # Faster by 20% counts as much as slower; a reading missing on one side says nothing.
-    assert busy.judge(quiet(pace={"before": [100.0, 100.0, 101.0], "after": [119.0, 120.0, 121.0]})).busy
-    assert not busy.judge(quiet(pace={"before": [100.0], "after": []})).busy
-
-
-def test_a_lessons_pace_is_the_geometric_mean_of_its_two_medians():
-    # √(100 × 144) = 120; with one reading, its median; with none, nothing; samples ≤ 0 or not numbers left out.
-    assert busy.pace_of({"pace": {"before": [99.0, 100.0, 130.0], "after": [144.0, 140.0, 150.0]}}) == pytest.approx(120.0)
-    assert busy.pace_of({"pace": {"before": [90.0, 100.0, 0.0, "x"], "after": None}}) == pytest.approx(95.0)
-    assert busy.pace_of({"pace": {}}) is None and busy.pace_of(quiet()) is None and busy.pace_of(None) is None
+def test_the_pace_is_kept_with_the_readings_but_is_not_part_of_the_rule():
+    # A pace from 181 to 102 tokens/s across a lesson, as a quiet 2-core virtual machine read it over one second: the
+    # machine wanders so; that is the cross-lesson claims' floor (bytesup.check.claims.consistency), not a busy lesson.
+    assert not busy.judge(quiet(pace={"before": [141.6, 185.4, 181.5], "after": [79.8, 101.6, 105.1]})).busy
+    # Its samples: positive numbers only, [] for a reading not there.
+    assert busy.pace_samples({"before": [90.0, 0.0, "x", 100.0, None]}, "before") == [90.0, 100.0]
+    assert busy.pace_samples({"before": [90.0]}, "after") == [] and busy.pace_samples(None, "before") == []
 
 
 def test_a_speeds_samples_collapsing_against_its_first_ones():

@@ -65,12 +65,12 @@ def test_a_live_run_keeps_the_pace_around_each_lesson_and_a_replay_takes_none(tw
                      for i in (1, 2))
     assert first["pace"] == {"before": [150.0] * 3, "after": [149.0, 150.0, 151.0]}
     assert second["pace"] == {"before": [149.0, 150.0, 151.0], "after": [120.0, 124.0, 125.0]}
-    # 124 ÷ 150 − 1 = −17%, every sample after below every one before: lesson 2's machine changed speed under it.
-    assert busy.pace_of(first) == pytest.approx(150.0) and not busy.judge(first).busy
-    assert busy.judge(second).busy
-    assert (live / "02_decode.md").read_text().splitlines()[2].startswith(
-        "Warning: the machine was busy: the machine's pace (the same short decode on the run's server) went from 150 "
-        "tokens/s before the lesson to 124 after it (-17%)")
+    # The pace wandering by 17% across lesson 2 is the machine's wander, not a busy lesson (bytesup.course.busy).
+    assert not busy.judge(second).busy
+    # check reads the three readings' medians once each: 150, 150 and 124.
+    from bytesup.check.claims import consistency
+    from bytesup.check.compare import load_run
+    assert consistency.pace_medians(load_run(live)) == [150.0, 150.0, 124.0]
     calls.clear()
     assert run_lessons(["01_decode", "02_decode"], RunOptions(replay=live, out=tmp_path / "replayed")) == 0
     assert calls == []

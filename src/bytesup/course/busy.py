@@ -9,6 +9,7 @@ the readings as the lesson's host value `machine_load`:
      "stretches": [{"at": "turn 3", "seconds": 6.0, "foreign_share": 0.1}, ...],
      "drift": {"change": -0.4, "ranges_overlap": False},          # where the lesson took the run's second reading
      "pace": {"before": [151.2, 149.8, 150.3], "after": [...]},   # the run's pace readings around it, tokens/s
+                                                                  # (bytesup.run.pace: not part of the rule)
      "collapsed": [{"measurement": ..., "unit": ..., "first": ..., "last": ...}]}
 
 `foreign_share` is the CPU time other processes used (all but the run and its servers) over the cores' time. The rule
@@ -19,10 +20,6 @@ the readings as the lesson's host value `machine_load`:
 - or the 1-minute load average, less the run's own share (the server's threads and one for the run itself),
   exceeded the cores the server leaves free plus LOAD_MARGIN;
 - or the run's memory bandwidth moved by more than DRIFT between its two readings, beyond both readings' ranges;
-- or the machine's pace moved by more than PACE_MOVE across the lesson, beyond both readings' ranges: a run of several
-  lessons has its server decode the same short request a few times before and after every lesson
-  (`bytesup.run.pace`). On a virtual machine the host's other guests can slow the cores and the memory without
-  any process here using them, so neither the load average nor the CPU time sees it; the pace does;
 - or a timing's samples collapsed against its own first ones: the median of its last samples below COLLAPSE × the
   median of its first ones for a speed, or above 1 ÷ COLLAPSE × it for a time.
 
@@ -41,7 +38,6 @@ FOREIGN_SHARE = 0.25          # of the cores' time, used by other processes
 MIN_STRETCH_S = 5.0           # a stretch between turns shorter than this is too short to judge
 LOAD_MARGIN = 0.5             # runnable threads beyond the cores the server leaves free
 DRIFT = 0.25                  # the bandwidth's change between the run's two readings
-PACE_MOVE = 0.15              # the pace's change across a lesson
 COLLAPSE = 0.5                # the last samples' speed against the first ones'
 MIN_COLLAPSE_SAMPLES = 4      # fewer samples cannot tell a collapse from scatter
 TIME_UNITS = frozenset({"s", "ms", "µs", "us", "ns"})
@@ -50,9 +46,7 @@ RULE = (f"the machine counts as busy when other processes used more than {FOREIG
         f"over the lesson or over any stretch of at least {MIN_STRETCH_S:g} s between its turns; or the 1-minute load "
         "average, less the run's own share (the server's threads and one for the run), exceeded the cores the server "
         f"leaves free plus {LOAD_MARGIN:g}; or the run's memory bandwidth moved by more than {DRIFT:.0%} between its "
-        f"two readings, beyond both readings' ranges; or the machine's pace (the same short decode before and after the "
-        f"lesson) moved by more than {PACE_MOVE:.0%}, beyond both readings' ranges; or a timing's last samples' median "
-        "fell below "
+        "two readings, beyond both readings' ranges; or a timing's last samples' median fell below "
         f"{COLLAPSE:g} × its first samples' median (a speed) or rose above {1 / COLLAPSE:g} × it (a time)")
 
 
@@ -124,29 +118,10 @@ def collapses(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def pace_samples(pace: Any, at: str) -> list[float]:
-    """The positive tokens/s samples of one pace reading ("before" or "after"), [] where there is none."""
+    """The positive tokens/s samples of one pace reading ("before" or "after") of a lesson's `pace` record, [] where
+    there is none."""
     values = pace.get(at) if isinstance(pace, dict) else None
     return [v for s in values if (v := _num(s)) is not None and v > 0] if isinstance(values, list) else []
-
-
-def pace_of(readings: Any) -> float | None:
-    """A lesson's pace in tokens/s: the geometric mean of the medians of the pace readings before and after it (the
-    one there is where only one was taken); None where it has none."""
-    pace = readings.get("pace") if isinstance(readings, dict) else None
-    medians = [statistics.median(v) for at in ("before", "after") if (v := pace_samples(pace, at))]
-    return math.prod(medians) ** (1 / len(medians)) if medians else None
-
-
-def pace_moved(pace: Any) -> tuple[float, float] | None:
-    """(before, after), the medians of the two pace readings, where the pace moved across the lesson by the rule: by
-    more than PACE_MOVE, and beyond both readings' ranges (each reading's median outside the other's range, so that
-    one sample alone, as far out as it may be, neither makes nor hides a move); else None."""
-    before, after = pace_samples(pace, "before"), pace_samples(pace, "after")
-    if not before or not after:
-        return None
-    b, a = statistics.median(before), statistics.median(after)
-    apart = not min(before) <= a <= max(before) and not min(after) <= b <= max(after)
-    return (b, a) if abs(a / b - 1) > PACE_MOVE and apart else None
 
 
 def _fmt(x: float) -> str:
@@ -190,12 +165,6 @@ def judge(readings: dict[str, Any] | None) -> Verdict | None:
     if change is not None and abs(change) > DRIFT and drift.get("ranges_overlap") is False:
         reasons.append(f"the memory bandwidth read {abs(change):.0%} {'lower' if change < 0 else 'higher'} after the "
                        f"decode work than before it, beyond both readings' ranges (more than {DRIFT:.0%})")
-    moved = pace_moved(readings.get("pace"))
-    if moved is not None:
-        b, a = moved
-        reasons.append(f"the machine's pace (the same short decode on the run's server) went from {_fmt(b)} tokens/s "
-                       f"before the lesson to {_fmt(a)} after it ({a / b - 1:+.0%}), beyond both readings' ranges "
-                       f"(more than {PACE_MOVE:.0%})")
     for c in readings.get("collapsed") or []:
         if not isinstance(c, dict):
             continue

@@ -9,9 +9,10 @@ recorded with its exchanges nor replayed.
 
 A run of two or more lessons reads the pace before its first lesson and after every lesson; the reading after one
 lesson is the reading before the next. Each lesson keeps its two readings with its readings of the machine's load
-(the host value `machine_load`, key "pace"). `bytesup.course.busy` turns them into the lesson's pace (`pace_of`) and
-into a sign of a machine whose speed moved during the lesson (`pace_moved`); `bytesup check` sets the lessons'
-speeds of one quantity side by side in units of their pace (bytesup.check.claims.consistency).
+(the host value `machine_load`, key "pace"). `bytesup check` reads the machine's wander over the run from them: the
+spread of the readings' medians, below which two lessons' figures of one quantity cannot be told apart
+(bytesup.check.claims.consistency). The wander is not a busy lesson (bytesup.course.busy): on a 2-core virtual
+machine it was there in every run, some of it within one second.
 
 `BYTESUP_PACE=0` skips it (the tests do, as they skip the harness's split); a replay never takes it.
 """

@@ -26,26 +26,20 @@ machine, lesson 8's prefill 3.8% above lesson 7's, four minutes later, where eac
 1%). ±DRIFT_TOLERANCE is also all a lesson with too few samples to say what its spread is (fewer than MIN_SAMPLES,
 or fewer than two lessons with that many) is held to.
 
-Where the run read the machine's pace around every one of these lessons (bytesup.run.pace: the same short decode on
-the run's server before and after each lesson), the figures are set side by side in units of their lesson's pace: a
-lesson measured in a slow spell of the machine is judged against what the others' steps would have been in that
-spell. On a 2-core virtual machine the same decode ran at about 150 tokens/s in lesson 5 and at 80 at the start
-of lesson 6, seconds later, with no other process here using the cores; the raw figures then differ by more than
-any tolerance, though both lessons measured the same thing. A lesson
-during which the pace itself moved was measured on a machine whose speed changed under it: the claim is then
-inconclusive (bytesup.course.busy's rule), not judged.
-
-Where a lesson does not agree, the claim names it and the settings of the server shape that differ from the
-lessons that agree: the run's server or one the lesson started, its engine, its context (-c), its slots
-(--parallel), the other servers it took turns with, the tokens each request generated, and the clock (the
-server's timings or the client's arrival times). Each comes from the lesson's recorded settings, its server's
-identity and its recorded exchanges; a setting a lesson did not record is not guessed.
+Where the run read the machine's pace before and after every lesson (bytesup.run.pace: the same short decode on the
+run's server, three times each), the least tolerance is also what the machine's own speed did over the run: the
+spread (interquartile range ÷ median) of those readings' medians, where it exceeds ±DRIFT_TOLERANCE. No lesson can be
+told apart from another by less than the machine wandered between them. On a 2-core virtual machine the pace's
+medians ranged from 102 to 181 tokens/s in one run (a spread of 22%), minutes apart and seconds apart, with no other
+process here using the cores, while lessons measured with three samples each; ±10% there failed one lesson a run, a
+different one each time. Setting the figures in units of each lesson's own pace instead did not bring them closer:
+three samples of a pace scatter as much as three of a lesson.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -60,6 +54,7 @@ from bytesup.store.runs import Run
 
 MIN_SAMPLES = 5  # fewer samples cannot say what their spread is
 DRIFT_TOLERANCE = 0.10  # at least: lessons minutes apart on one machine (see the module)
+MIN_PACES = 4  # pace readings needed for the machine's wander (a quartile of fewer is one reading)
 PREFILL_TOKENS = 128
 
 # The settings of a server shape, in the order they are named.
@@ -116,7 +111,6 @@ class Reading:
     ms: tuple[float, ...]            # ms per token, one per sample
     shape: dict[str, str] = field(default_factory=dict)
     pooled: bool = True              # its spread joins the pooled spread (not single steps: the client's gaps)
-    pace: float | None = None        # the machine's pace around its lesson, tokens/s (bytesup.course.busy.pace_of)
 
     @property
     def figure_ms(self) -> float:
@@ -357,8 +351,7 @@ def readings(run: Run, readers: list[tuple[str, str, str, Reader]]) -> tuple[lis
         if lesson is None:
             absent.append(missing(run, prefix, name))
             continue
-        pace = busy.pace_of(lesson.host_values.get(busy.HOST_VALUE))
-        got = [replace(r, pace=pace) for r in read(run, lesson, model) if r.ms]
+        got = [r for r in read(run, lesson, model) if r.ms]
         if not got:
             absent.append(f"lesson {lesson.lesson_id} recorded no {what}")
         found += got
@@ -383,47 +376,51 @@ class Judged:
         return abs(self.deviation) <= self.tolerance * (1 + 1e-12)
 
 
-def paced(found: list[Reading]) -> bool:
-    """Whether every reading has its lesson's pace, so that the figures are set side by side in units of it."""
-    return bool(found) and all(r.pace for r in found)
+def pace_medians(run: Run) -> list[float]:
+    """The medians of every pace reading the run took (bytesup.run.pace), in lesson order: each lesson's reading before
+    it, then the last lesson's after it (the reading after one lesson is the one before the next, kept with both)."""
+    out: list[float] = []
+    last: list[float] = []
+    for lesson in sorted(run.results.values(), key=lambda r: r.lesson_id):
+        pace = (lesson.host_values.get(busy.HOST_VALUE) or {}).get("pace")
+        for at in ("before", "after"):
+            samples = busy.pace_samples(pace, at)
+            if samples and samples != last:
+                out.append(median(samples))
+            last = samples or last
+    return out
 
 
-def in_pace(r: Reading, at_pace: bool) -> float:
-    """A reading's figure in units of its lesson's pace (ms per step × pace tokens/s ÷ 1000: its step over the pace's
-    step) where `at_pace`, else in ms."""
-    return r.figure_ms * (r.pace or 0.0) / 1e3 if at_pace else r.figure_ms
+def wander(medians: list[float]) -> float | None:
+    """The machine's own wander over the run: the spread (interquartile range ÷ median) of its pace readings' medians;
+    None with fewer than MIN_PACES readings."""
+    return relative_spread(medians) if len(medians) >= MIN_PACES else None
 
 
 def reference_ms(found: list[Reading], r: Reading) -> float:
     """What `r` is judged against: the median of every reading's figure; with two readings, the other's figure (the
-    median of two would put each half-way to the other). Where every reading has its pace, the figures are taken in
-    units of their paces and the reference is given back at `r`'s pace: what the others' steps would have been at the
-    machine's speed of `r`'s time."""
-    at_pace = paced(found)
+    median of two would put each half-way to the other)."""
     if len(found) == 2:
-        value = next(in_pace(o, at_pace) for o in found if o is not r)
-    else:
-        value = median([in_pace(o, at_pace) for o in found])
-    return value * 1e3 / (r.pace or 1.0) if at_pace else value
+        return next(o.figure_ms for o in found if o is not r)
+    return median([o.figure_ms for o in found])
 
 
-def judge(found: list[Reading]) -> tuple[list[Judged], float | None]:
-    """Each reading against its reference, within its tolerance (see the module); and the pooled spread (None where
-    the samples are too few)."""
+def judge(found: list[Reading], wandered: float | None = None) -> tuple[list[Judged], float | None]:
+    """Each reading against its reference, within its tolerance (see the module: at least ±DRIFT_TOLERANCE, the
+    pooled spread and the machine's wander `wandered`); and the pooled spread (None where the samples are too few)."""
     pooled = pooled_spread([r.spread for r in found if r.enough and r.pooled])
-    tolerance = max(DRIFT_TOLERANCE, pooled or 0.0)
+    tolerance = max(DRIFT_TOLERANCE, pooled or 0.0, wandered or 0.0)
     return [Judged(r, reference_ms(found, r), tolerance) for r in found], pooled
 
 
-def pace_sentence(found: list[Reading]) -> str:
-    """How the lessons' figures were set side by side: at the machine's pace of each one's time, or as they are."""
-    if not paced(found):
-        return ("The figures are set side by side as measured: the run read no pace of the machine around every one "
-                "of these lessons")
-    paces = [r.pace or 0.0 for r in found]
-    return ("Each figure is set against the others at the machine's pace of its own time (the same short decode on the "
-            "run's server, before and after its lesson): the pace went from "
-            f"{min(paces):.4g} to {max(paces):.4g} tokens/s across these lessons ({max(paces) / min(paces):.2f}×)")
+def pace_sentence(medians: list[float]) -> str:
+    """What the run read of the machine's pace, for the claim's detail."""
+    if not medians:
+        return "The run read no pace of the machine (a run of one lesson, or recorded before runs did)"
+    spread = wander(medians)
+    return (f"The machine's pace, the same short decode on the run's server before and after every lesson: "
+            f"{len(medians)} readings, medians from {min(medians):.4g} to {max(medians):.4g} tokens/s"
+            + (f", a spread of {spread:.1%}" if spread is not None else f" (fewer than {MIN_PACES}: no spread)"))
 
 
 def differing(bad: Reading, agreeing: list[Reading]) -> list[str]:
@@ -455,7 +452,7 @@ def _speed(ms: float, prefill: bool) -> str:
 
 
 def consistency_check(cid: str, text: str, found: list[Reading], absent: list[str], prefill: bool = False,
-                      runs: list[str] | None = None) -> ClaimResult:
+                      runs: list[str] | None = None, paces: list[float] | None = None) -> ClaimResult:
     """The claim's result from the lessons' readings (`absent`: why a lesson has none; `runs`: lessons recorded
     with different run servers, which makes the comparison not applicable)."""
     lessons = ", ".join(sorted({r.lesson_id[:3].rstrip("_") for r in found})) or "—"
@@ -469,10 +466,15 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
         return ClaimResult(cid, "general", lessons, text, NA,
                            detail=f"{len(found)} lesson{'s' if len(found) != 1 else ''} measured it; agreement needs two"
                                   + na_for)
-    judged, pooled = judge(found)
+    paces = paces or []
+    wandered = wander(paces)
+    judged, pooled = judge(found, wandered)
     bad = [j for j in judged if not j.agrees]
     agreeing = [j.reading for j in judged if j.agrees]
-    if pooled is None:
+    if wandered is not None and wandered > max(DRIFT_TOLERANCE, pooled or 0.0):
+        tolerance = (f"±{wandered:.1%}: the machine's own wander over the run (the spread of its pace readings' medians, "
+                     f"{min(paces):.4g} to {max(paces):.4g} tokens/s), more than the least of ±{DRIFT_TOLERANCE:.0%}")
+    elif pooled is None:
         tolerance = (f"±{DRIFT_TOLERANCE:.0%}: too few samples for a spread (fewer than two lessons with "
                      f"{MIN_SAMPLES} or more)")
     elif pooled > DRIFT_TOLERANCE:
@@ -486,8 +488,7 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
     observed = (f"furthest {furthest.reading.label}: {_speed(furthest.reading.figure_ms, prefill)}, "
                 f"{furthest.deviation:+.1%} against {_speed(furthest.reference_ms, prefill)}")
     every = "; ".join(f"{j.reading.label}: {1e3 / j.reading.figure_ms:.4g} tokens/s ({len(j.reading.ms)} samples, "
-                      f"{j.deviation:+.1%}; " + (f"pace {j.reading.pace:.4g} tokens/s; " if paced(found) else "")
-                      + f"{shape_text(j.reading)})" for j in judged)
+                      f"{j.deviation:+.1%}; {shape_text(j.reading)})" for j in judged)
     if bad:
         versus = "the other figure" if len(found) == 2 else "the lessons' median"
         # Set against the lessons that agree; where none does, against every other one.
@@ -503,7 +504,7 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
         detail = "; ".join(named) + f". Every lesson: {every}"
     else:
         detail = f"every lesson: {every}"
-    detail += ". " + pace_sentence(found) + ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
+    detail += ". " + pace_sentence(paces) + ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
     return ClaimResult(cid, "general", lessons, text, FAIL if bad else PASS, observed=observed,
                        expected=("each lesson's median within the tolerance of the median of every lesson's median (with "
                                  "two lessons, of the other's)"),
@@ -530,7 +531,8 @@ def claim_default_decode_agrees_across_lessons(run: Run) -> list[ClaimResult]:
     found, absent = readings(run, DECODE)
     return [unless_busy(run, consistency_check("default_decode_agrees_across_lessons",
                                                "the default model's decode speed at one sequence agrees across the "
-                                               "lessons that measure it", found, absent, runs=different_runs(run, found)),
+                                               "lessons that measure it", found, absent, runs=different_runs(run, found),
+                                               paces=pace_medians(run)),
                         *sorted({r.lesson_id for r in found}))]
 
 
@@ -541,5 +543,5 @@ def claim_prefill_agrees_across_lessons(run: Run) -> list[ClaimResult]:
     return [unless_busy(run, consistency_check("prefill_128_agrees_across_lessons",
                                                f"the default model's prefill of {PREFILL_TOKENS} tokens agrees across the "
                                                "lessons that measure it", found, absent, prefill=True,
-                                               runs=different_runs(run, found)),
+                                               runs=different_runs(run, found), paces=pace_medians(run)),
                         *sorted({r.lesson_id for r in found}))]
