@@ -408,3 +408,17 @@ def test_a_stalled_sample_is_left_out_of_a_models_median_step():
     assert stalled.step_ms == pytest.approx(10.025)
     kept = ModelSamples("y", 1e8, 1e8, 30, (10.08, 8.61, 14.87, 9.44, 10.14))
     assert kept.step_ms == pytest.approx(10.08)
+
+
+def test_a_hidden_weight_types_arithmetic_is_said_as_the_most_it_could_be():
+    """κ 0 for F32: its models (4 bytes per parameter) all waited on reading. At B = 40 GB/s (1 ÷ B = 2.5e-8 ms per
+    byte) one parameter's 4 bytes take 4 × 2.5e-8 ms = 100 ps: its c is at most that, its crossover below 4. Q8_0's
+    κ 1.2 gives c = 1.2 × 2.5e-8 ms = 30 ps."""
+    from bytesup.check.claims.lesson08 import StepTerms, terms_text, title_verdict
+    terms = StepTerms(0.08, 2.5e-8, (("Q8_0", 1.2), ("ALL_F32", 0.0)))
+    f32 = ModelSamples("f32", 400 * MB, 100e6, 30, (10.0,), "ALL_F32")
+    assert terms_text(terms, [f32]) == ("B = 40 GB/s, c per parameter Q8_0 30 ps (crossover 1.2), ALL_F32 hidden under "
+                                        "its reading (at most 100 ps; crossover below 4), f = 80 µs per block")
+    assert "ALL_F32 hidden under its reading, f" in terms_text(terms)
+    _, detail = title_verdict(f32, "memory-bound", "memory-bound", terms)
+    assert "reading the weights W ÷ B = 10 ms, and one token's arithmetic hidden under it" in detail

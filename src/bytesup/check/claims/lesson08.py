@@ -271,10 +271,20 @@ def second_model_of(kind: str) -> str | None:
     return found[0] if found else None
 
 
-def terms_text(terms: StepTerms) -> str:
-    """B, c per weight type and f in words."""
-    cs = ", ".join(f"{k or 'every model'} {terms.ms_per_param(k) * 1e9:.4g} ps (crossover {kappa:.3g})"
-                   for k, kappa in terms.kappa)
+def terms_text(terms: StepTerms, models: list[ModelSamples] | None = None) -> str:
+    """B, c per weight type and f in words. A type whose crossover came out 0 had every model wait on reading its
+    weights: its c is hidden, and only the most it could be is said (its models' fewest bytes per parameter ÷ B),
+    where `models` give them."""
+    def c_text(kind: str, kappa: float) -> str:
+        name = kind or "every model"
+        if kappa > 0:
+            return f"{name} {terms.ms_per_param(kind) * 1e9:.4g} ps (crossover {kappa:.3g})"
+        fewest = min((m.weight_bytes / m.n_params for m in models or [] if m.weight_type == kind), default=None)
+        if fewest is None:
+            return f"{name} hidden under its reading"
+        return (f"{name} hidden under its reading (at most {fewest * terms.ms_per_byte * 1e9:.4g} ps; crossover below "
+                f"{fewest:.3g})")
+    cs = ", ".join(c_text(k, kappa) for k, kappa in terms.kappa)
     return (f"B = {terms.gbs:.4g} GB/s, c per parameter {cs}, f = {terms.per_block_ms * 1e3:.4g} µs per block")
 
 
@@ -296,7 +306,7 @@ def decode_model_check(models: list[ModelSamples], tolerance: float) -> tuple[st
     worst = max(held, key=lambda h: abs(h.error))
     scatter, scattered = max((robust.judge(m.steps_ms).relative_iqr, m.name) for m in models)
     status = prediction_status(worst.error, tolerance, scatter)
-    detail = (f"every model's samples give {terms_text(every)}; each model by the terms of the others: "
+    detail = (f"every model's samples give {terms_text(every, models)}; each model by the terms of the others: "
               + "; ".join(f"{h.model.name}: {h.error:+.1%}" for h in held))
     if status == INCONCLUSIVE:
         detail += (f"; {scattered}'s steps scatter by {scatter:.0%} (interquartile range ÷ median), wider than "
@@ -397,9 +407,13 @@ def title_verdict(m: ModelSamples, stated: str | None, ours: str, terms: StepTer
     """(status, detail) of the course's title, decode is memory-bound, for one model: its verdict as lesson 8 states
     it and as check's fits give it (`ours`), with the terms of every model (`terms`) for the reason."""
     read, arithmetic = terms.memory_ms(m), terms.arithmetic_ms(m)
-    numbers = (f"by every model's terms, reading the weights W ÷ B = {read:.3g} ms, one token's arithmetic n × c = "
-               f"{arithmetic:.3g} ms; {m.weight_bytes / m.n_params:.3g} bytes per parameter against its weight type's "
-               f"crossover B × c = {terms.crossover(m.weight_type):.3g}")
+    if terms.crossover(m.weight_type) > 0:
+        numbers = (f"by every model's terms, reading the weights W ÷ B = {read:.3g} ms, one token's arithmetic n × c = "
+                   f"{arithmetic:.3g} ms; {m.weight_bytes / m.n_params:.3g} bytes per parameter against its weight "
+                   f"type's crossover B × c = {terms.crossover(m.weight_type):.3g}")
+    else:
+        numbers = (f"by every model's terms, reading the weights W ÷ B = {read:.3g} ms, and one token's arithmetic hidden "
+                   "under it: every model of its weight type waited on reading its weights")
     if stated in (MEMORY, COMPUTE) and ours in (MEMORY, COMPUTE) and stated != ours:
         return FAIL, f"lesson 8 states {stated}, but every fit check makes on its samples gives {ours} ({numbers})"
     if MIXED in (ours, stated):
