@@ -772,3 +772,16 @@ def test_the_servers_note_names_the_shape_and_why():
     assert "1 slot, context 256, one after another: one sequence at a time takes one slot." in old
     assert old.endswith("has the same shape.")
     assert "run's own server" not in servers_note(ServerShape.per_slot(None, 1, 256), None, (), False)
+
+
+def test_a_hidden_types_arithmetic_is_left_blank_not_zero():
+    """F32's c = 0 (hidden: its models all waited on reading): its row has no arithmetic and no arithmetic share, and
+    the note says why; the others keep theirs (q8_0: 134.5e6 × 25 ps = 3.3625 ms, of a step of 30 × 0.08 + 3.3625)."""
+    terms = decodetime.Terms(50.0, tuple((k, 0.0 if k == "ALL_F32" else 25.0) for k in TYPES), 0.08, ())
+    _, _, rows = _crossover(terms)
+    by = {r.model: r for r in rows}
+    assert by["f32"].arithmetic_ms is None and by["f32"].arithmetic_share is None
+    assert by["q8_0"].arithmetic_ms == pytest.approx(3.3625)
+    assert by["q8_0"].arithmetic_share == pytest.approx(100 * 3.3625 / (2.4 + 3.3625))
+    notes = model_notes(rows, terms, None, spark_terms(), ())
+    assert any("An arithmetic left blank (f32) was hidden under the reading" in n for n in notes)

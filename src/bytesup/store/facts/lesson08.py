@@ -323,14 +323,14 @@ class ModelExplained:
     line_a: float | None = column("batch line a", "ms")
     line_b: float | None = column("batch line b", "ms per sequence")
     memory_ms: float = column("read the weights", "ms")
-    arithmetic_ms: float = column("arithmetic", "ms")
+    arithmetic_ms: float | None = column("arithmetic", "ms")  # None: hidden under the reading (every model of its type)
     fixed_ms: float = column("fixed", "ms")
     step_ms: float = column("fit's step", "ms")
     predicted: float | None = column("predicted", "tokens/s")
     measured: float = column("measured", "tokens/s")
     error_percent: float | None = column("predicted ÷ measured − 1", "%")
     memory_share: float = column("read share", "%")
-    arithmetic_share: float = column("arithmetic share", "%")
+    arithmetic_share: float | None = column("arithmetic share", "%")
     fixed_share: float = column("fixed share", "%")
     waits_on: str = column("waits on")
 
@@ -348,12 +348,13 @@ def explained(widths: list[decodetime.Width], terms: decodetime.Terms, levels: t
         line = decodetime.step_line(w, levels) if levels and all(P in w.step_ms for P in levels) else None
         e, p = decodetime.predict_width(terms, w), held[w.name]
         shares = e.shares()
+        hidden = terms.hidden(w.weight_type)  # its arithmetic was never seen: no figure, not 0 ms
         rows.append(ModelExplained(
             w.name, w.weight_type, w.step_ms.get(1), w.step_ms.get(2), w.step_ms.get(4),
-            line.intercept_ms if line else None, line.slope_ms if line else None, e.memory_ms, e.arithmetic_ms,
-            e.fixed_ms, e.step_ms, p.tokens_per_s if p else None, 1e3 / w.step_ms[1],
+            line.intercept_ms if line else None, line.slope_ms if line else None, e.memory_ms,
+            None if hidden else e.arithmetic_ms, e.fixed_ms, e.step_ms, p.tokens_per_s if p else None, 1e3 / w.step_ms[1],
             None if p is None else 100 * decodetime.error(p, w.step_ms[1]), 100 * shares["memory"],
-            100 * shares["arithmetic"], 100 * shares["fixed"], verdicts[w.name]))
+            None if hidden else 100 * shares["arithmetic"], 100 * shares["fixed"], verdicts[w.name]))
     return rows
 
 

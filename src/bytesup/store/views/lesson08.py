@@ -485,7 +485,11 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
          "each other there. Here: "
          + "; ".join(f"{v} {', '.join(names)}" for v, names in waits.items() if names) + "."),
         ("The read and arithmetic shares overlap (they run at once), so the shares of one row add to more than "
-         "100%: each says how much of the step that term alone would take."),
+         "100%: each says how much of the step that term alone would take."
+         + (" An arithmetic left blank (" + ", ".join(r.model for r in rows if r.arithmetic_ms is None)
+            + ") was hidden under the reading: every model of its weight type waited on reading its weights, so the "
+              "run never saw its arithmetic, only the most it could be (the table below)."
+            if any(r.arithmetic_ms is None for r in rows) else "")),
         *([crossover_note(cross)] if cross is not None else []),
     ]
     # A model with a batch line has its steps at every P of `levels`: the jump from one sequence to two, then b.
