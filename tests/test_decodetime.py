@@ -328,3 +328,73 @@ def test_each_types_crossover_flips_its_verdict_where_c_passes_w_over_n_b():
     assert decodetime.bandwidth_to_cross(4.0, decodetime.Terms(50.0, (("F32", 0.0),), 0.0, ()), "F32") == math.inf
     with pytest.raises(KeyError, match="Q4_1"):
         TYPED.c("Q4_1")
+
+
+# --- the module's small parts, each by hand -----------------------------------------------------------
+
+def test_the_records_are_frozen_and_a_width_has_one_block_unless_told():
+    import dataclasses
+
+    w = decodetime.Width("a", 1e6, 1e6, "Q8_0", {1: 1.0})
+    t = decodetime.Terms(10.0, (("Q8_0", 1.0),), 0.1, ("a",))
+    for record, name in ((w, "name"), (t, "gbs"), (decodetime.Line(1.0, 2.0), "slope_ms"),
+                         (decodetime.predict_width(t, w), "name")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(record, name, None)
+    assert w.n_layer == 1
+
+
+def test_the_grid_runs_from_1_gbs_to_10_tbs_and_its_ends_are_exact():
+    grid = decodetime.log_grid(*decodetime.B_RANGE_GBS)
+    assert (grid[0], grid[-1], len(grid)) == (1.0, 1e4, decodetime.GRID)
+    # Steps of (10⁴)^(1/399) = 1.0233: 2.3% each.
+    assert grid[1] / grid[0] == pytest.approx(1e4 ** (1 / 399), rel=1e-11)
+
+
+def test_a_types_c_its_rate_and_the_bandwidth_to_cross_by_hand():
+    t = decodetime.Terms(50.0, (("Q4_1", 0.5), ("F16", 40.0), ("ALL_F32", 0.0)), 0.08, ())
+    assert t.types == ("Q4_1", "F16", "ALL_F32")
+    # 2 FLOPs in 0.5 ps: 4,000 GFLOP/s; in 40 ps: 50; a hidden c (0) has no rate of its own.
+    assert t.arith_gflops("Q4_1") == pytest.approx(4000.0) and t.arith_gflops("F16") == pytest.approx(50.0)
+    assert t.arith_gflops("ALL_F32") == math.inf
+    # 2 bytes per parameter read in 0.5 ps: 4,000 GB/s; in 40 ps: 50 GB/s; hidden: never.
+    assert decodetime.bandwidth_to_cross(2.0, t, "Q4_1") == pytest.approx(4000.0)
+    assert decodetime.bandwidth_to_cross(2.0, t, "F16") == pytest.approx(50.0)
+    assert decodetime.bandwidth_to_cross(2.0, t, "ALL_F32") == math.inf
+    with pytest.raises(KeyError, match="no arithmetic cost c for Q8_0: the terms were fitted on Q4_1, F16, ALL_F32"):
+        t.c("Q8_0")
+
+
+def test_hidden_below_is_only_for_a_hidden_type_with_models():
+    """ALL_F32 hidden with one model of 4 bytes per parameter at B = 50 GB/s: 4 ÷ 50 GB/s = 80 ps at most. F16's c is
+    hidden too but no model has it: nothing to say."""
+    t = decodetime.Terms(50.0, (("Q8_0", 20.0), ("F16", 0.0), ("ALL_F32", 0.0)), 0.08, ())
+    widths = [decodetime.Width("f32", 400e6, 100e6, "ALL_F32", {1: 9.0}), decodetime.Width("q8", 106e6, 100e6, "Q8_0", {1: 3.0})]
+    assert decodetime.hidden_below(t, widths) == {"ALL_F32": pytest.approx(80.0)}
+
+
+def test_why_a_model_is_not_held_out_in_words():
+    widths = [decodetime.Width(n, 1e8, 1e8, k, {1: 1.0}) for n, k in (("a", "Q8_0"), ("b", "Q8_0"), ("c", "F16"))]
+    assert decodetime.not_held_out(widths) == {"a": "fewer than 3 other models", "b": "fewer than 3 other models",
+                                               "c": "alone in its weight type"}
+    assert decodetime.ALONE == "alone in its weight type"
+
+
+def test_the_errors_say_what_is_missing():
+    with pytest.raises(ValueError, match="^no step time at P = 1 for a, b$"):
+        decodetime.fit([decodetime.Width(n, 1e8, 1e8, "Q8_0", {2: 1.0}) for n in ("a", "b")])
+    with pytest.raises(ValueError, match="^the terms need at least 3 models; 2 measured$"):
+        decodetime.fit([decodetime.Width(n, 1e8, 1e8, "Q8_0", {1: 1.0}) for n in ("a", "b")])
+    with pytest.raises(ValueError, match="^w: no step time at P = 2, 4$"):
+        decodetime.step_line(decodetime.Width("w", 1e8, 1e8, "Q8_0", {1: 1.0}), (2, 4))
+    with pytest.raises(ValueError, match="^a line needs at least two distinct x values$"):
+        decodetime.least_squares([1.0, 1.0], [2.0, 3.0])
+    with pytest.raises(ValueError):
+        decodetime.least_squares([1.0, 2.0], [2.0])
+
+
+def test_the_least_squares_line_off_the_origin_by_hand():
+    """Through (2, 10), (4, 14) and (6, 19): x̄ = 4, ȳ = 43 ÷ 3; slope = ((−2)(10 − 43/3) + 0 + 2(19 − 43/3)) ÷ 8 =
+    2 × 9 ÷ 8 = 2.25; intercept 43/3 − 2.25 × 4 = 5.3333."""
+    a, b = decodetime.least_squares([2.0, 4.0, 6.0], [10.0, 14.0, 19.0])
+    assert b == pytest.approx(2.25) and a == pytest.approx(43 / 3 - 9.0)
