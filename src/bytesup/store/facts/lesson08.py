@@ -105,7 +105,7 @@ class ModelsRow:
     architecture: str | None = column("architecture")
     weights: str | None = column("weights")
     blocks: int | None = column("blocks")
-    width: int | None = column("width")
+    hidden_size: int | None = column("hidden size")  # n_embd ("width" names a number format on these pages)
     parameters: int = column("parameters")
     bytes_per_token: float = column("bytes per token", "bytes")
     bytes_per_parameter: float = column("bytes per parameter")

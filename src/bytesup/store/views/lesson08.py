@@ -70,7 +70,7 @@ def show_models(page: Page, runs: list[ModelRun], points: list[dict], llc: int |
 
 
 # The columns each wide table shows in the main text; every column is in the full table, under Details.
-MODELS_SHOWN = ["model", "weights", "blocks", "width", "parameters", "bytes per token", "bytes per parameter",
+MODELS_SHOWN = ["model", "weights", "blocks", "hidden size", "parameters", "bytes per token", "bytes per parameter",
                 "cache-resident"]
 SWEEP_SHOWN = ["model", "weights", "bytes per token", "decode", "effective", "efficiency", "top token", "verdict"]
 PREFILL_SHOWN = ["model", "weights", "prefill", "reached", "prefill per token", "decode's arithmetic per token, n × c",
