@@ -24,6 +24,7 @@ import json
 import os
 
 from bytesup.llama.client import BareClient
+from bytesup.units import PINNED
 
 ENV = "BYTESUP_PACE"
 PROMPT = "The capital of France is"
@@ -36,8 +37,9 @@ def skipped_by_env() -> bool:
 
 
 def body(n_predict: int = N_PREDICT) -> bytes:
-    return json.dumps({"prompt": PROMPT, "n_predict": n_predict, "temperature": 0, "seed": 42, "cache_prompt": False,
-                       "ignore_eos": True}).encode()
+    """The pace's request: the project's pinned settings (bytesup.units.PINNED), so every reading decodes the same
+    n_predict tokens after the whole prompt."""
+    return json.dumps({"prompt": PROMPT, "n_predict": n_predict, **PINNED}).encode()
 
 
 def tokens_per_s(timings: dict) -> float:
