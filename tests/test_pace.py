@@ -85,3 +85,29 @@ def test_one_lesson_alone_reads_no_pace(two_cores, tmp_path, httpx_mock, monkeyp
     monkeypatch.delenv(pace.ENV, raising=False)
     monkeypatch.setattr(pace, "read", lambda bare: pytest.fail("a lesson run alone is not made longer by the pace"))
     assert run_lessons(["01_decode"], RunOptions(server_url=URL, out=tmp_path / "live")) == 0
+
+
+def test_each_prefill_reading_is_prompt_tokens_per_second_from_the_servers_timings():
+    # 128 tokens in 320 ms: 400 tokens/s; in 256 ms: 500.
+    server = Server(*({"prompt_n": 128, "prompt_ms": ms} for ms in (320.0, 256.0)))
+    assert pace.read_prefill(server) == [400.0, 500.0]
+    sent = server.bodies[0]
+    assert sent["n_predict"] == 1 and sent["cache_prompt"] is False and len(sent["prompt"]) == pace.PREFILL_CHARS
+    assert server.bodies == [sent] * 2
+
+
+def test_a_reading_takes_decodes_then_prefills_and_keeps_the_decodes_where_the_prefills_fail():
+    decodes = [{"predicted_n": 16, "predicted_ms": 100.0}] * 3
+    assert pace.take(Server(*decodes, {"prompt_n": 128, "prompt_ms": 320.0}, {"prompt_n": 128, "prompt_ms": 256.0})) \
+        == {"decode": [160.0] * 3, "prefill": [400.0, 500.0]}
+    assert pace.take(Server(*decodes, ConnectionRefusedError())) == {"decode": [160.0] * 3}
+    assert pace.take(Server(ConnectionRefusedError())) is None
+
+
+def test_a_lessons_record_of_the_pace_keeps_prefills_only_where_both_readings_have_them():
+    before = {"decode": [150.0], "prefill": [400.0]}
+    after = {"decode": [140.0], "prefill": [380.0]}
+    assert pace.around(before, after) == {"before": [150.0], "after": [140.0], "prefill_before": [400.0],
+                                          "prefill_after": [380.0]}
+    assert pace.around(before, {"decode": [140.0]}) == {"before": [150.0], "after": [140.0]}
+    assert pace.around(None, after) is None and pace.around(before, None) is None

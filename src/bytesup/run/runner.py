@@ -399,7 +399,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     # The machine's pace before the first lesson and after each one, in a live run of several (bytesup.run.pace).
     pacer = (cleanup.enter_context(contextlib.closing(BareClient(seen.url, options.api_key, options.timeout)))
              if options.replay is None and len(todo) > 1 and not pace.skipped_by_env() else None)
-    last_pace = pace.read(pacer) if pacer is not None else None
+    last_pace = pace.take(pacer) if pacer is not None else None
     failures = 0
     interrupted: KeyboardInterrupt | None = None
     disk_full: DiskFull | None = None
@@ -441,13 +441,13 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                     watch.start()
                 pace_before, last_pace = last_pace, None
                 if pacer is not None and pace_before is None:  # the lesson before ended without its reading
-                    pace_before = pace.read(pacer)
+                    pace_before = pace.take(pacer)
                 try:
                     result = module.main(ctx)
                 except LessonSkipped as exc:  # raised from inside the lesson: its page says why, as ctx.skip's does
                     result = ctx.skip(exc.reason, exc.command)
-                last_pace = pace.read(pacer) if pacer is not None else None
-                paced = {"before": pace_before, "after": last_pace} if pace_before and last_pace else None
+                last_pace = pace.take(pacer) if pacer is not None else None
+                paced = pace.around(pace_before, last_pace)
                 record_machine_load(ctx, watch, result, drift_before, paced)
                 raise_if_stopping()  # a stop whose exception was lost inside the lesson
                 if options.replay is None:

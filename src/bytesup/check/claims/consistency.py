@@ -33,7 +33,8 @@ told apart from another by less than the machine wandered between them. On a 2-c
 medians ranged from 102 to 181 tokens/s in one run (a spread of 22%), minutes apart and seconds apart, with no other
 process here using the cores, while lessons measured with three samples each; ±10% there failed one lesson a run, a
 different one each time. Setting the figures in units of each lesson's own pace instead did not bring them closer:
-three samples of a pace scatter as much as three of a lesson.
+three samples of a pace scatter as much as three of a lesson. The prefill claim is held to the wander of the pace's
+prefills, which are arithmetic where decode is memory, where the run read them (before that, to the decodes').
 """
 
 from __future__ import annotations
@@ -376,14 +377,15 @@ class Judged:
         return abs(self.deviation) <= self.tolerance * (1 + 1e-12)
 
 
-def pace_medians(run: Run) -> list[float]:
+def pace_medians(run: Run, prefill: bool = False) -> list[float]:
     """The medians of every pace reading the run took (bytesup.run.pace), in lesson order: each lesson's reading before
-    it, then the last lesson's after it (the reading after one lesson is the one before the next, kept with both)."""
+    it, then the last lesson's after it (the reading after one lesson is the one before the next, kept with both).
+    Its decodes' tokens/s, or with `prefill` its prefills' prompt tokens/s (none in a run recorded before them)."""
     out: list[float] = []
     last: list[float] = []
     for lesson in sorted(run.results.values(), key=lambda r: r.lesson_id):
         pace = (lesson.host_values.get(busy.HOST_VALUE) or {}).get("pace")
-        for at in ("before", "after"):
+        for at in (("prefill_before", "prefill_after") if prefill else ("before", "after")):
             samples = busy.pace_samples(pace, at)
             if samples and samples != last:
                 out.append(median(samples))
@@ -413,12 +415,14 @@ def judge(found: list[Reading], wandered: float | None = None) -> tuple[list[Jud
     return [Judged(r, reference_ms(found, r), tolerance) for r in found], pooled
 
 
-def pace_sentence(medians: list[float]) -> str:
-    """What the run read of the machine's pace, for the claim's detail."""
+def pace_sentence(medians: list[float], prefill: bool = False) -> str:
+    """What the run read of the machine's pace (its decodes, or with `prefill` its prefills), for the claim's detail."""
     if not medians:
-        return "The run read no pace of the machine (a run of one lesson, or recorded before runs did)"
+        return ("The run read no pace of the machine (a run of one lesson, or recorded before runs did"
+                + (", or before the pace had a prefill)" if prefill else ")"))
     spread = wander(medians)
-    return (f"The machine's pace, the same short decode on the run's server before and after every lesson: "
+    what = "prefill of a text of about 128 tokens" if prefill else "short decode"
+    return (f"The machine's pace, the same {what} on the run's server before and after every lesson: "
             f"{len(medians)} readings, medians from {min(medians):.4g} to {max(medians):.4g} tokens/s"
             + (f", a spread of {spread:.1%}" if spread is not None else f" (fewer than {MIN_PACES}: no spread)"))
 
@@ -452,9 +456,11 @@ def _speed(ms: float, prefill: bool) -> str:
 
 
 def consistency_check(cid: str, text: str, found: list[Reading], absent: list[str], prefill: bool = False,
-                      runs: list[str] | None = None, paces: list[float] | None = None) -> ClaimResult:
+                      runs: list[str] | None = None, paces: list[float] | None = None,
+                      paced_prefill: bool = False) -> ClaimResult:
     """The claim's result from the lessons' readings (`absent`: why a lesson has none; `runs`: lessons recorded
-    with different run servers, which makes the comparison not applicable)."""
+    with different run servers, which makes the comparison not applicable; `paces`: the pace's medians, of its
+    prefills where `paced_prefill`, else of its decodes)."""
     lessons = ", ".join(sorted({r.lesson_id[:3].rstrip("_") for r in found})) or "—"
     na_for = ("; not applicable for: " + "; ".join(absent)) if absent else ""
     if runs:
@@ -473,7 +479,8 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
     agreeing = [j.reading for j in judged if j.agrees]
     if wandered is not None and wandered > max(DRIFT_TOLERANCE, pooled or 0.0):
         tolerance = (f"±{wandered:.1%}: the machine's own wander over the run (the spread of its pace readings' medians, "
-                     f"{min(paces):.4g} to {max(paces):.4g} tokens/s), more than the least of ±{DRIFT_TOLERANCE:.0%}")
+                     f"{'prefill ' if paced_prefill else ''}{min(paces):.4g} to {max(paces):.4g} tokens/s), more than the "
+                     f"least of ±{DRIFT_TOLERANCE:.0%}")
     elif pooled is None:
         tolerance = (f"±{DRIFT_TOLERANCE:.0%}: too few samples for a spread (fewer than two lessons with "
                      f"{MIN_SAMPLES} or more)")
@@ -504,7 +511,7 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
         detail = "; ".join(named) + f". Every lesson: {every}"
     else:
         detail = f"every lesson: {every}"
-    detail += ". " + pace_sentence(paces) + ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
+    detail += ". " + pace_sentence(paces, paced_prefill) + ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
     return ClaimResult(cid, "general", lessons, text, FAIL if bad else PASS, observed=observed,
                        expected=("each lesson's median within the tolerance of the median of every lesson's median (with "
                                  "two lessons, of the other's)"),
@@ -540,8 +547,10 @@ def claim_default_decode_agrees_across_lessons(run: Run) -> list[ClaimResult]:
 def claim_prefill_agrees_across_lessons(run: Run) -> list[ClaimResult]:
     """The default model's prefill of a 128-token prompt, as every lesson that measures it found it."""
     found, absent = readings(run, PREFILL)
+    prefills = pace_medians(run, prefill=True)  # a run recorded before the pace had prefills: its decodes
     return [unless_busy(run, consistency_check("prefill_128_agrees_across_lessons",
                                                f"the default model's prefill of {PREFILL_TOKENS} tokens agrees across the "
                                                "lessons that measure it", found, absent, prefill=True,
-                                               runs=different_runs(run, found), paces=pace_medians(run)),
+                                               runs=different_runs(run, found), paces=prefills or pace_medians(run),
+                                               paced_prefill=bool(prefills)),
                         *sorted({r.lesson_id for r in found}))]
