@@ -744,21 +744,24 @@ def test_the_third_clock_by_hand(lesson):
     result, _ = _run_hand(lesson, bench=HAND_BENCH)
     rows = {r[0]: r for r in result.table("third_clock").rows}
     prefill, decode = rows["prefill, 52-token prompt"], rows["decode, 32 tokens"]
-    # Prefill: the server's 2,000 and 2,500 (median 2,250) over llama-bench's median 2,050 = 1.0976; its samples
-    # overlap (2,000 ÷ 2,200 = 0.909 to 2,500 ÷ 2,000 = 1.25): inside the noise. Spread 500 ÷ 2,250 = 0.2222, so
-    # (2 × 0.2222 ÷ 0.0976)² = 20.7: 21 samples of each.
+    # Prefill: the server's 2,000 and 2,500 (median 2,250) over llama-bench's median 2,050 = 1.0976. Spreads
+    # a = 500 ÷ 2,250 = 0.2222 (2 samples) and b = 200 ÷ 2,050 = 0.0976 (6): u = √(a² ÷ 2 + b² ÷ 6) = 0.1621, so the
+    # ratio runs from 0.9355 to 1.2597, over both edges of ±5%: cannot tell yet; (a² + b²) ÷ (0.05 − 0.0976)² = 26.04:
+    # 27 samples of each.
+    u = ((500 / 2250) ** 2 / 2 + (200 / 2050) ** 2 / 6) ** 0.5
     assert prefill[1:4] == [2250.0, 2000.0, 2500.0] and prefill[4:7] == [2050.0, 2000.0, 2200.0]
-    assert prefill[7:10] == [pytest.approx(2250 / 2050), pytest.approx(2000 / 2200), pytest.approx(1.25)]
-    assert prefill[10:] == ["inside the noise", 21]
-    # Decode: 100 and 125 (median 112.5) over 50 = 2.25, from 2 to 2.5: outside the noise; (2 × 0.2222 ÷ 1.25)² < 1.
-    assert decode[7:] == [pytest.approx(2.25), pytest.approx(2.0), pytest.approx(2.5), "outside the noise", 1]
+    assert prefill[7:10] == [pytest.approx(2250 / 2050), pytest.approx(2250 / 2050 - u), pytest.approx(2250 / 2050 + u)]
+    assert prefill[10:] == ["cannot tell yet", 27]
+    # Decode: 100 and 125 (median 112.5) over 50 = 2.25 ± √(0.2222² ÷ 2) = 0.157: outside ±5%; 0.2222² ÷ 1.2² < 1.
+    assert decode[7:] == [pytest.approx(2.25), pytest.approx(2.25 - (25 / 112.5) / 2 ** 0.5),
+                          pytest.approx(2.25 + (25 / 112.5) / 2 ** 0.5), "outside ±5%", 1]
     main, full = result.table("third_clock_main"), result.table("third_clock")
     assert "6 samples a phase" in main.notes[0]  # the hand-made turns hold two samples each
     # The main text: the phase, both medians, their ratio, the verdict and the samples needed; the rule in words there,
     # its formula with every column under Details.
     assert [c.name for c in main.columns] == lesson04.CLOCK_SHOWN and full.detail and len(full.columns) == 12
-    assert main.rows[0] == ["prefill, 52-token prompt", 2250.0, 2050.0, pytest.approx(2250 / 2050), "inside the noise", 21]
-    assert "square root" in main.notes[1] and "n ≥" not in main.notes[1] and "n ≥ (2 × relative spread" in full.notes[0]
+    assert main.rows[0] == ["prefill, 52-token prompt", 2250.0, 2050.0, pytest.approx(2250 / 2050), "cannot tell yet", 27]
+    assert "square root" in main.notes[1] and "n ≥" not in main.notes[1] and "n ≥ (a² + b²) ÷ (5% − |ratio − 1|)²" in full.notes[0]
 
 
 def test_without_the_native_build_the_third_clock_says_how_to_get_it(lesson):

@@ -55,9 +55,25 @@ def test_first_block_on_top_and_the_flops_by_hand():
     assert (last.flops_all, last.flops_last, last.flops_saved) == (400, 80, 320)
 
 def test_the_third_clocks_arithmetic_by_hand():
+    # Each median's spread: (max − min) ÷ median ÷ √n; the ratio's uncertainty the root of the sum of their squares.
+    # Both clocks 100 and 110: a = b = 10 ÷ 105 = 0.0952, u = √(2 × 0.0952² ÷ 2) = 0.0952: the ratio 1 from 0.905
+    # to 1.095, over both edges of ±5%: cannot tell yet; n ≥ (0.0952² + 0.0952²) ÷ 0.05² = 7.26: 8 of each.
     same = nexttoken.ThirdClock("x", (100.0, 110.0), (100.0, 110.0))
-    assert same.ratio == 1.0 and same.inside_noise and same.samples_needed() is None
+    assert same.ratio == 1.0 and same.uncertainty == pytest.approx(10 / 105)
+    assert same.low == pytest.approx(1 - 10 / 105) and same.high == pytest.approx(1 + 10 / 105)
+    assert same.verdict == "cannot tell yet" and same.samples_needed() == 8
+    # 200 and 220 against 100 twice: 2.1 ± √(0.0952² ÷ 2) = 0.0673, from 2.033 to 2.167: outside ±5%; one sample of
+    # each would do, 0.0952² ÷ (2.1 − 1 − 0.05)² = 0.008.
     apart = nexttoken.ThirdClock("x", (200.0, 220.0), (100.0, 100.0))
-    assert apart.ratio == 2.1 and apart.low == 2.0 and apart.high == 2.2 and not apart.inside_noise
-    # relative spread 20 ÷ 210 = 0.0952; (2 × 0.0952 ÷ 1.1)² = 0.03: one sample of each would do
-    assert apart.samples_needed() == 1
+    assert apart.ratio == 2.1 and apart.low == pytest.approx(2.1 - 20 / 210 / 2 ** 0.5)
+    assert apart.verdict == "outside ±5%" and apart.samples_needed() == 1
+    # 100 and 102 against 100, 101, 100, 101: 101 ÷ 100.5 = 1.004975; a = 2 ÷ 101, b = 1 ÷ 100.5,
+    # u = √(a² ÷ 2 + b² ÷ 4) = 0.01486: from 0.9901 to 1.0198, inside ±5%.
+    near = nexttoken.ThirdClock("x", (100.0, 102.0), (100.0, 101.0, 100.0, 101.0))
+    assert near.ratio == pytest.approx(101 / 100.5) and near.uncertainty == pytest.approx(0.014860, abs=1e-6)
+    assert near.verdict == "within ±5%" and near.samples_needed() == 1
+    # A ratio on the band's edge, 105 ÷ 100 with no spread: within, and no number of samples moves it off the edge.
+    edge = nexttoken.ThirdClock("x", (105.0, 105.0), (100.0, 100.0))
+    assert edge.verdict == "within ±5%" and edge.samples_needed() is None
+    # Just past it: 106 ÷ 100 is outside.
+    assert nexttoken.ThirdClock("x", (106.0, 106.0), (100.0, 100.0)).verdict == "outside ±5%"

@@ -120,10 +120,15 @@ class Speeds:
         return statistics.median(self.prefill) / statistics.median(self.decode_short)
 
 
+BAND = 0.05  # the server may be this much off llama.cpp in process: its HTTP, slot and sampling cost no more
+EDGE = 1e-12  # a ratio this close to the band's edge is on it (105 ÷ 100 − 1 is 0.05 and a few ulps)
+
+
 @dataclass(frozen=True)
 class ThirdClock:
-    """One phase's speed from the server's timings against llama-bench's, in process: the ratio of the medians,
-    the range the ratio spans over every pair of samples, and the samples that would resolve it."""
+    """One phase's speed from the server's timings against llama-bench's, in process: the ratio of the medians, how
+    far that ratio can be trusted, and whether it lies within ±BAND of 1 (the server costs no more than llama.cpp
+    itself), outside it, or cannot tell yet, with the samples each clock would need to tell."""
 
     phase: str
     server: tuple[float, ...]
@@ -161,40 +166,47 @@ class ThirdClock:
         return max(self.bench)
 
     @property
+    def ratio(self) -> float:
+        return statistics.median(self.server) / statistics.median(self.bench)
+
+    @property
+    def uncertainty(self) -> float:
+        """How far the ratio of the medians may be off: the root of the sum of the squares of each median's spread,
+        its samples' (max − min) ÷ median ÷ √(samples)."""
+        return math.sqrt(sum(_spread(s) ** 2 / len(s) for s in (self.server, self.bench)))
+
+    @property
+    def low(self) -> float:
+        return self.ratio - self.uncertainty
+
+    @property
+    def high(self) -> float:
+        return self.ratio + self.uncertainty
+
+    @property
     def verdict(self) -> str:
-        return "inside the noise" if self.inside_noise else "outside the noise"
+        if 1 - BAND - EDGE <= self.low and self.high <= 1 + BAND + EDGE:
+            return f"within ±{BAND:.0%}"
+        if self.high < 1 - BAND or self.low > 1 + BAND:
+            return f"outside ±{BAND:.0%}"
+        return "cannot tell yet"
 
     @property
     def needed(self) -> int | None:
         return self.samples_needed()
 
-    @property
-    def ratio(self) -> float:
-        return statistics.median(self.server) / statistics.median(self.bench)
-
-    @property
-    def low(self) -> float:
-        return min(self.server) / max(self.bench)
-
-    @property
-    def high(self) -> float:
-        return max(self.server) / min(self.bench)
-
-    @property
-    def inside_noise(self) -> bool:
-        """The two sets of samples overlap: every ratio from low to high is as likely, 1 among them."""
-        return self.low <= 1.0 <= self.high
-
-    @property
-    def relative_spread(self) -> float:
-        """The wider of the two sets' (max − min) ÷ median."""
-        return max((max(s) - min(s)) / statistics.median(s) for s in (self.server, self.bench))
-
     def samples_needed(self) -> int | None:
-        """Samples of each clock for the medians' difference to stand clear of the noise: the spread of a median
-        falls about as 1/√n, so n ≥ (2 × relative spread ÷ |ratio − 1|)²; None when the ratio is exactly 1."""
-        gap = abs(self.ratio - 1.0)
-        return None if gap == 0 else max(1, math.ceil((2 * self.relative_spread / gap) ** 2))
+        """Samples of each clock for the ratio's uncertainty to end inside or outside ±BAND: each median's spread
+        falls as 1/√n, so n ≥ (a² + b²) ÷ (BAND − |ratio − 1|)², a and b the clocks' (max − min) ÷ median; None
+        where the ratio lies on the band's edge (no number of samples tells)."""
+        gap = abs(BAND - abs(self.ratio - 1.0))
+        if gap < EDGE:
+            return None
+        return max(1, math.ceil(sum(_spread(s) ** 2 for s in (self.server, self.bench)) / gap ** 2))
+
+
+def _spread(samples: tuple[float, ...]) -> float:
+    return (max(samples) - min(samples)) / statistics.median(samples)
 
 
 def third_clocks(sp: Speeds, turns: list[dict] | None, n_predict: int) -> list[ThirdClock] | None:

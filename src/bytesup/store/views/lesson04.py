@@ -12,7 +12,7 @@ from typing import Any
 
 from bytesup.course import ceiling, formulas, published
 from bytesup.course.ceiling import Ceiling, Efficiency, Spread, TokenWork, token_work
-from bytesup.course.nexttoken import (LastOnly, SoftmaxExample, Speeds, ThirdClock, ThroughTheLayers, largest_gap,
+from bytesup.course.nexttoken import (BAND, LastOnly, SoftmaxExample, Speeds, ThirdClock, ThroughTheLayers, largest_gap,
                                       percent)
 from bytesup.host import hostbench
 from bytesup.llama import build
@@ -377,12 +377,14 @@ def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks
                      f"({len(clocks[0].bench)} samples a phase), on the same file with {threads} threads, `-p` the long "
                      f"prompt's length and `-n {N_PREDICT}`: no HTTP, no slot, no sampling. Its build is the native one "
                      "(scripts/build_llama_server.sh), which may not be the server's engine."),
-                     ("A ratio is inside the noise when the two clocks' samples overlap: some pair of them gives 1. The "
-                      "samples needed are how many each clock would need for the gap between the medians to stand clear "
-                      "of the spread seen here; the spread of a median shrinks with the square root of its samples.")],
-                  formulas=[("Samples needed: n ≥ (2 × relative spread ÷ |ratio − 1|)², the relative spread being the "
-                             "wider clock's (max − min) ÷ median; ratio low = server min ÷ llama-bench max, "
-                             "ratio high = server max ÷ llama-bench min.")])
+                     (f"The server's own work (HTTP, its slot, sampling) should cost at most ±{BAND:.0%} against "
+                      "llama.cpp in process: the verdict says whether the ratio lies within that band, outside it, or "
+                      "cannot tell yet, from the ratio's low and high (the medians' own spread). The samples needed are "
+                      "how many each clock would need for low and high to end on one side of the band's edge; the "
+                      "spread of a median shrinks with the square root of its samples.")],
+                  formulas=[("Ratio low and high = ratio ∓ √(a² ÷ n_server + b² ÷ n_bench), a and b each clock's "
+                             "(max − min) ÷ median; samples needed n ≥ (a² + b²) ÷ "
+                             f"({BAND:.0%} − |ratio − 1|)².")])
 
 
 def show_decode_vs_ceiling(page: Page, ceil: Ceiling, eff: Efficiency, reading: dict[str, Any], reason: str) -> None:
