@@ -688,6 +688,17 @@ def test_the_claims_knee_shows_only_above_the_spread(k, shown):
     assert ("s₂ = " in detail) is shown and ("so one line" in detail) is not shown
 
 
+def test_the_claims_line_below_the_knee_that_gives_no_step():
+    """Steps falling 0.03 ms per position up to 1,024 (40, 32.32, 24.64, 9.28 ms): the line through them gives 1,536
+    40 − 46.08 = −6.08 ms, no step, so 1,536 (10 ms) cannot show the knee at d* = 1,200: one line through the five."""
+    from bytesup.check.claims import depth_line_check
+    steps = {d: 40 - 0.03 * d for d in (0, 256, 512, 1024)} | {1536: 10.0, 1904: 12.0}
+    _, _, detail = depth_line_check(knee_samples(steps), 1024, knee=1200.0)
+    assert detail.startswith("knee d* = 1,200 not shown: depth 1,536 at 10 ms against the line through the depths below "
+                             "it, which gives no step there, so one line; t(0) = "), detail
+    assert "fitted on depths 0, 256, 512, 1,024, 1,536; held out: 1,904" in detail and "s₂" not in detail
+
+
 def test_the_claim_on_the_run_that_missed_by_thirty_percent():
     """The 2-core run's medians (tests/test_depthtime.py): 1,680 came −10.6% against the line below d* = 1,456, so one
     line through 0–1,680 predicts 1,904 (14.32 ms, three samples 13.5, 14.32, 14.4) +14.4% off, within ±15%: a pass,

@@ -309,3 +309,20 @@ def test_nothing_to_test_without_a_fitted_depth_past_the_knee():
     for knee in (None, 1600.0, 1400.0):
         line, test = depthtime.choose(KNEE_DEPTHS, ms, 500, knee, [0.0] * 6)
         assert test is None and line == depthtime.fit_knee(KNEE_DEPTHS, ms, 500, knee)
+
+
+def test_a_line_below_the_knee_that_gives_no_step_cannot_show_it():
+    """Steps falling 0.03 ms per position below d* = 1,000 (30, 22.5, 15, 7.5 ms): the line through them gives 1,200
+    30 − 36 = −6 ms, no step, so 1,200's 10 ms has no error against it and cannot show the knee, though the bent model's
+    s₂ = (10 − 30 + 30) ÷ 200 = 0.05 ms is a cost: one line, and the page says why."""
+    from bytesup.store.views.lesson06 import knee_test_note
+
+    ms = [30 - 0.03 * d for d in KNEE_DEPTHS[:4]] + [10.0, 12.0]
+    line, test = depthtime.choose(KNEE_DEPTHS, ms, 500, 1000.0, [0.0] * 6)
+    assert test is not None and test.slope2_ms == pytest.approx(0.05) and not test.above and not test.shown
+    assert test.past[0].predicted_ms == pytest.approx(-6.0) and test.past[0].error is None
+    assert line.knee is None and line.fitted == (0, 250, 500, 750, 1200)
+    assert knee_test_note(test) == (
+        "Against the line through the depths below d* (0, 250, 500, 750), depth 1,200 took 10 ms per token where the "
+        "line gives -6 ms (no step at all): a line that gives no step there cannot show the knee, so the model is one "
+        "line through every fitted depth.")

@@ -200,6 +200,17 @@ def _past_the_knee(ms: dict[int, float], iqr: dict[int, float], until: int,
     return out
 
 
+def _not_shown(tested: list[tuple[int, float | None, float]], s2: float) -> str:
+    """Why the fitted depths past d* (`_past_the_knee`) did not show the knee; s₂: the bent model's."""
+    if any(e is None for _, e, _ in tested):
+        return ", which gives no step there"
+    if all(e is not None and e > spread for _, e, spread in tested):
+        return f", but s₂ = {1e3 * s2:.4g} µs per position is no cost"
+    if all(e is not None and e <= 0 for _, e, _ in tested):
+        return ", no slower than that line"
+    return ", not slower than it by more than the spread"
+
+
 def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: float = DEPTH_LINE_TOLERANCE,
                      knee: float | None = None) -> tuple[str, str, str]:
     """(status, observed, detail) of lesson 6's depth model from its decode samples (tokens/s) at each depth: the
@@ -263,14 +274,10 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: 
         status = PASS
     t0, s1, s2 = fit
     against = "" if tested is None else "; ".join(
-        f"depth {d:,} {'no step from the line' if e is None else f'{e:+.1%}'} (spread ±{spread:.0%})"
+        f"depth {d:,} at {ms[d]:.4g} ms" if e is None else f"depth {d:,} {e:+.1%} (spread ±{spread:.0%})"
         for d, e, spread in tested) + " against the line through the depths below it"
     if tested is not None and knee is None:
-        why = ("not shown: " + against + (f", but s₂ = {1e3 * bent_s2:.4g} µs per position is no cost"
-                                          if all(e is not None and e > sp for _, e, sp in tested) else
-                                          ", no slower than that line" if all(e is not None and e <= 0 for _, e, _ in tested)
-                                          else ", not slower than it by more than the spread")
-               + ", so one line; ")
+        why = "not shown: " + against + _not_shown(tested, bent_s2) + ", so one line; "
         model = (f"knee d* = {given:,.0f} {why}t(0) = {t0:.4g} ms, s = {1e3 * s1:.4g} µs per position, fitted on depths "
                  + ", ".join(f"{d:,}" for d in ms if d <= until))
     elif knee is None:

@@ -249,10 +249,14 @@ def knee_note(m: DepthModel) -> str:
 def knee_test_note(t: depthtime.KneeTest) -> str:
     """Whether the fitted depths past d* showed the knee, in one sentence from their steps against the line below d*."""
     past = "; ".join(f"{p.depth:,} took {p.measured_ms:.4g} ms per token where the line gives {p.predicted_ms:.4g} ms "
-                     f"({100 * p.error:+.1f}%, the prediction's spread ±{100 * (p.spread or 0.0):.0f}%)"
-                     for p in t.past if p.predicted_ms is not None and p.error is not None)
+                     + ("(no step at all)" if p.error is None else
+                        f"({100 * p.error:+.1f}%, the prediction's spread ±{100 * (p.spread or 0.0):.0f}%)")
+                     for p in t.past if p.predicted_ms is not None)
     head = (f"Against the line through the depths below d* ({_depths(t.below.fitted)}), depth"
             f"{'s' if len(t.past) > 1 else ''} {past}")
+    if any(p.error is None for p in t.past):
+        return (head + ": a line that gives no step there cannot show the knee, so the model is one line through "
+                "every fitted depth.")
     if t.shown:
         return (head + f": slower by more than that spread, so the knee shows in this run, and past d* the model "
                 f"takes s₂ = {1e3 * t.slope2_ms:.4g} µs per position.")
