@@ -6,8 +6,8 @@ by layer, in the KV cache, so a new token costs one pass over the new position i
 whole sequence. This script computes the cache's size per token from the served model's metadata
 (when its file is readable here) and for worked examples (and checks the podcast's figure),
 measures decode speed as the context grows and predicts the deeper depths from a line through the
-shallower ones, bent at d* where the K and V outgrow the run's last-level cache (each slope split into the KV read
-and attention's work), times a long prompt with
+shallower ones, bent at d* where the K and V outgrow the run's last-level cache if the depths past d* show it (else
+one line through every fitted depth; each slope split into the KV read and attention's work), times a long prompt with
 and without the server's prompt cache, and counts the tokens generation would process without a
 cache, by formula and by re-sending the growing text to the server. Last, the same greedy generation runs in numpy from the
 GGUF's bytes (bytesup.models.forward), once with a KV cache and once recomputing the whole prefix at every
@@ -84,7 +84,8 @@ def main(ctx: LessonContext):
         lesson06.show_bytes_model(ctx, points, served.per_token, info["tensor_bytes"])
 
     # A line through the shallow half predicts the deeper depths, bent where the KV cache outgrows the last-level
-    # cache; each slope split into the KV read and the rest.
+    # cache if the fitted depths past it lie above the line (else one line through them all); each slope split into
+    # the KV read and the rest.
     model, why_no_line = depth_line(depths, n_ctx, shape, bandwidth, cache)
     if model is not None:
         record_depth_line(ctx, model)
@@ -348,8 +349,8 @@ def attention_shape(served: KvExample | None, info: dict | None) -> AttentionSha
 def depth_line(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | None,
                bandwidth: tuple[float | None, str | None],
                cache: tuple[float | None, str | None, str | None]) -> tuple[DepthModel | None, str | None]:
-    """The line through the shallow half's decode steps, bent at the cache's knee, predicting the deeper depths; or
-    why there is none."""
+    """The line through the shallow half's decode steps, bent at the cache's knee where the depths past it show it,
+    predicting the deeper depths; or why there is none."""
     try:
         return kvcache.depth_model(depths, n_ctx, shape, *bandwidth, specimen=specimen_shape(), cache=cache), None
     except ValueError as exc:

@@ -62,8 +62,9 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     held = [(r[0], r[5], r[6]) for r in line_t.rows if r[7] == "held out"]
     assert held and all(f"{d:,}: {e / 100:+.1%} (spread ±{sp / 100:.0%})" in depth_claim.detail
                         for d, e, sp in held), (held, depth_claim)
-    # The fixture's host has a 32 MiB cache: d* = 1,456, so s₂ comes from 1,536 alone, 80 positions past it, and 1,904's
-    # miss carries a spread over ±15%: the run cannot tell (the claim is judged here, and left out of the passes below).
+    # The fixture's host has a 32 MiB cache: d* = 1,456, and 1,536 came no slower than the line below it, so both fit one
+    # line through the five fitted depths (the claim is judged here, and left out of the passes below).
+    assert "knee d* = 1,456 not shown: depth 1,536 -13.1% (spread ±5%)" in depth_claim.detail
     missed = [sp for _, e, sp in held if abs(e) > 15]
     if not missed:
         assert depth_claim.status == checker.PASS
@@ -569,7 +570,9 @@ def test_the_knee_model_predicts_where_the_line_fails(tmp_path):
     claim = only(checker.check_run(run_of(tmp_path, knee_lesson(steps, 1200 * KV_PER_POSITION)), []),
                  "depth_line_predicts_deeper_depths")
     assert claim.status == checker.PASS, claim
-    assert "knee d* = 1,200; t(0) = 10 ms, s₁ = 10 µs per position, fitted on depths 0, 256, 512, 1,024" in claim.detail
+    # 1,536 came 32.08 ÷ 25.36 − 1 = +26.5% against the line through the depths below d*: the knee shows
+    assert ("knee d* = 1,200 shown: depth 1,536 +26.5% (spread ±0%) against the line through the depths below it; "
+            "t(0) = 10 ms, s₁ = 10 µs per position, fitted on depths 0, 256, 512, 1,024") in claim.detail
     assert "s₂ = 30 µs per position past d*, fitted on depths 1,536; held out: 1,904: +0.0%" in claim.detail
     assert "d* = 27,648,000 bytes of last-level cache ÷ 23,040 KV bytes per position" in claim.expected
     (tmp_path / "line").mkdir()
@@ -612,17 +615,100 @@ def test_the_knee_model_cannot_tell_without_a_depth_past_the_knee_fitted():
 
 
 def test_the_knee_model_cannot_tell_from_a_short_lever():
-    """d* at 1,500, 36 positions before 1,536 (26.08 ms), the one depth that fixes s₂. 1,904 measured 1.3 × its
-    prediction, 37.12 ms. With tight samples that is a failure. With 1,536's samples spread by 4% (its interquartile
-    range; every depth's under ±15%), s₂ moves by 0.04 × 26.08 ÷ 36 and the prediction at 1,904 by 404 ÷ 36 = 11.2×
-    that, 11.7 ms of 37.12: a spread of ±32%, so the miss is inconclusive."""
+    """d* at 1,500, 36 positions before 1,536, the one depth that fixes s₂, steep past it (0.1 ms per position): 25 +
+    3.6 = 28.6 ms against the line's 25.36 below d*, +12.8%, so the knee shows, with tight samples and with 1,536's
+    spread by 4% alike. 1,904 measured 1.3 × its prediction of 25 + 40.4 = 65.4 ms. With tight samples that is a
+    failure. With 1,536's samples spread by 4% (its interquartile range; every depth's under ±15%), s₂ moves by 0.04 ×
+    28.6 ÷ 36 and the prediction at 1,904 by 404 ÷ 36 = 11.2× that, 12.8 ms of 65.4: a spread of ±20%, so the miss is
+    inconclusive."""
     from bytesup.check.claims import depth_line_check
-    steps = {d: knee_ms(d, 1500) for d in DEPTHS} | {1904: knee_ms(1904, 1500) * 1.3}
-    st, observed, _ = depth_line_check(knee_samples(steps), 1024, knee=1500.0)
+    steps = {d: knee_ms(d, 1500, s2=0.1) for d in DEPTHS} | {1904: knee_ms(1904, 1500, s2=0.1) * 1.3}
+    st, observed, detail = depth_line_check(knee_samples(steps), 1024, knee=1500.0)
     assert (st, observed) == (checker.FAIL, "furthest depth 1,904 +30.0%")
+    assert detail.startswith("knee d* = 1,500 shown: depth 1,536 +12.8% (spread ±0%)")
     st, observed, detail = depth_line_check(knee_samples(steps, {1536: 0.04}), 1024, knee=1500.0)
     assert (st, observed) == (checker.INCONCLUSIVE, "furthest depth 1,904 +30.0%"), detail
-    assert "1,904: prediction spread ±32%" in detail and "inconclusive" in detail
+    assert detail.startswith("knee d* = 1,500 shown: depth 1,536 +12.8% (spread ±4%)")
+    assert "1,904: prediction spread ±20%" in detail and "inconclusive" in detail
+
+
+@pytest.mark.parametrize("steps", [
+    {d: knee_ms(d, 1200) for d in DEPTHS},                                    # steeper past d*: the knee
+    {d: knee_ms(d, 1200, s2=0.0) for d in DEPTHS},                            # flat past d*: one line
+    {d: knee_ms(d, 1200, s2=0.005) for d in DEPTHS} | {1904: 30.0},           # flatter: one line
+    {0: 6.01, 256: 7.17, 512: 8.23, 1024: 10.12, 1536: 11.44, 1904: 14.32},   # faster past d*: one line
+], ids=["steeper", "flat", "flatter", "faster"])
+def test_the_claims_choice_of_model_is_the_lessons(steps):
+    """check chooses between the knee and the line with its own arithmetic; on the same steps it chooses as lesson 6
+    does (course.depthtime.choose) and finds the held-out depth's error the lesson finds."""
+    from bytesup.check.claims import depth_line_check
+    from bytesup.course import depthtime
+
+    at, ms = list(steps), list(steps.values())
+    line, test = depthtime.choose(at, ms, 1024, 1200.0, [0.0] * len(at))
+    _, observed, detail = depth_line_check(knee_samples(steps), 1024, knee=1200.0)
+    assert test is not None and detail.startswith(f"knee d* = 1,200 {'shown' if test.shown else 'not shown'}:")
+    assert observed == f"furthest depth 1,904 {steps[1904] / line.ms_at(1904) - 1:+.1%}"
+
+
+# No slower past d* = 1,200 than at it: 10, 12.56, 15.12, 20.24 ms up to 1,024, 22 at 1,536. The line through all five
+# fitted depths by hand: x̄ = 3,328 ÷ 5 = 665.6, ȳ = 79.92 ÷ 5 = 15.984, Σ(x − x̄)(y − ȳ) = 65,474.56 − 5 × 665.6 ×
+# 15.984 = 12,279.808, Σ(x − x̄)² = 3,735,552 − 5 × 665.6² = 1,520,435.2.
+FLAT_S = 12279.808 / 1520435.2
+FLAT_1904 = 15.984 + (1904 - 665.6) * FLAT_S  # 25.99 ms
+
+
+@pytest.mark.parametrize("k,status", [(1.3, checker.FAIL), (0.7, checker.FAIL), (1.1, checker.PASS)])
+def test_a_knee_the_run_does_not_show_leaves_one_line(k, status):
+    """1,536 came 22 ÷ 25.36 − 1 = −13.2% against the line through the depths below d* = 1,200: no slower, so one line
+    through every fitted depth, 0–1,536 (s = 8.08 µs, t(0) = 10.61 ms), predicting 1,904 at 25.99 ms. Measured 1.3 ×
+    that with tight samples: +30.0%, a failure; 0.7 ×: −30.0%, a failure; 1.1 ×: a pass. The bent model, s₂ = (22 −
+    22) ÷ 336 = 0, is never used."""
+    from bytesup.check.claims import depth_line_check
+    steps = {d: knee_ms(d, 1200, s2=0.0) for d in DEPTHS} | {1904: FLAT_1904 * k}
+    st, observed, detail = depth_line_check(knee_samples(steps), 1024, knee=1200.0)
+    assert (st, observed) == (status, f"furthest depth 1,904 {k - 1:+.1%}"), detail
+    assert detail.startswith(
+        "knee d* = 1,200 not shown: depth 1,536 -13.2% (spread ±0%) against the line through the depths below it, "
+        f"no slower than that line, so one line; t(0) = {15.984 - 665.6 * FLAT_S:.4g} ms, s = {1e3 * FLAT_S:.4g} µs per "
+        "position, fitted on depths 0, 256, 512, 1,024, 1,536; held out: 1,904")
+    assert round(1e3 * FLAT_S, 2) == 8.08 and round(15.984 - 665.6 * FLAT_S, 2) == 10.61
+
+
+@pytest.mark.parametrize("k,shown", [(1.051, True), (1.049, False)])
+def test_the_claims_knee_shows_only_above_the_spread(k, shown):
+    """The line below d* = 1,200 gives 1,536 25.36 ms; 1,536's samples spread by 5% of its step (no other depth's), so
+    that prediction's spread is ±5%. At 1.051 × 25.36 ms it came +5.1%, above by more: the knee, with s₂ from it. At
+    1.049 ×, +4.9%: within, so one line through the five."""
+    from bytesup.check.claims import depth_line_check
+    steps = {d: knee_ms(d, 1200, s2=0.0) for d in DEPTHS} | {1536: 25.36 * k, 1904: 30.0}
+    _, _, detail = depth_line_check(knee_samples(steps, {1536: 0.05}), 1024, knee=1200.0)
+    head = f"knee d* = 1,200 {'shown' if shown else 'not shown'}: depth 1,536 {k - 1:+.1%} (spread ±5%)"
+    assert detail.startswith(head), detail
+    assert ("s₂ = " in detail) is shown and ("so one line" in detail) is not shown
+
+
+def test_the_claims_line_below_the_knee_that_gives_no_step():
+    """Steps falling 0.03 ms per position up to 1,024 (40, 32.32, 24.64, 9.28 ms): the line through them gives 1,536
+    40 − 46.08 = −6.08 ms, no step, so 1,536 (10 ms) cannot show the knee at d* = 1,200: one line through the five."""
+    from bytesup.check.claims import depth_line_check
+    steps = {d: 40 - 0.03 * d for d in (0, 256, 512, 1024)} | {1536: 10.0, 1904: 12.0}
+    _, _, detail = depth_line_check(knee_samples(steps), 1024, knee=1200.0)
+    assert detail.startswith("knee d* = 1,200 not shown: depth 1,536 at 10 ms against the line through the depths below "
+                             "it, which gives no step there, so one line; t(0) = "), detail
+    assert "fitted on depths 0, 256, 512, 1,024, 1,536; held out: 1,904" in detail and "s₂" not in detail
+
+
+def test_the_claim_on_the_run_that_missed_by_thirty_percent():
+    """The 2-core run's medians (tests/test_depthtime.py): 1,680 came −10.6% against the line below d* = 1,456, so one
+    line through 0–1,680 predicts 1,904 (14.32 ms, three samples 13.5, 14.32, 14.4) +14.4% off, within ±15%: a pass,
+    where the knee's s₂ of −2.07 µs per position missed by +30%."""
+    from bytesup.check.claims import depth_line_check
+    ms = {0: 6.01, 256: 7.17, 512: 8.23, 1024: 10.12, 1680: 11.44}
+    samples = {d: [1e3 / t] * 3 for d, t in ms.items()} | {1904: [1e3 / 13.5, 1e3 / 14.32, 1e3 / 14.4]}
+    st, observed, detail = depth_line_check(samples, 1024, knee=33554432 / KV_PER_POSITION)
+    assert (st, observed) == (checker.PASS, "furthest depth 1,904 +14.4%"), detail
+    assert detail.startswith("knee d* = 1,456 not shown: depth 1,680 -10.6% (spread ±0%)")
 
 
 def test_the_issues_run_by_its_costs_per_position():

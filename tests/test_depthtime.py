@@ -223,3 +223,106 @@ def test_a_short_lever_past_the_knee_multiplies_the_scatter():
     spread = depthtime.prediction_spreads(line, KNEE_DEPTHS, ms, iqr)[-1]
     assert spread == pytest.approx(9 / 35)
     assert spread > depthtime.TOLERANCE and not depthtime.predictions(line, KNEE_DEPTHS, ms, iqr)[-1].can_tell
+
+
+# --- whether the knee shows: the fitted depths past d* against the line below it -----------------------------------
+
+def test_a_knee_the_fitted_depth_shows_is_used():
+    """Steeper past the knee at 1,000 (0.03 ms per position against 0.01): the line through 0–750 gives 1,200 10 +
+    12 = 22 ms, measured 26: 26 ÷ 22 − 1 = +18.2%, above it by more than the prediction's spread (0: the samples do not
+    scatter). So the knee: s₂ = 0.03 and 1,600 predicted at 38 ms, as measured."""
+    ms = knee_steps()
+    line, test = depthtime.choose(KNEE_DEPTHS, ms, 500, 1000.0, [0.0] * 6)
+    assert test is not None and test.shown and test.above and test.knee == 1000.0
+    assert test.below.fitted == (0, 250, 500, 750) and test.slope2_ms == pytest.approx(0.03)
+    (past,) = test.past
+    assert (past.depth, past.measured_ms, past.predicted_ms) == (1200, 26.0, pytest.approx(22.0))
+    assert past.error == pytest.approx(26 / 22 - 1) and past.spread == 0.0
+    assert line == depthtime.fit_knee(KNEE_DEPTHS, ms, 500, 1000.0)
+    assert line.knee == 1000.0 and line.ms_at(1600) == pytest.approx(38.0)
+
+
+def test_a_flatter_cost_past_the_knee_leaves_one_line_through_every_fitted_depth():
+    """Flatter past the knee (0.005 ms per position from 1,000): 1,200 came at 21 ms against the line's 22 below d*,
+    −4.5%, so the model is one line through all five fitted depths. By hand: x̄ = 2,700 ÷ 5 = 540, ȳ = 76 ÷ 5 = 15.2,
+    Σ(x − x̄)(y − ȳ) = 2,808 + 783 + 8 + 483 + 3,828 = 7,910, Σ(x − x̄)² = 291,600 + 84,100 + 1,600 + 44,100 + 435,600
+    = 857,000: s = 7,910 ÷ 857,000 = 9.23 µs, t(0) = 15.2 − 540 s = 10.216 ms; 1,600 predicted at 24.98 ms against 23
+    measured, −7.9%. The knee's s₂, 5 µs, is never used."""
+    ms = knee_steps(s2=0.005)
+    assert ms[4:] == [pytest.approx(21.0), pytest.approx(23.0)]
+    line, test = depthtime.choose(KNEE_DEPTHS, ms, 500, 1000.0, [0.0] * 6)
+    assert test is not None and not test.shown and not test.above and test.slope2_ms == pytest.approx(0.005)
+    assert test.past[0].error == pytest.approx(21 / 22 - 1)
+    s = 7910 / 857000
+    assert (line.knee, line.slope2_ms, line.fitted, line.fit_until) == (None, None, (0, 250, 500, 750, 1200), 1200)
+    assert (line.t0_ms, line.slope_ms) == (pytest.approx(15.2 - 540 * s), pytest.approx(s))
+    deep = depthtime.predictions(line, KNEE_DEPTHS, ms)[-1]
+    assert not deep.fitted and deep.predicted_ms == pytest.approx(15.2 + 1060 * s)
+    assert deep.error == pytest.approx(23 / (15.2 + 1060 * s) - 1) and round(100 * deep.error, 1) == -7.9
+
+
+def test_the_run_that_missed_by_thirty_percent():
+    """The 2-core machine's run (medians, ms per token): 6.01, 7.17, 8.23, 10.12 at 0–1,024, 11.44 at 1,680, 14.32 at
+    1,904, d* = 1,456. The line through 0–1,024 (x̄ = 448, ȳ = 7.8825, s₁ = 2,286.72 ÷ 573,440 = 3.988 µs, t(0) = 6.096
+    ms) gives 1,680 12.795 ms: it came −10.6%, faster, and the knee's s₂ would be −2.07 µs, predicting 1,904 +30.5% off.
+    One line through the five: x̄ = 694.4, ȳ = 8.594, s = 5,792.992 ÷ 1,787,699.2 = 3.2405 µs, t(0) = 6.3438 ms;
+    1,904 at 12.514 ms, +14.4%."""
+    depths, ms = [0, 256, 512, 1024, 1680, 1904], [6.01, 7.17, 8.23, 10.12, 11.44, 14.32]
+    knee = depthtime.knee_depth(32 * 1024 * 1024, 23040)
+    bent = depthtime.fit_knee(depths, ms, 1024, knee)
+    assert 1e3 * bent.slope2_ms == pytest.approx(-2.07, abs=5e-3)
+    assert ms[-1] / bent.ms_at(1904) - 1 == pytest.approx(0.305, abs=5e-4)
+    line, test = depthtime.choose(depths, ms, 1024, knee, [0.0] * 6)
+    assert test is not None and not test.shown and test.below.slope_ms == pytest.approx(2286.72 / 573440)
+    assert test.past[0].predicted_ms == pytest.approx(7.8825 + (1680 - 448) * 2286.72 / 573440)
+    assert round(100 * test.past[0].error, 1) == -10.6
+    s = 5792.992 / 1787699.2
+    assert (line.knee, line.fitted) == (None, (0, 256, 512, 1024, 1680))
+    assert (line.t0_ms, line.slope_ms) == (pytest.approx(8.594 - 694.4 * s), pytest.approx(s))
+    assert round(100 * (14.32 / line.ms_at(1904) - 1), 1) == 14.4
+
+
+@pytest.mark.parametrize("step,shown", [(23.12, True), (23.08, False)])
+def test_the_knee_shows_only_above_the_spread_of_its_prediction(step, shown):
+    """The line below d* = 1,000 gives 1,200 22 ms exactly (no scatter below); 1,200's own interquartile range is 5% of
+    its step, so the prediction's spread is 0.05. At 23.12 ms it came 23.12 ÷ 22 − 1 = +5.09%, above by more than
+    that: the knee. At 23.08, +4.91%: within it, one line."""
+    ms = knee_steps()[:4] + [step, 38.0]
+    line, test = depthtime.choose(KNEE_DEPTHS, ms, 500, 1000.0, [0.0] * 4 + [0.05 * step, 0.0])
+    assert test is not None and test.past[0].spread == pytest.approx(0.05)
+    assert test.past[0].error == pytest.approx(step / 22 - 1)
+    assert test.shown is shown and (line.knee == 1000.0) is shown and test.above is shown
+
+
+def test_above_the_line_with_no_cost_past_the_knee_is_one_line():
+    """A line that falls below d* (−0.01 ms per position: 20, 17.5, 15, 12.5 ms), 1,200 at 9 ms, above its 8 ms: +12.5%,
+    and no scatter. Yet s₂ = (9 − 20 + 10) ÷ 200 = −0.005 ms is no cost, so no knee: a negative s₂ never predicts."""
+    ms = [20 - 0.01 * d for d in KNEE_DEPTHS[:4]] + [9.0, 10.0]
+    line, test = depthtime.choose(KNEE_DEPTHS, ms, 500, 1000.0, [0.0] * 6)
+    assert test is not None and test.above and test.slope2_ms == pytest.approx(-0.005) and not test.shown
+    assert line.knee is None and line.slope2_ms is None
+
+
+def test_nothing_to_test_without_a_fitted_depth_past_the_knee():
+    """No knee, one past every depth, or a knee with only one depth past it (not fitted, so s₂ unknown): no test."""
+    ms = knee_steps()
+    for knee in (None, 1600.0, 1400.0):
+        line, test = depthtime.choose(KNEE_DEPTHS, ms, 500, knee, [0.0] * 6)
+        assert test is None and line == depthtime.fit_knee(KNEE_DEPTHS, ms, 500, knee)
+
+
+def test_a_line_below_the_knee_that_gives_no_step_cannot_show_it():
+    """Steps falling 0.03 ms per position below d* = 1,000 (30, 22.5, 15, 7.5 ms): the line through them gives 1,200
+    30 − 36 = −6 ms, no step, so 1,200's 10 ms has no error against it and cannot show the knee, though the bent model's
+    s₂ = (10 − 30 + 30) ÷ 200 = 0.05 ms is a cost: one line, and the page says why."""
+    from bytesup.store.views.lesson06 import knee_test_note
+
+    ms = [30 - 0.03 * d for d in KNEE_DEPTHS[:4]] + [10.0, 12.0]
+    line, test = depthtime.choose(KNEE_DEPTHS, ms, 500, 1000.0, [0.0] * 6)
+    assert test is not None and test.slope2_ms == pytest.approx(0.05) and not test.above and not test.shown
+    assert test.past[0].predicted_ms == pytest.approx(-6.0) and test.past[0].error is None
+    assert line.knee is None and line.fitted == (0, 250, 500, 750, 1200)
+    assert knee_test_note(test) == (
+        "Against the line through the depths below d* (0, 250, 500, 750), depth 1,200 took 10 ms per token where the "
+        "line gives -6 ms (no step at all): a line that gives no step there cannot show the knee, so the model is one "
+        "line through every fitted depth.")

@@ -110,15 +110,23 @@ def _depths_on(steps: dict[int, float]) -> list[kvcache.DepthResult]:
 
 def test_the_depth_model_places_the_knee_from_the_cache_and_falls_back_to_the_line():
     """Steps 10 ms + 0.01 ms per position up to 1,200 and 0.03 beyond, at a 4,096-token context (fitted half 2,048):
-    a cache of 1,200 × 128 bytes bends the model there; no cache, or one holding fewer positions than the second
-    depth, leaves the line, and says why."""
+    a cache of 1,200 × 128 bytes bends the model there, where the depths past it come slower; no cache, or one
+    holding fewer positions than the second depth, leaves the line, and says why."""
     steps = {d: 10 + 0.01 * min(d, 1200) + 0.03 * max(0, d - 1200) for d in (0, 512, 1024, 2048, 3072, 3800)}
     shape, specimen = kvcache.AttentionShape(128.0, 2, 4, 8), kvcache.AttentionShape(524_288.0, 32, 32, 128)
     bent = kvcache.depth_model(_depths_on(steps), 4096, shape, 12.8, None, specimen, (1200 * 128, "hand", None))
     assert (bent.line.knee, bent.line.slope_ms, bent.line.slope2_ms) == (1200, pytest.approx(0.01), pytest.approx(0.03))
     assert bent.why_no_knee is None and bent.split2 is not None and bent.split2.slope_ms == pytest.approx(0.03)
     assert bent.cache == kvcache.CacheKnee(1200 * 128, "hand", 128.0, 1200, None)
+    # 2,048 came 22 + 0.03 × 848 = 47.44 ms against the line below d*'s 30.48: the knee shows
+    assert bent.knee_test is not None and bent.knee_test.shown and bent.knee_test.past[0].depth == 2048
+    # no slower past 1,200 (its steps as at 1,200, 22 ms): the knee does not show, the model is one line through every
+    # fitted depth, 0–2,048, and nothing is split past d*
+    flat = kvcache.depth_model(_depths_on({d: 10 + 0.01 * min(d, 1200) for d in steps}), 4096, shape, 12.8, None,
+                               specimen, (1200 * 128, "hand", None))
+    assert flat.knee_test is not None and not flat.knee_test.shown and flat.why_no_knee is None
+    assert (flat.line.knee, flat.line.fitted, flat.split2) == (None, (0, 512, 1024, 2048), None)
     none = kvcache.depth_model(_depths_on(steps), 4096, shape, 12.8, None, specimen, (None, None, "no size"))
-    assert none.line.knee is None and none.cache.why_none == "no size" and none.split2 is None
+    assert none.line.knee is None and none.cache.why_none == "no size" and none.split2 is None and none.knee_test is None
     tiny = kvcache.depth_model(_depths_on(steps), 4096, shape, 12.8, None, specimen, (100 * 128, "hand", None))
     assert tiny.line.knee is None and tiny.why_no_knee.startswith("a line up to the knee at depth 100 needs at least two")

@@ -45,6 +45,16 @@ knee but two or more depths lie beyond it, the first of those is fitted too, so 
 ones are still held out. A depth beyond the knee with no fitted depth beyond it has no prediction: the run cannot
 tell what a position costs there.
 
+Whether the knee shows (`choose`). d* says where the cost per position may change, not that it does: on the 2-core
+course machine (32 MiB of last-level cache, d* = 1,456 for SmolLM2) a sweep of twelve depths from 0 to 2,016 came
+no slower per position past d* than before it, and its single samples scattered by ±10%. Bent there anyway, s₂
+came from one noisy depth, once −2.07 µs per position, and the held-out 1,904 missed by +30%; the one line through
+every fitted depth missed it by +14%. So the knee is used only where the run shows it, judged on the fitted depths
+alone: every fitted depth past d* lies above the line through the depths below d*, predicted ÷ measured tokens/s − 1
+more than that prediction's spread (below), and s₂ comes out above 0. Otherwise the model is one line, t(0) + d × s
+by least squares through every fitted depth, below and past d*. A knee that is used thus always has s₂ > s₁ and
+s₂ > 0.
+
 How far a prediction can be trusted: the fit is linear in the fitted medians, so moving one fitted depth's median
 by its samples' interquartile range moves every prediction by a fixed amount; the root of the sum of their squares
 over the fitted depths (each depth's samples scatter independently of the others'), ÷ the predicted step, plus the
@@ -190,6 +200,41 @@ def fit_knee(depths: list[int], ms_per_token: list[float], fit_until: int, knee:
     over = [(d - knee, t - t0 - s1 * knee) for d, t in points if d > knee]
     s2 = sum(x * y for x, y in over) / sum(x * x for x, _ in over) if over else None
     return Line(t0, s1, until, tuple(d for d, _ in points), knee, s2)
+
+
+@dataclass(frozen=True)
+class KneeTest:
+    """Whether the run shows the knee d*: the line through the fitted depths below d*, each fitted depth past d*
+    predicted by it (its error and spread: `DepthPrediction`), and s₂ of the knee model on the same depths."""
+    knee: float
+    below: Line
+    past: tuple[DepthPrediction, ...]
+    slope2_ms: float
+
+    @property
+    def above(self) -> bool:
+        """Every fitted depth past d* came slower than the line below d* gives it by more than that prediction's spread."""
+        return all(p.error is not None and p.error > (p.spread or 0.0) for p in self.past)
+
+    @property
+    def shown(self) -> bool:
+        """The knee is used: the depths past d* lie above the line below it (`above`) and s₂ is a cost (above 0)."""
+        return bool(self.past) and self.above and self.slope2_ms > 0
+
+
+def choose(depths: list[int], ms_per_token: list[float], fit_until: int, knee: float | None,
+           iqr_ms: list[float]) -> tuple[Line, KneeTest | None]:
+    """The model of the run (module docstring, "Whether the knee shows"): the knee model where d* lies among the depths
+    and the fitted depths past it show it, else the one line through every fitted depth; and the test that chose
+    (None where there is nothing to test: no knee among the depths, or no fitted depth past it). Raises ValueError as
+    `fit_knee` does."""
+    bent = fit_knee(depths, ms_per_token, fit_until, knee)
+    if bent.knee is None or bent.slope2_ms is None:
+        return bent, None
+    below = fit_line(depths, ms_per_token, math.floor(bent.knee))
+    past = tuple(p for p in predictions(below, depths, ms_per_token, iqr_ms) if p.depth in bent.beyond)
+    test = KneeTest(bent.knee, below, past, bent.slope2_ms)
+    return (bent if test.shown else fit_line(depths, ms_per_token, bent.fit_until)), test
 
 
 def predictions(line: Line, depths: list[int], ms_per_token: list[float],

@@ -265,9 +265,10 @@ def cache_knee(cache: tuple[float | None, str | None, str | None], shape: Attent
 
 @dataclass(frozen=True)
 class DepthModel:
-    """t(d) = t(0) + d × s on the run's depths, bent at the knee d* where it lies among them (s₁, s₂); each slope
-    split at the run's bandwidth (None: `why_no_split` says why), and the published Spark's slope split the same
-    way. `why_no_knee`: why the model is one line though d* lies among the depths (too few depths below it)."""
+    """t(d) = t(0) + d × s on the run's depths, bent at the knee d* where it lies among them and the depths past it
+    show it (s₁, s₂); each slope split at the run's bandwidth (None: `why_no_split` says why), and the published
+    Spark's slope split the same way. `why_no_knee`: why the model is one line though d* lies among the depths (too
+    few depths below it); `knee_test`: the fitted depths past d* against the line below it, which chose the model."""
     line: depthtime.Line
     points: list[depthtime.DepthPrediction]
     shape: AttentionShape | None
@@ -277,6 +278,7 @@ class DepthModel:
     cache: CacheKnee | None = None
     split2: depthtime.Split | None = None
     why_no_knee: str | None = None
+    knee_test: depthtime.KneeTest | None = None
 
     @property
     def held_out(self) -> list[depthtime.DepthPrediction]:
@@ -300,17 +302,18 @@ def spark_slope(specimen: AttentionShape) -> SparkSlope:
 def depth_model(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | None, bandwidth_gbs: float | None,
                 why_no_bandwidth: str | None, specimen: AttentionShape,
                 cache: tuple[float | None, str | None, str | None] = (None, None, None)) -> DepthModel:
-    """The model through the median ms per token (depthtime.fit_knee): the line through the depths up to half the
+    """The model through the median ms per token (depthtime.choose): the line through the depths up to half the
     context, bent at d* where the run's last-level cache (`cache`: bytes, source, or why none) and the model's KV
-    bytes place it among the depths; every depth predicted by it with its spread, and each slope split where the
-    run's bandwidth and the model's shape are known; beside it the published Spark's slope split with the
-    specimen's shape. ValueError when fewer than two depths lie in the fitted half."""
+    bytes place it among the depths and the fitted depths past it show it, else one line through every fitted depth;
+    every depth predicted by it with its spread, and each slope split where the run's bandwidth and the model's shape
+    are known; beside it the published Spark's slope split with the specimen's shape. ValueError when fewer than two
+    depths lie in the fitted half."""
     at, ms = [d.depth for d in depths], [d.ms_median for d in depths]
     iqr = [depthtime.interquartile_ms(d.ms_per_token) for d in depths]
     knee = cache_knee(cache, shape)
-    fit_until, why_no_knee = depthtime.default_fit_until(n_ctx), None
+    fit_until, why_no_knee, test = depthtime.default_fit_until(n_ctx), None, None
     try:
-        line = depthtime.fit_knee(at, ms, fit_until, knee.knee)
+        line, test = depthtime.choose(at, ms, fit_until, knee.knee, iqr)
     except ValueError as exc:  # too few depths below the knee: the line, and why
         line, why_no_knee = depthtime.fit_line(at, ms, fit_until), str(exc)
     split = split2 = None
@@ -321,7 +324,7 @@ def depth_model(depths: list[DepthResult], n_ctx: int, shape: AttentionShape | N
         split, why = at_bandwidth(line.slope_ms), None
         split2 = at_bandwidth(line.slope2_ms) if line.slope2_ms is not None else None
     return DepthModel(line, depthtime.predictions(line, at, ms, iqr), shape, split, why, spark_slope(specimen),
-                      knee, split2, why_no_knee)
+                      knee, split2, why_no_knee, test)
 
 
 @dataclass(frozen=True)

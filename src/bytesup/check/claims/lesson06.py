@@ -130,41 +130,97 @@ def claim_kv_bytes_formula(run: Run) -> list[ClaimResult]:
 DEPTH_LINE_TOLERANCE = depthtime.TOLERANCE
 
 
-def _fit_depths(ms: dict[int, float], fit_until: int, knee: float | None) -> tuple[float, float, float | None, int] | None:
-    """(t(0), s₁, s₂ or None, the deepest fitted depth) of t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*)
-    through median steps `ms`: t(0) and s₁ by least squares through the fitted depths up to d*, s₂ by least squares
-    through the origin of t(d) − t(0) − s₁ × d* against d − d* over the fitted depths past d*. Fitted: the depths up
-    to fit_until, and the first past d* too when none past it is and two or more lie past it. No knee (None, or
-    none past it): the line up to fit_until. None with fewer than two fitted depths up to d*."""
+def _least_squares(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """(t(0), s) of the least-squares line through (depth, ms) points with two distinct depths or more."""
+    n = len(points)
+    mx, my = sum(d for d, _ in points) / n, sum(t for _, t in points) / n
+    s = sum((d - mx) * (t - my) for d, t in points) / sum((d - mx) ** 2 for d, _ in points)
+    return my - s * mx, s
+
+
+def _fitted_until(ms: dict[int, float], fit_until: int, knee: float | None) -> int:
+    """The deepest fitted depth: fit_until, or the first depth past d* where none past it is fitted and two or more
+    lie past it (so that s₂ is known and a deeper one is still held out)."""
     past = sorted(d for d in ms if knee is not None and d > knee)
-    until = past[0] if len(past) >= 2 and past[0] > fit_until else fit_until
-    if not past:
-        knee = None  # no depth past it: the line
+    return past[0] if len(past) >= 2 and past[0] > fit_until else fit_until
+
+
+def _fit(ms: dict[int, float], until: int, knee: float | None) -> tuple[float, float, float | None] | None:
+    """(t(0), s₁, s₂ or None) of t(d) = t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*) through median steps `ms` at the
+    depths up to `until`: t(0) and s₁ by least squares through those up to d*, s₂ by least squares through the origin
+    of t(d) − t(0) − s₁ × d* against d − d* over those past d* (None: none there). Without a knee (None): the line
+    t(0) + s × d through every depth up to `until`. None with fewer than two depths for t(0) and s₁."""
     low = [(d, t) for d, t in ms.items() if d <= until and (knee is None or d <= knee)]
     if len(low) < 2:
         return None
-    n = len(low)
-    mx, my = sum(d for d, _ in low) / n, sum(t for _, t in low) / n
-    s1 = sum((d - mx) * (t - my) for d, t in low) / sum((d - mx) ** 2 for d, _ in low)
-    t0 = my - s1 * mx
-    high = [(d - knee, t - t0 - s1 * knee) for d, t in ms.items() if knee is not None and knee < d <= until]
-    s2 = sum(x * y for x, y in high) / sum(x * x for x, _ in high) if high else None
-    return t0, s1, (s2 if knee is not None else None), until
+    t0, s1 = _least_squares(low)
+    if knee is None:
+        return t0, s1, None
+    high = [(d - knee, t - t0 - s1 * knee) for d, t in ms.items() if knee < d <= until]
+    return t0, s1, (sum(x * y for x, y in high) / sum(x * x for x, _ in high) if high else None)
 
 
-def _predict(fit: tuple[float, float, float | None, int], knee: float | None, d: int) -> float | None:
-    t0, s1, s2, _ = fit
+def _predict(fit: tuple[float, float, float | None], knee: float | None, d: int) -> float | None:
+    t0, s1, s2 = fit
     if knee is None or d <= knee:
         return t0 + s1 * d
     return None if s2 is None else t0 + s1 * knee + s2 * (d - knee)
 
 
+def _spreads(ms: dict[int, float], iqr: dict[int, float], until: int, knee: float | None,
+             targets: list[int]) -> dict[int, float]:
+    """Each target depth's prediction spread under the model fitted up to `until`: the root of the sum of the squares
+    of how far its prediction moves, as a fraction of it, when each fitted depth's median moves by its interquartile
+    range, plus the target's own interquartile range ÷ its median."""
+    fit = _fit(ms, until, knee)
+    squares = {d: 0.0 for d in targets}
+    for d in ms:
+        if fit is None or d > until or iqr[d] == 0:
+            continue
+        moved = _fit({e: t + (iqr[d] if e == d else 0.0) for e, t in ms.items()}, until, knee)
+        for h in targets:
+            a, b = _predict(fit, knee, h), None if moved is None else _predict(moved, knee, h)
+            if a is not None and a > 0 and b is not None:
+                squares[h] += ((b - a) / a) ** 2
+    return {d: math.sqrt(squares[d]) + iqr[d] / ms[d] for d in targets}
+
+
+def _past_the_knee(ms: dict[int, float], iqr: dict[int, float], until: int,
+                   knee: float) -> list[tuple[int, float | None, float]]:
+    """Each fitted depth past d*: (depth, its step ÷ the step the line through the depths below d* gives it − 1 (None
+    where that line gives 0 ms or less), that prediction's spread)."""
+    below = math.floor(knee)
+    line = _fit(ms, below, None)
+    past = [d for d in ms if knee < d <= until]
+    spreads = _spreads(ms, iqr, below, None, past)
+    out: list[tuple[int, float | None, float]] = []
+    for d in past:
+        p = None if line is None else _predict(line, None, d)
+        out.append((d, ms[d] / p - 1 if p is not None and p > 0 else None, spreads[d]))
+    return out
+
+
+def _not_shown(tested: list[tuple[int, float | None, float]], s2: float) -> str:
+    """Why the fitted depths past d* (`_past_the_knee`) did not show the knee; s₂: the bent model's."""
+    if any(e is None for _, e, _ in tested):
+        return ", which gives no step there"
+    if all(e is not None and e > spread for _, e, spread in tested):
+        return f", but s₂ = {1e3 * s2:.4g} µs per position is no cost"
+    if all(e is not None and e <= 0 for _, e, _ in tested):
+        return ", no slower than that line"
+    return ", not slower than it by more than the spread"
+
+
 def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: float = DEPTH_LINE_TOLERANCE,
                      knee: float | None = None) -> tuple[str, str, str]:
     """(status, observed, detail) of lesson 6's depth model from its decode samples (tokens/s) at each depth: the
-    checker's own fit of the median ms per token (1000 ÷ each sample) against the depth (`_fit_depths`: the line
-    through the depths ≤ fit_until, bent at the knee d* where one lies among the depths), and each deeper depth's
+    checker's own fit of the median ms per token (1000 ÷ each sample) against the depth, and each deeper depth's
     predicted ÷ measured tokens/s − 1 = measured ms ÷ the model's ms − 1.
+
+    The model: the line through the depths ≤ fit_until, bent at the knee d* where one lies among the depths (`_fit`,
+    with the first depth past d* fitted too where none past it is and two or more lie past it), and only where the
+    run shows it: every fitted depth past d* slower than the line through the depths below d* gives it, by more than
+    that prediction's spread, and s₂ above 0. Otherwise one line through every fitted depth, below and past d*.
 
     The run cannot tell, and the claim is inconclusive rather than failed, where a held-out depth lies past the
     knee with no fitted depth past it (nothing says what s₂ is), or a miss comes with samples that scatter wider
@@ -180,24 +236,25 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: 
     given = knee
     if knee is not None and not any(d > knee for d in ms):
         knee = None  # no depth past it: the line
-    fit = _fit_depths(ms, fit_until, knee)
+    until = _fitted_until(ms, fit_until, knee)
+    fit = _fit(ms, until, knee)
     if fit is None and knee is not None:  # fewer than two depths below the knee: the line, as lesson 6 falls back to
-        knee, fit = None, _fit_depths(ms, fit_until, None)
-    held = [d for d in ms if fit is not None and d > fit[3]]
+        knee = None
+        until = _fitted_until(ms, fit_until, None)
+        fit = _fit(ms, until, None)
+    tested, bent_s2 = None, 0.0
+    if fit is not None and knee is not None and fit[2] is not None:  # is the knee there? judged on the fitted depths
+        tested = _past_the_knee(ms, iqr, until, knee)
+        above = all(e is not None and e > spread for _, e, spread in tested)
+        if not (above and fit[2] > 0):
+            bent_s2, knee = fit[2], None
+            fit = _fit(ms, until, None)
+    held = [d for d in ms if fit is not None and d > until]
     if fit is None or not held:
         low = [d for d in ms if d <= fit_until and (knee is None or d <= knee)]
         return NA, "too few depths", (f"{len(low)} depths up to {min(fit_until, knee or fit_until):,.0f} and "
                                       f"{len(ms) - len(low)} beyond: the model needs two and a depth to predict")
-    squares = {d: 0.0 for d in held}
-    for d in ms:
-        if d > fit[3] or iqr[d] == 0:
-            continue
-        moved = _fit_depths({e: t + (iqr[d] if e == d else 0.0) for e, t in ms.items()}, fit_until, knee)
-        for h in held:
-            a, b = _predict(fit, knee, h), None if moved is None else _predict(moved, knee, h)
-            if a is not None and a > 0 and b is not None:
-                squares[h] += ((b - a) / a) ** 2
-    spreads = {d: math.sqrt(squares[d]) + iqr[d] / ms[d] for d in held}
+    spreads = _spreads(ms, iqr, until, knee, held)
     scatter = max(robust.judge(samples).relative_iqr for samples in depths.values() if samples)
     errors: list[tuple[float, int]] = []
     unknown: list[int] = []
@@ -215,16 +272,26 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: 
         status = INCONCLUSIVE
     else:
         status = PASS
-    t0, s1, s2, until = fit
-    model = ((f"knee d* = {given:,.0f} beyond the deepest depth or below the second, so the line; "
-              if given is not None else "")
-             + f"t(0) = {t0:.4g} ms, s = {1e3 * s1:.4g} µs per position, fitted on depths "
-             + ", ".join(f"{d:,}" for d in ms if d <= until) if knee is None else
-             f"knee d* = {knee:,.0f}; t(0) = {t0:.4g} ms, s₁ = {1e3 * s1:.4g} µs per position, fitted on depths "
-             + ", ".join(f"{d:,}" for d in ms if d <= min(knee, until))
-             + (f"; s₂ = {1e3 * s2:.4g} µs per position past d*, fitted on depths "
-                + ", ".join(f"{d:,}" for d in ms if knee < d <= until) if s2 is not None else
-                "; no fitted depth past d*, so s₂ is unknown"))
+    t0, s1, s2 = fit
+    against = "" if tested is None else "; ".join(
+        f"depth {d:,} at {ms[d]:.4g} ms" if e is None else f"depth {d:,} {e:+.1%} (spread ±{spread:.0%})"
+        for d, e, spread in tested) + " against the line through the depths below it"
+    if tested is not None and knee is None:
+        why = "not shown: " + against + _not_shown(tested, bent_s2) + ", so one line; "
+        model = (f"knee d* = {given:,.0f} {why}t(0) = {t0:.4g} ms, s = {1e3 * s1:.4g} µs per position, fitted on depths "
+                 + ", ".join(f"{d:,}" for d in ms if d <= until))
+    elif knee is None:
+        model = ((f"knee d* = {given:,.0f} beyond the deepest depth or below the second, so the line; "
+                  if given is not None else "")
+                 + f"t(0) = {t0:.4g} ms, s = {1e3 * s1:.4g} µs per position, fitted on depths "
+                 + ", ".join(f"{d:,}" for d in ms if d <= until))
+    else:
+        model = (f"knee d* = {knee:,.0f}" + ("" if tested is None else " shown: " + against)
+                 + f"; t(0) = {t0:.4g} ms, s₁ = {1e3 * s1:.4g} µs per position, fitted on depths "
+                 + ", ".join(f"{d:,}" for d in ms if d <= min(knee, until))
+                 + (f"; s₂ = {1e3 * s2:.4g} µs per position past d*, fitted on depths "
+                    + ", ".join(f"{d:,}" for d in ms if knee < d <= until) if s2 is not None else
+                    "; no fitted depth past d*, so s₂ is unknown"))
     reasons = []
     if unknown:
         reasons.append(f"depth{'s' if len(unknown) > 1 else ''} {', '.join(f'{d:,}' for d in unknown)} past the knee "
@@ -247,7 +314,7 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: 
 def claim_depth_line_predicts_deeper_depths(run: Run) -> list[ClaimResult]:
     cid = "depth_line_predicts_deeper_depths"
     text = ("decode time at depth d = t(0) + d × s, fitted on the shallower half (bent where the KV cache outgrows the "
-            "last-level cache), predicts the deeper depths")
+            "last-level cache, if the depths past it show it), predicts the deeper depths")
     found = lesson_fact(run, cid, text, L6, DecodeAtDepth, "lesson 06 recorded no depth line (a run before it)")
     if isinstance(found, list):
         return found

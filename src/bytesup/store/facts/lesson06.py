@@ -77,8 +77,9 @@ class DecodeAtDepth(Record):
     held_out: list[HeldOutDepth]
     bandwidth_gbs: float | None
     kv_read_ms_per_position: float | None
-    # The knee: the last-level cache the run read (bytes), d* = that ÷ KV bytes per position where it lies among the
-    # depths (the model is bent there), and s₂ beyond it (None: no knee, or no depth beyond it fitted).
+    # The knee: the last-level cache the run read (bytes), d* = that ÷ KV bytes per position where the model is bent
+    # there (None: d* lies beyond the depths, or the fitted depths past it did not show it: course.depthtime.choose),
+    # and s₂ beyond it (None: no knee, or no depth beyond it fitted).
     cache_bytes: float | None = None
     knee: float | None = None
     slope2_ms_per_position: float | None = None

@@ -197,7 +197,7 @@ def show_depth_line(page: Page, m: DepthModel | None, why_not: str | None) -> No
     narrowed(page, "decode_at_depth_line", plain, title, depthtime.DepthPrediction,
              list(depthtime.DepthPrediction.COLUMNS), LINE_MAIN, m.points,
              notes=[held_out_note(m.held_out, line.knee), knee_note(m)],
-             formulas=[fit_note(line), split_note(m), spark_note(m.spark, m.split), SPREAD_NOTE])
+             formulas=[fit_note(line, m.knee_test), split_note(m), spark_note(m.spark, m.split), SPREAD_NOTE])
 
 
 SPREAD_NOTE = ("The spread of a held-out prediction: the root of the sum of the squares of how far it moves when each "
@@ -210,9 +210,10 @@ def _depths(ds: tuple[int, ...]) -> str:
     return ", ".join(f"{d:,}" for d in ds)
 
 
-def fit_note(line: depthtime.Line) -> str:
+def fit_note(line: depthtime.Line, test: depthtime.KneeTest | None = None) -> str:
     if line.knee is None:
-        return (f"The least-squares line through the median ms per token at the depths up to half the context "
+        where = ("every fitted depth, below and past d*" if test is not None else "the depths up to half the context")
+        return (f"The least-squares line through the median ms per token at {where} "
                 f"({_depths(line.fitted)}): t(0) = {line.t0_ms:.4g} ms and s = {1e3 * line.slope_ms:.4g} µs per "
                 "earlier position; the error is predicted ÷ measured tokens/s − 1.")
     beyond = (f"s₂ = {1e3 * line.slope2_ms:.4g} µs per position beyond it, through the fitted depths past d* "
@@ -235,13 +236,37 @@ def knee_note(m: DepthModel) -> str:
     depths = [p.depth for p in m.points]
     if m.why_no_knee is not None:
         return head + f"; the model stays the line, because {m.why_no_knee}."
-    if m.line.knee is None:
+    if m.line.knee is None and m.knee_test is None:
         return (head + f", beyond the deepest depth, {max(depths):,}: every depth's K and V fit in the cache, so the "
                 "model is the line.")
     before = max((d for d in depths if d <= c.knee), default=None)
     after = min(d for d in depths if d > c.knee)
     return (head + f", between depths {before:,} and {after:,}: below it a token's K and V reads can come from the "
-            "cache, beyond it they no longer fit and may come from memory.")
+            "cache, beyond it they no longer fit and may come from memory."
+            + ("" if m.knee_test is None else " " + knee_test_note(m.knee_test)))
+
+
+def knee_test_note(t: depthtime.KneeTest) -> str:
+    """Whether the fitted depths past d* showed the knee, in one sentence from their steps against the line below d*."""
+    past = "; ".join(f"{p.depth:,} took {p.measured_ms:.4g} ms per token where the line gives {p.predicted_ms:.4g} ms "
+                     + ("(no step at all)" if p.error is None else
+                        f"({100 * p.error:+.1f}%, the prediction's spread ±{100 * (p.spread or 0.0):.0f}%)")
+                     for p in t.past if p.predicted_ms is not None)
+    head = (f"Against the line through the depths below d* ({_depths(t.below.fitted)}), depth"
+            f"{'s' if len(t.past) > 1 else ''} {past}")
+    if any(p.error is None for p in t.past):
+        return (head + ": a line that gives no step there cannot show the knee, so the model is one line through "
+                "every fitted depth.")
+    if t.shown:
+        return (head + f": slower by more than that spread, so the knee shows in this run, and past d* the model "
+                f"takes s₂ = {1e3 * t.slope2_ms:.4g} µs per position.")
+    if t.above:
+        return (head + f": above it, yet s₂ = {1e3 * t.slope2_ms:.4g} µs per position is no cost, so the model is "
+                "one line through every fitted depth.")
+    beyond = ("" if all(p.error is not None and p.error <= 0 for p in t.past) else
+              f" beyond the spread of {'their predictions' if len(t.past) > 1 else 'its prediction'}")
+    return (head + f": no slower than the line through the shallower ones{beyond}, so the KV cache leaving the "
+            "last-level cache did not show in this run, and the model is one line through every fitted depth.")
 
 
 def held_out_note(held: list[depthtime.DepthPrediction], knee: float | None = None) -> str:
@@ -286,13 +311,10 @@ def split_note(m: DepthModel) -> str:
     s2 = m.split2
     if s2 is None:
         return text
-    if s2.slope_ms <= 0:
-        return text + (f" Beyond d*, s₂ = {1e3 * s2.slope_ms:.3g} µs is not a cost at all: the depths past the knee "
-                       "came faster than the line through the shallower ones, not slower.")
+    # s₂ > s₁ wherever the knee is used (course.depthtime.choose): the extra cost per position past the cache
     return text + (f" Beyond d*, the same read is {100 * s2.kv_share:.2g}% of s₂ = {1e3 * s2.slope_ms:.3g} µs; s₂ − s₁ "
-                   f"= {1e3 * (s2.slope_ms - sp.slope_ms):+.3g} µs per position "
-                   + (f"is {(s2.slope_ms - sp.slope_ms) / sp.kv_read_ms:.2g}× the KV read at the bandwidth"
-                      if s2.slope_ms > sp.slope_ms else "(no extra cost past the cache)") + ".")
+                   f"= {1e3 * (s2.slope_ms - sp.slope_ms):+.3g} µs per position is "
+                   f"{(s2.slope_ms - sp.slope_ms) / sp.kv_read_ms:.2g}× the KV read at the bandwidth.")
 
 
 def spark_note(spark: SparkSlope, here: depthtime.Split | None) -> str:
@@ -321,10 +343,11 @@ def show_depth_plot(page: Page, depths: list[DepthResult], points: list[BytesMod
         label = (f"line fitted up to depth {line.fit_until:,}: 1000 ÷ (t(0) + d × s)" if line.knee is None else
                  f"knee model fitted up to depth {line.fit_until:,}: 1000 ÷ (t(0) + s₁ × min(d, d*) + s₂ × max(0, d − d*))")
         series.append(Series(label=label, x=[x for x, _ in speeds], y=[y for _, y in speeds], style="dashed"))
-        if line.knee is not None:
+        knee = line.knee if model.knee_test is None else model.knee_test.knee  # marked where it was tested, too
+        if knee is not None:
             ys = [d.low for d in depths] + [d.high for d in depths] + [y for _, y in speeds]
-            series.append(Series(label=f"d* = {line.knee:,.0f}: the K and V fill the last-level cache",
-                                 x=[line.knee, line.knee], y=[min(ys), max(ys)], style="dashed"))
+            series.append(Series(label=f"d* = {knee:,.0f}: the K and V fill the last-level cache",
+                                 x=[knee, knee], y=[min(ys), max(ys)], style="dashed"))
     page.plot("decode_vs_depth", "Decode speed vs context depth", "context depth (tokens)", "decode tokens/s", series)
 
 
@@ -471,6 +494,8 @@ def shows(c: CacheVsNoCache, depths: list[DepthResult], model: DepthModel | None
     if line.knee is not None:
         fit += f", bent at d* = {line.knee:,.0f}" + ("" if line.slope2_ms is None else
                                                     f" into s₂ = {1e3 * line.slope2_ms:.4g} µs")
+    elif model.knee_test is not None:
+        fit += f", not bent at d* = {model.knee_test.knee:,.0f}, which the depths past it did not show"
     if not held:
         verdict = ", and no deeper depth was left to predict."
     else:
