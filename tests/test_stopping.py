@@ -59,7 +59,17 @@ def test_every_figure_must_be_tight():
     pairs = [(300.0, 80.0), (301.0, 90.0), (300.0, 70.0), (302.0, 85.0), (300.0, 81.0)]
     samples, stop = take(RULE, iter(pairs), lambda s: [[p for p, _ in s], [d for _, d in s]], lambda _: 1.0)
     assert len(samples) == 5 and stop.why == MAXIMUM
-    assert decide(RULE, [[300.0, 301.0], [80.0, 80.5]], 2.0) == Stop(2, TIGHT, median_uncertainty([80.0, 80.5]), 2.0)  # the larger
+    assert decide(RULE, 2, [[300.0, 301.0], [80.0, 80.5]], 2.0) == Stop(2, TIGHT, median_uncertainty([80.0, 80.5]), 2.0)  # the larger
+
+
+def test_a_round_of_requests_is_one_sample_of_several_values():
+    # Each round gives two values of its figure: one round can be tight, its minimum being one round.
+    rule = Rule(minimum=1, maximum=3, tight=0.05, budget_s=100.0)
+    rounds, stop = take(rule, iter([(1389.0, 1336.0), (1397.0, 1348.0), (1650.0, 1800.0)]),
+                        lambda taken: [[v for r in taken for v in r]], lambda _: 3.0)
+    assert len(rounds) == 1 and (stop.samples, stop.why) == (1, TIGHT)
+    # One value is not known at all: a round of one goes on.
+    assert decide(rule, 1, [[1389.0]], 1.0) is None and decide(rule, 3, [[1389.0]], 1.0).why == MAXIMUM
 
 
 def test_a_replay_takes_the_same_decisions_from_the_recorded_samples():
@@ -86,8 +96,8 @@ def test_the_source_is_closed_at_the_stop_and_may_not_run_out_first():
 
 
 def test_a_rule_that_cannot_be_applied_is_refused():
-    with pytest.raises(ValueError, match="needs two samples at least"):
-        Rule(minimum=1, maximum=3, tight=0.05, budget_s=10.0)
+    with pytest.raises(ValueError, match="one sample at least"):
+        Rule(minimum=0, maximum=3, tight=0.05, budget_s=10.0)
     with pytest.raises(ValueError, match="the maximum .2. is below the minimum .3."):
         Rule(minimum=3, maximum=2, tight=0.05, budget_s=10.0)
     with pytest.raises(ValueError, match="more than 0"):
@@ -99,4 +109,4 @@ def test_a_plans_rule_goes_up_to_the_runs_repeat():
     assert up_to(1, 2, 0.05, 30.0).maximum == 2  # never below the minimum
     assert up_to(3, 2, 0.05, 30.0).rule() == Rule(2, 3, 0.05, 30.0)
     with pytest.raises(ValueError):
-        up_to(3, 1, 0.05, 30.0)
+        up_to(3, 0, 0.05, 30.0)

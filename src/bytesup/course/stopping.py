@@ -46,7 +46,8 @@ MIN_ROBUST = robust.MIN_SAMPLES  # from here on outliers are named and left out
 @dataclass(frozen=True)
 class Rule:
     """When to stop: at least `minimum` samples, at most `maximum`; before that, once every figure's median is
-    known to `tight` (a fraction of it) or the samples' own time has reached `budget_s` seconds."""
+    known to `tight` (a fraction of it) or the samples' own time has reached `budget_s` seconds. A sample is what the
+    measurement repeats: one request, or one round of requests that gives several values of a figure."""
 
     minimum: int
     maximum: int
@@ -54,8 +55,8 @@ class Rule:
     budget_s: float
 
     def __post_init__(self) -> None:
-        if self.minimum < 2:
-            raise ValueError(f"a median's uncertainty needs two samples at least, not a minimum of {self.minimum}")
+        if self.minimum < 1:
+            raise ValueError(f"a measurement takes one sample at least, not a minimum of {self.minimum}")
         if self.maximum < self.minimum:
             raise ValueError(f"the maximum ({self.maximum}) is below the minimum ({self.minimum})")
         if not self.tight > 0 or not self.budget_s > 0:
@@ -102,10 +103,10 @@ def median_uncertainty(samples: Sequence[float]) -> float:
     return MEDIAN_SE * sigma(samples) / math.sqrt(len(samples)) / abs(median)
 
 
-def decide(rule: Rule, figures: Sequence[Sequence[float]], spent_s: float) -> Stop | None:
-    """The rule after a sample: `figures` the samples of every figure the claims read (as many samples each as the
-    measurement has taken), `spent_s` their own time so far. None: take another."""
-    n = min((len(f) for f in figures), default=0)
+def decide(rule: Rule, n: int, figures: Sequence[Sequence[float]], spent_s: float) -> Stop | None:
+    """The rule after the `n`th sample: `figures` the values of every figure the claims read so far (a sample may give
+    several values of one figure: a round of requests), `spent_s` the samples' own time so far. None: take another.
+    A figure of fewer than two values is not known at all, however many samples were taken."""
     if n < rule.minimum:
         return None
     u = max((median_uncertainty(f) for f in figures), default=math.inf)
@@ -129,7 +130,7 @@ def take(rule: Rule, samples: Iterator[T], figures: Callable[[list[T]], Sequence
         for sample in samples:
             taken.append(sample)
             spent += seconds(sample)
-            stop = decide(rule, figures(taken), spent)
+            stop = decide(rule, len(taken), figures(taken), spent)
             if stop is not None:
                 return taken, stop
     finally:

@@ -13,7 +13,7 @@ class StoppingRule(BaseModel):
     """When one measurement of a plan stops taking samples (bytesup.course.stopping)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    minimum: int = Field(description="samples at least (two or more: a median's uncertainty needs two)")
+    minimum: int = Field(description="samples at least (a median's uncertainty needs two values of each figure)")
     maximum: int = Field(description="samples at most: the run's --repeat, and at least the minimum")
     tight: float = Field(description="the median's uncertainty, a fraction of it, at which the claims need no more")
     budget_s: float = Field(description="seconds of the samples' own time after which no more are taken")

@@ -37,12 +37,14 @@ def by_columns(record: type, fields: Sequence[str], records: Sequence[Any],
     return heads, [[value(r, f, unit) for f, (_, unit) in zip(fields, heads, strict=True)] for r in records]
 
 
-def stopped(what: str, stop: Any, rule: Any) -> str:
-    """One sentence on what stopped a measurement under its plan's stopping rule (course.stopping.Stop, the plan's
-    store.plans.stopping.StoppingRule): how many samples it took, and whether its medians were tight, or the maximum or
-    the budget came first, with the medians' uncertainty then."""
+def stopped(what: str, *args: Any) -> str:
+    """One sentence on what stopped a measurement under its plan's stopping rule: `stopped(what, stop, rule)` or
+    `stopped(what, unit, stop, rule)` (course.stopping.Stop, the plan's store.plans.stopping.StoppingRule; `unit` what
+    it repeats, "sample" unless said): how many it took, and whether its medians were tight, or the maximum or the
+    budget came first, with the medians' uncertainty then."""
+    unit, stop, rule = args if len(args) == 3 else ("sample", *args)
     u = f"±{100 * stop.uncertainty:.2g}%" if stop.uncertainty != float("inf") else "not known"
-    took = f"{what} took {stop.samples} sample{'s' if stop.samples != 1 else ''}"
+    took = f"{what} took {stop.samples} {unit}{'s' if stop.samples != 1 else ''}"
     if stop.why == "tight":
         return (f"{took}: the stopping rule stopped it once its medians were known within ±{100 * rule.tight:g}% "
                 f"(at {u}), {'at its minimum' if stop.samples == rule.minimum else f'above its minimum of {rule.minimum}'}.")
