@@ -23,6 +23,7 @@ except ImportError:
     import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 from pydantic import Field, field_validator
 
-from bytesup.course import ceiling, formulas, nexttoken
+from bytesup.course import ceiling, formulas, nexttoken, stopping
 from bytesup.course.ceiling import Ceiling, Efficiency, TokenWork, token_work
 from bytesup.course.nexttoken import LastOnly, Speeds, ThroughTheLayers, sig
 from bytesup.errors import ImplausibleValue
@@ -88,11 +89,13 @@ def main(ctx: LessonContext):
     # 5. Prefill and decode, from the server's timings, beside llama.cpp in process (llama-bench).
     ctx.step("prefill and decode")
     runs = time_prefill_and_decode(ctx, plan)
-    ctx.settings = plan.settings(runs.n_ctx, runs.n_long)
+    ctx.settings = plan.settings(runs.n_ctx, runs.n_long, runs.long_stopped.to_json() if runs.long_stopped else None)
     sp = speeds(runs)
     record_speeds(ctx, sp)
-    lesson04.show_prefill_decode(ctx, sp, runs.n_ctx, runs.n_long, cost, ctx.identity.get("server", {}).get("flags"))
-    lesson04.show_third_clock(ctx, runs.in_process, nexttoken.third_clocks(sp, runs.in_process, N_PREDICT))
+    lesson04.show_prefill_decode(ctx, sp, runs.n_ctx, runs.n_long, cost, ctx.identity.get("server", {}).get("flags"),
+                                 (runs.long_stopped, plan.long) if runs.long_stopped and plan.long else None)
+    lesson04.show_third_clock(ctx, runs.in_process, nexttoken.third_clocks(sp, runs.in_process, N_PREDICT),
+                              plan.bench_turns, plan.bench_warmup_tokens)
 
     # 6. Decode against the bandwidth ceiling of lesson 1 (bytesup.course.ceiling).
     ctx.step("read bandwidth")
@@ -200,28 +203,50 @@ class TimedRuns:
     n_long: int                    # tokens of the long prompt asked for
     long: list[Completion]
     short: list[Completion]
-    in_process: list[dict[str, Any]] | None = None  # llama-bench before, between and after (None: not asked here)
+    in_process: list[dict[str, Any]] | None = None  # llama-bench at each of the plan's turns (None: not asked here)
+    long_stopped: stopping.Stop | None = None        # what stopped the long prompt's requests (None: no rule)
 
 
 def time_prefill_and_decode(ctx: LessonContext, plan: Plan) -> TimedRuns:
-    """`plan.repeat` completions of N_PREDICT tokens after a long prompt (as long as the context allows)
-    and after the short one, pinned as units.PINNED says, with llama-bench before, between and after them."""
+    """Completions of N_PREDICT tokens after a long prompt (as long as the context allows), as many as the plan's
+    stopping rule takes (or `plan.repeat`), and `plan.repeat` after the short one, pinned as units.PINNED says, with
+    llama-bench at the plan's turns: before them, between the two prompts' (before version 4) and after them."""
     n_ctx = timed.context_size(ctx.server)
     n_long = long_prompt_length(n_ctx)
     long_ids = timed.long_prompt_tokens(ctx.server, n_long)
-    n, repeat = N_PREDICT, plan.repeat
     bench: list[dict[str, Any] | None] = [llama_bench(ctx, plan, "before", n_long)]
-    long_runs = timed.timed_completions(ctx.server, long_ids, n, repeat, track=lambda r: ctx.track(r, "long prompt"))
-    bench.append(llama_bench(ctx, plan, "between", n_long))
-    short_runs = timed.timed_completions(ctx.server, SHORT_PROMPT, n, repeat, track=lambda r: ctx.track(r, "short prompt"))
+    long_runs, stopped = time_the_long_prompt(ctx, plan, long_ids)
+    if "between" in plan.bench_turns:
+        bench.append(llama_bench(ctx, plan, "between", n_long))
+    short_runs = timed.timed_completions(ctx.server, SHORT_PROMPT, N_PREDICT, plan.repeat,
+                                         track=lambda r: ctx.track(r, "short prompt"))
     bench.append(llama_bench(ctx, plan, "after", n_long))
     turns = [b for b in bench if b is not None]
-    return TimedRuns(n_ctx, n_long, long_runs, short_runs, turns if len(turns) == len(bench) else None)
+    return TimedRuns(n_ctx, n_long, long_runs, short_runs, turns if len(turns) == len(bench) else None, stopped)
+
+
+def time_the_long_prompt(ctx: LessonContext, plan: Plan, ids: list[int]) -> tuple[list[Completion], stopping.Stop | None]:
+    """The long prompt's timed requests: under the plan's stopping rule, one at a time until the median prefill and
+    the median decode after it are tight (or the rule's maximum or budget: their server time); `plan.repeat` of them
+    in a plan without one."""
+    track = functools.partial(ctx.track, text="long prompt")
+    if plan.long is None:
+        return timed.timed_completions(ctx.server, ids, N_PREDICT, plan.repeat, track=track), None
+    rule = plan.long.rule()
+    asked = (timed.timed_completions(ctx.server, ids, N_PREDICT, 1)[0] for _ in track(range(rule.maximum)))
+    return stopping.take(rule, asked, lambda done: [timed.prefill_samples(done), timed.decode_samples(done)],
+                         server_seconds)
+
+
+def server_seconds(c: Completion) -> float:
+    """A request's own time by the server's timings: its prefill and its decode."""
+    return (c.timings.prompt_ms + c.timings.predicted_ms) / 1000
 
 
 def llama_bench(ctx: LessonContext, plan: Plan, when: str, n_prompt: int) -> dict[str, Any] | None:
     """The native build's llama-bench on the served model, with the server's threads and the lesson's lengths
-    (`-p` the long prompt, `-n` N_PREDICT), BENCH_REPETITIONS times: a host value (None where the plan has none)."""
+    (`-p` the long prompt, `-n` N_PREDICT), BENCH_REPETITIONS times: a host value (None where the plan has none).
+    At the first turn a warm-up: a short prefill first (the plan's bench_warmup_tokens), or llama-bench's own."""
     if not plan.llama_bench:
         return None
 
@@ -233,9 +258,10 @@ def llama_bench(ctx: LessonContext, plan: Plan, when: str, n_prompt: int) -> dic
         if bin_dir is None:
             return {"available": False, "why": why}
         try:
-            # llama-bench's own warm-up at its first turn only: the file is read and the code paths are warm after it.
-            speeds = build.bench(bin_dir, model, n_prompt, N_PREDICT, ctx.server_threads(),
-                                 BENCH_REPETITIONS, warmup=when == "before")
+            # A warm-up at the first turn only: the file is read and the code paths are warm after it.
+            first, short = when == plan.bench_turns[0], plan.bench_warmup_tokens
+            speeds = build.bench(bin_dir, model, n_prompt, N_PREDICT, ctx.server_threads(), BENCH_REPETITIONS,
+                                 warmup=first and short is None, warmup_prompt=short if first else None)
         except build.NativeBuildError as exc:
             return {"available": False, "why": str(exc)}
         return {"available": True, "threads": ctx.server_threads(), **speeds}

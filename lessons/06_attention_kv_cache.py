@@ -28,7 +28,7 @@ import os
 import random
 import statistics
 
-from bytesup.course import depthtime, formulas, kvcache, published
+from bytesup.course import depthtime, formulas, kvcache, published, stopping
 from bytesup.course.kvcache import AttentionShape, CacheSetup, DepthModel, DepthResult, NumpyDecode, PromptCacheSummary
 from bytesup.course.loop import decode_ms_per_token
 from bytesup.errors import BytesupError
@@ -45,6 +45,7 @@ from bytesup.store.plans.lesson06 import (AGAIN, CACHE_BODY, CACHE_REQUESTS, COS
                                           READ_FROM, RESEND_BODY, NumpyFile, Plan, cache_prompt_len, depth_plan, fresh,
                                           from_older, read)
 from bytesup.store.views import lesson06
+from bytesup.store.views.page import stopped as stopped_note
 from bytesup.units import GiB
 
 TITLE = "Attention and the KV cache"
@@ -95,10 +96,14 @@ def main(ctx: LessonContext):
     # A cached prompt prefix skips prefill.
     ctx.step("the prompt cache")
     length = cache_prompt_len(n_ctx)
-    requests = request_prompt_cache(ctx, plan, ids, length)
+    requests, stopped = request_prompt_cache(ctx, plan, ids, length)
     summary = kvcache.prompt_cache_summary(requests, AGAIN)
     record_prompt_cache(ctx, length, summary)
     lesson06.show_prompt_cache(ctx, length, requests, summary)
+    if stopped is not None and plan.cache_rounds is not None:
+        ctx.settings["prompt_cache_stopped"] = stopped.to_json()
+        ctx.note(stopped_note("The prompt cache test", "round", stopped, plan.cache_rounds)
+                 + " Each round times the prompt twice without the cache.")
 
     # Without a cache: by formula, then by re-sending the growing text.
     ctx.step("the cost of generating without a cache")
@@ -193,29 +198,51 @@ def request_run_bandwidth(ctx: LessonContext) -> tuple[tuple[float | None, str |
         llc, reading.get("llc_source"), None if llc else "the OS reported no last-level cache size to this run")
 
 
-def request_prompt_cache(ctx: LessonContext, plan: Plan, ids: list[int], length: int) -> list[CacheRequest]:
-    """Per repeat: the filler, then the same prompt twice with the cache on and twice with it off;
-    last, the filler and the first repeat's prompt again (does another prompt clear the cache?)."""
+def request_prompt_cache(ctx: LessonContext, plan: Plan, ids: list[int],
+                         length: int) -> tuple[list[CacheRequest], stopping.Stop | None]:
+    """Per round: the filler, then the same prompt twice with the cache on and twice with it off; `plan.repeat`
+    rounds, or as many as the plan's stopping rule takes (and what stopped them). Last, the filler and the first
+    round's prompt again (does another prompt clear the cache?)."""
     pool = sorted(set(ids))
+    most = plan.cache_rounds.maximum if plan.cache_rounds is not None else plan.repeat
     # llama.cpp keeps earlier prompts in host memory and can restore them into the slot, so a prompt
     # seen before (in an earlier run against the same server) would not start cold: each repeat's
     # prompt begins with two tokens drawn at random for this run (a host value, so a replay is exact).
-    leads = ctx.host("cold_prompt_leads", lambda: [random.SystemRandom().sample(pool, 2) for _ in range(plan.repeat)])
+    leads = ctx.host("cold_prompt_leads", lambda: [random.SystemRandom().sample(pool, 2) for _ in range(most)])
     body = CACHE_BODY
 
     def timed(r: int, label: str, prompt: list[int], cache: bool) -> CacheRequest:
         t = ctx.server.completion(prompt, cache_prompt=cache, **body).timings
         return CacheRequest(r, label, cache, t.cache_n, t.prompt_n, t.prompt_ms)
 
-    done, prompts = [], []
-    for r, lead in enumerate(ctx.track(leads, "prompt cache repeats"), start=1):
+    prompts: list[list[int]] = []
+
+    def one_round(r: int, lead: list[int]) -> list[CacheRequest]:
         prompt = lead + ids[:length - 2]
         prompts.append(prompt)
         ctx.server.completion(FILLER_PROMPT, cache_prompt=True, **body)  # the slot now holds something else
-        done += [timed(r, label, prompt, cache) for label, cache in CACHE_REQUESTS]
+        return [timed(r, label, prompt, cache) for label, cache in CACHE_REQUESTS]
+
+    rounds = (one_round(r, lead) for r, lead in enumerate(ctx.track(leads, "prompt cache repeats"), start=1))
+    stop = None
+    if plan.cache_rounds is None:
+        taken = list(rounds)
+    else:  # rounds until the median time without the cache is tight (course.stopping), by the server's timings
+        taken, stop = stopping.take(plan.cache_rounds.rule(), rounds, uncached_ms, prefill_seconds)
+    done = [request for requests in taken for request in requests]
     ctx.server.completion(FILLER_PROMPT, cache_prompt=True, **body)
     done.append(timed(1, AGAIN, prompts[0], True))
-    return done
+    return done, stop
+
+
+def uncached_ms(rounds: list[list[CacheRequest]]) -> list[list[float]]:
+    """The figure the prompt cache test's rounds stop on: every time to the first token with cache_prompt false."""
+    return [[r.prompt_ms for requests in rounds for r in requests if not r.cache_prompt]]
+
+
+def prefill_seconds(requests: list[CacheRequest]) -> float:
+    """A round's own time by the server's timings: its prompts' processing."""
+    return sum(r.prompt_ms for r in requests) / 1000
 
 
 def request_without_cache(ctx: LessonContext, prompt: list[int]) -> tuple[Completion, list[Completion]]:

@@ -24,11 +24,13 @@ except ImportError:
     import runpy
     runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_venv.py"), {"script": __file__})
 
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bytesup.course import formulas, published, robust
+from bytesup.course import formulas, published, robust, stopping
+from bytesup.course.stopping import Stop
 from bytesup.course.ceiling import Spread, ceiling_at
 from bytesup.course.formulas import attainable_flop_s, bound
 from bytesup.errors import BytesupError
@@ -37,7 +39,7 @@ from bytesup.lesson import LessonContext
 from bytesup.llama.responses import Completion, decode_tokens_per_s
 from bytesup.llama.shapes import ServerShape
 from bytesup.llama.timed import concurrent_completions, long_prompt_tokens, prefill_samples, timed_completions
-from bytesup.store.plans.lesson07 import READS, Plan, current, from_older, read
+from bytesup.store.plans.lesson07 import MIN_BATCHES, READS, Plan, current, from_older, read
 from bytesup.store.views import lesson07
 from bytesup.store.views.lesson07 import (AttentionIntensity, BatchRow, BoundRidge, Ceiling, MeasuredPoint, Roofline,
                                           RooflinePoint)
@@ -79,13 +81,17 @@ def main(ctx: LessonContext):
     # 3. Batching flips the bottleneck: P sequences share each read of the weights.
     levels = list(plan.parallel) if own else parallel_levels(served_slots(ctx.server))
     ctx.settings.update({"parallel": levels, "batch_n_predict": plan.batch_n_predict, "ctx_per_slot": plan.ctx_per_slot})
-    runs = run_batches(ctx, plan, levels, own)
+    runs, stops = run_batches(ctx, plan, levels, own)
     measured = [batch_level(P, runs[P]) for P in levels]
     record_batches(ctx, measured)
     baseline = Spread.of(measured[0].per_sequence).median  # both ratios': one sequence alone, timed by the server
     dec_i = points[0].intensity
     rows = [batch_row(lv, baseline, dec_i, labels.ridge) for lv in measured]
-    lesson07.show_batching(ctx, rows, lesson07.batching_notes(rows, baseline, dec_i, labels, h100_ridge, facts, own))
+    notes = lesson07.batching_notes(rows, baseline, dec_i, labels, h100_ridge, facts, own)
+    if stops and plan.batch_rule is not None:
+        ctx.settings["batches_stopped"] = {str(P): stop.to_json() for P, stop in stops.items()}
+        notes.append(lesson07.batches_stopped(stops, plan.batch_rule))
+    lesson07.show_batching(ctx, rows, notes)
 
     # 4. The measured points on the roofline: decode alone and the timed prefill, in GFLOP/s.
     reached = measured_points(model.n_params, dec_i, host, measured[0].per_sequence, prefill, plan.prefill.tokens)
@@ -107,7 +113,8 @@ def the_plan(ctx: LessonContext) -> Plan:
     run's samples for a median with its spread (at least robust.MIN_SAMPLES), each level P its batches (at least one).
     A run recorded before plans existed is read from the host values it recorded (store.plans.lesson07 upgrades it)."""
     def fresh() -> dict[str, Any]:
-        return current(samples=ctx.samples(robust.MIN_SAMPLES), batches=ctx.samples(1, name="batches")).model_dump(mode="json")
+        return current(samples=ctx.samples(robust.MIN_SAMPLES),
+                       batches=ctx.samples(MIN_BATCHES, name="batches")).model_dump(mode="json")
     return ctx.plan(fresh, read, from_older, READS)
 
 
@@ -219,27 +226,47 @@ def run_batch(ctx: LessonContext, server, plan: Plan, P: int, r: int, before: di
     return BatchRun(done, wall, before, _metrics(server))
 
 
-def run_level(ctx: LessonContext, server, plan: Plan, P: int, shared_reads: bool) -> list[BatchRun]:
-    """The plan's batches of P. On a server of our own nothing else runs between two batches, so one reading
-    of /metrics is the counters after one batch and before the next (`shared_reads`)."""
+def run_level(ctx: LessonContext, server, plan: Plan, P: int, shared_reads: bool) -> tuple[list[BatchRun], Stop | None]:
+    """The plan's batches of P: `plan.batches`, or as many as its stopping rule takes (and what stopped them). On a
+    server of our own nothing else runs between two batches, so one reading of /metrics is the counters after one
+    batch and before the next (`shared_reads`)."""
     runs: list[BatchRun] = []
-    for r in ctx.track(range(plan.batches), f"{P} at once"):
-        runs.append(run_batch(ctx, server, plan, P, r, runs[-1].metrics_after if shared_reads and runs else None))
-    return runs
+    rule = plan.batch_rule.rule() if plan.batch_rule is not None else None
+
+    def batches():
+        for r in ctx.track(range(rule.maximum if rule else plan.batches), f"{P} at once"):
+            runs.append(run_batch(ctx, server, plan, P, r, runs[-1].metrics_after if shared_reads and runs else None))
+            yield runs[-1]
+
+    if rule is None:
+        return list(batches()), None
+    taken, stop = stopping.take(rule, batches(), batch_figures, lambda run: run.wall_s)
+    return taken, stop
 
 
-def run_batches(ctx: LessonContext, plan: Plan, levels: list[int], own: bool) -> dict[int, list[BatchRun]]:
-    """The plan's batches per level: on servers of our own with P slots, else on the user's server."""
+def batch_figures(runs: list[BatchRun]) -> list[list[float]]:
+    """The figures a level's batches stop on, one value a batch: its median per-sequence decode speed (the server's
+    timings) and its aggregate speed, every token it generated ÷ its wall time (a recorded host value)."""
+    return [[statistics.median(decode_tokens_per_s(c.timings) for c in run.completions) for run in runs],
+            [sum(c.timings.predicted_n for c in run.completions) / run.wall_s for run in runs]]
+
+
+def run_batches(ctx: LessonContext, plan: Plan, levels: list[int],
+                own: bool) -> tuple[dict[int, list[BatchRun]], dict[int, Stop]]:
+    """The plan's batches per level: on servers of our own with P slots, else on the user's server; and what stopped
+    each level's batches, where the plan has a stopping rule."""
     model = Path(ctx.host("model_path", lambda: str(ctx.require_model()))) if own else None  # a replay has no file
-    out = {}
+    out, stops = {}, {}
     for P in levels:
         ctx.step(f"decoding {P} sequence(s) at once")
         if model is not None:
             with ctx.local_server(f"parallel-{P}", ServerShape.per_slot(model, P, plan.ctx_per_slot)) as srv:
-                out[P] = run_level(ctx, srv, plan, P, plan.shared_metrics_reads)
+                out[P], stop = run_level(ctx, srv, plan, P, plan.shared_metrics_reads)
         else:
-            out[P] = run_level(ctx, ctx.server, plan, P, False)
-    return out
+            out[P], stop = run_level(ctx, ctx.server, plan, P, False)
+        if stop is not None:
+            stops[P] = stop
+    return out, stops
 
 
 # --- arithmetic: pure, from the responses and the host's measurements; one record per figure -----------

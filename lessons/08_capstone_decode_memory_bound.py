@@ -261,11 +261,16 @@ def prefill_at(srv, plan: Plan, levels: tuple[int, ...]) -> list[float]:
 
 
 def measure_decode(ctx: LessonContext, srv, info: ModelInfo, plan: Plan, levels: tuple[int, ...]) -> ModelRun:
-    """The top token after the prompt, the warm-up, plan.samples timed decodes of plan.n_predict tokens (PINNED),
-    then at each P of `levels` batches of P decodes sent at once, then the prefill."""
+    """The top token after the prompt, the warm-up (plan.warmup_n_predict tokens), plan.samples timed decodes of
+    plan.n_predict tokens (PINNED), then at each P of `levels` batches of P decodes sent at once, then the prefill."""
     answer = top_answer(srv.completion(plan.prompt, **TOP))
-    done = timed.timed_completions(srv, plan.prompt, plan.n_predict, plan.warmup + plan.samples,
-                                   track=lambda it: ctx.track(it, info.name))[plan.warmup:]
+    if plan.warmup_tokens is None:  # before version 8 the warm-ups were as long as the timed decodes, in one go
+        done = timed.timed_completions(srv, plan.prompt, plan.n_predict, plan.warmup + plan.samples,
+                                       track=lambda it: ctx.track(it, info.name))[plan.warmup:]
+    else:
+        timed.timed_completions(srv, plan.prompt, plan.warmup_tokens, plan.warmup)
+        done = timed.timed_completions(srv, plan.prompt, plan.n_predict, plan.samples,
+                                       track=lambda it: ctx.track(it, info.name))
     return ModelRun(info, timed.decode_samples(done), answer, batches_at(srv, plan, levels), prefill_at(srv, plan, levels))
 
 
@@ -303,7 +308,7 @@ def sweep_in_turns(ctx: LessonContext, served: list[Served], plan: Plan) -> list
             servers.append(stack.enter_context(serve(ctx, s, plan)))
         answers = [top_answer(srv.completion(plan.prompt, **TOP)) for srv in servers]
         for srv in servers:
-            timed.timed_completions(srv, plan.prompt, plan.n_predict, plan.warmup)
+            timed.timed_completions(srv, plan.prompt, plan.warmup_n_predict, plan.warmup)
         done: list[list[Completion]] = [[] for _ in servers]
         for _ in ctx.track(range(plan.samples), f"decoding with the {len(servers)} models in turn"):
             for i, srv in enumerate(servers):

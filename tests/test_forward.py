@@ -259,6 +259,25 @@ def test_one_prompt_alone_gives_what_it_gives_among_others(tmp_path):
     assert np.array_equal(both[1].logits, alone[0].logits)
 
 
+def test_a_pass_asked_again_of_the_same_file_is_given_again(tmp_path, monkeypatch):
+    """Lessons 4 and 8 ask for the same prompts on the same files in one run: the second time the kept pass comes back,
+    the same bits, read-only; another file, other prompts or the file changed are computed."""
+    path = tmp_path / "tiny.gguf"
+    write_tiny(path, seed=7)
+    computed = []
+    real = forward._forward
+    monkeypatch.setattr(forward, "_forward", lambda m, p: computed.append(p) or real(m, p))
+    first = forward.forward(forward.Model(path), [[1, 2], [3]])
+    again = forward.forward(forward.Model(str(path)), [[1, 2], [3]])
+    assert len(computed) == 1 and [np.array_equal(a.logits, b.logits) for a, b in zip(first, again, strict=True)] == [True] * 2
+    assert not again[0].logits.flags.writeable
+    forward.forward(forward.Model(path), [[1, 2]])                  # other prompts
+    forward.forward(forward.Model(path, keep_blocks=True), [[1, 2], [3]])  # a model that keeps its blocks reads them
+    write_tiny(path, seed=8)                                         # the file rewritten
+    changed = forward.forward(forward.Model(path), [[1, 2], [3]])
+    assert len(computed) == 4 and not np.array_equal(changed[0].logits, first[0].logits)
+
+
 def test_an_f16_file_is_read_through_its_dequantizer(tmp_path):
     path = tmp_path / "tiny-f16.gguf"
     w = write_tiny(path, qtype=gguf.GGMLQuantizationType.F16, seed=2)

@@ -77,6 +77,36 @@ def test_the_report_holds_the_harnesss_part_to_its_budget(tmp_path, harness_ms, 
     assert rows[20] == ["7", "2", "2 to 2", "", ""]
 
 
+def test_a_level_takes_pairs_until_its_verdict_is_settled():
+    # Over its 1 ms budget by far: 2.0, 2.1 and 1.9 ms, the median's standard error 1.2533 × (0.2 ÷ 1.693) ÷ √3 =
+    # 0.085 ms, twice that well under the 1 ms between median and budget: settled at the third pair, not before.
+    assert harness.stop_after([2.0, 2.1], 1.0, pairs=6) is None
+    assert harness.stop_after([2.0, 2.1, 1.9], 1.0, pairs=6) == "tight"
+    # At the budget's edge (0.625, 0.343, 0.473 ms against 0.5): on to the maximum, or the level's time budget.
+    edge = [0.625, 0.343, 0.473]
+    assert harness.stop_after(edge, 0.5, pairs=6) is None
+    assert harness.stop_after(edge * 2, 0.5, pairs=6) == "maximum"
+    assert harness.stop_after(edge, 0.5, pairs=6, spent_s=harness.LEVEL_BUDGET_S) == "budget"
+    # No budget, nothing to judge: the fewest pairs; and never more pairs than asked for.
+    assert harness.stop_after([1.0, 50.0, 3.0], None, pairs=6) == "tight"
+    assert harness.stop_after([2.0, 2.1], 1.0, pairs=2) == "tight" and harness.stop_after(edge[:2], 0.5, pairs=2) == "maximum"
+
+
+def test_the_report_and_the_log_say_what_stopped_each_levels_pairs(tmp_path):
+    run_dir, _, _ = planted_run(tmp_path)
+    split = HarnessSplit(n_predict=32, pairs=6, levels=[
+        HarnessLevel(n_probs=0, server_ms=[1.0] * 6, harness_ms=[0.625, 0.343, 0.473] * 2, budget_ms=0.5,
+                     stopped_by="maximum"),
+        HarnessLevel(n_probs=8, server_ms=[3.0, 4.0, 5.0], harness_ms=[2.0, 2.1, 1.9], budget_ms=1.0, stopped_by="tight")])
+    with_split(run_dir, split)
+    page = report_md(load_run(run_dir), None)
+    rows = split_rows(page)
+    assert rows[0][-1] == "6 (maximum)" and rows[8][-1] == "3 (tight)"
+    assert "sent up to 6 times (each level's pairs stop once its verdict against the budget is settled" in page
+    assert harness.sentence(split).startswith("harness's own time per request (up to 6 pairs against a bare client, "
+                                              "32 tokens): n_probs 0 (6 pairs, maximum): the harness 0.47 ms")
+
+
 def test_a_split_that_failed_says_why_in_the_report(tmp_path):
     run_dir, _, _ = planted_run(tmp_path)
     with_split(run_dir, HarnessSplit(skipped="the split was not measured: ConnectError: refused"))
@@ -134,7 +164,7 @@ def test_a_live_run_splits_the_time_after_its_lessons(served, tmp_path, monkeypa
     assert [level.n_probs for level in split.levels] == [0, 8] and (split.pairs, split.n_predict) == (2, 4)
     assert all(len(level.harness_ms) == 2 for level in split.levels)
     said = capsys.readouterr()
-    assert "harness's own time per request (2 pairs against a bare client, 4 tokens)" in said.out + said.err
+    assert "harness's own time per request (up to 2 pairs against a bare client, 4 tokens)" in said.out + said.err
 
 
 @pytest.mark.integration

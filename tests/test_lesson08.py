@@ -102,11 +102,25 @@ def test_a_run_recorded_before_the_sample_plan():
         assert plan.accuracy == current_plan(5).accuracy
 
 
-def test_the_fixture_followed_the_plan_of_today():
-    """The fixture was recorded with --repeat 2 under the plan of today: its nine models, a second of each weight type."""
+def test_the_fixture_followed_the_plan_of_today_but_its_warm_ups():
+    """The fixture was recorded with --repeat 2 under version 7: the plan of today (its nine models, a second of each
+    weight type) but for its warm-ups, as long as its timed decodes (version 8 shortened them)."""
     values = host_values(ROOT / "tests/fixtures/runs/08_capstone_decode_memory_bound/08_capstone_decode_memory_bound.json")
-    assert values["repeat"] == 2 and values[PLAN_VALUE]["schema_version"] == VERSION == 7
-    assert read_plan(values) == current_plan(5) and len(read_plan(values).default_sizes) == 9
+    assert values["repeat"] == 2 and values[PLAN_VALUE]["schema_version"] == 7 and VERSION == 8
+    assert read_plan(values) == current_plan(5).model_copy(update={"warmup_tokens": None})
+    assert len(read_plan(values).default_sizes) == 9 and read_plan(values).warmup_n_predict == 32
+
+
+def test_a_plan_of_version_7_warms_up_with_whole_decodes():
+    """Version 8 made each server's warm-up decode WARMUP_TOKENS long; a plan recorded before it warmed up with
+    n_predict tokens, and replays so."""
+    v7 = {**current_plan(5).model_dump(mode="json"), "schema_version": 7}
+    del v7["warmup_tokens"]
+    old = read_plan({PLAN_VALUE: v7, "repeat": 2})
+    assert (old.warmup_tokens, old.warmup_n_predict, old.schema_version) == (None, 32, VERSION)
+    now = current_plan(5)
+    assert (now.warmup, now.warmup_tokens, now.warmup_n_predict, now.n_predict) == (1, 8, 8, 32)
+    assert read_plan({"repeat": 2}).warmup_n_predict == 32  # before plans: the timed decodes' length too
 
 
 def test_a_plan_of_version_6_keeps_its_six_models():

@@ -18,6 +18,7 @@ from bytesup.course.loop import decode_passes
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken
 from bytesup.store.plans.lesson04 import PROMPTS, TOP8, NumpyFiles, Plan, fresh, read
+from bytesup.store.plans.stopping import StoppingRule
 from bytesup.store.results import load_result
 from bytesup.options import RunOptions
 from bytesup.run.runner import run_lessons
@@ -805,14 +806,61 @@ def test_a_live_run_records_its_plan_once_and_replays_from_it(lesson):
                         run=RunOptions(command=["t"], repeat=1), progress=Reporter(None, LESSON), options_type=lesson.Options)
     live = lesson.main(ctx)
     assert server.left() == {}
-    assert read(live.host_values["plan"]) == Plan(prompts=PROMPTS, repeat=2, llama_bench=True,
-                                                  numpy=NumpyFiles(served=None, f32=None))
+    assert read(live.host_values["plan"]) == Plan(
+        prompts=PROMPTS, repeat=2, llama_bench=True, numpy=NumpyFiles(served=None, f32=None),
+        long=StoppingRule(minimum=2, maximum=2, tight=0.05, budget_s=30.0), bench_turns=("before", "after"),
+        bench_warmup_tokens=32)
     # --repeat 1, at least two runs of each timed request: the run's rule, recorded beside --repeat.
     assert (live.host_values["repeat"], live.host_values["samples"]) == (1, 2)
     assert "numpy_plan" not in live.host_values and live.settings["repeat"] == 2
+    # The long prompt's rule could take no more than two: its maximum stopped it, the prefills 2,000 and 2,500
+    # tokens/s known to 1.2533 × (500 ÷ 1.128) ÷ √2 ÷ 2,250 = 17.5%.
+    assert live.settings["long_prompt_stopped"] == {"samples": 2, "stopped_by": "maximum", "median_uncertainty": 0.17459,
+                                                    "spent_s": 1.442}
     again = lesson.main(hand_context(LESSON, answers(), host_values=live.host_values))
     assert [(t.name, t.rows, t.notes) for t in again.tables] == [(t.name, t.rows, t.notes) for t in live.tables]
     assert again.facts == live.facts and again.notes == live.notes
+
+
+def _live(lesson, long: list[dict], repeat: int = 3):
+    """A live run without the model file, at --repeat `repeat`: the long prompt answered by `long` in turn (as many as
+    the lesson asks), the short prompt by three answers of 100 tokens/s."""
+    from bytesup.lesson import LessonContext, Reporter
+
+    server = QueuedServer({
+        "/completion": [HAND_TOP, HAND_SERVER] * 4 + long + [_timed(5, 5.0, 310.0)] * repeat,
+        "/props": [{"default_generation_settings": {"n_ctx": 100}}],
+        "/tokenize": [{"tokens": list(range(60))}]})
+    ctx = LessonContext(LESSON, "t", server=server.server, model_path=None, sink=[], replay=None,
+                        run=RunOptions(command=["t"], repeat=repeat), progress=Reporter(None, LESSON),
+                        options_type=lesson.Options)
+    return lesson.main(ctx), server
+
+
+def test_the_long_prompt_stops_at_two_requests_when_their_medians_are_tight(lesson):
+    # Prefill 2,000 and 2,020 tokens/s, decode 50 and 50.5 after them: the larger uncertainty, the prefill's,
+    # 1.2533 × (20 ÷ 1.128) ÷ √2 ÷ 2,010 = 0.78%, within ±5%. The third answer is never asked for.
+    tight = [_timed(52, 26.0, 620.0), _timed(52, 52 / 2.02, 620 / 1.01), _timed(52, 40.0, 900.0)]
+    result, server = _live(lesson, tight)
+    assert server.left() == {"/completion": 1}
+    stop = result.settings["long_prompt_stopped"]
+    assert (stop["samples"], stop["stopped_by"], stop["median_uncertainty"]) == (2, "tight", 0.00782)
+    assert result.measurement("prefill_tokens_per_s_long_prompt").samples == pytest.approx([2000.0, 2020.0])
+    assert len(result.measurement("decode_tokens_per_s_short_prompt").samples) == 3  # the short prompt: --repeat
+    note = next(n for n in result.table("prefill_vs_decode_main").notes if n.startswith("The long prompt took"))
+    assert note == ("The long prompt took 2 samples: the stopping rule stopped it once its medians were known within ±5% "
+                    "(at ±0.78%), at its minimum. Its median prefill and the median decode after it both count.")
+
+
+def test_scattered_long_prompt_samples_go_on_to_the_maximum(lesson):
+    # Prefill 2,000 then 2,500 (±17%): a third request, and --repeat 3 is the most.
+    scattered = [_timed(52, 26.0, 620.0), _timed(52, 20.8, 775.0), _timed(52, 23.0, 700.0)]
+    result, server = _live(lesson, scattered)
+    assert server.left() == {}
+    assert result.settings["long_prompt_stopped"]["stopped_by"] == "maximum"
+    assert len(result.measurement("prefill_tokens_per_s_long_prompt").samples) == 3
+    note = next(n for n in result.table("prefill_vs_decode_main").notes if n.startswith("The long prompt took"))
+    assert note.startswith("The long prompt took 3 samples, the stopping rule's maximum (the run's --repeat)")
 
 
 # --- what this run shows ------------------------------------------------------------------------------------

@@ -966,3 +966,54 @@ def test_what_the_run_shows_follows_hand_made_records():
     assert text == ("Generating 8 tokens with the KV cache processed 23 positions in 116 ms; re-sending the growing text "
                     "without it processed 156 (6.78× as many) in 100 ms (0.862× the time). Decode sped up from 50 "
                     "tokens/s at depth 0 to 100 at depth 112.")
+
+
+# --- the prompt cache test's rounds under a stopping rule (plan version 5) -----------------------------------------
+
+class ScatteredServer(HandServer):
+    """HandServer, its prefills without the cache taking 1, 1.5, 0.7, … times as long in turn."""
+
+    def __init__(self, factors):
+        super().__init__()
+        self.factors = list(factors)
+
+    def __call__(self, body):
+        answer = super().__call__(body)
+        if body.get("id_slot") == 0 and body.get("cache_prompt") is False:
+            answer["timings"]["prompt_ms"] *= self.factors.pop(0)
+        return answer
+
+
+def _cache_rounds(lesson, answer):
+    from lessonkit import QueuedServer, hand_context
+
+    from bytesup.store.plans.lesson06 import NumpyFile, fresh
+
+    props = {"default_generation_settings": {"n_ctx": N_CTX}}
+    server = QueuedServer({"/props": [props, props], "/slots": [[{"id": 0, "n_ctx": N_CTX}]],
+                           "/tokenize": [{"tokens": IDS}], "/completion": [answer] * 50})
+    plan = fresh(3, NumpyFile(served=None, float32_bytes=None)).model_dump(mode="json")
+    ctx = hand_context(LESSON, server, identity={"server": {"flags": {}}, "model": {"name": "hand"}}, host_values={
+        "plan": plan, "samples": 3, "server_facts": HAND_FACTS, "model_info": HAND_INFO,
+        "load_average": [0.5, 0.4, 0.3], "cpu_count": 2, "cold_prompt_leads": [[140, 141], [142, 143], [144, 145]]})
+    return lesson.main(ctx)
+
+
+def test_steady_prefills_stop_the_prompt_cache_test_after_one_round(lesson):
+    # Without the cache the 48-token prompt (3/4 of the context) takes 2 ms a position, 96 ms both times: known exactly
+    # after one round, whose own time is three such prefills and the cached one's single position, 290 ms.
+    result = _cache_rounds(lesson, HandServer())
+    assert [r[0] for r in result.table("prompt_cache").rows] == [1, 1, 1, 1, 1]  # one round, then the first again
+    assert result.settings["prompt_cache_stopped"] == {"samples": 1, "stopped_by": "tight", "median_uncertainty": 0.0,
+                                                       "spent_s": 0.29}
+    assert result.measurement("ttft_ms_uncached").samples == [96.0, 96.0]
+    assert ("The prompt cache test took 1 round: the stopping rule stopped it once its medians were known within ±5% "
+            "(at ±0%), at its minimum. Each round times the prompt twice without the cache.") in result.notes
+
+
+def test_scattered_prefills_take_every_round_the_run_allows(lesson):
+    result = _cache_rounds(lesson, ScatteredServer([1.0, 1.5, 0.7, 1.2, 1.0, 1.3]))
+    assert [r[0] for r in result.table("prompt_cache").rows] == [1] * 4 + [2] * 4 + [3] * 4 + [1]
+    stop = result.settings["prompt_cache_stopped"]
+    assert (stop["samples"], stop["stopped_by"]) == (3, "maximum")
+    assert any(n.startswith("The prompt cache test took 3 rounds, the stopping rule's maximum") for n in result.notes)

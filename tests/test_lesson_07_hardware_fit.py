@@ -608,11 +608,33 @@ def test_one_metrics_reading_between_batches_on_a_server_of_our_own(lesson, shar
                            "/completion": [_completion(64, 1260.0)] * 6})
     walls = {f"batch_wall_s_p2_r{r}": 1.28 for r in range(3)}
     ctx = hand_context(LESSON, server, host_values={"repeat": 3, **walls})
-    runs = lesson.run_level(ctx, ctx.server, current(samples=5, batches=3), 2, shared)
-    assert server.left() == {}
+    plan = current(samples=5, batches=3).model_copy(update={"batch_rule": None})  # three batches, as before version 2
+    runs, stop = lesson.run_level(ctx, ctx.server, plan, 2, shared)
+    assert server.left() == {} and stop is None
     assert sum(path == "/metrics" for _, path, _ in server.requests) == reads
     level = lesson.batch_level(2, runs)
     assert level.predicted_delta == 384.0 and level.decode_calls_delta == 240.0
+
+
+@pytest.mark.parametrize("per_sequence_ms,walls,taken,why", [
+    # Two batches of 2 alike (50 tokens/s each, 128 tokens in 1.28 s): known exactly, the third never sent.
+    ([1260.0] * 6, [1.28, 1.28, 1.28], 2, "tight"),
+    # 50 then 40 tokens/s per sequence, the wall time alike: the per-sequence median goes on to the maximum, 3.
+    ([1260.0, 1260.0, 1575.0, 1575.0, 1400.0, 1400.0], [1.28, 1.28, 1.28], 3, "maximum"),
+])
+def test_a_levels_batches_stop_when_its_medians_are_tight(lesson, per_sequence_ms, walls, taken, why):
+    server = QueuedServer({"/metrics": [_metrics_text(128 * k, 80 * k) for k in range(taken + 1)],
+                           "/completion": [_completion(64, ms) for ms in per_sequence_ms]})
+    ctx = hand_context(LESSON, server, host_values={"repeat": 3, **{f"batch_wall_s_p2_r{r}": w for r, w in enumerate(walls)}})
+    runs, stop = lesson.run_level(ctx, ctx.server, current(samples=5, batches=3), 2, True)
+    assert len(runs) == taken and (stop.samples, stop.why) == (taken, why)
+    assert server.left() == ({"/completion": 2} if taken == 2 else {})
+    # The figures, one value a batch: the median per-sequence speed and every token ÷ the wall time.
+    assert lesson.batch_figures(runs)[1] == [pytest.approx(100.0)] * taken
+    note = lesson07.batches_stopped({2: stop}, current(samples=5, batches=3).batch_rule)
+    assert note.startswith("Each level's batches stop once its median per-sequence speed and its median speed in all "
+                           "are known within ±5%, at 2 batches at least and 3 at most (the run's --repeat)")
+    assert note.endswith(": P = 2: 2 (tight, ±0%).") if why == "tight" else ": P = 2: 3 (the maximum, ±" in note
 
 
 def test_the_view_records_nothing():

@@ -411,6 +411,9 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
     ctx.local_server = local_server
     result = lesson.main(ctx)
     assert all(s.left() == {} for s in servers.values())
+    # Each server's warm-up, after its answer: 8 tokens under the plan of today (version 8), 32 before it.
+    warmups = {[b for _, path, b in s.requests if path == "/completion"][1]["n_predict"] for s in servers.values()}
+    assert warmups == ({8} if in_turns else {32})
     names = [q4, q8, f32, big, mf32]
     assert order == (names * 5 if in_turns else [n for n in names for _ in range(5)])
     prefill_t = next((t for t in result.tables if t.name == "prefill_per_width"), None)

@@ -107,6 +107,33 @@ def test_the_smoke_test_is_bounded_in_time_and_reads_bad_output_as_a_failure(tmp
     assert build.smoke_test(folder, [gguf])["detail"] == "llama-bench on m.gguf exited with code 3: bad model"
 
 
+# A stand-in llama-bench that says what it was asked: a row per `-p` length (its tokens/s the length), and the decode at
+# 1 tokens/s after --no-warmup, 2 after its own warm-up.
+ECHO_BENCH = r'''
+import json, sys
+a = sys.argv
+rows = [{"n_prompt": int(p), "n_gen": 0, "avg_ts": float(p)} for p in a[a.index("-p") + 1].split(",")]
+rows.append({"n_prompt": 0, "n_gen": int(a[a.index("-n") + 1]), "avg_ts": 1.0 if "--no-warmup" in a else 2.0})
+print(json.dumps(rows))
+'''
+
+
+def test_a_short_prefill_can_stand_for_llama_benchs_own_warm_up(tmp_path, gguf):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "llama-bench").write_text(f"#!{sys.executable}\n{ECHO_BENCH}")
+    (folder / "llama-bench").chmod(0o755)
+    # Its own warm-up (a whole run of each test first), or none.
+    assert build.bench(folder, gguf, 1921, 32, 2) == {"prefill_tokens_per_s": [1921.0], "decode_tokens_per_s": [2.0]}
+    assert build.bench(folder, gguf, 1921, 32, 2, warmup=False)["decode_tokens_per_s"] == [1.0]
+    # A 32-token prefill first instead, not kept, and no warm-up of llama-bench's own.
+    assert build.bench(folder, gguf, 1921, 32, 2, warmup_prompt=32) == {"prefill_tokens_per_s": [1921.0],
+                                                                        "decode_tokens_per_s": [1.0]}
+    # A prompt no longer than the warm-up's: llama-bench's own warm-up, which costs no more.
+    assert build.bench(folder, gguf, 16, 32, 2, warmup_prompt=32) == {"prefill_tokens_per_s": [16.0],
+                                                                      "decode_tokens_per_s": [2.0]}
+
+
 # --- building: the fallback ------------------------------------------------------------------------------
 
 def stand_in_compiler(tmp_path: Path, crashing: set[str], log: list[str]):

@@ -11,6 +11,7 @@ from bytesup.errors import BytesupError
 from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyPass, NumpyToken, PromptAgreement, ShownToken
 from bytesup.store.plans.lesson04 import PROMPTS, VERSION, NumpyFiles, Plan, f32_server, fresh, from_older, long_prompt_length, read
 from bytesup.store.plans import upgrades
+from bytesup.store.plans.stopping import StoppingRule
 from bytesup.store.views import lesson04
 from bytesup.store.views import page
 
@@ -41,6 +42,24 @@ def test_a_fresh_plan_is_this_version_and_reads_back_as_recorded():
     # An older run whose repeat is not a whole number: refused, not taken as two.
     with pytest.raises(BytesupError, match="repeat: input should be a valid integer"):
         from_older({"repeat": "three"})
+
+
+def test_a_version_3_plan_is_read_as_the_run_that_recorded_it_asked():
+    """Version 4 put the long prompt under a stopping rule and llama-bench before and after it, after a short prefill;
+    a plan recorded at version 3 keeps `repeat` long requests and llama-bench's three turns after its own warm-up."""
+    v3 = {"version": 3, "prompts": [list(p) for p in PROMPTS], "repeat": 3, "numpy": None, "llama_bench": True}
+    plan = read(v3)
+    assert (plan.version, plan.long, plan.bench_turns, plan.bench_warmup_tokens) == (3, None, ("before", "between", "after"),
+                                                                                    None)
+    assert "long_prompt_stopped" not in plan.settings(2048, 1921)  # its settings as they were
+    # Version 4, as a run made now records it: the long prompt up to --repeat requests, at least two.
+    now = fresh(None, 3, NumpyFiles(served=None, f32=None))
+    assert (now.version, now.bench_turns, now.bench_warmup_tokens) == (4, ("before", "after"), 32)
+    assert now.long == StoppingRule(minimum=2, maximum=3, tight=0.05, budget_s=30.0)
+    assert read(now.model_dump(mode="json")) == now
+    assert now.settings(2048, 1921, {"samples": 2})["long_prompt_stopped"] == {"samples": 2}
+    # A run before plans reads as before version 4 too.
+    assert from_older({"repeat": 2, "llama_bench_before": {}}).bench_turns == ("before", "between", "after")
 
 
 def test_the_f32_widths_server_is_one_slot_of_256_tokens():

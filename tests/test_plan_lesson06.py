@@ -66,5 +66,20 @@ def test_a_recorded_plan_of_version_3_keeps_its_depths():
     v3 = {"version": 3, "repeat": 3, "depths_from_cache": True, "numpy": None}
     assert lesson06.read(v3) == lesson06.Plan(version=3, repeat=3, depths_from_cache=True, numpy=None, depths_past_knee=False)
     fresh = lesson06.fresh(3, lesson06.NumpyFile(served=None, float32_bytes=None))
-    assert (fresh.version, fresh.depths_past_knee) == (4, True) and lesson06.read(fresh.model_dump(mode="json")) == fresh
+    assert (fresh.version, fresh.depths_past_knee) == (lesson06.VERSION, True)
+    assert lesson06.read(fresh.model_dump(mode="json")) == fresh
     assert lesson06.from_older({"repeat": 3}).depths_past_knee is False
+
+
+def test_a_recorded_plan_of_version_4_keeps_its_prompt_cache_rounds():
+    """Version 5 put the prompt cache test's rounds under a stopping rule: at least one, at most --repeat. A plan
+    recorded before it takes `repeat` rounds, as that run did."""
+    from bytesup.store.plans.stopping import StoppingRule
+
+    v4 = {"version": 4, "repeat": 3, "depths_from_cache": True, "numpy": None, "depths_past_knee": True}
+    assert lesson06.read(v4).cache_rounds is None and lesson06.read(v4).version == 4
+    assert lesson06.from_older({"repeat": 3}).cache_rounds is None
+    fresh = lesson06.fresh(3, lesson06.NumpyFile(served=None, float32_bytes=None))
+    assert fresh.version == 5 and fresh.cache_rounds == StoppingRule(minimum=1, maximum=3, tight=0.05, budget_s=15.0)
+    assert lesson06.read(fresh.model_dump(mode="json")) == fresh
+    assert lesson06.fresh(1, lesson06.NumpyFile(served=None, float32_bytes=None)).cache_rounds.maximum == 1

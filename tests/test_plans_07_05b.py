@@ -31,6 +31,18 @@ def test_lesson07_plan_upgraded_from_the_host_values_of_older_runs():
     assert later.shared_metrics_reads and later.schema_version == lesson07.VERSION
 
 
+def test_lesson07_plan_version_2_puts_each_levels_batches_under_a_stopping_rule():
+    from bytesup.store.plans.stopping import StoppingRule
+
+    plan = lesson07.current(samples=5, batches=3)
+    assert plan.schema_version == 2 and plan.batch_rule == StoppingRule(minimum=2, maximum=3, tight=0.05, budget_s=10.0)
+    # A plan recorded at version 1 took `batches` of every level, as that run did.
+    v1 = {**plan.model_dump(), "schema_version": 1}
+    del v1["batch_rule"]
+    assert lesson07.read(v1).batch_rule is None and lesson07.read(v1).batches == 3
+    assert lesson07.from_older({"repeat": 3}).batch_rule is None
+
+
 def test_lesson05b_plan_of_a_run_made_now_and_of_older_runs():
     plan = lesson05b.current(3)
     assert plan.rounds == 2 and lesson05b.current(1).rounds == 1  # at most two rounds

@@ -503,10 +503,12 @@ class Reporter:
             yield from items
             return
         sub = self.progress.add_task(f"  {text}", total=len(items))
-        for item in items:
-            yield item
-            self.progress.advance(sub)
-        self.progress.remove_task(sub)
+        try:  # a measurement its stopping rule ends early closes the bar too
+            for item in items:
+                yield item
+                self.progress.advance(sub)
+        finally:
+            self.progress.remove_task(sub)
 
     def done(self) -> None:
         if self.progress is not None and self.task is not None:

@@ -115,7 +115,9 @@ class RunOptions:
         "--replay", help="serve the lessons from a recorded run folder instead of a server"))
     repeat: int = field(default=3, metadata=cli("--repeat", min=1, max=MAX_REPEAT, help=(
         f"samples of each timed measurement, 1 to {MAX_REPEAT}: every lesson takes this many, or the minimum its "
-        "statistics need when that is more (5 for a median with its spread); each lesson records how many it took")))
+        "statistics need when that is more (5 for a median with its spread); a measurement under a stopping rule takes "
+        "at most this many, fewer once its medians are as tight as its claims need; each lesson records how many it "
+        "took")))
     timeout: float = field(default=DEFAULT_TIMEOUT_S, metadata=cli("--timeout", min=0.1, max=MAX_TIMEOUT_S, help=(
         "seconds to wait for one server answer, and for the first contact (default 120: a hung server "
         f"fails after 2 minutes; raise it for big models on slow machines, up to {MAX_TIMEOUT_S:g})")))

@@ -101,22 +101,28 @@ def harness_table(split: HarnessSplit) -> list[Block]:
     if split.skipped or not split.levels:
         return [Paragraph((f"The split into the server's part and the harness's: {split.skipped or 'not measured'}.",))]
     rows = []
+    stopped = any(level.stopped_by for level in split.levels)  # pairs under a stopping rule: each level's own count
     for level in split.levels:
         harness = statistics.median(level.harness_ms)
         low, high = percentile(level.harness_ms, 10), percentile(level.harness_ms, 90)
         within = "" if level.budget_ms is None else ("yes" if harness <= level.budget_ms else "no")
-        rows.append((level.n_probs, statistics.median(level.server_ms), harness, f"{fmt(low)} to {fmt(high)}",
-                     "" if level.budget_ms is None else level.budget_ms, within))
+        row = (level.n_probs, statistics.median(level.server_ms), harness, f"{fmt(low)} to {fmt(high)}",
+               "" if level.budget_ms is None else level.budget_ms, within)
+        rows.append((*row, f"{len(level.harness_ms)} ({level.stopped_by or 'fixed'})") if stopped else row)
+    sent = (f"sent up to {split.pairs} times (each level's pairs stop once its verdict against the budget is settled, "
+            "the harness's median further from it than twice the median's standard error, or at once where no budget "
+            "applies, after three pairs at least)") if stopped else f"sent {split.pairs} times"
     return [
         Paragraph((
-            (f"Split once, after the lessons: the same /completion ({split.n_predict} tokens, greedy) sent {split.pairs} "
-            "times from the run's own client and from a bare one (http.client, nothing but the answer read), in "
+            (f"Split once, after the lessons: the same /completion ({split.n_predict} tokens, greedy) {sent} "
+            "from the run's own client and from a bare one (http.client, nothing but the answer read), in "
             "pairs whose order alternates. The bare client's part outside the timings is the server's; the run's "
             "client's part minus the bare one's, pair by pair, is the harness's, the part bytesup answers for. The "
             "server's part grows with the probabilities it writes for every token (n_probs); what a lesson's "
             "requests show beyond both, where they were sent together, is their wait for a free slot."),)),
         TableBlock("", ("n_probs", "the server's part (ms)", "the harness's part (ms)", "harness p10 to p90 (ms)",
-                        "budget (ms)", "within budget"), tuple(rows)),
+                        "budget (ms)", "within budget", *(("pairs (what stopped them)",) if stopped else ())),
+                   tuple(rows)),
     ]
 
 

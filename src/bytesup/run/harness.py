@@ -4,8 +4,8 @@ Every timed request's client wall time minus the server's `prompt_ms + predicted
 cannot tell apart: what the server does outside its own timings (tokenizing, the top-n probabilities of every
 generated token, building the JSON) and what bytesup does (sending, reading, parsing, checking and recording the
 answer). Requests sent together also wait for a slot, which neither counts. So the run, once its lessons are done,
-sends the same /completion (N_PREDICT tokens, greedy, seeded) to its own server from two clients in turns, PAIRS
-pairs whose order alternates:
+sends the same /completion (N_PREDICT tokens, greedy, seeded) to its own server from two clients in turns, in
+pairs whose order alternates (at least MIN_PAIRS, at most PAIRS: see below):
 
 - the run's own client (`RunOptions.client` over a `RecordingTransport`, every check on, as the lessons use it);
 - a bare client (`llama.client.BareClient`: `http.client`, the body parsed by `json.loads`, nothing else).
@@ -13,10 +13,13 @@ pairs whose order alternates:
 Pair by pair, the bare client's part outside the timings is **the server's**; the run's client's part minus it is
 **the harness's** (the machine's load, which moves both in one pair, cancels). It does so at n_probs 0, at 8 and
 at the largest n_probs the run's lessons asked for, since the server's part grows with the probabilities it
-writes. The harness's part is held to BUDGET_MS; the server's is reported, not budgeted. `scripts/bench_harness.py`
-measures the same in one sitting, with a profile. A run of several lessons takes it (about 15 s on a 2-core
-machine); a run of one lesson, such as a lesson run as a script, does not. BYTESUP_HARNESS_PROBE=0 skips it; a replay
-never takes it."""
+writes. The harness's part is held to BUDGET_MS; the server's is reported, not budgeted. Each level takes pairs until
+its verdict is settled: the harness's median further from its budget than twice the median's standard error
+(bytesup.course.stopping's uncertainty, from the pairs' range), and at a level without a budget, where nothing is
+judged, at MIN_PAIRS; else at PAIRS, or once the level's pairs have taken LEVEL_BUDGET_S. `scripts/bench_harness.py`
+measures the same in one sitting, with a profile. A run of several lessons takes it (at most about 15 s on a 2-core
+machine); a run of one lesson, such as a lesson run as a script, does not. BYTESUP_HARNESS_PROBE=0 skips it; a
+replay never takes it."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bytesup.check import overhead
+from bytesup.course import stopping
 from bytesup.errors import BytesupError
 from bytesup.host import environment
 from bytesup.llama.client import BareClient, LlamaServer
@@ -38,6 +42,8 @@ PROBE_ENV = "BYTESUP_HARNESS_PROBE"  # "0": the run does not split the harness's
 PROMPT = "The history of the printing press begins"
 N_PREDICT = 32
 PAIRS = 6
+MIN_PAIRS = 3  # a median and a range of three: the fewest a settled verdict is taken from
+LEVEL_BUDGET_S = 5.0  # a level's pairs stop once they have taken this long (about 2.7 s for six on 2 cores)
 LEVELS = (0, 8)
 BUDGET_MS = overhead.BUDGET_MS  # the harness's part, median ms per request, at n_probs 0 and 8
 
@@ -90,18 +96,44 @@ def outside_ms(client: LlamaServer, body: dict[str, Any]) -> float:
     return wall - done.timings.prompt_ms - done.timings.predicted_ms
 
 
+def settled(harness_ms: list[float], budget_ms: float | None) -> bool:
+    """Whether a level's verdict can no longer move: its harness median further from the budget than twice the
+    median's standard error (course.stopping.median_uncertainty × the median). No budget: nothing to settle."""
+    if budget_ms is None:
+        return True
+    median = statistics.median(harness_ms)
+    return abs(median - budget_ms) > 2 * stopping.median_uncertainty(harness_ms) * abs(median)
+
+
+def stop_after(harness_ms: list[float], budget_ms: float | None, pairs: int, min_pairs: int = MIN_PAIRS,
+               spent_s: float = 0.0, budget_s: float = LEVEL_BUDGET_S) -> str | None:
+    """What stops a level after its pairs so far (`harness_ms`, one a pair): its verdict settled (stopping.TIGHT) from
+    `min_pairs` on (never more than `pairs`), `pairs` taken (stopping.MAXIMUM), or `budget_s` spent (stopping.BUDGET);
+    None: another pair."""
+    taken = len(harness_ms)
+    if taken < min(min_pairs, pairs):
+        return None
+    if settled(harness_ms, budget_ms):
+        return stopping.TIGHT
+    if taken >= pairs:
+        return stopping.MAXIMUM
+    return stopping.BUDGET if spent_s >= budget_s else None
+
+
 def measure_level(client: LlamaServer, bare: BareClient, n_probs: int, pairs: int = PAIRS,
                   n_predict: int = N_PREDICT, warm_up: bool = True) -> HarnessLevel:
-    """One n_probs: a warm-up from each client (the prompt cached, both connections open), then `pairs` pairs in
-    turns, the order alternating."""
+    """One n_probs: a warm-up from each client (the prompt cached, both connections open), then pairs in turns, the
+    order alternating, until `stop_after` says (at most `pairs`)."""
     body = request_body(n_probs, n_predict)
     raw = json.dumps({"prompt": PROMPT, **body}).encode()
     if warm_up:
         outside_ms(client, body)
         bare.completion_ms(raw)
-    own_ms, bare_ms = [], []
-    for i in range(pairs):
-        if i % 2:
+    own_ms: list[float] = []
+    bare_ms: list[float] = []
+    began, budget, why = time.monotonic(), BUDGET_MS.get(n_probs), None
+    while why is None:
+        if len(own_ms) % 2:
             wall, timed = bare.completion_ms(raw)
             own = outside_ms(client, body)
         else:
@@ -109,9 +141,10 @@ def measure_level(client: LlamaServer, bare: BareClient, n_probs: int, pairs: in
             wall, timed = bare.completion_ms(raw)
         own_ms.append(own)
         bare_ms.append(wall - timed)
+        why = stop_after(split_pairs(own_ms, bare_ms)[1], budget, pairs, spent_s=time.monotonic() - began)
     server, harness = split_pairs(own_ms, bare_ms)
     return HarnessLevel(n_probs=n_probs, server_ms=[round(x, 3) for x in server],
-                        harness_ms=[round(x, 3) for x in harness], budget_ms=BUDGET_MS.get(n_probs))
+                        harness_ms=[round(x, 3) for x in harness], budget_ms=budget, stopped_by=why)
 
 
 def probe(client: LlamaServer, bare: BareClient, http_dir: Path, pairs: int = PAIRS,
@@ -142,7 +175,9 @@ def sentence(split: HarnessSplit) -> str:
         harness, server = statistics.median(level.harness_ms), statistics.median(level.server_ms)
         budget = "" if level.budget_ms is None else (f", budget {level.budget_ms:g} ms: "
                                                     f"{'within' if harness <= level.budget_ms else 'over'}")
-        parts.append(f"n_probs {level.n_probs}: the harness {harness:.2f} ms{budget}; the server outside its timings "
-                     f"{server:.2f} ms")
-    return (f"harness's own time per request ({split.pairs} pairs against a bare client, {split.n_predict} tokens): "
+        taken = f" ({len(level.harness_ms)} pairs, {level.stopped_by})" if level.stopped_by else ""
+        parts.append(f"n_probs {level.n_probs}{taken}: the harness {harness:.2f} ms{budget}; the server outside its "
+                     f"timings {server:.2f} ms")
+    most = "up to " if any(level.stopped_by for level in split.levels) else ""
+    return (f"harness's own time per request ({most}{split.pairs} pairs against a bare client, {split.n_predict} tokens): "
             + "; ".join(parts))

@@ -140,6 +140,7 @@ class HarnessLevel(Record):
     server_ms: list[float] = Field(default_factory=list)
     harness_ms: list[float] = Field(default_factory=list)
     budget_ms: float | None = None  # the harness's median may take at most this (None: no budget at this n_probs)
+    stopped_by: str | None = None  # what stopped its pairs (course.stopping's words); None: a split of fixed pairs
 
 
 class HarnessSplit(Record):

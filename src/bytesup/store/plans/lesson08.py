@@ -39,7 +39,7 @@ from bytesup.store.facts.lesson08 import ModelInfo
 from bytesup.store.results import upgrade
 
 PLAN_VALUE = "plan"  # the host value the plan is recorded as
-VERSION = 7
+VERSION = 8
 # Every host value `read` looks at: the plan itself, then what a run recorded before it holds instead.
 PLAN_READS = (PLAN_VALUE, "repeat", "sample_plan", "matvec_bandwidth", "default_sizes", "sweep_in_turns", "prefill_plan")
 
@@ -58,6 +58,11 @@ CONTEXT_PER_SLOT = 256  # the short prompt and the generated tokens fit; a small
 LEVELS = (2, 4)  # P besides the sweep's own P = 1 decodes, on the first model of each weight type
 MEMORY_SHARE = 0.5  # a model is skipped when its file would take more than this share of the available memory
 PREFILL_TOKENS = 128  # each weight type's timed prefill: one micro-batch, as lesson 7's measured prefill point
+# Each server's warm-up decode (version 8): this many tokens, where it had the timed decodes' N_PREDICT. After the
+# answer's request every model's 32-token warm-up ran as fast as its timed decodes in the last make run (smollm2-135m-
+# q4_1 196 ms against 183-210, large-q8_0 898 against 896-978), so what warms up decode is its first steps: eight
+# run every single-token kernel and the sampling, in a quarter of the time (4.4 s for nine models).
+WARMUP_TOKENS = 8
 # The accuracy's reference: the trained model's widest width, every other width's distributions set against its.
 ACCURACY_REFERENCE = "smollm2-135m-f32"
 # The accuracy's prompts: the lesson's own, then lesson 4's other published three, as SmolLM2's tokenizer reads them
@@ -114,6 +119,7 @@ class Plan(BaseModel):
     n_predict: int
     context_per_slot: int
     warmup: int  # decodes per server dropped before the timed ones
+    warmup_tokens: int | None = None  # tokens of each warm-up decode (version 8); None: n_predict, as the timed ones
     samples: int  # timed decodes per model at P = 1
     levels: tuple[int, ...]  # P decoded together on the first model of each weight type
     prefill: PrefillPlan | None  # None: no prefill is timed
@@ -124,6 +130,11 @@ class Plan(BaseModel):
     def rounds(self, parallel: int) -> int:
         """Batches at P sequences: enough for `samples` per-sequence samples."""
         return -(-self.samples // parallel)
+
+    @property
+    def warmup_n_predict(self) -> int:
+        """The tokens of each warm-up decode."""
+        return self.warmup_tokens if self.warmup_tokens is not None else self.n_predict
 
     @property
     def slots(self) -> int:
@@ -139,11 +150,11 @@ MIN_SAMPLES = robust.MIN_SAMPLES  # timed decodes and prefills per model at leas
 
 
 def current_plan(samples: int) -> Plan:
-    """The plan of a run made now: one warm-up decode per server, `samples` timed decodes and prefills (the lesson
+    """The plan of a run made now: one warm-up decode of WARMUP_TOKENS per server, `samples` timed decodes and prefills (the lesson
     asks `ctx.samples(MIN_SAMPLES)`: --repeat, and at least MIN_SAMPLES), LEVELS, every model of DEFAULT_SIZES, and
     the accuracy of the trained model's widths."""
     return Plan(default_sizes=DEFAULT_SIZES, prompt=PROMPT, n_predict=N_PREDICT, context_per_slot=CONTEXT_PER_SLOT,
-                warmup=1, samples=samples, levels=LEVELS,
+                warmup=1, warmup_tokens=WARMUP_TOKENS, samples=samples, levels=LEVELS,
                 prefill=PrefillPlan(warmup=1, samples=samples, tokens=PREFILL_TOKENS), matvec=True, in_turns=True,
                 accuracy=accuracy_plan())
 
@@ -196,9 +207,15 @@ def _second_of_each_type(recorded: Mapping[str, Any], plan: dict[str, Any]) -> d
     return {**plan, "schema_version": 7}
 
 
+def _short_warmup(recorded: Mapping[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """7 → 8: each warm-up decode WARMUP_TOKENS long; a run recorded before warmed up with n_predict tokens."""
+    return {**plan, "warmup_tokens": None, "schema_version": 8}
+
+
 # UPGRADES[n] turns version n into n + 1: step(recorded host values, plan), reading the value that recorded the change.
 UPGRADES: dict[int, Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]] = {
-    0: _sample_plan, 1: _matvec, 2: _medium, 3: _turns, 4: _prefill, 5: _accuracy, 6: _second_of_each_type}
+    0: _sample_plan, 1: _matvec, 2: _medium, 3: _turns, 4: _prefill, 5: _accuracy, 6: _second_of_each_type,
+    7: _short_warmup}
 
 
 def read_plan(recorded: Mapping[str, Any]) -> Plan:

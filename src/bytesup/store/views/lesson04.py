@@ -21,7 +21,7 @@ from bytesup.store.plans.lesson04 import BENCH_REPETITIONS, N_PREDICT
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import show_narrowed
-from bytesup.store.views.page import Page, by_columns
+from bytesup.store.views.page import Page, by_columns, stopped
 from bytesup.units import GB, MiB
 
 # Published figures (bytesup.course.published: lesson 4 on the DGX Spark, its specimen model, lesson 7's
@@ -341,13 +341,18 @@ def long_note(sp: Speeds) -> str:
 
 
 def show_prefill_decode(page: Page, sp: Speeds, n_ctx: int, n_long: int, cost: TokenWork | None,
-                        server_flags: dict[str, Any] | None) -> None:
+                        server_flags: dict[str, Any] | None, long_stopped: tuple[Any, Any] | None = None) -> None:
+    """The two phases' table; `long_stopped`: what stopped the long prompt's requests and the plan's rule (None: the
+    plan times `repeat` of them)."""
     batching = formulas.batch_sizes(server_flags)
     p_med, d_med = statistics.median(sp.prefill), statistics.median(sp.decode_short)
     notes = [ratio_note(sp, batching), long_note(sp),
              (f"Each request decoded {N_PREDICT} tokens at temperature 0 with end-of-text ignored, cache_prompt false; "
              f"decode speed counts the {N_PREDICT - 1} passes after the first token, whose time belongs to the prompt. "
              f"The context holds {n_ctx:,} tokens; the long prompt is {n_long:,} of them.")]
+    if long_stopped is not None:
+        notes.append(stopped("The long prompt", *long_stopped) + " Its median prefill and the median decode after it "
+                     "both count.")
     if cost is not None:
         notes.append(f"Counting two FLOPs per parameter, prefill did {p_med * cost.flops / 1e9:,.2f} GFLOP/s of weight arithmetic "
                      f"and decode {d_med * cost.flops / 1e9:,.2f} GFLOP/s: the same weights, used for many tokens at once "
@@ -359,8 +364,18 @@ def show_prefill_decode(page: Page, sp: Speeds, n_ctx: int, n_long: int, cost: T
                     "the fastest prefill ÷ the slowest decode.")])
 
 
-def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks: list[ThirdClock] | None) -> None:
-    """The server's timings beside llama.cpp in process (llama-bench), or one line on how to get it."""
+def turns_text(turns: tuple[str, ...], warmup_tokens: int | None) -> str:
+    """When llama-bench ran: "before (after its own warm-up run), between and after", or "before (after a 32-token
+    prefill as its warm-up) and after"."""
+    warm = "its own warm-up run" if warmup_tokens is None else f"a {warmup_tokens}-token prefill as its warm-up"
+    named = [f"{turns[0]} (after {warm})", *turns[1:]]
+    return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else named[0]
+
+
+def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks: list[ThirdClock] | None,
+                     turns: tuple[str, ...] = ("before", "between", "after"), warmup_tokens: int | None = None) -> None:
+    """The server's timings beside llama.cpp in process (llama-bench) at the plan's `turns`, or one line on how to
+    get it."""
     if in_process is None:
         return  # a run recorded before this clock: shown as it was
     if clocks is None:
@@ -372,8 +387,8 @@ def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks
     title = "Three clocks: the server's timings beside llama.cpp in process (llama-bench)"
     show_narrowed(page, "third_clock", title, f"{title}, every column",
                   *by_columns(ThirdClock, list(ThirdClock.COLUMNS), clocks), CLOCK_SHOWN,
-                  notes=[(f"llama-bench ran {BENCH_REPETITIONS} repetition{'s' if BENCH_REPETITIONS > 1 else ''} before (after "
-                      "its own warm-up run), between and after the timed requests "
+                  notes=[(f"llama-bench ran {BENCH_REPETITIONS} repetition{'s' if BENCH_REPETITIONS > 1 else ''} "
+                      f"{turns_text(turns, warmup_tokens)} the timed requests "
                      f"({len(clocks[0].bench)} samples a phase), on the same file with {threads} threads, `-p` the long "
                      f"prompt's length and `-n {N_PREDICT}`: no HTTP, no slot, no sampling. Its build is the native one "
                      "(scripts/build_llama_server.sh), which may not be the server's engine."),

@@ -17,7 +17,9 @@ from typing import Protocol
 
 from bytesup.course import decodetime, formulas, published
 from bytesup.course.ceiling import Spread
+from bytesup.course.stopping import Stop
 from bytesup.host import hostbench
+from bytesup.store.plans.stopping import StoppingRule
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import show_narrowed
@@ -422,6 +424,18 @@ def batching_notes(rows: list[BatchRow], baseline: float, dec_i: float, labels: 
 
 BATCH_FORMULAS = [("Aggregate = tokens generated ÷ the batch's wall time on this host's clock; per sequence = "
                    "(predicted_n − 1) ÷ predicted_ms from each response.")]
+
+
+def batches_stopped(stops: dict[int, Stop], rule: StoppingRule) -> str:
+    """What stopped each level's batches under the plan's stopping rule, in one note."""
+    parts = []
+    for P, stop in stops.items():
+        u = f"±{100 * stop.uncertainty:.2g}%" if stop.uncertainty != float("inf") else "not known"
+        why = {"tight": "tight", "maximum": "the maximum", "budget": f"the budget of {rule.budget_s:g} s"}[stop.why]
+        parts.append(f"P = {P}: {stop.samples} ({why}, {u})")
+    return (f"Each level's batches stop once its median per-sequence speed and its median speed in all are known within "
+            f"±{100 * rule.tight:g}%, at {rule.minimum} batches at least and {rule.maximum} at most (the run's --repeat), "
+            f"or when their wall time reaches {rule.budget_s:g} s: " + "; ".join(parts) + ".")
 
 
 def show_batching(page: Page, rows: list[BatchRow], notes: list[str]) -> None:
