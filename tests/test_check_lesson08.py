@@ -400,14 +400,15 @@ def test_the_refit_fails_where_one_types_c_is_wrong():
     assert abs(float(got["f16"].rstrip("%"))) > 15 and abs(float(got["medium-f16"].rstrip("%"))) > 15
 
 
-def test_a_stalled_sample_is_left_out_of_a_models_median_step():
-    """The outliers among a model's tokens/s samples (bytesup.course.robust) stay out of its median step, as in the
-    lesson's: 33.3 tokens/s among 99-101 is one (median of 9.9, 10, 10.05 and 10.1 ms: 10.025, not 10.05). A 14.87 ms
-    step among 8.6-10.1 is not: as tokens/s, 67.2 lies within 5 scaled MADs of 99.2, so the median stays 10.08."""
+def test_a_models_median_step_is_1000_over_its_median_tokens_per_s():
+    """The step check fits on is 1000 ÷ the median of the tokens/s samples, the median the lesson's sweep and its
+    measurement show: 33.3 tokens/s among 99-101 (an outlier, a stalled request) moves it by one sample, to the median
+    of 100, 99.0, 101, 99.5 and 33.3 tokens/s, 99.5 (the step of 10.05 ms); with four samples of 100, 50, 80 and 90 tokens/s the
+    median is 85, a step of 11.765 ms, where the median of the four steps would say 11.806 ms."""
     stalled = ModelSamples("x", 1e8, 1e8, 30, (10.0, 10.1, 9.9, 10.05, 30.0))
-    assert stalled.step_ms == pytest.approx(10.025)
-    kept = ModelSamples("y", 1e8, 1e8, 30, (10.08, 8.61, 14.87, 9.44, 10.14))
-    assert kept.step_ms == pytest.approx(10.08)
+    assert stalled.step_ms == pytest.approx(10.05)
+    four = ModelSamples("y", 1e8, 1e8, 30, tuple(1e3 / v for v in (100.0, 50.0, 80.0, 90.0)))
+    assert four.step_ms == pytest.approx(1000 / 85)
 
 
 def test_a_hidden_weight_types_arithmetic_is_said_as_the_most_it_could_be():

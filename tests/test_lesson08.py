@@ -19,8 +19,8 @@ from bytesup.course import decodetime, memory_bound, published
 from bytesup.course.ceiling import BandwidthReference, Spread
 from bytesup.llama.responses import Completion
 from bytesup.models.catalog import ensure_model
-from bytesup.store.facts.lesson08 import (PUBLISHED_LABEL, Crossover, ModelInfo, ModelRun, ModelSteps, Side, StepRow,
-                                          TypeCrossover,
+from bytesup.store.facts.lesson08 import (PUBLISHED_LABEL, Crossover, ModelExplained, ModelInfo, ModelRun, ModelSteps,
+                                          PrefillRow, Side, StepRow, TypeCrossover,
                                           SweepRow, TopAnswer, crossover_of, decode_efficiency_samples,
                                           efficiency_percent, explained, fastest_memory_gbs,
                                           fit_rows, model_steps, models_row, prefill_rows, published_ceiling,
@@ -28,7 +28,8 @@ from bytesup.store.facts.lesson08 import (PUBLISHED_LABEL, Crossover, ModelInfo,
                                           step_ms, step_row, sweep_row, top_answer, WidthAccuracy, made_from)
 from bytesup.store.plans.lesson08 import (ACCURACY_PROMPTS, DEFAULT_SIZES, MIN_SAMPLES, PLAN_READS, PLAN_VALUE,
                                           UPGRADES, VERSION, Plan, PrefillPlan, current_plan, read_plan)
-from bytesup.store.results import SchemaError
+from bytesup.store.render import fmt
+from bytesup.store.results import Measurement, SchemaError
 from bytesup.store.rows import cells, columns
 from bytesup.store.views.lesson08 import (conclusion, model_notes, plot_decode_vs_bytes, show_conclusion, shows,
                                           slope_note, spark_sentence, verdict_sentences)
@@ -265,10 +266,30 @@ def test_fit_rows_share_one_reference():
     assert [r.percent_of_run for r in host] == [pytest.approx(120.0), pytest.approx(100.0), pytest.approx(80.0)]
 
 
-def test_step_ms_leaves_an_outlier_out():
-    # the 7.4 tokens/s (135 ms) is an outlier and not used: the median of 10.684 and 10.650 ms of the four others
-    assert step_ms([93.6, 94.5, 93.1, 7.4, 93.9]) == pytest.approx((1000 / 93.6 + 1000 / 93.9) / 2)
-    assert step_ms([100.0, 50.0]) == pytest.approx(15.0)  # 10 and 20 ms
+def test_step_ms_is_1000_over_the_median_tokens_per_s():
+    # the 7.4 tokens/s is an outlier (kept out of the spread), and the median of the five is 93.6: 10.684 ms a step
+    assert step_ms([93.6, 94.5, 93.1, 7.4, 93.9]) == pytest.approx(1000 / 93.6)
+    assert step_ms([100.0, 50.0]) == pytest.approx(1000 / 75)  # not the median of 10 and 20 ms, 15 ms (66.7 tokens/s)
+
+
+def test_a_models_decode_is_one_figure_in_the_sweep_and_in_its_step():
+    """Four samples of 100, 50, 80 and 90 tokens/s: the sweep's decode is their median, 85 tokens/s; the model's row
+    says the same 85 measured, its step 1000 ÷ 85 = 11.765 ms (the median of the four steps, 11.806 ms, would give it
+    as 84.7). Five of 93.6, 94.5, 93.1, 7.4 and 93.9 (the 7.4 an outlier): 93.6 in both, a step of 10.684 ms (leaving
+    the outlier out of the median would say 93.75)."""
+    terms = terms_at(25.0)
+    for samples, median in (([100.0, 50.0, 80.0, 90.0], 85.0), ([93.6, 94.5, 93.1, 7.4, 93.9], 93.6)):
+        info = ModelInfo("q8", 100_000_000, 106_250_000, "Q8_0", n_layer=30)
+        run = ModelRun(info, samples, TopAnswer("x", 1.0), {})
+        point = memory_bound.make_point("q8", info.bytes_per_token, samples, None, n_params=info.n_params)
+        sweep = sweep_row(point, {"on_line": None, "residual": None}, None, None, None)
+        (row,) = explained([model_steps(run).width()], terms, (), {"q8": None})
+        assert sweep.decode == median and row.measured == pytest.approx(median, rel=1e-12)
+        assert row.step_1 == pytest.approx(1000 / median, rel=1e-12)
+        (sweep_cells,), (model_cells,) = cells([sweep]), cells([row])
+        shown = {fmt(c[[n for n, _ in columns(t)].index(name)]) for c, t, name in (
+            (sweep_cells, SweepRow, "decode"), (model_cells, ModelExplained, "measured"))}
+        assert shown == {fmt(median)}
 
 
 def test_a_verdict_that_one_model_turns_over_is_shown_mixed():
@@ -294,27 +315,29 @@ def test_a_verdict_that_one_model_turns_over_is_shown_mixed():
 
 
 def test_a_slow_prefill_sample_is_an_outlier_not_the_range():
-    """Prefills of 500, 510, 490, 505 and one of 50 tokens/s: the 50 is beyond 5 scaled MADs, so the median is that
-    of the other four, 502.5, and the range 490-510; 2 × 100 M × 502.5 = 100.5 GFLOP/s and 1.99 ms a token, against
-    decode's 100 M × 25 ps = 2.5 ms."""
-    run = ModelRun(ModelInfo("q4", 100_000_000, 60_000_000, "Q4_1"), [], TopAnswer("x", 1.0), {},
-                   [500.0, 510.0, 490.0, 505.0, 50.0])
+    """Prefills of 500, 510, 490, 505 and one of 50 tokens/s: the 50 is beyond 5 scaled MADs, so the range is that of
+    the other four, 490-510; the median is that of all five, 500, as the prefill's measurement gives it. 2 × 100 M ×
+    500 = 100 GFLOP/s and 2 ms a token, against decode's 100 M × 25 ps = 2.5 ms."""
+    samples = [500.0, 510.0, 490.0, 505.0, 50.0]
+    run = ModelRun(ModelInfo("q4", 100_000_000, 60_000_000, "Q4_1"), [], TopAnswer("x", 1.0), {}, samples)
     (row,) = prefill_rows([run, ModelRun(run.info, [], run.answer, {})], terms_at(25.0, f=0.1))
-    assert (row.model, row.weights, row.prefill) == ("q4", "Q4_1", Spread(502.5, 490.0, 510.0))
-    assert row.gflops == pytest.approx(100.5) and row.ms_per_token == pytest.approx(1.99, abs=1e-3)
-    assert row.decode_arithmetic_ms == pytest.approx(2.5) and row.decode_over_prefill == pytest.approx(2.5 * 502.5 / 1e3)
+    assert (row.model, row.weights, row.prefill) == ("q4", "Q4_1", Spread(500.0, 490.0, 510.0))
+    assert row.prefill.median == Measurement.of("prefill_tokens_per_s", "tokens/s", samples).median
+    assert [name for name, _ in columns(PrefillRow)][2:5] == ["prefill", "prefill low", "prefill high"]
+    assert row.gflops == pytest.approx(100.0) and row.ms_per_token == pytest.approx(2.0)
+    assert row.decode_arithmetic_ms == pytest.approx(2.5) and row.decode_over_prefill == pytest.approx(1.25)
 
 
 def test_a_model_its_steps_and_its_row():
-    """A model of 100 M parameters in 106.25 MB (1.0625 bytes each), 30 blocks: its steps at P = 1 from 80 and 100
-    tokens/s (12.5 and 10 ms, median 11.25), at P = 2 from 40 tokens/s twice (25 ms)."""
+    """A model of 100 M parameters in 106.25 MB (1.0625 bytes each), 30 blocks: its step at P = 1 from 80 and 100
+    tokens/s (median 90, 11.11 ms), at P = 2 from 40 tokens/s twice (25 ms)."""
     info = ModelInfo("q8", 100_000_000, 106_250_000, "Q8_0", n_layer=30, n_embd=576, architecture="llama")
     steps = model_steps(ModelRun(info, [80.0, 100.0], TopAnswer("x", 1.0), {2: [40.0, 40.0]}))
     assert steps == ModelSteps(name="q8", weight_bytes=106_250_000, n_params=100_000_000, n_layer=30, weight_type="Q8_0",
-                               step_ms={"1": 11.25, "2": 25.0}, step_spread=steps.step_spread)
+                               step_ms={"1": 1000 / 90, "2": 25.0}, step_spread=steps.step_spread)
     assert steps.step_spread["2"] == 0.0 and steps.step_spread["1"] > 0
     width = steps.width()
-    assert (width.step_ms, width.n_layer, width.weight_bytes) == ({1: 11.25, 2: 25.0}, 30, 106_250_000)
+    assert (width.step_ms, width.n_layer, width.weight_bytes) == ({1: 1000 / 90, 2: 25.0}, 30, 106_250_000)
     # A model without a weight type or blocks in its header: "?" and one block, as the fact states it.
     bare = model_steps(ModelRun(ModelInfo("x", 1, 2, None), [10.0], TopAnswer("x", 1.0), {}))
     assert (bare.weight_type, bare.n_layer, bare.step_ms) == ("?", 1, {"1": 100.0})

@@ -114,10 +114,9 @@ class ModelSamples:
 
     @property
     def step_ms(self) -> float:
-        """The median step, the outliers among the tokens/s samples left out (bytesup.course.robust, on the samples
-        as measured): a request that waited for another process neither moves the centre nor decides the fit."""
-        outliers = robust.judge([1e3 / s for s in self.steps_ms]).outliers
-        return statistics.median(s for i, s in enumerate(self.steps_ms) if i not in outliers)
+        """The median step: 1000 ÷ the median of the tokens/s samples as measured, the median the lesson's tables and
+        its measurement give them (a request that waited for another process moves a median by one sample at most)."""
+        return 1e3 / statistics.median(1e3 / s for s in self.steps_ms)
 
 
 @dataclass(frozen=True)
@@ -353,8 +352,8 @@ def claim_decode_model_predicts_every_width(run: Run) -> list[ClaimResult]:
     status, observed, detail = decode_model_check(models, fact.tolerance)
     sources = {_model_numbers(lesson, w)[3] for w in fact.widths if w.name not in without}
     if sources:
-        detail += ("; refitted by check from each model's decode_tokens_per_s samples (median of 1000 ÷ tokens/s, "
-                   "outliers left out) and its W, n and L of its " + " or ".join(sorted(sources)))
+        detail += ("; refitted by check from each model's decode_tokens_per_s samples (its step 1000 ÷ their median) "
+                   "and its W, n and L of its " + " or ".join(sorted(sources)))
     if without:
         detail += f"; without samples: {', '.join(without)}"
     results = [ClaimResult(cid, "general", lesson.lesson_id, text, status, observed=observed,

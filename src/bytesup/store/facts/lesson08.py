@@ -276,8 +276,11 @@ class DecodeModel(Record):
 
 
 def step_ms(tokens_per_s: list[float]) -> float:
-    """The median time per decode step (ms) of per-sequence tokens/s samples, outliers left out (bytesup.course.robust)."""
-    return statistics.median(1e3 / v for v in robust.judge(tokens_per_s).kept)
+    """The median time per decode step (ms) of per-sequence tokens/s samples: 1000 ÷ their median, the median every
+    table and measurement of the page shows for them, so a model's tokens/s is one figure whether it is read off the
+    sweep or off its step (an outlier moves a median by one sample at most; it stays out of the spread and the range,
+    bytesup.course.robust, not out of the centre)."""
+    return 1e3 / statistics.median(tokens_per_s)
 
 
 def step_spread(tokens_per_s: list[float]) -> float:
@@ -338,8 +341,8 @@ class ModelExplained:
 def explained(widths: list[decodetime.Width], terms: decodetime.Terms, levels: tuple[int, ...],
               fits: dict[str, decodetime.Terms | None] | None = None) -> list[ModelExplained]:
     """Each model's measured steps beside the run's terms, its prediction by the others' terms (decode tokens/s at
-    P = 1 is 1000 ÷ the median step), and the verdict every fit agrees on; the batch line through `levels`. `fits`
-    is decodetime.leave_one_out(widths) when already computed."""
+    P = 1 is 1000 ÷ the median step, the sweep's median tokens/s), and the verdict every fit agrees on; the batch line
+    through `levels`. `fits` is decodetime.leave_one_out(widths) when already computed."""
     fits = decodetime.leave_one_out(widths) if fits is None else fits
     held = decodetime.held_out(widths, fits)
     verdicts = decodetime.verdicts(widths, terms, fits)
@@ -470,12 +473,12 @@ def arithmetic_rows(cross: Crossover) -> list[ArithmeticRow]:
 
 @dataclass(frozen=True)
 class PrefillRow:
-    """One weight type's prefill beside decode's arithmetic: prefill tokens/s (outliers left out of the median and
-    range), the GFLOP/s that is at 2 FLOPs per parameter and token, and the one-token arithmetic n × c of the
-    run's terms against a token of prefill."""
+    """One weight type's prefill beside decode's arithmetic: prefill tokens/s (the median of every sample, as its
+    measurement gives it, and the range low to high of those that are not outliers), the GFLOP/s that is at 2 FLOPs per
+    parameter and token, and the one-token arithmetic n × c of the run's terms against a token of prefill."""
     model: str = column("model")
     weights: str | None = column("weights")
-    prefill: Spread = spread("prefill", "prefill min", "prefill max", "tokens/s")
+    prefill: Spread = spread("prefill", "prefill low", "prefill high", "tokens/s")
     gflops: float = column("reached", "GFLOP/s")
     ms_per_token: float = column("prefill per token", "ms")
     decode_arithmetic_ms: float | None = column("decode's arithmetic per token, n × c", "ms")
@@ -489,7 +492,7 @@ def prefill_rows(runs: list[ModelRun], terms: decodetime.Terms) -> list[PrefillR
     for r in runs:
         if r.prefill:
             kept = robust.judge(r.prefill)
-            median = statistics.median(kept.kept)
+            median = kept.median
             c = terms.c(r.info.weight_type or "?")
             arithmetic_ms = r.info.n_params * c * 1e-9 if c > 0 else None
             ms_per_token = 1e3 / median
