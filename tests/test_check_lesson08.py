@@ -292,6 +292,55 @@ def test_verdicts_by_hand():
     assert [h.terms.crossover() for h in held_out([*models(27 * 1.2), d]) if h.model.name == "big"] == [pytest.approx(1.25)]
 
 
+def test_a_model_within_two_standard_errors_of_its_crossover_is_mixed_in_check():
+    """check's own band on hand-made fits: every model's terms put Q8_0's crossover at κ = 1.25 (B = 50 GB/s, 2e-8 ms per
+    byte), the fits that leave one out at 1.2, 1.25 and 1.3, so u² = 2 ÷ 3 × 0.005, u = 0.0577, the band 1.1345-1.3655.
+    Models at 1.13 and 1.37 bytes per parameter lie outside it, named by every fit; at 1.14 and 1.36 inside, mixed. The
+    title's row for the one at 1.14 is inconclusive and says why: its arithmetic takes 1.25 ÷ 1.14 − 1 = 9.6% longer
+    than its read."""
+    from bytesup.check.claims.lesson08 import StepTerms, band_of, check_verdicts, title_verdict
+    every = StepTerms(0.1, 2e-8, (("Q8_0", 1.25),))
+    fits = [StepTerms(0.1, 2e-8, (("Q8_0", k),)) for k in (1.2, 1.25, 1.3)]
+    band = band_of("Q8_0", every, fits)
+    assert band.u == pytest.approx((2 / 3 * 0.005) ** 0.5)
+    assert (band.low, band.high) == (pytest.approx(1.25 - 2 * band.u), pytest.approx(1.25 + 2 * band.u))
+    at = {bpp: ModelSamples(f"at {bpp}", bpp * 100 * MB, 100e6, 1, (5.0,) * 5, "Q8_0") for bpp in (1.13, 1.14, 1.36, 1.37)}
+    assert check_verdicts(list(at.values()), (every, fits)) == {"at 1.13": "compute-bound", "at 1.14": "mixed",
+                                                               "at 1.36": "mixed", "at 1.37": "memory-bound"}
+    status, detail = title_verdict(at[1.14], "mixed", "mixed", every, band)
+    assert status == checker.INCONCLUSIVE
+    assert ("check finds it mixed: its 1.14 bytes per parameter lie within its weight type's band around the crossover "
+            "1.25 (u = 0.058 by the jackknife over the fits that leave one model out; band 1.135–1.365): one token's "
+            "arithmetic n × c takes 9.6% longer than reading the weights W ÷ B, closer than this run's fits can tell "
+            "apart") in detail
+    # lesson 8 shows it mixed where check names it: inconclusive all the same, and it says which side says what
+    status, detail = title_verdict(at[1.13], "mixed", "compute-bound", every, band)
+    assert status == checker.INCONCLUSIVE
+    assert ("lesson 8 finds it mixed: within its type's band or its own steps' scatter on the lesson's page, though "
+            "check's fits give compute-bound, so this run cannot tell") in detail
+
+
+def test_a_model_whose_terms_differ_by_less_than_its_steps_scatter_is_mixed_in_check():
+    """B = 50 GB/s, κ = 1.25 (c = 25 ps), f = 0.1 ms per block, no fit that leaves one out: a model of 120 MB and 100 M
+    parameters in 20 blocks reads in 2.4 ms and computes in 2.5 ms, 0.1 ms apart. Step samples of 4.5 ± a and ± a ÷ 2
+    ms have an interquartile range of a: at a = 0.11 ms they scatter by more than the terms differ, mixed, and the
+    title's row says so; at a = 0.09 ms the model is compute-bound."""
+    from bytesup.check.claims.lesson08 import StepTerms, band_of, check_verdicts, scatter_ms, title_verdict
+    every = StepTerms(0.1, 2e-8, (("Q8_0", 1.25),))
+
+    def model(a: float) -> ModelSamples:
+        return ModelSamples("w", 120 * MB, 100e6, 20, (4.5 - a, 4.5 - a / 2, 4.5, 4.5 + a / 2, 4.5 + a), "Q8_0")
+
+    assert (every.memory_ms(model(0.1)), every.arithmetic_ms(model(0.1))) == (pytest.approx(2.4), pytest.approx(2.5))
+    assert model(0.11).step_ms == pytest.approx(4.5) and scatter_ms(model(0.11)) == pytest.approx(0.11)
+    assert check_verdicts([model(0.11)], (every, [])) == {"w": "mixed"}
+    assert check_verdicts([model(0.09)], (every, [])) == {"w": "compute-bound"}
+    status, detail = title_verdict(model(0.11), "mixed", "mixed", every, band_of("Q8_0", every, []))
+    assert status == checker.INCONCLUSIVE
+    assert ("check finds it mixed: its two terms lie 0.1 ms apart, no more than the 0.11 ms its own steps scatter "
+            "(their spread times its median step), so its samples cannot tell them apart") in detail
+
+
 def test_the_title_per_width(tmp_path):
     """b and c memory-bound as the lesson says: pass; a compute-bound as the lesson says: not applicable, with the
     reason; big shown memory-bound where every fit gives compute-bound: a failure."""

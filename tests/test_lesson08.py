@@ -241,8 +241,9 @@ def test_verdict_sentences():
     assert "through f16, f32" in text and "the line's bandwidth at 26.9 GB/s" in text
     assert "The answer after 'The capital of France is': q8_0 ' Paris' (60.0%)" in text
     # One verdict per width, the decode-time model's, in one sentence; the steps and the line name none.
-    assert ("Verdict, the decode-time model's (below: the term each width's step waits on, named where every fit "
-            "agrees): compute-bound: tiny, q8_0; mixed: f16; memory-bound: f32.") in text
+    assert ("Verdict, the decode-time model's (below: the term each width's step waits on, named where the run tells "
+            "the two terms apart, mixed where they lie within its type's band around the crossover or within the "
+            "width's own steps' scatter): compute-bound: tiny, q8_0; mixed: f16; memory-bound: f32.") in text
     assert text.count("memory-bound") == 1 and text.count("compute-bound") == 1
     assert "partly" not in text and " B = " not in text and "B ÷ bytes" not in text
     assert math.isfinite(analysis["fit"]["gbs"])
@@ -487,11 +488,12 @@ def test_the_conclusion_follows_the_numbers():
                        "parameter's arithmetic c depends on its weight type's kernels: Q4_1 25 ps, Q8_0 25 ps, F16 25 "
                        "ps, ALL_F32 25 ps. So reading a parameter's weights takes as long as its arithmetic at B × c = "
                        "Q4_1 1.25, Q8_0 1.25, F16 1.25, ALL_F32 1.25 bytes per parameter.")
-    assert text[1] == ("Decode waits on memory where a model stores more bytes per parameter than its type's crossover: "
-                       "f16 (2), f32 (4); their weights take longer to read than their arithmetic takes.")
-    assert text[2] == ("It waits on the arithmetic where a model stores as many bytes per parameter as its type's "
-                       "crossover or fewer: q4_1 (0.718), q8_0 (1.06), medium (1.06), large (1.06); their weights "
-                       "arrive before the arithmetic on them is done.")
+    assert text[1] == ("Decode waits on memory where a model stores more bytes per parameter than its type's crossover, "
+                       "clear of its band and of its own steps' scatter: f16 (2), f32 (4); their weights take longer "
+                       "to read than their arithmetic takes.")
+    assert text[2] == ("It waits on the arithmetic where a model stores fewer bytes per parameter than its type's "
+                       "crossover, clear of its band and of its own steps' scatter: q4_1 (0.718), q8_0 (1.06), medium "
+                       "(1.06), large (1.06); their weights arrive before the arithmetic on them is done.")
     assert text[3] == "Whichever term a step waits on, it also pays f = 0.08 ms per block (the graph's operations and the threads' waits)."
     assert text[4].startswith("The published DGX Spark figures in the same terms:")
     # f16 (2.0007 bytes per parameter) crosses at 2.0007 ÷ 25 ps = 80.03 GB/s, 1.6 × B; q8_0, the widest of the
@@ -504,8 +506,9 @@ def test_the_conclusion_follows_the_numbers():
     assert len(text) == 7
     # c = 60 ps: the crossovers rise to 3 bytes per parameter, and only f32 (4) waits on memory: one model, "its"
     one = conclusion(_crossover(terms_at(60.0))[0], "", spark)
-    assert one[1] == ("Decode waits on memory where a model stores more bytes per parameter than its type's crossover: "
-                       "f32 (4); its weights take longer to read than its arithmetic takes.")
+    assert one[1] == ("Decode waits on memory where a model stores more bytes per parameter than its type's crossover, "
+                      "clear of its band and of its own steps' scatter: f32 (4); its weights take longer to read than "
+                      "its arithmetic takes.")
     # c = 10 ps: the crossovers fall to 0.5, below every model; no sentence may name one that waits on arithmetic
     fast = conclusion(_crossover(terms_at(10.0))[0], "", spark)
     assert "B × c = Q4_1 0.5, Q8_0 0.5, F16 0.5, ALL_F32 0.5 bytes per parameter." in fast[0]
@@ -555,22 +558,28 @@ def test_the_conclusion_says_how_well_the_model_predicted():
 
 
 def typed_crossover(terms: decodetime.Terms) -> Crossover:
-    """q4 compute-bound, q8 mixed (Q8_0's crossover 1-1.3 across the fits), f16 memory-bound."""
-    types = tuple(TypeCrossover(k, terms.c(k), 1.25, *((1.0, 1.3) if k == "Q8_0" else (1.25, 1.25)))
+    """q4 compute-bound, q8 mixed (Q8_0's crossover 1.25 with u = 0.1: the band 1.05-1.45 holds its 1.06 bytes per
+    parameter; the fits' own crossovers 1-1.3 lie within it but for the lowest), f16 memory-bound."""
+    types = tuple(TypeCrossover(k, terms.c(k), 1.25, *((1.0, 1.3) if k == "Q8_0" else (1.25, 1.25)),
+                                *((None, 0.1, 1.0, 1.45) if k == "Q8_0" else ()))
                   for k in ("Q4_1", "Q8_0", "F16"))
     return Crossover(types, terms, (Side("q4", "Q4_1", 0.7, "compute-bound"), Side("q8", "Q8_0", 1.06, "mixed"),
                                     Side("f16", "F16", 2.0, "memory-bound")))
 
 
-def test_a_mixed_model_is_said_to_sit_at_the_crossover():
+def test_a_mixed_model_is_said_to_lie_within_its_band():
     terms = terms_at(25.0)
     cross = typed_crossover(terms)
     text = " ".join(conclusion(cross, "", spark_terms()))
-    assert ("Q8_0 1.25 (1–1.3), F16 1.25 bytes per parameter (in brackets, the range across the run's fit and those "
-            "that leave one model out)") in text
-    assert ("Mixed, inside its type's range where the fits disagree: q8 (1.06); this run cannot tell which term is "
-            "larger.") in text
-    assert "q8 sit at their type's crossover" in text and "To move q4 (Q4_1, 0.7 bytes per parameter) onto memory" in text
+    assert ("Q8_0 1.25 (1–1.45), F16 1.25 bytes per parameter (in brackets, the band a model of the type is mixed in: "
+            "2 standard errors u of its crossover either side (u from the fits that leave one model out), or further "
+            "where one of those fits puts it)") in text
+    # 1.25 ÷ 1.06 = 1.179: its arithmetic takes 18% longer than its read
+    assert ("Mixed, where this run cannot tell which of the two terms is the larger: q8 (1.06 bytes per parameter: its "
+            "arithmetic takes 18% longer than its read, within Q8_0's band 1–1.45 around its crossover 1.25 (u 0.1)).") in text
+    assert ("For q8, more samples, or models of other shapes, would narrow what the run cannot tell and show which side "
+            "it lies on.") in text
+    assert "To move q4 (Q4_1, 0.7 bytes per parameter) onto memory" in text
     assert "No model" not in text
 
 
@@ -601,11 +610,11 @@ def test_what_the_run_shows_follows_the_crossover():
                         "(1.06) wait on memory.")
     # one model on each side, one mixed, and the fits' range
     cross = typed_crossover(terms_at(25.0))
-    assert shows(cross, "", []).endswith("Q8_0 1.25 (1–1.3), F16 1.25 bytes per parameter by weight type (in brackets, "
-                                         "across the fits), with B = 50 GB/s and c per parameter Q4_1 25 ps, Q8_0 25 ps, "
-                                         "F16 25 ps, fitted on 3 models. In bytes per parameter: f16 (2) waits on "
-                                         "memory; q4 (0.7) waits on the arithmetic; q8 (1.06) is mixed (the fits "
-                                         "disagree).")
+    assert shows(cross, "", []).endswith("Q8_0 1.25 (1–1.45), F16 1.25 bytes per parameter by weight type (in "
+                                         "brackets, where a model is mixed), with B = 50 GB/s and c per parameter Q4_1 "
+                                         "25 ps, Q8_0 25 ps, F16 25 ps, fitted on 3 models. In bytes per parameter: f16 "
+                                         "(2) waits on memory; q4 (0.7) waits on the arithmetic; q8 (1.06) is mixed "
+                                         "(the two terms too close to tell).")
 
 
 def test_without_the_model_the_run_shows_what_it_measured():
