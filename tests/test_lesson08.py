@@ -186,7 +186,7 @@ def test_effective_gbs_and_efficiency_by_hand():
     # The table's cells by column name: each value under its own header.
     (values,) = cells([row])
     C = dict(zip([name for name, _ in columns(SweepRow)], values, strict=True))
-    assert C["effective"] == row.effective and C["top token"] == "' Paris'" and C["top token probability"] == 77.1
+    assert C["effective"] == row.effective and C["server's top token"] == "' Paris'" and C["server's top token probability"] == 77.1
     assert C["on the line"] == "yes" and C["cache-resident"] == "no" and C["efficiency min"] == row.efficiency_min
     # Without a bandwidth, no efficiency.
     bare = sweep_row(p, line, None, None, None)
@@ -239,7 +239,8 @@ def test_verdict_sentences():
     assert "tiny: the weights fit in the 32 MiB last-level cache" in text
     assert "The same top token at every width" in text and "random weights" not in text
     assert "through f16, f32" in text and "the line's bandwidth at 26.9 GB/s" in text
-    assert "The answer after 'The capital of France is': q8_0 ' Paris' (60.0%)" in text
+    assert "The server's answer after 'The capital of France is': q8_0 ' Paris' (60%)" in text
+    assert "at 60% to 61% (the server's own arithmetic)" in text  # as the table prints them, four digits at most
     # One verdict per width, the decode-time model's, in one sentence; the steps and the line name none.
     assert ("Verdict, the decode-time model's (below: the term each width's step waits on, named where the run tells "
             "the two terms apart, mixed where they lie within its type's band around the crossover or within the "
@@ -719,7 +720,7 @@ def test_the_accuracy_sentences_follow_the_records():
             "the same top token at 27 of 29 positions; the largest change of any token's probability is 5.9 points, "
             "'-' after the first 1 of the 5 tokens of 'The capital of France is': 42.1% under smollm2-135m-f32, 47.9% "
             "under smollm2-135m-q8_0.") in text
-    assert ("After 'The capital of France is' every width has the top token ' Paris', as under smollm2-135m-f32 "
+    assert ("After 'The capital of France is' numpy gives every width the top token ' Paris', as smollm2-135m-f32 "
             "(77.2%): its probability moved under smollm2-135m-q8_0 to 76.5%.") in text
     # 150 ÷ 540 MB = 0.28× the bytes, 60 ÷ 20 = 3× the speed
     assert "smollm2-135m-q8_0 0.28× the bytes and 3× the speed for KL 0.00277" in text
@@ -743,8 +744,8 @@ def test_the_accuracy_sentences_follow_the_records():
     # The top token changes: said so, with each width's.
     moved = _accuracy(_width(Q8, mean_kl=0.2, max_kl=0.5, same_top=20, largest_dp=0.4, top_token="' the'",
                              top_probability=0.4), _width(F32))
-    assert ("After 'The capital of France is' the top token changed against smollm2-135m-f32's ' Paris' (77.2%): "
-            "smollm2-135m-q8_0 ' the' (40.0%).") in " ".join(accuracy_sentences(moved, _rows(moved), PROMPT))
+    assert ("After 'The capital of France is' numpy's top token changed against smollm2-135m-f32's ' Paris' (77.2%): "
+            "smollm2-135m-q8_0 ' the' (40%).") in " ".join(accuracy_sentences(moved, _rows(moved), PROMPT))
 
 
 def test_the_accuracy_says_what_it_did_not_recompute():
@@ -772,11 +773,13 @@ def test_the_server_answers_beside_numpys():
     from bytesup.store.views.lesson08 import server_sentence
 
     q4, f32 = _width(Q4), _width(F32)
-    apart = server_sentence([q4, f32], {Q4: TopAnswer("' Paris'", 78.0), F32: TopAnswer("' Paris'", 77.3)}, f32, PROMPT)
-    assert apart is not None and "smollm2-135m-q4_1 ' Paris' 78.0% against ' Paris' 77.2%" in apart
-    assert "yet the server gave 78.0% and 77.3%: the engine's own arithmetic" in apart
+    apart = server_sentence([q4, f32], {Q4: TopAnswer("' Paris'", 77.996), F32: TopAnswer("' Paris'", 77.27)}, f32, PROMPT)
+    # each probability as its table prints it, four significant digits, and named by whose arithmetic gave it
+    assert apart is not None and "the server's against numpy's: smollm2-135m-q4_1 ' Paris' 78% against ' Paris' 77.2%" in apart
+    assert "A top token's probability is given by two computations, named apart: the server's" in apart
+    assert "yet the server gave 78% and 77.27%: the engine's own arithmetic" in apart
     alike = server_sentence([q4, f32], {Q4: TopAnswer("' Paris'", 77.3), F32: TopAnswer("' Paris'", 77.3)}, f32, PROMPT)
-    assert alike is not None and "engine" not in alike
+    assert alike is not None and "yet the server gave" not in alike
     assert server_sentence([q4, f32], {}, f32, PROMPT) is None
 
 

@@ -283,11 +283,11 @@ def test_main_sweep_on_hand_made_answers(no_models, lesson):
         # ÷ the run's bandwidth, 12 GB/s (the median of 11, 12, 13).
         "efficiency": (100 * 9.5625 / 12, 75.0), "efficiency min": (100 * 8.5 / 12, 100 * 8 / 12),
         "efficiency max": (100 * 10.625 / 12, 100 * 10 / 12),
-        "top token probability": (77.105, 77.880),  # e^−0.26, e^−0.25
+        "server's top token probability": (77.105, 77.880),  # e^−0.26, e^−0.25
     }
     for name, (a, b) in expect.items():
         assert (q8_row[col(t, name)], f16_row[col(t, name)]) == pytest.approx((a, b), abs=1e-3), name
-    assert q8_row[col(t, "top token")] == f16_row[col(t, "top token")] == "' Paris'"
+    assert q8_row[col(t, "server's top token")] == f16_row[col(t, "server's top token")] == "' Paris'"
     # Two models are too few for the decode-time model's three terms: no verdict, and the sweep says why.
     assert q8_row[col(t, "verdict")] is None and f16_row[col(t, "verdict")] is None
     assert ("No verdict per width: the decode-time model could not be fitted (the terms need at least 3 "

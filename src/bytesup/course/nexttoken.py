@@ -218,8 +218,9 @@ def largest_gap(tokens: Sequence[Any]) -> tuple[float, float] | None:
 
 
 def percent(fraction: float) -> str:
-    """A share as a percentage with three significant digits: 92.7%, 58.0%, 0.573%."""
-    return f"{100 * fraction:.3g}%"
+    """A share as a percentage with four significant digits, as a page's tables print it (bytesup.store.render.fmt),
+    so a probability reads the same in a sentence and in its table: 92.71%, 77.25%, 0.5731%."""
+    return f"{100 * fraction:,.4g}%"
 
 
 def median_min_max(samples: list[float] | tuple[float, ...]) -> tuple[float, float, float]:

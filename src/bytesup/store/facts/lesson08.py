@@ -151,8 +151,8 @@ class SweepRow:
     efficiency: float | None = column("efficiency", "%")
     efficiency_min: float | None = column("efficiency min", "%")
     efficiency_max: float | None = column("efficiency max", "%")
-    top_token: str | None = column("top token")
-    top_token_percent: float | None = column("top token probability", "%")
+    top_token: str | None = column("server's top token")
+    top_token_percent: float | None = column("server's top token probability", "%")
     cache_resident: str | None = column("cache-resident")
     on_line: str | None = column("on the line")
     off_line_percent: float | None = column("off the line", "%")
@@ -660,16 +660,17 @@ def width_accuracy(name: str, file: str, agree: quantization.Agreement, prompts:
 @dataclass(frozen=True)
 class AccuracyRow:
     """One width of the trained model: how it was made, its size and its decode (the sweep's median), and what it
-    costs in accuracy against the reference: the mean KL, the positions with the same top token, and its top token
-    after the lesson's prompt with its probability (None where not recomputed)."""
+    costs in accuracy against the reference: the mean KL, the positions with the same top token, and numpy's top token
+    after the lesson's prompt with its probability (None where not recomputed): numpy's, from the file's bytes, not the
+    server's of the sweep, whose engine rounds a quantized width's activations as well."""
     model: str = column("model")
     made_from: str | None = column("made from")
     size: float = column("size", "MB")
     decode: float = column("decode", "tokens/s")
     mean_kl: float | None = column("KL against f32", "nats per token")
     same_top: float | None = column("same top token as f32", "%")
-    top_token: str | None = column("top token")
-    top_percent: float | None = column("top token probability", "%")
+    top_token: str | None = column("numpy's top token")
+    top_percent: float | None = column("numpy's top token probability", "%")
 
 
 def accuracy_row(w: WidthAccuracy, info: ModelInfo, decode: float) -> AccuracyRow:

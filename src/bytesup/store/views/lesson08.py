@@ -30,6 +30,7 @@ from bytesup.store.facts.lesson08 import (PUBLISHED_BYTES, PUBLISHED_DECODE, PUB
                                           arithmetic_rows, exact_copy_of, models_row, published_ceiling,
                                           spark_explained, spark_verdict, step_row)
 from bytesup.store.plans.lesson08 import MEMORY_SHARE, Plan, PrefillPlan
+from bytesup.store.render import fmt
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, columns
 from bytesup.store.views import show_narrowed
@@ -72,7 +73,8 @@ def show_models(page: Page, runs: list[ModelRun], points: list[dict], llc: int |
 # The columns each wide table shows in the main text; every column is in the full table, under Details.
 MODELS_SHOWN = ["model", "weights", "blocks", "hidden size", "parameters", "bytes per token", "bytes per parameter",
                 "cache-resident"]
-SWEEP_SHOWN = ["model", "weights", "bytes per token", "decode", "effective", "efficiency", "top token", "verdict"]
+SWEEP_SHOWN = ["model", "weights", "bytes per token", "decode", "effective", "efficiency", "server's top token",
+               "verdict"]
 PREFILL_SHOWN = ["model", "weights", "prefill", "reached", "prefill per token", "decode's arithmetic per token, n × c",
                  "decode ÷ prefill"]
 MODEL_SHOWN = ["model", "weights", "read the weights", "arithmetic", "fixed", "predicted", "measured", "waits on"]
@@ -125,8 +127,9 @@ def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, Top
         same = sorted({a.token for a in trained.values()})
         low, high = (min(a.percent for a in trained.values()), max(a.percent for a in trained.values())) if trained \
             else (0.0, 0.0)
-        out.append(f"The answer after {prompt!r}: " + ", ".join(f"{n} {a.token} ({a.percent:.1f}%)" for n, a in answers.items())
-                   + "." + ((f" The same top token at every width of the trained model, at {low:.1f}% to {high:.1f}%"
+        out.append(f"The server's answer after {prompt!r}: "
+                   + ", ".join(f"{n} {a.token} ({fmt(a.percent)}%)" for n, a in answers.items())
+                   + "." + ((f" The same top token at every width of the trained model, at {fmt(low)}% to {fmt(high)}%"
                              if high > low else " The same top token, at the same probability, at every width of the "
                              "trained model") + " (the server's own arithmetic); what each width's values cost in "
                             "accuracy is measured apart, below." if len(trained) > 1 and len(same) == 1 else
@@ -244,14 +247,14 @@ def top_token_sentence(done: list[WidthAccuracy], reference: WidthAccuracy, prom
     the reference's, from numpy's pass."""
     ref, token = reference.name, reference.top_token
     changed = [w for w in done if w.top_token != token]
-    p = {w.name: 100 * (w.top_probability or 0.0) for w in done}
+    p = {w.name: fmt(100 * (w.top_probability or 0.0)) for w in done}  # as the table prints it
     if changed:
-        return (f"After {prompt!r} the top token changed against {ref}'s {token} ({p[ref]:.1f}%): "
-                + ", ".join(f"{w.name} {w.top_token} ({p[w.name]:.1f}%)" for w in changed) + ".")
+        return (f"After {prompt!r} numpy's top token changed against {ref}'s {token} ({p[ref]}%): "
+                + ", ".join(f"{w.name} {w.top_token} ({p[w.name]}%)" for w in changed) + ".")
     moved = [w for w in done if w.top_probability != reference.top_probability]
     every = "every width recomputed" if partial else "every width"
-    return (f"After {prompt!r} {every} has the top token {token}, as under {ref} ({p[ref]:.1f}%)"
-            + (": its probability moved under " + ", ".join(f"{w.name} to {p[w.name]:.1f}%" for w in moved) + "."
+    return (f"After {prompt!r} numpy gives {every} the top token {token}, as {ref} ({p[ref]}%)"
+            + (": its probability moved under " + ", ".join(f"{w.name} to {p[w.name]}%" for w in moved) + "."
                if moved else f", at the same probability under {every}."))
 
 
@@ -290,15 +293,17 @@ def server_sentence(done: list[WidthAccuracy], answers: dict[str, TopAnswer], re
     pairs = [(w, answers[w.name]) for w in done if w.name in answers and w.top_probability is not None]
     if not pairs:
         return None
-    out = (f"The server's own answers after {prompt!r} (the sweep above) beside numpy's: "
-           + ", ".join(f"{w.name} {a.token} {a.percent:.1f}% against {w.top_token} {100 * (w.top_probability or 0):.1f}%"
-                       for w, a in pairs) + ".")
+    out = (f"A top token's probability is given by two computations, named apart: the server's (the sweep above, by "
+           f"its engine's own arithmetic) and numpy's (this table, the weights' values alone, from the file's bytes); "
+           f"they differ by what the engine rounds (lesson 4). After {prompt!r}, the server's against numpy's: "
+           + ", ".join(f"{w.name} {a.token} {fmt(a.percent)}% against {w.top_token} "
+                       f"{fmt(100 * (w.top_probability or 0))}%" for w, a in pairs) + ".")
     ref = answers.get(reference.name)
     apart = [(w, a) for w, a in pairs if w.identical and w.name != reference.name and ref is not None
-             and f"{a.token} {a.percent:.1f}" != f"{ref.token} {ref.percent:.1f}"]
+             and f"{a.token} {fmt(a.percent)}" != f"{ref.token} {fmt(ref.percent)}"]
     if apart and ref is not None:
         out += (" " + "; ".join(f"{w.name} and {reference.name} give the same distributions in numpy, yet the server "
-                                f"gave {a.percent:.1f}% and {ref.percent:.1f}%" for w, a in apart)
+                                f"gave {fmt(a.percent)}% and {fmt(ref.percent)}%" for w, a in apart)
                 + ": the engine's own arithmetic (its kernels multiply a quantized width's weights by activations "
                   "rounded to 8-bit blocks) moves its answer as well, so the server's figures mix what the weights' "
                   "values cost with the engine's rounding; numpy's are the weights' values alone.")
