@@ -18,7 +18,7 @@ from bytesup.course.loop import decode_passes
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s, prefill_tokens_per_s
 from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken
 from bytesup.store.plans.lesson04 import PROMPTS, TOP8, NumpyFiles, Plan, fresh, read
-from bytesup.store.render import fmt
+from bytesup.store.render import fmt, percent
 from bytesup.store.results import load_result
 from bytesup.options import RunOptions
 from bytesup.run.runner import run_lessons
@@ -73,7 +73,7 @@ def test_probabilities_are_exp_logprob_in_descending_order(result, name, lesson)
     share = sum(r[2] for r in rows) / 100
     assert 0 < share <= 1
     notes = result.table(name).notes
-    assert f"cover {nexttoken.percent(share)} of the probability" in notes[0]
+    assert f"cover {percent(share)} of the probability" in notes[0]
     assert f"= {math.exp(rows[0][4]):.4g}" in notes[1]
 
 

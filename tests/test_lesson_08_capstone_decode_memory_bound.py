@@ -476,7 +476,7 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
     per_type = result.table("arithmetic_per_type")
     typed = {r[0]: r for r in per_type.rows}
     assert list(typed) == ["Q4_1", "Q8_0", "F32"]
-    b_fit = float(re.search(r"B = ([0-9.]+) GB/s", " ".join(per_type.notes)).group(1))
+    b_fit = float(re.search(r"B = ([0-9.]+) GB/s", " ".join(result.table("arithmetic_per_type_main").notes)).group(1))
     assert typed["Q4_1"][col(per_type, "c")] == pytest.approx(20.0, rel=0.15)
     assert typed["Q8_0"][col(per_type, "c")] == pytest.approx(25.0, rel=0.15)
     assert typed["F32"][col(per_type, "c")] is None

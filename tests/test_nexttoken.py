@@ -1,4 +1,4 @@
-"""Lesson 4's arithmetic (bytesup.course.nexttoken) on hand arithmetic: softmax, shares as percentages, the numpy
+"""Lesson 4's arithmetic (bytesup.course.nexttoken) on hand arithmetic: softmax, the numpy
 pass's two figures that need no server, and the third clock."""
 
 from __future__ import annotations
@@ -9,16 +9,6 @@ import pytest
 
 from bytesup.course import nexttoken
 
-
-def test_percent():
-    """Four significant digits, as a page's tables print a number (bytesup.store.render.fmt): a probability reads the
-    same in a sentence and in its table."""
-    from bytesup.store.render import fmt
-    assert nexttoken.percent(0.927) == "92.7%"
-    assert nexttoken.percent(0.58) == "58%"
-    assert nexttoken.percent(0.005731) == "0.5731%"
-    for p in (0.7725249, 0.0622341, 0.4536, 8.049e-11, 1.0):
-        assert nexttoken.percent(p) == fmt(100 * p) + "%"
 
 def test_softmax_worked_by_hand():
     sm = nexttoken.softmax_example()

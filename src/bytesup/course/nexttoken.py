@@ -217,12 +217,6 @@ def largest_gap(tokens: Sequence[Any]) -> tuple[float, float] | None:
     return max(abs(q - p) for q, p in pairs), max(abs(q - p) / p for q, p in pairs)
 
 
-def percent(fraction: float) -> str:
-    """A share as a percentage with four significant digits, as a page's tables print it (bytesup.store.render.fmt),
-    so a probability reads the same in a sentence and in its table: 92.71%, 77.25%, 0.5731%."""
-    return f"{100 * fraction:,.4g}%"
-
-
 def median_min_max(samples: list[float] | tuple[float, ...]) -> tuple[float, float, float]:
     s = Spread.of(samples)
     return s.median, s.min, s.max

@@ -78,6 +78,8 @@ SWEEP_SHOWN = ["model", "weights", "bytes per token", "decode", "effective", "ef
 PREFILL_SHOWN = ["model", "weights", "prefill", "reached", "prefill per token", "decode's arithmetic per token, n × c",
                  "decode ÷ prefill"]
 MODEL_SHOWN = ["model", "weights", "read the weights", "arithmetic", "fixed", "predicted", "measured", "waits on"]
+ARITHMETIC_SHOWN = ["weights", "c", "c at most (hidden)", "crossover B × c", "its standard error u", "mixed from", "mixed to",
+                    "its models (bytes per parameter)"]
 
 
 STEP_WORDS = {memory_bound.FOLLOWS: "effective GB/s stayed flat: tokens/s followed 1 ÷ bytes",
@@ -587,16 +589,19 @@ def show_decode_model(page: Page, names: list[str], rows: list[ModelExplained], 
         columns(ModelExplained), cells([*rows, spark_explained(spark)]), MODEL_SHOWN, formulas=[],
         notes=model_notes(rows, terms, ref, spark, levels, matvec, cross, not_held))
     if cross is not None:
-        page.table("arithmetic_per_type", "One token's arithmetic per parameter c, and the crossover B × c, per weight "
-                   "type", columns(ArithmeticRow), cells(arithmetic_rows(cross)),
-                   notes=[(f"c is fitted per weight type, B = {terms.gbs:.3g} GB/s and f for every model. A type whose "
-                           f"models all waited on reading their weights shows no arithmetic of its own: c = 0 fits its "
-                           f"steps as well as any c up to the one shown, the least of its models' W ÷ (n × B)."),
-                          (f"u: the crossover's standard error, the jackknife's over the fits that leave one model out "
-                           f"(u² = (m − 1) ÷ m × Σ (κᵢ − κ̄)² over their m crossovers κᵢ). A model of the type storing "
-                           f"between 'mixed from' and 'mixed to' bytes per parameter is mixed: within "
-                           f"{decodetime.MARGIN:g}u of the crossover, or between the crossovers of those fits where "
-                           f"they lie further out.")])
+        show_narrowed(page, "arithmetic_per_type", "One token's arithmetic per parameter c, and the crossover B × c, per "
+                      "weight type", "One token's arithmetic per parameter c per weight type, every column: its rate",
+                      columns(ArithmeticRow), cells(arithmetic_rows(cross)), ARITHMETIC_SHOWN,
+                      notes=[(f"c is fitted per weight type, B = {terms.gbs:.3g} GB/s and f for every model. A type "
+                              f"whose models all waited on reading their weights shows no arithmetic of its own: c = 0 "
+                              f"fits its steps as well as any c up to the one shown, the least of its models' "
+                              f"W ÷ (n × B)."),
+                             (f"u: the crossover's standard error, the jackknife's over the fits that leave one model "
+                              f"out (u² = (m − 1) ÷ m × Σ (κᵢ − κ̄)² over their m crossovers κᵢ). A model of the type "
+                              f"storing between 'mixed from' and 'mixed to' bytes per parameter is mixed: within "
+                              f"{decodetime.MARGIN:g}u of the crossover, or between the crossovers of those fits where "
+                              f"they lie further out.")],
+                      formulas=["One token's rate = 2 FLOPs per parameter in c picoseconds: 2000 ÷ c GFLOP/s."])
 
 
 def prefill_notes(rows: list[PrefillRow], terms: decodetime.Terms, plan: PrefillPlan) -> list[str]:
