@@ -22,8 +22,10 @@ cost per block, t₁ = L × f + max(W ÷ B, n × c), with one bandwidth and one 
 arithmetic cost per parameter for each weight type (each type's kernels do their own arithmetic), fitted on every
 model's step; each model is predicted by the terms of the others, set beside the measured (a model alone in its
 weight type cannot be: its c would come from its own step), and the verdict is the term its step waits on, named where
-every fit (all the models, and each leave-one-out set) agrees and mixed where one model's steps turn it over: the
-page's one verdict per width. The crossover of each weight type, B × c bytes per parameter, is where reading a
+every fit (all the models, and each leave-one-out set) agrees, the model lies outside its type's band (two standard
+errors of the crossover, from the leave-one-out fits) and its two terms differ by more than its own steps scatter;
+mixed where one model's steps turn it over, it lies within the band or its terms within its scatter: the page's one
+verdict per width. The crossover of each weight type, B × c bytes per parameter, is where reading a
 parameter's bytes takes as long as its arithmetic: stated, marked on the plot, and applied to the published DGX Spark
 figures. The first server of each weight type
 also decodes 2 and 4 sequences at once: the batch view, where the weights are read once for all; and

@@ -82,18 +82,22 @@ def test_recorded_runs_pass_the_general_claims(full_run):
     # lesson's table); a miss there is about this machine's timings.
     model_claim = only(report, "decode_model_predicts_every_width")
     assert model_claim.status != checker.NA, model_claim
-    # The course's title per width: a pass where lesson 8 and check's fits both say memory-bound, not applicable
-    # (with the reason) where both say compute-bound; they never contradict each other on this recording.
+    # The course's title per width, by check's own fits: a pass where they say memory-bound, a fail (a finding about the
+    # machine, with the reason) where they say compute-bound, inconclusive where they find it mixed (the F16 models,
+    # whose two terms lie within their steps' scatter); lesson 8 shows the same verdicts on this recording.
     shown = {r[0]: r[-1] for r in l8.table("decode_model").rows if r[1] is not None and "published" not in r[0]}
     titles = {r.claim.rsplit(": ", 1)[1]: r for r in claims(report, "decode_memory_bound_per_width")}
     assert set(titles) == set(shown) and len(titles) == 9  # the nine models of the plan the fixture followed
     for name, verdict in shown.items():
-        assert titles[name].status == {"memory-bound": checker.PASS, "compute-bound": checker.NA}[verdict], titles[name]
+        assert titles[name].status == {"memory-bound": checker.PASS, "compute-bound": checker.FAIL,
+                                       "mixed": checker.INCONCLUSIVE}[verdict], titles[name]
         assert titles[name].group == "course" and f"lesson 8: {verdict}; check: {verdict}" == titles[name].observed
     # The fixtures were recorded in runs of their own, each with its own server: put together they are no one run's
     # account of the machine, so agreement across lessons does not apply (tests/test_check_consistency.py).
     across = [r for r in general if r.id in ("default_decode_agrees_across_lessons", "prefill_128_agrees_across_lessons")]
     assert len(across) == 2 and all(r.status == checker.NA and "different servers of the run" in r.detail for r in across)
+    shown_as_refitted = claims(report, "verdict_per_width_as_refitted")
+    assert len(shown_as_refitted) == 9 and {r.status for r in shown_as_refitted} == {checker.PASS}
     general = [r for r in general if r.id not in ("decode_model_predicts_every_width", "decode_memory_bound_per_width",
                                                   "default_decode_agrees_across_lessons", "prefill_128_agrees_across_lessons",
                                                   "depth_line_predicts_deeper_depths")]
@@ -108,10 +112,13 @@ def test_recorded_runs_pass_the_general_claims(full_run):
 def test_the_dgx_spark_figures_do_not_apply_to_the_recorded_model(full_run):
     result = invoke("check", full_run)
     report = json.loads((full_run / "check.json").read_text(encoding="utf-8"))
-    # Exit 1 only when a claim fails: on these recordings, at most a claim about this machine's timings.
-    failed = [c for c in report["claims"] if c["status"] == checker.FAIL]
+    # Exit 1 only when a claim fails outside the course's group: on these recordings, at most a claim about this
+    # machine's timings. The course's title fails for the widths that wait on the arithmetic here: findings, counted.
+    failed = [c for c in report["claims"] if c["status"] == checker.FAIL and c["group"] != "course"]
     assert result.exit_code == (1 if failed else 0), result.output
     assert all(c["source"] == "general" and c["id"] == "decode_model_predicts_every_width" for c in failed), failed
+    findings = [c for c in report["claims"] if c["status"] == checker.FAIL and c["group"] == "course"]
+    assert findings and {c["id"] for c in findings} == {"decode_memory_bound_per_width"}
     spark = [c for c in report["claims"] if c["source"] == SPARK]
     assert len(spark) == 11  # " Paris" is one figure (its probability is e^logprob)
     assert {c["status"] for c in spark} == {checker.NA}
@@ -122,7 +129,7 @@ def test_the_dgx_spark_figures_do_not_apply_to_the_recorded_model(full_run):
     md = (full_run / "check.md").read_text(encoding="utf-8")
     assert f"All 11 figures: ➖ not applicable: model is {model_file}" in md
     assert "logprob -0.0756, e^-0.0756 = 92.7%" in md and "| 04_next_token | -0.0756 | ±0.011 |" in md
-    assert f"{len(failed)} fail" in md and "Source: LLM Basics, lesson 4" in md
+    assert f"{len(failed) + len(findings)} fail" in md and "Source: LLM Basics, lesson 4" in md
 
 
 @pytest.mark.parametrize("where", ["fact", "table of an older run"])
@@ -235,7 +242,11 @@ def test_in_scope_figures_are_compared_with_their_tolerance(tmp_path):
     # The prefill figure is for a 1,921-token prompt: the recorded run used the same length.
     assert got["prefill_1921"].status in (checker.PASS, checker.FAIL)
     assert got["prefill_1921"].expected == "2,379 and 2,408 tokens/s (median 2,394)"
-    assert invoke("check", run).exit_code == 1
+    # A published figure that does not hold on the course's own machine is a finding, not a broken run: the exit status
+    # follows the other groups' fails alone.
+    assert not checker.breaks(got["decode_long"])
+    broken = [r.claim for r in report.results if checker.breaks(r)]
+    assert invoke("check", run).exit_code == (1 if broken else 0), broken
 
 
 def test_scope_differences_name_each_difference(tmp_path):

@@ -36,8 +36,9 @@ def test_every_result_has_one_group(full):
     for cid in ("decode_efficiency_in_unit_interval", "top8_share_at_most_one", "stream_first_token_after_prompt"):
         assert by_id[cid] == SANITY, cid
     assert by_id["decode_memory_bound_per_width"] == COURSE
-    for cid in ("probability_is_exp_logprob", "decode_model_predicts_every_width", "depth_line_predicts_deeper_depths",
-                "prefill_faster_than_decode", "kv_bytes_formula", "stream_one_event_per_token"):
+    for cid in ("verdict_per_width_as_refitted", "probability_is_exp_logprob", "decode_model_predicts_every_width",
+                "depth_line_predicts_deeper_depths", "prefill_faster_than_decode", "kv_bytes_formula",
+                "stream_one_event_per_token"):
         assert by_id[cid] == ITSELF, cid
     # The course's figures name course figures; the project's own file was taken from a recorded run.
     groups = {r.source: r.group for r in report.results if r.source != "general"}
@@ -66,14 +67,19 @@ def test_check_md_json_and_the_terminal_show_the_groups(full):
     assert data["counts_by_group"] == {g: c for g, c in json.loads(json.dumps(report.counts_by_group())).items()}
     assert {c["group"] for c in data["claims"]} <= set(GROUPS)
     md = (run / "check.md").read_text(encoding="utf-8")
-    assert "What each pass is worth" in md
+    assert "What a pass and a fail are worth" in md
     for g, c in report.counts_by_group().items():
-        title, shows = GROUPS[g]
-        assert f"| {title} | {c[checker.PASS]} | {c[checker.FAIL]} | {c[checker.INCONCLUSIVE]} | {c[checker.NA]} | {shows} |" in md
+        title, shows, fail_shows = GROUPS[g]
+        assert (f"| {title} | {c[checker.PASS]} | {c[checker.FAIL]} | {c[checker.INCONCLUSIVE]} | {c[checker.NA]} | "
+                f"{shows} | {fail_shows} |") in md
     assert "### Sanity checks: bounds any sound run meets" in md and "## Reference run: " in md
     assert f"## Published figures: {SPARK}" in md
     # The terminal ends with the counts by group, then the totals.
     tail = result.output[result.output.index("what each pass is worth"):]
+    # the course's title fails for the fixture's widths that wait on the arithmetic: findings, and the terminal says so
+    findings = report.counts_by_group()[COURSE][checker.FAIL]
+    assert findings and (f"{findings} fails against the course: a finding: the course's statement or figure does not hold "
+                         "on this machine and model; the run is not broken.") in " ".join(tail.split())
     assert "│ sanity checks: │" in tail and "│ this run       │" in tail
     assert tail.rstrip().splitlines()[-2] == report.summary()
 

@@ -189,11 +189,17 @@ def test_every_fit_names_the_verdict_of_the_terms_that_made_the_steps():
 def test_one_fast_model_turns_the_widths_near_the_ridge_mixed_not_over():
     """q4_1 15% faster than the terms allow (as in a make run whose narrowest width decoded 25% faster than in
     the others): the fit without q4_1 still finds Q8_0 compute-bound, some fit with it does not, so every Q8_0
-    model is mixed; f16 and f32, twice and more than three times their arithmetic, stay memory-bound."""
+    model is mixed. The fit without f32, the one model that waits on memory alone, puts the crossover at 0.91 and the
+    others at 1.17-1.24, so its standard error u is 0.25 and the band 0.68-1.69: q4_1's 0.718 bytes per parameter lie
+    in it too, mixed. f16 and f32, at 2 and 4, stay memory-bound."""
     widths = course_widths({"q4_1": 0.85})
-    named = decodetime.verdicts(widths, decodetime.fit(widths), decodetime.leave_one_out(widths))
-    assert named == {"q4_1": decodetime.COMPUTE, "q8_0": decodetime.MIXED, "f16": decodetime.MEMORY, "f32": decodetime.MEMORY,
+    fits = decodetime.leave_one_out(widths)
+    named = decodetime.verdicts(widths, decodetime.fit(widths), fits)
+    assert named == {"q4_1": decodetime.MIXED, "q8_0": decodetime.MIXED, "f16": decodetime.MEMORY, "f32": decodetime.MEMORY,
                      "medium": decodetime.MIXED, "large": decodetime.MIXED}
+    assert decodetime.crossover_u(fits, "x") == pytest.approx(0.2514, abs=1e-4)
+    assert decodetime.mixed_band(decodetime.fit(widths), fits, "x") == (pytest.approx(0.685, abs=1e-3),
+                                                                        pytest.approx(1.690, abs=1e-3))
     without = decodetime.leave_one_out(widths)["q4_1"]
     assert without is not None
     assert decodetime.predict(without, "q8_0", 143.0 * MB, 134.5e6, 30, "x").verdict == decodetime.COMPUTE
@@ -234,11 +240,60 @@ def test_the_crossover_range_over_the_fits_brackets_the_mixed_models():
     assert (low, high) == (min(every), max(every)) and len(every) == 7
     assert low < 1.0625 <= high
     named = decodetime.verdicts(widths, terms, fits)
+    band = decodetime.mixed_band(terms, fits, "x")
+    assert band[0] <= low and high <= band[1]
     for w in widths:
         per_param = w.weight_bytes / w.n_params
-        inside = low < per_param <= high
-        assert (named[w.name] == decodetime.MIXED) == inside, (w.name, per_param, low, high)
+        inside = band[0] <= per_param <= band[1]
+        assert (named[w.name] == decodetime.MIXED) == inside, (w.name, per_param, band)
     assert decodetime.crossover_range(TERMS, {"a": None}, "Q8_0") == (1.25, 1.25)
+
+
+def test_a_model_within_two_standard_errors_of_its_crossover_is_mixed():
+    """Hand-made fits: every model's terms give Q8_0 a crossover of 50 GB/s × 25 ps = 1.25 bytes per parameter, the
+    three fits that leave one model out 1.2, 1.25 and 1.3 (c = 24, 25, 26 ps). Their mean is 1.25, and u² = 2 ÷ 3 ×
+    (0.05² + 0 + 0.05²) = 0.003333, u = 0.0577: the band is 1.25 ± 0.1155, 1.1345-1.3655. Every fit names a model at
+    1.13 or 1.14 bytes per parameter compute-bound (at 1.14 its arithmetic takes 9.6% longer than its read), and one
+    at 1.36 or 1.37 memory-bound: 1.14 and 1.36 lie within the band, mixed; 1.13 and 1.37 outside it, named."""
+    terms = decodetime.Terms(50.0, (("Q8_0", 25.0),), 0.1, ())
+    fits: dict[str, decodetime.Terms | None] = {
+        n: decodetime.Terms(50.0, (("Q8_0", c),), 0.1, ()) for n, c in (("a", 24.0), ("b", 25.0), ("c", 26.0))}
+    fits["alone"] = None  # a model that cannot be left out adds no fit
+    u = math.sqrt(2 / 3 * 0.005)
+    assert decodetime.crossover_u(fits, "Q8_0") == pytest.approx(u)
+    assert decodetime.mixed_band(terms, fits, "Q8_0") == (pytest.approx(1.25 - 2 * u), pytest.approx(1.25 + 2 * u))
+    widths = [decodetime.Width(f"at {bpp}", bpp * 100 * MB, 100e6, "Q8_0", {1: 5.0}, 20)
+              for bpp in (1.13, 1.14, 1.36, 1.37)]
+    # every fit on its own names each of them alike
+    assert {w.name: {decodetime.predict_width(t, w).verdict for t in (terms, *fits.values()) if t} for w in widths} == {
+        "at 1.13": {decodetime.COMPUTE}, "at 1.14": {decodetime.COMPUTE}, "at 1.36": {decodetime.MEMORY},
+        "at 1.37": {decodetime.MEMORY}}
+    assert decodetime.verdicts(widths, terms, fits) == {"at 1.13": decodetime.COMPUTE, "at 1.14": decodetime.MIXED,
+                                                        "at 1.36": decodetime.MIXED, "at 1.37": decodetime.MEMORY}
+    # fits that agree on the crossover give u = 0 and no band beyond it: each model is named by its side
+    same = {n: terms for n in "abc"}
+    assert decodetime.crossover_u(same, "Q8_0") == 0.0 and decodetime.mixed_band(terms, same, "Q8_0") == (1.25, 1.25)
+    assert set(decodetime.verdicts(widths, terms, same).values()) == {decodetime.COMPUTE, decodetime.MEMORY}
+    # one fit alone has no standard error: only the fits' range
+    assert decodetime.crossover_u({"a": fits["a"]}, "Q8_0") is None
+
+
+def test_a_model_whose_terms_differ_by_less_than_its_steps_scatter_is_mixed():
+    """B = 50 GB/s, c = 25 ps, f = 0.1 ms per block, and no fit that leaves one model out (so no band beyond the
+    crossover, 1.25): a model of 120 MB and 100 M parameters (1.2 bytes per parameter) in 20 blocks reads its weights in
+    2.4 ms and does its arithmetic in 2.5 ms, 0.1 ms apart, in a step of 2 + 2.5 = 4.5 ms. Steps that scatter by 2.3%
+    (0.1035 ms) cannot tell the two terms apart: mixed; by 2.2% (0.099 ms) they can: compute-bound."""
+    terms = decodetime.Terms(50.0, (("Q8_0", 25.0),), 0.1, ())
+    fits: dict[str, decodetime.Terms | None] = {"a": None}
+
+    def width(spread: float) -> decodetime.Width:
+        return decodetime.Width("w", 120 * MB, 100e6, "Q8_0", {1: 4.5}, 20, spread)
+
+    p = decodetime.predict_width(terms, width(0.0))
+    assert (p.memory_ms, p.arithmetic_ms, p.step_ms) == (pytest.approx(2.4), pytest.approx(2.5), pytest.approx(4.5))
+    assert decodetime.too_close(width(0.023), terms) and not decodetime.too_close(width(0.022), terms)
+    assert decodetime.verdicts([width(0.023)], terms, fits) == {"w": decodetime.MIXED}
+    assert decodetime.verdicts([width(0.022)], terms, fits) == {"w": decodetime.COMPUTE}
 
 
 def test_the_grid_is_log_spaced_from_end_to_end_and_rounded_to_twelve_digits():

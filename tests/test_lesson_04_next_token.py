@@ -19,6 +19,7 @@ from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s, pr
 from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken
 from bytesup.store.plans.lesson04 import PROMPTS, TOP8, NumpyFiles, Plan, fresh, read
 from bytesup.store.plans.stopping import StoppingRule
+from bytesup.store.render import fmt, percent
 from bytesup.store.results import load_result
 from bytesup.options import RunOptions
 from bytesup.run.runner import run_lessons
@@ -73,7 +74,7 @@ def test_probabilities_are_exp_logprob_in_descending_order(result, name, lesson)
     share = sum(r[2] for r in rows) / 100
     assert 0 < share <= 1
     notes = result.table(name).notes
-    assert f"cover {nexttoken.percent(share)} of the probability" in notes[0]
+    assert f"cover {percent(share)} of the probability" in notes[0]
     assert f"= {math.exp(rows[0][4]):.4g}" in notes[1]
 
 
@@ -877,12 +878,12 @@ def test_what_the_run_shows_reads_the_recorded_pass(result):
     assert paris["numpy_top_id"] == paris["server_top_id"] == top["id"] and gap32 < gap
     assert result.shows.plot == "numpy_vs_server"
     assert result.shows.text == (
-        f"After 'The capital of France is' the model gives ' Paris' {100 * top['probability']:.3g}%. The same forward "
-        f"pass in numpy from the file's bytes (Q4_1 weights) gives ' Paris' {numpy_p:.3g}% and agrees with the server's "
+        f"After 'The capital of France is' the model gives ' Paris' {fmt(100 * top['probability'])}%. The same forward "
+        f"pass in numpy from the file's bytes (Q4_1 weights) gives ' Paris' {fmt(numpy_p)}% and agrees with the server's "
         f"top token on all 4 prompts; over the server's eight most probable tokens the two differ by at most "
         f"{100 * gap:.2g} points. Against a server on the f32 width, where the engine rounds no activation, the largest "
         f"difference falls to {100 * gap32:.2g} points, with the same top token on every prompt.")
-    assert "77.2%" in result.shows.text and "4.9 points" in result.shows.text and "0.065 points" in result.shows.text
+    assert "77.19%" in result.shows.text and "4.9 points" in result.shows.text and "0.065 points" in result.shows.text
 
 
 def test_the_main_tables_are_their_full_tables_named_columns(result):

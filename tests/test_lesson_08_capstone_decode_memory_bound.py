@@ -158,8 +158,8 @@ def test_what_the_run_shows_is_the_records(result):
     seen = [r for r in per_type.rows if r[col(per_type, "c")] is not None]
     assert [r[0] for r in seen] == ["Q4_1", "Q8_0", "F16"]
     assert crossovers.split(", ") == [
-        f"{r[0]} {r[col(per_type, 'crossover B × c')]:.3g} ({r[col(per_type, 'crossover low')]:.3g}–"
-        f"{r[col(per_type, 'crossover high')]:.3g})" for r in seen]
+        f"{r[0]} {r[col(per_type, 'crossover B × c')]:.3g} ({r[col(per_type, 'mixed from')]:.3g}–"
+        f"{r[col(per_type, 'mixed to')]:.3g})" for r in seen]
     model, models = result.table("decode_model"), result.table("models")
     per_param = {r[0]: r[col(models, "bytes per parameter")] for r in models.rows}
     waits = {r[0]: r[col(model, "waits on")] for r in model.rows if r[0] in per_param}
@@ -283,11 +283,11 @@ def test_main_sweep_on_hand_made_answers(no_models, lesson):
         # ÷ the run's bandwidth, 12 GB/s (the median of 11, 12, 13).
         "efficiency": (100 * 9.5625 / 12, 75.0), "efficiency min": (100 * 8.5 / 12, 100 * 8 / 12),
         "efficiency max": (100 * 10.625 / 12, 100 * 10 / 12),
-        "top token probability": (77.105, 77.880),  # e^−0.26, e^−0.25
+        "server's top token probability": (77.105, 77.880),  # e^−0.26, e^−0.25
     }
     for name, (a, b) in expect.items():
         assert (q8_row[col(t, name)], f16_row[col(t, name)]) == pytest.approx((a, b), abs=1e-3), name
-    assert q8_row[col(t, "top token")] == f16_row[col(t, "top token")] == "' Paris'"
+    assert q8_row[col(t, "server's top token")] == f16_row[col(t, "server's top token")] == "' Paris'"
     # Two models are too few for the decode-time model's three terms: no verdict, and the sweep says why.
     assert q8_row[col(t, "verdict")] is None and f16_row[col(t, "verdict")] is None
     assert ("No verdict per width: the decode-time model could not be fitted (the terms need at least 3 "
@@ -479,7 +479,7 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
     per_type = result.table("arithmetic_per_type")
     typed = {r[0]: r for r in per_type.rows}
     assert list(typed) == ["Q4_1", "Q8_0", "F32"]
-    b_fit = float(re.search(r"B = ([0-9.]+) GB/s", " ".join(per_type.notes)).group(1))
+    b_fit = float(re.search(r"B = ([0-9.]+) GB/s", " ".join(result.table("arithmetic_per_type_main").notes)).group(1))
     assert typed["Q4_1"][col(per_type, "c")] == pytest.approx(20.0, rel=0.15)
     assert typed["Q8_0"][col(per_type, "c")] == pytest.approx(25.0, rel=0.15)
     assert typed["F32"][col(per_type, "c")] is None
@@ -489,15 +489,18 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
         row = typed[kind]
         crossover = row[col(per_type, "crossover B × c")]
         assert crossover == pytest.approx(row[col(per_type, "c")] * b_fit / 1e3, rel=0.01)
-        assert low < row[col(per_type, "crossover low")] <= crossover <= row[col(per_type, "crossover high")] < high
+        assert low < row[col(per_type, "mixed from")] <= crossover <= row[col(per_type, "mixed to")] < high
+        u = row[col(per_type, "its standard error u")]
+        assert row[col(per_type, "mixed from")] <= crossover - 2 * u and crossover + 2 * u <= row[col(per_type, "mixed to")]
         marker = next(s for s in plot.series if s.label.startswith(f"{kind}'s crossover"))
         assert marker.x[0] == marker.x[1] == pytest.approx(100 * crossover)
     assert not [s for s in plot.series if s.label.startswith("F32's crossover")]
     assert result.notes[1] == (f"Decode waits on memory where a model stores more bytes per parameter than its type's "
-                               f"crossover: {f32} (4), {mf32} (4); their weights take longer to read than their "
-                               f"arithmetic takes.")
-    assert result.notes[2].startswith(f"It waits on the arithmetic where a model stores as many bytes per parameter as "
-                                      f"its type's crossover or fewer: {q4} (0.75), {q8} (1.06), {big} (1);")
+                               f"crossover, clear of its band and of its own steps' scatter: {f32} (4), {mf32} (4); "
+                               f"their weights take longer to read than their arithmetic takes.")
+    assert result.notes[2].startswith(f"It waits on the arithmetic where a model stores fewer bytes per parameter than "
+                                      f"its type's crossover, clear of its band and of its own steps' scatter: {q4} "
+                                      f"(0.75), {q8} (1.06), {big} (1);")
     assert rows[f32][col(t, "read share")] > 75  # 8 of about 10 ms
     spark = rows[next(n for n in rows if "published" in n)]
     assert spark[col(t, "read the weights")] == pytest.approx(26.2271, abs=1e-4)

@@ -1,4 +1,4 @@
-"""Lesson 4's arithmetic (bytesup.course.nexttoken) on hand arithmetic: softmax, shares as percentages, the numpy
+"""Lesson 4's arithmetic (bytesup.course.nexttoken) on hand arithmetic: softmax, the numpy
 pass's two figures that need no server, and the third clock."""
 
 from __future__ import annotations
@@ -9,11 +9,6 @@ import pytest
 
 from bytesup.course import nexttoken
 
-
-def test_percent():
-    assert nexttoken.percent(0.927) == "92.7%"
-    assert nexttoken.percent(0.58) == "58%"
-    assert nexttoken.percent(0.005731) == "0.573%"
 
 def test_softmax_worked_by_hand():
     sm = nexttoken.softmax_example()

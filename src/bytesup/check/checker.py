@@ -8,8 +8,8 @@ Two kinds of claims:
   the lesson shows them, the top eight share at most 1, prefill beats decode per token, decode slows with context,
   the KV-cache formula, the sampler re-implementation within its tolerance, speculative output equal to plain
   output, streamed tokens after prompt_ms, one event per token and the two clocks' time per token, decode
-  efficiency in [0, 1], the ridge point, the depth line and the decode-time model refitted from their samples, and
-  the course's title, decode memory-bound, width by width);
+  efficiency in [0, 1], the ridge point, the depth line and the decode-time model refitted from their samples, lesson
+  8's verdict per width against check's own, and the course's title, decode memory-bound, width by width);
 - figures in reference files (`bytesup.check.references`, files under `references/`), each with the scope it was
   measured in and a tolerance. A run outside that scope gets "not applicable" with what differs;
   inside it, the run's number is compared.
@@ -45,13 +45,13 @@ from bytesup.check.references import (
     scope_differences,
 )
 from bytesup.files import write_json_atomic, write_text_atomic
-from bytesup.check.verdicts import COURSE, FAIL, GROUPS, INCONCLUSIVE, NA, PASS, ClaimResult
+from bytesup.check.verdicts import COURSE, FAIL, GROUPS, INCONCLUSIVE, NA, PASS, ClaimResult, breaks
 
 CHECK_SCHEMA_VERSION = 1
 
 # Names other modules and tests use from here.
 __all__ = ["CACHE_TYPE_BYTES", "CHECK_SCHEMA_VERSION", "EXP_RELATIVE_TOLERANCE", "FAIL", "GENERAL_CLAIMS", "INCONCLUSIVE", "NA", "PASS",
-           "CheckReport", "ClaimResult", "Reference", "check_reference", "check_run", "default_references", "load_reference",
+           "CheckReport", "ClaimResult", "Reference", "breaks", "check_reference", "check_run", "default_references", "load_reference",
            "markdown", "print_rich", "references_dir", "scope_differences", "write_report"]
 
 
@@ -72,7 +72,9 @@ class CheckReport:
 
     @property
     def failed(self) -> bool:
-        return self.counts()[FAIL] > 0
+        """Whether a claim failed that says the run is off (`verdicts.breaks`): a fail against the course's
+        statements is a finding about this machine and model, counted and shown, and does not make the run fail."""
+        return any(breaks(r) for r in self.results)
 
     def counts_by_group(self) -> dict[str, dict[str, int]]:
         """{group: {status: count}} for every group that has a result, in GROUPS' order."""
@@ -81,9 +83,10 @@ class CheckReport:
             out[r.group][r.status] += 1
         return {g: c for g, c in out.items() if sum(c.values())}
 
-    def group_rows(self) -> list[tuple[str, int, int, int, int, str]]:
-        """(group, passes, failures, inconclusives, not applicable, what a pass shows) per group with a result."""
-        return [(GROUPS[g][0], c[PASS], c[FAIL], c[INCONCLUSIVE], c[NA], GROUPS[g][1])
+    def group_rows(self) -> list[tuple[str, int, int, int, int, str, str]]:
+        """(group, passes, failures, inconclusives, not applicable, what a pass shows, what a fail shows) per group
+        with a result."""
+        return [(GROUPS[g][0], c[PASS], c[FAIL], c[INCONCLUSIVE], c[NA], GROUPS[g][1], GROUPS[g][2])
                 for g, c in self.counts_by_group().items()]
 
     def summary(self) -> str:
@@ -113,7 +116,7 @@ def check_run(run: Run, reference_files: list[Path] | None = None) -> CheckRepor
 
 MARK = {PASS: "✅ pass", FAIL: "❌ fail", INCONCLUSIVE: "❔ inconclusive", NA: "➖ not applicable"}
 CLAIM_HEADERS = ("lesson", "result", "observed")
-GROUP_HEADERS = ("group", "pass", "fail", "inconclusive", "not applicable", "a pass shows")
+GROUP_HEADERS = ("group", "pass", "fail", "inconclusive", "not applicable", "a pass shows", "a fail shows")
 GENERAL_TITLE = "General claims (any model, any host)"
 
 
@@ -137,7 +140,7 @@ def check_blocks(report: CheckReport, level: int = 1) -> list[Block]:
     blocks: list[Block] = [
         Heading(level, f"Checks of run {report.run.name}", anchor(f"Checks of run {report.run.name}")),
         Paragraph((f"{report.summary()} · checked {report.checked_at}",)),
-        TableBlock("What each pass is worth", GROUP_HEADERS, tuple(report.group_rows()), level=sub, css="checks"),
+        TableBlock("What a pass and a fail are worth", GROUP_HEADERS, tuple(report.group_rows()), level=sub, css="checks"),
         Heading(sub, GENERAL_TITLE),
     ]
     for group, rows in _general_by_group(report):
@@ -195,10 +198,11 @@ def print_rich(report: CheckReport, console) -> None:
             t.add_row(*(cells + ([rich_text(r.detail)] if with_detail else [])))
         console.print(t)
 
+    # The terminal's table keeps to what a pass shows; a line after it says what the course's fails are.
     counts = RichTable(title="what each pass is worth", title_justify="left")
-    for col in GROUP_HEADERS:
+    for col in GROUP_HEADERS[:-1]:
         counts.add_column(col, overflow="fold")
-    for g, passes, fails, inconclusive, na, shows in report.group_rows():
+    for g, passes, fails, inconclusive, na, shows, _ in report.group_rows():
         counts.add_row(rich_text(g), str(passes), f"[{STATUS_STYLE[FAIL]}]{fails}[/{STATUS_STYLE[FAIL]}]" if fails else "0",
                        str(inconclusive), str(na), rich_text(shows))
     for group, rows in _general_by_group(report):
@@ -211,4 +215,7 @@ def print_rich(report: CheckReport, console) -> None:
             caption += f"\nall {len(rows)} figures not applicable: {rows[0].detail}"
         table(_reference_heading(ref).lower(), caption, rows, not shared_na)
     console.print(counts)
+    findings = report.counts_by_group().get(COURSE, {}).get(FAIL, 0)
+    if findings:
+        console.print(rich_text(f"{findings} fail{'s' if findings > 1 else ''} against the course: {GROUPS[COURSE][2]}."))
     console.print(f"[bold]{report.summary()}[/bold]")

@@ -2,7 +2,9 @@
 
 Every claim of `bytesup check` ends as pass, fail (with both numbers and the tolerance),
 inconclusive (the samples cannot tell) or not applicable (with what differs or is missing), and belongs to one
-group (`GROUPS`): what it sets the run against, and so what its pass is worth.
+group (`GROUPS`): what it sets the run against, and so what its pass and its fail are worth. A fail against the course
+is a finding about the machine and model the run measured (the course's statement does not hold there), not a sign
+that the run is broken: `breaks` says which fails are.
 """
 
 from __future__ import annotations
@@ -17,19 +19,29 @@ from bytesup.store.results import LessonResult, Measurement
 
 PASS, FAIL, NA, INCONCLUSIVE = "pass", "fail", "not applicable", "inconclusive"
 
-# What a claim sets the run against, and so what its pass is worth. Arithmetic that does not depend on the run is
-# no claim at all: it is a unit test.
+# What a claim sets the run against, and so what its pass and its fail are worth. Arithmetic that does not depend on
+# the run is no claim at all: it is a unit test.
 COURSE, ITSELF, SANITY, REFERENCE = "course", "itself", "sanity", "reference"
-GROUPS: dict[str, tuple[str, str]] = {   # group: (title, what a pass shows)
+GROUPS: dict[str, tuple[str, str, str]] = {   # group: (title, what a pass shows, what a fail shows)
     COURSE: ("this run against the course's published figures",
-             "the course's statement or figure holds on this machine and model"),
+             "the course's statement or figure holds on this machine and model",
+             "a finding: the course's statement or figure does not hold on this machine and model; the run is not broken"),
     ITSELF: ("this run against itself: predictions and consistency",
-             "the run's numbers agree with each other, the server's answers and the GGUF; its models predict what they left out"),
+             "the run's numbers agree with each other, the server's answers and the GGUF; its models predict what they left out",
+             "the run's numbers disagree with each other, the server's answers or the GGUF, or a model missed what it left out"),
     SANITY: ("sanity checks: bounds any sound run meets",
-             "nothing is broken; not evidence for any claim of the course"),
+             "nothing is broken; not evidence for any claim of the course",
+             "something is broken"),
     REFERENCE: ("this run against a reference run",
-                "the run repeats an earlier recorded run of the same model: agreement with the project, not the course"),
+                "the run repeats an earlier recorded run of the same model: agreement with the project, not the course",
+                "the run does not repeat the reference run"),
 }
+
+
+def breaks(result: "ClaimResult") -> bool:
+    """Whether a result says the run is off: a fail in any group but the course's, whose fails are findings about the
+    machine and model (`bytesup check` exits 1 on these alone)."""
+    return result.status == FAIL and result.group != COURSE
 
 
 @dataclass

@@ -60,12 +60,21 @@ arithmetic when it stores as many or fewer (`crossover`). Reading one byte takes
 when its bytes per parameter, B or its type's c move the product past its own bytes per parameter
 (`bandwidth_to_cross`, `arithmetic_to_cross`).
 
-A verdict is named only when every set of terms the run fits agrees on it: the terms of all the
-models and those of each leave-one-out fit (`verdicts`). Where they disagree, the model is "mixed":
-the run's own data cannot tell which of the two terms is the larger, because leaving out one model's
-steps turns it over. With one c for every model, the product B × c came out at 1.17-1.52 bytes per
-parameter in seven runs on the 2-core course machine and 0.82 in an eighth, so Q8_0's 1.0625 bytes per
-parameter turned over with one model left out there; with c per type each type's crossover stands apart.
+A verdict is named only where the run can tell the two terms apart (`verdicts`): every set of terms the run fits
+agrees on it (the terms of all the models and those of each leave-one-out fit), the model's bytes per parameter lie
+further from its type's crossover than MARGIN standard errors of it (the fits' uncertainty), and its two terms differ
+by more than its own steps scatter (`too_close`: the samples' uncertainty, the spread of its step samples times its
+median step, in ms). Elsewhere the model is "mixed": its read and its arithmetic take times the run cannot tell apart.
+The two uncertainties are apart: leaving one model out cannot move the c of a model alone in its weight type (its c
+comes from its own step in every fit), so only its own spread says how well that c is known. The standard error u of a crossover is the
+jackknife's over the leave-one-out fits (`crossover_u`): u² = (m − 1) ÷ m × Σ (κᵢ − κ̄)² over their m crossovers, the
+spread of a fitted value that leaving out each model in turn shows, scaled to the whole run; the band a model is mixed
+in (`mixed_band`) is MARGIN × u either side of the crossover, widened to every fit's crossover where those lie further
+out. With one c for every model, the product B × c came out at 1.17-1.52 bytes per parameter in seven runs on the
+2-core course machine and 0.82 in an eighth, so Q8_0's 1.0625 bytes per parameter turned over with one model left
+out there; with c per type each type's crossover stands apart. In a make run of nine models on the 2-core machine
+F16's crossover came out at 2.15 bytes per parameter with u = 0.12, and its two models, at 2.0, were named
+compute-bound by every fit while their arithmetic took 7.4% longer than their read: within 2u, so mixed.
 
 Several sequences in one step (P ≥ 2) are another regime: the weights are read once for all of them,
 the arithmetic grows with P, and the server's step with two or more sequences costs more than this
@@ -85,6 +94,9 @@ TOLERANCE = 0.15  # the model should predict a model's decode tokens/s within ±
 # of terms + 0); each further weight type adds a c of its own and brings the model that fits it.
 MIN_FIT = 3
 MEMORY, COMPUTE, MIXED = "memory-bound", "compute-bound", "mixed"
+# A model within MARGIN standard errors of its type's crossover is mixed: two, as the sweep's line takes a point within
+# two standard errors of its bandwidth (bytesup.course.memory_bound).
+MARGIN = 2.0
 ALONE = "alone in its weight type"  # why a model is not predicted by the others: no other model fits its c
 # The grid B is fitted on: from 1 GB/s to 10 TB/s, GRID points evenly spaced on a log scale (steps of 2.3%).
 B_RANGE_GBS = (1.0, 1e4)
@@ -106,6 +118,7 @@ class Width:
     weight_type: str
     step_ms: dict[int, float]
     n_layer: int = 1  # its blocks
+    spread: float = 0.0  # the robust spread of its step samples at P = 1 (interquartile range ÷ median)
 
 
 @dataclass(frozen=True)
@@ -344,6 +357,28 @@ def crossover_range(terms: Terms, fits: dict[str, Terms | None], weight_type: st
     return min(every), max(every)
 
 
+def crossover_u(fits: dict[str, Terms | None], weight_type: str) -> float | None:
+    """The standard error u of one weight type's crossover (bytes per parameter), by the jackknife over the fits that
+    leave one model out: u² = (m − 1) ÷ m × Σ (κᵢ − κ̄)² over the m crossovers of those fits. None with fewer than two
+    such fits: the run then has no measure of how far its crossover may lie off."""
+    every = [crossover(t, weight_type) for t in fits.values() if t is not None]
+    m = len(every)
+    if m < 2:
+        return None
+    mean = sum(every) / m
+    return math.sqrt((m - 1) / m * sum((k - mean) ** 2 for k in every))
+
+
+def mixed_band(terms: Terms, fits: dict[str, Terms | None], weight_type: str) -> tuple[float, float]:
+    """The bytes per parameter within which a model of this weight type is mixed: MARGIN × u either side of the
+    crossover of every model's terms, and at least from the lowest to the highest crossover of the fits that leave one
+    model out (`crossover_range`: a model between them is turned over by one of them)."""
+    k = crossover(terms, weight_type)
+    low, high = crossover_range(terms, fits, weight_type)
+    u = crossover_u(fits, weight_type) or 0.0
+    return min(low, k - MARGIN * u), max(high, k + MARGIN * u)
+
+
 def bandwidth_to_cross(bytes_per_param: float, terms: Terms, weight_type: str) -> float:
     """The bandwidth (GB/s) at which a model of these bytes per parameter and this weight type reads its weights in
     its arithmetic's time: bytes per parameter ÷ c. Faster memory than that turns a memory-bound model
@@ -370,11 +405,26 @@ def agreed(named: list[str]) -> str:
     return named[0] if len(set(named)) == 1 else MIXED
 
 
+def too_close(w: Width, terms: Terms) -> bool:
+    """Whether the model's read and its arithmetic, by `terms`, differ by no more than its own steps scatter: the
+    spread of its step samples at P = 1 times its median step (ms)."""
+    p = predict_width(terms, w)
+    return abs(p.arithmetic_ms - p.memory_ms) <= w.spread * w.step_ms[1]
+
+
+def within_band(w: Width, terms: Terms, fits: dict[str, Terms | None]) -> bool:
+    """Whether the model's bytes per parameter lie within its weight type's `mixed_band`."""
+    low, high = mixed_band(terms, fits, w.weight_type)
+    return low <= w.weight_bytes / w.n_params <= high
+
+
 def verdicts(widths: list[Width], terms: Terms, fits: dict[str, Terms | None]) -> dict[str, str]:
     """Each model's verdict under the terms of every model (`terms`) and under each leave-one-out fit (`fits`):
-    named where they all agree, MIXED where they do not (see the module)."""
+    named where they all agree, the model lies outside its type's `mixed_band` and its two terms are not `too_close`;
+    MIXED otherwise (see the module)."""
     every = [terms, *(t for t in fits.values() if t is not None)]
-    return {w.name: agreed([predict_width(t, w).verdict for t in every]) for w in widths}
+    return {w.name: MIXED if within_band(w, terms, fits) or too_close(w, terms) else
+            agreed([predict_width(t, w).verdict for t in every]) for w in widths}
 
 
 def error(prediction: Prediction, measured_step_ms: float) -> float:

@@ -229,11 +229,6 @@ def largest_gap(tokens: Sequence[Any]) -> tuple[float, float] | None:
     return max(abs(q - p) for q, p in pairs), max(abs(q - p) / p for q, p in pairs)
 
 
-def percent(fraction: float) -> str:
-    """A share as a percentage with three significant digits: 92.7%, 58.0%, 0.573%."""
-    return f"{100 * fraction:.3g}%"
-
-
 def median_min_max(samples: list[float] | tuple[float, ...]) -> tuple[float, float, float]:
     s = Spread.of(samples)
     return s.median, s.min, s.max

@@ -24,7 +24,7 @@ from typing import Any
 
 from bytesup.check import checker
 from bytesup.check.overhead import overhead_blocks
-from bytesup.check.verdicts import FAIL, INCONCLUSIVE, NA, PASS
+from bytesup.check.verdicts import COURSE, FAIL, INCONCLUSIVE, NA, PASS, breaks
 from bytesup.course import busy, decodetime
 from bytesup.store.facts.lesson08 import DecodeModel
 from bytesup.store.manifest import LessonEntry
@@ -199,29 +199,42 @@ def capstone_conclusion(run: Run) -> str | None:
     return "; ".join(f"{v}: {', '.join(models)}" for v, models in by_verdict.items())
 
 
-def check_counts(claims: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """(kind, counts) from the claims' (source, status): the general claims, then each reference's published figures."""
+# The general claims set against the course's statements (its title, width by width), counted apart: their fails are
+# findings about this machine and model, not a broken run (bytesup.check.verdicts.breaks).
+COURSE_KIND = "general claims against the course (a fail is a finding about this machine)"
+
+
+def check_kind(source: str, group: str) -> str:
+    """What a claim is counted as in the summary: a general claim, one against the course, or a reference's figure."""
+    if source != "general":
+        return f"published figures ({source})"
+    return COURSE_KIND if group == COURSE else "general claims"
+
+
+def check_counts(claims: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """(kind, counts) from the claims' (source, group, status): the general claims, those against the course, then
+    each reference's published figures."""
     kinds: list[tuple[str, str]] = []
-    sources = list(dict.fromkeys(["general", *(source for source, _ in claims)]))
-    for source in sources:
-        statuses = [status for src, status in claims if src == source]
+    kinded = [(check_kind(source, group), status) for source, group, status in claims]
+    for kind in dict.fromkeys(["general claims", COURSE_KIND, *(k for k, _ in kinded)]):
+        statuses = [status for k, status in kinded if k == kind]
         if not statuses:
             continue
         counts = {st: statuses.count(st) for st in (PASS, FAIL, INCONCLUSIVE, NA)}
         text = ", ".join(f"{n} {'not applicable' if st == NA else st}" for st, n in counts.items() if n or st in (PASS, FAIL))
-        kinds.append(("general claims" if source == "general" else f"published figures ({source})", text))
+        kinds.append((kind, text))
     return kinds
 
 
-def checked_claims(run: Run, report: "checker.CheckReport | None") -> list[tuple[str, str]] | None:
-    """(source, status) of each claim: from the checks just run, else from the run's check.json where
-    `bytesup check` wrote one; None when the run was not checked."""
+def checked_claims(run: Run, report: "checker.CheckReport | None") -> list[tuple[str, str, str]] | None:
+    """(source, group, status) of each claim: from the checks just run, else from the run's check.json where
+    `bytesup check` wrote one (a group it does not give counts as none); None when the run was not checked."""
     if report is not None:
-        return [(r.source, r.status) for r in report.results]
+        return [(r.source, r.group, r.status) for r in report.results]
     try:
         data = json.loads((run.path / "check.json").read_text(encoding="utf-8"))
-        return [(str(c["source"]), str(c["status"])) for c in data["claims"]]
-    except (OSError, ValueError, KeyError, TypeError):
+        return [(str(c["source"]), str(c.get("group", "")), str(c["status"])) for c in data["claims"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -263,8 +276,8 @@ def warnings(run: Run, check_report: "checker.CheckReport | None") -> list[str]:
                    "than before them, beyond the samples' ranges: the machine's memory was not equally free during the run.")
     if m.repository and m.repository.dirty:
         out.append("The code had uncommitted changes: the commit does not name it exactly.")
-    if check_report is not None:
-        bad = [r for r in check_report.results if r.status == FAIL]
+    if check_report is not None:  # a fail against the course is a finding, counted in the summary, not a warning
+        bad = [r for r in check_report.results if breaks(r)]
         out += [f"Check failed: {r.claim} ({r.lesson}): {r.observed}" for r in bad]
     return out
 

@@ -30,10 +30,20 @@ def fmt(value: Any) -> str:
             return "∞" if value > 0 else "−∞"
         if value != 0 and 1e4 <= abs(value) < 1e15:
             return f"{value:,.0f}"
-        return f"{value:,.4g}"
+        shown = f"{value:,.4g}"
+        if shown.lstrip("-").isdigit() and len(shown.lstrip("-")) < 4 and abs(value - round(value)) > 1e-9 * abs(value):
+            # a value that is not whole but rounds to one at four digits keeps them: 77.996 is 78.00, not 78
+            return f"{value:#.4g}".rstrip(".")
+        return shown
     if isinstance(value, list):
         return "[" + ", ".join(fmt(v) for v in value) + "]"
     return str(value)
+
+
+def percent(fraction: float) -> str:
+    """A share as a percentage printed as `fmt` prints any number, so a probability reads the same in a sentence and
+    in its table: 92.7%, 77.25%, 78.00% (77.996), 0.5731%."""
+    return fmt(100 * fraction) + "%"
 
 
 def cell(value: Any) -> str:

@@ -6,7 +6,8 @@
 - lesson05b: speculative decoding generates the plain tokens;
 - lesson06: decode slows with context, the KV-cache bytes, the depth line;
 - lesson07: the ridge point;
-- lesson08: decode efficiency within [0, 1], the decode-time model, the course's title per width;
+- lesson08: decode efficiency within [0, 1], the decode-time model, the course's title per width (a fail there is a
+  finding about the machine), and lesson 8's verdict per width against the one check's own fits give;
 - consistency: one quantity measured by several lessons agrees across them (the default model's decode at one
   sequence, its prefill of 128 tokens), or the claim names the lessons and the settings that differ;
 - common: the lessons' ids, a claim's group (bytesup.check.verdicts.GROUPS), a prediction's status, and the
@@ -54,6 +55,7 @@ GENERAL_CLAIMS: list[Callable[[Run], list[ClaimResult]]] = [
     lesson07.claim_ridge_point,
     lesson08.claim_decode_model_predicts_every_width,
     lesson08.claim_decode_memory_bound_per_width,
+    lesson08.claim_verdict_per_width_as_refitted,
     lesson06.claim_depth_line_predicts_deeper_depths,
     consistency.claim_default_decode_agrees_across_lessons,
     consistency.claim_prefill_agrees_across_lessons,

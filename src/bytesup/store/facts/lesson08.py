@@ -151,8 +151,8 @@ class SweepRow:
     efficiency: float | None = column("efficiency", "%")
     efficiency_min: float | None = column("efficiency min", "%")
     efficiency_max: float | None = column("efficiency max", "%")
-    top_token: str | None = column("top token")
-    top_token_percent: float | None = column("top token probability", "%")
+    top_token: str | None = column("server's top token")
+    top_token_percent: float | None = column("server's top token probability", "%")
     cache_resident: str | None = column("cache-resident")
     on_line: str | None = column("on the line")
     off_line_percent: float | None = column("off the line", "%")
@@ -265,7 +265,8 @@ class ModelSteps(Record):
     def width(self) -> decodetime.Width:
         """The model as bytesup.course.decodetime fits it."""
         return decodetime.Width(self.name, self.weight_bytes, self.n_params, self.weight_type,
-                                {int(P): ms for P, ms in self.step_ms.items()}, self.n_layer)
+                                {int(P): ms for P, ms in self.step_ms.items()}, self.n_layer,
+                                self.step_spread.get("1", 0.0))
 
 
 @stated("decode_model")
@@ -276,8 +277,11 @@ class DecodeModel(Record):
 
 
 def step_ms(tokens_per_s: list[float]) -> float:
-    """The median time per decode step (ms) of per-sequence tokens/s samples, outliers left out (bytesup.course.robust)."""
-    return statistics.median(1e3 / v for v in robust.judge(tokens_per_s).kept)
+    """The median time per decode step (ms) of per-sequence tokens/s samples: 1000 ÷ their median, the median every
+    table and measurement of the page shows for them, so a model's tokens/s is one figure whether it is read off the
+    sweep or off its step (an outlier moves a median by one sample at most; it stays out of the spread and the range,
+    bytesup.course.robust, not out of the centre)."""
+    return 1e3 / statistics.median(tokens_per_s)
 
 
 def step_spread(tokens_per_s: list[float]) -> float:
@@ -338,8 +342,8 @@ class ModelExplained:
 def explained(widths: list[decodetime.Width], terms: decodetime.Terms, levels: tuple[int, ...],
               fits: dict[str, decodetime.Terms | None] | None = None) -> list[ModelExplained]:
     """Each model's measured steps beside the run's terms, its prediction by the others' terms (decode tokens/s at
-    P = 1 is 1000 ÷ the median step), and the verdict every fit agrees on; the batch line through `levels`. `fits`
-    is decodetime.leave_one_out(widths) when already computed."""
+    P = 1 is 1000 ÷ the median step, the sweep's median tokens/s), and the verdict every fit agrees on; the batch line
+    through `levels`. `fits` is decodetime.leave_one_out(widths) when already computed."""
     fits = decodetime.leave_one_out(widths) if fits is None else fits
     held = decodetime.held_out(widths, fits)
     verdicts = decodetime.verdicts(widths, terms, fits)
@@ -380,28 +384,57 @@ def spark_explained(spark: dict[str, float]) -> ModelExplained:
 
 @dataclass(frozen=True)
 class Side:
-    """A model against its weight type's crossover: its bytes per parameter and the verdict every fit agrees on."""
+    """A model against its weight type's crossover: its bytes per parameter and its verdict; by the run's terms its
+    read W ÷ B and its arithmetic n × c (ms), and how far its own steps scatter, the spread of its step samples times
+    its median step (ms; None where not known)."""
     model: str
     weight_type: str
     bytes_per_param: float
     waits_on: str
+    read_ms: float | None = None
+    arithmetic_ms: float | None = None
+    scatter_ms: float | None = None
+
+    @property
+    def too_close(self) -> bool:
+        """Whether its two terms differ by no more than its steps scatter (bytesup.course.decodetime.too_close)."""
+        if self.read_ms is None or self.arithmetic_ms is None or self.scatter_ms is None:
+            return False
+        return abs(self.arithmetic_ms - self.read_ms) <= self.scatter_ms
 
 
 @dataclass(frozen=True)
 class TypeCrossover:
     """One weight type's c and crossover B × c (bytes per parameter) under the terms of every model, the lowest and
     highest crossover under each fit that leaves one model out, and where the type's arithmetic was hidden (c = 0:
-    every model of it waited on its weights), the most c could be (`hidden_below`)."""
+    every model of it waited on its weights), the most c could be (`hidden_below`); the crossover's standard error u
+    (None where too few fits leave a model out) and the band a model of the type is mixed in (`mixed_low` to
+    `mixed_high`, bytesup.course.decodetime.mixed_band; the fits' range where not given)."""
     weight_type: str
     c_ps: float
     bytes_per_param: float
     low: float
     high: float
     hidden_below: float | None = None
+    u: float | None = None
+    mixed_low: float | None = None
+    mixed_high: float | None = None
 
     @property
     def hidden(self) -> bool:
         return self.hidden_below is not None
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """The bytes per parameter within which a model of this type is mixed."""
+        return (self.low if self.mixed_low is None else self.mixed_low,
+                self.high if self.mixed_high is None else self.mixed_high)
+
+    def apart(self, bytes_per_param: float) -> float:
+        """How much longer one of the two overlapped terms takes than the other for a model of these bytes per
+        parameter, as a fraction: the arithmetic n × c ÷ the read W ÷ B is the crossover ÷ its bytes per parameter."""
+        ratio = self.bytes_per_param / bytes_per_param
+        return max(ratio, 1 / ratio) - 1 if ratio > 0 else math.inf
 
 
 @dataclass(frozen=True)
@@ -436,23 +469,28 @@ def crossover_of(widths: list[decodetime.Width], terms: decodetime.Terms, fits: 
     verdict = {r.model: r.waits_on for r in rows}
     hidden = decodetime.hidden_below(terms, widths)
     types = tuple(TypeCrossover(kind, terms.c(kind), decodetime.crossover(terms, kind),
-                                *decodetime.crossover_range(terms, fits, kind), hidden.get(kind))
+                                *decodetime.crossover_range(terms, fits, kind), hidden.get(kind),
+                                decodetime.crossover_u(fits, kind), *decodetime.mixed_band(terms, fits, kind))
                   for kind in terms.types)
-    return Crossover(types, terms, tuple(Side(w.name, w.weight_type, w.weight_bytes / w.n_params, verdict[w.name])
-                                         for w in widths))
+    predicted = {w.name: decodetime.predict_width(terms, w) for w in widths}
+    return Crossover(types, terms, tuple(Side(w.name, w.weight_type, w.weight_bytes / w.n_params, verdict[w.name],
+                                              predicted[w.name].memory_ms, predicted[w.name].arithmetic_ms,
+                                              w.spread * w.step_ms[1]) for w in widths))
 
 
 @dataclass(frozen=True)
 class ArithmeticRow:
-    """One weight type's arithmetic per parameter c and its crossover B × c, with the fits' range of it; for a type
-    whose arithmetic was hidden under the reading, the most c could be instead."""
+    """One weight type's arithmetic per parameter c and its crossover B × c, with the crossover's standard error u and
+    the band a model of the type is mixed in; for a type whose arithmetic was hidden under the reading, the most c
+    could be instead."""
     weights: str = column("weights")
     c_ps: float | None = column("c", "ps per parameter")
     hidden_below: float | None = column("c at most (hidden)", "ps per parameter")
     gflops: float | None = column("one token's rate", "GFLOP/s")
     crossover: float | None = column("crossover B × c", "bytes per parameter")
-    low: float | None = column("crossover low", "bytes per parameter")
-    high: float | None = column("crossover high", "bytes per parameter")
+    u: float | None = column("its standard error u", "bytes per parameter")
+    mixed_low: float | None = column("mixed from", "bytes per parameter")
+    mixed_high: float | None = column("mixed to", "bytes per parameter")
     models: str = column("its models (bytes per parameter)")
 
 
@@ -461,21 +499,21 @@ def arithmetic_rows(cross: Crossover) -> list[ArithmeticRow]:
     for t in cross.types:
         models = ", ".join(f"{s.model} ({s.bytes_per_param:.3g})" for s in cross.sides if s.weight_type == t.weight_type)
         if t.hidden:
-            out.append(ArithmeticRow(t.weight_type, None, t.hidden_below, None, None, None, None, models))
+            out.append(ArithmeticRow(t.weight_type, None, t.hidden_below, None, None, None, None, None, models))
         else:
             out.append(ArithmeticRow(t.weight_type, t.c_ps, None, cross.terms.arith_gflops(t.weight_type),
-                                     t.bytes_per_param, t.low, t.high, models))
+                                     t.bytes_per_param, t.u, *t.band, models))
     return out
 
 
 @dataclass(frozen=True)
 class PrefillRow:
-    """One weight type's prefill beside decode's arithmetic: prefill tokens/s (outliers left out of the median and
-    range), the GFLOP/s that is at 2 FLOPs per parameter and token, and the one-token arithmetic n × c of the
-    run's terms against a token of prefill."""
+    """One weight type's prefill beside decode's arithmetic: prefill tokens/s (the median of every sample, as its
+    measurement gives it, and the range low to high of those that are not outliers), the GFLOP/s that is at 2 FLOPs per
+    parameter and token, and the one-token arithmetic n × c of the run's terms against a token of prefill."""
     model: str = column("model")
     weights: str | None = column("weights")
-    prefill: Spread = spread("prefill", "prefill min", "prefill max", "tokens/s")
+    prefill: Spread = spread("prefill", "prefill low", "prefill high", "tokens/s")
     gflops: float = column("reached", "GFLOP/s")
     ms_per_token: float = column("prefill per token", "ms")
     decode_arithmetic_ms: float | None = column("decode's arithmetic per token, n × c", "ms")
@@ -489,7 +527,7 @@ def prefill_rows(runs: list[ModelRun], terms: decodetime.Terms) -> list[PrefillR
     for r in runs:
         if r.prefill:
             kept = robust.judge(r.prefill)
-            median = statistics.median(kept.kept)
+            median = kept.median
             c = terms.c(r.info.weight_type or "?")
             arithmetic_ms = r.info.n_params * c * 1e-9 if c > 0 else None
             ms_per_token = 1e3 / median
@@ -622,16 +660,17 @@ def width_accuracy(name: str, file: str, agree: quantization.Agreement, prompts:
 @dataclass(frozen=True)
 class AccuracyRow:
     """One width of the trained model: how it was made, its size and its decode (the sweep's median), and what it
-    costs in accuracy against the reference: the mean KL, the positions with the same top token, and its top token
-    after the lesson's prompt with its probability (None where not recomputed)."""
+    costs in accuracy against the reference: the mean KL, the positions with the same top token, and numpy's top token
+    after the lesson's prompt with its probability (None where not recomputed): numpy's, from the file's bytes, not the
+    server's of the sweep, whose engine rounds a quantized width's activations as well."""
     model: str = column("model")
     made_from: str | None = column("made from")
     size: float = column("size", "MB")
     decode: float = column("decode", "tokens/s")
     mean_kl: float | None = column("KL against f32", "nats per token")
     same_top: float | None = column("same top token as f32", "%")
-    top_token: str | None = column("top token")
-    top_percent: float | None = column("top token probability", "%")
+    top_token: str | None = column("numpy's top token")
+    top_percent: float | None = column("numpy's top token probability", "%")
 
 
 def accuracy_row(w: WidthAccuracy, info: ModelInfo, decode: float) -> AccuracyRow:

@@ -12,12 +12,12 @@ from typing import Any
 
 from bytesup.course import ceiling, formulas, published
 from bytesup.course.ceiling import Ceiling, Efficiency, Spread, TokenWork, token_work
-from bytesup.course.nexttoken import (BAND, LastOnly, SoftmaxExample, Speeds, ThirdClock, ThroughTheLayers, largest_gap,
-                                      percent)
+from bytesup.course.nexttoken import BAND, LastOnly, SoftmaxExample, Speeds, ThirdClock, ThroughTheLayers, largest_gap
 from bytesup.host import hostbench
 from bytesup.llama import build
 from bytesup.store.facts.lesson04 import FilePass, NumpyOutcome, NumpyToken, PromptAgreement, ShownTable, ShownToken
 from bytesup.store.plans.lesson04 import BENCH_REPETITIONS, N_PREDICT
+from bytesup.store.render import percent
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, column, columns, spread
 from bytesup.store.views import show_narrowed

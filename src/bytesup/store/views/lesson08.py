@@ -30,6 +30,7 @@ from bytesup.store.facts.lesson08 import (PUBLISHED_BYTES, PUBLISHED_DECODE, PUB
                                           arithmetic_rows, exact_copy_of, models_row, published_ceiling,
                                           spark_explained, spark_verdict, step_row)
 from bytesup.store.plans.lesson08 import MEMORY_SHARE, Plan, PrefillPlan
+from bytesup.store.render import fmt
 from bytesup.store.results import Series
 from bytesup.store.rows import cells, columns
 from bytesup.store.views import show_narrowed
@@ -72,10 +73,13 @@ def show_models(page: Page, runs: list[ModelRun], points: list[dict], llc: int |
 # The columns each wide table shows in the main text; every column is in the full table, under Details.
 MODELS_SHOWN = ["model", "weights", "blocks", "hidden size", "parameters", "bytes per token", "bytes per parameter",
                 "cache-resident"]
-SWEEP_SHOWN = ["model", "weights", "bytes per token", "decode", "effective", "efficiency", "top token", "verdict"]
+SWEEP_SHOWN = ["model", "weights", "bytes per token", "decode", "effective", "efficiency", "server's top token",
+               "verdict"]
 PREFILL_SHOWN = ["model", "weights", "prefill", "reached", "prefill per token", "decode's arithmetic per token, n × c",
                  "decode ÷ prefill"]
 MODEL_SHOWN = ["model", "weights", "read the weights", "arithmetic", "fixed", "predicted", "measured", "waits on"]
+ARITHMETIC_SHOWN = ["weights", "c", "c at most (hidden)", "crossover B × c", "its standard error u", "mixed from", "mixed to",
+                    "its models (bytes per parameter)"]
 
 
 STEP_WORDS = {memory_bound.FOLLOWS: "effective GB/s stayed flat: tokens/s followed 1 ÷ bytes",
@@ -125,8 +129,9 @@ def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, Top
         same = sorted({a.token for a in trained.values()})
         low, high = (min(a.percent for a in trained.values()), max(a.percent for a in trained.values())) if trained \
             else (0.0, 0.0)
-        out.append(f"The answer after {prompt!r}: " + ", ".join(f"{n} {a.token} ({a.percent:.1f}%)" for n, a in answers.items())
-                   + "." + ((f" The same top token at every width of the trained model, at {low:.1f}% to {high:.1f}%"
+        out.append(f"The server's answer after {prompt!r}: "
+                   + ", ".join(f"{n} {a.token} ({fmt(a.percent)}%)" for n, a in answers.items())
+                   + "." + ((f" The same top token at every width of the trained model, at {fmt(low)}% to {fmt(high)}%"
                              if high > low else " The same top token, at the same probability, at every width of the "
                              "trained model") + " (the server's own arithmetic); what each width's values cost in "
                             "accuracy is measured apart, below." if len(trained) > 1 and len(same) == 1 else
@@ -140,9 +145,11 @@ def verdict_sentences(points: list[dict], analysis: dict, answers: dict[str, Top
         by_verdict: dict[str, list[str]] = {}
         for n, v in verdicts.items():
             by_verdict.setdefault(v, []).append(n)
-        out.append("Verdict, the decode-time model's (below: the term each width's step waits on, named where every "
-                   "fit agrees): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in by_verdict.items()) + ". The steps "
-                   "and the line above describe the speeds; they name no verdict.")
+        out.append("Verdict, the decode-time model's (below: the term each width's step waits on, named where the "
+                   "run tells the two terms apart, mixed where they lie within its type's band around the crossover "
+                   "or within the width's own steps' scatter): "
+                   + "; ".join(f"{k}: {', '.join(v)}" for k, v in by_verdict.items())
+                   + ". The steps and the line above describe the speeds; they name no verdict.")
     else:
         out.append(f"No verdict per width: the decode-time model could not be fitted ({why_not or 'no steps'}); the "
                    f"steps and the line above describe the speeds and name no verdict.")
@@ -242,14 +249,14 @@ def top_token_sentence(done: list[WidthAccuracy], reference: WidthAccuracy, prom
     the reference's, from numpy's pass."""
     ref, token = reference.name, reference.top_token
     changed = [w for w in done if w.top_token != token]
-    p = {w.name: 100 * (w.top_probability or 0.0) for w in done}
+    p = {w.name: fmt(100 * (w.top_probability or 0.0)) for w in done}  # as the table prints it
     if changed:
-        return (f"After {prompt!r} the top token changed against {ref}'s {token} ({p[ref]:.1f}%): "
-                + ", ".join(f"{w.name} {w.top_token} ({p[w.name]:.1f}%)" for w in changed) + ".")
+        return (f"After {prompt!r} numpy's top token changed against {ref}'s {token} ({p[ref]}%): "
+                + ", ".join(f"{w.name} {w.top_token} ({p[w.name]}%)" for w in changed) + ".")
     moved = [w for w in done if w.top_probability != reference.top_probability]
     every = "every width recomputed" if partial else "every width"
-    return (f"After {prompt!r} {every} has the top token {token}, as under {ref} ({p[ref]:.1f}%)"
-            + (": its probability moved under " + ", ".join(f"{w.name} to {p[w.name]:.1f}%" for w in moved) + "."
+    return (f"After {prompt!r} numpy gives {every} the top token {token}, as {ref} ({p[ref]}%)"
+            + (": its probability moved under " + ", ".join(f"{w.name} to {p[w.name]}%" for w in moved) + "."
                if moved else f", at the same probability under {every}."))
 
 
@@ -288,15 +295,17 @@ def server_sentence(done: list[WidthAccuracy], answers: dict[str, TopAnswer], re
     pairs = [(w, answers[w.name]) for w in done if w.name in answers and w.top_probability is not None]
     if not pairs:
         return None
-    out = (f"The server's own answers after {prompt!r} (the sweep above) beside numpy's: "
-           + ", ".join(f"{w.name} {a.token} {a.percent:.1f}% against {w.top_token} {100 * (w.top_probability or 0):.1f}%"
-                       for w, a in pairs) + ".")
+    out = (f"A top token's probability is given by two computations, named apart: the server's (the sweep above, by "
+           f"its engine's own arithmetic) and numpy's (this table, the weights' values alone, from the file's bytes); "
+           f"they differ by what the engine rounds (lesson 4). After {prompt!r}, the server's against numpy's: "
+           + ", ".join(f"{w.name} {a.token} {fmt(a.percent)}% against {w.top_token} "
+                       f"{fmt(100 * (w.top_probability or 0))}%" for w, a in pairs) + ".")
     ref = answers.get(reference.name)
     apart = [(w, a) for w, a in pairs if w.identical and w.name != reference.name and ref is not None
-             and f"{a.token} {a.percent:.1f}" != f"{ref.token} {ref.percent:.1f}"]
+             and f"{a.token} {fmt(a.percent)}" != f"{ref.token} {fmt(ref.percent)}"]
     if apart and ref is not None:
         out += (" " + "; ".join(f"{w.name} and {reference.name} give the same distributions in numpy, yet the server "
-                                f"gave {a.percent:.1f}% and {ref.percent:.1f}%" for w, a in apart)
+                                f"gave {fmt(a.percent)}% and {fmt(ref.percent)}%" for w, a in apart)
                 + ": the engine's own arithmetic (its kernels multiply a quantized width's weights by activations "
                   "rounded to 8-bit blocks) moves its answer as well, so the server's figures mix what the weights' "
                   "values cost with the engine's rounding; numpy's are the weights' values alone.")
@@ -420,20 +429,50 @@ def c_text(cross: Crossover) -> str:
 
 
 def crossovers_text(cross: Crossover, spread: bool = True) -> str:
-    """Each seen type's crossover B × c in bytes per parameter, with the fits' range of it where `spread`."""
+    """Each seen type's crossover B × c in bytes per parameter, with the band a model of it is mixed in where
+    `spread`."""
     def one(t: TypeCrossover) -> str:
-        wide = f" ({t.low:.3g}–{t.high:.3g})" if spread and t.high > t.low else ""
+        low, high = t.band
+        wide = f" ({low:.3g}–{high:.3g})" if spread and high > low else ""
         return f"{t.weight_type} {t.bytes_per_param:.3g}{wide}"
     return ", ".join(one(t) for t in cross.seen) or "none (every type's arithmetic was hidden)"
 
 
-def bracketed(cross: Crossover, words: str = "the range across the run's fit and those that leave one model out") -> str:
-    """What the brackets of `crossovers_text` hold, where any type's fits disagree."""
-    return f" (in brackets, {words})" if any(t.high > t.low for t in cross.seen) else ""
+BAND_WORDS = (f"the band a model of the type is mixed in: {decodetime.MARGIN:g} standard errors u of its crossover "
+              "either side (u from the fits that leave one model out), or further where one of those fits puts it")
+
+
+def bracketed(cross: Crossover, words: str = BAND_WORDS) -> str:
+    """What the brackets of `crossovers_text` hold, where any type has a band."""
+    return f" (in brackets, {words})" if any(t.band[1] > t.band[0] for t in cross.seen) else ""
+
+
+def mixed_text(cross: Crossover, sides: list[Side]) -> str:
+    """Each mixed model with why: its bytes per parameter, how much longer one of its two terms takes than the other,
+    and what the run cannot tell that from: its type's band around the crossover, its own steps' scatter, or both."""
+    def one(s: Side) -> str:
+        t = cross.of(s.weight_type)
+        low, high = t.band
+        reasons = []
+        if low <= s.bytes_per_param <= high:
+            u = f" (u {t.u:.2g})" if t.u is not None else ""
+            reasons.append(f"within {t.weight_type}'s band {low:.4g}–{high:.4g} around its crossover "
+                           f"{t.bytes_per_param:.4g}{u}")
+        if s.too_close and s.read_ms is not None and s.arithmetic_ms is not None and s.scatter_ms is not None:
+            reasons.append(f"{abs(s.arithmetic_ms - s.read_ms):.2g} ms apart, no more than the {s.scatter_ms:.2g} ms "
+                           f"its own steps scatter")
+        if t.hidden or not reasons:
+            return f"{s.model} ({s.bytes_per_param:.3g} bytes per parameter: " + (
+                "; ".join(reasons) or "turned over by a fit that leaves one model out") + ")"
+        longer, shorter = ("its arithmetic", "its read") if t.bytes_per_param >= s.bytes_per_param else (
+            "its read", "its arithmetic")
+        return (f"{s.model} ({s.bytes_per_param:.3g} bytes per parameter: {longer} takes "
+                f"{100 * t.apart(s.bytes_per_param):.2g}% longer than {shorter}, " + ", and ".join(reasons) + ")")
+    return "; ".join(one(s) for s in sides)
 
 
 def crossover_note(cross: Crossover) -> str:
-    """The crossover of each weight type in bytes per parameter, the fits' range of it, and each model's side."""
+    """The crossover of each weight type in bytes per parameter, the band around it, and each model's side."""
     sides = "; ".join(f"{v} {sides_text(cross.waiting_on(v))}" for v in (decodetime.MEMORY, decodetime.COMPUTE,
                                                                           decodetime.MIXED) if cross.waiting_on(v))
     hidden = [t.weight_type for t in cross.types if t.hidden]
@@ -441,7 +480,8 @@ def crossover_note(cross: Crossover) -> str:
             f"where W ÷ B = n × c, that is at B × c bytes per parameter with its type's c: {crossovers_text(cross)}"
             f"{bracketed(cross)}. A model storing more "
             f"bytes per parameter than its type's crossover waits on memory, one storing as many or fewer on the "
-            f"arithmetic, one inside the fits' range is mixed."
+            f"arithmetic, one inside its type's band, or whose two terms differ by no more than its own steps scatter, is "
+            f"mixed: its read and its arithmetic lie closer than the run can tell apart."
             + (f" {', '.join(hidden)}: every model waited on its weights, so no crossover is seen, only that it lies "
                f"below their bytes per parameter." if hidden else "")
             + f" Here (bytes per parameter): {sides}. The plot marks each crossover at the default model's parameters.")
@@ -480,7 +520,12 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
         ("The verdict is what the step waits on beyond its fixed cost: memory-bound when reading the weights takes "
          "longer than the arithmetic, compute-bound when the arithmetic takes as long or longer, under the terms of "
          "every model and under each fit that leaves one model out. Where those fits disagree it is mixed: one "
-         "model's steps would turn it over, so the run cannot tell the two terms apart. The fixed cost is paid either "
+         "model's steps would turn it over, so the run cannot tell the two terms apart. So it is where its bytes per "
+         f"parameter lie within {decodetime.MARGIN:g} standard errors u of its type's crossover, u the jackknife's over "
+         "the fits that leave one model out (u² = (m − 1) ÷ m × Σ (κᵢ − κ̄)² over their m crossovers): the two terms "
+         "then differ by less than the run's own fits move them; and where its two terms differ by no more than its own "
+         "steps scatter (the spread of its step samples times its median step): the samples cannot tell them apart, "
+         "which is all that is known of the c of a model alone in its weight type. The fixed cost is paid either "
          "way and is left out: on the widths of one model only L × f + n × c is measured, so f and c trade against "
          "each other there. Here: "
          + "; ".join(f"{v} {', '.join(names)}" for v, names in waits.items() if names) + "."),
@@ -544,11 +589,19 @@ def show_decode_model(page: Page, names: list[str], rows: list[ModelExplained], 
         columns(ModelExplained), cells([*rows, spark_explained(spark)]), MODEL_SHOWN, formulas=[],
         notes=model_notes(rows, terms, ref, spark, levels, matvec, cross, not_held))
     if cross is not None:
-        page.table("arithmetic_per_type", "One token's arithmetic per parameter c, and the crossover B × c, per weight "
-                   "type", columns(ArithmeticRow), cells(arithmetic_rows(cross)),
-                   notes=[(f"c is fitted per weight type, B = {terms.gbs:.3g} GB/s and f for every model. A type whose "
-                           f"models all waited on reading their weights shows no arithmetic of its own: c = 0 fits its "
-                           f"steps as well as any c up to the one shown, the least of its models' W ÷ (n × B).")])
+        show_narrowed(page, "arithmetic_per_type", "One token's arithmetic per parameter c, and the crossover B × c, per "
+                      "weight type", "One token's arithmetic per parameter c per weight type, every column: its rate",
+                      columns(ArithmeticRow), cells(arithmetic_rows(cross)), ARITHMETIC_SHOWN,
+                      notes=[(f"c is fitted per weight type, B = {terms.gbs:.3g} GB/s and f for every model. A type "
+                              f"whose models all waited on reading their weights shows no arithmetic of its own: c = 0 "
+                              f"fits its steps as well as any c up to the one shown, the least of its models' "
+                              f"W ÷ (n × B)."),
+                             (f"u: the crossover's standard error, the jackknife's over the fits that leave one model "
+                              f"out (u² = (m − 1) ÷ m × Σ (κᵢ − κ̄)² over their m crossovers κᵢ). A model of the type "
+                              f"storing between 'mixed from' and 'mixed to' bytes per parameter is mixed: within "
+                              f"{decodetime.MARGIN:g}u of the crossover, or between the crossovers of those fits where "
+                              f"they lie further out.")],
+                      formulas=["One token's rate = 2 FLOPs per parameter in c picoseconds: 2000 ÷ c GFLOP/s."])
 
 
 def prefill_notes(rows: list[PrefillRow], terms: decodetime.Terms, plan: PrefillPlan) -> list[str]:
@@ -737,15 +790,17 @@ def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
             f"parameter's weights takes as long as its arithmetic at B × c = {crossovers_text(cross)} bytes per "
             f"parameter{bracketed(cross)}.")]
     memory, compute, mixed = (cross.waiting_on(v) for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED))
-    out.append(f"Decode waits on memory where a model stores more bytes per parameter than its type's crossover: "
+    out.append(f"Decode waits on memory where a model stores more bytes per parameter than its type's crossover, "
+               f"clear of its band and of its own steps' scatter: "
                f"{sides_text(memory)}; {possessive(memory)} weights take longer to read than {possessive(memory)} "
                f"arithmetic takes." if memory else "No model measured here waits on memory under every fit.")
-    out.append(f"It waits on the arithmetic where a model stores as many bytes per parameter as its type's crossover "
-               f"or fewer: {sides_text(compute)}; {possessive(compute)} weights arrive before the arithmetic on them is "
-               f"done." if compute else "No model measured here waits on the arithmetic under every fit.")
+    out.append(f"It waits on the arithmetic where a model stores fewer bytes per parameter than its type's crossover, "
+               f"clear of its band and of its own steps' scatter: {sides_text(compute)}; {possessive(compute)} weights "
+               f"arrive before the arithmetic on them is done." if compute else
+               "No model measured here waits on the arithmetic under every fit.")
     if mixed:
-        out.append(f"Mixed, inside its type's range where the fits disagree: {sides_text(mixed)}; this run cannot tell "
-                   f"which term is larger.")
+        out.append(f"Mixed, where this run cannot tell which of the two terms is the larger: "
+                   f"{mixed_text(cross, mixed)}.")
     out.append(f"Whichever term a step waits on, it also pays f = {t.fixed_ms_per_block:.3g} ms per block (the graph's "
                f"operations and the threads' waits).")
     if rows is not None:
@@ -773,8 +828,8 @@ def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
                    f"as fast as its type's {kind.c_ps:.3g} ps: more cores, or kernels that do more per cycle), or a "
                    f"weight type whose kernels are that fast at more bytes per parameter.")
     if mixed:
-        out.append(f"{', '.join(s.model for s in mixed)} sit at their type's crossover: more samples, or models of "
-                   f"other shapes, would tell which side.")
+        out.append(f"For {', '.join(s.model for s in mixed)}, more samples, or models of other shapes, would narrow "
+                   f"what the run cannot tell and show which side {'it lies' if len(mixed) == 1 else 'they lie'} on.")
     return out
 
 
@@ -798,10 +853,11 @@ def shows(cross: Crossover | None, why_not: str, points: list[dict]) -> str:
                 f"term its decode waits on. It measured {measured}.")
     t = cross.terms
     text = (f"On this machine reading a parameter's weights takes as long as its arithmetic at B × c = "
-            f"{crossovers_text(cross)} bytes per parameter by weight type{bracketed(cross, 'across the fits')}, with "
+            f"{crossovers_text(cross)} bytes per parameter by weight type{bracketed(cross, 'where a model is mixed')}, "
+            f"with "
             f"B = {t.gbs:.3g} GB/s and c per parameter {c_text(cross)}, fitted on {len(cross.sides)} models.")
     said = {decodetime.MEMORY: ("waits", "wait", "on memory"), decodetime.COMPUTE: ("waits", "wait", "on the arithmetic"),
-            decodetime.MIXED: ("is", "are", "mixed (the fits disagree)")}
+            decodetime.MIXED: ("is", "are", "mixed (the two terms too close to tell)")}
     verdicts = [f"{sides_text(on)} {one if len(on) == 1 else many} {words}"
                 for v, (one, many, words) in said.items() if (on := cross.waiting_on(v))]
     return text + f" In bytes per parameter: {'; '.join(verdicts)}."
