@@ -22,20 +22,46 @@ os.environ["BYTESUP_ENGINE_GAP"] = "0"
 os.environ["BYTESUP_HARNESS_PROBE"] = "0"  # the run's split of the harness's time: tests/test_harness_split.py
 os.environ["BYTESUP_PACE"] = "0"  # the machine's pace around each lesson: tests/test_pace.py
 
-# The slowest files, slowest first (seconds in a 2-core run). pyproject.toml has pytest-xdist hand out whole files
-# (`--dist loadfile`), so a module's replay fixture runs in one worker only, and in this order, so that no long file
-# starts last while the other worker idles.
-SLOWEST_FIRST = ("test_browser.py", "test_report.py", "test_lesson_04_next_token.py", "test_golden.py", "test_derive.py",
-                 "test_realmodel.py", "test_rpc_integration.py", "test_lesson08.py", "test_lesson_06_attention_kv_cache.py",
-                 "test_lesson_08_capstone_decode_memory_bound.py", "test_lesson_script.py", "test_forward_integration.py",
-                 "test_exact_json.py", "test_engine_faults.py", "test_runner.py", "test_default_model_integration.py",
-                 "test_lesson_03_layer_is_matmul.py")
+# Files whose tests use what a process computes once and keeps: check's fits of lesson 8's models and the plots drawn
+# for report.html (the fixtures' full run and the committed ones), and numpy's passes over the trained model's four
+# widths (lessons 4 and 8, kept per file's sha256). Each set goes to one worker as one unit of work, so that the other
+# worker does not compute the same again.
+TOGETHER = {**dict.fromkeys(("test_browser.py", "test_report.py", "test_check.py", "test_check_groups.py",
+                             "test_check_lesson08.py"), "pages"),
+            **dict.fromkeys(("test_golden.py", "test_lesson_08_capstone_decode_memory_bound.py",
+                             "test_lesson_04_next_token.py"), "widths")}
+
+# The slowest files, slowest first (CPU seconds in a 2-core run; the two sets above are the longest units).
+# pyproject.toml has pytest-xdist hand out whole files (`--dist loadfile`), so a module's replay fixture runs in one
+# worker only, and in this order, so that no long file starts last while the other worker idles.
+SLOWEST_FIRST = ("test_browser.py", "test_report.py", "test_check.py", "test_check_groups.py", "test_check_lesson08.py",
+                 "test_golden.py", "test_lesson_08_capstone_decode_memory_bound.py", "test_lesson_04_next_token.py",
+                 "test_realmodel.py", "test_rpc_integration.py", "test_derive.py", "test_lesson_script.py",
+                 "test_engine_faults.py", "test_lesson_06_attention_kv_cache.py", "test_forward_integration.py",
+                 "test_runner.py", "test_harness_split.py", "test_run_signals.py", "test_run_lock.py", "test_models.py")
 
 
 def pytest_collection_modifyitems(items):
     """The files above first, in that order, then the others as collected; a file's tests keep their own order."""
     rank = {name: n for n, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's `--dist loadfile`, with each set of TOGETHER one unit, and the units handed out in the order
+    above (xdist would otherwise put the files with the most tests first, whatever their time)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Together(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return TOGETHER.get(Path(file).name, file)
+
+    config.option.loadscopereorder = False
+    return Together(config, log)
 
 
 @pytest.fixture(autouse=True)

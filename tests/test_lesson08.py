@@ -1,8 +1,8 @@
 """Lesson 8's parts below the lesson, each on hand-made input worked out here: its plan (bytesup.store.plans.lesson08)
 and the plan each older recording followed, read from the host values it recorded; its figures' records and their
-arithmetic (bytesup.store.facts.lesson08); its view's notes (bytesup.store.views.lesson08); and the fixture run
-replayed through all of them to the same files, byte for byte. tests/test_lesson_08_capstone_decode_memory_bound.py
-runs the lesson itself."""
+arithmetic (bytesup.store.facts.lesson08); and its view's notes (bytesup.store.views.lesson08).
+tests/test_lesson_08_capstone_decode_memory_bound.py runs the lesson itself, and replays the fixture run through all
+of them to the same files, byte for byte."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 import pytest
-from lessonkit import replay
 
 from bytesup.course import decodetime, memory_bound, published
 from bytesup.course.ceiling import BandwidthReference, Spread
@@ -44,21 +43,6 @@ def terms_at(c: float, f: float = 0.08) -> decodetime.Terms:
 ROOT = Path(__file__).resolve().parents[1]
 WIDTHS = ("smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32")
 BEFORE_MEDIUM = ["smollm2-135m-q4_1", "smollm2-135m-q8_0", "smollm2-135m-f16", "smollm2-135m-f32", "large-q8_0"]
-
-
-def test_the_fixture_replays_through_the_parts_byte_for_byte(tmp_path):
-    for name in WIDTHS:  # the accuracy is recomputed from the four widths' files
-        ensure_model(name)
-    result = replay(LESSON, tmp_path)
-    assert [t.name for t in result.tables] == ["models_main", "models", "sweep_main", "sweep", "quantization", "steps",
-                                               "bandwidth_fit", "decode_model_main", "decode_model",
-                                               "arithmetic_per_type_main", "arithmetic_per_type",
-                                               "prefill_per_width_main", "prefill_per_width", "bytes_model_with_context"]
-    # the main tables show at most 8 columns, each a column of its full table under Details
-    for t in result.tables:
-        if t.name.endswith("_main"):
-            full = result.table(t.name.removesuffix("_main"))
-            assert full.detail and len(t.columns) <= 8 and {c.name for c in t.columns} <= {c.name for c in full.columns}
 
 
 # --- the plan -------------------------------------------------------------------------------------

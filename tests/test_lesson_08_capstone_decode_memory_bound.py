@@ -1,6 +1,7 @@
 """Lesson 8: tokens/s, bytes per token, effective GB/s and efficiency on hand-made answers worked out
-here, and the sweep table, the verdicts and the fit recomputed from the recorded run. The lesson's parts below it
-(its plan, its figures' arithmetic and its view) are tested on their own in tests/test_lesson08.py."""
+here, and the sweep table, the verdicts and the fit recomputed from the recorded run, replayed to the same files byte
+for byte. The lesson's parts below it (its plan, its figures' arithmetic and its view) are tested on their own in
+tests/test_lesson08.py."""
 
 from __future__ import annotations
 
@@ -52,6 +53,20 @@ def col(table, name: str) -> int:
 
 def measured_rows(result):
     return [r for r in result.table("sweep").rows if "published" not in r[0]]
+
+
+def test_the_fixture_replays_through_the_parts_byte_for_byte(result):
+    """`result` is the fixture replayed, its JSON and Markdown the recorded ones byte for byte (lessonkit.replay): the
+    parts of tests/test_lesson08.py put together give the same tables."""
+    assert [t.name for t in result.tables] == ["models_main", "models", "sweep_main", "sweep", "quantization", "steps",
+                                               "bandwidth_fit", "decode_model_main", "decode_model",
+                                               "arithmetic_per_type_main", "arithmetic_per_type",
+                                               "prefill_per_width_main", "prefill_per_width", "bytes_model_with_context"]
+    # the main tables show at most 8 columns, each a column of its full table under Details
+    for t in result.tables:
+        if t.name.endswith("_main"):
+            full = result.table(t.name.removesuffix("_main"))
+            assert full.detail and len(t.columns) <= 8 and {c.name for c in t.columns} <= {c.name for c in full.columns}
 
 
 def test_sweep_rows_recomputed(result):

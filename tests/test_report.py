@@ -148,19 +148,6 @@ def test_run_all_report_writes_the_html_page_beside_the_readme(tmp_path):
             assert "<tr>" + "".join(td(v) for v in row) + "</tr>" in page
 
 
-def test_run_all_with_report_replays_a_committed_run_and_prints_both_pages(tmp_path):
-    out = tmp_path / "replayed"
-    committed = Path(__file__).resolve().parents[1] / "outputs" / "2026-12-01-cpu2-smollm2"
-    result = invoke("run-all", "--replay", committed, "--out", out, "--report")
-    assert result.exit_code == 0, result.output
-    assert f"page: {out / 'report.html'}" in result.output.replace("\n", "")
-    page = (out / "report.html").read_text(encoding="utf-8")
-    titles = [json.loads(p.read_text(encoding="utf-8"))["title"] for p in sorted(committed.glob("0*.json"))]
-    assert len(titles) == 10
-    positions = [page.index(f'<h2 id="{anchor(t)}">') for t in titles]
-    assert positions == sorted(positions)  # course order
-
-
 # --- the page's summary, sections and validity -----------------------------------------------------
 
 class Page(HTMLParser):

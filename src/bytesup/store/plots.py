@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,16 +72,44 @@ def _figure(plot: Plot, urls: "list[str] | None" = None, marks: "list[Mark] | No
     return fig, plt
 
 
+# Drawing is most of the time a page or a lesson's files take, and a record draws the same bytes every time (the
+# fixed salt above): a process that writes several pages or runs draws each one once. The last DRAWINGS_KEPT
+# drawings are kept, each under the record's every value, the formats, links, marks and font setting it was drawn with.
+DRAWINGS_KEPT = 128
+_drawings: OrderedDict[tuple, tuple[bytes, ...]] = OrderedDict()
+_METADATA_OF = {"png": {"Software": None}, "svg": {"Date": None}}
+
+
+def _drawn(plot: Plot, formats: tuple[str, ...], urls: "list[str] | None" = None,
+           marks: "list[Mark] | None" = None) -> tuple[bytes, ...]:
+    """The plot's file in each format, drawn on one figure in that order (see `_figure`)."""
+    import matplotlib
+
+    key = (repr(plot.model_dump()), formats, tuple(urls or ()), tuple(marks or ()), matplotlib.rcParams["svg.fonttype"])
+    if key in _drawings:
+        _drawings.move_to_end(key)
+        return _drawings[key]
+    fig, plt = _figure(plot, urls, marks)
+    try:
+        files = []
+        for fmt in formats:
+            buf = io.BytesIO()
+            fig.savefig(buf, format=fmt, metadata=_METADATA_OF[fmt])
+            files.append(buf.getvalue())
+    finally:
+        plt.close(fig)
+    _drawings[key] = drawn = tuple(files)
+    while len(_drawings) > DRAWINGS_KEPT:
+        _drawings.popitem(last=False)
+    return drawn
+
+
 def write_plots(result: LessonResult, run_dir: Path) -> list[Path]:
     written = []
     for plot in result.plots:
-        fig, plt = _figure(plot)
-        for rel, fmt, meta in zip(plot_files(result, plot.name), ("png", "svg"), ({"Software": None}, {"Date": None}), strict=True):
-            buf = io.BytesIO()
-            fig.savefig(buf, format=fmt, metadata=meta)
-            write_bytes_atomic(run_dir / rel, buf.getvalue())
+        for rel, data in zip(plot_files(result, plot.name), _drawn(plot, ("png", "svg")), strict=True):
+            write_bytes_atomic(run_dir / rel, data)
             written.append(run_dir / rel)
-        plt.close(fig)
     return written
 
 
@@ -99,11 +128,8 @@ def svg_markup(plot: Plot, prefix: str = "", urls: "list[str] | None" = None, ma
     import matplotlib
 
     with matplotlib.rc_context({"svg.fonttype": "none" if prefix else matplotlib.rcParams["svg.fonttype"]}):
-        fig, plt = _figure(plot, urls, marks)
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-        plt.close(fig)
-    text = buf.getvalue()
+        [drawn] = _drawn(plot, ("svg",), urls, marks)
+    text = drawn.decode("utf-8")
     text = text[text.index("<svg"):]
     if not prefix:
         return text

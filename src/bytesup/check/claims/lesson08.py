@@ -189,6 +189,13 @@ def fit_step_terms(models: list[ModelSamples]) -> StepTerms:
 def _fit_step_terms(models: tuple[ModelSamples, ...]) -> StepTerms:
     if len(models) < TERMS:
         raise ValueError(f"three terms need at least {TERMS} models; {len(models)} given")
+    return _fitted(tuple(models))
+
+
+# One check asks for the same fit several times (the verdicts, the decode-time model and the title claim each leave
+# the same models out), and a fit is some ten thousand small least squares: each set of models is fitted once.
+@functools.lru_cache(maxsize=256)
+def _fitted(models: tuple[ModelSamples, ...]) -> StepTerms:
     kinds = list(dict.fromkeys(m.weight_type for m in models))
     ts = np.array([m.step_ms for m in models])
     w = np.array([m.weight_bytes for m in models]) / ts
@@ -197,9 +204,9 @@ def _fit_step_terms(models: tuple[ModelSamples, ...]) -> StepTerms:
     of = {k: np.array([m.weight_type == k for m in models]) for k in kinds}
     kappa = dict.fromkeys(kinds, 0.0)
 
-    def at(kind: str, candidates: np.ndarray) -> np.ndarray:
-        """The least loss over f and r at each κ of `kind` in `candidates`, the other types' κ as they are."""
-        fixed = np.maximum(w, np.array([kappa[m.weight_type] for m in models]) * n)
+    def at(kind: str, candidates: np.ndarray, fixed: np.ndarray) -> np.ndarray:
+        """The least loss over f and r at each κ of `kind` in `candidates`, the other types' κ as they are (`fixed`:
+        max(W, κ × n) of each model at those)."""
         b = np.where(of[kind][None, :], np.maximum(w[None, :], candidates[:, None] * n[None, :]), fixed[None, :])
         return _two_terms(a, b)[2]
 
@@ -210,7 +217,8 @@ def _fit_step_terms(models: tuple[ModelSamples, ...]) -> StepTerms:
             lo, hi = ratios[0], ratios[-1] * KAPPA_SPAN
             grid = np.unique(np.concatenate([[0.0, kappa[kind]], ratios,
                                              lo * (hi / lo) ** (np.arange(1, CROSSOVER_GRID) / CROSSOVER_GRID)]))
-            losses = at(kind, grid)
+            fixed = np.maximum(w, np.array([kappa[m.weight_type] for m in models]) * n)
+            losses = at(kind, grid, fixed)
             best = _least(losses, grid)
             k, loss = float(grid[best]), float(losses[best])
             # Golden-section steps between the best point's neighbours (the loss is smooth between breakpoints).
@@ -218,7 +226,7 @@ def _fit_step_terms(models: tuple[ModelSamples, ...]) -> StepTerms:
             g = (math.sqrt(5) - 1) / 2
             for _ in range(REFINE_STEPS if right > left else 0):
                 x1, x2 = right - g * (right - left), left + g * (right - left)
-                l1, l2, mid = at(kind, np.array([x1, x2, (x1 + x2) / 2]))
+                l1, l2, mid = at(kind, np.array([x1, x2, (x1 + x2) / 2]), fixed)
                 if l1 <= l2:
                     right = x2
                 else:
