@@ -153,6 +153,20 @@ def test_the_api_key_and_the_request_line_go_out_as_written():
     assert headers["content-type"] == "application/json" and headers["host"] == server.url.split("//")[1]
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8099", "http://[::1]:8404/", "http://localhost"])
+@pytest.mark.parametrize("method, payload", [("POST", {"prompt": "é", "n_predict": 2}), ("GET", None), ("POST", None)])
+def test_a_request_carries_the_headers_and_body_httpx_would_give_it(url, method, payload):
+    client = LlamaServer(url, api_key="k")
+    made = client._request(method, "/completion", payload, {"bytesup.limits": {}})
+    body = None if payload is None else json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    headers = client._http.headers.copy()
+    if payload is not None:
+        headers["Content-Type"] = "application/json"
+    httpx_made = httpx.Request(method, made.url, headers=headers, content=body)
+    assert made.headers.multi_items() == httpx_made.headers.multi_items() and made.content == httpx_made.content
+    assert made.extensions["bytesup.limits"] == {} and made.extensions["timeout"] == client._http.timeout.as_dict()
+
+
 def test_an_answer_that_does_not_come_is_a_timeout():
     with KeptServer(lambda n: [30.0]) as server, LlamaServer(server.url, timeout=0.3) as client:
         started = time.monotonic()
