@@ -27,6 +27,7 @@ from bytesup.llama.recording import (
     ARRIVALS,
     LIMITS,
     PARSED,
+    READ,
     CutShort,
     DuplicateKey,
     answer_json,
@@ -200,8 +201,10 @@ class LlamaServer:
         try:
             response = self._open(request)
             try:
-                answer = _Answer(response.status_code, read_bounded(response, request),
-                                 response.extensions.get(PARSED, _UNPARSED))
+                extensions = response.extensions
+                body = extensions.get(READ)  # read (and bounded) by a recording already
+                answer = _Answer(response.status_code, read_bounded(response, request) if body is None else body,
+                                 extensions.get(PARSED, _UNPARSED))
             finally:
                 response.close()
         except httpx.TimeoutException:

@@ -37,6 +37,9 @@ ARRIVALS = "bytesup.arrivals_ms"
 # The response extension that carries the answer as the recording parsed it (no second parse in the client); set only
 # where that parse met no NaN or infinity, which the recording keeps as the strings the server wrote.
 PARSED = "bytesup.parsed"
+# The response extension that carries the whole body as the recording read it (within its limits): the client does
+# not read it a second time.
+READ = "bytesup.read"
 # The request extension that bounds an answer: {"max_bytes": n, "deadline": a time.perf_counter() value}.
 LIMITS = "bytesup.limits"
 MAX_ANSWER_ENV = "BYTESUP_MAX_ANSWER_MB"
@@ -285,7 +288,7 @@ class RecordingTransport(httpx.BaseTransport):
         finally:
             response.close()
         elapsed_ms = (time.perf_counter() - started) * 1000.0
-        extensions: dict[str, Any] = {}
+        extensions: dict[str, Any] = {READ: body}
         value = exact_json(body)
         if value is not UNDECIDED:  # the client reads this value (see `answer_json`) without parsing the body again
             entry["response"] = extensions[PARSED] = value
@@ -304,8 +307,10 @@ class RecordingTransport(httpx.BaseTransport):
         entry["elapsed_ms"] = round(elapsed_ms, 3)
         self.sink.append(entry)
         # The body is read and decoded here: the client gets it without the headers of its travel (a gzip
-        # Content-Encoding would make the client decode it a second time).
-        return httpx.Response(response.status_code, headers=settled_headers(response.headers),
+        # Content-Encoding would make the client decode it a second time), where it came in any other form than this.
+        headers = response.headers
+        travelled = "content-encoding" in headers or "transfer-encoding" in headers
+        return httpx.Response(response.status_code, headers=settled_headers(headers) if travelled else headers,
                               stream=httpx.ByteStream(body), request=request, extensions=extensions)
 
     def close(self) -> None:
