@@ -101,6 +101,39 @@ def test_a_gzip_answer_is_read_once_and_recorded_decoded():
     assert sink[0]["response"] == props
 
 
+@pytest.mark.parametrize("zipped", [False, True])
+def test_a_recorded_answer_reaches_the_client_as_the_recording_read_it(monkeypatch, zipped):
+    import gzip
+
+    import httpx
+
+    from bytesup.llama import client as client_module
+    from bytesup.llama.client import LlamaServer
+    from bytesup.llama.recording import READ, RecordingTransport
+
+    props = load_fixture("props")["response"]
+    body = json.dumps(props).encode()
+    sent = gzip.compress(body) if zipped else body
+
+    def answer(wfile):
+        wfile.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                    + (b"Content-Encoding: gzip\r\n" if zipped else b"")
+                    + b"Content-Length: %d\r\n\r\n" % len(sent) + sent)
+
+    reads = []
+    read_bounded = client_module.read_bounded
+    monkeypatch.setattr(client_module, "read_bounded", lambda *args: reads.append(1) or read_bounded(*args))
+    with RawServer(answer) as server:
+        recording = RecordingTransport([])
+        assert LlamaServer(server.url, transport=recording).props().model_path == props["model_path"]
+        assert reads == []  # the client took the body the recording read
+        response = recording.handle_request(httpx.Request("GET", server.url + "/props"))
+        assert response.extensions[READ] == body and response.read() == body
+        # a decoded body travels on without the headers of its travel; one that came as it is keeps them
+        assert ("content-encoding" in response.headers, "content-length" in response.headers) == (False, not zipped)
+        assert LlamaServer(server.url).props().model_path == props["model_path"] and reads == [1]
+
+
 def test_one_thread_keeps_every_deadline_and_a_cancelled_one_never_fires():
     import socket as socketlib
     import threading

@@ -322,6 +322,8 @@ def test_a_time_that_makes_a_speed_infinite_is_refused_when_read(change, speed):
     ("completion_logprobs", "top_logprobs", lambda cs: [c.update(logprob=math.log(0.6)) for c in cs[:2]], "add up to"),
     ("completion_post_sampling", "top_probs", lambda cs: [c.update(prob=0.9) for c in cs], "add up to"),
     ("completion_logprobs", "top_logprobs", lambda cs: cs[2].update(id=cs[0]["id"]), "lists a token more than once"),
+    ("completion_post_sampling", "top_probs", lambda cs: cs[1].update(id=cs[0]["id"]), "lists a token more than once"),
+    ("completion_post_sampling", "top_probs", lambda cs: [c.update(prob=1e-12) for c in cs], "below 2^-32"),
 ])
 def test_candidates_no_distribution_gives_are_refused(name, listed, change, why):
     """Two candidates at 0.6 each (or five at 0.9) add up to more than 1; a token listed twice is no list of a softmax."""

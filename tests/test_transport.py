@@ -11,10 +11,10 @@ import time
 import httpx
 import pytest
 
-from bytesup.errors import BytesupError, ServerTimeout, ServerUnreachable
+from bytesup.errors import AnswerTooLarge, BytesupError, ServerTimeout, ServerUnreachable
 from bytesup.llama import transport
 from bytesup.llama.client import LlamaServer
-from bytesup.llama.recording import RecordingTransport
+from bytesup.llama.recording import LIMITS, CutShort, RecordingTransport, read_bounded
 from bytesup.llama.transport import KeptAliveTransport
 
 OK = json.dumps({"status": "ok"}).encode()
@@ -144,6 +144,53 @@ def test_a_chunked_answer_is_read_whole_and_its_connection_kept():
     assert server.connections == 1
 
 
+def test_a_body_that_comes_in_pieces_is_read_whole_and_its_connection_kept():
+    body = json.dumps({"status": "ok", "pad": "é" * 40000}).encode()
+    head = answer(body)[:-len(body)]
+    pieces = [head + body[:1000], 0.05, body[1000:1001], 0.05, body[1001:70000], 0.05, body[70000:]]
+    with KeptServer(lambda n: pieces) as server, LlamaServer(server.url) as client:
+        for _ in range(2):
+            request = client._request("GET", "/health", None, {LIMITS: {"max_bytes": len(body), "deadline": None}})
+            response = client._open(request)
+            assert isinstance(response.stream, transport.AnswerBody) and response.stream.length == len(body)
+            assert read_bounded(response, request) == body and response.stream.received == len(body)
+            response.close()
+    assert server.connections == 1 and len(server.requests) == 2
+
+
+def test_a_body_cut_short_in_pieces_says_how_much_came_and_is_not_kept():
+    with KeptServer(lambda n: [answer(b"x" * 100)[:-100] + b"x" * 30, 0.05, b"x" * 20, None]) as server, \
+            LlamaServer(server.url) as client:
+        request = client._request("GET", "/health", None, {LIMITS: {}})
+        response = client._open(request)
+        with pytest.raises(CutShort, match="received 50 bytes, expected 100") as cut:
+            read_bounded(response, request)
+        assert cut.value.received == 50
+        response.close()
+        assert not any(client._transport._idle.values())
+
+
+def test_a_body_past_its_limit_is_refused_by_its_length_before_it_is_read():
+    with KeptServer(lambda n: [answer(b"x" * 100)[:-100], 5.0]) as server, LlamaServer(server.url) as client:
+        request = client._request("GET", "/health", None, {LIMITS: {"max_bytes": 99}})
+        response = client._open(request)
+        began = time.monotonic()
+        with pytest.raises(AnswerTooLarge):
+            read_bounded(response, request)
+        assert time.monotonic() - began < 1.0 and not any(client._transport._idle.values())
+
+
+def test_a_body_that_trickles_ends_at_the_deadline_not_at_the_read_timeout():
+    pieces = [answer(b"x" * 100)[:-100]] + [b"x", 0.1] * 60
+    with KeptServer(lambda n: pieces) as server, LlamaServer(server.url, timeout=10) as client:
+        request = client._request("GET", "/health", None, {LIMITS: {"deadline": time.perf_counter() + 0.5}})
+        response = client._open(request)
+        began = time.monotonic()
+        with pytest.raises(httpx.ReadTimeout, match="did not end within the limit for one answer"):
+            read_bounded(response, request)
+        assert 0.3 < time.monotonic() - began < 2.0
+
+
 def test_the_api_key_and_the_request_line_go_out_as_written():
     with KeptServer(lambda n: answer()) as server, LlamaServer(server.url, api_key="s3cret") as client:
         with pytest.raises(BytesupError):
@@ -151,6 +198,20 @@ def test_the_api_key_and_the_request_line_go_out_as_written():
     _, line, headers = server.requests[0]
     assert line == "POST /completion HTTP/1.1" and headers["authorization"] == "Bearer s3cret"
     assert headers["content-type"] == "application/json" and headers["host"] == server.url.split("//")[1]
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8099", "http://[::1]:8404/", "http://localhost"])
+@pytest.mark.parametrize("method, payload", [("POST", {"prompt": "é", "n_predict": 2}), ("GET", None), ("POST", None)])
+def test_a_request_carries_the_headers_and_body_httpx_would_give_it(url, method, payload):
+    client = LlamaServer(url, api_key="k")
+    made = client._request(method, "/completion", payload, {"bytesup.limits": {}})
+    body = None if payload is None else json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    headers = client._http.headers.copy()
+    if payload is not None:
+        headers["Content-Type"] = "application/json"
+    httpx_made = httpx.Request(method, made.url, headers=headers, content=body)
+    assert made.headers.multi_items() == httpx_made.headers.multi_items() and made.content == httpx_made.content
+    assert made.extensions["bytesup.limits"] == {} and made.extensions["timeout"] == client._http.timeout.as_dict()
 
 
 def test_an_answer_that_does_not_come_is_a_timeout():

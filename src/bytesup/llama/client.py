@@ -27,6 +27,7 @@ from bytesup.llama.recording import (
     ARRIVALS,
     LIMITS,
     PARSED,
+    READ,
     CutShort,
     DuplicateKey,
     answer_json,
@@ -144,10 +145,12 @@ class LlamaServer:
         )
         self._timeouts = self._http.timeout.as_dict()
         self._urls: dict[str, httpx.URL] = {}
-        # The client's headers, with a JSON body's Content-Type and a Connection: close, made once.
+        # The client's headers, with the server's Host, a JSON body's Content-Type and a Connection: close, made
+        # once: a request then copies them and adds its Content-Length, where httpx would build them all again.
         self._headers: dict[tuple[bool, bool], httpx.Headers] = {}
         for body, close in ((False, False), (True, False), (False, True), (True, True)):
-            made = self._http.headers.copy()
+            made = httpx.Headers({"Host": self._http.base_url.netloc.decode("ascii")})
+            made.update(self._http.headers)
             if body:
                 made["Content-Type"] = "application/json"
             if close:
@@ -171,9 +174,19 @@ class LlamaServer:
         url = self._urls.get(path)
         if url is None:
             url = self._urls[path] = self._http.base_url.copy_with(raw_path=self._http.base_url.raw_path + path.lstrip("/").encode())
-        return httpx.Request(method, url, headers=self._headers[payload is not None, close],
-                             content=None if payload is None else _json_body(payload),
-                             extensions={"timeout": self._timeouts, **(extensions or {})})
+        headers = self._headers[payload is not None, close].copy()
+        body = b""
+        if payload is not None:
+            body = _json_body(payload)
+            headers["Content-Length"] = str(len(body))
+        elif method in ("POST", "PUT", "PATCH"):  # an empty body's length, where httpx puts it: after the Host
+            raw = headers.raw
+            headers = httpx.Headers([raw[0], (b"Content-Length", b"0"), *raw[1:]])
+        # Given its stream, httpx takes the headers as they are (as it would with `content=`, less its rebuilding).
+        request = httpx.Request(method, url, headers=headers, stream=httpx.ByteStream(body),
+                                extensions={"timeout": self._timeouts, **(extensions or {})})
+        request.read()
+        return request
 
     def _open(self, request: httpx.Request) -> httpx.Response:
         """The transport's answer to `request`, its body not read yet."""
@@ -188,8 +201,10 @@ class LlamaServer:
         try:
             response = self._open(request)
             try:
-                answer = _Answer(response.status_code, read_bounded(response, request),
-                                 response.extensions.get(PARSED, _UNPARSED))
+                extensions = response.extensions
+                body = extensions.get(READ)  # read (and bounded) by a recording already
+                answer = _Answer(response.status_code, read_bounded(response, request) if body is None else body,
+                                 extensions.get(PARSED, _UNPARSED))
             finally:
                 response.close()
         except httpx.TimeoutException:

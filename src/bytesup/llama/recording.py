@@ -30,13 +30,16 @@ import pydantic_core
 
 from bytesup.errors import AnswerTooLarge, ReplayMiss
 from bytesup.llama.sse import EventSplitter
-from bytesup.llama.transport import KeptAliveTransport
+from bytesup.llama.transport import AnswerBody, KeptAliveTransport
 
 # The response extension that carries each body chunk's arrival time (ms after sending, rounded to the µs).
 ARRIVALS = "bytesup.arrivals_ms"
 # The response extension that carries the answer as the recording parsed it (no second parse in the client); set only
 # where that parse met no NaN or infinity, which the recording keeps as the strings the server wrote.
 PARSED = "bytesup.parsed"
+# The response extension that carries the whole body as the recording read it (within its limits): the client does
+# not read it a second time.
+READ = "bytesup.read"
 # The request extension that bounds an answer: {"max_bytes": n, "deadline": a time.perf_counter() value}.
 LIMITS = "bytesup.limits"
 MAX_ANSWER_ENV = "BYTESUP_MAX_ANSWER_MB"
@@ -143,10 +146,21 @@ def read_bounded(response: httpx.Response, request: httpx.Request) -> bytes:
     AnswerTooLarge raised; past `deadline` a timeout, however steadily the bytes trickle in."""
     limits = request.extensions.get(LIMITS) or {}
     max_bytes, deadline = limits.get("max_bytes"), limits.get("deadline")
-    timer = watchdog(response, deadline - time.perf_counter()) if deadline is not None else None
-    body = bytearray()
     # The raw body where nothing encodes it (the usual answer): the same bytes, without httpx's decoding layers.
     plain = not response.is_stream_consumed and "content-encoding" not in response.headers
+    stream = response.stream
+    if plain and isinstance(stream, AnswerBody) and stream.length is not None:  # the usual answer, read at once
+        if max_bytes is not None and stream.length > max_bytes:
+            response.close()
+            raise AnswerTooLarge(f"{request.url.scheme}://{request.url.netloc.decode()}", request.url.path, max_bytes)
+        try:
+            whole = stream.whole(deadline)
+        except httpx.TransportError as exc:
+            raise _read_failed(exc, deadline, stream.received, request) from None
+        if whole is not None:
+            return whole
+    timer = watchdog(response, deadline - time.perf_counter()) if deadline is not None else None
+    body = bytearray()
     try:
         for chunk in response.iter_raw() if plain else response.iter_bytes():
             body += chunk
@@ -156,15 +170,22 @@ def read_bounded(response: httpx.Response, request: httpx.Request) -> bytes:
             if deadline is not None and time.perf_counter() > deadline:
                 raise httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request)
     except httpx.TransportError as exc:
-        if deadline is not None and time.perf_counter() >= deadline:  # the watchdog shut the socket
-            raise httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request) from None
-        if isinstance(exc, httpx.TimeoutException):
-            raise
-        raise CutShort(f"{type(exc).__name__}: {exc}", len(body), request) from None
+        raise _read_failed(exc, deadline, len(body), request) from None
     finally:
         if timer is not None:
             timer.cancel()
     return bytes(body)
+
+
+def _read_failed(exc: httpx.TransportError, deadline: float | None, received: int,
+                 request: httpx.Request) -> httpx.TransportError:
+    """What a body that broke off after `received` bytes raises: a timeout where the deadline passed (the watchdog
+    shut the socket, or the last wait ended there) or a read waited too long, else CutShort."""
+    if deadline is not None and time.perf_counter() >= deadline:
+        return httpx.ReadTimeout("the answer did not end within the limit for one answer", request=request)
+    if isinstance(exc, httpx.TimeoutException):
+        return exc
+    return CutShort(f"{type(exc).__name__}: {exc}", received, request)
 
 
 def settled_headers(headers: httpx.Headers) -> list[tuple[str, str]]:
@@ -285,7 +306,7 @@ class RecordingTransport(httpx.BaseTransport):
         finally:
             response.close()
         elapsed_ms = (time.perf_counter() - started) * 1000.0
-        extensions: dict[str, Any] = {}
+        extensions: dict[str, Any] = {READ: body}
         value = exact_json(body)
         if value is not UNDECIDED:  # the client reads this value (see `answer_json`) without parsing the body again
             entry["response"] = extensions[PARSED] = value
@@ -304,8 +325,10 @@ class RecordingTransport(httpx.BaseTransport):
         entry["elapsed_ms"] = round(elapsed_ms, 3)
         self.sink.append(entry)
         # The body is read and decoded here: the client gets it without the headers of its travel (a gzip
-        # Content-Encoding would make the client decode it a second time).
-        return httpx.Response(response.status_code, headers=settled_headers(response.headers),
+        # Content-Encoding would make the client decode it a second time), where it came in any other form than this.
+        headers = response.headers
+        travelled = "content-encoding" in headers or "transfer-encoding" in headers
+        return httpx.Response(response.status_code, headers=settled_headers(headers) if travelled else headers,
                               stream=httpx.ByteStream(body), request=request, extensions=extensions)
 
     def close(self) -> None:

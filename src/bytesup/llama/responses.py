@@ -11,6 +11,7 @@ import functools
 import math
 import re
 from math import exp
+from operator import itemgetter
 from typing import Annotated, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, ValidationError, model_validator, with_config
@@ -143,6 +144,9 @@ class TopProb(_Listed):
         return self["prob"]
 
 
+_ID, _LOGPROB, _PROB = itemgetter("id"), itemgetter("logprob"), itemgetter("prob")
+
+
 def _a_distribution(listed: str, values: list[float]) -> None:
     """Listed candidates' probabilities as some of one distribution gives them: the best at least 2^-32, all of them
     adding up to at most 1 (float32 rounding aside); else the reason, for the position that lists them."""
@@ -175,12 +179,13 @@ class TokenProbabilities(ServerRecord):
         # (Read for every position of every answer: each list is walked once per check, by builtins where it can.)
         logprobs, probs = self.top_logprobs, self.top_probs
         if logprobs:
-            _a_distribution("top_logprobs", list(map(exp, [c["logprob"] for c in logprobs])))
+            _a_distribution("top_logprobs", list(map(exp, map(_LOGPROB, logprobs))))
         if probs:
-            _a_distribution("top_probs", [c["prob"] for c in probs])
-        for listed, candidates in (("top_logprobs", logprobs), ("top_probs", probs)):
-            if candidates and len({c["id"] for c in candidates}) != len(candidates):
-                raise PydanticCustomError("implausible", "{listed} lists a token more than once", {"listed": listed})
+            _a_distribution("top_probs", list(map(_PROB, probs)))
+        if logprobs and len(set(map(_ID, logprobs))) != len(logprobs):
+            raise PydanticCustomError("implausible", "{listed} lists a token more than once", {"listed": "top_logprobs"})
+        if probs and len(set(map(_ID, probs))) != len(probs):
+            raise PydanticCustomError("implausible", "{listed} lists a token more than once", {"listed": "top_probs"})
         return self
 
     def candidates(self) -> list["Candidate"]:

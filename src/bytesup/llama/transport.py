@@ -25,6 +25,7 @@ import io
 import select
 import socket
 import threading
+import time
 from typing import Any, Iterator
 
 import httpx
@@ -91,7 +92,7 @@ class KeptAliveTransport(httpx.BaseTransport):
             reader.close()
             sock.close()
             raise _translated(exc, request) from None
-        body = _Body(self, where, sock, reader, request, framing, length, keep)
+        body = AnswerBody(self, where, sock, reader, request, framing, length, keep)
         return httpx.Response(status, headers=headers, stream=body,
                               extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason,
                                           "network_stream": _Socket(sock)})
@@ -233,8 +234,9 @@ def _translated(exc: BaseException, request: httpx.Request | None, writing: bool
     return exc
 
 
-class _Body(httpx.SyncByteStream):
-    """An answer's body as it arrives: each read gives what has come, up to the end its framing sets."""
+class AnswerBody(httpx.SyncByteStream):
+    """An answer's body as it arrives: each read gives what has come, up to the end its framing sets; or, where its
+    Content-Length tells how much comes, the whole of it at once (`whole`)."""
 
     def __init__(self, transport: KeptAliveTransport, where: tuple[str, int], sock: socket.socket,
                  reader: io.BufferedReader, request: httpx.Request, framing: str, length: int, keep: bool):
@@ -242,6 +244,43 @@ class _Body(httpx.SyncByteStream):
         self._request, self._framing, self._length, self._keep = request, framing, length, keep
         self._ended = False
         self._closed = False
+        self.received = 0  # bytes of the body `whole` has read
+
+    @property
+    def length(self) -> int | None:
+        """The body's length as its Content-Length gives it; None where it comes in chunks or until the close."""
+        return self._length if self._framing == _LENGTH else None
+
+    def whole(self, deadline: float | None = None) -> bytes | None:
+        """The whole body in one piece, where its Content-Length says how much comes and nothing of it was read yet;
+        None otherwise (then read it chunk by chunk). Each wait for more bytes ends at the read timeout and at
+        `deadline` (a time.perf_counter() value), whichever comes first, so a body that trickles in past the deadline
+        fails there (ReadTimeout), with no thread to watch it. A body cut short raises RemoteProtocolError, a reset
+        ReadError, after the `received` bytes."""
+        if self._framing != _LENGTH or self._ended or self._closed or self.received:
+            return None
+        sock, read1, left = self._sock, self._reader.read1, self._length
+        parts = []
+        try:
+            timeout = sock.gettimeout()  # the read timeout, set for the answer's head
+            while left:
+                if deadline is not None:
+                    remaining = deadline - time.perf_counter()
+                    if remaining <= 0:
+                        raise TimeoutError("the answer did not end within the limit for one answer")
+                    sock.settimeout(remaining if timeout is None else min(timeout, remaining))
+                data = read1(left)
+                if not data:
+                    raise _Broken(f"peer closed connection without sending complete message body: received "
+                                  f"{self.received} bytes, expected {self._length}")
+                parts.append(data)
+                self.received += len(data)
+                left -= len(data)
+        except BaseException as exc:
+            self.close()
+            raise _translated(exc, self._request) from None
+        self._ended = True
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def __iter__(self) -> Iterator[bytes]:
         try:
