@@ -320,6 +320,23 @@ def test_a_model_within_two_standard_errors_of_its_crossover_is_mixed_in_check()
     assert verdict_shown("compute-bound", "compute-bound") == (checker.PASS, "")
 
 
+def test_a_hidden_types_band_that_holds_a_model_says_so_without_dividing_by_its_crossover():
+    """F32's arithmetic hidden under its read in the fit of every model (κ = 0), while the fits that leave one out put
+    κ at 0, 0 and 4.2: u² = 2 ÷ 3 × Σ (κᵢ − 1.4)² = 2 ÷ 3 × 11.76, u = 2.8, band −5.6 to 5.6, which holds a model at 4
+    bytes per parameter. A fresh make run crashed here, dividing by κ = 0."""
+    from bytesup.check.claims.lesson08 import StepTerms, band_of, title_verdict
+    every = StepTerms(0.1, 2e-8, (("F32", 0.0),))
+    fits = [StepTerms(0.1, 2e-8, (("F32", k),)) for k in (0.0, 0.0, 4.2)]
+    band = band_of("F32", every, fits)
+    assert band.u == pytest.approx((2 / 3 * (1.4 ** 2 * 2 + 2.8 ** 2)) ** 0.5)
+    assert band.low == pytest.approx(-2 * band.u) and band.high == pytest.approx(2 * band.u) and band.holds(4.0)
+    f32 = ModelSamples("f32", 400 * MB, 100e6, 1, (8.0,) * 5, "F32")
+    status, detail = title_verdict(f32, "mixed", every, band)
+    assert status == checker.INCONCLUSIVE
+    assert ("the fit of every model hides the type's arithmetic under reading the weights (crossover 0), but a fit that "
+            "leaves one model out puts the crossover at or above the model's bytes per parameter") in detail
+
+
 def test_a_model_whose_terms_differ_by_less_than_its_steps_scatter_is_mixed_in_check():
     """B = 50 GB/s, κ = 1.25 (c = 25 ps), f = 0.1 ms per block, no fit that leaves one out: a model of 120 MB and 100 M
     parameters in 20 blocks reads in 2.4 ms and computes in 2.5 ms, 0.1 ms apart. Step samples of 4.5 ± a and ± a ÷ 2

@@ -473,6 +473,11 @@ def band_text(m: ModelSamples, band: Band) -> str:
     terms = ["one token's arithmetic n × c", "reading the weights W ÷ B"]
     longer, shorter = terms if ratio >= 1 else terms[::-1]
     u = f"u = {band.u:.2g} by the jackknife over the fits that leave one model out; " if band.u is not None else ""
+    if ratio <= 0:  # every model's fit hides the type's arithmetic, a fit that leaves one out does not
+        return (f"its {per_param:.3g} bytes per parameter lie within its weight type's band ({u}band {band.low:.4g}–"
+                f"{band.high:.4g}): the fit of every model hides the type's arithmetic under reading the weights "
+                "(crossover 0), but a fit that leaves one model out puts the crossover at or above the model's bytes "
+                "per parameter, so this run cannot tell which term it waits on")
     return (f"its {per_param:.3g} bytes per parameter lie within its weight type's band around the crossover "
             f"{band.crossover:.4g} ({u}band {band.low:.4g}–{band.high:.4g}): {longer} takes "
             f"{100 * (max(ratio, 1 / ratio) - 1):.2g}% longer than {shorter}, closer than this run's fits can tell "
