@@ -11,6 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
+# How often a fake server's loop looks for its shutdown (socketserver's default, 0.5 s, made every `with` block wait
+# up to that long when it closed).
+SHUTDOWN_POLL_S = 0.01
+
 # A stand-in for a llama-server binary: answers /health and /props on --port, requires
 # LLAMA_API_KEY as a Bearer token when set, and writes its argv and key to $FAKE_RECORD.
 FAKE_ENGINE = r'''
@@ -79,7 +83,7 @@ class FakeServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
 
     def __enter__(self) -> "FakeServer":
         self.thread.start()
@@ -165,7 +169,7 @@ class StreamingFakeServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
 
     def __enter__(self) -> "StreamingFakeServer":
         self.thread.start()

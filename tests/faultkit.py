@@ -21,6 +21,7 @@ from bytesup.options import RunOptions
 from bytesup.run.runner import run_lessons
 
 from conftest import load_fixture
+from fakes import SHUTDOWN_POLL_S
 from test_engine_faults import wait_for
 from test_runner import serve, URL
 
@@ -124,7 +125,7 @@ class RawServer:
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
 
     def __enter__(self):
         self.thread.start()

@@ -665,6 +665,32 @@ def test_the_accuracy_prompts_are_smollm2s_tokens():
         assert b"".join(model.token_bytes(t) for t in ids).decode("utf-8") == text
 
 
+def test_a_widths_logits_are_kept_per_sha256_wherever_the_file_is(tmp_path, monkeypatch):
+    """The same bytes at another path (a run recorded in another checkout) are not passed through numpy again, and
+    the answer is theirs; other bytes under another sha256 are."""
+    import shutil
+
+    from bytesup.files import file_sha256
+    from bytesup.models import forward
+    from bytesup.store.facts import lesson04, lesson08
+
+    tiny, other = ensure_model("tiny-q8_0"), ensure_model("tiny-q4_1")
+    copy = tmp_path / "elsewhere" / tiny.name
+    copy.parent.mkdir()
+    shutil.copyfile(tiny, copy)
+    passes = []
+    original = forward.forward
+    monkeypatch.setattr(forward, "forward", lambda model, ids, **kw: passes.append(model) or original(model, ids, **kw))
+    ids = ((1, 2, 3), (4, 5))
+    for name, run, kept in (("lesson 8", lesson08.width_logits, lesson08._width_logits),
+                            ("lesson 4", lesson04.file_pass, lesson04._file_pass)):
+        kept.cache_clear()
+        passes.clear()
+        first = run(str(tiny), file_sha256(tiny), ids)
+        assert run(str(copy), file_sha256(copy), ids) is first and len(passes) == 1, name
+        assert run(str(other), file_sha256(other), ids) is not first and len(passes) == 2, name
+
+
 def _width(name: str, **kw) -> WidthAccuracy:
 
     base = dict(name=name, made_from=made_from(name), file=f"{name}.gguf", positions=29, mean_kl=0.0, max_kl=0.0,

@@ -8,6 +8,7 @@ import math
 import os
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -90,6 +91,16 @@ def write_jsonl_atomic(path: Path, rows: list[Any]) -> None:
 
 def read_jsonl(path: Path) -> list[Any]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class FileBytes:
+    """A file's bytes, named by their sha256, and a path that holds them (the caller has checked it). Two are equal
+    when their sha256 is: what is computed from the bytes and kept under this key serves the same bytes found at
+    another path (a run recorded in another checkout, a copy of the model)."""
+
+    sha256: str
+    path: Path = field(compare=False)
 
 
 def file_sha256(path: Path | str) -> str:

@@ -13,6 +13,7 @@ from pydantic import Field, RootModel
 from pydantic.dataclasses import dataclass
 
 from bytesup.course.nexttoken import LastOnly, ThroughTheLayers
+from bytesup.files import FileBytes
 from bytesup.models import forward
 from bytesup.models.gguf import read_vocabulary
 from bytesup.store.facts import base
@@ -191,11 +192,16 @@ def as_key(ids: list[list[int]]) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(p) for p in ids)
 
 
-@functools.lru_cache(maxsize=2)
 def file_pass(path: Path, sha256: str, ids: tuple[tuple[int, ...], ...]) -> FileAnswers:
     """Lesson 4's fifteen lines in numpy on every prompt, and the logits the figures read. Each sum is taken in float64
     and rounded to float32 (bytesup.models.forward), so any CPU gives the same bits; kept per sha256 for the process
-    (the served width and the f32 width), as the same bytes give the same answer."""
+    (the served width and the f32 width), wherever the file was found, as the same bytes give the same answer."""
+    return _file_pass(FileBytes(sha256, Path(path)), ids)
+
+
+@functools.lru_cache(maxsize=2)
+def _file_pass(file: FileBytes, ids: tuple[tuple[int, ...], ...]) -> FileAnswers:
+    path = file.path
     model = forward.Model(path)
     passes = forward.forward(model, [list(p) for p in ids])
     answers = FileAnswers(passes, [model.logits(d.hidden) for d in passes], [model.logits(d.last_after_block) for d in passes],

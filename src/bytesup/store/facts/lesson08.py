@@ -22,11 +22,13 @@ import functools
 import math
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from bytesup.course import decodetime, formulas, memory_bound, published, quantization, robust
 from bytesup.course.ceiling import BandwidthReference, Spread, ceiling_at, effective_gbs
+from bytesup.files import FileBytes
 from bytesup.llama.responses import Completion, shown_token
 from bytesup.models import forward
 from bytesup.models import smollm2
@@ -697,13 +699,17 @@ KL_MEASURE = ("KL(P_f32 ‖ P_width) of the next-token distribution over the who
               "position of the prompts (llama-perplexity's --kl-divergence), from numpy's forward pass on each file")
 
 
-@functools.lru_cache(maxsize=8)
 def width_logits(path: str, sha256: str, ids: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, tuple[bytes, ...]]:
     """Every position's logits of every prompt (positions × vocabulary, float32, one prompt after another) from numpy's
     forward pass on the file, and each token's bytes from its vocabulary. Each sum is taken in float64 and rounded to
-    float32 (bytesup.models.forward), so any CPU gives the same bits; kept per sha256 for the process, as the same
-    bytes give the same answer."""
-    model = forward.Model(path)
+    float32 (bytesup.models.forward), so any CPU gives the same bits; kept per sha256 for the process, wherever the
+    file was found, as the same bytes give the same answer."""
+    return _width_logits(FileBytes(sha256, Path(path)), ids)
+
+
+@functools.lru_cache(maxsize=8)
+def _width_logits(file: FileBytes, ids: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, tuple[bytes, ...]]:
+    model = forward.Model(file.path)
     passes = forward.forward(model, [list(p) for p in ids])
     logits = np.concatenate([model.logits(p.hidden) for p in passes])
     logits.setflags(write=False)
