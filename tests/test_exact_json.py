@@ -102,6 +102,34 @@ def test_a_repeated_key_or_a_nan_is_left_to_the_strict_parse(text):
     assert exact_json(text.encode()) is UNDECIDED
 
 
+@pytest.mark.parametrize("text, value", [
+    ('{"id": 123456789012345678901234567890}', {"id": 123456789012345678901234567890}),
+    ("[18446744073709551616, -9223372036854775809]", [18446744073709551616, -9223372036854775809]),
+    ("9223372036854775807", 9223372036854775807),
+    ('{"a": "\\ud800"}', {"a": "\ud800"}),
+    ('{"a": 1e400}', {"a": math.inf}),
+])
+def test_an_integer_past_64_bits_or_a_lone_surrogate_is_read_by_the_strict_parse(text, value):
+    """orjson reads an integer past 64 bits as a float: a run of 19 digits leaves the body to the strict parse, which
+    reads it as the integer it is."""
+    assert exact_json(text.encode()) is UNDECIDED
+    assert same(answer_json(text.encode()), value)
+
+
+@pytest.mark.parametrize("text, long", [
+    (b"[1.0018616351298987865, 12345678901234567890]", True),
+    (b'{"logprob":-0.0018616351298987865,"id":9223372036854775807}', True),
+    (b'{"logprob":-0.0018616351298987865,"id":922337203685477580}', False),  # 18 digits: within 64 bits
+    (b"[0.1234567890123456789012]", False),
+    (b'"1234567890123456789"', True),  # in a string too: the strict parse reads it alike, only slower
+    (b"[1e1234567890123456789]", True),
+])
+def test_a_run_of_19_digits_after_anything_but_a_point_may_be_an_integer_past_64_bits(text, long):
+    from bytesup.llama.recording import long_integer
+
+    assert long_integer(text) is long
+
+
 def test_a_repeated_key_is_refused_by_the_client_parse():
     with pytest.raises(DuplicateKey):
         answer_json(b'{"content": "a", "content": "b", "timings": {}}')

@@ -16,6 +16,9 @@ above the transport stays httpx.
   closes without an answer is an error (`RemoteProtocolError`), never a second request: a /completion is not free.
 - A body that ends before its Content-Length or its last chunk raises `RemoteProtocolError` after the bytes that
   came; a socket is kept only after its answer was read to the end and the server did not ask to close it.
+- A body whose Content-Length says how much comes can be read whole in one call (`AnswerBody.whole`), each wait for
+  more cut at the answer's deadline as well as at the read timeout: the client reads its answers so, and a stream
+  chunk by chunk as it arrives.
 - `https://` URLs, and request bodies sent in chunks, go through httpx's own transport.
 """
 
