@@ -540,10 +540,21 @@ def verdict_shown(stated: str | None, ours: str) -> tuple[str, str]:
     return FAIL, f"lesson 8 states {stated}, but every fit check makes on its samples gives {ours}"
 
 
-def capstone_verdicts(run: Run, cid: str, text: str) -> (
-        tuple[LessonResult, list[ModelSamples], StepTerms, list[StepTerms]] | list[ClaimResult]):
-    """The capstone's models with their samples and check's fits of them (every model, and each leaving one out); or
-    the claim's one not-applicable result, and why."""
+@dataclass(frozen=True)
+class Capstone:
+    """The capstone's models with their samples, check's fits of them (every model, and each leaving one out), the
+    verdict check's fits give each model (`ours`) and the one lesson 8 shows (`stated`)."""
+    lesson: LessonResult
+    models: list[ModelSamples]
+    every: StepTerms
+    fits: list[StepTerms]
+    ours: dict[str, str]
+    stated: dict[str, str]
+
+
+def capstone_verdicts(run: Run, cid: str, text: str) -> Capstone | list[ClaimResult]:
+    """The capstone's models, check's fits and both verdicts (`Capstone`); or the claim's one not-applicable result,
+    and why."""
     found = lesson_fact(run, cid, text, L8, DecodeModel,
                         "lesson 08 states no decode-time model to give a verdict per width (a run before it)")
     if isinstance(found, list):
@@ -554,7 +565,7 @@ def capstone_verdicts(run: Run, cid: str, text: str) -> (
         return [ClaimResult(cid, "general", lesson.lesson_id, text, NA,
                             detail=f"{len(models)} models with decode samples; the terms need at least {TERMS}")]
     every, fits = judged_fits(models)
-    return lesson, models, every, fits
+    return Capstone(lesson, models, every, fits, check_verdicts(models, (every, fits)), stated_verdicts(lesson))
 
 
 @grouped(COURSE)
@@ -567,12 +578,11 @@ def claim_decode_memory_bound_per_width(run: Run) -> list[ClaimResult]:
     found = capstone_verdicts(run, cid, text)
     if isinstance(found, list):
         return found
-    lesson, models, every, fits = found
-    ours, stated = check_verdicts(models, (every, fits)), stated_verdicts(lesson)
+    ours, stated = found.ours, found.stated
     results = []
-    for m in models:
-        status, detail = title_verdict(m, ours[m.name], every, band_of(m.weight_type, every, fits))
-        results.append(ClaimResult(cid, "general", lesson.lesson_id, f"{text}: {m.name}", status,
+    for m in found.models:
+        status, detail = title_verdict(m, ours[m.name], found.every, band_of(m.weight_type, found.every, found.fits))
+        results.append(ClaimResult(cid, "general", found.lesson.lesson_id, f"{text}: {m.name}", status,
                                    observed=f"lesson 8: {stated.get(m.name, 'no verdict shown')}; check: {ours[m.name]}",
                                    expected=MEMORY, tolerance=(f"every fit (all models, and each leaving one out) "
                                                                f"agrees, beyond {MARGIN:g}u of the crossover and "
@@ -591,13 +601,12 @@ def claim_verdict_per_width_as_refitted(run: Run) -> list[ClaimResult]:
     found = capstone_verdicts(run, cid, text)
     if isinstance(found, list):
         return found
-    lesson, models, every, fits = found
-    ours, stated = check_verdicts(models, (every, fits)), stated_verdicts(lesson)
+    ours, stated = found.ours, found.stated
     results = []
-    for m in models:
+    for m in found.models:
         status, detail = verdict_shown(stated.get(m.name), ours[m.name])
-        results.append(ClaimResult(cid, "general", lesson.lesson_id, f"{text}: {m.name}", status,
+        results.append(ClaimResult(cid, "general", found.lesson.lesson_id, f"{text}: {m.name}", status,
                                    observed=f"lesson 8: {stated.get(m.name, 'no verdict shown')}",
                                    expected=f"check: {ours[m.name]}", tolerance="the same verdict",
-                                   detail=detail + ("; " if detail else "") + terms_numbers(m, every)))
+                                   detail=detail + ("; " if detail else "") + terms_numbers(m, found.every)))
     return results

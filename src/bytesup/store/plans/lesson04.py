@@ -158,8 +158,4 @@ RECORDED_UPGRADES: dict[int, tuple[str, Any]] = {
 def read(stored: Mapping[str, Any]) -> Plan:
     """A recorded plan as this version's: version 3 is the first recorded, and each later version's upgrade applies
     to a plan recorded before it."""
-    plan = dict(stored)
-    for version, (_, upgrade) in sorted(RECORDED_UPGRADES.items()):
-        if isinstance(plan.get("version"), int) and plan["version"] < version:
-            plan = upgrade(plan)
-    return upgrades.plan_of(Plan, plan, "04")
+    return upgrades.plan_of(Plan, upgrades.recorded(RECORDED_UPGRADES, stored), "04")

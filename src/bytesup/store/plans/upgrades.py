@@ -32,6 +32,17 @@ def shown_by(table: Table) -> list[str]:
     return [name for _, name, _ in table.values() if name is not None]
 
 
+def recorded(table: Mapping[int, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]],
+             stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded plan, as plain data, brought to this version: each version's upgrade in `table` (version → (what it
+    added, how a plan recorded before it gives it)) applied, in order, where the plan's `version` is below it."""
+    plan = dict(stored)
+    for version, (_, upgrade) in sorted(table.items()):
+        if isinstance(plan.get("version"), int) and plan["version"] < version:
+            plan = upgrade(plan)
+    return plan
+
+
 def plan_of(model: type[P], data: Mapping[str, Any], lesson: str) -> P:
     """`data` as the plan `model`; a recorded plan (or older host values) of another shape is refused in one paragraph."""
     try:
