@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import sys
 import types
@@ -119,3 +121,19 @@ def test_no_load_average_where_the_os_keeps_none(monkeypatch):
 
     monkeypatch.delattr(os, "getloadavg")    # Windows
     assert environment.load_average() is None
+
+
+def test_a_file_is_hashed_once_until_it_is_written_again(tmp_path, monkeypatch):
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"first")
+    reads = []
+    real = environment._read_digest
+    monkeypatch.setattr(environment, "_read_digest", lambda p, size: reads.append(p) or real(p, size))
+    first = environment.file_digest(path)
+    first["sha256"] = "changed by the caller"
+    assert environment.file_digest(path)["sha256"] == hashlib.sha256(b"first").hexdigest()
+    assert len(reads) == 1
+    path.write_bytes(b"other")  # the same size, written again: another mtime and ctime
+    os.utime(path, ns=(1, 1))
+    assert environment.file_digest(path)["sha256"] == hashlib.sha256(b"other").hexdigest()
+    assert len(reads) == 2

@@ -171,9 +171,22 @@ def repository_state() -> dict:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
+# The digests read so far in this process, by file as `stat` knows it: a run hashes the same model file in several
+# lessons (its record, then finding it again by sha256), and a file written since has another mtime or ctime.
+_digests: dict[tuple[str, int, int, int, int, int], dict] = {}
+
+
 def file_digest(path: Path) -> dict:
-    """sha256 of the whole file, or of its first 16 MiB plus its size above 1 GB (named in `digest`)."""
-    size = path.stat().st_size
+    """sha256 of the whole file, or of its first 16 MiB plus its size above 1 GB (named in `digest`). Read once per
+    process for a file whose path, device, inode, size and change times are unchanged."""
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _digests:
+        _digests[key] = _read_digest(path, st.st_size)
+    return dict(_digests[key])
+
+
+def _read_digest(path: Path, size: int) -> dict:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         if size <= FULL_HASH_LIMIT:
