@@ -32,7 +32,7 @@ from bytesup.files import FileBytes
 from bytesup.llama.responses import Completion, shown_token
 from bytesup.models import forward
 from bytesup.models import smollm2
-from bytesup.models.gguf import read_model_info
+from bytesup.models.gguf import read_model_info, read_vocabulary
 from bytesup.store.facts.base import Record, stated
 from bytesup.store.rows import column, spread
 from bytesup.units import MB
@@ -713,8 +713,18 @@ def _width_logits(file: FileBytes, ids: tuple[tuple[int, ...], ...]) -> tuple[np
     passes = forward.forward(model, [list(p) for p in ids])
     logits = np.concatenate([model.logits(p.hidden) for p in passes])
     logits.setflags(write=False)
-    vocabulary = tuple(model.token_bytes(t) for t in range(model.hp.n_vocab))
-    return logits, vocabulary
+    return logits, _token_bytes(*_pieces(file.path))
+
+
+def _pieces(path: Path) -> tuple[str | None, tuple[str, ...]]:
+    kind, pieces = read_vocabulary(path)
+    return kind, tuple(pieces)
+
+
+@functools.lru_cache(maxsize=2)
+def _token_bytes(kind: str | None, pieces: tuple[str, ...]) -> tuple[bytes, ...]:
+    """Each token's bytes, decoded once for the widths of one model, which share its vocabulary."""
+    return tuple(forward.piece_bytes(piece, kind) for piece in pieces)
 
 
 def not_recomputed(widths: list[tuple[ModelInfo, dict]], why: str) -> list[WidthAccuracy]:
