@@ -80,6 +80,18 @@ def test_a_recorded_plan_of_version_4_keeps_its_prompt_cache_rounds():
     assert lesson06.read(v4).cache_rounds is None and lesson06.read(v4).version == 4
     assert lesson06.from_older({"repeat": 3}).cache_rounds is None
     fresh = lesson06.fresh(3, lesson06.NumpyFile(served=None, float32_bytes=None))
-    assert fresh.version == 5 and fresh.cache_rounds == StoppingRule(minimum=1, maximum=3, tight=0.05, budget_s=15.0)
+    assert fresh.version == 6 and fresh.cache_rounds == StoppingRule(minimum=1, maximum=3, tight=0.10, budget_s=8.0)
     assert lesson06.read(fresh.model_dump(mode="json")) == fresh
     assert lesson06.fresh(1, lesson06.NumpyFile(served=None, float32_bytes=None)).cache_rounds.maximum == 1
+
+
+def test_a_recorded_plan_of_version_5_keeps_its_own_rule():
+    """Version 6 loosened the prompt cache test's rule to ±10% and 8 s of prefill; a plan recorded at version 5 holds
+    ±5% and 15 s, and its replay stops where that run stopped."""
+    from bytesup.store.plans.stopping import StoppingRule
+
+    rule = {"minimum": 1, "maximum": 3, "tight": 0.05, "budget_s": 15.0}
+    v5 = {"version": 5, "repeat": 3, "depths_from_cache": True, "numpy": None, "depths_past_knee": True,
+          "cache_rounds": rule}
+    plan = lesson06.read(v5)
+    assert plan.version == 5 and plan.cache_rounds == StoppingRule(**rule)
