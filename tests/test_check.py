@@ -13,6 +13,7 @@ from test_compare import L4, assemble_run, edit_manifest, invoke, read_result, w
 from bytesup.check import checker
 from bytesup.check.compare import load_run
 from bytesup.errors import BytesupError
+from bytesup.paths import REPO_ROOT
 from bytesup.store.results import Column, LessonResult, Measurement, Table
 
 ALL = ["01_model_on_disk", "02_tokens_and_embeddings", "03_layer_is_matmul", L4, "05_generating_text",
@@ -130,6 +131,27 @@ def test_the_dgx_spark_figures_do_not_apply_to_the_recorded_model(full_run):
     assert f"All 11 figures: ➖ not applicable: model is {model_file}" in md
     assert "logprob -0.0756, e^-0.0756 = 92.7%" in md and "| 04_next_token | -0.0756 | ±0.011 |" in md
     assert f"{len(failed) + len(findings)} fail" in md and "Source: LLM Basics, lesson 4" in md
+
+
+def test_check_json_names_a_reference_file_by_its_place_in_the_clone(tmp_path):
+    run = assemble_run(tmp_path / "run", L4)
+    mine = tmp_path / "elsewhere" / "mine.json"
+    mine.parent.mkdir()
+    shutil.copy2(REPO_ROOT / "references" / "smollm2-135m-q4_1_cpu.json", mine)
+    invoke("check", run, "--reference", REPO_ROOT / "references" / "lesson04_dgx_spark.json", "--reference", mine)
+    data = json.loads((run / "check.json").read_text(encoding="utf-8"))
+    # The course's file reads the same in every clone; a file outside the clone can only be named where it is.
+    assert [r["file"] for r in data["references"]] == ["references/lesson04_dgx_spark.json", str(mine.resolve())]
+
+
+@pytest.mark.parametrize("check_json", sorted([*REPO_ROOT.glob("outputs/*/check.json"),
+                                               *REPO_ROOT.glob("tests/fixtures/**/check.json")]),
+                         ids=lambda p: p.parent.name)
+def test_the_committed_checks_name_their_references_in_the_clone_not_on_one_machine(check_json):
+    data = json.loads(check_json.read_text(encoding="utf-8"))
+    files = [r["file"] for r in data["references"]]
+    assert files and all(not Path(f).is_absolute() and (REPO_ROOT / f).is_file() for f in files), files
+    assert not Path(data["run"]).is_absolute(), data["run"]
 
 
 @pytest.mark.parametrize("where", ["fact", "table of an older run"])
