@@ -39,6 +39,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 server_app = typer.Typer(help="Start, stop or inspect a llama.cpp server (same logic as scripts/start_server.sh).", no_args_is_help=True)
 model_app = typer.Typer(help=(
@@ -195,7 +196,10 @@ def run_all_cmd(
 
 @server_app.command("start", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def server_start(ctx: typer.Context) -> None:
-    """Start a server in the background: `bytesup server start [MODEL.gguf] [llama-server flags…]`.
+    """Start a server in the background.
+
+    \b
+      bytesup server start [MODEL.gguf] [llama-server flags…]
 
     MODEL defaults to the built default model. Flags (e.g. --port 8100 -t 2 -c 4096) replace the
     course defaults --host 127.0.0.1 --port 8099 -c 2048 -ngl 99 --parallel 1 --metrics.
