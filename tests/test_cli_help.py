@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import runpy
+import sys
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from typer.core import TyperGroup, TyperOption
 from typer.testing import CliRunner
 
 from bytesup.cli.app import app
+from bytesup.run.lessons import course_options, discover_lessons
 
 HEADINGS = ("Arguments:", "Options:", "Commands:")
 
@@ -86,3 +89,22 @@ def test_a_block_marked_to_keep_its_lines_keeps_them():
 
 def test_the_runs_default_server_is_shown_whole_at_80_columns():
     assert "http://127.0.0.1:8099)" in " ".join(shown_help(("run",), 80)).split()
+
+
+@pytest.mark.parametrize("lesson_id", list(discover_lessons()))
+def test_a_lesson_scripts_help_names_the_script_and_the_options_it_takes(lesson_id, monkeypatch, capsys):
+    script = discover_lessons()[lesson_id]
+    monkeypatch.setattr(sys, "argv", [str(script), "--help"])
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit) as stopped:
+        runpy.run_path(str(script), run_name="__main__")  # what `python lessons/NN_name.py --help` runs
+    assert stopped.value.code == 0
+    shown = capsys.readouterr().out
+    lines = [line.rstrip() for line in shown.splitlines()]
+    assert lines[0] == f"Usage: python lessons/{lesson_id}.py [OPTIONS]"
+    assert lines[2].startswith(f"  Lesson {lesson_id[:3].lstrip('0').rstrip('_')} — ")
+    words = {word.rstrip(",") for word in shown.split()}
+    for option in course_options().values():
+        assert (option.flag in words) == (lesson_id in option.lessons), option.flag
+    assert "--server" in words and "--replay" in words and "--no-print" in words
+    assert all(len(line) <= 80 for line in lines)
