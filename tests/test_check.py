@@ -166,7 +166,7 @@ def test_a_shown_server_probability_that_is_not_the_recorded_one_fails(tmp_path,
         # An older run (no top_tokens fact): its table is read by column name instead.
         del result.facts["top_tokens"]
         table = result.table("top8_fibonacci")
-        p = [c.name for c in table.columns].index("server probability")
+        p = [c.name for c in table.columns].index("server's prob")
         table.rows[2][p] *= 1.01
     write_result(run, result)
     cli = invoke("check", run)
@@ -190,8 +190,8 @@ def test_a_top8_share_from_the_tables_when_nothing_was_recorded(tmp_path):
     table = result.table("top8_cat_sat")
     cols = [c.name for c in table.columns]
     table.rows[0][cols.index("logprob")] = 0.0           # certainty, on top of seven others
-    table.rows[0][cols.index("probability")] = 100.0
-    table.rows[0][cols.index("server probability")] = 100.0
+    table.rows[0][cols.index("e^logprob")] = 100.0
+    table.rows[0][cols.index("server's prob")] = 100.0
     write_result(run, result)
     report = checker.check_run(load_run(run))
     share = only(report, "top8_share_at_most_one")
@@ -245,7 +245,7 @@ def test_in_scope_figures_are_compared_with_their_tolerance(tmp_path):
     cols = [c.name for c in table.columns]
     table.rows[0][cols.index("token")] = repr(" Paris")
     table.rows[0][cols.index("logprob")] = -0.08
-    table.rows[0][cols.index("probability")] = 100 * math.exp(-0.08)   # 92.3%: within 1 point of 92.7
+    table.rows[0][cols.index("e^logprob")] = 100 * math.exp(-0.08)   # 92.3%: within 1 point of 92.7
     speed = result.measurement("decode_tokens_per_s_short_prompt")
     speed.samples, speed.median, speed.min, speed.max = [30.0, 31.0], 30.5, 30.0, 31.0   # 8% under 33.2: within 10%
     long = result.measurement("decode_tokens_per_s_long_prompt")
