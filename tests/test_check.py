@@ -13,6 +13,7 @@ from test_compare import L4, assemble_run, edit_manifest, invoke, read_result, w
 from bytesup.check import checker
 from bytesup.check.compare import load_run
 from bytesup.errors import BytesupError
+from bytesup.paths import REPO_ROOT
 from bytesup.store.results import Column, LessonResult, Measurement, Table
 
 ALL = ["01_model_on_disk", "02_tokens_and_embeddings", "03_layer_is_matmul", L4, "05_generating_text",
@@ -132,6 +133,27 @@ def test_the_dgx_spark_figures_do_not_apply_to_the_recorded_model(full_run):
     assert f"{len(failed) + len(findings)} fail" in md and "Source: LLM Basics, lesson 4" in md
 
 
+def test_check_json_names_a_reference_file_by_its_place_in_the_clone(tmp_path):
+    run = assemble_run(tmp_path / "run", L4)
+    mine = tmp_path / "elsewhere" / "mine.json"
+    mine.parent.mkdir()
+    shutil.copy2(REPO_ROOT / "references" / "smollm2-135m-q4_1_cpu.json", mine)
+    invoke("check", run, "--reference", REPO_ROOT / "references" / "lesson04_dgx_spark.json", "--reference", mine)
+    data = json.loads((run / "check.json").read_text(encoding="utf-8"))
+    # The course's file reads the same in every clone; a file outside the clone can only be named where it is.
+    assert [r["file"] for r in data["references"]] == ["references/lesson04_dgx_spark.json", str(mine.resolve())]
+
+
+@pytest.mark.parametrize("check_json", sorted([*REPO_ROOT.glob("outputs/*/check.json"),
+                                               *REPO_ROOT.glob("tests/fixtures/**/check.json")]),
+                         ids=lambda p: p.parent.name)
+def test_the_committed_checks_name_their_references_in_the_clone_not_on_one_machine(check_json):
+    data = json.loads(check_json.read_text(encoding="utf-8"))
+    files = [r["file"] for r in data["references"]]
+    assert files and all(not Path(f).is_absolute() and (REPO_ROOT / f).is_file() for f in files), files
+    assert not Path(data["run"]).is_absolute(), data["run"]
+
+
 @pytest.mark.parametrize("where", ["fact", "table of an older run"])
 def test_a_shown_server_probability_that_is_not_the_recorded_one_fails(tmp_path, where):
     run = assemble_run(tmp_path / "run", L4)
@@ -144,7 +166,7 @@ def test_a_shown_server_probability_that_is_not_the_recorded_one_fails(tmp_path,
         # An older run (no top_tokens fact): its table is read by column name instead.
         del result.facts["top_tokens"]
         table = result.table("top8_fibonacci")
-        p = [c.name for c in table.columns].index("server probability")
+        p = [c.name for c in table.columns].index("server's prob")
         table.rows[2][p] *= 1.01
     write_result(run, result)
     cli = invoke("check", run)
@@ -168,8 +190,8 @@ def test_a_top8_share_from_the_tables_when_nothing_was_recorded(tmp_path):
     table = result.table("top8_cat_sat")
     cols = [c.name for c in table.columns]
     table.rows[0][cols.index("logprob")] = 0.0           # certainty, on top of seven others
-    table.rows[0][cols.index("probability")] = 100.0
-    table.rows[0][cols.index("server probability")] = 100.0
+    table.rows[0][cols.index("e^logprob")] = 100.0
+    table.rows[0][cols.index("server's prob")] = 100.0
     write_result(run, result)
     report = checker.check_run(load_run(run))
     share = only(report, "top8_share_at_most_one")
@@ -223,7 +245,7 @@ def test_in_scope_figures_are_compared_with_their_tolerance(tmp_path):
     cols = [c.name for c in table.columns]
     table.rows[0][cols.index("token")] = repr(" Paris")
     table.rows[0][cols.index("logprob")] = -0.08
-    table.rows[0][cols.index("probability")] = 100 * math.exp(-0.08)   # 92.3%: within 1 point of 92.7
+    table.rows[0][cols.index("e^logprob")] = 100 * math.exp(-0.08)   # 92.3%: within 1 point of 92.7
     speed = result.measurement("decode_tokens_per_s_short_prompt")
     speed.samples, speed.median, speed.min, speed.max = [30.0, 31.0], 30.5, 30.0, 31.0   # 8% under 33.2: within 10%
     long = result.measurement("decode_tokens_per_s_long_prompt")

@@ -84,12 +84,16 @@ def test_an_older_run_without_the_fact_is_read_from_its_table(tmp_path):
     ref = reference(tmp_path, fig("top_p", **PARIS, row={"rank": 1}, field="probability", published=77.19, unit="%",
                                   tolerance={"absolute": 0.01}),
                     fig("tab", table="top8_capital_of_france", row={"rank": 1}, column="probability", published=77.19, unit="%",
-                        tolerance={"absolute": 0.01}))
+                        tolerance={"absolute": 0.01}),
+                    fig("tab_now", table="top8_capital_of_france", row={"rank": 1}, column="e^logprob", published=77.19,
+                        unit="%", tolerance={"absolute": 0.01}))
     run = assemble_run(tmp_path / "run", L4)
     ref.scope.model.sha256 = json.loads((run / "manifest.json").read_text())["model"]["sha256"]
     got = by_id(load_run(run), ref)
     assert got["top_p"].status == checker.PASS and got["top_p"].observed == "77.19%"
+    # The column as the table names it now, and as a figure written before named it ("probability").
     assert got["tab"].status == checker.PASS and got["tab"].observed == "77.19%"
+    assert got["tab_now"].status == checker.PASS and got["tab_now"].observed == "77.19%"
 
 
 def test_a_missing_row_or_fact_is_not_applicable(tmp_path):

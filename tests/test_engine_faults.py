@@ -109,6 +109,50 @@ def test_a_lessons_own_server_is_stopped_on_a_signal(tmp_path, fake, model, when
     assert entry["status"] == "interrupted" and ("SIGTERM" in entry["error"] or "Ctrl-C" in entry["error"])
 
 
+LESSON_DROPS_A_STOP = '''"""Starts a server of its own; while it waits for it, a Ctrl-C's exception is dropped by Python."""
+import os, signal, time
+from pathlib import Path
+TITLE = "Drops a stop while its server starts (test)"
+class Sends:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs here, inside __del__: its exception is printed and dropped
+def main(ctx):
+    cycle = Sends()
+    cycle.me = cycle  # freed by the garbage collector, whenever it runs next: during the start's readiness polls
+    del cycle
+    with ctx.local_server("own", Path(os.environ["FAKE_MODEL"]), []) as own:
+        own.health()
+    return ctx.finish()
+'''
+
+
+def test_a_stop_dropped_while_a_lessons_server_starts_stops_the_start(tmp_path, fake, model):
+    """A stop signal whose exception Python dropped (it came inside a __del__) while the lesson's own server was
+    starting: the start looks at the run's stop at each poll, so the run stops at once, where it went on waiting
+    for the server (here 60 s, up to the start's 180 s) and ran the rest of the lesson before it noticed."""
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "07_drops.py").write_text(LESSON_DROPS_A_STOP)
+    state = Path(os.environ["BYTESUP_STATE"])
+    env = {**os.environ, "BYTESUP_LESSONS": str(lessons), "FAKE_MODEL": str(model), "FAKE_START_DELAY": "60"}
+    out = tmp_path / "run"
+    with FakeServer(USER_SERVER) as user:
+        run = subprocess.Popen([sys.executable, "-m", "bytesup", "run", "07_drops", "--server", user.url, "--out", str(out)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            code = run.wait(timeout=30)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    output = run.stdout.read()
+    assert "Exception ignored" in output  # the case itself: Python dropped the handler's exception
+    assert code == 130, output
+    assert not list(state.glob("server-*")), output  # the half-started server stopped, its folder removed
+    entry = json.loads((out / "manifest.json").read_text())["lessons"]["07_drops"]
+    assert entry["status"] == "interrupted" and "Ctrl-C" in entry["error"]
+
+
 # --- 8. a pid file is checked before anyone is signalled ------------------------------------------
 
 def _stale_pid_file(port: int) -> subprocess.Popen:

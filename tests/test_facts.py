@@ -57,8 +57,14 @@ def test_fraction_divides_percent_only():
     assert facts.fraction(0.927, "") == 0.927 and facts.fraction(3, "fraction") == 3.0
 
 
-def test_an_older_runs_top8_table_becomes_the_fact_once_when_loaded():
-    result = load_result(result_json("04_next_token", [TOP8]), "older")
+# The same table with the heads lesson 4 writes since its two probabilities are named by the answer that gave each.
+TOP8_NAMED = {**TOP8, "columns": [{"name": n, "unit": u} for n, u in
+                                  [("rank", ""), ("token", ""), ("e^logprob", "%"), ("server's prob", "%"), ("logprob", "")]]}
+
+
+@pytest.mark.parametrize("top8", [TOP8, TOP8_NAMED], ids=["probability, server probability", "e^logprob, server's prob"])
+def test_an_older_runs_top8_table_becomes_the_fact_once_when_loaded(top8):
+    result = load_result(result_json("04_next_token", [top8]), "older")
     shown = result.stated(lesson04.TopTokens).tables()["top8_cat_sat"]
     assert shown.prompt is None   # an older table does not name its prompt
     # Ranked by the rank column, percent to fractions: 50% is 0.5, 49.5% is 0.495, 25% is 0.25.

@@ -56,10 +56,12 @@ def test_top8_tables_have_the_published_shape(result, lesson):
     for (name, prompt), expected in zip(PROMPTS, TOP8_TABLES, strict=True):
         assert name == expected
         t = result.table(name)
-        assert [(c.name, c.unit) for c in t.columns] == [("rank", ""), ("token", ""), ("probability", "%"),
-                                                         ("server probability", "%"), ("logprob", "")]
+        assert [(c.name, c.unit) for c in t.columns] == [("rank", ""), ("token", ""), ("e^logprob", "%"),
+                                                         ("server's prob", "%"), ("logprob", "")]
         assert repr(prompt) in t.title
         assert [r[0] for r in t.rows] == list(range(1, 9))
+        assert any(n.startswith("Both probabilities come from the server, in two answers: e^logprob is the logprob it "
+                                "gives at temperature 0") for n in t.notes), t.notes
 
 
 @pytest.mark.parametrize("name", TOP8_TABLES)

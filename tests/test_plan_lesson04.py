@@ -84,7 +84,9 @@ def test_settings_and_the_long_prompt_by_hand():
 def test_a_record_is_shown_by_its_declared_columns():
     tokens = [ShownToken(1, 5, "' Paris'", 0.5, -0.6931, 0.5002), ShownToken(2, 7, "' the'", 0.25, -1.386, None)]
     heads, rows = page.by_columns(ShownToken, lesson04.TOP_COLUMNS, tokens)
-    assert heads == [("rank", ""), ("token", ""), ("probability", "%"), ("server probability", "%"), ("logprob", "")]
+    # Both probabilities are the server's: each column is named for which answer gave it, not one "probability"
+    # beside a "server probability".
+    assert heads == [("rank", ""), ("token", ""), ("e^logprob", "%"), ("server's prob", "%"), ("logprob", "")]
     # Fractions shown in percent: 0.5 → 50, 0.5002 → 50.02; None stays None.
     assert rows == [[1, "' Paris'", 50.0, 100 * 0.5002, -0.6931], [2, "' the'", 25.0, None, -1.386]]
     heads, rows = page.by_columns(NumpyToken, ["token", "difference"], [NumpyToken(1, 5, "'x'", 0.4, 0.3, 0.4 - 0.3)],

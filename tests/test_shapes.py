@@ -45,7 +45,7 @@ def test_a_shape_that_contradicts_itself_is_refused(slots, context, extra, match
 def started(monkeypatch):
     seen = {}
 
-    def start_server(model, flags, die_with_parent, native, answer_s):
+    def start_server(model, flags, die_with_parent, native, answer_s, stop_check):
         seen.update(model=model, flags=flags, native=native)
         return types.SimpleNamespace(url="http://127.0.0.1:9")
 

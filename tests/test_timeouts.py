@@ -78,7 +78,7 @@ def test_a_servers_start_waits_as_long_as_the_run_says(monkeypatch, tmp_path):
 def test_a_lessons_own_server_starts_and_answers_within_the_runs_timeout(monkeypatch, tmp_path):
     seen = {}
 
-    def start_server(model, flags, die_with_parent, native, answer_s):
+    def start_server(model, flags, die_with_parent, native, answer_s, stop_check):
         seen.update(flags=flags, answer_s=answer_s)
         return types.SimpleNamespace(url="http://127.0.0.1:9")
 

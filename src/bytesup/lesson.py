@@ -129,7 +129,8 @@ class LessonContext:
 
     def __init__(self, lesson_id: str, title: str, *, server: LlamaServer, run: RunOptions,
                  model_path: Path | None, sink: list[dict], replay: ReplaySource | None,
-                 progress: Reporter, shared: RunShared | None = None, options_type: type[LessonOptions] = LessonOptions):
+                 progress: Reporter, shared: RunShared | None = None, options_type: type[LessonOptions] = LessonOptions,
+                 stop_check: Callable[[], None] | None = None):
         self.lesson_id = lesson_id
         self.shared = shared if shared is not None else RunShared(Manifest(), replaying=replay is not None)
         self.title = title
@@ -143,6 +144,9 @@ class LessonContext:
         self._sink = sink
         self._replay = replay
         self.progress = progress
+        # Raises when the run was told to stop but Python dropped the exception (the runner's raise_if_stopping):
+        # looked at while a server of the lesson's own starts, which may take minutes.
+        self._stop_check = stop_check
         self.started_at = environment.utc_now()
         self.host_values: dict[str, Any] = {}
         self.settings: dict[str, Any] = {}
@@ -386,7 +390,8 @@ class LessonContext:
             try:
                 with spent(SERVERS):  # the lesson's time split: starting its servers
                     started = process.start_server(model, [*self.inherited_flags(), "--port", str(port), *flags],
-                                                   die_with_parent=True, native=native, answer_s=self.run.timeout)
+                                                   die_with_parent=True, native=native, answer_s=self.run.timeout,
+                                                   stop_check=self._stop_check)
             except ServerStartError:
                 failed_to_start = True
                 raise

@@ -9,6 +9,14 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+def in_the_clone(path: Path) -> str:
+    """How a record names a file: relative to the repository root where it lies inside this clone (e.g.
+    `references/lesson04_dgx_spark.json`), so the record reads the same wherever the clone lives; a file elsewhere
+    by its absolute path."""
+    full = Path(path).expanduser().resolve()
+    return full.relative_to(REPO_ROOT).as_posix() if full.is_relative_to(REPO_ROOT) else str(full)
+
+
 def _env_path(name: str, default: Path) -> Path:
     value = os.environ.get(name)
     return Path(value).expanduser() if value else default

@@ -44,6 +44,7 @@ from bytesup.check.references import (
     references_dir,
     scope_differences,
 )
+from bytesup.paths import in_the_clone
 from bytesup.files import write_json_atomic, write_text_atomic
 from bytesup.check.verdicts import COURSE, FAIL, GROUPS, INCONCLUSIVE, NA, PASS, ClaimResult, breaks
 
@@ -97,8 +98,8 @@ class CheckReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": CHECK_SCHEMA_VERSION, "kind": "bytesup-check",
-            "run": str(self.run.path), "checked_at": self.checked_at,
-            "references": [{"file": str(p), "name": r.name, "source": r.source} for p, r in self.references],
+            "run": in_the_clone(self.run.path), "checked_at": self.checked_at,
+            "references": [{"file": in_the_clone(p), "name": r.name, "source": r.source} for p, r in self.references],
             "counts": self.counts(), "counts_by_group": self.counts_by_group(), "claims": [r.to_json() for r in self.results],
         }
 

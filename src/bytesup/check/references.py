@@ -30,6 +30,7 @@ from bytesup.course import published
 from bytesup.store.runs import Run
 from bytesup.errors import BytesupError
 from bytesup.store.facts import FACTS, FactShapeError
+from bytesup.store.facts.lesson04 import NAMED_BEFORE
 from bytesup.paths import REPO_ROOT
 from bytesup.store.render import fmt
 from bytesup.store.results import LessonResult, Strict
@@ -323,11 +324,15 @@ def _table_rows(lesson: LessonResult, fig: Figure) -> Rows | str:
     units: dict[str, str] = {}
     for n, c in zip(names, table.columns, strict=True):
         units.setdefault(n, c.unit)
+        if n in NAMED_BEFORE:  # a figure written before lesson 4's columns were renamed addresses the older name
+            units.setdefault(NAMED_BEFORE[n], c.unit)
     rows = []
     for r in table.rows:
         row: dict[str, Any] = {}
         for n, cell in zip(names, r, strict=False):
             row.setdefault(n, cell)
+            if n in NAMED_BEFORE:
+                row.setdefault(NAMED_BEFORE[n], cell)
         rows.append(row)
     return Rows(rows, units, f"table {fig.table}")
 

@@ -39,6 +39,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 server_app = typer.Typer(help="Start, stop or inspect a llama.cpp server (same logic as scripts/start_server.sh).", no_args_is_help=True)
 model_app = typer.Typer(help=(
@@ -65,9 +66,10 @@ def lessons_cmd() -> None:
 PrintOpt = Annotated[bool, typer.Option("--print/--no-print", help="print each lesson's tables when it finishes")]
 
 
-def run_parameters() -> list[inspect.Parameter]:
+def run_parameters(lesson_id: str | None = None) -> list[inspect.Parameter]:
     """The flags `bytesup run` and `bytesup run-all` share: the run's own (RunOptions' fields, with their help), then
-    every option the lessons declare (their Options' fields, with their help and the lessons that take each)."""
+    every option the lessons declare (their Options' fields, with their help and the lessons that take each). With
+    `lesson_id`, only the options that lesson takes (a lesson script's flags)."""
     hints = typing.get_type_hints(RunOptions)
     params = []
     for f in dataclasses.fields(RunOptions):
@@ -78,6 +80,8 @@ def run_parameters() -> list[inspect.Parameter]:
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
                                         annotation=Annotated[hints[f.name], option]))
     for name, known in course_options().items():
+        if lesson_id is not None and lesson_id not in known.lessons:
+            continue
         # A list given as one flag is comma-separated text (its Options splits it); a repeatable flag is given per item.
         kind = _without_none(known.info.annotation)
         if typing.get_origin(kind) is list:
@@ -93,13 +97,14 @@ def _without_none(annotation: Any) -> Any:
     return args[0] if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1 else annotation
 
 
-def takes_run_options(command: Callable[..., None]) -> Callable[..., None]:
-    """`command(..., **given)` with the shared flags of `run_parameters` after its own parameters: typer reads
-    them from its signature, and the command builds one RunOptions from `given` (`run_options`)."""
+def takes_run_options(command: Callable[..., None], lesson_id: str | None = None) -> Callable[..., None]:
+    """`command(..., **given)` with the shared flags of `run_parameters` (those of `lesson_id` where given) after
+    its own parameters: typer reads them from its signature, and the command builds one RunOptions from `given`
+    (`run_options`)."""
     hints = typing.get_type_hints(command, include_extras=True)
     own = [p.replace(annotation=hints[p.name]) for p in inspect.signature(command).parameters.values()
            if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    params = [*own, *run_parameters()]
+    params = [*own, *run_parameters(lesson_id)]
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}  # typer reads the types from here
     return command
@@ -195,7 +200,10 @@ def run_all_cmd(
 
 @server_app.command("start", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def server_start(ctx: typer.Context) -> None:
-    """Start a server in the background: `bytesup server start [MODEL.gguf] [llama-server flags…]`.
+    """Start a server in the background.
+
+    \b
+      bytesup server start [MODEL.gguf] [llama-server flags…]
 
     MODEL defaults to the built default model. Flags (e.g. --port 8100 -t 2 -c 4096) replace the
     course defaults --host 127.0.0.1 --port 8099 -c 2048 -ngl 99 --parallel 1 --metrics.
@@ -330,11 +338,37 @@ def model_build(
 
 
 
+def lesson_script(lesson_id: str) -> typer.Typer:
+    """The command line of one lesson script: `bytesup run LESSON --print`, with the run's flags and the options
+    this lesson takes (not the other lessons'), its help headed by the lesson's title."""
+    script = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+    def run_this_lesson(print_tables: Annotated[bool, typer.Option(
+            "--print/--no-print", help="print the lesson's tables when it finishes")] = True, **given: Any) -> None:
+        _run([lesson_id], run_options(given, [lesson_id]), print_tables=print_tables)
+
+    try:
+        module = load_lesson(lesson_id)
+    except BytesupError as exc:
+        raise fail(exc) from None
+    # "Lesson 7 — The hardware fit", the docstring's first line, else the lesson's title
+    heading = (module.__doc__ or "").strip().splitlines()[0].rstrip(".") if module.__doc__ else lesson_title(module)
+    script.command(help=(
+        f"{heading}.\n\nRuns this lesson against a server (or a recorded run), saves it into a run folder and prints "
+        f"its tables: the same as `bytesup run {lesson_id} --print`. `bytesup run-all` runs every lesson into one folder."
+    ))(takes_run_options(run_this_lesson, lesson_id))
+    return script
+
+
 def lesson_script_main(lesson_file: str) -> None:
     """`python lessons/NN_name.py [--server URL] [--out DIR] [--replay RUN_DIR] [--model GGUF] …`:
     the lesson's `bytesup run NN_name --print`, called from the lesson's `if __name__ == "__main__":`."""
     lesson_id = Path(lesson_file).stem
-    sys.exit(app(["run", lesson_id, "--print", *sys.argv[1:]], prog_name=f"python lessons/{lesson_id}.py", standalone_mode=True))
+    try:
+        script = lesson_script(lesson_id)
+    except typer.Exit as stop:
+        sys.exit(stop.exit_code)
+    sys.exit(script(sys.argv[1:], prog_name=f"python lessons/{lesson_id}.py", standalone_mode=True))
 
 
 def main() -> None:  # pragma: no cover - console script entry

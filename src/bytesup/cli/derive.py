@@ -18,6 +18,8 @@ DEFAULT_WIDTHS = "f16,q8_0,q4_0"
 
 
 def _help() -> str:
+    """The command's help; each block that starts with a line of \\b alone (a table, commands to type) is printed as
+    written, not wrapped again."""
     rows = "\n".join(f"  {w.name:<5} {w.bytes_per_weight:g} bytes a weight ({w.type_name})" for w in derive.WIDTHS.values())
     bound = derive.memory_bound() / 2**20
     return f"""Derive other byte widths of a llama-architecture GGUF, the way SmolLM2's widths are made.
@@ -29,6 +31,7 @@ BF16, or quantized by gguf's own Q8_0, Q5_1, Q5_0, Q4_1 or Q4_0 quantizer); a ma
 type is copied; norms and other one-dimensional tensors keep their type (F32 turns everything into
 float32); a matrix whose rows do not fill whole blocks stays F16, and its record says so.
 
+\b
 Widths (--widths, comma-separated):
 {rows}
 
@@ -38,6 +41,7 @@ needs no 27 GB of float32. The same input gives the same bytes on every machine.
 under a temporary name and renamed when whole; its sha256 is printed and kept in NAME.gguf.json beside it,
 with the source's. Existing outputs are never replaced without --force.
 
+\b
 On a DGX Spark, with the course's model:
   M=models/deepseek-coder-6.7b-instruct
   bytesup model derive $M.Q8_0.gguf --widths f16,q4_0

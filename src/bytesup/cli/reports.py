@@ -69,8 +69,10 @@ def register(app: typer.Typer) -> None:
         (top8_*) are compared token by token: set and order of the top tokens, the largest |Δ logprob|, the top token's
         probability.
 
-        Example, after a llama.cpp upgrade: bytesup compare outputs/2026-10-12 outputs/2026-11-30 --threshold 10% --format md
-        --output changes.md
+        \b
+        Example, after a llama.cpp upgrade:
+          bytesup compare outputs/2026-10-12 outputs/2026-11-30 \\
+              --threshold 10% --format md --output changes.md
         """
         out, err = Console(), Console(stderr=True)
         try:
@@ -122,7 +124,9 @@ def register(app: typer.Typer) -> None:
         the noise between consecutive runs (compare's rule) with what changed between them (engine build, packages, code),
         listed and marked on the plot.
 
-        Example: bytesup history --html -o outputs/history.html
+        \b
+        Example:
+          bytesup history --html -o outputs/history.html
         """
         err = Console(stderr=True)
         try:

@@ -417,7 +417,7 @@ def die_with_parent_hook():
 
 def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, ...] = (), wait_s: float = 180.0,
                  die_with_parent: bool = False, native: bool = False, answer_s: float = PROPS_WAIT_S,
-                 engine: EngineChoice | None = None) -> StartedServer:
+                 engine: EngineChoice | None = None, stop_check: Callable[[], None] | None = None) -> StartedServer:
     """Start a server in the background, wait for /health, and record what was started.
 
     An API key reaches the engine through the LLAMA_API_KEY environment variable (read by
@@ -425,7 +425,9 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     `die_with_parent`: stop the server when this process dies (servers of a lesson's own).
     `native`: a llama-server binary only ($LLAMA_SERVER or the native build), as RPC needs (see `choose_engine`).
     `answer_s`: how long /props may take once the server is ready (a run's --timeout; each /health poll waits at
-    most READY_POLL_S of it). `engine`: this engine rather than `choose_engine`'s (the run's comparison of engines)."""
+    most READY_POLL_S of it). `engine`: this engine rather than `choose_engine`'s (the run's comparison of engines).
+    `stop_check`: called at each poll while the server starts; it raises to stop the start (a run's stop signal whose
+    exception Python dropped, see run.folder.raise_if_stopping), and the half-started server is stopped as on Ctrl-C."""
     merged = merge_flags(list(flags))
     chosen = engine or choose_engine(native=native or bool(merged.get("--rpc")))  # --rpc: only a native llama-server has RPC
     if model is None and merged.get("--model"):
@@ -485,7 +487,7 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
     # The process's start time beside its pid: a pid reused by another program is never taken for it.
     pid_file.write_text(f"{proc.pid}\n{_process_started(proc.pid) or ''}\n")
     try:
-        return _wait_ready(proc, chosen, merged, model, host, port, state, wait_s, answer_s)
+        return _wait_ready(proc, chosen, merged, model, host, port, state, wait_s, answer_s, stop_check)
     except BaseException as exc:
         # Ctrl-C or an error while waiting: the half-started server is not left behind. After an error its log
         # stays for the message to point at; after a stop nobody reads it, and the folder goes.
@@ -497,7 +499,8 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
 
 
 def _wait_ready(proc: subprocess.Popen, chosen: EngineChoice, merged: dict, model: Path, host: str, port: int,
-                state: Path, wait_s: float, answer_s: float = PROPS_WAIT_S) -> StartedServer:
+                state: Path, wait_s: float, answer_s: float = PROPS_WAIT_S,
+                stop_check: Callable[[], None] | None = None) -> StartedServer:
     kind, command = chosen.kind, chosen.command
     pid_file = state / "pid"
     log_path = state / "server.log"
@@ -508,6 +511,8 @@ def _wait_ready(proc: subprocess.Popen, chosen: EngineChoice, merged: dict, mode
     deadline = time.monotonic() + wait_s
     props: dict = {}
     while True:
+        if stop_check is not None:
+            stop_check()
         if proc.poll() is not None:
             pid_file.unlink(missing_ok=True)
             crashed = f" (killed by {build.signal_name(proc.returncode)})" if proc.returncode < 0 else ""

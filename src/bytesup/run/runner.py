@@ -431,7 +431,8 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                     confirm_same_server(seen.url, options, seen.props, seen.models, lid)
                     client = options.client(seen.url, RecordingTransport(sink, "main"), build=build)
                 ctx = LessonContext(lid, title, server=client, run=options, model_path=model_path, sink=sink, replay=replay,
-                                    progress=reporter, shared=shared, options_type=options_of(module))
+                                    progress=reporter, shared=shared, options_type=options_of(module),
+                                    stop_check=raise_if_stopping)
                 entry.started_at = ctx.started_at
                 ident = ctx.host("identity", identity)
                 ctx.identity = ident

@@ -27,9 +27,11 @@ class ShownToken:
     rank: int = column("rank")
     id: int | None = column("id")            # None in a run written before the lesson stated facts (its tables show no id)
     token: str = column("token")              # the lesson's text of the token: repr() quotes, spacing visible
-    probability: float | None = column("probability", "%")  # e^logprob
+    # Both probabilities come from the server, from two answers: e^logprob of the logprob it gives at temperature 0,
+    # and the `prob` it gives itself (post_sampling_probs, temperature 1 alone); shown as "e^logprob" and "server's prob".
+    probability: float | None = column("e^logprob", "%")
     logprob: float | None = column("logprob")
-    server_probability: float | None = column("server probability", "%")  # the server's own; None when it did not list it
+    server_probability: float | None = column("server's prob", "%")  # None when the server did not list it
 
 
 class ShownTable(Record):
@@ -54,6 +56,11 @@ class ShownTable(Record):
         return sorted(self.tokens, key=lambda t: t.rank)
 
 
+# The next-token tables' columns that were renamed, by their name now: a table and a reference figure written
+# before read the same column under its older name.
+NAMED_BEFORE = {"e^logprob": "probability", "server's prob": "server probability"}
+
+
 @stated("top_tokens")
 class TopTokens(RootModel[dict[str, ShownTable]]):
     """Per next-token table (its name, e.g. top8_capital_of_france): the prompt and its ranked tokens."""
@@ -66,8 +73,8 @@ class TopTokens(RootModel[dict[str, ShownTable]]):
 
 
 def top_tokens_from_tables(tables: list[Any]) -> TopTokens | None:
-    """An older run's `top8_` tables read once by column name (rank, token, probability, server probability,
-    logprob; percent becomes a fraction), or None when it has none with a token column."""
+    """An older run's `top8_` tables read once by column name (rank, token, e^logprob or probability, server's prob
+    or server probability, logprob; percent becomes a fraction), or None when it has none with a token column."""
     found: dict[str, ShownTable] = {}
     for table in tables:
         if not isinstance(table, dict) or not str(table.get("name", "")).startswith("top8_"):
@@ -76,8 +83,8 @@ def top_tokens_from_tables(tables: list[Any]) -> TopTokens | None:
         if ti is None:
             continue
         units = [str(c.get("unit", "")) if isinstance(c, dict) else "" for c in table.get("columns", [])]
-        ri, pi = base.column(table, "rank"), base.column(table, "probability", "prob", "p")
-        si, li = base.column(table, "server probability"), base.column(table, "logprob", "log probability")
+        ri, pi = base.column(table, "rank"), base.column(table, "e^logprob", "probability", "prob", "p")
+        si, li = base.column(table, "server's prob", "server probability"), base.column(table, "logprob", "log probability")
 
         def cell(row: list[Any], i: int | None) -> float | None:
             x = number(row[i]) if i is not None and i < len(row) else None

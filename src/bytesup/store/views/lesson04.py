@@ -150,10 +150,11 @@ def top_notes(t: ShownTable, n_vocab: int | None) -> list[str]:
             f"that is {percent(top.probability or 0.0)}."),
             f"At temperature 0 the server generated {t.generated}, "
             + ("the rank-1 token." if t.generated == top.token else "which is not the rank-1 token listed."),
-            (f"Server probability: the server's own probabilities for {t.paired} of these {n} tokens, asked for "
-             f"separately (temperature 1.0 alone, no cuts: the full softmax); the largest |server probability − e^logprob| "
-             f"is {gap[0]:.2g} (relative: {gap[1]:.2g})." if gap else
-             "Server probability: none of these tokens is among the eight the server listed with its own probabilities.")]
+            ("Both probabilities come from the server, in two answers: e^logprob is the logprob it gives at temperature 0, "
+             "raised to e here; server's prob is the probability it gives itself (its prob, asked for separately: "
+             "temperature 1.0 alone, no cuts, the full softmax), "
+             + (f"for {t.paired} of these {n} tokens. The largest |server's prob − e^logprob| is {gap[0]:.2g} "
+                f"(relative: {gap[1]:.2g})." if gap else "for none of these tokens."))]
 
 
 def show_top_tokens(page: Page, t: ShownTable, n_vocab: int | None) -> None:
