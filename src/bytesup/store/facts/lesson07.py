@@ -57,6 +57,21 @@ class BatchRun:
 # --- the records: one per figure ------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class BoundRidge:
+    """The ridge the "bound" labels are read against: the engine's, its prefill's GFLOP/s ÷ the read bandwidth, where
+    the run timed a prefill (the roof the plot draws the measured points against), else numpy's matmul ridge.
+    Left of it a point is memory-bound, right of it compute-bound."""
+    ridge: float
+    engine_gflop_s: float | None
+    bandwidth_gb_s: float
+    numpy_ridge: float
+
+    @property
+    def name(self) -> str:
+        return "this CPU's ridge" if self.engine_gflop_s is None else "the engine's ridge"
+
+
+@dataclass(frozen=True)
 class Ceiling:
     """One of this host's two ceilings, measured, with how."""
     quantity: str = column("quantity")
@@ -132,21 +147,6 @@ class AttentionIntensity:
     bytes: float = column("K and V bytes (FP16)", "bytes")
     flops_per_byte: float = column("intensity", "FLOPs/byte")
     podcast: float = column("the podcast", "FLOPs/byte")
-
-
-@dataclass(frozen=True)
-class BoundRidge:
-    """The ridge the "bound" labels are read against: the engine's, its prefill's GFLOP/s ÷ the read bandwidth, where
-    the run timed a prefill (the roof the plot draws the measured points against), else numpy's matmul ridge.
-    Left of it a point is memory-bound, right of it compute-bound."""
-    ridge: float
-    engine_gflop_s: float | None
-    bandwidth_gb_s: float
-    numpy_ridge: float
-
-    @property
-    def name(self) -> str:
-        return "this CPU's ridge" if self.engine_gflop_s is None else "the engine's ridge"
 
 
 # --- the arithmetic: pure, from the responses and the host's measurements --------------------
