@@ -11,7 +11,7 @@ from lessonkit import QueuedServer, hand_context, recorded_exchanges, run_bandwi
 from bytesup.course import formulas, published
 from bytesup.course.ceiling import Spread
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s
-from bytesup.store.facts.lesson07 import (BatchRow, BatchRun, BoundRidge, HostCeilings, RooflinePoint, _delta,
+from bytesup.store.facts.lesson07 import (BatchRow, BatchRun, BoundRidge, HostCeilings, RooflinePoint, _delta, blas_text,
                                           attention_intensity, batch_level, batch_row, bound_ridge, ceilings,
                                           decode_attention_cases, engine_roof_gflop_s, host_roofline, measured_points,
                                           parallel_levels, published_rooflines, roofline_points)
@@ -684,3 +684,30 @@ def test_what_the_run_shows_reads_the_recorded_tables(result):
     assert main.rows == [[r[0], r[1], r[4], r[5], r[6]] for r in full.rows]   # without min and max
     for name in ("roofline_points", "batching", "measured_points"):
         assert len(result.table(f"{name}_main").columns) <= 8 and result.table(name).detail
+
+
+def test_the_blas_named_with_and_without_its_version():
+    assert blas_text(HostCeilings({}, {"blas": {"internal_api": "openblas", "version": "0.3"}}, {})) == "openblas 0.3"
+    assert blas_text(HostCeilings({}, {"blas": {"internal_api": "openblas"}}, {})) == "openblas"
+    assert blas_text(HostCeilings({}, {}, {})) == "unknown BLAS"
+
+
+def test_a_prefill_without_a_decode_is_still_placed():
+    # No decode sample: the prefill of 128 alone, 200 tokens/s × 0.2 GFLOP = 40 GFLOP/s at 128 × 2 = 256 FLOPs/byte.
+    bandwidth, blas, matmul = _host((10.0,), (100.0,))
+    (pre,) = measured_points(100_000_000, 2.0, HostCeilings(bandwidth, blas, matmul), [], [150.0, 200.0, 250.0], 128)
+    assert pre.phase == "prefill of 128" and pre.intensity == 256.0 and pre.reached == pytest.approx(40.0)
+
+
+def test_a_batch_row_counts_the_first_batch_and_no_call_gives_no_tokens_per_call():
+    # First batch: 2 sequences of 64 tokens (128); the second: 2 of 32. The row's tokens per batch is the first's.
+    # /metrics counted 192 tokens but no llama_decode call: no tokens per call (not a division by 0).
+    c64, c32 = Completion(**_completion(64, 1260.0)), Completion(**_completion(32, 620.0))
+    runs = [BatchRun([c64, c64], 1.28, {"llamacpp:tokens_predicted_total": 0.0, "llamacpp:n_decode_total": 5.0},
+                     {"llamacpp:tokens_predicted_total": 128.0, "llamacpp:n_decode_total": 5.0}),
+            BatchRun([c32, c32], 0.64, {"llamacpp:tokens_predicted_total": 128.0, "llamacpp:n_decode_total": 5.0},
+                     {"llamacpp:tokens_predicted_total": 192.0, "llamacpp:n_decode_total": 5.0})]
+    level = batch_level(2, runs)
+    assert level.predicted_delta == 192.0 and level.decode_calls_delta == 0.0 and level.tokens_per_call is None
+    row = batch_row(level, baseline=100.0, dec_i=2.0, ridge=5.0)
+    assert row.tokens_per_batch == 128 and row.tokens_generated == 192
