@@ -13,7 +13,8 @@ modules that need more), `lessons/0N_name.py` runs tests/test_lesson_0N_name.py.
 `integration` (they start servers) are never run.
 
 A lesson is mutated only in its computation section (the lines under each `# --- computation`
-header, up to the next `# --- ` header): the requests and the rendering are left as they are.
+header, up to the next `# --- ` header or the script's `if __name__ == "__main__":`): the requests and the
+rendering are left as they are.
 mutmut is given a unified diff that adds exactly those lines (`--use-patch-file`, which mutates
 only added lines); the diff is written into the copy, the lesson file itself is not touched.
 
@@ -73,7 +74,7 @@ TESTS: dict[str, list[str]] = {
     "src/bytesup/store/facts/lesson08.py": ["tests/test_lesson08.py", "tests/test_lesson_08_capstone_decode_memory_bound.py"],
     "src/bytesup/store/facts/lesson07.py": ["tests/test_lesson_07_hardware_fit.py"],
 }
-SECTION = re.compile(r"^# --- ")
+SECTION = re.compile(r"^(# --- |if __name__ == )")  # a section ends at the next header, or at the script's entry
 COMPUTATION = re.compile(r"^# --- computation\b")
 
 KILLED_STATUSES = ("ok_killed", "bad_timeout", "ok_suspicious")
