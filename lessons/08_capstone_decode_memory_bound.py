@@ -5,43 +5,38 @@ servers' shape, recorded once in the run), the requests and `main` here, the ari
 (bytesup.store.facts.lesson08, on bytesup.course.memory_bound and bytesup.course.decodetime), and its view
 (bytesup.store.views.lesson08: the tables, their notes and the plot). `bytesup check` judges its claims.
 
-Each decoded token reads every weight once, so decode can be no faster than memory bandwidth ÷
-bytes per token. This script tests that claim on the widths of one model (the same weights stored
-in fewer or more bytes each) and on larger models beyond them: it serves each on a server of its
-own, all up at once where they fit in memory together, measures decode tokens/s going round the
-models in turns (a slow spell of the machine then lands on every model alike), and asks each for
-the top token after "The capital of France is". Effective GB/s = bytes per token × tokens/s; efficiency compares it with the
-run's one reading of this host's bandwidth (or --bandwidth-gbs). Points whose weights fit in the
-last-level cache are marked cache-resident and kept out of the line. The sweep is described by stated
-rules (bytesup.course.memory_bound) that name no verdict: between neighbouring widths, whether the speed-up
-followed the bytes (effective GB/s flat within the spread) or was no faster; a line tokens/s = the line's
-bandwidth ÷ bytes with equal relative weight per point, with its uncertainty, and which points lie on it; the
-free log-log slope, in words. Then every model is explained (bytesup.course.decodetime): one
-sequence's step waits on the slower of reading the weights and one token's arithmetic, plus a fixed
-cost per block, t₁ = L × f + max(W ÷ B, n × c), with one bandwidth and one cost per block for every model and one
-arithmetic cost per parameter for each weight type (each type's kernels do their own arithmetic), fitted on every
-model's step; each model is predicted by the terms of the others, set beside the measured (a model alone in its
-weight type cannot be: its c would come from its own step), and the verdict is the term its step waits on, named where
-every fit (all the models, and each leave-one-out set) agrees, the model lies outside its type's band (two standard
-errors of the crossover, from the leave-one-out fits) and its two terms differ by more than its own steps scatter;
-mixed where one model's steps turn it over, it lies within the band or its terms within its scatter: the page's one
-verdict per width. The crossover of each weight type, B × c bytes per parameter, is where reading a
-parameter's bytes takes as long as its arithmetic: stated, marked on the plot, and applied to the published DGX Spark
-figures. The first server of each weight type
-also decodes 2 and 4 sequences at once: the batch view, where the weights are read once for all; and
-it times a 128-token prefill, the engine's fastest arithmetic for that weight type, set beside decode's.
-Samples follow one rule (bytesup.course.robust): a warm-up per server, at least five samples, the
-median, and outliers shown but never widening an allowance. The bytes model is then carried to
-context: tokens/s at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d), applied to the
-published DGX Spark figures. The page ends with its conclusion, every sentence chosen by the run's numbers: where
-this machine's decode waits on memory and where on the arithmetic, what the Spark's figures say in the same terms,
-and what would move a width across the crossover.
+Each decoded token reads every weight once, so decode can be no faster than memory bandwidth ÷ bytes per token. This
+script tests that claim on the widths of one model (the same weights stored in fewer or more bytes each) and on larger
+models: each on a server of its own, all up at once where they fit in memory together, decode timed going round the
+models in turns (a slow spell of the machine then lands on every model alike), each asked for the top token after
+"The capital of France is". Effective GB/s = bytes per token × tokens/s; efficiency compares it with the run's one
+reading of this host's bandwidth (or --bandwidth-gbs). Points whose weights fit in the last-level cache are marked
+cache-resident and kept out of the line. Stated rules that name no verdict describe the sweep
+(bytesup.course.memory_bound): between neighbouring widths, whether the speed-up followed the bytes (effective GB/s flat
+within the spread) or was no faster; a line tokens/s = the line's bandwidth ÷ bytes, equal relative weight per point,
+with its uncertainty and which points lie on it; the free log-log slope, in words.
 
-Beside the bytes and the speed, what each width of the trained model costs in accuracy: numpy's forward pass
-(bytesup.models.forward, lesson 4's) on each width's file, found by the sha256 the catalog writes it with, over the
-plan's prompts; every position's next-token distribution against the f32 width's, as llama-perplexity's
---kl-divergence (bytesup.course.quantization), with how each file was made, so the page says which widths are
-independent. A replay recomputes it where the files are there and says it is not recomputed where they are not.
+Then every model is explained (bytesup.course.decodetime): one sequence's step waits on the slower of reading the
+weights and one token's arithmetic, plus a fixed cost per block, t₁ = L × f + max(W ÷ B, n × c), one B and one f for
+every model and one c per weight type (each type's kernels do their own arithmetic), fitted on every model's step.
+Each model is predicted by the terms of the others (not one alone in its weight type: its c would come from its own
+step). Its verdict, the term its step waits on, is named where every fit (all the models, and each leave-one-out set)
+agrees, the model lies outside its type's band (two standard errors of the crossover, from the leave-one-out fits) and
+its two terms differ by more than its steps scatter; else it is mixed: the page's one verdict per width. Each weight
+type's crossover, B × c bytes per parameter, where reading a parameter's bytes takes as long as its arithmetic, is
+stated, marked on the plot and applied to the published DGX Spark figures. The first server of each weight type also
+decodes 2 and 4 sequences at once (the batch view: the weights read once for all) and times a 128-token prefill, the
+engine's fastest arithmetic for that type, beside decode's. Samples follow one rule (bytesup.course.robust): a warm-up
+per server, at least five samples, the median, outliers shown but never widening an allowance. The bytes model is
+carried to context on the Spark's figures: tokens/s at depth d ≈ bandwidth ÷ (weight bytes + KV bytes per token × d).
+The conclusion's every sentence is chosen by the run's numbers: where decode waits on memory and where on the
+arithmetic, here and on the Spark, and what would move a width across the crossover.
+
+Beside bytes and speed, each width's cost in accuracy: numpy's forward pass (bytesup.models.forward, lesson 4's) on
+each width's file, found by the sha256 the catalog writes it with, over the plan's prompts; each position's next-token
+distribution against the f32 width's, as llama-perplexity's --kl-divergence (bytesup.course.quantization), with how
+each file was made, so the page says which widths are independent. A replay recomputes it where the files are there
+and says where they are not.
 """
 
 try:  # a Python without the project's packages: lessons/_venv.py re-runs this with .venv's, or says what to do
@@ -75,8 +70,8 @@ from bytesup.store.facts.lesson08 import (DecodeModel, ModelInfo, ModelRun, Mode
                                           spark_terms, sweep_points, sweep_row, top_answer, width_accuracy, width_file,
                                           width_logits)
 from bytesup.store.plans.lesson08 import (MEMORY_SHARE, MIN_SAMPLES, PLAN_READS, PLAN_VALUE, AccuracyPlan, Plan,
-                                          Served, current_plan, flags_shape, in_turns, is_gguf_path, parse_sizes,
-                                          plan_shape, read_plan)
+                                          Served, batch_bodies, current_plan, flags_shape, in_turns, is_gguf_path,
+                                          parse_sizes, plan_shape, read_plan)
 from bytesup.store.views.lesson08 import (bandwidth_note, plot_decode_vs_bytes, servers_note, show_accuracy,
                                           show_conclusion, show_context_prediction, show_decode_model, show_fit,
                                           show_models, show_prefill, show_steps, show_sweep, shows,
@@ -87,7 +82,6 @@ TITLE = "Why LLM decode is memory-bound"
 
 # The top token at temperature 0 from the full softmax (post_sampling_probs false); cache_prompt false.
 TOP = {"n_predict": 1, "n_probs": 3, "temperature": 0, "post_sampling_probs": False, "cache_prompt": False, "seed": 42}
-BATCH_SEED_BASE = 8000  # each request of a batch gets its own seed, so a replay answers each one exactly
 
 
 class Options(LessonOptions):
@@ -193,14 +187,6 @@ def main(ctx: LessonContext):
     ctx.shows(shows(cross, why_not, points), plot="decode_vs_bytes")  # what this run shows, first on the page
     show_conclusion(ctx, cross, why_not, spark, prefills, model_rows)
     return ctx.finish()
-
-
-# --- computation: pure, from the plan --------------------------------------------------------------
-
-def batch_bodies(parallel: int, r: int, n_predict: int) -> list[dict[str, Any]]:
-    """The P requests of batch r, one per slot, PINNED apart from a seed of their own."""
-    return [{**PINNED, "n_predict": n_predict, "seed": BATCH_SEED_BASE + 100 * parallel + 10 * r + i, "id_slot": i}
-            for i in range(parallel)]
 
 
 # --- requests: the plan, the models and their decodes ----------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -381,7 +382,7 @@ def test_each_types_crossover_flips_its_verdict_where_c_passes_w_over_n_b():
         assert (f16.weight_bytes / f16.n_params > decodetime.crossover(terms, "F16")) == (verdict == decodetime.MEMORY)
     assert decodetime.bandwidth_to_cross(2.0, TYPED, "F16") == pytest.approx(2.0 / 60e-3)
     assert decodetime.bandwidth_to_cross(4.0, decodetime.Terms(50.0, (("F32", 0.0),), 0.0, ()), "F32") == math.inf
-    with pytest.raises(KeyError, match="Q4_1"):
+    with pytest.raises(KeyError, match="^'no arithmetic cost c for Q4_1: the terms were fitted on "):
         TYPED.c("Q4_1")
 
 
@@ -453,3 +454,70 @@ def test_the_least_squares_line_off_the_origin_by_hand():
     2 × 9 ÷ 8 = 2.25; intercept 43/3 − 2.25 × 4 = 5.3333."""
     a, b = decodetime.least_squares([2.0, 4.0, 6.0], [10.0, 14.0, 19.0])
     assert b == pytest.approx(2.25) and a == pytest.approx(43 / 3 - 9.0)
+
+
+def test_f_and_c_come_back_where_the_blocks_grow_with_the_parameters():
+    # f = 0.1 ms per block and c = 25 ps per parameter, weights so small that every step waits on its arithmetic:
+    #   s: 1 MB, 100 M parameters, 20 blocks: 100e6 × 25e-12 s = 2.5 ms + 20 × 0.1 = 2 ms -> 4.5 ms (read at 1 GB/s: 1 ms)
+    #   m: 2 MB, 200 M, 41 blocks: 5 ms + 4.1 ms -> 9.1 ms (read 2 ms)
+    #   l: 4 MB, 400 M, 80 blocks: 10 ms + 8 ms -> 18 ms (read 4 ms)
+    # Blocks per million parameters are 0.2, 0.205 and 0.2: f and c nearly trade one for the other, so f fitted with
+    # c fixed, then c with f fixed, creeps; f fitted with each c following it lands on both at once. Every model
+    # waits on its arithmetic at every B of the grid, so the error is 0 from its first B on: B = 1 GB/s.
+    widths = [decodetime.Width("s", 1 * MB, 100e6, "Q8_0", {1: 4.5}, 20),
+              decodetime.Width("m", 2 * MB, 200e6, "Q8_0", {1: 9.1}, 41),
+              decodetime.Width("l", 4 * MB, 400e6, "Q8_0", {1: 18.0}, 80)]
+    terms = decodetime.fit(widths)
+    assert terms.gbs == 1.0
+    assert terms.fixed_ms_per_block == pytest.approx(0.1, rel=1e-9)
+    assert terms.c("Q8_0") == pytest.approx(25.0, rel=1e-9)
+
+
+def test_no_small_step_of_the_terms_lowers_the_error():
+    # Steps off any line (two models of 100 MB, 50 M parameters at 7.7 and 7.0 ms): the fit is the least of
+    # Σ (predicted ÷ measured − 1)², predicted = f × blocks + max(W ÷ B, n × c). For w0 at the fitted terms
+    # (B ≈ 19.45 GB/s, f ≈ 0.108 ms, c ≈ 54.5 ps): 20 × 0.108 + max(100 MB ÷ 19.45 GB/s = 5.14 ms, 50e6 × 54.5 ps = 2.72 ms)
+    # = 7.30 ms, 5% under 7.7. Moving B, f or c by 0.1% either way, alone or together, gives no smaller sum.
+    widths = [decodetime.Width("w0", 100 * MB, 50e6, "Q8_0", {1: 7.7}, 20),
+              decodetime.Width("w1", 400 * MB, 400e6, "Q8_0", {1: 23.1}, 10),
+              decodetime.Width("w2", 100 * MB, 50e6, "Q8_0", {1: 7.0}, 20),
+              decodetime.Width("w3", 424 * MB, 400e6, "Q8_0", {1: 24.684}, 30)]
+    terms = decodetime.fit(widths)
+    assert terms.gbs == pytest.approx(19.45, rel=1e-3) and terms.fixed_ms_per_block == pytest.approx(0.108, rel=1e-2)
+    assert terms.c("Q8_0") == pytest.approx(54.5, rel=1e-3)
+
+    def error(gbs: float, f: float, c: float) -> float:
+        t = decodetime.Terms(gbs, (("Q8_0", c),), f, ())
+        return sum((decodetime.predict_width(t, w).step_ms / w.step_ms[1] - 1) ** 2 for w in widths)
+
+    least = error(terms.gbs, terms.fixed_ms_per_block, terms.c("Q8_0"))
+    for b, f, c in itertools.product((0.999, 1.0, 1.001), repeat=3):
+        assert error(terms.gbs * b, terms.fixed_ms_per_block * f, terms.c("Q8_0") * c) >= least * (1 - 1e-9)
+
+
+def test_the_grid_between_other_ends():
+    # From 10 to 1,000 GB/s: steps of 100^(1/399); the middle point (k = 199.5) would be 100; k = 199 is
+    # 10 × 100^(199/399) = 99.42457296 (rounded to 12 digits).
+    grid = decodetime.log_grid(10.0, 1000.0)
+    assert (grid[0], grid[-1]) == (10.0, 1000.0) and grid[199] == pytest.approx(99.4245729643, rel=1e-11)
+
+
+def test_the_crossovers_standard_error_from_two_fits():
+    # Crossovers B × c × 10⁻³: 10 × 10 = 0.1 and 10 × 30 = 0.3 bytes per parameter; mean 0.2;
+    # u² = (2 − 1) ÷ 2 × (0.1² + 0.1²) = 0.01, u = 0.1. One fit alone gives no u.
+    fits: dict[str, decodetime.Terms | None] = {"a": decodetime.Terms(10.0, (("Q8_0", 10.0),), 0.0, ()),
+                                                "b": decodetime.Terms(10.0, (("Q8_0", 30.0),), 0.0, ())}
+    assert decodetime.crossover_u(fits, "Q8_0") == pytest.approx(0.1, rel=1e-12)
+    assert decodetime.crossover_u({"a": fits["a"], "b": None}, "Q8_0") is None
+
+
+def test_the_band_and_the_scatter_hold_their_ends():
+    # B = 100 GB/s, c = 10 ps: the crossover is 100 × 10 × 10⁻³ = 1 byte per parameter; with no leave-one-out fit the
+    # band is [1, 1], and a model of exactly 1 byte per parameter lies within it.
+    terms = decodetime.Terms(100.0, (("Q8_0", 10.0),), 0.0, ())
+    assert decodetime.within_band(decodetime.Width("x", 1e8, 1e8, "Q8_0", {1: 1.0}), terms, {})
+    # c = 15 ps: 100 MB read at 100 GB/s is 1 ms, 100 M parameters × 15 ps = 1.5 ms; they differ by 0.5 ms, exactly
+    # the scatter of a model whose 5 ms steps spread 10%: too close to call.
+    close = decodetime.Terms(100.0, (("Q8_0", 15.0),), 0.0, ())
+    assert decodetime.too_close(decodetime.Width("w", 1e8, 1e8, "Q8_0", {1: 5.0}, 1, 0.1), close)
+    assert not decodetime.too_close(decodetime.Width("w", 1e8, 1e8, "Q8_0", {1: 5.0}, 1, 0.09), close)

@@ -326,3 +326,19 @@ def test_a_line_below_the_knee_that_gives_no_step_cannot_show_it():
         "Against the line through the depths below d* (0, 250, 500, 750), depth 1,200 took 10 ms per token where the "
         "line gives -6 ms (no step at all): a line that gives no step there cannot show the knee, so the model is one "
         "line through every fitted depth.")
+
+
+def test_a_knee_says_which_depths_lie_below_it_and_needs_a_time_for_each():
+    # Knee at 200: depths 300, 400 and 500 all lie past it, none below; 50 twice is one distinct depth.
+    with pytest.raises(ValueError, match="^a line up to the knee at depth 200 needs at least two distinct depths there; "
+                                         "none measured$"):
+        depthtime.fit_knee([300, 400, 500], [10.0, 11.0, 12.0], 500, 200.0)
+    with pytest.raises(ValueError, match="; 50, 50 measured$"):
+        depthtime.fit_knee([50, 50, 300, 400], [10.0, 10.5, 11.0, 12.0], 500, 200.0)
+    with pytest.raises(ValueError, match="^3 depths but 2 times$"):
+        depthtime.fit_knee([0, 100, 300], [10.0, 11.0], 500, 200.0)
+
+
+def test_a_depths_interquartile_range_by_hand():
+    # 1, 2, 3, 4, 5 ms (no outlier): inclusive quartiles Q1 = 2 and Q3 = 4, so Q3 − Q1 = 2 ms.
+    assert depthtime.interquartile_ms([1.0, 2.0, 3.0, 4.0, 5.0]) == 2.0

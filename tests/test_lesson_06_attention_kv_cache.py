@@ -207,6 +207,7 @@ def test_kv_bytes_of_the_specimen_and_a_mixed_cache_by_hand(lesson):
     course = lesson.worked_examples()[0]
     # 2 × 32 × 32 × (4,096 ÷ 32 = 128) × 2 = 524,288 bytes; × 2,048 tokens = 1,024 MiB
     assert course.bytes_per_token == 524_288 and course.mib_at_context == 1024
+    assert course.head_dim == 128 and type(course.head_dim) is int  # a whole width, shown as one
     info = {"name": "tiny", "hyperparameters": {"n_layer": 3, "n_head_kv": 2, "head_dim": 16, "n_head": 4}, "tensor_bytes": 10}
     # K in f16 (2 bytes) and V in q8_0 (34 bytes per 32 numbers): each holds half of the 2, so
     # 3 × 2 × 16 × (2 + 34/32) = 96 × 3.0625 = 294 bytes per token
@@ -233,6 +234,11 @@ def test_kv_table_without_the_model_file(lesson):
     lesson.record_kv_cache(ctx, examples, None, None, setup, False)
     lesson06.show_kv_cache_size(ctx, examples, None, None, setup)
     assert (setup.n_ctx, lesson.attention_shape(None, None)) == (4096, None)
+    # Either part missing is enough for no shape: the served row without the file's hyperparameters, or the other way.
+    served = lesson.served_example({"name": "tiny", "hyperparameters": {"n_layer": 3, "n_head_kv": 2, "head_dim": 16}},
+                                   setup, None)
+    assert lesson.attention_shape(served, None) is None
+    assert lesson.attention_shape(None, {"hyperparameters": {"n_head": 4}}) is None
     table = ctx.tables[0]
     assert [r[0].split(" (")[0] for r in table.rows] == [published.SPECIMEN_NAME, "70B example"]
     assert any("not readable here" in n for n in table.notes)

@@ -11,6 +11,10 @@ from lessonkit import QueuedServer, hand_context, recorded_exchanges, run_bandwi
 from bytesup.course import formulas, published
 from bytesup.course.ceiling import Spread
 from bytesup.llama.responses import Completion, Timings, decode_tokens_per_s
+from bytesup.store.facts.lesson07 import (BatchRow, BatchRun, BoundRidge, HostCeilings, RooflinePoint, _delta, blas_text,
+                                          attention_intensity, batch_level, batch_row, bound_ridge, ceilings,
+                                          decode_attention_cases, engine_roof_gflop_s, host_roofline, measured_points,
+                                          parallel_levels, published_rooflines, roofline_points)
 from bytesup.store.plans.lesson07 import current
 from bytesup.store.rows import from_cells
 from bytesup.store.views import lesson07
@@ -183,39 +187,39 @@ def test_decode_intensity_by_hand(lesson):
     assert formulas.decode_intensity(6.74e9, 7.16e9) == pytest.approx(1.8827, abs=1e-4)  # 13.48 ÷ 7.16
 
 
-def test_roofline_helpers_by_hand(lesson):
+def test_roofline_helpers_by_hand():
     assert formulas.attainable_flop_s(2.0, 100.0, 10.0) == 20.0  # memory feeds 2 × 10 = 20 < 100
     assert formulas.attainable_flop_s(50.0, 100.0, 10.0) == 100.0  # 50 × 10 = 500 > 100: the compute roof
     assert formulas.bound(1.9, 5.0) == "memory" and formulas.bound(5.0, 5.0) == "compute"
     assert formulas.tokens_to_cross(295.2, 1.88) == 158  # 295.2 ÷ 1.88 = 157.02, rounded up
     assert formulas.tokens_to_cross(12.5, 1.0) == 13 and formulas.tokens_to_cross(1.0, 2.0) == 1
-    assert lesson.parallel_levels(1) == [1]
-    assert lesson.parallel_levels(6) == [1, 2, 4, 6]
-    assert lesson.parallel_levels(32) == [1, 2, 4, 8, 16, 32]
+    assert parallel_levels(1) == [1]
+    assert parallel_levels(6) == [1, 2, 4, 6]
+    assert parallel_levels(32) == [1, 2, 4, 8, 16, 32]
     # 128 slots: 1, 2, 4, 8, then doubling up to 64 at most; 128 itself is past the cap. Whole numbers only.
-    wide = lesson.parallel_levels(128)
+    wide = parallel_levels(128)
     assert wide == [1, 2, 4, 8, 16, 32, 64] and all(type(n) is int for n in wide)
     # A wanted level above 64 is kept when the server has that many slots.
-    assert lesson.parallel_levels(128, (1, 128)) == [1, 128]
+    assert parallel_levels(128, (1, 128)) == [1, 128]
     # 64 slots with levels 1 and 3 wanted: 3 doubled is 6, 12, 24, 48; 96 is past 64, so 64 itself is added.
-    assert lesson.parallel_levels(64, (1, 3)) == [1, 3, 6, 12, 24, 48, 64]
+    assert parallel_levels(64, (1, 3)) == [1, 3, 6, 12, 24, 48, 64]
     # 65 slots: past the cap of 64, so not a level of its own.
-    assert lesson.parallel_levels(65) == [1, 2, 4, 8, 16, 32, 64]
+    assert parallel_levels(65) == [1, 2, 4, 8, 16, 32, 64]
     # Nothing wanted fits and the slots are past the cap: one slot.
-    assert lesson.parallel_levels(80, (100,)) == [1]
+    assert parallel_levels(80, (100,)) == [1]
 
 
 
-def test_counter_delta_by_hand(lesson):
+def test_counter_delta_by_hand():
     # 130 − 100 = 30; a counter missing before counts from 0: 7 − 0 = 7; missing after, or no reading: None.
-    assert lesson._delta({"n": 130.0}, {"n": 100.0}, "n") == 30.0
-    assert lesson._delta({"n": 7.0}, {}, "n") == 7.0
-    assert lesson._delta({}, {"n": 1.0}, "n") is None
-    assert lesson._delta({"n": 7.0}, None, "n") is None and lesson._delta(None, {"n": 1.0}, "n") is None
+    assert _delta({"n": 130.0}, {"n": 100.0}, "n") == 30.0
+    assert _delta({"n": 7.0}, {}, "n") == 7.0
+    assert _delta({}, {"n": 1.0}, "n") is None
+    assert _delta({"n": 7.0}, None, "n") is None and _delta(None, {"n": 1.0}, "n") is None
 
 
-def test_h100_and_spark_rooflines_by_hand(lesson):
-    h100, spark = lesson.published_rooflines(N_BYTES)
+def test_h100_and_spark_rooflines_by_hand():
+    h100, spark = published_rooflines(N_BYTES)
     # 989 TFLOP/s ÷ 3.35 TB/s = 295.22 FLOPs per byte (the course's 295).
     assert h100.ridge == pytest.approx(295.22, abs=0.005)
     assert h100.peak == 989_000.0 and h100.bandwidth == 3_350.0  # GFLOP/s, GB/s
@@ -239,25 +243,25 @@ def _host(bw_samples=(15.0, 16.0, 17.0), gflops=(190.0, 200.0, 210.0)):
     return bandwidth, blas, matmul
 
 
-def test_host_roofline_by_hand(lesson):
+def test_host_roofline_by_hand():
     bandwidth, blas, matmul = _host()
-    host = lesson.HostCeilings(bandwidth, blas, matmul)
+    host = HostCeilings(bandwidth, blas, matmul)
     assert host.peak_flop_s == pytest.approx(200e9) and host.bandwidth_b_s == pytest.approx(16e9)
-    roof = lesson.host_roofline(host, N_BYTES)
+    roof = host_roofline(host, N_BYTES)
     assert roof.peak == pytest.approx(200.0) and roof.bandwidth == pytest.approx(16.0)
     assert roof.ridge == pytest.approx(12.5)  # 200 GFLOP/s ÷ 16 GB/s
     assert roof.decode_ceiling == pytest.approx(160.0)  # 16e9 B/s ÷ 1e8 B per token
     # The host table: each ceiling with its spread and how it was measured.
-    bw_row, mm_row = lesson.ceilings(host)
+    bw_row, mm_row = ceilings(host)
     assert (bw_row.spread, bw_row.samples) == (Spread(16.0, 15.0, 17.0), 3)
     assert bw_row.how == "2 threads × 512 MiB, np.add.reduce"
     assert (mm_row.spread.median, mm_row.unit) == (200.0, "GFLOP/s")
     assert mm_row.how == "float32 2048×2048 @ 2048×2048, openblas 0.3, 2 threads"
 
 
-def test_roofline_points_by_hand(lesson):
+def test_roofline_points_by_hand():
     bandwidth, blas, matmul = _host()  # 200 GFLOP/s, 16 GB/s: ridge 12.5
-    points = lesson.roofline_points(N_PARAMS, N_BYTES, 512, lesson.HostCeilings(bandwidth, blas, matmul), 12.5, 295.22)
+    points = roofline_points(N_PARAMS, N_BYTES, 512, HostCeilings(bandwidth, blas, matmul), 12.5, 295.22)
     # N, reads = ceil(N / 512), intensity = N / reads × 1 FLOP/byte, attainable = min(200, intensity × 16) GFLOP/s,
     # tokens/s = attainable ÷ 1e8 FLOPs per token.
     expected = [
@@ -274,27 +278,27 @@ def test_roofline_points_by_hand(lesson):
         assert (p.bound_here, p.bound_h100) == (here_bound, h100_bound)
     # Against an engine whose prefill reached 8 GFLOP/s, 8 ÷ 16 GB/s = a ridge of 0.5: decode at 1 FLOP/byte is right
     # of it, compute-bound, though numpy's roof (ridge 12.5) still lets it reach only 16 GFLOP/s.
-    engine = lesson.roofline_points(N_PARAMS, N_BYTES, 512, lesson.HostCeilings(bandwidth, blas, matmul), 0.5, 295.22)
+    engine = roofline_points(N_PARAMS, N_BYTES, 512, HostCeilings(bandwidth, blas, matmul), 0.5, 295.22)
     assert [p.bound_here for p in engine] == ["compute"] * 5 and engine[0].attainable_gflop_s == pytest.approx(16.0)
 
 
 def test_the_labels_read_the_engines_ridge_when_a_prefill_was_timed(lesson):
     """The ridge of the bound labels: 100 M parameters, 0.2 GFLOP per token; a prefill of 40 tokens/s reached 8 GFLOP/s,
     ÷ 16 GB/s = 0.5 FLOPs/byte; without a prefill, numpy's 12.5."""
-    host = lesson.HostCeilings(*_host())
-    engine = lesson.engine_roof_gflop_s(100_000_000, [30.0, 40.0, 50.0])
-    assert engine == pytest.approx(8.0) and lesson.engine_roof_gflop_s(100_000_000, []) is None
-    labels = lesson.bound_ridge(12.5, engine, host)
+    host = HostCeilings(*_host())
+    engine = engine_roof_gflop_s(100_000_000, [30.0, 40.0, 50.0])
+    assert engine == pytest.approx(8.0) and engine_roof_gflop_s(100_000_000, []) is None
+    labels = bound_ridge(12.5, engine, host)
     assert labels.ridge == pytest.approx(0.5) and labels.name == "the engine's ridge" and labels.bandwidth_gb_s == 16.0
-    numpy = lesson.bound_ridge(12.5, None, host)
+    numpy = bound_ridge(12.5, None, host)
     assert numpy.ridge == 12.5 and numpy.name == "this CPU's ridge"
     # The decode note says which ridge its label reads, and on which side decode sits (1 FLOP/byte).
-    dec = lesson.roofline_points(50_000_000, 100_000_000, 512, host, labels.ridge, 295.22)[0]
+    dec = roofline_points(50_000_000, 100_000_000, 512, host, labels.ridge, 295.22)[0]
     model = lesson.ServedModel("hand", 50_000_000, 100_000_000, "Q8_0")
     note = lesson07.decode_note(dec, model, host.peak_flop_s, labels)
     assert "at or right of the engine's ridge of 0.5 (its prefill's 8 GFLOP/s ÷ 16 GB/s" in note
     assert "compute-bound on this CPU" in note and "numpy's matmul ridge is 12.5" in note
-    dec = lesson.roofline_points(50_000_000, 100_000_000, 512, host, numpy.ridge, 295.22)[0]
+    dec = roofline_points(50_000_000, 100_000_000, 512, host, numpy.ridge, 295.22)[0]
     assert lesson07.decode_note(dec, model, host.peak_flop_s, numpy).endswith(
         "below this CPU's ridge of 12.5: memory-bound, at most 16 GFLOP/s (8.0% of the matmul peak).")
 
@@ -322,13 +326,13 @@ def _completion(predicted_n: int, predicted_ms: float) -> dict:
                                        "predicted_ms": predicted_ms}}
 
 
-def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
+def test_aggregate_is_all_tokens_over_the_wall_time():
     c = [Completion(**_completion(64, 1260.0)), Completion(**_completion(64, 1575.0))]
-    runs = [lesson.BatchRun([c[0], c[0]], 1.28, {"llamacpp:tokens_predicted_total": 10.0, "llamacpp:n_decode_total": 7.0},
-                            {"llamacpp:tokens_predicted_total": 138.0, "llamacpp:n_decode_total": 87.0}),
-            lesson.BatchRun([c[1], c[1]], 1.6, {"llamacpp:tokens_predicted_total": 138.0, "llamacpp:n_decode_total": 87.0},
-                            {"llamacpp:tokens_predicted_total": 266.0, "llamacpp:n_decode_total": 167.0})]
-    level = lesson.batch_level(2, runs)
+    runs = [BatchRun([c[0], c[0]], 1.28, {"llamacpp:tokens_predicted_total": 10.0, "llamacpp:n_decode_total": 7.0},
+                     {"llamacpp:tokens_predicted_total": 138.0, "llamacpp:n_decode_total": 87.0}),
+            BatchRun([c[1], c[1]], 1.6, {"llamacpp:tokens_predicted_total": 138.0, "llamacpp:n_decode_total": 87.0},
+                     {"llamacpp:tokens_predicted_total": 266.0, "llamacpp:n_decode_total": 167.0})]
+    level = batch_level(2, runs)
     # 2 × 64 = 128 tokens in 1.28 s = 100 tokens/s; in 1.6 s = 80 tokens/s.
     assert level.aggregate == [pytest.approx(100.0), pytest.approx(80.0)]
     # (64 − 1) passes in 1,260 ms = 50 tokens/s; in 1,575 ms = 40 tokens/s.
@@ -337,7 +341,7 @@ def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
     assert level.predicted_delta == 256.0 and level.decode_calls_delta == 160.0
     assert level.tokens_per_call == pytest.approx(1.6)
 
-    row = lesson.batch_row(level, baseline=100.0, dec_i=2.0, ridge=5.0)
+    row = batch_row(level, baseline=100.0, dec_i=2.0, ridge=5.0)
     assert row.wall_ms == pytest.approx(1440.0)  # median of 1.28 s and 1.6 s
     assert (row.batches, row.tokens_per_batch, row.tokens_generated) == (2, 128, 256)
     assert (row.aggregate.median, row.aggregate.min, row.aggregate.max) == pytest.approx((90.0, 80.0, 100.0))
@@ -346,15 +350,15 @@ def test_aggregate_is_all_tokens_over_the_wall_time(lesson):
     assert row.aggregate_ratio == pytest.approx(0.9) and row.per_sequence_ratio == pytest.approx(0.45)
     assert row.intensity == pytest.approx(3.2) and row.bound == "memory"  # 1.6 × 2 = 3.2 < 5
 
-    blind = lesson.batch_level(2, [lesson.BatchRun(r.completions, r.wall_s, None, None) for r in runs])
+    blind = batch_level(2, [BatchRun(r.completions, r.wall_s, None, None) for r in runs])
     assert blind.predicted_delta is None and blind.tokens_per_call is None
-    row = lesson.batch_row(blind, 100.0, 2.0, 5.0)
+    row = batch_row(blind, 100.0, 2.0, 5.0)
     assert row.intensity is None and row.bound is None
 
 
 def _row(lesson, P, agg, per, ratio, lo=None, hi=None):
-    return lesson07.BatchRow(P, 1, 64 * P, 1000.0, Spread(agg, lo or agg, hi or agg), Spread(per, per, per), ratio,
-                             per / 100, 64 * P, None, None, None, None)
+    return BatchRow(P, 1, 64 * P, 1000.0, Spread(agg, lo or agg, hi or agg), Spread(per, per, per), ratio,
+                    per / 100, 64 * P, None, None, None, None)
 
 
 def test_batch_verdict_follows_the_numbers(lesson):
@@ -372,12 +376,12 @@ def test_spread_note(lesson):
     assert "P = 8: 100–400" in note and "P = 1" not in note
 
 
-def test_decode_attention_intensity_by_hand(lesson):
+def test_decode_attention_intensity_by_hand():
     # One head, S = 4,096 positions of width 128: 4·S·d = 2,097,152 FLOPs on 2·S·d FP16 numbers (4·S·d bytes).
-    a = lesson.attention_intensity(4096, 128)
+    a = attention_intensity(4096, 128)
     assert a.flops == 2_097_152 == a.bytes and a.flops_per_byte == 1.0
-    assert lesson.attention_intensity(4096, 128, group=8).flops_per_byte == 8.0
-    one, seventy = lesson.decode_attention_cases()
+    assert attention_intensity(4096, 128, group=8).flops_per_byte == 8.0
+    one, seventy = decode_attention_cases()
     assert (one.group, seventy.group) == (1, 8.0)  # the 70B: 64 query heads over 8 KV heads
 
 
@@ -452,7 +456,7 @@ def test_main_on_hand_made_answers(lesson):
     assert one[col(t, "bound on this CPU's roofline")] == two[col(t, "bound on this CPU's roofline")] == "memory"
     main = result.table("batching_main")
     assert t.detail and len(main.columns) == 8 < len(t.columns)
-    assert t.notes == lesson07.batching_formulas(from_cells(lesson07.BatchRow, t.rows))
+    assert t.notes == lesson07.batching_formulas(from_cells(BatchRow, t.rows))
     assert t.notes[0] == lesson07.BATCH_FORMULAS[0] and t.notes[1].endswith("so at P = 2 s = -11%, outside 0–100%.")
     notes = " ".join(main.notes)
     assert "Batching did not pay" in notes  # best 90 ÷ 95 < 1.1
@@ -465,10 +469,10 @@ def test_main_on_hand_made_answers(lesson):
     # Hand-made rows that flip it: 200 tokens/s at P = 2 is 200 ÷ 95 = 2.11 ×, 1.6 sequences a step
     from dataclasses import replace
 
-    rows = from_cells(lesson07.BatchRow, t.rows)
+    rows = from_cells(BatchRow, t.rows)
     paid = [rows[0], replace(rows[1], aggregate=Spread(200.0, 200.0, 200.0), aggregate_ratio=200 / 95)]
-    decode = lesson07.RooflinePoint(*result.table("roofline_points").rows[0])
-    labels = lesson07.BoundRidge(ridge=4.0, engine_gflop_s=None, bandwidth_gb_s=10.0, numpy_ridge=4.0)
+    decode = RooflinePoint(*result.table("roofline_points").rows[0])
+    labels = BoundRidge(ridge=4.0, engine_gflop_s=None, bandwidth_gb_s=10.0, numpy_ridge=4.0)
     model = lesson.ServedModel("hand", 50_000_000, 100_000_000, "Q8_0")
     said = lesson07.shows(model, decode, labels, paid)
     assert said.endswith("Decoding 2 sequences at once gave 200 tokens/s in all, 2.11× one sequence alone: on average "
@@ -483,11 +487,11 @@ def test_main_on_hand_made_answers(lesson):
     assert [r[col(att, "intensity")] for r in att.rows] == [1.0, 8.0]
 
 
-def test_measured_points_by_hand(lesson):
+def test_measured_points_by_hand():
     """100 M parameters in 100 MB: 2 FLOPs per byte, 0.2 GFLOP per token, on a CPU of 100 GFLOP/s and 10 GB/s."""
     bandwidth, blas, matmul = _host((10.0,), (100.0,))
-    here = lesson.HostCeilings(bandwidth, blas, matmul)
-    points = lesson.measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [150.0, 200.0, 250.0, 210.0, 190.0], 128)
+    here = HostCeilings(bandwidth, blas, matmul)
+    points = measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [150.0, 200.0, 250.0, 210.0, 190.0], 128)
     dec, pre = points
     # decode: 50 tokens/s × 0.2 GFLOP = 10 GFLOP/s at 2 FLOPs/byte, where both roofs are 2 × 10 GB/s = 20 GFLOP/s
     assert (dec.phase, dec.intensity, dec.reached) == ("decode (P = 1)", 2.0, 10.0)
@@ -498,7 +502,7 @@ def test_measured_points_by_hand(lesson):
     assert pre.numpy_roof == 100.0 and pre.engine_roof == pytest.approx(40.0)
     assert pre.closest == "the engine's"
     # without a prefill: decode alone against this CPU's roof
-    (alone,) = lesson.measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [], 128)
+    (alone,) = measured_points(100_000_000, 2.0, here, [40.0, 50.0, 60.0], [], 128)
     assert alone.engine_roof is None and alone.closest == "numpy's"
     assert formulas.closest_roof(30.0, {"a": 20.0, "b": 100.0}) == "a"  # 1.5 × a, 0.3 × b
 
@@ -612,7 +616,7 @@ def test_one_metrics_reading_between_batches_on_a_server_of_our_own(lesson, shar
     runs, stop = lesson.run_level(ctx, ctx.server, plan, 2, shared)
     assert server.left() == {} and stop is None
     assert sum(path == "/metrics" for _, path, _ in server.requests) == reads
-    level = lesson.batch_level(2, runs)
+    level = batch_level(2, runs)
     assert level.predicted_delta == 384.0 and level.decode_calls_delta == 240.0
 
 
@@ -667,8 +671,8 @@ def test_a_live_run_records_its_plan_once(lesson):
 
 
 def test_what_the_run_shows_reads_the_recorded_tables(result):
-    decode = lesson07.RooflinePoint(*result.table("roofline_points").rows[0])
-    rows = from_cells(lesson07.BatchRow, result.table("batching").rows)
+    decode = RooflinePoint(*result.table("roofline_points").rows[0])
+    rows = from_cells(BatchRow, result.table("batching").rows)
     best = max(rows, key=lambda r: r.aggregate.median)
     text = result.shows.text
     assert f"does {decode.intensity:.3g} FLOPs per byte of weights read" in text
@@ -680,3 +684,30 @@ def test_what_the_run_shows_reads_the_recorded_tables(result):
     assert main.rows == [[r[0], r[1], r[4], r[5], r[6]] for r in full.rows]   # without min and max
     for name in ("roofline_points", "batching", "measured_points"):
         assert len(result.table(f"{name}_main").columns) <= 8 and result.table(name).detail
+
+
+def test_the_blas_named_with_and_without_its_version():
+    assert blas_text(HostCeilings({}, {"blas": {"internal_api": "openblas", "version": "0.3"}}, {})) == "openblas 0.3"
+    assert blas_text(HostCeilings({}, {"blas": {"internal_api": "openblas"}}, {})) == "openblas"
+    assert blas_text(HostCeilings({}, {}, {})) == "unknown BLAS"
+
+
+def test_a_prefill_without_a_decode_is_still_placed():
+    # No decode sample: the prefill of 128 alone, 200 tokens/s × 0.2 GFLOP = 40 GFLOP/s at 128 × 2 = 256 FLOPs/byte.
+    bandwidth, blas, matmul = _host((10.0,), (100.0,))
+    (pre,) = measured_points(100_000_000, 2.0, HostCeilings(bandwidth, blas, matmul), [], [150.0, 200.0, 250.0], 128)
+    assert pre.phase == "prefill of 128" and pre.intensity == 256.0 and pre.reached == pytest.approx(40.0)
+
+
+def test_a_batch_row_counts_the_first_batch_and_no_call_gives_no_tokens_per_call():
+    # First batch: 2 sequences of 64 tokens (128); the second: 2 of 32. The row's tokens per batch is the first's.
+    # /metrics counted 192 tokens but no llama_decode call: no tokens per call (not a division by 0).
+    c64, c32 = Completion(**_completion(64, 1260.0)), Completion(**_completion(32, 620.0))
+    runs = [BatchRun([c64, c64], 1.28, {"llamacpp:tokens_predicted_total": 0.0, "llamacpp:n_decode_total": 5.0},
+                     {"llamacpp:tokens_predicted_total": 128.0, "llamacpp:n_decode_total": 5.0}),
+            BatchRun([c32, c32], 0.64, {"llamacpp:tokens_predicted_total": 128.0, "llamacpp:n_decode_total": 5.0},
+                     {"llamacpp:tokens_predicted_total": 192.0, "llamacpp:n_decode_total": 5.0})]
+    level = batch_level(2, runs)
+    assert level.predicted_delta == 192.0 and level.decode_calls_delta == 0.0 and level.tokens_per_call is None
+    row = batch_row(level, baseline=100.0, dec_i=2.0, ridge=5.0)
+    assert row.tokens_per_batch == 128 and row.tokens_generated == 192

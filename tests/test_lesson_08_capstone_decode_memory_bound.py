@@ -20,7 +20,8 @@ from bytesup.course import decodetime, memory_bound
 from bytesup.errors import BytesupError
 from bytesup.llama.responses import Timings, decode_tokens_per_s
 from bytesup.store.facts.lesson08 import ModelInfo, ModelRun, TopAnswer, prefill_rows
-from bytesup.store.plans.lesson08 import DEFAULT_SIZES, Served, current_plan, in_turns, parse_sizes, read_plan
+from bytesup.store.plans.lesson08 import (BATCH_SEED_BASE, DEFAULT_SIZES, Served, batch_bodies, current_plan, in_turns,
+                                          parse_sizes, read_plan)
 from bytesup.store.views.lesson08 import show_prefill
 
 LESSON = "08_capstone_decode_memory_bound"
@@ -97,7 +98,7 @@ def test_measurements_match_responses(result):
                 t = e["response"]["timings"]
                 prefills[name].append(1e3 * t["prompt_n"] / t["prompt_ms"])
             elif "id_slot" in e["request"]:
-                together[(name, (e["request"]["seed"] - lesson_seed_base()) // 100)].append(tps)
+                together[(name, (e["request"]["seed"] - BATCH_SEED_BASE) // 100)].append(tps)
             else:
                 speeds[name].append(tps)
     for m in result.measurements:
@@ -113,12 +114,6 @@ def test_measurements_match_responses(result):
             assert m.samples == pytest.approx(recorded[plan.prefill.warmup:]) and len(m.samples) >= 5
     assert {P for _, P in together} == set(plan.levels)
     assert not prefills  # every timed prefill is a measurement
-
-
-def lesson_seed_base() -> int:
-    from bytesup.run.lessons import load_lesson
-
-    return load_lesson(LESSON).BATCH_SEED_BASE
 
 
 def test_verdicts_follow_the_rules(result, lesson):
@@ -579,8 +574,8 @@ def test_an_old_recording_of_five_models_gets_its_verdicts_without_a_fact(no_mod
                             "crossover") and f"{F32} (4), {MF32} (4)" in n for n in result.notes)
 
 
-def test_batch_bodies(lesson):
-    bodies = lesson.batch_bodies(4, 1, 32)
+def test_batch_bodies():
+    bodies = batch_bodies(4, 1, 32)
     assert [b["id_slot"] for b in bodies] == [0, 1, 2, 3]
     assert [b["seed"] for b in bodies] == [8410, 8411, 8412, 8413]
     assert all(b["temperature"] == 0 and b["cache_prompt"] is False and b["n_predict"] == 32 for b in bodies)

@@ -20,7 +20,8 @@ where the files are there, and says it is not recomputed where they are not. Ver
 weight type to the models swept; a run recorded before keeps the models it swept.
 
 Beside the plan, what it says of the sweep's models and servers: the models --sizes names (`parse_sizes`), whether
-they go in turns (`in_turns`), and the servers' shape (`plan_shape`, and the run's own server's, `flags_shape`)."""
+they go in turns (`in_turns`), the servers' shape (`plan_shape`, and the run's own server's, `flags_shape`), and the
+requests of each batch of P decodes (`batch_bodies`)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from bytesup.llama.shapes import ServerShape
 from bytesup.models import catalog
 from bytesup.store.facts.lesson08 import ModelInfo
 from bytesup.store.results import upgrade
+from bytesup.units import PINNED
 
 PLAN_VALUE = "plan"  # the host value the plan is recorded as
 VERSION = 8
@@ -147,6 +149,15 @@ class Plan(BaseModel):
 
 
 MIN_SAMPLES = robust.MIN_SAMPLES  # timed decodes and prefills per model at least: a median with its spread
+
+
+BATCH_SEED_BASE = 8000  # each request of a batch gets its own seed, so a replay answers each one exactly
+
+
+def batch_bodies(parallel: int, r: int, n_predict: int) -> list[dict[str, Any]]:
+    """The P requests of batch r, one per slot, PINNED apart from a seed of their own."""
+    return [{**PINNED, "n_predict": n_predict, "seed": BATCH_SEED_BASE + 100 * parallel + 10 * r + i, "id_slot": i}
+            for i in range(parallel)]
 
 
 def current_plan(samples: int) -> Plan:

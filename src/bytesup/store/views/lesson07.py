@@ -1,27 +1,18 @@
-"""Lesson 7's view: the records of its figures, one per figure (each field a column of its table), and the tables,
-notes and plots that show them.
-
-- `Ceiling`: this host's two ceilings, measured (the table `host_ceilings`);
-- `Roofline`: a machine's roofline and the decode ceiling it gives (`rooflines`);
-- `RooflinePoint`: decode or a prefill of N tokens placed on this CPU's roofline (`roofline_points`);
-- `MeasuredPoint`: where the server's decode and timed prefill were, against both roofs (`measured_points`);
-- `BatchRow`: one level P of the batching sweep against one sequence alone (`batching`);
-- `AttentionIntensity`: attention's FLOPs per byte in one decode step (`decode_attention_intensity`).
-
-The lesson's arithmetic builds these records; this module renders them and records nothing."""
+"""Lesson 7's view: the tables, notes and plots that show its figures. The records they render, one per figure, and
+the arithmetic that makes them are in `store.facts.lesson07`; this module records nothing and measures nothing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from bytesup.course import decodetime, formulas, published
-from bytesup.course.ceiling import Spread
 from bytesup.course.stopping import Stop
 from bytesup.host import hostbench
+from bytesup.store.facts.lesson07 import (AttentionIntensity, BatchRow, BoundRidge, Ceiling, MeasuredPoint, Roofline,
+                                          RooflinePoint)
 from bytesup.store.plans.stopping import StoppingRule
 from bytesup.store.results import Series
-from bytesup.store.rows import cells, column, columns, spread
+from bytesup.store.rows import cells, columns
 from bytesup.store.views import show_narrowed
 from bytesup.store.views.page import Page
 
@@ -51,101 +42,6 @@ class Served(Protocol):
 
     @property
     def bytes_per_token(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class BoundRidge:
-    """The ridge the "bound" labels are read against: the engine's, its prefill's GFLOP/s ÷ the read bandwidth, where
-    the run timed a prefill (the roof the plot draws the measured points against), else numpy's matmul ridge.
-    Left of it a point is memory-bound, right of it compute-bound."""
-    ridge: float
-    engine_gflop_s: float | None
-    bandwidth_gb_s: float
-    numpy_ridge: float
-
-    @property
-    def name(self) -> str:
-        return "this CPU's ridge" if self.engine_gflop_s is None else "the engine's ridge"
-
-
-# --- the records: one per figure ------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Ceiling:
-    """One of this host's two ceilings, measured, with how."""
-    quantity: str = column("quantity")
-    spread: Spread = spread()
-    unit: str = column("unit")
-    samples: int = column("samples")
-    how: str = column("how")
-
-
-@dataclass(frozen=True)
-class Roofline:
-    """One machine's roofline: peak compute, memory bandwidth, their ratio, and the decode ceiling they give."""
-    machine: str = column("machine")
-    source: str = column("source")
-    peak: float | None = column("peak compute", "GFLOP/s")
-    bandwidth: float = column("memory bandwidth", "GB/s")
-    ridge: float | None = column("ridge point", "FLOPs/byte")
-    decode_ceiling: float = column("decode ceiling, {model}", "tokens/s")
-
-
-@dataclass(frozen=True)
-class RooflinePoint:
-    """A decode (N = 1) or a prefill of N tokens placed on this host's roofline."""
-    phase: str = column("phase")
-    prompt_tokens: int = column("prompt tokens", "N")
-    weight_reads: int = column("weight reads", "ceil(N ÷ n_ubatch)")
-    tokens_per_read: float = column("tokens per weight read")
-    intensity: float = column("arithmetic intensity", "FLOPs/byte")
-    attainable_gflop_s: float = column("attainable on this CPU", "GFLOP/s")
-    bound_here: str = column("bound on this CPU")
-    tokens_per_s: float = column("roofline speed on this CPU", "tokens/s")  # attainable FLOP/s ÷ FLOPs per token
-    bound_h100: str = column("bound on H100")
-
-
-@dataclass(frozen=True)
-class MeasuredPoint:
-    """A phase the server ran, at its intensity and the GFLOP/s it reached (tokens/s × FLOPs per token)."""
-    phase: str = column("phase")
-    intensity: float = column("intensity", "FLOPs/byte")
-    tokens_per_s: Spread = spread("tokens/s", "tokens/s min", "tokens/s max", "tokens/s")
-    reached: float = column("reached", "GFLOP/s")
-    numpy_roof: float = column("this CPU's roof there", "GFLOP/s")  # numpy's matmul and read at that intensity
-    engine_roof: float | None = column("the engine's roof there", "GFLOP/s")  # its prefill's GFLOP/s, same read
-    closest: str = column("closest roof")  # the roof the point lies nearer to (in ratio)
-
-
-@dataclass(frozen=True)
-class BatchRow:
-    """A level P against the baseline (one sequence alone), placed on this host's roofline."""
-    parallel: int = column("parallel sequences", "P")
-    batches: int = column("batches")
-    tokens_per_batch: int = column("tokens per batch")
-    wall_ms: float = column("batch wall time", "ms")
-    aggregate: Spread = spread("aggregate decode", "aggregate min", "aggregate max", "tokens/s")
-    per_sequence: Spread = spread("per sequence", "per sequence min", "per sequence max", "tokens/s")
-    aggregate_ratio: float = column("aggregate ÷ baseline", "×")
-    per_sequence_ratio: float = column("per sequence ÷ baseline", "×")
-    tokens_generated: int = column("tokens generated (responses)")
-    predicted_delta: float | None = column("tokens_predicted_total Δ (/metrics)")
-    tokens_per_call: float | None = column("tokens per llama_decode call")
-    intensity: float | None = column("intensity of one step", "FLOPs/byte")
-    bound: str | None = column("bound on this CPU's roofline")
-
-
-@dataclass(frozen=True)
-class AttentionIntensity:
-    """Attention in one decode step, for one KV head, beside the podcast's own figure."""
-    label: str = column("case")
-    seq_len: int = column("positions", "S")
-    head_dim: int = column("head width", "d")
-    group: float = column("query heads per KV head", "g")  # query heads per KV head
-    flops: float = column("FLOPs")
-    bytes: float = column("K and V bytes (FP16)", "bytes")
-    flops_per_byte: float = column("intensity", "FLOPs/byte")
-    podcast: float = column("the podcast", "FLOPs/byte")
 
 
 # --- the roofline: ceilings, machines, points -----------------------------------------------------
