@@ -46,7 +46,12 @@ from bytesup.check.claims.common import L4, L8, grouped, lesson_fact, prediction
 def claim_decode_efficiency_in_unit_interval(run: Run) -> list[ClaimResult]:
     """Efficiency = measured ÷ ceiling; the ceiling comes from a measured bandwidth, so its spread
     widens what "at most 1" allows: the lowest efficiency the samples allow is
-    min(efficiency) × median(bandwidth) ÷ max(bandwidth)."""
+    min(efficiency) × median(bandwidth) ÷ max(bandwidth), the max over every sample of the lesson's readings.
+
+    A run fails the claim only where no sample is above 0. Above 1 beyond that allowance, the decode read its weights
+    faster than any sample of the bandwidth reading: the reading (numpy's sum) is then no ceiling for the engine's
+    kernels on this host, whose read rate also moves between stretches of minutes, so the claim cannot tell whether
+    the run is off, and says so (inconclusive, with both rates)."""
     cid, text = "decode_efficiency_in_unit_interval", "decode efficiency (measured ÷ bandwidth ceiling) lies between 0 and 1"
     results = []
     for prefix, name in (("04_", L4), ("08_", L8)):
@@ -60,7 +65,8 @@ def claim_decode_efficiency_in_unit_interval(run: Run) -> list[ClaimResult]:
                                        detail=f"lesson {lesson.lesson_id} has no decode_efficiency measurement"))
             continue
         bws = measurements(lesson, "read_bandwidth_gb_per_s")
-        bandwidth_allowance = bws[0].max / bws[0].median if bws and bws[0].max > 0 and bws[0].median > 0 else 1.0
+        fastest = max((b.max for b in bws), default=0.0)
+        bandwidth_allowance = fastest / bws[0].median if bws and fastest > 0 and bws[0].median > 0 else 1.0
         for m in effs:
             label = text + measurement_label("", m.settings)
             if m.settings.get("cache_resident") is True:
@@ -78,9 +84,14 @@ def claim_decode_efficiency_in_unit_interval(run: Run) -> list[ClaimResult]:
             elif hi > 0 and lo / allowance <= 1:
                 status, detail = PASS, (f"the median is above 1, but within the measured spread: the lowest sample "
                                         f"{fmt(lo)} and the bandwidth's max/median {allowance:.3g} allow ≤ 1")
+            elif hi <= 0:
+                status, detail = FAIL, "no sample is above 0"
             else:
-                status, detail = FAIL, ("no sample is above 0" if hi <= 0 else
-                                        f"even the lowest sample {fmt(lo)} with the bandwidth's max/median {allowance:.3g} stays above 1")
+                status, detail = INCONCLUSIVE, (
+                    f"even the lowest sample {fmt(lo)} with the bandwidth's max/median {allowance:.3g} stays above 1: the "
+                    f"decode read its weights faster than any sample of the run's bandwidth reading, so that reading "
+                    f"(numpy's sum, a reference) is no ceiling for the engine's kernels on this host, and the claim "
+                    f"cannot tell whether the run is off")
             results.append(ClaimResult(cid, "general", lesson.lesson_id, label, status,
                                        observed=f"{fmt(med)} ({fmt(lo)}–{fmt(hi)})", expected="0 < efficiency ≤ 1",
                                        tolerance=(f"the samples, and the bandwidth's max ÷ median ×{allowance:.3g}"
