@@ -6,11 +6,12 @@ import http.client
 import json
 import os
 import time
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
 
+from bytesup.host import quiet
 from bytesup.llama import responses
 from bytesup.llama import sse
 from bytesup.errors import (
@@ -30,6 +31,7 @@ from bytesup.llama.recording import (
     READ,
     CutShort,
     DuplicateKey,
+    ReplayTransport,
     answer_json,
     answer_limit,
     read_bounded,
@@ -125,6 +127,10 @@ class LlamaServer:
     Each request is an `httpx.Request` with the client's headers and timeout, handed straight to the transport:
     the client's own sending (authentication flows, redirects, cookies, event hooks), none of which a
     llama-server answer needs, cost more per request than the transport itself.
+
+    Before each completion, the client waits (`settle`, by default `host.quiet.settle`) until no other thread of
+    the process is running: numpy's threads spin on a core for about 0.1 s after each product, and a decode sent
+    then shares its cores with them. A replay waits for nothing (`settle` is None): no server is timed.
     """
 
     def __init__(
@@ -157,6 +163,7 @@ class LlamaServer:
                 made["Connection"] = "close"
             self._headers[body, close] = made
         self._build: str | None = build  # named in MissingField messages; /props sets it too
+        self.settle: Callable[[], float] | None = None if isinstance(self._transport, ReplayTransport) else quiet.settle
 
     def close(self) -> None:
         self._http.close()
@@ -251,6 +258,8 @@ class LlamaServer:
         """POST /completion. `settings` go into the body as given (n_predict, n_probs, seed…). The answer must
         hold what was asked (`responses.check_asked`): one position per generated token where n_probs asks for
         candidates, at most n_probs candidates in each."""
+        if self.settle is not None:
+            self.settle()
         answer = self._get(responses.Completion, "POST", "/completion", {"prompt": prompt, **settings})
         responses.check_asked(answer, settings, path="/completion", build=self._build)
         return answer
@@ -268,6 +277,8 @@ class LlamaServer:
         """
         path = "/completion"
         body = {"prompt": prompt, **settings, "stream": True}
+        if self.settle is not None:
+            self.settle()
         sent = time.perf_counter()
         try:
             # A connection of its own: llama-server may close a connection once it has streamed an

@@ -87,6 +87,8 @@ def concurrent_completions(server: LlamaServer, prompt: str | list[int], bodies:
     import time
     from concurrent.futures import ThreadPoolExecutor
 
+    if server.settle is not None:  # once for the batch: its threads do not wait (see `host.quiet`)
+        server.settle()
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(1, len(bodies))) as pool:
         done = list(pool.map(lambda body: server.completion(prompt, **body), bodies))

@@ -34,7 +34,7 @@ from typing import Any
 from bytesup.check import overhead
 from bytesup.course import stopping
 from bytesup.errors import BytesupError
-from bytesup.host import environment
+from bytesup.host import environment, quiet
 from bytesup.llama.client import BareClient, LlamaServer
 from bytesup.store.manifest import HarnessLevel, HarnessSplit
 
@@ -89,9 +89,16 @@ def split_pairs(own_ms: list[float], bare_ms: list[float]) -> tuple[list[float],
 
 def outside_ms(client: LlamaServer, body: dict[str, Any]) -> float:
     """The run's client's part of one request outside the server's timings: its wall time minus prompt_ms +
-    predicted_ms."""
-    started = time.perf_counter()
-    done = client.completion(PROMPT, **body)
+    predicted_ms. The client's wait for a quiet process (`host.quiet.settle`) is made here, before the clock
+    starts, and not inside the completion, where the clock would count it as the harness's."""
+    settle, client.settle = client.settle, None
+    try:
+        if settle is not None:
+            settle()
+        started = time.perf_counter()
+        done = client.completion(PROMPT, **body)
+    finally:
+        client.settle = settle
     wall = (time.perf_counter() - started) * 1000.0
     return wall - done.timings.prompt_ms - done.timings.predicted_ms
 
@@ -134,10 +141,12 @@ def measure_level(client: LlamaServer, bare: BareClient, n_probs: int, pairs: in
     began, budget, why = time.monotonic(), BUDGET_MS.get(n_probs), None
     while why is None:
         if len(own_ms) % 2:
+            quiet.settle()
             wall, timed = bare.completion_ms(raw)
             own = outside_ms(client, body)
         else:
             own = outside_ms(client, body)
+            quiet.settle()
             wall, timed = bare.completion_ms(raw)
         own_ms.append(own)
         bare_ms.append(wall - timed)

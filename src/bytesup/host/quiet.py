@@ -1,0 +1,65 @@
+"""Before a timed request: wait until no other thread of this process is using a core.
+
+A lesson computes with numpy between its requests (lesson 4's pass, lesson 8's accuracy, the host's bandwidth
+readings). numpy's OpenBLAS keeps its worker threads spinning on a core for a while after each multi-threaded call
+(its THREAD_TIMEOUT: 2^28 cycles, about 0.1 s), in case more work comes. On a 2-core machine a request sent in that
+window shares a core with the spin, and the server's decode is slower for it. Measured on a 2-core AMD EPYC with the
+native server, 32-token decodes of the default model, 10 interleaved rounds (median tokens/s): 146 after another
+decode, 132 right after a numpy matmul, 147 when the matmul was followed by a 0.3 s pause, and 154 against 155 with
+OPENBLAS_NUM_THREADS=1. Telling OpenBLAS to stop spinning sooner slows numpy's own small products (a gemv from 24 to
+57 µs), so the lessons wait instead: `settle` reads each thread's state in /proc and returns once no other thread of
+the process is running (state R), or after LIMIT_S.
+
+Only the main thread waits: threads that send requests together (lesson 7's batches) are the lesson's own, so the
+batch settles once, before its threads start. Where /proc is not there (not Linux), nothing waits."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+TASKS = Path("/proc/self/task")
+LIMIT_S = 0.3  # the longest wait: about three times the spin OpenBLAS keeps up after a call
+STEP_S = 0.002  # how often the threads' states are read while waiting
+
+
+def state(tid: int, tasks: Path = TASKS) -> str | None:
+    """The scheduler's one-letter state of thread `tid` (R running, S sleeping…), or None once it is gone. The
+    state is the first field after the command name's closing parenthesis (a name may hold spaces and brackets)."""
+    try:
+        text = (tasks / str(tid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 1:].split()
+    return fields[0] if fields else None
+
+
+def others(tasks: Path = TASKS, me: int | None = None) -> list[int]:
+    """The thread ids of this process but the calling thread's."""
+    me = threading.get_native_id() if me is None else me
+    try:
+        names = os.listdir(tasks)
+    except OSError:
+        return []
+    return [int(name) for name in names if name.isdigit() and int(name) != me]
+
+
+def running(tids: list[int], tasks: Path = TASKS) -> list[int]:
+    """Those of `tids` that are running (or ready to run) now."""
+    return [tid for tid in tids if state(tid, tasks) == "R"]
+
+
+def settle(limit_s: float = LIMIT_S, step_s: float = STEP_S, tasks: Path = TASKS) -> float:
+    """Wait until no other thread of this process is running, or `limit_s`; the seconds waited (0.0 at once in a
+    thread other than the main one, or without `tasks`)."""
+    if threading.current_thread() is not threading.main_thread() or not tasks.is_dir():
+        return 0.0
+    began = time.perf_counter()
+    tids = others(tasks)
+    while True:
+        waited = time.perf_counter() - began
+        if waited >= limit_s or not running(tids, tasks):
+            return waited
+        time.sleep(step_s)
