@@ -80,6 +80,24 @@ def _quiet_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(load, "load1", lambda: None)
 
 
+# The run's bandwidth reading (hostbench.run_bandwidth) reads at least 4 × the last-level cache 16 times: on a host
+# with a large cache (480 MiB on the 2-core CI machine, a 1,920 MiB working set) a live run spends 5 to 12 s on each of
+# its two readings. Tests of something else that run lessons live read the floor's working set (as on a host that
+# reports no cache) twice instead: the same code, a smaller reading. SMALL_READING does the same in a child process.
+SMALL_READING_SAMPLES = 2
+SMALL_READING = ("import bytesup.host.hostbench as h; r = h.run_bandwidth; "
+                 f"h.run_bandwidth = lambda threads, llc=None, samples=None: r(threads, {{}}, {SMALL_READING_SAMPLES})")
+
+
+@pytest.fixture
+def small_bandwidth_reading(monkeypatch):
+    from bytesup.host import hostbench
+
+    real = hostbench.run_bandwidth
+    monkeypatch.setattr(hostbench, "run_bandwidth",
+                        lambda threads, llc=None, samples=None: real(threads, {}, SMALL_READING_SAMPLES))
+
+
 @pytest.fixture
 def httpx_mock(httpx_mock, monkeypatch):
     """pytest-httpx's mock, which answers requests sent through httpx's own transport (`httpx.HTTPTransport`): the
