@@ -22,23 +22,25 @@ os.environ["BYTESUP_ENGINE_GAP"] = "0"
 os.environ["BYTESUP_HARNESS_PROBE"] = "0"  # the run's split of the harness's time: tests/test_harness_split.py
 os.environ["BYTESUP_PACE"] = "0"  # the machine's pace around each lesson: tests/test_pace.py
 
-# Files whose tests use what a process computes once and keeps: check's fits of lesson 8's models and the plots drawn
-# for report.html (the fixtures' full run and the committed ones), and numpy's passes over the trained model's four
-# widths (lessons 4 and 8, kept per file's sha256). Each set goes to one worker as one unit of work, so that the other
-# worker does not compute the same again.
-TOGETHER = {**dict.fromkeys(("test_browser.py", "test_report.py", "test_check.py", "test_check_groups.py",
-                             "test_check_lesson08.py"), "pages"),
-            **dict.fromkeys(("test_golden.py", "test_lesson_08_capstone_decode_memory_bound.py",
-                             "test_lesson_04_next_token.py"), "widths")}
+# Files whose tests use what a process computes once and keeps: check's fits of lesson 8's models (the fixtures'
+# full run: test_check_consistency's assembled run and the report's checks fit the same model sets), the plots drawn
+# for report.html (the fixtures' full run and the committed ones: the golden replay of the newest run writes the page
+# the browser tests open), and numpy's passes over the trained model's four widths (lessons 4 and 8, kept per file's
+# sha256). They go to one worker as one unit of work, so that the other worker does not compute the same again (about
+# 8 s of fits and drawings in a 2-core run when the pages and the widths were two units).
+TOGETHER = dict.fromkeys(("test_browser.py", "test_report.py", "test_check.py", "test_check_groups.py",
+                          "test_check_lesson08.py", "test_check_consistency.py", "test_golden.py",
+                          "test_lesson_08_capstone_decode_memory_bound.py", "test_lesson_04_next_token.py"), "kept")
 
-# The slowest files, slowest first (CPU seconds in a 2-core run; the two sets above are the longest units).
-# pyproject.toml has pytest-xdist hand out whole files (`--dist loadfile`), so a module's replay fixture runs in one
-# worker only, and in this order, so that no long file starts last while the other worker idles.
-SLOWEST_FIRST = ("test_browser.py", "test_report.py", "test_check.py", "test_check_groups.py", "test_check_lesson08.py",
-                 "test_golden.py", "test_lesson_08_capstone_decode_memory_bound.py", "test_lesson_04_next_token.py",
-                 "test_realmodel.py", "test_rpc_integration.py", "test_derive.py", "test_lesson_script.py",
-                 "test_engine_faults.py", "test_lesson_06_attention_kv_cache.py", "test_forward_integration.py",
-                 "test_runner.py", "test_harness_split.py", "test_run_signals.py", "test_run_lock.py", "test_models.py")
+# The slowest files, slowest first (CPU seconds in a 2-core run; the set above is the longest unit, a third of the
+# suite's time). pyproject.toml has pytest-xdist hand out whole files (`--dist loadfile`), so a module's replay fixture
+# runs in one worker only, and in this order, so that no long file starts last while the other worker idles.
+SLOWEST_FIRST = ("test_browser.py", "test_golden.py", "test_report.py", "test_check.py", "test_check_groups.py",
+                 "test_check_lesson08.py", "test_check_consistency.py", "test_lesson_08_capstone_decode_memory_bound.py",
+                 "test_lesson_04_next_token.py", "test_realmodel.py", "test_rpc_integration.py", "test_derive.py",
+                 "test_lesson_script.py", "test_engine_faults.py", "test_lesson_06_attention_kv_cache.py",
+                 "test_forward_integration.py", "test_runner.py", "test_harness_split.py", "test_run_signals.py",
+                 "test_run_lock.py", "test_models.py")
 
 
 def pytest_collection_modifyitems(items):
