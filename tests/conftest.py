@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,23 +24,25 @@ os.environ["BYTESUP_ENGINE_GAP"] = "0"
 os.environ["BYTESUP_HARNESS_PROBE"] = "0"  # the run's split of the harness's time: tests/test_harness_split.py
 os.environ["BYTESUP_PACE"] = "0"  # the machine's pace around each lesson: tests/test_pace.py
 
-# Files whose tests use what a process computes once and keeps: check's fits of lesson 8's models and the plots drawn
-# for report.html (the fixtures' full run and the committed ones), and numpy's passes over the trained model's four
-# widths (lessons 4 and 8, kept per file's sha256). Each set goes to one worker as one unit of work, so that the other
-# worker does not compute the same again.
-TOGETHER = {**dict.fromkeys(("test_browser.py", "test_report.py", "test_check.py", "test_check_groups.py",
-                             "test_check_lesson08.py"), "pages"),
-            **dict.fromkeys(("test_golden.py", "test_lesson_08_capstone_decode_memory_bound.py",
-                             "test_lesson_04_next_token.py"), "widths")}
+# Files whose tests use what a process computes once and keeps: check's fits of lesson 8's models (the fixtures'
+# full run: test_check_consistency's assembled run and the report's checks fit the same model sets), the plots drawn
+# for report.html (the fixtures' full run and the committed ones: the golden replay of the newest run writes the page
+# the browser tests open), and numpy's passes over the trained model's four widths (lessons 4 and 8, kept per file's
+# sha256). They go to one worker as one unit of work, so that the other worker does not compute the same again (about
+# 8 s of fits and drawings in a 2-core run when the pages and the widths were two units).
+TOGETHER = dict.fromkeys(("test_browser.py", "test_report.py", "test_check.py", "test_check_groups.py",
+                          "test_check_lesson08.py", "test_check_consistency.py", "test_golden.py",
+                          "test_lesson_08_capstone_decode_memory_bound.py", "test_lesson_04_next_token.py"), "kept")
 
-# The slowest files, slowest first (CPU seconds in a 2-core run; the two sets above are the longest units).
-# pyproject.toml has pytest-xdist hand out whole files (`--dist loadfile`), so a module's replay fixture runs in one
-# worker only, and in this order, so that no long file starts last while the other worker idles.
-SLOWEST_FIRST = ("test_browser.py", "test_report.py", "test_check.py", "test_check_groups.py", "test_check_lesson08.py",
-                 "test_golden.py", "test_lesson_08_capstone_decode_memory_bound.py", "test_lesson_04_next_token.py",
-                 "test_realmodel.py", "test_rpc_integration.py", "test_derive.py", "test_lesson_script.py",
-                 "test_engine_faults.py", "test_lesson_06_attention_kv_cache.py", "test_forward_integration.py",
-                 "test_runner.py", "test_harness_split.py", "test_run_signals.py", "test_run_lock.py", "test_models.py")
+# The slowest files, slowest first (CPU seconds in a 2-core run; the set above is the longest unit, a third of the
+# suite's time). pyproject.toml has pytest-xdist hand out whole files (`--dist loadfile`), so a module's replay fixture
+# runs in one worker only, and in this order, so that no long file starts last while the other worker idles.
+SLOWEST_FIRST = ("test_browser.py", "test_golden.py", "test_report.py", "test_check.py", "test_check_groups.py",
+                 "test_check_lesson08.py", "test_check_consistency.py", "test_lesson_08_capstone_decode_memory_bound.py",
+                 "test_lesson_04_next_token.py", "test_realmodel.py", "test_rpc_integration.py", "test_derive.py",
+                 "test_lesson_script.py", "test_engine_faults.py", "test_lesson_06_attention_kv_cache.py",
+                 "test_forward_integration.py", "test_runner.py", "test_harness_split.py", "test_run_signals.py",
+                 "test_run_lock.py", "test_models.py")
 
 
 def pytest_collection_modifyitems(items):
@@ -80,6 +84,24 @@ def _quiet_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(load, "load1", lambda: None)
 
 
+# The run's bandwidth reading (hostbench.run_bandwidth) reads at least 4 × the last-level cache 16 times: on a host
+# with a large cache (480 MiB on the 2-core CI machine, a 1,920 MiB working set) a live run spends 5 to 12 s on each of
+# its two readings. Tests of something else that run lessons live read the floor's working set (as on a host that
+# reports no cache) twice instead: the same code, a smaller reading. SMALL_READING does the same in a child process.
+SMALL_READING_SAMPLES = 2
+SMALL_READING = ("import bytesup.host.hostbench as h; r = h.run_bandwidth; "
+                 f"h.run_bandwidth = lambda threads, llc=None, samples=None: r(threads, {{}}, {SMALL_READING_SAMPLES})")
+
+
+@pytest.fixture
+def small_bandwidth_reading(monkeypatch):
+    from bytesup.host import hostbench
+
+    real = hostbench.run_bandwidth
+    monkeypatch.setattr(hostbench, "run_bandwidth",
+                        lambda threads, llc=None, samples=None: real(threads, {}, SMALL_READING_SAMPLES))
+
+
 @pytest.fixture
 def httpx_mock(httpx_mock, monkeypatch):
     """pytest-httpx's mock, which answers requests sent through httpx's own transport (`httpx.HTTPTransport`): the
@@ -92,6 +114,35 @@ def httpx_mock(httpx_mock, monkeypatch):
     monkeypatch.setattr(KeptAliveTransport, "handle_request", lambda self, request: plain.handle_request(request))
     yield httpx_mock
     plain.close()
+
+
+@contextmanager
+def gguf_parsed_once() -> Iterator[None]:
+    """gguf.GGUFReader parses each file once while this is open: it parses every string of a file's metadata one by
+    one (0.13 s for tiny-q8_0's vocabulary, 2 to 4 s for the 49,152 entries of SmolLM2's), and tests of deriving and
+    of the real model read the same files many times. A parse is kept by the file's sha256 and its inode, size and
+    modification time, so a file that changed (in place or replaced) between two reads is parsed again, and a kept
+    reader, whose tensors are a memory map of that inode, always holds the bytes the file holds."""
+    import gguf
+
+    from bytesup.files import file_sha256
+
+    parse = gguf.GGUFReader
+    parsed: dict[tuple, gguf.GGUFReader] = {}
+
+    def reader(path, mode="r"):
+        if mode != "r":
+            return parse(path, mode)
+        st = os.stat(path)
+        key = (file_sha256(Path(path)), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if key not in parsed:
+            parsed[key] = parse(path, mode)
+        return parsed[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gguf, "GGUFReader", reader)
+        yield
+    parsed.clear()
 
 
 def load_fixture(name: str) -> dict:

@@ -113,11 +113,28 @@ def check_page(seen: pagecheck.Visit, plots: int, summary: bool = True) -> pagec
     return found
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-def test_report_html_in_chromium(chromium, tmp_path, width):
-    run = hostile_run(tmp_path / "run", *ALL)
+@pytest.fixture(scope="module")
+def hostile_page(tmp_path_factory) -> tuple[Path, Path]:
+    """Every lesson's fixture in one run with a hostile name, and its report.html with the checks, written once for
+    the widths that open it (none writes to it): the run folder and the page."""
+    run = hostile_run(tmp_path_factory.mktemp("hostile") / "run", *ALL)
     pages, _ = write_run_report(run, None, run_checks=True, with_html=True)
-    seen = visit(chromium, pages[1], width=width)
+    return run, pages[1]
+
+
+@pytest.fixture(scope="module")
+def committed_page(tmp_path_factory) -> tuple[Path, Path]:
+    """A copy of the committed run with report.html and its checks written, once for the widths that open it."""
+    run = tmp_path_factory.mktemp("committed") / COMMITTED.name
+    shutil.copytree(COMMITTED, run)
+    pages, _ = write_run_report(run, None, run_checks=True, with_html=True)
+    return run, pages[1]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_report_html_in_chromium(chromium, hostile_page, tmp_path, width):
+    run, report = hostile_page
+    seen = visit(chromium, report, width=width)
     page = seen.page
     loaded = load_run(run)
     check_page(seen, sum(len(r.plots) for r in loaded.results.values()))
@@ -134,12 +151,10 @@ def test_report_html_in_chromium(chromium, tmp_path, width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_the_committed_runs_report_in_chromium(chromium, tmp_path, width):
+def test_the_committed_runs_report_in_chromium(chromium, committed_page, width):
     """The reference run's page: what a fresh `make run` writes, from the committed recordings' results."""
-    run = tmp_path / COMMITTED.name
-    shutil.copytree(COMMITTED, run)
-    pages, _ = write_run_report(run, None, run_checks=True, with_html=True)
-    seen = visit(chromium, pages[1], width=width)
+    run, report = committed_page
+    seen = visit(chromium, report, width=width)
     found = check_page(seen, sum(len(r.plots) for r in load_run(run).results.values()))
     # Folded tables open on a click, and a wide one scrolls inside its own box, not the page.
     page = seen.page

@@ -21,8 +21,17 @@ from bytesup.llama import process
 from bytesup.models import derive
 from bytesup.models import smollm2
 from bytesup.models.catalog import SYNTHETIC_DEFAULT, Preset, build_model, ensure_model
+from conftest import gguf_parsed_once
 
 T = gguf.GGMLQuantizationType
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _each_file_parsed_once():
+    """Each GGUF file these tests and ``derive`` read is parsed once for the module (conftest.gguf_parsed_once): the
+    source, tiny-q8_0, is read by nearly every test."""
+    with gguf_parsed_once():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -153,7 +153,7 @@ def test_a_probe_of_a_server_that_is_gone_says_so_and_raises_nothing(tmp_path):
 
 
 @pytest.mark.integration
-def test_a_live_run_splits_the_time_after_its_lessons(served, tmp_path, monkeypatch, capsys):
+def test_a_live_run_splits_the_time_after_its_lessons(served, tmp_path, monkeypatch, capsys, small_bandwidth_reading):
     monkeypatch.setenv(harness.PROBE_ENV, "1")
     monkeypatch.setattr(harness, "PAIRS", 2)
     monkeypatch.setattr(harness, "N_PREDICT", 4)
@@ -168,7 +168,7 @@ def test_a_live_run_splits_the_time_after_its_lessons(served, tmp_path, monkeypa
 
 
 @pytest.mark.integration
-def test_one_lesson_a_replay_and_a_run_told_not_to_measure_nothing(served, tmp_path, monkeypatch):
+def test_one_lesson_a_replay_and_a_run_told_not_to_measure_nothing(served, tmp_path, monkeypatch, small_bandwidth_reading):
     both = ["01_model_on_disk", "02_tokens_and_embeddings"]
     monkeypatch.setenv(harness.PROBE_ENV, "0")
     out = tmp_path / "run"

@@ -30,7 +30,7 @@ from bytesup.errors import BytesupError, ServerUnreachable
 from bytesup.options import RunOptions
 from bytesup.run.runner import run_lessons
 
-from conftest import load_fixture
+from conftest import SMALL_READING, load_fixture
 from lessonkit import recorded
 from test_runner import LESSON_TOKENS
 
@@ -167,7 +167,9 @@ def _measuring(out: Path, lesson_id: str, port: int) -> bool:
 def test_sigterm_mid_lesson_stops_the_server_started_for_the_run(tmp_path):
     nobody = f"http://127.0.0.1:{free_port()}"
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-c", DEFAULT_AT, nobody, str(LESSONS / "06_attention_kv_cache.py"), "--out", str(out)],
+    # the run's bandwidth reading comes before the lesson's first prompt: the small one (see conftest)
+    proc = subprocess.Popen([sys.executable, "-c", f"{SMALL_READING}; {DEFAULT_AT}", nobody, str(LESSONS / "06_attention_kv_cache.py"),
+                             "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=lesson_env())
     try:
         said = ""

@@ -18,28 +18,14 @@ from bytesup.models import smollm2
 from bytesup.errors import BytesupError
 from bytesup.models.gguf import is_synthetic_metadata
 from bytesup.models.catalog import file_sha256
+from conftest import gguf_parsed_once
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _each_file_parsed_once():
-    """gguf.GGUFReader, which ``derive`` and these tests read GGUF files with, parses a file's metadata once per
-    module: the 49,152-entry vocabulary takes it 2 to 4 s each time. The parse is kept by the file's sha256, so a
-    file that changed between two reads is parsed again, and a reader always holds the bytes the file holds."""
-    parse = gguf.GGUFReader
-    parsed: dict[str, gguf.GGUFReader] = {}
-
-    def reader(path, mode="r"):
-        if mode != "r":
-            return parse(path, mode)
-        key = file_sha256(Path(path))
-        if key not in parsed:
-            parsed[key] = parse(path, mode)
-        return parsed[key]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(gguf, "GGUFReader", reader)
+    """Each GGUF file these tests and ``derive`` read is parsed once for the module (conftest.gguf_parsed_once)."""
+    with gguf_parsed_once():
         yield
-    parsed.clear()
 
 
 @pytest.fixture(scope="module")
