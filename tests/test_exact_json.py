@@ -7,10 +7,12 @@ import json
 import math
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bytesup.llama import recording
 from bytesup.llama.recording import UNDECIDED, DuplicateKey, answer_json, exact_json, unique_keys
 
 from faultkit import json_values
@@ -86,7 +88,7 @@ def test_the_fast_parse_reads_what_the_strict_one_reads_or_leaves_it_to_it(data)
         assert expected not in ("repeated", "malformed") and same(got, expected)
 
 
-@pytest.mark.parametrize("text", [
+REPEATED = [
     '{"a": 1, "a": 2}',
     '{"a": 1, "a": 1}',
     '{"a": {"b": "x", "b": "x"}}',
@@ -95,17 +97,65 @@ def test_the_fast_parse_reads_what_the_strict_one_reads_or_leaves_it_to_it(data)
     '[{"k": 1}, {"k": 2, "k": 3}]',
     '{"a" : 1, "a" : 2}',
     '{"x": "\\u003a", "x": 1}',
-    '{"a":NaN}',
-    '{"a":Infinity}',
-])
+    # As many colons written out again as in the text: the key lost to the repeat, and the escaped colon written as one.
+    '{"a": 1, "a": "\\u003a"}',
+    '{"a": 1, "a": "\\u003A"}',
+    # The same, the escape after more escapes than are read one by one.
+    '{"a": 1, "a": "' + "\\n" * (recording.ESCAPES_READ + 5) + '\\u003a"}',
+    '{"a": 1, "a": "' + "\\\\" * (recording.ESCAPES_READ + 5) + '\\u003a"}',
+]
+
+
+def padded(text: str) -> str:
+    """`text` inside a list after a string long enough that its colons are counted by numpy."""
+    return '["' + "x" * recording.LONG_TEXT + '", ' + text + "]"
+
+
+@pytest.mark.parametrize("text", [*REPEATED, *map(padded, REPEATED), '{"a":NaN}', '{"a":Infinity}'])
 def test_a_repeated_key_or_a_nan_is_left_to_the_strict_parse(text):
+    assert len(padded("")) > recording.LONG_TEXT
     assert exact_json(text.encode()) is UNDECIDED
+    assert "NaN" in text or "Infinity" in text or strict(text.encode()) == "repeated"
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": "\\\\u003a"}',  # an escaped backslash, then the text u003a: no colon
+    '{"a": "' + "\\n" * 70 + '"}',
+    '{"a": ":", "b": "\\u0041"}',
+])
+@pytest.mark.parametrize("pad", [False, True])
+def test_a_text_without_a_repeated_key_is_read_by_the_fast_parse(text, pad):
+    text = padded(text) if pad else text
+    got = exact_json(text.encode())
+    assert got is not UNDECIDED and same(got, json.loads(text))
+
+
+@pytest.mark.parametrize("text, colons, escaped", [
+    (b'{"a":"b:c"}', 2, False),
+    (b'{"a":"\\u003a"}', 1, True),
+    (b'{"a":"\\\\u003a"}', 1, False),
+    (b'{"a":"\\n\\u0039"}', 1, True),
+    (b'{"a":"' + b"\\n" * 100 + b'\\u003a"}', 1, True),
+    (b'{"a":"' + b"\\n" * 100 + b'"}', 1, False),
+    (b'{"a":"' + b"\\\\" * 100 + b'u003a"}', 1, True),  # past the escapes read one by one: found, to be safe
+    (b'{"a":"\\\\' + b"\\\\" * 3 + b'u003a"}', 1, False),
+])
+@pytest.mark.parametrize("pad", [0, 5000])
+def test_colons_and_escaped_colons_counted_by_hand(text, colons, escaped, pad):
+    text = b'["' + b"x" * pad + b'",' + text + b"]" if pad else text
+    assert recording.colons(text) == colons and recording.escapes_colon(text) is escaped
+
+
+@pytest.mark.parametrize("value", [2.0 ** 63, -(2.0 ** 63), 2.0 ** 64, 1e16, 1.7976931348623157e308, -1e300])
+def test_orjson_writes_every_float_from_1e16_on_with_its_exponent(value):
+    """exact_json's "+" check rests on this: an integer past 64 bits comes back from orjson as such a float."""
+    assert b"e+" in orjson.dumps(value)
 
 
 @pytest.mark.parametrize("text, value", [
     ('{"id": 123456789012345678901234567890}', {"id": 123456789012345678901234567890}),
     ("[18446744073709551616, -9223372036854775809]", [18446744073709551616, -9223372036854775809]),
-    ("9223372036854775807", 9223372036854775807),
+    ("12345678901234567890123", 12345678901234567890123),
     ('{"a": "\\ud800"}', {"a": "\ud800"}),
     ('{"a": 1e400}', {"a": math.inf}),
 ])
@@ -114,6 +164,25 @@ def test_an_integer_past_64_bits_or_a_lone_surrogate_is_read_by_the_strict_parse
     reads it as the integer it is."""
     assert exact_json(text.encode()) is UNDECIDED
     assert same(answer_json(text.encode()), value)
+
+
+@pytest.mark.parametrize("text, value", [
+    ("9223372036854775807", 9223372036854775807),
+    ("[18446744073709551615, -9223372036854775808]", [18446744073709551615, -9223372036854775808]),
+    ('{"id": 1234567890123456789, "t": "a"}', {"id": 1234567890123456789, "t": "a"}),
+    ('{"id": 123456789012345678, "x": 1e300, "t": "+"}', {"id": 123456789012345678, "x": 1e300, "t": "+"}),
+])
+def test_an_integer_within_64_bits_is_read_exactly_by_the_fast_parse(text, value):
+    """Written out again, a value whose integers orjson read exactly holds no "+" (no float from 1e16 on, none in a
+    string), or its text no run of 19 digits."""
+    got = exact_json(text.encode())
+    assert got is not UNDECIDED and same(got, value)
+
+
+def test_a_plus_written_out_again_leaves_a_run_of_19_digits_to_the_strict_parse():
+    for text in ('{"id": 1234567890123456789, "x": 1e300}', '{"id": 1234567890123456789, "t": "+"}'):
+        assert exact_json(text.encode()) is UNDECIDED
+        assert same(answer_json(text.encode()), json.loads(text))
 
 
 @pytest.mark.parametrize("text, long", [
@@ -142,6 +211,9 @@ def recorded_answers():
                 entry = json.loads(line)
                 if isinstance(entry, dict) and "response" in entry:
                     yield entry["response"]
+    for path in sorted(ROOT.glob("tests/fixtures/answers/*.json")):
+        if not path.name.endswith(".request.json"):
+            yield json.loads(path.read_bytes())
     for path in sorted(ROOT.glob("tests/fixtures/server/*.json")):
         entry = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(entry, dict) and "response" in entry:
@@ -157,3 +229,13 @@ def test_every_recorded_answer_reads_alike_both_ways():
             assert got is not UNDECIDED and same(got, json.loads(text))
         seen += 1
     assert seen > 100
+
+
+@pytest.mark.parametrize("n_probs", [0, 8, 64])
+def test_a_servers_answer_as_it_wrote_it_is_read_by_the_fast_parse(n_probs):
+    """The bytes llama-server wrote (tests/fixtures/answers: the default model, 32 tokens), 27 KB and 189 KB at n_probs
+    8 and 64: no repeated key, no long integer, every escape read, so the fast parse reads them as json.loads does."""
+    body = (ROOT / "tests" / "fixtures" / "answers" / f"harness_np{n_probs}.json").read_bytes()
+    got = exact_json(body)
+    assert got is not UNDECIDED and same(got, json.loads(body))
+    assert recording.colons(body) == body.count(b":") and not recording.escapes_colon(body)

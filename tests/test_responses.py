@@ -361,3 +361,26 @@ def test_a_byte_past_255_in_a_token_is_refused_not_a_crash_where_it_is_shown(val
     pieces = {"tokens": [{"id": 5, "piece": [value]}]}
     with pytest.raises(ImplausibleValue, match="possible value"):
         responses.parse(responses.Tokenized, pieces, path="/tokenize")
+
+
+@pytest.mark.parametrize("n_probs", [0, 8, 64])
+def test_the_default_models_answers_of_32_tokens_read_as_asked(n_probs):
+    """tests/fixtures/answers: the bytes the embedded server wrote for the harness's request (the default model, 32
+    tokens, greedy), read as the client reads them: 32 positions of n_probs candidates each where it asked for some."""
+    import json
+    from pathlib import Path
+
+    from bytesup.llama.recording import answer_json
+
+    folder = Path(__file__).parent / "fixtures" / "answers"
+    asked = json.loads((folder / f"harness_np{n_probs}.request.json").read_text())
+    answer = responses.parse(responses.Completion, answer_json((folder / f"harness_np{n_probs}.json").read_bytes()),
+                             path="/completion")
+    responses.check_asked(answer, asked, path="/completion")
+    assert answer.timings.predicted_n == 32 and answer.content.startswith(" with the invention of the printing press")
+    assert len(answer.completion_probabilities) == (32 if n_probs else 0)
+    assert {len(p.top_logprobs or []) for p in answer.completion_probabilities} <= {n_probs}
+    if n_probs:
+        first = answer.first_position().candidates()
+        assert first[0] == (351, " with", [32, 119, 105, 116, 104], math.exp(-0.27088218927383423))
+        assert first[1][:2] == (281, " in") and first[1].probability == pytest.approx(0.18695, abs=1e-5)  # e^-1.6 × e^-0.0769
