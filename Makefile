@@ -43,8 +43,8 @@ lint: install-test
 # The native llama.cpp build with RPC (lesson 9's integration test) is built once per machine and version,
 # in the cache outside the clone (about 4 to 9 minutes on 2 cores the first time; nothing after), and kept only
 # once its smoke test has run on the tiny preset and the default model (see README: the build's variants).
-# The suite runs in two worker processes (pytest-xdist): one per core of the 2-core machine CI runs on, about
-# 80 s there where one process takes about 135 s. Tests never assert a speed, so sharing the cores changes no result.
+# The suite runs in two worker processes (pytest-xdist): one per core of the 2-core machine CI runs on (about 2 min
+# there, and 2 min 29 s for all of `make test` from a fresh clone with the native build cached, on 2026-12-05). Tests never assert a speed, so sharing the cores changes no result.
 test: install-test lint model browser
 	nice -n 10 bash scripts/build_llama_server.sh >/dev/null
 	$(PY) -m pytest -q -rs --durations=10 -n 2

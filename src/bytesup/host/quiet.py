@@ -3,12 +3,17 @@
 A lesson computes with numpy between its requests (lesson 4's pass, lesson 8's accuracy, the host's bandwidth
 readings). numpy's OpenBLAS keeps its worker threads spinning on a core for a while after each multi-threaded call
 (its THREAD_TIMEOUT: 2^28 cycles, about 0.1 s), in case more work comes. On a 2-core machine a request sent in that
-window shares a core with the spin, and the server's decode is slower for it. Measured on a 2-core AMD EPYC with the
-native server, 32-token decodes of the default model, 10 interleaved rounds (median tokens/s): 146 after another
-decode, 132 right after a numpy matmul, 147 when the matmul was followed by a 0.3 s pause, and 154 against 155 with
-OPENBLAS_NUM_THREADS=1. Telling OpenBLAS to stop spinning sooner slows numpy's own small products (a gemv from 24 to
-57 µs), so the lessons wait instead: `settle` reads each thread's state in /proc and returns once no other thread of
-the process is running (state R), or after LIMIT_S.
+window shares a core with the spin, and the server's decode is slower for it. Measured with the native server,
+32-token decodes of the default model in interleaved rounds (median tokens/s):
+- a 2-core AMD EPYC, 10 rounds: 146 after another decode, 132 right after a numpy matmul, 147 when the matmul was
+  followed by a 0.3 s pause, and 154 against 155 with OPENBLAS_NUM_THREADS=1;
+- a 2-core Xeon, 12 rounds: 92.0 after another decode, 80.4 right after a 512 × 512 matmul, 87.2 after a
+  4096 × 4096 gemv, 90.0 after the matmul and a 0.3 s pause, and 91.0 after the matmul and `settle`, which waited
+  104 ms (the median of 12; 105 ms at most).
+
+Telling OpenBLAS to stop spinning sooner (OPENBLAS_THREAD_TIMEOUT) slows numpy's own small products (on the EPYC a
+gemv went from 24 to 57 µs), so the lessons wait instead: `settle` reads each thread's state in /proc and returns
+once no other thread of the process is running (state R), or after LIMIT_S.
 
 Only the main thread waits: threads that send requests together (lesson 7's batches) are the lesson's own, so the
 batch settles once, before its threads start. Where /proc is not there (not Linux), nothing waits."""

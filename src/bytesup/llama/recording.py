@@ -242,7 +242,7 @@ _ESCAPE = b"\\u003"  # the start of a colon written as an escape (\\u003a), or o
 
 
 def colons(data: bytes) -> int:
-    """How many colons `data` holds: counted by numpy in a long text (3 µs for 27 KB on a 2-core EPYC, where
+    """How many colons `data` holds: counted by numpy in a long text (3 µs for 27 KB on a 2-core Xeon, where
     bytes.count takes 19 to 34), by bytes.count in a short one (numpy is imported only once a long text comes)."""
     if len(data) < LONG_TEXT:
         return data.count(b":")
@@ -254,7 +254,7 @@ def colons(data: bytes) -> int:
 def escapes_colon(text: bytes) -> bool:
     """Whether valid JSON `text` writes a character of U+0030..U+003F as an escape in a string ("\\u003a" is a colon):
     read escape by escape from backslash to backslash (each found by memchr; 2 µs for 27 KB with 9 escapes on a 2-core
-    EPYC, where `in` takes 14), and past the first ESCAPES_READ escapes by a search for "\\u003" in the rest, which may
+    Xeon, where `in` takes 14), and past the first ESCAPES_READ escapes by a search for "\\u003" in the rest, which may
     also find one after an escaped backslash (a text then left to the strict parse, only slower)."""
     find = text.find
     at = find(b"\\")
