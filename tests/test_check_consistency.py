@@ -324,6 +324,44 @@ def test_prefill_is_held_to_the_wander_of_the_paces_prefills_and_a_run_without_t
             assert claim.tolerance.startswith("±10%")
             assert "the same short decode on the run's server" in claim.detail
 
+def test_a_speed_beyond_the_pace_around_it_by_hand():
+    """Lesson 7's 352.5 tokens/s of 2026-12-05 against the pace's 318.2 before it and 342.6 after it:
+    352.5 ÷ 342.6 − 1 = +2.89%; 311.5 against 313.6 and 342.6: 311.5 ÷ 313.6 − 1 = −0.67%; inside: 0."""
+    assert consistency.beyond_bracket(352.5, (318.2, 342.6)) == pytest.approx(0.028897, abs=1e-6)
+    assert consistency.beyond_bracket(311.5, (313.6, 342.6)) == pytest.approx(-0.006696, abs=1e-6)
+    assert consistency.beyond_bracket(330.0, (318.2, 342.6)) == 0.0
+
+
+@pytest.mark.parametrize("after_8, status", [(420.0, checker.INCONCLUSIVE), (460.0, checker.FAIL)])
+def test_a_prefill_gap_the_pace_moved_as_much_around_is_inconclusive(tmp_path, after_8, status):
+    """Lesson 7 prefills at 500 tokens/s and lesson 8 at 400: +25% and −20%, past ±10% (three pace readings are too
+    few for a wander). The pace's prefills read 480 before lesson 7, 520 between the two and `after_8` after lesson 8.
+    Lesson 7 lies inside 480–520. Lesson 8 against 420–520: 400 ÷ 420 − 1 = −4.8%, within ±10%, so the machine moved
+    as much as the lessons differ: inconclusive. Against 460–520: 400 ÷ 460 − 1 = −13.0%, so lesson 8 is off the
+    machine's own pace too: a fail."""
+    reads = {L7: (480.0, 520.0), L8: (520.0, after_8)}
+
+    def paced(lesson: LessonResult) -> LessonResult:
+        before, after = reads[lesson.lesson_id]
+        pace = {"before": [150.0] * 3, "after": [150.0] * 3, "prefill_before": [before] * 2, "prefill_after": [after] * 2}
+        return lesson.model_copy(update={"host_values": {**lesson.host_values, "machine_load": {"pace": pace}}})
+    run = run_of(tmp_path / "r", paced(l7(STEPS, prefill_ms=True)), paced(l8(STEPS, prefill=[400.0] * 5)),
+                 exchanges={L7: l7_prefills([400.0] + [256.0] * 5)})
+    assert consistency.prefill_brackets(run) == {L7: (480.0, 520.0), L8: (min(520.0, after_8), 520.0)}
+    claim = only(run, PREFILL)
+    assert claim.status == status, claim
+    assert claim.observed == "furthest 07: 500 tokens/s, +25.0% against 400 tokens/s"
+    if status == checker.INCONCLUSIVE:
+        assert claim.detail.startswith(
+            "inconclusive: the lessons differ by more than the tolerance, but each lesson set apart lies within the "
+            "tolerance of the pace, the same prefill read on the run's server just before and just after it: 07 at "
+            "500 tokens/s against the pace's 480 and 520 around it (between them); 08 at 400 tokens/s against the "
+            "pace's 420 and 520 around it (-4.8% beyond the nearer)")
+    else:
+        assert "inconclusive" not in claim.detail
+        assert "08 is -20.0% against the other figure" in claim.detail
+
+
 # --- recorded runs ------------------------------------------------------------------------------------
 
 def test_the_assembled_fixtures_are_several_runs(tmp_path):

@@ -35,6 +35,17 @@ process here using the cores, while lessons measured with three samples each; ±
 different one each time. Setting the figures in units of each lesson's own pace instead did not bring them closer:
 three samples of a pace scatter as much as three of a lesson. The prefill claim is held to the wander of the pace's
 prefills, which are arithmetic where decode is memory, where the run read them (before that, to the decodes').
+
+The pace's prefill is the very quantity the prefill claim compares: the default model's prompt of about 128 tokens on
+the run's server, timed by the server. So each lesson's prefill can also be set against the pace read just before
+and just after it (its bracket). On a 2-core virtual machine the prefill moved in steps: each lesson's samples lay
+within 2% of each other while lesson 7 read 352 tokens/s and lesson 8, minutes later, 312, and the pace read 318
+before lesson 7, 343 after it and 314 after lesson 8 (runs of 2026-12-05; a server of lesson 8's shape beside one
+of the run's, in turns, differed by 1.5%). A gap between lessons past the tolerance is then INCONCLUSIVE where every
+lesson it sets apart lies within the tolerance of its own bracket (`beyond_bracket`): the machine moved by as much
+around them, and the lessons cannot be told from it. It stays a FAIL where one of them lies further from the pace
+read around it, or where no pace was read. The pace's decode is not bracketed so: it times 16 tokens where the
+lessons time 32 to 128, a different quantity.
 """
 
 from __future__ import annotations
@@ -47,7 +58,7 @@ from typing import Any, Callable
 from bytesup.course import busy
 from bytesup.check.claims.common import L4, L5, L5B, L6, L7, L8, grouped, unless_busy
 from bytesup.check.evidence import RawCompletion, exchanges_path, recorded_completions
-from bytesup.check.verdicts import FAIL, ITSELF, NA, PASS, ClaimResult, find_lesson, missing
+from bytesup.check.verdicts import FAIL, INCONCLUSIVE, ITSELF, NA, PASS, ClaimResult, find_lesson, missing
 from bytesup.errors import BytesupError
 from bytesup.store.plans import lesson08
 from bytesup.store.results import LessonResult, Measurement
@@ -393,6 +404,30 @@ def pace_medians(run: Run, prefill: bool = False) -> list[float]:
     return out
 
 
+def prefill_brackets(run: Run) -> dict[str, tuple[float, float]]:
+    """Each lesson's pace prefills around it: (the slower, the faster) of the medians read just before and just after
+    it, in prompt tokens/s, by lesson id; a lesson without both readings is left out."""
+    out: dict[str, tuple[float, float]] = {}
+    for lesson in run.results.values():
+        pace = (lesson.host_values.get(busy.HOST_VALUE) or {}).get("pace")
+        ends = [busy.pace_samples(pace, at) for at in ("prefill_before", "prefill_after")]
+        if all(ends):
+            before, after = (median(e) for e in ends)
+            out[lesson.lesson_id] = (min(before, after), max(before, after))
+    return out
+
+
+def beyond_bracket(tokens_per_s: float, bracket: tuple[float, float]) -> float:
+    """How far a speed lies outside a bracket (slower, faster) of the pace: 0 inside it, else its speed against the
+    nearer end − 1 (+0.05: 5% faster than the faster end)."""
+    slower, faster = bracket
+    if tokens_per_s > faster:
+        return tokens_per_s / faster - 1
+    if tokens_per_s < slower:
+        return tokens_per_s / slower - 1
+    return 0.0
+
+
 def wander(medians: list[float]) -> float | None:
     """The machine's own wander over the run: the spread (interquartile range ÷ median) of its pace readings' medians;
     None with fewer than MIN_PACES readings."""
@@ -455,12 +490,34 @@ def _speed(ms: float, prefill: bool) -> str:
     return f"{1e3 / ms:.4g} tokens/s" + ("" if prefill else f" ({ms:.3g} ms a step)")
 
 
+def machine_moved(bad: list[Judged], brackets: dict[str, tuple[float, float]]) -> str | None:
+    """Why a gap cannot be told from the machine's own movement, where every lesson set apart (`bad`) lies within
+    its tolerance of the pace read around it (`brackets`, by lesson id: see the module); None where one of them has
+    no bracket or lies further from it, and where no lesson is set apart."""
+    if not bad or any(j.reading.lesson_id not in brackets for j in bad):
+        return None
+    parts = []
+    for j in bad:
+        slower, faster = brackets[j.reading.lesson_id]
+        off = beyond_bracket(j.reading.tokens_per_s, (slower, faster))
+        if abs(off) > j.tolerance * (1 + 1e-12):
+            return None
+        where = "between them" if off == 0 else f"{off:+.1%} beyond the nearer"
+        parts.append(f"{j.reading.label} at {j.reading.tokens_per_s:.4g} tokens/s against the pace's {slower:.4g} and "
+                     f"{faster:.4g} around it ({where})")
+    return ("inconclusive: the lessons differ by more than the tolerance, but each lesson set apart lies within the "
+            "tolerance of the pace, the same prefill read on the run's server just before and just after it: "
+            + "; ".join(parts) + ". The machine's own prefill moved by as much around them, so the gap cannot be "
+            "told from it")
+
+
 def consistency_check(cid: str, text: str, found: list[Reading], absent: list[str], prefill: bool = False,
                       runs: list[str] | None = None, paces: list[float] | None = None,
-                      paced_prefill: bool = False) -> ClaimResult:
+                      paced_prefill: bool = False, brackets: dict[str, tuple[float, float]] | None = None) -> ClaimResult:
     """The claim's result from the lessons' readings (`absent`: why a lesson has none; `runs`: lessons recorded
     with different run servers, which makes the comparison not applicable; `paces`: the pace's medians, of its
-    prefills where `paced_prefill`, else of its decodes)."""
+    prefills where `paced_prefill`, else of its decodes; `brackets`: the pace read around each lesson, by lesson id,
+    where it reads the lessons' own quantity: see the module)."""
     lessons = ", ".join(sorted({r.lesson_id[:3].rstrip("_") for r in found})) or "—"
     na_for = ("; not applicable for: " + "; ".join(absent)) if absent else ""
     if runs:
@@ -511,8 +568,12 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
         detail = "; ".join(named) + f". Every lesson: {every}"
     else:
         detail = f"every lesson: {every}"
+    status = FAIL if bad else PASS
+    moved = machine_moved(bad, brackets or {})
+    if moved is not None:
+        status, detail = INCONCLUSIVE, moved + ". " + detail
     detail += ". " + pace_sentence(paces, paced_prefill) + ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
-    return ClaimResult(cid, "general", lessons, text, FAIL if bad else PASS, observed=observed,
+    return ClaimResult(cid, "general", lessons, text, status, observed=observed,
                        expected=("each lesson's median within the tolerance of the median of every lesson's median (with "
                                  "two lessons, of the other's)"),
                        tolerance=tolerance, detail=detail + na_for)
@@ -552,5 +613,5 @@ def claim_prefill_agrees_across_lessons(run: Run) -> list[ClaimResult]:
                                                f"the default model's prefill of {PREFILL_TOKENS} tokens agrees across the "
                                                "lessons that measure it", found, absent, prefill=True,
                                                runs=different_runs(run, found), paces=prefills or pace_medians(run),
-                                               paced_prefill=bool(prefills)),
+                                               paced_prefill=bool(prefills), brackets=prefill_brackets(run)),
                         *sorted({r.lesson_id for r in found}))]
