@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from bytesup.check.compare import token_text
 from bytesup.store.facts import FactShapeError, lesson04, lesson05, lesson06
@@ -126,9 +126,9 @@ def exchanges_path(run: Run, result: LessonResult) -> Path | None:
     return next((p for p in candidates if p.is_file()), None)
 
 
-def recorded_next_tokens(path: Path) -> list[RawNextToken]:
-    """Every /completion answer in the exchanges file that lists candidates for its first position."""
-    found = []
+def recorded_completion_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number from 1, the exchange) for every /completion in the exchanges file, read without the client; a
+    blank line, a line that is not JSON and an exchange that is not an object are passed over."""
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
@@ -136,8 +136,14 @@ def recorded_next_tokens(path: Path) -> list[RawNextToken]:
             exchange = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if not isinstance(exchange, dict) or exchange.get("path") != "/completion":
-            continue
+        if isinstance(exchange, dict) and exchange.get("path") == "/completion":
+            yield n, exchange
+
+
+def recorded_next_tokens(path: Path) -> list[RawNextToken]:
+    """Every /completion answer in the exchanges file that lists candidates for its first position."""
+    found = []
+    for n, exchange in recorded_completion_lines(path):
         request, response = exchange.get("request"), exchange.get("response")
         if not isinstance(request, dict) or not isinstance(response, dict):
             continue
@@ -224,12 +230,8 @@ def _event_data(text: str) -> Any:
 def recorded_streams(path: Path) -> list[RawStream]:
     """Every streamed /completion in the exchanges file (lines with `stream`), read without the client."""
     found = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            exchange = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(exchange, dict) or exchange.get("path") != "/completion" or not isinstance(exchange.get("stream"), list):
+    for n, exchange in recorded_completion_lines(path):
+        if not isinstance(exchange.get("stream"), list):
             continue
         events, so_far, timings, final_ms = [], 0, None, None
         for ev in exchange["stream"]:
@@ -265,13 +267,7 @@ def recorded_completions(path: Path) -> list[RawCompletion]:
     """Every /completion of the exchanges file in the order it was made, read without the client: the timings of a
     plain answer, or of a streamed answer's final event."""
     found = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            exchange = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(exchange, dict) or exchange.get("path") != "/completion":
-            continue
+    for n, exchange in recorded_completion_lines(path):
         request, response, timings = exchange.get("request"), exchange.get("response"), None
         if isinstance(response, dict) and isinstance(response.get("timings"), dict):
             timings = response["timings"]
