@@ -25,6 +25,7 @@ import functools
 import math
 import statistics
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -579,27 +580,30 @@ def capstone_verdicts(run: Run, cid: str, text: str) -> Capstone | list[ClaimRes
     return Capstone(lesson, models, every, fits, check_verdicts(models, (every, fits)), stated_verdicts(lesson))
 
 
+def per_width(run: Run, cid: str, text: str,
+              judged: Callable[[Capstone, ModelSamples], dict[str, str]]) -> list[ClaimResult]:
+    """One result per model the capstone fits, "{text}: {model}", its status and words from `judged`; or the claim's
+    one not-applicable result (see capstone_verdicts)."""
+    found = capstone_verdicts(run, cid, text)
+    if isinstance(found, list):
+        return found
+    return [ClaimResult(cid, "general", found.lesson.lesson_id, f"{text}: {m.name}", **judged(found, m))
+            for m in found.models]
+
 @grouped(COURSE)
 @timing
 def claim_decode_memory_bound_per_width(run: Run) -> list[ClaimResult]:
     """The course's title claim, decode is memory-bound, for each model the capstone fits, by the verdict check's own
     fits give it (see title_verdict); the one lesson 8 shows is beside it, and set against check's in
     claim_verdict_per_width_as_refitted."""
-    cid, text = "decode_memory_bound_per_width", "decode is memory-bound (the course's title)"
-    found = capstone_verdicts(run, cid, text)
-    if isinstance(found, list):
-        return found
-    ours, stated = found.ours, found.stated
-    results = []
-    for m in found.models:
-        status, detail = title_verdict(m, ours[m.name], found.every, band_of(m.weight_type, found.every, found.fits))
-        results.append(ClaimResult(cid, "general", found.lesson.lesson_id, f"{text}: {m.name}", status,
-                                   observed=f"lesson 8: {stated.get(m.name, 'no verdict shown')}; check: {ours[m.name]}",
-                                   expected=MEMORY, tolerance=(f"every fit (all models, and each leaving one out) "
-                                                               f"agrees, beyond {MARGIN:g}u of the crossover and "
-                                                               f"the model's own steps' scatter"),
-                                   detail=detail))
-    return results
+    def judged(found: Capstone, m: ModelSamples) -> dict[str, str]:
+        status, detail = title_verdict(m, found.ours[m.name], found.every, band_of(m.weight_type, found.every, found.fits))
+        return {"status": status, "observed": f"lesson 8: {found.stated.get(m.name, 'no verdict shown')}; check: "
+                                              f"{found.ours[m.name]}",
+                "expected": MEMORY, "tolerance": (f"every fit (all models, and each leaving one out) agrees, beyond "
+                                                  f"{MARGIN:g}u of the crossover and the model's own steps' scatter"),
+                "detail": detail}
+    return per_width(run, "decode_memory_bound_per_width", "decode is memory-bound (the course's title)", judged)
 
 
 @grouped(ITSELF)
@@ -608,16 +612,10 @@ def claim_verdict_per_width_as_refitted(run: Run) -> list[ClaimResult]:
     """Lesson 8's verdict for each model (its decode_model table) against the one check's own fits of the lesson's
     samples give it (see verdict_shown): a page that names a width against its own samples is a run at odds with
     itself."""
-    cid, text = "verdict_per_width_as_refitted", "lesson 8's verdict per width is the one check's fits give"
-    found = capstone_verdicts(run, cid, text)
-    if isinstance(found, list):
-        return found
-    ours, stated = found.ours, found.stated
-    results = []
-    for m in found.models:
-        status, detail = verdict_shown(stated.get(m.name), ours[m.name])
-        results.append(ClaimResult(cid, "general", found.lesson.lesson_id, f"{text}: {m.name}", status,
-                                   observed=f"lesson 8: {stated.get(m.name, 'no verdict shown')}",
-                                   expected=f"check: {ours[m.name]}", tolerance="the same verdict",
-                                   detail=detail + ("; " if detail else "") + terms_numbers(m, found.every)))
-    return results
+    def judged(found: Capstone, m: ModelSamples) -> dict[str, str]:
+        status, detail = verdict_shown(found.stated.get(m.name), found.ours[m.name])
+        return {"status": status, "observed": f"lesson 8: {found.stated.get(m.name, 'no verdict shown')}",
+                "expected": f"check: {found.ours[m.name]}", "tolerance": "the same verdict",
+                "detail": detail + ("; " if detail else "") + terms_numbers(m, found.every)}
+    return per_width(run, "verdict_per_width_as_refitted", "lesson 8's verdict per width is the one check's fits give",
+                     judged)
