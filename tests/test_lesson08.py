@@ -846,3 +846,25 @@ def test_a_hidden_types_arithmetic_is_left_blank_not_zero():
     assert by["q8_0"].arithmetic_share == pytest.approx(100 * 3.3625 / (2.4 + 3.3625))
     notes = model_notes(rows, terms, None, spark_terms(), ())
     assert any("An arithmetic left blank (f32) was hidden under the reading" in n for n in notes)
+
+
+def test_how_far_a_model_lies_from_its_crossover_by_hand():
+    """Crossover 1.5 bytes per parameter. At 0.75: the arithmetic takes 1.5 ÷ 0.75 = 2× the read, 100% longer. At 3:
+    the read takes 3 ÷ 1.5 = 2× the arithmetic, 100% longer too (not 1.5 ÷ 3 − 1 = −50%). At the crossover: 0. A
+    crossover of 0 (every model of the type hidden under its reading) is no distance: infinitely far."""
+    q4 = TypeCrossover("Q4_1", c_ps=60.0, bytes_per_param=1.5, low=1.4, high=1.6)
+    assert q4.apart(0.75) == pytest.approx(1.0)
+    assert q4.apart(3.0) == pytest.approx(1.0)
+    assert q4.apart(1.5) == 0.0
+    assert TypeCrossover("F32", c_ps=0.0, bytes_per_param=0.0, low=0.0, high=0.0).apart(4.0) == math.inf
+
+
+def test_a_side_is_too_close_where_its_terms_differ_by_no_more_than_its_scatter():
+    """Read 5 ms and arithmetic 7 ms differ by 2 ms: too close at a scatter of exactly 2 ms, not at 1.9; where any
+    of the three is unknown it is never too close."""
+    side = Side("m", "Q4_1", 0.7, "arithmetic", read_ms=5.0, arithmetic_ms=7.0, scatter_ms=2.0)
+    assert side.too_close
+    assert not Side("m", "Q4_1", 0.7, "arithmetic", read_ms=5.0, arithmetic_ms=7.0, scatter_ms=1.9).too_close
+    for missing in ({"read_ms": None}, {"arithmetic_ms": None}, {"scatter_ms": None}):
+        values = {"read_ms": 5.0, "arithmetic_ms": 5.0, "scatter_ms": 2.0, **missing}
+        assert not Side("m", "Q4_1", 0.7, "arithmetic", **values).too_close
