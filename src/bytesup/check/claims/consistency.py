@@ -388,6 +388,11 @@ class Judged:
         return abs(self.deviation) <= self.tolerance * (1 + 1e-12)
 
 
+def lesson_pace(lesson: LessonResult) -> Any:
+    """The pace readings a lesson kept with its readings of the machine's load (bytesup.run.pace), None without."""
+    return (lesson.host_values.get(busy.HOST_VALUE) or {}).get("pace")
+
+
 def pace_medians(run: Run, prefill: bool = False) -> list[float]:
     """The medians of every pace reading the run took (bytesup.run.pace), in lesson order: each lesson's reading before
     it, then the last lesson's after it (the reading after one lesson is the one before the next, kept with both).
@@ -395,7 +400,7 @@ def pace_medians(run: Run, prefill: bool = False) -> list[float]:
     out: list[float] = []
     last: list[float] = []
     for lesson in sorted(run.results.values(), key=lambda r: r.lesson_id):
-        pace = (lesson.host_values.get(busy.HOST_VALUE) or {}).get("pace")
+        pace = lesson_pace(lesson)
         for at in (("prefill_before", "prefill_after") if prefill else ("before", "after")):
             samples = busy.pace_samples(pace, at)
             if samples and samples != last:
@@ -409,7 +414,7 @@ def prefill_brackets(run: Run) -> dict[str, tuple[float, float]]:
     it, in prompt tokens/s, by lesson id; a lesson without both readings is left out."""
     out: dict[str, tuple[float, float]] = {}
     for lesson in run.results.values():
-        pace = (lesson.host_values.get(busy.HOST_VALUE) or {}).get("pace")
+        pace = lesson_pace(lesson)
         ends = [busy.pace_samples(pace, at) for at in ("prefill_before", "prefill_after")]
         if all(ends):
             before, after = (median(e) for e in ends)
@@ -498,8 +503,8 @@ def machine_moved(bad: list[Judged], brackets: dict[str, tuple[float, float]]) -
         return None
     parts = []
     for j in bad:
-        slower, faster = brackets[j.reading.lesson_id]
-        off = beyond_bracket(j.reading.tokens_per_s, (slower, faster))
+        slower, faster = bracket = brackets[j.reading.lesson_id]
+        off = beyond_bracket(j.reading.tokens_per_s, bracket)
         if abs(off) > j.tolerance * (1 + 1e-12):
             return None
         where = "between them" if off == 0 else f"{off:+.1%} beyond the nearer"

@@ -590,6 +590,7 @@ def per_width(run: Run, cid: str, text: str,
     return [ClaimResult(cid, "general", found.lesson.lesson_id, f"{text}: {m.name}", **judged(found, m))
             for m in found.models]
 
+
 @grouped(COURSE)
 @timing
 def claim_decode_memory_bound_per_width(run: Run) -> list[ClaimResult]:
