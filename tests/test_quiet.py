@@ -60,14 +60,23 @@ def test_a_thread_that_keeps_running_is_waited_for_up_to_the_limit(tmp_path):
 
 
 def test_the_wait_ends_when_the_thread_stops_running(tmp_path):
+    """The thread stops running 0.05 s after the timer starts: settle returns only after that (its own clock starts a
+    little after the timer's, so it may count a little less than 0.05 s), and long before its limit."""
     found = tasks(tmp_path, {7: "R", 8: "S"})
-    timer = threading.Timer(0.05, lambda: tasks(tmp_path, {7: "S"}))
+    stopped: list[float] = []
+
+    def stop() -> None:
+        stopped.append(time.monotonic())
+        tasks(tmp_path, {7: "S"})
+    timer = threading.Timer(0.05, stop)
     timer.start()
     try:
         waited = quiet.settle(limit_s=30.0, step_s=0.001, tasks=found)
+        returned = time.monotonic()
     finally:
         timer.join()
-    assert 0.05 <= waited < 30.0
+    assert stopped and returned >= stopped[0]
+    assert 0.03 <= waited < 30.0
     assert quiet.settle(limit_s=30.0, tasks=found) < 1.0
 
 
