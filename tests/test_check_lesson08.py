@@ -130,11 +130,13 @@ def test_too_few_models_to_leave_one_out():
         fit_step_terms(models(27.0)[:2])
 
 
-def naive_loss(xs: list[ModelSamples], f: np.ndarray, r: np.ndarray, c: np.ndarray) -> np.ndarray:
-    total = np.zeros(np.broadcast(f, r, c).shape)
+def naive_loss(xs: list[ModelSamples], f: np.ndarray, r: np.ndarray, c: np.ndarray,
+               g: np.ndarray | float = 0.0) -> np.ndarray:
+    total = np.zeros(np.broadcast(f, r, c, g).shape)
     for x in xs:
         t = sorted(x.steps_ms)[len(x.steps_ms) // 2]
-        total += ((x.n_layer * f + np.maximum(x.weight_bytes * r, x.n_params * c)) / t - 1) ** 2
+        block = f + g * x.weight_bytes / x.n_params
+        total += ((x.n_layer * block + np.maximum(x.weight_bytes * r, x.n_params * c)) / t - 1) ** 2
     return total
 
 
@@ -142,17 +144,19 @@ def naive_loss(xs: list[ModelSamples], f: np.ndarray, r: np.ndarray, c: np.ndarr
                                    (14.1, 16.2, 24.1, 45.2, 20.0, 97.4)])
 def test_no_point_of_a_naive_grid_fits_better(steps):
     """Six models shaped like the capstone's (SmolLM2's four widths, a medium and a large model), at made-up steps:
-    a plain grid over f, 1 ÷ B and c (60 points each, around the fit) finds no lower Σ (predicted ÷ measured − 1)²."""
+    a plain grid over f, 1 ÷ B, c and g (24 points each, around the fit) finds no lower Σ (predicted ÷ measured − 1)²."""
     shapes = [(96.6 * MB, 134.5e6, 30), (143.0 * MB, 134.5e6, 30), (269.1 * MB, 134.5e6, 30), (538.1 * MB, 134.5e6, 30),
               (224.1 * MB, 210.8e6, 16), (985.7 * MB, 927.5e6, 18)]
     xs = [ModelSamples(str(i), w, n, blocks, (t,)) for i, ((w, n, blocks), t) in enumerate(zip(shapes, steps, strict=True))]
     terms = fit_step_terms(xs)
     assert terms.per_block_ms >= 0 and terms.ms_per_byte >= 0 and terms.crossover() >= 0
-    best = naive_loss(xs, np.array(terms.per_block_ms), np.array(terms.ms_per_byte), np.array(terms.ms_per_param()))
-    f = np.linspace(0, max(4 * terms.per_block_ms, 0.2), 60)[:, None, None]
-    r = np.geomspace(terms.ms_per_byte / 4, terms.ms_per_byte * 4, 60)[None, :, None]
-    c = np.geomspace(max(terms.ms_per_param(), 1e-12) / 4, max(terms.ms_per_param(), 1e-12) * 4, 60)[None, None, :]
-    assert best <= naive_loss(xs, f, r, c).min() * (1 + 1e-9)
+    best = naive_loss(xs, np.array(terms.per_block_ms), np.array(terms.ms_per_byte), np.array(terms.ms_per_param()),
+                      np.array(terms.per_bpp_ms))
+    f = np.linspace(0, max(4 * terms.per_block_ms, 0.2), 24)[:, None, None, None]
+    r = np.geomspace(terms.ms_per_byte / 4, terms.ms_per_byte * 4, 24)[None, :, None, None]
+    c = np.geomspace(max(terms.ms_per_param(), 1e-12) / 4, max(terms.ms_per_param(), 1e-12) * 4, 24)[None, None, :, None]
+    g = np.linspace(0, max(4 * terms.per_bpp_ms, 0.1), 24)[None, None, None, :]
+    assert best <= naive_loss(xs, f, r, c, g).min() * (1 + 1e-9)
     # And the held-out predictions are the fitted terms of the others, set against each median.
     for h in held_out(xs):
         assert h.error == pytest.approx(h.model.step_ms / h.terms.step_ms(h.model) - 1)
@@ -163,8 +167,8 @@ def test_the_fit_does_not_depend_on_the_models_order():
     first = fit_step_terms(xs)
     for order in itertools.permutations(xs):
         again = fit_step_terms(list(order))
-        assert (again.per_block_ms, again.ms_per_byte, again.crossover()) == pytest.approx(
-            (first.per_block_ms, first.ms_per_byte, first.crossover()), rel=1e-9)
+        assert (again.per_block_ms, again.ms_per_byte, again.crossover(), again.per_bpp_ms) == pytest.approx(
+            (first.per_block_ms, first.ms_per_byte, first.crossover(), first.per_bpp_ms), rel=1e-6, abs=1e-12)
 
 
 # --- the claim on a run ----------------------------------------------------------------------------
@@ -505,7 +509,8 @@ def test_a_hidden_weight_types_arithmetic_is_said_as_the_most_it_could_be():
     terms = StepTerms(0.08, 2.5e-8, (("Q8_0", 1.2), ("ALL_F32", 0.0)))
     f32 = ModelSamples("f32", 400 * MB, 100e6, 30, (10.0,), "ALL_F32")
     assert terms_text(terms, [f32]) == ("B = 40 GB/s, c per parameter Q8_0 30 ps (crossover 1.2), ALL_F32 hidden under "
-                                        "its reading (at most 100 ps; crossover below 4), f = 80 µs per block")
+                                        "its reading (at most 100 ps; crossover below 4), f = 80 µs per block, g = 0 µs more "
+                                        "per block for each byte per parameter")
     assert "ALL_F32 hidden under its reading, f" in terms_text(terms)
     _, detail = title_verdict(f32, "memory-bound", terms)
     assert "reading the weights W ÷ B = 10 ms, and one token's arithmetic hidden under it" in detail

@@ -405,7 +405,8 @@ def test_the_model_notes_state_the_crossover_and_the_published_rule():
     notes = " ".join(model_notes(rows, terms, None, spark_terms(), (2, 4), None, cross))
     assert ("at B × c bytes per parameter with its type's c: Q4_1 1.25, Q8_0 1.25, F16 1.25, ALL_F32 1.25. A model "
             "storing more bytes per parameter than its type's crossover waits on memory") in notes
-    assert "B = 50 GB/s and f = 0.08 ms per block for every model, and c per parameter Q4_1 25 ps, Q8_0 25 ps" in notes
+    assert ("B = 50 GB/s, f = 0.08 ms per block and g = 0 ms more per block for each byte per parameter for every "
+            "model, and c per parameter Q4_1 25 ps, Q8_0 25 ps") in notes
     assert ("Here (bytes per parameter): memory-bound f16 (2), f32 (4); compute-bound q4_1 (0.718), q8_0 (1.06), "
             "medium (1.06), large (1.06).") in notes
     # the Spark: 0.4178 ms ÷ 6.74e9 parameters = 0.062 ps; 273 GB/s × 0.062 ps = 0.0169; 7.16 ÷ 6.74 = 1.06, 62.8×
@@ -493,7 +494,8 @@ def test_the_conclusion_follows_the_numbers():
     assert text[2] == ("It waits on the arithmetic where a model stores fewer bytes per parameter than its type's "
                        "crossover, clear of its band and of its own steps' scatter: q4_1 (0.718), q8_0 (1.06), medium "
                        "(1.06), large (1.06); their weights arrive before the arithmetic on them is done.")
-    assert text[3] == "Whichever term a step waits on, it also pays f = 0.08 ms per block (the graph's operations and the threads' waits)."
+    assert text[3] == ("Whichever term a step waits on, it also pays f = 0.08 ms per block, and g = 0 ms more per block "
+                       "for each byte a parameter takes (the graph's operations and the threads' waits).")
     assert text[4].startswith("The published DGX Spark figures in the same terms:")
     # f16 (2.0007 bytes per parameter) crosses at 2.0007 ÷ 25 ps = 80.03 GB/s, 1.6 × B; q8_0, the widest of the
     # compute-bound ones against its type's crossover (1.0632), at 1.0632 ÷ 50 GB/s = 21.26 ps, 25 ÷ 21.26 = 1.18 × as

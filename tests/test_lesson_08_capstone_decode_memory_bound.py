@@ -437,9 +437,9 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
         # (about 20 ps; about 23 in this fit, see below) = about 2 ms, so about 1 × a token of prefill; q8_0: 1,000
         # tokens/s, 1 ms a token against 100 M × about 25 ps, about 2.5 ×; f32: 2,000 tokens/s, and no decode
         # arithmetic (F32's c is hidden).
-        assert pre[q4][2:8] == [500.0, 500.0, 500.0, pytest.approx(100.0), 2.0, pytest.approx(2.0, rel=0.15)]
+        assert pre[q4][2:8] == [500.0, 500.0, 500.0, pytest.approx(100.0), 2.0, pytest.approx(2.0, rel=0.2)]
         assert pre[q4][8] == pytest.approx(pre[q4][7] / 2.0)
-        assert pre[q8][6] == 1.0 and pre[q8][7] == pytest.approx(2.5, rel=0.12) and pre[q8][8] == pre[q8][7]
+        assert pre[q8][6] == 1.0 and pre[q8][7] == pytest.approx(2.5, rel=0.15) and pre[q8][8] == pre[q8][7]
         assert pre[f32][2] == 2000.0 and pre[f32][7:9] == [None, None]
         assert [m.settings for m in result.measurements if m.name == "prefill_tokens_per_s"] == [
             {"preset": n, "prompt_tokens": 128} for n in (q4, q8, f32)]
@@ -464,10 +464,11 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
     assert rows[q8][col(t, "step at P = 2")] == pytest.approx(10.0) and rows[big][col(t, "step at P = 2")] is None
     # the batch line through (2, 9) and (4, 12) ms: 1.5 ms per sequence, 6 ms at P = 0
     assert rows[q4][col(t, "batch line a")] == pytest.approx(6.0) and rows[q4][col(t, "batch line b")] == pytest.approx(1.5)
-    # The fit's terms come back near those the steps were made from: q4_1 read 1.5 ms, fixed 2 ms (large-q8_0's 10%
-    # pulls it to about 1.7); q4_1, alone in its type, takes its c from what the fixed cost leaves of its 4 ms step.
+    # The fit's terms come back near those the steps were made from: q4_1 read 1.5 ms, fixed 2 ms (large-q8_0's 10%,
+    # taken up partly by g, the fixed cost's growth with the bytes per parameter, pulls it to about 1.67); q4_1, alone in
+    # its type, takes its c from what the fixed cost leaves of its 4 ms step.
     assert rows[q4][col(t, "read the weights")] == pytest.approx(1.5, rel=0.05)
-    assert rows[q4][col(t, "fixed")] == pytest.approx(2.0, rel=0.15)
+    assert rows[q4][col(t, "fixed")] == pytest.approx(2.0, rel=0.2)
     assert rows[q4][col(t, "arithmetic")] + rows[q4][col(t, "fixed")] == pytest.approx(4.0)
     # large by the other four alone: q8_0 gives Q8_0's c, the F32 models B and f: 2 + max(20, 25) = 27 ms, 37.04
     # tokens/s, against 1000 ÷ 29.7 = 33.67: +10%
@@ -483,14 +484,14 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
     assert {r[0]: r[col(sweep_t, "verdict")] for r in measured_rows(result)} == {
         n: rows[n][col(t, "waits on")] for n in (q4, q8, f32, big, mf32)}
     # c per weight type and its crossover B × c: Q4_1 about 20 ps (50 GB/s × 20 ps = 1 byte per parameter, above
-    # q4_1's 0.75), Q8_0 about 25 ps (1.25, above q8_0's 1.0625 and large's 1), each within 15% (large-q8_0's 10%
-    # raises Q8_0's, and the lower f it brings raises Q4_1's); F32 hidden: c 0, at most 4 bytes per parameter ÷ B,
+    # q4_1's 0.75), Q8_0 about 25 ps (1.25, above q8_0's 1.0625 and large's 1), each within 20% (large-q8_0's 10%
+    # raises Q8_0's, and the lower f it brings raises Q4_1's, to 23.3); F32 hidden: c 0, at most 4 bytes per parameter ÷ B,
     # about 80 ps. The plot marks each seen type's at 100 M parameters × B × c.
     per_type = result.table("arithmetic_per_type")
     typed = {r[0]: r for r in per_type.rows}
     assert list(typed) == ["Q4_1", "Q8_0", "F32"]
     b_fit = float(re.search(r"B = ([0-9.]+) GB/s", " ".join(result.table("arithmetic_per_type_main").notes)).group(1))
-    assert typed["Q4_1"][col(per_type, "c")] == pytest.approx(20.0, rel=0.15)
+    assert typed["Q4_1"][col(per_type, "c")] == pytest.approx(20.0, rel=0.2)
     assert typed["Q8_0"][col(per_type, "c")] == pytest.approx(25.0, rel=0.15)
     assert typed["F32"][col(per_type, "c")] is None
     assert typed["F32"][col(per_type, "c at most (hidden)")] == pytest.approx(4 / b_fit * 1e3, rel=0.01)
@@ -516,7 +517,7 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
     assert spark[col(t, "read the weights")] == pytest.approx(26.2271, abs=1e-4)
     assert spark[col(t, "waits on")] == "memory-bound"
     notes = " ".join(result.table("decode_model_main").notes)
-    assert "t₁ = L × f + max(W ÷ B, n × c)" in notes and "Fitted on the 5 models" in notes
+    assert "t₁ = L × (f + g × W ÷ n) + max(W ÷ B, n × c)" in notes and "Fitted on the 5 models" in notes
     assert "Within ±15% of measured: 4 of 4" in notes
     assert f"Not predicted, alone in its weight type: {q4} (its c would come from its own step alone" in notes
     # the fitted B (about 50 GB/s) against numpy's matrix-vector product's 40

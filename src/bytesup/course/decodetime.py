@@ -4,14 +4,15 @@ One decode step of one sequence reads every weight once and does one token's ari
 overlap: the cores compute on the rows already read while the next ones stream in, so the step
 waits on the slower of the two, as on lesson 7's roofline:
 
-    t₁ = L × f + max(W ÷ B, n × c)      (milliseconds per step)
+    t₁ = L × (f + g × W ÷ n) + max(W ÷ B, n × c)      (milliseconds per step)
 
 - W: the model's weight bytes; B: the bandwidth decode reads them at (one value for every model,
   a property of the memory and of the kernels' reads);
 - n: its parameters; c: the arithmetic of one token per parameter, one value for each weight type (the
   single-token kernels of that type: they unpack and multiply its blocks in their own way);
 - L: its blocks; f: the fixed cost of one block in a step (the graph's operations and the points where
-  the threads wait for each other, which grow with the blocks, not with the weights): F = L × f.
+  the threads wait for each other, which grow with the blocks, not with the weights); g: how much more a
+  block costs for each byte a parameter takes (W ÷ n): F = L × (f + g × W ÷ n).
 
 Why a maximum and not a sum: on the 2-core course machine the sum misses by 20-60% whatever its
 terms. The narrowest widths of the default model (97 and 143 MB) decode in the same ~5.5 ms, so
@@ -23,6 +24,18 @@ default model's q8_0 width (143 MB, 30 blocks). With one F for every model, the 
 by up to 37% in two runs that swept both; with F = L × f, by at most 7% in those two, then 8% in two
 make runs in a row and 18% in a third, whose narrowest width decoded 25% faster than in the others.
 
+Why a block's fixed cost grows with the bytes per parameter (g): with f alone, the models left out missed in pairs
+of one weight type and opposite sign, in four make runs on the 2-core course machine (nine models each): the default
+model's q4_1 width by -6.9% to -11.3% and medium-q4_1 by +9.6% to +16.3%, while the default model's f16 and f32
+widths missed by +6% to +11% and medium's by -7% to -11%. Solved pair by pair (the default model, 30 blocks, against
+medium, 16), each weight type asked for its own f: about 0.05 ms per block for Q4_1, 0.07 for Q8_0, 0.14 for F16 and
+0.21 for F32, rising with the bytes a parameter takes. With g beside f the worst model left out missed by 9.3% to
+11.4% in the same four runs. Why a block should cost more for wider weights is not measured here; one reading is
+that the threads wait at each block's end for the last rows, whose time grows with their bytes. Counting the
+default model's Q8_0 embedding in the q4_1 file as Q8_0 arithmetic, and the medium models' untied embedding
+(decode reads one row of it) out of n, was tried and made medium-q4_1's miss larger (+26.7% and +19.5%), so n stays
+every parameter and the weight type stays the file's.
+
 Why one c per weight type and not one for every model: each type has kernels of its own. On the 2-core
 course machine F16's single-token kernels cost about 195 ps per parameter, Q8_0's about 81 and Q4_1's
 about 64, while F32 waits on reading its weights. One c cannot fit them: with it, the f16 width missed by
@@ -32,10 +45,10 @@ within +3.8/-2.9%. So every weight type of the default model has a second model 
 (medium-q4_1, medium-f16, medium-f32 beside medium-q8_0 and large-q8_0).
 
 The terms are fitted on every measured model's median step time at P = 1, by least squares of the
-relative error: for each B of a fine logarithmic grid, f in closed form (never below 0) and each weight
-type's c (the errors separate by type once f is fixed: a parabola between the breakpoints of its models,
+relative error: for each B of a fine logarithmic grid, f and g in closed form (never below 0; g stays 0 unless it
+lowers the error) and each weight type's c (the errors separate by type once f is fixed: a parabola between the breakpoints of its models,
 `type_cost`) in turns, with a joint step where each model stays on its side, until neither moves; then
-the lowest B that fits as well is sought between the best grid point and the one below. Where several
+the least error is sought between the grid points either side of the best one. Where several
 fit equally well the smaller c is taken, then the smaller B: the arithmetic no larger than the steps
 demand. A type whose models all wait on reading their weights shows no arithmetic of its own: its c is
 0, and only the most it could be is known (`hidden_below`). B and that type's c trade exactly where its
@@ -91,7 +104,8 @@ import numpy as np
 
 TOLERANCE = 0.15  # the model should predict a model's decode tokens/s within ±15% of measured
 # Enough models for the terms: B, f and the c of one weight type are three terms, so at least three models (the number
-# of terms + 0); each further weight type adds a c of its own and brings the model that fits it.
+# of terms + 0); each further weight type adds a c of its own and brings the model that fits it. g needs models that
+# differ in their blocks and their bytes per parameter; where they do not, it is 0 (it lowers no error).
 MIN_FIT = 3
 MEMORY, COMPUTE, MIXED = "memory-bound", "compute-bound", "mixed"
 # A model within MARGIN standard errors of its type's crossover is mixed: two, as the sweep's line takes a point within
@@ -104,9 +118,13 @@ GRID = 400
 ROUNDS = 200  # the most rounds of f, then each weight type's c, at each B (they settle in far fewer)
 # Two errors within SAME of each other (a fraction, plus NEAR) are equal: the smaller c, then the smaller B, is taken.
 SAME, NEAR = 1e-9, 1e-12
-# Then the lowest B that fits as well as the grid's is sought between it and the grid point below: ZOOMS grids of
-# ZOOM_POINTS each, one inside the other (steps of 10⁻⁷ of B at the last).
-ZOOMS, ZOOM_POINTS = 3, 64
+# Then the least error is sought between the grid points either side of the grid's best, the lowest B of those that
+# fit as well: ZOOMS grids of ZOOM_POINTS steps each, one inside the other (steps of 10⁻⁸ of B at the last).
+ZOOMS, ZOOM_POINTS = 4, 64
+# g is fitted where it lowers the error Σ (predicted ÷ measured − 1)² by more than GAIN: a hundredth of a percent on
+# one model's step. Less than that is the grid's resolution, not the steps' (steps made exactly by terms without g
+# are fitted to within 10⁻¹¹ with or without it); g lowered it by 0.003 to 0.010 in four make runs of nine models.
+GAIN = 1e-8
 
 
 @dataclass(frozen=True)
@@ -129,13 +147,18 @@ class Line:
 
 @dataclass(frozen=True)
 class Terms:
-    """B, f, and c per weight type: (the type as the GGUF names it, ps per parameter and token), in the order the
+    """B, f, g, and c per weight type: (the type as the GGUF names it, ps per parameter and token), in the order the
     types first appear among the models fitted. A c of 0 says that every model of its type waited on reading its
     weights: its arithmetic was hidden, never measured (`hidden`)."""
     gbs: float                            # B, GB/s
     arith: tuple[tuple[str, float], ...]  # c per weight type, picoseconds per parameter and token
     fixed_ms_per_block: float             # f
     fitted: tuple[str, ...]               # the models the terms come from
+    fixed_ms_per_bpp: float = 0.0         # g: ms more per block for each byte per parameter
+
+    def per_block_ms(self, bytes_per_param: float) -> float:
+        """The fixed cost of one block of a model storing these bytes per parameter: f + g × W ÷ n."""
+        return self.fixed_ms_per_block + self.fixed_ms_per_bpp * bytes_per_param
 
     @property
     def types(self) -> tuple[str, ...]:
@@ -207,31 +230,58 @@ def first_within(loss: np.ndarray) -> np.ndarray:
     return np.argmax(loss <= loss.min(axis=-1, keepdims=True) * (1 + SAME) + NEAR, axis=-1)
 
 
-def type_cost(f: np.ndarray, a: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """The c (ps) of one weight type at each B, with f fixed: the least of Σ (a f + max(p, q c) − 1)² over its models
-    (a = L ÷ t, p = the read ÷ t at each B, q = n ÷ t per ps; p is [B, model], its models in order of W ÷ n). Between
-    two of the models' breakpoints p ÷ q the sum is a parabola in c, least at the models that wait on the arithmetic:
-    c = Σ q (1 − a f) ÷ Σ q², kept within its segment; below the first breakpoint it does not depend on c, and c = 0
-    there (no arithmetic beyond what the steps show)."""
+def type_cost(fixed: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The c (ps) of one weight type at each B, with the fixed costs held: the least of Σ (F + max(p, q c) − 1)² over
+    its models (F = the fixed cost ÷ t, p = the read ÷ t, both [B, model]; q = n ÷ t per ps; its models in order of
+    W ÷ n). Between two of the models' breakpoints p ÷ q the sum is a parabola in c, least at the models that wait on
+    the arithmetic: c = Σ q (1 − F) ÷ Σ q², kept within its segment; below the first breakpoint it does not depend on
+    c, and c = 0 there (no arithmetic beyond what the steps show)."""
     breaks = p / q                                    # [B, model]: the c at which each model turns compute-bound
-    rest = 1 - a[None, :] * f[:, None]                # [B, model]
-    candidates = [np.zeros_like(f)]
-    for k in range(1, len(a) + 1):
+    rest = 1 - fixed                                  # [B, model]
+    candidates = [np.zeros(len(p))]
+    for k in range(1, len(q) + 1):
         inner = (q[:k] * rest[:, :k]).sum(axis=1) / (q[:k] ** 2).sum()
-        upper = breaks[:, k] if k < len(a) else np.full_like(f, np.inf)
+        upper = breaks[:, k] if k < len(q) else np.full(len(p), np.inf)
         candidates.append(np.clip(inner, breaks[:, k - 1], upper))
     cs = np.stack(candidates, axis=1)                 # [B, segment]
-    pred = a[None, None, :] * f[:, None, None] + np.maximum(p[:, None, :], q[None, None, :] * cs[:, :, None])
+    pred = fixed[:, None, :] + np.maximum(p[:, None, :], q[None, None, :] * cs[:, :, None])
     loss = ((pred - 1) ** 2).sum(axis=2)
     return np.take_along_axis(cs, first_within(loss)[:, None], axis=1)[:, 0]
 
 
-def settle(widths: list[Width], gbs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """At each B of `gbs`: f, each weight type's c (in weight_types' order) and the error Σ (predicted ÷ t − 1)²,
-    alternating f in closed form (at least 0) with each type's c (`type_cost`) until neither moves."""
+def nonneg_pair(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(θ₁, θ₂) ≥ 0 making Σ (x1 θ₁ + x2 θ₂ − y)² least along the last axis of each row ([B, model] each): θ₁ alone
+    (θ₂ = 0), unless both together or θ₂ alone err less by more than SAME (θ₂ is f's partner g: 0 unless it helps)."""
+    s11, s22, s12 = (x1 * x1).sum(axis=1), (x2 * x2).sum(axis=1), (x1 * x2).sum(axis=1)
+    s1y, s2y = (x1 * y).sum(axis=1), (x2 * y).sum(axis=1)
+
+    def loss(t1: np.ndarray, t2: np.ndarray) -> np.ndarray:
+        return ((x1 * t1[:, None] + x2 * t2[:, None] - y) ** 2).sum(axis=1)
+
+    t1 = np.clip(s1y / np.where(s11 > 0, s11, 1.0), 0.0, None)
+    t2 = np.zeros_like(t1)
+    best = loss(t1, t2)
+    det = s11 * s22 - s12 * s12
+    ok = det > 1e-12 * s11 * s22
+    safe = np.where(ok, det, 1.0)
+    both1, both2 = (s1y * s22 - s2y * s12) / safe, (s11 * s2y - s12 * s1y) / safe
+    alone2 = np.clip(s2y / np.where(s22 > 0, s22, 1.0), 0.0, None)
+    for c1, c2, allowed in ((both1, both2, ok & (both1 >= 0) & (both2 >= 0)), (np.zeros_like(t1), alone2, s22 > 0)):
+        tried = loss(c1, c2)
+        better = allowed & (tried < best * (1 - SAME) - NEAR)
+        t1, t2, best = np.where(better, c1, t1), np.where(better, c2, t2), np.where(better, tried, best)
+    return t1, t2
+
+
+def settle(widths: list[Width], gbs: np.ndarray,
+           grows: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """At each B of `gbs`: f, g, each weight type's c (in weight_types' order) and the error Σ (predicted ÷ t − 1)²,
+    alternating f and g in closed form (at least 0, `nonneg_pair`) with each type's c (`type_cost`) until none
+    moves. With `grows` False, g is held at 0."""
     kinds = weight_types(widths)
     t = np.array([x.step_ms[1] for x in widths], dtype=float)
     a = np.array([x.n_layer for x in widths], dtype=float) / t            # f's part of each relative step
+    h = a * np.array([x.weight_bytes / x.n_params for x in widths]) * grows  # g's part (0 where g is held at 0)
     q = np.array([x.n_params for x in widths], dtype=float) * 1e-9 / t    # c's part, per ps
     p = np.array([x.weight_bytes for x in widths], dtype=float)[None, :] / (gbs[:, None] * 1e6) / t[None, :]
     groups = [sorted((i for i, x in enumerate(widths) if x.weight_type == kind),
@@ -239,71 +289,88 @@ def settle(widths: list[Width], gbs: np.ndarray) -> tuple[np.ndarray, np.ndarray
     of_type = [kinds.index(x.weight_type) for x in widths]
     member = np.array([[x.weight_type == kind for x in widths] for kind in kinds], dtype=float)  # [type, model]
 
-    def costs(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each type's c with f fixed (the errors separate by type), and the error."""
-        c = np.stack([type_cost(f, a[g], p[:, g], q[g]) for g in groups], axis=1)
-        pred = a[None, :] * f[:, None] + np.maximum(p, q[None, :] * c[:, of_type])
+    def costs(f: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each type's c with f and g fixed (the errors separate by type), and the error."""
+        fixed = a[None, :] * f[:, None] + h[None, :] * g[:, None]
+        c = np.stack([type_cost(fixed[:, k], p[:, k], q[k]) for k in groups], axis=1)
+        pred = fixed + np.maximum(p, q[None, :] * c[:, of_type])
         return c, ((pred - 1) ** 2).sum(axis=1)
 
-    def joint(c: np.ndarray) -> np.ndarray:
-        """f at the least error with each model kept on its side (reading or arithmetic) and each type's c following
-        f: c = (Σ q − f Σ q a) ÷ Σ q² over its models on the arithmetic's side, so each relative step is linear in f."""
+    def joint(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """f and g at the least error with each model kept on its side (reading or arithmetic) and each type's c
+        following them: c = (Σ q − f Σ q a − g Σ q h) ÷ Σ q² over its models on the arithmetic's side, so each relative
+        step is linear in f and g."""
         on = q[None, :] * c[:, of_type] > p                                 # [B, model]: waits on the arithmetic
-        sqq, sq, sqa = ((on * w) @ member.T for w in (q ** 2, q, q * a))   # [B, type]
+        sqq, sq, sqa, sqh = ((on * w) @ member.T for w in (q ** 2, q, q * a, q * h))   # [B, type]
         sqq = np.where(sqq > 0, sqq, 1.0)
-        v = np.where(on, a - q * (sqa / sqq)[:, of_type], a)
+        va = np.where(on, a - q * (sqa / sqq)[:, of_type], a)
+        vh = np.where(on, h - q * (sqh / sqq)[:, of_type], h)
         u = np.where(on, q * (sq / sqq)[:, of_type] - 1, p - 1)
-        den = (v ** 2).sum(axis=1)
-        return np.clip(-(u * v).sum(axis=1) / np.where(den > 0, den, 1.0), 0.0, None)
+        return nonneg_pair(va, vh, -u)
 
-    f = np.zeros(len(gbs))
-    c, err = costs(f)
+    f, g = np.zeros(len(gbs)), np.zeros(len(gbs))
+    c, err = costs(f, g)
     for _ in range(ROUNDS):
-        # f in closed form with every c fixed, or with each c following f where that errs less; then each c again
-        plain = np.clip(((1 - np.maximum(p, q[None, :] * c[:, of_type])) * a).sum(axis=1) / (a ** 2).sum(), 0.0, None)
-        c_plain, err_plain = costs(plain)
+        # f and g in closed form with every c fixed, or with each c following them where that errs less; then each
+        # c again
+        rest = 1 - np.maximum(p, q[None, :] * c[:, of_type])
+        plain = nonneg_pair(np.broadcast_to(a, rest.shape), np.broadcast_to(h, rest.shape), rest)
+        c_plain, err_plain = costs(*plain)
         both = joint(c)
-        c_both, err_both = costs(both)
+        c_both, err_both = costs(*both)
         take = err_both <= err_plain
-        f_new = np.where(take, both, plain)
+        f_new, g_new = np.where(take, both[0], plain[0]), np.where(take, both[1], plain[1])
         c_new, err_new = np.where(take[:, None], c_both, c_plain), np.where(take, err_both, err_plain)
-        settled = np.allclose(f_new, f, rtol=1e-12, atol=1e-15) and np.allclose(c_new, c, rtol=1e-12, atol=1e-12)
-        f, c, err = f_new, c_new, err_new
+        settled = (np.allclose(f_new, f, rtol=1e-12, atol=1e-15) and np.allclose(g_new, g, rtol=1e-12, atol=1e-15)
+                   and np.allclose(c_new, c, rtol=1e-12, atol=1e-12))
+        f, g, c, err = f_new, g_new, c_new, err_new
         if settled:
             break
-    return f, c, err
+    return f, g, c, err
 
 
 def fit(widths: list[Width]) -> Terms:
-    """B, f and c per weight type from the models' median step times at P = 1 (see the module). Raises ValueError
-    with fewer than MIN_FIT models or a model without a step time at P = 1."""
+    """B, f, g and c per weight type from the models' median step times at P = 1 (see the module): g = 0 unless the
+    terms with g err less than those without by more than GAIN (g and B trade where models of one shape differ only
+    in their bytes, so g is fitted only where the steps ask for it). Raises ValueError with fewer than MIN_FIT models or a model without a step time at P = 1."""
     missing = [w.name for w in widths if 1 not in w.step_ms]
     if missing:
         raise ValueError(f"no step time at P = 1 for {', '.join(missing)}")
     if len(widths) < MIN_FIT:
         raise ValueError(f"the terms need at least {MIN_FIT} models; {len(widths)} measured")
+    held, held_err = fit_grid(widths, grows=False)
+    free, free_err = fit_grid(widths, grows=True)
+    return free if free_err < held_err - GAIN else held
+
+
+def fit_grid(widths: list[Width], grows: bool) -> tuple[Terms, float]:
+    """The terms at the least error over B's grid and the finer grids around its best point, and that error; g held
+    at 0 unless `grows`."""
     gbs = log_grid(*B_RANGE_GBS)
-    f, c, err = settle(widths, gbs)
+    f, g, c, err = settle(widths, gbs, grows)
     i = int(first_within(err))
-    best = (float(gbs[i]), f[i], c[i], err[i])
-    # The lowest B that fits as well, between the grid point below and this one: ZOOMS finer grids in turn.
-    low, high = (float(gbs[i - 1]), best[0]) if i > 0 else (best[0], best[0])
-    for _ in range(ZOOMS if high > low else 0):
-        finer = low * (high / low) ** (np.arange(1, ZOOM_POINTS + 1) / ZOOM_POINTS)
-        f, c, err = settle(widths, finer)
-        j = int(first_within(np.append(err, best[3])))
-        if j < ZOOM_POINTS:
-            best = (float(finer[j]), f[j], c[j], err[j])
-        low, high = (float(finer[j - 1]) if j > 0 else low), best[0]
-    return Terms(best[0], tuple((kind, float(best[2][k])) for k, kind in enumerate(weight_types(widths))),
-                 float(best[1]), tuple(x.name for x in widths))
+    best = (float(gbs[i]), f[i], g[i], c[i], err[i])
+    # The least error between the grid points either side, the lowest B of those equal: ZOOMS finer grids in turn,
+    # each between the points either side of the best so far.
+    low, high = float(gbs[max(i - 1, 0)]), float(gbs[min(i + 1, len(gbs) - 1)])
+    for _ in range(ZOOMS):
+        finer = low * (high / low) ** (np.arange(ZOOM_POINTS + 1) / ZOOM_POINTS)
+        f, g, c, err = settle(widths, finer, grows)
+        j = int(first_within(err))
+        as_good = err[j] <= best[4] * (1 + SAME) + NEAR
+        if as_good and (err[j] < best[4] * (1 - SAME) - NEAR or finer[j] < best[0]):
+            best = (float(finer[j]), f[j], g[j], c[j], err[j])
+        k = int(np.searchsorted(finer, best[0]))  # the best B's place among the finer points
+        low, high = float(finer[max(k - 1, 0)]), float(finer[min(k + 1, ZOOM_POINTS)])
+    return Terms(best[0], tuple((kind, float(best[3][k])) for k, kind in enumerate(weight_types(widths))),
+                 float(best[1]), tuple(x.name for x in widths), float(best[2])), float(best[4])
 
 
 def predict(terms: Terms, name: str, weight_bytes: float, n_params: float, n_layer: int,
             weight_type: str) -> Prediction:
     """The predicted step of one sequence, term by term, with the c of its weight type."""
     return Prediction(name, weight_bytes / (terms.gbs * 1e9) * 1e3, n_params * terms.c(weight_type) * 1e-9,
-                      n_layer * terms.fixed_ms_per_block)
+                      n_layer * terms.per_block_ms(weight_bytes / n_params))
 
 
 def predict_width(terms: Terms, w: Width) -> Prediction:

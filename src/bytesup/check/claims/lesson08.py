@@ -4,12 +4,14 @@ title, decode memory-bound, width by width against the verdict lesson 8 shows an
 where both say memory-bound, is inconclusive where either finds the width mixed, and fails where both say compute-bound,
 a finding about the machine in the course's group (bytesup.check.verdicts.breaks), not a broken run.
 
-The decode-time model, t₁ = L × f + max(W ÷ B, n × c) with one c per weight type (bytesup.course.decodetime states
-it for the lesson), is fitted here with arithmetic of check's own: the same form, another way to the same least
-squares. Write each type's c = κ ÷ B: κ is that type's crossover, the bytes per parameter at which reading its
-weights takes as long as its arithmetic. For given κ of every type the step is L × f + max(W, κ × n) ÷ B, linear in
-f and 1 ÷ B, so the relative least squares Σ (predicted ÷ measured step − 1)² has a closed form in those two (each at
-least 0). Each type's κ is searched in turn, the others held, until none moves: 0, its models' own W ÷ n, a fine
+The decode-time model, t₁ = L × (f + g × W ÷ n) + max(W ÷ B, n × c) with one c per weight type
+(bytesup.course.decodetime states it for the lesson), is fitted here with arithmetic of check's own: the same form,
+another way to the same least squares. Write each type's c = κ ÷ B: κ is that type's crossover, the bytes per
+parameter at which reading its weights takes as long as its arithmetic. For given κ of every type the step is
+L × f + L × W ÷ n × g + max(W, κ × n) ÷ B, linear in f, g and 1 ÷ B, so the relative least squares
+Σ (predicted ÷ measured step − 1)² has a closed form in those three, each at least 0 (`_three_terms`: every set of
+them solved by its normal equations, the best whose solution is not negative). The fit is made twice, with g and with g
+held at 0, and g is kept only where it lowers the sum by more than the course's GAIN (bytesup.course.decodetime). Each type's κ is searched in turn, the others held, until none moves: 0, its models' own W ÷ n, a fine
 logarithmic grid from the smallest of them to KAPPA_SPAN times the largest, then a golden-section refinement beside
 the best. Below a type's smallest W ÷ n its models wait on their weights and its κ changes nothing, so where several
 κ fit equally well the smallest is taken (the arithmetic no larger than the steps demand).
@@ -22,6 +24,7 @@ would test it).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import statistics
 from dataclasses import dataclass
@@ -109,6 +112,8 @@ CROSSOVER_GRID = 2000
 KAPPA_SPAN = 1000.0
 REFINE_STEPS = 80
 ROUNDS = 50
+# With g, ZOOMS finer grids of ZOOM_POINTS steps between a κ's neighbours replace the golden-section steps.
+ZOOMS, ZOOM_POINTS = 4, 64
 # Three terms (f, B and one type's c) need three models to fit; leaving one out to predict it needs one more.
 TERMS = 3
 # Two losses within this fraction (plus TIE_FLOOR) of each other are equal: the smaller κ is taken.
@@ -136,10 +141,12 @@ class ModelSamples:
 
 @dataclass(frozen=True)
 class StepTerms:
-    """f (ms per block), 1 ÷ B (ms per byte) and κ per weight type (its crossover, bytes per parameter): c = κ ÷ B."""
+    """f (ms per block), 1 ÷ B (ms per byte), κ per weight type (its crossover, bytes per parameter): c = κ ÷ B, and g
+    (ms more per block for each byte per parameter)."""
     per_block_ms: float
     ms_per_byte: float
     kappa: tuple[tuple[str, float], ...]  # (weight type, κ)
+    per_bpp_ms: float = 0.0
 
     def crossover(self, weight_type: str = "") -> float:
         return dict(self.kappa)[weight_type]
@@ -158,7 +165,8 @@ class StepTerms:
         return m.n_params * self.ms_per_param(m.weight_type)
 
     def step_ms(self, m: ModelSamples) -> float:
-        return m.n_layer * self.per_block_ms + max(self.memory_ms(m), self.arithmetic_ms(m))
+        block = self.per_block_ms + self.per_bpp_ms * m.weight_bytes / m.n_params
+        return m.n_layer * block + max(self.memory_ms(m), self.arithmetic_ms(m))
 
 
 def _two_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -184,6 +192,51 @@ def _two_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return f, r, loss(f, r)
 
 
+def _three_terms(a: np.ndarray, h: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """((f, g, r), Σ (a f + h g + b r − 1)²) at its least with each of f, g and r ≥ 0, for each row of b ([rows,
+    models]; a and h are [models]): each set of the three columns solved by its normal equations (Cramer's rule),
+    fewer first, the least loss among the solutions that are not negative (a later set only where it errs less by
+    more than TIE)."""
+    rows, m = b.shape
+    saa, sah, shh, sa, sh = float(a @ a), float(a @ h), float(h @ h), float(a.sum()), float(h.sum())
+    sbb, sab, shb, sb = (b * b).sum(axis=1), b @ a, b @ h, b.sum(axis=1)
+    zero = np.zeros(rows)
+
+    def loss(f: np.ndarray, g: np.ndarray, r: np.ndarray) -> np.ndarray:
+        return (m - 2 * (f * sa + g * sh + r * sb) + f * f * saa + g * g * shh + r * r * sbb
+                + 2 * (f * g * sah + f * r * sab + g * r * shb))
+
+    def pair(s11: object, s12: object, s22: object, y1: object, y2: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        det = s11 * s22 - s12 * s12
+        ok = np.broadcast_to(det > 1e-12 * s11 * s22, (rows,))
+        safe = np.where(ok, det, 1.0)
+        return ok, np.broadcast_to((y1 * s22 - y2 * s12) / safe, (rows,)), np.broadcast_to((s11 * y2 - s12 * y1) / safe, (rows,))
+
+    candidates = [(saa > 0, np.full(rows, sa / (saa or 1.0)), zero, zero),
+                  (shh > 0, zero, np.full(rows, sh / (shh or 1.0)), zero),
+                  (sbb > 0, zero, zero, sb / np.where(sbb > 0, sbb, 1.0))]
+    ok, f, g = pair(saa, sah, shh, sa, sh)
+    candidates.append((ok, f, g, zero))
+    ok, f, r = pair(saa, sab, sbb, sa, sb)
+    candidates.append((ok, f, zero, r))
+    ok, g, r = pair(shh, shb, sbb, sh, sb)
+    candidates.append((ok, zero, g, r))
+    det = (saa * (shh * sbb - shb * shb) - sah * (sah * sbb - shb * sab) + sab * (sah * shb - shh * sab))
+    ok = det > 1e-12 * saa * shh * sbb
+    safe = np.where(ok, det, 1.0)
+    f = (sa * (shh * sbb - shb * shb) - sah * (sh * sbb - shb * sb) + sab * (sh * shb - shh * sb)) / safe
+    g = (saa * (sh * sbb - shb * sb) - sa * (sah * sbb - shb * sab) + sab * (sah * sb - sh * sab)) / safe
+    r = (saa * (shh * sb - sh * shb) - sah * (sah * sb - sh * sab) + sa * (sah * shb - shh * sab)) / safe
+    candidates.append((ok, f, g, r))
+    best, least = (zero, zero, zero), np.full(rows, float(m))  # all 0: each model errs by −1
+    for ok, f, g, r in candidates:
+        tried = loss(f, g, r)
+        better = ok & (f >= 0) & (g >= 0) & (r >= 0) & (tried < least * (1 - TIE) - TIE_FLOOR)
+        best = tuple(np.where(better, new, old) for new, old in zip((f, g, r), best))
+        least = np.where(better, tried, least)
+    return np.column_stack(best), least
+
+
 def _least(losses: np.ndarray, kappas: np.ndarray) -> int:
     """The index of the least loss, the smallest κ among those equal to it."""
     close = losses <= losses.min() * (1 + TIE) + TIE_FLOOR
@@ -191,9 +244,10 @@ def _least(losses: np.ndarray, kappas: np.ndarray) -> int:
 
 
 def fit_step_terms(models: list[ModelSamples]) -> StepTerms:
-    """The terms that make Σ (predicted ÷ median step − 1)² least over `models` (see the module). ValueError with
-    fewer than three models. The same models give the same terms: kept for the process, as the claims of one run fit
-    the same sets (every model, and each leaving one out)."""
+    """The terms that make Σ (predicted ÷ median step − 1)² least over `models` (see the module), g kept where it
+    lowers that by more than the course's GAIN. ValueError with fewer than three models. The same models give the
+    same terms: kept for the process, as the claims of one run fit the same sets (every model, and each leaving one
+    out)."""
     return _fit_step_terms(tuple(models))
 
 
@@ -201,18 +255,29 @@ def fit_step_terms(models: list[ModelSamples]) -> StepTerms:
 def _fit_step_terms(models: tuple[ModelSamples, ...]) -> StepTerms:
     if len(models) < TERMS:
         raise ValueError(f"three terms need at least {TERMS} models; {len(models)} given")
-    return _fitted(tuple(models))
+    held, held_loss = _fitted(tuple(models), False)
+    grown, grown_loss = _fitted(tuple(models), True)
+    return grown if grown_loss < held_loss - decodetime.GAIN else held
 
 
 # One check asks for the same fit several times (the verdicts, the decode-time model and the title claim each leave
 # the same models out), and a fit is some ten thousand small least squares: each set of models is fitted once.
 @functools.lru_cache(maxsize=256)
-def _fitted(models: tuple[ModelSamples, ...]) -> StepTerms:
+def _fitted(models: tuple[ModelSamples, ...], grows: bool) -> tuple[StepTerms, float]:
+    """The terms at their least loss, and that loss; g held at 0 unless `grows`."""
     kinds = list(dict.fromkeys(m.weight_type for m in models))
     ts = np.array([m.step_ms for m in models])
     w = np.array([m.weight_bytes for m in models]) / ts
     n = np.array([m.n_params for m in models]) / ts
     a = np.array([m.n_layer for m in models], dtype=float) / ts
+    h = a * np.array([m.weight_bytes / m.n_params for m in models])
+
+    def solve(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(f, g, 1 ÷ B) and the loss at each row of b, the relative max(W, κ × n) of each model."""
+        if grows:
+            return _three_terms(a, h, b)
+        f, r, loss = _two_terms(a, b)
+        return np.column_stack([f, np.zeros_like(f), r]), loss
     of = {k: np.array([m.weight_type == k for m in models]) for k in kinds}
     kappa = dict.fromkeys(kinds, 0.0)
 
@@ -220,10 +285,11 @@ def _fitted(models: tuple[ModelSamples, ...]) -> StepTerms:
         """The least loss over f and r at each κ of `kind` in `candidates`, the other types' κ as they are (`fixed`:
         max(W, κ × n) of each model at those)."""
         b = np.where(of[kind][None, :], np.maximum(w[None, :], candidates[:, None] * n[None, :]), fixed[None, :])
-        return _two_terms(a, b)[2]
+        return solve(b)[1]
 
+    round_loss = math.inf
     for _ in range(ROUNDS):
-        before = dict(kappa)
+        before, last = dict(kappa), round_loss
         for kind in kinds:
             ratios = sorted({m.weight_bytes / m.n_params for m in models if m.weight_type == kind})
             lo, hi = ratios[0], ratios[-1] * KAPPA_SPAN
@@ -233,10 +299,19 @@ def _fitted(models: tuple[ModelSamples, ...]) -> StepTerms:
             losses = at(kind, grid, fixed)
             best = _least(losses, grid)
             k, loss = float(grid[best]), float(losses[best])
-            # Golden-section steps between the best point's neighbours (the loss is smooth between breakpoints).
+            # Golden-section steps between the best point's neighbours (the loss is smooth between breakpoints); with g,
+            # finer grids between them instead, each a single evaluation (its rounds are many more)
             left, right = float(grid[max(best - 1, 0)]), float(grid[min(best + 1, len(grid) - 1)])
+            for _ in range(ZOOMS if grows and right > left else 0):
+                finer = np.linspace(left, right, ZOOM_POINTS + 1)
+                losses = at(kind, finer, fixed)
+                j = _least(losses, finer)
+                if losses[j] < loss * (1 - 1e-12):
+                    k, loss = float(finer[j]), float(losses[j])
+                i = int(np.searchsorted(finer, k))
+                left, right = float(finer[max(i - 1, 0)]), float(finer[min(i + 1, ZOOM_POINTS)])
             g = (math.sqrt(5) - 1) / 2
-            for _ in range(REFINE_STEPS if right > left else 0):
+            for _ in range(REFINE_STEPS if not grows and right > left else 0):
                 x1, x2 = right - g * (right - left), left + g * (right - left)
                 l1, l2, mid = at(kind, np.array([x1, x2, (x1 + x2) / 2]), fixed)
                 if l1 <= l2:
@@ -246,11 +321,16 @@ def _fitted(models: tuple[ModelSamples, ...]) -> StepTerms:
                 if mid < loss * (1 - 1e-12):
                     k, loss = (x1 + x2) / 2, float(mid)
             kappa[kind] = k
-        if all(math.isclose(kappa[k], before[k], rel_tol=1e-12, abs_tol=1e-15) for k in kinds):
+            round_loss = loss
+        # Done where no κ moved, or where a round lowered the loss by less than TIE (with g the types' κ creep
+        # together by ever smaller steps)
+        if all(math.isclose(kappa[k], before[k], rel_tol=1e-12, abs_tol=1e-15) for k in kinds) or \
+                round_loss > last * (1 - TIE) - TIE_FLOOR:
             break
     b = np.maximum(w, np.array([kappa[m.weight_type] for m in models]) * n)
-    f, r, _ = _two_terms(a, b[None, :])
-    return StepTerms(float(f[0]), float(r[0]), tuple((k, kappa[k]) for k in kinds))
+    theta, loss = solve(b[None, :])
+    f, g, r = (float(v) for v in theta[0])
+    return StepTerms(f, r, tuple((k, kappa[k]) for k in kinds), g), float(loss[0])
 
 
 @dataclass(frozen=True)
@@ -313,7 +393,8 @@ def terms_text(terms: StepTerms, models: list[ModelSamples] | None = None) -> st
         return (f"{name} hidden under its reading (at most {fewest * terms.ms_per_byte * 1e9:.4g} ps; crossover below "
                 f"{fewest:.3g})")
     cs = ", ".join(c_text(k, kappa) for k, kappa in terms.kappa)
-    return (f"B = {terms.gbs:.4g} GB/s, c per parameter {cs}, f = {terms.per_block_ms * 1e3:.4g} µs per block")
+    return (f"B = {terms.gbs:.4g} GB/s, c per parameter {cs}, f = {terms.per_block_ms * 1e3:.4g} µs per block, "
+            f"g = {terms.per_bpp_ms * 1e3:.4g} µs more per block for each byte per parameter")
 
 
 def decode_model_check(models: list[ModelSamples], tolerance: float) -> tuple[str, str, str]:

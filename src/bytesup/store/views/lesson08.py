@@ -500,10 +500,11 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
              for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED)}
     notes = [
         (f"One sequence's step waits on the slower of reading the weights and doing one token's arithmetic, plus a "
-         f"fixed cost per block: t₁ = L × f + max(W ÷ B, n × c), with one c per weight type (each type's kernels do "
-         f"their own arithmetic). Fitted on the {len(rows)} models' median steps at P = 1 (least squares of the "
-         f"relative error): B = {terms.gbs:.3g} GB/s and f = {terms.fixed_ms_per_block:.3g} ms per block for every "
-         f"model, and c per parameter "
+         f"fixed cost per block that grows with the bytes per parameter: t₁ = L × (f + g × W ÷ n) + max(W ÷ B, n × c), "
+         f"with one c per weight type (each type's kernels do their own arithmetic). Fitted on the {len(rows)} models' "
+         f"median steps at P = 1 (least squares of the relative error): B = {terms.gbs:.3g} GB/s, "
+         f"f = {terms.fixed_ms_per_block:.3g} ms per block and g = {terms.fixed_ms_per_bpp:.3g} ms more per block for "
+         f"each byte per parameter for every model, and c per parameter "
          + (c_text(cross) if cross is not None else ", ".join(f"{k} {c:.3g} ps" for k, c in terms.arith))
          + " (the table below); the fit's columns are these terms, set against every model."),
         ("The predicted column is each model by the terms fitted on the others alone: what the model says of a "
@@ -526,7 +527,7 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
          "then differ by less than the run's own fits move them; and where its two terms differ by no more than its own "
          "steps scatter (the spread of its step samples times its median step): the samples cannot tell them apart, "
          "which is all that is known of the c of a model alone in its weight type. The fixed cost is paid either "
-         "way and is left out: on the widths of one model only L × f + n × c is measured, so f and c trade against "
+         "way and is left out: on the widths of one model only its sum with n × c is measured, so f, g and c trade against "
          "each other there. Here: "
          + "; ".join(f"{v} {', '.join(names)}" for v, names in waits.items() if names) + "."),
         ("The read and arithmetic shares overlap (they run at once), so the shares of one row add to more than "
@@ -801,7 +802,8 @@ def conclusion(cross: Crossover | None, why_not: str, spark: dict[str, float],
     if mixed:
         out.append(f"Mixed, where this run cannot tell which of the two terms is the larger: "
                    f"{mixed_text(cross, mixed)}.")
-    out.append(f"Whichever term a step waits on, it also pays f = {t.fixed_ms_per_block:.3g} ms per block (the graph's "
+    out.append(f"Whichever term a step waits on, it also pays f = {t.fixed_ms_per_block:.3g} ms per block, and "
+               f"g = {t.fixed_ms_per_bpp:.3g} ms more per block for each byte a parameter takes (the graph's "
                f"operations and the threads' waits).")
     if rows is not None:
         out.append(tested_sentence(rows))
