@@ -332,7 +332,8 @@ def settle(widths: list[Width], gbs: np.ndarray,
 def fit(widths: list[Width]) -> Terms:
     """B, f, g and c per weight type from the models' median step times at P = 1 (see the module): g = 0 unless the
     terms with g err less than those without by more than GAIN (g and B trade where models of one shape differ only
-    in their bytes, so g is fitted only where the steps ask for it). Raises ValueError with fewer than MIN_FIT models or a model without a step time at P = 1."""
+    in their bytes, so g is fitted only where the steps ask for it). Raises ValueError with fewer than MIN_FIT models
+    or a model without a step time at P = 1."""
     missing = [w.name for w in widths if 1 not in w.step_ms]
     if missing:
         raise ValueError(f"no step time at P = 1 for {', '.join(missing)}")

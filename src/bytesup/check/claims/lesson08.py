@@ -11,10 +11,12 @@ parameter at which reading its weights takes as long as its arithmetic. For give
 L × f + L × W ÷ n × g + max(W, κ × n) ÷ B, linear in f, g and 1 ÷ B, so the relative least squares
 Σ (predicted ÷ measured step − 1)² has a closed form in those three, each at least 0 (`_three_terms`: every set of
 them solved by its normal equations, the best whose solution is not negative). The fit is made twice, with g and with g
-held at 0, and g is kept only where it lowers the sum by more than the course's GAIN (bytesup.course.decodetime). Each type's κ is searched in turn, the others held, until none moves: 0, its models' own W ÷ n, a fine
-logarithmic grid from the smallest of them to KAPPA_SPAN times the largest, then a golden-section refinement beside
-the best. Below a type's smallest W ÷ n its models wait on their weights and its κ changes nothing, so where several
-κ fit equally well the smallest is taken (the arithmetic no larger than the steps demand).
+held at 0, and g is kept only where it lowers the sum by more than the course's GAIN (bytesup.course.decodetime).
+Each type's κ is searched in turn, the others held, until none moves: 0, its models' own W ÷ n, a fine logarithmic
+grid from the smallest of them to KAPPA_SPAN times the largest, then a golden-section refinement beside the best (with
+g, finer grids between the best's neighbours), until a round no longer lowers the sum. Below a type's smallest W ÷ n
+its models wait on their weights and its κ changes nothing, so where several κ fit equally well the smallest is taken
+(the arithmetic no larger than the steps demand).
 
 A model is predicted by the terms fitted on the others only where another model shares its weight type: alone, its
 c would come from its own step, and the claim is not applicable to it (`alone_in_its_type` names the sweep that
@@ -24,11 +26,10 @@ would test it).
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -206,11 +207,13 @@ def _three_terms(a: np.ndarray, h: np.ndarray, b: np.ndarray) -> tuple[np.ndarra
         return (m - 2 * (f * sa + g * sh + r * sb) + f * f * saa + g * g * shh + r * r * sbb
                 + 2 * (f * g * sah + f * r * sab + g * r * shb))
 
-    def pair(s11: object, s12: object, s22: object, y1: object, y2: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def pair(s11: Any, s12: Any, s22: Any, y1: Any, y2: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The normal equations of two columns (sums that are floats or arrays over the rows): ok, and the two."""
         det = s11 * s22 - s12 * s12
         ok = np.broadcast_to(det > 1e-12 * s11 * s22, (rows,))
         safe = np.where(ok, det, 1.0)
-        return ok, np.broadcast_to((y1 * s22 - y2 * s12) / safe, (rows,)), np.broadcast_to((s11 * y2 - s12 * y1) / safe, (rows,))
+        return (ok, np.broadcast_to((y1 * s22 - y2 * s12) / safe, (rows,)),
+                np.broadcast_to((s11 * y2 - s12 * y1) / safe, (rows,)))
 
     candidates = [(saa > 0, np.full(rows, sa / (saa or 1.0)), zero, zero),
                   (shh > 0, zero, np.full(rows, sh / (shh or 1.0)), zero),
@@ -228,11 +231,11 @@ def _three_terms(a: np.ndarray, h: np.ndarray, b: np.ndarray) -> tuple[np.ndarra
     g = (saa * (sh * sbb - shb * sb) - sa * (sah * sbb - shb * sab) + sab * (sah * sb - sh * sab)) / safe
     r = (saa * (shh * sb - sh * shb) - sah * (sah * sb - sh * sab) + sa * (sah * shb - shh * sab)) / safe
     candidates.append((ok, f, g, r))
-    best, least = (zero, zero, zero), np.full(rows, float(m))  # all 0: each model errs by −1
+    best, least = [zero, zero, zero], np.full(rows, float(m))  # all 0: each model errs by −1
     for ok, f, g, r in candidates:
         tried = loss(f, g, r)
         better = ok & (f >= 0) & (g >= 0) & (r >= 0) & (tried < least * (1 - TIE) - TIE_FLOOR)
-        best = tuple(np.where(better, new, old) for new, old in zip((f, g, r), best))
+        best = [np.where(better, new, old) for new, old in zip((f, g, r), best, strict=True)]
         least = np.where(better, tried, least)
     return np.column_stack(best), least
 
@@ -328,9 +331,9 @@ def _fitted(models: tuple[ModelSamples, ...], grows: bool) -> tuple[StepTerms, f
                 round_loss > last * (1 - TIE) - TIE_FLOOR:
             break
     b = np.maximum(w, np.array([kappa[m.weight_type] for m in models]) * n)
-    theta, loss = solve(b[None, :])
+    theta, final = solve(b[None, :])
     f, g, r = (float(v) for v in theta[0])
-    return StepTerms(f, r, tuple((k, kappa[k]) for k in kinds), g), float(loss[0])
+    return StepTerms(f, r, tuple((k, kappa[k]) for k in kinds), g), float(final[0])
 
 
 @dataclass(frozen=True)
