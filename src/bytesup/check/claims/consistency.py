@@ -44,8 +44,11 @@ before lesson 7, 343 after it and 314 after lesson 8 (runs of 2026-12-05; a serv
 of the run's, in turns, differed by 1.5%). A gap between lessons past the tolerance is then INCONCLUSIVE where every
 lesson it sets apart lies within the tolerance of its own bracket (`beyond_bracket`): the machine moved by as much
 around them, and the lessons cannot be told from it. It stays a FAIL where one of them lies further from the pace
-read around it, or where no pace was read. The pace's decode is not bracketed so: it times 16 tokens where the
-lessons time 32 to 128, a different quantity.
+read around it, or where no pace was read. The pace's decode times 16 tokens where the lessons time 32 to 128, a
+different quantity (in a make run of 2026-12-05 the pace's median was 106.8 tokens/s, the lessons' 97.0), so the
+decode claim brackets in shares (`decode_brackets`): the pace read around a lesson ÷ the pace's median over the run,
+against the lesson's figure ÷ the lessons' reference. In that run lesson 7's decode at P = 1 lay +12.3% from the
+lessons' median while the pace around it read 1.002× and 1.050× its median: +7.0% beyond, within the tolerance.
 """
 
 from __future__ import annotations
@@ -422,6 +425,25 @@ def prefill_brackets(run: Run) -> dict[str, tuple[float, float]]:
     return out
 
 
+def decode_brackets(run: Run) -> dict[str, tuple[float, float]]:
+    """Each lesson's pace decodes around it as shares of the pace's median over the run: (the slower, the faster) of
+    the medians read just before and just after it, each ÷ the median of every pace reading, by lesson id. The pace
+    decodes 16 tokens and the lessons 32 to 128, so its speed is not theirs; how far it moved from its own median is
+    how far the machine moved."""
+    paces = pace_medians(run)
+    if not paces:
+        return {}
+    middle = median(paces)
+    out: dict[str, tuple[float, float]] = {}
+    for lesson in run.results.values():
+        pace = lesson_pace(lesson)
+        ends = [busy.pace_samples(pace, at) for at in ("before", "after")]
+        if all(ends):
+            before, after = (median(e) / middle for e in ends)
+            out[lesson.lesson_id] = (min(before, after), max(before, after))
+    return out
+
+
 def beyond_bracket(tokens_per_s: float, bracket: tuple[float, float]) -> float:
     """How far a speed lies outside a bracket (slower, faster) of the pace: 0 inside it, else its speed against the
     nearer end − 1 (+0.05: 5% faster than the faster end)."""
@@ -495,34 +517,42 @@ def _speed(ms: float, prefill: bool) -> str:
     return f"{1e3 / ms:.4g} tokens/s" + ("" if prefill else f" ({ms:.3g} ms a step)")
 
 
-def machine_moved(bad: list[Judged], brackets: dict[str, tuple[float, float]]) -> str | None:
+def machine_moved(bad: list[Judged], brackets: dict[str, tuple[float, float]], shares: bool = False) -> str | None:
     """Why a gap cannot be told from the machine's own movement, where every lesson set apart (`bad`) lies within
     its tolerance of the pace read around it (`brackets`, by lesson id: see the module); None where one of them has
-    no bracket or lies further from it, and where no lesson is set apart."""
+    no bracket or lies further from it, and where no lesson is set apart. With `shares` the brackets are the pace's
+    decodes as shares of its median (`decode_brackets`), and a lesson's place is its figure ÷ the lessons'
+    reference."""
     if not bad or any(j.reading.lesson_id not in brackets for j in bad):
         return None
     parts = []
     for j in bad:
         slower, faster = bracket = brackets[j.reading.lesson_id]
-        off = beyond_bracket(j.reading.tokens_per_s, bracket)
+        off = beyond_bracket(1 + j.deviation if shares else j.reading.tokens_per_s, bracket)
         if abs(off) > j.tolerance * (1 + 1e-12):
             return None
         where = "between them" if off == 0 else f"{off:+.1%} beyond the nearer"
-        parts.append(f"{j.reading.label} at {j.reading.tokens_per_s:.4g} tokens/s against the pace's {slower:.4g} and "
-                     f"{faster:.4g} around it ({where})")
+        if shares:
+            parts.append(f"{j.reading.label} at {1 + j.deviation:.3f}× the lessons' reference against the pace at "
+                         f"{slower:.3f}× and {faster:.3f}× its run's median around it ({where})")
+        else:
+            parts.append(f"{j.reading.label} at {j.reading.tokens_per_s:.4g} tokens/s against the pace's {slower:.4g} "
+                         f"and {faster:.4g} around it ({where})")
+    what = "short decode" if shares else "prefill"
     return ("inconclusive: the lessons differ by more than the tolerance, but each lesson set apart lies within the "
-            "tolerance of the pace, the same prefill read on the run's server just before and just after it: "
-            + "; ".join(parts) + ". The machine's own prefill moved by as much around them, so the gap cannot be "
+            f"tolerance of the pace, the same {what} read on the run's server just before and just after it: "
+            + "; ".join(parts) + f". The machine's own {what} moved by as much around them, so the gap cannot be "
             "told from it")
 
 
 def consistency_check(cid: str, text: str, found: list[Reading], absent: list[str], prefill: bool = False,
                       runs: list[str] | None = None, paces: list[float] | None = None,
-                      paced_prefill: bool = False, brackets: dict[str, tuple[float, float]] | None = None) -> ClaimResult:
+                      paced_prefill: bool = False, brackets: dict[str, tuple[float, float]] | None = None,
+                      shares: bool = False) -> ClaimResult:
     """The claim's result from the lessons' readings (`absent`: why a lesson has none; `runs`: lessons recorded
     with different run servers, which makes the comparison not applicable; `paces`: the pace's medians, of its
     prefills where `paced_prefill`, else of its decodes; `brackets`: the pace read around each lesson, by lesson id,
-    where it reads the lessons' own quantity: see the module)."""
+    where it reads the lessons' own quantity, or with `shares` as shares of its median: see the module)."""
     lessons = ", ".join(sorted({r.lesson_id[:3].rstrip("_") for r in found})) or "—"
     na_for = ("; not applicable for: " + "; ".join(absent)) if absent else ""
     if runs:
@@ -574,7 +604,7 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
     else:
         detail = f"every lesson: {every}"
     status = FAIL if bad else PASS
-    moved = machine_moved(bad, brackets or {})
+    moved = machine_moved(bad, brackets or {}, shares)
     if moved is not None:
         status, detail = INCONCLUSIVE, moved + ". " + detail
     detail += ". " + pace_sentence(paces, paced_prefill) + ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
@@ -605,7 +635,7 @@ def claim_default_decode_agrees_across_lessons(run: Run) -> list[ClaimResult]:
     return [unless_busy(run, consistency_check("default_decode_agrees_across_lessons",
                                                "the default model's decode speed at one sequence agrees across the "
                                                "lessons that measure it", found, absent, runs=different_runs(run, found),
-                                               paces=pace_medians(run)),
+                                               paces=pace_medians(run), brackets=decode_brackets(run), shares=True),
                         *sorted({r.lesson_id for r in found}))]
 
 
