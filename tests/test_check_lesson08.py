@@ -514,3 +514,15 @@ def test_a_hidden_weight_types_arithmetic_is_said_as_the_most_it_could_be():
     assert "ALL_F32 hidden under its reading, f" in terms_text(terms)
     _, detail = title_verdict(f32, "memory-bound", terms)
     assert "reading the weights W ÷ B = 10 ms, and one token's arithmetic hidden under it" in detail
+
+
+def test_a_step_with_g_by_hand():
+    """f = 0.05 ms per block, g = 0.04 ms more per block for each byte per parameter, 1 ÷ B = 2e-8 ms per byte (50 GB/s)
+    and Q8_0's κ 1.0 (c = 20 ps). A model of 30 blocks, 143 MB and 134.5 M parameters (1.0632 bytes per parameter):
+    30 × (0.05 + 0.04 × 1.0632) = 2.7758 ms fixed, the read 143e6 × 2e-8 = 2.86 ms against the arithmetic
+    134.5e6 × 2e-8 = 2.69 ms: 2.7758 + 2.86 = 5.6358 ms."""
+    from bytesup.check.claims.lesson08 import StepTerms
+    terms = StepTerms(0.05, 2e-8, (("Q8_0", 1.0),), 0.04)
+    m = ModelSamples("q8_0", 143e6, 134.5e6, 30, (5.0,), "Q8_0")
+    assert terms.step_ms(m) == pytest.approx(30 * (0.05 + 0.04 * 143 / 134.5) + 2.86)
+    assert terms.step_ms(m) == pytest.approx(5.6358, abs=1e-4)

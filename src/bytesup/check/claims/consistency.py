@@ -415,14 +415,7 @@ def pace_medians(run: Run, prefill: bool = False) -> list[float]:
 def prefill_brackets(run: Run) -> dict[str, tuple[float, float]]:
     """Each lesson's pace prefills around it: (the slower, the faster) of the medians read just before and just after
     it, in prompt tokens/s, by lesson id; a lesson without both readings is left out."""
-    out: dict[str, tuple[float, float]] = {}
-    for lesson in run.results.values():
-        pace = lesson_pace(lesson)
-        ends = [busy.pace_samples(pace, at) for at in ("prefill_before", "prefill_after")]
-        if all(ends):
-            before, after = (median(e) for e in ends)
-            out[lesson.lesson_id] = (min(before, after), max(before, after))
-    return out
+    return pace_brackets(run, ("prefill_before", "prefill_after"), 1.0)
 
 
 def decode_brackets(run: Run) -> dict[str, tuple[float, float]]:
@@ -431,15 +424,18 @@ def decode_brackets(run: Run) -> dict[str, tuple[float, float]]:
     decodes 16 tokens and the lessons 32 to 128, so its speed is not theirs; how far it moved from its own median is
     how far the machine moved."""
     paces = pace_medians(run)
-    if not paces:
-        return {}
-    middle = median(paces)
+    return pace_brackets(run, ("before", "after"), median(paces)) if paces else {}
+
+
+def pace_brackets(run: Run, ends: tuple[str, str], per: float) -> dict[str, tuple[float, float]]:
+    """(the slower, the faster) of the pace medians read at `ends` of each lesson, each ÷ `per`, by lesson id; a
+    lesson without both readings is left out."""
     out: dict[str, tuple[float, float]] = {}
     for lesson in run.results.values():
         pace = lesson_pace(lesson)
-        ends = [busy.pace_samples(pace, at) for at in ("before", "after")]
-        if all(ends):
-            before, after = (median(e) / middle for e in ends)
+        read = [busy.pace_samples(pace, at) for at in ends]
+        if all(read):
+            before, after = (median(r) / per for r in read)
             out[lesson.lesson_id] = (min(before, after), max(before, after))
     return out
 
