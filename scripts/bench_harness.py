@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_harness.py                 # starts the embedded server on the default model
     .venv/bin/python scripts/bench_harness.py --url http://127.0.0.1:8099   # a server already running
-    .venv/bin/python scripts/bench_harness.py --profile       # and cProfile the harness's requests
+    .venv/bin/python scripts/bench_harness.py --profile       # and where the harness's requests spend their CPU
 
 For n_probs 0 and 8 it sends the same /completion (n_predict 32, greedy, seeded) `--requests` times from each of
 two clients, interleaved in pairs whose order alternates: `BareClient` (http.client, json.loads, nothing else) and
@@ -11,6 +11,9 @@ the server's timings is its client wall time minus `prompt_ms + predicted_ms`. I
 
 - the server outside its timings: the bare client's part (tokenizing, the top-n probabilities, building the JSON);
 - the harness: the run's client's part minus the bare client's, pair by pair, so the machine's load cancels;
+- the harness's CPU: the CPU the run's client's thread spent over its request's wall time (time.thread_time) minus
+  the bare client's over its own, pair by pair. Where it is as large as the harness's part, that part is the client's
+  own work (reading, checking, recording), not waiting;
 - waiting for a slot: two requests sent together to a server with two slots, their part minus the harness's alone.
 
 Medians with the 10th and 90th percentiles; nothing here is asserted, the machine's load moves every figure.
@@ -85,37 +88,41 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=MODEL)
     parser.add_argument("--requests", type=int, default=15, help="pairs per n_probs (default 15)")
     parser.add_argument("--n-predict", type=int, default=32)
-    parser.add_argument("--profile", action="store_true", help="cProfile the harness's requests and print the functions "
-                        "that took the most time of their own (the wait for the answer first)")
+    parser.add_argument("--profile", action="store_true", help="cProfile the harness's requests on the thread's CPU "
+                        "clock and print the functions that took the most CPU of their own")
     args = parser.parse_args()
 
     with (contextlib.nullcontext(args.url) if args.url else embedded_server(args.model)) as url:
         sink: list[dict] = []
         server = LlamaServer(url, transport=RecordingTransport(sink, "main"))
         bare = BareClient(url)
-        profile = cProfile.Profile() if args.profile else None
+        profile = cProfile.Profile(time.thread_time) if args.profile else None
         for n_probs in (0, 8):
             body = request_body(n_probs, args.n_predict)
             raw = json.dumps({"prompt": PROMPT, **body}).encode()
             for _ in range(2):  # warm: the prompt cached, both connections open
                 outside_ms(server, body)
                 bare.completion_ms(raw)
-            bares, parts = [], []
+            bares, parts, own_cpu, cpu_parts = [], [], [], []
             for i in range(args.requests):
                 wall, timed = bare.completion_ms(raw) if i % 2 else (0.0, 0.0)
+                bare_cpu = bare.cpu_ms
                 if profile is not None:
                     profile.enable()
-                own = outside_ms(server, body)
+                own = outside_ms(server, body, own_cpu)
                 if profile is not None:
                     profile.disable()
                 if not i % 2:
                     wall, timed = bare.completion_ms(raw)
+                    bare_cpu = bare.cpu_ms
                 bares.append(wall - timed)
                 parts.append(own - (wall - timed))
+                cpu_parts.append(own_cpu[-1] - bare_cpu)
             sink.clear()
             print(f"n_probs {n_probs}, n_predict {args.n_predict}, {args.requests} pairs:")
             print(f"  the server outside its timings  {spread(bares)}")
             print(f"  the harness                     {spread(parts)}")
+            print(f"  the harness's CPU               {spread(cpu_parts)}  (the run's client's CPU {statistics.median(own_cpu):.2f} ms)")
             if n_probs == 0:
                 alone = [outside_ms(server, body) for _ in range(4)]
                 together: list[float] = []

@@ -5,6 +5,7 @@ against the harness's budget, and measured on a real server by the probe and by 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -142,6 +143,27 @@ def test_the_probe_pairs_both_clients_at_every_level(served, tmp_path):
         assert len(level.server_ms) == len(level.harness_ms) == 2
         assert all(x > 0 for x in level.server_ms)  # the server always does some work outside its timings
     assert split.seconds is not None and (split.n_predict, split.pairs) == (4, 2)
+
+
+@pytest.mark.integration
+def test_each_client_counts_its_own_cpu_apart_from_its_wait(served):
+    """The CPU a client's thread spends over a request is below the request's wall time: the thread sleeps while the
+    server decodes. A wall clock read in its place would give at least the wall time."""
+    body = harness.request_body(0, n_predict=16)
+    bare = BareClient(served)
+    try:
+        wall, _ = bare.completion_ms(json.dumps({"prompt": harness.PROMPT, **body}).encode())
+    finally:
+        bare.close()
+    assert 0.0 <= bare.cpu_ms < wall
+    cpu: list[float] = []
+    with LlamaServer(served) as client:
+        client.settle = None
+        started = time.perf_counter()
+        harness.outside_ms(client, body, cpu)
+        took = (time.perf_counter() - started) * 1000.0
+        harness.outside_ms(client, body)  # no list: nothing to append to
+    assert len(cpu) == 1 and 0.0 <= cpu[0] < took
 
 
 @pytest.mark.integration

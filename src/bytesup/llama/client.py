@@ -68,6 +68,7 @@ class BareClient:
         self._where = (url.hostname or "127.0.0.1", url.port or 80, timeout)
         self._headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
         self._conn: http.client.HTTPConnection | None = None
+        self.cpu_ms = 0.0  # this thread's CPU over the last request's wall time (time.thread_time), in ms
 
     def completion_ms(self, body: bytes) -> tuple[float, float]:
         """(client wall ms from sending `body` to the answer's last byte, the server's prompt_ms + predicted_ms)."""
@@ -76,17 +77,18 @@ class BareClient:
 
     def timed(self, body: bytes) -> tuple[float, dict[str, Any]]:
         """(client wall ms from sending `body` to the answer's last byte, the answer's `timings` as the server sent
-        them)."""
+        them). `cpu_ms` is then the CPU this thread spent over that wall time: what the least client costs."""
         for attempt in (0, 1):  # a kept connection the server closed meanwhile is opened again, once
             if self._conn is None:
                 host, port, timeout = self._where
                 self._conn = http.client.HTTPConnection(host, port, timeout=timeout)
             try:
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.thread_time()
                 self._conn.request("POST", "/completion", body, self._headers)
                 answer = self._conn.getresponse()
                 data = answer.read()
                 wall = (time.perf_counter() - started) * 1000.0
+                self.cpu_ms = (time.thread_time() - cpu) * 1000.0
             except (http.client.HTTPException, ConnectionError):
                 self.close()
                 if attempt:

@@ -87,16 +87,19 @@ def split_pairs(own_ms: list[float], bare_ms: list[float]) -> tuple[list[float],
     return list(bare_ms), [own - bare for own, bare in zip(own_ms, bare_ms, strict=True)]
 
 
-def outside_ms(client: LlamaServer, body: dict[str, Any]) -> float:
+def outside_ms(client: LlamaServer, body: dict[str, Any], cpu_ms: list[float] | None = None) -> float:
     """The run's client's part of one request outside the server's timings: its wall time minus prompt_ms +
     predicted_ms. The client's wait for a quiet process (`host.quiet.settle`) is made here, before the clock
-    starts, and not inside the completion, where the clock would count it as the harness's."""
+    starts, and not inside the completion, where the clock would count it as the harness's. With `cpu_ms`, the CPU
+    this thread spent over the request's wall time is appended to it (ms)."""
     settle, client.settle = client.settle, None
     try:
         if settle is not None:
             settle()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         done = client.completion(PROMPT, **body)
+        if cpu_ms is not None:
+            cpu_ms.append((time.thread_time() - cpu) * 1000.0)
     finally:
         client.settle = settle
     wall = (time.perf_counter() - started) * 1000.0
