@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,13 @@ os.environ["BYTESUP_ENGINE"] = "embedded"
 os.environ["BYTESUP_ENGINE_GAP"] = "0"
 os.environ["BYTESUP_HARNESS_PROBE"] = "0"  # the run's split of the harness's time: tests/test_harness_split.py
 os.environ["BYTESUP_PACE"] = "0"  # the machine's pace around each lesson: tests/test_pace.py
+
+# The tests of Ctrl-C stand as at a terminal. A suite started where SIGINT is ignored (a background job of a shell
+# without job control, nohup) would pass that on to every process it starts: Python then installs no handler of its
+# own, a child sent SIGINT goes on as if nothing came, and the tests that stop one so fail (one of them, once, left
+# its fake server holding port 8431). A child of a process that handles SIGINT starts with the default instead.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Files whose tests use what a process computes once and keeps: check's fits of lesson 8's models (the fixtures'
 # full run: test_check_consistency's assembled run and the report's checks fit the same model sets), the plots drawn

@@ -4,6 +4,7 @@ the start/stop scripts finding bytesup wherever it is installed (13)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -354,8 +355,8 @@ def test_ctrl_c_while_start_server_sh_starts_one_leaves_nothing(tmp_path, fake, 
     env = {**os.environ, "FAKE_START_DELAY": "60"}
     start = subprocess.Popen([sys.executable, "-m", "bytesup.llama.process", "start", str(model), "--port", "8431"],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pid_file = state / "server-8431" / "pid"
     try:
-        pid_file = state / "server-8431" / "pid"
         wait_for(lambda: pid_file.is_file() and pid_file.read_text().endswith("\n"), timeout=60)
         server_pid = int(pid_file.read_text().split()[0])
         time.sleep(0.3)
@@ -364,6 +365,9 @@ def test_ctrl_c_while_start_server_sh_starts_one_leaves_nothing(tmp_path, fake, 
     finally:
         if start.poll() is None:
             start.kill()
+        if pid_file.is_file():  # a server the start left running, whatever went wrong: never kept for the next test
+            with contextlib.suppress(ValueError, IndexError, psutil.Error):
+                psutil.Process(int(pid_file.read_text().split()[0])).kill()
     said = start.stdout.read()
     assert code == 130 and "Traceback" not in said and "stopped by Ctrl-C" in said, said
     assert not (state / "server-8431").exists()
