@@ -5,6 +5,7 @@ then the recorded fixtures and the committed runs against a naive recomputation 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -497,8 +498,10 @@ def test_the_wander_is_the_spread_of_the_readings_medians_each_taken_once():
 def test_a_lesson_off_by_less_than_the_machine_wandered_passes_and_one_off_by_more_fails(tmp_path):
     """Lesson 7 steps 1.25×, 1.33× and 1.5× faster: 12.5 ÷ (12.5 ÷ 1.25) − 1 = +25%, +33% and +50% against the median
     of 12.5 ms (lessons 4, 6 and 8 at STEPS). The machine's pace wandered by 28.6% over the run: +25% passes. The pace
-    read 140 before lesson 7 and 160 after it, 1.0× and 1.143× its median of 140: +33% lies 1.33 ÷ 1.143 − 1 = +16.4%
-    beyond, within ±28.6%, inconclusive; +50% lies +31.3% beyond, a fail."""
+    read 140 before lesson 7 and 160 after it. Around the four lessons it read √(100 × 120) = 109.54, √(120 × 140) =
+    129.61, √(140 × 160) = 149.67 and √(160 × 180) = 169.71, whose median is 139.64: lesson 7's bracket is 1.0026× to
+    1.1458× that. +33% lies 1.33 ÷ 1.1458 − 1 = +16.1% beyond, within ±28.6%, inconclusive; +50% lies +30.9% beyond,
+    a fail."""
     for factor, status in ((1.25, checker.PASS), (1.33, checker.INCONCLUSIVE), (1.5, checker.FAIL)):
         lessons = wandering([l4(STEPS), l6(STEPS), l7(scaled(1 / factor)), l8(STEPS)])
         run = run_of(tmp_path / f"r{factor}", *lessons)
@@ -510,9 +513,35 @@ def test_a_lesson_off_by_less_than_the_machine_wandered_passes_and_one_off_by_mo
         assert ("The machine's pace, the same short decode on the run's server before and after every lesson: 5 "
                 "readings, medians from 100 to 180 tokens/s, a spread of 28.6%") in claim.detail
         if status == checker.INCONCLUSIVE:
-            assert consistency.decode_brackets(run)[L7] == (1.0, pytest.approx(160 / 140))
-            assert ("07 at P = 1 at 1.330× the lessons' reference against the pace at 1.000× and 1.143× its run's median "
-                    "around it (+16.4% beyond the nearer)") in claim.detail
+            assert consistency.decode_brackets(run)[L7] == (140.0, 160.0)
+            assert ("07 at P = 1 at 1.330× the lessons' reference against the pace around it at 1.003× and 1.146× the "
+                    "pace around the lessons it is set against (+16.1% beyond the nearer)") in claim.detail
+
+
+def test_a_lesson_in_a_fast_spell_is_set_against_the_pace_around_the_lessons_it_is_judged_against(tmp_path):
+    """Lessons 4, 6 and 7 decode while the pace reads 170 then 140 (a slow spell from lesson 6 on), lesson 8 while it
+    climbs back from 140 to 170, and lesson 8 steps 1.25× faster than the others: +25% against their median. The pace's
+    readings, 170, 170, 140, 140 and 170, wander by (170 − 140) ÷ 170 = 17.6%. Against the pace's median over the run
+    (170) lesson 8's bracket would be 0.82× to 1.0×, and +25% would lie 25% beyond it, a fail. Around the lessons it is
+    judged against the pace read 170, √(170 × 140) = 154.27, 140 and 154.27, whose median is 154.27: the bracket is
+    0.907× to 1.102× that, and +25% lies 1.25 ÷ 1.102 − 1 = +13.4% beyond, within ±17.6%: inconclusive."""
+    readings = [[170.0] * 3, [170.0, 170.0, 171.0], [140.0] * 3, [140.0, 140.0, 141.0], [170.0, 171.0, 170.0]]
+    lessons = wandering([l4(STEPS), l6(STEPS), l7(STEPS), l8(scaled(1 / 1.25))], readings)
+    run = run_of(tmp_path / "r", *lessons)
+    assert consistency.pace_medians(run) == [170.0, 170.0, 140.0, 140.0, 170.0]
+    found, _ = consistency.readings(run, consistency.DECODE)
+    assert consistency.reference_pace(found, next(r for r in found if r.lesson_id == L8),
+                                      consistency.decode_brackets(run)) == pytest.approx(math.sqrt(170 * 140))
+    claim = only(run, DECODE)
+    assert claim.status == checker.INCONCLUSIVE, claim
+    assert ("08 at 1.250× the lessons' reference against the pace around it at 0.907× and 1.102× the pace around the "
+            "lessons it is set against (+13.4% beyond the nearer)") in claim.detail
+    # With two readings, each is judged against the other, and so is the pace around it.
+    two = consistency.readings(run_of(tmp_path / "two", *lessons[2:]), consistency.DECODE)[0]
+    seven = next(r for r in two if r.lesson_id == L7)
+    assert consistency.reference_pace(two, seven, {L7: (140.0, 140.0), L8: (140.0, 170.0)}) == pytest.approx(
+        math.sqrt(140 * 170))
+    assert consistency.reference_pace(two, seven, {L7: (140.0, 140.0)}) is None  # lesson 8 read no pace
 
 
 def test_a_steady_pace_leaves_the_least_tolerance_and_no_pace_says_so(tmp_path):
@@ -520,8 +549,9 @@ def test_a_steady_pace_leaves_the_least_tolerance_and_no_pace_says_so(tmp_path):
     steady = [[149.0] * 3, [150.0] * 3, [150.0, 150.0, 151.0], [151.0] * 3, [152.0] * 3]
     claim = only(run_of(tmp_path / "a", *wandering([l4(STEPS), l6(STEPS), l7(scaled(1 / 1.12)), l8(STEPS)], steady)),
                  DECODE)
-    # The pace read 150 and 151 around lesson 7, 1.0× and 1.0067× its median of 150: +12% lies 1.12 ÷ 1.0067 − 1 =
-    # +11.3% beyond, past ±10%: still a fail.
+    # The pace read 150 and 151 around lesson 7; around the four lessons √(149 × 150), 150, √(150 × 151) and
+    # √(151 × 152), whose median is 150.25: lesson 7's bracket is 0.9983× to 1.0050× that, and +12% lies
+    # 1.12 ÷ 1.0050 − 1 = +11.4% beyond, past ±10%: still a fail.
     assert claim.status == checker.FAIL and claim.tolerance.startswith("±10%: the least for figures taken minutes apart")
     assert "5 readings, medians from 149 to 152 tokens/s, a spread of 0.7%" in claim.detail
     plain = only(run_of(tmp_path / "b", l4(STEPS), l6(STEPS), l7(scaled(1 / 1.12)), l8(STEPS)), DECODE)
