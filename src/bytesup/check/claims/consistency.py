@@ -459,7 +459,7 @@ def reference_pace(found: list[Reading], r: Reading, brackets: dict[str, tuple[f
     over every reading, of the pace around its lesson (the geometric mean of its bracket's two ends); with two
     readings, the other's. None where one of those lessons has no bracket."""
     around = []
-    for other in ([o for o in found if o is not r] if len(found) == 2 else found):
+    for other in judged_against(found, r):
         bracket = brackets.get(other.lesson_id)
         if bracket is None:
             return None
@@ -473,12 +473,15 @@ def wander(medians: list[float]) -> float | None:
     return relative_spread(medians) if len(medians) >= MIN_PACES else None
 
 
+def judged_against(found: list[Reading], r: Reading) -> list[Reading]:
+    """The readings `r` is judged against: every one (itself included); with two readings, the other one (the median
+    of two would put each half-way to the other)."""
+    return [o for o in found if o is not r] if len(found) == 2 else found
+
+
 def reference_ms(found: list[Reading], r: Reading) -> float:
-    """What `r` is judged against: the median of every reading's figure; with two readings, the other's figure (the
-    median of two would put each half-way to the other)."""
-    if len(found) == 2:
-        return next(o.figure_ms for o in found if o is not r)
-    return median([o.figure_ms for o in found])
+    """What `r` is judged against: the median of the figures of the readings it is judged against (`judged_against`)."""
+    return median([o.figure_ms for o in judged_against(found, r)])
 
 
 def judge(found: list[Reading], wandered: float | None = None) -> tuple[list[Judged], float | None]:
@@ -538,6 +541,7 @@ def machine_moved(bad: list[Judged], brackets: dict[str, tuple[float, float]],
     and its bracket's ends are in shares of the pace around the lessons it is judged against (`reference_pace`)."""
     if not bad or any(j.reading.lesson_id not in brackets for j in bad):
         return None
+    shares = found is not None
     parts = []
     for j in bad:
         slower, faster = bracket = brackets[j.reading.lesson_id]
@@ -546,17 +550,17 @@ def machine_moved(bad: list[Judged], brackets: dict[str, tuple[float, float]],
             if around is None:
                 return None
             slower, faster = bracket = (slower / around, faster / around)
-        off = beyond_bracket(1 + j.deviation if found is not None else j.reading.tokens_per_s, bracket)
+        off = beyond_bracket(1 + j.deviation if shares else j.reading.tokens_per_s, bracket)
         if abs(off) > j.tolerance * (1 + 1e-12):
             return None
         where = "between them" if off == 0 else f"{off:+.1%} beyond the nearer"
-        if found is not None:
+        if shares:
             parts.append(f"{j.reading.label} at {1 + j.deviation:.3f}× the lessons' reference against the pace around "
                          f"it at {slower:.3f}× and {faster:.3f}× the pace around the lessons it is set against ({where})")
         else:
             parts.append(f"{j.reading.label} at {j.reading.tokens_per_s:.4g} tokens/s against the pace's {slower:.4g} "
                          f"and {faster:.4g} around it ({where})")
-    what = "short decode" if found is not None else "prefill"
+    what = "short decode" if shares else "prefill"
     return ("inconclusive: the lessons differ by more than the tolerance, but each lesson set apart lies within the "
             f"tolerance of the pace, the same {what} read on the run's server just before and just after it: "
             + "; ".join(parts) + f". The machine's own {what} moved by as much around them, so the gap cannot be "
