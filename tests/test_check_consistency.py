@@ -187,6 +187,33 @@ def test_a_lesson_1_33_times_faster_with_other_slots_fails_and_is_named(tmp_path
     assert claim.detail.count(" is +") + claim.detail.count(" is -") == 1
 
 
+def test_a_figure_of_two_samples_set_apart_by_one_of_them_is_no_fail(tmp_path):
+    """Lesson 5b's default model alone at 72.28 and 118.4 tokens/s (13.835 and 8.446 ms, a make run of 2026-12-06):
+    its figure is their mean, 11.140 ms, 12.5 ÷ 11.140 − 1 = +12.2% against the others' 12.5, past ±10%. Without the
+    slow sample it lies at 12.5 ÷ 8.446 − 1 = +48%: no. Without the fast one, 12.5 ÷ 13.835 − 1 = −9.6%, within: one
+    sample sets it apart, so the claim cannot fail on it. With both samples at 10 ms (+25%), it fails."""
+    lessons = [l4(STEPS), l5(STEPS), l6(STEPS), l7(STEPS)]
+    claim = only(run_of(tmp_path / "two", *lessons, l5b([1e3 / 72.28, 1e3 / 118.4])), DECODE)
+    assert claim.status == checker.INCONCLUSIVE, claim
+    assert claim.detail.startswith("inconclusive: the lessons set apart are each set apart by one sample of two, and no "
+                                   "single sample may make a fail: 05b's figure is the mean of its two samples, 118.4 "
+                                   "tokens/s (8.45 ms a step) and 72.28 tokens/s (13.8 ms a step), and the second alone "
+                                   "lies -9.6% from the reference, within the tolerance. 05b is +12.2% against")
+    assert only(run_of(tmp_path / "both", *lessons, l5b([10.0, 10.0])), DECODE).status == checker.FAIL
+    # Three samples: their median already leaves the slow one out, and it is judged as it stands.
+    assert only(run_of(tmp_path / "three", *lessons, l5b([8.45, 8.45, 13.8])), DECODE).status == checker.FAIL
+
+
+def test_an_engine_recorded_by_name_alone_is_not_a_setting_that_differs():
+    """Lesson 5b records its servers' engine without the build: "llama-server" is not another engine than
+    "llama-server b11434", while "embedded" is, and so is another build."""
+    assert consistency._same(consistency.ENGINE, "llama-server", "llama-server b11434-unknown")
+    assert consistency._same(consistency.ENGINE, "llama-server b1", "llama-server")
+    assert not consistency._same(consistency.ENGINE, "embedded xllamacpp 1", "llama-server b11434")
+    assert not consistency._same(consistency.ENGINE, "llama-server b1", "llama-server b2")
+    assert not consistency._same(consistency.CONTEXT, "512", "5120") and consistency._same(consistency.CONTEXT, "512", "512")
+
+
 def test_a_lesson_off_with_the_same_shape_blames_the_machine(tmp_path):
     """Lesson 6 at depth 0, on the run's server like lessons 4 and 5, steps 1.2× longer: no setting sets it apart."""
     claim = only(run_of(tmp_path / "r", l4(STEPS), l5(scaled(1.01)), l6(scaled(1.2))), DECODE)
@@ -299,7 +326,7 @@ def test_prefill_without_lesson_7s_plan_is_lesson_8s_alone(tmp_path):
 def test_prefill_is_held_to_the_wander_of_the_paces_prefills_and_a_run_without_them_to_its_decodes(tmp_path):
     """Lesson 8 prefills at 400 tokens/s against lesson 7's 500: +25% and -20% (see above). Lessons 4, 6, 7 and 8 in
     turn between five readings of the pace: its prefills' medians 100, 120, 140, 160 and 180 wander by 28.6%
-    (quartiles 120 and 160: (160 − 120) ÷ 140), so +25% passes; its decodes' medians 149 to 152 by 0.7%, so without
+    (100 and 180 lie 40 ÷ 140 from their median 140), so +25% passes; its decodes' medians 149 to 152 by 0.7%, so without
     the prefills the same two lessons fail at ±10%."""
     steady = [[149.0] * 3, [150.0] * 3, [150.0, 150.0, 151.0], [151.0] * 3, [152.0] * 3]
 
@@ -316,10 +343,12 @@ def test_prefill_is_held_to_the_wander_of_the_paces_prefills_and_a_run_without_t
         assert claim.status == status, claim
         if prefills:
             assert consistency.pace_medians(run, prefill=True) == [100.0, 120.0, 140.0, 160.0, 180.0]
-            assert claim.tolerance == ("±28.6%: the machine's own wander over the run (the spread of its pace readings' "
-                                       "medians, prefill 100 to 180 tokens/s), more than the least of ±10%")
+            assert claim.tolerance == ("±28.6%: the machine's own wander over the run (its pace readings' medians, prefill 100 "
+                                       "to 180 tokens/s, lie that far from their median, the furthest but one), more "
+                                       "than the least of ±10%")
             assert ("The machine's pace, the same prefill of a text of about 128 tokens on the run's server before and after "
-                    "every lesson: 5 readings, medians from 100 to 180 tokens/s, a spread of 28.6%") in claim.detail
+                    "every lesson: 5 readings, medians from 100 to 180 tokens/s, the furthest but one 28.6% from their "
+                    "median") in claim.detail
         else:
             assert consistency.pace_medians(run, prefill=True) == []
             assert claim.tolerance.startswith("±10%")
@@ -479,8 +508,8 @@ def at_pace(lesson: LessonResult, before: list[float], after: list[float]) -> Le
     return lesson.model_copy(update={"host_values": {**lesson.host_values, "machine_load": {"pace": pace}}})
 
 
-# Pace readings whose medians are 100, 120, 140, 160 and 180 tokens/s: the quartiles (by linear interpolation) are 120
-# and 160, so the spread is (160 − 120) ÷ 140 = 28.6%.
+# Pace readings whose medians are 100, 120, 140, 160 and 180 tokens/s: the furthest from their median 140 are 100 and
+# 180, 40 ÷ 140 = 28.6% each, so the furthest but one lies 28.6% from it.
 READINGS = [[99.0, 100.0, 101.0], [119.0, 120.0, 121.0], [139.0, 140.0, 141.0], [159.0, 160.0, 161.0],
             [179.0, 180.0, 181.0]]
 
@@ -490,8 +519,13 @@ def wandering(lessons: list[LessonResult], readings: list[list[float]] = READING
     return [at_pace(x, readings[k], readings[k + 1]) for k, x in enumerate(lessons)]
 
 
-def test_the_wander_is_the_spread_of_the_readings_medians_each_taken_once():
+def test_the_wander_is_how_far_the_readings_medians_lie_from_their_median_the_furthest_but_one():
     assert consistency.wander([100.0, 120.0, 140.0, 160.0, 180.0]) == pytest.approx(40 / 140)
+    # The furthest, 200, lies 60 ÷ 140 from the median; the next, 100, 40 ÷ 140. The middle half (quartiles 140 and
+    # 140) would say 0: the machine stood still for three readings and moved by 29% and 43% at two others.
+    assert consistency.wander([100.0, 140.0, 140.0, 140.0, 200.0]) == pytest.approx(40 / 140)
+    # One reading alone cannot widen it: a machine steady at 140 but for one reading at 280 wandered by 0.
+    assert consistency.wander([140.0, 140.0, 140.0, 280.0]) == 0.0
     assert consistency.wander([100.0, 120.0, 140.0]) is None   # fewer than four readings
 
 
@@ -508,10 +542,11 @@ def test_a_lesson_off_by_less_than_the_machine_wandered_passes_and_one_off_by_mo
         assert consistency.pace_medians(run) == [100.0, 120.0, 140.0, 160.0, 180.0]
         claim = only(run, DECODE)
         assert claim.status == status, claim
-        assert claim.tolerance == ("±28.6%: the machine's own wander over the run (the spread of its pace readings' "
-                                   "medians, 100 to 180 tokens/s), more than the least of ±10%")
+        assert claim.tolerance == ("±28.6%: the machine's own wander over the run (its pace readings' medians, 100 to 180 "
+                                   "tokens/s, lie that far from their median, the furthest but one), more than the "
+                                   "least of ±10%")
         assert ("The machine's pace, the same short decode on the run's server before and after every lesson: 5 "
-                "readings, medians from 100 to 180 tokens/s, a spread of 28.6%") in claim.detail
+                "readings, medians from 100 to 180 tokens/s, the furthest but one 28.6% from their median") in claim.detail
         if status == checker.INCONCLUSIVE:
             assert consistency.decode_brackets(run)[L7] == (140.0, 160.0)
             assert ("07 at P = 1 at 1.330× the lessons' reference against the pace around it at 1.003× and 1.146× the "
@@ -521,10 +556,11 @@ def test_a_lesson_off_by_less_than_the_machine_wandered_passes_and_one_off_by_mo
 def test_a_lesson_in_a_fast_spell_is_set_against_the_pace_around_the_lessons_it_is_judged_against(tmp_path):
     """Lessons 4, 6 and 7 decode while the pace reads 170 then 140 (a slow spell from lesson 6 on), lesson 8 while it
     climbs back from 140 to 170, and lesson 8 steps 1.25× faster than the others: +25% against their median. The pace's
-    readings, 170, 170, 140, 140 and 170, wander by (170 − 140) ÷ 170 = 17.6%. Against the pace's median over the run
-    (170) lesson 8's bracket would be 0.82× to 1.0×, and +25% would lie 25% beyond it, a fail. Around the lessons it is
-    judged against the pace read 170, √(170 × 140) = 154.27, 140 and 154.27, whose median is 154.27: the bracket is
-    0.907× to 1.102× that, and +25% lies 1.25 ÷ 1.102 − 1 = +13.4% beyond, within ±17.6%: inconclusive."""
+    readings, 170, 170, 140, 140 and 170, wander by (170 − 140) ÷ 170 = 17.6% (both 140s lie that far from 170).
+    Against the pace's median over the run (170) lesson 8's bracket would be 0.82× to 1.0×, and +25% would lie 25%
+    beyond it, a fail. Around the lessons it is judged against the pace read 170, √(170 × 140) = 154.27, 140 and
+    154.27, whose median is 154.27: the bracket is 0.907× to 1.102× that, and +25% lies 1.25 ÷ 1.102 − 1 = +13.4%
+    beyond, within ±17.6%: inconclusive."""
     readings = [[170.0] * 3, [170.0, 170.0, 171.0], [140.0] * 3, [140.0, 140.0, 141.0], [170.0, 171.0, 170.0]]
     lessons = wandering([l4(STEPS), l6(STEPS), l7(STEPS), l8(scaled(1 / 1.25))], readings)
     run = run_of(tmp_path / "r", *lessons)
@@ -545,7 +581,8 @@ def test_a_lesson_in_a_fast_spell_is_set_against_the_pace_around_the_lessons_it_
 
 
 def test_a_steady_pace_leaves_the_least_tolerance_and_no_pace_says_so(tmp_path):
-    """Pace medians 149, 150, 150, 151 and 152: a spread of (151 − 150) ÷ 150 = 0.7%, under ±10%."""
+    """Pace medians 149, 150, 150, 151 and 152: the furthest but one from 150, 149 and 151, lie 1 ÷ 150 = 0.7% from it,
+    under ±10%."""
     steady = [[149.0] * 3, [150.0] * 3, [150.0, 150.0, 151.0], [151.0] * 3, [152.0] * 3]
     claim = only(run_of(tmp_path / "a", *wandering([l4(STEPS), l6(STEPS), l7(scaled(1 / 1.12)), l8(STEPS)], steady)),
                  DECODE)
@@ -553,6 +590,6 @@ def test_a_steady_pace_leaves_the_least_tolerance_and_no_pace_says_so(tmp_path):
     # √(151 × 152), whose median is 150.25: lesson 7's bracket is 0.9983× to 1.0050× that, and +12% lies
     # 1.12 ÷ 1.0050 − 1 = +11.4% beyond, past ±10%: still a fail.
     assert claim.status == checker.FAIL and claim.tolerance.startswith("±10%: the least for figures taken minutes apart")
-    assert "5 readings, medians from 149 to 152 tokens/s, a spread of 0.7%" in claim.detail
+    assert "5 readings, medians from 149 to 152 tokens/s, the furthest but one 0.7% from their median" in claim.detail
     plain = only(run_of(tmp_path / "b", l4(STEPS), l6(STEPS), l7(scaled(1 / 1.12)), l8(STEPS)), DECODE)
     assert "The run read no pace of the machine (a run of one lesson, or recorded before runs did)" in plain.detail

@@ -274,7 +274,7 @@ def test_the_plan_of_a_run_and_of_older_recordings(lesson):
 
 
 def test_a_live_run_records_its_plan_once(lesson):
-    """Live, the plan is today's, at most two rounds whatever --repeat, recorded as the one host value `plan`."""
+    """Live, the plan is today's, at most three rounds whatever --repeat, recorded as the one host value `plan`."""
     from lessonkit import QueuedServer
 
     from bytesup.lesson import LessonContext, Reporter
@@ -283,4 +283,4 @@ def test_a_live_run_records_its_plan_once(lesson):
     ctx = LessonContext(LESSON, "live", server=QueuedServer({}).server, run=RunOptions(command=["test"], repeat=5),
                         model_path=None, sink=[], replay=None, progress=Reporter(None, LESSON))
     plan = lesson.the_plan(ctx)
-    assert plan.rounds == 2 and plan.stream and ctx.host_values == {"repeat": 5, "plan": plan.model_dump()}
+    assert plan.rounds == 3 and plan.stream and ctx.host_values == {"repeat": 5, "plan": plan.model_dump()}

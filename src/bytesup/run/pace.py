@@ -12,8 +12,9 @@ exchanges nor replayed.
 
 A run of two or more lessons reads the pace before its first lesson and after every lesson; the reading after one
 lesson is the reading before the next. Each lesson keeps its two readings with its readings of the machine's load
-(the host value `machine_load`, key "pace"). `bytesup check` reads the machine's wander over the run from them: the
-spread of the readings' medians, decode's and prefill's each, below which two lessons' figures of one quantity cannot be told apart
+(the host value `machine_load`, key "pace"). `bytesup check` reads the machine's wander over the run from them: how
+far the readings' medians lie from their median, the furthest but one, decode's and prefill's each, below which two
+lessons' figures of one quantity cannot be told apart
 (bytesup.check.claims.consistency). The wander is not a busy lesson (bytesup.course.busy): on a 2-core virtual
 machine it was there in every run, some of it within one second.
 
