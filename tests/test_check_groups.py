@@ -17,7 +17,7 @@ from bytesup.check.claims import GENERAL_CLAIMS
 from bytesup.check.claims.common import grouped
 from bytesup.check.claims.lesson04 import prefill_ratio_reason
 from bytesup.check.compare import load_run
-from bytesup.check.verdicts import COURSE, GROUPS, ITSELF, REFERENCE, SANITY
+from bytesup.check.verdicts import COURSE, GROUPS, ITSELF, REFERENCE, SANITY, ClaimResult
 
 SPARK = "lesson 4 on the DGX Spark"
 
@@ -114,3 +114,21 @@ def test_prefill_claim_reports_the_ratio_beside_72(tmp_path):
     assert claim.status == checker.PASS and claim.group == ITSELF
     assert claim.observed.endswith(": 3× decode (the course: 72×)")
     assert "so at 0.6 bytes per parameter about 6×" in claim.detail
+
+
+def test_the_summary_says_which_fails_are_findings_against_the_course(full):
+    """Five fails against the course read "5 fail" on the run's last line; a reader took them for a broken run."""
+    run, _ = full
+
+    def summary(*statuses: tuple[str, str]) -> str:
+        results = [ClaimResult(f"c{k}", "general", "08", "a claim", status, group=group)
+                   for k, (status, group) in enumerate(statuses)]
+        return checker.CheckReport(load_run(run), [], results, "2026-12-06T00:00:00+00:00").summary()
+
+    passed, course_fail, own_fail = (checker.PASS, ITSELF), (checker.FAIL, COURSE), (checker.FAIL, ITSELF)
+    assert summary(passed, passed, (checker.NA, COURSE)) == "2 pass, 0 fail, 1 not applicable"
+    assert summary(passed, own_fail) == "1 pass, 1 fail, 0 not applicable"
+    assert summary(passed, course_fail, course_fail) == ("1 pass, 2 fail (each a finding against the course, none that "
+                                                         "breaks the run), 0 not applicable")
+    assert summary(course_fail, own_fail, (checker.INCONCLUSIVE, SANITY)) == (
+        "0 pass, 2 fail (1 of them a finding against the course), 1 inconclusive, 0 not applicable")

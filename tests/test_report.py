@@ -324,3 +324,32 @@ def test_the_summary_counts_the_checks_by_kind_from_check_json_when_none_were_ru
             "0 pass, 0 fail, 3 not applicable |") in page
     (run / "check.json").write_text("{ damaged", encoding="utf-8")
     assert "| checks |" not in markdown(summary_blocks(load_run(run), None))
+
+
+def test_the_page_opens_with_what_the_run_found_from_the_capstones_verdicts(tmp_path):
+    """Hand-made verdicts in the capstone's facts: the sentence counts the models whose decode waits on memory, names
+    up to three of a verdict and counts more, and says what "mixed" means where a model is."""
+    from bytesup.run.report import CAPSTONE, found_sentence, summary_blocks
+    from bytesup.store.runs import load_run
+
+    run = load_run(assemble_run(tmp_path / "run", L4, CAPSTONE))
+
+    def found(verdicts: dict[str, str]) -> str | None:
+        run.results[CAPSTONE] = run.results[CAPSTONE].model_copy(update={"facts": {"verdicts": verdicts}})
+        return found_sentence(run)
+
+    assert found({"a": "memory-bound", "b": "memory-bound", "c": "compute-bound"}) == (
+        "What this run found: the course's title, decode is memory-bound, holds on this machine for 2 of the 3 models "
+        "the capstone (lesson 8) measured: a and b wait on memory; c waits on the arithmetic. Why, and what would move "
+        "a model across, in the capstone's conclusion.")
+    mixed = found({f"m{k}": "mixed" for k in range(4)} | {"q": "compute-bound"})
+    assert mixed is not None and mixed.startswith("What this run found: the course's title, decode is memory-bound, "
+                                                  "holds on this machine for none of the 5 models")
+    assert ("measured: 4 models are mixed (the run cannot tell whether reading the weights or the arithmetic takes "
+            "longer); q waits on the arithmetic.") in mixed
+    # It stands second on the page, under the run's identity and before the engines and the summary table.
+    found({"a": "memory-bound"})
+    page = markdown(summary_blocks(run, None))
+    assert page.index("What this run found: the course's title") < page.index("| machine |")
+    del run.results[CAPSTONE]  # a run without the capstone: no sentence, and the page opens as before
+    assert found_sentence(run) is None and "What this run found" not in markdown(summary_blocks(run, None))

@@ -91,8 +91,17 @@ class CheckReport:
                 for g, c in self.counts_by_group().items()]
 
     def summary(self) -> str:
+        """The counts in one line; where some fails are findings against the course (`verdicts.breaks`), how many
+        of them are, so that "5 fail" is not read as a broken run."""
         c = self.counts()
-        return (f"{c[PASS]} pass, {c[FAIL]} fail, " + (f"{c[INCONCLUSIVE]} inconclusive, " if c[INCONCLUSIVE] else "")
+        findings = sum(1 for r in self.results if r.status == FAIL and not breaks(r))
+        if not findings:
+            failed = f"{c[FAIL]} fail"
+        elif findings == c[FAIL]:
+            failed = f"{c[FAIL]} fail (each a finding against the course, none that breaks the run)"
+        else:
+            failed = f"{c[FAIL]} fail ({findings} of them {'a finding' if findings == 1 else 'findings'} against the course)"
+        return (f"{c[PASS]} pass, {failed}, " + (f"{c[INCONCLUSIVE]} inconclusive, " if c[INCONCLUSIVE] else "")
                 + f"{c[NA]} not applicable")
 
     def to_json(self) -> dict[str, Any]:
@@ -219,4 +228,4 @@ def print_rich(report: CheckReport, console) -> None:
     findings = report.counts_by_group().get(COURSE, {}).get(FAIL, 0)
     if findings:
         console.print(rich_text(f"{findings} fail{'s' if findings > 1 else ''} against the course: {GROUPS[COURSE][2]}."))
-    console.print(f"[bold]{report.summary()}[/bold]")
+    console.print(f"[bold]{report.summary()}[/bold]", soft_wrap=True)

@@ -137,7 +137,7 @@ def _run(lesson_ids: list[str], options: RunOptions, *, print_tables: bool, repo
             pages, checks = write_run_report(end.run_dir, None, True, with_html=True)
         except BytesupError as exc:
             raise fail(exc) from None
-        err.print(rich_text(f"report: {pages[0]}" + (f" (checks: {checks.summary()})" if checks else "")), highlight=False)
+        err.print(rich_text(f"report: {pages[0]}" + (f" (checks: {checks.summary()})" if checks else "")), highlight=False, soft_wrap=True)
         err.print(rich_text(f"page: {pages[1]} (open it in a browser; it needs nothing else)"), highlight=False)
     raise typer.Exit(end.exit_code)
 

@@ -170,34 +170,71 @@ def decode_terms(run: Run) -> str | None:
             f"more per block for each byte per parameter (the fixed cost)")
 
 
+def capstone_verdicts(run: Run) -> list[tuple[str, str]]:
+    """The capstone's verdict per model, (model, verdict): a fact, or the sweep table's verdict column in runs older
+    than the facts; [] where the run has none."""
+    result = run.results.get(CAPSTONE)
+    if result is None:
+        return []
+    verdicts = result.facts.get("verdicts")
+    if isinstance(verdicts, dict) and verdicts:
+        return [(str(k), str(v)) for k, v in verdicts.items()]
+    try:
+        sweep = result.table("sweep")
+    except KeyError:
+        return []
+    names = [c.name for c in sweep.columns]
+    if "verdict" not in names or "model" not in names:
+        return []
+    return [(str(r[names.index("model")]), str(r[names.index("verdict")])) for r in sweep.rows
+            if r[names.index("verdict")] is not None]
+
+
 def capstone_conclusion(run: Run) -> str | None:
-    """The capstone's conclusion where the run states it: a stated conclusion, else its verdict per model (a fact,
-    or the sweep table's verdict column in runs older than the facts)."""
+    """The capstone's conclusion where the run states it: a stated conclusion, else its verdict per model."""
     result = run.results.get(CAPSTONE)
     if result is None:
         return None
     stated = result.facts.get("conclusion")
     if isinstance(stated, str) and stated:
         return stated
-    verdicts = result.facts.get("verdicts")
-    if isinstance(verdicts, dict) and verdicts:
-        pairs = [(str(k), str(v)) for k, v in verdicts.items()]
-    else:
-        try:
-            sweep = result.table("sweep")
-        except KeyError:
-            return None
-        names = [c.name for c in sweep.columns]
-        if "verdict" not in names or "model" not in names:
-            return None
-        pairs = [(str(r[names.index("model")]), str(r[names.index("verdict")])) for r in sweep.rows
-                 if r[names.index("verdict")] is not None]
+    by_verdict: dict[str, list[str]] = {}
+    for model, v in capstone_verdicts(run):
+        by_verdict.setdefault(v, []).append(model)
+    return "; ".join(f"{v}: {', '.join(models)}" for v, models in by_verdict.items()) or None
+
+
+# What a verdict says of a model's decode, for one model and for several (`found_sentence`).
+WAITS = {"memory-bound": ("waits on memory", "wait on memory"),
+         "compute-bound": ("waits on the arithmetic", "wait on the arithmetic"),
+         "mixed": ("is mixed", "are mixed")}
+NAMED_UP_TO = 3  # more models of one verdict are counted, not named: the verdicts' row names them all
+
+
+def found_sentence(run: Run) -> str | None:
+    """The run's answer to the course's question, first on the page: for how many of the capstone's models decode
+    waits on memory here, and what the others' decode waits on. None without the capstone's verdicts."""
+    pairs = capstone_verdicts(run)
     if not pairs:
         return None
     by_verdict: dict[str, list[str]] = {}
     for model, v in pairs:
         by_verdict.setdefault(v, []).append(model)
-    return "; ".join(f"{v}: {', '.join(models)}" for v, models in by_verdict.items())
+    parts = []
+    for verdict, models in by_verdict.items():
+        one, several = WAITS.get(verdict, (f"is {verdict}", f"are {verdict}"))
+        if len(models) == 1:
+            parts.append(f"{models[0]} {one}")
+        elif len(models) <= NAMED_UP_TO:
+            parts.append(f"{', '.join(models[:-1])} and {models[-1]} {several}")
+        else:
+            parts.append(f"{len(models)} models {several}")
+        if verdict == "mixed":
+            parts[-1] += " (the run cannot tell whether reading the weights or the arithmetic takes longer)"
+    memory = len(by_verdict.get("memory-bound", []))
+    return (f"What this run found: the course's title, decode is memory-bound, holds on this machine for "
+            f"{memory or 'none'} of the {_plural(len(pairs), 'model')} the capstone (lesson 8) measured: "
+            + "; ".join(parts) + ". Why, and what would move a model across, in the capstone's conclusion.")
 
 
 # The general claims set against the course's statements (its title, width by width), counted apart: their fails are
@@ -315,9 +352,11 @@ def summary_blocks(run: Run, check_report: "checker.CheckReport | None") -> list
     if claims:
         account.append(("checks", "; ".join(f"{kind}: {text}" for kind, text in check_counts(claims))))
     gap = m.engine_gap.sentence if m.engine_gap is not None else None  # the engines on this CPU, measured first
+    answer = found_sentence(run)  # the course's question answered, before how it was measured
     blocks: list[Block] = [
         Heading(1, f"bytesup run {run.name}", "top"),
         Paragraph(identity_parts(run)),
+        *([Paragraph((answer,))] if answer else []),
         *([Paragraph((gap,))] if gap else []),
         TableBlock("", ("", ""), tuple((k, v) for k, v in account if v is not None), css="summary"),
     ]
