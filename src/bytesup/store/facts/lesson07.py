@@ -141,8 +141,8 @@ class AttentionIntensity:
     """Attention in one decode step, for one KV head, beside the podcast's own figure."""
     label: str = column("case")
     seq_len: int = column("positions", "S")
-    head_dim: int = column("head width", "d")
-    group: float = column("query heads per KV head", "g")  # query heads per KV head
+    head_dim: int = column("head width")  # no letter: d is lesson 6's depth, g the capstone's cost per block
+    group: float = column("query heads per KV head")
     flops: float = column("FLOPs")
     bytes: float = column("K and V bytes (FP16)", "bytes")
     flops_per_byte: float = column("intensity", "FLOPs/byte")

@@ -296,11 +296,11 @@ def show_arithmetic(page: Page, plan: Plan, rows: list[Arithmetic]) -> None:
         ratios = sorted({round(r.draft_cost, 3) for r in drafted})
         checks = [r.check_cost for r in drafted]
         notes.append(
-            f"When speculation pays: each drafted token costs c = draft pass ÷ target pass "
+            f"When speculation pays: each drafted token costs r = draft pass ÷ target pass "
             f"({', '.join(f'{c:.2g}' for c in ratios)} here) and the check costs v target passes (1 for a "
             f"memory-bound target; {min(checks):.3g}–{max(checks):.3g} here), so a round that drafts k tokens pays "
-            f"only if it yields more than k × c + v tokens. It pays most with a draft much cheaper than the target "
-            f"(c near 0, as n-grams are) and a target that is memory-bound, whose pass costs about the same for "
+            f"only if it yields more than k × r + v tokens. It pays most with a draft much cheaper than the target "
+            f"(r near 0, as n-grams are) and a target that is memory-bound, whose pass costs about the same for "
             f"one token or several because the weights are read once either way (lesson 8 gives that verdict per "
             f"width). A draft that is the same small model, only quantized, costs a sizeable share of a target "
             f"pass on a few CPU cores, so even a high acceptance buys less than the tokens per pass suggest.")
