@@ -353,3 +353,34 @@ def test_the_page_opens_with_what_the_run_found_from_the_capstones_verdicts(tmp_
     assert page.index("What this run found: the course's title") < page.index("| machine |")
     del run.results[CAPSTONE]  # a run without the capstone: no sentence, and the page opens as before
     assert found_sentence(run) is None and "What this run found" not in markdown(summary_blocks(run, None))
+
+
+def test_the_verdicts_row_names_where_lesson_7s_roofline_puts_the_default_model_on_another_side(tmp_path):
+    """Lesson 7's decode row says which side of the engine's ridge the default model's decode lies; the capstone's
+    verdict for that model is the run's. Hand-made verdicts: the same side says nothing more, another says both."""
+    from bytesup.run.report import CAPSTONE, ROOFLINE, roofline_against_capstone, summary_blocks
+    from bytesup.store.runs import load_run
+
+    run = load_run(assemble_run(tmp_path / "run", ROOFLINE, CAPSTONE))
+    model = str(run.results[ROOFLINE].model["name"])
+    points = run.results[ROOFLINE].table("roofline_points_main")
+    names = [c.name for c in points.columns]
+    side = next(r[names.index("bound on this CPU")] for r in points.rows if r[names.index("phase")] == "decode")
+    assert side in ("compute", "memory")
+    other = "memory" if side == "compute" else "compute"
+
+    def against(verdict: str) -> str | None:
+        run.results[CAPSTONE] = run.results[CAPSTONE].model_copy(update={"facts": {"verdicts": {model: verdict}}})
+        return roofline_against_capstone(run)
+
+    assert against(f"{side}-bound") is None
+    assert against(f"{other}-bound") == (
+        f"lesson 7's roofline puts {model}'s decode on the {side} side of the engine's ridge, which sets it against the "
+        "engine's prefill rate (decode's one-token kernels need not reach it) with nothing allowed for the samples' "
+        f"scatter; the capstone times decode's own arithmetic on every model and finds it {other}-bound: its verdict "
+        "is this run's")
+    mixed = against("mixed")
+    assert mixed is not None and mixed.endswith("finds it mixed: its verdict is this run's")
+    assert f"| the capstone's verdicts | mixed: {model}; lesson 7's roofline puts" in markdown(summary_blocks(run, None))
+    del run.results[ROOFLINE]
+    assert roofline_against_capstone(run) is None

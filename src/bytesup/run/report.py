@@ -204,6 +204,38 @@ def capstone_conclusion(run: Run) -> str | None:
     return "; ".join(f"{v}: {', '.join(models)}" for v, models in by_verdict.items()) or None
 
 
+ROOFLINE = "07_hardware_fit"
+ROOF_SIDES = {"compute": "compute-bound", "memory": "memory-bound"}  # lesson 7's side of a ridge, as a verdict
+
+
+def roofline_against_capstone(run: Run) -> str | None:
+    """Where lesson 7's roofline puts the default model's decode on another side than the capstone's verdict for the
+    same model, which is the run's: a sentence that says so and why they differ; None where they agree, or either is
+    missing. Lesson 7 sets decode's FLOPs per byte against the engine's ridge, its prefill's arithmetic rate over the
+    run's bandwidth, with no allowance for the samples' scatter; the capstone fits the measured steps of every model
+    (decode's own arithmetic per parameter, which on a 2-core CPU ran 1.7 to 9 times slower than prefill's) and calls
+    a model mixed where its two terms are too close to tell."""
+    roofline = run.results.get(ROOFLINE)
+    if roofline is None:
+        return None
+    model = str(roofline.model.get("name", ""))
+    verdict = dict(capstone_verdicts(run)).get(model)
+    try:
+        points = roofline.table("roofline_points_main")
+    except KeyError:
+        return None
+    names = [c.name for c in points.columns]
+    if verdict is None or "phase" not in names or "bound on this CPU" not in names:
+        return None
+    side = next((str(r[names.index("bound on this CPU")]) for r in points.rows if r[names.index("phase")] == "decode"), None)
+    if side not in ROOF_SIDES or ROOF_SIDES[side] == verdict:
+        return None
+    return (f"lesson 7's roofline puts {model}'s decode on the {side} side of the engine's ridge, which sets it "
+            f"against the engine's prefill rate (decode's one-token kernels need not reach it) with nothing allowed for "
+            f"the samples' scatter; the capstone times decode's own arithmetic on every model and finds it {verdict}: "
+            f"its verdict is this run's")
+
+
 # What a verdict says of a model's decode, for one model and for several (`found_sentence`).
 WAITS = {"memory-bound": ("waits on memory", "wait on memory"),
          "compute-bound": ("waits on the arithmetic", "wait on the arithmetic"),
@@ -345,7 +377,8 @@ def summary_blocks(run: Run, check_report: "checker.CheckReport | None") -> list
         ("memory bandwidth (the run's reading)", bandwidth_text(run)),
         ("the machine's load (around each lesson)", machine_load_text(run)),
         ("decode-time model (lesson 8)", decode_terms(run)),
-        ("the capstone's verdicts", capstone_conclusion(run)),
+        ("the capstone's verdicts", "; ".join(t for t in (capstone_conclusion(run), roofline_against_capstone(run)) if t)
+         or None),
         ("server flags", flag_parts(run)),
     ]
     claims = checked_claims(run, check_report)
