@@ -593,3 +593,30 @@ def test_a_steady_pace_leaves_the_least_tolerance_and_no_pace_says_so(tmp_path):
     assert "5 readings, medians from 149 to 152 tokens/s, the furthest but one 0.7% from their median" in claim.detail
     plain = only(run_of(tmp_path / "b", l4(STEPS), l6(STEPS), l7(scaled(1 / 1.12)), l8(STEPS)), DECODE)
     assert "The run read no pace of the machine (a run of one lesson, or recorded before runs did)" in plain.detail
+
+
+def busy(lesson: LessonResult) -> LessonResult:
+    """The lesson as measured while other processes took 90% of the cores (bytesup.course.busy)."""
+    load = {**lesson.host_values.get("machine_load", {}), "cpu": {"foreign_share": 0.9}}
+    return lesson.model_copy(update={"host_values": {**lesson.host_values, "machine_load": load}})
+
+
+def test_a_busy_lesson_is_set_aside_and_the_quiet_ones_are_still_judged(tmp_path):
+    """Lesson 8 steps 1.5× faster (+50%) while the machine was busy: its figure is the load's, not the lesson's, so it
+    is set aside, and lessons 4, 5, 6 and 7, at STEPS, agree: a pass (before, the whole claim was inconclusive). With
+    lesson 7 at +50% as well, the quiet lessons disagree: 12.5 ÷ (12.5 ÷ 1.5) − 1 = +50% against the median 12.5 of
+    lessons 4 to 7, a fail that a busy lesson 8 no longer hides. With lessons 7 and 8 alone, setting 8 aside would leave
+    one: the claim is inconclusive as a whole."""
+    quiet = [l4(STEPS), l5(STEPS), l6(STEPS)]
+    claim = only(run_of(tmp_path / "a", *quiet, l7(STEPS), busy(l8(scaled(1 / 1.5)))), DECODE)
+    assert claim.status == checker.PASS, claim
+    assert claim.lesson == "04, 05, 06, 07"
+    assert claim.detail.endswith("; not applicable for: lesson 05b_speculative_decoding not in this run; 08: set aside, "
+                                 "the machine was busy during "
+                                 "08_capstone_decode_memory_bound: other processes used 90% of the cores' time during "
+                                 "the lesson (more than 25%)")
+    failed = only(run_of(tmp_path / "b", *quiet, l7(scaled(1 / 1.5)), busy(l8(scaled(1 / 1.5)))), DECODE)
+    assert failed.status == checker.FAIL and failed.observed.startswith("furthest 07 at P = 1: 120 tokens/s"), failed
+    two = only(run_of(tmp_path / "c", l7(STEPS), busy(l8(scaled(1 / 1.5)))), DECODE)
+    assert two.status == checker.INCONCLUSIVE and two.detail.startswith("inconclusive: the machine was busy during "
+                                                                        "08_capstone_decode_memory_bound")

@@ -339,12 +339,12 @@ def test_the_page_opens_with_what_the_run_found_from_the_capstones_verdicts(tmp_
         return found_sentence(run)
 
     assert found({"a": "memory-bound", "b": "memory-bound", "c": "compute-bound"}) == (
-        "What this run found: the course's title, decode is memory-bound, holds on this machine for 2 of the 3 models "
+        "What this run found: the course's title, decode is memory-bound, is shown on this machine for 2 of the 3 models "
         "the capstone (lesson 8) measured: a and b wait on memory; c waits on the arithmetic. Why, and what would move "
         "a model across, in the capstone's conclusion.")
     mixed = found({f"m{k}": "mixed" for k in range(4)} | {"q": "compute-bound"})
     assert mixed is not None and mixed.startswith("What this run found: the course's title, decode is memory-bound, "
-                                                  "holds on this machine for none of the 5 models")
+                                                  "is shown on this machine for none of the 5 models")
     assert ("measured: 4 models are mixed (the run cannot tell whether reading the weights or the arithmetic takes "
             "longer); q waits on the arithmetic.") in mixed
     # It stands second on the page, under the run's identity and before the engines and the summary table.

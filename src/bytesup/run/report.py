@@ -264,7 +264,7 @@ def found_sentence(run: Run) -> str | None:
         if verdict == "mixed":
             parts[-1] += " (the run cannot tell whether reading the weights or the arithmetic takes longer)"
     memory = len(by_verdict.get("memory-bound", []))
-    return (f"What this run found: the course's title, decode is memory-bound, holds on this machine for "
+    return (f"What this run found: the course's title, decode is memory-bound, is shown on this machine for "
             f"{memory or 'none'} of the {_plural(len(pairs), 'model')} the capstone (lesson 8) measured: "
             + "; ".join(parts) + ". Why, and what would move a model across, in the capstone's conclusion.")
 
