@@ -190,6 +190,14 @@ def capstone_verdicts(run: Run) -> list[tuple[str, str]]:
             if r[names.index("verdict")] is not None]
 
 
+def models_by_verdict(run: Run) -> dict[str, list[str]]:
+    """The capstone's models grouped by verdict, in the order the verdicts first appear."""
+    out: dict[str, list[str]] = {}
+    for model, v in capstone_verdicts(run):
+        out.setdefault(v, []).append(model)
+    return out
+
+
 def capstone_conclusion(run: Run) -> str | None:
     """The capstone's conclusion where the run states it: a stated conclusion, else its verdict per model."""
     result = run.results.get(CAPSTONE)
@@ -198,10 +206,7 @@ def capstone_conclusion(run: Run) -> str | None:
     stated = result.facts.get("conclusion")
     if isinstance(stated, str) and stated:
         return stated
-    by_verdict: dict[str, list[str]] = {}
-    for model, v in capstone_verdicts(run):
-        by_verdict.setdefault(v, []).append(model)
-    return "; ".join(f"{v}: {', '.join(models)}" for v, models in by_verdict.items()) or None
+    return "; ".join(f"{v}: {', '.join(models)}" for v, models in models_by_verdict(run).items()) or None
 
 
 ROOFLINE = "07_hardware_fit"
@@ -246,12 +251,9 @@ NAMED_UP_TO = 3  # more models of one verdict are counted, not named: the verdic
 def found_sentence(run: Run) -> str | None:
     """The run's answer to the course's question, first on the page: for how many of the capstone's models decode
     waits on memory here, and what the others' decode waits on. None without the capstone's verdicts."""
-    pairs = capstone_verdicts(run)
-    if not pairs:
+    by_verdict = models_by_verdict(run)
+    if not by_verdict:
         return None
-    by_verdict: dict[str, list[str]] = {}
-    for model, v in pairs:
-        by_verdict.setdefault(v, []).append(model)
     parts = []
     for verdict, models in by_verdict.items():
         one, several = WAITS.get(verdict, (f"is {verdict}", f"are {verdict}"))
@@ -265,7 +267,8 @@ def found_sentence(run: Run) -> str | None:
             parts[-1] += " (the run cannot tell whether reading the weights or the arithmetic takes longer)"
     memory = len(by_verdict.get("memory-bound", []))
     return (f"What this run found: the course's title, decode is memory-bound, is shown on this machine for "
-            f"{memory or 'none'} of the {_plural(len(pairs), 'model')} the capstone (lesson 8) measured: "
+            f"{memory or 'none'} of the {_plural(sum(map(len, by_verdict.values())), 'model')} the capstone (lesson 8) "
+            "measured: "
             + "; ".join(parts) + ". Why, and what would move a model across, in the capstone's conclusion.")
 
 

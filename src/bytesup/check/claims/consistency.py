@@ -66,8 +66,8 @@ A lesson the machine was busy for (bytesup.course.busy) is set aside, named with
 are judged against each other (`set_busy_aside`): its figure is the machine's under that load, and one busy lesson
 made the whole claim inconclusive, hiding whether the quiet ones agreed. On a 2-core AMD EPYC on 2026-12-06 lesson 8,
 the longest, was busy in 6 of 14 make runs, in 5 of them by the memory bandwidth read 29% to 78% apart before and
-after its decode work. With
-fewer than two quiet readings left, nothing is set aside and the claim is inconclusive as a whole.
+after its decode work. With fewer than two quiet readings left, nothing is set aside and the claim is inconclusive
+as a whole.
 """
 
 from __future__ import annotations
@@ -418,9 +418,13 @@ class Judged:
         """This lesson's speed against the reference: reference ms ÷ its ms − 1 (+0.33: 1.33× faster)."""
         return self.reference_ms / self.reading.figure_ms - 1
 
+    def within(self, ms: float) -> bool:
+        """Whether a time per token of `ms` lies within the tolerance of the reference."""
+        return abs(self.reference_ms / ms - 1) <= self.tolerance * (1 + 1e-12)
+
     @property
     def agrees(self) -> bool:
-        return abs(self.deviation) <= self.tolerance * (1 + 1e-12)
+        return self.within(self.reading.figure_ms)
 
     @property
     def one_sample_apart(self) -> float | None:
@@ -429,8 +433,7 @@ class Judged:
         already leaves one out."""
         if len(self.reading.ms) != 2 or self.agrees:
             return None
-        return next((ms for ms in self.reading.ms if abs(self.reference_ms / ms - 1) <= self.tolerance * (1 + 1e-12)),
-                    None)
+        return next((ms for ms in self.reading.ms if self.within(ms)), None)
 
 
 def lesson_pace(lesson: LessonResult) -> Any:
@@ -457,25 +460,25 @@ def pace_medians(run: Run, prefill: bool = False) -> list[float]:
 def prefill_brackets(run: Run) -> dict[str, tuple[float, float]]:
     """Each lesson's pace prefills around it: (the slower, the faster) of the medians read just before and just after
     it, in prompt tokens/s, by lesson id; a lesson without both readings is left out."""
-    return pace_brackets(run, ("prefill_before", "prefill_after"), 1.0)
+    return pace_brackets(run, ("prefill_before", "prefill_after"))
 
 
 def decode_brackets(run: Run) -> dict[str, tuple[float, float]]:
     """Each lesson's pace decodes around it: (the slower, the faster) of the medians read just before and just after
     it, in tokens/s, by lesson id. The pace decodes 16 tokens and the lessons 32 to 128, so its speed is not theirs:
     the decode claim sets them in shares of the pace around the lessons a lesson is judged against (`reference_pace`)."""
-    return pace_brackets(run, ("before", "after"), 1.0)
+    return pace_brackets(run, ("before", "after"))
 
 
-def pace_brackets(run: Run, ends: tuple[str, str], per: float) -> dict[str, tuple[float, float]]:
-    """(the slower, the faster) of the pace medians read at `ends` of each lesson, each ÷ `per`, by lesson id; a
-    lesson without both readings is left out."""
+def pace_brackets(run: Run, ends: tuple[str, str]) -> dict[str, tuple[float, float]]:
+    """(the slower, the faster) of the pace medians read at `ends` of each lesson, by lesson id; a lesson without both
+    readings is left out."""
     out: dict[str, tuple[float, float]] = {}
     for lesson in run.results.values():
         pace = lesson_pace(lesson)
         read = [busy.pace_samples(pace, at) for at in ends]
         if all(read):
-            before, after = (median(r) / per for r in read)
+            before, after = (median(r) for r in read)
             out[lesson.lesson_id] = (min(before, after), max(before, after))
     return out
 
@@ -618,7 +621,7 @@ def machine_moved(bad: list[Judged], brackets: dict[str, tuple[float, float]],
             "told from it")
 
 
-def one_sample_apart(bad: list[Judged], prefill: bool) -> str:
+def set_apart_by_one_sample(bad: list[Judged], prefill: bool) -> str:
     """Why a gap set by one sample of a two-sample figure is no fail (see `Judged.one_sample_apart`)."""
     parts = []
     for j in bad:
@@ -695,7 +698,7 @@ def consistency_check(cid: str, text: str, found: list[Reading], absent: list[st
     if moved is not None:
         status, detail = INCONCLUSIVE, moved + ". " + detail
     elif bad and all(j.one_sample_apart is not None for j in bad):
-        status, detail = INCONCLUSIVE, one_sample_apart(bad, prefill) + ". " + detail
+        status, detail = INCONCLUSIVE, set_apart_by_one_sample(bad, prefill) + ". " + detail
     detail += ". " + pace_sentence(paces, paced_prefill) + ". Read from: " + "; ".join(f"{r.label}, {r.source}" for r in found)
     return ClaimResult(cid, "general", lessons, text, status, observed=observed,
                        expected=("each lesson's median within the tolerance of the median of every lesson's median (with "
