@@ -461,9 +461,9 @@ def test_the_plot_draws_the_crossover_of_the_shape_most_widths_share():
 
 
 @pytest.mark.parametrize("slope, words", [
-    ({"slope": -1.05, "se": 0.05, "n": 4}, ("2^k = 0.48, within two standard errors of −1 (1.0): the speeds are "
+    ({"slope": -1.05, "se": 0.05, "n": 4}, ("2^α = 0.48, within two standard errors of −1 (1.0): the speeds are "
                                             "consistent with each width waiting on its bytes.")),
-    ({"slope": -0.808, "se": 0.086, "n": 5}, ("2^k = 0.57, 2.2 standard errors from −1 and 9.4 from 0: the time per "
+    ({"slope": -0.808, "se": 0.086, "n": 5}, ("2^α = 0.57, 2.2 standard errors from −1 and 9.4 from 0: the time per "
                                               "token grows with the bytes but by less than in proportion")),
     ({"slope": -0.05, "se": 0.1, "n": 3}, "within two standard errors of 0 (0.5): the speeds barely follow the bytes."),
     ({"slope": -0.5, "se": 0.5, "n": 3}, "within two standard errors of both −1 and 0, too uncertain"),
@@ -473,9 +473,9 @@ def test_the_plot_draws_the_crossover_of_the_shape_most_widths_share():
 ])
 def test_the_slope_in_words(slope, words):
     note = slope_note(slope)
-    assert note.startswith(f"Free log-log slope over the {slope['n']} widths beyond the cache: tokens/s ∝ bytes^k")
+    assert note.startswith(f"Free log-log slope over the {slope['n']} widths beyond the cache: tokens/s ∝ bytes^α")
     assert "A slope of −1 would mean every width waits on its bytes alone" in note and words in note
-    assert len(re.findall(r"(?<!\^)k = ", note)) == 1  # one value of k on the page: the measured one (2^k is not k)
+    assert len(re.findall(r"(?<!\^)α = ", note)) == 1  # one value of α on the page: the measured one (2^α is not α)
     # only a slope near −1 says the speeds follow the bytes
     assert ("consistent with each width waiting on its bytes" in note) == (words.endswith("waiting on its bytes."))
 

@@ -749,8 +749,9 @@ def test_the_third_clock_by_hand(lesson):
     rows = {r[0]: r for r in result.table("third_clock").rows}
     prefill, decode = rows["prefill, 52-token prompt"], rows["decode, 32 tokens"]
     # Prefill: the server's 2,000 and 2,500 (median 2,250) over llama-bench's median 2,050 = 1.0976. Spreads
-    # a = 500 ÷ 2,250 = 0.2222 (2 samples) and b = 200 ÷ 2,050 = 0.0976 (6): u = √(a² ÷ 2 + b² ÷ 6) = 0.1621, so the
-    # ratio runs from 0.9355 to 1.2597, over both edges of ±5%: cannot tell yet; (a² + b²) ÷ (0.05 − 0.0976)² = 26.04:
+    # x_server = 500 ÷ 2,250 = 0.2222 (2 samples) and x_bench = 200 ÷ 2,050 = 0.0976 (6):
+    # u = √(x_server² ÷ 2 + x_bench² ÷ 6) = 0.1621, so the ratio runs from 0.9355 to 1.2597, over both edges of ±5%:
+    # cannot tell yet; (x_server² + x_bench²) ÷ (0.05 − 0.0976)² = 26.04:
     # 27 samples of each.
     u = ((500 / 2250) ** 2 / 2 + (200 / 2050) ** 2 / 6) ** 0.5
     assert prefill[1:4] == [2250.0, 2000.0, 2500.0] and prefill[4:7] == [2050.0, 2000.0, 2200.0]
@@ -765,7 +766,8 @@ def test_the_third_clock_by_hand(lesson):
     # its formula with every column under Details.
     assert [c.name for c in main.columns] == lesson04.CLOCK_SHOWN and full.detail and len(full.columns) == 12
     assert main.rows[0] == ["prefill, 52-token prompt", 2250.0, 2050.0, pytest.approx(2250 / 2050), "cannot tell yet", 27]
-    assert "square root" in main.notes[1] and "n ≥" not in main.notes[1] and "n ≥ (a² + b²) ÷ (5% − |ratio − 1|)²" in full.notes[0]
+    assert "square root" in main.notes[1] and "≥" not in main.notes[1]
+    assert "samples needed of each clock ≥ (x_server² + x_bench²) ÷ (5% − |ratio − 1|)²" in full.notes[0]
 
 
 def test_without_the_native_build_the_third_clock_says_how_to_get_it(lesson):

@@ -314,9 +314,9 @@ def test_what_the_largest_batch_gain_shows(lesson):
     assert note.startswith("What the P = 8 gain shows: 8 × the tokens per step, for 1.80 × the tokens/s of one")
     assert "a step of 8 took 4 × the step of one (40 ms against 10 ms), so decode ran 2 × as many tokens/s" in note
     assert "4 × lies between the two: about 57% of one sequence's step is shared by the batch" in note and "43% is each" in note
-    assert formula.endswith("so at P = 8 s = (8 − 4) ÷ 7 = 57%.") and "step(P) = step(1) × (s + (1 − s) × P)" in formula
+    assert formula.endswith("so at P = 8 φ = (8 − 4) ÷ 7 = 57%.") and "step(P) = step(1) × (φ + (1 − φ) × P)" in formula
     slow, slow_formula = lesson07.gain_note(one, _row(lesson, 8, 80, 100 / 9, 0.8))
-    assert "s = -14%, outside 0–100%" in slow_formula and "is shared by" not in slow
+    assert "φ = -14%, outside 0–100%" in slow_formula and "is shared by" not in slow
     assert "9 × lies outside the two: these steps are not one shared part and one per sequence." in slow
     assert lesson07.gain_note(one, one) is None
 
@@ -457,7 +457,7 @@ def test_main_on_hand_made_answers(lesson):
     main = result.table("batching_main")
     assert t.detail and len(main.columns) == 8 < len(t.columns)
     assert t.notes == lesson07.batching_formulas(from_cells(BatchRow, t.rows))
-    assert t.notes[0] == lesson07.BATCH_FORMULAS[0] and t.notes[1].endswith("so at P = 2 s = -11%, outside 0–100%.")
+    assert t.notes[0] == lesson07.BATCH_FORMULAS[0] and t.notes[1].endswith("so at P = 2 φ = -11%, outside 0–100%.")
     notes = " ".join(main.notes)
     assert "Batching did not pay" in notes  # best 90 ÷ 95 < 1.1
     assert "1.60 generated tokens per llama_decode call (at most 2)" in notes

@@ -197,7 +197,7 @@ class ThirdClock:
 
     def samples_needed(self) -> int | None:
         """Samples of each clock for the ratio's uncertainty to end inside or outside ±BAND: each median's spread
-        falls as 1/√n, so n ≥ (a² + b²) ÷ (BAND − |ratio − 1|)², a and b the clocks' (max − min) ÷ median; None
+        falls as 1/√n, so n ≥ (x_server² + x_bench²) ÷ (BAND − |ratio − 1|)², each x a clock's (max − min) ÷ median; None
         where the ratio lies on the band's edge (no number of samples tells)."""
         gap = abs(BAND - abs(self.ratio - 1.0))
         if gap < EDGE:

@@ -398,8 +398,8 @@ def show_third_clock(page: Page, in_process: list[dict[str, Any]] | None, clocks
                       "cannot tell yet, from the ratio's low and high (the medians' own spread). The samples needed are "
                       "how many each clock would need for low and high to end on one side of the band's edge; the "
                       "spread of a median shrinks with the square root of its samples.")],
-                  formulas=[("Ratio low and high = ratio ∓ √(a² ÷ n_server + b² ÷ n_bench), a and b each clock's "
-                             "(max − min) ÷ median; samples needed n ≥ (a² + b²) ÷ "
+                  formulas=[("Ratio low and high = ratio ∓ √(x_server² ÷ n_server + x_bench² ÷ n_bench), x_server and x_bench "
+                             "each clock's (max − min) ÷ median; samples needed of each clock ≥ (x_server² + x_bench²) ÷ "
                              f"({BAND:.0%} − |ratio − 1|)².")])
 
 

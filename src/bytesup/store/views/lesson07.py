@@ -250,14 +250,14 @@ def gain_note(first: BatchRow, last: BatchRow) -> tuple[str, str] | None:
             f"{ratio:.3g} × the step of one ({step_P:.3g} ms against {step_1:.3g} ms), so decode ran {P / ratio:.3g} × as "
             f"many tokens/s. A step spent only reading the weights would be shared whole by the batch ({P} ×, the same "
             f"step time); one spent only on each token's arithmetic would not be shared at all (1 ×, {P} × the step time).")
-    head = f"The shares of a step: step(P) = step(1) × (s + (1 − s) × P), so at P = {P} "
+    head = f"The shares of a step: step(P) = step(1) × (φ + (1 − φ) × P), so at P = {P} "
     if not 0 <= shared <= 1:
         return (text + f" {ratio:.3g} × lies outside the two: these steps are not one shared part and one per sequence.",
-                head + f"s = {100 * shared:.0f}%, outside 0–100%.")
+                head + f"φ = {100 * shared:.0f}%, outside 0–100%.")
     return (text + (f" {ratio:.3g} × lies between the two: about {100 * shared:.0f}% of one sequence's step is shared by "
                     f"the batch (the weight read and the step's fixed cost) and {100 * (1 - shared):.0f}% is each "
                     f"sequence's own (chiefly its arithmetic)."),
-            head + f"s = ({P} − {ratio:.3g}) ÷ {P - 1} = {100 * shared:.0f}%.")
+            head + f"φ = ({P} − {ratio:.3g}) ÷ {P - 1} = {100 * shared:.0f}%.")
 
 
 def batching_formulas(rows: list[BatchRow]) -> list[str]:
@@ -384,9 +384,10 @@ def show_decode_attention(page: Page, cases: list[AttentionIntensity]) -> None:
     page.table(
         "decode_attention_intensity", f"Attention in one decode step: FLOPs per byte over {S:,} cached positions",
         columns(AttentionIntensity), cells(cases),
-        notes=[(f"Per query head: q·K is 2·S·d FLOPs and the weighted sum of V another 2·S·d, 4·S·d = "
-                f"{4 * S * d:,} FLOPs, against K and V of 2·S·d FP16 numbers = {4 * S * d:,} bytes: {one:g} FLOP per "
-                f"byte, g FLOPs per byte when g query heads share one KV head."),
+        notes=[(f"Per query head, over S positions of head width d_h: q·K is 2·S·d_h FLOPs and the weighted sum of V "
+                f"another 2·S·d_h, 4·S·d_h = {4 * S * d:,} FLOPs, against K and V of 2·S·d_h FP16 numbers = "
+                f"{4 * S * d:,} bytes: {one:g} FLOP per byte, and {one:g} more for each further query head that shares "
+                f"the KV head."),
                (f"The podcast says about {pod['flops_per_byte']} FLOPs per byte for head width {d} and {S:,} positions: "
                 f"{pod['flops_per_byte'] / one:.0f} × the arithmetic above. Its conclusion stands (far below any ridge "
                 f"point: memory-bound), by a wider margin than it says.")],

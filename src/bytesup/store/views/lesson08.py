@@ -366,13 +366,13 @@ def show_steps(page: Page, steps: list[dict]) -> None:
 
 
 def slope_note(slope: dict) -> str:
-    """The free log-log slope k (tokens/s ∝ bytes^k) in words: what −1 and 0 would mean, and where k lies from them in
+    """The free log-log slope α (tokens/s ∝ bytes^α) in words: what −1 and 0 would mean, and where α lies from them in
     its standard errors (two of them: "within")."""
     k, se, n = slope["slope"], slope["se"], slope["n"]
-    head = (f"Free log-log slope over the {n} widths beyond the cache: tokens/s ∝ bytes^k with k = {k:.3g}"
+    head = (f"Free log-log slope over the {n} widths beyond the cache: tokens/s ∝ bytes^α with α = {k:.3g}"
             + (f" ± {se:.2g}" if se is not None else "") + ". A slope of −1 would mean every width waits on its bytes "
             "alone (twice the bytes, half the tokens/s); a slope of 0 that the bytes do not matter (every step waits on "
-            f"something else). Doubling the bytes here multiplies tokens/s by 2^k = {2 ** k:.2f}")
+            f"something else). Doubling the bytes here multiplies tokens/s by 2^α = {2 ** k:.2f}")
     if se is None or se == 0:
         return head + (": two widths give no standard error, so the slope says how they compare and nothing more."
                        if se is None else ".")
