@@ -18,7 +18,7 @@ with its uncertainty and which points lie on it; the free log-log slope, in word
 
 Then every model is explained (bytesup.course.decodetime): one sequence's step waits on the slower of reading the
 weights and one token's arithmetic, plus a fixed cost per block that grows with the bytes per parameter,
-t₁ = L × (f + g × W ÷ n) + max(W ÷ B, n × c), one B, one f and one g for every model and one c per weight type
+t₁ = L × (f + g × W ÷ params) + max(W ÷ B, params × c), one B, one f and one g for every model and one c per weight type
 (each type's kernels do their own arithmetic), fitted on every model's step.
 Each model is predicted by the terms of the others (not one alone in its weight type: its c would come from its own
 step). Its verdict, the term its step waits on, is named where every fit (all the models, and each leave-one-out set)

@@ -316,7 +316,7 @@ def test_a_model_within_two_standard_errors_of_its_crossover_is_mixed_in_check()
     assert status == checker.INCONCLUSIVE
     assert ("check finds it mixed: its 1.14 bytes per parameter lie within its weight type's band around the crossover "
             "1.25 (u = 0.058 by the jackknife over the fits that leave one model out; band 1.135–1.365): one token's "
-            "arithmetic n × c takes 9.6% longer than reading the weights W ÷ B, closer than this run's fits can tell "
+            "arithmetic params × c takes 9.6% longer than reading the weights W ÷ B, closer than this run's fits can tell "
             "apart") in detail
     assert verdict_shown("mixed", "compute-bound") == (checker.INCONCLUSIVE, (
         "lesson 8 finds it mixed, check names it compute-bound: the two fits, the same form computed two ways, lie at "
@@ -374,11 +374,11 @@ def test_the_title_per_width(tmp_path):
     assert {n: r.status for n, r in got.items()} == {"a": checker.FAIL, "b": checker.PASS, "c": checker.PASS,
                                                      "big": checker.FAIL}
     assert all(r.group == "course" and r.expected == "memory-bound" for r in got.values())
-    # a: W ÷ B = 100 MB ÷ 50 GB/s = 2 ms, n × c = 100 M × 25 ps = 2.5 ms, crossover 25 ps × 50 GB/s = 1.25.
-    assert ("the title does not hold for a on this machine: one token's arithmetic n × c = 2.5 ms takes longer than "
+    # a: W ÷ B = 100 MB ÷ 50 GB/s = 2 ms, params × c = 100 M × 25 ps = 2.5 ms, crossover 25 ps × 50 GB/s = 1.25.
+    assert ("the title does not hold for a on this machine: one token's arithmetic params × c = 2.5 ms takes longer than "
             "reading its weights W ÷ B = 2 ms, so its decode waits on the arithmetic") in got["a"].detail
     assert "A finding about this machine, not a broken run" in got["a"].detail
-    assert ("W ÷ B = 2 ms, one token's arithmetic n × c = 2.5 ms; 1 bytes per parameter against its weight type's "
+    assert ("W ÷ B = 2 ms, one token's arithmetic params × c = 2.5 ms; 1 bytes per parameter against its weight type's "
             "crossover B × c = 1.25") in got["a"].detail
     assert got["big"].observed == "lesson 8: memory-bound; check: compute-bound"
     shown = {r.claim.rsplit(": ", 1)[1]: r for r in report.results if r.id == "verdict_per_width_as_refitted"}

@@ -479,7 +479,7 @@ def test_f_and_c_come_back_where_the_blocks_grow_with_the_parameters():
 
 def test_no_small_step_of_the_terms_lowers_the_error():
     # Steps off any line (two models of 100 MB, 50 M parameters at 7.7 and 7.0 ms): the fit is the least of
-    # Σ (predicted ÷ measured − 1)², predicted = blocks × (f + g × W ÷ n) + max(W ÷ B, n × c). Here g lowers the sum
+    # Σ (predicted ÷ measured − 1)², predicted = blocks × (f + g × W ÷ params) + max(W ÷ B, params × c). Here g lowers the sum
     # (0.00483 without it, 0.00452 with it) and f goes to its bound, 0. For w0 at the fitted terms (B ≈ 18.26 GB/s,
     # g ≈ 0.046 ms per byte per parameter, c ≈ 56.6 ps): 20 × 0.046 × 2 + max(100 MB ÷ 18.26 GB/s = 5.48 ms,
     # 50e6 × 56.6 ps = 2.83 ms) = 7.32 ms, 5% under 7.7. Moving B, g or c by 0.1% either way, alone or together, or f
@@ -544,7 +544,7 @@ def test_a_block_that_costs_more_for_wider_weights():
 
 # The course's shapes in four weight types, two shapes each (30 blocks of 134.5 M parameters and 16 of 210.8 M), their
 # steps made by hand from B = 50 GB/s, f = 0.03 ms per block, g = 0.045 ms per block and byte per parameter, and
-# c of 60, 75, 100 and 10 ps: each type asks for its own fixed cost per block (f + g × W ÷ n), as the course
+# c of 60, 75, 100 and 10 ps: each type asks for its own fixed cost per block (f + g × W ÷ params), as the course
 # machine's steps did, and one f for every type misses them in pairs of opposite sign.
 GROWN = decodetime.Terms(50.0, (("Q4_1", 60.0), ("Q8_0", 75.0), ("F16", 100.0), ("F32", 10.0)), 0.03, (), 0.045)
 GROWN_SHAPES = [("q4_1", "Q4_1", 96.6, 134.5, 30), ("medium-q4_1", "Q4_1", 131.9, 210.8, 16),

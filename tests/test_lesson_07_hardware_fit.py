@@ -590,14 +590,14 @@ def test_main_measures_a_prefill_and_places_both_phases(lesson, prefill_ms, toke
 
 def test_the_batch_line_predicts_the_largest_batch(lesson):
     """Per-sequence 178.6, 83.3, 60.6 and 40 tokens/s: steps of 5.6, 12, 16.5 and 25 ms. The line through P = 2
-    and 4 has b = (16.5 − 12) ÷ 2 = 2.25 ms and a = 12 − 4.5 = 7.5 ms: 7.5 + 8 × 2.25 = 25.5 ms at P = 8,
+    and 4 has Δt = (16.5 − 12) ÷ 2 = 2.25 ms and t₀ = 12 − 4.5 = 7.5 ms: 7.5 + 8 × 2.25 = 25.5 ms at P = 8,
     so 25 measured is −2%; an aggregate of 8000 ÷ 25.5 = 314 tokens/s against 8000 ÷ 25 = 320; at P = 1 the
     line gives 9.75 ms against 5.6."""
     rows = [_row(lesson, P, 0, 1e3 / ms, 1.0) for P, ms in ((1, 5.6), (2, 12.0), (4, 16.5), (8, 25.0))]
     note, formula = lesson07.batch_line_note(rows)
     assert "5.6 ms, 12 ms, 16.5 ms, 25 ms at P = 1, 2, 4, 8" in note
     assert "carried on to P = 8, predicts 25.5 ms there, measured 25 (-2%)" in note and "gives 9.75 ms against 5.6" in note
-    assert "a = 7.5 ms, b = 2.25 ms per sequence" in formula and "an aggregate of 314 tokens/s against 320" in formula
+    assert "t₀ = 7.5 ms, Δt = 2.25 ms per sequence" in formula and "an aggregate of 314 tokens/s against 320" in formula
     assert lesson07.batching_formulas(rows)[-1] == formula
     assert lesson07.batch_line_note(rows[:3]) is None  # nothing beyond P = 4 to predict
 

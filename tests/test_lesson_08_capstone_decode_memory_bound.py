@@ -463,7 +463,7 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
     rows = {r[0]: r for r in t.rows}
     assert rows[q8][col(t, "step at P = 2")] == pytest.approx(10.0) and rows[big][col(t, "step at P = 2")] is None
     # the batch line through (2, 9) and (4, 12) ms: 1.5 ms per sequence, 6 ms at P = 0
-    assert rows[q4][col(t, "batch line a")] == pytest.approx(6.0) and rows[q4][col(t, "batch line b")] == pytest.approx(1.5)
+    assert rows[q4][col(t, "batch line t₀")] == pytest.approx(6.0) and rows[q4][col(t, "batch line Δt")] == pytest.approx(1.5)
     # The fit's terms come back near those the steps were made from: q4_1 read 1.5 ms, fixed 2 ms (large-q8_0's 10%,
     # taken up partly by g, the fixed cost's growth with the bytes per parameter, pulls it to about 1.67); q4_1, alone in
     # its type, takes its c from what the fixed cost leaves of its 4 ms step.
@@ -517,7 +517,7 @@ def test_main_decode_model_on_hand_made_step_times(no_models, lesson, in_turns):
     assert spark[col(t, "read the weights")] == pytest.approx(26.2271, abs=1e-4)
     assert spark[col(t, "waits on")] == "memory-bound"
     notes = " ".join(result.table("decode_model_main").notes)
-    assert "t₁ = L × (f + g × W ÷ n) + max(W ÷ B, n × c)" in notes and "Fitted on the 5 models" in notes
+    assert "t₁ = L × (f + g × W ÷ params) + max(W ÷ B, params × c)" in notes and "Fitted on the 5 models" in notes
     assert "Within ±15% of measured: 4 of 4" in notes
     assert f"Not predicted, alone in its weight type: {q4} (its c would come from its own step alone" in notes
     # the fitted B (about 50 GB/s) against numpy's matrix-vector product's 40

@@ -4,7 +4,7 @@ One decode step of one sequence reads every weight once and does one token's ari
 overlap: the cores compute on the rows already read while the next ones stream in, so the step
 waits on the slower of the two, as on lesson 7's roofline:
 
-    t₁ = L × (f + g × W ÷ n) + max(W ÷ B, n × c)      (milliseconds per step)
+    t₁ = L × (f + g × W ÷ params) + max(W ÷ B, params × c)      (milliseconds per step)
 
 - W: the model's weight bytes; B: the bandwidth decode reads them at (one value for every model,
   a property of the memory and of the kernels' reads);
@@ -12,7 +12,7 @@ waits on the slower of the two, as on lesson 7's roofline:
   single-token kernels of that type: they unpack and multiply its blocks in their own way);
 - L: its blocks; f: the fixed cost of one block in a step (the graph's operations and the points where
   the threads wait for each other, which grow with the blocks, not with the weights); g: how much more a
-  block costs for each byte a parameter takes (W ÷ n): F = L × (f + g × W ÷ n).
+  block costs for each byte a parameter takes (W ÷ params): F = L × (f + g × W ÷ params).
 
 Why a maximum and not a sum: on the 2-core course machine the sum misses by 20-60% whatever its
 terms. The narrowest widths of the default model (97 and 143 MB) decode in the same ~5.5 ms, so
@@ -62,12 +62,12 @@ type (its c would come from its own step alone: `not_held_out`), or fewer than M
 The verdict names what the step waits on beyond its fixed cost, the larger of the two overlapped
 terms: memory-bound when reading the weights takes longer than the arithmetic, compute-bound when
 the arithmetic takes as long or longer. The fixed cost is paid either way and stays out of the
-verdict: on models of one shape it trades against c (only L × f + n × c is measured there), so a
+verdict: on models of one shape it trades against c (only L × f + params × c is measured there), so a
 rule that set it against the arithmetic would follow that trade, not the machine. Each
 term's share is given as a fraction of the predicted step; the two overlapped terms' shares add to
 more than the step they share.
 
-The crossover, per weight type: W ÷ B = n × c where W ÷ n = B × c, so a model of type t waits on memory when it
+The crossover, per weight type: W ÷ B = params × c where W ÷ params = B × c, so a model of type t waits on memory when it
 stores more bytes per parameter than B × c_t (the bytes its type's arithmetic per parameter takes to read), on the
 arithmetic when it stores as many or fewer (`crossover`). Reading one byte takes 1 ÷ B; a width crosses the line
 when its bytes per parameter, B or its type's c move the product past its own bytes per parameter
@@ -92,7 +92,7 @@ compute-bound by every fit while their arithmetic took 7.4% longer than their re
 Several sequences in one step (P ≥ 2) are another regime: the weights are read once for all of them,
 the arithmetic grows with P, and the server's step with two or more sequences costs more than this
 model allows (lesson 7's batching table and the capstone's lines show it). `step_line` draws the line
-t(P) = a + b × P through a width's step times at P ≥ 2 for that view.
+step(P) = t₀ + Δt × P through a width's step times at P ≥ 2 for that view.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class Terms:
     fixed_ms_per_bpp: float = 0.0         # g: ms more per block for each byte per parameter
 
     def per_block_ms(self, bytes_per_param: float) -> float:
-        """The fixed cost of one block of a model storing these bytes per parameter: f + g × W ÷ n."""
+        """The fixed cost of one block of a model storing these bytes per parameter: f + g × W ÷ params."""
         return self.fixed_ms_per_block + self.fixed_ms_per_bpp * bytes_per_param
 
     @property
@@ -232,8 +232,8 @@ def first_within(loss: np.ndarray) -> np.ndarray:
 
 def type_cost(fixed: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """The c (ps) of one weight type at each B, with the fixed costs held: the least of Σ (F + max(p, q c) − 1)² over
-    its models (F = the fixed cost ÷ t, p = the read ÷ t, both [B, model]; q = n ÷ t per ps; its models in order of
-    W ÷ n). Between two of the models' breakpoints p ÷ q the sum is a parabola in c, least at the models that wait on
+    its models (F = the fixed cost ÷ t, p = the read ÷ t, both [B, model]; q = params ÷ t per ps; its models in order of
+    W ÷ params). Between two of the models' breakpoints p ÷ q the sum is a parabola in c, least at the models that wait on
     the arithmetic: c = Σ q (1 − F) ÷ Σ q², kept within its segment; below the first breakpoint it does not depend on
     c, and c = 0 there (no arithmetic beyond what the steps show)."""
     breaks = p / q                                    # [B, model]: the c at which each model turns compute-bound
@@ -511,7 +511,7 @@ def least_squares(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 
 def step_line(width: Width, levels: tuple[int, ...]) -> Line:
-    """t(P) = a + b × P through the width's median step times at `levels`."""
+    """step(P) = t₀ + Δt × P through the width's median step times at `levels`."""
     missing = [p for p in levels if p not in width.step_ms]
     if missing:
         raise ValueError(f"{width.name}: no step time at P = {', '.join(map(str, missing))}")
@@ -534,8 +534,8 @@ def published_terms(weight_bytes: float, bandwidth_gbs: float, decode_tokens_per
     """The same terms from a published run's figures (no step times of several models): the weights read at
     the published bandwidth, the arithmetic at prefill's rate (matrix-matrix kernels: a lower bound for
     decode's), and what remains of the measured decode time beyond the larger of the two (the fixed cost).
-    The same rule then: c = the arithmetic ÷ n, the crossover B × c in bytes per parameter, and the model's own
-    bytes per parameter W ÷ n beside it (a lower bound on c makes the crossover a lower bound too)."""
+    The same rule then: c = the arithmetic ÷ params, the crossover B × c in bytes per parameter, and the model's own
+    bytes per parameter W ÷ params beside it (a lower bound on c makes the crossover a lower bound too)."""
     measured = 1e3 / decode_tokens_per_s
     memory = weight_bytes / (bandwidth_gbs * 1e9) * 1e3
     arithmetic = 1e3 / prefill_tokens_per_s

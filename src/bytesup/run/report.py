@@ -164,7 +164,7 @@ def decode_terms(run: Run) -> str | None:
         return None
     arithmetic = ", ".join(f"{kind} {fmt(c)} ps" if c > 0 else f"{kind} hidden under its reading"
                            for kind, c in terms.arith)
-    return (f"a decode step = L × (f + g × W ÷ n) + max(W ÷ B, n × c), fitted on {_plural(len(widths), 'model')}: "
+    return (f"a decode step = L × (f + g × W ÷ params) + max(W ÷ B, params × c), fitted on {_plural(len(widths), 'model')}: "
             f"B = {fmt(terms.gbs)} GB/s (reading the weights), c per parameter by weight type {arithmetic} (one "
             f"token's arithmetic), f = {fmt(terms.fixed_ms_per_block)} ms per block and g = {fmt(terms.fixed_ms_per_bpp)} ms "
             f"more per block for each byte per parameter (the fixed cost)")

@@ -4,17 +4,17 @@ title, decode memory-bound, width by width against the verdict lesson 8 shows an
 where both say memory-bound, is inconclusive where either finds the width mixed, and fails where both say compute-bound,
 a finding about the machine in the course's group (bytesup.check.verdicts.breaks), not a broken run.
 
-The decode-time model, t₁ = L × (f + g × W ÷ n) + max(W ÷ B, n × c) with one c per weight type
+The decode-time model, t₁ = L × (f + g × W ÷ params) + max(W ÷ B, params × c) with one c per weight type
 (bytesup.course.decodetime states it for the lesson), is fitted here with arithmetic of check's own: the same form,
 another way to the same least squares. Write each type's c = κ ÷ B: κ is that type's crossover, the bytes per
 parameter at which reading its weights takes as long as its arithmetic. For given κ of every type the step is
-L × f + L × W ÷ n × g + max(W, κ × n) ÷ B, linear in f, g and 1 ÷ B, so the relative least squares
+L × f + L × W ÷ params × g + max(W, κ × params) ÷ B, linear in f, g and 1 ÷ B, so the relative least squares
 Σ (predicted ÷ measured step − 1)² has a closed form in those three, each at least 0 (`_three_terms`: every set of
 them solved by its normal equations, the best whose solution is not negative). The fit is made twice, with g and with g
 held at 0, and g is kept only where it lowers the sum by more than the course's GAIN (bytesup.course.decodetime).
-Each type's κ is searched in turn, the others held, until none moves: 0, its models' own W ÷ n, a fine logarithmic
+Each type's κ is searched in turn, the others held, until none moves: 0, its models' own W ÷ params, a fine logarithmic
 grid from the smallest of them to KAPPA_SPAN times the largest, then a golden-section refinement beside the best (with
-g, finer grids between the best's neighbours), until a round no longer lowers the sum. Below a type's smallest W ÷ n
+g, finer grids between the best's neighbours), until a round no longer lowers the sum. Below a type's smallest W ÷ params
 its models wait on their weights and its κ changes nothing, so where several κ fit equally well the smallest is taken
 (the arithmetic no larger than the steps demand).
 
@@ -123,7 +123,7 @@ TIE, TIE_FLOOR = 1e-9, 1e-15
 
 @dataclass(frozen=True)
 class ModelSamples:
-    """One model as check reads it: weight bytes W, parameters n, blocks L, its step times (ms) at one sequence,
+    """One model as check reads it: weight bytes W, parameters params, blocks L, its step times (ms) at one sequence,
     1000 ÷ each sample of the lesson's decode tokens/s, and its weight type ("" where not known: such models share
     one c)."""
     name: str
@@ -276,7 +276,7 @@ def _fitted(models: tuple[ModelSamples, ...], grows: bool) -> tuple[StepTerms, f
     h = a * np.array([m.weight_bytes / m.n_params for m in models])
 
     def solve(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(f, g, 1 ÷ B) and the loss at each row of b, the relative max(W, κ × n) of each model."""
+        """(f, g, 1 ÷ B) and the loss at each row of b, the relative max(W, κ × params) of each model."""
         if grows:
             return _three_terms(a, h, b)
         f, r, loss = _two_terms(a, b)
@@ -286,7 +286,7 @@ def _fitted(models: tuple[ModelSamples, ...], grows: bool) -> tuple[StepTerms, f
 
     def at(kind: str, candidates: np.ndarray, fixed: np.ndarray) -> np.ndarray:
         """The least loss over f and r at each κ of `kind` in `candidates`, the other types' κ as they are (`fixed`:
-        max(W, κ × n) of each model at those)."""
+        max(W, κ × params) of each model at those)."""
         b = np.where(of[kind][None, :], np.maximum(w[None, :], candidates[:, None] * n[None, :]), fixed[None, :])
         return solve(b)[1]
 
@@ -566,7 +566,7 @@ def band_text(m: ModelSamples, band: Band) -> str:
     """Why a model within its type's band is mixed, in the run's terms."""
     per_param = m.weight_bytes / m.n_params
     ratio = band.crossover / per_param
-    terms = ["one token's arithmetic n × c", "reading the weights W ÷ B"]
+    terms = ["one token's arithmetic params × c", "reading the weights W ÷ B"]
     longer, shorter = terms if ratio >= 1 else terms[::-1]
     u = f"u = {band.u:.2g} by the jackknife over the fits that leave one model out; " if band.u is not None else ""
     if ratio <= 0:  # every model's fit hides the type's arithmetic, a fit that leaves one out does not
@@ -584,7 +584,7 @@ def terms_numbers(m: ModelSamples, terms: StepTerms) -> str:
     """A model's two terms by every model's terms, and its bytes per parameter against its type's crossover."""
     read, arithmetic = terms.memory_ms(m), terms.arithmetic_ms(m)
     if terms.crossover(m.weight_type) > 0:
-        return (f"by every model's terms, reading the weights W ÷ B = {read:.3g} ms, one token's arithmetic n × c = "
+        return (f"by every model's terms, reading the weights W ÷ B = {read:.3g} ms, one token's arithmetic params × c = "
                 f"{arithmetic:.3g} ms; {m.weight_bytes / m.n_params:.3g} bytes per parameter against its weight type's "
                 f"crossover B × c = {terms.crossover(m.weight_type):.3g}")
     return (f"by every model's terms, reading the weights W ÷ B = {read:.3g} ms, and one token's arithmetic hidden under "
@@ -613,7 +613,7 @@ def title_verdict(m: ModelSamples, ours: str, terms: StepTerms, band: Band | Non
     # Checked, and it does not hold: a fail, in the course's group, where a fail is a finding about the machine and
     # model (bytesup.check.verdicts.breaks), not a broken run. Not "not applicable": the same claim passes for the
     # widths that wait on memory on this machine, so this machine is within what it claims.
-    return FAIL, (f"the title does not hold for {m.name} on this machine: one token's arithmetic n × c = "
+    return FAIL, (f"the title does not hold for {m.name} on this machine: one token's arithmetic params × c = "
                   f"{arithmetic:.3g} ms takes longer than reading its weights W ÷ B = {read:.3g} ms, so its decode waits "
                   f"on the arithmetic ({numbers}). A finding about this machine, not a broken run: the course states "
                   f"the title for a machine whose arithmetic outpaces its memory (the {published.SPARK_NAME}'s GPU); "

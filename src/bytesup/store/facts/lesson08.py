@@ -326,8 +326,8 @@ class ModelExplained:
     step_1: float | None = column("step at P = 1", "ms")
     step_2: float | None = column("step at P = 2", "ms")
     step_4: float | None = column("step at P = 4", "ms")
-    line_a: float | None = column("batch line a", "ms")
-    line_b: float | None = column("batch line b", "ms per sequence")
+    line_a: float | None = column("batch line t₀", "ms")
+    line_b: float | None = column("batch line Δt", "ms per sequence")
     memory_ms: float = column("read the weights", "ms")
     arithmetic_ms: float | None = column("arithmetic", "ms")  # None: hidden under the reading (every model of its type)
     fixed_ms: float = column("fixed", "ms")
@@ -387,7 +387,7 @@ def spark_explained(spark: dict[str, float]) -> ModelExplained:
 @dataclass(frozen=True)
 class Side:
     """A model against its weight type's crossover: its bytes per parameter and its verdict; by the run's terms its
-    read W ÷ B and its arithmetic n × c (ms), and how far its own steps scatter, the spread of its step samples times
+    read W ÷ B and its arithmetic params × c (ms), and how far its own steps scatter, the spread of its step samples times
     its median step (ms; None where not known)."""
     model: str
     weight_type: str
@@ -434,7 +434,7 @@ class TypeCrossover:
 
     def apart(self, bytes_per_param: float) -> float:
         """How much longer one of the two overlapped terms takes than the other for a model of these bytes per
-        parameter, as a fraction: the arithmetic n × c ÷ the read W ÷ B is the crossover ÷ its bytes per parameter."""
+        parameter, as a fraction: the arithmetic params × c ÷ the read W ÷ B is the crossover ÷ its bytes per parameter."""
         ratio = self.bytes_per_param / bytes_per_param
         return max(ratio, 1 / ratio) - 1 if ratio > 0 else math.inf
 
@@ -512,13 +512,13 @@ def arithmetic_rows(cross: Crossover) -> list[ArithmeticRow]:
 class PrefillRow:
     """One weight type's prefill beside decode's arithmetic: prefill tokens/s (the median of every sample, as its
     measurement gives it, and the range low to high of those that are not outliers), the GFLOP/s that is at 2 FLOPs per
-    parameter and token, and the one-token arithmetic n × c of the run's terms against a token of prefill."""
+    parameter and token, and the one-token arithmetic params × c of the run's terms against a token of prefill."""
     model: str = column("model")
     weights: str | None = column("weights")
     prefill: Spread = spread("prefill", "prefill low", "prefill high", "tokens/s")
     gflops: float = column("reached", "GFLOP/s")
     ms_per_token: float = column("prefill per token", "ms")
-    decode_arithmetic_ms: float | None = column("decode's arithmetic per token, n × c", "ms")
+    decode_arithmetic_ms: float | None = column("decode's arithmetic per token, params × c", "ms")
     decode_over_prefill: float | None = column("decode ÷ prefill", "×")
 
 
@@ -695,7 +695,7 @@ def model_summary(path: str, preset: str | None) -> dict:
 
 # --- the accuracy: numpy's forward pass on each width's file -------------------------------------------
 
-KL_MEASURE = ("KL(P_f32 ‖ P_width) of the next-token distribution over the whole vocabulary, averaged over every "
+KL_MEASURE = ("KL(p_f32 ‖ p_width) of the next-token distribution over the whole vocabulary, averaged over every "
               "position of the prompts (llama-perplexity's --kl-divergence), from numpy's forward pass on each file")
 
 

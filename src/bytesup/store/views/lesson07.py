@@ -229,8 +229,8 @@ def batch_line_note(rows: list[BatchRow]) -> tuple[str, str] | None:
     if 1 in steps:
         text += (f" At P = 1 the same line gives {alone:.3g} ms against {steps[1]:.3g} measured: one sequence alone "
                  f"is another regime, the one the capstone's decode-time model explains.")
-    formula = (f"The batch line: a step takes 1000 ÷ the per-sequence tokens/s; the line step(P) = a + b × P through "
-               f"P = 2 and 4 has a = {line.intercept_ms:.3g} ms, b = {line.slope_ms:.3g} ms per sequence; its error at "
+    formula = (f"The batch line: a step takes 1000 ÷ the per-sequence tokens/s; the line step(P) = t₀ + Δt × P through "
+               f"P = 2 and 4 has t₀ = {line.intercept_ms:.3g} ms, Δt = {line.slope_ms:.3g} ms per sequence; its error at "
                f"P = {last} is predicted ÷ measured aggregate − 1, an aggregate of {1e3 * last / at_last:,.0f} tokens/s "
                f"against {1e3 * last / steps[last]:,.0f}.")
     return text, formula

@@ -75,7 +75,7 @@ MODELS_SHOWN = ["model", "weights", "blocks", "hidden size", "parameters", "byte
                 "cache-resident"]
 SWEEP_SHOWN = ["model", "weights", "bytes per token", "decode", "effective", "efficiency", "server's top token",
                "verdict"]
-PREFILL_SHOWN = ["model", "weights", "prefill", "reached", "prefill per token", "decode's arithmetic per token, n × c",
+PREFILL_SHOWN = ["model", "weights", "prefill", "reached", "prefill per token", "decode's arithmetic per token, params × c",
                  "decode ÷ prefill"]
 MODEL_SHOWN = ["model", "weights", "read the weights", "arithmetic", "fixed", "predicted", "measured", "waits on"]
 ARITHMETIC_SHOWN = ["weights", "c", "c at most (hidden)", "crossover B × c", "its standard error u", "mixed from", "mixed to",
@@ -477,7 +477,7 @@ def crossover_note(cross: Crossover) -> str:
                                                                           decodetime.MIXED) if cross.waiting_on(v))
     hidden = [t.weight_type for t in cross.types if t.hidden]
     return (f"The crossover, per weight type: a model reads its parameter's bytes in as long as its arithmetic takes "
-            f"where W ÷ B = n × c, that is at B × c bytes per parameter with its type's c: {crossovers_text(cross)}"
+            f"where W ÷ B = params × c, that is at B × c bytes per parameter with its type's c: {crossovers_text(cross)}"
             f"{bracketed(cross)}. A model storing more "
             f"bytes per parameter than its type's crossover waits on memory, one storing as many or fewer on the "
             f"arithmetic, one inside its type's band, or whose two terms differ by no more than its own steps scatter, is "
@@ -500,7 +500,7 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
              for v in (decodetime.MEMORY, decodetime.COMPUTE, decodetime.MIXED)}
     notes = [
         (f"One sequence's step waits on the slower of reading the weights and doing one token's arithmetic, plus a "
-         f"fixed cost per block that grows with the bytes per parameter: t₁ = L × (f + g × W ÷ n) + max(W ÷ B, n × c), "
+         f"fixed cost per block that grows with the bytes per parameter: t₁ = L × (f + g × W ÷ params) + max(W ÷ B, params × c), "
          f"with one c per weight type (each type's kernels do their own arithmetic). Fitted on the {len(rows)} models' "
          f"median steps at P = 1 (least squares of the relative error): B = {terms.gbs:.3g} GB/s, "
          f"f = {terms.fixed_ms_per_block:.3g} ms per block and g = {terms.fixed_ms_per_bpp:.3g} ms more per block for "
@@ -527,7 +527,7 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
          "then differ by less than the run's own fits move them; and where its two terms differ by no more than its own "
          "steps scatter (the spread of its step samples times its median step): the samples cannot tell them apart, "
          "which is all that is known of the c of a model alone in its weight type. The fixed cost is paid either "
-         "way and is left out: on the widths of one model only its sum with n × c is measured, so f, g and c trade against "
+         "way and is left out: on the widths of one model only its sum with params × c is measured, so f, g and c trade against "
          "each other there. Here: "
          + "; ".join(f"{v} {', '.join(names)}" for v, names in waits.items() if names) + "."),
         ("The read and arithmetic shares overlap (they run at once), so the shares of one row add to more than "
@@ -538,15 +538,15 @@ def model_notes(rows: list[ModelExplained], terms: decodetime.Terms, ref: Bandwi
             if any(r.arithmetic_ms is None for r in rows) else "")),
         *([crossover_note(cross)] if cross is not None else []),
     ]
-    # A model with a batch line has its steps at every P of `levels`: the jump from one sequence to two, then b.
+    # A model with a batch line has its steps at every P of `levels`: the jump from one sequence to two, then Δt.
     lines = [(r.model, (r.step_2 or 0.0) - (r.step_1 or 0.0), r.line_b) for r in rows if r.line_b is not None]
     if lines:
-        jumps = [f"{name} {jump:.3g} ms, then {b:.3g} ms per sequence" for name, jump, b in lines]
-        dearer = all(jump > b for _, jump, b in lines)
+        jumps = [f"{name} {jump:.3g} ms, then {dt:.3g} ms per sequence" for name, jump, dt in lines]
+        dearer = all(jump > dt for _, jump, dt in lines)
         notes.append(
             f"Several sequences in one step are another regime: the weights are read once for all of them. The line "
-            f"through the steps at P = {' and '.join(map(str, levels))} has slope b (each further sequence) and "
-            f"intercept a. From one sequence to two the step grows by: {'; '.join(jumps)}. "
+            f"through the steps at P = {' and '.join(map(str, levels))} is step(P) = t₀ + Δt × P: slope Δt "
+            f"(each further sequence) and intercept t₀. From one sequence to two the step grows by: {'; '.join(jumps)}. "
             + ("The second sequence costs more than each further one, so the one-sequence terms are not carried to "
                "batches; lesson 7's batching table measures them." if dearer else
                "Lesson 7's batching table measures batches on the default model."))
@@ -613,7 +613,7 @@ def prefill_notes(rows: list[PrefillRow], terms: decodetime.Terms, plan: Prefill
          f"timed prefills after {plan.warmup} warm-up{'' if plan.warmup == 1 else 's'}, from the server's "
          f"prompt_ms; reached = 2 FLOPs per parameter × tokens/s. Prefill runs matrix-matrix kernels, each weight "
          f"read once for all {plan.tokens} tokens: the fastest arithmetic the engine shows for that weight type."),
-        *([("Decode's one-token arithmetic, n × c with its weight type's c ("
+        *([("Decode's one-token arithmetic, params × c with its weight type's c ("
             + ", ".join(f"{r.weights} {terms.c(r.weights or '?'):.3g} ps per parameter" for r, _ in seen)
             + f"), takes {min(x for _, x in seen):.2g}× ({min(seen, key=lambda e: e[1])[0].model}) to "
               f"{max(x for _, x in seen):.2g}× ({max(seen, key=lambda e: e[1])[0].model}) the time of a token of "
