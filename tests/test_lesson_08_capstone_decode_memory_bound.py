@@ -708,3 +708,14 @@ def test_the_replayed_accuracy_of_the_fixture(result):
     for row in t.rows:
         assert row[col(t, "decode")] == sweep[row[0]][col(sweep_t, "decode")]
         assert row[col(t, "size")] == pytest.approx(sweep[row[0]][col(sweep_t, "bytes per token")] / 1e6)
+
+
+def test_the_page_gives_each_letter_one_quantity():
+    """The capstone's page counts a model's parameters as params and its batch line as t₀ + Δt × P: n is the tokens
+    of lessons 5 and 6, a lesson 5b's acceptance, b lesson 3's bias, P the sequences of a batch."""
+    from lessonkit import recorded
+
+    page = (recorded(LESSON) / f"{LESSON}.md").read_text(encoding="utf-8")  # what the replay writes, byte for byte
+    assert "W ÷ params" in page and "params × c" in page and "batch line t₀" in page
+    for doubled in (r"÷ n\b", r"\bn × [cB]", r"\(n × ", r"batch line [ab]\b", r"P_f32", r"\ba \+ b × P"):
+        assert re.search(doubled, page) is None, doubled

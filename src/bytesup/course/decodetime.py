@@ -463,7 +463,7 @@ def arithmetic_to_cross(bytes_per_param: float, terms: Terms) -> float:
 
 def hidden_below(terms: Terms, widths: list[Width]) -> dict[str, float]:
     """For each weight type whose arithmetic was hidden (c = 0), the most c (ps) could be with its models still
-    waiting on their weights: the least of their W ÷ (n × B)."""
+    waiting on their weights: the least of their W ÷ (params × B)."""
     return {kind: min(arithmetic_to_cross(w.weight_bytes / w.n_params, terms) for w in widths if w.weight_type == kind)
             for kind in terms.types if terms.hidden(kind) and any(w.weight_type == kind for w in widths)}
 

@@ -446,7 +446,7 @@ def show_numpy_decode(page: Page, d: NumpyDecode | str | None, server_tokens: li
             "order in which the two ways add does not show." if d.largest_logit_difference == 0 else
             f", every logit within {d.largest_logit_difference:.2g}: the same sums, added in another order.")),
         (f"With the cache the first step runs the prompt's {d.prompt_n} positions and each later one a single position; "
-         f"recomputing runs all {d.prompt_n} + k − 1 at step k. Over {NUMPY_N} tokens that is {fr / fc:.3g}× the FLOPs "
+         f"recomputing runs all {d.prompt_n} + i − 1 at step i. Over {NUMPY_N} tokens that is {fr / fc:.3g}× the FLOPs "
          f"({fr:,} against {fc:,}) and took {mr / mc:.3g}× the time."),
         (f"Counted as 2 FLOPs per weight of every block for each position computed, 4 × heads × head width per block for "
          "each position a new one attends to, and the output matrix on the last position only. The recomputed FLOPs "

@@ -596,7 +596,7 @@ def show_decode_model(page: Page, names: list[str], rows: list[ModelExplained], 
                       notes=[(f"c is fitted per weight type, B = {terms.gbs:.3g} GB/s and f for every model. A type "
                               f"whose models all waited on reading their weights shows no arithmetic of its own: c = 0 "
                               f"fits its steps as well as any c up to the one shown, the least of its models' "
-                              f"W ÷ (n × B)."),
+                              f"W ÷ (params × B)."),
                              (f"u: the crossover's standard error, the jackknife's over the fits that leave one model "
                               f"out (u² = (m − 1) ÷ m × Σ (κᵢ − κ̄)² over their m crossovers κᵢ). A model of the type "
                               f"storing between 'mixed from' and 'mixed to' bytes per parameter is mixed: within "
