@@ -480,7 +480,8 @@ def test_main_on_hand_made_answers(lesson):
     assert f"does {decode.intensity:.3g} FLOPs per byte of weights read, below this CPU's ridge of 4 " in said
     above = lesson07.shows(model, replace(decode, intensity=8.0, bound_here="compute"), labels, paid[:1])
     assert "does 8 FLOPs per byte of weights read, at or above this CPU's ridge of 4" in above
-    assert "decode is compute-bound here" in above
+    assert "the roofline calls one sequence's decode compute-bound here" in above
+    assert "What decode waits on, each term timed, is the capstone's verdict (lesson 8)." in above
     assert above.endswith("Only 1 sequence at a time could be decoded, so batching was not measured.")
 
     att = result.table("decode_attention_intensity")
@@ -676,7 +677,7 @@ def test_what_the_run_shows_reads_the_recorded_tables(result):
     best = max(rows, key=lambda r: r.aggregate.median)
     text = result.shows.text
     assert f"does {decode.intensity:.3g} FLOPs per byte of weights read" in text
-    assert f"decode is {decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s" in text
+    assert f"one sequence's decode {decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s" in text
     assert (f"Decoding {best.parallel} sequences at once gave {best.aggregate.median:,.0f} tokens/s in all, "
             f"{best.aggregate_ratio:.2f}×") in text
     main, full = result.table("host_ceilings_main"), result.table("host_ceilings")

@@ -105,10 +105,10 @@ def decode_note(dec: RooflinePoint, model: Served, peak_flop_s: float, labels: B
                 f"{labels.ridge:.3g}: {dec.bound_here}-bound, at most {dec.attainable_gflop_s:.4g} GFLOP/s ({share}).")
     return (head + f"{'left of' if dec.intensity < labels.ridge else 'at or right of'} the engine's ridge of "
             f"{labels.ridge:.3g} (its prefill's {labels.engine_gflop_s:.3g} GFLOP/s ÷ {labels.bandwidth_gb_s:.3g} GB/s, "
-            f"the roof the plot draws the measured points against): {dec.bound_here}-bound on this CPU. A point left of "
-            f"a ridge is memory-bound, right of it compute-bound: this CPU's column reads the engine's ridge, the "
-            f"H100's its own. numpy's matmul ridge is {labels.numpy_ridge:.3g}; on numpy's roof decode could reach "
-            f"{dec.attainable_gflop_s:.4g} GFLOP/s ({share}).")
+            f"the roof the plot draws the measured points against): {dec.bound_here}-bound on this CPU by the roofline. "
+            f"The roofline calls a point left of a ridge memory-bound, right of it compute-bound: this CPU's column "
+            f"reads the engine's ridge, the H100's its own. numpy's matmul ridge is {labels.numpy_ridge:.3g}; on numpy's "
+            f"roof decode could reach {dec.attainable_gflop_s:.4g} GFLOP/s ({share}).")
 
 
 def show_roofline_points(page: Page, points: list[RooflinePoint], model: Served, peak_flop_s: float, labels: BoundRidge,
@@ -349,8 +349,9 @@ def shows(model: Served, decode: RooflinePoint, labels: BoundRidge, rows: list[B
              f"the engine's ridge of {labels.ridge:.3g} (its prefill's {labels.engine_gflop_s:.3g} GFLOP/s over "
              f"{labels.bandwidth_gb_s:.3g} GB/s read)")
     text = (f"Decoding {model.name} does {decode.intensity:.3g} FLOPs per byte of weights read, "
-            f"{'below' if decode.intensity < labels.ridge else 'at or above'} {ridge}: one sequence's decode is "
-            f"{decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s on this CPU's roofline.")
+            f"{'below' if decode.intensity < labels.ridge else 'at or above'} {ridge}: the roofline calls one sequence's "
+            f"decode {decode.bound_here}-bound here, at most {decode.tokens_per_s:,.0f} tokens/s on this CPU's roofline. "
+            f"What decode waits on, each term timed, is the capstone's verdict (lesson 8).")
     best, first = max(rows, key=lambda r: r.aggregate.median), rows[0]
     if len(rows) < 2:
         return text + f" Only {first.parallel} sequence at a time could be decoded, so batching was not measured."
