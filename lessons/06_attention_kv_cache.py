@@ -274,8 +274,9 @@ def generate_in_numpy(ctx: LessonContext, file: NumpyFile | None, prompt: list[i
     for b in range(model.hp.n_layer):  # every block read, dequantized and widened to float64 first, so neither way's
         model.wide(b)                   # time includes the file
     model.output_wide()
-    cached = forward.greedy(model, prompt, NUMPY_N, cached=True)
-    recomputed = forward.greedy(model, prompt, NUMPY_N, cached=False)
+    with ctx.timing_host():  # every step timed: this host's measurement in the lesson's time split
+        cached = forward.greedy(model, prompt, NUMPY_N, cached=True)
+        recomputed = forward.greedy(model, prompt, NUMPY_N, cached=False)
     ms = ctx.host("numpy_step_ms", lambda: {"cached": [1000 * t for t in cached.seconds],
                                             "recomputed": [1000 * t for t in recomputed.seconds]})
     return NumpyDecode(len(prompt), cached, recomputed, ms["cached"], ms["recomputed"])

@@ -5,14 +5,16 @@ declare (run/models.py), made once each and never in a replay; each lesson's wal
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from bytesup.host import spent
-from bytesup.lesson import ModelQuery
+from bytesup.lesson import LessonContext, ModelQuery, Reporter
 from bytesup.llama import build
 from bytesup.llama.process import EngineChoice
 from bytesup.models import catalog
@@ -175,6 +177,20 @@ def test_the_split_of_a_lesson_timed_now_adds_up():
     parts = [record.models_s, record.servers_s, record.requests_s, record.llama_bench_s, record.host_s, record.rest_s]
     assert round(sum(p or 0.0 for p in parts) * 1000) == round((record.wall_s or 0.0) * 1000)
     assert record.requests == 1
+
+
+def test_work_that_times_this_host_is_its_measurement_in_the_split():
+    """A lesson's own timed work (lesson 6's numpy steps) inside `ctx.timing_host()` counts as this host's
+    measurement, and the same work outside it as the rest: a sleep of 50 ms moves from one part to the other."""
+    ctx = LessonContext("t", "t", server=None, run=RunOptions(command=["t"]), model_path=None, sink=[], replay=None,
+                        progress=Reporter(None, "t"))
+    for inside in (True, False):
+        start, at = spent.time.perf_counter(), spent.mark()
+        with ctx.timing_host() if inside else contextlib.nullcontext():
+            time.sleep(0.05)
+        record = runner.time_split(start, at, spent.StampedList())
+        host, rest = record.host_s or 0.0, record.rest_s or 0.0
+        assert (host >= 0.05 and rest < 0.01) if inside else (host == 0.0 and rest >= 0.05)
 
 
 def test_an_unknown_part_is_refused():

@@ -226,6 +226,13 @@ class LessonContext:
         self.host_values[name] = value
         return value
 
+    @contextlib.contextmanager
+    def timing_host(self) -> Iterator[None]:
+        """Work that times this host itself, step by step (numpy's timed generation in lesson 6): in the lesson's time
+        split it is this host's measurement, not the harness's own arithmetic. It runs alike live and in a replay."""
+        with spent(HOST):
+            yield
+
     def recorded(self, name: str) -> bool:
         """Whether this run has the host value `name`: always when live; when replaying, whether
         the recorded run measured it. A run recorded before a lesson took a measurement replays
