@@ -570,6 +570,23 @@ def test_depth_line_claim_numbers_by_hand():
         assert st == status and observed == f"furthest depth 1,904 {k - 1:+.1%}", (k, st, observed)
 
 
+@pytest.mark.parametrize("k,spread,status", [(1.167, 0.10, checker.INCONCLUSIVE), (0.818, 0.10, checker.INCONCLUSIVE),
+                                              (1.30, 0.10, checker.FAIL), (1.167, 0.0, checker.FAIL)])
+def test_a_miss_within_its_own_spread_of_the_tolerance_cannot_fail(k, spread, status):
+    """The line through 0–1,024 puts 1,904 at 29.04 ms; measured k × that, its five samples an interquartile range of
+    `spread` × the step (the fitted depths tight), so its prediction's spread is ±spread. +16.7% and −18.2% with ±10%
+    lie beyond ±15% by less than 10%: inconclusive, with the reason (the 2-core runs of 2026-12-06). +30% lies 20%
+    beyond, more than its spread, and +16.7% with tight samples 1.7% beyond: failures."""
+    from bytesup.check.claims import depth_line_check
+    steps = {d: 10 + 0.01 * d for d in (0, 256, 512, 1024)} | {1536: 25.36, 1904: 29.04 * k}
+    st, observed, detail = depth_line_check(knee_samples(steps, {1904: spread}), 1024)
+    assert (st, observed) == (status, f"furthest depth 1,904 {k - 1:+.1%}"), detail
+    assert f"1,904: {k - 1:+.1%} (spread ±{spread:.0%})" in detail
+    reason = (f"depth 1,904 misses by {k - 1:+.1%}, beyond ±15% by less than its prediction spread ±10%: its samples "
+              "reach back within the tolerance, and no single sample may make a fail: inconclusive")
+    assert (reason in detail) is (status == checker.INCONCLUSIVE), detail
+
+
 def test_depth_line_claim_cannot_tell_from_scattered_samples(tmp_path):
     """The same +16% miss, with each depth's samples spread by 20% (interquartile range ÷ median 20%, wider than
     ±15%): inconclusive. Too few depths: not applicable."""

@@ -226,7 +226,10 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: 
     knee with no fitted depth past it (nothing says what s₂ is), or a miss comes with samples that scatter wider
     than the tolerance: a depth's interquartile range ÷ median (bytesup.course.robust), or the prediction's spread
     (the root of the sum of the squares of how far it moves when each fitted depth's median moves by its
-    interquartile range, ÷ the prediction, plus the held-out depth's own interquartile range ÷ its median)."""
+    interquartile range, ÷ the prediction, plus the held-out depth's own interquartile range ÷ its median); or
+    where a miss lies beyond the tolerance by less than that prediction's spread (`near`): its samples reach back
+    inside, so no single sample may make the fail. The 2-core AMD EPYC's make runs of 2026-12-06 missed depth 1,904
+    by −18.2% and +16.7%, each with a spread of ±10%, while 1,680 lay within 4% of the line both times."""
     ms = {d: statistics.median(1e3 / v for v in samples) for d, samples in sorted(depths.items()) if samples}
     iqr = {}
     for d, samples in depths.items():
@@ -266,7 +269,8 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: 
             errors.append((ms[d] / p - 1 if p > 0 else math.inf, d))
     missed = [(e, d) for e, d in errors if abs(e) > tolerance]
     vague = [(e, d) for e, d in missed if max(scatter, spreads[d]) > tolerance]
-    if len(vague) < len(missed):
+    near = [(e, d) for e, d in missed if (e, d) not in vague and abs(e) - spreads[d] <= tolerance]
+    if len(vague) + len(near) < len(missed):
         status = FAIL
     elif missed or unknown:
         status = INCONCLUSIVE
@@ -301,6 +305,11 @@ def depth_line_check(depths: dict[int, list[float]], fit_until: int, tolerance: 
         reasons.append("the samples scatter wider than the tolerance (" + "; ".join(
             f"{d:,}: prediction spread ±{spreads[d]:.0%}" for _, d in vague)
             + f"; widest depth ±{scatter:.0%}), wider than ±{tolerance:.0%}: inconclusive")
+    if near and status == INCONCLUSIVE:
+        reasons.append("; ".join(f"depth {d:,} misses by {e:+.1%}, beyond ±{tolerance:.0%} by less than its prediction "
+                                 f"spread ±{spreads[d]:.0%}" for e, d in near)
+                       + ": its samples reach back within the tolerance, and no single sample may make a fail: "
+                       "inconclusive")
     worst = max(errors, key=lambda e: abs(e[0]), default=None)
     observed = (f"furthest depth {worst[1]:,} {worst[0]:+.1%}" if worst is not None else
                 "no held-out depth predicted")
