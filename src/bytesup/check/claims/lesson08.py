@@ -123,7 +123,7 @@ TIE, TIE_FLOOR = 1e-9, 1e-15
 
 @dataclass(frozen=True)
 class ModelSamples:
-    """One model as check reads it: weight bytes W, parameters params, blocks L, its step times (ms) at one sequence,
+    """One model as check reads it: weight bytes W, its parameters (params), blocks L, its step times (ms) at one sequence,
     1000 ÷ each sample of the lesson's decode tokens/s, and its weight type ("" where not known: such models share
     one c)."""
     name: str
