@@ -337,13 +337,13 @@ def top_tokens(completion: Completion, server: Completion | None = None) -> list
         raise ImplausibleValue("/completion", field, first.top_logprobs, f"n_probs {TOP8['n_probs']} was asked, so "
                                "it lists that many candidates, the most probable first", None)
     for k, c in enumerate(first.top_logprobs):
-        if math.exp(c.logprob) == 0.0:
-            raise ImplausibleValue("/completion", f"{field}[{k}].logprob", c.logprob, "e^logprob is 0 in float64, and a "
+        if math.exp(c["logprob"]) == 0.0:
+            raise ImplausibleValue("/completion", f"{field}[{k}].logprob", c["logprob"], "e^logprob is 0 in float64, and a "
                                    "softmax gives each of its most probable tokens far more than that", None)
-    cands = sorted(first.top_logprobs, key=lambda c: -c.logprob)
+    cands = sorted(first.top_logprobs, key=lambda c: -c["logprob"])
     theirs = {c.id: c.probability for c in server.first_position().candidates()} if server is not None else {}
-    return [ShownToken(rank, c.id, shown_token(c.token, c.bytes), math.exp(c.logprob), c.logprob, theirs.get(c.id))
-            for rank, c in enumerate(cands, start=1)]
+    return [ShownToken(rank, c["id"], shown_token(c["token"], c.get("bytes")), math.exp(c["logprob"]), c["logprob"],
+                       theirs.get(c["id"])) for rank, c in enumerate(cands, start=1)]
 
 
 def top_table(answers: TopAnswers) -> ShownTable:

@@ -45,10 +45,10 @@ def test_lesson_4_top_tokens_match_the_default_models_reference(server):
         short = fig["id"].removesuffix("_top_token")
         table = fig.get("key") or fig["table"]   # a figure addresses the fact top_tokens by its table's name
         done = client.completion(tables[table], **lesson.TOP8)
-        cands = sorted(done.first_position().top_logprobs, key=lambda c: -c.logprob)
-        tokens = [c.token for c in cands]
+        cands = sorted(done.first_position().top_logprobs, key=lambda c: -c["logprob"])
+        tokens = [c["token"] for c in cands]
         assert tokens[0] == fig["published"], (table, tokens)
-        top_pct = 100 * math.exp(cands[0].logprob)
+        top_pct = 100 * math.exp(cands[0]["logprob"])
         prob = figures[f"{short}_top_probability"]
         assert abs(top_pct - prob["published"]) <= prob["tolerance"]["absolute"], (table, top_pct)
         want = figures[f"{short}_top8"]

@@ -38,9 +38,9 @@ def compare(model_name: str) -> list[tuple[int, int, float, int]]:
     out = []
     for done, listed in zip(forward.forward(forward.Model(model), ids), answers, strict=True):
         ours = set(int(i) for i in np.argsort(-done.probs)[:8])
-        best = max(listed, key=lambda c: c.logprob)
-        gap = max(abs(float(done.probs[c.id]) - math.exp(c.logprob)) for c in listed)
-        out.append((int(np.argmax(done.probs)), best.id, gap, len(ours & {c.id for c in listed})))
+        best = max(listed, key=lambda c: c["logprob"])
+        gap = max(abs(float(done.probs[c["id"]]) - math.exp(c["logprob"])) for c in listed)
+        out.append((int(np.argmax(done.probs)), best["id"], gap, len(ours & {c["id"] for c in listed})))
     return out
 
 

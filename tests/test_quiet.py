@@ -5,9 +5,11 @@ hand, and once from the real /proc with a thread that spins."""
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import httpx
@@ -17,7 +19,8 @@ from bytesup.host import quiet
 from bytesup.llama.client import LlamaServer
 from bytesup.llama.recording import ReplayTransport
 from bytesup.llama.timed import concurrent_completions
-from bytesup.run import harness
+from bytesup.options import RunOptions
+from bytesup.run import harness, runner
 from conftest import load_fixture
 
 URL = "http://127.0.0.1:8431"
@@ -162,3 +165,35 @@ def test_the_harness_settles_outside_its_clock():
     harness.outside_ms(server, {"n_predict": 16})
     assert events == ["settled", "sent, settle None"]  # the completion itself did not settle again
     assert server.settle is mine  # and the client's wait is back for the next request
+
+
+# --- the cycle collector: collected and frozen before each lesson ----------------------------------------------------
+
+class _Node:
+    def __init__(self) -> None:
+        self.me = self  # a cycle: only the collector frees it
+
+
+def test_freezing_collects_the_cycles_first_and_sets_the_rest_aside():
+    garbage, kept = _Node(), _Node()
+    gone = weakref.ref(garbage)
+    del garbage
+    before = gc.get_freeze_count()
+    try:
+        quiet.freeze_heap()
+        assert gone() is None  # collected, not frozen
+        assert gc.get_freeze_count() > before
+        assert not any(o is kept for o in gc.get_objects(generation=2))  # set aside: no collection walks it
+    finally:
+        quiet.thaw_heap()
+    assert gc.get_freeze_count() == 0
+    assert any(o is kept for o in gc.get_objects(generation=2))
+
+
+def test_a_run_freezes_before_each_lesson_and_thaws_at_its_end(tmp_path, monkeypatch):
+    frozen: list[int] = []
+    real = quiet.freeze_heap
+    monkeypatch.setattr(quiet, "freeze_heap", lambda: (frozen.append(1), real()))
+    source = Path(__file__).parent / "fixtures" / "runs" / "02_tokens_and_embeddings"
+    assert runner.run_lessons(["02_tokens_and_embeddings"], RunOptions(replay=source, out=tmp_path / "r", command=["t"])) == 0
+    assert frozen == [1] and gc.get_freeze_count() == 0

@@ -27,7 +27,7 @@ def test_completion_with_full_softmax_logprobs():
     probs = [p for *_, p in pos.candidates()]
     assert probs == sorted(probs, reverse=True)
     assert all(0 < p <= 1 for p in probs) and sum(probs) <= 1 + 1e-9
-    assert math.isclose(probs[0], math.exp(pos.top_logprobs[0].logprob))
+    assert math.isclose(probs[0], math.exp(pos.top_logprobs[0]["logprob"]))
 
 
 def test_completion_with_post_sampling_probs():
@@ -36,7 +36,7 @@ def test_completion_with_post_sampling_probs():
     assert pos.top_probs is not None and pos.top_logprobs is None
     # top_k 5 then temperature: five tokens kept, renormalized to 1.
     assert len(pos.top_probs) == 5
-    assert math.isclose(sum(c.prob for c in pos.top_probs), 1.0, rel_tol=1e-4)
+    assert math.isclose(sum(c["prob"] for c in pos.top_probs), 1.0, rel_tol=1e-4)
 
 
 def test_byte_list_pieces_are_kept_as_bytes():
@@ -199,8 +199,9 @@ def test_parse_calls_a_wrong_type_malformed():
     with pytest.raises(MalformedResponse, match=r"\(the body: "):
         responses.parse(responses.Health, [1, 2], path="/health", url="http://h:1")
     # a wrong type beside a missing field: the missing one is named
-    with pytest.raises(MissingField):
-        responses.parse(responses.TopProb, {"id": "x", "token": "a"}, path="/completion")
+    with pytest.raises(MissingField, match=r"top_probs\.0\.prob"):
+        responses.parse(responses.TokenProbabilities, {"id": 1, "token": "a", "top_probs": [{"id": "x", "token": "a"}]},
+                        path="/completion")
 
 
 def test_parse_metrics_by_hand():
@@ -237,8 +238,14 @@ def test_optional_fields_are_none_or_empty_when_absent():
     assert (t.draft_n, t.draft_n_accepted) == (None, None)
     pos = responses.TokenProbabilities.model_validate({"id": 1, "token": "a"})
     assert (pos.bytes, pos.logprob, pos.top_logprobs, pos.prob, pos.top_probs) == (None,) * 5
-    assert responses.TopLogprob.model_validate({"id": 1, "token": "a", "logprob": -1.0}).bytes is None
-    assert responses.TopProb.model_validate({"id": 1, "token": "a", "prob": 0.5}).bytes is None
+    listed = responses.TokenProbabilities.model_validate({"id": 1, "token": "a", "top_logprobs": [
+        {"id": 1, "token": "a", "logprob": -1.0, "added": 2}]})
+    # a candidate is the server's dict, checked, with the keys the project reads: one a newer server adds is left out
+    assert listed.top_logprobs == [{"id": 1, "token": "a", "logprob": -1.0}]
+    assert listed.candidates() == [responses.Candidate(1, "a", None, math.exp(-1.0))]
+    post = responses.TokenProbabilities.model_validate({"id": 1, "token": "a", "top_probs": [
+        {"id": 1, "token": "a", "bytes": [97], "prob": 0.5}]})
+    assert post.candidates() == [responses.Candidate(1, "a", [97], 0.5)]
     assert responses.ModelList.model_validate({}).data == []
     # what a newer server adds is kept on every record
     assert responses.Health.model_validate({"status": "ok", "uptime": 3}).uptime == 3

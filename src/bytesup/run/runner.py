@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bytesup.course import busy
-from bytesup.host import environment, load, spent
+from bytesup.host import environment, load, quiet, spent
 from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson, options_of, with_checked_options
 from bytesup.llama.client import BareClient, LlamaServer, default_base_url
 from bytesup.errors import BytesupError, LessonSkipped, RunFolderError, ServerTimeout
@@ -405,6 +405,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     disk_full: DiskFull | None = None
     server_changed: ServerChanged | None = None
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    cleanup.callback(quiet.thaw_heap)  # each lesson freezes what came before it (host.quiet.freeze_heap)
     with Progress(*columns, console=console, transient=True) as progress:
         for lid in todo:
             module = load_lesson(lid)
@@ -420,6 +421,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             began = time.monotonic()
             ledger_at, split_from = spent.mark(), time.perf_counter()
             try:
+                quiet.freeze_heap()  # no collection walks the earlier lessons' objects inside a timed request
                 save_manifest()
                 replay = None
                 if options.replay is not None:
@@ -525,6 +527,7 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
     # Where the requests' time outside the server's timings went: the server's part and the harness's, once, in a run
     # of several lessons (a lesson run on its own, as a script, is not made 15 s longer for it).
     if options.replay is None and not interrupted and not server_changed and len(todo) > 1 and not harness.skipped_by_env():
+        quiet.freeze_heap()  # as before a lesson: the split's requests are timed as the lessons' are
         split = manifest.harness_split = harness.probe(options.client(seen.url, RecordingTransport([], "probe"), build=build),
                                                        BareClient(seen.url, options.api_key, options.timeout),
                                                        run_dir / "http", harness.PAIRS, harness.N_PREDICT)

@@ -90,8 +90,8 @@ class ModelRun:
 def top_answer(completion: Completion) -> TopAnswer:
     """The most probable first token of a completion and its probability (%), from the full softmax."""
     first = completion.first_position()
-    best = max(first.top_logprobs or [], key=lambda c: c.logprob)
-    return TopAnswer(shown_token(best.token, best.bytes), 100.0 * math.exp(best.logprob))
+    best = max(first.top_logprobs or [], key=lambda c: c["logprob"])
+    return TopAnswer(shown_token(best["token"], best.get("bytes")), 100.0 * math.exp(best["logprob"]))
 
 
 def yes_no(flag: bool) -> str:
