@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bytesup.course import stopping
 from bytesup.course.clientclock import percentile
 from bytesup.check.evidence import exchanges_path
 from bytesup.store.render import Block, Code, Heading, Paragraph, TableBlock, fmt
@@ -25,6 +26,26 @@ from bytesup.store.runs import Run
 
 # The harness's part of a request, median ms, at n_probs 0 and 8: judged on the run's split (run/harness.py).
 BUDGET_MS = {0: 0.5, 8: 1.0}
+UNSETTLED = "cannot tell yet"
+
+
+def settled(harness_ms: list[float], budget_ms: float | None) -> bool:
+    """Whether a level's verdict can no longer move: its harness median further from the budget than twice the
+    median's standard error (course.stopping.median_uncertainty × the median). No budget: nothing to settle."""
+    if budget_ms is None:
+        return True
+    median = statistics.median(harness_ms)
+    return abs(median - budget_ms) > 2 * stopping.median_uncertainty(harness_ms) * abs(median)
+
+
+def within_budget(harness_ms: list[float], budget_ms: float | None) -> str:
+    """A level's verdict: "" without a budget; "yes" or "no" where it is settled (`settled`); else UNSETTLED, as
+    its pairs put the median within twice its standard error of the budget (a run's split takes at most six)."""
+    if budget_ms is None:
+        return ""
+    if not settled(harness_ms, budget_ms):
+        return UNSETTLED
+    return "yes" if statistics.median(harness_ms) <= budget_ms else "no"
 
 
 @dataclass(frozen=True)
@@ -105,7 +126,7 @@ def harness_table(split: HarnessSplit) -> list[Block]:
     for level in split.levels:
         harness = statistics.median(level.harness_ms)
         low, high = percentile(level.harness_ms, 10), percentile(level.harness_ms, 90)
-        within = "" if level.budget_ms is None else ("yes" if harness <= level.budget_ms else "no")
+        within = within_budget(level.harness_ms, level.budget_ms)
         row = (level.n_probs, statistics.median(level.server_ms), harness, f"{fmt(low)} to {fmt(high)}",
                "" if level.budget_ms is None else level.budget_ms, within)
         rows.append((*row, f"{len(level.harness_ms)} ({level.stopped_by or 'fixed'})") if stopped else row)
@@ -119,7 +140,9 @@ def harness_table(split: HarnessSplit) -> list[Block]:
             "pairs whose order alternates. The bare client's part outside the timings is the server's; the run's "
             "client's part minus the bare one's, pair by pair, is the harness's, the part bytesup answers for. The "
             "server's part grows with the probabilities it writes for every token (n_probs); what a lesson's "
-            "requests show beyond both, where they were sent together, is their wait for a free slot."),)),
+            "requests show beyond both, where they were sent together, is their wait for a free slot. \"Within "
+            "budget\" is yes or no where the pairs settle it, and cannot tell yet where the median lies within twice "
+            "its standard error of the budget."),)),
         TableBlock("", ("n_probs", "the server's part (ms)", "the harness's part (ms)", "harness p10 to p90 (ms)",
                         "budget (ms)", "within budget", *(("pairs (what stopped them)",) if stopped else ())),
                    tuple(rows)),

@@ -106,15 +106,6 @@ def outside_ms(client: LlamaServer, body: dict[str, Any], cpu_ms: list[float] | 
     return wall - done.timings.prompt_ms - done.timings.predicted_ms
 
 
-def settled(harness_ms: list[float], budget_ms: float | None) -> bool:
-    """Whether a level's verdict can no longer move: its harness median further from the budget than twice the
-    median's standard error (course.stopping.median_uncertainty × the median). No budget: nothing to settle."""
-    if budget_ms is None:
-        return True
-    median = statistics.median(harness_ms)
-    return abs(median - budget_ms) > 2 * stopping.median_uncertainty(harness_ms) * abs(median)
-
-
 def stop_after(harness_ms: list[float], budget_ms: float | None, pairs: int, min_pairs: int = MIN_PAIRS,
                spent_s: float = 0.0, budget_s: float = LEVEL_BUDGET_S) -> str | None:
     """What stops a level after its pairs so far (`harness_ms`, one a pair): its verdict settled (stopping.TIGHT) from
@@ -123,7 +114,7 @@ def stop_after(harness_ms: list[float], budget_ms: float | None, pairs: int, min
     taken = len(harness_ms)
     if taken < min(min_pairs, pairs):
         return None
-    if settled(harness_ms, budget_ms):
+    if overhead.settled(harness_ms, budget_ms):
         return stopping.TIGHT
     if taken >= pairs:
         return stopping.MAXIMUM
@@ -185,8 +176,9 @@ def sentence(split: HarnessSplit) -> str:
     parts = []
     for level in split.levels:
         harness, server = statistics.median(level.harness_ms), statistics.median(level.server_ms)
-        budget = "" if level.budget_ms is None else (f", budget {level.budget_ms:g} ms: "
-                                                    f"{'within' if harness <= level.budget_ms else 'over'}")
+        verdict = {"yes": "within", "no": "over"}.get(overhead.within_budget(level.harness_ms, level.budget_ms),
+                                                     overhead.UNSETTLED)
+        budget = "" if level.budget_ms is None else f", budget {level.budget_ms:g} ms: {verdict}"
         taken = f" ({len(level.harness_ms)} pairs, {level.stopped_by})" if level.stopped_by else ""
         parts.append(f"n_probs {level.n_probs}{taken}: the harness {harness:.2f} ms{budget}; the server outside its "
                      f"timings {server:.2f} ms")
