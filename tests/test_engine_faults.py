@@ -194,6 +194,26 @@ def test_start_replaces_a_stale_pid_file(fake, model, capsys):
         other.wait()
 
 
+def test_a_servers_pid_file_appears_whole(fake, model, monkeypatch):
+    """Renamed into place once written: another bytesup that read an empty pid file would remove it as stale."""
+    written: list[tuple[Path, str, bool]] = []
+    real = process.write_text_atomic
+
+    def spy(path: Path, text: str) -> None:
+        written.append((path, text, path.exists()))
+        real(path, text)
+
+    monkeypatch.setattr(process, "write_text_atomic", spy)
+    port = free_port()
+    started = process.start_server(model, ["--port", str(port)])
+    try:
+        [(path, text, there_before)] = [w for w in written if w[0].name == "pid"]
+        assert not there_before and path.read_text() == text and text.split()[0] == str(started.pid)
+        assert process.owned_pid(port)[0] == started.pid
+    finally:
+        assert process.stop_server(port)
+
+
 def test_a_stopped_server_whose_parent_never_reaps_it_counts_as_stopped_at_once():
     """scripts/start_server.sh leaves its server to the system; where the system's first process does not reap
     (a container's), the stopped server stays a zombie. Stopping it returns when it ended, not after the grace time."""

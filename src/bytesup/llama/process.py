@@ -29,6 +29,7 @@ from bytesup.host.environment import utc_now
 from bytesup.llama import build
 from bytesup.llama import topology
 from bytesup.errors import BytesupError, EngineUnavailable, ServerStartError
+from bytesup.files import write_text_atomic
 from bytesup.models.gguf import check_gguf
 from bytesup.models.catalog import PRESETS, ensure_model
 from bytesup.paths import server_state_dir
@@ -485,7 +486,9 @@ def start_server(model: str | Path | None = None, flags: list[str] | tuple[str, 
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                 env=env, preexec_fn=die_with_parent_hook() if die_with_parent else None)
     # The process's start time beside its pid: a pid reused by another program is never taken for it.
-    pid_file.write_text(f"{proc.pid}\n{_process_started(proc.pid) or ''}\n")
+    # Whole or not at all (renamed into place): another bytesup reading it meanwhile (a stop, a start on this port)
+    # would take an empty file for a stale one and remove it, leaving the server without its pid file.
+    write_text_atomic(pid_file, f"{proc.pid}\n{_process_started(proc.pid) or ''}\n")
     try:
         return _wait_ready(proc, chosen, merged, model, host, port, state, wait_s, answer_s, stop_check)
     except BaseException as exc:

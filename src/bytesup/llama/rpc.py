@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlparse
 
+from bytesup.files import write_text_atomic
 from bytesup.llama import process
 from bytesup.llama import build
 from bytesup.llama import topology
@@ -145,7 +146,7 @@ def start_rpc_server(port: int, threads: int | None = None, host: str = LOOPBACK
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=hook)
     try:
-        (state / "pid").write_text(f"{proc.pid}\n{process._process_started(proc.pid) or ''}\n")
+        write_text_atomic(state / "pid", f"{proc.pid}\n{process._process_started(proc.pid) or ''}\n")  # whole, as a server's
         deadline = time.monotonic() + wait_s
         while not _listening(proc.pid, port):
             if proc.poll() is not None or time.monotonic() > deadline:
