@@ -21,7 +21,8 @@ batch settles once, before its threads start. Where /proc is not there (not Linu
 The cycle collector is the other thing of this process that can take a request's time. A run keeps every lesson's
 records, pages and arrays in one process, and a full collection walks all of them: in a process holding 1.3 million
 objects, one took 269 ms, and the request it fell in read 270 ms outside the server's timings where its neighbours read
-0.8 to 1.1 (`scripts/bench_harness.py`'s split on the default model at n_probs 8, 2-core AMD EPYC, 2026-12-06). So a
+0.8 to 1.1 (the run's split, `bytesup.run.harness.probe`, on the default model at n_probs 8, 2-core AMD EPYC,
+2026-12-06). So a
 run collects once before each lesson, where nothing is timed, and freezes what survives (`freeze_heap`): the later
 collections walk only what came after it."""
 

@@ -75,8 +75,8 @@ class Detokenized(ServerRecord):
 # A listed candidate is read from every position of an answer with n_probs (8 of them at each of 32 positions is 256
 # in one answer), so each is the server's dict checked by pydantic-core as a TypedDict, and read by key: c["logprob"].
 # Keys the project does not read are left out of it (the recording keeps the answer as it came). On a 2-core AMD EPYC
-# (2026-12-06), the 32 positions of an n_probs 8 answer took 183 µs of CPU to check this way, where a dict subclass
-# per candidate read by attribute, and keeping every key, took 247 µs.
+# (2026-12-06), the client's parse of an n_probs 8 answer (scripts/bench_answer_path.py, its parse column) took 347 µs
+# of CPU this way, where a dict subclass per candidate read by attribute, keeping every key, took 424 µs.
 @with_config(ConfigDict(extra="ignore"))  # not the allow of the record that holds it
 class TopLogprob(TypedDict):
     id: TokenId
