@@ -39,6 +39,9 @@ from bytesup.store.views import lesson01
 from bytesup.store.views.lesson01 import GroupShare, StrictBytes, TensorEntry, Totals, TypeShare
 
 TITLE = "What a model is on disk"
+# Nothing here is timed on a server (it reads the file and this host's memory):
+# a run reads the machine's pace (bytesup.run.pace) around the other lessons alone.
+TIMES_THE_SERVER = False
 GROUPS = ("embedding", "attention", "feed_forward", "norms", "output", "other")
 
 

@@ -31,6 +31,9 @@ from bytesup.store.views import lesson02
 from bytesup.store.views.lesson02 import EmbeddingRow, ServedVocabulary, TextTokens, TokenCounts, VocabularySource
 
 TITLE = "Tokens and embeddings"
+# Nothing here is timed on a server (it asks the server to tokenize, and times nothing there):
+# a run reads the machine's pace (bytesup.run.pace) around the other lessons alone.
+TIMES_THE_SERVER = False
 
 # The texts of the lesson: spacing, code, numbers, non-ASCII. Tokenizing samples nothing, so there
 # is no seed, temperature or prompt cache to pin; add_special=False keeps BOS out of the counts.

@@ -34,6 +34,9 @@ from bytesup.store.views.lesson03 import (Composition, LinearMap, MatmulRow, Mat
 from bytesup.units import GB
 
 TITLE = "A layer is matrix multiplication"
+# Nothing here is timed on a server (it times numpy on this host):
+# a run reads the machine's pace (bytesup.run.pace) around the other lessons alone.
+TIMES_THE_SERVER = False
 
 # Tokens per product: 1 is one token (matvec); the rest are batches of tokens (matmul).
 TOKEN_COUNTS = [1, 8, 64, 512, 2048]

@@ -76,6 +76,41 @@ def test_a_live_run_keeps_the_pace_around_each_lesson_and_a_replay_takes_none(tw
     assert calls == []
 
 
+def test_no_pace_is_read_around_a_lesson_that_times_nothing_on_the_server(two_cores, tmp_path, httpx_mock,  # noqa: F811
+                                                                           monkeypatch):
+    """Lessons 01 and 03 time decodes; 02 times nothing on a server (TIMES_THE_SERVER = False, as lessons 1 to 3 of the
+    course say). The run reads the pace before 01 and after it, then not after 02, and reads it again before 03, since
+    the reading after 01 is older than lesson 02: four readings where every lesson paced would take three."""
+    from bytesup.options import RunOptions
+    from bytesup.run.runner import run_lessons
+
+    folder = tmp_path / "lessons"
+    (folder / "02_host.py").write_text('"""A lesson of this host alone."""\nTITLE = "Host"\nTIMES_THE_SERVER = False\n'
+                                       "def main(ctx):\n    return ctx.finish()\n")
+    (folder / "03_decode.py").write_text(LESSON)
+    serve(httpx_mock)
+    two_cores(1.0)
+    monkeypatch.delenv(pace.ENV, raising=False)
+    readings = [[150.0] * 3, [140.0] * 3, [130.0] * 3, [120.0] * 3]
+    taken = iter(readings)
+    calls = []
+
+    def read(bare):
+        calls.append(bare)
+        return next(taken)
+    monkeypatch.setattr(pace, "read", read)
+    live = tmp_path / "live"
+    assert run_lessons(["01_decode", "02_host", "03_decode"], RunOptions(server_url=URL, out=live)) == 0
+    assert len(calls) == 4
+    kept = {lid: json.loads((live / f"{lid}.json").read_text())["host_values"][busy.HOST_VALUE].get("pace")
+            for lid in ("01_decode", "02_host", "03_decode")}
+    assert kept == {"01_decode": {"before": readings[0], "after": readings[1]}, "02_host": None,
+                    "03_decode": {"before": readings[2], "after": readings[3]}}
+    from bytesup.check.claims import consistency
+    from bytesup.check.compare import load_run
+    assert consistency.pace_medians(load_run(live)) == [150.0, 140.0, 130.0, 120.0]
+
+
 def test_one_lesson_alone_reads_no_pace(two_cores, tmp_path, httpx_mock, monkeypatch):  # noqa: F811
     from bytesup.options import RunOptions
     from bytesup.run.runner import run_lessons

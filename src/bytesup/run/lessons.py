@@ -54,6 +54,12 @@ def lesson_title(module: ModuleType) -> str:
     return getattr(module, "TITLE", None) or (module.__doc__ or "").strip().splitlines()[0]
 
 
+def times_the_server(module: ModuleType) -> bool:
+    """Whether the lesson times anything on a server: its TIMES_THE_SERVER, True where it does not say. A run reads the
+    machine's pace around such lessons alone (bytesup.run.pace)."""
+    return bool(getattr(module, "TIMES_THE_SERVER", True))
+
+
 class UnknownLesson(BytesupError):
     exit_code = 2
 

@@ -10,8 +10,10 @@ cores are slowed by the host's other guests can slow one more than the other: ea
 requests go through a bare client (`BareClient`): they are not the lesson's, so they are neither recorded with its
 exchanges nor replayed.
 
-A run of two or more lessons reads the pace before its first lesson and after every lesson; the reading after one
-lesson is the reading before the next. Each lesson keeps its two readings with its readings of the machine's load
+A run of two or more lessons reads the pace before and after every lesson that times anything on a server (all but
+those whose TIMES_THE_SERVER is False: lessons 1 to 3, which time the file, numpy and this host's memory); the
+reading after one such lesson is the reading before the next, unless another lesson ran between. Each lesson keeps
+its two readings with its readings of the machine's load
 (the host value `machine_load`, key "pace"). `bytesup check` reads the machine's wander over the run from them: how
 far the readings' medians lie from their median, the furthest but one, decode's and prefill's each, below which two
 lessons' figures of one quantity cannot be told apart

@@ -23,7 +23,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from bytesup.course import busy
 from bytesup.host import environment, load, quiet, spent
-from bytesup.run.lessons import UnknownLesson, discover_lessons, lesson_title, load_lesson, options_of, with_checked_options
+from bytesup.run.lessons import (UnknownLesson, discover_lessons, lesson_title, load_lesson, options_of, times_the_server,
+                                 with_checked_options)
 from bytesup.llama.client import BareClient, LlamaServer, default_base_url
 from bytesup.errors import BytesupError, LessonSkipped, RunFolderError, ServerTimeout
 from bytesup.llama.placement import is_loopback
@@ -396,10 +397,11 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
             save_manifest()
     build = manifest.engine.build or seen.props.get("build_info")
     servers_here = outside_servers(seen, options)
-    # The machine's pace before the first lesson and after each one, in a live run of several (bytesup.run.pace).
+    # The machine's pace before and after each lesson that times the server, in a live run of several
+    # (bytesup.run.pace): the reading after one such lesson is the reading before the next, where none came between.
     pacer = (cleanup.enter_context(contextlib.closing(BareClient(seen.url, options.api_key, options.timeout)))
              if options.replay is None and len(todo) > 1 and not pace.skipped_by_env() else None)
-    last_pace = pace.take(pacer) if pacer is not None else None
+    last_pace: dict[str, list[float]] | None = None
     failures = 0
     interrupted: KeyboardInterrupt | None = None
     disk_full: DiskFull | None = None
@@ -442,14 +444,15 @@ def _run_locked(run_dir: Path, lesson_ids: list[str], options: RunOptions, conso
                 if options.replay is None:
                     watch = ctx.load_watch = load.Watch(os.cpu_count(), ctx.server_threads(), lambda: servers_here)
                     watch.start()
+                pacing = pacer if pacer is not None and times_the_server(module) else None
                 pace_before, last_pace = last_pace, None
-                if pacer is not None and pace_before is None:  # the lesson before ended without its reading
-                    pace_before = pace.take(pacer)
+                if pacing is not None and pace_before is None:  # the first such lesson, or the one before took none
+                    pace_before = pace.take(pacing)
                 try:
                     result = module.main(ctx)
                 except LessonSkipped as exc:  # raised from inside the lesson: its page says why, as ctx.skip's does
                     result = ctx.skip(exc.reason, exc.command)
-                last_pace = pace.take(pacer) if pacer is not None else None
+                last_pace = pace.take(pacing) if pacing is not None else None
                 paced = pace.around(pace_before, last_pace)
                 record_machine_load(ctx, watch, result, drift_before, paced)
                 raise_if_stopping()  # a stop whose exception was lost inside the lesson
