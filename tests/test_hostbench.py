@@ -247,8 +247,8 @@ def test_matmul_repeats_the_product_until_a_sample_is_long_enough(monkeypatch):
     r = measure_matmul(8, 16, 4, repeats=3, min_time_s=1 / 16)
     assert r["products_per_sample"] == 4
     assert r["seconds"]["samples"] == [1 / 64] * 3
-    # 1 warm-up + 1 + 4 while sizing + 3 samples × 4
-    assert fake.products == 1 + 1 + 4 + 12
+    # 1 warm-up + 1 + 4 while sizing (the batch of 4 is the first sample) + 2 more samples × 4
+    assert fake.products == 1 + 1 + 4 + 8
     # flops 2 × 8 × 16 × 4 = 1024; bytes (8·16 + 16·4 + 8·4) × 4 = (128 + 64 + 32) × 4 = 896
     assert (r["flops"], r["bytes_moved"]) == (1024, 896)
     # 1024 ÷ (1/64 s) = 65,536 FLOP/s = 6.5536e-5 GFLOP/s; 896 × 64 = 57,344 B/s = 5.7344e-5 GB/s
@@ -281,6 +281,18 @@ def test_matmul_grows_the_count_by_at_least_double(monkeypatch):
     monkeypatch.setattr(hostbench, "time", fake)
     r = measure_matmul(2, 2, 1, repeats=1, min_time_s=1 / 16)
     assert r["products_per_sample"] == 4 and r["seconds"]["samples"] == [3 / 128]
+    assert fake.products == 1 + 1 + 2 + 4  # the warm-up, then batches of 1, 2 and 4: the last is the one sample
+
+
+def test_the_sizings_last_batch_is_the_first_sample(monkeypatch):
+    # products of 1/8 s, then 1/4 s from the third on: the warm-up (1/8), a sizing batch of one (1/8 s, long enough
+    # for 1/16), then two more samples of one product, 1/4 s each. The first sample is the sizing's 1/8 s.
+    fake = FakeProduct([1 / 8, 1 / 8], then=1 / 4)
+    monkeypatch.setattr(hostbench, "np", fake)
+    monkeypatch.setattr(hostbench, "time", fake)
+    r = measure_matmul(2, 2, 1, repeats=3, min_time_s=1 / 16)
+    assert r["products_per_sample"] == 1 and r["seconds"]["samples"] == [1 / 8, 1 / 4, 1 / 4]
+    assert fake.products == 4
 
 
 def test_matmul_refuses_empty_shapes():

@@ -282,7 +282,9 @@ def measure_matmul(m: int, k: int, n: int, dtype: Any = "float32", repeats: int 
 
     After a warm-up, the product is repeated enough times that one sample lasts at least
     `min_time_s` (a single small product is shorter than the timer's noise), and each sample
-    reports the time per product. `bytes_moved` counts each matrix once: the least traffic the
+    reports the time per product. The sizing's last batch, the first of that many products to last long enough, is
+    the first sample: it is timed as every later one is, and a product of half a second (the output matrix at 2,048
+    tokens) is not run once more for nothing. `bytes_moved` counts each matrix once: the least traffic the
     product can cause, which is what the roofline's arithmetic intensity uses.
     """
     if min(m, k, n) < 1 or repeats < 1:
@@ -304,8 +306,8 @@ def measure_matmul(m: int, k: int, n: int, dtype: Any = "float32", repeats: int 
             break
         reps = reps * 2 if elapsed <= 0 else max(reps * 2, math.ceil(reps * min_time_s / elapsed))
 
-    seconds = []
-    for _ in range(repeats):
+    seconds = [elapsed / reps]  # the sizing's last batch: `reps` products that lasted long enough
+    for _ in range(repeats - 1):
         t0 = time.perf_counter()
         for _ in range(reps):
             np.matmul(w, x, out=out)
