@@ -7,6 +7,7 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bytesup.store.render import plot_files
 from bytesup.store.results import LessonResult, Plot
@@ -74,40 +75,59 @@ def _figure(plot: Plot, urls: "list[str] | None" = None, marks: "list[Mark] | No
 
 # Drawing is most of the time a page or a lesson's files take, and a record draws the same bytes every time (the
 # fixed salt above): a process that writes several pages or runs draws each one once. The last DRAWINGS_KEPT
-# drawings are kept, each under the record's every value, the formats, links, marks and font setting it was drawn with.
+# figures' files are kept, each under the record's every value and the links and marks it was drawn with, and in it
+# each file by its format: "png", or ("svg", the svg.fonttype it was written with).
 DRAWINGS_KEPT = 128
-_drawings: OrderedDict[tuple, tuple[bytes, ...]] = OrderedDict()
+_drawings: OrderedDict[tuple, dict[Any, bytes]] = OrderedDict()
 _METADATA_OF = {"png": {"Software": None}, "svg": {"Date": None}}
+# A page's plots write their text as text (svg.fonttype "none"), the lesson's files as glyph outlines (matplotlib's
+# "path"): see `svg_markup`. A lesson's files are drawn with the page's beside them, on the same figure (`write_plots`).
+PAGE_FONTTYPE = "none"
 
 
-def _drawn(plot: Plot, formats: tuple[str, ...], urls: "list[str] | None" = None,
-           marks: "list[Mark] | None" = None) -> tuple[bytes, ...]:
-    """The plot's file in each format, drawn on one figure in that order (see `_figure`)."""
+def _file_format(fmt: str | tuple[str, str]) -> Any:
+    """A format as `_drawn` takes it ("png", "svg", or ("svg", a fonttype)) as it is kept: an SVG with its fonttype."""
     import matplotlib
 
-    key = (repr(plot.model_dump()), formats, tuple(urls or ()), tuple(marks or ()), matplotlib.rcParams["svg.fonttype"])
-    if key in _drawings:
-        _drawings.move_to_end(key)
-        return _drawings[key]
-    fig, plt = _figure(plot, urls, marks)
-    try:
-        files = []
-        for fmt in formats:
-            buf = io.BytesIO()
-            fig.savefig(buf, format=fmt, metadata=_METADATA_OF[fmt])
-            files.append(buf.getvalue())
-    finally:
-        plt.close(fig)
-    _drawings[key] = drawn = tuple(files)
+    return ("svg", matplotlib.rcParams["svg.fonttype"]) if fmt == "svg" else fmt
+
+
+def _drawn(plot: Plot, formats: tuple[str | tuple[str, str], ...], urls: "list[str] | None" = None,
+           marks: "list[Mark] | None" = None) -> tuple[bytes, ...]:
+    """The plot's file in each format ("png", "svg" in the current svg.fonttype, or ("svg", a fonttype)), the missing
+    ones drawn on one figure in that order (see `_figure`)."""
+    import matplotlib
+
+    wanted = [_file_format(fmt) for fmt in formats]
+    key = (repr(plot.model_dump()), tuple(urls or ()), tuple(marks or ()))
+    kept = _drawings.setdefault(key, {})
+    _drawings.move_to_end(key)
+    missing = [fmt for fmt in wanted if fmt not in kept]
+    if missing:
+        fig, plt = _figure(plot, urls, marks)
+        try:
+            for fmt in missing:
+                buf = io.BytesIO()
+                if fmt == "png":
+                    fig.savefig(buf, format="png", metadata=_METADATA_OF["png"])
+                else:
+                    with matplotlib.rc_context({"svg.fonttype": fmt[1]}):
+                        fig.savefig(buf, format="svg", metadata=_METADATA_OF["svg"])
+                kept[fmt] = buf.getvalue()
+        finally:
+            plt.close(fig)
     while len(_drawings) > DRAWINGS_KEPT:
         _drawings.popitem(last=False)
-    return drawn
+    return tuple(kept[fmt] for fmt in wanted)
 
 
 def write_plots(result: LessonResult, run_dir: Path) -> list[Path]:
+    """The lesson's plots as PNG and SVG files under `run_dir`; each figure also gives the SVG the run's page draws of it
+    (kept, not written), so that a run writing its page in the same process does not draw the figure again."""
     written = []
     for plot in result.plots:
-        for rel, data in zip(plot_files(result, plot.name), _drawn(plot, ("png", "svg")), strict=True):
+        files = _drawn(plot, ("png", "svg", ("svg", PAGE_FONTTYPE)))[:2]
+        for rel, data in zip(plot_files(result, plot.name), files, strict=True):
             write_bytes_atomic(run_dir / rel, data)
             written.append(run_dir / rel)
     return written
@@ -125,10 +145,7 @@ def svg_markup(plot: Plot, prefix: str = "", urls: "list[str] | None" = None, ma
     With `prefix` (unique in the page), for a page that holds several plots: every id in it begins with `prefix`
     and every reference follows, the root is `<prefix>svg` and its style rule applies inside it alone, text is
     drawn as text rather than glyph outlines, and the metadata is dropped. `urls` and `marks`: see `_figure`."""
-    import matplotlib
-
-    with matplotlib.rc_context({"svg.fonttype": "none" if prefix else matplotlib.rcParams["svg.fonttype"]}):
-        [drawn] = _drawn(plot, ("svg",), urls, marks)
+    [drawn] = _drawn(plot, (("svg", PAGE_FONTTYPE) if prefix else "svg",), urls, marks)
     text = drawn.decode("utf-8")
     text = text[text.index("<svg"):]
     if not prefix:

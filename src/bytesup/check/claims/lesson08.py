@@ -317,12 +317,15 @@ def _fitted(models: tuple[ModelSamples, ...], grows: bool) -> tuple[StepTerms, f
             for _ in range(REFINE_STEPS if not grows and right > left else 0):
                 x1, x2 = right - g * (right - left), left + g * (right - left)
                 l1, l2, mid = at(kind, np.array([x1, x2, (x1 + x2) / 2]), fixed)
+                ends = left, right
                 if l1 <= l2:
                     right = x2
                 else:
                     left = x1
                 if mid < loss * (1 - 1e-12):
                     k, loss = (x1 + x2) / 2, float(mid)
+                if (left, right) == ends:  # the interval is as narrow as floats go: every later step would repeat this
+                    break
             kappa[kind] = k
             round_loss = loss
         # Done where no κ moved, or where a round lowered the loss by less than TIE (with g the types' κ creep
