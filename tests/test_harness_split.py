@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from bytesup.check import overhead
 from bytesup.llama import process
 from bytesup.llama.client import BareClient, LlamaServer
 from bytesup.llama.recording import RecordingTransport
@@ -92,6 +93,13 @@ def test_a_level_takes_pairs_until_its_verdict_is_settled():
     assert harness.stop_after(edge, 0.5, pairs=6) is None
     assert harness.stop_after(edge * 2, 0.5, pairs=6) == "maximum"
     assert harness.stop_after(edge, 0.5, pairs=6, spent_s=harness.LEVEL_BUDGET_S) == "budget"
+    # A make run's pairs at n_probs 8 (2026-12-06): the server's part moved by 2 ms between the two requests of two
+    # pairs, and the harness's read 0.896, −1.037 and −0.961 ms. A median below zero is the server's, not the
+    # harness's: no verdict, and more pairs; a median of 0 settles nothing either.
+    moved = [0.896, -1.037, -0.961]
+    assert not overhead.settled(moved, 1.0) and overhead.within_budget(moved, 1.0) == "cannot tell yet"
+    assert harness.stop_after(moved, 1.0, pairs=6) is None and harness.stop_after(moved * 2, 1.0, pairs=6) == "maximum"
+    assert not overhead.settled([0.0, 0.0, 0.0], 0.5) and overhead.settled([0.1, 0.1, 0.1], 0.5)
     # No budget, nothing to judge: the fewest pairs; and never more pairs than asked for.
     assert harness.stop_after([1.0, 50.0, 3.0], None, pairs=6) == "tight"
     assert harness.stop_after([2.0, 2.1], 1.0, pairs=2) == "tight" and harness.stop_after(edge[:2], 0.5, pairs=2) == "maximum"
