@@ -5,6 +5,7 @@ against the harness's budget, and measured on a real server by the probe and by 
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -105,6 +106,45 @@ def test_a_level_takes_pairs_until_its_verdict_is_settled():
     assert harness.stop_after([2.0, 2.1], 1.0, pairs=2) == "tight" and harness.stop_after(edge[:2], 0.5, pairs=2) == "maximum"
 
 
+def test_a_pair_whose_requests_waited_apart_is_set_aside_and_another_taken(monkeypatch):
+    """Hand-made pairs at n_probs 8 (budget 1 ms): the run's client's part outside the timings and its thread's CPU,
+    the bare client's part and CPU. Pair 2's bare request waited 2 ms more (its part 4.0 where the others read 2.0,
+    its CPU the same): wall part 0.9 − 2.0 = −1.1 ms against a CPU part of 0.9 ms, 2.0 apart, past MOVED_MS (0.5):
+    set aside. Pair 4 is 0.85 on the wall clock and 1.70 − 0.4 = 1.30 on the CPU's, 0.45 apart: it stands. Kept: 0.9,
+    0.95 and 0.85 ms, whose median 0.9 lies 0.1 under the budget, more than twice its standard error (1.2533 × (0.1 ÷
+    1.693) ÷ √3 = 0.0427 ms): settled at the third kept pair."""
+    own = iter([(2.9, 1.3), (2.9, 1.3), (2.95, 1.35), (2.85, 1.70)])  # (part ms, CPU ms), one a pair in order
+    bare = iter([(2.0, 0.4), (4.0, 0.4), (2.0, 0.4), (2.0, 0.4)])
+
+    def outside_ms(client, body, cpu_ms=None):
+        part, cpu = next(own)
+        cpu_ms.append(cpu)
+        return part
+
+    class Bare:
+        cpu_ms = 0.0
+
+        def completion_ms(self, raw):
+            part, self.cpu_ms = next(bare)
+            return 100.0 + part, 100.0
+
+    monkeypatch.setattr(harness, "outside_ms", outside_ms)
+    monkeypatch.setattr(harness.quiet, "settle", lambda: None)
+    level = harness.measure_level(None, Bare(), 8, warm_up=False)
+    assert level.set_aside_ms == [pytest.approx(-1.1)]
+    assert level.harness_ms == pytest.approx([0.9, 0.95, 0.85])
+    assert level.harness_cpu_ms == pytest.approx([0.9, 0.95, 1.3])
+    assert level.server_ms == pytest.approx([2.0, 2.0, 2.0]) and level.stopped_by == "tight"
+    assert harness.waited_alike(-1.1, 0.9) is False and harness.waited_alike(0.4, 0.85) is True
+    assert harness.waited_alike(1.0, 1.5) is True and harness.waited_alike(1.0, 1.51) is False
+
+
+def test_a_level_stops_once_as_many_pairs_are_set_aside_as_it_may_keep():
+    assert harness.stop_after([], 1.0, pairs=6, set_aside=5) is None
+    assert harness.stop_after([], 1.0, pairs=6, set_aside=6) == "maximum"
+    assert harness.stop_after([0.9, 0.9], 1.0, pairs=6, set_aside=6) == "maximum"
+
+
 def test_the_report_and_the_log_say_what_stopped_each_levels_pairs(tmp_path):
     run_dir, _, _ = planted_run(tmp_path)
     split = HarnessSplit(n_predict=32, pairs=6, levels=[
@@ -122,6 +162,24 @@ def test_the_report_and_the_log_say_what_stopped_each_levels_pairs(tmp_path):
     assert rows[0][-2] == "cannot tell yet" and rows[8][-2] == "no"
     said = harness.sentence(split)
     assert "budget 0.5 ms: cannot tell yet" in said and "budget 1 ms: over" in said
+
+
+def test_the_report_and_the_log_say_which_pairs_were_set_aside(tmp_path):
+    run_dir, _, _ = planted_run(tmp_path)
+    split = HarnessSplit(n_predict=32, pairs=6, levels=[
+        HarnessLevel(n_probs=0, server_ms=[], harness_ms=[], budget_ms=0.5, stopped_by="maximum",
+                     set_aside_ms=[2.5] * 6),
+        HarnessLevel(n_probs=8, server_ms=[2.0] * 3, harness_ms=[0.9, 0.95, 0.85], budget_ms=1.0, stopped_by="tight",
+                     harness_cpu_ms=[0.9, 0.95, 1.3], set_aside_ms=[-1.1])])
+    with_split(run_dir, split)
+    page = report_md(load_run(run_dir), None)
+    rows = split_rows(page)
+    assert rows[0] == ["", "", "", "0.5", "cannot tell yet", "0, 6 set aside (maximum)"]
+    assert rows[8][-2:] == ["yes", "3, 1 set aside (tight)"]
+    assert "Set aside: at n_probs 0, 6 (2.5, 2.5, 2.5, 2.5, 2.5, 2.5 ms); at n_probs 8, 1 (" in page
+    said = harness.sentence(split)
+    assert "n_probs 0 (0 pairs, 6 set aside, maximum): every pair set aside" in said
+    assert "n_probs 8 (3 pairs, 1 set aside, tight): the harness 0.90 ms, budget 1 ms: within" in said
 
 
 def test_a_split_that_failed_says_why_in_the_report(tmp_path):
@@ -146,7 +204,8 @@ def served():
 
 
 @pytest.mark.integration
-def test_the_probe_pairs_both_clients_at_every_level(served, tmp_path):
+def test_the_probe_pairs_both_clients_at_every_level(served, tmp_path, monkeypatch):
+    monkeypatch.setattr(harness, "MOVED_MS", math.inf)  # plumbing, not speed: no pair is set aside on a loaded machine
     http = tmp_path / "http"
     http.mkdir()
     (http / "04.jsonl").write_text(exchange("/completion", {"prompt": "a", "n_probs": 12}), encoding="utf-8")
@@ -156,7 +215,7 @@ def test_the_probe_pairs_both_clients_at_every_level(served, tmp_path):
     assert [level.n_probs for level in split.levels] == [0, 8, 12]
     assert [level.budget_ms for level in split.levels] == [0.5, 1.0, None]
     for level in split.levels:
-        assert len(level.server_ms) == len(level.harness_ms) == 2
+        assert len(level.server_ms) == len(level.harness_ms) == len(level.harness_cpu_ms) == 2 and not level.set_aside_ms
         assert all(x > 0 for x in level.server_ms)  # the server always does some work outside its timings
     assert split.seconds is not None and (split.n_predict, split.pairs) == (4, 2)
 
@@ -193,6 +252,7 @@ def test_a_probe_of_a_server_that_is_gone_says_so_and_raises_nothing(tmp_path):
 @pytest.mark.integration
 def test_a_live_run_splits_the_time_after_its_lessons(served, tmp_path, monkeypatch, capsys, small_bandwidth_reading):
     monkeypatch.setenv(harness.PROBE_ENV, "1")
+    monkeypatch.setattr(harness, "MOVED_MS", math.inf)
     monkeypatch.setattr(harness, "PAIRS", 2)
     monkeypatch.setattr(harness, "N_PREDICT", 4)
     out = tmp_path / "run"

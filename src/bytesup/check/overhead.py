@@ -27,6 +27,8 @@ from bytesup.store.runs import Run
 # The harness's part of a request, median ms, at n_probs 0 and 8: judged on the run's split (run/harness.py).
 BUDGET_MS = {0: 0.5, 8: 1.0}
 UNSETTLED = "cannot tell yet"
+# A pair of the split whose harness part (wall) and CPU part differ by more than this is set aside (run/harness.py).
+MOVED_MS = 0.5
 
 
 def settled(harness_ms: list[float], budget_ms: float | None) -> bool:
@@ -131,12 +133,16 @@ def harness_table(split: HarnessSplit) -> list[Block]:
     rows = []
     stopped = any(level.stopped_by for level in split.levels)  # pairs under a stopping rule: each level's own count
     for level in split.levels:
-        harness = statistics.median(level.harness_ms)
-        low, high = percentile(level.harness_ms, 10), percentile(level.harness_ms, 90)
-        within = within_budget(level.harness_ms, level.budget_ms)
-        row = (level.n_probs, statistics.median(level.server_ms), harness, f"{fmt(low)} to {fmt(high)}",
-               "" if level.budget_ms is None else level.budget_ms, within)
-        rows.append((*row, f"{len(level.harness_ms)} ({level.stopped_by or 'fixed'})") if stopped else row)
+        budget = "" if level.budget_ms is None else level.budget_ms
+        if not level.harness_ms:  # every pair set aside
+            row: tuple = (level.n_probs, "", "", "", budget, UNSETTLED if level.budget_ms is not None else "")
+        else:
+            low, high = percentile(level.harness_ms, 10), percentile(level.harness_ms, 90)
+            row = (level.n_probs, statistics.median(level.server_ms), statistics.median(level.harness_ms),
+                   f"{fmt(low)} to {fmt(high)}", budget, within_budget(level.harness_ms, level.budget_ms))
+        noted = f", {len(level.set_aside_ms)} set aside" if level.set_aside_ms else ""
+        rows.append((*row, f"{len(level.harness_ms)}{noted} ({level.stopped_by or 'fixed'})") if stopped else row)
+    aside = [(level.n_probs, level.set_aside_ms) for level in split.levels if level.set_aside_ms]
     sent = (f"sent up to {split.pairs} times (each level's pairs stop once its verdict against the budget is settled, "
             "the harness's median further from it than twice the median's standard error, or at once where no budget "
             "applies, after three pairs at least)") if stopped else f"sent {split.pairs} times"
@@ -149,7 +155,12 @@ def harness_table(split: HarnessSplit) -> list[Block]:
             "server's part grows with the probabilities it writes for every token (n_probs); what a lesson's "
             "requests show beyond both, where they were sent together, is their wait for a free slot. \"Within "
             "budget\" is yes or no where the pairs settle it, and cannot tell yet where the median lies within twice "
-            "its standard error of the budget."),)),
+            "its standard error of the budget, or at or below zero."
+            + (f" A pair is set aside where its harness part and the same on the client threads' CPU clock differ by "
+               f"more than {MOVED_MS:g} ms: its two requests waited apart beyond the server's timings, so it measured "
+               "the server; the level took another in its place. Set aside: "
+               + "; ".join(f"at n_probs {n}, {len(ms)} ({', '.join(fmt(x) for x in ms)} ms)" for n, ms in aside) + "."
+               if aside else "")),)),
         TableBlock("", ("n_probs", "the server's part (ms)", "the harness's part (ms)", "harness p10 to p90 (ms)",
                         "budget (ms)", "within budget", *(("pairs (what stopped them)",) if stopped else ())),
                    tuple(rows)),

@@ -141,6 +141,8 @@ class HarnessLevel(Record):
     harness_ms: list[float] = Field(default_factory=list)
     budget_ms: float | None = None  # the harness's median may take at most this (None: no budget at this n_probs)
     stopped_by: str | None = None  # what stopped its pairs (course.stopping's words); None: a split of fixed pairs
+    harness_cpu_ms: list[float] = Field(default_factory=list)  # each kept pair's harness part on the threads' CPU clock
+    set_aside_ms: list[float] = Field(default_factory=list)  # the harness parts of the pairs set aside (run/harness.py)
 
 
 class HarnessSplit(Record):
