@@ -112,9 +112,12 @@ def time_matrix(ctx: LessonContext, shape: MatrixShape, repeat: int) -> TimedMat
     """numpy's W (M × K) @ X (K × N) on this host, for every planned N."""
     m, k = shape.m, shape.k
     counts, skipped = planned_counts(m, k)
-    benches = [ctx.host(f"matmul_{m}x{k}x{n}", functools.partial(hostbench.measure_matmul, m, k, n, dtype=DTYPE, repeats=repeat,
-                                                            min_time_s=MIN_SAMPLE_S))
-               for n in ctx.track(counts, f"{shape.label}: {m} × {k}")]
+    w = functools.cache(functools.partial(hostbench.random_matrix, m, k, DTYPE))  # drawn once, for every N (a replay: never)
+
+    def timed(n: int) -> dict:
+        return hostbench.measure_matmul(m, k, n, dtype=DTYPE, repeats=repeat, min_time_s=MIN_SAMPLE_S, w=w())
+
+    benches = [ctx.host(f"matmul_{m}x{k}x{n}", functools.partial(timed, n)) for n in ctx.track(counts, f"{shape.label}: {m} × {k}")]
     return TimedMatrix(shape, benches, skipped)
 
 

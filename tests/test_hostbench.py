@@ -295,6 +295,24 @@ def test_the_sizings_last_batch_is_the_first_sample(monkeypatch):
     assert fake.products == 4
 
 
+def test_a_matrix_drawn_once_is_the_one_multiplied_and_must_fit(monkeypatch):
+    w = hostbench.random_matrix(3, 2)
+    assert w.dtype == np.float32 and w.shape == (3, 2)
+    assert np.array_equal(w, np.random.default_rng(0).standard_normal((3, 2), dtype=np.float32))
+    multiplied = []
+    real = np.matmul
+    monkeypatch.setattr(hostbench.np, "matmul", lambda a, b, out: multiplied.append(a) or real(a, b, out=out))
+    r = measure_matmul(3, 2, 1, repeats=1, min_time_s=0.0, w=w)
+    assert r["flops"] == 12 and multiplied and all(a is w for a in multiplied)
+    multiplied.clear()
+    measure_matmul(3, 2, 1, repeats=1, min_time_s=0.0)  # drawn here: the same numbers
+    assert np.array_equal(multiplied[0], w)
+    with pytest.raises(ValueError, match="^w must be 3 x 2 float32, not 2 x 3 float32$"):
+        measure_matmul(3, 2, 1, w=w.T.copy())
+    with pytest.raises(ValueError, match="^w must be 3 x 2 float64, not 3 x 2 float32$"):
+        measure_matmul(3, 2, 1, dtype="float64", w=w)
+
+
 def test_matmul_refuses_empty_shapes():
     for shape in ((0, 1, 1), (1, 0, 1), (1, 1, 0)):
         with pytest.raises(ValueError, match="^m, k, n and repeats must be at least 1$"):

@@ -217,6 +217,27 @@ def test_matvec_summary_picks_by_field(lesson):
     assert lesson.matvec_summary([rows[0], row("a", 2, 15.0, 104, 40.0, 0.8)]).best_batched_gflop_per_s == 15.0
 
 
+def test_each_shape_draws_its_matrix_once_for_every_n(lesson, monkeypatch):
+    from bytesup.host import hostbench
+    from bytesup.store.views.lesson03 import MatrixShape
+
+    drawn, timed = [], []
+    monkeypatch.setattr(hostbench, "random_matrix", lambda m, k, dtype: drawn.append((m, k, dtype)) or object())
+    monkeypatch.setattr(hostbench, "measure_matmul", lambda m, k, n, w, **_: timed.append((n, w)) or {"n": n})
+
+    class Ctx:
+        def host(self, name, measure):
+            return measure()
+
+        def track(self, items, text):
+            return items
+
+    out = lesson.time_matrix(Ctx(), MatrixShape("q", "blk.0.attn_q.weight", 4096, 4096, False), repeat=1)
+    assert drawn == [(4096, 4096, "float32")]  # once, for N = 1, 8, 64, 512 and 2,048
+    assert [n for n, _ in timed] == [1, 8, 64, 512, 2048] and len({id(w) for _, w in timed}) == 1
+    assert [b["n"] for b in out.benches] == [1, 8, 64, 512, 2048]
+
+
 def test_sample_ms_and_shown(lesson):
     bench = {"products_per_sample": 10, "seconds": {"samples": [0.001, 0.002]}}
     assert lesson.sample_ms(bench) == pytest.approx([10.0, 20.0])

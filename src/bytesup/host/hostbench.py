@@ -20,7 +20,7 @@ import numpy as np
 from bytesup.units import GB, GiB, KiB, MiB
 
 __all__ = ["summarize", "blas_info", "measure_read_bandwidth", "host_bandwidth", "last_level_cache", "physical_cores",
-           "run_bandwidth_plan", "bandwidth_drift", "measure_matmul", "measure_matmul_peak", "measure_matvec_bandwidth"]
+           "run_bandwidth_plan", "bandwidth_drift", "measure_matmul", "measure_matmul_peak", "random_matrix", "measure_matvec_bandwidth"]
 
 _ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -277,8 +277,16 @@ def _check_memory(nbytes: int) -> None:
         )
 
 
-def measure_matmul(m: int, k: int, n: int, dtype: Any = "float32", repeats: int = 5, min_time_s: float = 0.05) -> dict:
-    """Time W (m x k) @ X (k x n) with numpy; n=1 is the matrix-vector product of token generation.
+def random_matrix(m: int, k: int, dtype: Any = "float32") -> np.ndarray:
+    """The W `measure_matmul` multiplies, drawn once for several N (the output matrix of the default model, 49,152 ×
+    576, took 0.72 s to draw on a 2-core AMD EPYC): the same numbers `measure_matmul` draws itself."""
+    return np.random.default_rng(0).standard_normal((m, k), dtype=np.float32).astype(np.dtype(dtype))
+
+
+def measure_matmul(m: int, k: int, n: int, dtype: Any = "float32", repeats: int = 5, min_time_s: float = 0.05,
+                   w: np.ndarray | None = None) -> dict:
+    """Time W (m x k) @ X (k x n) with numpy; n=1 is the matrix-vector product of token generation. `w`: W as
+    `random_matrix` draws it, for a caller that times several N on one matrix; else drawn here.
 
     After a warm-up, the product is repeated enough times that one sample lasts at least
     `min_time_s` (a single small product is shorter than the timer's noise), and each sample
@@ -290,9 +298,11 @@ def measure_matmul(m: int, k: int, n: int, dtype: Any = "float32", repeats: int 
     if min(m, k, n) < 1 or repeats < 1:
         raise ValueError("m, k, n and repeats must be at least 1")
     dt = np.dtype(dtype)
-    rng = np.random.default_rng(0)
-    w = rng.standard_normal((m, k), dtype=np.float32).astype(dt)
-    x = rng.standard_normal((k, n), dtype=np.float32).astype(dt)
+    if w is None:
+        w = random_matrix(m, k, dt)
+    elif w.shape != (m, k) or w.dtype != dt:
+        raise ValueError(f"w must be {m} x {k} {dt.name}, not {' x '.join(map(str, w.shape))} {w.dtype.name}")
+    x = np.random.default_rng(1).standard_normal((k, n), dtype=np.float32).astype(dt)
     out = np.empty((m, n), dtype=np.result_type(w, x))
 
     np.matmul(w, x, out=out)  # warm-up: BLAS thread start, page faults on `out`
