@@ -176,7 +176,7 @@ def test_the_report_and_the_log_say_which_pairs_were_set_aside(tmp_path):
     rows = split_rows(page)
     assert rows[0] == ["", "", "", "0.5", "cannot tell yet", "0, 6 set aside (maximum)"]
     assert rows[8][-2:] == ["yes", "3, 1 set aside (tight)"]
-    assert "Set aside: at n_probs 0, 6 (2.5, 2.5, 2.5, 2.5, 2.5, 2.5 ms); at n_probs 8, 1 (" in page
+    assert "Set aside: 6 at n_probs 0 (harness parts 2.5, 2.5, 2.5, 2.5, 2.5, 2.5 ms); 1 at n_probs 8 (harness parts " in page
     said = harness.sentence(split)
     assert "n_probs 0 (0 pairs, 6 set aside, maximum): every pair set aside" in said
     assert "n_probs 8 (3 pairs, 1 set aside, tight): the harness 0.90 ms, budget 1 ms: within" in said

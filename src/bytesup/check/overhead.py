@@ -159,7 +159,8 @@ def harness_table(split: HarnessSplit) -> list[Block]:
             + (f" A pair is set aside where its harness part and the same on the client threads' CPU clock differ by "
                f"more than {MOVED_MS:g} ms: its two requests waited apart beyond the server's timings, so it measured "
                "the server; the level took another in its place. Set aside: "
-               + "; ".join(f"at n_probs {n}, {len(ms)} ({', '.join(fmt(x) for x in ms)} ms)" for n, ms in aside) + "."
+               + "; ".join(f"{len(ms)} at n_probs {n} (harness parts {', '.join(fmt(x) for x in ms)} ms)"
+                           for n, ms in aside) + "."
                if aside else "")),)),
         TableBlock("", ("n_probs", "the server's part (ms)", "the harness's part (ms)", "harness p10 to p90 (ms)",
                         "budget (ms)", "within budget", *(("pairs (what stopped them)",) if stopped else ())),

@@ -15,15 +15,16 @@ Pair by pair, the bare client's part outside the timings is **the server's**; th
 the two requests of a pair, by 2 to 4 ms where it is 1 to 2 (make runs of 2026-12-06), and that pair's difference
 then measures the server. So each pair is also read on each client thread's CPU clock (`time.thread_time`), which a
 server's delay does not move: a pair whose harness part differs from its CPU part by more than MOVED_MS is set aside
-(kept in the manifest, not in the median), and the level takes another in its place, at most PAIRS more. It does so at n_probs 0, at 8 and
-at the largest n_probs the run's lessons asked for, since the server's part grows with the probabilities it
-writes. The harness's part is held to BUDGET_MS; the server's is reported, not budgeted. Each level takes pairs until
-its verdict is settled: the harness's median further from its budget than twice the median's standard error
-(bytesup.course.stopping's uncertainty, from the pairs' range), and at a level without a budget, where nothing is
-judged, at MIN_PAIRS; else at PAIRS, or once the level's pairs have taken LEVEL_BUDGET_S. `scripts/bench_harness.py`
-measures the same in one sitting, with a profile. A run of several lessons takes it (at most about 15 s on a 2-core
-machine); a run of one lesson, such as a lesson run as a script, does not. BYTESUP_HARNESS_PROBE=0 skips it; a
-replay never takes it."""
+(kept in the manifest, not in the median), and the level takes another in its place, at most PAIRS more.
+
+The split is taken at n_probs 0, at 8 and at the largest n_probs the run's lessons asked for, since the server's part
+grows with the probabilities it writes. The harness's part is held to BUDGET_MS; the server's is reported, not
+budgeted. Each level takes pairs until its verdict is settled: the harness's median further from its budget than twice
+the median's standard error (bytesup.course.stopping's uncertainty, from the pairs' range), and at a level without a
+budget, where nothing is judged, at MIN_PAIRS; else at PAIRS, or once the level's pairs have taken LEVEL_BUDGET_S.
+`scripts/bench_harness.py` measures the same in one sitting, with a profile. A run of several lessons takes it (at
+most about 15 s on a 2-core machine); a run of one lesson, such as a lesson run as a script, does not.
+BYTESUP_HARNESS_PROBE=0 skips it; a replay never takes it."""
 
 from __future__ import annotations
 
