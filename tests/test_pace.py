@@ -80,7 +80,8 @@ def test_no_pace_is_read_around_a_lesson_that_times_nothing_on_the_server(two_co
                                                                            monkeypatch):
     """Lessons 01 and 03 time decodes; 02 times nothing on a server (TIMES_THE_SERVER = False, as lessons 1 to 3 of the
     course say). The run reads the pace before 01 and after it, then not after 02, and reads it again before 03, since
-    the reading after 01 is older than lesson 02: four readings where every lesson paced would take three."""
+    the reading after 01 is older than lesson 02: four readings, as many as pacing every lesson takes, and none kept
+    with 02."""
     from bytesup.options import RunOptions
     from bytesup.run.runner import run_lessons
 
