@@ -41,6 +41,19 @@ def test_a_failed_reading_gives_none_and_raises_nothing(bad):
     assert pace.read(Server({"predicted_n": 16, "predicted_ms": 100.0}, bad, bad)) is None
 
 
+def readings_in_turn(monkeypatch, readings: list[list[float]]) -> list:
+    """The pace on (BYTESUP_PACE unset), each reading's decodes the next of `readings`; the list of the bare clients
+    read through, one a reading, to count them."""
+    monkeypatch.delenv(pace.ENV, raising=False)
+    taken, calls = iter(readings), []
+
+    def read(bare):
+        calls.append(bare)
+        return next(taken)
+    monkeypatch.setattr(pace, "read", read)
+    return calls
+
+
 def test_a_live_run_keeps_the_pace_around_each_lesson_and_a_replay_takes_none(two_cores, tmp_path, httpx_mock,  # noqa: F811
                                                                               monkeypatch):
     from bytesup.options import RunOptions
@@ -50,14 +63,7 @@ def test_a_live_run_keeps_the_pace_around_each_lesson_and_a_replay_takes_none(tw
     (folder / "02_decode.py").write_text(LESSON)
     serve(httpx_mock)
     two_cores(1.0)
-    monkeypatch.delenv(pace.ENV, raising=False)
-    taken = iter([[150.0] * 3, [149.0, 150.0, 151.0], [120.0, 124.0, 125.0]])
-    calls = []
-
-    def read(bare):
-        calls.append(bare)
-        return next(taken)
-    monkeypatch.setattr(pace, "read", read)
+    calls = readings_in_turn(monkeypatch, [[150.0] * 3, [149.0, 150.0, 151.0], [120.0, 124.0, 125.0]])
     live = tmp_path / "live"
     assert run_lessons(["01_decode", "02_decode"], RunOptions(server_url=URL, out=live)) == 0
     assert len(calls) == 3   # before the first lesson, then after each: the reading after one is the next's before
@@ -91,15 +97,8 @@ def test_no_pace_is_read_around_a_lesson_that_times_nothing_on_the_server(two_co
     (folder / "03_decode.py").write_text(LESSON)
     serve(httpx_mock)
     two_cores(1.0)
-    monkeypatch.delenv(pace.ENV, raising=False)
     readings = [[150.0] * 3, [140.0] * 3, [130.0] * 3, [120.0] * 3]
-    taken = iter(readings)
-    calls = []
-
-    def read(bare):
-        calls.append(bare)
-        return next(taken)
-    monkeypatch.setattr(pace, "read", read)
+    calls = readings_in_turn(monkeypatch, readings)
     live = tmp_path / "live"
     assert run_lessons(["01_decode", "02_host", "03_decode"], RunOptions(server_url=URL, out=live)) == 0
     assert len(calls) == 4

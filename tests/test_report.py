@@ -384,3 +384,26 @@ def test_the_verdicts_row_names_where_lesson_7s_roofline_puts_the_default_model_
     assert f"| the capstone's verdicts | mixed: {model}; lesson 7's roofline puts" in markdown(summary_blocks(run, None))
     del run.results[ROOFLINE]
     assert roofline_against_capstone(run) is None
+
+
+def test_a_lessons_plot_drawn_for_its_files_gives_the_page_its_svg_without_drawing_again(tmp_path, monkeypatch):
+    """write_plots draws the PNG, the SVG and the page's SVG (text as text) on one figure; the page's svg_markup then
+    takes the kept one, the same bytes as a drawing of its own, and draws no figure."""
+    from bytesup.store import plots
+    from bytesup.store.results import LessonResult, Plot, Series
+
+    plot = Plot(name="p", title="a <title>", x_label="x", y_label="y",
+                series=[Series(label="s", x=[1.0, 2.0, 4.0], y=[3.0, 1.0, 2.0])])
+    result = LessonResult(lesson_id="99_plot", title="t", started_at="", finished_at="", plots=[plot])
+    monkeypatch.setattr(plots, "_drawings", type(plots._drawings)())
+    fresh = plots.svg_markup(plot, "f-")
+    monkeypatch.setattr(plots, "_drawings", type(plots._drawings)())
+    figures = []
+    drawn = plots._figure
+    monkeypatch.setattr(plots, "_figure", lambda *a: figures.append(a) or drawn(*a))
+    written = plots.write_plots(result, tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in written] == ["plots/99_plot-p.png", "plots/99_plot-p.svg"]
+    assert written[0].read_bytes().startswith(b"\x89PNG") and b"<svg" in written[1].read_bytes()
+    assert len(figures) == 1
+    assert plots.svg_markup(plot, "f-") == fresh and len(figures) == 1
+    assert 'id="f-svg"' in fresh and "<text" in fresh and "<text" not in written[1].read_text()  # outlines in the file
